@@ -1,0 +1,136 @@
+//! Fixed-size byte strings (hashes, keys, signatures) that encode as raw bytes on the
+//! wire and as lowercase hex in JSON, so the canonical format has no length prefixes
+//! for them and humans never see arrays of integers.
+
+use serde::de::{self, SeqAccess, Visitor};
+use serde::ser::SerializeTuple;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+/// A hex string that was not the right length or not hex.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("expected {expected_len} bytes as {} hex digits, got {input:?}", expected_len * 2)]
+pub struct HexError {
+    pub expected_len: usize,
+    pub input: String,
+}
+
+macro_rules! byte_array {
+    ($(#[$meta:meta])* $name:ident, $len:expr) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(pub [u8; $len]);
+
+        impl $name {
+            pub const LEN: usize = $len;
+
+            pub fn to_hex(&self) -> String {
+                hex::encode(self.0)
+            }
+
+            pub fn from_hex(input: &str) -> Result<Self, HexError> {
+                let err = || HexError {
+                    expected_len: $len,
+                    input: input.chars().take(2 * $len + 8).collect(),
+                };
+                let mut out = [0u8; $len];
+                hex::decode_to_slice(input.trim(), &mut out).map_err(|_| err())?;
+                Ok(Self(out))
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({})", stringify!($name), self.to_hex())
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.to_hex())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                if serializer.is_human_readable() {
+                    serializer.serialize_str(&self.to_hex())
+                } else {
+                    // A tuple, not `serialize_bytes`: bincode then writes the raw bytes
+                    // with no length prefix.
+                    let mut tuple = serializer.serialize_tuple($len)?;
+                    for byte in &self.0 {
+                        tuple.serialize_element(byte)?;
+                    }
+                    tuple.end()
+                }
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct ArrayVisitor;
+                impl<'de> Visitor<'de> for ArrayVisitor {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        write!(f, "{} bytes", $len)
+                    }
+                    fn visit_str<E: de::Error>(self, v: &str) -> Result<$name, E> {
+                        $name::from_hex(v).map_err(E::custom)
+                    }
+                    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<$name, A::Error> {
+                        let mut out = [0u8; $len];
+                        for (i, slot) in out.iter_mut().enumerate() {
+                            *slot = seq
+                                .next_element()?
+                                .ok_or_else(|| de::Error::invalid_length(i, &self))?;
+                        }
+                        Ok($name(out))
+                    }
+                }
+                if deserializer.is_human_readable() {
+                    deserializer.deserialize_str(ArrayVisitor)
+                } else {
+                    deserializer.deserialize_tuple($len, ArrayVisitor)
+                }
+            }
+        }
+    };
+}
+
+byte_array!(
+    /// A blake3 digest: block hashes, Merkle nodes, challenge ids.
+    Hash32,
+    32
+);
+byte_array!(
+    /// A validator's ed25519 public key: the identity of its block log.
+    ValidatorKey,
+    32
+);
+byte_array!(
+    /// An ed25519 signature (R || S).
+    SignatureBytes,
+    64
+);
+
+/// A challenge id is a 32-byte digest; the alias names the role.
+pub type ChallengeId = Hash32;
+/// Match ids are 32 bytes too.
+pub type MatchId = Hash32;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trip_and_errors() {
+        let h = Hash32([0xab; 32]);
+        assert_eq!(Hash32::from_hex(&h.to_hex()).unwrap(), h);
+        assert!(Hash32::from_hex("abcd").is_err());
+        assert!(Hash32::from_hex(&"zz".repeat(32)).is_err());
+        let json = serde_json::to_string(&h).unwrap();
+        assert_eq!(json, format!("\"{}\"", "ab".repeat(32)));
+        assert_eq!(serde_json::from_str::<Hash32>(&json).unwrap(), h);
+    }
+}

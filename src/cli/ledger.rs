@@ -1,0 +1,735 @@
+//! `af ledger`: create, inspect, verify, export, checkpoint and prove block logs.
+
+use super::{print_json, ProgressLine, EXIT_CHECK_FAILED};
+use crate::outln;
+use af::bytes::{Hash32, ValidatorKey};
+use af::ledger::checkpoint::Checkpoint;
+use af::ledger::keys::KEY_FILE;
+use af::ledger::proof::{self, InclusionProof};
+use af::ledger::verify::{self, StoreReport};
+use af::ledger::{demo, Event, LedgerKey, OwnLog, Store, StoreError};
+use anyhow::{anyhow, bail, Context};
+use clap::{Subcommand, ValueEnum};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Subcommand, Debug)]
+pub enum LedgerCommand {
+    /// Create the store (DIR/ledger.redb) and, if absent, a ledger key (DIR/validator.key).
+    Init {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List chains; with --validator, a chain's blocks; with --height, one block.
+    Show {
+        #[arg(long)]
+        data: PathBuf,
+        /// Validator public key (hex); defaults to our own when --height is given.
+        #[arg(long)]
+        validator: Option<String>,
+        #[arg(long)]
+        height: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify every chain from genesis: bytes, hashes, Merkle roots, signatures, links.
+    /// Exits 3 naming the validator, first bad height and fault if anything is wrong.
+    Verify {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write every event as one JSON object per line, with its location.
+    Export {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
+        format: ExportFormat,
+        #[arg(long)]
+        validator: Option<String>,
+    },
+    /// Print a signed checkpoint (C2SP signed note) of our own chain's tip.
+    Checkpoint {
+        #[arg(long)]
+        data: PathBuf,
+    },
+    /// Verify a checkpoint note; with --data, also that the store holds that tip.
+    VerifyCheckpoint {
+        /// Checkpoint file, or - for stdin.
+        #[arg(long)]
+        file: PathBuf,
+        #[arg(long)]
+        data: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print an inclusion proof (JSON) of one event: Merkle path plus headers to the tip.
+    Prove {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        height: u64,
+        #[arg(long)]
+        event: u32,
+        #[arg(long)]
+        validator: Option<String>,
+    },
+    /// Verify an inclusion proof file on its own; with --checkpoint, that it reaches it.
+    VerifyProof {
+        #[arg(long)]
+        file: PathBuf,
+        #[arg(long)]
+        checkpoint: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Find transcripts by challenge id or miner hotkey (through the store's indexes).
+    Find {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long, required_unless_present = "miner")]
+        challenge_id: Option<String>,
+        #[arg(long)]
+        miner: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Append a synthetic but well-formed log to our own chain (benchmarks, tests).
+    Demo {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        blocks: u64,
+        #[arg(long)]
+        events_per_block: u32,
+        /// Approximate encoded size of each event.
+        #[arg(long, default_value_t = 1024)]
+        event_bytes: usize,
+        /// Print `appended HEIGHT` after each block is durable (for crash tests).
+        #[arg(long)]
+        ack: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum ExportFormat {
+    Jsonl,
+}
+
+pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        LedgerCommand::Init { data, json } => init(&data, json),
+        LedgerCommand::Show {
+            data,
+            validator,
+            height,
+            json,
+        } => show(&data, validator, height, json),
+        LedgerCommand::Verify { data, json } => verify(&data, json),
+        LedgerCommand::Export {
+            data,
+            format: ExportFormat::Jsonl,
+            validator,
+        } => export(&data, validator),
+        LedgerCommand::Checkpoint { data } => checkpoint(&data),
+        LedgerCommand::VerifyCheckpoint { file, data, json } => {
+            verify_checkpoint(&file, data.as_deref(), json)
+        }
+        LedgerCommand::Prove {
+            data,
+            height,
+            event,
+            validator,
+        } => prove(&data, height, event, validator),
+        LedgerCommand::VerifyProof {
+            file,
+            checkpoint,
+            json,
+        } => verify_proof(&file, checkpoint.as_deref(), json),
+        LedgerCommand::Find {
+            data,
+            challenge_id,
+            miner,
+            json,
+        } => find(&data, challenge_id, miner, json),
+        LedgerCommand::Demo {
+            data,
+            blocks,
+            events_per_block,
+            event_bytes,
+            ack,
+            json,
+        } => {
+            let summary = write_demo(&data, blocks, events_per_block, event_bytes, ack)?;
+            if json {
+                print_json(&summary)?;
+            } else if !ack {
+                outln!(
+                    "appended {} blocks of {} events ({:.1} MiB) in {:.2} s: {:.0} events/s durable; tip height {}",
+                    summary.blocks,
+                    summary.events_per_block,
+                    summary.bytes as f64 / 1048576.0,
+                    summary.seconds,
+                    summary.events_per_second,
+                    summary.tip_height
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+pub fn key_path(data: &Path) -> PathBuf {
+    data.join(KEY_FILE)
+}
+
+fn parse_validator(hex: &str) -> anyhow::Result<ValidatorKey> {
+    ValidatorKey::from_hex(hex).context("--validator")
+}
+
+/// `--validator` if given, else our own key's public half.
+fn validator_or_own(data: &Path, validator: Option<String>) -> anyhow::Result<ValidatorKey> {
+    match validator {
+        Some(hex) => parse_validator(&hex),
+        None => Ok(LedgerKey::load(&key_path(data))
+            .context("no --validator given, so using our own key")?
+            .validator()),
+    }
+}
+
+pub fn open_own_log(data: &Path) -> anyhow::Result<OwnLog> {
+    let store = Store::create(data)?;
+    let path = key_path(data);
+    let key = if path.exists() {
+        LedgerKey::load(&path)?
+    } else {
+        let key = LedgerKey::generate()?;
+        key.write_new(&path)?;
+        key
+    };
+    Ok(OwnLog::new(store, key))
+}
+
+fn init(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let created_key = !key_path(data).exists();
+    let log = open_own_log(data)?;
+    let tip = log.tip()?;
+    if json {
+        print_json(&serde_json::json!({
+            "data": data, "store": log.store.path(), "key_file": key_path(data),
+            "created_key": created_key, "validator": log.validator(), "tip": tip,
+        }))?;
+    } else {
+        outln!("store     {}", log.store.path().display());
+        outln!(
+            "key       {} ({})",
+            key_path(data).display(),
+            if created_key {
+                "created, mode 0600"
+            } else {
+                "existing"
+            }
+        );
+        outln!("validator {}", log.validator());
+        outln!(
+            "tip       {}",
+            tip.map_or("(empty chain)".into(), |t| format!(
+                "height {} hash {}",
+                t.height, t.hash
+            ))
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(
+    data: &Path,
+    validator: Option<String>,
+    height: Option<u64>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let store = Store::open(data)?;
+    match (validator, height) {
+        (None, None) => {
+            let tips = store.tips()?;
+            if json {
+                let chains: Vec<_> = tips.iter().map(|(v, t)| serde_json::json!({ "validator": v, "n_blocks": t.height + 1, "tip": t })).collect();
+                print_json(&chains)?;
+            } else {
+                outln!("{:<64}  {:>8}  tip hash", "validator", "blocks");
+                for (validator, tip) in tips {
+                    outln!("{validator}  {:>8}  {}", tip.height + 1, tip.hash);
+                }
+            }
+        }
+        (validator, None) => {
+            let validator = validator_or_own(data, validator)?;
+            let tip = store
+                .tip(&validator)?
+                .ok_or_else(|| anyhow!("no chain for validator {validator}"))?;
+            let mut headers = Vec::new();
+            for h in 0..=tip.height {
+                let bytes = store
+                    .block_bytes(&validator, h)?
+                    .ok_or_else(|| anyhow!("block {h} is missing; run `af ledger verify`"))?;
+                let (header, _) = af::ledger::store::stored_header(&bytes)?;
+                headers.push((header.hash(), header, bytes.len()));
+            }
+            if json {
+                let list: Vec<_> = headers.iter().map(|(hash, header, n)| serde_json::json!({ "hash": hash, "header": header, "n_bytes": n })).collect();
+                print_json(&list)?;
+            } else {
+                outln!("validator {validator}");
+                outln!(
+                    "{:>8}  {:<64}  {:>13}  {:>7}  {:>9}",
+                    "height",
+                    "hash",
+                    "time_ms",
+                    "events",
+                    "bytes"
+                );
+                for (hash, header, n) in headers {
+                    outln!(
+                        "{:>8}  {hash}  {:>13}  {:>7}  {:>9}",
+                        header.height,
+                        header.time_ms,
+                        header.n_events,
+                        n
+                    );
+                }
+            }
+        }
+        (validator, Some(height)) => {
+            let validator = validator_or_own(data, validator)?;
+            let block = store
+                .block(&validator, height)?
+                .ok_or_else(|| anyhow!("validator {validator} has no block at height {height}"))?;
+            if json {
+                print_json(
+                    &serde_json::json!({ "hash": block.hash, "n_bytes": block.n_bytes, "block": block.block }),
+                )?;
+            } else {
+                let header = &block.block.header;
+                outln!("block {} of validator {}", header.height, header.validator);
+                outln!("hash        {}", block.hash);
+                outln!("prev_hash   {}", header.prev_hash);
+                outln!("time_ms     {}", header.time_ms);
+                outln!("events_root {}", header.events_root);
+                outln!("n_events    {}  ({} bytes)", header.n_events, block.n_bytes);
+                outln!("signature   {}", block.block.signature);
+                for (i, event) in block.block.events.iter().enumerate() {
+                    outln!("  [{i}] {}", describe(event));
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line about an event, for people.
+fn describe(event: &Event) -> String {
+    match event {
+        Event::Transcript(t) => format!(
+            "transcript {} v{} challenge {} #{} miner {} reward {}{}",
+            t.env.name,
+            t.env.version,
+            t.challenge_id,
+            t.challenge_index,
+            t.miner.hotkey,
+            f64::from(t.reward_milli) / 1000.0,
+            t.error
+                .as_ref()
+                .map_or(String::new(), |e| format!(" error: {e}"))
+        ),
+        Event::MatchStarted(m) => format!(
+            "match_started {} contender {} champion {}",
+            m.match_id, m.contender.hotkey, m.champion.hotkey
+        ),
+        Event::EnvDecision(d) => format!(
+            "env_decision {} {} {:?} ({}W {}L {}D)",
+            d.match_id, d.env.name, d.outcome, d.wins, d.losses, d.draws
+        ),
+        Event::MatchDecided(d) => format!(
+            "match_decided {} contender_won={} champion {}",
+            d.match_id, d.contender_won, d.champion_hotkey
+        ),
+        Event::WeightsSet(w) => format!(
+            "weights_set netuid {} at chain block {}",
+            w.netuid, w.chain_block
+        ),
+        Event::ChainCommitment(c) => format!(
+            "chain_commitment height {} hash {} at chain block {}",
+            c.committed_height, c.committed_hash, c.chain_block
+        ),
+        Event::Evidence(e) => format!(
+            "evidence: validator {} equivocated at height {}",
+            e.validator, e.height
+        ),
+    }
+}
+
+fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let store = match Store::open(data) {
+        Ok(store) => store,
+        Err(error @ StoreError::Missing(_)) => return Err(error.into()),
+        Err(error) => {
+            // A truncated or garbled file fails here: that is a verification failure.
+            if json {
+                print_json(&serde_json::json!({ "ok": false, "error": error.to_string() }))?;
+            } else {
+                outln!("FAIL: store cannot be read: {error}");
+            }
+            return Ok(ExitCode::from(EXIT_CHECK_FAILED));
+        }
+    };
+    let mut progress = ProgressLine::new();
+    // The storage engine is not ours: if it panics on a corrupt file, report it.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        verify::verify_store(&store, &mut |validator, blocks, bytes| {
+            progress.update(|| {
+                format!(
+                    "verifying {}…: {blocks} blocks, {:.1} MiB",
+                    &validator.to_hex()[..16],
+                    bytes as f64 / 1048576.0
+                )
+            })
+        })
+    }));
+    progress.finish();
+    let report: StoreReport = match result {
+        Ok(Ok(report)) => report,
+        Ok(Err(error)) => {
+            let message = format!("store cannot be read: {error}");
+            if json {
+                print_json(&serde_json::json!({ "ok": false, "error": message }))?;
+            } else {
+                outln!("FAIL: {message}");
+            }
+            return Ok(ExitCode::from(EXIT_CHECK_FAILED));
+        }
+        Err(_) => {
+            outln!("FAIL: the storage engine panicked reading the store: it is corrupt");
+            return Ok(ExitCode::from(EXIT_CHECK_FAILED));
+        }
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    if json {
+        let mut value = serde_json::to_value(&report)?;
+        value["seconds"] = serde_json::json!(seconds);
+        value["events_per_second"] = serde_json::json!(report.n_events as f64 / seconds);
+        value["mib_per_second"] = serde_json::json!(report.n_bytes as f64 / 1048576.0 / seconds);
+        print_json(&value)?;
+    } else {
+        for chain in &report.chains {
+            match &chain.fault {
+                None => outln!(
+                    "ok    validator {}: {} blocks, {} events, tip {}",
+                    chain.validator,
+                    chain.n_blocks_ok,
+                    chain.n_events,
+                    chain.verified_tip.map_or("(empty)".into(), |t| format!(
+                        "height {} hash {}",
+                        t.height, t.hash
+                    ))
+                ),
+                Some(fault) => outln!(
+                    "FAIL  validator {}: first bad height {} ({}): {}",
+                    chain.validator,
+                    fault.height,
+                    fault.kind,
+                    fault.message
+                ),
+            }
+        }
+        outln!(
+            "{} {} chain(s), {} blocks, {} events, {:.1} MiB in {:.2} s ({:.0} events/s, {:.0} MiB/s)",
+            if report.ok { "verified" } else { "FAILED:" },
+            report.chains.len(),
+            report.n_blocks,
+            report.n_events,
+            report.n_bytes as f64 / 1048576.0,
+            seconds,
+            report.n_events as f64 / seconds,
+            report.n_bytes as f64 / 1048576.0 / seconds
+        );
+    }
+    Ok(if report.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_CHECK_FAILED)
+    })
+}
+
+fn export(data: &Path, validator: Option<String>) -> anyhow::Result<ExitCode> {
+    let store = Store::open(data)?;
+    let validators: Vec<ValidatorKey> = match validator {
+        Some(hex) => vec![parse_validator(&hex)?],
+        None => store.tips()?.into_iter().map(|(v, _)| v).collect(),
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for validator in validators {
+        let Some(tip) = store.tip(&validator)? else {
+            continue;
+        };
+        for height in 0..=tip.height {
+            let block = store.block(&validator, height)?.ok_or_else(|| {
+                anyhow!("block {height} of {validator} is missing; run `af ledger verify`")
+            })?;
+            for (event_idx, event) in block.block.events.iter().enumerate() {
+                let line = serde_json::json!({ "validator": validator, "height": height, "event_idx": event_idx, "block_hash": block.hash, "event": event });
+                serde_json::to_writer(&mut out, &line)?;
+                out.write_all(b"\n")?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn checkpoint(data: &Path) -> anyhow::Result<ExitCode> {
+    let store = Store::open(data)?;
+    let key = LedgerKey::load(&key_path(data))?;
+    let tip = store
+        .tip(&key.validator())?
+        .ok_or_else(|| anyhow!("our chain is empty: nothing to checkpoint"))?;
+    let note = Checkpoint::of_tip(key.validator(), &tip).sign(&key);
+    std::io::stdout().lock().write_all(note.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_small(path: &Path, limit: u64) -> anyhow::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    if path.as_os_str() == "-" {
+        std::io::stdin().take(limit + 1).read_to_string(&mut text)?;
+    } else {
+        std::fs::File::open(path)
+            .with_context(|| format!("opening {}", path.display()))?
+            .take(limit + 1)
+            .read_to_string(&mut text)?;
+    }
+    if text.len() as u64 > limit {
+        bail!("{} is larger than {limit} bytes", path.display());
+    }
+    Ok(text)
+}
+
+fn report_check(
+    json: bool,
+    ok: bool,
+    value: serde_json::Value,
+    text: &str,
+) -> anyhow::Result<ExitCode> {
+    if json {
+        let mut value = value;
+        value["ok"] = serde_json::json!(ok);
+        print_json(&value)?;
+    } else {
+        outln!("{}{text}", if ok { "ok: " } else { "FAIL: " });
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_CHECK_FAILED)
+    })
+}
+
+fn verify_checkpoint(file: &Path, data: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+    let note = read_small(file, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
+    let checkpoint = match Checkpoint::verify(&note) {
+        Ok(checkpoint) => checkpoint,
+        Err(error) => {
+            return report_check(
+                json,
+                false,
+                serde_json::json!({ "error": error.to_string() }),
+                &error.to_string(),
+            )
+        }
+    };
+    if let Some(data) = data {
+        let store = Store::open(data)?;
+        let height = checkpoint
+            .size
+            .checked_sub(1)
+            .ok_or_else(|| anyhow!("checkpoint of an empty chain"))?;
+        let stored = store
+            .block_bytes(&checkpoint.validator, height)?
+            .map(|bytes| {
+                Hash32(
+                    *blake3::hash(&bytes[..af::ledger::block::HEADER_BYTES.min(bytes.len())])
+                        .as_bytes(),
+                )
+            });
+        if stored != Some(checkpoint.tip_hash) {
+            let why = format!(
+                "the store does not hold block {} with hash {} for validator {}",
+                height, checkpoint.tip_hash, checkpoint.validator
+            );
+            return report_check(
+                json,
+                false,
+                serde_json::json!({ "checkpoint": checkpoint, "error": why }),
+                &why,
+            );
+        }
+    }
+    let text = format!(
+        "checkpoint of validator {} at {} blocks, tip {}, signature valid",
+        checkpoint.validator, checkpoint.size, checkpoint.tip_hash
+    );
+    report_check(
+        json,
+        true,
+        serde_json::json!({ "checkpoint": checkpoint }),
+        &text,
+    )
+}
+
+fn prove(
+    data: &Path,
+    height: u64,
+    event: u32,
+    validator: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let store = Store::open(data)?;
+    let validator = validator_or_own(data, validator)?;
+    let proof = proof::prove(&store, &validator, height, event)?;
+    print_json(&proof)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify_proof(file: &Path, checkpoint: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+    let text = read_small(file, af::limits::MAX_JSON_INPUT_BYTES)?;
+    let proof: InclusionProof = serde_json::from_str(&text).context("not an inclusion proof")?;
+    let tip = match proof::verify_inclusion_proof(&proof) {
+        Ok(tip) => tip,
+        Err(error) => {
+            return report_check(
+                json,
+                false,
+                serde_json::json!({ "error": error.to_string() }),
+                &error.to_string(),
+            )
+        }
+    };
+    if let Some(path) = checkpoint {
+        let note = read_small(path, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
+        let verdict = Checkpoint::verify(&note)
+            .map_err(|e| e.to_string())
+            .and_then(|c| {
+                if c.validator == proof.validator
+                    && c.size == tip.height + 1
+                    && c.tip_hash == tip.hash
+                {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "proof reaches height {} hash {}, the checkpoint says {} blocks, tip {}",
+                        tip.height, tip.hash, c.size, c.tip_hash
+                    ))
+                }
+            });
+        if let Err(why) = verdict {
+            return report_check(json, false, serde_json::json!({ "error": why }), &why);
+        }
+    }
+    let text = format!(
+        "event {} of block {} (validator {}) is included, and the block chains to tip {} at height {}",
+        proof.event_idx, proof.height, proof.validator, tip.hash, tip.height
+    );
+    report_check(
+        json,
+        true,
+        serde_json::json!({ "validator": proof.validator, "height": proof.height, "event_idx": proof.event_idx, "tip": tip }),
+        &text,
+    )
+}
+
+fn find(
+    data: &Path,
+    challenge_id: Option<String>,
+    miner: Option<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let store = Store::open(data)?;
+    let locations = match (challenge_id, miner) {
+        (Some(hex), _) => {
+            store.locate_challenge(&Hash32::from_hex(&hex).context("--challenge-id")?)?
+        }
+        (None, Some(hotkey)) => store.locate_miner(&hotkey)?,
+        (None, None) => bail!("give --challenge-id HEX or --miner HOTKEY"),
+    };
+    if json {
+        print_json(&locations)?;
+    } else {
+        for location in locations {
+            outln!(
+                "validator {} height {} event {}",
+                location.validator,
+                location.height,
+                location.event_idx
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(serde::Serialize)]
+pub struct DemoSummary {
+    pub validator: ValidatorKey,
+    pub blocks: u64,
+    pub events_per_block: u32,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub events_per_second: f64,
+    pub tip_height: u64,
+}
+
+pub fn write_demo(
+    data: &Path,
+    blocks: u64,
+    events_per_block: u32,
+    event_bytes: usize,
+    ack: bool,
+) -> anyhow::Result<DemoSummary> {
+    let log = open_own_log(data)?;
+    let validator = log.validator();
+    let start_height = log.tip()?.map_or(0, |t| t.height + 1);
+    let started = Instant::now();
+    let mut progress = ProgressLine::new();
+    let mut bytes = 0u64;
+    let mut tip_height = start_height.saturating_sub(1);
+    for height in start_height..start_height + blocks {
+        let events = demo::demo_events(&validator, height, events_per_block, event_bytes);
+        let receipt = log.append(events, super::now_ms())?;
+        let tip = receipt.tip;
+        tip_height = tip.height;
+        bytes += receipt.n_bytes as u64;
+        if ack {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "appended {}", tip.height)?;
+            out.flush()?;
+        }
+        progress.update(|| format!("appended block {} of {}", height - start_height + 1, blocks));
+    }
+    progress.finish();
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(DemoSummary {
+        validator,
+        blocks,
+        events_per_block,
+        bytes,
+        seconds,
+        events_per_second: (blocks * u64::from(events_per_block)) as f64 / seconds,
+        tip_height,
+    })
+}

@@ -1,0 +1,118 @@
+//! Argument definitions (clap derive) and dispatch to the per-area command modules.
+
+mod demo;
+mod env;
+mod key;
+mod ledger;
+
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Exit code for "the check ran and found a problem".
+pub const EXIT_CHECK_FAILED: u8 = 3;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "af",
+    version,
+    about = "Validator node and audit toolkit: signed block logs, deterministic environments"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Write a demo ledger, verify it, prove and re-score one transcript (the first-run tour).
+    Demo {
+        /// Data directory (created; must not hold a ledger already unless --reuse).
+        #[arg(long, default_value = "demo-data")]
+        data: PathBuf,
+        #[arg(long, default_value_t = 32)]
+        blocks: u64,
+        #[arg(long, default_value_t = 64)]
+        events_per_block: u32,
+        /// Remove an existing demo directory first.
+        #[arg(long)]
+        fresh: bool,
+    },
+    /// Ledger keys.
+    #[command(subcommand)]
+    Key(key::KeyCommand),
+    /// The signed, hash-chained block log.
+    #[command(subcommand)]
+    Ledger(ledger::LedgerCommand),
+    /// Deterministic environments.
+    #[command(subcommand)]
+    Env(env::EnvCommand),
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Demo {
+            data,
+            blocks,
+            events_per_block,
+            fresh,
+        } => demo::run(&data, blocks, events_per_block, fresh),
+        Command::Key(command) => key::run(command),
+        Command::Ledger(command) => ledger::run(command),
+        Command::Env(command) => env::run(command),
+    }
+}
+
+/// Writes JSON to stdout followed by a newline.
+pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// Writes a line to stdout, surfacing a closed pipe as an error `main` treats as success.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?;
+    }};
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Shows progress on stderr when it is a terminal, at most a few times a second.
+pub struct ProgressLine {
+    enabled: bool,
+    last: std::time::Instant,
+}
+
+impl ProgressLine {
+    pub fn new() -> ProgressLine {
+        use std::io::IsTerminal;
+        ProgressLine {
+            enabled: std::io::stderr().is_terminal(),
+            last: std::time::Instant::now(),
+        }
+    }
+
+    pub fn update(&mut self, text: impl FnOnce() -> String) {
+        if self.enabled && self.last.elapsed().as_millis() >= 250 {
+            self.last = std::time::Instant::now();
+            eprint!("\r\x1b[2K{}", text());
+        }
+    }
+
+    pub fn finish(&mut self) {
+        if self.enabled {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}

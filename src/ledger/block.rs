@@ -1,0 +1,380 @@
+//! Blocks: a signed header that commits to its events through a Merkle root and to
+//! the previous block through its hash. Sealing and checking are pure functions of
+//! their inputs, so the writer, the store, gossip and the auditor share one rule.
+
+use super::codec::{self, CodecError};
+use super::event::Event;
+use super::merkle;
+use crate::bytes::{Hash32, SignatureBytes, ValidatorKey};
+use crate::limits::{MAX_BLOCK_BYTES, MAX_EVENTS_PER_BLOCK, MAX_EVENT_BYTES};
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+
+/// The header layout and rules of this document; a block with another version is refused.
+pub const FORMAT_VERSION: u16 = 1;
+/// `prev_hash` of the block at height 0.
+pub const GENESIS_PREV_HASH: Hash32 = Hash32([0u8; 32]);
+/// Canonical header size: 2 + 32 + 8 + 32 + 8 + 32 + 4.
+pub const HEADER_BYTES: usize = 118;
+/// Offset of the event count (u64) after header and signature.
+pub const EVENTS_OFFSET: usize = HEADER_BYTES + 64;
+/// Prefix of the signed message. Its NUL byte keeps it apart from the signed-note
+/// checkpoints made with the same key, whose text may hold no control characters.
+pub const BLOCK_SIGNING_CONTEXT: &[u8; 19] = b"af-ledger/v1/block\0";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockHeader {
+    pub format_version: u16,
+    pub validator: ValidatorKey,
+    pub height: u64,
+    pub prev_hash: Hash32,
+    /// Unix time in milliseconds, as the validator's clock said when sealing.
+    pub time_ms: u64,
+    pub events_root: Hash32,
+    pub n_events: u32,
+}
+
+impl BlockHeader {
+    pub fn encode(&self) -> Vec<u8> {
+        let bytes = codec::encode(self, "block header", HEADER_BYTES as u64)
+            .expect("a header is always 118 bytes");
+        assert_eq!(bytes.len(), HEADER_BYTES);
+        bytes
+    }
+
+    /// The block hash: blake3 over the canonical header bytes.
+    pub fn hash(&self) -> Hash32 {
+        Hash32(*blake3::hash(&self.encode()).as_bytes())
+    }
+}
+
+/// The exact message an ed25519 block signature signs.
+pub fn signing_message(block_hash: &Hash32) -> [u8; 51] {
+    let mut message = [0u8; 51];
+    message[..19].copy_from_slice(BLOCK_SIGNING_CONTEXT);
+    message[19..].copy_from_slice(&block_hash.0);
+    message
+}
+
+/// A block as it travels and is stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Block {
+    pub header: BlockHeader,
+    pub signature: SignatureBytes,
+    pub events: Vec<Event>,
+}
+
+/// A block with everything derived from its bytes, so nothing is computed twice.
+#[derive(Clone, Debug)]
+pub struct DecodedBlock {
+    pub block: Block,
+    pub hash: Hash32,
+    pub leaf_hashes: Vec<Hash32>,
+    pub n_bytes: usize,
+}
+
+/// The last block of a chain, as the next block must link to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tip {
+    pub height: u64,
+    pub hash: Hash32,
+    pub time_ms: u64,
+}
+
+/// What is wrong with a block. The caller adds which validator and height.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BlockError {
+    #[error("cannot decode: {0}")]
+    Decode(#[from] CodecError),
+    #[error("format version {0} is not supported (this build reads version {FORMAT_VERSION})")]
+    FormatVersion(u16),
+    #[error("{0}")]
+    Bound(#[from] super::event::BoundError),
+    #[error("header says {header} events, block holds {actual}")]
+    EventCount { header: u32, actual: u64 },
+    #[error("block holds {0} events, more than the limit of {MAX_EVENTS_PER_BLOCK}")]
+    TooManyEvents(u64),
+    #[error("events root mismatch: header has {header}, events hash to {computed}")]
+    EventsRoot { header: Hash32, computed: Hash32 },
+    #[error("validator key is not a valid ed25519 point or is of small order")]
+    WeakKey,
+    #[error("bad signature")]
+    BadSignature,
+    #[error("block is signed by validator {actual}, expected {expected}")]
+    WrongValidator {
+        expected: ValidatorKey,
+        actual: ValidatorKey,
+    },
+    #[error("block has height {actual}, expected {expected}")]
+    WrongHeight { expected: u64, actual: u64 },
+    #[error("prev hash {actual} does not link to the previous block {expected}")]
+    BrokenLink { expected: Hash32, actual: Hash32 },
+    #[error("time {time_ms} ms is before the previous block's {prev_time_ms} ms")]
+    TimeWentBack { prev_time_ms: u64, time_ms: u64 },
+}
+
+/// Decodes a block, insisting on canonical bytes, and derives its hash and leaf hashes.
+/// Checks structure only; [`check_signature`] and [`check_link`] do the rest.
+pub fn decode_block(bytes: &[u8]) -> Result<DecodedBlock, BlockError> {
+    if bytes.len() as u64 > MAX_BLOCK_BYTES {
+        return Err(CodecError::TooLarge {
+            what: "block",
+            len: bytes.len() as u64,
+            limit: MAX_BLOCK_BYTES,
+        }
+        .into());
+    }
+    if bytes.len() < EVENTS_OFFSET + 8 {
+        return Err(CodecError::Malformed {
+            what: "block",
+            message: format!(
+                "{} bytes is shorter than the fixed part of {}",
+                bytes.len(),
+                EVENTS_OFFSET + 8
+            ),
+        }
+        .into());
+    }
+    let header: BlockHeader =
+        codec::decode_canonical(&bytes[..HEADER_BYTES], "block header", HEADER_BYTES as u64)?;
+    if header.format_version != FORMAT_VERSION {
+        return Err(BlockError::FormatVersion(header.format_version));
+    }
+    let signature = SignatureBytes(
+        bytes[HEADER_BYTES..EVENTS_OFFSET]
+            .try_into()
+            .expect("64 bytes"),
+    );
+    let n_events = u64::from_le_bytes(
+        bytes[EVENTS_OFFSET..EVENTS_OFFSET + 8]
+            .try_into()
+            .expect("8 bytes"),
+    );
+    if n_events > u64::from(MAX_EVENTS_PER_BLOCK) {
+        return Err(BlockError::TooManyEvents(n_events));
+    }
+    if n_events != u64::from(header.n_events) {
+        return Err(BlockError::EventCount {
+            header: header.n_events,
+            actual: n_events,
+        });
+    }
+    let mut events = Vec::with_capacity(n_events as usize);
+    let mut leaf_hashes = Vec::with_capacity(n_events as usize);
+    let mut scratch = Vec::new();
+    let mut offset = EVENTS_OFFSET + 8;
+    for _ in 0..n_events {
+        let rest = &bytes[offset..];
+        let (event, used): (Event, usize) = codec::decode_canonical_prefix(
+            rest,
+            "event",
+            MAX_EVENT_BYTES.min(rest.len() as u64),
+            &mut scratch,
+        )
+        .map_err(|e| shift_offset(e, offset as u64))?;
+        event.check_bounds()?;
+        leaf_hashes.push(merkle::leaf_hash(&rest[..used]));
+        events.push(event);
+        offset += used;
+    }
+    if offset != bytes.len() {
+        return Err(CodecError::Malformed {
+            what: "block",
+            message: format!(
+                "{} trailing bytes after the last event",
+                bytes.len() - offset
+            ),
+        }
+        .into());
+    }
+    let computed = merkle::root(&leaf_hashes);
+    if computed != header.events_root {
+        return Err(BlockError::EventsRoot {
+            header: header.events_root,
+            computed,
+        });
+    }
+    let hash = header.hash();
+    Ok(DecodedBlock {
+        block: Block {
+            header,
+            signature,
+            events,
+        },
+        hash,
+        leaf_hashes,
+        n_bytes: bytes.len(),
+    })
+}
+
+fn shift_offset(error: CodecError, base: u64) -> CodecError {
+    match error {
+        CodecError::NotCanonical { what, offset } => CodecError::NotCanonical {
+            what,
+            offset: base + offset,
+        },
+        other => other,
+    }
+}
+
+/// Checks the header signature under the header's own validator key, strictly
+/// (RFC 8032 with small-order keys and non-canonical encodings refused).
+pub fn check_signature(
+    header: &BlockHeader,
+    hash: &Hash32,
+    signature: &SignatureBytes,
+) -> Result<(), BlockError> {
+    let key = VerifyingKey::from_bytes(&header.validator.0).map_err(|_| BlockError::WeakKey)?;
+    if key.is_weak() {
+        return Err(BlockError::WeakKey);
+    }
+    let signature = Signature::from_bytes(&signature.0);
+    key.verify_strict(&signing_message(hash), &signature)
+        .map_err(|_| BlockError::BadSignature)
+}
+
+/// Checks that `header` is the next block of `validator`'s chain after `prev`.
+pub fn check_link(
+    validator: &ValidatorKey,
+    prev: Option<&Tip>,
+    header: &BlockHeader,
+) -> Result<(), BlockError> {
+    if header.validator != *validator {
+        return Err(BlockError::WrongValidator {
+            expected: *validator,
+            actual: header.validator,
+        });
+    }
+    let (expected_height, expected_prev) = match prev {
+        None => (0, GENESIS_PREV_HASH),
+        Some(tip) => (tip.height + 1, tip.hash),
+    };
+    if header.height != expected_height {
+        return Err(BlockError::WrongHeight {
+            expected: expected_height,
+            actual: header.height,
+        });
+    }
+    if header.prev_hash != expected_prev {
+        return Err(BlockError::BrokenLink {
+            expected: expected_prev,
+            actual: header.prev_hash,
+        });
+    }
+    if let Some(tip) = prev {
+        if header.time_ms < tip.time_ms {
+            return Err(BlockError::TimeWentBack {
+                prev_time_ms: tip.time_ms,
+                time_ms: header.time_ms,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A block whose bytes are canonical, whose events match its root and whose signature
+/// is valid: only [`seal`] and [`SealedBlock::from_bytes`] make one, so holding one is
+/// proof of those checks. Whether it links to a chain is the store's check.
+#[derive(Clone, Debug)]
+pub struct SealedBlock {
+    pub(in crate::ledger) bytes: Vec<u8>,
+    pub(in crate::ledger) decoded: DecodedBlock,
+}
+
+impl SealedBlock {
+    /// Decodes and checks bytes from anywhere (disk, a peer, a file).
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<SealedBlock, BlockError> {
+        let decoded = decode_block(&bytes)?;
+        check_signature(
+            &decoded.block.header,
+            &decoded.hash,
+            &decoded.block.signature,
+        )?;
+        Ok(SealedBlock { bytes, decoded })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub fn decoded(&self) -> &DecodedBlock {
+        &self.decoded
+    }
+
+    pub fn tip(&self) -> Tip {
+        let header = &self.decoded.block.header;
+        Tip {
+            height: header.height,
+            hash: self.decoded.hash,
+            time_ms: header.time_ms,
+        }
+    }
+}
+
+/// Builds and signs the block that follows `prev` in `key`'s chain.
+/// `time_ms` is passed in: the ledger never reads a clock.
+pub fn seal(
+    key: &SigningKey,
+    prev: Option<&Tip>,
+    time_ms: u64,
+    events: Vec<Event>,
+) -> Result<SealedBlock, BlockError> {
+    if events.len() as u64 > u64::from(MAX_EVENTS_PER_BLOCK) {
+        return Err(BlockError::TooManyEvents(events.len() as u64));
+    }
+    let mut events_bytes = Vec::new();
+    let mut leaf_hashes = Vec::with_capacity(events.len());
+    for event in &events {
+        event.check_bounds()?;
+        let start = events_bytes.len();
+        codec::encode_into(event, &mut events_bytes, "event", MAX_EVENT_BYTES)?;
+        leaf_hashes.push(merkle::leaf_hash(&events_bytes[start..]));
+    }
+    let (height, prev_hash, time_ms) = match prev {
+        None => (0, GENESIS_PREV_HASH, time_ms),
+        // A clock that stepped back must not make our own chain invalid.
+        Some(tip) => (tip.height + 1, tip.hash, time_ms.max(tip.time_ms)),
+    };
+    let header = BlockHeader {
+        format_version: FORMAT_VERSION,
+        validator: ValidatorKey(key.verifying_key().to_bytes()),
+        height,
+        prev_hash,
+        time_ms,
+        events_root: merkle::root(&leaf_hashes),
+        n_events: events.len() as u32,
+    };
+    let hash = header.hash();
+    let signature = SignatureBytes(key.sign(&signing_message(&hash)).to_bytes());
+    let mut bytes = header.encode();
+    bytes.extend_from_slice(&signature.0);
+    bytes.extend_from_slice(&(events.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&events_bytes);
+    if bytes.len() as u64 > MAX_BLOCK_BYTES {
+        return Err(CodecError::TooLarge {
+            what: "block",
+            len: bytes.len() as u64,
+            limit: MAX_BLOCK_BYTES,
+        }
+        .into());
+    }
+    let n_bytes = bytes.len();
+    let block = Block {
+        header,
+        signature,
+        events,
+    };
+    debug_assert_eq!(
+        codec::encode(&block, "block", MAX_BLOCK_BYTES).unwrap(),
+        bytes
+    );
+    Ok(SealedBlock {
+        bytes,
+        decoded: DecodedBlock {
+            block,
+            hash,
+            leaf_hashes,
+            n_bytes,
+        },
+    })
+}

@@ -1,0 +1,140 @@
+//! The canonical byte encoding: bincode 1.3.3 with one fixed configuration, and a
+//! decoder that accepts only bytes it would itself have written.
+//!
+//! Config: fixed-width little-endian integers, u32 enum tags, u64 length prefixes,
+//! trailing bytes rejected, total size limited. Every byte is described in
+//! ledger-spec/01-encoding.md.
+
+use bincode::Options;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// Why bytes were refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CodecError {
+    #[error("{what} is {len} bytes, over the limit of {limit}")]
+    TooLarge {
+        what: &'static str,
+        len: u64,
+        limit: u64,
+    },
+    #[error("malformed {what}: {message}")]
+    Malformed { what: &'static str, message: String },
+    #[error("{what} is not canonical: re-encoding differs from byte {offset} on")]
+    NotCanonical { what: &'static str, offset: u64 },
+}
+
+fn options(limit: u64) -> impl Options {
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .with_little_endian()
+        .reject_trailing_bytes()
+        .with_limit(limit)
+}
+
+/// Encodes `value` canonically. Only fails if `value` is larger than `limit`.
+pub fn encode<T: Serialize>(
+    value: &T,
+    what: &'static str,
+    limit: u64,
+) -> Result<Vec<u8>, CodecError> {
+    options(limit)
+        .serialize(value)
+        .map_err(|e| size_error(what, limit, &e))
+}
+
+/// Appends the canonical encoding of `value` to `out`.
+pub fn encode_into<T: Serialize>(
+    value: &T,
+    out: &mut Vec<u8>,
+    what: &'static str,
+    limit: u64,
+) -> Result<(), CodecError> {
+    options(limit)
+        .serialize_into(out, value)
+        .map_err(|e| size_error(what, limit, &e))
+}
+
+fn size_error(what: &'static str, limit: u64, e: &bincode::Error) -> CodecError {
+    match **e {
+        bincode::ErrorKind::SizeLimit => CodecError::TooLarge {
+            what,
+            len: limit + 1,
+            limit,
+        },
+        _ => CodecError::Malformed {
+            what,
+            message: e.to_string(),
+        },
+    }
+}
+
+/// Decodes `bytes` and checks that re-encoding gives the same bytes.
+///
+/// Allocation is bounded: bincode checks every length prefix against the bytes that
+/// remain under `limit` before reading, and serde caps pre-allocation of sequences.
+pub fn decode_canonical<T: DeserializeOwned + Serialize>(
+    bytes: &[u8],
+    what: &'static str,
+    limit: u64,
+) -> Result<T, CodecError> {
+    if bytes.len() as u64 > limit {
+        return Err(CodecError::TooLarge {
+            what,
+            len: bytes.len() as u64,
+            limit,
+        });
+    }
+    let value: T = options(limit)
+        .deserialize(bytes)
+        .map_err(|e| CodecError::Malformed {
+            what,
+            message: e.to_string(),
+        })?;
+    let again = encode(&value, what, limit)?;
+    if again != bytes {
+        return Err(CodecError::NotCanonical {
+            what,
+            offset: first_difference(&again, bytes),
+        });
+    }
+    Ok(value)
+}
+
+/// Decodes a canonical value from the front of `bytes`, for values laid end to end
+/// (the events of a block). Returns the value and how many bytes it used; `scratch`
+/// is a reusable buffer for the re-encoding.
+pub fn decode_canonical_prefix<T: DeserializeOwned + Serialize>(
+    bytes: &[u8],
+    what: &'static str,
+    limit: u64,
+    scratch: &mut Vec<u8>,
+) -> Result<(T, usize), CodecError> {
+    let value: T = bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .with_little_endian()
+        .allow_trailing_bytes()
+        .with_limit(limit)
+        .deserialize(bytes)
+        .map_err(|e| CodecError::Malformed {
+            what,
+            message: e.to_string(),
+        })?;
+    scratch.clear();
+    encode_into(&value, scratch, what, limit)?;
+    let used = scratch.len();
+    if bytes.len() < used || bytes[..used] != scratch[..] {
+        return Err(CodecError::NotCanonical {
+            what,
+            offset: first_difference(scratch, bytes),
+        });
+    }
+    Ok((value, used))
+}
+
+pub fn first_difference(a: &[u8], b: &[u8]) -> u64 {
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len())) as u64
+}

@@ -1,0 +1,86 @@
+//! Synthetic but well-formed logs, for benchmarks, tests and the first-run demo: real
+//! multiplication challenges with derived ids, answered by two made-up miners, padded
+//! to a chosen event size. Deterministic in (validator, height, index).
+
+use super::event::{ChatMessage, EnvRef, Event, MinerRef, Transcript};
+use crate::bytes::{Hash32, MatchId, ValidatorKey};
+use crate::envs::{self, mult, Environment};
+
+pub const DEMO_CONTENDER: &str = "5DemoContenderHotkey1111111111111111111111111111";
+pub const DEMO_CHAMPION: &str = "5DemoChampionHotkey11111111111111111111111111111";
+
+pub fn demo_match_id(validator: &ValidatorKey) -> MatchId {
+    Hash32(blake3::derive_key("af demo match id v1", &validator.0))
+}
+
+/// The events of block `height`: `n_events` transcripts of about `event_bytes` each.
+pub fn demo_events(
+    validator: &ValidatorKey,
+    height: u64,
+    n_events: u32,
+    event_bytes: usize,
+) -> Vec<Event> {
+    let env = mult::Multiplication::new();
+    let match_id = demo_match_id(validator);
+    (0..n_events)
+        .map(|i| {
+            let global = height * u64::from(n_events) + u64::from(i);
+            // Both miners answer each challenge: even events the contender, odd the champion.
+            let index = global / 2;
+            let (hotkey, uid) = if global % 2 == 0 {
+                (DEMO_CONTENDER, 1)
+            } else {
+                (DEMO_CHAMPION, 0)
+            };
+            let challenge_id =
+                envs::derive_challenge_id(mult::NAME, mult::VERSION, validator, &match_id, index);
+            let (mut episode, observation, _) = env.reset(&challenge_id);
+            // The champion errs on every seventh challenge so scores differ.
+            let answer = if hotkey == DEMO_CHAMPION && index % 7 == 3 {
+                "Answer: 42".to_string()
+            } else {
+                episode.expert_action().to_answer_text()
+            };
+            let reward_milli = episode.step(&episode.parse_action(&answer)).reward_milli;
+            let mut messages: Vec<ChatMessage> = envs::opening_messages(env.spec(), &observation)
+                .into_iter()
+                .map(|m| ChatMessage {
+                    role: m.role,
+                    content: m.content,
+                })
+                .collect();
+            let fixed =
+                420 + messages.iter().map(|m| m.content.len()).sum::<usize>() + answer.len();
+            let padding = event_bytes.saturating_sub(fixed);
+            let reasoning = "Multiplying digit by digit and carrying. ".repeat(padding / 41 + 1);
+            let content = format!("{}\n{answer}", &reasoning[..padding]);
+            messages.push(ChatMessage {
+                role: "assistant".into(),
+                content,
+            });
+            Event::Transcript(Transcript {
+                match_id,
+                env: EnvRef {
+                    name: mult::NAME.into(),
+                    version: mult::VERSION,
+                },
+                challenge_id,
+                challenge_index: index,
+                invocation_id: Hash32(
+                    *blake3::hash(&[challenge_id.0.as_slice(), hotkey.as_bytes()].concat())
+                        .as_bytes(),
+                ),
+                miner: MinerRef {
+                    hotkey: hotkey.into(),
+                    uid,
+                    model: format!("demo/{}", if uid == 1 { "contender" } else { "champion" }),
+                },
+                messages,
+                answer,
+                reward_milli,
+                latency_ms: 200 + global % 300,
+                error: None,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,184 @@
+//! The validator's ed25519 ledger key on disk: created with mode 0600 and never
+//! printed, logged or shown by `Debug`; refused on load if others can read it.
+//!
+//! File format (text, one JSON object): `{"type":"af-ed25519-ledger-key","version":1,
+//! "secret_seed":"<64 hex>","public_key":"<64 hex>"}`; the public key is a check.
+
+use crate::bytes::ValidatorKey;
+use ed25519_dalek::SigningKey;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub const KEY_FILE: &str = "validator.key";
+const KEY_TYPE: &str = "af-ed25519-ledger-key";
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("key file {0} already exists; refusing to overwrite a key")]
+    Exists(PathBuf),
+    #[error("cannot {doing} key file {path}: {source}")]
+    Io {
+        doing: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "key file {path} is readable by group or others (mode {mode:o}); run `chmod 600 {path}`"
+    )]
+    Permissions { path: PathBuf, mode: u32 },
+    #[error("key file {path} is not a valid af ledger key: {reason}")]
+    Invalid { path: PathBuf, reason: String },
+    #[error("no source of randomness: {0}")]
+    Random(String),
+}
+
+/// The signing key. `Debug` shows only the public half.
+pub struct LedgerKey(SigningKey);
+
+impl std::fmt::Debug for LedgerKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LedgerKey(public {})", self.validator())
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct KeyFile {
+    #[serde(rename = "type")]
+    kind: String,
+    version: u32,
+    secret_seed: String,
+    public_key: String,
+}
+
+impl LedgerKey {
+    pub fn generate() -> Result<LedgerKey, KeyError> {
+        let mut seed = [0u8; 32];
+        getrandom::getrandom(&mut seed).map_err(|e| KeyError::Random(e.to_string()))?;
+        let key = LedgerKey(SigningKey::from_bytes(&seed));
+        seed.fill(0);
+        Ok(key)
+    }
+
+    /// A key from a known seed: for test vectors and the deterministic demo only.
+    pub fn from_seed(seed: [u8; 32]) -> LedgerKey {
+        LedgerKey(SigningKey::from_bytes(&seed))
+    }
+
+    pub fn signing_key(&self) -> &SigningKey {
+        &self.0
+    }
+
+    pub fn validator(&self) -> ValidatorKey {
+        ValidatorKey(self.0.verifying_key().to_bytes())
+    }
+
+    /// Writes the key to a new file with mode 0600; never overwrites.
+    pub fn write_new(&self, path: &Path) -> Result<(), KeyError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| KeyError::Io {
+                doing: "create the folder of",
+                path: path.into(),
+                source,
+            })?;
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|source| {
+                if source.kind() == std::io::ErrorKind::AlreadyExists {
+                    KeyError::Exists(path.into())
+                } else {
+                    KeyError::Io {
+                        doing: "create",
+                        path: path.into(),
+                        source,
+                    }
+                }
+            })?;
+        let mut contents = serde_json::to_string(&KeyFile {
+            kind: KEY_TYPE.into(),
+            version: 1,
+            secret_seed: hex::encode(self.0.to_bytes()),
+            public_key: self.validator().to_hex(),
+        })
+        .expect("a key file serializes");
+        contents.push('\n');
+        let written = file
+            .write_all(contents.as_bytes())
+            .and_then(|()| file.sync_all());
+        zero_string(&mut contents);
+        written.map_err(|source| KeyError::Io {
+            doing: "write",
+            path: path.into(),
+            source,
+        })
+    }
+
+    pub fn load(path: &Path) -> Result<LedgerKey, KeyError> {
+        use std::os::unix::fs::PermissionsExt;
+        let metadata = std::fs::metadata(path).map_err(|source| KeyError::Io {
+            doing: "read",
+            path: path.into(),
+            source,
+        })?;
+        let mode = metadata.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(KeyError::Permissions {
+                path: path.into(),
+                mode,
+            });
+        }
+        if metadata.len() > 4096 {
+            return Err(KeyError::Invalid {
+                path: path.into(),
+                reason: "larger than 4 KiB".into(),
+            });
+        }
+        let mut contents = std::fs::read_to_string(path).map_err(|source| KeyError::Io {
+            doing: "read",
+            path: path.into(),
+            source,
+        })?;
+        let parsed: Result<KeyFile, _> = serde_json::from_str(&contents);
+        zero_string(&mut contents);
+        let invalid = |reason: &str| KeyError::Invalid {
+            path: path.into(),
+            reason: reason.into(),
+        };
+        // serde_json's message could quote the secret; say only where it failed.
+        let mut file = parsed.map_err(|e| {
+            invalid(&format!(
+                "not the expected JSON (line {}, column {})",
+                e.line(),
+                e.column()
+            ))
+        })?;
+        if file.kind != KEY_TYPE || file.version != 1 {
+            return Err(invalid(&format!(
+                "type {:?} version {}, expected {KEY_TYPE:?} version 1",
+                file.kind, file.version
+            )));
+        }
+        let mut seed = [0u8; 32];
+        let decoded = hex::decode_to_slice(file.secret_seed.trim(), &mut seed);
+        zero_string(&mut file.secret_seed);
+        decoded.map_err(|_| invalid("secret_seed is not 64 hex digits"))?;
+        let key = LedgerKey(SigningKey::from_bytes(&seed));
+        seed.fill(0);
+        if key.validator().to_hex() != file.public_key.trim().to_ascii_lowercase() {
+            return Err(invalid("public_key does not match secret_seed"));
+        }
+        Ok(key)
+    }
+}
+
+fn zero_string(s: &mut String) {
+    // SAFETY: writing zero bytes keeps the contents valid UTF-8.
+    unsafe { s.as_bytes_mut().fill(0) };
+    s.clear();
+}

@@ -1,0 +1,183 @@
+//! Inclusion proofs: one event, its Merkle path to its block's root, and the headers
+//! that chain that block to a signed tip. Verifying needs only the proof itself.
+
+use super::block::{check_link, check_signature, BlockHeader, Tip};
+use super::codec;
+use super::event::Event;
+use super::merkle::{self, ProofError};
+use super::store::{Store, StoreError};
+use crate::bytes::{Hash32, SignatureBytes, ValidatorKey};
+use crate::limits::MAX_EVENT_BYTES;
+use serde::{Deserialize, Serialize};
+
+/// A header with its signature, as carried in a proof.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedHeader {
+    pub header: BlockHeader,
+    pub signature: SignatureBytes,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InclusionProof {
+    pub validator: ValidatorKey,
+    pub height: u64,
+    pub event_idx: u32,
+    /// Canonical bytes of the event, hex in JSON.
+    #[serde(with = "hex_bytes")]
+    pub event_bytes: Vec<u8>,
+    /// The event decoded, for people; verification uses `event_bytes` only.
+    pub event: Event,
+    pub merkle_path: Vec<Hash32>,
+    /// Headers from the event's block up to the tip, in height order.
+    pub headers: Vec<SignedHeader>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InclusionError {
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("validator {validator} has no block at height {height}")]
+    NoBlock {
+        validator: ValidatorKey,
+        height: u64,
+    },
+    #[error("block {height} holds {n_events} events; there is no event {event_idx}")]
+    NoEvent {
+        height: u64,
+        n_events: u32,
+        event_idx: u32,
+    },
+    #[error("proof has no headers")]
+    NoHeaders,
+    #[error("event bytes do not decode to the event shown: {0}")]
+    EventMismatch(String),
+    #[error("merkle path: {0}")]
+    Merkle(#[from] ProofError),
+    #[error("header at height {height}: {source}")]
+    Header {
+        height: u64,
+        #[source]
+        source: super::block::BlockError,
+    },
+}
+
+/// Builds the proof for event `event_idx` of block `height`, with headers up to the tip.
+pub fn prove(
+    store: &Store,
+    validator: &ValidatorKey,
+    height: u64,
+    event_idx: u32,
+) -> Result<InclusionProof, InclusionError> {
+    let decoded = store
+        .block(validator, height)?
+        .ok_or(InclusionError::NoBlock {
+            validator: *validator,
+            height,
+        })?;
+    let n_events = decoded.block.header.n_events;
+    if event_idx >= n_events {
+        return Err(InclusionError::NoEvent {
+            height,
+            n_events,
+            event_idx,
+        });
+    }
+    let event = decoded.block.events[event_idx as usize].clone();
+    let event_bytes =
+        codec::encode(&event, "event", MAX_EVENT_BYTES).expect("stored events re-encode");
+    let merkle_path = merkle::inclusion_path(&decoded.leaf_hashes, event_idx as usize);
+    let tip = store.tip(validator)?.ok_or(InclusionError::NoBlock {
+        validator: *validator,
+        height,
+    })?;
+    let mut headers = Vec::new();
+    for h in height..=tip.height {
+        let bytes = store
+            .block_bytes(validator, h)?
+            .ok_or(InclusionError::NoBlock {
+                validator: *validator,
+                height: h,
+            })?;
+        let (header, signature) = super::store::stored_header(&bytes)?;
+        headers.push(SignedHeader { header, signature });
+    }
+    Ok(InclusionProof {
+        validator: *validator,
+        height,
+        event_idx,
+        event_bytes,
+        event,
+        merkle_path,
+        headers,
+    })
+}
+
+/// Verifies a proof on its own: the event hashes into the first header's root, every
+/// header is signed by the validator, and each links to the one before. Returns the
+/// tip the proof reaches, to compare with a checkpoint or an on-chain commitment.
+pub fn verify_inclusion_proof(proof: &InclusionProof) -> Result<Tip, InclusionError> {
+    let decoded: Event = codec::decode_canonical(&proof.event_bytes, "event", MAX_EVENT_BYTES)
+        .map_err(|e| InclusionError::EventMismatch(e.to_string()))?;
+    if decoded != proof.event {
+        return Err(InclusionError::EventMismatch(
+            "the decoded event differs from the one shown".into(),
+        ));
+    }
+    let first = proof.headers.first().ok_or(InclusionError::NoHeaders)?;
+    if first.header.height != proof.height {
+        return Err(InclusionError::Header {
+            height: first.header.height,
+            source: super::block::BlockError::WrongHeight {
+                expected: proof.height,
+                actual: first.header.height,
+            },
+        });
+    }
+    merkle::verify_inclusion(
+        &merkle::leaf_hash(&proof.event_bytes),
+        u64::from(proof.event_idx),
+        u64::from(first.header.n_events),
+        &proof.merkle_path,
+        &first.header.events_root,
+    )?;
+    let mut prev: Option<Tip> = None;
+    for signed in &proof.headers {
+        let header = &signed.header;
+        let hash = header.hash();
+        let err = |source| InclusionError::Header {
+            height: header.height,
+            source,
+        };
+        check_signature(header, &hash, &signed.signature).map_err(err)?;
+        match &prev {
+            // The first header's predecessor is not in the proof; it only has to be ours.
+            None if header.validator != proof.validator => {
+                return Err(err(super::block::BlockError::WrongValidator {
+                    expected: proof.validator,
+                    actual: header.validator,
+                }))
+            }
+            None => {}
+            Some(tip) => check_link(&proof.validator, Some(tip), header).map_err(err)?,
+        }
+        prev = Some(Tip {
+            height: header.height,
+            hash,
+            time_ms: header.time_ms,
+        });
+    }
+    Ok(prev.expect("at least one header"))
+}
+
+mod hex_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&hex::encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        hex::decode(text).map_err(serde::de::Error::custom)
+    }
+}

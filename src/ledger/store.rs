@@ -1,0 +1,538 @@
+//! The on-disk block store, on redb: every validator's chain (our own and verified
+//! copies of peers'), the tip of each, and indexes from challenge id and miner hotkey
+//! to where their transcripts sit.
+//!
+//! One append is one redb write transaction with `Durability::Immediate`: when
+//! [`Store::append`] returns, the block and its index entries are fsync'd. The store
+//! re-checks the link to the stored tip inside that transaction, so it can never hold
+//! a chain with a gap or a fork, whoever calls it. Layout: ledger-spec/05-store.md.
+
+use super::block::{check_link, decode_block, BlockError, BlockHeader, SealedBlock, Tip};
+use crate::bytes::{ChallengeId, Hash32, SignatureBytes, ValidatorKey};
+use redb::{
+    Database, MultimapTableDefinition, ReadTransaction, ReadableDatabase, ReadableTable,
+    TableDefinition,
+};
+use std::path::{Path, PathBuf};
+
+/// `validator (32) || height (u64 big-endian)` -> canonical block bytes.
+pub const BLOCKS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("blocks_v1");
+/// `validator (32)` -> `height (u64 LE) || block hash (32) || time_ms (u64 LE)`.
+pub const TIPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tips_v1");
+/// `challenge_id (32)` -> locations (44 bytes each, see [`Location::encode`]).
+pub const BY_CHALLENGE: MultimapTableDefinition<&[u8], &[u8]> =
+    MultimapTableDefinition::new("by_challenge_v1");
+/// miner hotkey -> locations.
+pub const BY_MINER: MultimapTableDefinition<&str, &[u8]> =
+    MultimapTableDefinition::new("by_miner_v1");
+/// Store-level facts: `schema` -> u32 LE.
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+pub const SCHEMA_VERSION: u32 = 1;
+pub const STORE_FILE: &str = "ledger.redb";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("no ledger store at {0} (run `af ledger init --data DIR` first)")]
+    Missing(PathBuf),
+    #[error("cannot open ledger store {path}: {message}")]
+    Open { path: PathBuf, message: String },
+    #[error("ledger store {path} has schema version {found}, this build reads {SCHEMA_VERSION}")]
+    Schema { path: PathBuf, found: u32 },
+    #[error("storage engine error while {doing}: {message}")]
+    Engine {
+        doing: &'static str,
+        message: String,
+    },
+    #[error("block {height} of validator {validator} rejected: {source}")]
+    Rejected {
+        validator: ValidatorKey,
+        height: u64,
+        #[source]
+        source: BlockError,
+    },
+    /// A different block is already stored at this height: the validator equivocated.
+    #[error("validator {validator} signed two different blocks at height {height}: stored {stored}, offered {offered}")]
+    Conflict {
+        validator: ValidatorKey,
+        height: u64,
+        stored: Hash32,
+        offered: Hash32,
+    },
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+fn engine(doing: &'static str) -> impl Fn(redb::Error) -> StoreError {
+    move |e| StoreError::Engine {
+        doing,
+        message: e.to_string(),
+    }
+}
+
+macro_rules! eng {
+    ($doing:expr) => {
+        |e| engine($doing)(redb::Error::from(e))
+    };
+}
+
+/// Where one event sits: validator, block height, index in the block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct Location {
+    pub validator: ValidatorKey,
+    pub height: u64,
+    pub event_idx: u32,
+}
+
+impl Location {
+    pub fn encode(&self) -> [u8; 44] {
+        let mut out = [0u8; 44];
+        out[..32].copy_from_slice(&self.validator.0);
+        out[32..40].copy_from_slice(&self.height.to_be_bytes());
+        out[40..].copy_from_slice(&self.event_idx.to_be_bytes());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, StoreError> {
+        if bytes.len() != 44 {
+            return Err(StoreError::Corrupt(format!(
+                "index entry of {} bytes, expected 44",
+                bytes.len()
+            )));
+        }
+        Ok(Location {
+            validator: ValidatorKey(bytes[..32].try_into().expect("32")),
+            height: u64::from_be_bytes(bytes[32..40].try_into().expect("8")),
+            event_idx: u32::from_be_bytes(bytes[40..].try_into().expect("4")),
+        })
+    }
+}
+
+pub fn block_key(validator: &ValidatorKey, height: u64) -> [u8; 40] {
+    let mut key = [0u8; 40];
+    key[..32].copy_from_slice(&validator.0);
+    key[32..].copy_from_slice(&height.to_be_bytes());
+    key
+}
+
+pub fn split_block_key(key: &[u8]) -> Result<(ValidatorKey, u64), StoreError> {
+    if key.len() != 40 {
+        return Err(StoreError::Corrupt(format!(
+            "block key of {} bytes, expected 40",
+            key.len()
+        )));
+    }
+    Ok((
+        ValidatorKey(key[..32].try_into().expect("32")),
+        u64::from_be_bytes(key[32..].try_into().expect("8")),
+    ))
+}
+
+pub fn encode_tip(tip: &Tip) -> [u8; 48] {
+    let mut out = [0u8; 48];
+    out[..8].copy_from_slice(&tip.height.to_le_bytes());
+    out[8..40].copy_from_slice(&tip.hash.0);
+    out[40..].copy_from_slice(&tip.time_ms.to_le_bytes());
+    out
+}
+
+pub fn decode_tip(bytes: &[u8]) -> Result<Tip, StoreError> {
+    if bytes.len() != 48 {
+        return Err(StoreError::Corrupt(format!(
+            "tip record of {} bytes, expected 48",
+            bytes.len()
+        )));
+    }
+    Ok(Tip {
+        height: u64::from_le_bytes(bytes[..8].try_into().expect("8")),
+        hash: Hash32(bytes[8..40].try_into().expect("32")),
+        time_ms: u64::from_le_bytes(bytes[40..].try_into().expect("8")),
+    })
+}
+
+/// What an append did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Appended {
+    /// The block is the new tip.
+    New(Tip),
+    /// The very same block was already stored (gossip delivers duplicates).
+    AlreadyStored,
+}
+
+pub struct Store {
+    db: Database,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+impl Store {
+    /// Opens the store in `dir`, creating the directory and an empty store if needed.
+    pub fn create(dir: &Path) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
+            path: dir.to_owned(),
+            message: e.to_string(),
+        })?;
+        let path = dir.join(STORE_FILE);
+        let db = Database::create(&path).map_err(|e| StoreError::Open {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        let store = Store { db, path };
+        store.init_tables()?;
+        Ok(store)
+    }
+
+    /// Opens an existing store in `dir`; a missing store is an error, never created.
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        let path = dir.join(STORE_FILE);
+        if !path.is_file() {
+            return Err(StoreError::Missing(path));
+        }
+        let db = Database::open(&path).map_err(|e| StoreError::Open {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        let store = Store { db, path };
+        store.check_schema()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn init_tables(&self) -> Result<(), StoreError> {
+        let txn = self
+            .db
+            .begin_write()
+            .map_err(eng!("starting the init transaction"))?;
+        {
+            txn.open_table(BLOCKS).map_err(eng!("creating tables"))?;
+            txn.open_table(TIPS).map_err(eng!("creating tables"))?;
+            txn.open_multimap_table(BY_CHALLENGE)
+                .map_err(eng!("creating tables"))?;
+            txn.open_multimap_table(BY_MINER)
+                .map_err(eng!("creating tables"))?;
+            let mut meta = txn.open_table(META).map_err(eng!("creating tables"))?;
+            let existing = meta
+                .get("schema")
+                .map_err(eng!("reading the schema version"))?
+                .map(|v| v.value().to_vec());
+            match existing {
+                None => {
+                    meta.insert("schema", SCHEMA_VERSION.to_le_bytes().as_slice())
+                        .map_err(eng!("writing schema"))?;
+                }
+                Some(bytes) => check_schema_bytes(&self.path, &bytes)?,
+            }
+        }
+        txn.commit()
+            .map_err(eng!("committing the init transaction"))
+    }
+
+    fn check_schema(&self) -> Result<(), StoreError> {
+        let txn = self.read()?;
+        let meta = txn.open_table(META).map_err(|e| StoreError::Open {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })?;
+        let found = meta
+            .get("schema")
+            .map_err(eng!("reading the schema version"))?;
+        match found {
+            Some(bytes) => check_schema_bytes(&self.path, bytes.value()),
+            None => Err(StoreError::Corrupt("no schema version recorded".into())),
+        }
+    }
+
+    pub fn read(&self) -> Result<ReadTransaction, StoreError> {
+        self.db
+            .begin_read()
+            .map_err(eng!("starting a read transaction"))
+    }
+
+    /// Appends a sealed (decoded, signed) block to its validator's chain, durably.
+    /// The link to the stored tip is checked inside the write transaction.
+    pub fn append(&self, sealed: &SealedBlock) -> Result<Appended, StoreError> {
+        let block = &sealed.decoded.block;
+        let header = &block.header;
+        let validator = header.validator;
+        let key = block_key(&validator, header.height);
+        let txn = self.db.begin_write().map_err(eng!("starting an append"))?;
+        let appended = {
+            let mut tips = txn.open_table(TIPS).map_err(eng!("opening tips"))?;
+            let mut blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
+            let tip = match tips
+                .get(validator.0.as_slice())
+                .map_err(eng!("reading a tip"))?
+            {
+                Some(bytes) => Some(decode_tip(bytes.value())?),
+                None => None,
+            };
+            if let Some(tip) = tip.filter(|tip| header.height <= tip.height) {
+                let _ = tip;
+                let stored = blocks
+                    .get(key.as_slice())
+                    .map_err(eng!("reading a block"))?
+                    .ok_or_else(|| {
+                        StoreError::Corrupt(format!(
+                            "tip is past height {} but no block is stored there",
+                            header.height
+                        ))
+                    })?;
+                let stored_hash = stored_header_hash(stored.value())?;
+                if stored_hash == sealed.decoded.hash {
+                    Appended::AlreadyStored
+                } else {
+                    return Err(StoreError::Conflict {
+                        validator,
+                        height: header.height,
+                        stored: stored_hash,
+                        offered: sealed.decoded.hash,
+                    });
+                }
+            } else {
+                check_link(&validator, tip.as_ref(), header).map_err(|source| {
+                    StoreError::Rejected {
+                        validator,
+                        height: header.height,
+                        source,
+                    }
+                })?;
+                let previous = blocks
+                    .insert(key.as_slice(), sealed.bytes.as_slice())
+                    .map_err(eng!("writing a block"))?;
+                assert!(previous.is_none(), "a block above the tip must not exist");
+                drop(previous);
+                let new_tip = sealed.tip();
+                tips.insert(validator.0.as_slice(), encode_tip(&new_tip).as_slice())
+                    .map_err(eng!("writing a tip"))?;
+                let mut by_challenge = txn
+                    .open_multimap_table(BY_CHALLENGE)
+                    .map_err(eng!("opening an index"))?;
+                let mut by_miner = txn
+                    .open_multimap_table(BY_MINER)
+                    .map_err(eng!("opening an index"))?;
+                for (event_idx, event) in block.events.iter().enumerate() {
+                    if let Some((challenge_id, hotkey)) = event.index_keys() {
+                        let location = Location {
+                            validator,
+                            height: header.height,
+                            event_idx: event_idx as u32,
+                        }
+                        .encode();
+                        by_challenge
+                            .insert(challenge_id.0.as_slice(), location.as_slice())
+                            .map_err(eng!("indexing"))?;
+                        by_miner
+                            .insert(hotkey, location.as_slice())
+                            .map_err(eng!("indexing"))?;
+                    }
+                }
+                Appended::New(new_tip)
+            }
+        };
+        txn.commit().map_err(eng!("committing an append"))?;
+        Ok(appended)
+    }
+
+    pub fn tip(&self, validator: &ValidatorKey) -> Result<Option<Tip>, StoreError> {
+        let txn = self.read()?;
+        let tips = txn.open_table(TIPS).map_err(eng!("opening tips"))?;
+        let tip = tips
+            .get(validator.0.as_slice())
+            .map_err(eng!("reading a tip"))?;
+        tip.map(|bytes| decode_tip(bytes.value())).transpose()
+    }
+
+    /// Every validator with a chain in the store and its tip, ordered by key.
+    pub fn tips(&self) -> Result<Vec<(ValidatorKey, Tip)>, StoreError> {
+        let txn = self.read()?;
+        tips_in(&txn)
+    }
+
+    pub fn block_bytes(
+        &self,
+        validator: &ValidatorKey,
+        height: u64,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let txn = self.read()?;
+        let blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
+        let value = blocks
+            .get(block_key(validator, height).as_slice())
+            .map_err(eng!("reading a block"))?;
+        Ok(value.map(|v| v.value().to_vec()))
+    }
+
+    /// The decoded block at `height`, re-checked: stored bytes are never trusted.
+    pub fn block(
+        &self,
+        validator: &ValidatorKey,
+        height: u64,
+    ) -> Result<Option<super::block::DecodedBlock>, StoreError> {
+        let Some(bytes) = self.block_bytes(validator, height)? else {
+            return Ok(None);
+        };
+        let decoded = decode_block(&bytes).map_err(|source| StoreError::Rejected {
+            validator: *validator,
+            height,
+            source,
+        })?;
+        Ok(Some(decoded))
+    }
+
+    pub fn locate_challenge(
+        &self,
+        challenge_id: &ChallengeId,
+    ) -> Result<Vec<Location>, StoreError> {
+        let txn = self.read()?;
+        let table = txn
+            .open_multimap_table(BY_CHALLENGE)
+            .map_err(eng!("opening an index"))?;
+        let values = table
+            .get(challenge_id.0.as_slice())
+            .map_err(eng!("reading an index"))?;
+        let mut out = Vec::new();
+        for value in values {
+            out.push(Location::decode(
+                value.map_err(eng!("reading an index"))?.value(),
+            )?);
+        }
+        Ok(out)
+    }
+
+    pub fn locate_miner(&self, hotkey: &str) -> Result<Vec<Location>, StoreError> {
+        let txn = self.read()?;
+        let table = txn
+            .open_multimap_table(BY_MINER)
+            .map_err(eng!("opening an index"))?;
+        let values = table.get(hotkey).map_err(eng!("reading an index"))?;
+        let mut out = Vec::new();
+        for value in values {
+            out.push(Location::decode(
+                value.map_err(eng!("reading an index"))?.value(),
+            )?);
+        }
+        Ok(out)
+    }
+}
+
+fn check_schema_bytes(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let found = <[u8; 4]>::try_from(bytes)
+        .map(u32::from_le_bytes)
+        .map_err(|_| StoreError::Corrupt("schema version record is not 4 bytes".into()))?;
+    if found != SCHEMA_VERSION {
+        return Err(StoreError::Schema {
+            path: path.to_owned(),
+            found,
+        });
+    }
+    Ok(())
+}
+
+/// The hash of a stored block's header, without decoding its events.
+fn stored_header_hash(bytes: &[u8]) -> Result<Hash32, StoreError> {
+    let header_bytes = bytes
+        .get(..super::block::HEADER_BYTES)
+        .ok_or_else(|| StoreError::Corrupt("stored block shorter than a header".into()))?;
+    Ok(Hash32(*blake3::hash(header_bytes).as_bytes()))
+}
+
+/// Header and signature of a stored block, decoded without its events (for evidence).
+pub fn stored_header(bytes: &[u8]) -> Result<(BlockHeader, SignatureBytes), StoreError> {
+    use super::block::{EVENTS_OFFSET, HEADER_BYTES};
+    if bytes.len() < EVENTS_OFFSET {
+        return Err(StoreError::Corrupt(
+            "stored block shorter than header and signature".into(),
+        ));
+    }
+    let header =
+        super::codec::decode_canonical(&bytes[..HEADER_BYTES], "block header", HEADER_BYTES as u64)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    Ok((
+        header,
+        SignatureBytes(bytes[HEADER_BYTES..EVENTS_OFFSET].try_into().expect("64")),
+    ))
+}
+
+pub fn tips_in(txn: &ReadTransaction) -> Result<Vec<(ValidatorKey, Tip)>, StoreError> {
+    let tips = txn.open_table(TIPS).map_err(eng!("opening tips"))?;
+    let mut out = Vec::new();
+    for entry in tips.iter().map_err(eng!("listing tips"))? {
+        let (key, value) = entry.map_err(eng!("listing tips"))?;
+        let validator = <[u8; 32]>::try_from(key.value())
+            .map_err(|_| StoreError::Corrupt(format!("tip key of {} bytes", key.value().len())))?;
+        out.push((ValidatorKey(validator), decode_tip(value.value())?));
+    }
+    Ok(out)
+}
+
+/// Every validator that has at least one block stored, found by skipping from one
+/// validator's key range to the next (cheap even for long chains).
+pub fn validators_with_blocks(txn: &ReadTransaction) -> Result<Vec<ValidatorKey>, StoreError> {
+    let blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
+    let mut out = Vec::new();
+    let mut from = [0u8; 40].to_vec();
+    loop {
+        let mut range = blocks
+            .range::<&[u8]>(from.as_slice()..)
+            .map_err(eng!("scanning blocks"))?;
+        let Some(entry) = range.next() else { break };
+        let (key, _) = entry.map_err(eng!("scanning blocks"))?;
+        let (validator, _) = split_block_key(key.value())?;
+        out.push(validator);
+        match next_key_prefix(&validator.0) {
+            Some(next) => {
+                from = next.to_vec();
+                from.extend_from_slice(&[0u8; 8]);
+            }
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+/// The smallest 32-byte string greater than every string starting with `prefix`.
+fn next_key_prefix(prefix: &[u8; 32]) -> Option<[u8; 32]> {
+    let mut next = *prefix;
+    for i in (0..32).rev() {
+        if next[i] == 0xff {
+            next[i] = 0;
+        } else {
+            next[i] += 1;
+            return Some(next);
+        }
+    }
+    None
+}
+
+/// Reads up to `max_blocks` consecutive stored blocks of `validator` from `from_height`,
+/// in key order, as (height, bytes). Gaps are visible to the caller as height jumps.
+pub fn read_blocks(
+    txn: &ReadTransaction,
+    validator: &ValidatorKey,
+    from_height: u64,
+    max_blocks: usize,
+) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+    let blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
+    let start = block_key(validator, from_height);
+    let end = block_key(validator, u64::MAX);
+    let mut out = Vec::with_capacity(max_blocks);
+    for entry in blocks
+        .range::<&[u8]>(start.as_slice()..=end.as_slice())
+        .map_err(eng!("reading blocks"))?
+    {
+        let (key, value) = entry.map_err(eng!("reading blocks"))?;
+        let (_, height) = split_block_key(key.value())?;
+        out.push((height, value.value().to_vec()));
+        if out.len() == max_blocks {
+            break;
+        }
+    }
+    Ok(out)
+}

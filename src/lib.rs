@@ -1,0 +1,8 @@
+//! `af`: validator node and audit toolkit for a subnet that ranks AI models by
+//! head-to-head evaluation. Modules are listed in the order data flows through them:
+//! environments make tasks, the ledger records what happened, verification reads it back.
+
+pub mod bytes;
+pub mod envs;
+pub mod ledger;
+pub mod limits;

@@ -1,0 +1,38 @@
+//! Every bound `af` enforces, in one place, so that a reader can see at a glance
+//! how much a hostile peer, miner or file can make us allocate or do.
+//!
+//! Decoders check these before or while allocating; the `const` assertions at the
+//! bottom tie the bounds together so one cannot be raised without the others.
+
+/// Largest canonical block we decode or store, in bytes.
+pub const MAX_BLOCK_BYTES: u64 = 32 * 1024 * 1024;
+/// Most events one block may hold.
+pub const MAX_EVENTS_PER_BLOCK: u32 = 65_536;
+/// Largest single encoded event, in bytes.
+pub const MAX_EVENT_BYTES: u64 = 4 * 1024 * 1024;
+/// Most chat messages in one transcript.
+pub const MAX_MESSAGES_PER_TRANSCRIPT: usize = 256;
+/// Largest text field (message content, answer, error), in bytes.
+pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
+/// Largest short name (env name, hotkey, model, role, rule), in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+/// Most entries in a list of short items (envs of a match, weights, win rates).
+pub const MAX_LIST_ITEMS: usize = 4096;
+
+/// Largest model answer an environment parser looks at; longer is an invalid action.
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+/// Largest checkpoint note we parse, in bytes.
+pub const MAX_CHECKPOINT_BYTES: usize = 4096;
+/// Largest JSON file (transcript, proof) the CLI reads, in bytes.
+pub const MAX_JSON_INPUT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Blocks read per verification batch: bounds the memory `ledger verify` holds at once
+/// (at most this many times `MAX_BLOCK_BYTES`, in practice far less).
+pub const VERIFY_BATCH_BLOCKS: usize = 64;
+
+const _: () = assert!(MAX_EVENT_BYTES <= MAX_BLOCK_BYTES);
+const _: () = assert!((MAX_TEXT_BYTES as u64) * 2 < MAX_EVENT_BYTES);
+const _: () = assert!(MAX_ANSWER_BYTES <= MAX_TEXT_BYTES);
+const _: () = assert!(MAX_NAME_BYTES < MAX_TEXT_BYTES);
+// A block of the most events, each of the smallest size (a few bytes), must fit.
+const _: () = assert!((MAX_EVENTS_PER_BLOCK as u64) * 64 < MAX_BLOCK_BYTES);

@@ -1,0 +1,30 @@
+//! The `af` command line: parses arguments, runs one command, maps the outcome to an
+//! exit code. All logic lives in the library; this binary only does IO and printing.
+//!
+//! Exit codes: 0 success (also when stdout is closed early, as by `| head`), 1 the
+//! command could not run (bad input, missing store, IO), 2 usage error, 3 a check ran
+//! and failed (`ledger verify` found a fault, a proof or checkpoint did not verify).
+
+mod cli;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args = <cli::Cli as clap::Parser>::parse();
+    match cli::run(args) {
+        Ok(code) => code,
+        Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
