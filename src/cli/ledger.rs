@@ -377,22 +377,16 @@ fn describe(event: &Event) -> String {
 
 fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let store = match Store::open(data) {
-        Ok(store) => store,
-        Err(error @ StoreError::Missing(_)) => return Err(error.into()),
-        Err(error) => {
-            // A truncated or garbled file fails here: that is a verification failure.
-            if json {
-                print_json(&serde_json::json!({ "ok": false, "error": error.to_string() }))?;
-            } else {
-                outln!("FAIL: store cannot be read: {error}");
-            }
-            return Ok(ExitCode::from(EXIT_CHECK_FAILED));
-        }
-    };
+    if !data.join(af::ledger::store::STORE_FILE).is_file() {
+        return Err(StoreError::Missing(data.join(af::ledger::store::STORE_FILE)).into());
+    }
     let mut progress = ProgressLine::new();
-    // The storage engine is not ours: if it panics on a corrupt file, report it.
+    // The storage engine is not ours and can panic on a corrupt file (seen: an unwrap
+    // on UTF-8 in redb). Opening and reading both run under catch_unwind, so a hostile
+    // file is a reported failure, never a crash.
+    std::panic::set_hook(Box::new(|info| eprintln!("storage engine panic: {info}")));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let store = Store::open(data)?;
         verify::verify_store(&store, &mut |validator, blocks, bytes| {
             progress.update(|| {
                 format!(
@@ -403,21 +397,18 @@ fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
             })
         })
     }));
+    let _ = std::panic::take_hook();
     progress.finish();
     let report: StoreReport = match result {
         Ok(Ok(report)) => report,
         Ok(Err(error)) => {
-            let message = format!("store cannot be read: {error}");
-            if json {
-                print_json(&serde_json::json!({ "ok": false, "error": message }))?;
-            } else {
-                outln!("FAIL: {message}");
-            }
-            return Ok(ExitCode::from(EXIT_CHECK_FAILED));
+            return report_unreadable(json, &format!("store cannot be read: {error}"))
         }
         Err(_) => {
-            outln!("FAIL: the storage engine panicked reading the store: it is corrupt");
-            return Ok(ExitCode::from(EXIT_CHECK_FAILED));
+            return report_unreadable(
+                json,
+                "the storage engine panicked reading the store: it is corrupt",
+            )
         }
     };
     let seconds = started.elapsed().as_secs_f64();
@@ -466,6 +457,15 @@ fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_CHECK_FAILED)
     })
+}
+
+fn report_unreadable(json: bool, message: &str) -> anyhow::Result<ExitCode> {
+    if json {
+        print_json(&serde_json::json!({ "ok": false, "error": message }))?;
+    } else {
+        outln!("FAIL: {message}");
+    }
+    Ok(ExitCode::from(EXIT_CHECK_FAILED))
 }
 
 fn export(data: &Path, validator: Option<String>) -> anyhow::Result<ExitCode> {

@@ -74,32 +74,32 @@ impl LedgerKey {
         ValidatorKey(self.0.verifying_key().to_bytes())
     }
 
-    /// Writes the key to a new file with mode 0600; never overwrites.
+    /// Writes the key to a new file with mode 0600; never overwrites. The file appears
+    /// whole or not at all (written to a temporary name, fsync'd, then hard-linked into
+    /// place, which fails if the name exists), so a crash cannot leave a half key.
     pub fn write_new(&self, path: &Path) -> Result<(), KeyError> {
         use std::os::unix::fs::OpenOptionsExt;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| KeyError::Io {
-                doing: "create the folder of",
+        let io = |doing: &'static str| {
+            move |source| KeyError::Io {
+                doing,
                 path: path.into(),
                 source,
-            })?;
+            }
+        };
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(io("create the folder of"))?;
+        if path.exists() {
+            return Err(KeyError::Exists(path.into()));
         }
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(|source| {
-                if source.kind() == std::io::ErrorKind::AlreadyExists {
-                    KeyError::Exists(path.into())
-                } else {
-                    KeyError::Io {
-                        doing: "create",
-                        path: path.into(),
-                        source,
-                    }
-                }
-            })?;
+        let file_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let temp = dir.join(format!(".{file_name}.tmp-{}", std::process::id()));
+        let _ = std::fs::remove_file(&temp);
         let mut contents = serde_json::to_string(&KeyFile {
             kind: KEY_TYPE.into(),
             version: 1,
@@ -108,15 +108,29 @@ impl LedgerKey {
         })
         .expect("a key file serializes");
         contents.push('\n');
-        let written = file
-            .write_all(contents.as_bytes())
-            .and_then(|()| file.sync_all());
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)
+            .and_then(|mut file| {
+                file.write_all(contents.as_bytes())
+                    .and_then(|()| file.sync_all())
+            });
         zero_string(&mut contents);
-        written.map_err(|source| KeyError::Io {
-            doing: "write",
-            path: path.into(),
-            source,
-        })
+        written.map_err(io("write"))?;
+        let linked = std::fs::hard_link(&temp, path);
+        let _ = std::fs::remove_file(&temp);
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(KeyError::Exists(path.into()))
+            }
+            Err(e) => return Err(io("create")(e)),
+        }
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io("sync the folder of"))
     }
 
     pub fn load(path: &Path) -> Result<LedgerKey, KeyError> {

@@ -1,1 +1,96 @@
+//! One integration-test binary (faster to build than many), one module per area.
 
+mod cli;
+mod envs_golden;
+mod envs_props;
+mod ledger_crash;
+mod ledger_fuzz;
+mod ledger_model;
+mod ledger_tamper;
+mod ledger_vectors;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn af_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_af")
+}
+
+pub fn af(args: &[&str]) -> Output {
+    Command::new(af_bin()).args(args).output().expect("run af")
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn repo_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// Compares `actual` with the fixture file, or rewrites it when UPDATE_EXPECT=1.
+pub fn check_fixture(relative: &str, actual: &str) {
+    let path = repo_path(relative);
+    if std::env::var("UPDATE_EXPECT").is_ok_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with UPDATE_EXPECT=1 to create)",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let line = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(expected.lines().count().min(actual.lines().count()));
+        panic!(
+            "{} differs from the output at line {} (UPDATE_EXPECT=1 refreshes it if the change is intended)\nexpected: {:?}\nactual:   {:?}",
+            path.display(),
+            line + 1,
+            expected.lines().nth(line),
+            actual.lines().nth(line)
+        );
+    }
+}
+
+/// A small deterministic generator for randomized tests; failing tests print the seed.
+pub struct TestRng(u64);
+
+impl TestRng {
+    pub fn new(seed: u64) -> TestRng {
+        TestRng(seed ^ 0x9e37_79b9_7f4a_7c15)
+    }
+
+    /// splitmix64
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}
+
+/// The seed for a randomized test: `AF_TEST_SEED` if set, else from the clock. Printed.
+pub fn test_seed(name: &str) -> u64 {
+    let seed = std::env::var("AF_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("{name}: seed {seed} (rerun with AF_TEST_SEED={seed})");
+    seed
+}

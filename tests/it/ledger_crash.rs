@@ -1,0 +1,91 @@
+//! Crash test: a child process appends blocks and is killed with SIGKILL at random
+//! moments, 50 times; after each kill the store must verify and hold every block whose
+//! append had been acknowledged (a valid prefix of what was written, nothing lost).
+
+use crate::{af, af_bin, test_seed, TestRng};
+use af::ledger::{verify, LedgerKey, Store};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn sigkill_never_loses_an_acknowledged_block() {
+    let seed = test_seed("sigkill_never_loses_an_acknowledged_block");
+    let mut rng = TestRng::new(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    assert!(af(&["ledger", "init", "--data", data]).status.success());
+    let validator = LedgerKey::load(&dir.path().join("validator.key"))
+        .unwrap()
+        .validator();
+    let mut acknowledged: Option<u64> = None;
+    let mut kills_mid_run = 0;
+    for round in 0..50 {
+        let mut child = Command::new(af_bin())
+            .args([
+                "ledger",
+                "demo",
+                "--data",
+                data,
+                "--blocks",
+                "100000",
+                "--events-per-block",
+                "16",
+                "--event-bytes",
+                "512",
+                "--ack",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut last = None;
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(height) = line.strip_prefix("appended ") {
+                    last = Some(height.parse::<u64>().unwrap());
+                }
+            }
+            last
+        });
+        let wait = Duration::from_millis(5 + rng.below(120));
+        let started = Instant::now();
+        while started.elapsed() < wait {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if child.try_wait().unwrap().is_none() {
+            kills_mid_run += 1;
+        }
+        child.kill().unwrap(); // SIGKILL on Unix
+        child.wait().unwrap();
+        if let Some(height) = reader.join().unwrap() {
+            acknowledged = Some(acknowledged.map_or(height, |h: u64| h.max(height)));
+        }
+
+        let store = Store::open(dir.path())
+            .unwrap_or_else(|e| panic!("seed {seed} round {round}: reopen failed: {e}"));
+        let report = verify::verify_store(&store, &mut |_, _, _| {}).unwrap();
+        assert!(report.ok, "seed {seed} round {round}: {report:?}");
+        let tip = store.tip(&validator).unwrap();
+        if let Some(acked) = acknowledged {
+            let tip = tip.unwrap_or_else(|| {
+                panic!("seed {seed} round {round}: acknowledged {acked} but the chain is empty")
+            });
+            assert!(
+                tip.height >= acked,
+                "seed {seed} round {round}: acknowledged {acked}, store ends at {}",
+                tip.height
+            );
+        }
+    }
+    assert!(
+        kills_mid_run >= 40,
+        "most kills must land while appending ({kills_mid_run} of 50)"
+    );
+    assert!(
+        acknowledged.is_some_and(|h| h > 50),
+        "the child made progress: {acknowledged:?}"
+    );
+}

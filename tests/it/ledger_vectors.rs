@@ -1,0 +1,272 @@
+//! Golden vectors: the bytes ledger-spec/ describes, regenerated and compared with
+//! fixtures/ledger/vectors.json; plus hand-built bytes checked against the encoder so
+//! the spec's layout (not just "whatever the code does") is what is tested.
+
+use af::bytes::{Hash32, ValidatorKey};
+use af::envs::derive_challenge_id;
+use af::ledger::block::{self, BlockHeader, HEADER_BYTES};
+use af::ledger::checkpoint::{self, Checkpoint};
+use af::ledger::event::{ChainCommitment, ChatMessage, EnvRef, Event, MinerRef, Transcript};
+use af::ledger::{codec, merkle, LedgerKey};
+use serde_json::json;
+
+pub const VECTOR_SEED: [u8; 32] = [7u8; 32];
+pub const VECTOR_TIME_MS: u64 = 1_795_000_000_000;
+
+pub fn vector_events() -> Vec<Event> {
+    let key = LedgerKey::from_seed(VECTOR_SEED);
+    let match_id = Hash32([0x11; 32]);
+    let challenge_id = derive_challenge_id("mult", 1, &key.validator(), &match_id, 0);
+    vec![
+        Event::ChainCommitment(ChainCommitment {
+            netuid: 120,
+            chain_block: 4_000_000,
+            committed_height: 0,
+            committed_hash: Hash32([0xaa; 32]),
+        }),
+        Event::Transcript(Transcript {
+            match_id,
+            env: EnvRef {
+                name: "mult".into(),
+                version: 1,
+            },
+            challenge_id,
+            challenge_index: 0,
+            invocation_id: Hash32([0x22; 32]),
+            miner: MinerRef {
+                hotkey: "5Hotkey".into(),
+                uid: 3,
+                model: "m".into(),
+            },
+            messages: vec![
+                ChatMessage {
+                    role: "user".into(),
+                    content: "2x3?".into(),
+                },
+                ChatMessage {
+                    role: "assistant".into(),
+                    content: "6".into(),
+                },
+            ],
+            answer: "6".into(),
+            reward_milli: 1000,
+            latency_ms: 250,
+            error: None,
+        }),
+        Event::ChainCommitment(ChainCommitment {
+            netuid: 120,
+            chain_block: 4_000_360,
+            committed_height: 1,
+            committed_hash: Hash32([0xbb; 32]),
+        }),
+    ]
+}
+
+fn vectors() -> serde_json::Value {
+    let key = LedgerKey::from_seed(VECTOR_SEED);
+    let events = vector_events();
+    let event_vectors: Vec<_> = events
+        .iter()
+        .map(|e| {
+            let bytes = codec::encode(e, "event", 1 << 20).unwrap();
+            json!({ "json": e, "bytes": hex::encode(&bytes), "leaf_hash": merkle::leaf_hash(&bytes) })
+        })
+        .collect();
+    let genesis = block::seal(key.signing_key(), None, VECTOR_TIME_MS, events.clone()).unwrap();
+    let next = block::seal(
+        key.signing_key(),
+        Some(&genesis.tip()),
+        VECTOR_TIME_MS + 12_000,
+        vec![],
+    )
+    .unwrap();
+    let block_vector = |sealed: &block::SealedBlock| {
+        let header = &sealed.decoded().block.header;
+        json!({
+            "header": header,
+            "header_bytes": hex::encode(header.encode()),
+            "block_hash": sealed.decoded().hash,
+            "signing_message": hex::encode(block::signing_message(&sealed.decoded().hash)),
+            "signature": sealed.decoded().block.signature,
+            "block_bytes": hex::encode(sealed.bytes()),
+        })
+    };
+    let leaves = &genesis.decoded().leaf_hashes;
+    let checkpoint = Checkpoint::of_tip(key.validator(), &next.tip());
+    json!({
+        "about": "Test vectors for ledger-spec/. Regenerate with UPDATE_EXPECT=1 cargo test; any change here is a format change.",
+        "key": { "secret_seed": hex::encode(VECTOR_SEED), "public_key": key.validator() },
+        "challenge_id": {
+            "env": "mult", "env_version": 1, "validator": key.validator(), "match_id": Hash32([0x11; 32]), "index": 0,
+            "challenge_id": derive_challenge_id("mult", 1, &key.validator(), &Hash32([0x11; 32]), 0),
+        },
+        "events": event_vectors,
+        "merkle": {
+            "leaf_hashes": leaves,
+            "root": merkle::root(leaves),
+            "empty_root": merkle::empty_root(),
+            "proof_of_event_2": merkle::inclusion_path(leaves, 2),
+        },
+        "blocks": [block_vector(&genesis), block_vector(&next)],
+        "checkpoint": {
+            "key_name": checkpoint::key_name(&key.validator()),
+            "key_id": hex::encode(checkpoint::key_id(&checkpoint::key_name(&key.validator()), &key.validator())),
+            "note": checkpoint.sign(&key),
+        },
+    })
+}
+
+#[test]
+fn golden_vectors_match_fixture() {
+    let text = serde_json::to_string_pretty(&vectors()).unwrap() + "\n";
+    crate::check_fixture("fixtures/ledger/vectors.json", &text);
+}
+
+#[test]
+fn header_bytes_follow_the_spec_layout() {
+    let header = BlockHeader {
+        format_version: 1,
+        validator: ValidatorKey([0xaa; 32]),
+        height: 0x0102030405060708,
+        prev_hash: Hash32([0xbb; 32]),
+        time_ms: 0x1112131415161718,
+        events_root: Hash32([0xcc; 32]),
+        n_events: 0x21222324,
+    };
+    let mut expected = vec![0x01, 0x00];
+    expected.extend([0xaa; 32]);
+    expected.extend([0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01]);
+    expected.extend([0xbb; 32]);
+    expected.extend([0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11]);
+    expected.extend([0xcc; 32]);
+    expected.extend([0x24, 0x23, 0x22, 0x21]);
+    assert_eq!(expected.len(), HEADER_BYTES);
+    assert_eq!(header.encode(), expected);
+    assert_eq!(header.hash().0, *blake3::hash(&expected).as_bytes());
+}
+
+#[test]
+fn event_bytes_follow_the_spec_layout() {
+    // ChainCommitment: tag 5 (u32 LE), netuid u16, chain_block u64, height u64, hash.
+    let event = Event::ChainCommitment(ChainCommitment {
+        netuid: 0x0102,
+        chain_block: 3,
+        committed_height: 4,
+        committed_hash: Hash32([0xee; 32]),
+    });
+    let mut expected = vec![5, 0, 0, 0, 0x02, 0x01];
+    expected.extend(3u64.to_le_bytes());
+    expected.extend(4u64.to_le_bytes());
+    expected.extend([0xee; 32]);
+    assert_eq!(codec::encode(&event, "event", 1024).unwrap(), expected);
+
+    // Strings and lists: u64 LE length then bytes; Option: 0 for None, 1 then value.
+    let Event::Transcript(mut transcript) = vector_events().remove(1) else {
+        unreachable!()
+    };
+    transcript.error = Some("x".into());
+    let bytes = codec::encode(&Event::Transcript(transcript), "event", 1 << 20).unwrap();
+    assert_eq!(&bytes[..4], &[1, 0, 0, 0], "tag of Transcript");
+    assert_eq!(
+        &bytes[bytes.len() - 10..],
+        &[1, 1, 0, 0, 0, 0, 0, 0, 0, b'x'],
+        "Some(\"x\") at the end"
+    );
+    let env_name_at = 4 + 32;
+    assert_eq!(
+        &bytes[env_name_at..env_name_at + 12],
+        &[4, 0, 0, 0, 0, 0, 0, 0, b'm', b'u', b'l', b't']
+    );
+}
+
+#[test]
+fn block_bytes_are_header_signature_count_events() {
+    let key = LedgerKey::from_seed(VECTOR_SEED);
+    let events = vector_events();
+    let sealed = block::seal(key.signing_key(), None, VECTOR_TIME_MS, events.clone()).unwrap();
+    let bytes = sealed.bytes();
+    let header = &sealed.decoded().block.header;
+    assert_eq!(&bytes[..HEADER_BYTES], header.encode().as_slice());
+    assert_eq!(
+        &bytes[HEADER_BYTES..HEADER_BYTES + 64],
+        sealed.decoded().block.signature.0.as_slice()
+    );
+    assert_eq!(
+        &bytes[HEADER_BYTES + 64..HEADER_BYTES + 72],
+        3u64.to_le_bytes().as_slice()
+    );
+    let mut offset = HEADER_BYTES + 72;
+    for event in &events {
+        let encoded = codec::encode(event, "event", 1 << 20).unwrap();
+        assert_eq!(&bytes[offset..offset + encoded.len()], encoded.as_slice());
+        offset += encoded.len();
+    }
+    assert_eq!(offset, bytes.len());
+    assert_eq!(header.prev_hash, block::GENESIS_PREV_HASH);
+    // The signature is ed25519 over the context string and the block hash.
+    use ed25519_dalek::{Signature, Verifier, VerifyingKey};
+    let verifying = VerifyingKey::from_bytes(&header.validator.0).unwrap();
+    let mut message = b"af-ledger/v1/block\0".to_vec();
+    message.extend(sealed.decoded().hash.0);
+    verifying
+        .verify(
+            &message,
+            &Signature::from_bytes(&sealed.decoded().block.signature.0),
+        )
+        .unwrap();
+}
+
+#[test]
+fn round_trip_through_bytes() {
+    let key = LedgerKey::from_seed(VECTOR_SEED);
+    let sealed = block::seal(key.signing_key(), None, VECTOR_TIME_MS, vector_events()).unwrap();
+    let again = block::SealedBlock::from_bytes(sealed.bytes().to_vec()).unwrap();
+    assert_eq!(again.decoded().block, sealed.decoded().block);
+    assert_eq!(again.decoded().hash, sealed.decoded().hash);
+    assert_eq!(
+        codec::encode(&again.decoded().block, "block", 1 << 20).unwrap(),
+        sealed.bytes()
+    );
+}
+
+#[test]
+fn checkpoint_text_layout_and_rejections() {
+    let key = LedgerKey::from_seed(VECTOR_SEED);
+    let checkpoint = Checkpoint {
+        validator: key.validator(),
+        size: 5,
+        tip_hash: Hash32([3; 32]),
+    };
+    let note = checkpoint.sign(&key);
+    let lines: Vec<&str> = note.split('\n').collect();
+    assert_eq!(lines[0], format!("af.ledger/v1/{}", key.validator()));
+    assert_eq!(lines[1], "5");
+    assert_eq!(lines[3], "");
+    assert!(lines[4].starts_with("\u{2014} af-"));
+    assert_eq!(Checkpoint::verify(&note).unwrap(), checkpoint);
+    // Any change to the signed text breaks it.
+    let forged = note.replacen("\n5\n", "\n6\n", 1);
+    assert!(matches!(
+        Checkpoint::verify(&forged),
+        Err(checkpoint::CheckpointError::BadSignature { .. })
+    ));
+    // Another key's signature line is ignored, so the note has no valid signature.
+    let other = LedgerKey::from_seed([9; 32]);
+    let other_note = Checkpoint {
+        validator: other.validator(),
+        ..checkpoint.clone()
+    }
+    .sign(&other);
+    let spliced = format!(
+        "{}\n{}",
+        checkpoint.body(),
+        &other_note[other_note.find('\u{2014}').unwrap()..]
+    );
+    assert!(matches!(
+        Checkpoint::verify(&spliced),
+        Err(checkpoint::CheckpointError::NoSignature { .. })
+    ));
+    assert!(Checkpoint::verify("garbage").is_err());
+    assert!(Checkpoint::verify(&"x\n".repeat(5000)).is_err());
+    assert!(Checkpoint::verify(&note.replacen("\n5\n", "\n05\n", 1)).is_err());
+}
