@@ -1,1 +1,53 @@
-fn main() {}
+//! Environment benchmarks on one core, printed as a table (`cargo bench --bench envs`):
+//! challenge generation + scoring per second, as replay runs them millions of times.
+//! Single-turn: reset from the id, parse the recorded answer, step. Tic-tac-toe: a whole
+//! recorded game re-scored with `score_transcript` (reset, every move, every prompt).
+
+use af::envs::{self, challenge_id_for_seed, run_episode, Environment, Message};
+use std::time::Instant;
+
+fn expert_reply(env: &dyn Environment, id: &af::bytes::ChallengeId, messages: &[Message]) -> String {
+    let (mut episode, _, _) = env.reset(id);
+    for message in messages.iter().filter(|m| m.role == "assistant") {
+        let action = episode.parse_action(&message.content);
+        episode.step(&action);
+    }
+    episode.expert_action().to_answer_text()
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let registry = envs::registry();
+    println!("| env | work per item | items | per second (one core) | target |");
+    println!("|---|---|---:|---:|---:|");
+    for env in registry.all() {
+        let spec = env.spec();
+        let n: u64 = if spec.turns == envs::Turns::Multi { 50_000 } else { 300_000 };
+        let ids: Vec<_> = (0..n).map(|i| challenge_id_for_seed(spec.name, spec.version, i)).collect();
+        let (per_second, work, target) = if spec.turns == envs::Turns::Single {
+            let answers: Vec<String> = ids.iter().map(|id| env.reset(id).0.expert_action().to_answer_text()).collect();
+            let started = Instant::now();
+            let mut total = 0i64;
+            for (id, answer) in ids.iter().zip(&answers) {
+                total += i64::from(envs::score_answer(env, id, answer).1);
+            }
+            let seconds = started.elapsed().as_secs_f64();
+            assert_eq!(total, 1000 * n as i64);
+            (n as f64 / seconds, "generate + parse + score", 100_000)
+        } else {
+            let games: Vec<_> = ids
+                .iter()
+                .map(|id| run_episode(env, id, &mut |m: &[Message]| expert_reply(env, id, m)).messages)
+                .collect();
+            let started = Instant::now();
+            for (id, messages) in ids.iter().zip(&games) {
+                std::hint::black_box(envs::score_transcript(env, id, messages).unwrap());
+            }
+            let seconds = started.elapsed().as_secs_f64();
+            (n as f64 / seconds, "re-score a whole recorded game", 20_000)
+        };
+        println!("| {} | {work} | {n} | {per_second:.0} | {target} |", spec.name);
+    }
+}

@@ -1,1 +1,94 @@
-fn main() {}
+//! Ledger benchmarks, printed as a table (run: `cargo bench --bench ledger`, or
+//! scripts/bench-ledger.sh). Not a timed test: figures go in the closing notes.
+//!
+//! 1. Durable append: events/s for blocks of 1, 64 and 1024 events of about 1 KiB,
+//!    each block one fsync'd redb transaction (seal + sign + write + fsync).
+//! 2. Verify: `verify_store` over a log of AF_BENCH_LOG_MIB (default 1024 MiB), and the
+//!    same block bytes through single-threaded blake3, in one run; ratio of the two.
+
+use af::ledger::{demo, verify, LedgerKey, OwnLog, Store};
+use std::time::Instant;
+
+fn bench_dir(name: &str) -> tempfile::TempDir {
+    // On the project's disk (target/), not a tmpfs, so fsync costs what it costs.
+    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("bench-data");
+    std::fs::create_dir_all(&base).unwrap();
+    tempfile::Builder::new().prefix(name).tempdir_in(base).unwrap()
+}
+
+fn append_throughput(events_per_block: u32, n_blocks: u64) -> (f64, f64) {
+    let dir = bench_dir("append");
+    let key = LedgerKey::from_seed([1; 32]);
+    let validator = key.validator();
+    let log = OwnLog::new(Store::create(dir.path()).unwrap(), key);
+    let blocks: Vec<_> = (0..n_blocks).map(|h| demo::demo_events(&validator, h, events_per_block, 1024)).collect();
+    let started = Instant::now();
+    let mut bytes = 0u64;
+    for (h, events) in blocks.into_iter().enumerate() {
+        bytes += log.append(events, 1_000 + h as u64).unwrap().n_bytes as u64;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    ((n_blocks * u64::from(events_per_block)) as f64 / seconds, bytes as f64 / 1048576.0 / seconds)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo test --benches` asks benches to list tests.
+    }
+    println!("## durable append (each block = one fsync'd write transaction)\n");
+    println!("| events/block | blocks | events/s | MiB/s |");
+    println!("|---:|---:|---:|---:|");
+    for (per_block, n_blocks) in [(1u32, 300u64), (64, 100), (1024, 40)] {
+        let (events_per_s, mib_per_s) = append_throughput(per_block, n_blocks);
+        println!("| {per_block} | {n_blocks} | {events_per_s:.0} | {mib_per_s:.1} |");
+    }
+
+    let log_mib: u64 = std::env::var("AF_BENCH_LOG_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
+    let n_blocks = log_mib.max(1); // 1024 events of ~1 KiB = ~1 MiB per block
+    let dir = bench_dir("verify");
+    let key = LedgerKey::from_seed([2; 32]);
+    let validator = key.validator();
+    let log = OwnLog::new(Store::create(dir.path()).unwrap(), key);
+    let started = Instant::now();
+    for h in 0..n_blocks {
+        log.append(demo::demo_events(&validator, h, 1024, 1024), 1_000 + h).unwrap();
+    }
+    eprintln!("wrote {n_blocks} blocks in {:.1} s", started.elapsed().as_secs_f64());
+    drop(log);
+    let store = Store::open(dir.path()).unwrap();
+
+    let started = Instant::now();
+    let report = verify::verify_store(&store, &mut |_, _, _| {}).unwrap();
+    let verify_s = started.elapsed().as_secs_f64();
+    assert!(report.ok);
+
+    // The same bytes, read out of the store first (not timed), through plain blake3.
+    let started = Instant::now();
+    let mut all = Vec::with_capacity(report.n_bytes as usize);
+    for h in 0..n_blocks {
+        all.extend_from_slice(&store.block_bytes(&validator, h).unwrap().unwrap());
+    }
+    let read_s = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let digest = blake3::Hasher::new().update(&all).finalize();
+    let blake3_s = started.elapsed().as_secs_f64();
+    std::hint::black_box(digest);
+    let mib = report.n_bytes as f64 / 1048576.0;
+
+    println!(
+        "\n## verify vs raw blake3 ({} blocks, {} events, {mib:.0} MiB, {} threads)\n",
+        report.n_blocks,
+        report.n_events,
+        rayon::current_num_threads()
+    );
+    println!("| what | seconds | MiB/s | events/s |");
+    println!("|---|---:|---:|---:|");
+    println!(
+        "| `verify_store` (read, decode, canonical check, Merkle, ed25519, links) | {verify_s:.3} | {:.0} | {:.0} |",
+        mib / verify_s,
+        report.n_events as f64 / verify_s
+    );
+    println!("| reading the block bytes out of redb alone | {read_s:.3} | {:.0} | |", mib / read_s);
+    println!("| blake3 over the same bytes, one thread, in memory | {blake3_s:.3} | {:.0} | |", mib / blake3_s);
+    println!("\nverify / raw blake3 = {:.2}x", verify_s / blake3_s);
+}

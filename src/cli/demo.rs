@@ -10,23 +10,12 @@ use anyhow::{anyhow, bail, ensure};
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn run(
-    data: &Path,
-    blocks: u64,
-    events_per_block: u32,
-    fresh: bool,
-) -> anyhow::Result<ExitCode> {
-    ensure!(
-        blocks > 0 && events_per_block > 0,
-        "--blocks and --events-per-block must be positive"
-    );
+pub fn run(data: &Path, blocks: u64, events_per_block: u32, fresh: bool) -> anyhow::Result<ExitCode> {
+    ensure!(blocks > 0 && events_per_block > 0, "--blocks and --events-per-block must be positive");
     if fresh && data.exists() {
         std::fs::remove_dir_all(data)?;
     }
-    outln!(
-        "1. writing {blocks} blocks of {events_per_block} transcripts to {}",
-        data.display()
-    );
+    outln!("1. writing {blocks} blocks of {events_per_block} transcripts to {}", data.display());
     let summary = super::ledger::write_demo(data, blocks, events_per_block, 1024, false)?;
     outln!(
         "   {:.1} MiB in {:.2} s: {:.0} durable events/s (each block fsync'd)",
@@ -37,11 +26,7 @@ pub fn run(
 
     let store = Store::open(data)?;
     let report = verify::verify_store(&store, &mut |_, _, _| {})?;
-    ensure!(
-        report.ok,
-        "verification failed: {:?}",
-        report.chains.iter().find_map(|c| c.fault.clone())
-    );
+    ensure!(report.ok, "verification failed: {:?}", report.chains.iter().find_map(|c| c.fault.clone()));
     outln!(
         "2. verified {} blocks, {} events: hashes, Merkle roots, signatures, links",
         report.n_blocks,
@@ -49,9 +34,7 @@ pub fn run(
     );
 
     let key = LedgerKey::load(&super::ledger::key_path(data))?;
-    let tip = store
-        .tip(&key.validator())?
-        .ok_or_else(|| anyhow!("empty chain"))?;
+    let tip = store.tip(&key.validator())?.ok_or_else(|| anyhow!("empty chain"))?;
     let note = Checkpoint::of_tip(key.validator(), &tip).sign(&key);
     Checkpoint::verify(&note)?;
     outln!("3. signed checkpoint of the tip (C2SP signed note), verified:\n");
@@ -69,32 +52,18 @@ pub fn run(
         inclusion.headers.len()
     );
 
-    let Event::Transcript(transcript) = &inclusion.event else {
-        bail!("demo events are transcripts")
-    };
+    let Event::Transcript(transcript) = &inclusion.event else { bail!("demo events are transcripts") };
     let registry = envs::registry();
-    let env = registry
-        .get(&transcript.env.name)
-        .ok_or_else(|| anyhow!("unknown env {}", transcript.env.name))?;
-    let messages: Vec<Message> = transcript
-        .messages
-        .iter()
-        .map(|m| Message::new(&m.role, m.content.clone()))
-        .collect();
+    let env = registry.get(&transcript.env.name).ok_or_else(|| anyhow!("unknown env {}", transcript.env.name))?;
+    let messages: Vec<Message> = transcript.messages.iter().map(|m| Message::new(&m.role, m.content.clone())).collect();
     let scored = envs::score_transcript(env, &transcript.challenge_id, &messages)?;
-    ensure!(
-        scored.reward_milli == transcript.reward_milli,
-        "recorded reward differs from the re-scored one"
-    );
+    ensure!(scored.reward_milli == transcript.reward_milli, "recorded reward differs from the re-scored one");
     outln!(
         "5. re-scored that transcript from challenge {} alone: reward {} = recorded {}",
         transcript.challenge_id,
         scored.reward_milli,
         transcript.reward_milli
     );
-    outln!(
-        "\nall checks passed; inspect with `af ledger show --data {}`",
-        data.display()
-    );
+    outln!("\nall checks passed; inspect with `af ledger show --data {}`", data.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -34,11 +34,7 @@ pub enum EnvCommand {
         env: String,
         #[arg(long)]
         challenge_id: String,
-        #[arg(
-            long,
-            conflicts_with = "transcript",
-            required_unless_present = "transcript"
-        )]
+        #[arg(long, conflicts_with = "transcript", required_unless_present = "transcript")]
         answer: Option<String>,
         /// JSON file: `[{"role": "...", "content": "..."}, ...]`, or `-` for stdin.
         #[arg(long)]
@@ -49,12 +45,7 @@ pub enum EnvCommand {
 }
 
 fn find<'r>(registry: &'r envs::Registry, name: &str) -> anyhow::Result<&'r dyn Environment> {
-    registry.get(name).ok_or_else(|| {
-        anyhow!(
-            "no environment {name:?}; known: {}",
-            registry.names().join(", ")
-        )
-    })
+    registry.get(name).ok_or_else(|| anyhow!("no environment {name:?}; known: {}", registry.names().join(", ")))
 }
 
 fn parse_id(hex: &str) -> anyhow::Result<Hash32> {
@@ -69,19 +60,9 @@ pub fn run(command: EnvCommand) -> anyhow::Result<ExitCode> {
             if json {
                 super::print_json(&specs)?;
             } else {
-                outln!(
-                    "{:<10} {:>7}  {:<11} {:<6}  difficulty",
-                    "name",
-                    "version",
-                    "action",
-                    "turns"
-                );
+                outln!("{:<10} {:>7}  {:<11} {:<6}  difficulty", "name", "version", "action", "turns");
                 for spec in specs {
-                    let turns = if spec.turns == envs::Turns::Single {
-                        "single"
-                    } else {
-                        "multi"
-                    };
+                    let turns = if spec.turns == envs::Turns::Single { "single" } else { "multi" };
                     outln!(
                         "{:<10} {:>7}  {:<11} {:<6}  {}",
                         spec.name,
@@ -93,19 +74,12 @@ pub fn run(command: EnvCommand) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        EnvCommand::Test {
-            env,
-            challenge_id,
-            seed,
-            json,
-        } => {
+        EnvCommand::Test { env, challenge_id, seed, json } => {
             let env = find(&registry, &env)?;
             let spec = env.spec();
             let id = match (challenge_id, seed) {
                 (Some(hex), _) => parse_id(&hex)?,
-                (None, seed) => {
-                    envs::challenge_id_for_seed(spec.name, spec.version, seed.unwrap_or(0))
-                }
+                (None, seed) => envs::challenge_id_for_seed(spec.name, spec.version, seed.unwrap_or(0)),
             };
             let (_episode, observation, info) = env.reset(&id);
             let messages = envs::opening_messages(spec, &observation);
@@ -126,22 +100,13 @@ pub fn run(command: EnvCommand) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        EnvCommand::Score {
-            env,
-            challenge_id,
-            answer,
-            transcript,
-            json,
-        } => {
+        EnvCommand::Score { env, challenge_id, answer, transcript, json } => {
             let env = find(&registry, &env)?;
             let id = parse_id(&challenge_id)?;
             let (reward_milli, detail) = match (answer, transcript) {
                 (Some(answer), _) => {
                     if env.spec().turns != envs::Turns::Single {
-                        bail!(
-                            "{} is multi-turn: score a whole conversation with --transcript FILE",
-                            env.spec().name
-                        );
+                        bail!("{} is multi-turn: score a whole conversation with --transcript FILE", env.spec().name);
                     }
                     let (action, reward) = envs::score_answer(env, &id, &answer);
                     (reward, serde_json::json!({ "action": action }))
@@ -183,6 +148,5 @@ fn read_messages(path: &PathBuf) -> anyhow::Result<Vec<Message>> {
     if text.len() as u64 > limit {
         bail!("transcript is larger than {limit} bytes");
     }
-    serde_json::from_str(&text)
-        .context("transcript must be a JSON list of {\"role\", \"content\"} objects")
+    serde_json::from_str(&text).context("transcript must be a JSON list of {\"role\", \"content\"} objects")
 }

@@ -29,8 +29,7 @@ pub fn run(command: KeyCommand) -> anyhow::Result<ExitCode> {
     let (key, json) = match command {
         KeyCommand::Generate { out, json } => {
             let key = LedgerKey::generate()?;
-            key.write_new(&out)
-                .with_context(|| format!("writing {}", out.display()))?;
+            key.write_new(&out).with_context(|| format!("writing {}", out.display()))?;
             (key, json)
         }
         KeyCommand::Show { key, json } => (LedgerKey::load(&key)?, json),

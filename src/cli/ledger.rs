@@ -126,47 +126,15 @@ pub enum ExportFormat {
 pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
     match command {
         LedgerCommand::Init { data, json } => init(&data, json),
-        LedgerCommand::Show {
-            data,
-            validator,
-            height,
-            json,
-        } => show(&data, validator, height, json),
+        LedgerCommand::Show { data, validator, height, json } => show(&data, validator, height, json),
         LedgerCommand::Verify { data, json } => verify(&data, json),
-        LedgerCommand::Export {
-            data,
-            format: ExportFormat::Jsonl,
-            validator,
-        } => export(&data, validator),
+        LedgerCommand::Export { data, format: ExportFormat::Jsonl, validator } => export(&data, validator),
         LedgerCommand::Checkpoint { data } => checkpoint(&data),
-        LedgerCommand::VerifyCheckpoint { file, data, json } => {
-            verify_checkpoint(&file, data.as_deref(), json)
-        }
-        LedgerCommand::Prove {
-            data,
-            height,
-            event,
-            validator,
-        } => prove(&data, height, event, validator),
-        LedgerCommand::VerifyProof {
-            file,
-            checkpoint,
-            json,
-        } => verify_proof(&file, checkpoint.as_deref(), json),
-        LedgerCommand::Find {
-            data,
-            challenge_id,
-            miner,
-            json,
-        } => find(&data, challenge_id, miner, json),
-        LedgerCommand::Demo {
-            data,
-            blocks,
-            events_per_block,
-            event_bytes,
-            ack,
-            json,
-        } => {
+        LedgerCommand::VerifyCheckpoint { file, data, json } => verify_checkpoint(&file, data.as_deref(), json),
+        LedgerCommand::Prove { data, height, event, validator } => prove(&data, height, event, validator),
+        LedgerCommand::VerifyProof { file, checkpoint, json } => verify_proof(&file, checkpoint.as_deref(), json),
+        LedgerCommand::Find { data, challenge_id, miner, json } => find(&data, challenge_id, miner, json),
+        LedgerCommand::Demo { data, blocks, events_per_block, event_bytes, ack, json } => {
             let summary = write_demo(&data, blocks, events_per_block, event_bytes, ack)?;
             if json {
                 print_json(&summary)?;
@@ -198,9 +166,7 @@ fn parse_validator(hex: &str) -> anyhow::Result<ValidatorKey> {
 fn validator_or_own(data: &Path, validator: Option<String>) -> anyhow::Result<ValidatorKey> {
     match validator {
         Some(hex) => parse_validator(&hex),
-        None => Ok(LedgerKey::load(&key_path(data))
-            .context("no --validator given, so using our own key")?
-            .validator()),
+        None => Ok(LedgerKey::load(&key_path(data)).context("no --validator given, so using our own key")?.validator()),
     }
 }
 
@@ -231,36 +197,24 @@ fn init(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
         outln!(
             "key       {} ({})",
             key_path(data).display(),
-            if created_key {
-                "created, mode 0600"
-            } else {
-                "existing"
-            }
+            if created_key { "created, mode 0600" } else { "existing" }
         );
         outln!("validator {}", log.validator());
-        outln!(
-            "tip       {}",
-            tip.map_or("(empty chain)".into(), |t| format!(
-                "height {} hash {}",
-                t.height, t.hash
-            ))
-        );
+        outln!("tip       {}", tip.map_or("(empty chain)".into(), |t| format!("height {} hash {}", t.height, t.hash)));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn show(
-    data: &Path,
-    validator: Option<String>,
-    height: Option<u64>,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
+fn show(data: &Path, validator: Option<String>, height: Option<u64>, json: bool) -> anyhow::Result<ExitCode> {
     let store = Store::open(data)?;
     match (validator, height) {
         (None, None) => {
             let tips = store.tips()?;
             if json {
-                let chains: Vec<_> = tips.iter().map(|(v, t)| serde_json::json!({ "validator": v, "n_blocks": t.height + 1, "tip": t })).collect();
+                let chains: Vec<_> = tips
+                    .iter()
+                    .map(|(v, t)| serde_json::json!({ "validator": v, "n_blocks": t.height + 1, "tip": t }))
+                    .collect();
                 print_json(&chains)?;
             } else {
                 outln!("{:<64}  {:>8}  tip hash", "validator", "blocks");
@@ -271,9 +225,7 @@ fn show(
         }
         (validator, None) => {
             let validator = validator_or_own(data, validator)?;
-            let tip = store
-                .tip(&validator)?
-                .ok_or_else(|| anyhow!("no chain for validator {validator}"))?;
+            let tip = store.tip(&validator)?.ok_or_else(|| anyhow!("no chain for validator {validator}"))?;
             let mut headers = Vec::new();
             for h in 0..=tip.height {
                 let bytes = store
@@ -283,26 +235,16 @@ fn show(
                 headers.push((header.hash(), header, bytes.len()));
             }
             if json {
-                let list: Vec<_> = headers.iter().map(|(hash, header, n)| serde_json::json!({ "hash": hash, "header": header, "n_bytes": n })).collect();
+                let list: Vec<_> = headers
+                    .iter()
+                    .map(|(hash, header, n)| serde_json::json!({ "hash": hash, "header": header, "n_bytes": n }))
+                    .collect();
                 print_json(&list)?;
             } else {
                 outln!("validator {validator}");
-                outln!(
-                    "{:>8}  {:<64}  {:>13}  {:>7}  {:>9}",
-                    "height",
-                    "hash",
-                    "time_ms",
-                    "events",
-                    "bytes"
-                );
+                outln!("{:>8}  {:<64}  {:>13}  {:>7}  {:>9}", "height", "hash", "time_ms", "events", "bytes");
                 for (hash, header, n) in headers {
-                    outln!(
-                        "{:>8}  {hash}  {:>13}  {:>7}  {:>9}",
-                        header.height,
-                        header.time_ms,
-                        header.n_events,
-                        n
-                    );
+                    outln!("{:>8}  {hash}  {:>13}  {:>7}  {:>9}", header.height, header.time_ms, header.n_events, n);
                 }
             }
         }
@@ -312,9 +254,7 @@ fn show(
                 .block(&validator, height)?
                 .ok_or_else(|| anyhow!("validator {validator} has no block at height {height}"))?;
             if json {
-                print_json(
-                    &serde_json::json!({ "hash": block.hash, "n_bytes": block.n_bytes, "block": block.block }),
-                )?;
+                print_json(&serde_json::json!({ "hash": block.hash, "n_bytes": block.n_bytes, "block": block.block }))?;
             } else {
                 let header = &block.block.header;
                 outln!("block {} of validator {}", header.height, header.validator);
@@ -344,34 +284,24 @@ fn describe(event: &Event) -> String {
             t.challenge_index,
             t.miner.hotkey,
             f64::from(t.reward_milli) / 1000.0,
-            t.error
-                .as_ref()
-                .map_or(String::new(), |e| format!(" error: {e}"))
+            t.error.as_ref().map_or(String::new(), |e| format!(" error: {e}"))
         ),
-        Event::MatchStarted(m) => format!(
-            "match_started {} contender {} champion {}",
-            m.match_id, m.contender.hotkey, m.champion.hotkey
-        ),
+        Event::MatchStarted(m) => {
+            format!("match_started {} contender {} champion {}", m.match_id, m.contender.hotkey, m.champion.hotkey)
+        }
         Event::EnvDecision(d) => format!(
             "env_decision {} {} {:?} ({}W {}L {}D)",
             d.match_id, d.env.name, d.outcome, d.wins, d.losses, d.draws
         ),
-        Event::MatchDecided(d) => format!(
-            "match_decided {} contender_won={} champion {}",
-            d.match_id, d.contender_won, d.champion_hotkey
-        ),
-        Event::WeightsSet(w) => format!(
-            "weights_set netuid {} at chain block {}",
-            w.netuid, w.chain_block
-        ),
+        Event::MatchDecided(d) => {
+            format!("match_decided {} contender_won={} champion {}", d.match_id, d.contender_won, d.champion_hotkey)
+        }
+        Event::WeightsSet(w) => format!("weights_set netuid {} at chain block {}", w.netuid, w.chain_block),
         Event::ChainCommitment(c) => format!(
             "chain_commitment height {} hash {} at chain block {}",
             c.committed_height, c.committed_hash, c.chain_block
         ),
-        Event::Evidence(e) => format!(
-            "evidence: validator {} equivocated at height {}",
-            e.validator, e.height
-        ),
+        Event::Evidence(e) => format!("evidence: validator {} equivocated at height {}", e.validator, e.height),
     }
 }
 
@@ -401,15 +331,8 @@ fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     progress.finish();
     let report: StoreReport = match result {
         Ok(Ok(report)) => report,
-        Ok(Err(error)) => {
-            return report_unreadable(json, &format!("store cannot be read: {error}"))
-        }
-        Err(_) => {
-            return report_unreadable(
-                json,
-                "the storage engine panicked reading the store: it is corrupt",
-            )
-        }
+        Ok(Err(error)) => return report_unreadable(json, &format!("store cannot be read: {error}")),
+        Err(_) => return report_unreadable(json, "the storage engine panicked reading the store: it is corrupt"),
     };
     let seconds = started.elapsed().as_secs_f64();
     if json {
@@ -426,10 +349,7 @@ fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
                     chain.validator,
                     chain.n_blocks_ok,
                     chain.n_events,
-                    chain.verified_tip.map_or("(empty)".into(), |t| format!(
-                        "height {} hash {}",
-                        t.height, t.hash
-                    ))
+                    chain.verified_tip.map_or("(empty)".into(), |t| format!("height {} hash {}", t.height, t.hash))
                 ),
                 Some(fault) => outln!(
                     "FAIL  validator {}: first bad height {} ({}): {}",
@@ -452,11 +372,7 @@ fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
             report.n_bytes as f64 / 1048576.0 / seconds
         );
     }
-    Ok(if report.ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_CHECK_FAILED)
-    })
+    Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(EXIT_CHECK_FAILED) })
 }
 
 fn report_unreadable(json: bool, message: &str) -> anyhow::Result<ExitCode> {
@@ -480,9 +396,9 @@ fn export(data: &Path, validator: Option<String>) -> anyhow::Result<ExitCode> {
             continue;
         };
         for height in 0..=tip.height {
-            let block = store.block(&validator, height)?.ok_or_else(|| {
-                anyhow!("block {height} of {validator} is missing; run `af ledger verify`")
-            })?;
+            let block = store
+                .block(&validator, height)?
+                .ok_or_else(|| anyhow!("block {height} of {validator} is missing; run `af ledger verify`"))?;
             for (event_idx, event) in block.block.events.iter().enumerate() {
                 let line = serde_json::json!({ "validator": validator, "height": height, "event_idx": event_idx, "block_hash": block.hash, "event": event });
                 serde_json::to_writer(&mut out, &line)?;
@@ -497,9 +413,7 @@ fn export(data: &Path, validator: Option<String>) -> anyhow::Result<ExitCode> {
 fn checkpoint(data: &Path) -> anyhow::Result<ExitCode> {
     let store = Store::open(data)?;
     let key = LedgerKey::load(&key_path(data))?;
-    let tip = store
-        .tip(&key.validator())?
-        .ok_or_else(|| anyhow!("our chain is empty: nothing to checkpoint"))?;
+    let tip = store.tip(&key.validator())?.ok_or_else(|| anyhow!("our chain is empty: nothing to checkpoint"))?;
     let note = Checkpoint::of_tip(key.validator(), &tip).sign(&key);
     std::io::stdout().lock().write_all(note.as_bytes())?;
     Ok(ExitCode::SUCCESS)
@@ -522,12 +436,7 @@ fn read_small(path: &Path, limit: u64) -> anyhow::Result<String> {
     Ok(text)
 }
 
-fn report_check(
-    json: bool,
-    ok: bool,
-    value: serde_json::Value,
-    text: &str,
-) -> anyhow::Result<ExitCode> {
+fn report_check(json: bool, ok: bool, value: serde_json::Value, text: &str) -> anyhow::Result<ExitCode> {
     if json {
         let mut value = value;
         value["ok"] = serde_json::json!(ok);
@@ -535,11 +444,7 @@ fn report_check(
     } else {
         outln!("{}{text}", if ok { "ok: " } else { "FAIL: " });
     }
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_CHECK_FAILED)
-    })
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(EXIT_CHECK_FAILED) })
 }
 
 fn verify_checkpoint(file: &Path, data: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
@@ -547,59 +452,31 @@ fn verify_checkpoint(file: &Path, data: Option<&Path>, json: bool) -> anyhow::Re
     let checkpoint = match Checkpoint::verify(&note) {
         Ok(checkpoint) => checkpoint,
         Err(error) => {
-            return report_check(
-                json,
-                false,
-                serde_json::json!({ "error": error.to_string() }),
-                &error.to_string(),
-            )
+            return report_check(json, false, serde_json::json!({ "error": error.to_string() }), &error.to_string())
         }
     };
     if let Some(data) = data {
         let store = Store::open(data)?;
-        let height = checkpoint
-            .size
-            .checked_sub(1)
-            .ok_or_else(|| anyhow!("checkpoint of an empty chain"))?;
+        let height = checkpoint.size.checked_sub(1).ok_or_else(|| anyhow!("checkpoint of an empty chain"))?;
         let stored = store
             .block_bytes(&checkpoint.validator, height)?
-            .map(|bytes| {
-                Hash32(
-                    *blake3::hash(&bytes[..af::ledger::block::HEADER_BYTES.min(bytes.len())])
-                        .as_bytes(),
-                )
-            });
+            .map(|bytes| Hash32(*blake3::hash(&bytes[..af::ledger::block::HEADER_BYTES.min(bytes.len())]).as_bytes()));
         if stored != Some(checkpoint.tip_hash) {
             let why = format!(
                 "the store does not hold block {} with hash {} for validator {}",
                 height, checkpoint.tip_hash, checkpoint.validator
             );
-            return report_check(
-                json,
-                false,
-                serde_json::json!({ "checkpoint": checkpoint, "error": why }),
-                &why,
-            );
+            return report_check(json, false, serde_json::json!({ "checkpoint": checkpoint, "error": why }), &why);
         }
     }
     let text = format!(
         "checkpoint of validator {} at {} blocks, tip {}, signature valid",
         checkpoint.validator, checkpoint.size, checkpoint.tip_hash
     );
-    report_check(
-        json,
-        true,
-        serde_json::json!({ "checkpoint": checkpoint }),
-        &text,
-    )
+    report_check(json, true, serde_json::json!({ "checkpoint": checkpoint }), &text)
 }
 
-fn prove(
-    data: &Path,
-    height: u64,
-    event: u32,
-    validator: Option<String>,
-) -> anyhow::Result<ExitCode> {
+fn prove(data: &Path, height: u64, event: u32, validator: Option<String>) -> anyhow::Result<ExitCode> {
     let store = Store::open(data)?;
     let validator = validator_or_own(data, validator)?;
     let proof = proof::prove(&store, &validator, height, event)?;
@@ -613,31 +490,21 @@ fn verify_proof(file: &Path, checkpoint: Option<&Path>, json: bool) -> anyhow::R
     let tip = match proof::verify_inclusion_proof(&proof) {
         Ok(tip) => tip,
         Err(error) => {
-            return report_check(
-                json,
-                false,
-                serde_json::json!({ "error": error.to_string() }),
-                &error.to_string(),
-            )
+            return report_check(json, false, serde_json::json!({ "error": error.to_string() }), &error.to_string())
         }
     };
     if let Some(path) = checkpoint {
         let note = read_small(path, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
-        let verdict = Checkpoint::verify(&note)
-            .map_err(|e| e.to_string())
-            .and_then(|c| {
-                if c.validator == proof.validator
-                    && c.size == tip.height + 1
-                    && c.tip_hash == tip.hash
-                {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "proof reaches height {} hash {}, the checkpoint says {} blocks, tip {}",
-                        tip.height, tip.hash, c.size, c.tip_hash
-                    ))
-                }
-            });
+        let verdict = Checkpoint::verify(&note).map_err(|e| e.to_string()).and_then(|c| {
+            if c.validator == proof.validator && c.size == tip.height + 1 && c.tip_hash == tip.hash {
+                Ok(())
+            } else {
+                Err(format!(
+                    "proof reaches height {} hash {}, the checkpoint says {} blocks, tip {}",
+                    tip.height, tip.hash, c.size, c.tip_hash
+                ))
+            }
+        });
         if let Err(why) = verdict {
             return report_check(json, false, serde_json::json!({ "error": why }), &why);
         }
@@ -654,17 +521,10 @@ fn verify_proof(file: &Path, checkpoint: Option<&Path>, json: bool) -> anyhow::R
     )
 }
 
-fn find(
-    data: &Path,
-    challenge_id: Option<String>,
-    miner: Option<String>,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
+fn find(data: &Path, challenge_id: Option<String>, miner: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
     let store = Store::open(data)?;
     let locations = match (challenge_id, miner) {
-        (Some(hex), _) => {
-            store.locate_challenge(&Hash32::from_hex(&hex).context("--challenge-id")?)?
-        }
+        (Some(hex), _) => store.locate_challenge(&Hash32::from_hex(&hex).context("--challenge-id")?)?,
         (None, Some(hotkey)) => store.locate_miner(&hotkey)?,
         (None, None) => bail!("give --challenge-id HEX or --miner HOTKEY"),
     };
@@ -672,12 +532,7 @@ fn find(
         print_json(&locations)?;
     } else {
         for location in locations {
-            outln!(
-                "validator {} height {} event {}",
-                location.validator,
-                location.height,
-                location.event_idx
-            );
+            outln!("validator {} height {} event {}", location.validator, location.height, location.event_idx);
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -52,12 +52,7 @@ pub enum Command {
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Demo {
-            data,
-            blocks,
-            events_per_block,
-            fresh,
-        } => demo::run(&data, blocks, events_per_block, fresh),
+        Command::Demo { data, blocks, events_per_block, fresh } => demo::run(&data, blocks, events_per_block, fresh),
         Command::Key(command) => key::run(command),
         Command::Ledger(command) => ledger::run(command),
         Command::Env(command) => env::run(command),
@@ -82,10 +77,7 @@ macro_rules! outln {
 }
 
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 /// Shows progress on stderr when it is a terminal, at most a few times a second.
@@ -97,10 +89,7 @@ pub struct ProgressLine {
 impl ProgressLine {
     pub fn new() -> ProgressLine {
         use std::io::IsTerminal;
-        ProgressLine {
-            enabled: std::io::stderr().is_terminal(),
-            last: std::time::Instant::now(),
-        }
+        ProgressLine { enabled: std::io::stderr().is_terminal(), last: std::time::Instant::now() }
     }
 
     pub fn update(&mut self, text: impl FnOnce() -> String) {

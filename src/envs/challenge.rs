@@ -30,11 +30,5 @@ pub fn derive_challenge_id(
 /// The id `af env test --seed N` uses: index N of the all-zero validator and match,
 /// so a seed names the same task everywhere.
 pub fn challenge_id_for_seed(env_name: &str, env_version: u32, seed: u64) -> ChallengeId {
-    derive_challenge_id(
-        env_name,
-        env_version,
-        &ValidatorKey([0; 32]),
-        &Hash32([0; 32]),
-        seed,
-    )
+    derive_challenge_id(env_name, env_version, &ValidatorKey([0; 32]), &Hash32([0; 32]), seed)
 }

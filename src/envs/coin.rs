@@ -6,8 +6,8 @@
 use super::parse::extract_answer;
 use super::rng::Prng;
 use super::{
-    done_observation, info, Action, CoinSide, EnvSpec, Environment, Episode, Info, Observation,
-    ObservationData, Space, Step, Turns,
+    done_observation, info, Action, CoinSide, EnvSpec, Environment, Episode, Info, Observation, ObservationData, Space,
+    Step, Turns,
 };
 use crate::bytes::ChallengeId;
 
@@ -35,9 +35,7 @@ impl Coin {
                 turns: Turns::Single,
                 action_kind: "coin side",
                 observation_space: Space::Empty,
-                action_space: Space::Choice {
-                    options: vec!["HEADS", "TAILS"],
-                },
+                action_space: Space::Choice { options: vec!["HEADS", "TAILS"] },
                 difficulty: "fair".into(),
                 reward_min_milli: 0,
                 reward_max_milli: 1000,
@@ -68,21 +66,10 @@ impl Environment for Coin {
     }
 
     fn reset(&self, challenge_id: &ChallengeId) -> (Box<dyn Episode + '_>, Observation, Info) {
-        let episode = CoinEpisode {
-            spec: &self.spec,
-            challenge_id: *challenge_id,
-            side: side(challenge_id),
-            done: false,
-        };
-        let observation = Observation {
-            data: ObservationData::Coin,
-            text: PROMPT.into(),
-        };
-        (
-            Box::new(episode),
-            observation,
-            info(&self.spec, challenge_id, 0),
-        )
+        let episode =
+            CoinEpisode { spec: &self.spec, challenge_id: *challenge_id, side: side(challenge_id), done: false };
+        let observation = Observation { data: ObservationData::Coin, text: PROMPT.into() };
+        (Box::new(episode), observation, info(&self.spec, challenge_id, 0))
     }
 }
 
@@ -91,10 +78,7 @@ pub fn parse_side(text: &str) -> Action {
     match extract_answer(text) {
         Ok(answer) if answer.eq_ignore_ascii_case("heads") => Action::Coin(CoinSide::Heads),
         Ok(answer) if answer.eq_ignore_ascii_case("tails") => Action::Coin(CoinSide::Tails),
-        Ok(answer) => Action::Invalid(format!(
-            "not HEADS or TAILS: {:?}",
-            super::mult::truncate(answer)
-        )),
+        Ok(answer) => Action::Invalid(format!("not HEADS or TAILS: {:?}", super::mult::truncate(answer))),
         Err(e) => Action::Invalid(e.to_string()),
     }
 }

@@ -102,9 +102,11 @@ pub enum ObservationData {
         b: u64,
     },
     Coin,
+    /// `k` literals per clause, end to end: `+i` is x_i, `-i` is NOT x_i.
     Cnf {
         n_vars: u32,
-        clauses: Vec<Vec<i32>>,
+        k: u32,
+        literals: Vec<i32>,
     },
     /// `board[i]`: 0 empty, 1 X, 2 O; `agent_mark` is 1 or 2.
     TicTacToe {
@@ -140,11 +142,8 @@ impl Action {
             Action::Cell(cell) => format!("Answer: {cell}"),
             Action::Integer(digits) => format!("Answer: {digits}"),
             Action::Assignment(values) => {
-                let parts: Vec<String> = values
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| format!("x{}={}", i + 1, u8::from(*v)))
-                    .collect();
+                let parts: Vec<String> =
+                    values.iter().enumerate().map(|(i, v)| format!("x{}={}", i + 1, u8::from(*v))).collect();
                 format!("Answer: {}", parts.join(" "))
             }
             Action::Coin(CoinSide::Heads) => "Answer: HEADS".into(),
@@ -188,19 +187,13 @@ pub struct Message {
 
 impl Message {
     pub fn new(role: &str, content: impl Into<String>) -> Message {
-        Message {
-            role: role.into(),
-            content: content.into(),
-        }
+        Message { role: role.into(), content: content.into() }
     }
 }
 
 /// The messages a model sees first: the system prompt and the first observation.
 pub fn opening_messages(spec: &EnvSpec, observation: &Observation) -> Vec<Message> {
-    vec![
-        Message::new("system", spec.system_prompt),
-        Message::new("user", observation.text.clone()),
-    ]
+    vec![Message::new("system", spec.system_prompt), Message::new("user", observation.text.clone())]
 }
 
 /// A finished episode: the whole conversation and its reward.
@@ -231,12 +224,7 @@ pub fn run_episode(
         let step = episode.step(&action);
         actions.push(action);
         if step.terminated || step.truncated {
-            return EpisodeRecord {
-                messages,
-                actions,
-                reward_milli: step.reward_milli,
-                truncated: step.truncated,
-            };
+            return EpisodeRecord { messages, actions, reward_milli: step.reward_milli, truncated: step.truncated };
         }
         messages.push(Message::new("user", step.observation.text));
     }
@@ -246,12 +234,7 @@ pub fn run_episode(
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TranscriptError {
     #[error("message {index} should be {expected_role} {what}, found role {found_role:?}")]
-    WrongRole {
-        index: usize,
-        expected_role: &'static str,
-        found_role: String,
-        what: &'static str,
-    },
+    WrongRole { index: usize, expected_role: &'static str, found_role: String, what: &'static str },
     #[error("message {index} is not what the environment shows at this point")]
     PromptMismatch { index: usize },
     #[error("{extra} messages follow the end of the episode")]
@@ -312,9 +295,7 @@ pub fn score_transcript(
         index += 1;
         if step.terminated || step.truncated {
             if index != messages.len() {
-                return Err(TranscriptError::TrailingMessages {
-                    extra: messages.len() - index,
-                });
+                return Err(TranscriptError::TrailingMessages { extra: messages.len() - index });
             }
             return Ok(Scored {
                 reward_milli: step.reward_milli,
@@ -323,45 +304,19 @@ pub fn score_transcript(
                 actions,
             });
         }
-        check_message(
-            messages,
-            index,
-            &Message::new("user", step.observation.text),
-        )?;
+        check_message(messages, index, &Message::new("user", step.observation.text))?;
         index += 1;
     }
 }
 
-fn check_message(
-    messages: &[Message],
-    index: usize,
-    want: &Message,
-) -> Result<(), TranscriptError> {
-    let what = if want.role == "system" {
-        "prompt"
-    } else {
-        "observation"
-    };
-    let role: &'static str = if want.role == "system" {
-        "system"
-    } else {
-        "user"
-    };
+fn check_message(messages: &[Message], index: usize, want: &Message) -> Result<(), TranscriptError> {
+    let what = if want.role == "system" { "prompt" } else { "observation" };
+    let role: &'static str = if want.role == "system" { "system" } else { "user" };
     let Some(found) = messages.get(index) else {
-        return Err(TranscriptError::WrongRole {
-            index,
-            expected_role: role,
-            found_role: "(missing)".into(),
-            what,
-        });
+        return Err(TranscriptError::WrongRole { index, expected_role: role, found_role: "(missing)".into(), what });
     };
     if found.role != want.role {
-        return Err(TranscriptError::WrongRole {
-            index,
-            expected_role: role,
-            found_role: found.role.clone(),
-            what,
-        });
+        return Err(TranscriptError::WrongRole { index, expected_role: role, found_role: found.role.clone(), what });
     }
     if found.content != want.content {
         return Err(TranscriptError::PromptMismatch { index });
@@ -370,11 +325,7 @@ fn check_message(
 }
 
 /// Scores one answer to a single-turn challenge.
-pub fn score_answer(
-    env: &dyn Environment,
-    challenge_id: &ChallengeId,
-    answer: &str,
-) -> (Action, RewardMilli) {
+pub fn score_answer(env: &dyn Environment, challenge_id: &ChallengeId, answer: &str) -> (Action, RewardMilli) {
     let (mut episode, _observation, _info) = env.reset(challenge_id);
     let action = episode.parse_action(answer);
     let step = episode.step(&action);
@@ -400,10 +351,7 @@ pub fn registry() -> Registry {
 
 impl Registry {
     pub fn get(&self, name: &str) -> Option<&dyn Environment> {
-        self.envs
-            .iter()
-            .find(|env| env.spec().name == name)
-            .map(|env| env.as_ref())
+        self.envs.iter().find(|env| env.spec().name == name).map(|env| env.as_ref())
     }
 
     pub fn all(&self) -> impl Iterator<Item = &dyn Environment> {
@@ -426,8 +374,5 @@ pub(crate) fn info(spec: &EnvSpec, challenge_id: &ChallengeId, turn: u32) -> Inf
 }
 
 pub(crate) fn done_observation() -> Observation {
-    Observation {
-        data: ObservationData::Done,
-        text: String::new(),
-    }
+    Observation { data: ObservationData::Done, text: String::new() }
 }

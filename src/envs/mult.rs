@@ -5,8 +5,8 @@
 use super::parse::extract_answer;
 use super::rng::Prng;
 use super::{
-    done_observation, info, Action, EnvSpec, Environment, Episode, Info, Observation,
-    ObservationData, Space, Step, Turns,
+    done_observation, info, Action, EnvSpec, Environment, Episode, Info, Observation, ObservationData, Space, Step,
+    Turns,
 };
 use crate::bytes::ChallengeId;
 
@@ -37,9 +37,7 @@ impl Multiplication {
                 turns: Turns::Single,
                 action_kind: "integer",
                 observation_space: Space::IntegerPair { digits: 8 },
-                action_space: Space::Integer {
-                    max_digits: MAX_DIGITS as u32,
-                },
+                action_space: Space::Integer { max_digits: MAX_DIGITS as u32 },
                 difficulty: "digits=8".into(),
                 reward_min_milli: 0,
                 reward_max_milli: 1000,
@@ -52,10 +50,7 @@ impl Multiplication {
 /// Generates the task: both factors uniform in 10^7..=10^8-1.
 pub fn factors(challenge_id: &ChallengeId) -> (u64, u64) {
     let mut prng = Prng::new(challenge_id);
-    (
-        prng.range_inclusive(LOW, HIGH),
-        prng.range_inclusive(LOW, HIGH),
-    )
+    (prng.range_inclusive(LOW, HIGH), prng.range_inclusive(LOW, HIGH))
 }
 
 pub fn prompt(a: u64, b: u64) -> String {
@@ -76,21 +71,9 @@ impl Environment for Multiplication {
 
     fn reset(&self, challenge_id: &ChallengeId) -> (Box<dyn Episode + '_>, Observation, Info) {
         let (a, b) = factors(challenge_id);
-        let observation = Observation {
-            data: ObservationData::Multiplication { a, b },
-            text: prompt(a, b),
-        };
-        let episode = MultEpisode {
-            spec: &self.spec,
-            challenge_id: *challenge_id,
-            product: a * b,
-            done: false,
-        };
-        (
-            Box::new(episode),
-            observation,
-            info(&self.spec, challenge_id, 0),
-        )
+        let observation = Observation { data: ObservationData::Multiplication { a, b }, text: prompt(a, b) };
+        let episode = MultEpisode { spec: &self.spec, challenge_id: *challenge_id, product: a * b, done: false };
+        (Box::new(episode), observation, info(&self.spec, challenge_id, 0))
     }
 }
 
@@ -103,12 +86,7 @@ pub fn parse_integer(text: &str) -> Action {
     let digits: String = if answer.contains(',') {
         let groups: Vec<&str> = answer.split(',').collect();
         let well_grouped = groups.iter().enumerate().all(|(i, g)| {
-            g.bytes().all(|b| b.is_ascii_digit())
-                && if i == 0 {
-                    (1..=3).contains(&g.len())
-                } else {
-                    g.len() == 3
-                }
+            g.bytes().all(|b| b.is_ascii_digit()) && if i == 0 { (1..=3).contains(&g.len()) } else { g.len() == 3 }
         });
         if !well_grouped {
             return Action::Invalid(format!("not an integer: {:?}", truncate(answer)));
@@ -121,17 +99,10 @@ pub fn parse_integer(text: &str) -> Action {
         return Action::Invalid(format!("not an integer: {:?}", truncate(answer)));
     }
     if digits.len() > MAX_DIGITS {
-        return Action::Invalid(format!(
-            "integer of {} digits, over {MAX_DIGITS}",
-            digits.len()
-        ));
+        return Action::Invalid(format!("integer of {} digits, over {MAX_DIGITS}", digits.len()));
     }
     let trimmed = digits.trim_start_matches('0');
-    Action::Integer(if trimmed.is_empty() {
-        "0".into()
-    } else {
-        trimmed.into()
-    })
+    Action::Integer(if trimmed.is_empty() { "0".into() } else { trimmed.into() })
 }
 
 pub(crate) fn truncate(text: &str) -> String {
@@ -146,8 +117,7 @@ impl Episode for MultEpisode<'_> {
     fn step(&mut self, action: &Action) -> Step {
         assert!(!self.done, "step after the episode ended");
         self.done = true;
-        let correct =
-            matches!(action, Action::Integer(digits) if *digits == self.product.to_string());
+        let correct = matches!(action, Action::Integer(digits) if *digits == self.product.to_string());
         Step {
             observation: done_observation(),
             reward_milli: if correct { 1000 } else { 0 },

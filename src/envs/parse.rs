@@ -22,9 +22,7 @@ pub fn extract_answer(text: &str) -> Result<&str, ParseError> {
     if text.len() > MAX_ANSWER_BYTES {
         return Err(ParseError::TooLong(text.len()));
     }
-    let raw = answer_line(text)
-        .or_else(|| last_fence(text))
-        .unwrap_or(text);
+    let raw = answer_line(text).or_else(|| last_fence(text)).unwrap_or(text);
     let cleaned = clean(raw);
     if cleaned.is_empty() {
         return Err(ParseError::Empty);
@@ -36,17 +34,12 @@ fn answer_line(text: &str) -> Option<&str> {
     for line in text.lines().rev() {
         // `lines()` yields subslices of `text`, so pointer arithmetic finds the offset.
         let line_start = line.as_ptr() as usize - text.as_ptr() as usize;
-        let stripped = line.trim_start_matches(|c: char| {
-            c.is_whitespace() || matches!(c, '*' | '#' | '>' | '_' | '`')
-        });
-        let rest = strip_prefix_ignore_case(stripped, "final answer")
-            .or_else(|| strip_prefix_ignore_case(stripped, "answer"));
+        let stripped = line.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '*' | '#' | '>' | '_' | '`'));
+        let rest =
+            strip_prefix_ignore_case(stripped, "final answer").or_else(|| strip_prefix_ignore_case(stripped, "answer"));
         let Some(rest) = rest else { continue };
         let rest = rest.trim_start_matches(|c: char| c == '*' || c == '_' || c.is_whitespace());
-        let Some(rest) = rest
-            .strip_prefix(':')
-            .or_else(|| rest.strip_prefix('\u{ff1a}'))
-        else {
+        let Some(rest) = rest.strip_prefix(':').or_else(|| rest.strip_prefix('\u{ff1a}')) else {
             continue;
         };
         if !clean(rest).is_empty() {
@@ -60,8 +53,7 @@ fn answer_line(text: &str) -> Option<&str> {
 
 fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
     let head = text.get(..prefix.len())?;
-    head.eq_ignore_ascii_case(prefix)
-        .then(|| &text[prefix.len()..])
+    head.eq_ignore_ascii_case(prefix).then(|| &text[prefix.len()..])
 }
 
 /// Content of the last complete ``` fenced block, without its info string.
@@ -77,8 +69,7 @@ fn last_fence(text: &str) -> Option<&str> {
 }
 
 fn clean(text: &str) -> &str {
-    let trimmed =
-        text.trim_matches(|c: char| c.is_whitespace() || matches!(c, '`' | '*' | '"' | '\'' | '_'));
+    let trimmed = text.trim_matches(|c: char| c.is_whitespace() || matches!(c, '`' | '*' | '"' | '\'' | '_'));
     let trimmed = trimmed.strip_suffix('.').unwrap_or(trimmed);
     trimmed.trim_matches(|c: char| c.is_whitespace() || matches!(c, '`' | '*' | '"' | '\''))
 }
@@ -104,10 +95,7 @@ mod tests {
         check("", Err(ParseError::Empty));
         check("Answer:", Err(ParseError::Empty));
         check("The answer is 5", Ok("The answer is 5"));
-        check(
-            &"9".repeat(MAX_ANSWER_BYTES + 1),
-            Err(ParseError::TooLong(MAX_ANSWER_BYTES + 1)),
-        );
+        check(&"9".repeat(MAX_ANSWER_BYTES + 1), Err(ParseError::TooLong(MAX_ANSWER_BYTES + 1)));
     }
 
     #[test]

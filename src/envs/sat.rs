@@ -2,19 +2,18 @@
 //! planted solution, so it is satisfiable by construction and checking an answer is
 //! linear in its size. Reward 1 if the assignment satisfies every clause.
 //!
-//! Generation, all from the challenge id's stream: the planted assignment (one draw of
-//! `below(2)` per variable, x1 first); then per clause `k` distinct variables (partial
-//! Fisher-Yates over 1..=n) and a sign each (`below(2)`, 1 = negated); a clause the
-//! planted assignment falsifies gets the sign of literal `below(k)` flipped.
+//! Generation, all from the challenge id's stream: the planted assignment (bit i of
+//! one `next_u64` per 64 variables, x1 first); then per clause `k` distinct variables
+//! (partial Fisher-Yates over 1..=n with `below`) and one `next_u64` whose bit i negates
+//! literal i; a clause the planted assignment falsifies gets literal `below(k)` flipped.
 
 use super::parse::extract_answer;
 use super::rng::Prng;
 use super::{
-    done_observation, info, Action, EnvSpec, Environment, Episode, Info, Observation,
-    ObservationData, Space, Step, Turns,
+    done_observation, info, Action, EnvSpec, Environment, Episode, Info, Observation, ObservationData, Space, Step,
+    Turns,
 };
 use crate::bytes::ChallengeId;
-use std::fmt::Write;
 
 pub const NAME: &str = "sat";
 pub const VERSION: u32 = 1;
@@ -27,11 +26,7 @@ pub struct SatSize {
 }
 
 /// Default size: 12 variables, 48 clauses of 3 literals (ratio 4, near the hard region).
-pub const DEFAULT_SIZE: SatSize = SatSize {
-    n_vars: 12,
-    n_clauses: 48,
-    k: 3,
-};
+pub const DEFAULT_SIZE: SatSize = SatSize { n_vars: 12, n_clauses: 48, k: 3 };
 
 pub struct Sat {
     spec: EnvSpec,
@@ -44,99 +39,104 @@ impl Sat {
     }
 
     pub fn with_size(size: SatSize) -> Sat {
-        assert!(
-            size.k >= 1
-                && size.k <= size.n_vars
-                && size.n_vars <= 1000
-                && size.n_clauses <= 100_000
-        );
+        assert!(size.k >= 1 && size.k <= size.n_vars && size.n_vars <= 1000 && size.n_clauses <= 100_000);
         Sat {
             spec: EnvSpec {
                 name: NAME,
                 version: VERSION,
-                description:
-                    "find an assignment satisfying a k-SAT formula with a planted solution",
+                description: "find an assignment satisfying a k-SAT formula with a planted solution",
                 turns: Turns::Single,
                 action_kind: "assignment",
-                observation_space: Space::Cnf {
-                    n_vars: size.n_vars,
-                    n_clauses: size.n_clauses,
-                    k: size.k,
-                },
-                action_space: Space::Assignment {
-                    n_vars: size.n_vars,
-                },
-                difficulty: format!(
-                    "n_vars={} n_clauses={} k={}",
-                    size.n_vars, size.n_clauses, size.k
-                ),
+                observation_space: Space::Cnf { n_vars: size.n_vars, n_clauses: size.n_clauses, k: size.k },
+                action_space: Space::Assignment { n_vars: size.n_vars },
+                difficulty: format!("n_vars={} n_clauses={} k={}", size.n_vars, size.n_clauses, size.k),
                 reward_min_milli: 0,
                 reward_max_milli: 1000,
-                system_prompt:
-                    "You solve Boolean satisfiability problems. Answer in the exact format asked.",
+                system_prompt: "You solve Boolean satisfiability problems. Answer in the exact format asked.",
             },
             size,
         }
     }
 }
 
-/// A formula: clauses of literals, `+i` for x_i and `-i` for NOT x_i (1-based).
-pub fn generate(size: SatSize, challenge_id: &ChallengeId) -> (Vec<bool>, Vec<Vec<i32>>) {
+/// A formula: `k` literals per clause, laid end to end; `+i` is x_i, `-i` is NOT x_i.
+pub fn generate(size: SatSize, challenge_id: &ChallengeId) -> (Vec<bool>, Vec<i32>) {
+    assert!(size.k <= 64, "one word of sign bits per clause");
     let mut prng = Prng::new(challenge_id);
-    let planted: Vec<bool> = (0..size.n_vars).map(|_| prng.below(2) == 1).collect();
+    let mut planted = Vec::with_capacity(size.n_vars as usize);
+    let mut word = 0u64;
+    for i in 0..size.n_vars {
+        if i % 64 == 0 {
+            word = prng.next_u64();
+        }
+        planted.push((word >> (i % 64)) & 1 == 1);
+    }
+    let k = size.k as usize;
     let mut vars: Vec<u32> = (1..=size.n_vars).collect();
-    let mut clauses = Vec::with_capacity(size.n_clauses as usize);
+    let mut literals = Vec::with_capacity(size.n_clauses as usize * k);
     for _ in 0..size.n_clauses {
-        let mut clause = Vec::with_capacity(size.k as usize);
-        for i in 0..size.k as usize {
+        for i in 0..k {
             let j = i + prng.below(u64::from(size.n_vars) - i as u64) as usize;
             vars.swap(i, j);
-            let negated = prng.below(2) == 1;
-            let var = vars[i] as i32;
-            clause.push(if negated { -var } else { var });
         }
-        if !satisfies_clause(&planted, &clause) {
-            let flip = prng.below(u64::from(size.k)) as usize;
-            clause[flip] = -clause[flip];
+        let signs = prng.next_u64();
+        let start = literals.len();
+        for (i, &var) in vars[..k].iter().enumerate() {
+            let var = var as i32;
+            literals.push(if (signs >> i) & 1 == 1 { -var } else { var });
         }
-        clauses.push(clause);
+        if !satisfies_clause(&planted, &literals[start..]) {
+            let flip = start + prng.below(size.k as u64) as usize;
+            literals[flip] = -literals[flip];
+        }
     }
-    (planted, clauses)
+    (planted, literals)
 }
 
 fn satisfies_clause(assignment: &[bool], clause: &[i32]) -> bool {
-    clause
-        .iter()
-        .any(|&literal| assignment[literal.unsigned_abs() as usize - 1] == (literal > 0))
+    clause.iter().any(|&literal| assignment[literal.unsigned_abs() as usize - 1] == (literal > 0))
 }
 
-pub fn satisfies(assignment: &[bool], clauses: &[Vec<i32>]) -> bool {
-    clauses
-        .iter()
-        .all(|clause| satisfies_clause(assignment, clause))
+/// True if `assignment` makes every clause (`k` literals each) true.
+pub fn satisfies(assignment: &[bool], literals: &[i32], k: usize) -> bool {
+    literals.chunks(k).all(|clause| satisfies_clause(assignment, clause))
 }
 
-pub fn prompt(size: SatSize, clauses: &[Vec<i32>]) -> String {
-    let mut text = String::with_capacity(64 + clauses.len() * 20);
-    let _ = writeln!(
-        text,
-        "Find a truth assignment for the variables x1..x{} that satisfies every clause below.\nEach clause is an OR of literals; ~x means NOT x. All clauses must hold.\n",
-        size.n_vars
-    );
-    for clause in clauses {
+fn push_number(text: &mut String, mut n: u32) {
+    let mut digits = [0u8; 10];
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &digit in digits[..len].iter().rev() {
+        text.push(digit as char);
+    }
+}
+
+pub fn prompt(size: SatSize, literals: &[i32]) -> String {
+    let mut text = String::with_capacity(256 + literals.len() * 6);
+    text.push_str("Find a truth assignment for the variables x1..x");
+    push_number(&mut text, size.n_vars);
+    text.push_str(" that satisfies every clause below.\nEach clause is an OR of literals; ~x means NOT x. All clauses must hold.\n\n");
+    for clause in literals.chunks(size.k as usize) {
         text.push('(');
         for (i, literal) in clause.iter().enumerate() {
             if i > 0 {
                 text.push_str(" | ");
             }
-            if *literal < 0 {
-                text.push('~');
-            }
-            let _ = write!(text, "x{}", literal.unsigned_abs());
+            text.push_str(if *literal < 0 { "~x" } else { "x" });
+            push_number(&mut text, literal.unsigned_abs());
         }
         text.push_str(")\n");
     }
-    let _ = write!(text, "\nGive every variable a value (1 = true, 0 = false) on the last line, as `Answer: x1=1 x2=0 ... x{}=1`.", size.n_vars);
+    text.push_str("\nGive every variable a value (1 = true, 0 = false) on the last line, as `Answer: x1=1 x2=0 ... x");
+    push_number(&mut text, size.n_vars);
+    text.push_str("=1`.");
     text
 }
 
@@ -145,7 +145,7 @@ struct SatEpisode<'a> {
     size: SatSize,
     challenge_id: ChallengeId,
     planted: Vec<bool>,
-    clauses: Vec<Vec<i32>>,
+    literals: Vec<i32>,
     done: bool,
 }
 
@@ -155,27 +155,20 @@ impl Environment for Sat {
     }
 
     fn reset(&self, challenge_id: &ChallengeId) -> (Box<dyn Episode + '_>, Observation, Info) {
-        let (planted, clauses) = generate(self.size, challenge_id);
+        let (planted, literals) = generate(self.size, challenge_id);
         let observation = Observation {
-            data: ObservationData::Cnf {
-                n_vars: self.size.n_vars,
-                clauses: clauses.clone(),
-            },
-            text: prompt(self.size, &clauses),
+            text: prompt(self.size, &literals),
+            data: ObservationData::Cnf { n_vars: self.size.n_vars, k: self.size.k, literals: literals.clone() },
         };
         let episode = SatEpisode {
             spec: &self.spec,
             size: self.size,
             challenge_id: *challenge_id,
             planted,
-            clauses,
+            literals,
             done: false,
         };
-        (
-            Box::new(episode),
-            observation,
-            info(&self.spec, challenge_id, 0),
-        )
+        (Box::new(episode), observation, info(&self.spec, challenge_id, 0))
     }
 }
 
@@ -187,40 +180,25 @@ pub fn parse_assignment(text: &str, n_vars: u32) -> Action {
         Err(e) => return Action::Invalid(e.to_string()),
     };
     let mut values: Vec<Option<bool>> = vec![None; n_vars as usize];
-    for token in answer
-        .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
-        .filter(|t| !t.is_empty())
-    {
+    for token in answer.split(|c: char| c.is_whitespace() || c == ',' || c == ';').filter(|t| !t.is_empty()) {
         let Some((name, value)) = token.split_once('=') else {
-            return Action::Invalid(format!(
-                "expected x<i>=<0|1>, found {:?}",
-                super::mult::truncate(token)
-            ));
+            return Action::Invalid(format!("expected x<i>=<0|1>, found {:?}", super::mult::truncate(token)));
         };
         let index = name
             .strip_prefix(['x', 'X'])
-            .filter(|digits| {
-                !digits.is_empty()
-                    && digits.len() <= 6
-                    && digits.bytes().all(|b| b.is_ascii_digit())
-            })
+            .filter(|digits| !digits.is_empty() && digits.len() <= 6 && digits.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|digits| digits.parse::<u32>().ok())
             .filter(|i| (1..=n_vars).contains(i));
         let Some(index) = index else {
-            return Action::Invalid(format!(
-                "no variable {:?} (x1..x{n_vars})",
-                super::mult::truncate(name)
-            ));
+            return Action::Invalid(format!("no variable {:?} (x1..x{n_vars})", super::mult::truncate(name)));
         };
-        let value = match value.to_ascii_lowercase().as_str() {
-            "1" | "true" | "t" => true,
-            "0" | "false" | "f" => false,
-            other => {
-                return Action::Invalid(format!(
-                    "value of x{index} is {:?}, not 0 or 1",
-                    super::mult::truncate(other)
-                ))
-            }
+        let is_any = |options: [&str; 3]| options.iter().any(|o| value.eq_ignore_ascii_case(o));
+        let value = if is_any(["1", "true", "t"]) {
+            true
+        } else if is_any(["0", "false", "f"]) {
+            false
+        } else {
+            return Action::Invalid(format!("value of x{index} is {:?}, not 0 or 1", super::mult::truncate(value)));
         };
         let slot = &mut values[index as usize - 1];
         if slot.is_some() {
@@ -242,7 +220,7 @@ impl Episode for SatEpisode<'_> {
     fn step(&mut self, action: &Action) -> Step {
         assert!(!self.done, "step after the episode ended");
         self.done = true;
-        let correct = matches!(action, Action::Assignment(values) if values.len() == self.planted.len() && satisfies(values, &self.clauses));
+        let correct = matches!(action, Action::Assignment(values) if values.len() == self.planted.len() && satisfies(values, &self.literals, self.size.k as usize));
         Step {
             observation: done_observation(),
             reward_milli: if correct { 1000 } else { 0 },

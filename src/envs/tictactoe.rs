@@ -12,8 +12,8 @@
 use super::parse::extract_answer;
 use super::rng::Prng;
 use super::{
-    done_observation, info, Action, EnvSpec, Environment, Episode, Info, Observation,
-    ObservationData, Space, Step, Turns,
+    done_observation, info, Action, EnvSpec, Environment, Episode, Info, Observation, ObservationData, Space, Step,
+    Turns,
 };
 use crate::bytes::ChallengeId;
 use std::fmt::Write;
@@ -28,16 +28,7 @@ const EMPTY: u8 = 0;
 const X: u8 = 1;
 const O: u8 = 2;
 const N_STATES: usize = 19_683; // 3^9
-const LINES: [[usize; 3]; 8] = [
-    [0, 1, 2],
-    [3, 4, 5],
-    [6, 7, 8],
-    [0, 3, 6],
-    [1, 4, 7],
-    [2, 5, 8],
-    [0, 4, 8],
-    [2, 4, 6],
-];
+const LINES: [[usize; 3]; 8] = [[0, 1, 2], [3, 4, 5], [6, 7, 8], [0, 3, 6], [1, 4, 7], [2, 5, 8], [0, 4, 8], [2, 4, 6]];
 
 pub struct TicTacToe {
     spec: EnvSpec,
@@ -53,16 +44,13 @@ impl Default for TicTacToe {
 }
 
 pub fn winner(board: &[u8; 9]) -> Option<u8> {
-    LINES.iter().find_map(|&[a, b, c]| {
-        (board[a] != EMPTY && board[a] == board[b] && board[b] == board[c]).then_some(board[a])
-    })
+    LINES
+        .iter()
+        .find_map(|&[a, b, c]| (board[a] != EMPTY && board[a] == board[b] && board[b] == board[c]).then_some(board[a]))
 }
 
 fn state_index(board: &[u8; 9]) -> usize {
-    board
-        .iter()
-        .rev()
-        .fold(0usize, |acc, &cell| acc * 3 + cell as usize)
+    board.iter().rev().fold(0usize, |acc, &cell| acc * 3 + cell as usize)
 }
 
 fn to_move(board: &[u8; 9]) -> u8 {
@@ -107,15 +95,8 @@ impl TicTacToe {
     /// Empty cells whose minimax value is best, in increasing order.
     pub fn optimal_moves(&self, board: &[u8; 9]) -> Vec<usize> {
         let empty: Vec<usize> = (0..9).filter(|&c| board[c] == EMPTY).collect();
-        let best = empty
-            .iter()
-            .map(|&c| self.move_value(board, c))
-            .max()
-            .unwrap_or(0);
-        empty
-            .into_iter()
-            .filter(|&c| self.move_value(board, c) == best)
-            .collect()
+        let best = empty.iter().map(|&c| self.move_value(board, c)).max().unwrap_or(0);
+        empty.into_iter().filter(|&c| self.move_value(board, c) == best).collect()
     }
 }
 
@@ -167,8 +148,7 @@ pub fn render_board(board: &[u8; 9]) -> String {
     text
 }
 
-const YOUR_MOVE: &str =
-    "Reply with the number of an empty cell on the last line, as `Answer: <cell>`.";
+const YOUR_MOVE: &str = "Reply with the number of an empty cell on the last line, as `Answer: <cell>`.";
 
 struct TicTacToeEpisode<'a> {
     env: &'a TicTacToe,
@@ -182,35 +162,20 @@ struct TicTacToeEpisode<'a> {
 
 impl TicTacToeEpisode<'_> {
     fn opponent_move(&mut self) -> usize {
-        let candidates: Vec<usize> = if self
-            .prng
-            .chance(RANDOM_MOVE_NUMERATOR, RANDOM_MOVE_DENOMINATOR)
-        {
+        let candidates: Vec<usize> = if self.prng.chance(RANDOM_MOVE_NUMERATOR, RANDOM_MOVE_DENOMINATOR) {
             (0..9).filter(|&c| self.board[c] == EMPTY).collect()
         } else {
             self.env.optimal_moves(&self.board)
         };
-        assert!(
-            !candidates.is_empty(),
-            "the opponent moves only on a board with an empty cell"
-        );
+        assert!(!candidates.is_empty(), "the opponent moves only on a board with an empty cell");
         let cell = candidates[self.prng.below(candidates.len() as u64) as usize];
         self.board[cell] = 3 - self.agent_mark;
         cell
     }
 
     fn observation(&self, preface: &str) -> Observation {
-        let text = format!(
-            "{preface}Board:\n{}\n{YOUR_MOVE}",
-            render_board(&self.board)
-        );
-        Observation {
-            data: ObservationData::TicTacToe {
-                board: self.board,
-                agent_mark: self.agent_mark,
-            },
-            text,
-        }
+        let text = format!("{preface}Board:\n{}\n{YOUR_MOVE}", render_board(&self.board));
+        Observation { data: ObservationData::TicTacToe { board: self.board, agent_mark: self.agent_mark }, text }
     }
 
     fn end(&mut self, reward_milli: i32) -> Step {
@@ -255,11 +220,7 @@ impl Environment for TicTacToe {
             let _ = writeln!(intro, "The opponent moved first and played {cell}.");
         }
         let observation = episode.observation(&intro);
-        (
-            Box::new(episode),
-            observation,
-            info(&self.spec, challenge_id, 0),
-        )
+        (Box::new(episode), observation, info(&self.spec, challenge_id, 0))
     }
 }
 
@@ -269,10 +230,7 @@ pub fn parse_cell(text: &str) -> Action {
         Ok(answer) if answer.len() == 1 && (b'0'..=b'8').contains(&answer.as_bytes()[0]) => {
             Action::Cell(answer.as_bytes()[0] - b'0')
         }
-        Ok(answer) => Action::Invalid(format!(
-            "not a cell number 0-8: {:?}",
-            super::mult::truncate(answer)
-        )),
+        Ok(answer) => Action::Invalid(format!("not a cell number 0-8: {:?}", super::mult::truncate(answer))),
         Err(e) => Action::Invalid(e.to_string()),
     }
 }
@@ -286,9 +244,7 @@ impl Episode for TicTacToeEpisode<'_> {
         assert!(!self.done, "step after the episode ended");
         self.turn += 1;
         let cell = match action {
-            Action::Cell(cell) if (*cell as usize) < 9 && self.board[*cell as usize] == EMPTY => {
-                *cell as usize
-            }
+            Action::Cell(cell) if (*cell as usize) < 9 && self.board[*cell as usize] == EMPTY => *cell as usize,
             _ => return self.end(-1000),
         };
         self.board[cell] = self.agent_mark;
@@ -305,9 +261,7 @@ impl Episode for TicTacToeEpisode<'_> {
         if self.board.iter().all(|&c| c != EMPTY) {
             return self.end(0);
         }
-        let observation = self.observation(&format!(
-            "You played {cell}. The opponent played {reply}.\n\n"
-        ));
+        let observation = self.observation(&format!("You played {cell}. The opponent played {reply}.\n\n"));
         Step {
             observation,
             reward_milli: 0,
@@ -319,11 +273,6 @@ impl Episode for TicTacToeEpisode<'_> {
 
     fn expert_action(&self) -> Action {
         let moves = self.env.optimal_moves(&self.board);
-        Action::Cell(
-            moves
-                .first()
-                .copied()
-                .expect("an unfinished game has a move") as u8,
-        )
+        Action::Cell(moves.first().copied().expect("an unfinished game has a move") as u8)
     }
 }

@@ -36,8 +36,7 @@ pub struct BlockHeader {
 
 impl BlockHeader {
     pub fn encode(&self) -> Vec<u8> {
-        let bytes = codec::encode(self, "block header", HEADER_BYTES as u64)
-            .expect("a header is always 118 bytes");
+        let bytes = codec::encode(self, "block header", HEADER_BYTES as u64).expect("a header is always 118 bytes");
         assert_eq!(bytes.len(), HEADER_BYTES);
         bytes
     }
@@ -101,10 +100,7 @@ pub enum BlockError {
     #[error("bad signature")]
     BadSignature,
     #[error("block is signed by validator {actual}, expected {expected}")]
-    WrongValidator {
-        expected: ValidatorKey,
-        actual: ValidatorKey,
-    },
+    WrongValidator { expected: ValidatorKey, actual: ValidatorKey },
     #[error("block has height {actual}, expected {expected}")]
     WrongHeight { expected: u64, actual: u64 },
     #[error("prev hash {actual} does not link to the previous block {expected}")]
@@ -117,47 +113,26 @@ pub enum BlockError {
 /// Checks structure only; [`check_signature`] and [`check_link`] do the rest.
 pub fn decode_block(bytes: &[u8]) -> Result<DecodedBlock, BlockError> {
     if bytes.len() as u64 > MAX_BLOCK_BYTES {
-        return Err(CodecError::TooLarge {
-            what: "block",
-            len: bytes.len() as u64,
-            limit: MAX_BLOCK_BYTES,
-        }
-        .into());
+        return Err(CodecError::TooLarge { what: "block", len: bytes.len() as u64, limit: MAX_BLOCK_BYTES }.into());
     }
     if bytes.len() < EVENTS_OFFSET + 8 {
         return Err(CodecError::Malformed {
             what: "block",
-            message: format!(
-                "{} bytes is shorter than the fixed part of {}",
-                bytes.len(),
-                EVENTS_OFFSET + 8
-            ),
+            message: format!("{} bytes is shorter than the fixed part of {}", bytes.len(), EVENTS_OFFSET + 8),
         }
         .into());
     }
-    let header: BlockHeader =
-        codec::decode_canonical(&bytes[..HEADER_BYTES], "block header", HEADER_BYTES as u64)?;
+    let header: BlockHeader = codec::decode_canonical(&bytes[..HEADER_BYTES], "block header", HEADER_BYTES as u64)?;
     if header.format_version != FORMAT_VERSION {
         return Err(BlockError::FormatVersion(header.format_version));
     }
-    let signature = SignatureBytes(
-        bytes[HEADER_BYTES..EVENTS_OFFSET]
-            .try_into()
-            .expect("64 bytes"),
-    );
-    let n_events = u64::from_le_bytes(
-        bytes[EVENTS_OFFSET..EVENTS_OFFSET + 8]
-            .try_into()
-            .expect("8 bytes"),
-    );
+    let signature = SignatureBytes(bytes[HEADER_BYTES..EVENTS_OFFSET].try_into().expect("64 bytes"));
+    let n_events = u64::from_le_bytes(bytes[EVENTS_OFFSET..EVENTS_OFFSET + 8].try_into().expect("8 bytes"));
     if n_events > u64::from(MAX_EVENTS_PER_BLOCK) {
         return Err(BlockError::TooManyEvents(n_events));
     }
     if n_events != u64::from(header.n_events) {
-        return Err(BlockError::EventCount {
-            header: header.n_events,
-            actual: n_events,
-        });
+        return Err(BlockError::EventCount { header: header.n_events, actual: n_events });
     }
     let mut events = Vec::with_capacity(n_events as usize);
     let mut leaf_hashes = Vec::with_capacity(n_events as usize);
@@ -165,13 +140,9 @@ pub fn decode_block(bytes: &[u8]) -> Result<DecodedBlock, BlockError> {
     let mut offset = EVENTS_OFFSET + 8;
     for _ in 0..n_events {
         let rest = &bytes[offset..];
-        let (event, used): (Event, usize) = codec::decode_canonical_prefix(
-            rest,
-            "event",
-            MAX_EVENT_BYTES.min(rest.len() as u64),
-            &mut scratch,
-        )
-        .map_err(|e| shift_offset(e, offset as u64))?;
+        let (event, used): (Event, usize) =
+            codec::decode_canonical_prefix(rest, "event", MAX_EVENT_BYTES.min(rest.len() as u64), &mut scratch)
+                .map_err(|e| shift_offset(e, offset as u64))?;
         event.check_bounds()?;
         leaf_hashes.push(merkle::leaf_hash(&rest[..used]));
         events.push(event);
@@ -180,93 +151,54 @@ pub fn decode_block(bytes: &[u8]) -> Result<DecodedBlock, BlockError> {
     if offset != bytes.len() {
         return Err(CodecError::Malformed {
             what: "block",
-            message: format!(
-                "{} trailing bytes after the last event",
-                bytes.len() - offset
-            ),
+            message: format!("{} trailing bytes after the last event", bytes.len() - offset),
         }
         .into());
     }
     let computed = merkle::root(&leaf_hashes);
     if computed != header.events_root {
-        return Err(BlockError::EventsRoot {
-            header: header.events_root,
-            computed,
-        });
+        return Err(BlockError::EventsRoot { header: header.events_root, computed });
     }
     let hash = header.hash();
-    Ok(DecodedBlock {
-        block: Block {
-            header,
-            signature,
-            events,
-        },
-        hash,
-        leaf_hashes,
-        n_bytes: bytes.len(),
-    })
+    Ok(DecodedBlock { block: Block { header, signature, events }, hash, leaf_hashes, n_bytes: bytes.len() })
 }
 
 fn shift_offset(error: CodecError, base: u64) -> CodecError {
     match error {
-        CodecError::NotCanonical { what, offset } => CodecError::NotCanonical {
-            what,
-            offset: base + offset,
-        },
+        CodecError::NotCanonical { what, offset } => CodecError::NotCanonical { what, offset: base + offset },
         other => other,
     }
 }
 
 /// Checks the header signature under the header's own validator key, strictly
 /// (RFC 8032 with small-order keys and non-canonical encodings refused).
-pub fn check_signature(
-    header: &BlockHeader,
-    hash: &Hash32,
-    signature: &SignatureBytes,
-) -> Result<(), BlockError> {
+pub fn check_signature(header: &BlockHeader, hash: &Hash32, signature: &SignatureBytes) -> Result<(), BlockError> {
     let key = VerifyingKey::from_bytes(&header.validator.0).map_err(|_| BlockError::WeakKey)?;
     if key.is_weak() {
         return Err(BlockError::WeakKey);
     }
     let signature = Signature::from_bytes(&signature.0);
-    key.verify_strict(&signing_message(hash), &signature)
-        .map_err(|_| BlockError::BadSignature)
+    key.verify_strict(&signing_message(hash), &signature).map_err(|_| BlockError::BadSignature)
 }
 
 /// Checks that `header` is the next block of `validator`'s chain after `prev`.
-pub fn check_link(
-    validator: &ValidatorKey,
-    prev: Option<&Tip>,
-    header: &BlockHeader,
-) -> Result<(), BlockError> {
+pub fn check_link(validator: &ValidatorKey, prev: Option<&Tip>, header: &BlockHeader) -> Result<(), BlockError> {
     if header.validator != *validator {
-        return Err(BlockError::WrongValidator {
-            expected: *validator,
-            actual: header.validator,
-        });
+        return Err(BlockError::WrongValidator { expected: *validator, actual: header.validator });
     }
     let (expected_height, expected_prev) = match prev {
         None => (0, GENESIS_PREV_HASH),
         Some(tip) => (tip.height + 1, tip.hash),
     };
     if header.height != expected_height {
-        return Err(BlockError::WrongHeight {
-            expected: expected_height,
-            actual: header.height,
-        });
+        return Err(BlockError::WrongHeight { expected: expected_height, actual: header.height });
     }
     if header.prev_hash != expected_prev {
-        return Err(BlockError::BrokenLink {
-            expected: expected_prev,
-            actual: header.prev_hash,
-        });
+        return Err(BlockError::BrokenLink { expected: expected_prev, actual: header.prev_hash });
     }
     if let Some(tip) = prev {
         if header.time_ms < tip.time_ms {
-            return Err(BlockError::TimeWentBack {
-                prev_time_ms: tip.time_ms,
-                time_ms: header.time_ms,
-            });
+            return Err(BlockError::TimeWentBack { prev_time_ms: tip.time_ms, time_ms: header.time_ms });
         }
     }
     Ok(())
@@ -285,11 +217,7 @@ impl SealedBlock {
     /// Decodes and checks bytes from anywhere (disk, a peer, a file).
     pub fn from_bytes(bytes: Vec<u8>) -> Result<SealedBlock, BlockError> {
         let decoded = decode_block(&bytes)?;
-        check_signature(
-            &decoded.block.header,
-            &decoded.hash,
-            &decoded.block.signature,
-        )?;
+        check_signature(&decoded.block.header, &decoded.hash, &decoded.block.signature)?;
         Ok(SealedBlock { bytes, decoded })
     }
 
@@ -303,22 +231,13 @@ impl SealedBlock {
 
     pub fn tip(&self) -> Tip {
         let header = &self.decoded.block.header;
-        Tip {
-            height: header.height,
-            hash: self.decoded.hash,
-            time_ms: header.time_ms,
-        }
+        Tip { height: header.height, hash: self.decoded.hash, time_ms: header.time_ms }
     }
 }
 
 /// Builds and signs the block that follows `prev` in `key`'s chain.
 /// `time_ms` is passed in: the ledger never reads a clock.
-pub fn seal(
-    key: &SigningKey,
-    prev: Option<&Tip>,
-    time_ms: u64,
-    events: Vec<Event>,
-) -> Result<SealedBlock, BlockError> {
+pub fn seal(key: &SigningKey, prev: Option<&Tip>, time_ms: u64, events: Vec<Event>) -> Result<SealedBlock, BlockError> {
     if events.len() as u64 > u64::from(MAX_EVENTS_PER_BLOCK) {
         return Err(BlockError::TooManyEvents(events.len() as u64));
     }
@@ -351,30 +270,10 @@ pub fn seal(
     bytes.extend_from_slice(&(events.len() as u64).to_le_bytes());
     bytes.extend_from_slice(&events_bytes);
     if bytes.len() as u64 > MAX_BLOCK_BYTES {
-        return Err(CodecError::TooLarge {
-            what: "block",
-            len: bytes.len() as u64,
-            limit: MAX_BLOCK_BYTES,
-        }
-        .into());
+        return Err(CodecError::TooLarge { what: "block", len: bytes.len() as u64, limit: MAX_BLOCK_BYTES }.into());
     }
     let n_bytes = bytes.len();
-    let block = Block {
-        header,
-        signature,
-        events,
-    };
-    debug_assert_eq!(
-        codec::encode(&block, "block", MAX_BLOCK_BYTES).unwrap(),
-        bytes
-    );
-    Ok(SealedBlock {
-        bytes,
-        decoded: DecodedBlock {
-            block,
-            hash,
-            leaf_hashes,
-            n_bytes,
-        },
-    })
+    let block = Block { header, signature, events };
+    debug_assert_eq!(codec::encode(&block, "block", MAX_BLOCK_BYTES).unwrap(), bytes);
+    Ok(SealedBlock { bytes, decoded: DecodedBlock { block, hash, leaf_hashes, n_bytes } })
 }

@@ -60,38 +60,22 @@ pub fn key_id(name: &str, validator: &ValidatorKey) -> [u8; 4] {
 
 impl Checkpoint {
     pub fn of_tip(validator: ValidatorKey, tip: &Tip) -> Checkpoint {
-        Checkpoint {
-            validator,
-            size: tip.height + 1,
-            tip_hash: tip.hash,
-        }
+        Checkpoint { validator, size: tip.height + 1, tip_hash: tip.hash }
     }
 
     /// The signed text: three lines, each ending in a newline.
     pub fn body(&self) -> String {
-        format!(
-            "{ORIGIN_PREFIX}{}\n{}\n{}\n",
-            self.validator.to_hex(),
-            self.size,
-            B64.encode(self.tip_hash.0)
-        )
+        format!("{ORIGIN_PREFIX}{}\n{}\n{}\n", self.validator.to_hex(), self.size, B64.encode(self.tip_hash.0))
     }
 
     /// The whole note, signed with `key` (which must be the checkpoint's validator).
     pub fn sign(&self, key: &LedgerKey) -> String {
-        assert_eq!(
-            key.validator(),
-            self.validator,
-            "a checkpoint is signed by its own validator"
-        );
+        assert_eq!(key.validator(), self.validator, "a checkpoint is signed by its own validator");
         let body = self.body();
         let name = key_name(&self.validator);
         let mut blob = key_id(&name, &self.validator).to_vec();
         blob.extend_from_slice(&key.signing_key().sign(body.as_bytes()).to_bytes());
-        format!(
-            "{body}\n{SIGNATURE_LINE_PREFIX}{name} {}\n",
-            B64.encode(blob)
-        )
+        format!("{body}\n{SIGNATURE_LINE_PREFIX}{name} {}\n", B64.encode(blob))
     }
 
     /// Parses a note and checks the signature of the validator named in its origin.
@@ -100,41 +84,27 @@ impl Checkpoint {
             return Err(CheckpointError::TooLarge);
         }
         let malformed = |why: &str| CheckpointError::Malformed(why.to_string());
-        let (body, signatures) = note
-            .split_once("\n\n")
-            .ok_or_else(|| malformed("no blank line before the signatures"))?;
+        let (body, signatures) =
+            note.split_once("\n\n").ok_or_else(|| malformed("no blank line before the signatures"))?;
         let body = format!("{body}\n");
         let mut lines = body.lines();
         let origin = lines.next().ok_or_else(|| malformed("no origin line"))?;
-        let validator_hex = origin
-            .strip_prefix(ORIGIN_PREFIX)
-            .ok_or_else(|| malformed("origin is not af.ledger/v1/<key>"))?;
-        let validator =
-            ValidatorKey::from_hex(validator_hex).map_err(|e| malformed(&e.to_string()))?;
+        let validator_hex =
+            origin.strip_prefix(ORIGIN_PREFIX).ok_or_else(|| malformed("origin is not af.ledger/v1/<key>"))?;
+        let validator = ValidatorKey::from_hex(validator_hex).map_err(|e| malformed(&e.to_string()))?;
         let size_line = lines.next().ok_or_else(|| malformed("no size line"))?;
         if size_line.is_empty()
             || !size_line.bytes().all(|b| b.is_ascii_digit())
             || (size_line.len() > 1 && size_line.starts_with('0'))
         {
-            return Err(malformed(
-                "size is not a decimal number without leading zeros",
-            ));
+            return Err(malformed("size is not a decimal number without leading zeros"));
         }
-        let size: u64 = size_line
-            .parse()
-            .map_err(|_| malformed("size does not fit in 64 bits"))?;
+        let size: u64 = size_line.parse().map_err(|_| malformed("size does not fit in 64 bits"))?;
         let root = B64
             .decode(lines.next().ok_or_else(|| malformed("no root hash line"))?)
             .map_err(|_| malformed("root hash is not base64"))?;
-        let tip_hash = Hash32(
-            root.try_into()
-                .map_err(|_| malformed("root hash is not 32 bytes"))?,
-        );
-        let checkpoint = Checkpoint {
-            validator,
-            size,
-            tip_hash,
-        };
+        let tip_hash = Hash32(root.try_into().map_err(|_| malformed("root hash is not 32 bytes"))?);
+        let checkpoint = Checkpoint { validator, size, tip_hash };
         // Extension lines may follow; they are signed but carry nothing we read.
         let name = key_name(&validator);
         let id = key_id(&name, &validator);
@@ -142,9 +112,7 @@ impl Checkpoint {
             .map_err(|_| malformed("validator key is not a valid ed25519 key"))?;
         for line in signatures.lines() {
             let Some(rest) = line.strip_prefix(SIGNATURE_LINE_PREFIX) else {
-                return Err(malformed(
-                    "a signature line does not start with an em dash and a space",
-                ));
+                return Err(malformed("a signature line does not start with an em dash and a space"));
             };
             let Some((line_name, blob)) = rest.split_once(' ') else {
                 return Err(malformed("a signature line has no key name"));
@@ -159,9 +127,6 @@ impl Checkpoint {
                 .map(|()| checkpoint)
                 .map_err(|_| CheckpointError::BadSignature { name });
         }
-        Err(CheckpointError::NoSignature {
-            name,
-            key_id: hex::encode(id),
-        })
+        Err(CheckpointError::NoSignature { name, key_id: hex::encode(id) })
     }
 }

@@ -13,11 +13,7 @@ use serde::Serialize;
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CodecError {
     #[error("{what} is {len} bytes, over the limit of {limit}")]
-    TooLarge {
-        what: &'static str,
-        len: u64,
-        limit: u64,
-    },
+    TooLarge { what: &'static str, len: u64, limit: u64 },
     #[error("malformed {what}: {message}")]
     Malformed { what: &'static str, message: String },
     #[error("{what} is not canonical: re-encoding differs from byte {offset} on")]
@@ -25,22 +21,12 @@ pub enum CodecError {
 }
 
 fn options(limit: u64) -> impl Options {
-    bincode::DefaultOptions::new()
-        .with_fixint_encoding()
-        .with_little_endian()
-        .reject_trailing_bytes()
-        .with_limit(limit)
+    bincode::DefaultOptions::new().with_fixint_encoding().with_little_endian().reject_trailing_bytes().with_limit(limit)
 }
 
 /// Encodes `value` canonically. Only fails if `value` is larger than `limit`.
-pub fn encode<T: Serialize>(
-    value: &T,
-    what: &'static str,
-    limit: u64,
-) -> Result<Vec<u8>, CodecError> {
-    options(limit)
-        .serialize(value)
-        .map_err(|e| size_error(what, limit, &e))
+pub fn encode<T: Serialize>(value: &T, what: &'static str, limit: u64) -> Result<Vec<u8>, CodecError> {
+    options(limit).serialize(value).map_err(|e| size_error(what, limit, &e))
 }
 
 /// Appends the canonical encoding of `value` to `out`.
@@ -50,22 +36,13 @@ pub fn encode_into<T: Serialize>(
     what: &'static str,
     limit: u64,
 ) -> Result<(), CodecError> {
-    options(limit)
-        .serialize_into(out, value)
-        .map_err(|e| size_error(what, limit, &e))
+    options(limit).serialize_into(out, value).map_err(|e| size_error(what, limit, &e))
 }
 
 fn size_error(what: &'static str, limit: u64, e: &bincode::Error) -> CodecError {
     match **e {
-        bincode::ErrorKind::SizeLimit => CodecError::TooLarge {
-            what,
-            len: limit + 1,
-            limit,
-        },
-        _ => CodecError::Malformed {
-            what,
-            message: e.to_string(),
-        },
+        bincode::ErrorKind::SizeLimit => CodecError::TooLarge { what, len: limit + 1, limit },
+        _ => CodecError::Malformed { what, message: e.to_string() },
     }
 }
 
@@ -79,24 +56,13 @@ pub fn decode_canonical<T: DeserializeOwned + Serialize>(
     limit: u64,
 ) -> Result<T, CodecError> {
     if bytes.len() as u64 > limit {
-        return Err(CodecError::TooLarge {
-            what,
-            len: bytes.len() as u64,
-            limit,
-        });
+        return Err(CodecError::TooLarge { what, len: bytes.len() as u64, limit });
     }
-    let value: T = options(limit)
-        .deserialize(bytes)
-        .map_err(|e| CodecError::Malformed {
-            what,
-            message: e.to_string(),
-        })?;
+    let value: T =
+        options(limit).deserialize(bytes).map_err(|e| CodecError::Malformed { what, message: e.to_string() })?;
     let again = encode(&value, what, limit)?;
     if again != bytes {
-        return Err(CodecError::NotCanonical {
-            what,
-            offset: first_difference(&again, bytes),
-        });
+        return Err(CodecError::NotCanonical { what, offset: first_difference(&again, bytes) });
     }
     Ok(value)
 }
@@ -116,25 +82,16 @@ pub fn decode_canonical_prefix<T: DeserializeOwned + Serialize>(
         .allow_trailing_bytes()
         .with_limit(limit)
         .deserialize(bytes)
-        .map_err(|e| CodecError::Malformed {
-            what,
-            message: e.to_string(),
-        })?;
+        .map_err(|e| CodecError::Malformed { what, message: e.to_string() })?;
     scratch.clear();
     encode_into(&value, scratch, what, limit)?;
     let used = scratch.len();
     if bytes.len() < used || bytes[..used] != scratch[..] {
-        return Err(CodecError::NotCanonical {
-            what,
-            offset: first_difference(scratch, bytes),
-        });
+        return Err(CodecError::NotCanonical { what, offset: first_difference(scratch, bytes) });
     }
     Ok((value, used))
 }
 
 pub fn first_difference(a: &[u8], b: &[u8]) -> u64 {
-    a.iter()
-        .zip(b)
-        .position(|(x, y)| x != y)
-        .unwrap_or(a.len().min(b.len())) as u64
+    a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len())) as u64
 }

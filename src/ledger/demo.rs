@@ -14,12 +14,7 @@ pub fn demo_match_id(validator: &ValidatorKey) -> MatchId {
 }
 
 /// The events of block `height`: `n_events` transcripts of about `event_bytes` each.
-pub fn demo_events(
-    validator: &ValidatorKey,
-    height: u64,
-    n_events: u32,
-    event_bytes: usize,
-) -> Vec<Event> {
+pub fn demo_events(validator: &ValidatorKey, height: u64, n_events: u32, event_bytes: usize) -> Vec<Event> {
     let env = mult::Multiplication::new();
     let match_id = demo_match_id(validator);
     (0..n_events)
@@ -27,13 +22,8 @@ pub fn demo_events(
             let global = height * u64::from(n_events) + u64::from(i);
             // Both miners answer each challenge: even events the contender, odd the champion.
             let index = global / 2;
-            let (hotkey, uid) = if global % 2 == 0 {
-                (DEMO_CONTENDER, 1)
-            } else {
-                (DEMO_CHAMPION, 0)
-            };
-            let challenge_id =
-                envs::derive_challenge_id(mult::NAME, mult::VERSION, validator, &match_id, index);
+            let (hotkey, uid) = if global % 2 == 0 { (DEMO_CONTENDER, 1) } else { (DEMO_CHAMPION, 0) };
+            let challenge_id = envs::derive_challenge_id(mult::NAME, mult::VERSION, validator, &match_id, index);
             let (mut episode, observation, _) = env.reset(&challenge_id);
             // The champion errs on every seventh challenge so scores differ.
             let answer = if hotkey == DEMO_CHAMPION && index % 7 == 3 {
@@ -44,31 +34,20 @@ pub fn demo_events(
             let reward_milli = episode.step(&episode.parse_action(&answer)).reward_milli;
             let mut messages: Vec<ChatMessage> = envs::opening_messages(env.spec(), &observation)
                 .into_iter()
-                .map(|m| ChatMessage {
-                    role: m.role,
-                    content: m.content,
-                })
+                .map(|m| ChatMessage { role: m.role, content: m.content })
                 .collect();
-            let fixed =
-                420 + messages.iter().map(|m| m.content.len()).sum::<usize>() + answer.len();
+            let fixed = 420 + messages.iter().map(|m| m.content.len()).sum::<usize>() + answer.len();
             let padding = event_bytes.saturating_sub(fixed);
             let reasoning = "Multiplying digit by digit and carrying. ".repeat(padding / 41 + 1);
             let content = format!("{}\n{answer}", &reasoning[..padding]);
-            messages.push(ChatMessage {
-                role: "assistant".into(),
-                content,
-            });
+            messages.push(ChatMessage { role: "assistant".into(), content });
             Event::Transcript(Transcript {
                 match_id,
-                env: EnvRef {
-                    name: mult::NAME.into(),
-                    version: mult::VERSION,
-                },
+                env: EnvRef { name: mult::NAME.into(), version: mult::VERSION },
                 challenge_id,
                 challenge_index: index,
                 invocation_id: Hash32(
-                    *blake3::hash(&[challenge_id.0.as_slice(), hotkey.as_bytes()].concat())
-                        .as_bytes(),
+                    *blake3::hash(&[challenge_id.0.as_slice(), hotkey.as_bytes()].concat()).as_bytes(),
                 ),
                 miner: MinerRef {
                     hotkey: hotkey.into(),

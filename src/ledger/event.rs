@@ -176,19 +176,9 @@ fn text(field: &'static str, value: &str) -> Result<(), BoundError> {
     bound(field, value.len(), MAX_TEXT_BYTES, "bytes")
 }
 
-fn bound(
-    field: &'static str,
-    actual: usize,
-    limit: usize,
-    unit: &'static str,
-) -> Result<(), BoundError> {
+fn bound(field: &'static str, actual: usize, limit: usize, unit: &'static str) -> Result<(), BoundError> {
     if actual > limit {
-        return Err(BoundError {
-            field,
-            actual,
-            limit,
-            unit,
-        });
+        return Err(BoundError { field, actual, limit, unit });
     }
     Ok(())
 }
@@ -241,12 +231,7 @@ impl Event {
             Event::Transcript(t) => {
                 name("env.name", &t.env.name)?;
                 t.miner.check()?;
-                bound(
-                    "messages",
-                    t.messages.len(),
-                    MAX_MESSAGES_PER_TRANSCRIPT,
-                    "items",
-                )?;
+                bound("messages", t.messages.len(), MAX_MESSAGES_PER_TRANSCRIPT, "items")?;
                 for message in &t.messages {
                     name("messages.role", &message.role)?;
                     text("messages.content", &message.content)?;

@@ -24,9 +24,7 @@ pub enum KeyError {
         #[source]
         source: std::io::Error,
     },
-    #[error(
-        "key file {path} is readable by group or others (mode {mode:o}); run `chmod 600 {path}`"
-    )]
+    #[error("key file {path} is readable by group or others (mode {mode:o}); run `chmod 600 {path}`")]
     Permissions { path: PathBuf, mode: u32 },
     #[error("key file {path} is not a valid af ledger key: {reason}")]
     Invalid { path: PathBuf, reason: String },
@@ -79,25 +77,13 @@ impl LedgerKey {
     /// place, which fails if the name exists), so a crash cannot leave a half key.
     pub fn write_new(&self, path: &Path) -> Result<(), KeyError> {
         use std::os::unix::fs::OpenOptionsExt;
-        let io = |doing: &'static str| {
-            move |source| KeyError::Io {
-                doing,
-                path: path.into(),
-                source,
-            }
-        };
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
+        let io = |doing: &'static str| move |source| KeyError::Io { doing, path: path.into(), source };
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(io("create the folder of"))?;
         if path.exists() {
             return Err(KeyError::Exists(path.into()));
         }
-        let file_name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let temp = dir.join(format!(".{file_name}.tmp-{}", std::process::id()));
         let _ = std::fs::remove_file(&temp);
         let mut contents = serde_json::to_string(&KeyFile {
@@ -113,45 +99,29 @@ impl LedgerKey {
             .create_new(true)
             .mode(0o600)
             .open(&temp)
-            .and_then(|mut file| {
-                file.write_all(contents.as_bytes())
-                    .and_then(|()| file.sync_all())
-            });
+            .and_then(|mut file| file.write_all(contents.as_bytes()).and_then(|()| file.sync_all()));
         zero_string(&mut contents);
         written.map_err(io("write"))?;
         let linked = std::fs::hard_link(&temp, path);
         let _ = std::fs::remove_file(&temp);
         match linked {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(KeyError::Exists(path.into()))
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(KeyError::Exists(path.into())),
             Err(e) => return Err(io("create")(e)),
         }
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io("sync the folder of"))
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io("sync the folder of"))
     }
 
     pub fn load(path: &Path) -> Result<LedgerKey, KeyError> {
         use std::os::unix::fs::PermissionsExt;
-        let metadata = std::fs::metadata(path).map_err(|source| KeyError::Io {
-            doing: "read",
-            path: path.into(),
-            source,
-        })?;
+        let metadata =
+            std::fs::metadata(path).map_err(|source| KeyError::Io { doing: "read", path: path.into(), source })?;
         let mode = metadata.permissions().mode() & 0o777;
         if mode & 0o077 != 0 {
-            return Err(KeyError::Permissions {
-                path: path.into(),
-                mode,
-            });
+            return Err(KeyError::Permissions { path: path.into(), mode });
         }
         if metadata.len() > 4096 {
-            return Err(KeyError::Invalid {
-                path: path.into(),
-                reason: "larger than 4 KiB".into(),
-            });
+            return Err(KeyError::Invalid { path: path.into(), reason: "larger than 4 KiB".into() });
         }
         let mut contents = std::fs::read_to_string(path).map_err(|source| KeyError::Io {
             doing: "read",
@@ -160,18 +130,10 @@ impl LedgerKey {
         })?;
         let parsed: Result<KeyFile, _> = serde_json::from_str(&contents);
         zero_string(&mut contents);
-        let invalid = |reason: &str| KeyError::Invalid {
-            path: path.into(),
-            reason: reason.into(),
-        };
+        let invalid = |reason: &str| KeyError::Invalid { path: path.into(), reason: reason.into() };
         // serde_json's message could quote the secret; say only where it failed.
-        let mut file = parsed.map_err(|e| {
-            invalid(&format!(
-                "not the expected JSON (line {}, column {})",
-                e.line(),
-                e.column()
-            ))
-        })?;
+        let mut file = parsed
+            .map_err(|e| invalid(&format!("not the expected JSON (line {}, column {})", e.line(), e.column())))?;
         if file.kind != KEY_TYPE || file.version != 1 {
             return Err(invalid(&format!(
                 "type {:?} version {}, expected {KEY_TYPE:?} version 1",

@@ -105,10 +105,7 @@ pub fn verify_inclusion(
     }
     let expected_len = path_len(index, size);
     if path.len() != expected_len {
-        return Err(ProofError::WrongLength {
-            expected: expected_len,
-            actual: path.len(),
-        });
+        return Err(ProofError::WrongLength { expected: expected_len, actual: path.len() });
     }
     let (mut fn_, mut sn) = (index, size - 1);
     let mut r = *leaf;
@@ -126,10 +123,7 @@ pub fn verify_inclusion(
         sn >>= 1;
     }
     if sn != 0 || r != *root {
-        return Err(ProofError::RootMismatch {
-            computed: r,
-            expected: *root,
-        });
+        return Err(ProofError::RootMismatch { computed: r, expected: *root });
     }
     Ok(())
 }
@@ -155,9 +149,7 @@ mod tests {
     use super::*;
 
     fn leaves(n: usize) -> Vec<Hash32> {
-        (0..n)
-            .map(|i| leaf_hash(&(i as u64).to_le_bytes()))
-            .collect()
+        (0..n).map(|i| leaf_hash(&(i as u64).to_le_bytes())).collect()
     }
 
     /// RFC 6962's recursive definition, written out literally, as the reference.
@@ -203,10 +195,7 @@ mod tests {
             }
             assert_eq!(
                 verify_inclusion(&l[0], n as u64, n as u64, &[], &r),
-                Err(ProofError::IndexOutOfRange {
-                    index: n as u64,
-                    size: n as u64
-                })
+                Err(ProofError::IndexOutOfRange { index: n as u64, size: n as u64 })
             );
         }
     }

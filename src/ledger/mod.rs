@@ -69,10 +69,7 @@ impl OwnLog {
         match self.store.append(&sealed)? {
             Appended::New(tip) => {
                 assert_eq!(tip, sealed.tip(), "the stored tip is the block just sealed");
-                Ok(Receipt {
-                    tip,
-                    n_bytes: sealed.bytes().len(),
-                })
+                Ok(Receipt { tip, n_bytes: sealed.bytes().len() })
             }
             Appended::AlreadyStored => {
                 unreachable!("a freshly sealed block above the tip cannot be stored already")

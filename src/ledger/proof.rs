@@ -37,16 +37,9 @@ pub enum InclusionError {
     #[error("{0}")]
     Store(#[from] StoreError),
     #[error("validator {validator} has no block at height {height}")]
-    NoBlock {
-        validator: ValidatorKey,
-        height: u64,
-    },
+    NoBlock { validator: ValidatorKey, height: u64 },
     #[error("block {height} holds {n_events} events; there is no event {event_idx}")]
-    NoEvent {
-        height: u64,
-        n_events: u32,
-        event_idx: u32,
-    },
+    NoEvent { height: u64, n_events: u32, event_idx: u32 },
     #[error("proof has no headers")]
     NoHeaders,
     #[error("event bytes do not decode to the event shown: {0}")]
@@ -68,48 +61,23 @@ pub fn prove(
     height: u64,
     event_idx: u32,
 ) -> Result<InclusionProof, InclusionError> {
-    let decoded = store
-        .block(validator, height)?
-        .ok_or(InclusionError::NoBlock {
-            validator: *validator,
-            height,
-        })?;
+    let decoded = store.block(validator, height)?.ok_or(InclusionError::NoBlock { validator: *validator, height })?;
     let n_events = decoded.block.header.n_events;
     if event_idx >= n_events {
-        return Err(InclusionError::NoEvent {
-            height,
-            n_events,
-            event_idx,
-        });
+        return Err(InclusionError::NoEvent { height, n_events, event_idx });
     }
     let event = decoded.block.events[event_idx as usize].clone();
-    let event_bytes =
-        codec::encode(&event, "event", MAX_EVENT_BYTES).expect("stored events re-encode");
+    let event_bytes = codec::encode(&event, "event", MAX_EVENT_BYTES).expect("stored events re-encode");
     let merkle_path = merkle::inclusion_path(&decoded.leaf_hashes, event_idx as usize);
-    let tip = store.tip(validator)?.ok_or(InclusionError::NoBlock {
-        validator: *validator,
-        height,
-    })?;
+    let tip = store.tip(validator)?.ok_or(InclusionError::NoBlock { validator: *validator, height })?;
     let mut headers = Vec::new();
     for h in height..=tip.height {
-        let bytes = store
-            .block_bytes(validator, h)?
-            .ok_or(InclusionError::NoBlock {
-                validator: *validator,
-                height: h,
-            })?;
+        let bytes =
+            store.block_bytes(validator, h)?.ok_or(InclusionError::NoBlock { validator: *validator, height: h })?;
         let (header, signature) = super::store::stored_header(&bytes)?;
         headers.push(SignedHeader { header, signature });
     }
-    Ok(InclusionProof {
-        validator: *validator,
-        height,
-        event_idx,
-        event_bytes,
-        event,
-        merkle_path,
-        headers,
-    })
+    Ok(InclusionProof { validator: *validator, height, event_idx, event_bytes, event, merkle_path, headers })
 }
 
 /// Verifies a proof on its own: the event hashes into the first header's root, every
@@ -119,18 +87,13 @@ pub fn verify_inclusion_proof(proof: &InclusionProof) -> Result<Tip, InclusionEr
     let decoded: Event = codec::decode_canonical(&proof.event_bytes, "event", MAX_EVENT_BYTES)
         .map_err(|e| InclusionError::EventMismatch(e.to_string()))?;
     if decoded != proof.event {
-        return Err(InclusionError::EventMismatch(
-            "the decoded event differs from the one shown".into(),
-        ));
+        return Err(InclusionError::EventMismatch("the decoded event differs from the one shown".into()));
     }
     let first = proof.headers.first().ok_or(InclusionError::NoHeaders)?;
     if first.header.height != proof.height {
         return Err(InclusionError::Header {
             height: first.header.height,
-            source: super::block::BlockError::WrongHeight {
-                expected: proof.height,
-                actual: first.header.height,
-            },
+            source: super::block::BlockError::WrongHeight { expected: proof.height, actual: first.header.height },
         });
     }
     merkle::verify_inclusion(
@@ -144,10 +107,7 @@ pub fn verify_inclusion_proof(proof: &InclusionProof) -> Result<Tip, InclusionEr
     for signed in &proof.headers {
         let header = &signed.header;
         let hash = header.hash();
-        let err = |source| InclusionError::Header {
-            height: header.height,
-            source,
-        };
+        let err = |source| InclusionError::Header { height: header.height, source };
         check_signature(header, &hash, &signed.signature).map_err(err)?;
         match &prev {
             // The first header's predecessor is not in the proof; it only has to be ours.
@@ -160,11 +120,7 @@ pub fn verify_inclusion_proof(proof: &InclusionProof) -> Result<Tip, InclusionEr
             None => {}
             Some(tip) => check_link(&proof.validator, Some(tip), header).map_err(err)?,
         }
-        prev = Some(Tip {
-            height: header.height,
-            hash,
-            time_ms: header.time_ms,
-        });
+        prev = Some(Tip { height: header.height, hash, time_ms: header.time_ms });
     }
     Ok(prev.expect("at least one header"))
 }

@@ -9,10 +9,7 @@
 
 use super::block::{check_link, decode_block, BlockError, BlockHeader, SealedBlock, Tip};
 use crate::bytes::{ChallengeId, Hash32, SignatureBytes, ValidatorKey};
-use redb::{
-    Database, MultimapTableDefinition, ReadTransaction, ReadableDatabase, ReadableTable,
-    TableDefinition,
-};
+use redb::{Database, MultimapTableDefinition, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
 use std::path::{Path, PathBuf};
 
 /// `validator (32) || height (u64 big-endian)` -> canonical block bytes.
@@ -20,11 +17,9 @@ pub const BLOCKS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("blocks_v
 /// `validator (32)` -> `height (u64 LE) || block hash (32) || time_ms (u64 LE)`.
 pub const TIPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tips_v1");
 /// `challenge_id (32)` -> locations (44 bytes each, see [`Location::encode`]).
-pub const BY_CHALLENGE: MultimapTableDefinition<&[u8], &[u8]> =
-    MultimapTableDefinition::new("by_challenge_v1");
+pub const BY_CHALLENGE: MultimapTableDefinition<&[u8], &[u8]> = MultimapTableDefinition::new("by_challenge_v1");
 /// miner hotkey -> locations.
-pub const BY_MINER: MultimapTableDefinition<&str, &[u8]> =
-    MultimapTableDefinition::new("by_miner_v1");
+pub const BY_MINER: MultimapTableDefinition<&str, &[u8]> = MultimapTableDefinition::new("by_miner_v1");
 /// Store-level facts: `schema` -> u32 LE.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
@@ -40,10 +35,7 @@ pub enum StoreError {
     #[error("ledger store {path} has schema version {found}, this build reads {SCHEMA_VERSION}")]
     Schema { path: PathBuf, found: u32 },
     #[error("storage engine error while {doing}: {message}")]
-    Engine {
-        doing: &'static str,
-        message: String,
-    },
+    Engine { doing: &'static str, message: String },
     #[error("block {height} of validator {validator} rejected: {source}")]
     Rejected {
         validator: ValidatorKey,
@@ -52,22 +44,16 @@ pub enum StoreError {
         source: BlockError,
     },
     /// A different block is already stored at this height: the validator equivocated.
-    #[error("validator {validator} signed two different blocks at height {height}: stored {stored}, offered {offered}")]
-    Conflict {
-        validator: ValidatorKey,
-        height: u64,
-        stored: Hash32,
-        offered: Hash32,
-    },
+    #[error(
+        "validator {validator} signed two different blocks at height {height}: stored {stored}, offered {offered}"
+    )]
+    Conflict { validator: ValidatorKey, height: u64, stored: Hash32, offered: Hash32 },
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
 }
 
 fn engine(doing: &'static str) -> impl Fn(redb::Error) -> StoreError {
-    move |e| StoreError::Engine {
-        doing,
-        message: e.to_string(),
-    }
+    move |e| StoreError::Engine { doing, message: e.to_string() }
 }
 
 macro_rules! eng {
@@ -95,10 +81,7 @@ impl Location {
 
     pub fn decode(bytes: &[u8]) -> Result<Self, StoreError> {
         if bytes.len() != 44 {
-            return Err(StoreError::Corrupt(format!(
-                "index entry of {} bytes, expected 44",
-                bytes.len()
-            )));
+            return Err(StoreError::Corrupt(format!("index entry of {} bytes, expected 44", bytes.len())));
         }
         Ok(Location {
             validator: ValidatorKey(bytes[..32].try_into().expect("32")),
@@ -117,15 +100,9 @@ pub fn block_key(validator: &ValidatorKey, height: u64) -> [u8; 40] {
 
 pub fn split_block_key(key: &[u8]) -> Result<(ValidatorKey, u64), StoreError> {
     if key.len() != 40 {
-        return Err(StoreError::Corrupt(format!(
-            "block key of {} bytes, expected 40",
-            key.len()
-        )));
+        return Err(StoreError::Corrupt(format!("block key of {} bytes, expected 40", key.len())));
     }
-    Ok((
-        ValidatorKey(key[..32].try_into().expect("32")),
-        u64::from_be_bytes(key[32..].try_into().expect("8")),
-    ))
+    Ok((ValidatorKey(key[..32].try_into().expect("32")), u64::from_be_bytes(key[32..].try_into().expect("8"))))
 }
 
 pub fn encode_tip(tip: &Tip) -> [u8; 48] {
@@ -138,10 +115,7 @@ pub fn encode_tip(tip: &Tip) -> [u8; 48] {
 
 pub fn decode_tip(bytes: &[u8]) -> Result<Tip, StoreError> {
     if bytes.len() != 48 {
-        return Err(StoreError::Corrupt(format!(
-            "tip record of {} bytes, expected 48",
-            bytes.len()
-        )));
+        return Err(StoreError::Corrupt(format!("tip record of {} bytes, expected 48", bytes.len())));
     }
     Ok(Tip {
         height: u64::from_le_bytes(bytes[..8].try_into().expect("8")),
@@ -173,15 +147,10 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Opens the store in `dir`, creating the directory and an empty store if needed.
     pub fn create(dir: &Path) -> Result<Store, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
-            path: dir.to_owned(),
-            message: e.to_string(),
-        })?;
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Open { path: dir.to_owned(), message: e.to_string() })?;
         let path = dir.join(STORE_FILE);
-        let db = Database::create(&path).map_err(|e| StoreError::Open {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
+        let db =
+            Database::create(&path).map_err(|e| StoreError::Open { path: path.clone(), message: e.to_string() })?;
         let store = Store { db, path };
         store.init_tables()?;
         Ok(store)
@@ -193,10 +162,7 @@ impl Store {
         if !path.is_file() {
             return Err(StoreError::Missing(path));
         }
-        let db = Database::open(&path).map_err(|e| StoreError::Open {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
+        let db = Database::open(&path).map_err(|e| StoreError::Open { path: path.clone(), message: e.to_string() })?;
         let store = Store { db, path };
         store.check_schema()?;
         Ok(store)
@@ -207,43 +173,29 @@ impl Store {
     }
 
     fn init_tables(&self) -> Result<(), StoreError> {
-        let txn = self
-            .db
-            .begin_write()
-            .map_err(eng!("starting the init transaction"))?;
+        let txn = self.db.begin_write().map_err(eng!("starting the init transaction"))?;
         {
             txn.open_table(BLOCKS).map_err(eng!("creating tables"))?;
             txn.open_table(TIPS).map_err(eng!("creating tables"))?;
-            txn.open_multimap_table(BY_CHALLENGE)
-                .map_err(eng!("creating tables"))?;
-            txn.open_multimap_table(BY_MINER)
-                .map_err(eng!("creating tables"))?;
+            txn.open_multimap_table(BY_CHALLENGE).map_err(eng!("creating tables"))?;
+            txn.open_multimap_table(BY_MINER).map_err(eng!("creating tables"))?;
             let mut meta = txn.open_table(META).map_err(eng!("creating tables"))?;
-            let existing = meta
-                .get("schema")
-                .map_err(eng!("reading the schema version"))?
-                .map(|v| v.value().to_vec());
+            let existing = meta.get("schema").map_err(eng!("reading the schema version"))?.map(|v| v.value().to_vec());
             match existing {
                 None => {
-                    meta.insert("schema", SCHEMA_VERSION.to_le_bytes().as_slice())
-                        .map_err(eng!("writing schema"))?;
+                    meta.insert("schema", SCHEMA_VERSION.to_le_bytes().as_slice()).map_err(eng!("writing schema"))?;
                 }
                 Some(bytes) => check_schema_bytes(&self.path, &bytes)?,
             }
         }
-        txn.commit()
-            .map_err(eng!("committing the init transaction"))
+        txn.commit().map_err(eng!("committing the init transaction"))
     }
 
     fn check_schema(&self) -> Result<(), StoreError> {
         let txn = self.read()?;
-        let meta = txn.open_table(META).map_err(|e| StoreError::Open {
-            path: self.path.clone(),
-            message: e.to_string(),
-        })?;
-        let found = meta
-            .get("schema")
-            .map_err(eng!("reading the schema version"))?;
+        let meta =
+            txn.open_table(META).map_err(|e| StoreError::Open { path: self.path.clone(), message: e.to_string() })?;
+        let found = meta.get("schema").map_err(eng!("reading the schema version"))?;
         match found {
             Some(bytes) => check_schema_bytes(&self.path, bytes.value()),
             None => Err(StoreError::Corrupt("no schema version recorded".into())),
@@ -251,9 +203,7 @@ impl Store {
     }
 
     pub fn read(&self) -> Result<ReadTransaction, StoreError> {
-        self.db
-            .begin_read()
-            .map_err(eng!("starting a read transaction"))
+        self.db.begin_read().map_err(eng!("starting a read transaction"))
     }
 
     /// Appends a sealed (decoded, signed) block to its validator's chain, durably.
@@ -267,24 +217,15 @@ impl Store {
         let appended = {
             let mut tips = txn.open_table(TIPS).map_err(eng!("opening tips"))?;
             let mut blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
-            let tip = match tips
-                .get(validator.0.as_slice())
-                .map_err(eng!("reading a tip"))?
-            {
+            let tip = match tips.get(validator.0.as_slice()).map_err(eng!("reading a tip"))? {
                 Some(bytes) => Some(decode_tip(bytes.value())?),
                 None => None,
             };
             if let Some(tip) = tip.filter(|tip| header.height <= tip.height) {
                 let _ = tip;
-                let stored = blocks
-                    .get(key.as_slice())
-                    .map_err(eng!("reading a block"))?
-                    .ok_or_else(|| {
-                        StoreError::Corrupt(format!(
-                            "tip is past height {} but no block is stored there",
-                            header.height
-                        ))
-                    })?;
+                let stored = blocks.get(key.as_slice()).map_err(eng!("reading a block"))?.ok_or_else(|| {
+                    StoreError::Corrupt(format!("tip is past height {} but no block is stored there", header.height))
+                })?;
                 let stored_hash = stored_header_hash(stored.value())?;
                 if stored_hash == sealed.decoded.hash {
                     Appended::AlreadyStored
@@ -297,41 +238,27 @@ impl Store {
                     });
                 }
             } else {
-                check_link(&validator, tip.as_ref(), header).map_err(|source| {
-                    StoreError::Rejected {
-                        validator,
-                        height: header.height,
-                        source,
-                    }
+                check_link(&validator, tip.as_ref(), header).map_err(|source| StoreError::Rejected {
+                    validator,
+                    height: header.height,
+                    source,
                 })?;
-                let previous = blocks
-                    .insert(key.as_slice(), sealed.bytes.as_slice())
-                    .map_err(eng!("writing a block"))?;
+                let previous =
+                    blocks.insert(key.as_slice(), sealed.bytes.as_slice()).map_err(eng!("writing a block"))?;
                 assert!(previous.is_none(), "a block above the tip must not exist");
                 drop(previous);
                 let new_tip = sealed.tip();
-                tips.insert(validator.0.as_slice(), encode_tip(&new_tip).as_slice())
-                    .map_err(eng!("writing a tip"))?;
-                let mut by_challenge = txn
-                    .open_multimap_table(BY_CHALLENGE)
-                    .map_err(eng!("opening an index"))?;
-                let mut by_miner = txn
-                    .open_multimap_table(BY_MINER)
-                    .map_err(eng!("opening an index"))?;
+                tips.insert(validator.0.as_slice(), encode_tip(&new_tip).as_slice()).map_err(eng!("writing a tip"))?;
+                let mut by_challenge = txn.open_multimap_table(BY_CHALLENGE).map_err(eng!("opening an index"))?;
+                let mut by_miner = txn.open_multimap_table(BY_MINER).map_err(eng!("opening an index"))?;
                 for (event_idx, event) in block.events.iter().enumerate() {
                     if let Some((challenge_id, hotkey)) = event.index_keys() {
-                        let location = Location {
-                            validator,
-                            height: header.height,
-                            event_idx: event_idx as u32,
-                        }
-                        .encode();
+                        let location =
+                            Location { validator, height: header.height, event_idx: event_idx as u32 }.encode();
                         by_challenge
                             .insert(challenge_id.0.as_slice(), location.as_slice())
                             .map_err(eng!("indexing"))?;
-                        by_miner
-                            .insert(hotkey, location.as_slice())
-                            .map_err(eng!("indexing"))?;
+                        by_miner.insert(hotkey, location.as_slice()).map_err(eng!("indexing"))?;
                     }
                 }
                 Appended::New(new_tip)
@@ -344,9 +271,7 @@ impl Store {
     pub fn tip(&self, validator: &ValidatorKey) -> Result<Option<Tip>, StoreError> {
         let txn = self.read()?;
         let tips = txn.open_table(TIPS).map_err(eng!("opening tips"))?;
-        let tip = tips
-            .get(validator.0.as_slice())
-            .map_err(eng!("reading a tip"))?;
+        let tip = tips.get(validator.0.as_slice()).map_err(eng!("reading a tip"))?;
         tip.map(|bytes| decode_tip(bytes.value())).transpose()
     }
 
@@ -356,16 +281,10 @@ impl Store {
         tips_in(&txn)
     }
 
-    pub fn block_bytes(
-        &self,
-        validator: &ValidatorKey,
-        height: u64,
-    ) -> Result<Option<Vec<u8>>, StoreError> {
+    pub fn block_bytes(&self, validator: &ValidatorKey, height: u64) -> Result<Option<Vec<u8>>, StoreError> {
         let txn = self.read()?;
         let blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
-        let value = blocks
-            .get(block_key(validator, height).as_slice())
-            .map_err(eng!("reading a block"))?;
+        let value = blocks.get(block_key(validator, height).as_slice()).map_err(eng!("reading a block"))?;
         Ok(value.map(|v| v.value().to_vec()))
     }
 
@@ -378,45 +297,29 @@ impl Store {
         let Some(bytes) = self.block_bytes(validator, height)? else {
             return Ok(None);
         };
-        let decoded = decode_block(&bytes).map_err(|source| StoreError::Rejected {
-            validator: *validator,
-            height,
-            source,
-        })?;
+        let decoded =
+            decode_block(&bytes).map_err(|source| StoreError::Rejected { validator: *validator, height, source })?;
         Ok(Some(decoded))
     }
 
-    pub fn locate_challenge(
-        &self,
-        challenge_id: &ChallengeId,
-    ) -> Result<Vec<Location>, StoreError> {
+    pub fn locate_challenge(&self, challenge_id: &ChallengeId) -> Result<Vec<Location>, StoreError> {
         let txn = self.read()?;
-        let table = txn
-            .open_multimap_table(BY_CHALLENGE)
-            .map_err(eng!("opening an index"))?;
-        let values = table
-            .get(challenge_id.0.as_slice())
-            .map_err(eng!("reading an index"))?;
+        let table = txn.open_multimap_table(BY_CHALLENGE).map_err(eng!("opening an index"))?;
+        let values = table.get(challenge_id.0.as_slice()).map_err(eng!("reading an index"))?;
         let mut out = Vec::new();
         for value in values {
-            out.push(Location::decode(
-                value.map_err(eng!("reading an index"))?.value(),
-            )?);
+            out.push(Location::decode(value.map_err(eng!("reading an index"))?.value())?);
         }
         Ok(out)
     }
 
     pub fn locate_miner(&self, hotkey: &str) -> Result<Vec<Location>, StoreError> {
         let txn = self.read()?;
-        let table = txn
-            .open_multimap_table(BY_MINER)
-            .map_err(eng!("opening an index"))?;
+        let table = txn.open_multimap_table(BY_MINER).map_err(eng!("opening an index"))?;
         let values = table.get(hotkey).map_err(eng!("reading an index"))?;
         let mut out = Vec::new();
         for value in values {
-            out.push(Location::decode(
-                value.map_err(eng!("reading an index"))?.value(),
-            )?);
+            out.push(Location::decode(value.map_err(eng!("reading an index"))?.value())?);
         }
         Ok(out)
     }
@@ -427,10 +330,7 @@ fn check_schema_bytes(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         .map(u32::from_le_bytes)
         .map_err(|_| StoreError::Corrupt("schema version record is not 4 bytes".into()))?;
     if found != SCHEMA_VERSION {
-        return Err(StoreError::Schema {
-            path: path.to_owned(),
-            found,
-        });
+        return Err(StoreError::Schema { path: path.to_owned(), found });
     }
     Ok(())
 }
@@ -447,17 +347,11 @@ fn stored_header_hash(bytes: &[u8]) -> Result<Hash32, StoreError> {
 pub fn stored_header(bytes: &[u8]) -> Result<(BlockHeader, SignatureBytes), StoreError> {
     use super::block::{EVENTS_OFFSET, HEADER_BYTES};
     if bytes.len() < EVENTS_OFFSET {
-        return Err(StoreError::Corrupt(
-            "stored block shorter than header and signature".into(),
-        ));
+        return Err(StoreError::Corrupt("stored block shorter than header and signature".into()));
     }
-    let header =
-        super::codec::decode_canonical(&bytes[..HEADER_BYTES], "block header", HEADER_BYTES as u64)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    Ok((
-        header,
-        SignatureBytes(bytes[HEADER_BYTES..EVENTS_OFFSET].try_into().expect("64")),
-    ))
+    let header = super::codec::decode_canonical(&bytes[..HEADER_BYTES], "block header", HEADER_BYTES as u64)
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    Ok((header, SignatureBytes(bytes[HEADER_BYTES..EVENTS_OFFSET].try_into().expect("64"))))
 }
 
 pub fn tips_in(txn: &ReadTransaction) -> Result<Vec<(ValidatorKey, Tip)>, StoreError> {
@@ -479,9 +373,7 @@ pub fn validators_with_blocks(txn: &ReadTransaction) -> Result<Vec<ValidatorKey>
     let mut out = Vec::new();
     let mut from = [0u8; 40].to_vec();
     loop {
-        let mut range = blocks
-            .range::<&[u8]>(from.as_slice()..)
-            .map_err(eng!("scanning blocks"))?;
+        let mut range = blocks.range::<&[u8]>(from.as_slice()..).map_err(eng!("scanning blocks"))?;
         let Some(entry) = range.next() else { break };
         let (key, _) = entry.map_err(eng!("scanning blocks"))?;
         let (validator, _) = split_block_key(key.value())?;
@@ -523,10 +415,7 @@ pub fn read_blocks(
     let start = block_key(validator, from_height);
     let end = block_key(validator, u64::MAX);
     let mut out = Vec::with_capacity(max_blocks);
-    for entry in blocks
-        .range::<&[u8]>(start.as_slice()..=end.as_slice())
-        .map_err(eng!("reading blocks"))?
-    {
+    for entry in blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng!("reading blocks"))? {
         let (key, value) = entry.map_err(eng!("reading blocks"))?;
         let (_, height) = split_block_key(key.value())?;
         out.push((height, value.value().to_vec()));

@@ -94,14 +94,8 @@ fn verify_chain(
     recorded_tip: Option<Tip>,
     progress: Progress<'_>,
 ) -> Result<ChainReport, StoreError> {
-    let mut report = ChainReport {
-        validator: *validator,
-        n_blocks_ok: 0,
-        n_events: 0,
-        n_bytes: 0,
-        verified_tip: None,
-        fault: None,
-    };
+    let mut report =
+        ChainReport { validator: *validator, n_blocks_ok: 0, n_events: 0, n_bytes: 0, verified_tip: None, fault: None };
     let mut next_height = 0u64;
     loop {
         let batch = store::read_blocks(txn, validator, next_height, VERIFY_BATCH_BLOCKS)?;
@@ -117,29 +111,18 @@ fn verify_chain(
                 result: decode_block(bytes).and_then(|decoded| {
                     let header = decoded.block.header;
                     check_signature(&header, &decoded.hash, &decoded.block.signature)?;
-                    let tip = Tip {
-                        height: header.height,
-                        hash: decoded.hash,
-                        time_ms: header.time_ms,
-                    };
+                    let tip = Tip { height: header.height, hash: decoded.hash, time_ms: header.time_ms };
                     Ok((tip, header, decoded.block.events.len() as u64))
                 }),
             })
             .collect();
         drop(batch);
         for item in checked {
-            let fault = |kind: &'static str, message: String| ChainFault {
-                height: next_height,
-                kind,
-                message,
-            };
+            let fault = |kind: &'static str, message: String| ChainFault { height: next_height, kind, message };
             if item.height != next_height {
                 report.fault = Some(fault(
                     "missing_block",
-                    format!(
-                        "no block stored at height {next_height} (next stored is {})",
-                        item.height
-                    ),
+                    format!("no block stored at height {next_height} (next stored is {})", item.height),
                 ));
                 return Ok(report);
             }
@@ -170,10 +153,7 @@ fn verify_chain(
         (Some(recorded), Some(verified)) if recorded.height > verified.height => Some(ChainFault {
             height: verified.height + 1,
             kind: "missing_block",
-            message: format!(
-                "tip record says height {} but the chain ends at {}",
-                recorded.height, verified.height
-            ),
+            message: format!("tip record says height {} but the chain ends at {}", recorded.height, verified.height),
         }),
         (Some(recorded), verified) => Some(ChainFault {
             height: recorded.height,
@@ -182,10 +162,7 @@ fn verify_chain(
                 "tip record (height {}, hash {}) does not match the verified chain end {}",
                 recorded.height,
                 recorded.hash,
-                verified.map_or("(none)".into(), |t| format!(
-                    "(height {}, hash {})",
-                    t.height, t.hash
-                ))
+                verified.map_or("(none)".into(), |t| format!("(height {}, hash {})", t.height, t.hash))
             ),
         }),
         (None, Some(verified)) => Some(ChainFault {

@@ -4,8 +4,7 @@ use crate::{af, stdout};
 use std::os::unix::fs::PermissionsExt;
 
 fn json(output: &std::process::Output) -> serde_json::Value {
-    serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(output)))
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(output)))
 }
 
 #[test]
@@ -17,21 +16,14 @@ fn key_generate_is_private_and_never_prints_the_secret() {
     let public = json(&output)["public_key"].as_str().unwrap().to_string();
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    let file: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let secret = file["secret_seed"].as_str().unwrap();
-    assert!(
-        !stdout(&output).contains(secret)
-            && !String::from_utf8_lossy(&output.stderr).contains(secret)
-    );
+    assert!(!stdout(&output).contains(secret) && !String::from_utf8_lossy(&output.stderr).contains(secret));
     // Never overwritten.
     let again = af(&["key", "generate", "--out", path.to_str().unwrap()]);
     assert_eq!(again.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
-    assert_eq!(
-        stdout(&af(&["key", "show", "--key", path.to_str().unwrap()])).trim(),
-        public
-    );
+    assert_eq!(stdout(&af(&["key", "show", "--key", path.to_str().unwrap()])).trim(), public);
     // A key readable by others is refused.
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     let loose = af(&["key", "show", "--key", path.to_str().unwrap()]);
@@ -45,87 +37,35 @@ fn ledger_commands_end_to_end() {
     let data = dir.path().to_str().unwrap();
     let init = json(&af(&["ledger", "init", "--data", data, "--json"]));
     assert_eq!(init["created_key"], true);
-    assert_eq!(
-        json(&af(&["ledger", "init", "--data", data, "--json"]))["created_key"],
-        false
-    );
-    let demo = af(&[
-        "ledger",
-        "demo",
-        "--data",
-        data,
-        "--blocks",
-        "5",
-        "--events-per-block",
-        "8",
-        "--json",
-    ]);
+    assert_eq!(json(&af(&["ledger", "init", "--data", data, "--json"]))["created_key"], false);
+    let demo = af(&["ledger", "demo", "--data", data, "--blocks", "5", "--events-per-block", "8", "--json"]);
     assert!(demo.status.success());
     assert_eq!(json(&demo)["tip_height"], 4);
 
     let chains = json(&af(&["ledger", "show", "--data", data, "--json"]));
     assert_eq!(chains[0]["n_blocks"], 5);
     assert_eq!(chains[0]["validator"], init["validator"]);
-    let blocks = json(&af(&[
-        "ledger",
-        "show",
-        "--data",
-        data,
-        "--validator",
-        init["validator"].as_str().unwrap(),
-        "--json",
-    ]));
+    let blocks =
+        json(&af(&["ledger", "show", "--data", data, "--validator", init["validator"].as_str().unwrap(), "--json"]));
     assert_eq!(blocks.as_array().unwrap().len(), 5);
     assert_eq!(blocks[1]["header"]["prev_hash"], blocks[0]["hash"]);
-    let block = json(&af(&[
-        "ledger", "show", "--data", data, "--height", "2", "--json",
-    ]));
+    let block = json(&af(&["ledger", "show", "--data", data, "--height", "2", "--json"]));
     assert_eq!(block["block"]["events"].as_array().unwrap().len(), 8);
 
     let export = af(&["ledger", "export", "--data", data, "--format", "jsonl"]);
-    let lines: Vec<serde_json::Value> = stdout(&export)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines: Vec<serde_json::Value> = stdout(&export).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 40);
     assert_eq!(lines[17]["height"], 2);
     assert_eq!(lines[17]["event_idx"], 1);
 
     // Find through the index, then prove and verify that transcript.
-    let challenge = lines[17]["event"]["transcript"]["challenge_id"]
-        .as_str()
-        .unwrap();
-    let found = json(&af(&[
-        "ledger",
-        "find",
-        "--data",
-        data,
-        "--challenge-id",
-        challenge,
-        "--json",
-    ]));
-    assert!(
-        found
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|l| l["height"] == 2 && l["event_idx"] == 1),
-        "{found}"
-    );
-    let by_miner = json(&af(&[
-        "ledger",
-        "find",
-        "--data",
-        data,
-        "--miner",
-        af::ledger::demo::DEMO_CHAMPION,
-        "--json",
-    ]));
+    let challenge = lines[17]["event"]["transcript"]["challenge_id"].as_str().unwrap();
+    let found = json(&af(&["ledger", "find", "--data", data, "--challenge-id", challenge, "--json"]));
+    assert!(found.as_array().unwrap().iter().any(|l| l["height"] == 2 && l["event_idx"] == 1), "{found}");
+    let by_miner = json(&af(&["ledger", "find", "--data", data, "--miner", af::ledger::demo::DEMO_CHAMPION, "--json"]));
     assert_eq!(by_miner.as_array().unwrap().len(), 20);
 
-    let proof = af(&[
-        "ledger", "prove", "--data", data, "--height", "2", "--event", "1",
-    ]);
+    let proof = af(&["ledger", "prove", "--data", data, "--height", "2", "--event", "1"]);
     assert!(proof.status.success());
     let proof_path = dir.path().join("proof.json");
     std::fs::write(&proof_path, &proof.stdout).unwrap();
@@ -143,36 +83,14 @@ fn ledger_commands_end_to_end() {
     ]);
     assert_eq!(verified.status.code(), Some(0), "{}", stdout(&verified));
     assert_eq!(json(&verified)["tip"]["height"], 4);
-    let verified_cp = af(&[
-        "ledger",
-        "verify-checkpoint",
-        "--file",
-        checkpoint_path.to_str().unwrap(),
-        "--data",
-        data,
-    ]);
-    assert_eq!(
-        verified_cp.status.code(),
-        Some(0),
-        "{}",
-        stdout(&verified_cp)
-    );
+    let verified_cp = af(&["ledger", "verify-checkpoint", "--file", checkpoint_path.to_str().unwrap(), "--data", data]);
+    assert_eq!(verified_cp.status.code(), Some(0), "{}", stdout(&verified_cp));
 
     // A doctored proof (the reward changed) fails with exit 3.
     let mut doctored: serde_json::Value = serde_json::from_slice(&proof.stdout).unwrap();
     doctored["event"]["transcript"]["reward_milli"] = serde_json::json!(0);
     std::fs::write(&proof_path, serde_json::to_vec(&doctored).unwrap()).unwrap();
-    assert_eq!(
-        af(&[
-            "ledger",
-            "verify-proof",
-            "--file",
-            proof_path.to_str().unwrap()
-        ])
-        .status
-        .code(),
-        Some(3)
-    );
+    assert_eq!(af(&["ledger", "verify-proof", "--file", proof_path.to_str().unwrap()]).status.code(), Some(3));
     // Bytes changed consistently too: the Merkle path no longer leads to the root.
     let mut rebuilt: serde_json::Value = serde_json::from_slice(&proof.stdout).unwrap();
     let mut bytes = hex::decode(rebuilt["event_bytes"].as_str().unwrap()).unwrap();
@@ -180,32 +98,13 @@ fn ledger_commands_end_to_end() {
     bytes[n - 30] ^= 1;
     rebuilt["event_bytes"] = serde_json::json!(hex::encode(&bytes));
     std::fs::write(&proof_path, serde_json::to_vec(&rebuilt).unwrap()).unwrap();
-    assert_eq!(
-        af(&[
-            "ledger",
-            "verify-proof",
-            "--file",
-            proof_path.to_str().unwrap()
-        ])
-        .status
-        .code(),
-        Some(3)
-    );
+    assert_eq!(af(&["ledger", "verify-proof", "--file", proof_path.to_str().unwrap()]).status.code(), Some(3));
 
     // A checkpoint that does not match the store fails.
-    let forged = String::from_utf8(checkpoint.stdout)
-        .unwrap()
-        .replacen("\n5\n", "\n4\n", 1);
+    let forged = String::from_utf8(checkpoint.stdout).unwrap().replacen("\n5\n", "\n4\n", 1);
     std::fs::write(&checkpoint_path, forged).unwrap();
     assert_eq!(
-        af(&[
-            "ledger",
-            "verify-checkpoint",
-            "--file",
-            checkpoint_path.to_str().unwrap()
-        ])
-        .status
-        .code(),
+        af(&["ledger", "verify-checkpoint", "--file", checkpoint_path.to_str().unwrap()]).status.code(),
         Some(3)
     );
 }
@@ -213,12 +112,7 @@ fn ledger_commands_end_to_end() {
 #[test]
 fn missing_store_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let output = af(&[
-        "ledger",
-        "verify",
-        "--data",
-        dir.path().join("nope").to_str().unwrap(),
-    ]);
+    let output = af(&["ledger", "verify", "--data", dir.path().join("nope").to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("af ledger init"));
 }
@@ -226,20 +120,10 @@ fn missing_store_is_a_clear_error() {
 #[test]
 fn env_commands() {
     let list = json(&af(&["env", "list", "--json"]));
-    let names: Vec<&str> = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = list.as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["tictactoe", "mult", "sat", "coin"]);
-    let test = json(&af(&[
-        "env", "test", "--env", "mult", "--seed", "3", "--json",
-    ]));
-    let (a, b) = (
-        test["observation"]["a"].as_u64().unwrap(),
-        test["observation"]["b"].as_u64().unwrap(),
-    );
+    let test = json(&af(&["env", "test", "--env", "mult", "--seed", "3", "--json"]));
+    let (a, b) = (test["observation"]["a"].as_u64().unwrap(), test["observation"]["b"].as_u64().unwrap());
     let id = test["info"]["challenge_id"].as_str().unwrap();
     let right = json(&af(&[
         "env",
@@ -253,39 +137,13 @@ fn env_commands() {
         "--json",
     ]));
     assert_eq!(right["reward"], 1.0);
-    let wrong = json(&af(&[
-        "env",
-        "score",
-        "--env",
-        "mult",
-        "--challenge-id",
-        id,
-        "--answer",
-        "12",
-        "--json",
-    ]));
+    let wrong = json(&af(&["env", "score", "--env", "mult", "--challenge-id", id, "--answer", "12", "--json"]));
     assert_eq!(wrong["reward"], 0.0);
-    let same = json(&af(&[
-        "env",
-        "test",
-        "--env",
-        "mult",
-        "--challenge-id",
-        id,
-        "--json",
-    ]));
+    let same = json(&af(&["env", "test", "--env", "mult", "--challenge-id", id, "--json"]));
     assert_eq!(same["messages"], test["messages"]);
 
     // Multi-turn: a transcript file; an illegal first move loses.
-    let ttt = json(&af(&[
-        "env",
-        "test",
-        "--env",
-        "tictactoe",
-        "--seed",
-        "1",
-        "--json",
-    ]));
+    let ttt = json(&af(&["env", "test", "--env", "tictactoe", "--seed", "1", "--json"]));
     let board = ttt["observation"]["board"].as_array().unwrap();
     let occupied = board.iter().position(|c| c != 0);
     let move_text = match occupied {
@@ -319,19 +177,8 @@ fn env_commands() {
 #[test]
 fn demo_tour_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let output = af(&[
-        "demo",
-        "--data",
-        dir.path().join("d").to_str().unwrap(),
-        "--blocks",
-        "4",
-        "--events-per-block",
-        "4",
-    ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output =
+        af(&["demo", "--data", dir.path().join("d").to_str().unwrap(), "--blocks", "4", "--events-per-block", "4"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(stdout(&output).contains("all checks passed"));
 }

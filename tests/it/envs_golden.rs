@@ -10,31 +10,21 @@ fn answers_for(env: &dyn Environment, expert: &Action) -> Vec<(&'static str, Str
         ("mult", Action::Integer(digits)) => {
             format!("Answer: {}", digits.parse::<u64>().unwrap() + 1)
         }
-        ("sat", Action::Assignment(values)) => {
-            Action::Assignment(values.iter().map(|v| !v).collect()).to_answer_text()
+        ("sat", Action::Assignment(values)) => Action::Assignment(values.iter().map(|v| !v).collect()).to_answer_text(),
+        ("coin", Action::Coin(side)) => {
+            Action::Coin(if *side == envs::CoinSide::Heads { envs::CoinSide::Tails } else { envs::CoinSide::Heads })
+                .to_answer_text()
         }
-        ("coin", Action::Coin(side)) => Action::Coin(if *side == envs::CoinSide::Heads {
-            envs::CoinSide::Tails
-        } else {
-            envs::CoinSide::Heads
-        })
-        .to_answer_text(),
         _ => "Answer: 0".into(),
     };
     vec![
         ("correct", expert.to_answer_text()),
         (
             "correct_with_noise",
-            format!(
-                "Let me think.\n\n```\n{}\n```\n",
-                expert.to_answer_text().trim_start_matches("Answer: ")
-            ),
+            format!("Let me think.\n\n```\n{}\n```\n", expert.to_answer_text().trim_start_matches("Answer: ")),
         ),
         ("wrong", wrong),
-        (
-            "malformed",
-            "I am not sure, maybe something like forty-two?".into(),
-        ),
+        ("malformed", "I am not sure, maybe something like forty-two?".into()),
         ("empty", String::new()),
     ]
 }
@@ -70,11 +60,7 @@ fn fixture(env: &dyn Environment) -> serde_json::Value {
 }
 
 /// Replays the conversation so far to reach the live episode, then asks for the expert move.
-pub fn expert_reply(
-    env: &dyn Environment,
-    id: &af::bytes::ChallengeId,
-    messages: &[Message],
-) -> String {
+pub fn expert_reply(env: &dyn Environment, id: &af::bytes::ChallengeId, messages: &[Message]) -> String {
     let (mut episode, _, _) = env.reset(id);
     for message in messages.iter().filter(|m| m.role == "assistant") {
         let action = episode.parse_action(&message.content);
@@ -99,32 +85,20 @@ fn recorded_fixture_rewards_rescore_identically() {
     let registry = envs::registry();
     for env in registry.all() {
         let path = crate::repo_path(&format!("fixtures/envs/{}.json", env.spec().name));
-        let fixture: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let fixture: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         for case in fixture["cases"].as_array().unwrap() {
-            let id = af::bytes::Hash32::from_hex(case["info"]["challenge_id"].as_str().unwrap())
-                .unwrap();
+            let id = af::bytes::Hash32::from_hex(case["info"]["challenge_id"].as_str().unwrap()).unwrap();
             if let Some(answers) = case["answers"].as_array() {
                 for answer in answers {
-                    let (_, reward) =
-                        envs::score_answer(env, &id, answer["answer"].as_str().unwrap());
-                    assert_eq!(
-                        i64::from(reward),
-                        answer["reward_milli"].as_i64().unwrap(),
-                        "{}",
-                        answer["label"]
-                    );
+                    let (_, reward) = envs::score_answer(env, &id, answer["answer"].as_str().unwrap());
+                    assert_eq!(i64::from(reward), answer["reward_milli"].as_i64().unwrap(), "{}", answer["label"]);
                 }
             }
             for game in ["expert_game", "malformed_game"] {
                 if case[game].is_object() {
-                    let messages: Vec<Message> =
-                        serde_json::from_value(case[game]["messages"].clone()).unwrap();
+                    let messages: Vec<Message> = serde_json::from_value(case[game]["messages"].clone()).unwrap();
                     let scored = envs::score_transcript(env, &id, &messages).unwrap();
-                    assert_eq!(
-                        i64::from(scored.reward_milli),
-                        case[game]["reward_milli"].as_i64().unwrap()
-                    );
+                    assert_eq!(i64::from(scored.reward_milli), case[game]["reward_milli"].as_i64().unwrap());
                 }
             }
         }

@@ -15,9 +15,7 @@ fn sigkill_never_loses_an_acknowledged_block() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
     assert!(af(&["ledger", "init", "--data", data]).status.success());
-    let validator = LedgerKey::load(&dir.path().join("validator.key"))
-        .unwrap()
-        .validator();
+    let validator = LedgerKey::load(&dir.path().join("validator.key")).unwrap().validator();
     let mut acknowledged: Option<u64> = None;
     let mut kills_mid_run = 0;
     for round in 0..50 {
@@ -64,15 +62,13 @@ fn sigkill_never_loses_an_acknowledged_block() {
             acknowledged = Some(acknowledged.map_or(height, |h: u64| h.max(height)));
         }
 
-        let store = Store::open(dir.path())
-            .unwrap_or_else(|e| panic!("seed {seed} round {round}: reopen failed: {e}"));
+        let store = Store::open(dir.path()).unwrap_or_else(|e| panic!("seed {seed} round {round}: reopen failed: {e}"));
         let report = verify::verify_store(&store, &mut |_, _, _| {}).unwrap();
         assert!(report.ok, "seed {seed} round {round}: {report:?}");
         let tip = store.tip(&validator).unwrap();
         if let Some(acked) = acknowledged {
-            let tip = tip.unwrap_or_else(|| {
-                panic!("seed {seed} round {round}: acknowledged {acked} but the chain is empty")
-            });
+            let tip =
+                tip.unwrap_or_else(|| panic!("seed {seed} round {round}: acknowledged {acked} but the chain is empty"));
             assert!(
                 tip.height >= acked,
                 "seed {seed} round {round}: acknowledged {acked}, store ends at {}",
@@ -80,12 +76,6 @@ fn sigkill_never_loses_an_acknowledged_block() {
             );
         }
     }
-    assert!(
-        kills_mid_run >= 40,
-        "most kills must land while appending ({kills_mid_run} of 50)"
-    );
-    assert!(
-        acknowledged.is_some_and(|h| h > 50),
-        "the child made progress: {acknowledged:?}"
-    );
+    assert!(kills_mid_run >= 40, "most kills must land while appending ({kills_mid_run} of 50)");
+    assert!(acknowledged.is_some_and(|h| h > 50), "the child made progress: {acknowledged:?}");
 }

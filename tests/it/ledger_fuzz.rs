@@ -8,10 +8,7 @@ use af::ledger::{block, LedgerKey};
 fn valid_block() -> Vec<u8> {
     let key = LedgerKey::from_seed([5; 32]);
     let events = super::ledger_vectors::vector_events();
-    block::seal(key.signing_key(), None, 1_000, events)
-        .unwrap()
-        .bytes()
-        .to_vec()
+    block::seal(key.signing_key(), None, 1_000, events).unwrap().bytes().to_vec()
 }
 
 fn mutate(rng: &mut TestRng, original: &[u8]) -> Vec<u8> {
@@ -36,8 +33,7 @@ fn mutate(rng: &mut TestRng, original: &[u8]) -> Vec<u8> {
             }
             // Huge length prefix somewhere in the events (attacker-sized allocation).
             4 if bytes.len() > EVENTS_OFFSET + 16 => {
-                let i =
-                    EVENTS_OFFSET + rng.below((bytes.len() - EVENTS_OFFSET - 8) as u64) as usize;
+                let i = EVENTS_OFFSET + rng.below((bytes.len() - EVENTS_OFFSET - 8) as u64) as usize;
                 bytes[i..i + 8].copy_from_slice(&(u64::MAX - rng.below(1000)).to_le_bytes());
             }
             5 => bytes.extend((0..rng.below(64)).map(|_| rng.next_u64() as u8)),
@@ -61,10 +57,7 @@ fn mutated_blocks_are_refused_without_panic() {
     for i in 0..20_000 {
         let bytes = mutate(&mut rng, &original);
         match SealedBlock::from_bytes(bytes.clone()) {
-            Ok(_) => assert_eq!(
-                bytes, original,
-                "seed {seed} iteration {i}: mutated bytes passed every check"
-            ),
+            Ok(_) => assert_eq!(bytes, original, "seed {seed} iteration {i}: mutated bytes passed every check"),
             Err(error) => {
                 assert!(!error.to_string().is_empty());
                 refused += 1;
@@ -97,10 +90,7 @@ fn oversized_and_hostile_lengths_are_bounded() {
     let error = decode_block(&bytes).unwrap_err().to_string();
     assert!(error.contains("more than the limit"), "{error}");
     let huge = vec![0u8; af::limits::MAX_BLOCK_BYTES as usize + 1];
-    assert!(decode_block(&huge)
-        .unwrap_err()
-        .to_string()
-        .contains("over the limit"));
+    assert!(decode_block(&huge).unwrap_err().to_string().contains("over the limit"));
 }
 
 #[test]

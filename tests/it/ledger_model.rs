@@ -10,22 +10,12 @@ use af::ledger::{Appended, LedgerKey, Store, StoreError};
 fn transcript(rng: &mut TestRng, hotkey: &str) -> Event {
     Event::Transcript(Transcript {
         match_id: Hash32([1; 32]),
-        env: EnvRef {
-            name: "mult".into(),
-            version: 1,
-        },
+        env: EnvRef { name: "mult".into(), version: 1 },
         challenge_id: Hash32([(rng.below(6)) as u8; 32]),
         challenge_index: rng.below(100),
         invocation_id: Hash32([(rng.next_u64() & 0xff) as u8; 32]),
-        miner: MinerRef {
-            hotkey: hotkey.into(),
-            uid: 1,
-            model: "m".into(),
-        },
-        messages: vec![ChatMessage {
-            role: "user".into(),
-            content: "x".repeat(rng.below(200) as usize),
-        }],
+        miner: MinerRef { hotkey: hotkey.into(), uid: 1, model: "m".into() },
+        messages: vec![ChatMessage { role: "user".into(), content: "x".repeat(rng.below(200) as usize) }],
         answer: rng.next_u64().to_string(),
         reward_milli: if rng.below(2) == 0 { 1000 } else { 0 },
         latency_ms: rng.below(1000),
@@ -38,11 +28,7 @@ fn store_matches_a_vec_model() {
     let seed = test_seed("store_matches_a_vec_model");
     let mut rng = TestRng::new(seed);
     let dir = tempfile::tempdir().unwrap();
-    let keys = [
-        LedgerKey::from_seed([1; 32]),
-        LedgerKey::from_seed([2; 32]),
-        LedgerKey::from_seed([3; 32]),
-    ];
+    let keys = [LedgerKey::from_seed([1; 32]), LedgerKey::from_seed([2; 32]), LedgerKey::from_seed([3; 32])];
     let hotkeys = ["5Alice", "5Bob"];
     let mut model: Vec<Vec<SealedBlock>> = vec![Vec::new(), Vec::new(), Vec::new()];
     let mut store = Store::create(dir.path()).unwrap();
@@ -63,18 +49,9 @@ fn store_matches_a_vec_model() {
                         transcript(&mut rng, hotkey)
                     })
                     .collect();
-                let sealed = block::seal(
-                    key.signing_key(),
-                    chain.last().map(|b| b.tip()).as_ref(),
-                    time_ms,
-                    events,
-                )
-                .unwrap();
-                assert_eq!(
-                    store.append(&sealed).unwrap(),
-                    Appended::New(sealed.tip()),
-                    "{ctx}"
-                );
+                let sealed =
+                    block::seal(key.signing_key(), chain.last().map(|b| b.tip()).as_ref(), time_ms, events).unwrap();
+                assert_eq!(store.append(&sealed).unwrap(), Appended::New(sealed.tip()), "{ctx}");
                 chain.push(sealed);
             }
             // Re-deliver a stored block: idempotent.
@@ -84,40 +61,17 @@ fn store_matches_a_vec_model() {
             }
             // A block that skips a height is refused and changes nothing.
             7 => {
-                let fake_tip = af::ledger::Tip {
-                    height: chain.len() as u64 + 3,
-                    hash: Hash32([9; 32]),
-                    time_ms,
-                };
-                let sealed =
-                    block::seal(key.signing_key(), Some(&fake_tip), time_ms, vec![]).unwrap();
-                assert!(
-                    matches!(store.append(&sealed), Err(StoreError::Rejected { .. })),
-                    "{ctx}"
-                );
+                let fake_tip = af::ledger::Tip { height: chain.len() as u64 + 3, hash: Hash32([9; 32]), time_ms };
+                let sealed = block::seal(key.signing_key(), Some(&fake_tip), time_ms, vec![]).unwrap();
+                assert!(matches!(store.append(&sealed), Err(StoreError::Rejected { .. })), "{ctx}");
             }
             // A different block at a stored height is equivocation.
             8 if !chain.is_empty() => {
                 let height = rng.below(chain.len() as u64) as usize;
-                let prev = if height == 0 {
-                    None
-                } else {
-                    Some(chain[height - 1].tip())
-                };
-                let other = block::seal(
-                    key.signing_key(),
-                    prev.as_ref(),
-                    time_ms + 1_000_000,
-                    vec![],
-                )
-                .unwrap();
+                let prev = if height == 0 { None } else { Some(chain[height - 1].tip()) };
+                let other = block::seal(key.signing_key(), prev.as_ref(), time_ms + 1_000_000, vec![]).unwrap();
                 match store.append(&other) {
-                    Err(StoreError::Conflict {
-                        height: h,
-                        stored,
-                        offered,
-                        ..
-                    }) => {
+                    Err(StoreError::Conflict { height: h, stored, offered, .. }) => {
                         assert_eq!(h, height as u64, "{ctx}");
                         assert_eq!(stored, chain[height].decoded().hash, "{ctx}");
                         assert_eq!(offered, other.decoded().hash, "{ctx}");
@@ -134,23 +88,11 @@ fn store_matches_a_vec_model() {
         // Compare the whole observable state with the model.
         for (i, chain) in model.iter().enumerate() {
             let validator = keys[i].validator();
-            assert_eq!(
-                store.tip(&validator).unwrap(),
-                chain.last().map(|b| b.tip()),
-                "{ctx} validator {i}"
-            );
+            assert_eq!(store.tip(&validator).unwrap(), chain.last().map(|b| b.tip()), "{ctx} validator {i}");
             if let Some(last) = chain.last() {
                 let height = last.tip().height;
-                assert_eq!(
-                    store.block_bytes(&validator, height).unwrap().as_deref(),
-                    Some(last.bytes()),
-                    "{ctx}"
-                );
-                assert_eq!(
-                    store.block_bytes(&validator, height + 1).unwrap(),
-                    None,
-                    "{ctx}"
-                );
+                assert_eq!(store.block_bytes(&validator, height).unwrap().as_deref(), Some(last.bytes()), "{ctx}");
+                assert_eq!(store.block_bytes(&validator, height + 1).unwrap(), None, "{ctx}");
             }
         }
         let probe = Hash32([rng.below(6) as u8; 32]);
@@ -160,18 +102,12 @@ fn store_matches_a_vec_model() {
             .flat_map(|(i, chain)| {
                 let validator = keys[i].validator();
                 chain.iter().flat_map(move |b| {
-                    b.decoded().block.events.iter().enumerate().filter_map(
-                        move |(idx, e)| match e {
-                            Event::Transcript(t) if t.challenge_id == probe => {
-                                Some(af::ledger::Location {
-                                    validator,
-                                    height: b.tip().height,
-                                    event_idx: idx as u32,
-                                })
-                            }
-                            _ => None,
-                        },
-                    )
+                    b.decoded().block.events.iter().enumerate().filter_map(move |(idx, e)| match e {
+                        Event::Transcript(t) if t.challenge_id == probe => {
+                            Some(af::ledger::Location { validator, height: b.tip().height, event_idx: idx as u32 })
+                        }
+                        _ => None,
+                    })
                 })
             })
             .collect();
@@ -182,8 +118,5 @@ fn store_matches_a_vec_model() {
     }
     let report = af::ledger::verify::verify_store(&store, &mut |_, _, _| {}).unwrap();
     assert!(report.ok, "seed {seed}: {report:?}");
-    assert_eq!(
-        report.n_blocks,
-        model.iter().map(|c| c.len() as u64).sum::<u64>()
-    );
+    assert_eq!(report.n_blocks, model.iter().map(|c| c.len() as u64).sum::<u64>());
 }

@@ -17,19 +17,12 @@ fn build(dir: &Path) -> LedgerKey {
     let key = LedgerKey::from_seed([42; 32]);
     let log = OwnLog::new(Store::create(dir).unwrap(), LedgerKey::from_seed([42; 32]));
     for height in 0..N_BLOCKS {
-        log.append(
-            demo::demo_events(&key.validator(), height, 4, 300),
-            1_000 + height,
-        )
-        .unwrap();
+        log.append(demo::demo_events(&key.validator(), height, 4, 300), 1_000 + height).unwrap();
     }
     key
 }
 
-fn edit(
-    dir: &Path,
-    f: impl FnOnce(&mut redb::Table<&[u8], &[u8]>, &mut redb::Table<&[u8], &[u8]>),
-) {
+fn edit(dir: &Path, f: impl FnOnce(&mut redb::Table<&[u8], &[u8]>, &mut redb::Table<&[u8], &[u8]>)) {
     let db = Database::open(dir.join(STORE_FILE)).unwrap();
     let txn = db.begin_write().unwrap();
     {
@@ -44,24 +37,13 @@ fn read_block(dir: &Path, key: &LedgerKey, height: u64) -> Vec<u8> {
     let db = Database::open(dir.join(STORE_FILE)).unwrap();
     let txn = db.begin_read().unwrap();
     let table = txn.open_table(BLOCKS).unwrap();
-    let value = table
-        .get(block_key(&key.validator(), height).as_slice())
-        .unwrap()
-        .unwrap()
-        .value()
-        .to_vec();
+    let value = table.get(block_key(&key.validator(), height).as_slice()).unwrap().unwrap().value().to_vec();
     value
 }
 
 /// Runs `af ledger verify --json` and checks it names `height` and `kind`.
 fn expect_fault(dir: &Path, key: &LedgerKey, height: u64, kind: &str) {
-    let output = af(&[
-        "ledger",
-        "verify",
-        "--data",
-        dir.to_str().unwrap(),
-        "--json",
-    ]);
+    let output = af(&["ledger", "verify", "--data", dir.to_str().unwrap(), "--json"]);
     assert_eq!(
         output.status.code(),
         Some(3),
@@ -79,30 +61,17 @@ fn expect_fault(dir: &Path, key: &LedgerKey, height: u64, kind: &str) {
         .expect("chain reported");
     assert_eq!(chain["fault"]["height"], height, "{chain}");
     assert_eq!(chain["fault"]["kind"], kind, "{chain}");
-    assert_eq!(
-        chain["n_blocks_ok"], height,
-        "blocks before the fault verify"
-    );
+    assert_eq!(chain["n_blocks_ok"], height, "blocks before the fault verify");
     // The text form names the validator and the height too.
     let text = stdout(&af(&["ledger", "verify", "--data", dir.to_str().unwrap()]));
-    assert!(
-        text.contains(&key.validator().to_hex())
-            && text.contains(&format!("first bad height {height}")),
-        "{text}"
-    );
+    assert!(text.contains(&key.validator().to_hex()) && text.contains(&format!("first bad height {height}")), "{text}");
 }
 
 #[test]
 fn clean_store_verifies() {
     let dir = tempfile::tempdir().unwrap();
     build(dir.path());
-    let output = af(&[
-        "ledger",
-        "verify",
-        "--data",
-        dir.path().to_str().unwrap(),
-        "--json",
-    ]);
+    let output = af(&["ledger", "verify", "--data", dir.path().to_str().unwrap(), "--json"]);
     assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["n_blocks"], N_BLOCKS);
@@ -117,9 +86,7 @@ fn flipped_event_byte_is_caught() {
     let last = bytes.len() - 20;
     bytes[last] ^= 0x01; // inside an event's text: decodes, but the root no longer matches
     edit(dir.path(), |blocks, _| {
-        blocks
-            .insert(block_key(&key.validator(), 3).as_slice(), bytes.as_slice())
-            .unwrap();
+        blocks.insert(block_key(&key.validator(), 3).as_slice(), bytes.as_slice()).unwrap();
     });
     expect_fault(dir.path(), &key, 3, "events_root");
 }
@@ -131,9 +98,7 @@ fn flipped_header_byte_breaks_the_signature() {
     let mut bytes = read_block(dir.path(), &key, 2);
     bytes[HEADER_BYTES - 40] ^= 0x80; // inside time_ms
     edit(dir.path(), |blocks, _| {
-        blocks
-            .insert(block_key(&key.validator(), 2).as_slice(), bytes.as_slice())
-            .unwrap();
+        blocks.insert(block_key(&key.validator(), 2).as_slice(), bytes.as_slice()).unwrap();
     });
     expect_fault(dir.path(), &key, 2, "bad_signature");
 }
@@ -145,9 +110,7 @@ fn bad_signature_is_caught() {
     let mut bytes = read_block(dir.path(), &key, 4);
     bytes[HEADER_BYTES + 10] ^= 0x04;
     edit(dir.path(), |blocks, _| {
-        blocks
-            .insert(block_key(&key.validator(), 4).as_slice(), bytes.as_slice())
-            .unwrap();
+        blocks.insert(block_key(&key.validator(), 4).as_slice(), bytes.as_slice()).unwrap();
     });
     expect_fault(dir.path(), &key, 4, "bad_signature");
 }
@@ -157,16 +120,10 @@ fn broken_prev_link_is_caught_even_when_signed() {
     let dir = tempfile::tempdir().unwrap();
     let key = build(dir.path());
     // The key holder re-signs block 3 with a wrong prev hash: signature fine, link not.
-    let fake_prev = af::ledger::Tip {
-        height: 2,
-        hash: Hash32([0x66; 32]),
-        time_ms: 0,
-    };
+    let fake_prev = af::ledger::Tip { height: 2, hash: Hash32([0x66; 32]), time_ms: 0 };
     let forged = block::seal(key.signing_key(), Some(&fake_prev), 5_000, vec![]).unwrap();
     edit(dir.path(), |blocks, _| {
-        blocks
-            .insert(block_key(&key.validator(), 3).as_slice(), forged.bytes())
-            .unwrap();
+        blocks.insert(block_key(&key.validator(), 3).as_slice(), forged.bytes()).unwrap();
     });
     expect_fault(dir.path(), &key, 3, "broken_link");
 }
@@ -175,17 +132,10 @@ fn broken_prev_link_is_caught_even_when_signed() {
 fn reordered_blocks_are_caught() {
     let dir = tempfile::tempdir().unwrap();
     let key = build(dir.path());
-    let (b2, b3) = (
-        read_block(dir.path(), &key, 2),
-        read_block(dir.path(), &key, 3),
-    );
+    let (b2, b3) = (read_block(dir.path(), &key, 2), read_block(dir.path(), &key, 3));
     edit(dir.path(), |blocks, _| {
-        blocks
-            .insert(block_key(&key.validator(), 2).as_slice(), b3.as_slice())
-            .unwrap();
-        blocks
-            .insert(block_key(&key.validator(), 3).as_slice(), b2.as_slice())
-            .unwrap();
+        blocks.insert(block_key(&key.validator(), 2).as_slice(), b3.as_slice()).unwrap();
+        blocks.insert(block_key(&key.validator(), 3).as_slice(), b2.as_slice()).unwrap();
     });
     expect_fault(dir.path(), &key, 2, "wrong_height");
 }
@@ -195,9 +145,7 @@ fn missing_block_is_caught() {
     let dir = tempfile::tempdir().unwrap();
     let key = build(dir.path());
     edit(dir.path(), |blocks, _| {
-        blocks
-            .remove(block_key(&key.validator(), 3).as_slice())
-            .unwrap();
+        blocks.remove(block_key(&key.validator(), 3).as_slice()).unwrap();
     });
     expect_fault(dir.path(), &key, 3, "missing_block");
 }
@@ -207,9 +155,7 @@ fn missing_last_block_is_caught_through_the_tip_record() {
     let dir = tempfile::tempdir().unwrap();
     let key = build(dir.path());
     edit(dir.path(), |blocks, _| {
-        blocks
-            .remove(block_key(&key.validator(), N_BLOCKS - 1).as_slice())
-            .unwrap();
+        blocks.remove(block_key(&key.validator(), N_BLOCKS - 1).as_slice()).unwrap();
     });
     expect_fault(dir.path(), &key, N_BLOCKS - 1, "missing_block");
 }
@@ -219,24 +165,10 @@ fn tampered_tip_record_is_caught() {
     let dir = tempfile::tempdir().unwrap();
     let key = build(dir.path());
     edit(dir.path(), |_, tips| {
-        let tip = af::ledger::Tip {
-            height: N_BLOCKS - 1,
-            hash: Hash32([1; 32]),
-            time_ms: 0,
-        };
-        tips.insert(
-            key.validator().0.as_slice(),
-            af::ledger::store::encode_tip(&tip).as_slice(),
-        )
-        .unwrap();
+        let tip = af::ledger::Tip { height: N_BLOCKS - 1, hash: Hash32([1; 32]), time_ms: 0 };
+        tips.insert(key.validator().0.as_slice(), af::ledger::store::encode_tip(&tip).as_slice()).unwrap();
     });
-    let output = af(&[
-        "ledger",
-        "verify",
-        "--data",
-        dir.path().to_str().unwrap(),
-        "--json",
-    ]);
+    let output = af(&["ledger", "verify", "--data", dir.path().to_str().unwrap(), "--json"]);
     assert_eq!(output.status.code(), Some(3));
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["chains"][0]["fault"]["kind"], "tip_mismatch");
@@ -254,12 +186,7 @@ fn truncated_file_fails_cleanly() {
         drop(file);
         let output = af(&["ledger", "verify", "--data", dir.path().to_str().unwrap()]);
         let text = stdout(&output);
-        assert_eq!(
-            output.status.code(),
-            Some(3),
-            "keep {keep}: {text} {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        assert_eq!(output.status.code(), Some(3), "keep {keep}: {text} {}", String::from_utf8_lossy(&output.stderr));
         assert!(text.contains("FAIL"), "{text}");
     }
 }
@@ -272,10 +199,7 @@ fn raw_byte_flip_in_the_file_is_caught() {
     let block = read_block(dir.path(), &key, 4);
     let path = dir.path().join(STORE_FILE);
     let mut file_bytes = std::fs::read(&path).unwrap();
-    let at = file_bytes
-        .windows(64)
-        .position(|w| w == &block[..64])
-        .expect("block stored contiguously");
+    let at = file_bytes.windows(64).position(|w| w == &block[..64]).expect("block stored contiguously");
     file_bytes[at + block.len() - 30] ^= 0x10;
     std::fs::write(&path, &file_bytes).unwrap();
     expect_fault(dir.path(), &key, 4, "events_root");

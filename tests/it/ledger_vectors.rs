@@ -26,27 +26,14 @@ pub fn vector_events() -> Vec<Event> {
         }),
         Event::Transcript(Transcript {
             match_id,
-            env: EnvRef {
-                name: "mult".into(),
-                version: 1,
-            },
+            env: EnvRef { name: "mult".into(), version: 1 },
             challenge_id,
             challenge_index: 0,
             invocation_id: Hash32([0x22; 32]),
-            miner: MinerRef {
-                hotkey: "5Hotkey".into(),
-                uid: 3,
-                model: "m".into(),
-            },
+            miner: MinerRef { hotkey: "5Hotkey".into(), uid: 3, model: "m".into() },
             messages: vec![
-                ChatMessage {
-                    role: "user".into(),
-                    content: "2x3?".into(),
-                },
-                ChatMessage {
-                    role: "assistant".into(),
-                    content: "6".into(),
-                },
+                ChatMessage { role: "user".into(), content: "2x3?".into() },
+                ChatMessage { role: "assistant".into(), content: "6".into() },
             ],
             answer: "6".into(),
             reward_milli: 1000,
@@ -73,13 +60,7 @@ fn vectors() -> serde_json::Value {
         })
         .collect();
     let genesis = block::seal(key.signing_key(), None, VECTOR_TIME_MS, events.clone()).unwrap();
-    let next = block::seal(
-        key.signing_key(),
-        Some(&genesis.tip()),
-        VECTOR_TIME_MS + 12_000,
-        vec![],
-    )
-    .unwrap();
+    let next = block::seal(key.signing_key(), Some(&genesis.tip()), VECTOR_TIME_MS + 12_000, vec![]).unwrap();
     let block_vector = |sealed: &block::SealedBlock| {
         let header = &sealed.decoded().block.header;
         json!({
@@ -161,22 +142,13 @@ fn event_bytes_follow_the_spec_layout() {
     assert_eq!(codec::encode(&event, "event", 1024).unwrap(), expected);
 
     // Strings and lists: u64 LE length then bytes; Option: 0 for None, 1 then value.
-    let Event::Transcript(mut transcript) = vector_events().remove(1) else {
-        unreachable!()
-    };
+    let Event::Transcript(mut transcript) = vector_events().remove(1) else { unreachable!() };
     transcript.error = Some("x".into());
     let bytes = codec::encode(&Event::Transcript(transcript), "event", 1 << 20).unwrap();
     assert_eq!(&bytes[..4], &[1, 0, 0, 0], "tag of Transcript");
-    assert_eq!(
-        &bytes[bytes.len() - 10..],
-        &[1, 1, 0, 0, 0, 0, 0, 0, 0, b'x'],
-        "Some(\"x\") at the end"
-    );
+    assert_eq!(&bytes[bytes.len() - 10..], &[1, 1, 0, 0, 0, 0, 0, 0, 0, b'x'], "Some(\"x\") at the end");
     let env_name_at = 4 + 32;
-    assert_eq!(
-        &bytes[env_name_at..env_name_at + 12],
-        &[4, 0, 0, 0, 0, 0, 0, 0, b'm', b'u', b'l', b't']
-    );
+    assert_eq!(&bytes[env_name_at..env_name_at + 12], &[4, 0, 0, 0, 0, 0, 0, 0, b'm', b'u', b'l', b't']);
 }
 
 #[test]
@@ -187,14 +159,8 @@ fn block_bytes_are_header_signature_count_events() {
     let bytes = sealed.bytes();
     let header = &sealed.decoded().block.header;
     assert_eq!(&bytes[..HEADER_BYTES], header.encode().as_slice());
-    assert_eq!(
-        &bytes[HEADER_BYTES..HEADER_BYTES + 64],
-        sealed.decoded().block.signature.0.as_slice()
-    );
-    assert_eq!(
-        &bytes[HEADER_BYTES + 64..HEADER_BYTES + 72],
-        3u64.to_le_bytes().as_slice()
-    );
+    assert_eq!(&bytes[HEADER_BYTES..HEADER_BYTES + 64], sealed.decoded().block.signature.0.as_slice());
+    assert_eq!(&bytes[HEADER_BYTES + 64..HEADER_BYTES + 72], 3u64.to_le_bytes().as_slice());
     let mut offset = HEADER_BYTES + 72;
     for event in &events {
         let encoded = codec::encode(event, "event", 1 << 20).unwrap();
@@ -208,12 +174,7 @@ fn block_bytes_are_header_signature_count_events() {
     let verifying = VerifyingKey::from_bytes(&header.validator.0).unwrap();
     let mut message = b"af-ledger/v1/block\0".to_vec();
     message.extend(sealed.decoded().hash.0);
-    verifying
-        .verify(
-            &message,
-            &Signature::from_bytes(&sealed.decoded().block.signature.0),
-        )
-        .unwrap();
+    verifying.verify(&message, &Signature::from_bytes(&sealed.decoded().block.signature.0)).unwrap();
 }
 
 #[test]
@@ -223,20 +184,13 @@ fn round_trip_through_bytes() {
     let again = block::SealedBlock::from_bytes(sealed.bytes().to_vec()).unwrap();
     assert_eq!(again.decoded().block, sealed.decoded().block);
     assert_eq!(again.decoded().hash, sealed.decoded().hash);
-    assert_eq!(
-        codec::encode(&again.decoded().block, "block", 1 << 20).unwrap(),
-        sealed.bytes()
-    );
+    assert_eq!(codec::encode(&again.decoded().block, "block", 1 << 20).unwrap(), sealed.bytes());
 }
 
 #[test]
 fn checkpoint_text_layout_and_rejections() {
     let key = LedgerKey::from_seed(VECTOR_SEED);
-    let checkpoint = Checkpoint {
-        validator: key.validator(),
-        size: 5,
-        tip_hash: Hash32([3; 32]),
-    };
+    let checkpoint = Checkpoint { validator: key.validator(), size: 5, tip_hash: Hash32([3; 32]) };
     let note = checkpoint.sign(&key);
     let lines: Vec<&str> = note.split('\n').collect();
     assert_eq!(lines[0], format!("af.ledger/v1/{}", key.validator()));
@@ -246,26 +200,12 @@ fn checkpoint_text_layout_and_rejections() {
     assert_eq!(Checkpoint::verify(&note).unwrap(), checkpoint);
     // Any change to the signed text breaks it.
     let forged = note.replacen("\n5\n", "\n6\n", 1);
-    assert!(matches!(
-        Checkpoint::verify(&forged),
-        Err(checkpoint::CheckpointError::BadSignature { .. })
-    ));
+    assert!(matches!(Checkpoint::verify(&forged), Err(checkpoint::CheckpointError::BadSignature { .. })));
     // Another key's signature line is ignored, so the note has no valid signature.
     let other = LedgerKey::from_seed([9; 32]);
-    let other_note = Checkpoint {
-        validator: other.validator(),
-        ..checkpoint.clone()
-    }
-    .sign(&other);
-    let spliced = format!(
-        "{}\n{}",
-        checkpoint.body(),
-        &other_note[other_note.find('\u{2014}').unwrap()..]
-    );
-    assert!(matches!(
-        Checkpoint::verify(&spliced),
-        Err(checkpoint::CheckpointError::NoSignature { .. })
-    ));
+    let other_note = Checkpoint { validator: other.validator(), ..checkpoint.clone() }.sign(&other);
+    let spliced = format!("{}\n{}", checkpoint.body(), &other_note[other_note.find('\u{2014}').unwrap()..]);
+    assert!(matches!(Checkpoint::verify(&spliced), Err(checkpoint::CheckpointError::NoSignature { .. })));
     assert!(Checkpoint::verify("garbage").is_err());
     assert!(Checkpoint::verify(&"x\n".repeat(5000)).is_err());
     assert!(Checkpoint::verify(&note.replacen("\n5\n", "\n05\n", 1)).is_err());

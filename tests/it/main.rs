@@ -36,12 +36,8 @@ pub fn check_fixture(relative: &str, actual: &str) {
         std::fs::write(&path, actual).unwrap();
         return;
     }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (run with UPDATE_EXPECT=1 to create)",
-            path.display()
-        )
-    });
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_EXPECT=1 to create)", path.display()));
     if expected != actual {
         let line = expected
             .lines()
@@ -82,15 +78,9 @@ impl TestRng {
 
 /// The seed for a randomized test: `AF_TEST_SEED` if set, else from the clock. Printed.
 pub fn test_seed(name: &str) -> u64 {
-    let seed = std::env::var("AF_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let seed = std::env::var("AF_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    });
     eprintln!("{name}: seed {seed} (rerun with AF_TEST_SEED={seed})");
     seed
 }
