@@ -3,6 +3,10 @@
 //! Single-turn: reset from the id, parse the recorded answer, step. Tic-tac-toe: a whole
 //! recorded game re-scored with `score_transcript` (reset, every move, every prompt).
 
+// The same allocator as the `af` binary, so figures match what users run.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use af::envs::{self, challenge_id_for_seed, run_episode, Environment, Message};
 use std::time::Instant;
 
@@ -16,15 +20,18 @@ fn expert_reply(env: &dyn Environment, id: &af::bytes::ChallengeId, messages: &[
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        return;
-    }
+    // Without --bench (under `cargo test --all-targets`) a small smoke run.
+    let full = std::env::args().any(|a| a == "--bench");
     let registry = envs::registry();
     println!("| env | work per item | items | per second (one core) | target |");
     println!("|---|---|---:|---:|---:|");
     for env in registry.all() {
         let spec = env.spec();
-        let n: u64 = if spec.turns == envs::Turns::Multi { 50_000 } else { 300_000 };
+        let n: u64 = match (full, spec.turns) {
+            (true, envs::Turns::Multi) => 50_000,
+            (true, envs::Turns::Single) => 300_000,
+            (false, _) => 500,
+        };
         let ids: Vec<_> = (0..n).map(|i| challenge_id_for_seed(spec.name, spec.version, i)).collect();
         let (per_second, work, target) = if spec.turns == envs::Turns::Single {
             let answers: Vec<String> = ids.iter().map(|id| env.reset(id).0.expert_action().to_answer_text()).collect();

@@ -17,6 +17,7 @@ pub struct HexError {
 
 macro_rules! byte_array {
     ($(#[$meta:meta])* $name:ident, $len:expr) => {
+        const _: () = assert!($len % 8 == 0, "encoded as u64 words");
         $(#[$meta])*
         #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub struct $name(pub [u8; $len]);
@@ -56,11 +57,12 @@ macro_rules! byte_array {
                 if serializer.is_human_readable() {
                     serializer.serialize_str(&self.to_hex())
                 } else {
-                    // A tuple, not `serialize_bytes`: bincode then writes the raw bytes
-                    // with no length prefix.
-                    let mut tuple = serializer.serialize_tuple($len)?;
-                    for byte in &self.0 {
-                        tuple.serialize_element(byte)?;
+                    // A tuple, not `serialize_bytes`, so bincode writes the raw bytes with
+                    // no length prefix. Elements are little-endian u64 words: on the wire
+                    // that is exactly the bytes in order, with 8x fewer serde calls.
+                    let mut tuple = serializer.serialize_tuple($len / 8)?;
+                    for word in self.0.chunks_exact(8) {
+                        tuple.serialize_element(&u64::from_le_bytes(word.try_into().expect("8 bytes")))?;
                     }
                     tuple.end()
                 }
@@ -80,10 +82,9 @@ macro_rules! byte_array {
                     }
                     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<$name, A::Error> {
                         let mut out = [0u8; $len];
-                        for (i, slot) in out.iter_mut().enumerate() {
-                            *slot = seq
-                                .next_element()?
-                                .ok_or_else(|| de::Error::invalid_length(i, &self))?;
+                        for (i, slot) in out.chunks_exact_mut(8).enumerate() {
+                            let word: u64 = seq.next_element()?.ok_or_else(|| de::Error::invalid_length(i, &self))?;
+                            slot.copy_from_slice(&word.to_le_bytes());
                         }
                         Ok($name(out))
                     }
@@ -91,7 +92,7 @@ macro_rules! byte_array {
                 if deserializer.is_human_readable() {
                     deserializer.deserialize_str(ArrayVisitor)
                 } else {
-                    deserializer.deserialize_tuple($len, ArrayVisitor)
+                    deserializer.deserialize_tuple($len / 8, ArrayVisitor)
                 }
             }
         }

@@ -162,7 +162,10 @@ impl Store {
         if !path.is_file() {
             return Err(StoreError::Missing(path));
         }
-        let db = Database::open(&path).map_err(|e| StoreError::Open { path: path.clone(), message: e.to_string() })?;
+        let db = redb::Builder::new()
+            .set_cache_size(crate::limits::STORE_CACHE_BYTES)
+            .open(&path)
+            .map_err(|e| StoreError::Open { path: path.clone(), message: e.to_string() })?;
         let store = Store { db, path };
         store.check_schema()?;
         Ok(store)
@@ -401,6 +404,37 @@ fn next_key_prefix(prefix: &[u8; 32]) -> Option<[u8; 32]> {
         }
     }
     None
+}
+
+/// Streams every stored block of `validator` in height order to `sink`, in batches of
+/// about `batch_bytes`, as (height, bytes). Stops early if `sink` returns false.
+pub fn stream_blocks(
+    txn: &ReadTransaction,
+    validator: &ValidatorKey,
+    batch_bytes: usize,
+    sink: &mut dyn FnMut(Vec<(u64, Vec<u8>)>) -> bool,
+) -> Result<(), StoreError> {
+    let blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
+    let start = block_key(validator, 0);
+    let end = block_key(validator, u64::MAX);
+    let mut batch = Vec::new();
+    let mut size = 0;
+    for entry in blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng!("reading blocks"))? {
+        let (key, value) = entry.map_err(eng!("reading blocks"))?;
+        let (_, height) = split_block_key(key.value())?;
+        size += value.value().len();
+        batch.push((height, value.value().to_vec()));
+        if size >= batch_bytes || batch.len() >= crate::limits::VERIFY_BATCH_BLOCKS {
+            if !sink(std::mem::take(&mut batch)) {
+                return Ok(());
+            }
+            size = 0;
+        }
+    }
+    if !batch.is_empty() {
+        sink(batch);
+    }
+    Ok(())
 }
 
 /// Reads up to `max_blocks` consecutive stored blocks of `validator` from `from_height`,

@@ -5,7 +5,7 @@
 use super::block::{check_link, check_signature, decode_block, BlockError, Tip};
 use super::store::{self, Store, StoreError};
 use crate::bytes::ValidatorKey;
-use crate::limits::VERIFY_BATCH_BLOCKS;
+use crate::limits::VERIFY_BATCH_BYTES;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -88,6 +88,51 @@ struct Checked {
     n_bytes: u64,
 }
 
+/// Checks one batch of consecutive stored blocks: the expensive part (decode, hashes,
+/// signature) in parallel, then links in height order. Records the first fault.
+fn check_batch(validator: &ValidatorKey, batch: &[(u64, Vec<u8>)], report: &mut ChainReport, next_height: &mut u64) {
+    let checked: Vec<Checked> = batch
+        .par_iter()
+        .map(|(height, bytes)| Checked {
+            height: *height,
+            n_bytes: bytes.len() as u64,
+            result: decode_block(bytes).and_then(|decoded| {
+                let header = decoded.block.header;
+                check_signature(&header, &decoded.hash, &decoded.block.signature)?;
+                let tip = Tip { height: header.height, hash: decoded.hash, time_ms: header.time_ms };
+                Ok((tip, header, decoded.block.events.len() as u64))
+            }),
+        })
+        .collect();
+    for item in checked {
+        let fault = |kind: &'static str, message: String| ChainFault { height: *next_height, kind, message };
+        if item.height != *next_height {
+            report.fault = Some(fault(
+                "missing_block",
+                format!("no block stored at height {next_height} (next stored is {})", item.height),
+            ));
+            return;
+        }
+        let linked = item.result.and_then(|(tip, header, n_events)| {
+            check_link(validator, report.verified_tip.as_ref(), &header)?;
+            Ok((tip, n_events))
+        });
+        match linked {
+            Ok((tip, n_events)) => {
+                report.verified_tip = Some(tip);
+                report.n_blocks_ok += 1;
+                report.n_events += n_events;
+                report.n_bytes += item.n_bytes;
+                *next_height += 1;
+            }
+            Err(error) => {
+                report.fault = Some(fault(fault_kind(&error), error.to_string()));
+                return;
+            }
+        }
+    }
+}
+
 fn verify_chain(
     txn: &redb::ReadTransaction,
     validator: &ValidatorKey,
@@ -97,54 +142,25 @@ fn verify_chain(
     let mut report =
         ChainReport { validator: *validator, n_blocks_ok: 0, n_events: 0, n_bytes: 0, verified_tip: None, fault: None };
     let mut next_height = 0u64;
-    loop {
-        let batch = store::read_blocks(txn, validator, next_height, VERIFY_BATCH_BLOCKS)?;
-        if batch.is_empty() {
-            break;
-        }
-        // The expensive part (decode, hash, signature) in parallel; order kept.
-        let checked: Vec<Checked> = batch
-            .par_iter()
-            .map(|(height, bytes)| Checked {
-                height: *height,
-                n_bytes: bytes.len() as u64,
-                result: decode_block(bytes).and_then(|decoded| {
-                    let header = decoded.block.header;
-                    check_signature(&header, &decoded.hash, &decoded.block.signature)?;
-                    let tip = Tip { height: header.height, hash: decoded.hash, time_ms: header.time_ms };
-                    Ok((tip, header, decoded.block.events.len() as u64))
-                }),
-            })
-            .collect();
-        drop(batch);
-        for item in checked {
-            let fault = |kind: &'static str, message: String| ChainFault { height: next_height, kind, message };
-            if item.height != next_height {
-                report.fault = Some(fault(
-                    "missing_block",
-                    format!("no block stored at height {next_height} (next stored is {})", item.height),
-                ));
-                return Ok(report);
+    // A reader thread copies blocks out of the store while the rayon pool checks the
+    // previous batch: reading and checking overlap instead of taking turns.
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(2);
+    std::thread::scope(|scope| -> Result<(), StoreError> {
+        let reader = scope.spawn(move || {
+            store::stream_blocks(txn, validator, VERIFY_BATCH_BYTES, &mut |batch| sender.send(batch).is_ok())
+        });
+        for batch in receiver.iter() {
+            if report.fault.is_some() {
+                break; // Dropping the receiver stops the reader.
             }
-            let linked = item.result.and_then(|(tip, header, n_events)| {
-                check_link(validator, report.verified_tip.as_ref(), &header)?;
-                Ok((tip, n_events))
-            });
-            match linked {
-                Ok((tip, n_events)) => {
-                    report.verified_tip = Some(tip);
-                    report.n_blocks_ok += 1;
-                    report.n_events += n_events;
-                    report.n_bytes += item.n_bytes;
-                    next_height += 1;
-                }
-                Err(error) => {
-                    report.fault = Some(fault(fault_kind(&error), error.to_string()));
-                    return Ok(report);
-                }
-            }
+            check_batch(validator, &batch, &mut report, &mut next_height);
+            progress(validator, report.n_blocks_ok, report.n_bytes);
         }
-        progress(validator, report.n_blocks_ok, report.n_bytes);
+        drop(receiver);
+        reader.join().expect("the block reader does not panic")
+    })?;
+    if report.fault.is_some() {
+        return Ok(report);
     }
     // The tip record must name exactly the last verified block.
     let fault = match (recorded_tip, report.verified_tip) {
