@@ -3,10 +3,6 @@
 //! Single-turn: reset from the id, parse the recorded answer, step. Tic-tac-toe: a whole
 //! recorded game re-scored with `score_transcript` (reset, every move, every prompt).
 
-// The same allocator as the `af` binary, so figures match what users run.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use af::envs::{self, challenge_id_for_seed, run_episode, Environment, Message};
 use std::time::Instant;
 

@@ -6,10 +6,6 @@
 //! 2. Verify: `verify_store` over a log of AF_BENCH_LOG_MIB (default 1024 MiB), and the
 //!    same block bytes through single-threaded blake3, in one run; ratio of the two.
 
-// The same allocator as the `af` binary, so figures match what users run.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use af::ledger::{demo, verify, LedgerKey, OwnLog, Store};
 use std::time::Instant;
 

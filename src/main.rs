@@ -7,11 +7,6 @@
 
 mod cli;
 
-// Blocks are megabytes: glibc malloc maps and unmaps each such buffer, so the kernel
-// zeroes fresh pages for every block read. mimalloc keeps and reuses them.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
