@@ -133,20 +133,7 @@ pub fn run(command: EnvCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn read_messages(path: &PathBuf) -> anyhow::Result<Vec<Message>> {
-    use std::io::Read;
-    let limit = af::limits::MAX_JSON_INPUT_BYTES;
-    let mut text = String::new();
-    if path.as_os_str() == "-" {
-        std::io::stdin().take(limit + 1).read_to_string(&mut text)?;
-    } else {
-        std::fs::File::open(path)
-            .with_context(|| format!("opening {}", path.display()))?
-            .take(limit + 1)
-            .read_to_string(&mut text)?;
-    }
-    if text.len() as u64 > limit {
-        bail!("transcript is larger than {limit} bytes");
-    }
+fn read_messages(path: &std::path::Path) -> anyhow::Result<Vec<Message>> {
+    let text = super::read_input(path, af::limits::MAX_JSON_INPUT_BYTES)?;
     serde_json::from_str(&text).context("transcript must be a JSON list of {\"role\", \"content\"} objects")
 }

@@ -419,23 +419,6 @@ fn checkpoint(data: &Path) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn read_small(path: &Path, limit: u64) -> anyhow::Result<String> {
-    use std::io::Read;
-    let mut text = String::new();
-    if path.as_os_str() == "-" {
-        std::io::stdin().take(limit + 1).read_to_string(&mut text)?;
-    } else {
-        std::fs::File::open(path)
-            .with_context(|| format!("opening {}", path.display()))?
-            .take(limit + 1)
-            .read_to_string(&mut text)?;
-    }
-    if text.len() as u64 > limit {
-        bail!("{} is larger than {limit} bytes", path.display());
-    }
-    Ok(text)
-}
-
 fn report_check(json: bool, ok: bool, value: serde_json::Value, text: &str) -> anyhow::Result<ExitCode> {
     if json {
         let mut value = value;
@@ -448,7 +431,7 @@ fn report_check(json: bool, ok: bool, value: serde_json::Value, text: &str) -> a
 }
 
 fn verify_checkpoint(file: &Path, data: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
-    let note = read_small(file, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
+    let note = super::read_input(file, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
     let checkpoint = match Checkpoint::verify(&note) {
         Ok(checkpoint) => checkpoint,
         Err(error) => {
@@ -485,7 +468,7 @@ fn prove(data: &Path, height: u64, event: u32, validator: Option<String>) -> any
 }
 
 fn verify_proof(file: &Path, checkpoint: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
-    let text = read_small(file, af::limits::MAX_JSON_INPUT_BYTES)?;
+    let text = super::read_input(file, af::limits::MAX_JSON_INPUT_BYTES)?;
     let proof: InclusionProof = serde_json::from_str(&text).context("not an inclusion proof")?;
     let tip = match proof::verify_inclusion_proof(&proof) {
         Ok(tip) => tip,
@@ -494,7 +477,7 @@ fn verify_proof(file: &Path, checkpoint: Option<&Path>, json: bool) -> anyhow::R
         }
     };
     if let Some(path) = checkpoint {
-        let note = read_small(path, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
+        let note = super::read_input(path, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
         let verdict = Checkpoint::verify(&note).map_err(|e| e.to_string()).and_then(|c| {
             if c.validator == proof.validator && c.size == tip.height + 1 && c.tip_hash == tip.hash {
                 Ok(())

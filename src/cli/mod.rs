@@ -76,6 +76,26 @@ macro_rules! outln {
     }};
 }
 
+/// Reads a text input of at most `limit` bytes from a file, or stdin for `-`.
+pub fn read_input(path: &std::path::Path, limit: u64) -> anyhow::Result<String> {
+    use anyhow::Context;
+    use std::io::Read;
+    let mut text = String::new();
+    if path.as_os_str() == "-" {
+        std::io::stdin().take(limit + 1).read_to_string(&mut text)?;
+    } else {
+        std::fs::File::open(path)
+            .with_context(|| format!("opening {}", path.display()))?
+            .take(limit + 1)
+            .read_to_string(&mut text)
+            .with_context(|| format!("reading {}", path.display()))?;
+    }
+    if text.len() as u64 > limit {
+        anyhow::bail!("{} is larger than {limit} bytes", path.display());
+    }
+    Ok(text)
+}
+
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }

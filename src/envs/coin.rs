@@ -6,7 +6,7 @@
 use super::parse::extract_answer;
 use super::rng::Prng;
 use super::{
-    done_observation, info, Action, CoinSide, EnvSpec, Environment, Episode, Info, Observation, ObservationData, Space,
+    info, single_turn_step, Action, CoinSide, EnvSpec, Environment, Episode, Info, Observation, ObservationData, Space,
     Step, Turns,
 };
 use crate::bytes::ChallengeId;
@@ -89,16 +89,8 @@ impl Episode for CoinEpisode<'_> {
     }
 
     fn step(&mut self, action: &Action) -> Step {
-        assert!(!self.done, "step after the episode ended");
-        self.done = true;
         let correct = *action == Action::Coin(self.side);
-        Step {
-            observation: done_observation(),
-            reward_milli: if correct { 1000 } else { 0 },
-            terminated: true,
-            truncated: false,
-            info: info(self.spec, &self.challenge_id, 1),
-        }
+        single_turn_step(self.spec, &self.challenge_id, &mut self.done, correct)
     }
 
     fn expert_action(&self) -> Action {

@@ -373,6 +373,19 @@ pub(crate) fn info(spec: &EnvSpec, challenge_id: &ChallengeId, turn: u32) -> Inf
     }
 }
 
+/// The one step of a single-turn episode: reward 1 if `correct`, else 0.
+pub(crate) fn single_turn_step(spec: &EnvSpec, challenge_id: &ChallengeId, done: &mut bool, correct: bool) -> Step {
+    assert!(!*done, "step after the episode ended");
+    *done = true;
+    Step {
+        observation: done_observation(),
+        reward_milli: if correct { 1000 } else { 0 },
+        terminated: true,
+        truncated: false,
+        info: info(spec, challenge_id, 1),
+    }
+}
+
 pub(crate) fn done_observation() -> Observation {
     Observation { data: ObservationData::Done, text: String::new() }
 }

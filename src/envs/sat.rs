@@ -10,7 +10,7 @@
 use super::parse::extract_answer;
 use super::rng::Prng;
 use super::{
-    done_observation, info, Action, EnvSpec, Environment, Episode, Info, Observation, ObservationData, Space, Step,
+    info, single_turn_step, Action, EnvSpec, Environment, Episode, Info, Observation, ObservationData, Space, Step,
     Turns,
 };
 use crate::bytes::ChallengeId;
@@ -218,16 +218,8 @@ impl Episode for SatEpisode<'_> {
     }
 
     fn step(&mut self, action: &Action) -> Step {
-        assert!(!self.done, "step after the episode ended");
-        self.done = true;
         let correct = matches!(action, Action::Assignment(values) if values.len() == self.planted.len() && satisfies(values, &self.literals, self.size.k as usize));
-        Step {
-            observation: done_observation(),
-            reward_milli: if correct { 1000 } else { 0 },
-            terminated: true,
-            truncated: false,
-            info: info(self.spec, &self.challenge_id, 1),
-        }
+        single_turn_step(self.spec, &self.challenge_id, &mut self.done, correct)
     }
 
     fn expert_action(&self) -> Action {
