@@ -112,6 +112,34 @@ pub enum BlockError {
 /// Decodes a block, insisting on canonical bytes, and derives its hash and leaf hashes.
 /// Checks structure only; [`check_signature`] and [`check_link`] do the rest.
 pub fn decode_block(bytes: &[u8]) -> Result<DecodedBlock, BlockError> {
+    let mut events = Vec::new();
+    let checked = walk_block::<String>(bytes, &mut |event| events.push(event))?;
+    let CheckedBlock { header, signature, hash, leaf_hashes } = checked;
+    Ok(DecodedBlock { block: Block { header, signature, events }, hash, leaf_hashes, n_bytes: bytes.len() })
+}
+
+/// What [`check_block`] derives from a block's bytes, without keeping its events.
+#[derive(Clone, Debug)]
+pub struct CheckedBlock {
+    pub header: BlockHeader,
+    pub signature: SignatureBytes,
+    pub hash: Hash32,
+    pub leaf_hashes: Vec<Hash32>,
+}
+
+/// The same checks as [`decode_block`], decoding every event as `Event<&str>` borrowed
+/// from `bytes`: no text is copied. For full verification, where events are not kept.
+pub fn check_block(bytes: &[u8]) -> Result<CheckedBlock, BlockError> {
+    walk_block::<&str>(bytes, &mut |_| {})
+}
+
+/// Decodes the fixed part, then every event canonically (re-encoding it and comparing),
+/// checks bounds, hashes each event's bytes as a Merkle leaf and checks the root.
+/// Generic over the events' string type so owned and borrowed decoding share one path.
+fn walk_block<'a, S>(bytes: &'a [u8], on_event: &mut dyn FnMut(Event<S>)) -> Result<CheckedBlock, BlockError>
+where
+    S: Deserialize<'a> + Serialize + AsRef<str>,
+{
     if bytes.len() as u64 > MAX_BLOCK_BYTES {
         return Err(CodecError::TooLarge { what: "block", len: bytes.len() as u64, limit: MAX_BLOCK_BYTES }.into());
     }
@@ -134,18 +162,17 @@ pub fn decode_block(bytes: &[u8]) -> Result<DecodedBlock, BlockError> {
     if n_events != u64::from(header.n_events) {
         return Err(BlockError::EventCount { header: header.n_events, actual: n_events });
     }
-    let mut events = Vec::with_capacity(n_events as usize);
     let mut leaf_hashes = Vec::with_capacity(n_events as usize);
     let mut scratch = Vec::new();
     let mut offset = EVENTS_OFFSET + 8;
     for _ in 0..n_events {
         let rest = &bytes[offset..];
-        let (event, used): (Event, usize) =
+        let (event, used): (Event<S>, usize) =
             codec::decode_canonical_prefix(rest, "event", MAX_EVENT_BYTES.min(rest.len() as u64), &mut scratch)
                 .map_err(|e| shift_offset(e, offset as u64))?;
         event.check_bounds()?;
         leaf_hashes.push(merkle::leaf_hash(&rest[..used]));
-        events.push(event);
+        on_event(event);
         offset += used;
     }
     if offset != bytes.len() {
@@ -160,7 +187,7 @@ pub fn decode_block(bytes: &[u8]) -> Result<DecodedBlock, BlockError> {
         return Err(BlockError::EventsRoot { header: header.events_root, computed });
     }
     let hash = header.hash();
-    Ok(DecodedBlock { block: Block { header, signature, events }, hash, leaf_hashes, n_bytes: bytes.len() })
+    Ok(CheckedBlock { header, signature, hash, leaf_hashes })
 }
 
 fn shift_offset(error: CodecError, base: u64) -> CodecError {

@@ -7,7 +7,7 @@
 
 use bincode::Options;
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Why bytes were refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -70,8 +70,8 @@ pub fn decode_canonical<T: DeserializeOwned + Serialize>(
 /// Decodes a canonical value from the front of `bytes`, for values laid end to end
 /// (the events of a block). Returns the value and how many bytes it used; `scratch`
 /// is a reusable buffer for the re-encoding.
-pub fn decode_canonical_prefix<T: DeserializeOwned + Serialize>(
-    bytes: &[u8],
+pub fn decode_canonical_prefix<'a, T: Deserialize<'a> + Serialize>(
+    bytes: &'a [u8],
     what: &'static str,
     limit: u64,
     scratch: &mut Vec<u8>,

@@ -5,6 +5,10 @@
 //! New kinds are appended at the end, and a changed kind is a new variant
 //! (`TranscriptV2`), so every old log decodes forever with newer code. A tag this build
 //! does not know is a decode error that names the tag, never a guess.
+//!
+//! Types that carry text are generic over the string type, `String` by default:
+//! verification decodes `Event<&str>`, borrowing every text from the block's bytes, with
+//! the same schema, the same bytes and the same bounds as the owned form.
 
 use super::block::BlockHeader;
 use crate::bytes::{ChallengeId, Hash32, MatchId, SignatureBytes, ValidatorKey};
@@ -16,79 +20,79 @@ pub const N_EVENT_KINDS: u32 = 7;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Event {
+pub enum Event<S = String> {
     /// Tag 0.
-    MatchStarted(MatchStarted),
+    MatchStarted(MatchStarted<S>),
     /// Tag 1.
-    Transcript(Transcript),
+    Transcript(Transcript<S>),
     /// Tag 2.
-    EnvDecision(EnvDecision),
+    EnvDecision(EnvDecision<S>),
     /// Tag 3.
-    MatchDecided(MatchDecided),
+    MatchDecided(MatchDecided<S>),
     /// Tag 4.
     WeightsSet(WeightsSet),
     /// Tag 5.
     ChainCommitment(ChainCommitment),
     /// Tag 6.
-    Evidence(Evidence),
+    Evidence(Box<Evidence>),
 }
 
 /// A miner as the validator addressed it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MinerRef {
+pub struct MinerRef<S = String> {
     /// ss58 hotkey on chain.
-    pub hotkey: String,
+    pub hotkey: S,
     /// uid on the subnet when the match started.
     pub uid: u16,
     /// Model name sent in requests.
-    pub model: String,
+    pub model: S,
 }
 
 /// An environment and the version whose task generator and scorer were used.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EnvRef {
-    pub name: String,
+pub struct EnvRef<S = String> {
+    pub name: S,
     pub version: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MatchStarted {
+pub struct MatchStarted<S = String> {
     pub match_id: MatchId,
-    pub contender: MinerRef,
-    pub champion: MinerRef,
-    pub envs: Vec<EnvRef>,
+    pub contender: MinerRef<S>,
+    pub champion: MinerRef<S>,
+    pub envs: Vec<EnvRef<S>>,
     /// The stopping rule and its parameters, as text (`mixture alpha=0.05 prior=4,4`).
-    pub rule: String,
+    pub rule: S,
     /// Win rate the contender must beat, in parts per million.
     pub ratio_to_beat_ppm: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChatMessage {
-    pub role: String,
-    pub content: String,
+pub struct ChatMessage<S = String> {
+    pub role: S,
+    pub content: S,
 }
 
 /// One miner's whole interaction with one challenge.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Transcript {
+pub struct Transcript<S = String> {
     pub match_id: MatchId,
-    pub env: EnvRef,
+    pub env: EnvRef<S>,
     pub challenge_id: ChallengeId,
     /// Position of this challenge in the match's schedule for this env (0, 1, 2, ...).
     pub challenge_index: u64,
     /// Unique per request sent, so a duplicated query is visible.
     pub invocation_id: Hash32,
-    pub miner: MinerRef,
+    pub miner: MinerRef<S>,
     /// Every message, prompts and answers, in order.
-    pub messages: Vec<ChatMessage>,
+    pub messages: Vec<ChatMessage<S>>,
     /// The final answer text the score was computed from.
-    pub answer: String,
+    pub answer: S,
     /// Reward in thousandths (1000 = 1.0, -1000 = -1.0): integers keep replay exact.
     pub reward_milli: i32,
     pub latency_ms: u64,
     /// Transport or protocol failure; the reward is then 0 or the env's invalid reward.
-    pub error: Option<String>,
+    pub error: Option<S>,
 }
 
 /// How an environment's stopping rule ended.
@@ -101,31 +105,31 @@ pub enum EnvOutcome {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EnvDecision {
+pub struct EnvDecision<S = String> {
     pub match_id: MatchId,
-    pub env: EnvRef,
+    pub env: EnvRef<S>,
     pub outcome: EnvOutcome,
     pub wins: u32,
     pub losses: u32,
     pub draws: u32,
     /// Challenges played, indices `0..n_challenges` of the schedule.
     pub n_challenges: u64,
-    pub rule: String,
+    pub rule: S,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EnvWinRate {
-    pub env: EnvRef,
+pub struct EnvWinRate<S = String> {
+    pub env: EnvRef<S>,
     pub win_rate_ppm: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MatchDecided {
+pub struct MatchDecided<S = String> {
     pub match_id: MatchId,
     pub contender_won: bool,
     /// Hotkey of the champion after the match.
-    pub champion_hotkey: String,
-    pub win_rates: Vec<EnvWinRate>,
+    pub champion_hotkey: S,
+    pub win_rates: Vec<EnvWinRate<S>>,
     pub new_ratio_to_beat_ppm: u32,
 }
 
@@ -168,12 +172,12 @@ pub struct BoundError {
     pub unit: &'static str,
 }
 
-fn name(field: &'static str, value: &str) -> Result<(), BoundError> {
-    bound(field, value.len(), MAX_NAME_BYTES, "bytes")
+fn name(field: &'static str, value: &impl AsRef<str>) -> Result<(), BoundError> {
+    bound(field, value.as_ref().len(), MAX_NAME_BYTES, "bytes")
 }
 
-fn text(field: &'static str, value: &str) -> Result<(), BoundError> {
-    bound(field, value.len(), MAX_TEXT_BYTES, "bytes")
+fn text(field: &'static str, value: &impl AsRef<str>) -> Result<(), BoundError> {
+    bound(field, value.as_ref().len(), MAX_TEXT_BYTES, "bytes")
 }
 
 fn bound(field: &'static str, actual: usize, limit: usize, unit: &'static str) -> Result<(), BoundError> {
@@ -183,14 +187,14 @@ fn bound(field: &'static str, actual: usize, limit: usize, unit: &'static str) -
     Ok(())
 }
 
-impl MinerRef {
+impl<S: AsRef<str>> MinerRef<S> {
     fn check(&self) -> Result<(), BoundError> {
         name("miner.hotkey", &self.hotkey)?;
         name("miner.model", &self.model)
     }
 }
 
-impl Event {
+impl<S: AsRef<str>> Event<S> {
     /// The wire tag of this event's kind.
     pub fn tag(&self) -> u32 {
         match self {
@@ -265,7 +269,7 @@ impl Event {
     /// The challenge id and miner hotkey this event is indexed under, if any.
     pub fn index_keys(&self) -> Option<(&ChallengeId, &str)> {
         match self {
-            Event::Transcript(t) => Some((&t.challenge_id, t.miner.hotkey.as_str())),
+            Event::Transcript(t) => Some((&t.challenge_id, t.miner.hotkey.as_ref())),
             _ => None,
         }
     }

@@ -2,7 +2,7 @@
 //! signature, every link, with nothing taken from the store on trust (not even its tip
 //! records). Blocks are checked in parallel batches; links are checked in order.
 
-use super::block::{check_link, check_signature, decode_block, BlockError, Tip};
+use super::block::{check_block, check_link, check_signature, BlockError, Tip};
 use super::store::{self, Store, StoreError};
 use crate::bytes::ValidatorKey;
 use crate::limits::VERIFY_BATCH_BYTES;
@@ -96,11 +96,11 @@ fn check_batch(validator: &ValidatorKey, batch: &[(u64, Vec<u8>)], report: &mut 
         .map(|(height, bytes)| Checked {
             height: *height,
             n_bytes: bytes.len() as u64,
-            result: decode_block(bytes).and_then(|decoded| {
-                let header = decoded.block.header;
-                check_signature(&header, &decoded.hash, &decoded.block.signature)?;
-                let tip = Tip { height: header.height, hash: decoded.hash, time_ms: header.time_ms };
-                Ok((tip, header, decoded.block.events.len() as u64))
+            result: check_block(bytes).and_then(|checked| {
+                let header = checked.header;
+                check_signature(&header, &checked.hash, &checked.signature)?;
+                let tip = Tip { height: header.height, hash: checked.hash, time_ms: header.time_ms };
+                Ok((tip, header, checked.leaf_hashes.len() as u64))
             }),
         })
         .collect();

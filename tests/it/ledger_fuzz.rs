@@ -2,7 +2,7 @@
 //! and nothing but the original bytes passes every check.
 
 use crate::{test_seed, TestRng};
-use af::ledger::block::{decode_block, SealedBlock, EVENTS_OFFSET};
+use af::ledger::block::{check_block, decode_block, SealedBlock, EVENTS_OFFSET};
 use af::ledger::{block, LedgerKey};
 
 fn valid_block() -> Vec<u8> {
@@ -56,6 +56,10 @@ fn mutated_blocks_are_refused_without_panic() {
     let mut refused = 0;
     for i in 0..20_000 {
         let bytes = mutate(&mut rng, &original);
+        // The borrowed decoder (verification) and the owned one always agree.
+        let borrowed = check_block(&bytes).map(|c| (c.hash, c.leaf_hashes)).map_err(|e| e.to_string());
+        let owned = decode_block(&bytes).map(|d| (d.hash, d.leaf_hashes)).map_err(|e| e.to_string());
+        assert_eq!(borrowed, owned, "seed {seed} iteration {i}");
         match SealedBlock::from_bytes(bytes.clone()) {
             Ok(_) => assert_eq!(bytes, original, "seed {seed} iteration {i}: mutated bytes passed every check"),
             Err(error) => {

@@ -2,11 +2,15 @@
 //! fixtures/ledger/vectors.json; plus hand-built bytes checked against the encoder so
 //! the spec's layout (not just "whatever the code does") is what is tested.
 
+use af::bytes::SignatureBytes;
 use af::bytes::{Hash32, ValidatorKey};
 use af::envs::derive_challenge_id;
 use af::ledger::block::{self, BlockHeader, HEADER_BYTES};
 use af::ledger::checkpoint::{self, Checkpoint};
-use af::ledger::event::{ChainCommitment, ChatMessage, EnvRef, Event, MinerRef, Transcript};
+use af::ledger::event::{
+    ChainCommitment, ChatMessage, EnvDecision, EnvOutcome, EnvRef, EnvWinRate, Event, Evidence, MatchDecided,
+    MatchStarted, MinerRef, Transcript, WeightsSet,
+};
 use af::ledger::{codec, merkle, LedgerKey};
 use serde_json::json;
 
@@ -46,7 +50,59 @@ pub fn vector_events() -> Vec<Event> {
             committed_height: 1,
             committed_hash: Hash32([0xbb; 32]),
         }),
+        Event::MatchStarted(MatchStarted {
+            match_id,
+            contender: MinerRef { hotkey: "5New".into(), uid: 7, model: "c".into() },
+            champion: MinerRef { hotkey: "5Old".into(), uid: 2, model: "k".into() },
+            envs: vec![EnvRef { name: "sat".into(), version: 1 }, EnvRef { name: "coin".into(), version: 1 }],
+            rule: "mixture alpha=0.05 prior=4,4".into(),
+            ratio_to_beat_ppm: 510_000,
+        }),
+        Event::EnvDecision(EnvDecision {
+            match_id,
+            env: EnvRef { name: "sat".into(), version: 1 },
+            outcome: EnvOutcome::ContenderBetter,
+            wins: 40,
+            losses: 12,
+            draws: 3,
+            n_challenges: 55,
+            rule: "mixture".into(),
+        }),
+        Event::MatchDecided(MatchDecided {
+            match_id,
+            contender_won: true,
+            champion_hotkey: "5New".into(),
+            win_rates: vec![EnvWinRate { env: EnvRef { name: "sat".into(), version: 1 }, win_rate_ppm: 769_230 }],
+            new_ratio_to_beat_ppm: 769_230,
+        }),
+        Event::WeightsSet(WeightsSet {
+            netuid: 120,
+            uids: vec![7],
+            weights: vec![65_535],
+            version_key: 1,
+            chain_block: 4_000_400,
+        }),
+        Event::Evidence(Box::new(Evidence {
+            validator: ValidatorKey([0x33; 32]),
+            height: 9,
+            header_a: evidence_header(1),
+            signature_a: SignatureBytes([0x44; 64]),
+            header_b: evidence_header(2),
+            signature_b: SignatureBytes([0x55; 64]),
+        })),
     ]
+}
+
+fn evidence_header(time_ms: u64) -> BlockHeader {
+    BlockHeader {
+        format_version: 1,
+        validator: ValidatorKey([0x33; 32]),
+        height: 9,
+        prev_hash: Hash32([0x66; 32]),
+        time_ms,
+        events_root: Hash32([0x77; 32]),
+        n_events: 0,
+    }
 }
 
 fn vectors() -> serde_json::Value {
@@ -129,7 +185,7 @@ fn header_bytes_follow_the_spec_layout() {
 #[test]
 fn event_bytes_follow_the_spec_layout() {
     // ChainCommitment: tag 5 (u32 LE), netuid u16, chain_block u64, height u64, hash.
-    let event = Event::ChainCommitment(ChainCommitment {
+    let event: Event = Event::ChainCommitment(ChainCommitment {
         netuid: 0x0102,
         chain_block: 3,
         committed_height: 4,
@@ -160,7 +216,7 @@ fn block_bytes_are_header_signature_count_events() {
     let header = &sealed.decoded().block.header;
     assert_eq!(&bytes[..HEADER_BYTES], header.encode().as_slice());
     assert_eq!(&bytes[HEADER_BYTES..HEADER_BYTES + 64], sealed.decoded().block.signature.0.as_slice());
-    assert_eq!(&bytes[HEADER_BYTES + 64..HEADER_BYTES + 72], 3u64.to_le_bytes().as_slice());
+    assert_eq!(&bytes[HEADER_BYTES + 64..HEADER_BYTES + 72], (events.len() as u64).to_le_bytes().as_slice());
     let mut offset = HEADER_BYTES + 72;
     for event in &events {
         let encoded = codec::encode(event, "event", 1 << 20).unwrap();
