@@ -224,8 +224,10 @@ impl Store {
                 Some(bytes) => Some(decode_tip(bytes.value())?),
                 None => None,
             };
-            if let Some(tip) = tip.filter(|tip| header.height <= tip.height) {
-                let _ = tip;
+            let already_covered = tip.is_some_and(|tip| header.height <= tip.height);
+            if already_covered {
+                // At or below our tip: the same block again, or a second block at a
+                // stored height (equivocation, if it is validly signed).
                 let stored = blocks.get(key.as_slice()).map_err(eng!("reading a block"))?.ok_or_else(|| {
                     StoreError::Corrupt(format!("tip is past height {} but no block is stored there", header.height))
                 })?;
@@ -435,27 +437,4 @@ pub fn stream_blocks(
         sink(batch);
     }
     Ok(())
-}
-
-/// Reads up to `max_blocks` consecutive stored blocks of `validator` from `from_height`,
-/// in key order, as (height, bytes). Gaps are visible to the caller as height jumps.
-pub fn read_blocks(
-    txn: &ReadTransaction,
-    validator: &ValidatorKey,
-    from_height: u64,
-    max_blocks: usize,
-) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
-    let blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
-    let start = block_key(validator, from_height);
-    let end = block_key(validator, u64::MAX);
-    let mut out = Vec::with_capacity(max_blocks);
-    for entry in blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng!("reading blocks"))? {
-        let (key, value) = entry.map_err(eng!("reading blocks"))?;
-        let (_, height) = split_block_key(key.value())?;
-        out.push((height, value.value().to_vec()));
-        if out.len() == max_blocks {
-            break;
-        }
-    }
-    Ok(out)
 }
