@@ -1,8 +1,10 @@
 //! `af`: validator node and audit toolkit for a subnet that ranks AI models by
 //! head-to-head evaluation. Modules are listed in the order data flows through them:
-//! environments make tasks, the ledger records what happened, verification reads it back.
+//! environments make tasks, evaluation decides matches, the ledger records what happened,
+//! verification reads it back.
 
 pub mod bytes;
 pub mod envs;
+pub mod evaluation;
 pub mod ledger;
 pub mod limits;

@@ -3,6 +3,7 @@
 mod cli;
 mod envs_golden;
 mod envs_props;
+mod evaluation_stopping;
 mod ledger_crash;
 mod ledger_fuzz;
 mod ledger_model;

@@ -1,0 +1,233 @@
+//! Stopping rules for a paired match in one environment: after each decisive game,
+//! decide whether the contender's win rate is above the ratio to beat `p0`, below it,
+//! or whether to keep playing. Each rule depends only on `(n, wins)`, so its exact error
+//! rates follow from a dynamic program over `(n, wins)` ([`exact_rates`]), with no
+//! sampling noise.
+//!
+//! The default is the Beta-binomial mixture confidence sequence (Robbins 1970; Howard
+//! et al. 2021), valid at every `n` at once: checking it after every game keeps the
+//! false "better" rate below `alpha / 2` at `p0 = 1/2`. The seed's Wilson rule checked after
+//! every game is not anytime-valid (21-28% false "better"); it is kept, labelled so.
+//!
+//! Arithmetic goes through `libm` (a pure-Rust port of musl's), not the platform's
+//! math library, so a decision replays to the same bits on every machine.
+
+use serde::Serialize;
+
+/// What a rule says after `n` decisive games.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Better,
+    NotBetter,
+    Continue,
+}
+
+/// A stopping rule and its parameters; every decision records which one made it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "rule")]
+pub enum StoppingRule {
+    /// Beta(a, b)-binomial mixture confidence sequence at level `alpha`. Anytime-valid.
+    Mixture { alpha: f64, prior_a: u32, prior_b: u32 },
+    /// The seed's rule: a Wilson interval with this `z` checked after every game.
+    /// Not anytime-valid: with z = 1.96 it declares an equal contender better 21-28% of
+    /// the time for caps of 200-2000 games.
+    Wilson { z: f64 },
+    /// Wilson with `z` raised so that checking after every game up to `cap` keeps the
+    /// false "better" rate at about `alpha / 2`; valid for that cap only.
+    WilsonCalibrated { z: f64, cap: u32 },
+    /// Wald's sequential probability ratio test of `p0` against `p0 + delta`, with error
+    /// targets `alpha` (false "better") and `beta` (missed "better").
+    Sprt { delta: f64, alpha: f64, beta: f64 },
+}
+
+/// Defaults: prior Beta(4, 4), alpha 0.05 (so at most 2.5% false "better" at p0 = 1/2).
+pub const DEFAULT_RULE: StoppingRule = StoppingRule::Mixture { alpha: 0.05, prior_a: 4, prior_b: 4 };
+/// Default cap on decisive games per environment; reaching it is inconclusive.
+pub const DEFAULT_CAP: u32 = 1000;
+
+/// z for which checking a Wilson interval after every game up to `cap` (p0 = 1/2)
+/// declares an equal contender better at most 2.5% of the time. From
+/// [`calibrate_wilson_z`]; a test recomputes them.
+pub const CALIBRATED_WILSON_Z: [(u32, f64); 4] = [(200, 2.84), (500, 2.93), (1000, 3.00), (2000, 3.04)];
+
+impl StoppingRule {
+    /// The calibrated Wilson rule for the nearest tabulated cap at or above `cap`.
+    pub fn wilson_calibrated(cap: u32) -> StoppingRule {
+        let (table_cap, z) =
+            CALIBRATED_WILSON_Z.iter().copied().find(|(c, _)| *c >= cap).unwrap_or(CALIBRATED_WILSON_Z[3]);
+        StoppingRule::WilsonCalibrated { z, cap: table_cap }
+    }
+
+    /// One line for the ledger, e.g. `mixture alpha=0.05 prior=4,4`.
+    pub fn describe(&self) -> String {
+        match self {
+            StoppingRule::Mixture { alpha, prior_a, prior_b } => {
+                format!("mixture alpha={alpha} prior={prior_a},{prior_b}")
+            }
+            StoppingRule::Wilson { z } => format!("wilson z={z} (not anytime-valid)"),
+            StoppingRule::WilsonCalibrated { z, cap } => format!("wilson-calibrated z={z} cap={cap}"),
+            StoppingRule::Sprt { delta, alpha, beta } => format!("sprt delta={delta} alpha={alpha} beta={beta}"),
+        }
+    }
+
+    /// The verdict after `n` decisive games of which the contender won `wins`, against
+    /// the ratio to beat `p0` (0 < p0 < 1).
+    pub fn verdict(&self, n: u32, wins: u32, p0: f64) -> Verdict {
+        assert!(wins <= n, "wins {wins} > games {n}");
+        assert!(p0 > 0.0 && p0 < 1.0, "ratio to beat {p0} outside (0, 1)");
+        if n == 0 {
+            return Verdict::Continue;
+        }
+        match *self {
+            StoppingRule::Mixture { alpha, prior_a, prior_b } => mixture(n, wins, p0, alpha, prior_a, prior_b),
+            StoppingRule::Wilson { z } | StoppingRule::WilsonCalibrated { z, .. } => wilson(n, wins, p0, z),
+            StoppingRule::Sprt { delta, alpha, beta } => sprt(n, wins, p0, delta, alpha, beta),
+        }
+    }
+}
+
+/// ln Beta(x, y) through libm's lgamma.
+fn ln_beta(x: f64, y: f64) -> f64 {
+    libm::lgamma(x) + libm::lgamma(y) - libm::lgamma(x + y)
+}
+
+/// log M_n(p0) = lnB(a+S, b+n-S) - lnB(a, b) - S ln p0 - (n-S) ln(1-p0); decide once it
+/// reaches ln(1/alpha), on the side the wins are on.
+fn mixture(n: u32, wins: u32, p0: f64, alpha: f64, a: u32, b: u32) -> Verdict {
+    let (n_f, s) = (f64::from(n), f64::from(wins));
+    let (a, b) = (f64::from(a), f64::from(b));
+    let log_m = ln_beta(a + s, b + n_f - s) - ln_beta(a, b) - s * libm::log(p0) - (n_f - s) * libm::log(1.0 - p0);
+    if log_m < libm::log(1.0 / alpha) {
+        Verdict::Continue
+    } else if s > n_f * p0 {
+        Verdict::Better
+    } else if s < n_f * p0 {
+        Verdict::NotBetter
+    } else {
+        Verdict::Continue
+    }
+}
+
+/// Wilson score interval for wins/n; better if it lies above p0, not better if below.
+fn wilson(n: u32, wins: u32, p0: f64, z: f64) -> Verdict {
+    let n_f = f64::from(n);
+    let p_hat = f64::from(wins) / n_f;
+    let z2 = z * z;
+    let denominator = 1.0 + z2 / n_f;
+    let center = (p_hat + z2 / (2.0 * n_f)) / denominator;
+    let half = z / denominator * libm::sqrt(p_hat * (1.0 - p_hat) / n_f + z2 / (4.0 * n_f * n_f));
+    if center - half > p0 {
+        Verdict::Better
+    } else if center + half < p0 {
+        Verdict::NotBetter
+    } else {
+        Verdict::Continue
+    }
+}
+
+/// Wald's SPRT: log likelihood ratio of p1 = p0 + delta against p0.
+fn sprt(n: u32, wins: u32, p0: f64, delta: f64, alpha: f64, beta: f64) -> Verdict {
+    let p1 = (p0 + delta).min(1.0 - 1e-9);
+    let s = f64::from(wins);
+    let f = f64::from(n - wins);
+    let llr = s * libm::log(p1 / p0) + f * libm::log((1.0 - p1) / (1.0 - p0));
+    if llr >= libm::log((1.0 - beta) / alpha) {
+        Verdict::Better
+    } else if llr <= libm::log(beta / (1.0 - alpha)) {
+        Verdict::NotBetter
+    } else {
+        Verdict::Continue
+    }
+}
+
+/// Exact outcome probabilities of a rule played up to `cap` decisive games when the
+/// contender's true win rate is `p`, against ratio to beat `p0`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Rates {
+    pub better: f64,
+    pub not_better: f64,
+    pub inconclusive: f64,
+    /// Expected decisive games played.
+    pub expected_games: f64,
+}
+
+/// Dynamic program over (games, wins): the probability mass of paths still running is
+/// carried forward one game at a time; mass at a state where the rule stops is added to
+/// that verdict. O(cap^2) verdicts.
+pub fn exact_rates(rule: &StoppingRule, cap: u32, p: f64, p0: f64) -> Rates {
+    let mut running = vec![0.0f64; cap as usize + 2];
+    running[0] = 1.0;
+    let (mut better, mut not_better, mut expected_games) = (0.0, 0.0, 0.0);
+    for n in 1..=cap {
+        // Advance one game: mass at `wins` moves to `wins + 1` with probability p.
+        for wins in (0..n as usize).rev() {
+            let mass = running[wins];
+            running[wins + 1] += mass * p;
+            running[wins] = mass * (1.0 - p);
+        }
+        expected_games += running[..=n as usize].iter().sum::<f64>();
+        for (wins, mass) in running[..=n as usize].iter_mut().enumerate() {
+            if *mass == 0.0 {
+                continue;
+            }
+            match rule.verdict(n, wins as u32, p0) {
+                Verdict::Better => better += *mass,
+                Verdict::NotBetter => not_better += *mass,
+                Verdict::Continue => continue,
+            }
+            *mass = 0.0;
+        }
+    }
+    let inconclusive = running.iter().sum();
+    Rates { better, not_better, inconclusive, expected_games }
+}
+
+/// The smallest z (to 0.005) for which Wilson checked after every game up to `cap`
+/// declares an equal contender (p = p0 = 1/2) better at most `target` of the time.
+pub fn calibrate_wilson_z(cap: u32, target: f64) -> f64 {
+    let (mut low, mut high) = (1.5f64, 5.0f64);
+    while high - low > 0.005 {
+        let mid = (low + high) / 2.0;
+        if exact_rates(&StoppingRule::Wilson { z: mid }, cap, 0.5, 0.5).better > target {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    high
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_on_clear_cases() {
+        let rule = DEFAULT_RULE;
+        assert_eq!(rule.verdict(0, 0, 0.5), Verdict::Continue);
+        assert_eq!(rule.verdict(10, 5, 0.5), Verdict::Continue);
+        assert_eq!(rule.verdict(100, 90, 0.5), Verdict::Better);
+        assert_eq!(rule.verdict(100, 10, 0.5), Verdict::NotBetter);
+        // log M_40 at p0 = 1/2 crosses ln 20 = 3.00 between 29 wins (2.61) and 30 (3.47).
+        assert_eq!(rule.verdict(40, 29, 0.5), Verdict::Continue);
+        assert_eq!(rule.verdict(40, 30, 0.5), Verdict::Better);
+        // Against a higher bar, the same record is no longer enough.
+        assert_eq!(rule.verdict(40, 30, 0.69), Verdict::Continue);
+        assert_eq!(StoppingRule::Wilson { z: 1.96 }.verdict(20, 16, 0.5), Verdict::Better);
+        assert_eq!(StoppingRule::Sprt { delta: 0.1, alpha: 0.025, beta: 0.1 }.verdict(60, 50, 0.5), Verdict::Better);
+    }
+
+    #[test]
+    fn rates_add_up_to_one() {
+        for rule in
+            [DEFAULT_RULE, StoppingRule::Wilson { z: 1.96 }, StoppingRule::Sprt { delta: 0.1, alpha: 0.025, beta: 0.1 }]
+        {
+            for p in [0.3, 0.5, 0.7] {
+                let r = exact_rates(&rule, 300, p, 0.5);
+                assert!((r.better + r.not_better + r.inconclusive - 1.0).abs() < 1e-9, "{rule:?} {p} {r:?}");
+                assert!(r.expected_games > 0.0 && r.expected_games <= 300.0);
+            }
+        }
+    }
+}
