@@ -1,7 +1,11 @@
 //! Head-to-head evaluation: deciding, from paired games, whether a contender beats the
 //! champion by more than the ratio to beat. Pure and deterministic: no IO, no clock.
 //!
-//! Today: the stopping rules and their exact error rates (`stopping`). The match loop,
-//! environment majority and ratio-to-beat decay come with the rest of issue 4.
+//! `stopping` holds the per-environment stopping rules and their exact error rates,
+//! `matchplay` the match state machine (tallies, majority of environments, early stop),
+//! `ratio` the ratio to beat and its decay. The loop that queries miners and writes the
+//! ledger comes with the rest of issue 4.
 
+pub mod matchplay;
+pub mod ratio;
 pub mod stopping;

@@ -1,0 +1,186 @@
+//! One match as a pure state machine: contender and champion answer the same
+//! challenges, each pair of rewards is a win, loss or draw for the contender, each
+//! environment's stopping rule runs on its decisive games, and the match is decided by
+//! majority: the contender needs more than half of the environments. Play in an
+//! environment stops once it is decided, or once the match is decided either way.
+//!
+//! No IO and no clock: the validator loop feeds it game results and asks what to do.
+
+use super::stopping::{StoppingRule, Verdict};
+use serde::Serialize;
+
+/// The contender's result on one challenge against the champion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GameOutcome {
+    Win,
+    Loss,
+    Draw,
+}
+
+impl GameOutcome {
+    /// Compares the two rewards of one challenge.
+    pub fn of_rewards(contender_milli: i32, champion_milli: i32) -> GameOutcome {
+        match contender_milli.cmp(&champion_milli) {
+            std::cmp::Ordering::Greater => GameOutcome::Win,
+            std::cmp::Ordering::Less => GameOutcome::Loss,
+            std::cmp::Ordering::Equal => GameOutcome::Draw,
+        }
+    }
+}
+
+/// How one environment ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvResult {
+    Better,
+    NotBetter,
+    /// The cap on decisive games was reached: counts against the contender.
+    Inconclusive,
+    /// Stopped because the match was already decided.
+    Abandoned,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EnvTally {
+    pub wins: u32,
+    pub losses: u32,
+    pub draws: u32,
+    /// Challenges played: the next challenge index of this env's schedule.
+    pub n_challenges: u64,
+    pub result: Option<EnvResult>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchVerdict {
+    ContenderWins,
+    ChampionStays,
+    Undecided,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MatchState {
+    pub rule: StoppingRule,
+    /// Cap on decisive games per environment.
+    pub cap: u32,
+    /// Ratio to beat, as a probability.
+    pub p0: f64,
+    pub envs: Vec<EnvTally>,
+}
+
+impl MatchState {
+    pub fn new(n_envs: usize, rule: StoppingRule, cap: u32, p0: f64) -> MatchState {
+        assert!(n_envs > 0 && cap > 0);
+        let tally = EnvTally { wins: 0, losses: 0, draws: 0, n_challenges: 0, result: None };
+        MatchState { rule, cap, p0, envs: vec![tally; n_envs] }
+    }
+
+    /// Environments the contender must win: more than half.
+    pub fn needed(&self) -> usize {
+        self.envs.len() / 2 + 1
+    }
+
+    pub fn verdict(&self) -> MatchVerdict {
+        let better = self.envs.iter().filter(|e| e.result == Some(EnvResult::Better)).count();
+        let open = self.envs.iter().filter(|e| e.result.is_none()).count();
+        if better >= self.needed() {
+            MatchVerdict::ContenderWins
+        } else if better + open < self.needed() {
+            MatchVerdict::ChampionStays
+        } else {
+            MatchVerdict::Undecided
+        }
+    }
+
+    /// Whether to play another challenge in environment `env`.
+    pub fn wants_more(&self, env: usize) -> bool {
+        self.envs[env].result.is_none() && self.verdict() == MatchVerdict::Undecided
+    }
+
+    /// Records one challenge's outcome in `env`; returns the env's result if this ended it.
+    /// Once the match is decided, every still-open env is marked abandoned.
+    pub fn record(&mut self, env: usize, outcome: GameOutcome) -> Option<EnvResult> {
+        assert!(self.wants_more(env), "env {env} is not being played");
+        let (rule, cap, p0) = (self.rule, self.cap, self.p0);
+        let tally = &mut self.envs[env];
+        tally.n_challenges += 1;
+        match outcome {
+            GameOutcome::Win => tally.wins += 1,
+            GameOutcome::Loss => tally.losses += 1,
+            GameOutcome::Draw => tally.draws += 1,
+        }
+        let decisive = tally.wins + tally.losses;
+        let result = match rule.verdict(decisive, tally.wins, p0) {
+            Verdict::Better => Some(EnvResult::Better),
+            Verdict::NotBetter => Some(EnvResult::NotBetter),
+            Verdict::Continue if decisive >= cap => Some(EnvResult::Inconclusive),
+            Verdict::Continue => None,
+        };
+        tally.result = result;
+        if self.verdict() != MatchVerdict::Undecided {
+            for other in self.envs.iter_mut().filter(|e| e.result.is_none()) {
+                other.result = Some(EnvResult::Abandoned);
+            }
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evaluation::stopping::DEFAULT_RULE;
+
+    fn play(state: &mut MatchState, env: usize, outcomes: &[GameOutcome]) {
+        for outcome in outcomes {
+            if state.wants_more(env) {
+                state.record(env, *outcome);
+            }
+        }
+    }
+
+    #[test]
+    fn rewards_compare_into_outcomes() {
+        assert_eq!(GameOutcome::of_rewards(1000, 0), GameOutcome::Win);
+        assert_eq!(GameOutcome::of_rewards(-1000, 0), GameOutcome::Loss);
+        assert_eq!(GameOutcome::of_rewards(0, 0), GameOutcome::Draw);
+    }
+
+    #[test]
+    fn majority_of_three_decides_early() {
+        let mut state = MatchState::new(3, DEFAULT_RULE, 1000, 0.51);
+        play(&mut state, 0, &[GameOutcome::Win; 60]);
+        assert_eq!(state.envs[0].result, Some(EnvResult::Better));
+        assert_eq!(state.verdict(), MatchVerdict::Undecided);
+        play(&mut state, 1, &[GameOutcome::Win; 60]);
+        assert_eq!(state.verdict(), MatchVerdict::ContenderWins);
+        // The third env is no longer played.
+        assert!(!state.wants_more(2));
+        assert_eq!(state.envs[2].result, Some(EnvResult::Abandoned));
+    }
+
+    #[test]
+    fn champion_stays_once_the_majority_is_out_of_reach() {
+        let mut state = MatchState::new(4, DEFAULT_RULE, 1000, 0.51);
+        play(&mut state, 0, &[GameOutcome::Loss; 60]);
+        play(&mut state, 1, &[GameOutcome::Loss; 60]);
+        // 4 envs need 3 wins; with 2 lost, 2 open can reach at most 2.
+        assert_eq!(state.verdict(), MatchVerdict::ChampionStays);
+        assert!(!state.wants_more(3));
+    }
+
+    #[test]
+    fn draws_do_not_count_and_the_cap_is_inconclusive() {
+        let mut state = MatchState::new(1, DEFAULT_RULE, 20, 0.51);
+        play(&mut state, 0, &[GameOutcome::Draw; 500]);
+        assert_eq!(state.envs[0].result, None, "draws alone never decide");
+        assert_eq!(state.envs[0].draws, 500);
+        let alternating: Vec<GameOutcome> =
+            (0..40).map(|i| if i % 2 == 0 { GameOutcome::Win } else { GameOutcome::Loss }).collect();
+        play(&mut state, 0, &alternating);
+        assert_eq!(state.envs[0].result, Some(EnvResult::Inconclusive));
+        assert_eq!(state.envs[0].wins + state.envs[0].losses, 20);
+        assert_eq!(state.verdict(), MatchVerdict::ChampionStays);
+    }
+}
