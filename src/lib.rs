@@ -8,3 +8,4 @@ pub mod envs;
 pub mod evaluation;
 pub mod ledger;
 pub mod limits;
+pub mod miner;
