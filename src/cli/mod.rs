@@ -4,6 +4,7 @@ mod demo;
 mod env;
 mod key;
 mod ledger;
+mod miner;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
@@ -48,6 +49,9 @@ pub enum Command {
     /// Deterministic environments.
     #[command(subcommand)]
     Env(env::EnvCommand),
+    /// Reference miners.
+    #[command(subcommand)]
+    Miner(miner::MinerCommand),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -56,6 +60,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Key(command) => key::run(command),
         Command::Ledger(command) => ledger::run(command),
         Command::Env(command) => env::run(command),
+        Command::Miner(command) => miner::run(command),
     }
 }
 

@@ -1,5 +1,8 @@
-//! Miners as validators see them: the reference policies our loopback miners answer
-//! with (`policy`). The OpenAI-compatible HTTP client and server come with the rest of
-//! issue 4.
+//! Miners as validators see them: OpenAI-compatible chat completions over HTTP.
+//! `client` is how a validator asks (IO at the edge), `server` and `policy` are our own
+//! reference miners for tests, benchmarks and the devnet, `openai` the wire types.
 
+pub mod client;
+pub mod openai;
 pub mod policy;
+pub mod server;

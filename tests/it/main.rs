@@ -9,6 +9,7 @@ mod ledger_fuzz;
 mod ledger_model;
 mod ledger_tamper;
 mod ledger_vectors;
+mod miner_http;
 mod miner_policy;
 
 use std::path::{Path, PathBuf};

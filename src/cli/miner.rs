@@ -1,0 +1,49 @@
+//! `af miner`: run a reference miner (an OpenAI-compatible server on loopback).
+
+use af::bytes::Hash32;
+use af::miner::policy::Policy;
+use anyhow::Context;
+use clap::Subcommand;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+#[derive(Subcommand, Debug)]
+pub enum MinerCommand {
+    /// Serve `POST /v1/chat/completions` with a built-in policy until Ctrl-C.
+    Serve {
+        #[arg(long, default_value = "127.0.0.1:8001")]
+        listen: SocketAddr,
+        /// perfect, random, noisy:P, garbage, slow:MS or flaky:P
+        #[arg(long, default_value = "perfect")]
+        policy: Policy,
+        /// Model name reported by /v1/models.
+        #[arg(long, default_value = "af-reference")]
+        model: String,
+        /// Seed of the policy's randomness (the same seed answers the same way).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+}
+
+pub fn run(command: MinerCommand) -> anyhow::Result<ExitCode> {
+    let MinerCommand::Serve { listen, policy, model, seed } = command;
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
+        let address = listener.local_addr()?;
+        {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "listening on http://{address} (policy {policy}, model {model})")?;
+            out.flush()?;
+        }
+        let seed = Hash32(blake3::derive_key("af reference miner seed v1", &seed.to_le_bytes()));
+        axum::serve(listener, af::miner::server::router(policy, model, seed))
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .context("serving")?;
+        Ok(ExitCode::SUCCESS)
+    })
+}

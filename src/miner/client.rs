@@ -1,0 +1,197 @@
+//! The miner client: OpenAI-compatible chat completions over HTTP, with a per-request
+//! timeout, retries with exponential backoff and jitter (on connect errors, 429 and 5xx
+//! only), bounds on concurrent requests per miner and overall, and a cap on response
+//! bytes. Every attempt's latency, status and error are kept; a failing miner yields an
+//! error in its completion, never an error that stops the validator.
+
+use super::openai::{ChatRequest, ChatResponse, COMPLETIONS_PATH};
+use crate::envs::Message;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientConfig {
+    pub timeout_ms: u64,
+    pub max_attempts: u32,
+    pub backoff_base_ms: u64,
+    pub backoff_max_ms: u64,
+    pub max_response_bytes: usize,
+    pub max_concurrent_per_miner: usize,
+    pub max_concurrent_total: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            timeout_ms: 600_000,
+            max_attempts: 3,
+            backoff_base_ms: 250,
+            backoff_max_ms: 10_000,
+            max_response_bytes: 1024 * 1024,
+            max_concurrent_per_miner: 32,
+            max_concurrent_total: 256,
+        }
+    }
+}
+
+/// Where a miner's model is served.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// e.g. `http://127.0.0.1:8001` (the client appends `/v1/chat/completions`).
+    pub base_url: String,
+    pub model: String,
+    /// Name of an environment variable holding a bearer token, if the endpoint needs one.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+}
+
+/// One HTTP attempt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Attempt {
+    pub latency_ms: u64,
+    pub status: Option<u16>,
+    pub error: Option<String>,
+}
+
+/// The outcome of asking a miner once, after any retries.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Completion {
+    /// The answer text, or why there is none.
+    pub answer: Result<String, String>,
+    pub attempts: Vec<Attempt>,
+    /// From the first attempt's start to the end of the last.
+    pub latency_ms: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot build the HTTP client: {0}")]
+    Build(String),
+}
+
+pub struct MinerClient {
+    http: reqwest::Client,
+    config: ClientConfig,
+    total: Arc<Semaphore>,
+    per_miner: Mutex<BTreeMap<String, Arc<Semaphore>>>,
+}
+
+enum AttemptOutcome {
+    Done(Result<String, String>),
+    Retry(String),
+}
+
+impl MinerClient {
+    pub fn new(config: ClientConfig) -> Result<MinerClient, ClientError> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_millis(config.timeout_ms))
+            .pool_max_idle_per_host(config.max_concurrent_per_miner)
+            .build()
+            .map_err(|e| ClientError::Build(e.to_string()))?;
+        Ok(MinerClient {
+            http,
+            total: Arc::new(Semaphore::new(config.max_concurrent_total.max(1))),
+            per_miner: Mutex::new(BTreeMap::new()),
+            config,
+        })
+    }
+
+    fn miner_semaphore(&self, base_url: &str) -> Arc<Semaphore> {
+        let mut map = self.per_miner.lock().expect("the semaphore map is never poisoned");
+        map.entry(base_url.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.config.max_concurrent_per_miner.max(1))))
+            .clone()
+    }
+
+    /// Asks `endpoint` for the next assistant message of `messages`.
+    pub async fn complete(&self, endpoint: &Endpoint, messages: &[Message]) -> Completion {
+        let miner = self.miner_semaphore(&endpoint.base_url);
+        let _miner_permit = miner.acquire().await.expect("semaphores are never closed");
+        let _total_permit = self.total.acquire().await.expect("semaphores are never closed");
+        let started = Instant::now();
+        let url = format!("{}{COMPLETIONS_PATH}", endpoint.base_url.trim_end_matches('/'));
+        let body = ChatRequest {
+            model: endpoint.model.clone(),
+            messages: messages.to_vec(),
+            temperature: None,
+            max_tokens: None,
+        };
+        let token = endpoint.api_key_env.as_ref().and_then(|name| std::env::var(name).ok());
+        let mut attempts = Vec::new();
+        let mut last_error = String::new();
+        for attempt in 0..self.config.max_attempts.max(1) {
+            if attempt > 0 {
+                tokio::time::sleep(self.backoff(attempt)).await;
+            }
+            let attempt_started = Instant::now();
+            let mut request = self.http.post(&url).json(&body);
+            if let Some(token) = &token {
+                request = request.bearer_auth(token);
+            }
+            let (status, outcome) = match request.send().await {
+                Err(e) if e.is_connect() => (None, AttemptOutcome::Retry(format!("connect: {e}"))),
+                Err(e) if e.is_timeout() => {
+                    (None, AttemptOutcome::Done(Err(format!("timed out after {} ms", self.config.timeout_ms))))
+                }
+                Err(e) => (None, AttemptOutcome::Done(Err(format!("request failed: {e}")))),
+                Ok(response) => {
+                    let status = response.status();
+                    let outcome = if status.as_u16() == 429 || status.is_server_error() {
+                        AttemptOutcome::Retry(format!("HTTP {status}"))
+                    } else if !status.is_success() {
+                        AttemptOutcome::Done(Err(format!("HTTP {status}")))
+                    } else {
+                        AttemptOutcome::Done(self.read_answer(response).await)
+                    };
+                    (Some(status.as_u16()), outcome)
+                }
+            };
+            let latency_ms = attempt_started.elapsed().as_millis() as u64;
+            match outcome {
+                AttemptOutcome::Done(answer) => {
+                    attempts.push(Attempt { latency_ms, status, error: answer.as_ref().err().cloned() });
+                    return Completion { answer, attempts, latency_ms: started.elapsed().as_millis() as u64 };
+                }
+                AttemptOutcome::Retry(error) => {
+                    attempts.push(Attempt { latency_ms, status, error: Some(error.clone()) });
+                    last_error = error;
+                }
+            }
+        }
+        let answer = Err(format!("gave up after {} attempts: {last_error}", attempts.len()));
+        Completion { answer, attempts, latency_ms: started.elapsed().as_millis() as u64 }
+    }
+
+    /// Exponential backoff with full jitter: uniform in [base * 2^(n-1) / 2, base * 2^(n-1)],
+    /// capped. Jitter keeps retries of many validators from arriving together.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let ceiling =
+            self.config.backoff_base_ms.saturating_mul(1u64 << (attempt - 1).min(20)).min(self.config.backoff_max_ms);
+        let mut random = [0u8; 8];
+        let _ = getrandom::getrandom(&mut random);
+        let jitter = u64::from_le_bytes(random) % (ceiling / 2 + 1);
+        Duration::from_millis(ceiling / 2 + jitter)
+    }
+
+    /// Reads the body up to the cap and takes the first choice's content.
+    async fn read_answer(&self, mut response: reqwest::Response) -> Result<String, String> {
+        let cap = self.config.max_response_bytes;
+        if response.content_length().is_some_and(|n| n as usize > cap) {
+            return Err(format!("response larger than {cap} bytes"));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| format!("reading the response: {e}"))? {
+            if body.len() + chunk.len() > cap {
+                return Err(format!("response larger than {cap} bytes"));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let parsed: ChatResponse = serde_json::from_slice(&body).map_err(|e| format!("not a chat completion: {e}"))?;
+        let choice = parsed.choices.into_iter().next().ok_or("chat completion without choices")?;
+        choice.message.content.ok_or_else(|| "chat completion without content".to_string())
+    }
+}

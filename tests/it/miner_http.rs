@@ -1,0 +1,140 @@
+//! The miner client against real HTTP servers on loopback: our reference miners, and
+//! small hostile servers (oversized bodies, counting concurrency).
+
+use af::bytes::Hash32;
+use af::envs::{self, challenge_id_for_seed};
+use af::miner::client::{ClientConfig, Endpoint, MinerClient};
+use af::miner::policy::Policy;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+async fn spawn(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    format!("http://{address}")
+}
+
+async fn reference(policy: Policy) -> Endpoint {
+    let base_url = spawn(af::miner::server::router(policy, "ref".into(), Hash32([0; 32]))).await;
+    Endpoint { base_url, model: "ref".into(), api_key_env: None }
+}
+
+fn mult_prompt() -> (Hash32, Vec<envs::Message>) {
+    let registry = envs::registry();
+    let env = registry.get("mult").unwrap();
+    let id = challenge_id_for_seed("mult", 1, 3);
+    let (_, observation, _) = env.reset(&id);
+    (id, envs::opening_messages(env.spec(), &observation))
+}
+
+fn fast_config() -> ClientConfig {
+    ClientConfig { timeout_ms: 2_000, backoff_base_ms: 5, backoff_max_ms: 20, ..ClientConfig::default() }
+}
+
+#[tokio::test]
+async fn perfect_miner_answers_correctly_over_http() {
+    let client = MinerClient::new(fast_config()).unwrap();
+    let endpoint = reference(Policy::Perfect).await;
+    let (id, messages) = mult_prompt();
+    let completion = client.complete(&endpoint, &messages).await;
+    let answer = completion.answer.expect("an answer");
+    let registry = envs::registry();
+    assert_eq!(envs::score_answer(registry.get("mult").unwrap(), &id, &answer).1, 1000);
+    assert_eq!(completion.attempts.len(), 1);
+    assert_eq!(completion.attempts[0].status, Some(200));
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_then_reported() {
+    let client = MinerClient::new(fast_config()).unwrap();
+    let endpoint = reference(Policy::Flaky { p: 1.0 }).await;
+    let completion = client.complete(&endpoint, &mult_prompt().1).await;
+    assert!(completion.answer.unwrap_err().contains("gave up after 3 attempts"));
+    assert_eq!(completion.attempts.len(), 3);
+    assert!(completion.attempts.iter().all(|a| a.status == Some(500)));
+}
+
+#[tokio::test]
+async fn timeouts_are_reported_not_retried() {
+    let client = MinerClient::new(ClientConfig { timeout_ms: 100, ..fast_config() }).unwrap();
+    let endpoint = reference(Policy::Slow { delay_ms: 2_000 }).await;
+    let completion = client.complete(&endpoint, &mult_prompt().1).await;
+    assert!(completion.answer.unwrap_err().contains("timed out"));
+    assert_eq!(completion.attempts.len(), 1);
+}
+
+#[tokio::test]
+async fn refused_connections_are_retried() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    drop(listener); // nothing listens there now
+    let client = MinerClient::new(fast_config()).unwrap();
+    let endpoint = Endpoint { base_url: format!("http://{address}"), model: "x".into(), api_key_env: None };
+    let completion = client.complete(&endpoint, &mult_prompt().1).await;
+    assert_eq!(completion.attempts.len(), 3);
+    assert!(completion
+        .attempts
+        .iter()
+        .all(|a| a.status.is_none() && a.error.as_deref().unwrap().starts_with("connect")));
+}
+
+#[tokio::test]
+async fn oversized_and_malformed_bodies_are_errors() {
+    use axum::routing::post;
+    let huge = axum::Router::new().route("/v1/chat/completions", post(|| async { "x".repeat(3 * 1024 * 1024) }));
+    let malformed = axum::Router::new().route("/v1/chat/completions", post(|| async { "{\"choices\": 5}" }));
+    let client = MinerClient::new(fast_config()).unwrap();
+    for (router, expect) in [(huge, "larger than"), (malformed, "not a chat completion")] {
+        let endpoint = Endpoint { base_url: spawn(router).await, model: "x".into(), api_key_env: None };
+        let completion = client.complete(&endpoint, &mult_prompt().1).await;
+        let error = completion.answer.unwrap_err();
+        assert!(error.contains(expect), "{error}");
+        assert_eq!(completion.attempts.len(), 1, "a bad body is not retried");
+    }
+}
+
+#[tokio::test]
+async fn garbage_answers_arrive_and_score_zero() {
+    let client = MinerClient::new(fast_config()).unwrap();
+    let endpoint = reference(Policy::Garbage).await;
+    let (id, messages) = mult_prompt();
+    let answer = client.complete(&endpoint, &messages).await.answer.unwrap();
+    let registry = envs::registry();
+    assert_eq!(envs::score_answer(registry.get("mult").unwrap(), &id, &answer).1, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_per_miner_is_bounded() {
+    use axum::routing::post;
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (a, b) = (in_flight.clone(), peak.clone());
+    let router = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move || {
+            let (in_flight, peak) = (a.clone(), b.clone());
+            async move {
+                let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                axum::Json(serde_json::json!({ "id": "x", "choices": [{ "message": { "role": "assistant", "content": "1" } }] }))
+            }
+        }),
+    );
+    let endpoint = Endpoint { base_url: spawn(router).await, model: "x".into(), api_key_env: None };
+    let client = Arc::new(MinerClient::new(ClientConfig { max_concurrent_per_miner: 3, ..fast_config() }).unwrap());
+    let messages = mult_prompt().1;
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let (client, endpoint, messages) = (client.clone(), endpoint.clone(), messages.clone());
+            tokio::spawn(async move { client.complete(&endpoint, &messages).await })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap().answer.unwrap(), "1");
+    }
+    let peak = peak.load(Ordering::SeqCst);
+    assert!((1..=3).contains(&peak), "peak in flight {peak}");
+}
