@@ -9,3 +9,4 @@ pub mod evaluation;
 pub mod ledger;
 pub mod limits;
 pub mod miner;
+pub mod validator;

@@ -64,16 +64,19 @@ pub struct MatchState {
     pub rule: StoppingRule,
     /// Cap on decisive games per environment.
     pub cap: u32,
+    /// Cap on challenges per environment, draws included: two equal miners can draw
+    /// forever, and draws do not count toward `cap`.
+    pub max_challenges: u64,
     /// Ratio to beat, as a probability.
     pub p0: f64,
     pub envs: Vec<EnvTally>,
 }
 
 impl MatchState {
-    pub fn new(n_envs: usize, rule: StoppingRule, cap: u32, p0: f64) -> MatchState {
-        assert!(n_envs > 0 && cap > 0);
+    pub fn new(n_envs: usize, rule: StoppingRule, cap: u32, max_challenges: u64, p0: f64) -> MatchState {
+        assert!(n_envs > 0 && cap > 0 && max_challenges > 0);
         let tally = EnvTally { wins: 0, losses: 0, draws: 0, n_challenges: 0, result: None };
-        MatchState { rule, cap, p0, envs: vec![tally; n_envs] }
+        MatchState { rule, cap, max_challenges, p0, envs: vec![tally; n_envs] }
     }
 
     /// Environments the contender must win: more than half.
@@ -102,7 +105,7 @@ impl MatchState {
     /// Once the match is decided, every still-open env is marked abandoned.
     pub fn record(&mut self, env: usize, outcome: GameOutcome) -> Option<EnvResult> {
         assert!(self.wants_more(env), "env {env} is not being played");
-        let (rule, cap, p0) = (self.rule, self.cap, self.p0);
+        let (rule, cap, max_challenges, p0) = (self.rule, self.cap, self.max_challenges, self.p0);
         let tally = &mut self.envs[env];
         tally.n_challenges += 1;
         match outcome {
@@ -114,7 +117,9 @@ impl MatchState {
         let result = match rule.verdict(decisive, tally.wins, p0) {
             Verdict::Better => Some(EnvResult::Better),
             Verdict::NotBetter => Some(EnvResult::NotBetter),
-            Verdict::Continue if decisive >= cap => Some(EnvResult::Inconclusive),
+            Verdict::Continue if decisive >= cap || tally.n_challenges >= max_challenges => {
+                Some(EnvResult::Inconclusive)
+            }
             Verdict::Continue => None,
         };
         tally.result = result;
@@ -149,7 +154,7 @@ mod tests {
 
     #[test]
     fn majority_of_three_decides_early() {
-        let mut state = MatchState::new(3, DEFAULT_RULE, 1000, 0.51);
+        let mut state = MatchState::new(3, DEFAULT_RULE, 1000, 4000, 0.51);
         play(&mut state, 0, &[GameOutcome::Win; 60]);
         assert_eq!(state.envs[0].result, Some(EnvResult::Better));
         assert_eq!(state.verdict(), MatchVerdict::Undecided);
@@ -162,7 +167,7 @@ mod tests {
 
     #[test]
     fn champion_stays_once_the_majority_is_out_of_reach() {
-        let mut state = MatchState::new(4, DEFAULT_RULE, 1000, 0.51);
+        let mut state = MatchState::new(4, DEFAULT_RULE, 1000, 4000, 0.51);
         play(&mut state, 0, &[GameOutcome::Loss; 60]);
         play(&mut state, 1, &[GameOutcome::Loss; 60]);
         // 4 envs need 3 wins; with 2 lost, 2 open can reach at most 2.
@@ -172,7 +177,7 @@ mod tests {
 
     #[test]
     fn draws_do_not_count_and_the_cap_is_inconclusive() {
-        let mut state = MatchState::new(1, DEFAULT_RULE, 20, 0.51);
+        let mut state = MatchState::new(1, DEFAULT_RULE, 20, 600, 0.51);
         play(&mut state, 0, &[GameOutcome::Draw; 500]);
         assert_eq!(state.envs[0].result, None, "draws alone never decide");
         assert_eq!(state.envs[0].draws, 500);
@@ -182,5 +187,10 @@ mod tests {
         assert_eq!(state.envs[0].result, Some(EnvResult::Inconclusive));
         assert_eq!(state.envs[0].wins + state.envs[0].losses, 20);
         assert_eq!(state.verdict(), MatchVerdict::ChampionStays);
+        // Endless draws end at the challenge cap.
+        let mut draws = MatchState::new(1, DEFAULT_RULE, 20, 50, 0.51);
+        play(&mut draws, 0, &[GameOutcome::Draw; 80]);
+        assert_eq!(draws.envs[0].result, Some(EnvResult::Inconclusive));
+        assert_eq!(draws.envs[0].n_challenges, 50);
     }
 }

@@ -23,7 +23,7 @@ pub enum Policy {
     Noisy {
         p: f64,
     },
-    /// Text that never parses.
+    /// Over HTTP, a body that is not a chat completion; as an answer, text that never parses.
     Garbage,
     /// Perfect, after a delay.
     Slow {

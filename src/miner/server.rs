@@ -47,6 +47,8 @@ async fn complete(State(state): State<Arc<MinerState>>, Json(request): Json<Chat
         Policy::Flaky { p } if (u64::from(seed.0[0]) << 8 | u64::from(seed.0[1])) as f64 / 65536.0 < p => {
             return (StatusCode::INTERNAL_SERVER_ERROR, "flaky reference miner: simulated failure").into_response();
         }
+        // A 200 whose body is not a chat completion: a protocol error for the client.
+        Policy::Garbage => return (StatusCode::OK, "\u{0}\u{1}not json {{{{").into_response(),
         _ => {}
     }
     let content = state.solver.answer(state.policy, &request.messages, &seed);

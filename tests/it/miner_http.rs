@@ -95,9 +95,17 @@ async fn oversized_and_malformed_bodies_are_errors() {
 }
 
 #[tokio::test]
-async fn garbage_answers_arrive_and_score_zero() {
+async fn garbage_miner_is_a_protocol_error() {
     let client = MinerClient::new(fast_config()).unwrap();
     let endpoint = reference(Policy::Garbage).await;
+    let completion = client.complete(&endpoint, &mult_prompt().1).await;
+    assert!(completion.answer.unwrap_err().contains("not a chat completion"));
+}
+
+#[tokio::test]
+async fn random_answers_arrive_and_score_zero() {
+    let client = MinerClient::new(fast_config()).unwrap();
+    let endpoint = reference(Policy::Random).await;
     let (id, messages) = mult_prompt();
     let answer = client.complete(&endpoint, &messages).await.answer.unwrap();
     let registry = envs::registry();

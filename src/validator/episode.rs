@@ -1,0 +1,70 @@
+//! Plays one challenge against one miner over HTTP: the environment's prompts go out,
+//! the miner's answers come back, until the episode ends or the miner fails. The reward
+//! is then computed by `score_transcript` on the recorded conversation, the same call
+//! replay makes, so live and replayed rewards cannot differ.
+
+use crate::bytes::ChallengeId;
+use crate::envs::{self, Environment, Message, MAX_TURNS};
+use crate::miner::client::{Completion, Endpoint, MinerClient};
+
+/// One miner's finished challenge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlayedEpisode {
+    pub messages: Vec<Message>,
+    /// The last answer text (empty if the miner never answered).
+    pub answer: String,
+    pub reward_milli: i32,
+    /// Sum of the completions' latencies.
+    pub latency_ms: u64,
+    /// The first failure, if the miner failed; the episode stopped there.
+    pub error: Option<String>,
+    pub n_requests: u32,
+}
+
+pub async fn play_episode(
+    client: &MinerClient,
+    endpoint: &Endpoint,
+    env: &dyn Environment,
+    challenge_id: &ChallengeId,
+) -> PlayedEpisode {
+    // The episode is not Send (it borrows the env), so drive it between awaits only
+    // through the messages: rebuild it from the transcript after each answer.
+    let (_, observation, _) = env.reset(challenge_id);
+    let mut messages = envs::opening_messages(env.spec(), &observation);
+    let (mut latency_ms, mut error, mut answer, mut n_requests) = (0u64, None, String::new(), 0u32);
+    for _ in 0..MAX_TURNS {
+        let Completion { answer: reply, latency_ms: took, .. } = client.complete(endpoint, &messages).await;
+        latency_ms += took;
+        n_requests += 1;
+        match reply {
+            Err(failure) => {
+                error = Some(failure);
+                break;
+            }
+            Ok(text) => {
+                answer = text.clone();
+                messages.push(Message::new("assistant", text));
+                match next_prompt(env, challenge_id, &messages) {
+                    Some(prompt) => messages.push(Message::new("user", prompt)),
+                    None => break,
+                }
+            }
+        }
+    }
+    let scored = envs::score_transcript(env, challenge_id, &messages).expect("the env produced every prompt itself");
+    PlayedEpisode { messages, answer, reward_milli: scored.reward_milli, latency_ms, error, n_requests }
+}
+
+/// The next observation after the conversation so far, or `None` if the episode ended.
+fn next_prompt(env: &dyn Environment, challenge_id: &ChallengeId, messages: &[Message]) -> Option<String> {
+    let (mut episode, _, _) = env.reset(challenge_id);
+    let mut last = None;
+    for answer in messages.iter().filter(|m| m.role == "assistant") {
+        let step = episode.step(&episode.parse_action(&answer.content));
+        if step.terminated || step.truncated {
+            return None;
+        }
+        last = Some(step.observation.text);
+    }
+    last
+}

@@ -1,0 +1,308 @@
+//! Runs one match: every environment at once; in each, a window of challenges in
+//! flight (both miners answer the same challenge id concurrently), with results applied
+//! to the match state strictly in index order, so the recorded schedule is 0..n with
+//! nothing skipped. Each challenge's two transcripts go to the ledger writer as one
+//! group; env and match decisions follow as they happen.
+
+use super::episode::{play_episode, PlayedEpisode};
+use super::state::OpenMatch;
+use crate::bytes::{Hash32, MatchId, ValidatorKey};
+use crate::envs::{derive_challenge_id, Registry};
+use crate::evaluation::matchplay::{EnvResult, GameOutcome, MatchState, MatchVerdict};
+use crate::evaluation::ratio::{win_rate_ppm, RatioParams};
+use crate::evaluation::stopping::StoppingRule;
+use crate::ledger::event::{
+    ChatMessage, EnvDecision, EnvOutcome, EnvRef, EnvWinRate, MatchDecided, MatchStarted, MinerRef, Transcript,
+};
+use crate::ledger::Event;
+use crate::miner::client::{Endpoint, MinerClient};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, watch};
+
+#[derive(Clone, Debug)]
+pub struct Contestant {
+    pub miner: MinerRef,
+    pub endpoint: Endpoint,
+}
+
+#[derive(Clone, Debug)]
+pub struct MatchPlan {
+    pub match_id: MatchId,
+    pub contender: Contestant,
+    pub champion: Contestant,
+    pub envs: Vec<String>,
+    pub rule: StoppingRule,
+    pub cap: u32,
+    pub max_challenges: u64,
+    pub ratio_to_beat_ppm: u32,
+    /// Challenges in flight per environment.
+    pub window: usize,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MatchReport {
+    pub match_id: MatchId,
+    pub verdict: MatchVerdict,
+    pub decided: MatchDecided,
+    pub state: MatchState,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MatchError {
+    #[error("unknown environment {0:?}")]
+    UnknownEnv(String),
+    #[error("stopped before the match was decided")]
+    Interrupted,
+    #[error("the ledger writer stopped")]
+    WriterGone,
+}
+
+/// What the runner shares between its environment tasks.
+struct Shared {
+    plan: MatchPlan,
+    validator: ValidatorKey,
+    registry: Arc<Registry>,
+    client: Arc<MinerClient>,
+    state: Mutex<MatchState>,
+    events: mpsc::Sender<Vec<Event>>,
+}
+
+/// What a match runs in: who we are, the environments, the miner client, where events
+/// go, the ratio parameters and the current chain block, and the stop signal.
+#[derive(Clone)]
+pub struct MatchContext {
+    pub validator: ValidatorKey,
+    pub registry: Arc<Registry>,
+    pub client: Arc<MinerClient>,
+    pub events: mpsc::Sender<Vec<Event>>,
+    pub ratio_params: RatioParams,
+    pub chain_block: u64,
+    pub stop: watch::Receiver<bool>,
+}
+
+/// Plays `plan` to a decision. `resume` holds what the log already recorded of this
+/// match (after a restart); the `MatchStarted` event is written only when it is `None`.
+/// Returns the report once `MatchDecided` has been handed to the writer.
+pub async fn play_match(
+    plan: MatchPlan,
+    context: MatchContext,
+    resume: Option<OpenMatch>,
+) -> Result<MatchReport, MatchError> {
+    let MatchContext { validator, registry, client, events, ratio_params, chain_block, mut stop } = context;
+    let mut env_refs = Vec::new();
+    for name in &plan.envs {
+        let env = registry.get(name).ok_or_else(|| MatchError::UnknownEnv(name.clone()))?;
+        env_refs.push(EnvRef { name: name.clone(), version: env.spec().version });
+    }
+    let p0 = f64::from(plan.ratio_to_beat_ppm) / 1e6;
+    let mut state = MatchState::new(plan.envs.len(), plan.rule, plan.cap, plan.max_challenges, p0);
+    match &resume {
+        None => {
+            let started = MatchStarted {
+                match_id: plan.match_id,
+                contender: plan.contender.miner.clone(),
+                champion: plan.champion.miner.clone(),
+                envs: env_refs.clone(),
+                rule: plan.rule.describe(),
+                ratio_to_beat_ppm: plan.ratio_to_beat_ppm,
+            };
+            events.send(vec![Event::MatchStarted(started)]).await.map_err(|_| MatchError::WriterGone)?;
+        }
+        Some(open) => replay_recorded(&mut state, &plan.envs, open),
+    }
+    let shared = Arc::new(Shared { plan, validator, registry, client, state: Mutex::new(state), events });
+    let mut tasks = Vec::new();
+    for (env_index, env_ref) in env_refs.iter().cloned().enumerate() {
+        let shared = shared.clone();
+        let stop = stop.clone();
+        tasks.push(tokio::spawn(async move { run_env(shared, env_index, env_ref, stop).await }));
+    }
+    for task in tasks {
+        task.await.map_err(|_| MatchError::Interrupted)??;
+    }
+    if *stop.borrow_and_update() {
+        return Err(MatchError::Interrupted);
+    }
+    let state = shared.state.lock().expect("never poisoned").clone();
+    let verdict = state.verdict();
+    assert_ne!(verdict, MatchVerdict::Undecided, "every env task ends only when its env or the match is decided");
+    let win_rates: Vec<EnvWinRate> = env_refs
+        .iter()
+        .zip(&state.envs)
+        .map(|(env, tally)| EnvWinRate { env: env.clone(), win_rate_ppm: win_rate_ppm(tally.wins, tally.losses) })
+        .collect();
+    let contender_won = verdict == MatchVerdict::ContenderWins;
+    let new_ratio = if contender_won {
+        let rates: Vec<u32> = win_rates.iter().map(|r| r.win_rate_ppm).collect();
+        ratio_params.after_win(&rates, chain_block).set_ppm
+    } else {
+        shared.plan.ratio_to_beat_ppm
+    };
+    let champion = if contender_won { &shared.plan.contender } else { &shared.plan.champion };
+    let decided = MatchDecided {
+        match_id: shared.plan.match_id,
+        contender_won,
+        champion_hotkey: champion.miner.hotkey.clone(),
+        win_rates,
+        new_ratio_to_beat_ppm: new_ratio,
+    };
+    shared.events.send(vec![Event::MatchDecided(decided.clone())]).await.map_err(|_| MatchError::WriterGone)?;
+    Ok(MatchReport { match_id: shared.plan.match_id, verdict, decided, state })
+}
+
+/// Applies the pairs a previous run recorded, in index order, up to the first gap.
+fn replay_recorded(state: &mut MatchState, env_names: &[String], open: &OpenMatch) {
+    for (env_index, name) in env_names.iter().enumerate() {
+        for index in 0u64.. {
+            if !state.wants_more(env_index) {
+                break;
+            }
+            match open.pairs.get(&(name.clone(), index)) {
+                Some((Some(contender), Some(champion))) => {
+                    state.record(env_index, GameOutcome::of_rewards(*contender, *champion));
+                }
+                _ => break,
+            }
+        }
+    }
+}
+
+type Played = (u64, PlayedEpisode, PlayedEpisode);
+
+async fn run_env(
+    shared: Arc<Shared>,
+    env_index: usize,
+    env_ref: EnvRef,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), MatchError> {
+    let mut next_index = shared.state.lock().expect("never poisoned").envs[env_index].n_challenges;
+    let mut in_flight: VecDeque<tokio::task::JoinHandle<Played>> = VecDeque::new();
+    loop {
+        let wants_more = shared.state.lock().expect("never poisoned").wants_more(env_index);
+        if !wants_more || *stop.borrow() {
+            for task in in_flight {
+                task.abort(); // results past the decision are not recorded
+            }
+            return Ok(());
+        }
+        while in_flight.len() < shared.plan.window.max(1) {
+            in_flight.push_back(spawn_challenge(&shared, &env_ref, next_index));
+            next_index += 1;
+        }
+        let front = in_flight.pop_front().expect("the window is not empty");
+        let (index, contender, champion) = tokio::select! {
+            joined = front => joined.map_err(|_| MatchError::Interrupted)?,
+            _ = stop.changed() => continue,
+        };
+        let challenge_id =
+            derive_challenge_id(&env_ref.name, env_ref.version, &shared.validator, &shared.plan.match_id, index);
+        let mut group = vec![
+            transcript(&shared.plan, &env_ref, index, &challenge_id, &shared.plan.contender.miner, contender.clone()),
+            transcript(&shared.plan, &env_ref, index, &challenge_id, &shared.plan.champion.miner, champion.clone()),
+        ];
+        let decision = {
+            let mut state = shared.state.lock().expect("never poisoned");
+            if !state.wants_more(env_index) {
+                None // another env decided the match while this pair was in flight
+            } else {
+                let before: Vec<Option<EnvResult>> = state.envs.iter().map(|t| t.result).collect();
+                state.record(env_index, GameOutcome::of_rewards(contender.reward_milli, champion.reward_milli));
+                // This env, and any env abandoned because this result decided the match.
+                let decided_now: Vec<(usize, EnvResult)> = state
+                    .envs
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| before[*i].is_none())
+                    .filter_map(|(i, tally)| tally.result.map(|r| (i, r)))
+                    .collect();
+                Some((state.clone(), decided_now))
+            }
+        };
+        let Some((state, decided_now)) = decision else { continue };
+        for (i, result) in decided_now {
+            let tally = &state.envs[i];
+            let env = EnvRef {
+                name: shared.plan.envs[i].clone(),
+                version: shared.registry.get(&shared.plan.envs[i]).map_or(0, |e| e.spec().version),
+            };
+            let outcome = match result {
+                EnvResult::Better => EnvOutcome::ContenderBetter,
+                EnvResult::NotBetter => EnvOutcome::ContenderNotBetter,
+                EnvResult::Inconclusive | EnvResult::Abandoned => EnvOutcome::Inconclusive,
+            };
+            let rule = match result {
+                EnvResult::Abandoned => format!("{} (stopped: match decided)", shared.plan.rule.describe()),
+                _ => shared.plan.rule.describe(),
+            };
+            group.push(Event::EnvDecision(EnvDecision {
+                match_id: shared.plan.match_id,
+                env,
+                outcome,
+                wins: tally.wins,
+                losses: tally.losses,
+                draws: tally.draws,
+                n_challenges: tally.n_challenges,
+                rule,
+            }));
+        }
+        shared.events.send(group).await.map_err(|_| MatchError::WriterGone)?;
+    }
+}
+
+fn spawn_challenge(shared: &Arc<Shared>, env_ref: &EnvRef, index: u64) -> tokio::task::JoinHandle<Played> {
+    let shared = shared.clone();
+    let env_ref = env_ref.clone();
+    tokio::spawn(async move {
+        let env = shared.registry.get(&env_ref.name).expect("checked at match start");
+        let challenge_id =
+            derive_challenge_id(&env_ref.name, env_ref.version, &shared.validator, &shared.plan.match_id, index);
+        let (contender, champion) = tokio::join!(
+            play_episode(&shared.client, &shared.plan.contender.endpoint, env, &challenge_id),
+            play_episode(&shared.client, &shared.plan.champion.endpoint, env, &challenge_id),
+        );
+        (index, contender, champion)
+    })
+}
+
+fn transcript(
+    plan: &MatchPlan,
+    env: &EnvRef,
+    index: u64,
+    challenge_id: &Hash32,
+    miner: &MinerRef,
+    played: PlayedEpisode,
+) -> Event {
+    let mut invocation = blake3::Hasher::new();
+    invocation.update(&plan.match_id.0).update(&challenge_id.0).update(miner.hotkey.as_bytes());
+    Event::Transcript(Transcript {
+        match_id: plan.match_id,
+        env: env.clone(),
+        challenge_id: *challenge_id,
+        challenge_index: index,
+        invocation_id: Hash32(invocation.finalize().into()),
+        miner: miner.clone(),
+        messages: played.messages.into_iter().map(|m| ChatMessage { role: m.role, content: m.content }).collect(),
+        answer: played.answer,
+        reward_milli: played.reward_milli,
+        latency_ms: played.latency_ms,
+        error: played.error,
+    })
+}
+
+/// A match id no one picks by hand: derived from the validator, the contestants and the
+/// number of matches this validator has decided before.
+pub fn derive_match_id(validator: &ValidatorKey, contender: &str, champion: &str, n_decided: u64) -> MatchId {
+    let mut input = Vec::new();
+    input.extend_from_slice(&validator.0);
+    for name in [contender, champion] {
+        input.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        input.extend_from_slice(name.as_bytes());
+    }
+    input.extend_from_slice(&n_decided.to_le_bytes());
+    Hash32(blake3::derive_key("af 2026-11 match_id v1", &input))
+}
+
+pub fn env_names(registry: &Registry) -> Vec<String> {
+    registry.names().into_iter().map(String::from).collect()
+}

@@ -1,0 +1,8 @@
+//! The validator: plays matches between miners over HTTP and records every transcript
+//! and decision in our own block log. IO lives here; the decisions are made by the pure
+//! `evaluation` module and every reward by the environments' own scorer.
+
+pub mod episode;
+pub mod matchrun;
+pub mod state;
+pub mod writer;

@@ -1,0 +1,158 @@
+//! Whole matches over real loopback HTTP against reference miners, recorded in a real
+//! ledger; then the ledger is verified and replayed to the same decision.
+
+use af::bytes::Hash32;
+use af::envs::{self, Message};
+use af::evaluation::matchplay::{GameOutcome, MatchState, MatchVerdict};
+use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+use af::evaluation::stopping::DEFAULT_RULE;
+use af::ledger::event::{Event, MinerRef};
+use af::ledger::{verify, LedgerKey, OwnLog, Store};
+use af::miner::client::{ClientConfig, Endpoint, MinerClient};
+use af::miner::policy::Policy;
+use af::validator::matchrun::{self, Contestant, MatchPlan, MatchReport};
+use af::validator::{state, writer};
+use std::sync::Arc;
+
+async fn miner(policy: Policy, name: &str, uid: u16) -> Contestant {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base_url = format!("http://{}", listener.local_addr().unwrap());
+    let router = af::miner::server::router(policy, name.into(), Hash32([uid as u8; 32]));
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    Contestant {
+        miner: MinerRef { hotkey: format!("5{name}"), uid, model: name.into() },
+        endpoint: Endpoint { base_url, model: name.into(), api_key_env: None },
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// Plays one match into a fresh ledger; returns the report and the store's directory.
+async fn run(contender: Contestant, champion: Contestant) -> (MatchReport, tempfile::TempDir, LedgerKey) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(OwnLog::new(Store::create(dir.path()).unwrap(), LedgerKey::from_seed([8; 32])));
+    let validator = log.validator();
+    let handle = writer::spawn_writer(log.clone(), 128, 100, now_ms);
+    let registry = Arc::new(envs::registry());
+    let client = Arc::new(
+        MinerClient::new(ClientConfig {
+            timeout_ms: 5_000,
+            backoff_base_ms: 5,
+            backoff_max_ms: 20,
+            ..ClientConfig::default()
+        })
+        .unwrap(),
+    );
+    let plan = MatchPlan {
+        match_id: matchrun::derive_match_id(&validator, &contender.miner.hotkey, &champion.miner.hotkey, 0),
+        contender,
+        champion,
+        envs: matchrun::env_names(&registry),
+        rule: DEFAULT_RULE,
+        cap: 200,
+        max_challenges: 300,
+        ratio_to_beat_ppm: DEFAULT_RATIO_PARAMS.floor_ppm(),
+        window: 8,
+    };
+    let (_stop_sender, stop) = tokio::sync::watch::channel(false);
+    let context = matchrun::MatchContext {
+        validator,
+        registry,
+        client,
+        events: handle.sender.clone(),
+        ratio_params: DEFAULT_RATIO_PARAMS,
+        chain_block: 0,
+        stop,
+    };
+    let report = matchrun::play_match(plan, context, None).await.unwrap();
+    drop(handle.sender);
+    handle.task.await.unwrap().unwrap();
+    drop(log);
+    (report, dir, LedgerKey::from_seed([8; 32]))
+}
+
+/// Verifies the stored chain, re-scores every transcript from its messages, and replays
+/// the recorded pairs through a fresh match state: it must reach the recorded verdict.
+fn check_ledger(dir: &std::path::Path, key: &LedgerKey, report: &MatchReport) -> Vec<af::ledger::event::Transcript> {
+    let store = Store::open(dir).unwrap();
+    assert!(verify::verify_store(&store, &mut |_, _, _| {}).unwrap().ok);
+    let loaded = state::load(&store, &key.validator(), &DEFAULT_RATIO_PARAMS).unwrap();
+    assert_eq!(loaded.decided.last(), Some(&report.decided));
+    assert!(loaded.open.is_none());
+
+    let registry = envs::registry();
+    let tip = store.tip(&key.validator()).unwrap().unwrap();
+    let mut transcripts = Vec::new();
+    for height in 0..=tip.height {
+        for event in store.block(&key.validator(), height).unwrap().unwrap().block.events {
+            if let Event::Transcript(t) = event {
+                let env = registry.get(&t.env.name).unwrap();
+                let messages: Vec<Message> =
+                    t.messages.iter().map(|m| Message::new(&m.role, m.content.clone())).collect();
+                let rescored = envs::score_transcript(env, &t.challenge_id, &messages).unwrap();
+                assert_eq!(rescored.reward_milli, t.reward_milli, "recorded reward re-derives");
+                transcripts.push(t);
+            }
+        }
+    }
+    let names = matchrun::env_names(&registry);
+    let mut replayed =
+        MatchState::new(names.len(), report.state.rule, report.state.cap, report.state.max_challenges, report.state.p0);
+    for (env_index, name) in names.iter().enumerate() {
+        let mut index = 0;
+        while replayed.wants_more(env_index) {
+            let reward = |hotkey_is_contender: bool| {
+                transcripts
+                    .iter()
+                    .find(|t| {
+                        t.env.name == *name && t.challenge_index == index && (t.miner.uid == 1) == hotkey_is_contender
+                    })
+                    .map(|t| t.reward_milli)
+            };
+            let (Some(c), Some(h)) = (reward(true), reward(false)) else { break };
+            replayed.record(env_index, GameOutcome::of_rewards(c, h));
+            index += 1;
+        }
+    }
+    assert_eq!(replayed.verdict(), report.verdict, "replay reaches the recorded verdict");
+    transcripts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn perfect_contender_dethrones_a_noisy_champion() {
+    let (report, dir, key) =
+        run(miner(Policy::Perfect, "perfect", 1).await, miner(Policy::Noisy { p: 0.3 }, "noisy", 2).await).await;
+    assert_eq!(report.verdict, MatchVerdict::ContenderWins, "{:?}", report.state);
+    assert!(report.decided.new_ratio_to_beat_ppm > DEFAULT_RATIO_PARAMS.floor_ppm());
+    check_ledger(dir.path(), &key, &report);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_never_dethrones_perfect() {
+    let (report, dir, key) =
+        run(miner(Policy::Random, "random", 1).await, miner(Policy::Perfect, "perfect", 2).await).await;
+    assert_eq!(report.verdict, MatchVerdict::ChampionStays);
+    check_ledger(dir.path(), &key, &report);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_perfect_miners_end_inconclusive() {
+    let (report, dir, key) = run(miner(Policy::Perfect, "a", 1).await, miner(Policy::Perfect, "b", 2).await).await;
+    assert_eq!(report.verdict, MatchVerdict::ChampionStays);
+    assert!(report.state.envs.iter().all(|e| e.wins == 0 && e.losses == 0), "{:?}", report.state);
+    check_ledger(dir.path(), &key, &report);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_miners_are_recorded_with_errors_and_lose() {
+    for policy in [Policy::Garbage, Policy::Flaky { p: 0.7 }] {
+        let (report, dir, key) = run(miner(policy, "bad", 1).await, miner(Policy::Perfect, "perfect", 2).await).await;
+        assert_eq!(report.verdict, MatchVerdict::ChampionStays, "{policy}");
+        let transcripts = check_ledger(dir.path(), &key, &report);
+        let errors = transcripts.iter().filter(|t| t.miner.uid == 1 && t.error.is_some()).count();
+        assert!(errors > 0, "{policy}: failures are recorded as errors");
+        assert!(transcripts.iter().filter(|t| t.miner.uid == 2).all(|t| t.error.is_none()));
+    }
+}
