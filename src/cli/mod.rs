@@ -5,6 +5,7 @@ mod env;
 mod key;
 mod ledger;
 mod miner;
+mod validate;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
@@ -52,6 +53,35 @@ pub enum Command {
     /// Reference miners.
     #[command(subcommand)]
     Miner(miner::MinerCommand),
+    /// Run the validator: play contenders against the champion, record everything.
+    Validate {
+        #[arg(long)]
+        data: PathBuf,
+        /// TOML config; every field has a default and an AF_SECTION__KEY override.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Stop after this many decided matches.
+        #[arg(long)]
+        max_matches: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The ratio to beat.
+    #[command(subcommand)]
+    Ratio(RatioCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RatioCommand {
+    /// The current ratio to beat, when and by which match it was set, and its decay.
+    Show {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -61,6 +91,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ledger(command) => ledger::run(command),
         Command::Env(command) => env::run(command),
         Command::Miner(command) => miner::run(command),
+        Command::Validate { data, config, max_matches, json } => validate::validate(&data, config, max_matches, json),
+        Command::Ratio(RatioCommand::Show { data, config, json }) => validate::ratio_show(&data, config, json),
     }
 }
 

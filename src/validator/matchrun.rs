@@ -66,6 +66,7 @@ struct Shared {
     client: Arc<MinerClient>,
     state: Mutex<MatchState>,
     events: mpsc::Sender<Vec<Event>>,
+    progress: Option<Arc<watch::Sender<MatchState>>>,
 }
 
 /// What a match runs in: who we are, the environments, the miner client, where events
@@ -79,6 +80,8 @@ pub struct MatchContext {
     pub ratio_params: RatioParams,
     pub chain_block: u64,
     pub stop: watch::Receiver<bool>,
+    /// Receives the match state after every recorded challenge, for progress displays.
+    pub progress: Option<Arc<watch::Sender<MatchState>>>,
 }
 
 /// Plays `plan` to a decision. `resume` holds what the log already recorded of this
@@ -89,7 +92,7 @@ pub async fn play_match(
     context: MatchContext,
     resume: Option<OpenMatch>,
 ) -> Result<MatchReport, MatchError> {
-    let MatchContext { validator, registry, client, events, ratio_params, chain_block, mut stop } = context;
+    let MatchContext { validator, registry, client, events, ratio_params, chain_block, mut stop, progress } = context;
     let mut env_refs = Vec::new();
     for name in &plan.envs {
         let env = registry.get(name).ok_or_else(|| MatchError::UnknownEnv(name.clone()))?;
@@ -111,7 +114,7 @@ pub async fn play_match(
         }
         Some(open) => replay_recorded(&mut state, &plan.envs, open),
     }
-    let shared = Arc::new(Shared { plan, validator, registry, client, state: Mutex::new(state), events });
+    let shared = Arc::new(Shared { plan, validator, registry, client, state: Mutex::new(state), events, progress });
     let mut tasks = Vec::new();
     for (env_index, env_ref) in env_refs.iter().cloned().enumerate() {
         let shared = shared.clone();
@@ -220,6 +223,9 @@ async fn run_env(
             }
         };
         let Some((state, decided_now)) = decision else { continue };
+        if let Some(progress) = &shared.progress {
+            progress.send_replace(state.clone());
+        }
         for (i, result) in decided_now {
             let tally = &state.envs[i];
             let env = EnvRef {

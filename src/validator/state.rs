@@ -37,6 +37,8 @@ pub struct ValidatorState {
     pub ratio_set_by: Option<MatchId>,
     pub decided: Vec<MatchDecided>,
     pub open: Option<OpenMatch>,
+    /// Hotkeys that have played a match as contender.
+    pub played_contenders: std::collections::BTreeSet<String>,
     pub n_events: u64,
 }
 
@@ -48,6 +50,7 @@ impl ValidatorState {
             ratio_set_by: None,
             decided: Vec::new(),
             open: None,
+            played_contenders: Default::default(),
             n_events: 0,
         }
     }
@@ -60,6 +63,7 @@ impl ValidatorState {
                 if self.champion.is_none() {
                     self.champion = Some(started.champion.clone());
                 }
+                self.played_contenders.insert(started.contender.hotkey.clone());
                 self.open =
                     Some(OpenMatch { started: started.clone(), pairs: BTreeMap::new(), env_decisions: Vec::new() });
             }

@@ -11,6 +11,7 @@ mod ledger_tamper;
 mod ledger_vectors;
 mod miner_http;
 mod miner_policy;
+mod validator_cli;
 mod validator_match;
 
 use std::path::{Path, PathBuf};

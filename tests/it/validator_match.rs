@@ -65,6 +65,7 @@ async fn run(contender: Contestant, champion: Contestant) -> (MatchReport, tempf
         ratio_params: DEFAULT_RATIO_PARAMS,
         chain_block: 0,
         stop,
+        progress: None,
     };
     let report = matchrun::play_match(plan, context, None).await.unwrap();
     drop(handle.sender);

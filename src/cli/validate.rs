@@ -1,0 +1,159 @@
+//! `af validate` (the validator loop) and `af ratio show`.
+
+use super::print_json;
+use crate::outln;
+use af::evaluation::matchplay::{EnvResult, MatchState, MatchVerdict};
+use af::validator::config;
+use af::validator::run::{self, RunOptions};
+use af::validator::state::{self, nominal_chain_block};
+use anyhow::Context;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Exit code after Ctrl-C: the last block was sealed; run again to resume.
+const EXIT_INTERRUPTED: u8 = 130;
+
+pub fn load_config(path: Option<&Path>) -> anyhow::Result<config::Config> {
+    let text = match path {
+        Some(path) => super::read_input(path, 1024 * 1024)?,
+        None => String::new(),
+    };
+    Ok(config::parse(&text, std::env::vars())?)
+}
+
+pub fn validate(
+    data: &Path,
+    config_path: Option<PathBuf>,
+    max_matches: Option<u64>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let config = load_config(config_path.as_deref())?;
+    let log = Arc::new(super::ledger::open_own_log(data)?);
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let (stop_sender, stop) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\nstopping: sealing the events recorded so far (run the same command to resume)");
+                let _ = stop_sender.send(true);
+            }
+        });
+        let (progress_sender, progress) =
+            tokio::sync::watch::channel(MatchState::new(1, config.evaluation.stopping_rule()?, 1, 1, 0.5));
+        let envs = config.evaluation.envs.clone();
+        let terminal = std::io::stderr().is_terminal();
+        let display = tokio::spawn(show_progress(progress, envs, terminal));
+        let options = RunOptions {
+            max_matches,
+            now_ms: super::now_ms,
+            progress: Some(Arc::new(progress_sender)),
+            on_match: Box::new(move |report, contender, champion| {
+                let line = serde_json::json!({
+                    "event": "match_decided",
+                    "match_id": report.match_id,
+                    "contender": contender.miner.hotkey,
+                    "champion": champion.miner.hotkey,
+                    "contender_won": report.decided.contender_won,
+                    "new_ratio_to_beat_ppm": report.decided.new_ratio_to_beat_ppm,
+                    "envs": report.state.envs,
+                });
+                if terminal {
+                    eprint!("\r\x1b[2K");
+                    eprintln!(
+                        "match {}: {} vs champion {}: {}",
+                        &report.match_id.to_hex()[..12],
+                        contender.miner.hotkey,
+                        champion.miner.hotkey,
+                        if report.verdict == MatchVerdict::ContenderWins { "contender wins" } else { "champion stays" }
+                    );
+                } else {
+                    eprintln!("{line}");
+                }
+            }),
+        };
+        let summary = run::run(log, &config, stop, options).await;
+        display.abort();
+        let summary = summary?;
+        if json {
+            print_json(&summary)?;
+        } else {
+            outln!(
+                "{} matches; champion {}; ratio to beat {:.4}; tip {}",
+                summary.matches.len(),
+                summary.champion,
+                f64::from(summary.ratio_to_beat_ppm) / 1e6,
+                summary.tip.map_or("(empty)".into(), |t| format!("height {} hash {}", t.height, t.hash))
+            );
+        }
+        Ok(if summary.interrupted { ExitCode::from(EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
+    })
+}
+
+/// One line per running match on a terminal: each env's tally or result.
+async fn show_progress(mut progress: tokio::sync::watch::Receiver<MatchState>, envs: Vec<String>, terminal: bool) {
+    if !terminal {
+        return; // structured lines come from on_match
+    }
+    while progress.changed().await.is_ok() {
+        let state = progress.borrow_and_update().clone();
+        let parts: Vec<String> = envs
+            .iter()
+            .zip(&state.envs)
+            .map(|(name, tally)| match tally.result {
+                Some(EnvResult::Better) => format!("{name} better"),
+                Some(EnvResult::NotBetter) => format!("{name} not better"),
+                Some(EnvResult::Inconclusive) => format!("{name} inconclusive"),
+                Some(EnvResult::Abandoned) => format!("{name} -"),
+                None => format!("{name} {}W/{}L/{}D", tally.wins, tally.losses, tally.draws),
+            })
+            .collect();
+        eprint!("\r\x1b[2K{}", parts.join(" · "));
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
+pub fn ratio_show(data: &Path, config_path: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
+    let config = load_config(config_path.as_deref())?;
+    let params = config.evaluation.ratio_params();
+    let log = super::ledger::open_existing_own_log(data)?;
+    let loaded = state::load(&log.store, &log.validator(), &params)?;
+    let now_block = nominal_chain_block(super::now_ms());
+    let current = params.current_ppm(&loaded.ratio, now_block);
+    if json {
+        print_json(&serde_json::json!({
+            "current_ppm": current,
+            "current": f64::from(current) / 1e6,
+            "set_ppm": loaded.ratio.set_ppm,
+            "set_at_block": loaded.ratio.set_at_block,
+            "set_by_match": loaded.ratio_set_by,
+            "floor_ppm": params.floor_ppm(),
+            "half_life_blocks": params.half_life_blocks,
+            "now_block": now_block,
+            "champion": loaded.champion.map(|c| c.hotkey),
+            "matches_decided": loaded.decided.len(),
+        }))?;
+    } else {
+        outln!("ratio to beat  {:.4}", f64::from(current) / 1e6);
+        match loaded.ratio_set_by {
+            Some(match_id) => outln!(
+                "set to        {:.4} at chain block {} by match {}",
+                f64::from(loaded.ratio.set_ppm) / 1e6,
+                loaded.ratio.set_at_block,
+                match_id
+            ),
+            None => {
+                outln!("set to        {:.4} (initial: no contender has won yet)", f64::from(loaded.ratio.set_ppm) / 1e6)
+            }
+        }
+        outln!(
+            "decay          toward {:.4}, half-life {} blocks (now block {}, nominal 12 s blocks)",
+            f64::from(params.floor_ppm()) / 1e6,
+            params.half_life_blocks,
+            now_block
+        );
+        outln!("champion       {}", loaded.champion.map_or("(none yet)".into(), |c| c.hotkey));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,202 @@
+//! The validator loop: resume the match our log left open, then play each contender in
+//! the configured order against the current champion, recording everything in our own
+//! log, until the queue is empty, a match limit is reached, or a stop is asked for (the
+//! events already handed over are then sealed into a last block).
+
+use super::config::{Config, ConfigError};
+use super::matchrun::{self, Contestant, MatchContext, MatchError, MatchPlan, MatchReport};
+use super::state::{self, nominal_chain_block};
+use super::writer::{spawn_writer, WriterError};
+use crate::evaluation::matchplay::{MatchState, MatchVerdict};
+use crate::ledger::event::MinerRef;
+use crate::ledger::{OwnLog, StoreError, Tip};
+use crate::miner::client::{ClientError, MinerClient};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Writer(#[from] WriterError),
+    #[error("{0}")]
+    Client(#[from] ClientError),
+    #[error("match: {0}")]
+    Match(#[from] MatchError),
+    #[error("no miners configured: add [[miners]] entries (hotkey, uid, base_url, model) to the config")]
+    NoMiners,
+    #[error("the log names miner {0}, which is not in the config's [[miners]]")]
+    UnknownMiner(String),
+    #[error("match {match_id} was started with rule {recorded:?}, but the config now says {configured:?}")]
+    RuleChanged { match_id: String, recorded: String, configured: String },
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RunSummary {
+    pub matches: Vec<MatchReport>,
+    pub champion: String,
+    pub ratio_to_beat_ppm: u32,
+    pub interrupted: bool,
+    pub tip: Option<Tip>,
+}
+
+/// Told of each decided match: its report, the contender, the champion it played.
+pub type MatchCallback = Box<dyn Fn(&MatchReport, &Contestant, &Contestant) + Send>;
+
+pub struct RunOptions {
+    pub max_matches: Option<u64>,
+    pub now_ms: fn() -> u64,
+    pub progress: Option<Arc<watch::Sender<MatchState>>>,
+    /// Called with each decided match, for log lines.
+    pub on_match: MatchCallback,
+}
+
+pub async fn run(
+    log: Arc<OwnLog>,
+    config: &Config,
+    stop: watch::Receiver<bool>,
+    options: RunOptions,
+) -> Result<RunSummary, RunError> {
+    if config.miners.is_empty() {
+        return Err(RunError::NoMiners);
+    }
+    let params = config.evaluation.ratio_params();
+    let rule = config.evaluation.stopping_rule()?;
+    let validator = log.validator();
+    let loaded = {
+        let log = log.clone();
+        tokio::task::spawn_blocking(move || state::load(&log.store, &log.validator(), &params))
+            .await
+            .expect("no panic")?
+    };
+    let contestant = |miner: &MinerRef| -> Result<Contestant, RunError> {
+        let entry = config
+            .miners
+            .iter()
+            .find(|m| m.hotkey == miner.hotkey)
+            .ok_or_else(|| RunError::UnknownMiner(miner.hotkey.clone()))?;
+        Ok(Contestant {
+            miner: MinerRef { hotkey: entry.hotkey.clone(), uid: entry.uid, model: entry.model.clone() },
+            endpoint: entry.endpoint(),
+        })
+    };
+    let from_config = |i: usize| {
+        let m = &config.miners[i];
+        Contestant {
+            miner: MinerRef { hotkey: m.hotkey.clone(), uid: m.uid, model: m.model.clone() },
+            endpoint: m.endpoint(),
+        }
+    };
+    let mut champion = match &loaded.champion {
+        Some(miner) => contestant(miner)?,
+        None => from_config(0),
+    };
+    let mut ratio = loaded.ratio;
+    let mut played = loaded.played_contenders.clone();
+    let mut n_decided = loaded.decided.len() as u64;
+
+    let writer = spawn_writer(log.clone(), config.ledger.block_max_events, config.ledger.block_max_ms, options.now_ms);
+    let registry = Arc::new(crate::envs::registry());
+    let client = Arc::new(MinerClient::new(config.client.clone())?);
+    let context = |chain_block: u64| MatchContext {
+        validator,
+        registry: registry.clone(),
+        client: client.clone(),
+        events: writer.sender.clone(),
+        ratio_params: params,
+        chain_block,
+        stop: stop.clone(),
+        progress: options.progress.clone(),
+    };
+
+    let mut reports = Vec::new();
+    let mut interrupted = false;
+    let mut pending = loaded.open.clone();
+    loop {
+        if options.max_matches.is_some_and(|max| reports.len() as u64 >= max) || *stop.borrow() {
+            interrupted = *stop.borrow();
+            break;
+        }
+        let chain_block = nominal_chain_block((options.now_ms)());
+        let (plan, resume) = match pending.take() {
+            Some(open) => {
+                if open.started.rule != rule.describe() {
+                    return Err(RunError::RuleChanged {
+                        match_id: open.started.match_id.to_hex(),
+                        recorded: open.started.rule.clone(),
+                        configured: rule.describe(),
+                    });
+                }
+                let plan = MatchPlan {
+                    match_id: open.started.match_id,
+                    contender: contestant(&open.started.contender)?,
+                    champion: contestant(&open.started.champion)?,
+                    envs: open.started.envs.iter().map(|e| e.name.clone()).collect(),
+                    rule,
+                    cap: config.evaluation.cap,
+                    max_challenges: config.evaluation.max_challenges,
+                    ratio_to_beat_ppm: open.started.ratio_to_beat_ppm,
+                    window: config.evaluation.window,
+                };
+                (plan, Some(open))
+            }
+            None => {
+                let next =
+                    config.miners.iter().position(|m| m.hotkey != champion.miner.hotkey && !played.contains(&m.hotkey));
+                let Some(next) = next else { break };
+                let contender = from_config(next);
+                let plan = MatchPlan {
+                    match_id: matchrun::derive_match_id(
+                        &validator,
+                        &contender.miner.hotkey,
+                        &champion.miner.hotkey,
+                        n_decided,
+                    ),
+                    contender,
+                    champion: champion.clone(),
+                    envs: config.evaluation.envs.clone(),
+                    rule,
+                    cap: config.evaluation.cap,
+                    max_challenges: config.evaluation.max_challenges,
+                    ratio_to_beat_ppm: params.current_ppm(&ratio, chain_block),
+                    window: config.evaluation.window,
+                };
+                (plan, None)
+            }
+        };
+        played.insert(plan.contender.miner.hotkey.clone());
+        let (contender, defender) = (plan.contender.clone(), plan.champion.clone());
+        match matchrun::play_match(plan, context(chain_block), resume).await {
+            Ok(report) => {
+                if report.verdict == MatchVerdict::ContenderWins {
+                    champion = contender.clone();
+                    ratio = crate::evaluation::ratio::RatioToBeat {
+                        set_ppm: report.decided.new_ratio_to_beat_ppm,
+                        set_at_block: chain_block,
+                    };
+                }
+                n_decided += 1;
+                (options.on_match)(&report, &contender, &defender);
+                reports.push(report);
+            }
+            Err(MatchError::Interrupted) => {
+                interrupted = true;
+                break;
+            }
+            Err(other) => return Err(other.into()),
+        }
+    }
+    // Closing the channel makes the writer seal what it holds and finish.
+    let super::writer::WriterHandle { sender, task } = writer;
+    drop(sender);
+    let tip = task.await.map_err(|_| WriterError::Panicked)??;
+    let tip = match tip {
+        Some(tip) => Some(tip),
+        None => log.tip()?,
+    };
+    let ratio_now = params.current_ppm(&ratio, nominal_chain_block((options.now_ms)()));
+    Ok(RunSummary { matches: reports, champion: champion.miner.hotkey, ratio_to_beat_ppm: ratio_now, interrupted, tip })
+}

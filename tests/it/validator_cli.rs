@@ -1,0 +1,170 @@
+//! `af validate` as operators run it, against reference miner processes on loopback:
+//! a full run, and a run stopped by SIGINT and by SIGKILL and resumed from the ledger.
+
+use crate::{af, af_bin, stdout};
+use af::ledger::{verify, Event, LedgerKey, Store};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+struct Miner(Child, String);
+
+impl Drop for Miner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn miner(policy: &str) -> Miner {
+    let mut child = Command::new(af_bin())
+        .args(["miner", "serve", "--listen", "127.0.0.1:0", "--policy", policy])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let url = line.split_whitespace().nth(2).expect("listening on URL").to_string();
+    Miner(child, url)
+}
+
+fn config(dir: &std::path::Path, extra: &str, miners: &[(&str, &Miner)]) -> std::path::PathBuf {
+    let mut text = format!("{extra}\n[ledger]\nblock_max_events = 16\nblock_max_ms = 50\n");
+    for (i, (hotkey, miner)) in miners.iter().enumerate() {
+        text += &format!("\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {i}\nbase_url = \"{}\"\nmodel = \"m\"\n", miner.1);
+    }
+    let path = dir.join("validator.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn validate_runs_the_queue_and_ratio_show_reports_it() {
+    let (noisy, perfect, random) = (miner("noisy:0.3"), miner("perfect"), miner("random"));
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(
+        dir.path(),
+        "[evaluation]\ncap = 200\nmax_challenges = 300",
+        &[("5Noisy", &noisy), ("5Perfect", &perfect), ("5Random", &random)],
+    );
+    let data = dir.path().join("data");
+    let output = Command::new(af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(summary["champion"], "5Perfect");
+    assert_eq!(summary["matches"].as_array().unwrap().len(), 3);
+    // Structured log lines on stderr (it is not a terminal here), one per match.
+    let logs: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&output.stderr).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert_eq!(logs.iter().filter(|l| l["event"] == "match_decided").count(), 3);
+
+    let ratio: serde_json::Value =
+        serde_json::from_str(&stdout(&af(&["ratio", "show", "--data", data.to_str().unwrap(), "--json"]))).unwrap();
+    assert!(ratio["set_ppm"].as_u64().unwrap() > ratio["floor_ppm"].as_u64().unwrap());
+    assert_eq!(ratio["champion"], "5Perfect");
+    assert!(ratio["set_by_match"].is_string());
+    assert!(af(&["ledger", "verify", "--data", data.to_str().unwrap()]).status.success());
+    // Nothing left to play: a second run does nothing and succeeds.
+    let again = Command::new(af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&again.stdout).unwrap()["matches"].as_array().unwrap().len(),
+        0
+    );
+}
+
+#[test]
+fn missing_miners_and_bad_config_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    let output = af(&["validate", "--data", data.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no miners configured"));
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[evaluation]\nrule = \"vibes\"\n").unwrap();
+    let output = af(&["validate", "--data", data.to_str().unwrap(), "--config", bad.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("evaluation.rule"));
+}
+
+/// (match, env, miner) -> challenge indices, in log order.
+type Schedule = BTreeMap<(String, String, String), Vec<u64>>;
+
+/// Every transcript of our log by (match, env, miner), and the match starts and decisions.
+fn schedule(data: &std::path::Path) -> (Schedule, usize, usize) {
+    let store = Store::open(data).unwrap();
+    assert!(verify::verify_store(&store, &mut |_, _, _| {}).unwrap().ok);
+    let validator = LedgerKey::load(&data.join("validator.key")).unwrap().validator();
+    let mut indices: BTreeMap<(String, String, String), Vec<u64>> = BTreeMap::new();
+    let (mut started, mut decided) = (0, 0);
+    let tip = store.tip(&validator).unwrap().unwrap();
+    for height in 0..=tip.height {
+        for event in store.block(&validator, height).unwrap().unwrap().block.events {
+            match event {
+                Event::Transcript(t) => indices
+                    .entry((t.match_id.to_hex(), t.env.name.clone(), t.miner.hotkey.clone()))
+                    .or_default()
+                    .push(t.challenge_index),
+                Event::MatchStarted(_) => started += 1,
+                Event::MatchDecided(_) => decided += 1,
+                _ => {}
+            }
+        }
+    }
+    (indices, started, decided)
+}
+
+#[test]
+fn an_interrupted_validator_resumes_from_its_ledger() {
+    // Two identical slow miners: every game is a draw, so each env runs to its
+    // challenge cap, long enough to be interrupted twice.
+    let (a, b) = (miner("slow:15"), miner("slow:15"));
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(
+        dir.path(),
+        "[evaluation]\nenvs = [\"mult\", \"coin\"]\nmax_challenges = 120\nwindow = 2",
+        &[("5A", &a), ("5B", &b)],
+    );
+    let data = dir.path().join("data");
+    let args = ["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap()];
+
+    // 1. SIGINT: the events handed over so far are sealed; exit 130.
+    let child = Command::new(af_bin()).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let status = child.wait_with_output().unwrap().status;
+    assert_eq!(status.code(), Some(130), "Ctrl-C exits 130 after sealing");
+    let (after_int, started, decided) = schedule(&data);
+    assert_eq!((started, decided), (1, 0), "the match is open");
+    assert!(!after_int.is_empty(), "some challenges were recorded before the stop");
+
+    // 2. SIGKILL: whatever was not sealed is lost, never half-written.
+    let mut child = Command::new(af_bin()).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // 3. Run to the end.
+    let output = Command::new(af_bin()).args(args).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let (indices, started, decided) = schedule(&data);
+    assert_eq!((started, decided), (1, 1), "one match, started once, decided once");
+    for ((_, env, miner), list) in &indices {
+        let expected: Vec<u64> = (0..list.len() as u64).collect();
+        assert_eq!(list, &expected, "{env}/{miner}: indices 0..n, in order, none skipped or repeated");
+        assert!(list.len() <= 120, "{env}/{miner}: no env passes its challenge cap");
+    }
+    // The contender needs both envs; the first to reach its cap (inconclusive) decides
+    // the match, and the other stops there.
+    assert!(indices.values().any(|list| list.len() == 120));
+    // Resumption continued where the log stopped, not from zero.
+    for (key, list) in &after_int {
+        assert_eq!(&indices[key][..list.len()], &list[..]);
+    }
+}
