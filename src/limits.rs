@@ -28,7 +28,9 @@ pub const MAX_JSON_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// redb's page cache. Small on purpose: logs are written once and read in order, and a
 /// large cache makes every read of a big block fault in fresh memory (measured: reading
-/// a 1 GiB log ran at 200 MiB/s with redb's default cache, 1.6 GiB/s with 16 MiB).
+/// a 1 GiB log ran at 200 MiB/s with redb's default cache, 1.6 GiB/s with 16 MiB). It
+/// also bounds a writer's memory: redb keeps freshly written pages cached up to this size,
+/// and with its 1 GiB default a validator grew by its write rate for minutes.
 pub const STORE_CACHE_BYTES: usize = 32 * 1024 * 1024;
 /// Bytes of blocks read ahead of verification (the reader thread's queue holds two).
 pub const VERIFY_BATCH_BYTES: usize = 32 * 1024 * 1024;

@@ -72,6 +72,7 @@ pub fn validate(
                     eprintln!("{line}");
                 }
             }),
+            request_stats: Arc::default(),
         };
         let summary = run::run(log, &config, stop, options).await;
         display.abort();
@@ -85,6 +86,14 @@ pub fn validate(
                 summary.champion,
                 f64::from(summary.ratio_to_beat_ppm) / 1e6,
                 summary.tip.map_or("(empty)".into(), |t| format!("height {} hash {}", t.height, t.hash))
+            );
+            let r = &summary.requests;
+            outln!(
+                "{} requests to miners ({} failed); latency p50 {:.1} ms, p99 {:.1} ms",
+                r.attempts,
+                r.failed,
+                r.latency_p50_us as f64 / 1e3,
+                r.latency_p99_us as f64 / 1e3
             );
         }
         Ok(if summary.interrupted { ExitCode::from(EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })

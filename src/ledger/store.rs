@@ -149,8 +149,10 @@ impl Store {
     pub fn create(dir: &Path) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Open { path: dir.to_owned(), message: e.to_string() })?;
         let path = dir.join(STORE_FILE);
-        let db =
-            Database::create(&path).map_err(|e| StoreError::Open { path: path.clone(), message: e.to_string() })?;
+        let db = redb::Builder::new()
+            .set_cache_size(crate::limits::STORE_CACHE_BYTES)
+            .create(&path)
+            .map_err(|e| StoreError::Open { path: path.clone(), message: e.to_string() })?;
         let store = Store { db, path };
         store.init_tables()?;
         Ok(store)

@@ -5,6 +5,7 @@
 //! error in its completion, never an error that stops the validator.
 
 use super::openai::{ChatRequest, ChatResponse, COMPLETIONS_PATH};
+use super::stats::{parse_server_timing, RequestStats};
 use crate::envs::Message;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -78,6 +79,7 @@ pub struct MinerClient {
     config: ClientConfig,
     total: Arc<Semaphore>,
     per_miner: Mutex<BTreeMap<String, Arc<Semaphore>>>,
+    stats: Arc<RequestStats>,
 }
 
 enum AttemptOutcome {
@@ -87,6 +89,11 @@ enum AttemptOutcome {
 
 impl MinerClient {
     pub fn new(config: ClientConfig) -> Result<MinerClient, ClientError> {
+        MinerClient::with_stats(config, Arc::default())
+    }
+
+    /// A client that records every attempt into `stats`.
+    pub fn with_stats(config: ClientConfig, stats: Arc<RequestStats>) -> Result<MinerClient, ClientError> {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_millis(config.timeout_ms))
             .pool_max_idle_per_host(config.max_concurrent_per_miner)
@@ -97,7 +104,12 @@ impl MinerClient {
             total: Arc::new(Semaphore::new(config.max_concurrent_total.max(1))),
             per_miner: Mutex::new(BTreeMap::new()),
             config,
+            stats,
         })
+    }
+
+    pub fn stats(&self) -> &Arc<RequestStats> {
+        &self.stats
     }
 
     fn miner_semaphore(&self, base_url: &str) -> Arc<Semaphore> {
@@ -132,6 +144,7 @@ impl MinerClient {
             if let Some(token) = &token {
                 request = request.bearer_auth(token);
             }
+            let mut server_us = None;
             let (status, outcome) = match request.send().await {
                 Err(e) if e.is_connect() => (None, AttemptOutcome::Retry(format!("connect: {e}"))),
                 Err(e) if e.is_timeout() => {
@@ -140,6 +153,11 @@ impl MinerClient {
                 Err(e) => (None, AttemptOutcome::Done(Err(format!("request failed: {e}")))),
                 Ok(response) => {
                     let status = response.status();
+                    server_us = response
+                        .headers()
+                        .get("server-timing")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(parse_server_timing);
                     let outcome = if status.as_u16() == 429 || status.is_server_error() {
                         AttemptOutcome::Retry(format!("HTTP {status}"))
                     } else if !status.is_success() {
@@ -150,7 +168,10 @@ impl MinerClient {
                     (Some(status.as_u16()), outcome)
                 }
             };
-            let latency_ms = attempt_started.elapsed().as_millis() as u64;
+            let elapsed = attempt_started.elapsed();
+            let latency_ms = elapsed.as_millis() as u64;
+            let failed = !matches!(outcome, AttemptOutcome::Done(Ok(_)));
+            self.stats.record(elapsed.as_micros() as u64, server_us, failed);
             match outcome {
                 AttemptOutcome::Done(answer) => {
                     attempts.push(Attempt { latency_ms, status, error: answer.as_ref().err().cloned() });

@@ -3,6 +3,7 @@
 
 use super::openai::{ChatRequest, ChatResponse, Choice, ResponseMessage, COMPLETIONS_PATH};
 use super::policy::{Policy, Solver};
+use super::stats::SERVER_TIMING_METRIC;
 use crate::bytes::Hash32;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
@@ -38,6 +39,7 @@ async fn models(State(state): State<Arc<MinerState>>) -> Json<serde_json::Value>
 }
 
 async fn complete(State(state): State<Arc<MinerState>>, Json(request): Json<ChatRequest>) -> Response {
+    let started = std::time::Instant::now();
     let number = state.requests.fetch_add(1, Ordering::Relaxed);
     // Each request gets its own seed, so random policies differ across requests but a
     // server started with the same seed answers the same sequence the same way.
@@ -52,7 +54,10 @@ async fn complete(State(state): State<Arc<MinerState>>, Json(request): Json<Chat
         _ => {}
     }
     let content = state.solver.answer(state.policy, &request.messages, &seed);
-    Json(ChatResponse {
+    // Tells the client how long the answer took us, so it can tell its own overhead
+    // (HTTP, sockets, queueing) from the miner's time.
+    let timing = format!("{};dur={:.3}", SERVER_TIMING_METRIC, started.elapsed().as_secs_f64() * 1000.0);
+    let body = Json(ChatResponse {
         id: format!("chatcmpl-{number}"),
         object: "chat.completion".into(),
         created: 0,
@@ -62,6 +67,6 @@ async fn complete(State(state): State<Arc<MinerState>>, Json(request): Json<Chat
             message: ResponseMessage { role: "assistant".into(), content: Some(content) },
             finish_reason: Some("stop".into()),
         }],
-    })
-    .into_response()
+    });
+    ([("server-timing", timing)], body).into_response()
 }

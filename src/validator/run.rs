@@ -11,6 +11,7 @@ use crate::evaluation::matchplay::{MatchState, MatchVerdict};
 use crate::ledger::event::MinerRef;
 use crate::ledger::{OwnLog, StoreError, Tip};
 use crate::miner::client::{ClientError, MinerClient};
+use crate::miner::stats::{RequestStats, StatsSnapshot};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -41,6 +42,8 @@ pub struct RunSummary {
     pub ratio_to_beat_ppm: u32,
     pub interrupted: bool,
     pub tip: Option<Tip>,
+    /// HTTP attempts to miners during this run, with latency and overhead percentiles.
+    pub requests: StatsSnapshot,
 }
 
 /// Told of each decided match: its report, the contender, the champion it played.
@@ -52,6 +55,9 @@ pub struct RunOptions {
     pub progress: Option<Arc<watch::Sender<MatchState>>>,
     /// Called with each decided match, for log lines.
     pub on_match: MatchCallback,
+    /// Where the miner client records every HTTP attempt (shared, so a caller can watch
+    /// throughput and latency while the run goes on).
+    pub request_stats: Arc<RequestStats>,
 }
 
 pub async fn run(
@@ -100,7 +106,7 @@ pub async fn run(
 
     let writer = spawn_writer(log.clone(), config.ledger.block_max_events, config.ledger.block_max_ms, options.now_ms);
     let registry = Arc::new(crate::envs::registry());
-    let client = Arc::new(MinerClient::new(config.client.clone())?);
+    let client = Arc::new(MinerClient::with_stats(config.client.clone(), options.request_stats.clone())?);
     let context = |chain_block: u64| MatchContext {
         validator,
         registry: registry.clone(),
@@ -198,5 +204,12 @@ pub async fn run(
         None => log.tip()?,
     };
     let ratio_now = params.current_ppm(&ratio, nominal_chain_block((options.now_ms)()));
-    Ok(RunSummary { matches: reports, champion: champion.miner.hotkey, ratio_to_beat_ppm: ratio_now, interrupted, tip })
+    Ok(RunSummary {
+        matches: reports,
+        champion: champion.miner.hotkey,
+        ratio_to_beat_ppm: ratio_now,
+        interrupted,
+        tip,
+        requests: options.request_stats.snapshot(),
+    })
 }

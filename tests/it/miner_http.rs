@@ -43,6 +43,11 @@ async fn perfect_miner_answers_correctly_over_http() {
     assert_eq!(envs::score_answer(registry.get("mult").unwrap(), &id, &answer).1, 1000);
     assert_eq!(completion.attempts.len(), 1);
     assert_eq!(completion.attempts[0].status, Some(200));
+    // The reference miner reports its handling time, so the client can separate its own
+    // overhead from the miner's time.
+    let stats = client.stats().snapshot();
+    assert_eq!((stats.attempts, stats.failed, stats.timed_attempts), (1, 0, 1));
+    assert!(stats.overhead_p50_us <= stats.latency_p50_us);
 }
 
 #[tokio::test]
@@ -53,6 +58,8 @@ async fn server_errors_are_retried_then_reported() {
     assert!(completion.answer.unwrap_err().contains("gave up after 3 attempts"));
     assert_eq!(completion.attempts.len(), 3);
     assert!(completion.attempts.iter().all(|a| a.status == Some(500)));
+    let stats = client.stats().snapshot();
+    assert_eq!((stats.attempts, stats.failed, stats.timed_attempts), (3, 3, 0));
 }
 
 #[tokio::test]
