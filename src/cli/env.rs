@@ -1,8 +1,11 @@
-//! `af env`: list environments, show a task as a model sees it, score answers.
+//! `af env`: list environments, show a task as a model sees it, score answers, and play
+//! tasks against a miner's endpoint exactly as a validator would (nothing is recorded).
 
 use crate::outln;
 use af::bytes::Hash32;
 use af::envs::{self, Environment, Message};
+use af::miner::client::{ClientConfig, Endpoint, MinerClient};
+use af::validator::episode::play_episode;
 use anyhow::{anyhow, bail, Context};
 use clap::Subcommand;
 use std::path::PathBuf;
@@ -25,6 +28,31 @@ pub enum EnvCommand {
         /// Index N of the all-zero validator and match (the same task everywhere).
         #[arg(long)]
         seed: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Play tasks against an OpenAI-compatible endpoint as a validator would; print each
+    /// conversation and reward. Nothing is recorded.
+    Play {
+        #[arg(long)]
+        env: String,
+        /// The endpoint, e.g. http://127.0.0.1:8001 (`/v1/chat/completions` is appended).
+        #[arg(long)]
+        miner: String,
+        #[arg(long, default_value = "af-reference")]
+        model: String,
+        /// Name of an environment variable holding the endpoint's bearer token.
+        #[arg(long)]
+        api_key_env: Option<String>,
+        /// First task: index N of the all-zero validator and match.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// How many consecutive tasks to play.
+        #[arg(long, default_value_t = 1)]
+        count: u64,
+        /// Per-request timeout.
+        #[arg(long, default_value_t = 60_000)]
+        timeout_ms: u64,
         #[arg(long)]
         json: bool,
     },
@@ -100,6 +128,11 @@ pub fn run(command: EnvCommand) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        EnvCommand::Play { env, miner, model, api_key_env, seed, count, timeout_ms, json } => {
+            let env = find(&registry, &env)?;
+            let endpoint = Endpoint { base_url: miner, model, api_key_env };
+            return play(env, &endpoint, seed, count, timeout_ms, json);
+        }
         EnvCommand::Score { env, challenge_id, answer, transcript, json } => {
             let env = find(&registry, &env)?;
             let id = parse_id(&challenge_id)?;
@@ -131,6 +164,53 @@ pub fn run(command: EnvCommand) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn play(
+    env: &dyn Environment,
+    endpoint: &Endpoint,
+    seed: u64,
+    count: u64,
+    timeout_ms: u64,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let client = MinerClient::new(ClientConfig { timeout_ms, ..ClientConfig::default() })?;
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let spec = env.spec();
+    let (mut total, mut failures) = (0i64, 0u64);
+    for n in seed..seed.saturating_add(count) {
+        let id = envs::challenge_id_for_seed(spec.name, spec.version, n);
+        let played = runtime.block_on(play_episode(&client, endpoint, env, &id));
+        total += i64::from(played.reward_milli);
+        failures += u64::from(played.error.is_some());
+        if json {
+            super::print_json(&serde_json::json!({
+                "env": spec.name, "seed": n, "challenge_id": id,
+                "reward_milli": played.reward_milli, "error": played.error,
+                "requests": played.n_requests, "latency_ms": played.latency_ms,
+                "messages": played.messages,
+            }))?;
+        } else {
+            outln!("== {} seed {n} (challenge_id {id})", spec.name);
+            for message in &played.messages {
+                outln!("[{}]\n{}\n", message.role, message.content);
+            }
+            if let Some(error) = &played.error {
+                outln!("error: {error}");
+            }
+            outln!(
+                "reward {} ({} requests, {} ms)\n",
+                f64::from(played.reward_milli) / 1000.0,
+                played.n_requests,
+                played.latency_ms
+            );
+        }
+    }
+    if !json && count > 1 {
+        outln!("mean reward {:.3} over {count} tasks; {failures} failed", total as f64 / 1000.0 / count as f64);
+    }
+    // A miner that could not answer is a failed check for whoever is testing it.
+    Ok(if failures > 0 { ExitCode::from(super::EXIT_CHECK_FAILED) } else { ExitCode::SUCCESS })
 }
 
 fn read_messages(path: &std::path::Path) -> anyhow::Result<Vec<Message>> {

@@ -55,11 +55,14 @@ pub enum Command {
     Miner(miner::MinerCommand),
     /// Run the validator: play contenders against the champion, record everything.
     Validate {
-        #[arg(long)]
-        data: PathBuf,
+        #[arg(long, required_unless_present = "print_config")]
+        data: Option<PathBuf>,
         /// TOML config; every field has a default and an AF_SECTION__KEY override.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Print the effective config (defaults, file, AF_* overrides) as TOML and exit.
+        #[arg(long)]
+        print_config: bool,
         /// Stop after this many decided matches.
         #[arg(long)]
         max_matches: Option<u64>,
@@ -91,7 +94,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ledger(command) => ledger::run(command),
         Command::Env(command) => env::run(command),
         Command::Miner(command) => miner::run(command),
-        Command::Validate { data, config, max_matches, json } => validate::validate(&data, config, max_matches, json),
+        Command::Validate { print_config: true, config, .. } => validate::print_config(config),
+        Command::Validate { data, config, max_matches, json, .. } => {
+            validate::validate(&data.expect("clap requires --data here"), config, max_matches, json)
+        }
         Command::Ratio(RatioCommand::Show { data, config, json }) => validate::ratio_show(&data, config, json),
     }
 }

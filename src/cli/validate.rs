@@ -23,6 +23,12 @@ pub fn load_config(path: Option<&Path>) -> anyhow::Result<config::Config> {
     Ok(config::parse(&text, std::env::vars())?)
 }
 
+pub fn print_config(config_path: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let config = load_config(config_path.as_deref())?;
+    crate::outln!("{}", toml::to_string(&config).context("writing the config as TOML")?);
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn validate(
     data: &Path,
     config_path: Option<PathBuf>,

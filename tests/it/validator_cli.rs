@@ -168,3 +168,50 @@ fn an_interrupted_validator_resumes_from_its_ledger() {
         assert_eq!(&indices[key][..list.len()], &list[..]);
     }
 }
+
+#[test]
+fn env_play_scores_a_miner_as_a_validator_would() {
+    let (perfect, garbage) = (miner("perfect"), miner("garbage"));
+    for env in ["tictactoe", "mult", "sat", "coin"] {
+        let output = af(&["env", "play", "--env", env, "--miner", &perfect.1, "--count", "3", "--json"]);
+        assert!(output.status.success(), "{env}: {}", String::from_utf8_lossy(&output.stderr));
+        let lines: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&stdout(&output))
+            .into_iter()
+            .map(|v| v.expect("one JSON object per task"))
+            .collect();
+        assert_eq!(lines.len(), 3);
+        for (seed, line) in lines.iter().enumerate() {
+            assert_eq!(line["seed"], seed as u64);
+            assert!(line["error"].is_null());
+            // The expert's reward: perfect never loses, and on single-turn envs always wins.
+            let reward = line["reward_milli"].as_i64().unwrap();
+            assert!(if env == "tictactoe" { reward >= 0 } else { reward == 1000 }, "{env}: {line}");
+        }
+    }
+    let output = af(&["env", "play", "--env", "mult", "--miner", &garbage.1]);
+    assert_eq!(output.status.code(), Some(3), "a failing miner is a failed check");
+    assert!(stdout(&output).contains("error: not a chat completion"), "{}", stdout(&output));
+}
+
+#[test]
+fn print_config_shows_defaults_file_and_overrides() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v.toml");
+    std::fs::write(&path, "[evaluation]\ncap = 321\n").unwrap();
+    let output = Command::new(af_bin())
+        .args(["validate", "--print-config", "--config", path.to_str().unwrap()])
+        .env("AF_CLIENT__TIMEOUT_MS", "1234")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let printed: toml::Table = stdout(&output).parse().expect("TOML");
+    assert_eq!(printed["evaluation"]["cap"].as_integer(), Some(321));
+    assert_eq!(printed["client"]["timeout_ms"].as_integer(), Some(1234));
+    assert_eq!(printed["evaluation"]["rule"].as_str(), Some("mixture"));
+    // The printed config is itself a valid config.
+    let again = dir.path().join("again.toml");
+    std::fs::write(&again, stdout(&output)).unwrap();
+    let output = af(&["validate", "--print-config", "--config", again.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(af(&["validate"]).status.code() == Some(2), "--data is required without --print-config");
+}
