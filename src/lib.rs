@@ -9,4 +9,5 @@ pub mod evaluation;
 pub mod ledger;
 pub mod limits;
 pub mod miner;
+pub mod p2p;
 pub mod validator;

@@ -1,0 +1,8 @@
+//! Validators as a network: each publishes its blocks, fetches and verifies every other
+//! validator's log, keeps verified copies and catches equivocation with proof.
+//! `protocol` is the IO-less state machine, `wire` its bytes, `blocks` the storage it
+//! writes through; `net` is the libp2p actor that does the IO.
+
+pub mod blocks;
+pub mod protocol;
+pub mod wire;

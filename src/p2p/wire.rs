@@ -1,0 +1,170 @@
+//! The bytes validators exchange: a gossip announcement of a new tip (a signed header,
+//! so it can be checked before it is forwarded), and requests for tips and for ranges
+//! of a validator's blocks. Encoded with the ledger's canonical codec and bounded, so a
+//! hostile peer cannot make us allocate more than the limits below. Block bytes travel
+//! exactly as stored; the receiver checks them as if read from a file.
+
+use crate::bytes::{Hash32, SignatureBytes, ValidatorKey};
+use crate::ledger::block::{check_signature, BlockError, BlockHeader};
+use crate::ledger::codec::{self, CodecError};
+use crate::limits::MAX_BLOCK_BYTES;
+use serde::{Deserialize, Serialize};
+
+/// Largest gossip message (an announcement is ~190 bytes).
+pub const MAX_GOSSIP_BYTES: u64 = 1024;
+/// Largest request.
+pub const MAX_REQUEST_BYTES: u64 = 1024;
+/// Largest response: room for one block of the largest size, or many smaller ones.
+pub const MAX_RESPONSE_BYTES: u64 = MAX_BLOCK_BYTES + 1024 * 1024;
+/// Most tips in one response.
+pub const MAX_TIPS: usize = 4096;
+/// Most blocks one request may ask for.
+pub const MAX_BLOCKS_PER_REQUEST: u32 = 1024;
+
+/// A header with its signature: enough to check who signed which block at which height.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedHeader {
+    pub header: BlockHeader,
+    pub signature: SignatureBytes,
+}
+
+impl SignedHeader {
+    pub fn hash(&self) -> Hash32 {
+        self.header.hash()
+    }
+
+    pub fn validator(&self) -> ValidatorKey {
+        self.header.validator
+    }
+
+    /// Strict ed25519 over the header hash, under the header's own validator key.
+    pub fn check(&self) -> Result<Hash32, BlockError> {
+        let hash = self.hash();
+        check_signature(&self.header, &hash, &self.signature)?;
+        Ok(hash)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Gossip {
+    /// "This validator's chain now reaches this header."
+    Announce(SignedHeader),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// Every tip the peer stores.
+    Tips,
+    /// Blocks `from_height..` of `validator`, at most `max_blocks`, in height order.
+    Blocks { validator: ValidatorKey, from_height: u64, max_blocks: u32 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    Tips(Vec<SignedHeader>),
+    /// Consecutive blocks starting at the requested height; fewer than asked (or none)
+    /// when the peer has no more, or the response would be too large.
+    Blocks(#[serde(with = "serde_bytes_vec")] Vec<Vec<u8>>),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error("{0}")]
+    Codec(#[from] CodecError),
+    #[error("{what} lists {count} items, more than {limit}")]
+    TooMany { what: &'static str, count: usize, limit: usize },
+}
+
+pub fn encode_gossip(message: &Gossip) -> Vec<u8> {
+    codec::encode(message, "gossip message", MAX_GOSSIP_BYTES).expect("an announcement fits the gossip limit")
+}
+
+pub fn decode_gossip(bytes: &[u8]) -> Result<Gossip, WireError> {
+    Ok(codec::decode_canonical(bytes, "gossip message", MAX_GOSSIP_BYTES)?)
+}
+
+pub fn encode_request(request: &Request) -> Vec<u8> {
+    codec::encode(request, "request", MAX_REQUEST_BYTES).expect("a request fits the request limit")
+}
+
+pub fn decode_request(bytes: &[u8]) -> Result<Request, WireError> {
+    let request: Request = codec::decode_canonical(bytes, "request", MAX_REQUEST_BYTES)?;
+    Ok(request)
+}
+
+pub fn encode_response(response: &Response) -> Result<Vec<u8>, WireError> {
+    Ok(codec::encode(response, "response", MAX_RESPONSE_BYTES)?)
+}
+
+pub fn decode_response(bytes: &[u8]) -> Result<Response, WireError> {
+    let response: Response = codec::decode_canonical(bytes, "response", MAX_RESPONSE_BYTES)?;
+    if let Response::Tips(tips) = &response {
+        if tips.len() > MAX_TIPS {
+            return Err(WireError::TooMany { what: "tips response", count: tips.len(), limit: MAX_TIPS });
+        }
+    }
+    Ok(response)
+}
+
+/// `Vec<Vec<u8>>` as a sequence of byte strings (length + bytes each), not of
+/// one-byte integers: the same bytes on the wire, copied in one piece.
+mod serde_bytes_vec {
+    use serde::de::{SeqAccess, Visitor};
+    use serde::ser::SerializeSeq;
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(blocks: &[Vec<u8>], serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(blocks.len()))?;
+        for block in blocks {
+            seq.serialize_element(serde_bytes::Bytes::new(block))?;
+        }
+        seq.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Vec<u8>>, D::Error> {
+        struct Blocks;
+        impl<'de> Visitor<'de> for Blocks {
+            type Value = Vec<Vec<u8>>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of byte strings")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                // No capacity from the untrusted length: grow as elements really arrive.
+                let mut blocks = Vec::new();
+                while let Some(block) = seq.next_element::<serde_bytes::ByteBuf>()? {
+                    blocks.push(block.into_vec());
+                }
+                Ok(blocks)
+            }
+        }
+        deserializer.deserialize_seq(Blocks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_and_garbage_is_refused() {
+        let request = Request::Blocks { validator: ValidatorKey([7; 32]), from_height: 9, max_blocks: 3 };
+        assert_eq!(decode_request(&encode_request(&request)).unwrap(), request);
+        let response = Response::Blocks(vec![vec![1, 2, 3], vec![], vec![9; 1000]]);
+        let bytes = encode_response(&response).unwrap();
+        assert_eq!(decode_response(&bytes).unwrap(), response);
+        // A byte string is its length and its bytes, as documented.
+        assert_eq!(&bytes[..4], &1u32.to_le_bytes(), "variant tag");
+        assert_eq!(&bytes[4..12], &3u64.to_le_bytes(), "count");
+        assert_eq!(&bytes[12..20], &3u64.to_le_bytes(), "first length");
+        assert!(decode_request(&[9, 9, 9]).is_err());
+        assert!(decode_gossip(&[0; 2000]).is_err());
+        let mut trailing = encode_request(&Request::Tips);
+        trailing.push(0);
+        assert!(decode_request(&trailing).is_err(), "trailing bytes are not canonical");
+        // A length claiming more bytes than remain is an error, not an allocation.
+        let mut lying = 1u32.to_le_bytes().to_vec();
+        lying.extend_from_slice(&1u64.to_le_bytes());
+        lying.extend_from_slice(&u64::MAX.to_le_bytes());
+        assert!(decode_response(&lying).is_err());
+    }
+}
