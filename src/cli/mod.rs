@@ -5,6 +5,7 @@ mod env;
 mod key;
 mod ledger;
 mod miner;
+mod node;
 mod validate;
 
 use clap::{Parser, Subcommand};
@@ -72,6 +73,22 @@ pub enum Command {
     /// The ratio to beat.
     #[command(subcommand)]
     Ratio(RatioCommand),
+    /// Gossip and sync every validator's log, alone (an auditor's or mirror's node).
+    Node {
+        #[arg(long)]
+        data: PathBuf,
+        #[command(flatten)]
+        net: node::NetArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Known validators, their tips and lag, evidence against them, and peers.
+    Peers {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -99,6 +116,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             validate::validate(&data.expect("clap requires --data here"), config, max_matches, json)
         }
         Command::Ratio(RatioCommand::Show { data, config, json }) => validate::ratio_show(&data, config, json),
+        Command::Node { data, net, json } => node::node(&data, net, json),
+        Command::Peers { data, json } => node::peers(&data, json),
     }
 }
 

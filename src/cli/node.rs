@@ -1,0 +1,170 @@
+//! `af node` (gossip and sync alone: an auditor's or mirror's copy of every log) and
+//! `af peers` (what a node knows of the other validators), plus the network flags
+//! `af validate` shares.
+
+use super::print_json;
+use crate::outln;
+use af::bytes::ValidatorKey;
+use af::ledger::{Event, OwnLog};
+use af::p2p::net::NetConfig;
+use af::p2p::node::{self, NodeHandle, STATUS_FILE};
+use anyhow::Context;
+use clap::Args;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct NetArgs {
+    /// Multiaddr to listen on, e.g. /ip4/127.0.0.1/tcp/4001 (repeatable).
+    #[arg(long = "listen")]
+    pub listen: Vec<libp2p::Multiaddr>,
+    /// Bootstrap peer multiaddr, dialled at start and whenever not connected (repeatable).
+    #[arg(long = "peer")]
+    pub peers: Vec<libp2p::Multiaddr>,
+    /// Validator key (hex) whose log we keep; repeatable. Without any, every validly
+    /// signed log is kept.
+    #[arg(long = "allow")]
+    pub allow: Vec<String>,
+}
+
+impl NetArgs {
+    pub fn enabled(&self) -> bool {
+        !self.listen.is_empty() || !self.peers.is_empty()
+    }
+
+    pub fn config(&self, own: ValidatorKey) -> anyhow::Result<NetConfig> {
+        let mut config = NetConfig { listen: self.listen.clone(), peers: self.peers.clone(), ..NetConfig::default() };
+        if !self.allow.is_empty() {
+            let mut allowed = BTreeSet::from([own]);
+            for hex in &self.allow {
+                allowed.insert(ValidatorKey::from_hex(hex).with_context(|| format!("--allow {hex}"))?);
+            }
+            config.sync.allowed = Some(allowed);
+        }
+        if config.listen.is_empty() {
+            config.listen.push("/ip4/127.0.0.1/tcp/0".parse().expect("a valid multiaddr"));
+        }
+        Ok(config)
+    }
+}
+
+/// Starts the network for `log`, printing where it listens once known.
+pub fn start(
+    log: &Arc<OwnLog>,
+    args: &NetArgs,
+    data: &Path,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<NodeHandle> {
+    let config = args.config(log.validator())?;
+    let handle = node::spawn_node(log.clone(), config, Some(data.join(STATUS_FILE)), super::now_ms, stop)?;
+    let mut status = handle.status.clone();
+    tokio::spawn(async move {
+        while status.changed().await.is_ok() {
+            let listen = status.borrow_and_update().listen.clone();
+            if !listen.is_empty() {
+                for address in listen {
+                    eprintln!("{}", serde_json::json!({ "event": "listening", "address": address }));
+                }
+                break;
+            }
+        }
+    });
+    Ok(handle)
+}
+
+/// Appends evidence to our own log (when nothing else writes it) and announces the block.
+pub async fn record_evidence_directly(
+    log: Arc<OwnLog>,
+    mut evidence: tokio::sync::mpsc::UnboundedReceiver<af::ledger::event::Evidence>,
+    own_blocks: tokio::sync::mpsc::UnboundedSender<(ValidatorKey, u64)>,
+) {
+    let validator = log.validator();
+    while let Some(evidence) = evidence.recv().await {
+        eprintln!(
+            "{}",
+            serde_json::json!({ "event": "equivocation", "validator": evidence.validator, "height": evidence.height })
+        );
+        let log = log.clone();
+        let appended =
+            tokio::task::spawn_blocking(move || log.append(vec![Event::Evidence(Box::new(evidence))], super::now_ms()))
+                .await;
+        match appended {
+            Ok(Ok(receipt)) => {
+                let _ = own_blocks.send((validator, receipt.tip.height));
+            }
+            Ok(Err(e)) => eprintln!("recording evidence failed: {e}"),
+            Err(_) => eprintln!("recording evidence panicked"),
+        }
+    }
+}
+
+pub fn node(data: &Path, args: NetArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let log = Arc::new(super::ledger::open_own_log(data)?);
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let (stop_sender, stop) = tokio::sync::watch::channel(false);
+        let handle = start(&log, &args, data, stop)?;
+        let NodeHandle { own_blocks, evidence, status, task } = handle;
+        tokio::spawn(record_evidence_directly(log.clone(), evidence, own_blocks));
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {
+                let _ = stop_sender.send(true);
+            }
+            result = task => {
+                result.context("the network task panicked")??;
+            }
+        }
+        let status = status.borrow().clone();
+        if json {
+            print_json(&status)?;
+        } else {
+            outln!(
+                "stopped; {} chains held, {} blocks fetched this run",
+                status.tips.len(),
+                status.counters.blocks_stored
+            );
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+pub fn peers(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let path = data.join(STATUS_FILE);
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!("reading {} (is `af node` or `af validate` with networking running here?)", path.display())
+    })?;
+    let status: serde_json::Value = serde_json::from_str(&text).context("the status file is not JSON")?;
+    if json {
+        print_json(&status)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let age_s = (super::now_ms().saturating_sub(status["written_ms"].as_u64().unwrap_or(0))) as f64 / 1000.0;
+    outln!("node {} (status written {age_s:.1} s ago)", status["peer_id"].as_str().unwrap_or("?"));
+    let tips = status["tips"].as_array().cloned().unwrap_or_default();
+    outln!("{:<66} {:>8} {:>6}  {}", "validator", "height", "lag", "evidence");
+    for tip in &tips {
+        let validator = tip[0].as_str().unwrap_or("?");
+        let height = tip[1]["height"].as_u64().unwrap_or(0);
+        let forked = status["forked"]
+            .as_array()
+            .and_then(|f| f.iter().find(|e| e[0].as_str() == Some(validator)))
+            .map_or(String::new(), |e| format!("EQUIVOCATED at height {}", e[1]));
+        // Lag: how far this chain is behind what its validator's own peer says it holds.
+        let claimed = status["peers"]
+            .as_array()
+            .and_then(|peers| peers.iter().filter_map(|p| p["holds"][validator].as_u64()).max())
+            .unwrap_or(height);
+        outln!("{validator:<66} {height:>8} {:>6}  {forked}", claimed.saturating_sub(height));
+    }
+    for peer in status["peers"].as_array().cloned().unwrap_or_default() {
+        outln!(
+            "peer {} validator {} gossip score {}",
+            peer["peer_id"].as_str().unwrap_or("?"),
+            peer["validator"].as_str().unwrap_or("-"),
+            peer["gossip_score"]
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

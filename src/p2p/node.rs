@@ -1,0 +1,92 @@
+//! A running node: the libp2p actor plus what surrounds it in a process: the
+//! equivocation validators already proven in our own log (so a restart keeps refusing
+//! their forks), a status file other processes can read while the store is locked
+//! (`af peers`, the devnet), and the channel through which evidence reaches whoever
+//! writes our log.
+
+use super::net::{self, NetChannels, NetConfig, NetError, NetStatus};
+use crate::bytes::ValidatorKey;
+use crate::ledger::event::Evidence;
+use crate::ledger::{Event, OwnLog, StoreError};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
+
+pub const STATUS_FILE: &str = "status.json";
+
+pub struct NodeHandle {
+    /// Tell the node about each new block of our own chain.
+    pub own_blocks: mpsc::UnboundedSender<(ValidatorKey, u64)>,
+    /// Evidence found by the protocol: the caller records it in our log.
+    pub evidence: mpsc::UnboundedReceiver<Evidence>,
+    pub status: watch::Receiver<NetStatus>,
+    pub task: tokio::task::JoinHandle<Result<(), NetError>>,
+}
+
+/// The status file's contents: the node's status and when it was written.
+#[derive(Serialize)]
+struct StatusFile<'a> {
+    written_ms: u64,
+    #[serde(flatten)]
+    status: &'a NetStatus,
+}
+
+/// Validators our own log holds evidence against, with the lowest fork height.
+pub fn forked_from_log(log: &OwnLog) -> Result<BTreeMap<ValidatorKey, u64>, StoreError> {
+    let mut forked = BTreeMap::new();
+    let validator = log.validator();
+    let Some(tip) = log.tip()? else { return Ok(forked) };
+    for height in 0..=tip.height {
+        let Some(block) = log.store.block(&validator, height)? else { break };
+        for event in block.block.events {
+            if let Event::Evidence(evidence) = event {
+                let fork = forked.entry(evidence.validator).or_insert(evidence.height);
+                *fork = (*fork).min(evidence.height);
+            }
+        }
+    }
+    Ok(forked)
+}
+
+/// Starts the node on the current tokio runtime.
+pub fn spawn_node(
+    log: Arc<OwnLog>,
+    mut config: NetConfig,
+    status_file: Option<PathBuf>,
+    now_ms: fn() -> u64,
+    stop: watch::Receiver<bool>,
+) -> Result<NodeHandle, StoreError> {
+    config.sync.forked.extend(forked_from_log(&log)?);
+    let (own_sender, own_blocks) = mpsc::unbounded_channel();
+    let (evidence_sender, evidence) = mpsc::unbounded_channel();
+    let (status_sender, status) = watch::channel(NetStatus::default());
+    if let Some(path) = status_file {
+        tokio::spawn(write_status(path, status.clone(), now_ms));
+    }
+    let channels = NetChannels { own_blocks, evidence: evidence_sender, status: status_sender, stop };
+    let task = tokio::spawn(net::run_node(log, config, channels));
+    Ok(NodeHandle { own_blocks: own_sender, evidence, status, task })
+}
+
+/// Rewrites the status file (atomically) whenever the status changes, at most every
+/// 200 ms.
+async fn write_status(path: PathBuf, mut status: watch::Receiver<NetStatus>, now_ms: fn() -> u64) {
+    while status.changed().await.is_ok() {
+        let json = {
+            let current = status.borrow_and_update();
+            serde_json::to_vec_pretty(&StatusFile { written_ms: now_ms(), status: &current })
+        };
+        if let Ok(json) = json {
+            let _ = write_atomically(&path, &json);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let temporary = path.with_extension("json.tmp");
+    std::fs::write(&temporary, bytes)?;
+    std::fs::rename(&temporary, path)
+}
