@@ -135,6 +135,8 @@ fn main() {
         progress: None,
         on_match: Box::new(|_, _, _| {}),
         request_stats: stats.clone(),
+        own_blocks: None,
+        evidence: None,
     };
     let task = {
         let log = log.clone();

@@ -1,6 +1,7 @@
 //! Argument definitions (clap derive) and dispatch to the per-area command modules.
 
 mod demo;
+mod devnet;
 mod env;
 mod key;
 mod ledger;
@@ -67,6 +68,11 @@ pub enum Command {
         /// Stop after this many decided matches.
         #[arg(long)]
         max_matches: Option<u64>,
+        /// With networking: once the queue is done, keep gossiping and syncing until Ctrl-C.
+        #[arg(long)]
+        serve: bool,
+        #[command(flatten)]
+        net: node::NetArgs,
         #[arg(long)]
         json: bool,
     },
@@ -79,6 +85,23 @@ pub enum Command {
         data: PathBuf,
         #[command(flatten)]
         net: node::NetArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A local devnet on loopback: reference miners, N validators gossiping their logs;
+    /// plays R rounds, waits until every validator holds every log, prints a summary.
+    Devnet {
+        #[arg(long, default_value_t = 3)]
+        validators: usize,
+        #[arg(long, default_value_t = 3)]
+        miners: usize,
+        #[arg(long, default_value_t = 2)]
+        rounds: u64,
+        #[arg(long, default_value = "devnet-data")]
+        data: PathBuf,
+        /// Remove DIR first if it exists.
+        #[arg(long)]
+        fresh: bool,
         #[arg(long)]
         json: bool,
     },
@@ -112,12 +135,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Env(command) => env::run(command),
         Command::Miner(command) => miner::run(command),
         Command::Validate { print_config: true, config, .. } => validate::print_config(config),
-        Command::Validate { data, config, max_matches, json, .. } => {
-            validate::validate(&data.expect("clap requires --data here"), config, max_matches, json)
+        Command::Validate { data, config, max_matches, serve, net, json, .. } => {
+            validate::validate(&data.expect("clap requires --data here"), config, max_matches, serve, net, json)
         }
         Command::Ratio(RatioCommand::Show { data, config, json }) => validate::ratio_show(&data, config, json),
         Command::Node { data, net, json } => node::node(&data, net, json),
         Command::Peers { data, json } => node::peers(&data, json),
+        Command::Devnet { validators, miners, rounds, data, fresh, json } => {
+            devnet::run(&data, validators, miners, rounds, fresh, json)
+        }
     }
 }
 

@@ -33,6 +33,8 @@ pub fn validate(
     data: &Path,
     config_path: Option<PathBuf>,
     max_matches: Option<u64>,
+    serve: bool,
+    net: super::node::NetArgs,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let config = load_config(config_path.as_deref())?;
@@ -46,6 +48,11 @@ pub fn validate(
                 let _ = stop_sender.send(true);
             }
         });
+        let network = if net.enabled() { Some(super::node::start(&log, &net, data, stop.clone())?) } else { None };
+        let (own_blocks, evidence, net_task) = match network {
+            Some(handle) => (Some(handle.own_blocks), Some(handle.evidence), Some(handle.task)),
+            None => (None, None, None),
+        };
         let (progress_sender, progress) =
             tokio::sync::watch::channel(MatchState::new(1, config.evaluation.stopping_rule()?, 1, 1, 0.5));
         let envs = config.evaluation.envs.clone();
@@ -79,10 +86,12 @@ pub fn validate(
                 }
             }),
             request_stats: Arc::default(),
+            own_blocks: own_blocks.clone(),
+            evidence,
         };
-        let summary = run::run(log, &config, stop, options).await;
+        let summary = run::run(log.clone(), &config, stop.clone(), options).await;
         display.abort();
-        let summary = summary?;
+        let mut summary = summary?;
         if json {
             print_json(&summary)?;
         } else {
@@ -101,6 +110,21 @@ pub fn validate(
                 r.latency_p50_us as f64 / 1e3,
                 r.latency_p99_us as f64 / 1e3
             );
+        }
+        if let (true, false, Some(task), Some(own_blocks)) = (serve, summary.interrupted, net_task, own_blocks) {
+            // The queue is done; our log now has no other writer, so evidence is appended
+            // directly while we keep serving peers.
+            if let Some(evidence) = summary.evidence.take() {
+                tokio::spawn(super::node::record_evidence_directly(log.clone(), evidence, own_blocks));
+            }
+            eprintln!("{}", serde_json::json!({ "event": "serving", "note": "queue done; syncing until Ctrl-C" }));
+            let mut stop = stop;
+            while !*stop.borrow_and_update() {
+                if stop.changed().await.is_err() {
+                    break;
+                }
+            }
+            let _ = task.await;
         }
         Ok(if summary.interrupted { ExitCode::from(EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
     })

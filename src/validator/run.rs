@@ -8,12 +8,14 @@ use super::matchrun::{self, Contestant, MatchContext, MatchError, MatchPlan, Mat
 use super::state::{self, nominal_chain_block};
 use super::writer::{spawn_writer, WriterError};
 use crate::evaluation::matchplay::{MatchState, MatchVerdict};
+use crate::ledger::event::Evidence;
 use crate::ledger::event::MinerRef;
+use crate::ledger::{Event, ValidatorKey};
 use crate::ledger::{OwnLog, StoreError, Tip};
 use crate::miner::client::{ClientError, MinerClient};
 use crate::miner::stats::{RequestStats, StatsSnapshot};
 use std::sync::Arc;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -35,7 +37,7 @@ pub enum RunError {
     RuleChanged { match_id: String, recorded: String, configured: String },
 }
 
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize)]
 pub struct RunSummary {
     pub matches: Vec<MatchReport>,
     pub champion: String,
@@ -44,6 +46,9 @@ pub struct RunSummary {
     pub tip: Option<Tip>,
     /// HTTP attempts to miners during this run, with latency and overhead percentiles.
     pub requests: StatsSnapshot,
+    /// The evidence channel given in the options, for whoever writes our log next.
+    #[serde(skip)]
+    pub evidence: Option<mpsc::UnboundedReceiver<Evidence>>,
 }
 
 /// Told of each decided match: its report, the contender, the champion it played.
@@ -58,13 +63,18 @@ pub struct RunOptions {
     /// Where the miner client records every HTTP attempt (shared, so a caller can watch
     /// throughput and latency while the run goes on).
     pub request_stats: Arc<RequestStats>,
+    /// Told of each block appended to our log (the network announces it).
+    pub own_blocks: Option<mpsc::UnboundedSender<(ValidatorKey, u64)>>,
+    /// Evidence found by the network, recorded in our log through the writer; handed
+    /// back in the summary when the run ends.
+    pub evidence: Option<mpsc::UnboundedReceiver<Evidence>>,
 }
 
 pub async fn run(
     log: Arc<OwnLog>,
     config: &Config,
     stop: watch::Receiver<bool>,
-    options: RunOptions,
+    mut options: RunOptions,
 ) -> Result<RunSummary, RunError> {
     if config.miners.is_empty() {
         return Err(RunError::NoMiners);
@@ -104,7 +114,34 @@ pub async fn run(
     let mut played = loaded.played_contenders.clone();
     let mut n_decided = loaded.decided.len() as u64;
 
-    let writer = spawn_writer(log.clone(), config.ledger.block_max_events, config.ledger.block_max_ms, options.now_ms);
+    let writer = spawn_writer(
+        log.clone(),
+        config.ledger.block_max_events,
+        config.ledger.block_max_ms,
+        options.now_ms,
+        options.own_blocks.clone(),
+    );
+    // Evidence goes through the writer: it is the only writer of our log.
+    let (evidence_done, mut evidence_stop) = watch::channel(false);
+    let evidence_task = options.evidence.take().map(|mut evidence| {
+        let sender = writer.sender.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    found = evidence.recv() => match found {
+                        Some(found) => {
+                            if sender.send(vec![Event::Evidence(Box::new(found))]).await.is_err() {
+                                break;
+                            }
+                        }
+                        None => break,
+                    },
+                    _ = evidence_stop.changed() => break,
+                }
+            }
+            evidence
+        })
+    });
     let registry = Arc::new(crate::envs::registry());
     let client = Arc::new(MinerClient::with_stats(config.client.clone(), options.request_stats.clone())?);
     let context = |chain_block: u64| MatchContext {
@@ -195,6 +232,11 @@ pub async fn run(
             Err(other) => return Err(other.into()),
         }
     }
+    let _ = evidence_done.send(true);
+    let evidence = match evidence_task {
+        Some(task) => Some(task.await.map_err(|_| WriterError::Panicked)?),
+        None => None,
+    };
     // Closing the channel makes the writer seal what it holds and finish.
     let super::writer::WriterHandle { sender, task } = writer;
     drop(sender);
@@ -211,5 +253,6 @@ pub async fn run(
         interrupted,
         tip,
         requests: options.request_stats.snapshot(),
+        evidence,
     })
 }

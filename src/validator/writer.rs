@@ -5,7 +5,7 @@
 //! Appends are fsync'd, so they run on the blocking pool, never on the async workers.
 //! Closing the channel flushes what is buffered as a last block.
 
-use crate::ledger::{Event, OwnLog, Tip};
+use crate::ledger::{Event, OwnLog, Tip, ValidatorKey};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -24,8 +24,16 @@ pub struct WriterHandle {
 }
 
 /// Starts the writer; `now_ms` is the clock used for block times (IO at the edge).
-pub fn spawn_writer(log: Arc<OwnLog>, block_max_events: usize, block_max_ms: u64, now_ms: fn() -> u64) -> WriterHandle {
+/// `appended` (if given) is told of each new block, so the network can announce it.
+pub fn spawn_writer(
+    log: Arc<OwnLog>,
+    block_max_events: usize,
+    block_max_ms: u64,
+    now_ms: fn() -> u64,
+    appended: Option<mpsc::UnboundedSender<(ValidatorKey, u64)>>,
+) -> WriterHandle {
     let (sender, mut receiver) = mpsc::channel::<Vec<Event>>(block_max_events.max(1) * 4);
+    let log_validator = log.validator();
     let task = tokio::spawn(async move {
         let mut buffer = Vec::new();
         let mut tip = None;
@@ -53,6 +61,9 @@ pub fn spawn_writer(log: Arc<OwnLog>, block_max_events: usize, block_max_ms: u64
                     .await
                     .map_err(|_| WriterError::Panicked)??;
                 tip = Some(receipt.tip);
+                if let Some(appended) = &appended {
+                    let _ = appended.send((log_validator, receipt.tip.height));
+                }
             }
             if closed {
                 return Ok(tip);

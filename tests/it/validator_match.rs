@@ -34,7 +34,7 @@ async fn run(contender: Contestant, champion: Contestant) -> (MatchReport, tempf
     let dir = tempfile::tempdir().unwrap();
     let log = Arc::new(OwnLog::new(Store::create(dir.path()).unwrap(), LedgerKey::from_seed([8; 32])));
     let validator = log.validator();
-    let handle = writer::spawn_writer(log.clone(), 128, 100, now_ms);
+    let handle = writer::spawn_writer(log.clone(), 128, 100, now_ms, None);
     let registry = Arc::new(envs::registry());
     let client = Arc::new(
         MinerClient::new(ClientConfig {

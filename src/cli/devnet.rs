@@ -1,0 +1,268 @@
+//! `af devnet`: the main job on embedded defaults, all on loopback. Starts reference
+//! miners with mixed policies and N validator processes (`af validate --serve` with
+//! networking), lets each play its rounds of matches, waits until every validator holds
+//! and agrees on every other's log, then stops them, verifies every store and prints
+//! a summary.
+//!
+//! The set of miners and validators is a local file (the shared config and the
+//! validators' keys); the chain issue replaces it with a local stand-in chain.
+
+use super::print_json;
+use crate::outln;
+use af::ledger::{verify, LedgerKey, Store};
+use anyhow::{bail, Context};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+/// Policies handed to miners in turn: the first is the initial champion.
+const POLICIES: [&str; 5] = ["noisy:0.3", "perfect", "random", "noisy:0.1", "flaky:0.2"];
+
+struct Process {
+    child: Child,
+    name: String,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn start_miner(exe: &Path, policy: &str, seed: usize, log: &Path) -> anyhow::Result<(Process, String)> {
+    let mut child = Command::new(exe)
+        .args(["miner", "serve", "--listen", "127.0.0.1:0", "--policy", policy, "--seed", &seed.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log)?)
+        .spawn()
+        .context("starting a reference miner")?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().expect("piped")).read_line(&mut line)?;
+    let url = line.split_whitespace().nth(2).context("the miner did not say where it listens")?.to_string();
+    Ok((Process { child, name: format!("miner {policy}") }, url))
+}
+
+fn status(data: &Path) -> Option<serde_json::Value> {
+    serde_json::from_str(&std::fs::read_to_string(data.join(af::p2p::node::STATUS_FILE)).ok()?).ok()
+}
+
+/// (height, hash) of `validator` in a status file's tips.
+fn tip_in(status: &serde_json::Value, validator: &str) -> Option<(u64, String)> {
+    status["tips"]
+        .as_array()?
+        .iter()
+        .find(|t| t[0].as_str() == Some(validator))
+        .map(|t| (t[1]["height"].as_u64().unwrap_or(0), t[1]["hash"].as_str().unwrap_or_default().to_string()))
+}
+
+pub fn run(
+    data: &Path,
+    n_validators: usize,
+    n_miners: usize,
+    rounds: u64,
+    fresh: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    if n_validators == 0 || n_miners < 2 {
+        bail!("a devnet needs at least 1 validator and 2 miners");
+    }
+    if data.exists() {
+        if !fresh {
+            bail!("{} exists; pass --fresh to replace it", data.display());
+        }
+        std::fs::remove_dir_all(data).with_context(|| format!("removing {}", data.display()))?;
+    }
+    std::fs::create_dir_all(data)?;
+    let exe = std::env::current_exe().context("finding the af binary")?;
+    let started = Instant::now();
+
+    let mut processes = Vec::new();
+    let mut config = String::from(
+        "# The devnet's shared validator config (the registry of miners until the chain issue).\n\
+         [evaluation]\ncap = 300\nmax_challenges = 600\nwindow = 8\n\
+         [ledger]\nblock_max_events = 64\nblock_max_ms = 500\n\
+         [client]\ntimeout_ms = 10000\nbackoff_base_ms = 20\nbackoff_max_ms = 200\n",
+    );
+    for i in 0..n_miners {
+        let policy = POLICIES[i % POLICIES.len()];
+        let (process, url) = start_miner(&exe, policy, i, &data.join(format!("miner{i}.log")))?;
+        processes.push(process);
+        config += &format!(
+            "\n[[miners]]\nhotkey = \"5DevnetMiner{i}{}\"\nuid = {i}\nbase_url = \"{url}\"\nmodel = \"{policy}\"\n",
+            policy.replace([':', '.'], "_")
+        );
+        eprintln!("miner {i}: {policy} at {url}");
+    }
+    let config_path = data.join("validator.toml");
+    std::fs::write(&config_path, config)?;
+
+    let mut validators = Vec::new(); // (dir, key hex, port)
+    for i in 0..n_validators {
+        let dir = data.join(format!("v{i}"));
+        std::fs::create_dir_all(&dir)?;
+        let key = LedgerKey::generate()?;
+        key.write_new(&super::ledger::key_path(&dir))?;
+        validators.push((dir, key.validator().to_hex(), free_port()?));
+    }
+    let mut validator_processes = Vec::new();
+    for (i, (dir, _, port)) in validators.iter().enumerate() {
+        let mut args: Vec<String> = vec![
+            "validate".into(),
+            "--data".into(),
+            dir.display().to_string(),
+            "--config".into(),
+            config_path.display().to_string(),
+            "--max-matches".into(),
+            rounds.to_string(),
+            "--serve".into(),
+            "--json".into(),
+            "--listen".into(),
+            format!("/ip4/127.0.0.1/tcp/{port}"),
+        ];
+        for (j, (_, key, other_port)) in validators.iter().enumerate() {
+            args.extend(["--allow".into(), key.clone()]);
+            if j != i {
+                args.extend(["--peer".into(), format!("/ip4/127.0.0.1/tcp/{other_port}")]);
+            }
+        }
+        let child = Command::new(&exe)
+            .args(&args)
+            .stdout(std::fs::File::create(dir.join("summary.json"))?)
+            .stderr(std::fs::File::create(dir.join("validate.log"))?)
+            .spawn()
+            .context("starting a validator")?;
+        eprintln!("validator {i}: {} on 127.0.0.1:{port}", validators[i].1);
+        validator_processes.push(Process { child, name: format!("validator {i}") });
+    }
+
+    // 1. Every validator finishes its rounds (its summary is written).
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut summaries: Vec<Option<serde_json::Value>> = vec![None; n_validators];
+    while summaries.iter().any(Option::is_none) {
+        for (i, (dir, _, _)) in validators.iter().enumerate() {
+            if summaries[i].is_none() {
+                if let Ok(text) = std::fs::read_to_string(dir.join("summary.json")) {
+                    summaries[i] = serde_json::from_str(&text).ok();
+                }
+            }
+            if let Some(status) = validator_processes[i].child.try_wait()? {
+                if summaries[i].is_none() {
+                    bail!("validator {i} exited with {status}; see {}", dir.join("validate.log").display());
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("validators did not finish their rounds in 10 minutes");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!("all validators played {rounds} round(s); waiting for every log to reach every validator");
+
+    // 2. Every validator holds every validator's final tip.
+    let sync_started = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let statuses: Vec<Option<serde_json::Value>> = validators.iter().map(|(dir, _, _)| status(dir)).collect();
+        let mut missing = Vec::new();
+        for (owner, (_, key, _)) in validators.iter().enumerate() {
+            let own = statuses[owner].as_ref().and_then(|s| tip_in(s, key));
+            for (holder, status) in statuses.iter().enumerate() {
+                if own.is_none() || status.as_ref().and_then(|s| tip_in(s, key)) != own {
+                    missing.push((holder, owner));
+                }
+            }
+        }
+        if missing.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("logs did not converge in 120 s; (holder, owner) pairs still behind: {missing:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let convergence_ms = sync_started.elapsed().as_millis();
+
+    // 3. Stop the validators cleanly, then check every store from disk.
+    for process in &validator_processes {
+        let _ = Command::new("kill").args(["-INT", &process.child.id().to_string()]).status();
+    }
+    for process in &mut validator_processes {
+        let status = process.child.wait()?;
+        if !status.success() {
+            bail!("{} exited with {status}", process.name);
+        }
+    }
+    drop(processes); // the miners
+    let mut rows = Vec::new();
+    for (i, (dir, key, _)) in validators.iter().enumerate() {
+        let store = Store::open(dir)?;
+        let report = verify::verify_store(&store, &mut |_, _, _| {})?;
+        let summary = summaries[i].as_ref().expect("read above");
+        rows.push(serde_json::json!({
+            "validator": key,
+            "chains_held": report.chains.len(),
+            "all_verified": report.ok,
+            "blocks": report.n_blocks,
+            "own_tip": store.tip(&af::bytes::ValidatorKey::from_hex(key)?)?,
+            "champion": summary["champion"],
+            "ratio_to_beat_ppm": summary["ratio_to_beat_ppm"],
+            "matches": summary["matches"].as_array().map_or(0, Vec::len),
+        }));
+    }
+    let champions: std::collections::BTreeSet<String> = rows.iter().map(|r| r["champion"].to_string()).collect();
+    let ok = rows.iter().all(|r| r["all_verified"] == true && r["chains_held"] == n_validators);
+    let result = serde_json::json!({
+        "validators": rows,
+        "agreement": champions.len() == 1,
+        "champion": if champions.len() == 1 { rows[0]["champion"].clone() } else { serde_json::Value::Null },
+        "every_log_everywhere": ok,
+        "convergence_ms": convergence_ms,
+        "elapsed_s": started.elapsed().as_secs_f64(),
+        "data": data,
+    });
+    if json {
+        print_json(&result)?;
+    } else {
+        outln!(
+            "devnet: {n_validators} validators, {n_miners} miners, {rounds} round(s) in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        outln!(
+            "{:<18} {:>6} {:>7} {:>8}  {:<24} {:>7}",
+            "validator",
+            "chains",
+            "blocks",
+            "verified",
+            "champion",
+            "ratio"
+        );
+        for row in &result["validators"].as_array().cloned().unwrap_or_default() {
+            outln!(
+                "{:<18} {:>6} {:>7} {:>8}  {:<24} {:>7.4}",
+                &row["validator"].as_str().unwrap_or("?")[..16],
+                row["chains_held"].as_u64().unwrap_or(0),
+                row["blocks"].as_u64().unwrap_or(0),
+                if row["all_verified"] == true { "ok" } else { "FAIL" },
+                row["champion"].as_str().unwrap_or("?"),
+                row["ratio_to_beat_ppm"].as_f64().unwrap_or(0.0) / 1e6
+            );
+        }
+        outln!(
+            "every validator holds and verified every log: {}; champions agree: {}; logs converged {} ms after the last match",
+            if ok { "yes" } else { "NO" },
+            if champions.len() == 1 { "yes" } else { "no" },
+            convergence_ms
+        );
+        outln!(
+            "data in {}: `af peers --data DIR/v0` while running, `af ledger verify --data DIR/v0` any time",
+            data.display()
+        );
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) })
+}
