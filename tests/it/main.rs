@@ -12,6 +12,7 @@ mod ledger_vectors;
 mod miner_http;
 mod miner_policy;
 mod p2p_net;
+mod p2p_partition;
 mod p2p_sim;
 mod validator_cli;
 mod validator_match;
