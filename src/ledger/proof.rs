@@ -61,6 +61,18 @@ pub fn prove(
     height: u64,
     event_idx: u32,
 ) -> Result<InclusionProof, InclusionError> {
+    prove_up_to(store, validator, height, event_idx, None)
+}
+
+/// [`prove`] with headers up to `up_to` (a committed or checkpointed height at or above
+/// `height`) instead of the tip.
+pub fn prove_up_to(
+    store: &Store,
+    validator: &ValidatorKey,
+    height: u64,
+    event_idx: u32,
+    up_to: Option<u64>,
+) -> Result<InclusionProof, InclusionError> {
     let decoded = store.block(validator, height)?.ok_or(InclusionError::NoBlock { validator: *validator, height })?;
     let n_events = decoded.block.header.n_events;
     if event_idx >= n_events {
@@ -70,8 +82,9 @@ pub fn prove(
     let event_bytes = codec::encode(&event, "event", MAX_EVENT_BYTES).expect("stored events re-encode");
     let merkle_path = merkle::inclusion_path(&decoded.leaf_hashes, event_idx as usize);
     let tip = store.tip(validator)?.ok_or(InclusionError::NoBlock { validator: *validator, height })?;
+    let last = up_to.map_or(tip.height, |h| h.clamp(height, tip.height));
     let mut headers = Vec::new();
-    for h in height..=tip.height {
+    for h in height..=last {
         let bytes =
             store.block_bytes(validator, h)?.ok_or(InclusionError::NoBlock { validator: *validator, height: h })?;
         let (header, signature) = super::store::stored_header(&bytes)?;

@@ -418,8 +418,19 @@ pub fn stream_blocks(
     batch_bytes: usize,
     sink: &mut dyn FnMut(Vec<(u64, Vec<u8>)>) -> bool,
 ) -> Result<(), StoreError> {
+    stream_blocks_from(txn, validator, 0, batch_bytes, sink)
+}
+
+/// [`stream_blocks`] from `from_height` on (incremental replay starts past a snapshot).
+pub fn stream_blocks_from(
+    txn: &ReadTransaction,
+    validator: &ValidatorKey,
+    from_height: u64,
+    batch_bytes: usize,
+    sink: &mut dyn FnMut(Vec<(u64, Vec<u8>)>) -> bool,
+) -> Result<(), StoreError> {
     let blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
-    let start = block_key(validator, 0);
+    let start = block_key(validator, from_height);
     let end = block_key(validator, u64::MAX);
     let mut batch = Vec::new();
     let mut size = 0;

@@ -1,0 +1,418 @@
+//! One validator's chain folded into what the network needs from it: its matches with
+//! the tallies its own transcripts imply, its decisions, the evidence it recorded, its
+//! chain commitments, and every discrepancy its log proves against it.
+//!
+//! The fold is pure and sequential per chain (height order, event order). The expensive,
+//! independent work on each block (decoding, hashing, re-scoring, re-deriving challenge
+//! ids) happens before it in parallel, in [`check_block_events`]; the fold only consumes
+//! those results, so the outcome does not depend on how many threads did that work.
+
+use crate::bytes::{ChallengeId, Hash32, MatchId, ValidatorKey};
+use crate::envs::{self, Message, Registry};
+use crate::evaluation::matchplay::GameOutcome;
+use crate::ledger::block::{check_signature, signing_message, BlockHeader, DecodedBlock, Tip};
+use crate::ledger::event::{ChainCommitment, EnvOutcome, EnvRef, Event, Evidence, MinerRef, Transcript, WeightsSet};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What a log proves against a validator. Ordered from worst to mildest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiscrepancyKind {
+    /// A stored block that does not decode, verify or link: the chain is cut there.
+    InvalidBlock,
+    /// Two different signed headers at one height (from evidence in any log).
+    Equivocation,
+    /// An evidence event whose two headers do not prove an equivocation.
+    FalseEvidence,
+    /// A recorded reward that re-scoring the recorded conversation does not give.
+    FalseScore,
+    /// A challenge id that is not the one derived from (env, version, validator, match, index).
+    BadChallengeId,
+    /// A challenge index past the next one due: an index was skipped.
+    ScheduleGap,
+    /// A challenge index already played by that miner in that match and env.
+    ScheduleRepeat,
+    /// An environment decision whose wins, losses or draws are not what the validator's
+    /// own recorded rewards give.
+    FalseTally,
+    /// A match decision against the majority of the other validators on the same match.
+    Disagreement,
+}
+
+impl DiscrepancyKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            DiscrepancyKind::InvalidBlock => "invalid_block",
+            DiscrepancyKind::Equivocation => "equivocation",
+            DiscrepancyKind::FalseEvidence => "false_evidence",
+            DiscrepancyKind::FalseScore => "false_score",
+            DiscrepancyKind::BadChallengeId => "bad_challenge_id",
+            DiscrepancyKind::ScheduleGap => "schedule_gap",
+            DiscrepancyKind::ScheduleRepeat => "schedule_repeat",
+            DiscrepancyKind::FalseTally => "false_tally",
+            DiscrepancyKind::Disagreement => "disagreement",
+        }
+    }
+}
+
+/// One finding, located in the offending validator's log where it has a place there.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Discrepancy {
+    pub validator: ValidatorKey,
+    pub kind: DiscrepancyKind,
+    pub height: u64,
+    pub event_idx: Option<u32>,
+    pub detail: String,
+}
+
+/// Results of the per-event checks done in parallel before the fold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EventCheck {
+    NotATranscript,
+    Transcript {
+        /// The challenge id the schedule gives for this (env, version, match, index).
+        expected_challenge_id: ChallengeId,
+        /// The reward the env gives the recorded conversation, or why it could not score it.
+        rescored: Result<i32, String>,
+    },
+    Evidence {
+        /// `Err` says why the two headers are not a proof of equivocation.
+        proven: Result<(), String>,
+    },
+}
+
+/// Re-derives what can be re-derived of each event of a decoded block. Pure and
+/// independent per block, so callers run it on many blocks at once.
+pub fn check_block_events(registry: &Registry, validator: &ValidatorKey, block: &DecodedBlock) -> Vec<EventCheck> {
+    block.block.events.iter().map(|event| check_event(registry, validator, event)).collect()
+}
+
+fn check_event(registry: &Registry, validator: &ValidatorKey, event: &Event) -> EventCheck {
+    match event {
+        Event::Transcript(t) => EventCheck::Transcript {
+            expected_challenge_id: envs::derive_challenge_id(
+                &t.env.name,
+                t.env.version,
+                validator,
+                &t.match_id,
+                t.challenge_index,
+            ),
+            rescored: rescore(registry, t),
+        },
+        Event::Evidence(evidence) => EventCheck::Evidence { proven: check_evidence(evidence) },
+        _ => EventCheck::NotATranscript,
+    }
+}
+
+/// The reward the environment gives the recorded conversation.
+pub fn rescore(registry: &Registry, t: &Transcript) -> Result<i32, String> {
+    let env = registry.get(&t.env.name).ok_or_else(|| format!("unknown environment {:?}", t.env.name))?;
+    if env.spec().version != t.env.version {
+        return Err(format!(
+            "environment {} version {} is not known to this build (it has version {})",
+            t.env.name,
+            t.env.version,
+            env.spec().version
+        ));
+    }
+    let messages: Vec<Message> = t.messages.iter().map(|m| Message::new(&m.role, m.content.clone())).collect();
+    envs::score_transcript(env, &t.challenge_id, &messages).map(|s| s.reward_milli).map_err(|e| e.to_string())
+}
+
+/// Two validly signed, different headers of the accused validator at one height.
+pub fn check_evidence(evidence: &Evidence) -> Result<(), String> {
+    let (a, b) = (&evidence.header_a, &evidence.header_b);
+    if a.validator != evidence.validator || b.validator != evidence.validator {
+        return Err("a header is not the accused validator's".into());
+    }
+    if a.height != evidence.height || b.height != evidence.height {
+        return Err("a header is not at the accused height".into());
+    }
+    let (hash_a, hash_b) = (a.hash(), b.hash());
+    if hash_a == hash_b {
+        return Err("the two headers are the same".into());
+    }
+    check_signature(a, &hash_a, &evidence.signature_a).map_err(|e| format!("header a: {e}"))?;
+    check_signature(b, &hash_b, &evidence.signature_b).map_err(|e| format!("header b: {e}"))?;
+    Ok(())
+}
+
+/// The signed message of a header, for batch verification.
+pub fn header_message(header: &BlockHeader) -> (Hash32, [u8; 51]) {
+    let hash = header.hash();
+    (hash, signing_message(&hash))
+}
+
+/// Proven equivocation, as found in some validator's log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EquivocationFound {
+    pub accused: ValidatorKey,
+    pub height: u64,
+    pub hash_a: Hash32,
+    pub hash_b: Hash32,
+    /// Where the evidence event is: (reporting validator's height, event index).
+    pub recorded_at: (u64, u32),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvFold {
+    /// Next challenge index due, per miner hotkey.
+    pub next_index: BTreeMap<String, u64>,
+    /// Rewards of challenges whose pair is not complete yet: index -> (contender, champion).
+    pub pending: BTreeMap<u64, (Option<i32>, Option<i32>)>,
+    pub wins: u32,
+    pub losses: u32,
+    pub draws: u32,
+    pub decision: Option<EnvOutcome>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecidedFold {
+    pub contender_won: bool,
+    pub new_ratio_to_beat_ppm: u32,
+    pub win_rates_ppm: Vec<u32>,
+    pub height: u64,
+    pub time_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatchFold {
+    pub contender: MinerRef,
+    pub champion: MinerRef,
+    pub envs: Vec<EnvRef>,
+    pub rule: String,
+    pub ratio_to_beat_ppm: u32,
+    pub started_height: u64,
+    pub started_time_ms: u64,
+    pub env_folds: BTreeMap<String, EnvFold>,
+    pub decided: Option<DecidedFold>,
+    pub n_transcripts: u64,
+}
+
+/// Everything one validator's chain says, folded up to `tip`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainFold {
+    pub validator: ValidatorKey,
+    pub tip: Option<Tip>,
+    /// Set at the first block that did not verify; nothing from there on is folded.
+    pub invalid_at: Option<u64>,
+    pub n_events: u64,
+    pub n_transcripts: u64,
+    pub n_bytes: u64,
+    pub matches: BTreeMap<MatchId, MatchFold>,
+    pub discrepancies: Vec<Discrepancy>,
+    pub equivocations: Vec<EquivocationFound>,
+    pub commitments: Vec<ChainCommitment>,
+    pub last_weights: Option<WeightsSet>,
+}
+
+impl ChainFold {
+    pub fn new(validator: ValidatorKey) -> ChainFold {
+        ChainFold {
+            validator,
+            tip: None,
+            invalid_at: None,
+            n_events: 0,
+            n_transcripts: 0,
+            n_bytes: 0,
+            matches: BTreeMap::new(),
+            discrepancies: Vec::new(),
+            equivocations: Vec::new(),
+            commitments: Vec::new(),
+            last_weights: None,
+        }
+    }
+
+    /// The height the next block must have.
+    pub fn next_height(&self) -> u64 {
+        self.tip.map_or(0, |t| t.height + 1)
+    }
+
+    /// Records that the block at `height` failed verification; the chain ends there.
+    pub fn mark_invalid(&mut self, height: u64, why: String) {
+        if self.invalid_at.is_none() {
+            self.invalid_at = Some(height);
+            self.push(DiscrepancyKind::InvalidBlock, height, None, why);
+        }
+    }
+
+    fn push(&mut self, kind: DiscrepancyKind, height: u64, event_idx: Option<u32>, detail: String) {
+        self.discrepancies.push(Discrepancy { validator: self.validator, kind, height, event_idx, detail });
+    }
+
+    /// Folds one verified block (signature and link already checked by the caller) with
+    /// the results of [`check_block_events`] on it.
+    pub fn apply_block(&mut self, block: &DecodedBlock, checks: &[EventCheck]) {
+        assert!(self.invalid_at.is_none(), "nothing is folded past an invalid block");
+        let header = &block.block.header;
+        assert_eq!(header.height, self.next_height(), "blocks are folded in height order");
+        assert_eq!(checks.len(), block.block.events.len(), "one check per event");
+        for (event_idx, (event, check)) in block.block.events.iter().zip(checks).enumerate() {
+            self.apply_event(header.height, header.time_ms, event_idx as u32, event, check);
+        }
+        self.n_events += block.block.events.len() as u64;
+        self.n_bytes += block.n_bytes as u64;
+        self.tip = Some(Tip { height: header.height, hash: block.hash, time_ms: header.time_ms });
+    }
+
+    fn apply_event(&mut self, height: u64, time_ms: u64, event_idx: u32, event: &Event, check: &EventCheck) {
+        let at = Some(event_idx);
+        match (event, check) {
+            (Event::MatchStarted(started), _) => {
+                self.matches.entry(started.match_id).or_insert_with(|| MatchFold {
+                    contender: started.contender.clone(),
+                    champion: started.champion.clone(),
+                    envs: started.envs.clone(),
+                    rule: started.rule.clone(),
+                    ratio_to_beat_ppm: started.ratio_to_beat_ppm,
+                    started_height: height,
+                    started_time_ms: time_ms,
+                    env_folds: BTreeMap::new(),
+                    decided: None,
+                    n_transcripts: 0,
+                });
+            }
+            (Event::Transcript(t), EventCheck::Transcript { expected_challenge_id, rescored }) => {
+                self.n_transcripts += 1;
+                if t.challenge_id != *expected_challenge_id {
+                    self.push(
+                        DiscrepancyKind::BadChallengeId,
+                        height,
+                        at,
+                        format!(
+                            "challenge {} of {} index {} is not the derived id {}",
+                            t.challenge_id, t.env.name, t.challenge_index, expected_challenge_id
+                        ),
+                    );
+                }
+                match rescored {
+                    Ok(reward) if *reward == t.reward_milli => {}
+                    Ok(reward) => self.push(
+                        DiscrepancyKind::FalseScore,
+                        height,
+                        at,
+                        format!(
+                            "challenge {} ({} index {}, miner {}): recorded reward {} but the answer scores {}",
+                            t.challenge_id, t.env.name, t.challenge_index, t.miner.hotkey, t.reward_milli, reward
+                        ),
+                    ),
+                    Err(why) => self.push(
+                        DiscrepancyKind::FalseScore,
+                        height,
+                        at,
+                        format!("challenge {} ({}): the transcript cannot be re-scored: {why}", t.challenge_id, t.env.name),
+                    ),
+                }
+                self.apply_transcript(height, event_idx, t);
+            }
+            (Event::EnvDecision(decision), _) => {
+                let Some(m) = self.matches.get_mut(&decision.match_id) else {
+                    let detail = format!("decision for match {} which was never started", decision.match_id);
+                    self.push(DiscrepancyKind::FalseTally, height, at, detail);
+                    return;
+                };
+                let fold = m.env_folds.entry(decision.env.name.clone()).or_default();
+                let recorded = (decision.wins, decision.losses, decision.draws);
+                let own = (fold.wins, fold.losses, fold.draws);
+                fold.decision = Some(decision.outcome);
+                if recorded != own {
+                    self.push(
+                        DiscrepancyKind::FalseTally,
+                        height,
+                        at,
+                        format!(
+                            "match {} env {}: decision says {}/{}/{} wins/losses/draws, its transcripts give {}/{}/{}",
+                            decision.match_id,
+                            decision.env.name,
+                            recorded.0,
+                            recorded.1,
+                            recorded.2,
+                            own.0,
+                            own.1,
+                            own.2
+                        ),
+                    );
+                }
+            }
+            (Event::MatchDecided(decided), _) => {
+                if let Some(m) = self.matches.get_mut(&decided.match_id) {
+                    m.decided = Some(DecidedFold {
+                        contender_won: decided.contender_won,
+                        new_ratio_to_beat_ppm: decided.new_ratio_to_beat_ppm,
+                        win_rates_ppm: decided.win_rates.iter().map(|r| r.win_rate_ppm).collect(),
+                        height,
+                        time_ms,
+                    });
+                }
+            }
+            (Event::Evidence(evidence), EventCheck::Evidence { proven }) => match proven {
+                Ok(()) => self.equivocations.push(EquivocationFound {
+                    accused: evidence.validator,
+                    height: evidence.height,
+                    hash_a: evidence.header_a.hash(),
+                    hash_b: evidence.header_b.hash(),
+                    recorded_at: (height, event_idx),
+                }),
+                Err(why) => self.push(
+                    DiscrepancyKind::FalseEvidence,
+                    height,
+                    at,
+                    format!("evidence against {} at height {}: {why}", evidence.validator, evidence.height),
+                ),
+            },
+            (Event::ChainCommitment(commitment), _) => self.commitments.push(commitment.clone()),
+            (Event::WeightsSet(weights), _) => self.last_weights = Some(weights.clone()),
+            (event, check) => unreachable!("check {check:?} does not belong to a {} event", event.kind_name()),
+        }
+    }
+
+    /// The schedule check and the tally of this validator's own recorded rewards.
+    fn apply_transcript(&mut self, height: u64, event_idx: u32, t: &Transcript) {
+        let Some(m) = self.matches.get_mut(&t.match_id) else {
+            let detail = format!("transcript for match {} which was never started", t.match_id);
+            self.push(DiscrepancyKind::ScheduleGap, height, Some(event_idx), detail);
+            return;
+        };
+        m.n_transcripts += 1;
+        let is_contender = t.miner.hotkey == m.contender.hotkey;
+        let is_champion = t.miner.hotkey == m.champion.hotkey;
+        let fold = m.env_folds.entry(t.env.name.clone()).or_default();
+        let next = fold.next_index.entry(t.miner.hotkey.clone()).or_insert(0);
+        let schedule = match t.challenge_index.cmp(next) {
+            std::cmp::Ordering::Equal => {
+                *next += 1;
+                None
+            }
+            std::cmp::Ordering::Greater => {
+                let skipped = *next;
+                *next = t.challenge_index + 1;
+                Some((DiscrepancyKind::ScheduleGap, format!("index {skipped} was skipped")))
+            }
+            std::cmp::Ordering::Less => Some((DiscrepancyKind::ScheduleRepeat, "that index was already played".into())),
+        };
+        if fold.decision.is_none() && schedule.is_none() && (is_contender || is_champion) {
+            let slot = fold.pending.entry(t.challenge_index).or_default();
+            if is_contender {
+                slot.0 = Some(t.reward_milli);
+            } else {
+                slot.1 = Some(t.reward_milli);
+            }
+            if let (Some(contender), Some(champion)) = *slot {
+                fold.pending.remove(&t.challenge_index);
+                match GameOutcome::of_rewards(contender, champion) {
+                    GameOutcome::Win => fold.wins += 1,
+                    GameOutcome::Loss => fold.losses += 1,
+                    GameOutcome::Draw => fold.draws += 1,
+                }
+            }
+        }
+        if let Some((kind, why)) = schedule {
+            let detail = format!(
+                "match {} env {} miner {}: challenge index {}: {why}",
+                t.match_id, t.env.name, t.miner.hotkey, t.challenge_index
+            );
+            self.push(kind, height, Some(event_idx), detail);
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! Replay: every validator's stored log folded into the network's state (champion and
+//! its history, ratio to beat, matches and verdicts, per-validator decisions, vTrust,
+//! weights), re-deriving everything that can be re-derived on the way. State is never a
+//! second source of truth: it is recomputed from the logs, and a snapshot is only a
+//! cache of the per-chain folds at known tips.
+//!
+//! Work per batch of blocks: decode, hash, re-score transcripts and re-derive challenge
+//! ids in parallel (rayon), verify the batch's signatures together (ed25519 batch
+//! verification, weak keys refused first), then fold in height order. The fold is the
+//! only sequential step, so the state is the same whatever the thread count.
+
+pub mod fold;
+pub mod network;
+pub mod synth;
+
+use crate::bytes::{Hash32, ValidatorKey};
+use crate::envs::Registry;
+use crate::evaluation::ratio::RatioParams;
+use crate::ledger::block::{check_link, check_signature, decode_block, signing_message, DecodedBlock};
+use crate::ledger::codec;
+use crate::ledger::store::{self, Store, StoreError};
+use crate::limits::VERIFY_BATCH_BYTES;
+use ed25519_dalek::{Signature, VerifyingKey};
+use fold::{check_block_events, ChainFold, EventCheck};
+use network::NetworkState;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Bumped whenever a change to the fold, the checks or the snapshot layout could make an
+/// old snapshot disagree with a replay from genesis; an old snapshot is then ignored.
+pub const REPLAY_VERSION: u32 = 1;
+const SNAPSHOT_MAGIC: &[u8] = b"af-replay-snapshot\n";
+/// Largest snapshot we read back.
+const MAX_SNAPSHOT_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+pub const SNAPSHOT_FILE: &str = "replay-snapshot.bin";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("snapshot {path}: {message}")]
+    Snapshot { path: String, message: String },
+}
+
+/// The folds of every chain, each at its own tip, as a snapshot holds them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub replay_version: u32,
+    pub folds: Vec<ChainFold>,
+}
+
+/// A finished replay.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    pub folds: Vec<ChainFold>,
+    pub state: NetworkState,
+    /// blake3 of the state's canonical bytes: equal states, equal hashes.
+    pub state_hash: Hash32,
+    /// What this run folded (less than the whole log when it started from a snapshot).
+    pub n_blocks_folded: u64,
+    pub n_bytes_folded: u64,
+    /// Chains whose snapshot fold was reused (the rest were folded from genesis).
+    pub n_chains_from_snapshot: usize,
+}
+
+/// Progress after each batch: (validator, its height reached, bytes folded this run).
+pub type Progress<'a> = &'a mut dyn FnMut(&ValidatorKey, u64, u64);
+
+/// The state hash: blake3 over the canonical encoding of the state.
+pub fn state_hash(state: &NetworkState) -> Hash32 {
+    let bytes = codec::encode(state, "network state", u64::MAX).expect("no limit");
+    Hash32(*blake3::hash(&bytes).as_bytes())
+}
+
+/// Folds every chain of `store`, starting each from its fold in `snapshot` when that
+/// fold's tip is still in the store, from genesis otherwise; then combines.
+pub fn replay(
+    store: &Store,
+    registry: &Registry,
+    snapshot: Option<Snapshot>,
+    ratio_params: &RatioParams,
+    progress: Progress<'_>,
+) -> Result<Replay, ReplayError> {
+    let txn = store.read()?;
+    let mut validators: Vec<ValidatorKey> = store::validators_with_blocks(&txn)?;
+    validators.sort();
+    let mut from_snapshot: BTreeMap<ValidatorKey, ChainFold> = BTreeMap::new();
+    if let Some(snapshot) = snapshot.filter(|s| s.replay_version == REPLAY_VERSION) {
+        for fold in snapshot.folds {
+            if let Some(tip) = fold.tip {
+                if store.block_bytes(&fold.validator, tip.height)?.is_some_and(|b| block_hash_of(&b) == Some(tip.hash))
+                {
+                    from_snapshot.insert(fold.validator, fold);
+                }
+            }
+        }
+    }
+    let n_chains_from_snapshot = from_snapshot.len();
+    let (mut n_blocks_folded, mut n_bytes_folded) = (0u64, 0u64);
+    let mut folds = Vec::with_capacity(validators.len());
+    for validator in validators {
+        let mut fold = from_snapshot.remove(&validator).unwrap_or_else(|| ChainFold::new(validator));
+        if fold.invalid_at.is_none() {
+            let from = fold.next_height();
+            let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(2);
+            std::thread::scope(|scope| -> Result<(), StoreError> {
+                let txn = &txn;
+                let reader = scope.spawn(move || {
+                    store::stream_blocks_from(txn, &validator, from, VERIFY_BATCH_BYTES, &mut |batch| {
+                        sender.send(batch).is_ok()
+                    })
+                });
+                for batch in receiver.iter() {
+                    let before = fold.n_bytes;
+                    n_blocks_folded += batch.len() as u64;
+                    fold_batch(&mut fold, registry, &batch);
+                    n_bytes_folded += fold.n_bytes - before;
+                    progress(&validator, fold.next_height(), n_bytes_folded);
+                    if fold.invalid_at.is_some() {
+                        break;
+                    }
+                }
+                drop(receiver);
+                reader.join().expect("the block reader does not panic")
+            })?;
+        }
+        folds.push(fold);
+    }
+    let state = network::combine(&folds, ratio_params);
+    let state_hash = state_hash(&state);
+    Ok(Replay { folds, state, state_hash, n_blocks_folded, n_bytes_folded, n_chains_from_snapshot })
+}
+
+fn block_hash_of(bytes: &[u8]) -> Option<Hash32> {
+    store::stored_header(bytes).ok().map(|(header, _)| header.hash())
+}
+
+/// Folds consecutive stored blocks of one chain: decodes and checks them in parallel,
+/// verifies their signatures as one batch, then links and folds them in height order.
+/// Stops at the first block that fails (recorded as an invalid block).
+pub fn fold_batch(fold: &mut ChainFold, registry: &Registry, batch: &[(u64, Vec<u8>)]) {
+    if fold.invalid_at.is_some() {
+        return;
+    }
+    let validator = fold.validator;
+    let decoded: Vec<(u64, Result<(DecodedBlock, Vec<EventCheck>), String>)> = batch
+        .par_iter()
+        .map(|(height, bytes)| {
+            let result = decode_block(bytes)
+                .map(|block| {
+                    let checks = check_block_events(registry, &validator, &block);
+                    (block, checks)
+                })
+                .map_err(|e| e.to_string());
+            (*height, result)
+        })
+        .collect();
+    let signatures_ok = batch_signatures_ok(&validator, &decoded);
+    for (height, result) in decoded {
+        if height != fold.next_height() {
+            fold.mark_invalid(fold.next_height(), format!("no block stored at height {} (next is {height})", fold.next_height()));
+            return;
+        }
+        let (block, checks) = match result {
+            Ok(ok) => ok,
+            Err(why) => {
+                fold.mark_invalid(height, why);
+                return;
+            }
+        };
+        let header = &block.block.header;
+        if !signatures_ok {
+            // The batch failed: find the culprit with strict single verification.
+            if let Err(e) = check_signature(header, &block.hash, &block.block.signature) {
+                fold.mark_invalid(height, e.to_string());
+                return;
+            }
+        }
+        if let Err(e) = check_link(&validator, fold.tip.as_ref(), header) {
+            fold.mark_invalid(height, e.to_string());
+            return;
+        }
+        fold.apply_block(&block, &checks);
+    }
+}
+
+/// Whether every decoded block of the batch carries a valid signature of `validator`,
+/// checked as one ed25519 batch. A weak (small-order) key fails outright, before any
+/// batch: batch and single verification could otherwise disagree on crafted input.
+fn batch_signatures_ok(
+    validator: &ValidatorKey,
+    decoded: &[(u64, Result<(DecodedBlock, Vec<EventCheck>), String>)],
+) -> bool {
+    let Ok(key) = VerifyingKey::from_bytes(&validator.0) else { return false };
+    if key.is_weak() {
+        return false;
+    }
+    let blocks: Vec<&DecodedBlock> = decoded.iter().filter_map(|(_, r)| r.as_ref().ok().map(|(b, _)| b)).collect();
+    if blocks.iter().any(|b| b.block.header.validator != *validator) {
+        return false;
+    }
+    let messages: Vec<[u8; 51]> = blocks.iter().map(|b| signing_message(&b.hash)).collect();
+    let message_refs: Vec<&[u8]> = messages.iter().map(|m| m.as_slice()).collect();
+    let signatures: Vec<Signature> = blocks.iter().map(|b| Signature::from_bytes(&b.block.signature.0)).collect();
+    let keys = vec![key; blocks.len()];
+    ed25519_dalek::verify_batch(&message_refs, &signatures, &keys).is_ok()
+}
+
+/// Reads the snapshot in `dir`, if there is one. A snapshot from another replay version
+/// or with a bad checksum is reported as an error so the caller can say why it replays
+/// from genesis.
+pub fn load_snapshot(dir: &Path) -> Result<Option<Snapshot>, ReplayError> {
+    let path = dir.join(SNAPSHOT_FILE);
+    let err = |message: String| ReplayError::Snapshot { path: path.display().to_string(), message };
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(err(e.to_string())),
+    };
+    let body = bytes.strip_prefix(SNAPSHOT_MAGIC).ok_or_else(|| err("not a replay snapshot".into()))?;
+    if body.len() < 32 {
+        return Err(err("truncated".into()));
+    }
+    let (checksum, payload) = body.split_at(32);
+    if blake3::hash(payload).as_bytes() != checksum {
+        return Err(err("checksum mismatch: the file is damaged".into()));
+    }
+    let snapshot: Snapshot =
+        codec::decode_canonical(payload, "replay snapshot", MAX_SNAPSHOT_BYTES).map_err(|e| err(e.to_string()))?;
+    if snapshot.replay_version != REPLAY_VERSION {
+        return Err(err(format!(
+            "made by replay version {}, this build is version {REPLAY_VERSION}",
+            snapshot.replay_version
+        )));
+    }
+    Ok(Some(snapshot))
+}
+
+/// Writes the folds as the snapshot of `dir`, atomically and durably.
+pub fn save_snapshot(dir: &Path, folds: &[ChainFold]) -> Result<(), ReplayError> {
+    use std::io::Write;
+    let path = dir.join(SNAPSHOT_FILE);
+    let err = |e: std::io::Error| ReplayError::Snapshot { path: path.display().to_string(), message: e.to_string() };
+    let snapshot = Snapshot { replay_version: REPLAY_VERSION, folds: folds.to_vec() };
+    let payload = codec::encode(&snapshot, "replay snapshot", MAX_SNAPSHOT_BYTES)
+        .map_err(|e| ReplayError::Snapshot { path: path.display().to_string(), message: e.to_string() })?;
+    let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
+    let mut file = std::fs::File::create(&tmp).map_err(err)?;
+    file.write_all(SNAPSHOT_MAGIC).map_err(err)?;
+    file.write_all(blake3::hash(&payload).as_bytes()).map_err(err)?;
+    file.write_all(&payload).map_err(err)?;
+    file.sync_all().map_err(err)?;
+    drop(file);
+    std::fs::rename(&tmp, &path).map_err(err)?;
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
+    Ok(())
+}

@@ -1,0 +1,307 @@
+//! The network's state from every validator's folded chain: each validator's vTrust,
+//! the vTrust-weighted verdict on every match, the champion and its history, the ratio
+//! to beat, and the winner-takes-all weights. Pure and cheap: it reads only the folds.
+//!
+//! vTrust, in parts per million (the README explains the amounts):
+//! - an invalid block or proven equivocation: 0, whatever else;
+//! - each false score, false tally, bad challenge id, schedule gap or repeat, or false
+//!   evidence: minus 200,000 (five such proofs zero a validator: scoring and schedules are
+//!   deterministic, so an honest validator never makes one);
+//! - disagreement: minus 500,000 times the share of compared matches on which it voted
+//!   against the majority of the other validators (a share, because honest validators
+//!   facing noisy miners can legitimately land on different sides now and then).
+//!
+//! A match is "the same match" across validators when it has the same contender and
+//! champion hotkeys: each validator derives its own match id and challenge schedule.
+
+use super::fold::{ChainFold, Discrepancy, DiscrepancyKind};
+use crate::bytes::ValidatorKey;
+use crate::evaluation::ratio::{RatioParams, RatioToBeat};
+use crate::ledger::event::MinerRef;
+use crate::validator::state::nominal_chain_block;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+pub const VTRUST_FULL_PPM: u32 = 1_000_000;
+pub const PENALTY_PER_PROOF_PPM: u64 = 200_000;
+pub const PENALTY_FULL_DISAGREEMENT_PPM: u64 = 500_000;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValidatorSummary {
+    pub validator: ValidatorKey,
+    pub tip_height: Option<u64>,
+    pub n_events: u64,
+    pub n_transcripts: u64,
+    pub n_matches: u64,
+    pub invalid_at: Option<u64>,
+    pub equivocated: bool,
+    /// Proofs of misreporting: false scores, tallies, evidence, bad ids, schedule faults.
+    pub n_false_reports: u64,
+    pub n_compared: u64,
+    pub n_disagreements: u64,
+    pub vtrust_ppm: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkVerdict {
+    ContenderWon,
+    ChampionStays,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vote {
+    pub validator: ValidatorKey,
+    pub contender_won: bool,
+    pub new_ratio_to_beat_ppm: u32,
+    pub decided_time_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkMatch {
+    pub contender: MinerRef,
+    pub champion: MinerRef,
+    /// Earliest start over every validator that played it: orders matches.
+    pub first_started_ms: u64,
+    pub votes: Vec<Vote>,
+    /// Sums of vTrust (ppm) for and against the contender.
+    pub for_ppm: u64,
+    pub against_ppm: u64,
+    pub verdict: Option<NetworkVerdict>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChampionChange {
+    pub champion: MinerRef,
+    /// Contender hotkey of the match that crowned it (none for the first champion).
+    pub by_match: Option<(String, String)>,
+    pub at_time_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkState {
+    pub validators: Vec<ValidatorSummary>,
+    pub matches: Vec<NetworkMatch>,
+    pub champion: Option<MinerRef>,
+    pub champion_history: Vec<ChampionChange>,
+    pub ratio_set_ppm: u32,
+    pub ratio_set_at_block: u64,
+    /// (uid, weight) pairs: winner takes all.
+    pub weights: Vec<(u16, u16)>,
+    pub discrepancies: Vec<Discrepancy>,
+}
+
+type MatchKey = (String, String);
+
+/// Combines folded chains (in any order; they are sorted here) into the network's state.
+pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState {
+    let mut folds: Vec<&ChainFold> = folds.iter().collect();
+    folds.sort_by_key(|f| f.validator);
+
+    let mut discrepancies: Vec<Discrepancy> = folds.iter().flat_map(|f| f.discrepancies.iter().cloned()).collect();
+    // Proven equivocation, wherever it was recorded; one finding per accused and height.
+    let mut equivocated: BTreeSet<ValidatorKey> = BTreeSet::new();
+    let mut seen = BTreeSet::new();
+    for fold in &folds {
+        for found in &fold.equivocations {
+            equivocated.insert(found.accused);
+            if seen.insert((found.accused, found.height)) {
+                discrepancies.push(Discrepancy {
+                    validator: found.accused,
+                    kind: DiscrepancyKind::Equivocation,
+                    height: found.height,
+                    event_idx: None,
+                    detail: format!(
+                        "two signed headers at height {}: {} and {} (evidence in the log of {} at height {} event {})",
+                        found.height,
+                        found.hash_a,
+                        found.hash_b,
+                        fold.validator,
+                        found.recorded_at.0,
+                        found.recorded_at.1
+                    ),
+                });
+            }
+        }
+    }
+
+    // Pass 1: vTrust from proofs alone.
+    let base: BTreeMap<ValidatorKey, u32> = folds
+        .iter()
+        .map(|f| {
+            let proofs = false_reports(f);
+            let ppm = if f.invalid_at.is_some() || equivocated.contains(&f.validator) {
+                0
+            } else {
+                u64::from(VTRUST_FULL_PPM).saturating_sub(proofs * PENALTY_PER_PROOF_PPM) as u32
+            };
+            (f.validator, ppm)
+        })
+        .collect();
+
+    // Every validator's decided vote per match (contender, champion).
+    let mut by_match: BTreeMap<MatchKey, NetworkMatch> = BTreeMap::new();
+    for fold in &folds {
+        for m in fold.matches.values() {
+            let key = (m.contender.hotkey.clone(), m.champion.hotkey.clone());
+            let entry = by_match.entry(key).or_insert_with(|| NetworkMatch {
+                contender: m.contender.clone(),
+                champion: m.champion.clone(),
+                first_started_ms: m.started_time_ms,
+                votes: Vec::new(),
+                for_ppm: 0,
+                against_ppm: 0,
+                verdict: None,
+            });
+            entry.first_started_ms = entry.first_started_ms.min(m.started_time_ms);
+            if let Some(decided) = &m.decided {
+                // A validator that played the same pair twice counts once: its last word.
+                entry.votes.retain(|v| v.validator != fold.validator);
+                entry.votes.push(Vote {
+                    validator: fold.validator,
+                    contender_won: decided.contender_won,
+                    new_ratio_to_beat_ppm: decided.new_ratio_to_beat_ppm,
+                    decided_time_ms: decided.time_ms,
+                });
+            }
+        }
+    }
+
+    // Pass 2: disagreement with the majority of the other validators still trusted.
+    let mut compared: BTreeMap<ValidatorKey, (u64, u64)> = BTreeMap::new();
+    for (key, m) in &by_match {
+        for vote in &m.votes {
+            let others = m.votes.iter().filter(|o| o.validator != vote.validator && base[&o.validator] > 0);
+            let (same, opposite) = others.fold((0u64, 0u64), |(s, o), other| {
+                if other.contender_won == vote.contender_won {
+                    (s + 1, o)
+                } else {
+                    (s, o + 1)
+                }
+            });
+            if same + opposite == 0 {
+                continue;
+            }
+            let counts = compared.entry(vote.validator).or_default();
+            counts.0 += 1;
+            if opposite > same {
+                counts.1 += 1;
+                let fold = folds.iter().find(|f| f.validator == vote.validator).expect("a vote comes from a fold");
+                let height = fold
+                    .matches
+                    .values()
+                    .find(|x| x.contender.hotkey == key.0 && x.champion.hotkey == key.1)
+                    .and_then(|x| x.decided.as_ref())
+                    .map_or(0, |d| d.height);
+                discrepancies.push(Discrepancy {
+                    validator: vote.validator,
+                    kind: DiscrepancyKind::Disagreement,
+                    height,
+                    event_idx: None,
+                    detail: format!(
+                        "match {} vs {}: said the contender {}, {opposite} of {} other validators said otherwise",
+                        key.0,
+                        key.1,
+                        if vote.contender_won { "won" } else { "did not win" },
+                        same + opposite
+                    ),
+                });
+            }
+        }
+    }
+    let vtrust: BTreeMap<ValidatorKey, u32> = base
+        .iter()
+        .map(|(validator, &ppm)| {
+            let (n, bad) = compared.get(validator).copied().unwrap_or((0, 0));
+            let penalty = if n == 0 { 0 } else { PENALTY_FULL_DISAGREEMENT_PPM * bad / n };
+            (*validator, u64::from(ppm).saturating_sub(penalty) as u32)
+        })
+        .collect();
+
+    // Verdicts, weighted by vTrust. A tie keeps the champion: the incumbent is the older
+    // registration.
+    for m in by_match.values_mut() {
+        m.for_ppm = m.votes.iter().filter(|v| v.contender_won).map(|v| u64::from(vtrust[&v.validator])).sum();
+        m.against_ppm = m.votes.iter().filter(|v| !v.contender_won).map(|v| u64::from(vtrust[&v.validator])).sum();
+        m.verdict = match (m.votes.is_empty(), m.for_ppm > m.against_ppm) {
+            (true, _) => None,
+            (false, true) => Some(NetworkVerdict::ContenderWon),
+            (false, false) => Some(NetworkVerdict::ChampionStays),
+        };
+    }
+    let mut matches: Vec<NetworkMatch> = by_match.into_values().collect();
+    matches.sort_by(|a, b| {
+        (a.first_started_ms, &a.contender.hotkey, &a.champion.hotkey).cmp(&(
+            b.first_started_ms,
+            &b.contender.hotkey,
+            &b.champion.hotkey,
+        ))
+    });
+
+    // The champion: the first match's champion, replaced by each contender the network
+    // says beat the champion of the moment.
+    let mut champion: Option<MinerRef> = None;
+    let mut history = Vec::new();
+    let mut ratio = ratio_params.initial();
+    for m in &matches {
+        if champion.is_none() {
+            champion = Some(m.champion.clone());
+            history.push(ChampionChange { champion: m.champion.clone(), by_match: None, at_time_ms: m.first_started_ms });
+        }
+        let current = champion.as_ref().expect("set above");
+        if m.verdict == Some(NetworkVerdict::ContenderWon) && m.champion.hotkey == current.hotkey {
+            let winners: Vec<&Vote> = m.votes.iter().filter(|v| v.contender_won && vtrust[&v.validator] > 0).collect();
+            let mut ratios: Vec<u32> = winners.iter().map(|v| v.new_ratio_to_beat_ppm).collect();
+            ratios.sort_unstable();
+            let at_ms = winners.iter().map(|v| v.decided_time_ms).min().unwrap_or(m.first_started_ms);
+            if let Some(&median) = ratios.get((ratios.len().max(1) - 1) / 2) {
+                ratio = RatioToBeat { set_ppm: median, set_at_block: nominal_chain_block(at_ms) };
+            }
+            champion = Some(m.contender.clone());
+            history.push(ChampionChange {
+                champion: m.contender.clone(),
+                by_match: Some((m.contender.hotkey.clone(), m.champion.hotkey.clone())),
+                at_time_ms: at_ms,
+            });
+        }
+    }
+    let weights = champion.as_ref().map(|c| vec![(c.uid, u16::MAX)]).unwrap_or_default();
+
+    let validators = folds
+        .iter()
+        .map(|f| {
+            let (n_compared, n_disagreements) = compared.get(&f.validator).copied().unwrap_or((0, 0));
+            ValidatorSummary {
+                validator: f.validator,
+                tip_height: f.tip.map(|t| t.height),
+                n_events: f.n_events,
+                n_transcripts: f.n_transcripts,
+                n_matches: f.matches.len() as u64,
+                invalid_at: f.invalid_at,
+                equivocated: equivocated.contains(&f.validator),
+                n_false_reports: false_reports(f),
+                n_compared,
+                n_disagreements,
+                vtrust_ppm: vtrust[&f.validator],
+            }
+        })
+        .collect();
+    discrepancies.sort();
+    NetworkState {
+        validators,
+        matches,
+        champion,
+        champion_history: history,
+        ratio_set_ppm: ratio.set_ppm,
+        ratio_set_at_block: ratio.set_at_block,
+        weights,
+        discrepancies,
+    }
+}
+
+fn false_reports(fold: &ChainFold) -> u64 {
+    fold.discrepancies
+        .iter()
+        .filter(|d| !matches!(d.kind, DiscrepancyKind::InvalidBlock | DiscrepancyKind::Disagreement))
+        .count() as u64
+}
