@@ -4,6 +4,7 @@
 //! the network carries it, replay folds every log back into state.
 
 pub mod bytes;
+pub mod chain;
 pub mod envs;
 pub mod evaluation;
 pub mod ledger;

@@ -1,0 +1,467 @@
+//! The local stand-in chain: a small HTTP/JSON API of ours (not Substrate) with a block
+//! clock, registrations, commitments and weights, kept durably on disk and shared by
+//! every process of a devnet. It applies subtensor's rules that `af` relies on: only
+//! registered hotkeys commit or set weights, commitments cost `max(100, bytes)` against
+//! 3100 per tempo, weights respect the rate limit, commit-reveal and the version key.
+//! It trusts the hotkey a caller names (no signatures): it listens on loopback only.
+//!
+//! API (JSON; errors are `{"error": "..."}` with status 400, 403, 404 or 429):
+//! `GET /v1/status`, `POST /v1/register {netuid, hotkey, validator_permit}`,
+//! `GET /v1/subnets/N/neurons`, `POST /v1/subnets/N/commit {hotkey, fields: [hex]}`,
+//! `GET /v1/subnets/N/commitments`, `POST /v1/subnets/N/weights {hotkey, uids, weights,
+//! version_key}`, `GET /v1/subnets/N/weights`, `GET /v1/subnets/N/limits?hotkey=H`,
+//! `POST /v1/subnets/N/settings {commit_reveal_enabled?, rate_limit_blocks?, version_key?}`.
+
+use super::{
+    commitment_cost, Chain, ChainError, CommitmentRecord, LedgerCommitment, Neuron, WeightLimits,
+    DEFAULT_TEMPO, DEFAULT_WEIGHTS_RATE_LIMIT, MAX_SPACE_PER_TEMPO,
+};
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+pub const STATE_FILE: &str = "chain-state.json";
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Subnet {
+    pub neurons: Vec<Neuron>,
+    pub commitments: BTreeMap<String, CommitmentRecord>,
+    /// Every commitment ever made, in order: the local chain keeps what an archive node would.
+    pub history: Vec<CommitmentRecord>,
+    /// Space used per hotkey in the tempo it was used: (tempo index, bytes).
+    pub space_used: BTreeMap<String, (u64, u64)>,
+    pub weights: BTreeMap<u16, Vec<(u16, u16)>>,
+    pub last_update: BTreeMap<u16, u64>,
+    pub commit_reveal_enabled: bool,
+    pub rate_limit_blocks: u64,
+    pub version_key: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LocalState {
+    pub genesis_ms: u64,
+    pub block_ms: u64,
+    pub tempo: u64,
+    pub subnets: BTreeMap<u16, Subnet>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LocalChainError {
+    #[error("{path}: {message}")]
+    State { path: PathBuf, message: String },
+}
+
+/// The chain's state on disk: rewritten atomically and fsync'd on every change.
+pub struct LocalChain {
+    path: PathBuf,
+    state: Mutex<LocalState>,
+    clock: fn() -> u64,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct Status {
+    pub block: u64,
+    pub block_ms: u64,
+    pub tempo: u64,
+    pub genesis_ms: u64,
+}
+
+type Refusal = (StatusCode, Json<serde_json::Value>);
+
+fn refuse(status: StatusCode, message: impl Into<String>) -> Refusal {
+    (status, Json(serde_json::json!({ "error": message.into() })))
+}
+
+impl LocalChain {
+    /// Opens the chain kept in `dir`, creating it (genesis now) if absent.
+    pub fn open(dir: &Path, block_ms: u64, clock: fn() -> u64) -> Result<LocalChain, LocalChainError> {
+        let path = dir.join(STATE_FILE);
+        let err = |message: String| LocalChainError::State { path: path.clone(), message };
+        std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+        let state = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| err(format!("not a chain state: {e}")))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                LocalState { genesis_ms: clock(), block_ms: block_ms.max(1), tempo: DEFAULT_TEMPO, subnets: BTreeMap::new() }
+            }
+            Err(e) => return Err(err(e.to_string())),
+        };
+        let chain = LocalChain { path, state: Mutex::new(state), clock };
+        chain.persist(&chain.state.lock().expect("never poisoned"))?;
+        Ok(chain)
+    }
+
+    fn persist(&self, state: &LocalState) -> Result<(), LocalChainError> {
+        use std::io::Write;
+        let err = |e: std::io::Error| LocalChainError::State { path: self.path.clone(), message: e.to_string() };
+        let tmp = self.path.with_extension("json.tmp");
+        let mut file = std::fs::File::create(&tmp).map_err(err)?;
+        file.write_all(&serde_json::to_vec_pretty(state).expect("serializable")).map_err(err)?;
+        file.sync_all().map_err(err)?;
+        std::fs::rename(&tmp, &self.path).map_err(err)?;
+        if let Some(dir) = self.path.parent() {
+            std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    fn block_of(&self, state: &LocalState) -> u64 {
+        (self.clock)().saturating_sub(state.genesis_ms) / state.block_ms
+    }
+
+    /// Applies a change under the lock and makes it durable before answering.
+    fn change<T>(&self, apply: impl FnOnce(&mut LocalState, u64) -> Result<T, Refusal>) -> Result<T, Refusal> {
+        let mut state = self.state.lock().expect("never poisoned");
+        let block = self.block_of(&state);
+        let mut next = state.clone();
+        let out = apply(&mut next, block)?;
+        self.persist(&next).map_err(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        *state = next;
+        Ok(out)
+    }
+
+    fn read<T>(&self, look: impl FnOnce(&LocalState, u64) -> T) -> T {
+        let state = self.state.lock().expect("never poisoned");
+        look(&state, self.block_of(&state))
+    }
+}
+
+fn subnet_mut(state: &mut LocalState, netuid: u16) -> &mut Subnet {
+    state.subnets.entry(netuid).or_insert_with(|| Subnet { rate_limit_blocks: DEFAULT_WEIGHTS_RATE_LIMIT, ..Subnet::default() })
+}
+
+fn registered<'a>(subnet: &'a Subnet, hotkey: &str) -> Result<&'a Neuron, Refusal> {
+    subnet
+        .neurons
+        .iter()
+        .find(|n| n.hotkey == hotkey)
+        .ok_or_else(|| refuse(StatusCode::FORBIDDEN, format!("hotkey {hotkey} is not registered on this subnet")))
+}
+
+#[derive(Deserialize)]
+struct RegisterRequest {
+    netuid: u16,
+    hotkey: String,
+    #[serde(default)]
+    validator_permit: bool,
+}
+
+#[derive(Deserialize)]
+struct CommitRequest {
+    hotkey: String,
+    fields: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct WeightsRequest {
+    hotkey: String,
+    uids: Vec<u16>,
+    weights: Vec<u16>,
+    version_key: u64,
+}
+
+#[derive(Deserialize)]
+struct SettingsRequest {
+    commit_reveal_enabled: Option<bool>,
+    rate_limit_blocks: Option<u64>,
+    version_key: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct HotkeyQuery {
+    hotkey: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct BlockReply {
+    block: u64,
+}
+
+type Shared = State<Arc<LocalChain>>;
+
+pub fn router(chain: Arc<LocalChain>) -> Router {
+    Router::new()
+        .route("/v1/status", get(status))
+        .route("/v1/register", post(register))
+        .route("/v1/subnets/{netuid}/neurons", get(neurons))
+        .route("/v1/subnets/{netuid}/commit", post(commit))
+        .route("/v1/subnets/{netuid}/commitments", get(commitments))
+        .route("/v1/subnets/{netuid}/weights", post(set_weights).get(weights))
+        .route("/v1/subnets/{netuid}/limits", get(limits))
+        .route("/v1/subnets/{netuid}/settings", post(settings))
+        .with_state(chain)
+}
+
+async fn status(State(chain): Shared) -> Json<Status> {
+    Json(chain.read(|s, block| Status { block, block_ms: s.block_ms, tempo: s.tempo, genesis_ms: s.genesis_ms }))
+}
+
+async fn register(State(chain): Shared, Json(request): Json<RegisterRequest>) -> Result<Json<Neuron>, Refusal> {
+    if request.hotkey.is_empty() || request.hotkey.len() > 128 {
+        return Err(refuse(StatusCode::BAD_REQUEST, "hotkey must be 1 to 128 bytes"));
+    }
+    chain
+        .change(|state, block| {
+            let subnet = subnet_mut(state, request.netuid);
+            if let Some(existing) = subnet.neurons.iter().find(|n| n.hotkey == request.hotkey) {
+                return Ok(existing.clone());
+            }
+            let neuron = Neuron {
+                uid: subnet.neurons.len() as u16,
+                hotkey: request.hotkey.clone(),
+                registration_block: block,
+                validator_permit: request.validator_permit,
+            };
+            subnet.neurons.push(neuron.clone());
+            Ok(neuron)
+        })
+        .map(Json)
+}
+
+async fn neurons(State(chain): Shared, UrlPath(netuid): UrlPath<u16>) -> Json<Vec<Neuron>> {
+    Json(chain.read(|s, _| s.subnets.get(&netuid).map(|n| n.neurons.clone()).unwrap_or_default()))
+}
+
+async fn commit(
+    State(chain): Shared,
+    UrlPath(netuid): UrlPath<u16>,
+    Json(request): Json<CommitRequest>,
+) -> Result<Json<BlockReply>, Refusal> {
+    let fields: Vec<Vec<u8>> = request
+        .fields
+        .iter()
+        .map(|f| hex::decode(f).map_err(|e| refuse(StatusCode::BAD_REQUEST, format!("field is not hex: {e}"))))
+        .collect::<Result<_, _>>()?;
+    if fields.len() > 3 || fields.iter().any(|f| f.len() > 128) {
+        return Err(refuse(StatusCode::BAD_REQUEST, "at most 3 fields of at most 128 bytes (BoundedVec<Data, 3>)"));
+    }
+    chain
+        .change(|state, block| {
+            let tempo = state.tempo;
+            let subnet = subnet_mut(state, netuid);
+            registered(subnet, &request.hotkey)?;
+            let cost = commitment_cost(&fields);
+            let epoch = block / tempo;
+            let used = match subnet.space_used.get(&request.hotkey) {
+                Some(&(e, used)) if e == epoch => used,
+                _ => 0,
+            };
+            if used + cost > MAX_SPACE_PER_TEMPO {
+                return Err(refuse(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    format!("SpaceLimitExceeded: {used} + {cost} bytes > {MAX_SPACE_PER_TEMPO} this tempo"),
+                ));
+            }
+            subnet.space_used.insert(request.hotkey.clone(), (epoch, used + cost));
+            let record = CommitmentRecord { hotkey: request.hotkey.clone(), block, fields: fields.clone() };
+            subnet.commitments.insert(request.hotkey.clone(), record.clone());
+            subnet.history.push(record);
+            Ok(BlockReply { block })
+        })
+        .map(Json)
+}
+
+async fn commitments(State(chain): Shared, UrlPath(netuid): UrlPath<u16>) -> Json<Vec<CommitmentRecord>> {
+    Json(chain.read(|s, _| s.subnets.get(&netuid).map(|n| n.commitments.values().cloned().collect()).unwrap_or_default()))
+}
+
+async fn set_weights(
+    State(chain): Shared,
+    UrlPath(netuid): UrlPath<u16>,
+    Json(request): Json<WeightsRequest>,
+) -> Result<Json<BlockReply>, Refusal> {
+    if request.uids.len() != request.weights.len() {
+        return Err(refuse(StatusCode::BAD_REQUEST, "uids and weights differ in length"));
+    }
+    chain
+        .change(|state, block| {
+            let subnet = subnet_mut(state, netuid);
+            let uid = registered(subnet, &request.hotkey)?.uid;
+            if subnet.commit_reveal_enabled {
+                return Err(refuse(StatusCode::FORBIDDEN, "CommitRevealEnabled: set_weights is refused on this subnet"));
+            }
+            if request.version_key < subnet.version_key {
+                return Err(refuse(
+                    StatusCode::FORBIDDEN,
+                    format!("IncorrectWeightVersionKey: {} < {}", request.version_key, subnet.version_key),
+                ));
+            }
+            if let Some(&last) = subnet.last_update.get(&uid) {
+                if block < last + subnet.rate_limit_blocks {
+                    return Err(refuse(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        format!("SettingWeightsTooFast: last at {last}, limit {} blocks", subnet.rate_limit_blocks),
+                    ));
+                }
+            }
+            let n = subnet.neurons.len() as u16;
+            if let Some(bad) = request.uids.iter().find(|&&u| u >= n) {
+                return Err(refuse(StatusCode::BAD_REQUEST, format!("UidVecContainInvalidOne: uid {bad}")));
+            }
+            subnet.weights.insert(uid, request.uids.iter().copied().zip(request.weights.iter().copied()).collect());
+            subnet.last_update.insert(uid, block);
+            Ok(BlockReply { block })
+        })
+        .map(Json)
+}
+
+async fn weights(State(chain): Shared, UrlPath(netuid): UrlPath<u16>) -> Json<Vec<(u16, Vec<(u16, u16)>)>> {
+    Json(chain.read(|s, _| {
+        s.subnets.get(&netuid).map(|n| n.weights.iter().map(|(u, w)| (*u, w.clone())).collect()).unwrap_or_default()
+    }))
+}
+
+async fn limits(
+    State(chain): Shared,
+    UrlPath(netuid): UrlPath<u16>,
+    Query(query): Query<HotkeyQuery>,
+) -> Json<WeightLimits> {
+    Json(chain.read(|s, _| {
+        let default = Subnet { rate_limit_blocks: DEFAULT_WEIGHTS_RATE_LIMIT, ..Subnet::default() };
+        let subnet = s.subnets.get(&netuid).unwrap_or(&default);
+        let uid = query.hotkey.and_then(|h| subnet.neurons.iter().find(|n| n.hotkey == h).map(|n| n.uid));
+        WeightLimits {
+            rate_limit_blocks: subnet.rate_limit_blocks,
+            last_update: uid.and_then(|u| subnet.last_update.get(&u).copied()),
+            commit_reveal_enabled: subnet.commit_reveal_enabled,
+            version_key: subnet.version_key,
+        }
+    }))
+}
+
+async fn settings(
+    State(chain): Shared,
+    UrlPath(netuid): UrlPath<u16>,
+    Json(request): Json<SettingsRequest>,
+) -> Result<Json<BlockReply>, Refusal> {
+    chain
+        .change(|state, block| {
+            let subnet = subnet_mut(state, netuid);
+            if let Some(v) = request.commit_reveal_enabled {
+                subnet.commit_reveal_enabled = v;
+            }
+            if let Some(v) = request.rate_limit_blocks {
+                subnet.rate_limit_blocks = v;
+            }
+            if let Some(v) = request.version_key {
+                subnet.version_key = v;
+            }
+            Ok(BlockReply { block })
+        })
+        .map(Json)
+}
+
+/// A client of the local chain, as one hotkey (or read-only without one).
+pub struct LocalClient {
+    base_url: String,
+    netuid: u16,
+    hotkey: Option<String>,
+    http: reqwest::Client,
+}
+
+impl LocalClient {
+    pub fn new(addr: &str, netuid: u16, hotkey: Option<String>) -> Result<LocalClient, ChainError> {
+        let base_url = if addr.starts_with("http://") { addr.to_string() } else { format!("http://{addr}") };
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .map_err(|e| ChainError::Transport { endpoint: base_url.clone(), message: e.to_string() })?;
+        Ok(LocalClient { base_url, netuid, hotkey, http })
+    }
+
+    fn transport(&self, e: impl std::fmt::Display) -> ChainError {
+        ChainError::Transport { endpoint: self.base_url.clone(), message: e.to_string() }
+    }
+
+    async fn answer<T: serde::de::DeserializeOwned>(&self, response: reqwest::Response) -> Result<T, ChainError> {
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(|e| self.transport(e))?;
+        if !status.is_success() {
+            let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| v["error"].as_str().map(String::from))
+                .unwrap_or_else(|| format!("HTTP {status}"));
+            return Err(ChainError::Refused(message));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| ChainError::Decode { what: "local chain reply".into(), message: e.to_string() })
+    }
+
+    async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, ChainError> {
+        let response = self.http.get(format!("{}{path}", self.base_url)).send().await.map_err(|e| self.transport(e))?;
+        self.answer(response).await
+    }
+
+    async fn post<T: serde::de::DeserializeOwned>(&self, path: &str, body: serde_json::Value) -> Result<T, ChainError> {
+        let response =
+            self.http.post(format!("{}{path}", self.base_url)).json(&body).send().await.map_err(|e| self.transport(e))?;
+        self.answer(response).await
+    }
+
+    fn signer(&self) -> Result<&str, ChainError> {
+        self.hotkey.as_deref().ok_or(ChainError::NoSigner)
+    }
+
+    pub async fn status(&self) -> Result<Status, ChainError> {
+        self.get("/v1/status").await
+    }
+
+    /// Registers a hotkey (the devnet's stand-in for burned registration).
+    pub async fn register(&self, hotkey: &str, validator_permit: bool) -> Result<Neuron, ChainError> {
+        let body = serde_json::json!({ "netuid": self.netuid, "hotkey": hotkey, "validator_permit": validator_permit });
+        self.post("/v1/register", body).await
+    }
+
+    pub async fn settings(&self, body: serde_json::Value) -> Result<(), ChainError> {
+        let _: BlockReply = self.post(&format!("/v1/subnets/{}/settings", self.netuid), body).await?;
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl Chain for LocalClient {
+    fn netuid(&self) -> u16 {
+        self.netuid
+    }
+
+    fn hotkey(&self) -> Option<String> {
+        self.hotkey.clone()
+    }
+
+    async fn current_block(&self) -> Result<u64, ChainError> {
+        Ok(self.status().await?.block)
+    }
+
+    async fn neurons(&self) -> Result<Vec<Neuron>, ChainError> {
+        self.get(&format!("/v1/subnets/{}/neurons", self.netuid)).await
+    }
+
+    async fn commit(&self, commitment: &LedgerCommitment) -> Result<u64, ChainError> {
+        let fields: Vec<String> = commitment.fields().iter().map(hex::encode).collect();
+        let body = serde_json::json!({ "hotkey": self.signer()?, "fields": fields });
+        let reply: BlockReply = self.post(&format!("/v1/subnets/{}/commit", self.netuid), body).await?;
+        Ok(reply.block)
+    }
+
+    async fn commitments(&self) -> Result<Vec<CommitmentRecord>, ChainError> {
+        self.get(&format!("/v1/subnets/{}/commitments", self.netuid)).await
+    }
+
+    async fn set_weights(&self, uids: &[u16], weights: &[u16], version_key: u64) -> Result<u64, ChainError> {
+        let body = serde_json::json!({ "hotkey": self.signer()?, "uids": uids, "weights": weights, "version_key": version_key });
+        let reply: BlockReply = self.post(&format!("/v1/subnets/{}/weights", self.netuid), body).await?;
+        Ok(reply.block)
+    }
+
+    async fn weights(&self) -> Result<Vec<(u16, Vec<(u16, u16)>)>, ChainError> {
+        self.get(&format!("/v1/subnets/{}/weights", self.netuid)).await
+    }
+
+    async fn weight_limits(&self) -> Result<WeightLimits, ChainError> {
+        let query = self.hotkey.as_deref().map_or(String::new(), |h| format!("?hotkey={h}"));
+        self.get(&format!("/v1/subnets/{}/limits{query}", self.netuid)).await
+    }
+}

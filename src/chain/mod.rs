@@ -1,0 +1,201 @@
+//! The chain as `af` sees it: one [`Chain`] trait with two backends, the real subtensor
+//! (through subxt) and a local stand-in for the devnet and tests. The rest of `af`
+//! knows only the trait.
+//!
+//! What a validator commits (`Commitments.set_commitment`, up to three `Data` fields):
+//! `Raw32(tip hash)`, `Raw32(ledger ed25519 key)`, `Raw8(tip height, u64 LE)`. The
+//! pallet charges each call `max(100, sum of field lengths)` bytes of space against 3100
+//! per tempo, so the 72 bytes of all three fields cost the same 100 as the tip hash alone:
+//! the key and height travel in every commitment for free, and `CommitmentOf` (which keeps
+//! only the latest commitment of each hotkey) always binds the hotkey to its ledger key
+//! and names the committed block without any archive lookup.
+
+pub mod local;
+pub mod subtensor;
+
+use crate::bytes::{Hash32, ValidatorKey};
+use serde::{Deserialize, Serialize};
+
+/// Space one commitment may use per tempo, and what each call costs at least.
+pub const MAX_SPACE_PER_TEMPO: u64 = 3_100;
+pub const MIN_COMMITMENT_COST: u64 = 100;
+/// Blocks per tempo (epoch) on subtensor.
+pub const DEFAULT_TEMPO: u64 = 360;
+/// Commit at most once per this many chain blocks: 30 per tempo, inside the 31 allowed.
+pub const COMMIT_EVERY_BLOCKS: u64 = 12;
+/// Default `WeightsSetRateLimit`, in blocks.
+pub const DEFAULT_WEIGHTS_RATE_LIMIT: u64 = 100;
+
+const _: () = assert!(DEFAULT_TEMPO / COMMIT_EVERY_BLOCKS * MIN_COMMITMENT_COST <= MAX_SPACE_PER_TEMPO);
+
+/// A registered neuron of the subnet.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Neuron {
+    pub uid: u16,
+    /// ss58 address of the hotkey (sr25519 public key).
+    pub hotkey: String,
+    pub registration_block: u64,
+    pub validator_permit: bool,
+}
+
+/// What a validator commits about its log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerCommitment {
+    pub tip_hash: Hash32,
+    pub ledger_key: ValidatorKey,
+    pub tip_height: u64,
+}
+
+/// `Data` of the Commitments pallet: `Raw(len)` has tag `len + 1` for 0..=128.
+pub fn raw_data_tag(len: usize) -> u8 {
+    assert!(len <= 128, "Raw data holds at most 128 bytes");
+    len as u8 + 1
+}
+
+impl LedgerCommitment {
+    /// The raw bytes of the three `Data::Raw*` fields, in order.
+    pub fn fields(&self) -> Vec<Vec<u8>> {
+        vec![self.tip_hash.0.to_vec(), self.ledger_key.0.to_vec(), self.tip_height.to_le_bytes().to_vec()]
+    }
+
+    /// Reads fields back; `None` if they are not an `af` ledger commitment.
+    pub fn from_fields(fields: &[Vec<u8>]) -> Option<LedgerCommitment> {
+        match fields {
+            [hash, key, height] if hash.len() == 32 && key.len() == 32 && height.len() == 8 => Some(LedgerCommitment {
+                tip_hash: Hash32(hash.as_slice().try_into().ok()?),
+                ledger_key: ValidatorKey(key.as_slice().try_into().ok()?),
+                tip_height: u64::from_le_bytes(height.as_slice().try_into().ok()?),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Space the call costs against the per-tempo limit.
+    pub fn cost(&self) -> u64 {
+        commitment_cost(&self.fields())
+    }
+}
+
+pub fn commitment_cost(fields: &[Vec<u8>]) -> u64 {
+    (fields.iter().map(|f| f.len() as u64).sum::<u64>()).max(MIN_COMMITMENT_COST)
+}
+
+/// The latest commitment of one hotkey, as `CommitmentOf` holds it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitmentRecord {
+    pub hotkey: String,
+    /// Chain block at which it was made.
+    pub block: u64,
+    /// Raw bytes of each `Data::Raw*` field (other `Data` kinds are left out).
+    #[serde(with = "hex_fields")]
+    pub fields: Vec<Vec<u8>>,
+}
+
+impl CommitmentRecord {
+    pub fn ledger(&self) -> Option<LedgerCommitment> {
+        LedgerCommitment::from_fields(&self.fields)
+    }
+}
+
+/// What governs weight setting for this subnet and hotkey.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WeightLimits {
+    pub rate_limit_blocks: u64,
+    /// Block of our last weight update, if any.
+    pub last_update: Option<u64>,
+    pub commit_reveal_enabled: bool,
+    pub version_key: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    #[error("chain endpoint {endpoint}: {message}")]
+    Transport { endpoint: String, message: String },
+    #[error("the chain refused the call: {0}")]
+    Refused(String),
+    #[error("subnet {netuid} has commit-reveal weights enabled (CommitRevealWeightsEnabled = true): set_weights is refused; commit-reveal v4 (commit_timelocked_weights) is not supported yet")]
+    CommitRevealEnabled { netuid: u16 },
+    #[error("weights were set at block {last} and the rate limit is {limit} blocks: next allowed at block {next}")]
+    RateLimited { last: u64, limit: u64, next: u64 },
+    #[error("this chain client has no hotkey to sign with")]
+    NoSigner,
+    #[error("metadata: {0}")]
+    Metadata(String),
+    #[error("decoding {what}: {message}")]
+    Decode { what: String, message: String },
+    #[error("key: {0}")]
+    Key(String),
+}
+
+/// Everything `af` needs from a chain.
+#[async_trait::async_trait]
+pub trait Chain: Send + Sync {
+    fn netuid(&self) -> u16;
+    /// Our hotkey's ss58 address, when this client can sign.
+    fn hotkey(&self) -> Option<String>;
+    async fn current_block(&self) -> Result<u64, ChainError>;
+    async fn neurons(&self) -> Result<Vec<Neuron>, ChainError>;
+    /// Commits our ledger's tip; returns the chain block it was included at (or
+    /// submitted at, where inclusion is not awaited).
+    async fn commit(&self, commitment: &LedgerCommitment) -> Result<u64, ChainError>;
+    /// The latest commitment of every hotkey on the subnet.
+    async fn commitments(&self) -> Result<Vec<CommitmentRecord>, ChainError>;
+    async fn set_weights(&self, uids: &[u16], weights: &[u16], version_key: u64) -> Result<u64, ChainError>;
+    /// Every uid's weights: (uid, [(dest uid, weight)]).
+    async fn weights(&self) -> Result<Vec<(u16, Vec<(u16, u16)>)>, ChainError>;
+    async fn weight_limits(&self) -> Result<WeightLimits, ChainError>;
+}
+
+/// Refuses a weight update that the chain would refuse, with the reason.
+pub fn check_weight_limits(limits: &WeightLimits, netuid: u16, now: u64) -> Result<(), ChainError> {
+    if limits.commit_reveal_enabled {
+        return Err(ChainError::CommitRevealEnabled { netuid });
+    }
+    if let Some(last) = limits.last_update {
+        let next = last + limits.rate_limit_blocks;
+        if now < next {
+            return Err(ChainError::RateLimited { last, limit: limits.rate_limit_blocks, next });
+        }
+    }
+    Ok(())
+}
+
+mod hex_fields {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(fields: &[Vec<u8>], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(fields.iter().map(hex::encode))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Vec<u8>>, D::Error> {
+        let texts = Vec::<String>::deserialize(deserializer)?;
+        texts.iter().map(|t| hex::decode(t).map_err(serde::de::Error::custom)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commitment_fields_round_trip_and_cost_the_minimum() {
+        let c = LedgerCommitment { tip_hash: Hash32([7; 32]), ledger_key: ValidatorKey([9; 32]), tip_height: 513 };
+        let fields = c.fields();
+        assert_eq!(fields.iter().map(Vec::len).collect::<Vec<_>>(), [32, 32, 8]);
+        assert_eq!(LedgerCommitment::from_fields(&fields), Some(c));
+        assert_eq!(c.cost(), MIN_COMMITMENT_COST, "72 bytes cost the 100-byte minimum");
+        assert_eq!(LedgerCommitment::from_fields(&fields[..2]), None);
+        assert_eq!(raw_data_tag(32), 0x21);
+        assert_eq!(raw_data_tag(8), 0x09);
+    }
+
+    #[test]
+    fn weight_limits_name_the_reason() {
+        let limits = WeightLimits { rate_limit_blocks: 100, last_update: Some(1000), commit_reveal_enabled: false, version_key: 0 };
+        assert!(matches!(check_weight_limits(&limits, 1, 1050), Err(ChainError::RateLimited { next: 1100, .. })));
+        assert!(check_weight_limits(&limits, 1, 1100).is_ok());
+        let reveal = WeightLimits { commit_reveal_enabled: true, ..limits };
+        let error = check_weight_limits(&reveal, 7, 5000).unwrap_err();
+        assert!(error.to_string().contains("CommitRevealWeightsEnabled"), "{error}");
+    }
+}

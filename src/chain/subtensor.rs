@@ -1,0 +1,346 @@
+//! The real chain: subtensor through subxt's dynamic API (no codegen), against the
+//! chain's own metadata. Reads the metagraph (`SubnetworkN`, `Keys`,
+//! `BlockAtRegistration`, `ValidatorPermit`), commitments (`CommitmentOf`) and weights
+//! (`Weights`, `WeightsSetRateLimit`, `LastUpdate`, `CommitRevealWeightsEnabled`,
+//! `WeightsVersionKey`); submits `Commitments.set_commitment` and
+//! `SubtensorModule.set_weights` signed by the sr25519 hotkey. Secrets are never logged.
+//!
+//! The calls are built by the same functions online and offline ([`set_commitment_call`],
+//! [`set_weights_call`]), so the golden-bytes tests on the real finney metadata check
+//! what a live validator submits.
+
+use super::{
+    check_weight_limits, Chain, ChainError, CommitmentRecord, LedgerCommitment, Neuron, WeightLimits,
+};
+use std::path::Path;
+use subxt::dynamic::Value;
+use subxt::ext::scale_value::{Composite, Primitive, ValueDef};
+use subxt::{ArcMetadata, Metadata, OnlineClient, SubstrateConfig};
+use subxt_signer::sr25519::Keypair;
+
+/// Env var holding a hotkey's seed phrase or secret URI (instead of a wallet file).
+pub const HOTKEY_PHRASE_ENV: &str = "AF_HOTKEY_PHRASE";
+/// Env var naming a metadata file for the offline tests (else ../shared/fixtures/subtensor/).
+pub const METADATA_ENV: &str = "AF_SUBTENSOR_METADATA";
+
+pub fn load_metadata(bytes: &[u8]) -> Result<ArcMetadata, ChainError> {
+    Metadata::decode_from(bytes).map(Metadata::arc).map_err(|e| ChainError::Metadata(e.to_string()))
+}
+
+fn raw_data(bytes: &[u8]) -> Value {
+    Value::unnamed_variant(format!("Raw{}", bytes.len()), [Value::from_bytes(bytes)])
+}
+
+/// `Commitments.set_commitment(netuid, CommitmentInfo { fields })` with one
+/// `Data::Raw<len>` per field.
+pub fn set_commitment_payload(netuid: u16, fields: &[Vec<u8>]) -> subxt::tx::DynamicPayload<Vec<Value>> {
+    let info = Value::named_composite([("fields", Value::unnamed_composite(fields.iter().map(|f| raw_data(f))))]);
+    subxt::dynamic::tx("Commitments", "set_commitment", vec![Value::u128(u128::from(netuid)), info])
+}
+
+/// `SubtensorModule.set_weights(netuid, dests, weights, version_key)`.
+pub fn set_weights_payload(
+    netuid: u16,
+    uids: &[u16],
+    weights: &[u16],
+    version_key: u64,
+) -> subxt::tx::DynamicPayload<Vec<Value>> {
+    let list = |xs: &[u16]| Value::unnamed_composite(xs.iter().map(|&x| Value::u128(u128::from(x))));
+    subxt::dynamic::tx(
+        "SubtensorModule",
+        "set_weights",
+        vec![Value::u128(u128::from(netuid)), list(uids), list(weights), Value::u128(u128::from(version_key))],
+    )
+}
+
+/// An offline client for `metadata` (spec version and genesis hash as given).
+pub fn offline_client(
+    metadata: ArcMetadata,
+    spec_version: u32,
+    transaction_version: u32,
+    genesis_hash: [u8; 32],
+) -> subxt::OfflineClient<SubstrateConfig> {
+    let config = SubstrateConfig::builder()
+        .set_genesis_hash(genesis_hash.into())
+        .set_metadata_for_spec_versions([(spec_version, metadata)])
+        .set_spec_version_for_block_ranges([subxt::config::substrate::SpecVersionForRange {
+            block_range: 0..u64::MAX,
+            spec_version,
+            transaction_version,
+        }])
+        .build();
+    subxt::OfflineClient::new_with_config(config)
+}
+
+/// Call bytes (pallet index, call index, arguments) of a payload, encoded offline.
+pub fn call_data(
+    client: &subxt::OfflineClient<SubstrateConfig>,
+    payload: &subxt::tx::DynamicPayload<Vec<Value>>,
+) -> Result<Vec<u8>, ChainError> {
+    let at = client.at_block(0u64).map_err(|e| ChainError::Metadata(e.to_string()))?;
+    at.transactions().call_data(payload).map_err(|e| ChainError::Metadata(e.to_string()))
+}
+
+/// Loads a hotkey: the seed phrase (or secret URI) in `AF_HOTKEY_PHRASE` if set, else the
+/// Bittensor wallet file `~/.bittensor/wallets/WALLET/hotkeys/HOTKEY` (JSON, `secretSeed`).
+pub fn load_hotkey(wallets_dir: &Path, wallet: &str, hotkey: &str) -> Result<Keypair, ChainError> {
+    if let Ok(phrase) = std::env::var(HOTKEY_PHRASE_ENV) {
+        let uri: subxt_signer::SecretUri =
+            phrase.parse().map_err(|_| ChainError::Key(format!("{HOTKEY_PHRASE_ENV} is not a seed phrase or secret URI")))?;
+        return Keypair::from_uri(&uri).map_err(|e| ChainError::Key(format!("{HOTKEY_PHRASE_ENV}: {e}")));
+    }
+    let path = wallets_dir.join(wallet).join("hotkeys").join(hotkey);
+    let text = std::fs::read_to_string(&path).map_err(|e| ChainError::Key(format!("{}: {e}", path.display())))?;
+    keypair_from_wallet_json(&text).map_err(|e| ChainError::Key(format!("{}: {e}", path.display())))
+}
+
+/// A hotkey from a Bittensor wallet file's JSON (`secretSeed`, 0x-prefixed hex).
+pub fn keypair_from_wallet_json(text: &str) -> Result<Keypair, String> {
+    let json: serde_json::Value = serde_json::from_str(text).map_err(|_| "not a wallet JSON file".to_string())?;
+    let seed = json["secretSeed"].as_str().ok_or("no secretSeed field")?;
+    let bytes = hex::decode(seed.trim_start_matches("0x")).map_err(|_| "secretSeed is not hex".to_string())?;
+    let seed: [u8; 32] = bytes.try_into().map_err(|_| "secretSeed is not 32 bytes".to_string())?;
+    Keypair::from_secret_key(seed).map_err(|e| e.to_string())
+}
+
+/// ss58 (generic substrate prefix 42, as Bittensor uses) of a 32-byte account.
+pub fn ss58(account: &[u8; 32]) -> String {
+    subxt::utils::AccountId32(*account).to_string()
+}
+
+pub fn parse_ss58(text: &str) -> Result<[u8; 32], ChainError> {
+    text.parse::<subxt::utils::AccountId32>().map(|a| a.0).map_err(|e| ChainError::Key(format!("{text}: {e}")))
+}
+
+/// The subtensor backend.
+pub struct SubtensorClient {
+    client: OnlineClient<SubstrateConfig>,
+    endpoint: String,
+    netuid: u16,
+    signer: Option<Keypair>,
+}
+
+impl SubtensorClient {
+    /// Connects to a node (`ws://`, `wss://`; plain `ws://` only for loopback tests).
+    pub async fn connect(url: &str, netuid: u16, signer: Option<Keypair>) -> Result<SubtensorClient, ChainError> {
+        let transport = |e: subxt::error::OnlineClientError| ChainError::Transport { endpoint: url.into(), message: e.to_string() };
+        let client = if url.starts_with("wss://") {
+            OnlineClient::<SubstrateConfig>::from_url(url).await.map_err(transport)?
+        } else {
+            OnlineClient::<SubstrateConfig>::from_insecure_url(url).await.map_err(transport)?
+        };
+        Ok(SubtensorClient { client, endpoint: url.into(), netuid, signer })
+    }
+
+    fn transport(&self, e: impl std::fmt::Display) -> ChainError {
+        ChainError::Transport { endpoint: self.endpoint.clone(), message: e.to_string() }
+    }
+
+    async fn at(&self) -> Result<subxt::OnlineClientAtBlock<SubstrateConfig>, ChainError> {
+        self.client.at_current_block().await.map_err(|e| self.transport(e))
+    }
+
+    async fn fetch(
+        &self,
+        at: &subxt::OnlineClientAtBlock<SubstrateConfig>,
+        entry: &str,
+        keys: Vec<Value>,
+    ) -> Result<Option<Value>, ChainError> {
+        let address = subxt::dynamic::storage::<Vec<Value>, Value>(pallet_of(entry), entry);
+        let value = at.storage().try_fetch(address, keys).await.map_err(|e| self.transport(e))?;
+        value.map(|v| v.decode().map_err(|e| decode(entry, e))).transpose()
+    }
+
+    async fn fetch_or_default(
+        &self,
+        at: &subxt::OnlineClientAtBlock<SubstrateConfig>,
+        entry: &str,
+        keys: Vec<Value>,
+    ) -> Result<Value, ChainError> {
+        let address = subxt::dynamic::storage::<Vec<Value>, Value>(pallet_of(entry), entry);
+        let value = at.storage().fetch(address, keys).await.map_err(|e| self.transport(e))?;
+        value.decode().map_err(|e| decode(entry, e))
+    }
+
+    async fn submit(&self, payload: subxt::tx::DynamicPayload<Vec<Value>>) -> Result<u64, ChainError> {
+        let signer = self.signer.as_ref().ok_or(ChainError::NoSigner)?;
+        let at = self.at().await?;
+        let block = at.block_number();
+        at.transactions().sign_and_submit_default(&payload, signer).await.map_err(|e| self.transport(e))?;
+        Ok(block)
+    }
+}
+
+fn pallet_of(entry: &str) -> &'static str {
+    if entry == "CommitmentOf" {
+        "Commitments"
+    } else {
+        "SubtensorModule"
+    }
+}
+
+fn decode(what: &str, e: impl std::fmt::Display) -> ChainError {
+    ChainError::Decode { what: what.into(), message: e.to_string() }
+}
+
+fn netuid_key(netuid: u16) -> Value {
+    Value::u128(u128::from(netuid))
+}
+
+/// Unwraps single-field composites (newtypes such as `NetUid`, `Compact<T>`).
+fn unwrap_newtype(value: &Value) -> &Value {
+    match &value.value {
+        ValueDef::Composite(Composite::Unnamed(v)) if v.len() == 1 => unwrap_newtype(&v[0]),
+        ValueDef::Composite(Composite::Named(v)) if v.len() == 1 => unwrap_newtype(&v[0].1),
+        _ => value,
+    }
+}
+
+fn as_u128(value: &Value) -> Option<u128> {
+    match &unwrap_newtype(value).value {
+        ValueDef::Primitive(Primitive::U128(n)) => Some(*n),
+        ValueDef::Primitive(Primitive::Bool(b)) => Some(u128::from(*b)),
+        _ => None,
+    }
+}
+
+fn items(value: &Value) -> Vec<&Value> {
+    match &value.value {
+        ValueDef::Composite(c) => c.values().collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn bytes_of(value: &Value) -> Option<Vec<u8>> {
+    items(value).into_iter().map(|v| as_u128(v).and_then(|n| u8::try_from(n).ok())).collect()
+}
+
+fn field<'a>(value: &'a Value, name: &str) -> Option<&'a Value> {
+    match &value.value {
+        ValueDef::Composite(Composite::Named(fields)) => fields.iter().find(|(n, _)| n == name).map(|(_, v)| v),
+        _ => None,
+    }
+}
+
+/// `Registration { deposit, block, info: CommitmentInfo { fields: [Data] } }` into a record.
+fn commitment_record(hotkey: String, value: &Value) -> Option<CommitmentRecord> {
+    let block = as_u128(field(value, "block")?)? as u64;
+    let fields = field(field(value, "info")?, "fields")?;
+    let mut raw = Vec::new();
+    for data in items(unwrap_newtype(fields)) {
+        if let ValueDef::Variant(variant) = &data.value {
+            if let Some(len) = variant.name.strip_prefix("Raw").and_then(|n| n.parse::<usize>().ok()) {
+                let inner: Vec<&Value> = variant.values.values().collect();
+                let bytes = inner.first().and_then(|v| bytes_of(v)).unwrap_or_default();
+                if bytes.len() == len {
+                    raw.push(bytes);
+                }
+            }
+        }
+    }
+    Some(CommitmentRecord { hotkey, block, fields: raw })
+}
+
+#[async_trait::async_trait]
+impl Chain for SubtensorClient {
+    fn netuid(&self) -> u16 {
+        self.netuid
+    }
+
+    fn hotkey(&self) -> Option<String> {
+        self.signer.as_ref().map(|k| ss58(&k.public_key().0))
+    }
+
+    async fn current_block(&self) -> Result<u64, ChainError> {
+        Ok(self.at().await?.block_number())
+    }
+
+    async fn neurons(&self) -> Result<Vec<Neuron>, ChainError> {
+        let at = self.at().await?;
+        let n = self.fetch_or_default(&at, "SubnetworkN", vec![netuid_key(self.netuid)]).await?;
+        let n = as_u128(&n).ok_or_else(|| decode("SubnetworkN", "not a number"))? as u16;
+        let permits = self.fetch_or_default(&at, "ValidatorPermit", vec![netuid_key(self.netuid)]).await?;
+        let permits: Vec<bool> = items(&permits).into_iter().map(|v| as_u128(v) == Some(1)).collect();
+        let mut neurons = Vec::with_capacity(usize::from(n));
+        for uid in 0..n {
+            let keys = vec![netuid_key(self.netuid), Value::u128(u128::from(uid))];
+            let Some(account) = self.fetch(&at, "Keys", keys.clone()).await? else { continue };
+            let account: [u8; 32] = bytes_of(unwrap_newtype(&account))
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| decode("Keys", "not a 32-byte account"))?;
+            let registered = self.fetch_or_default(&at, "BlockAtRegistration", keys).await?;
+            neurons.push(Neuron {
+                uid,
+                hotkey: ss58(&account),
+                registration_block: as_u128(&registered).unwrap_or(0) as u64,
+                validator_permit: permits.get(usize::from(uid)).copied().unwrap_or(false),
+            });
+        }
+        Ok(neurons)
+    }
+
+    async fn commit(&self, commitment: &LedgerCommitment) -> Result<u64, ChainError> {
+        self.submit(set_commitment_payload(self.netuid, &commitment.fields())).await
+    }
+
+    async fn commitments(&self) -> Result<Vec<CommitmentRecord>, ChainError> {
+        let at = self.at().await?;
+        let mut out = Vec::new();
+        for neuron in self.neurons().await? {
+            let account = parse_ss58(&neuron.hotkey)?;
+            let keys = vec![netuid_key(self.netuid), Value::from_bytes(account)];
+            if let Some(value) = self.fetch(&at, "CommitmentOf", keys).await? {
+                out.extend(commitment_record(neuron.hotkey.clone(), &value));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn set_weights(&self, uids: &[u16], weights: &[u16], version_key: u64) -> Result<u64, ChainError> {
+        let limits = self.weight_limits().await?;
+        check_weight_limits(&limits, self.netuid, self.current_block().await?)?;
+        self.submit(set_weights_payload(self.netuid, uids, weights, version_key.max(limits.version_key))).await
+    }
+
+    async fn weights(&self) -> Result<Vec<(u16, Vec<(u16, u16)>)>, ChainError> {
+        let at = self.at().await?;
+        let mut out = Vec::new();
+        for neuron in self.neurons().await? {
+            let keys = vec![netuid_key(self.netuid), Value::u128(u128::from(neuron.uid))];
+            let value = self.fetch_or_default(&at, "Weights", keys).await?;
+            let pairs: Vec<(u16, u16)> = items(&value)
+                .into_iter()
+                .filter_map(|pair| {
+                    let xs = items(pair);
+                    Some((as_u128(xs.first()?)? as u16, as_u128(xs.get(1)?)? as u16))
+                })
+                .collect();
+            if !pairs.is_empty() {
+                out.push((neuron.uid, pairs));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn weight_limits(&self) -> Result<WeightLimits, ChainError> {
+        let at = self.at().await?;
+        let key = || vec![netuid_key(self.netuid)];
+        let rate = self.fetch_or_default(&at, "WeightsSetRateLimit", key()).await?;
+        let reveal = self.fetch_or_default(&at, "CommitRevealWeightsEnabled", key()).await?;
+        let version = self.fetch_or_default(&at, "WeightsVersionKey", key()).await?;
+        let last_update = match self.hotkey() {
+            Some(hotkey) => {
+                let uid = self.neurons().await?.into_iter().find(|n| n.hotkey == hotkey).map(|n| n.uid);
+                let last = self.fetch_or_default(&at, "LastUpdate", key()).await?;
+                uid.and_then(|u| items(&last).get(usize::from(u)).and_then(|v| as_u128(v))).map(|b| b as u64).filter(|&b| b > 0)
+            }
+            None => None,
+        };
+        Ok(WeightLimits {
+            rate_limit_blocks: as_u128(&rate).unwrap_or(100) as u64,
+            last_update,
+            commit_reveal_enabled: as_u128(&reveal) == Some(1),
+            version_key: as_u128(&version).unwrap_or(0) as u64,
+        })
+    }
+}
