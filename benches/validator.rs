@@ -137,6 +137,8 @@ fn main() {
         request_stats: stats.clone(),
         own_blocks: None,
         evidence: None,
+        chain: None,
+        anchor_check_ms: 1_000,
     };
     let task = {
         let log = log.clone();

@@ -13,8 +13,8 @@
 //! `POST /v1/subnets/N/settings {commit_reveal_enabled?, rate_limit_blocks?, version_key?}`.
 
 use super::{
-    commitment_cost, Chain, ChainError, CommitmentRecord, LedgerCommitment, Neuron, WeightLimits,
-    DEFAULT_TEMPO, DEFAULT_WEIGHTS_RATE_LIMIT, MAX_SPACE_PER_TEMPO,
+    commitment_cost, Chain, ChainError, CommitmentRecord, LedgerCommitment, Neuron, WeightLimits, DEFAULT_TEMPO,
+    DEFAULT_WEIGHTS_RATE_LIMIT, MAX_SPACE_PER_TEMPO,
 };
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
@@ -85,9 +85,12 @@ impl LocalChain {
         std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
         let state = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| err(format!("not a chain state: {e}")))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                LocalState { genesis_ms: clock(), block_ms: block_ms.max(1), tempo: DEFAULT_TEMPO, subnets: BTreeMap::new() }
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => LocalState {
+                genesis_ms: clock(),
+                block_ms: block_ms.max(1),
+                tempo: DEFAULT_TEMPO,
+                subnets: BTreeMap::new(),
+            },
             Err(e) => return Err(err(e.to_string())),
         };
         let chain = LocalChain { path, state: Mutex::new(state), clock };
@@ -131,7 +134,10 @@ impl LocalChain {
 }
 
 fn subnet_mut(state: &mut LocalState, netuid: u16) -> &mut Subnet {
-    state.subnets.entry(netuid).or_insert_with(|| Subnet { rate_limit_blocks: DEFAULT_WEIGHTS_RATE_LIMIT, ..Subnet::default() })
+    state
+        .subnets
+        .entry(netuid)
+        .or_insert_with(|| Subnet { rate_limit_blocks: DEFAULT_WEIGHTS_RATE_LIMIT, ..Subnet::default() })
 }
 
 fn registered<'a>(subnet: &'a Subnet, hotkey: &str) -> Result<&'a Neuron, Refusal> {
@@ -266,7 +272,10 @@ async fn commit(
 }
 
 async fn commitments(State(chain): Shared, UrlPath(netuid): UrlPath<u16>) -> Json<Vec<CommitmentRecord>> {
-    Json(chain.read(|s, _| s.subnets.get(&netuid).map(|n| n.commitments.values().cloned().collect()).unwrap_or_default()))
+    Json(
+        chain
+            .read(|s, _| s.subnets.get(&netuid).map(|n| n.commitments.values().cloned().collect()).unwrap_or_default()),
+    )
 }
 
 async fn set_weights(
@@ -282,7 +291,10 @@ async fn set_weights(
             let subnet = subnet_mut(state, netuid);
             let uid = registered(subnet, &request.hotkey)?.uid;
             if subnet.commit_reveal_enabled {
-                return Err(refuse(StatusCode::FORBIDDEN, "CommitRevealEnabled: set_weights is refused on this subnet"));
+                return Err(refuse(
+                    StatusCode::FORBIDDEN,
+                    "CommitRevealEnabled: set_weights is refused on this subnet",
+                ));
             }
             if request.version_key < subnet.version_key {
                 return Err(refuse(
@@ -387,7 +399,8 @@ impl LocalClient {
                 .unwrap_or_else(|| format!("HTTP {status}"));
             return Err(ChainError::Refused(message));
         }
-        serde_json::from_slice(&bytes).map_err(|e| ChainError::Decode { what: "local chain reply".into(), message: e.to_string() })
+        serde_json::from_slice(&bytes)
+            .map_err(|e| ChainError::Decode { what: "local chain reply".into(), message: e.to_string() })
     }
 
     async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, ChainError> {
@@ -396,8 +409,13 @@ impl LocalClient {
     }
 
     async fn post<T: serde::de::DeserializeOwned>(&self, path: &str, body: serde_json::Value) -> Result<T, ChainError> {
-        let response =
-            self.http.post(format!("{}{path}", self.base_url)).json(&body).send().await.map_err(|e| self.transport(e))?;
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base_url))
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| self.transport(e))?;
         self.answer(response).await
     }
 

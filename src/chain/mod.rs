@@ -160,6 +160,60 @@ pub fn check_weight_limits(limits: &WeightLimits, netuid: u16, now: u64) -> Resu
     Ok(())
 }
 
+/// Which chain to talk to and as whom: `local:ADDR` (the stand-in) or `subtensor:URL`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChainSpec {
+    /// `local:127.0.0.1:9944` or `subtensor:wss://entrypoint-finney.opentensor.ai:443`; empty: no chain.
+    pub endpoint: String,
+    pub netuid: u16,
+    /// Local chain: the hotkey's name (ss58 or any label). Subtensor: the wallet's hotkey
+    /// file name (or set `AF_HOTKEY_PHRASE`).
+    pub hotkey: Option<String>,
+    /// Subtensor wallet name under `wallets_dir`.
+    pub wallet: Option<String>,
+    /// Default `~/.bittensor/wallets`.
+    pub wallets_dir: Option<std::path::PathBuf>,
+}
+
+impl Default for ChainSpec {
+    fn default() -> Self {
+        ChainSpec { endpoint: String::new(), netuid: 1, hotkey: None, wallet: None, wallets_dir: None }
+    }
+}
+
+impl ChainSpec {
+    pub fn is_set(&self) -> bool {
+        !self.endpoint.is_empty()
+    }
+}
+
+/// Connects to the chain `spec` names.
+pub async fn connect(spec: &ChainSpec) -> Result<Box<dyn Chain>, ChainError> {
+    if let Some(addr) = spec.endpoint.strip_prefix("local:") {
+        return Ok(Box::new(local::LocalClient::new(addr, spec.netuid, spec.hotkey.clone())?));
+    }
+    if let Some(url) = spec.endpoint.strip_prefix("subtensor:") {
+        let signer = match (&spec.wallet, &spec.hotkey) {
+            _ if std::env::var(subtensor::HOTKEY_PHRASE_ENV).is_ok() => {
+                Some(subtensor::load_hotkey(std::path::Path::new("."), "", "")?)
+            }
+            (Some(wallet), Some(hotkey)) => {
+                let dir = spec.wallets_dir.clone().unwrap_or_else(|| {
+                    std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".bittensor/wallets")
+                });
+                Some(subtensor::load_hotkey(&dir, wallet, hotkey)?)
+            }
+            _ => None,
+        };
+        return Ok(Box::new(subtensor::SubtensorClient::connect(url, spec.netuid, signer).await?));
+    }
+    Err(ChainError::Transport {
+        endpoint: spec.endpoint.clone(),
+        message: "expected local:ADDR or subtensor:URL".into(),
+    })
+}
+
 mod hex_fields {
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -191,7 +245,12 @@ mod tests {
 
     #[test]
     fn weight_limits_name_the_reason() {
-        let limits = WeightLimits { rate_limit_blocks: 100, last_update: Some(1000), commit_reveal_enabled: false, version_key: 0 };
+        let limits = WeightLimits {
+            rate_limit_blocks: 100,
+            last_update: Some(1000),
+            commit_reveal_enabled: false,
+            version_key: 0,
+        };
         assert!(matches!(check_weight_limits(&limits, 1, 1050), Err(ChainError::RateLimited { next: 1100, .. })));
         assert!(check_weight_limits(&limits, 1, 1100).is_ok());
         let reveal = WeightLimits { commit_reveal_enabled: true, ..limits };

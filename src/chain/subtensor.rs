@@ -9,9 +9,7 @@
 //! [`set_weights_call`]), so the golden-bytes tests on the real finney metadata check
 //! what a live validator submits.
 
-use super::{
-    check_weight_limits, Chain, ChainError, CommitmentRecord, LedgerCommitment, Neuron, WeightLimits,
-};
+use super::{check_weight_limits, Chain, ChainError, CommitmentRecord, LedgerCommitment, Neuron, WeightLimits};
 use std::path::Path;
 use subxt::dynamic::Value;
 use subxt::ext::scale_value::{Composite, Primitive, ValueDef};
@@ -85,8 +83,9 @@ pub fn call_data(
 /// Bittensor wallet file `~/.bittensor/wallets/WALLET/hotkeys/HOTKEY` (JSON, `secretSeed`).
 pub fn load_hotkey(wallets_dir: &Path, wallet: &str, hotkey: &str) -> Result<Keypair, ChainError> {
     if let Ok(phrase) = std::env::var(HOTKEY_PHRASE_ENV) {
-        let uri: subxt_signer::SecretUri =
-            phrase.parse().map_err(|_| ChainError::Key(format!("{HOTKEY_PHRASE_ENV} is not a seed phrase or secret URI")))?;
+        let uri: subxt_signer::SecretUri = phrase
+            .parse()
+            .map_err(|_| ChainError::Key(format!("{HOTKEY_PHRASE_ENV} is not a seed phrase or secret URI")))?;
         return Keypair::from_uri(&uri).map_err(|e| ChainError::Key(format!("{HOTKEY_PHRASE_ENV}: {e}")));
     }
     let path = wallets_dir.join(wallet).join("hotkeys").join(hotkey);
@@ -123,7 +122,8 @@ pub struct SubtensorClient {
 impl SubtensorClient {
     /// Connects to a node (`ws://`, `wss://`; plain `ws://` only for loopback tests).
     pub async fn connect(url: &str, netuid: u16, signer: Option<Keypair>) -> Result<SubtensorClient, ChainError> {
-        let transport = |e: subxt::error::OnlineClientError| ChainError::Transport { endpoint: url.into(), message: e.to_string() };
+        let transport =
+            |e: subxt::error::OnlineClientError| ChainError::Transport { endpoint: url.into(), message: e.to_string() };
         let client = if url.starts_with("wss://") {
             OnlineClient::<SubstrateConfig>::from_url(url).await.map_err(transport)?
         } else {
@@ -332,7 +332,9 @@ impl Chain for SubtensorClient {
             Some(hotkey) => {
                 let uid = self.neurons().await?.into_iter().find(|n| n.hotkey == hotkey).map(|n| n.uid);
                 let last = self.fetch_or_default(&at, "LastUpdate", key()).await?;
-                uid.and_then(|u| items(&last).get(usize::from(u)).and_then(|v| as_u128(v))).map(|b| b as u64).filter(|&b| b > 0)
+                uid.and_then(|u| items(&last).get(usize::from(u)).and_then(|v| as_u128(v)))
+                    .map(|b| b as u64)
+                    .filter(|&b| b > 0)
             }
             None => None,
         };

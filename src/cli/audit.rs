@@ -197,7 +197,16 @@ fn print_report(report: &AuditReport, json: bool) -> anyhow::Result<()> {
     );
     outln!("state hash {}", report.state_hash);
     outln!("");
-    outln!("{:<18} {:>8} {:>9} {:>8} {:>6} {:>9} {:>8}", "validator", "height", "events", "matches", "false", "disagree", "vtrust");
+    outln!(
+        "{:<18} {:>8} {:>9} {:>8} {:>6} {:>9} {:>8}",
+        "validator",
+        "height",
+        "events",
+        "matches",
+        "false",
+        "disagree",
+        "vtrust"
+    );
     for v in &state.validators {
         outln!(
             "{:<18} {:>8} {:>9} {:>8} {:>6} {:>9} {:>8}{}",
@@ -208,7 +217,13 @@ fn print_report(report: &AuditReport, json: bool) -> anyhow::Result<()> {
             v.n_false_reports,
             format!("{}/{}", v.n_disagreements, v.n_compared),
             ppm(v.vtrust_ppm),
-            if v.equivocated { "  EQUIVOCATED" } else if v.invalid_at.is_some() { "  INVALID" } else { "" }
+            if v.equivocated {
+                "  EQUIVOCATED"
+            } else if v.invalid_at.is_some() {
+                "  INVALID"
+            } else {
+                ""
+            }
         );
     }
     outln!("");
@@ -265,8 +280,12 @@ fn escape(text: &str) -> String {
 pub fn html_report(report: &AuditReport) -> String {
     let state = &report.state;
     let mut html = String::new();
-    html.push_str("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>af audit report</title><style>");
-    html.push_str("body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}");
+    html.push_str(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>af audit report</title><style>",
+    );
+    html.push_str(
+        "body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}",
+    );
     html.push_str("td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;font-size:14px}th{background:#f3f3f3}");
     html.push_str(".bad{color:#b00020;font-weight:bold}.ok{color:#0a7d32;font-weight:bold}code{font-size:12px}");
     html.push_str("</style></head><body><h1>af audit report</h1>");
@@ -356,7 +375,13 @@ fn vtrust_chart(state: &NetworkState) -> String {
     for (i, v) in state.validators.iter().enumerate() {
         let y = i as f64 * bar_h + 5.0;
         let w = width * f64::from(v.vtrust_ppm) / 1e6;
-        let color = if v.vtrust_ppm >= 900_000 { "#2e7d32" } else if v.vtrust_ppm > 0 { "#f9a825" } else { "#b00020" };
+        let color = if v.vtrust_ppm >= 900_000 {
+            "#2e7d32"
+        } else if v.vtrust_ppm > 0 {
+            "#f9a825"
+        } else {
+            "#b00020"
+        };
         svg.push_str(&format!(
             "<text x=\"0\" y=\"{}\" font-size=\"12\" font-family=\"monospace\">{}</text><rect x=\"170\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"{color}\"/><text x=\"{:.1}\" y=\"{}\" font-size=\"12\">{}</text>",
             y + 14.0,
@@ -378,7 +403,13 @@ fn champion_chart(state: &NetworkState) -> String {
     }
     let (row_h, width) = (26.0, 600.0);
     let t0 = history.first().map_or(0, |c| c.at_time_ms);
-    let t1 = state.matches.iter().map(|m| m.first_started_ms).chain(history.iter().map(|c| c.at_time_ms)).max().unwrap_or(t0);
+    let t1 = state
+        .matches
+        .iter()
+        .map(|m| m.first_started_ms)
+        .chain(history.iter().map(|c| c.at_time_ms))
+        .max()
+        .unwrap_or(t0);
     let span = (t1.saturating_sub(t0)).max(1) as f64;
     let height = row_h * history.len() as f64 + 30.0;
     let mut svg = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\">", width + 200.0);

@@ -1,5 +1,7 @@
 //! Argument definitions (clap derive) and dispatch to the per-area command modules.
 
+mod audit;
+mod chain;
 mod demo;
 mod devnet;
 mod env;
@@ -7,6 +9,7 @@ mod key;
 mod ledger;
 mod miner;
 mod node;
+mod transcripts;
 mod validate;
 
 use clap::{Parser, Subcommand};
@@ -112,6 +115,31 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Audit every log offline: verify, regenerate and re-score every challenge, check
+    /// schedules, recompute vTrust and the winner, check on-chain commitments.
+    /// Exit 0 clean, 1 discrepancies found, 2 could not run.
+    Audit(audit::AuditArgs),
+    /// A miner's transcripts across every log, with inclusion proofs; `verify` checks one.
+    Transcripts(transcripts::TranscriptsArgs),
+    /// The chain: the local stand-in's server, status, neurons, commitments, commit.
+    #[command(subcommand)]
+    Chain(chain::ChainCommand),
+    /// Weights: what replay says they should be, next to what is on chain.
+    #[command(subcommand)]
+    Weights(WeightsCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WeightsCommand {
+    /// Replay's winner-takes-all weights and, with --chain, the weights on chain.
+    Show {
+        #[arg(long)]
+        data: PathBuf,
+        #[command(flatten)]
+        chain: chain::ChainArgs,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -144,6 +172,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Devnet { validators, miners, rounds, data, fresh, json } => {
             devnet::run(&data, validators, miners, rounds, fresh, json)
         }
+        Command::Audit(args) => audit::run(args),
+        Command::Transcripts(args) => transcripts::run(args),
+        Command::Chain(command) => chain::run(command),
+        Command::Weights(WeightsCommand::Show { data, chain, json }) => chain::weights_show(&data, &chain, json),
     }
 }
 

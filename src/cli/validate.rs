@@ -48,6 +48,12 @@ pub fn validate(
                 let _ = stop_sender.send(true);
             }
         });
+        let chain: Option<Arc<dyn af::chain::Chain>> = if config.chain.is_set() {
+            let chain = af::chain::connect(&config.chain).await.context("connecting to the chain")?;
+            Some(Arc::from(chain))
+        } else {
+            None
+        };
         let network = if net.enabled() { Some(super::node::start(&log, &net, data, stop.clone())?) } else { None };
         let (own_blocks, evidence, net_task) = match network {
             Some(handle) => (Some(handle.own_blocks), Some(handle.evidence), Some(handle.task)),
@@ -88,6 +94,8 @@ pub fn validate(
             request_stats: Arc::default(),
             own_blocks: own_blocks.clone(),
             evidence,
+            chain,
+            anchor_check_ms: 1_000,
         };
         let summary = run::run(log.clone(), &config, stop.clone(), options).await;
         display.abort();

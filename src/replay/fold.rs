@@ -38,6 +38,9 @@ pub enum DiscrepancyKind {
     FalseTally,
     /// A match decision against the majority of the other validators on the same match.
     Disagreement,
+    /// A tip commitment (on chain, or recorded in the log) naming a hash that is not the
+    /// validator's block at that height. Found by the audit, which reads the chain.
+    FalseCommitment,
 }
 
 impl DiscrepancyKind {
@@ -52,6 +55,7 @@ impl DiscrepancyKind {
             DiscrepancyKind::ScheduleRepeat => "schedule_repeat",
             DiscrepancyKind::FalseTally => "false_tally",
             DiscrepancyKind::Disagreement => "disagreement",
+            DiscrepancyKind::FalseCommitment => "false_commitment",
         }
     }
 }
@@ -301,7 +305,10 @@ impl ChainFold {
                         DiscrepancyKind::FalseScore,
                         height,
                         at,
-                        format!("challenge {} ({}): the transcript cannot be re-scored: {why}", t.challenge_id, t.env.name),
+                        format!(
+                            "challenge {} ({}): the transcript cannot be re-scored: {why}",
+                            t.challenge_id, t.env.name
+                        ),
                     ),
                 }
                 self.apply_transcript(height, event_idx, t);
@@ -391,7 +398,10 @@ impl ChainFold {
             }
             std::cmp::Ordering::Less => Some((DiscrepancyKind::ScheduleRepeat, "that index was already played".into())),
         };
-        if fold.decision.is_none() && schedule.is_none() && (is_contender || is_champion) {
+        // A skipped index is the offence, not the game played in its place: that game
+        // counts. A repeated index would count one challenge twice: it does not.
+        let repeated = matches!(schedule, Some((DiscrepancyKind::ScheduleRepeat, _)));
+        if fold.decision.is_none() && !repeated && (is_contender || is_champion) {
             let slot = fold.pending.entry(t.challenge_index).or_default();
             if is_contender {
                 slot.0 = Some(t.reward_milli);

@@ -160,7 +160,10 @@ pub fn fold_batch(fold: &mut ChainFold, registry: &Registry, batch: &[(u64, Vec<
     let signatures_ok = batch_signatures_ok(&validator, &decoded);
     for (height, result) in decoded {
         if height != fold.next_height() {
-            fold.mark_invalid(fold.next_height(), format!("no block stored at height {} (next is {height})", fold.next_height()));
+            fold.mark_invalid(
+                fold.next_height(),
+                format!("no block stored at height {} (next is {height})", fold.next_height()),
+            );
             return;
         }
         let (block, checks) = match result {

@@ -246,7 +246,11 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
     for m in &matches {
         if champion.is_none() {
             champion = Some(m.champion.clone());
-            history.push(ChampionChange { champion: m.champion.clone(), by_match: None, at_time_ms: m.first_started_ms });
+            history.push(ChampionChange {
+                champion: m.champion.clone(),
+                by_match: None,
+                at_time_ms: m.first_started_ms,
+            });
         }
         let current = champion.as_ref().expect("set above");
         if m.verdict == Some(NetworkVerdict::ContenderWon) && m.champion.hotkey == current.hotkey {

@@ -87,7 +87,7 @@ impl NetworkSpec {
 pub fn validator_key(i: usize) -> LedgerKey {
     let mut seed = [0u8; 32];
     seed[..8].copy_from_slice(&(i as u64 + 1).to_le_bytes());
-    seed[8..16].copy_from_slice(b"af-synt");
+    seed[8..16].copy_from_slice(b"af-synth");
     LedgerKey::from_seed(seed)
 }
 
@@ -127,8 +127,8 @@ pub fn write_network(store: &Store, spec: &NetworkSpec) -> Result<Vec<ValidatorK
         let mut prev: Option<Tip> = None;
         for (height, events) in blocks.into_iter().enumerate() {
             let time_ms = spec.start_ms + 2_000 * height as u64;
-            let sealed =
-                seal(key.signing_key(), prev.as_ref(), time_ms, events).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let sealed = seal(key.signing_key(), prev.as_ref(), time_ms, events)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
             store.append(&sealed)?;
             prev = Some(sealed.tip());
         }
@@ -183,7 +183,8 @@ fn validator_events(
                 }
                 next_index[e] = challenge_index + 1;
                 let env = registry.get(&env_ref.name).expect("known env");
-                let challenge_id = envs::derive_challenge_id(&env_ref.name, env_ref.version, validator, &match_id, challenge_index);
+                let challenge_id =
+                    envs::derive_challenge_id(&env_ref.name, env_ref.version, validator, &match_id, challenge_index);
                 let mut rewards = [0i32; 2];
                 for (side, miner) in [contender, champion].into_iter().enumerate() {
                     let mut turn = 0u32;

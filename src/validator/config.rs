@@ -16,6 +16,8 @@ pub struct Config {
     /// The first is the champion until a match says otherwise; the rest are contenders,
     /// played in order against the current champion.
     pub miners: Vec<MinerConfig>,
+    /// Where to commit our tip and set weights; no chain when `endpoint` is empty.
+    pub chain: crate::chain::ChainSpec,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

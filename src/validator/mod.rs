@@ -2,6 +2,7 @@
 //! and decision in our own block log. IO lives here; the decisions are made by the pure
 //! `evaluation` module and every reward by the environments' own scorer.
 
+pub mod anchor;
 pub mod config;
 pub mod episode;
 pub mod matchrun;

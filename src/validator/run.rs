@@ -29,6 +29,10 @@ pub enum RunError {
     Client(#[from] ClientError),
     #[error("match: {0}")]
     Match(#[from] MatchError),
+    #[error("chain: {0}")]
+    Anchor(#[from] super::anchor::AnchorError),
+    #[error("appending to our log: {0}")]
+    Append(#[from] crate::ledger::AppendError),
     #[error("no miners configured: add [[miners]] entries (hotkey, uid, base_url, model) to the config")]
     NoMiners,
     #[error("the log names miner {0}, which is not in the config's [[miners]]")]
@@ -68,6 +72,10 @@ pub struct RunOptions {
     /// Evidence found by the network, recorded in our log through the writer; handed
     /// back in the summary when the run ends.
     pub evidence: Option<mpsc::UnboundedReceiver<Evidence>>,
+    /// The chain to anchor our log on (commitments, weights), if any.
+    pub chain: Option<Arc<dyn crate::chain::Chain>>,
+    /// How often the anchoring task looks at the chain.
+    pub anchor_check_ms: u64,
 }
 
 pub async fn run(
@@ -141,6 +149,17 @@ pub async fn run(
             }
             evidence
         })
+    });
+    let (anchor_stop_sender, anchor_stop) = watch::channel(false);
+    let anchor_task = options.chain.clone().map(|chain| {
+        tokio::spawn(super::anchor::anchor_loop(
+            log.clone(),
+            chain,
+            writer.sender.clone(),
+            params,
+            options.anchor_check_ms,
+            anchor_stop,
+        ))
     });
     let registry = Arc::new(crate::envs::registry());
     let client = Arc::new(MinerClient::with_stats(config.client.clone(), options.request_stats.clone())?);
@@ -233,6 +252,10 @@ pub async fn run(
         }
     }
     let _ = evidence_done.send(true);
+    let _ = anchor_stop_sender.send(true);
+    if let Some(task) = anchor_task {
+        task.await.map_err(|_| WriterError::Panicked)?;
+    }
     let evidence = match evidence_task {
         Some(task) => Some(task.await.map_err(|_| WriterError::Panicked)?),
         None => None,
@@ -241,10 +264,40 @@ pub async fn run(
     let super::writer::WriterHandle { sender, task } = writer;
     drop(sender);
     let tip = task.await.map_err(|_| WriterError::Panicked)??;
-    let tip = match tip {
+    let mut tip = match tip {
         Some(tip) => Some(tip),
         None => log.tip()?,
     };
+    // The writer is done: we are the single writer now. Commit the final tip and set
+    // weights once more, and record both in one last block.
+    if let Some(chain) = &options.chain {
+        let mut anchored = Vec::new();
+        match super::anchor::commit_tip(&log, chain.as_ref()).await {
+            Ok(Some(commitment)) => anchored.push(Event::ChainCommitment(commitment)),
+            Ok(None) => {}
+            Err(error) => eprintln!("{}", serde_json::json!({ "event": "commit_failed", "error": error.to_string() })),
+        }
+        match super::anchor::set_weights(&log, chain.as_ref(), params).await {
+            Ok(Some(set)) => anchored.push(Event::WeightsSet(set)),
+            Ok(None) => {}
+            Err(error) => {
+                eprintln!("{}", serde_json::json!({ "event": "set_weights_failed", "error": error.to_string() }))
+            }
+        }
+        if !anchored.is_empty() {
+            let receipt = {
+                let log = log.clone();
+                let now = (options.now_ms)();
+                tokio::task::spawn_blocking(move || log.append(anchored, now))
+                    .await
+                    .map_err(|_| WriterError::Panicked)??
+            };
+            if let Some(own_blocks) = &options.own_blocks {
+                let _ = own_blocks.send((validator, receipt.tip.height));
+            }
+            tip = Some(receipt.tip);
+        }
+    }
     let ratio_now = params.current_ppm(&ratio, nominal_chain_block((options.now_ms)()));
     Ok(RunSummary {
         matches: reports,

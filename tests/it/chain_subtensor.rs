@@ -41,7 +41,8 @@ fn set_commitment_call_bytes_match_the_hand_derived_layout() {
     assert_eq!(call_data(&client, &set_commitment_payload(7, &[hash.to_vec()])).unwrap(), expected);
 
     // Our commitment: three fields, Raw32 tip hash, Raw32 ledger key, Raw8 height.
-    let commitment = LedgerCommitment { tip_hash: Hash32([1; 32]), ledger_key: ValidatorKey([2; 32]), tip_height: 0x0102 };
+    let commitment =
+        LedgerCommitment { tip_hash: Hash32([1; 32]), ledger_key: ValidatorKey([2; 32]), tip_height: 0x0102 };
     let mut expected = vec![0x12, 0x00, 0x40, 0x01, 0x0c, 0x21];
     expected.extend_from_slice(&[1; 32]);
     expected.push(0x21);
@@ -68,7 +69,8 @@ fn set_weights_call_bytes_match_the_hand_derived_layout() {
 #[test]
 fn a_signed_set_commitment_extrinsic_verifies_and_decodes_back() {
     let Some(client) = client() else { return };
-    let keypair = subtensor::keypair_from_wallet_json(&format!("{{\"secretSeed\": \"0x{}\"}}", "42".repeat(32))).unwrap();
+    let keypair =
+        subtensor::keypair_from_wallet_json(&format!("{{\"secretSeed\": \"0x{}\"}}", "42".repeat(32))).unwrap();
     let payload = set_commitment_payload(7, &[vec![0xcd; 32]]);
     let call = call_data(&client, &payload).unwrap();
     let at = client.at_block(0u64).unwrap();
@@ -100,7 +102,11 @@ fn a_signed_set_commitment_extrinsic_verifies_and_decodes_back() {
     ));
     let mut forged = signed_message.clone();
     forged[0] ^= 1;
-    assert!(!subxt_signer::sr25519::verify(&subxt_signer::sr25519::Signature(signature), &forged, &keypair.public_key()));
+    assert!(!subxt_signer::sr25519::verify(
+        &subxt_signer::sr25519::Signature(signature),
+        &forged,
+        &keypair.public_key()
+    ));
     // The signed payload starts with the call, then the extensions' data.
     assert!(signer_payload.starts_with(&call));
     assert_eq!(subtensor::ss58(&keypair.public_key().0).len(), 48, "ss58 addresses with prefix 42 are 48 chars");
@@ -126,7 +132,11 @@ fn wallet_files_load_and_bad_ones_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let hotkeys = dir.path().join("default").join("hotkeys");
     std::fs::create_dir_all(&hotkeys).unwrap();
-    std::fs::write(hotkeys.join("hk"), format!("{{\"secretSeed\": \"0x{}\", \"ss58Address\": \"x\"}}", "07".repeat(32))).unwrap();
+    std::fs::write(
+        hotkeys.join("hk"),
+        format!("{{\"secretSeed\": \"0x{}\", \"ss58Address\": \"x\"}}", "07".repeat(32)),
+    )
+    .unwrap();
     std::fs::write(hotkeys.join("bad"), "{\"secretSeed\": \"0x1234\"}").unwrap();
     let key = subtensor::load_hotkey(dir.path(), "default", "hk").unwrap();
     let again = subtensor::keypair_from_wallet_json(&format!("{{\"secretSeed\": \"{}\"}}", "07".repeat(32))).unwrap();

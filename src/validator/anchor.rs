@@ -1,0 +1,135 @@
+//! Anchoring our log on chain: commit our tip (hash, ledger key, height) on a cadence
+//! that stays inside the commitments pallet's space limit, and set winner-takes-all
+//! weights from a replay of every log we hold, when the rate limit allows. Each
+//! success is recorded as an event in our own log, through its single writer.
+
+use crate::chain::{check_weight_limits, Chain, ChainError, LedgerCommitment, COMMIT_EVERY_BLOCKS};
+use crate::envs;
+use crate::evaluation::ratio::RatioParams;
+use crate::ledger::event::{ChainCommitment, WeightsSet};
+use crate::ledger::{Event, OwnLog, StoreError};
+use crate::replay;
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AnchorError {
+    #[error("{0}")]
+    Chain(#[from] ChainError),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("replay: {0}")]
+    Replay(#[from] replay::ReplayError),
+}
+
+/// Whether our tip block holds anything but our own anchoring records: committing a tip
+/// that only records the previous commitment would commit forever while idle.
+fn tip_has_news(log: &OwnLog) -> Result<bool, StoreError> {
+    let Some(tip) = log.tip()? else { return Ok(false) };
+    let Some(block) = log.store.block(&log.validator(), tip.height)? else { return Ok(false) };
+    Ok(block.block.events.iter().any(|e| !matches!(e, Event::ChainCommitment(_) | Event::WeightsSet(_))))
+}
+
+/// Commits our current tip; returns the event to record, or `None` with nothing to commit.
+pub async fn commit_tip(log: &OwnLog, chain: &dyn Chain) -> Result<Option<ChainCommitment>, AnchorError> {
+    let Some(tip) = log.tip()? else { return Ok(None) };
+    let commitment = LedgerCommitment { tip_hash: tip.hash, ledger_key: log.validator(), tip_height: tip.height };
+    let chain_block = chain.commit(&commitment).await?;
+    Ok(Some(ChainCommitment {
+        netuid: chain.netuid(),
+        chain_block,
+        committed_height: tip.height,
+        committed_hash: tip.hash,
+    }))
+}
+
+/// The weights replay gives (winner takes all, to the champion's uid on chain now),
+/// set if the chain allows it now. `None` when there is no champion yet, the champion is
+/// not registered, or the rate limit says wait.
+pub async fn set_weights(
+    log: &Arc<OwnLog>,
+    chain: &dyn Chain,
+    ratio_params: RatioParams,
+) -> Result<Option<WeightsSet>, AnchorError> {
+    let replayed = {
+        let log = log.clone();
+        tokio::task::spawn_blocking(move || {
+            replay::replay(&log.store, &envs::registry(), None, &ratio_params, &mut |_, _, _| {})
+        })
+        .await
+        .expect("replay does not panic")?
+    };
+    let Some(champion) = replayed.state.champion else { return Ok(None) };
+    let neurons = chain.neurons().await?;
+    let Some(uid) = neurons.iter().find(|n| n.hotkey == champion.hotkey).map(|n| n.uid) else { return Ok(None) };
+    let limits = chain.weight_limits().await?;
+    let now = chain.current_block().await?;
+    match check_weight_limits(&limits, chain.netuid(), now) {
+        Err(ChainError::RateLimited { .. }) => return Ok(None),
+        Err(other) => return Err(other.into()),
+        Ok(()) => {}
+    }
+    let (uids, weights) = (vec![uid], vec![u16::MAX]);
+    let chain_block = chain.set_weights(&uids, &weights, limits.version_key).await?;
+    Ok(Some(WeightsSet { netuid: chain.netuid(), uids, weights, version_key: limits.version_key, chain_block }))
+}
+
+/// Runs until `stop`: every `check_ms`, commits the tip when `COMMIT_EVERY_BLOCKS` chain
+/// blocks have passed since the last commitment and the log has news, and sets weights
+/// when allowed and changed. Failures are logged and retried on the next tick: the
+/// validator never stops for the chain.
+pub async fn anchor_loop(
+    log: Arc<OwnLog>,
+    chain: Arc<dyn Chain>,
+    events: mpsc::Sender<Vec<Event>>,
+    ratio_params: RatioParams,
+    check_ms: u64,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut last_commit_block: Option<u64> = None;
+    let mut last_weights: Option<(Vec<u16>, u64)> = None;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(check_ms)) => {}
+            _ = stop.changed() => return,
+        }
+        let block = match chain.current_block().await {
+            Ok(block) => block,
+            Err(error) => {
+                eprintln!("{}", serde_json::json!({ "event": "chain_unreachable", "error": error.to_string() }));
+                continue;
+            }
+        };
+        let due = last_commit_block.is_none_or(|last| block >= last + COMMIT_EVERY_BLOCKS);
+        if due && tip_has_news(&log).unwrap_or(false) {
+            match commit_tip(&log, chain.as_ref()).await {
+                Ok(Some(commitment)) => {
+                    last_commit_block = Some(commitment.chain_block);
+                    if events.send(vec![Event::ChainCommitment(commitment)]).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    eprintln!("{}", serde_json::json!({ "event": "commit_failed", "error": error.to_string() }))
+                }
+            }
+        }
+        let weights_due =
+            last_weights.as_ref().is_none_or(|(_, at)| block >= at + crate::chain::DEFAULT_WEIGHTS_RATE_LIMIT);
+        if weights_due {
+            match set_weights(&log, chain.as_ref(), ratio_params).await {
+                Ok(Some(set)) => {
+                    last_weights = Some((set.uids.clone(), set.chain_block));
+                    if events.send(vec![Event::WeightsSet(set)]).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    eprintln!("{}", serde_json::json!({ "event": "set_weights_failed", "error": error.to_string() }))
+                }
+            }
+        }
+    }
+}

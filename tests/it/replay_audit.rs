@@ -1,0 +1,301 @@
+//! Replay, vTrust and the audit on synthetic networks of real logs: golden state hashes,
+//! each kind of misbehaviour found and priced as the README says, the same state with
+//! one thread or many and from a snapshot or from genesis, and the `af audit` and
+//! `af transcripts` commands with proofs that fail when any byte changes.
+
+use crate::{af, check_fixture, stdout};
+use af::envs;
+use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+use af::ledger::block::SealedBlock;
+use af::ledger::proof::{verify_inclusion_proof, InclusionProof};
+use af::ledger::Store;
+use af::replay::fold::DiscrepancyKind;
+use af::replay::network::NetworkState;
+use af::replay::synth::{write_network, Faults, NetworkSpec};
+use af::replay::{self, Replay};
+
+fn build(spec: &NetworkSpec) -> (tempfile::TempDir, Vec<af::bytes::ValidatorKey>) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let keys = write_network(&store, spec).unwrap();
+    (dir, keys)
+}
+
+fn replay_with(dir: &std::path::Path, threads: usize, snapshot: Option<replay::Snapshot>) -> Replay {
+    let store = Store::open(dir).unwrap();
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    pool.install(|| replay::replay(&store, &envs::registry(), snapshot, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}))
+        .unwrap()
+}
+
+fn kinds(state: &NetworkState) -> Vec<(usize, DiscrepancyKind)> {
+    let index = |v| state.validators.iter().position(|s| s.validator == v).unwrap_or(usize::MAX);
+    state.discrepancies.iter().map(|d| (index(d.validator), d.kind)).collect()
+}
+
+fn vtrust(state: &NetworkState, key: &af::bytes::ValidatorKey) -> u32 {
+    state.validators.iter().find(|v| v.validator == *key).unwrap().vtrust_ppm
+}
+
+/// The scenarios whose state hashes are golden.
+fn scenarios() -> Vec<(&'static str, NetworkSpec)> {
+    let with = |faults: Faults, n: usize| NetworkSpec { faults, ..NetworkSpec::small(n) };
+    vec![
+        ("clean", NetworkSpec::small(3)),
+        ("forged_score", with(Faults { forge_score: Some((1, 5)), ..Faults::default() }, 3)),
+        ("skipped_index", with(Faults { skip_index: Some(0), ..Faults::default() }, 3)),
+        ("equivocation", with(Faults { equivocate: Some((2, 0)), ..Faults::default() }, 3)),
+        ("disagreeing_validator", with(Faults { flip_decisions: Some(3), ..Faults::default() }, 4)),
+    ]
+}
+
+#[test]
+fn fixed_logs_replay_to_golden_state_hashes() {
+    let mut lines = String::new();
+    for (name, spec) in scenarios() {
+        let (dir, _) = build(&spec);
+        let first = replay_with(dir.path(), 2, None);
+        let again = replay_with(dir.path(), 2, None);
+        assert_eq!(first.state_hash, again.state_hash, "{name}: replaying twice gives the same state");
+        lines += &format!("{name} {}\n", first.state_hash);
+    }
+    check_fixture("fixtures/replay/state-hashes.txt", &lines);
+}
+
+#[test]
+fn a_clean_network_crowns_the_perfect_miner_with_full_trust() {
+    let (dir, keys) = build(&NetworkSpec::small(3));
+    let state = replay_with(dir.path(), 2, None).state;
+    assert!(state.discrepancies.is_empty(), "{:?}", state.discrepancies);
+    assert!(keys.iter().all(|k| vtrust(&state, k) == 1_000_000));
+    assert_eq!(state.champion.as_ref().unwrap().hotkey, "5SynthPerfect");
+    assert_eq!(state.weights, vec![(1, u16::MAX)], "winner takes all, to the champion's uid");
+    assert_eq!(state.champion_history.len(), 2, "noisy first, then perfect");
+    assert!(state.ratio_set_ppm > DEFAULT_RATIO_PARAMS.floor_ppm(), "a win raised the ratio to beat");
+    assert_eq!(state.matches.len(), 2);
+    assert!(state.validators.iter().all(|v| v.n_compared == 2 && v.n_disagreements == 0));
+}
+
+#[test]
+fn a_forged_score_is_found_and_costs_the_forger_trust() {
+    let spec =
+        NetworkSpec { faults: Faults { forge_score: Some((1, 5)), ..Faults::default() }, ..NetworkSpec::small(3) };
+    let (dir, keys) = build(&spec);
+    let state = replay_with(dir.path(), 2, None).state;
+    let forger = state.validators.iter().position(|v| v.validator == keys[1]).unwrap();
+    let found = kinds(&state);
+    assert!(found.contains(&(forger, DiscrepancyKind::FalseScore)), "{found:?}");
+    assert!(found.iter().all(|(v, _)| *v == forger), "only the forger is blamed: {found:?}");
+    // One false score is 200,000 ppm; a forged reward may also flip a game, making its
+    // env decision's tally disagree with the honest re-score only if the tally used it:
+    // the tally is over the recorded rewards, so it stays consistent.
+    assert_eq!(vtrust(&state, &keys[1]), 800_000);
+    assert_eq!(vtrust(&state, &keys[0]), 1_000_000);
+    let d = state.discrepancies.iter().find(|d| d.kind == DiscrepancyKind::FalseScore).unwrap();
+    assert!(d.event_idx.is_some() && d.detail.contains("recorded reward"), "{d:?}");
+}
+
+#[test]
+fn a_skipped_challenge_index_is_a_schedule_gap() {
+    let spec = NetworkSpec { faults: Faults { skip_index: Some(0), ..Faults::default() }, ..NetworkSpec::small(3) };
+    let (dir, keys) = build(&spec);
+    let state = replay_with(dir.path(), 2, None).state;
+    let gaps: Vec<_> = state.discrepancies.iter().filter(|d| d.kind == DiscrepancyKind::ScheduleGap).collect();
+    // Both miners' transcripts skip index 3: two gaps, both against validator 0.
+    assert_eq!(gaps.len(), 2, "{gaps:?}");
+    assert!(gaps.iter().all(|d| d.validator == keys[0] && d.detail.contains("index 3 was skipped")));
+    // The tally of the env with the gap leaves the unplayed pair out, and its decision
+    // (made by the same state machine) agrees: no false tally, only the gaps.
+    assert!(state.discrepancies.iter().all(|d| d.kind == DiscrepancyKind::ScheduleGap), "{:#?}", state.discrepancies);
+    assert_eq!(vtrust(&state, &keys[0]), 600_000);
+}
+
+#[test]
+fn equivocation_evidence_zeroes_the_equivocator() {
+    let spec =
+        NetworkSpec { faults: Faults { equivocate: Some((2, 0)), ..Faults::default() }, ..NetworkSpec::small(3) };
+    let (dir, keys) = build(&spec);
+    let state = replay_with(dir.path(), 2, None).state;
+    let summary = state.validators.iter().find(|v| v.validator == keys[2]).unwrap();
+    assert!(summary.equivocated);
+    assert_eq!(summary.vtrust_ppm, 0);
+    let found: Vec<_> = state.discrepancies.iter().filter(|d| d.kind == DiscrepancyKind::Equivocation).collect();
+    assert_eq!(found.len(), 1);
+    assert_eq!((found[0].validator, found[0].height), (keys[2], 1));
+    // The reporter is not blamed, and the network still decides with the others.
+    assert_eq!(vtrust(&state, &keys[0]), 1_000_000);
+    assert_eq!(state.champion.as_ref().unwrap().hotkey, "5SynthPerfect");
+}
+
+#[test]
+fn a_validator_against_the_majority_loses_trust_but_not_the_verdict() {
+    let spec = NetworkSpec { faults: Faults { flip_decisions: Some(3), ..Faults::default() }, ..NetworkSpec::small(4) };
+    let (dir, keys) = build(&spec);
+    let state = replay_with(dir.path(), 2, None).state;
+    let liar = state.validators.iter().find(|v| v.validator == keys[3]).unwrap();
+    assert_eq!((liar.n_compared, liar.n_disagreements), (2, 2));
+    assert_eq!(liar.vtrust_ppm, 500_000, "disagreeing on every compared match costs 500,000");
+    let disagreements: Vec<_> =
+        state.discrepancies.iter().filter(|d| d.kind == DiscrepancyKind::Disagreement).collect();
+    assert_eq!(disagreements.len(), 2);
+    assert!(disagreements.iter().all(|d| d.validator == keys[3]));
+    for key in &keys[..3] {
+        assert_eq!(vtrust(&state, key), 1_000_000);
+    }
+    assert_eq!(state.champion.as_ref().unwrap().hotkey, "5SynthPerfect", "3 x 1.0 outweighs 1 x 0.5");
+}
+
+#[test]
+fn state_is_the_same_with_one_thread_or_many() {
+    let spec =
+        NetworkSpec { faults: Faults { forge_score: Some((0, 9)), ..Faults::default() }, ..NetworkSpec::small(3) };
+    let (dir, _) = build(&spec);
+    let one = replay_with(dir.path(), 1, None);
+    let many = replay_with(dir.path(), 4, None);
+    assert_eq!(one.state, many.state);
+    assert_eq!(one.state_hash, many.state_hash);
+}
+
+#[test]
+fn folding_from_a_snapshot_gives_the_state_of_a_replay_from_genesis() {
+    let spec = NetworkSpec { faults: Faults { skip_index: Some(1), ..Faults::default() }, ..NetworkSpec::small(3) };
+    let (full_dir, keys) = build(&spec);
+    let full = Store::open(full_dir.path()).unwrap();
+    let partial_dir = tempfile::tempdir().unwrap();
+    let copy = |from: u64, to: u64| {
+        let partial = Store::open(partial_dir.path()).unwrap();
+        for key in &keys {
+            let tip = full.tip(key).unwrap().unwrap().height;
+            for height in from..=to.min(tip) {
+                let bytes = full.block_bytes(key, height).unwrap().unwrap();
+                partial.append(&SealedBlock::from_bytes(bytes).unwrap()).unwrap();
+            }
+        }
+    };
+    drop(Store::create(partial_dir.path()).unwrap());
+    copy(0, 3);
+    let early = replay_with(partial_dir.path(), 2, None);
+    replay::save_snapshot(partial_dir.path(), &early.folds).unwrap();
+    copy(4, u64::MAX);
+    drop(full);
+    let snapshot = replay::load_snapshot(partial_dir.path()).unwrap().expect("saved above");
+    let incremental = replay_with(partial_dir.path(), 2, Some(snapshot));
+    assert_eq!(incremental.n_chains_from_snapshot, keys.len());
+    assert!(incremental.n_blocks_folded > 0);
+    let from_genesis = replay_with(full_dir.path(), 2, None);
+    assert!(incremental.n_blocks_folded < from_genesis.n_blocks_folded);
+    assert_eq!(incremental.state_hash, from_genesis.state_hash);
+    assert_eq!(incremental.state, from_genesis.state);
+    // A damaged snapshot is refused with a reason, never half-used.
+    let path = partial_dir.path().join(replay::SNAPSHOT_FILE);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    assert!(replay::load_snapshot(partial_dir.path()).unwrap_err().to_string().contains("checksum"));
+}
+
+fn json(output: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(output)))
+}
+
+#[test]
+fn af_audit_exits_by_what_it_found_and_writes_a_report() {
+    let (clean, _) = build(&NetworkSpec::small(3));
+    let clean_path = clean.path().to_str().unwrap();
+    let report = clean.path().join("report.html");
+    let output = af(&["audit", "--data", clean_path, "--json", "--report", report.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let value = json(&output);
+    assert_eq!(value["clean"], true);
+    assert!(
+        value["chain"]["note"].as_str().unwrap().contains("skipped"),
+        "no --chain: says the chain check was skipped"
+    );
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("<svg") && html.contains("5SynthPerfect") && !html.contains("<script"));
+    // Audited again from the snapshot: nothing new to fold, the same state hash.
+    let again = json(&af(&["audit", "--data", clean_path, "--json"]));
+    assert_eq!(again["n_blocks_folded"], 0);
+    assert_eq!(again["state_hash"], value["state_hash"]);
+    let genesis = json(&af(&["audit", "--data", clean_path, "--json", "--from-genesis"]));
+    assert_eq!(genesis["state_hash"], value["state_hash"]);
+    assert!(genesis["n_blocks_folded"].as_u64().unwrap() > 0);
+
+    let spec =
+        NetworkSpec { faults: Faults { forge_score: Some((2, 3)), ..Faults::default() }, ..NetworkSpec::small(3) };
+    let (forged, keys) = build(&spec);
+    let output = af(&["audit", "--data", forged.path().to_str().unwrap(), "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let value = json(&output);
+    let finding = &value["findings"][0];
+    assert_eq!(finding["kind"], "false_score");
+    assert_eq!(finding["validator"], keys[2].to_hex());
+    // The finding carries a proof of the offending event that verifies on its own.
+    let proof: InclusionProof = serde_json::from_value(finding["proof"].clone()).unwrap();
+    assert_eq!(proof.height, finding["height"].as_u64().unwrap());
+    verify_inclusion_proof(&proof).unwrap();
+    let text = stdout(&af(&["audit", "--data", forged.path().to_str().unwrap()]));
+    assert!(text.contains("false_score") && text.contains(&keys[2].to_hex()), "{text}");
+
+    let missing = af(&["audit", "--data", "/nonexistent/af-audit"]);
+    assert_eq!(missing.status.code(), Some(2));
+}
+
+#[test]
+fn miners_see_their_transcripts_with_proofs_that_break_on_any_changed_byte() {
+    let (dir, _) = build(&NetworkSpec::small(2));
+    let data = dir.path().to_str().unwrap();
+    let output = af(&["transcripts", "--data", data, "--miner", "5SynthRandom", "--env", "mult", "--json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let entries = json(&output);
+    let entries = entries.as_array().unwrap();
+    assert!(!entries.is_empty());
+    for entry in entries {
+        assert_eq!(entry["transcript"]["miner"]["hotkey"], "5SynthRandom");
+        assert_eq!(entry["transcript"]["env"]["name"], "mult");
+        assert_eq!(entry["role"], "contender");
+        assert_eq!(entry["opponent"]["hotkey"], "5SynthPerfect");
+        assert_eq!(entry["match_contender_won"], false);
+    }
+    let jsonl = stdout(&af(&["transcripts", "--data", data, "--miner", "5SynthRandom", "--env", "mult", "--jsonl"]));
+    assert_eq!(jsonl.lines().count(), entries.len());
+
+    let file = dir.path().join("proof.json");
+    std::fs::write(&file, serde_json::to_string(&entries[0]).unwrap()).unwrap();
+    let verified = af(&["transcripts", "verify", file.to_str().unwrap()]);
+    assert_eq!(verified.status.code(), Some(0), "{}", stdout(&verified));
+
+    // Every byte of the event, and every byte of every hash in the path and headers.
+    let proof: InclusionProof = serde_json::from_value(entries[0]["proof"]["inclusion"].clone()).unwrap();
+    verify_inclusion_proof(&proof).unwrap();
+    for i in 0..proof.event_bytes.len() {
+        let mut bad = proof.clone();
+        bad.event_bytes[i] ^= 0x01;
+        assert!(verify_inclusion_proof(&bad).is_err(), "event byte {i} changed and the proof still verified");
+    }
+    for step in 0..proof.merkle_path.len() {
+        for i in 0..32 {
+            let mut bad = proof.clone();
+            bad.merkle_path[step].0[i] ^= 0x80;
+            assert!(verify_inclusion_proof(&bad).is_err());
+        }
+    }
+    for h in 0..proof.headers.len() {
+        for i in 0..32 {
+            let mut bad = proof.clone();
+            bad.headers[h].header.events_root.0[i] ^= 0x04;
+            assert!(verify_inclusion_proof(&bad).is_err());
+            let mut bad = proof.clone();
+            bad.headers[h].signature.0[i * 2] ^= 0x04;
+            assert!(verify_inclusion_proof(&bad).is_err());
+        }
+    }
+    // Through the CLI: a changed byte of the event fails with exit 3.
+    let mut entry = entries[0].clone();
+    let hex = entry["proof"]["inclusion"]["event_bytes"].as_str().unwrap().to_string();
+    let flipped = format!("{}{}", if hex.starts_with('0') { "1" } else { "0" }, &hex[1..]);
+    entry["proof"]["inclusion"]["event_bytes"] = serde_json::json!(flipped);
+    std::fs::write(&file, serde_json::to_string(&entry).unwrap()).unwrap();
+    assert_eq!(af(&["transcripts", "verify", file.to_str().unwrap()]).status.code(), Some(3));
+}
