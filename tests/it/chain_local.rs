@@ -1,0 +1,157 @@
+//! The local stand-in chain: subtensor's rules that `af` relies on (registration, the
+//! commitment space limit, the weights rate limit, commit-reveal, version keys), several
+//! processes committing and reading at once, and a restart after SIGKILL that keeps
+//! everything.
+
+use crate::{af, af_bin, stdout};
+use af::bytes::{Hash32, ValidatorKey};
+use af::chain::local::{router, LocalChain, LocalClient};
+use af::chain::{Chain, LedgerCommitment};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+static CLOCK_MS: AtomicU64 = AtomicU64::new(1_000_000);
+
+fn test_clock() -> u64 {
+    CLOCK_MS.load(Ordering::SeqCst)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_chain_applies_subtensors_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    // 1 s blocks on a clock the test moves.
+    let chain = Arc::new(LocalChain::open(dir.path(), 1_000, test_clock).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, router(chain)).await.unwrap() });
+    let admin = LocalClient::new(&addr, 3, None).unwrap();
+    let alice = LocalClient::new(&addr, 3, Some("alice".into())).unwrap();
+    let bob = LocalClient::new(&addr, 3, Some("bob".into())).unwrap();
+    let commitment = LedgerCommitment { tip_hash: Hash32([1; 32]), ledger_key: ValidatorKey([2; 32]), tip_height: 9 };
+
+    // Unregistered hotkeys can neither commit nor set weights.
+    let refused = alice.commit(&commitment).await.unwrap_err().to_string();
+    assert!(refused.contains("not registered"), "{refused}");
+    assert_eq!(admin.register("alice", true).await.unwrap().uid, 0);
+    assert_eq!(admin.register("bob", false).await.unwrap().uid, 1);
+    assert_eq!(admin.register("alice", true).await.unwrap().uid, 0, "registering again is idempotent");
+
+    // 3100 bytes of space per tempo at 100 per commitment: 31 fit, the 32nd waits.
+    for _ in 0..31 {
+        alice.commit(&commitment).await.unwrap();
+    }
+    let full = alice.commit(&commitment).await.unwrap_err().to_string();
+    assert!(full.contains("SpaceLimitExceeded"), "{full}");
+    bob.commit(&commitment).await.expect("space is per hotkey");
+    CLOCK_MS.fetch_add(360 * 1_000, Ordering::SeqCst); // next tempo
+    alice.commit(&commitment).await.expect("a new tempo frees the space");
+    let records = admin.commitments().await.unwrap();
+    assert_eq!(records.len(), 2);
+    assert!(records.iter().all(|r| r.ledger() == Some(commitment)));
+
+    // Weights: rate limit, version key, commit-reveal, uids that exist.
+    let block = alice.set_weights(&[1], &[65535], 0).await.unwrap();
+    let fast = alice.set_weights(&[1], &[65535], 0).await.unwrap_err().to_string();
+    assert!(fast.contains("SettingWeightsTooFast"), "{fast}");
+    let limits = alice.weight_limits().await.unwrap();
+    assert_eq!((limits.last_update, limits.rate_limit_blocks), (Some(block), 100));
+    CLOCK_MS.fetch_add(100 * 1_000, Ordering::SeqCst);
+    assert!(alice.set_weights(&[7], &[1], 0).await.unwrap_err().to_string().contains("UidVecContainInvalidOne"));
+    admin.settings(serde_json::json!({ "version_key": 5 })).await.unwrap();
+    assert!(alice.set_weights(&[1], &[1], 4).await.unwrap_err().to_string().contains("IncorrectWeightVersionKey"));
+    alice.set_weights(&[1], &[1], 5).await.unwrap();
+    admin.settings(serde_json::json!({ "commit_reveal_enabled": true })).await.unwrap();
+    CLOCK_MS.fetch_add(100 * 1_000, Ordering::SeqCst);
+    assert!(bob.set_weights(&[0], &[1], 5).await.unwrap_err().to_string().contains("CommitReveal"));
+    assert_eq!(admin.weights().await.unwrap(), vec![(0, vec![(1, 1)])]);
+}
+
+struct Server(Child, String);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(dir: &std::path::Path, listen: &str) -> Server {
+    let mut child = Command::new(af_bin())
+        .args(["chain", "serve", "--data", dir.to_str().unwrap(), "--listen", listen, "--block-ms", "100"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("{line:?}")).to_string();
+    Server(child, addr)
+}
+
+#[test]
+fn processes_commit_concurrently_and_a_restart_keeps_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let chain_dir = dir.path().join("chain");
+    let server = serve(&chain_dir, "127.0.0.1:0");
+    let chain = format!("local:{}", server.1);
+    let n = 4;
+    let mut expected = Vec::new();
+    for i in 0..n {
+        let data = dir.path().join(format!("v{i}"));
+        assert!(af(&["ledger", "demo", "--data", data.to_str().unwrap(), "--blocks", "3", "--events-per-block", "4"]).status.success());
+        assert!(af(&["chain", "register", "--chain", &chain, "--hotkey", &format!("hk{i}"), "--validator"]).status.success());
+        let shown: serde_json::Value =
+            serde_json::from_slice(&af(&["ledger", "show", "--data", data.to_str().unwrap(), "--json"]).stdout).unwrap();
+        expected.push((format!("hk{i}"), shown));
+    }
+    // Every validator commits at once, from its own process.
+    let children: Vec<Child> = (0..n)
+        .map(|i| {
+            let data = dir.path().join(format!("v{i}"));
+            Command::new(af_bin())
+                .args(["chain", "commit", "--data", data.to_str().unwrap(), "--chain", &chain, "--hotkey", &format!("hk{i}"), "--json"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut commits = Vec::new();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{}", stdout(&output));
+        commits.push(serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap());
+    }
+    // Each commit named the tip before it and was recorded in its log one block later.
+    for commit in &commits {
+        assert_eq!(commit["commitment"]["committed_height"], 2);
+        assert_eq!(commit["recorded_at_height"], 3);
+    }
+    let read = |chain: &str| -> Vec<serde_json::Value> {
+        serde_json::from_slice(&af(&["chain", "commitments", "--chain", chain, "--json"]).stdout).unwrap()
+    };
+    let before = read(&chain);
+    assert_eq!(before.len(), n);
+    for (hotkey, shown) in &expected {
+        let record = before.iter().find(|r| r["hotkey"] == hotkey.as_str()).unwrap();
+        let ledger = &record["ledger"];
+        assert_eq!(ledger["tip_height"], 2);
+        assert_eq!(ledger["ledger_key"], shown[0]["validator"], "{hotkey} committed its own ledger key");
+        assert_eq!(ledger["tip_hash"], shown[0]["tip"]["hash"], "{hotkey} committed its tip");
+    }
+    let neurons_before = stdout(&af(&["chain", "neurons", "--chain", &chain, "--json"]));
+    let status_before: serde_json::Value =
+        serde_json::from_slice(&af(&["chain", "status", "--chain", &chain, "--json"]).stdout).unwrap();
+
+    // SIGKILL the chain, start it again on the same directory and address.
+    let addr = server.1.clone();
+    drop(server);
+    let again = serve(&chain_dir, &addr);
+    assert_eq!(read(&chain), before, "every commitment survived");
+    assert_eq!(stdout(&af(&["chain", "neurons", "--chain", &chain, "--json"])), neurons_before);
+    let status_after: serde_json::Value =
+        serde_json::from_slice(&af(&["chain", "status", "--chain", &chain, "--json"]).stdout).unwrap();
+    assert!(status_after["block"].as_u64() >= status_before["block"].as_u64(), "the block clock never goes back");
+    drop(again);
+}
