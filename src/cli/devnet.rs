@@ -4,8 +4,10 @@
 //! and agrees on every other's log, then stops them, verifies every store and prints
 //! a summary.
 //!
-//! The set of miners and validators is a local file (the shared config and the
-//! validators' keys); the chain issue replaces it with a local stand-in chain.
+//! A local stand-in chain (`af chain serve`, 250 ms blocks) registers the miners and the
+//! validators; validators commit their tips and set weights on it. At the end every
+//! validator's store is replayed (every validator must derive the same state hash) and
+//! the on-chain commitments are checked against the logs.
 
 use super::print_json;
 use crate::outln;
@@ -48,6 +50,25 @@ fn start_miner(exe: &Path, policy: &str, seed: usize, log: &Path) -> anyhow::Res
     Ok((Process { child, name: format!("miner {policy}") }, url))
 }
 
+const DEVNET_NETUID: u16 = 1;
+
+fn validator_hotkey(i: usize) -> String {
+    format!("5DevnetValidator{i}")
+}
+
+fn start_chain(exe: &Path, dir: &Path) -> anyhow::Result<(Process, String)> {
+    let mut child = Command::new(exe)
+        .args(["chain", "serve", "--data", &dir.display().to_string(), "--listen", "127.0.0.1:0", "--block-ms", "250"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting the local chain")?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().expect("piped")).read_line(&mut line)?;
+    let addr = line.trim().strip_prefix("listening on ").context("the chain did not say where it listens")?.to_string();
+    Ok((Process { child, name: "chain".into() }, addr))
+}
+
 fn status(data: &Path) -> Option<serde_json::Value> {
     serde_json::from_str(&std::fs::read_to_string(data.join(af::p2p::node::STATUS_FILE)).ok()?).ok()
 }
@@ -83,19 +104,27 @@ pub fn run(
     let started = Instant::now();
 
     let mut processes = Vec::new();
-    let mut config = String::from(
-        "# The devnet's shared validator config (the registry of miners until the chain issue).\n\
+    let (chain_process, chain_addr) = start_chain(&exe, &data.join("chain"))?;
+    processes.push(chain_process);
+    let chain_endpoint = format!("local:{chain_addr}");
+    eprintln!("local chain at {chain_addr}");
+    let chain_client = af::chain::local::LocalClient::new(&chain_addr, DEVNET_NETUID, None)?;
+    let chain_runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let mut config = format!(
+        "# The devnet's shared validator config; each validator's hotkey comes from AF_CHAIN__HOTKEY.\n\
          [evaluation]\ncap = 300\nmax_challenges = 600\nwindow = 8\n\
          [ledger]\nblock_max_events = 64\nblock_max_ms = 500\n\
-         [client]\ntimeout_ms = 10000\nbackoff_base_ms = 20\nbackoff_max_ms = 200\n",
+         [client]\ntimeout_ms = 10000\nbackoff_base_ms = 20\nbackoff_max_ms = 200\n\
+         [chain]\nendpoint = \"{chain_endpoint}\"\nnetuid = {DEVNET_NETUID}\n",
     );
     for i in 0..n_miners {
         let policy = POLICIES[i % POLICIES.len()];
         let (process, url) = start_miner(&exe, policy, i, &data.join(format!("miner{i}.log")))?;
         processes.push(process);
+        let hotkey = format!("5DevnetMiner{i}{}", policy.replace([':', '.'], "_"));
+        let uid = chain_runtime.block_on(chain_client.register(&hotkey, false))?.uid;
         config += &format!(
-            "\n[[miners]]\nhotkey = \"5DevnetMiner{i}{}\"\nuid = {i}\nbase_url = \"{url}\"\nmodel = \"{policy}\"\n",
-            policy.replace([':', '.'], "_")
+            "\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {uid}\nbase_url = \"{url}\"\nmodel = \"{policy}\"\n"
         );
         eprintln!("miner {i}: {policy} at {url}");
     }
@@ -109,6 +138,7 @@ pub fn run(
         let key = LedgerKey::generate()?;
         key.write_new(&super::ledger::key_path(&dir))?;
         validators.push((dir, key.validator().to_hex(), free_port()?));
+        chain_runtime.block_on(chain_client.register(&validator_hotkey(i), true))?;
     }
     let mut validator_processes = Vec::new();
     for (i, (dir, _, port)) in validators.iter().enumerate() {
@@ -133,6 +163,7 @@ pub fn run(
         }
         let child = Command::new(&exe)
             .args(&args)
+            .env("AF_CHAIN__HOTKEY", validator_hotkey(i))
             .stdout(std::fs::File::create(dir.join("summary.json"))?)
             .stderr(std::fs::File::create(dir.join("validate.log"))?)
             .spawn()
@@ -198,11 +229,20 @@ pub fn run(
             bail!("{} exited with {status}", process.name);
         }
     }
-    drop(processes); // the miners
     let mut rows = Vec::new();
+    let mut state_hashes = std::collections::BTreeSet::new();
+    let mut network: Option<af::replay::Replay> = None;
     for (i, (dir, key, _)) in validators.iter().enumerate() {
         let store = Store::open(dir)?;
         let report = verify::verify_store(&store, &mut |_, _, _| {})?;
+        let replayed = af::replay::replay(
+            &store,
+            &af::envs::registry(),
+            None,
+            &af::evaluation::ratio::DEFAULT_RATIO_PARAMS,
+            &mut |_, _, _| {},
+        )?;
+        state_hashes.insert(replayed.state_hash);
         let summary = summaries[i].as_ref().expect("read above");
         rows.push(serde_json::json!({
             "validator": key,
@@ -213,16 +253,48 @@ pub fn run(
             "champion": summary["champion"],
             "ratio_to_beat_ppm": summary["ratio_to_beat_ppm"],
             "matches": summary["matches"].as_array().map_or(0, Vec::len),
+            "state_hash": replayed.state_hash,
         }));
+        if i == 0 {
+            network = Some(replayed);
+        }
     }
+    // The chain: every validator's commitment must be a block of its log.
+    let network = network.expect("at least one validator");
+    let store = Store::open(&validators[0].0)?;
+    let chain_args = super::chain::ChainArgs {
+        chain: Some(chain_endpoint.clone()),
+        netuid: DEVNET_NETUID,
+        ..Default::default()
+    };
+    let commitments = super::chain::audit_commitments(&chain_args, &network.folds, &store)?;
+    let on_chain_weights = chain_runtime.block_on(af::chain::Chain::weights(&chain_client))?;
+    drop(processes); // the miners and the chain
     let champions: std::collections::BTreeSet<String> = rows.iter().map(|r| r["champion"].to_string()).collect();
-    let ok = rows.iter().all(|r| r["all_verified"] == true && r["chains_held"] == n_validators);
+    let n_committed = commitments.rows.iter().filter(|r| r.status == "matches").count();
+    let ok = rows.iter().all(|r| r["all_verified"] == true && r["chains_held"] == n_validators)
+        && state_hashes.len() == 1
+        && commitments.discrepancies.is_empty()
+        && n_committed == n_validators;
+    let state = &network.state;
     let result = serde_json::json!({
         "validators": rows,
         "agreement": champions.len() == 1,
         "champion": if champions.len() == 1 { rows[0]["champion"].clone() } else { serde_json::Value::Null },
         "every_log_everywhere": ok,
         "convergence_ms": convergence_ms,
+        "state_hash": network.state_hash,
+        "state_hashes_agree": state_hashes.len() == 1,
+        "network_champion": state.champion,
+        "ratio_to_beat_ppm": state.ratio_set_ppm,
+        "vtrust_ppm": state.validators.iter().map(|v| (v.validator.to_hex(), v.vtrust_ppm)).collect::<std::collections::BTreeMap<_, _>>(),
+        "discrepancies": state.discrepancies,
+        "chain": {
+            "endpoint": chain_endpoint,
+            "commitments_matching_logs": n_committed,
+            "note": commitments.note,
+            "weights": on_chain_weights,
+        },
         "elapsed_s": started.elapsed().as_secs_f64(),
         "data": data,
     });
@@ -260,7 +332,22 @@ pub fn run(
             convergence_ms
         );
         outln!(
-            "data in {}: `af peers --data DIR/v0` while running, `af ledger verify --data DIR/v0` any time",
+            "replay: every validator derives state {} ({}); network champion {}, ratio to beat {:.4}, {} discrepancies",
+            network.state_hash,
+            if state_hashes.len() == 1 { "all agree" } else { "they DIFFER" },
+            state.champion.as_ref().map_or("(none)", |c| c.hotkey.as_str()),
+            f64::from(state.ratio_set_ppm) / 1e6,
+            state.discrepancies.len()
+        );
+        for v in &state.validators {
+            outln!("  vtrust {} {:.4}", &v.validator.to_hex()[..16], f64::from(v.vtrust_ppm) / 1e6);
+        }
+        outln!(
+            "chain {chain_endpoint}: {n_committed}/{n_validators} validators' commitments match their logs; weights on chain {:?}",
+            on_chain_weights
+        );
+        outln!(
+            "data in {}: `af audit --data DIR/v0 --chain local:ADDR` to re-check, `af transcripts --data DIR/v0 --miner HOTKEY` for a miner's view",
             data.display()
         );
     }

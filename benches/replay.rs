@@ -1,0 +1,157 @@
+//! Replay benchmark, printed as a table (run: scripts/bench-replay.sh or
+//! `cargo bench --bench replay`). Not a timed test: figures go in the closing notes.
+//!
+//! A store holding the logs of 4 validators, AF_BENCH_EVENTS events in all (default
+//! 1,000,000 transcripts of about 1 KiB, 1024 per block, each opened by a match start).
+//! In one run: full replay from genesis with re-scoring (1 thread, then 2), plain blake3
+//! over the same block bytes in memory on one thread, their ratio, and the incremental
+//! fold of one new 1,024-event block on top of a snapshot of the folds.
+
+use af::envs;
+use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+use af::ledger::event::{EnvRef, Event, MatchStarted, MinerRef};
+use af::ledger::{demo, LedgerKey, OwnLog, Store};
+use af::replay;
+use std::time::Instant;
+
+const N_VALIDATORS: usize = 4;
+const EVENTS_PER_BLOCK: u32 = 1024;
+
+fn match_started(validator: &af::bytes::ValidatorKey) -> Event {
+    let miner = |hotkey: &str, uid| MinerRef { hotkey: hotkey.into(), uid, model: "demo".into() };
+    Event::MatchStarted(MatchStarted {
+        match_id: demo::demo_match_id(validator),
+        contender: miner(demo::DEMO_CONTENDER, 1),
+        champion: miner(demo::DEMO_CHAMPION, 0),
+        envs: vec![EnvRef { name: envs::mult::NAME.into(), version: envs::mult::VERSION }],
+        rule: "mixture alpha=0.05 prior=4,4".into(),
+        ratio_to_beat_ppm: 510_000,
+    })
+}
+
+fn median(mut runs: Vec<f64>) -> f64 {
+    runs.sort_by(f64::total_cmp);
+    runs[runs.len() / 2]
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let default_events = if full { 1_000_000 } else { 16_384 };
+    let n_events: u64 = std::env::var("AF_BENCH_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(default_events);
+    let blocks_per_validator = (n_events / N_VALIDATORS as u64).div_ceil(u64::from(EVENTS_PER_BLOCK)).max(1);
+    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("bench-data");
+    std::fs::create_dir_all(&base).unwrap();
+    let dir = tempfile::Builder::new().prefix("replay").tempdir_in(base).unwrap();
+    let key = |i: usize| LedgerKey::from_seed([i as u8 + 10; 32]);
+    let keys: Vec<LedgerKey> = (0..N_VALIDATORS).map(key).collect();
+    let started = Instant::now();
+    {
+        let store = Store::create(dir.path()).unwrap();
+        drop(store);
+        for i in 0..N_VALIDATORS {
+            let log = OwnLog::new(Store::open(dir.path()).unwrap(), key(i));
+            let validator = log.validator();
+            log.append(vec![match_started(&validator)], 1_000).unwrap();
+            for h in 0..blocks_per_validator {
+                log.append(demo::demo_events(&validator, h, EVENTS_PER_BLOCK, 1024), 2_000 + h).unwrap();
+            }
+        }
+    }
+    eprintln!("wrote {} blocks in {:.1} s", blocks_per_validator * N_VALIDATORS as u64, started.elapsed().as_secs_f64());
+    let store = Store::open(dir.path()).unwrap();
+    let registry = envs::registry();
+
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let mut last = None;
+        let seconds = median(
+            (0..3)
+                .map(|_| {
+                    let started = Instant::now();
+                    let out = pool
+                        .install(|| replay::replay(&store, &registry, None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}))
+                        .unwrap();
+                    let s = started.elapsed().as_secs_f64();
+                    last = Some(out);
+                    s
+                })
+                .collect(),
+        );
+        (seconds, last.expect("three runs"))
+    };
+    let (one_s, one) = run(1);
+    let (two_s, two) = run(2);
+    assert_eq!(one.state_hash, two.state_hash, "the thread count never changes the state");
+    assert!(one.state.discrepancies.is_empty(), "{:?}", &one.state.discrepancies[..1]);
+    let n_events_total: u64 = one.folds.iter().map(|f| f.n_events).sum();
+    let n_bytes = one.n_bytes_folded;
+
+    // The same bytes in memory, through plain blake3 on one thread.
+    let mut all = Vec::with_capacity(n_bytes as usize);
+    let txn = store.read().unwrap();
+    for key in &keys {
+        af::ledger::store::stream_blocks(&txn, &key.validator(), 32 << 20, &mut |batch| {
+            for (_, bytes) in batch {
+                all.extend_from_slice(&bytes);
+            }
+            true
+        })
+        .unwrap();
+    }
+    drop(txn);
+    assert_eq!(all.len() as u64, n_bytes);
+    let blake3_s = median(
+        (0..3)
+            .map(|_| {
+                let started = Instant::now();
+                std::hint::black_box(blake3::Hasher::new().update(&all).finalize());
+                started.elapsed().as_secs_f64()
+            })
+            .collect(),
+    );
+    drop(all);
+
+    // Incremental: one new 1,024-event block on validator 0, folded on top of the folds.
+    let folds = two.folds.clone();
+    drop(store);
+    {
+        let log = OwnLog::new(Store::open(dir.path()).unwrap(), key(0));
+        let validator = keys[0].validator();
+        log.append(demo::demo_events(&validator, blocks_per_validator, EVENTS_PER_BLOCK, 1024), 9_000_000).unwrap();
+    }
+    let store = Store::open(dir.path()).unwrap();
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let incremental_s = median(
+        (0..5)
+            .map(|_| {
+                let snapshot = replay::Snapshot { replay_version: replay::REPLAY_VERSION, folds: folds.clone() };
+                let started = Instant::now();
+                let out = pool
+                    .install(|| {
+                        replay::replay(&store, &registry, Some(snapshot), &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {})
+                    })
+                    .unwrap();
+                let s = started.elapsed().as_secs_f64();
+                assert_eq!(out.n_blocks_folded, 1);
+                s
+            })
+            .collect(),
+    );
+
+    let mib = n_bytes as f64 / 1048576.0;
+    println!("## replay ({N_VALIDATORS} validators, {n_events_total} events, {mib:.0} MiB; medians of 3)\n");
+    println!("| what | seconds | events/s | MiB/s | x raw blake3 |");
+    println!("|---|---:|---:|---:|---:|");
+    for (what, s) in [
+        ("full replay with re-scoring, 1 thread", one_s),
+        ("full replay with re-scoring, 2 threads", two_s),
+        ("blake3 over the same bytes, 1 thread, in memory", blake3_s),
+    ] {
+        println!("| {what} | {s:.3} | {:.0} | {:.0} | {:.2} |", n_events_total as f64 / s, mib / s, s / blake3_s);
+    }
+    println!(
+        "\nincremental fold of one new {EVENTS_PER_BLOCK}-event block on a snapshot (2 threads, median of 5): {:.1} ms (target < 20 ms)",
+        incremental_s * 1e3
+    );
+    println!("state hash {} (1 and 2 threads agree)", one.state_hash);
+}
