@@ -57,7 +57,11 @@ fn main() {
             }
         }
     }
-    eprintln!("wrote {} blocks in {:.1} s", blocks_per_validator * N_VALIDATORS as u64, started.elapsed().as_secs_f64());
+    eprintln!(
+        "wrote {} blocks in {:.1} s",
+        blocks_per_validator * N_VALIDATORS as u64,
+        started.elapsed().as_secs_f64()
+    );
     let store = Store::open(dir.path()).unwrap();
     let registry = envs::registry();
 
@@ -79,6 +83,17 @@ fn main() {
         );
         (seconds, last.expect("three runs"))
     };
+    // Verification alone (what `af ledger verify` does), on both cores, for the breakdown.
+    let verify_s = median(
+        (0..3)
+            .map(|_| {
+                let started = Instant::now();
+                let report = af::ledger::verify::verify_store(&store, &mut |_, _, _| {}).unwrap();
+                assert!(report.ok);
+                started.elapsed().as_secs_f64()
+            })
+            .collect(),
+    );
     let (one_s, one) = run(1);
     let (two_s, two) = run(2);
     assert_eq!(one.state_hash, two.state_hash, "the thread count never changes the state");
@@ -145,6 +160,10 @@ fn main() {
     for (what, s) in [
         ("full replay with re-scoring, 1 thread", one_s),
         ("full replay with re-scoring, 2 threads", two_s),
+        (
+            "verification alone (`verify_store`: decode, re-encode check, Merkle leaves, ed25519, links), 2 threads",
+            verify_s,
+        ),
         ("blake3 over the same bytes, 1 thread, in memory", blake3_s),
     ] {
         println!("| {what} | {s:.3} | {:.0} | {:.0} | {:.2} |", n_events_total as f64 / s, mib / s, s / blake3_s);

@@ -123,9 +123,8 @@ pub fn run(
         processes.push(process);
         let hotkey = format!("5DevnetMiner{i}{}", policy.replace([':', '.'], "_"));
         let uid = chain_runtime.block_on(chain_client.register(&hotkey, false))?.uid;
-        config += &format!(
-            "\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {uid}\nbase_url = \"{url}\"\nmodel = \"{policy}\"\n"
-        );
+        config +=
+            &format!("\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {uid}\nbase_url = \"{url}\"\nmodel = \"{policy}\"\n");
         eprintln!("miner {i}: {policy} at {url}");
     }
     let config_path = data.join("validator.toml");
@@ -262,11 +261,8 @@ pub fn run(
     // The chain: every validator's commitment must be a block of its log.
     let network = network.expect("at least one validator");
     let store = Store::open(&validators[0].0)?;
-    let chain_args = super::chain::ChainArgs {
-        chain: Some(chain_endpoint.clone()),
-        netuid: DEVNET_NETUID,
-        ..Default::default()
-    };
+    let chain_args =
+        super::chain::ChainArgs { chain: Some(chain_endpoint.clone()), netuid: DEVNET_NETUID, ..Default::default() };
     let commitments = super::chain::audit_commitments(&chain_args, &network.folds, &store)?;
     let on_chain_weights = chain_runtime.block_on(af::chain::Chain::weights(&chain_client))?;
     drop(processes); // the miners and the chain

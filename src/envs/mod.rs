@@ -191,6 +191,23 @@ impl Message {
     }
 }
 
+/// A chat message seen through its text, whoever owns it: re-scoring a recorded
+/// transcript reads the ledger's own (possibly borrowed) messages without copying them.
+pub trait ChatTurn {
+    fn role(&self) -> &str;
+    fn content(&self) -> &str;
+}
+
+impl ChatTurn for Message {
+    fn role(&self) -> &str {
+        &self.role
+    }
+
+    fn content(&self) -> &str {
+        &self.content
+    }
+}
+
 /// The messages a model sees first: the system prompt and the first observation.
 pub fn opening_messages(spec: &EnvSpec, observation: &Observation) -> Vec<Message> {
     vec![Message::new("system", spec.system_prompt), Message::new("user", observation.text.clone())]
@@ -256,10 +273,10 @@ pub struct Scored {
 
 /// Re-scores a recorded conversation: every prompt must be exactly what the environment
 /// shows for this challenge id and the answers before it; the reward is recomputed.
-pub fn score_transcript(
+pub fn score_transcript<M: ChatTurn>(
     env: &dyn Environment,
     challenge_id: &ChallengeId,
-    messages: &[Message],
+    messages: &[M],
 ) -> Result<Scored, TranscriptError> {
     let spec = env.spec();
     let (mut episode, observation, _info) = env.reset(challenge_id);
@@ -278,18 +295,18 @@ pub fn score_transcript(
                 actions,
             });
         };
-        if answer.role != "assistant" {
+        if answer.role() != "assistant" {
             return Err(TranscriptError::WrongRole {
                 index,
                 expected_role: "assistant",
-                found_role: answer.role.clone(),
+                found_role: answer.role().to_string(),
                 what: "answer",
             });
         }
         if actions.len() == MAX_TURNS {
             return Err(TranscriptError::TooManyTurns);
         }
-        let action = episode.parse_action(&answer.content);
+        let action = episode.parse_action(answer.content());
         let step = episode.step(&action);
         actions.push(action);
         index += 1;
@@ -309,16 +326,21 @@ pub fn score_transcript(
     }
 }
 
-fn check_message(messages: &[Message], index: usize, want: &Message) -> Result<(), TranscriptError> {
+fn check_message<M: ChatTurn>(messages: &[M], index: usize, want: &Message) -> Result<(), TranscriptError> {
     let what = if want.role == "system" { "prompt" } else { "observation" };
     let role: &'static str = if want.role == "system" { "system" } else { "user" };
     let Some(found) = messages.get(index) else {
         return Err(TranscriptError::WrongRole { index, expected_role: role, found_role: "(missing)".into(), what });
     };
-    if found.role != want.role {
-        return Err(TranscriptError::WrongRole { index, expected_role: role, found_role: found.role.clone(), what });
+    if found.role() != want.role {
+        return Err(TranscriptError::WrongRole {
+            index,
+            expected_role: role,
+            found_role: found.role().to_string(),
+            what,
+        });
     }
-    if found.content != want.content {
+    if found.content() != want.content {
         return Err(TranscriptError::PromptMismatch { index });
     }
     Ok(())

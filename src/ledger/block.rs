@@ -133,6 +133,14 @@ pub fn check_block(bytes: &[u8]) -> Result<CheckedBlock, BlockError> {
     walk_block::<&str>(bytes, &mut |_| {})
 }
 
+/// The same checks as [`check_block`], keeping the events decoded as `Event<&str>`
+/// borrowed from `bytes`: replay folds them without copying any text.
+pub fn decode_block_borrowed(bytes: &[u8]) -> Result<(CheckedBlock, Vec<Event<&str>>), BlockError> {
+    let mut events = Vec::new();
+    let checked = walk_block::<&str>(bytes, &mut |event| events.push(event))?;
+    Ok((checked, events))
+}
+
 /// Decodes the fixed part, then every event canonically (re-encoding it and comparing),
 /// checks bounds, hashes each event's bytes as a Merkle leaf and checks the root.
 /// Generic over the events' string type so owned and borrowed decoding share one path.

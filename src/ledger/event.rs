@@ -73,6 +73,16 @@ pub struct ChatMessage<S = String> {
     pub content: S,
 }
 
+impl<S: AsRef<str>> crate::envs::ChatTurn for ChatMessage<S> {
+    fn role(&self) -> &str {
+        self.role.as_ref()
+    }
+
+    fn content(&self) -> &str {
+        self.content.as_ref()
+    }
+}
+
 /// One miner's whole interaction with one challenge.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transcript<S = String> {

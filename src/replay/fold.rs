@@ -8,9 +8,9 @@
 //! those results, so the outcome does not depend on how many threads did that work.
 
 use crate::bytes::{ChallengeId, Hash32, MatchId, ValidatorKey};
-use crate::envs::{self, Message, Registry};
+use crate::envs::{self, Registry};
 use crate::evaluation::matchplay::GameOutcome;
-use crate::ledger::block::{check_signature, signing_message, BlockHeader, DecodedBlock, Tip};
+use crate::ledger::block::{check_signature, BlockHeader, Tip};
 use crate::ledger::event::{ChainCommitment, EnvOutcome, EnvRef, Event, Evidence, MinerRef, Transcript, WeightsSet};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -88,15 +88,19 @@ pub enum EventCheck {
 
 /// Re-derives what can be re-derived of each event of a decoded block. Pure and
 /// independent per block, so callers run it on many blocks at once.
-pub fn check_block_events(registry: &Registry, validator: &ValidatorKey, block: &DecodedBlock) -> Vec<EventCheck> {
-    block.block.events.iter().map(|event| check_event(registry, validator, event)).collect()
+pub fn check_block_events<S: AsRef<str>>(
+    registry: &Registry,
+    validator: &ValidatorKey,
+    events: &[Event<S>],
+) -> Vec<EventCheck> {
+    events.iter().map(|event| check_event(registry, validator, event)).collect()
 }
 
-fn check_event(registry: &Registry, validator: &ValidatorKey, event: &Event) -> EventCheck {
+fn check_event<S: AsRef<str>>(registry: &Registry, validator: &ValidatorKey, event: &Event<S>) -> EventCheck {
     match event {
         Event::Transcript(t) => EventCheck::Transcript {
             expected_challenge_id: envs::derive_challenge_id(
-                &t.env.name,
+                t.env.name.as_ref(),
                 t.env.version,
                 validator,
                 &t.match_id,
@@ -110,18 +114,21 @@ fn check_event(registry: &Registry, validator: &ValidatorKey, event: &Event) -> 
 }
 
 /// The reward the environment gives the recorded conversation.
-pub fn rescore(registry: &Registry, t: &Transcript) -> Result<i32, String> {
-    let env = registry.get(&t.env.name).ok_or_else(|| format!("unknown environment {:?}", t.env.name))?;
+pub fn rescore<S: AsRef<str>>(registry: &Registry, t: &Transcript<S>) -> Result<i32, String> {
+    let name = t.env.name.as_ref();
+    let env = registry.get(name).ok_or_else(|| format!("unknown environment {name:?}"))?;
     if env.spec().version != t.env.version {
         return Err(format!(
-            "environment {} version {} is not known to this build (it has version {})",
-            t.env.name,
+            "environment {name} version {} is not known to this build (it has version {})",
             t.env.version,
             env.spec().version
         ));
     }
-    let messages: Vec<Message> = t.messages.iter().map(|m| Message::new(&m.role, m.content.clone())).collect();
-    envs::score_transcript(env, &t.challenge_id, &messages).map(|s| s.reward_milli).map_err(|e| e.to_string())
+    envs::score_transcript(env, &t.challenge_id, &t.messages).map(|s| s.reward_milli).map_err(|e| e.to_string())
+}
+
+fn owned_miner<S: AsRef<str>>(m: &MinerRef<S>) -> MinerRef {
+    MinerRef { hotkey: m.hotkey.as_ref().into(), uid: m.uid, model: m.model.as_ref().into() }
 }
 
 /// Two validly signed, different headers of the accused validator at one height.
@@ -140,12 +147,6 @@ pub fn check_evidence(evidence: &Evidence) -> Result<(), String> {
     check_signature(a, &hash_a, &evidence.signature_a).map_err(|e| format!("header a: {e}"))?;
     check_signature(b, &hash_b, &evidence.signature_b).map_err(|e| format!("header b: {e}"))?;
     Ok(())
-}
-
-/// The signed message of a header, for batch verification.
-pub fn header_message(header: &BlockHeader) -> (Hash32, [u8; 51]) {
-    let hash = header.hash();
-    (hash, signing_message(&hash))
 }
 
 /// Proven equivocation, as found in some validator's log.
@@ -246,29 +247,46 @@ impl ChainFold {
     }
 
     /// Folds one verified block (signature and link already checked by the caller) with
-    /// the results of [`check_block_events`] on it.
-    pub fn apply_block(&mut self, block: &DecodedBlock, checks: &[EventCheck]) {
+    /// the results of [`check_block_events`] on its events.
+    pub fn apply_block<S: AsRef<str>>(
+        &mut self,
+        header: &BlockHeader,
+        hash: Hash32,
+        n_bytes: usize,
+        events: &[Event<S>],
+        checks: &[EventCheck],
+    ) {
         assert!(self.invalid_at.is_none(), "nothing is folded past an invalid block");
-        let header = &block.block.header;
         assert_eq!(header.height, self.next_height(), "blocks are folded in height order");
-        assert_eq!(checks.len(), block.block.events.len(), "one check per event");
-        for (event_idx, (event, check)) in block.block.events.iter().zip(checks).enumerate() {
+        assert_eq!(checks.len(), events.len(), "one check per event");
+        for (event_idx, (event, check)) in events.iter().zip(checks).enumerate() {
             self.apply_event(header.height, header.time_ms, event_idx as u32, event, check);
         }
-        self.n_events += block.block.events.len() as u64;
-        self.n_bytes += block.n_bytes as u64;
-        self.tip = Some(Tip { height: header.height, hash: block.hash, time_ms: header.time_ms });
+        self.n_events += events.len() as u64;
+        self.n_bytes += n_bytes as u64;
+        self.tip = Some(Tip { height: header.height, hash, time_ms: header.time_ms });
     }
 
-    fn apply_event(&mut self, height: u64, time_ms: u64, event_idx: u32, event: &Event, check: &EventCheck) {
+    fn apply_event<S: AsRef<str>>(
+        &mut self,
+        height: u64,
+        time_ms: u64,
+        event_idx: u32,
+        event: &Event<S>,
+        check: &EventCheck,
+    ) {
         let at = Some(event_idx);
         match (event, check) {
             (Event::MatchStarted(started), _) => {
                 self.matches.entry(started.match_id).or_insert_with(|| MatchFold {
-                    contender: started.contender.clone(),
-                    champion: started.champion.clone(),
-                    envs: started.envs.clone(),
-                    rule: started.rule.clone(),
+                    contender: owned_miner(&started.contender),
+                    champion: owned_miner(&started.champion),
+                    envs: started
+                        .envs
+                        .iter()
+                        .map(|e| EnvRef { name: e.name.as_ref().into(), version: e.version })
+                        .collect(),
+                    rule: started.rule.as_ref().into(),
                     ratio_to_beat_ppm: started.ratio_to_beat_ppm,
                     started_height: height,
                     started_time_ms: time_ms,
@@ -279,14 +297,15 @@ impl ChainFold {
             }
             (Event::Transcript(t), EventCheck::Transcript { expected_challenge_id, rescored }) => {
                 self.n_transcripts += 1;
+                let env_name = t.env.name.as_ref();
                 if t.challenge_id != *expected_challenge_id {
                     self.push(
                         DiscrepancyKind::BadChallengeId,
                         height,
                         at,
                         format!(
-                            "challenge {} of {} index {} is not the derived id {}",
-                            t.challenge_id, t.env.name, t.challenge_index, expected_challenge_id
+                            "challenge {} of {env_name} index {} is not the derived id {}",
+                            t.challenge_id, t.challenge_index, expected_challenge_id
                         ),
                     );
                 }
@@ -297,29 +316,31 @@ impl ChainFold {
                         height,
                         at,
                         format!(
-                            "challenge {} ({} index {}, miner {}): recorded reward {} but the answer scores {}",
-                            t.challenge_id, t.env.name, t.challenge_index, t.miner.hotkey, t.reward_milli, reward
+                            "challenge {} ({env_name} index {}, miner {}): recorded reward {} but the answer scores {}",
+                            t.challenge_id,
+                            t.challenge_index,
+                            t.miner.hotkey.as_ref(),
+                            t.reward_milli,
+                            reward
                         ),
                     ),
                     Err(why) => self.push(
                         DiscrepancyKind::FalseScore,
                         height,
                         at,
-                        format!(
-                            "challenge {} ({}): the transcript cannot be re-scored: {why}",
-                            t.challenge_id, t.env.name
-                        ),
+                        format!("challenge {} ({env_name}): the transcript cannot be re-scored: {why}", t.challenge_id),
                     ),
                 }
                 self.apply_transcript(height, event_idx, t);
             }
             (Event::EnvDecision(decision), _) => {
+                let env_name = decision.env.name.as_ref();
                 let Some(m) = self.matches.get_mut(&decision.match_id) else {
                     let detail = format!("decision for match {} which was never started", decision.match_id);
                     self.push(DiscrepancyKind::FalseTally, height, at, detail);
                     return;
                 };
-                let fold = m.env_folds.entry(decision.env.name.clone()).or_default();
+                let fold = m.env_folds.entry(env_name.to_string()).or_default();
                 let recorded = (decision.wins, decision.losses, decision.draws);
                 let own = (fold.wins, fold.losses, fold.draws);
                 fold.decision = Some(decision.outcome);
@@ -329,15 +350,8 @@ impl ChainFold {
                         height,
                         at,
                         format!(
-                            "match {} env {}: decision says {}/{}/{} wins/losses/draws, its transcripts give {}/{}/{}",
-                            decision.match_id,
-                            decision.env.name,
-                            recorded.0,
-                            recorded.1,
-                            recorded.2,
-                            own.0,
-                            own.1,
-                            own.2
+                            "match {} env {env_name}: decision says {}/{}/{} wins/losses/draws, its transcripts give {}/{}/{}",
+                            decision.match_id, recorded.0, recorded.1, recorded.2, own.0, own.1, own.2
                         ),
                     );
                 }
@@ -375,17 +389,24 @@ impl ChainFold {
     }
 
     /// The schedule check and the tally of this validator's own recorded rewards.
-    fn apply_transcript(&mut self, height: u64, event_idx: u32, t: &Transcript) {
+    fn apply_transcript<S: AsRef<str>>(&mut self, height: u64, event_idx: u32, t: &Transcript<S>) {
         let Some(m) = self.matches.get_mut(&t.match_id) else {
             let detail = format!("transcript for match {} which was never started", t.match_id);
             self.push(DiscrepancyKind::ScheduleGap, height, Some(event_idx), detail);
             return;
         };
         m.n_transcripts += 1;
-        let is_contender = t.miner.hotkey == m.contender.hotkey;
-        let is_champion = t.miner.hotkey == m.champion.hotkey;
-        let fold = m.env_folds.entry(t.env.name.clone()).or_default();
-        let next = fold.next_index.entry(t.miner.hotkey.clone()).or_insert(0);
+        let (hotkey, env_name) = (t.miner.hotkey.as_ref(), t.env.name.as_ref());
+        let is_contender = hotkey == m.contender.hotkey;
+        let is_champion = hotkey == m.champion.hotkey;
+        if !m.env_folds.contains_key(env_name) {
+            m.env_folds.insert(env_name.to_string(), EnvFold::default());
+        }
+        let fold = m.env_folds.get_mut(env_name).expect("inserted above");
+        if !fold.next_index.contains_key(hotkey) {
+            fold.next_index.insert(hotkey.to_string(), 0);
+        }
+        let next = fold.next_index.get_mut(hotkey).expect("inserted above");
         let schedule = match t.challenge_index.cmp(next) {
             std::cmp::Ordering::Equal => {
                 *next += 1;
@@ -419,8 +440,8 @@ impl ChainFold {
         }
         if let Some((kind, why)) = schedule {
             let detail = format!(
-                "match {} env {} miner {}: challenge index {}: {why}",
-                t.match_id, t.env.name, t.miner.hotkey, t.challenge_index
+                "match {} env {env_name} miner {hotkey}: challenge index {}: {why}",
+                t.match_id, t.challenge_index
             );
             self.push(kind, height, Some(event_idx), detail);
         }

@@ -16,9 +16,10 @@ pub mod synth;
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::envs::Registry;
 use crate::evaluation::ratio::RatioParams;
-use crate::ledger::block::{check_link, check_signature, decode_block, signing_message, DecodedBlock};
+use crate::ledger::block::{check_link, check_signature, decode_block_borrowed, signing_message, CheckedBlock};
 use crate::ledger::codec;
 use crate::ledger::store::{self, Store, StoreError};
+use crate::ledger::Event;
 use crate::limits::VERIFY_BATCH_BYTES;
 use ed25519_dalek::{Signature, VerifyingKey};
 use fold::{check_block_events, ChainFold, EventCheck};
@@ -145,13 +146,13 @@ pub fn fold_batch(fold: &mut ChainFold, registry: &Registry, batch: &[(u64, Vec<
         return;
     }
     let validator = fold.validator;
-    let decoded: Vec<(u64, Result<(DecodedBlock, Vec<EventCheck>), String>)> = batch
+    let decoded: Vec<(u64, Decoded<'_>)> = batch
         .par_iter()
         .map(|(height, bytes)| {
-            let result = decode_block(bytes)
-                .map(|block| {
-                    let checks = check_block_events(registry, &validator, &block);
-                    (block, checks)
+            let result = decode_block_borrowed(bytes)
+                .map(|(checked, events)| {
+                    let checks = check_block_events(registry, &validator, &events);
+                    (checked, events, checks, bytes.len())
                 })
                 .map_err(|e| e.to_string());
             (*height, result)
@@ -166,17 +167,17 @@ pub fn fold_batch(fold: &mut ChainFold, registry: &Registry, batch: &[(u64, Vec<
             );
             return;
         }
-        let (block, checks) = match result {
+        let (checked, events, checks, n_bytes) = match result {
             Ok(ok) => ok,
             Err(why) => {
                 fold.mark_invalid(height, why);
                 return;
             }
         };
-        let header = &block.block.header;
+        let header = &checked.header;
         if !signatures_ok {
             // The batch failed: find the culprit with strict single verification.
-            if let Err(e) = check_signature(header, &block.hash, &block.block.signature) {
+            if let Err(e) = check_signature(header, &checked.hash, &checked.signature) {
                 fold.mark_invalid(height, e.to_string());
                 return;
             }
@@ -185,28 +186,29 @@ pub fn fold_batch(fold: &mut ChainFold, registry: &Registry, batch: &[(u64, Vec<
             fold.mark_invalid(height, e.to_string());
             return;
         }
-        fold.apply_block(&block, &checks);
+        fold.apply_block(header, checked.hash, n_bytes, &events, &checks);
     }
 }
+
+/// A block decoded and checked in the parallel stage: its derived fields, its events
+/// borrowed from the batch's bytes, the per-event checks, its size; or why it failed.
+type Decoded<'a> = Result<(CheckedBlock, Vec<Event<&'a str>>, Vec<EventCheck>, usize), String>;
 
 /// Whether every decoded block of the batch carries a valid signature of `validator`,
 /// checked as one ed25519 batch. A weak (small-order) key fails outright, before any
 /// batch: batch and single verification could otherwise disagree on crafted input.
-fn batch_signatures_ok(
-    validator: &ValidatorKey,
-    decoded: &[(u64, Result<(DecodedBlock, Vec<EventCheck>), String>)],
-) -> bool {
+fn batch_signatures_ok(validator: &ValidatorKey, decoded: &[(u64, Decoded<'_>)]) -> bool {
     let Ok(key) = VerifyingKey::from_bytes(&validator.0) else { return false };
     if key.is_weak() {
         return false;
     }
-    let blocks: Vec<&DecodedBlock> = decoded.iter().filter_map(|(_, r)| r.as_ref().ok().map(|(b, _)| b)).collect();
-    if blocks.iter().any(|b| b.block.header.validator != *validator) {
+    let blocks: Vec<&CheckedBlock> = decoded.iter().filter_map(|(_, r)| r.as_ref().ok().map(|(b, ..)| b)).collect();
+    if blocks.iter().any(|b| b.header.validator != *validator) {
         return false;
     }
     let messages: Vec<[u8; 51]> = blocks.iter().map(|b| signing_message(&b.hash)).collect();
     let message_refs: Vec<&[u8]> = messages.iter().map(|m| m.as_slice()).collect();
-    let signatures: Vec<Signature> = blocks.iter().map(|b| Signature::from_bytes(&b.block.signature.0)).collect();
+    let signatures: Vec<Signature> = blocks.iter().map(|b| Signature::from_bytes(&b.signature.0)).collect();
     let keys = vec![key; blocks.len()];
     ed25519_dalek::verify_batch(&message_refs, &signatures, &keys).is_ok()
 }

@@ -100,10 +100,15 @@ fn processes_commit_concurrently_and_a_restart_keeps_everything() {
     let mut expected = Vec::new();
     for i in 0..n {
         let data = dir.path().join(format!("v{i}"));
-        assert!(af(&["ledger", "demo", "--data", data.to_str().unwrap(), "--blocks", "3", "--events-per-block", "4"]).status.success());
-        assert!(af(&["chain", "register", "--chain", &chain, "--hotkey", &format!("hk{i}"), "--validator"]).status.success());
+        assert!(af(&["ledger", "demo", "--data", data.to_str().unwrap(), "--blocks", "3", "--events-per-block", "4"])
+            .status
+            .success());
+        assert!(af(&["chain", "register", "--chain", &chain, "--hotkey", &format!("hk{i}"), "--validator"])
+            .status
+            .success());
         let shown: serde_json::Value =
-            serde_json::from_slice(&af(&["ledger", "show", "--data", data.to_str().unwrap(), "--json"]).stdout).unwrap();
+            serde_json::from_slice(&af(&["ledger", "show", "--data", data.to_str().unwrap(), "--json"]).stdout)
+                .unwrap();
         expected.push((format!("hk{i}"), shown));
     }
     // Every validator commits at once, from its own process.
@@ -111,7 +116,17 @@ fn processes_commit_concurrently_and_a_restart_keeps_everything() {
         .map(|i| {
             let data = dir.path().join(format!("v{i}"));
             Command::new(af_bin())
-                .args(["chain", "commit", "--data", data.to_str().unwrap(), "--chain", &chain, "--hotkey", &format!("hk{i}"), "--json"])
+                .args([
+                    "chain",
+                    "commit",
+                    "--data",
+                    data.to_str().unwrap(),
+                    "--chain",
+                    &chain,
+                    "--hotkey",
+                    &format!("hk{i}"),
+                    "--json",
+                ])
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap()
