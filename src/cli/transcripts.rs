@@ -94,11 +94,12 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
     let mut entries = Vec::new();
     for location in store.locate_miner(&miner)? {
         let key = (location.validator, location.height);
-        if !blocks.contains_key(&key) {
-            let block = store.block(&location.validator, location.height)?.context("an indexed block is missing")?;
-            blocks.insert(key, block);
-        }
-        let block = &blocks[&key];
+        let block = match blocks.entry(key) {
+            std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::btree_map::Entry::Vacant(entry) => entry.insert(
+                store.block(&location.validator, location.height)?.context("an indexed block is missing")?,
+            ),
+        };
         let Some(Event::Transcript(t)) = block.block.events.get(location.event_idx as usize) else { continue };
         if args.env.as_ref().is_some_and(|e| *e != t.env.name) || match_filter.is_some_and(|m| m != t.match_id) {
             continue;

@@ -22,7 +22,7 @@ pub fn demo_events(validator: &ValidatorKey, height: u64, n_events: u32, event_b
             let global = height * u64::from(n_events) + u64::from(i);
             // Both miners answer each challenge: even events the contender, odd the champion.
             let index = global / 2;
-            let (hotkey, uid) = if global % 2 == 0 { (DEMO_CONTENDER, 1) } else { (DEMO_CHAMPION, 0) };
+            let (hotkey, uid) = if global.is_multiple_of(2) { (DEMO_CONTENDER, 1) } else { (DEMO_CHAMPION, 0) };
             let challenge_id = envs::derive_challenge_id(mult::NAME, mult::VERSION, validator, &match_id, index);
             let (mut episode, observation, _) = env.reset(&challenge_id);
             // The champion errs on every seventh challenge so scores differ.

@@ -213,7 +213,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
         .iter()
         .map(|(validator, &ppm)| {
             let (n, bad) = compared.get(validator).copied().unwrap_or((0, 0));
-            let penalty = if n == 0 { 0 } else { PENALTY_FULL_DISAGREEMENT_PPM * bad / n };
+            let penalty = (PENALTY_FULL_DISAGREEMENT_PPM * bad).checked_div(n).unwrap_or(0);
             (*validator, u64::from(ppm).saturating_sub(penalty) as u32)
         })
         .collect();

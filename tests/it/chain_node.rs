@@ -209,6 +209,10 @@ async fn start(node: Arc<Node>) -> String {
     format!("ws://{addr}")
 }
 
+fn subnet_key() -> [Value; 1] {
+    [Value::u128(u128::from(NETUID))]
+}
+
 fn account(seed: u8) -> [u8; 32] {
     [seed; 32]
 }
@@ -228,7 +232,7 @@ async fn the_subtensor_backend_reads_and_submits_through_a_loopback_node() {
     let keypair =
         subtensor::keypair_from_wallet_json(&format!("{{\"secretSeed\": \"0x{}\"}}", "5a".repeat(32))).unwrap();
     let ours = keypair.public_key().0;
-    node.put("SubtensorModule", "SubnetworkN", &[netuid.clone()], Value::u128(3));
+    node.put("SubtensorModule", "SubnetworkN", &subnet_key(), Value::u128(3));
     for (uid, who, registered) in [(0u16, account(1), 100u64), (1, ours, 250), (2, account(3), 4_000)] {
         let uid_value = Value::u128(u128::from(uid));
         node.put("SubtensorModule", "Keys", &[netuid.clone(), uid_value.clone()], Value::from_bytes(who));
@@ -242,7 +246,7 @@ async fn the_subtensor_backend_reads_and_submits_through_a_loopback_node() {
     node.put(
         "SubtensorModule",
         "ValidatorPermit",
-        &[netuid.clone()],
+        &subnet_key(),
         Value::unnamed_composite([Value::bool(false), Value::bool(true), Value::bool(false)]),
     );
     let committed =
@@ -265,13 +269,13 @@ async fn the_subtensor_backend_reads_and_submits_through_a_loopback_node() {
         ]),
     );
     // The metadata's default for this subnet setting is on (as on finney): turn it off.
-    node.put("SubtensorModule", "CommitRevealWeightsEnabled", &[netuid.clone()], Value::bool(false));
-    node.put("SubtensorModule", "WeightsSetRateLimit", &[netuid.clone()], Value::u128(100));
-    node.put("SubtensorModule", "WeightsVersionKey", &[netuid.clone()], Value::u128(9));
+    node.put("SubtensorModule", "CommitRevealWeightsEnabled", &subnet_key(), Value::bool(false));
+    node.put("SubtensorModule", "WeightsSetRateLimit", &subnet_key(), Value::u128(100));
+    node.put("SubtensorModule", "WeightsVersionKey", &subnet_key(), Value::u128(9));
     node.put(
         "SubtensorModule",
         "LastUpdate",
-        &[netuid.clone()],
+        &subnet_key(),
         Value::unnamed_composite([Value::u128(0), Value::u128(4_950), Value::u128(0)]),
     );
     let url = start(node.clone()).await;
@@ -322,7 +326,7 @@ async fn the_subtensor_backend_reads_and_submits_through_a_loopback_node() {
     node.put(
         "SubtensorModule",
         "LastUpdate",
-        &[netuid.clone()],
+        &subnet_key(),
         Value::unnamed_composite([Value::u128(0), Value::u128(4_000), Value::u128(0)]),
     );
     client.set_weights(&[2], &[65535], 0).await.unwrap();
@@ -334,7 +338,7 @@ async fn the_subtensor_backend_reads_and_submits_through_a_loopback_node() {
     assert!(sent.ends_with(&expected_call), "set_weights call bytes");
 
     // Commit-reveal on: refused with the setting named, nothing sent.
-    node.put("SubtensorModule", "CommitRevealWeightsEnabled", &[netuid.clone()], Value::bool(true));
+    node.put("SubtensorModule", "CommitRevealWeightsEnabled", &subnet_key(), Value::bool(true));
     let error = client.set_weights(&[2], &[65535], 0).await.unwrap_err();
     assert!(error.to_string().contains("CommitRevealWeightsEnabled"), "{error}");
     assert_eq!(node.submitted.lock().unwrap().len(), n_sent + 1);
