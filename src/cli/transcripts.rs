@@ -96,9 +96,9 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
         let key = (location.validator, location.height);
         let block = match blocks.entry(key) {
             std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
-            std::collections::btree_map::Entry::Vacant(entry) => entry.insert(
-                store.block(&location.validator, location.height)?.context("an indexed block is missing")?,
-            ),
+            std::collections::btree_map::Entry::Vacant(entry) => {
+                entry.insert(store.block(&location.validator, location.height)?.context("an indexed block is missing")?)
+            }
         };
         let Some(Event::Transcript(t)) = block.block.events.get(location.event_idx as usize) else { continue };
         if args.env.as_ref().is_some_and(|e| *e != t.env.name) || match_filter.is_some_and(|m| m != t.match_id) {
