@@ -10,6 +10,8 @@
 use af::ledger::{demo, verify, LedgerKey, OwnLog, Store};
 use std::time::Instant;
 
+mod common;
+
 fn bench_dir(name: &str) -> tempfile::TempDir {
     // On the project's disk (target/), not a tmpfs, so fsync costs what it costs.
     let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("bench-data");
@@ -61,10 +63,7 @@ fn main() {
     let store = Store::open(dir.path()).unwrap();
 
     // Median of three runs of each measurement: this machine is noisy.
-    let median = |mut runs: Vec<f64>| {
-        runs.sort_by(f64::total_cmp);
-        runs[runs.len() / 2]
-    };
+    let median = common::median;
     let mut report = None;
     let verify_s = median(
         (0..3)
@@ -100,15 +99,7 @@ fn main() {
             })
             .collect(),
     );
-    let blake3_s = median(
-        (0..3)
-            .map(|_| {
-                let started = Instant::now();
-                std::hint::black_box(blake3::Hasher::new().update(&all).finalize());
-                started.elapsed().as_secs_f64()
-            })
-            .collect(),
-    );
+    let blake3_s = common::blake3_seconds(&all);
     let mib = report.n_bytes as f64 / 1048576.0;
 
     println!(

@@ -12,7 +12,10 @@ use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use af::ledger::event::{EnvRef, Event, MatchStarted, MinerRef};
 use af::ledger::{demo, LedgerKey, OwnLog, Store};
 use af::replay;
+use common::median;
 use std::time::Instant;
+
+mod common;
 
 const N_VALIDATORS: usize = 4;
 const EVENTS_PER_BLOCK: u32 = 1024;
@@ -27,11 +30,6 @@ fn match_started(validator: &af::bytes::ValidatorKey) -> Event {
         rule: "mixture alpha=0.05 prior=4,4".into(),
         ratio_to_beat_ppm: 510_000,
     })
-}
-
-fn median(mut runs: Vec<f64>) -> f64 {
-    runs.sort_by(f64::total_cmp);
-    runs[runs.len() / 2]
 }
 
 fn main() {
@@ -115,15 +113,7 @@ fn main() {
     }
     drop(txn);
     assert_eq!(all.len() as u64, n_bytes);
-    let blake3_s = median(
-        (0..3)
-            .map(|_| {
-                let started = Instant::now();
-                std::hint::black_box(blake3::Hasher::new().update(&all).finalize());
-                started.elapsed().as_secs_f64()
-            })
-            .collect(),
-    );
+    let blake3_s = common::blake3_seconds(&all);
     drop(all);
 
     // Incremental: one new 1,024-event block on validator 0, folded on top of the folds.
