@@ -1,7 +1,8 @@
 //! Validators over real libp2p sockets on loopback: the devnet converges; a node killed
 //! with SIGKILL mid-sync restarts, catches up and verifies; and the protocol refuses a
 //! hostile peer's bad signatures, broken links, oversized and garbage messages without
-//! storing any of it.
+//! storing any of it; two nodes holding different blocks of one validator at one
+//! height catch the equivocation and record the evidence.
 
 use crate::{af, af_bin, stdout};
 use af::bytes::SignatureBytes;
@@ -211,4 +212,64 @@ fn hostile_peer_inputs_are_refused_and_never_stored() {
     assert!(out.is_empty(), "a response to nothing we asked is dropped");
     assert!(store.tips().unwrap().is_empty(), "nothing a hostile peer sent was stored");
     assert!(sync.counters.peers_misbehaved >= 2);
+}
+
+/// Over real sockets: two nodes each hold a different, validly signed block of one
+/// validator at the same height. Syncing, each sees the other's header, records both
+/// headers as evidence in its own log, and reports the validator as forked.
+#[test]
+fn an_equivocating_validator_is_caught_with_evidence_over_real_sockets() {
+    use af::ledger::Store;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let equivocator = LedgerKey::from_seed([77; 32]);
+    let validator = equivocator.validator();
+    let genesis = seal(equivocator.signing_key(), None, 1, demo_events(&validator, 0, 2, 100)).unwrap();
+    let fork_a = seal(equivocator.signing_key(), Some(&genesis.tip()), 2, demo_events(&validator, 1, 2, 100)).unwrap();
+    let fork_b = seal(equivocator.signing_key(), Some(&genesis.tip()), 3, demo_events(&validator, 1, 3, 100)).unwrap();
+    assert_ne!(fork_a.tip().hash, fork_b.tip().hash);
+    for (data, fork) in [(&a, &fork_a), (&b, &fork_b)] {
+        assert!(af(&["ledger", "init", "--data", data.to_str().unwrap()]).status.success());
+        let store = Store::open(data).unwrap();
+        store.append(&genesis).unwrap();
+        store.append(fork).unwrap();
+    }
+    let (port_a, port_b) = (free_port(), free_port());
+    let mut nodes = [node(&a, port_a, None), node(&b, port_b, Some(port_a))];
+    let forked = |data: &std::path::Path| -> bool {
+        let Ok(text) = std::fs::read_to_string(data.join("status.json")) else { return false };
+        let Ok(status) = serde_json::from_str::<serde_json::Value>(&text) else { return false };
+        status["forked"].as_array().is_some_and(|f| f.iter().any(|e| e[0] == validator.to_hex() && e[1] == 1))
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(forked(&a) && forked(&b)) {
+        assert!(Instant::now() < deadline, "the equivocation was not caught by both nodes");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let peers = stdout(&af(&["peers", "--data", a.to_str().unwrap()]));
+    assert!(peers.contains(&validator.to_hex()[..16]), "af peers names the equivocator: {peers}");
+    for child in &mut nodes {
+        Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+        assert!(child.wait().unwrap().success());
+    }
+    // Each node's own log holds the evidence, with both signed headers, and it verifies.
+    for data in [&a, &b] {
+        let store = Store::open(data).unwrap();
+        let own = LedgerKey::load(&data.join("validator.key")).unwrap().validator();
+        let tip = store.tip(&own).unwrap().expect("the evidence was recorded in our own log");
+        let mut found = false;
+        for height in 0..=tip.height {
+            for event in &store.block(&own, height).unwrap().unwrap().block.events {
+                if let af::ledger::Event::Evidence(e) = event {
+                    found |= e.validator == validator
+                        && e.height == 1
+                        && [e.header_a.hash(), e.header_b.hash()].contains(&fork_a.tip().hash)
+                        && [e.header_a.hash(), e.header_b.hash()].contains(&fork_b.tip().hash);
+                }
+            }
+        }
+        assert!(found, "evidence with both headers in {}", data.display());
+        drop(store);
+        assert!(af(&["ledger", "verify", "--data", data.to_str().unwrap()]).status.success());
+    }
 }
