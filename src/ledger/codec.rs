@@ -16,6 +16,9 @@ pub enum CodecError {
     TooLarge { what: &'static str, len: u64, limit: u64 },
     #[error("malformed {what}: {message}")]
     Malformed { what: &'static str, message: String },
+    /// The bytes end before the value does: a cut-off message rather than a wrong one.
+    #[error("{what} ends early: the bytes stop before the value is complete")]
+    Truncated { what: &'static str },
     #[error("{what} is not canonical: re-encoding differs from byte {offset} on")]
     NotCanonical { what: &'static str, offset: u64 },
 }
@@ -39,6 +42,13 @@ pub fn encode_into<T: Serialize>(
     options(limit).serialize_into(out, value).map_err(|e| size_error(what, limit, &e))
 }
 
+fn decode_error(what: &'static str, e: &bincode::Error) -> CodecError {
+    match &**e {
+        bincode::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => CodecError::Truncated { what },
+        _ => CodecError::Malformed { what, message: e.to_string() },
+    }
+}
+
 fn size_error(what: &'static str, limit: u64, e: &bincode::Error) -> CodecError {
     match **e {
         bincode::ErrorKind::SizeLimit => CodecError::TooLarge { what, len: limit + 1, limit },
@@ -58,8 +68,7 @@ pub fn decode_canonical<T: DeserializeOwned + Serialize>(
     if bytes.len() as u64 > limit {
         return Err(CodecError::TooLarge { what, len: bytes.len() as u64, limit });
     }
-    let value: T =
-        options(limit).deserialize(bytes).map_err(|e| CodecError::Malformed { what, message: e.to_string() })?;
+    let value: T = options(limit).deserialize(bytes).map_err(|e| decode_error(what, &e))?;
     let again = encode(&value, what, limit)?;
     if again != bytes {
         return Err(CodecError::NotCanonical { what, offset: first_difference(&again, bytes) });
@@ -82,7 +91,7 @@ pub fn decode_canonical_prefix<'a, T: Deserialize<'a> + Serialize>(
         .allow_trailing_bytes()
         .with_limit(limit)
         .deserialize(bytes)
-        .map_err(|e| CodecError::Malformed { what, message: e.to_string() })?;
+        .map_err(|e| decode_error(what, &e))?;
     scratch.clear();
     encode_into(&value, scratch, what, limit)?;
     let used = scratch.len();

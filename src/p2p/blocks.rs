@@ -4,7 +4,7 @@
 
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::ledger::block::{check_link, SealedBlock, Tip};
-use crate::ledger::store::{stored_header, Appended, Store, StoreError};
+use crate::ledger::store::{stored_header, Appended, BatchAppended, Store, StoreError};
 use crate::ledger::BlockHeader;
 use crate::ledger::SignatureBytes;
 use std::collections::BTreeMap;
@@ -16,6 +16,22 @@ pub trait BlockStore {
     fn block_bytes(&self, validator: &ValidatorKey, height: u64) -> Result<Option<Vec<u8>>, StoreError>;
     /// Appends a checked block: the next of its chain, a duplicate, or a `Conflict`.
     fn append(&self, sealed: &SealedBlock) -> Result<Appended, StoreError>;
+
+    /// Appends consecutive blocks, in one durable write where the store can, stopping at
+    /// the first refused as a `Conflict` or `Rejected` (see [`Store::append_batch`]).
+    fn append_batch(&self, sealed: &[SealedBlock]) -> Result<BatchAppended, StoreError> {
+        let mut appended = Vec::with_capacity(sealed.len());
+        for (index, block) in sealed.iter().enumerate() {
+            match self.append(block) {
+                Ok(done) => appended.push(done),
+                Err(error @ (StoreError::Conflict { .. } | StoreError::Rejected { .. })) => {
+                    return Ok((appended, Some((index, error))))
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Ok((appended, None))
+    }
 
     /// Header and signature of a stored block (for tips and for evidence).
     fn signed_header(
@@ -43,6 +59,10 @@ impl BlockStore for Store {
     }
     fn append(&self, sealed: &SealedBlock) -> Result<Appended, StoreError> {
         Store::append(self, sealed)
+    }
+
+    fn append_batch(&self, sealed: &[SealedBlock]) -> Result<BatchAppended, StoreError> {
+        Store::append_batch(self, sealed)
     }
 }
 

@@ -75,6 +75,14 @@ pub enum WireError {
     TooMany { what: &'static str, count: usize, limit: usize },
 }
 
+impl WireError {
+    /// Whether the bytes were cut off (a stream that ended early, as a dropped connection
+    /// leaves it) rather than wrong: no proof that the peer misbehaved.
+    pub fn is_truncated(&self) -> bool {
+        matches!(self, WireError::Codec(CodecError::Truncated { .. }))
+    }
+}
+
 pub fn encode_gossip(message: &Gossip) -> Vec<u8> {
     codec::encode(message, "gossip message", MAX_GOSSIP_BYTES).expect("an announcement fits the gossip limit")
 }
