@@ -1,15 +1,34 @@
 //! `af`: validator node and audit toolkit for a subnet that ranks AI models by
 //! head-to-head evaluation. Modules are listed in the order data flows through them:
-//! environments make tasks, evaluation decides matches, the ledger records what happened,
-//! the network carries it, replay folds every log back into state.
+//! environments make tasks, evaluation decides matches, miners answer, the validator
+//! records what happened in the ledger, the network carries it, replay folds every log
+//! back into state, and the chain anchors it.
+
+// Shared bounds and byte types.
+pub mod limits;
 
 pub mod bytes;
-pub mod chain;
+
+// Tasks and rewards, pure.
 pub mod envs;
+
+// Stopping rules, match state, ratio to beat, pure.
 pub mod evaluation;
-pub mod ledger;
-pub mod limits;
+
+// Miners over HTTP: the client and the reference miners.
 pub mod miner;
-pub mod p2p;
-pub mod replay;
+
+// The validator loop: matches into our own log.
 pub mod validator;
+
+// The signed, hash-chained block log and its store.
+pub mod ledger;
+
+// Validators as a network: gossip and sync of every log.
+pub mod p2p;
+
+// Every log folded back into state: vTrust, verdicts, weights.
+pub mod replay;
+
+// Commitments and weights on chain.
+pub mod chain;

@@ -194,11 +194,9 @@ pub async fn connect(spec: &ChainSpec) -> Result<Box<dyn Chain>, ChainError> {
         return Ok(Box::new(local::LocalClient::new(addr, spec.netuid, spec.hotkey.clone())?));
     }
     if let Some(url) = spec.endpoint.strip_prefix("subtensor:") {
-        let signer = match (&spec.wallet, &spec.hotkey) {
-            _ if std::env::var(subtensor::HOTKEY_PHRASE_ENV).is_ok() => {
-                Some(subtensor::load_hotkey(std::path::Path::new("."), "", "")?)
-            }
-            (Some(wallet), Some(hotkey)) => {
+        let signer = match (subtensor::hotkey_from_env(), &spec.wallet, &spec.hotkey) {
+            (Some(from_env), _, _) => Some(from_env?),
+            (None, Some(wallet), Some(hotkey)) => {
                 let dir = spec.wallets_dir.clone().unwrap_or_else(|| {
                     std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".bittensor/wallets")
                 });

@@ -82,15 +82,22 @@ pub fn call_data(
 /// Loads a hotkey: the seed phrase (or secret URI) in `AF_HOTKEY_PHRASE` if set, else the
 /// Bittensor wallet file `~/.bittensor/wallets/WALLET/hotkeys/HOTKEY` (JSON, `secretSeed`).
 pub fn load_hotkey(wallets_dir: &Path, wallet: &str, hotkey: &str) -> Result<Keypair, ChainError> {
-    if let Ok(phrase) = std::env::var(HOTKEY_PHRASE_ENV) {
-        let uri: subxt_signer::SecretUri = phrase
-            .parse()
-            .map_err(|_| ChainError::Key(format!("{HOTKEY_PHRASE_ENV} is not a seed phrase or secret URI")))?;
-        return Keypair::from_uri(&uri).map_err(|e| ChainError::Key(format!("{HOTKEY_PHRASE_ENV}: {e}")));
+    if let Some(from_env) = hotkey_from_env() {
+        return from_env;
     }
     let path = wallets_dir.join(wallet).join("hotkeys").join(hotkey);
     let text = std::fs::read_to_string(&path).map_err(|e| ChainError::Key(format!("{}: {e}", path.display())))?;
     keypair_from_wallet_json(&text).map_err(|e| ChainError::Key(format!("{}: {e}", path.display())))
+}
+
+/// The hotkey in `AF_HOTKEY_PHRASE` (a seed phrase or secret URI), if that is set.
+pub fn hotkey_from_env() -> Option<Result<Keypair, ChainError>> {
+    let phrase = std::env::var(HOTKEY_PHRASE_ENV).ok()?;
+    let uri: Result<subxt_signer::SecretUri, _> = phrase.parse();
+    Some(match uri {
+        Ok(uri) => Keypair::from_uri(&uri).map_err(|e| ChainError::Key(format!("{HOTKEY_PHRASE_ENV}: {e}"))),
+        Err(_) => Err(ChainError::Key(format!("{HOTKEY_PHRASE_ENV} is not a seed phrase or secret URI"))),
+    })
 }
 
 /// A hotkey from a Bittensor wallet file's JSON (`secretSeed`, 0x-prefixed hex).

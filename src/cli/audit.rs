@@ -434,7 +434,8 @@ fn champion_chart(state: &NetworkState) -> String {
     svg
 }
 
-/// Where an audit reads from: kept for `af transcripts`, which replays the same way.
+/// Replays DIR's store from its snapshot and refreshes the snapshot: the shared start of
+/// `af transcripts` and `af weights show`.
 pub fn replay_dir(data: &Path) -> anyhow::Result<(Store, Replay)> {
     let store = Store::open(data)?;
     let snapshot = replay::load_snapshot(data).unwrap_or(None);
