@@ -101,21 +101,9 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
     }
     let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
     let store = Store::open(data)?;
-    let snapshot = if args.from_genesis {
-        None
-    } else {
-        match replay::load_snapshot(data) {
-            Ok(snapshot) => snapshot,
-            Err(error) => {
-                eprintln!("af audit: {error}; replaying from genesis");
-                None
-            }
-        }
-    };
-    let registry = af::envs::registry();
     let mut progress = ProgressLine::new();
     let replayed: Replay = pool.install(|| {
-        replay::replay(&store, &registry, snapshot, &DEFAULT_RATIO_PARAMS, &mut |validator, height, bytes| {
+        replay_store(&store, data, args.from_genesis, &mut |validator, height, bytes| {
             progress.update(|| {
                 format!(
                     "auditing {}…: height {height}, {:.1} MiB folded",
@@ -143,9 +131,6 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
                 ),
             });
         }
-    }
-    if let Err(error) = replay::save_snapshot(data, &replayed.folds) {
-        eprintln!("af audit: could not save the replay snapshot: {error}");
     }
     let chain = super::chain::audit_commitments(&args.chain, &replayed.folds, &store)?;
     let mut findings: Vec<Finding> = Vec::new();
@@ -434,15 +419,33 @@ fn champion_chart(state: &NetworkState) -> String {
     svg
 }
 
-/// Replays DIR's store from its snapshot and refreshes the snapshot: the shared start of
-/// `af transcripts` and `af weights show`.
-pub fn replay_dir(data: &Path) -> anyhow::Result<(Store, Replay)> {
-    let store = Store::open(data)?;
-    let snapshot = replay::load_snapshot(data).unwrap_or(None);
-    let registry = af::envs::registry();
-    let replayed = replay::replay(&store, &registry, snapshot, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {})?;
+/// Replays the store in `data`: from its snapshot unless `from_genesis` (a snapshot that
+/// cannot be used is reported, then ignored), saving the new folds as the next snapshot.
+/// The one replay behind `af audit`, `af transcripts` and `af weights show`.
+pub fn replay_store(
+    store: &Store,
+    data: &Path,
+    from_genesis: bool,
+    progress: af::replay::Progress<'_>,
+) -> anyhow::Result<Replay> {
+    let snapshot = if from_genesis {
+        None
+    } else {
+        replay::load_snapshot(data).unwrap_or_else(|error| {
+            eprintln!("af: {error}; replaying from genesis");
+            None
+        })
+    };
+    let replayed = replay::replay(store, &af::envs::registry(), snapshot, &DEFAULT_RATIO_PARAMS, progress)?;
     if let Err(error) = replay::save_snapshot(data, &replayed.folds) {
         eprintln!("af: could not save the replay snapshot: {error}");
     }
+    Ok(replayed)
+}
+
+/// Opens the store in `data` and replays it (see [`replay_store`]).
+pub fn replay_dir(data: &Path) -> anyhow::Result<(Store, Replay)> {
+    let store = Store::open(data)?;
+    let replayed = replay_store(&store, data, false, &mut |_, _, _| {})?;
     Ok((store, replayed))
 }

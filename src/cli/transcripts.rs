@@ -7,7 +7,7 @@
 use super::{print_json, read_input};
 use crate::outln;
 use af::ledger::event::{ChainCommitment, Event, Transcript};
-use af::ledger::proof::{prove_up_to, verify_inclusion_proof, InclusionProof};
+use af::ledger::proof::{prove_in_block, signed_headers, verify_inclusion_proof, InclusionProof, SignedHeader};
 use af::limits::MAX_JSON_INPUT_BYTES;
 use af::replay::fold::ChainFold;
 use anyhow::Context;
@@ -91,6 +91,7 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
     let (store, replayed) = super::audit::replay_dir(&data)?;
     let folds: BTreeMap<_, &ChainFold> = replayed.folds.iter().map(|f| (f.validator, f)).collect();
     let mut blocks: BTreeMap<(af::bytes::ValidatorKey, u64), af::ledger::block::DecodedBlock> = BTreeMap::new();
+    let mut headers: BTreeMap<af::bytes::ValidatorKey, BTreeMap<u64, SignedHeader>> = BTreeMap::new();
     let mut entries = Vec::new();
     for location in store.locate_miner(&miner)? {
         let key = (location.validator, location.height);
@@ -120,12 +121,20 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
         };
         let commitment =
             fold.and_then(|f| f.commitments.iter().find(|c| c.committed_height >= location.height)).cloned();
-        let inclusion = prove_up_to(
-            &store,
-            &location.validator,
-            location.height,
+        // Headers up to the committed tip (else the current one), each read from the store
+        // once however many of this miner's transcripts it covers.
+        let tip_height = store.tip(&location.validator)?.context("an indexed chain has no tip")?.height;
+        let last = commitment.as_ref().map_or(tip_height, |c| c.committed_height.clamp(location.height, tip_height));
+        let known = headers.entry(location.validator).or_default();
+        for height in location.height..=last {
+            if let std::collections::btree_map::Entry::Vacant(slot) = known.entry(height) {
+                slot.insert(signed_headers(&store, &location.validator, height, height)?.remove(0));
+            }
+        }
+        let inclusion = prove_in_block(
+            block,
             location.event_idx,
-            commitment.as_ref().map(|c| c.committed_height),
+            known.range(location.height..=last).map(|(_, h)| h.clone()).collect(),
         )?;
         entries.push(Entry {
             validator: location.validator,

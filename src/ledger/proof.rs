@@ -1,7 +1,7 @@
 //! Inclusion proofs: one event, its Merkle path to its block's root, and the headers
 //! that chain that block to a signed tip. Verifying needs only the proof itself.
 
-use super::block::{check_link, check_signature, BlockHeader, Tip};
+use super::block::{check_link, check_signature, BlockHeader, DecodedBlock, Tip};
 use super::codec;
 use super::event::Event;
 use super::merkle::{self, ProofError};
@@ -74,23 +74,47 @@ pub fn prove_up_to(
     up_to: Option<u64>,
 ) -> Result<InclusionProof, InclusionError> {
     let decoded = store.block(validator, height)?.ok_or(InclusionError::NoBlock { validator: *validator, height })?;
-    let n_events = decoded.block.header.n_events;
-    if event_idx >= n_events {
-        return Err(InclusionError::NoEvent { height, n_events, event_idx });
-    }
-    let event = decoded.block.events[event_idx as usize].clone();
-    let event_bytes = codec::encode(&event, "event", MAX_EVENT_BYTES).expect("stored events re-encode");
-    let merkle_path = merkle::inclusion_path(&decoded.leaf_hashes, event_idx as usize);
     let tip = store.tip(validator)?.ok_or(InclusionError::NoBlock { validator: *validator, height })?;
     let last = up_to.map_or(tip.height, |h| h.clamp(height, tip.height));
+    let headers = signed_headers(store, validator, height, last)?;
+    prove_in_block(&decoded, event_idx, headers)
+}
+
+/// The stored signed headers of `validator` at heights `from..=to`.
+pub fn signed_headers(
+    store: &Store,
+    validator: &ValidatorKey,
+    from: u64,
+    to: u64,
+) -> Result<Vec<SignedHeader>, InclusionError> {
     let mut headers = Vec::new();
-    for h in height..=last {
+    for h in from..=to {
         let bytes =
             store.block_bytes(validator, h)?.ok_or(InclusionError::NoBlock { validator: *validator, height: h })?;
         let (header, signature) = super::store::stored_header(&bytes)?;
         headers.push(SignedHeader { header, signature });
     }
-    Ok(InclusionProof { validator: *validator, height, event_idx, event_bytes, event, merkle_path, headers })
+    Ok(headers)
+}
+
+/// The proof of event `event_idx` of a block already decoded from the store, with the
+/// signed headers from that block's height on (callers proving many events of one chain
+/// read each header once).
+pub fn prove_in_block(
+    decoded: &DecodedBlock,
+    event_idx: u32,
+    headers: Vec<SignedHeader>,
+) -> Result<InclusionProof, InclusionError> {
+    let header = &decoded.block.header;
+    let (validator, height, n_events) = (header.validator, header.height, header.n_events);
+    if event_idx >= n_events {
+        return Err(InclusionError::NoEvent { height, n_events, event_idx });
+    }
+    assert_eq!(headers.first().map(|h| h.header.height), Some(height), "headers start at the event's block");
+    let event = decoded.block.events[event_idx as usize].clone();
+    let event_bytes = codec::encode(&event, "event", MAX_EVENT_BYTES).expect("stored events re-encode");
+    let merkle_path = merkle::inclusion_path(&decoded.leaf_hashes, event_idx as usize);
+    Ok(InclusionProof { validator, height, event_idx, event_bytes, event, merkle_path, headers })
 }
 
 /// Verifies a proof on its own: the event hashes into the first header's root, every

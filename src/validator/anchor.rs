@@ -8,7 +8,7 @@ use crate::envs;
 use crate::evaluation::ratio::RatioParams;
 use crate::ledger::event::{ChainCommitment, WeightsSet};
 use crate::ledger::{Event, OwnLog, StoreError};
-use crate::replay;
+use crate::replay::{self, fold::ChainFold};
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
@@ -44,24 +44,16 @@ pub async fn commit_tip(log: &OwnLog, chain: &dyn Chain) -> Result<Option<ChainC
 }
 
 /// The weights replay gives (winner takes all, to the champion's uid on chain now),
-/// set if the chain allows it now. `None` when there is no champion yet, the champion is
-/// not registered, or the rate limit says wait.
+/// set if the chain allows it now. `None` when the rate limit says wait (checked first,
+/// so no replay is wasted), there is no champion yet, or the champion is not registered.
+/// `folds` carries the previous call's per-chain folds, so each call folds only the
+/// blocks stored since; it is refreshed on every replay.
 pub async fn set_weights(
     log: &Arc<OwnLog>,
     chain: &dyn Chain,
     ratio_params: RatioParams,
+    folds: &mut Option<Vec<ChainFold>>,
 ) -> Result<Option<WeightsSet>, AnchorError> {
-    let replayed = {
-        let log = log.clone();
-        tokio::task::spawn_blocking(move || {
-            replay::replay(&log.store, &envs::registry(), None, &ratio_params, &mut |_, _, _| {})
-        })
-        .await
-        .expect("replay does not panic")?
-    };
-    let Some(champion) = replayed.state.champion else { return Ok(None) };
-    let neurons = chain.neurons().await?;
-    let Some(uid) = neurons.iter().find(|n| n.hotkey == champion.hotkey).map(|n| n.uid) else { return Ok(None) };
     let limits = chain.weight_limits().await?;
     let now = chain.current_block().await?;
     match check_weight_limits(&limits, chain.netuid(), now) {
@@ -69,6 +61,19 @@ pub async fn set_weights(
         Err(other) => return Err(other.into()),
         Ok(()) => {}
     }
+    let snapshot = folds.take().map(|folds| replay::Snapshot { replay_version: replay::REPLAY_VERSION, folds });
+    let replayed = {
+        let log = log.clone();
+        tokio::task::spawn_blocking(move || {
+            replay::replay(&log.store, &envs::registry(), snapshot, &ratio_params, &mut |_, _, _| {})
+        })
+        .await
+        .expect("replay does not panic")?
+    };
+    *folds = Some(replayed.folds);
+    let Some(champion) = replayed.state.champion else { return Ok(None) };
+    let neurons = chain.neurons().await?;
+    let Some(uid) = neurons.iter().find(|n| n.hotkey == champion.hotkey).map(|n| n.uid) else { return Ok(None) };
     let (uids, weights) = (vec![uid], vec![u16::MAX]);
     let chain_block = chain.set_weights(&uids, &weights, limits.version_key).await?;
     Ok(Some(WeightsSet { netuid: chain.netuid(), uids, weights, version_key: limits.version_key, chain_block }))
@@ -76,7 +81,7 @@ pub async fn set_weights(
 
 /// Runs until `stop`: every `check_ms`, commits the tip when `COMMIT_EVERY_BLOCKS` chain
 /// blocks have passed since the last commitment and the log has news, and sets weights
-/// when allowed and changed. Failures are logged and retried on the next tick: the
+/// when the rate limit allows. Failures are logged and retried on the next tick: the
 /// validator never stops for the chain.
 pub async fn anchor_loop(
     log: Arc<OwnLog>,
@@ -87,7 +92,8 @@ pub async fn anchor_loop(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut last_commit_block: Option<u64> = None;
-    let mut last_weights: Option<(Vec<u16>, u64)> = None;
+    let mut last_weights_block: Option<u64> = None;
+    let mut folds: Option<Vec<ChainFold>> = None;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(check_ms)) => {}
@@ -115,12 +121,11 @@ pub async fn anchor_loop(
                 }
             }
         }
-        let weights_due =
-            last_weights.as_ref().is_none_or(|(_, at)| block >= at + crate::chain::DEFAULT_WEIGHTS_RATE_LIMIT);
+        let weights_due = last_weights_block.is_none_or(|at| block >= at + crate::chain::DEFAULT_WEIGHTS_RATE_LIMIT);
         if weights_due {
-            match set_weights(&log, chain.as_ref(), ratio_params).await {
+            match set_weights(&log, chain.as_ref(), ratio_params, &mut folds).await {
                 Ok(Some(set)) => {
-                    last_weights = Some((set.uids.clone(), set.chain_block));
+                    last_weights_block = Some(set.chain_block);
                     if events.send(vec![Event::WeightsSet(set)]).await.is_err() {
                         return;
                     }

@@ -277,7 +277,7 @@ pub async fn run(
             Ok(None) => {}
             Err(error) => eprintln!("{}", serde_json::json!({ "event": "commit_failed", "error": error.to_string() })),
         }
-        match super::anchor::set_weights(&log, chain.as_ref(), params).await {
+        match super::anchor::set_weights(&log, chain.as_ref(), params, &mut None).await {
             Ok(Some(set)) => anchored.push(Event::WeightsSet(set)),
             Ok(None) => {}
             Err(error) => {
