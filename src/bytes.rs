@@ -15,6 +15,25 @@ pub struct HexError {
     pub input: String,
 }
 
+/// Decodes lowercase hex (no prefix, no spaces, an even number of digits `0-9a-f`).
+pub fn decode_lower_hex(input: &str) -> Option<Vec<u8>> {
+    if input.len() % 2 != 0 || !input.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return None;
+    }
+    hex::decode(input).ok()
+}
+
+/// At most a short prefix of untrusted text, for error messages: a bad 50 MB input must
+/// not come back as a 50 MB message.
+pub fn quote_prefix(input: &str) -> String {
+    const MAX_CHARS: usize = 72;
+    let mut out: String = input.chars().take(MAX_CHARS).collect::<String>().escape_debug().to_string();
+    if input.chars().nth(MAX_CHARS).is_some() {
+        out.push_str(&format!("… ({} bytes in all)", input.len()));
+    }
+    out
+}
+
 macro_rules! byte_array {
     ($(#[$meta:meta])* $name:ident, $len:expr) => {
         const _: () = assert!($len % 8 == 0, "encoded as u64 words");
@@ -29,14 +48,12 @@ macro_rules! byte_array {
                 hex::encode(self.0)
             }
 
+            /// Parses exactly `2 * LEN` lowercase hex digits: the one spelling ledger-spec
+            /// allows, so that a value has one text form as it has one byte form.
             pub fn from_hex(input: &str) -> Result<Self, HexError> {
-                let err = || HexError {
-                    expected_len: $len,
-                    input: input.chars().take(2 * $len + 8).collect(),
-                };
-                let mut out = [0u8; $len];
-                hex::decode_to_slice(input.trim(), &mut out).map_err(|_| err())?;
-                Ok(Self(out))
+                let err = || HexError { expected_len: $len, input: quote_prefix(input) };
+                let bytes = decode_lower_hex(input).ok_or_else(err)?;
+                Ok(Self(bytes.try_into().map_err(|_| err())?))
             }
         }
 

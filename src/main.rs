@@ -14,11 +14,21 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(code) => code,
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
+        // A store whose bytes failed a check is a check that ran and failed, whichever
+        // command found it; a store that could not be opened at all is not.
+        Err(error) if is_integrity_fault(&error) => {
+            eprintln!("FAIL: {error:#}");
+            ExitCode::from(cli::EXIT_CHECK_FAILED)
+        }
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::from(1)
         }
     }
+}
+
+fn is_integrity_fault(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| cause.downcast_ref::<af::ledger::StoreError>().is_some_and(|e| e.is_integrity_fault()))
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {

@@ -100,7 +100,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
         anyhow::bail!("no store at {}", data.join(af::ledger::store::STORE_FILE).display());
     }
     let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
-    let store = Store::open(data)?;
+    let store = Store::open_read_only(data)?;
     let mut progress = ProgressLine::new();
     let replayed: Replay = pool.install(|| {
         replay_store(&store, data, args.from_genesis, &mut |validator, height, bytes| {
@@ -436,16 +436,19 @@ pub fn replay_store(
             None
         })
     };
+    let snapshot = snapshot.map(|s| (s, replay::FoldSource::Untrusted));
     let replayed = replay::replay(store, &af::envs::registry(), snapshot, &DEFAULT_RATIO_PARAMS, progress)?;
+    // A read-only copy has nowhere to keep a snapshot: the next run verifies and folds
+    // from genesis again, which gives the same result.
     if let Err(error) = replay::save_snapshot(data, &replayed.folds) {
-        eprintln!("af: could not save the replay snapshot: {error}");
+        eprintln!("af: could not save the replay snapshot (the next run replays from genesis): {error}");
     }
     Ok(replayed)
 }
 
 /// Opens the store in `data` and replays it (see [`replay_store`]).
 pub fn replay_dir(data: &Path) -> anyhow::Result<(Store, Replay)> {
-    let store = Store::open(data)?;
+    let store = Store::open_read_only(data)?;
     let replayed = replay_store(&store, data, false, &mut |_, _, _| {})?;
     Ok((store, replayed))
 }

@@ -24,7 +24,7 @@ pub fn run(data: &Path, blocks: u64, events_per_block: u32, fresh: bool) -> anyh
         summary.events_per_second
     );
 
-    let store = Store::open(data)?;
+    let store = Store::open_read_only(data)?;
     let report = verify::verify_store(&store, &mut |_, _, _| {})?;
     ensure!(report.ok, "verification failed: {:?}", report.chains.iter().find_map(|c| c.fault.clone()));
     outln!(

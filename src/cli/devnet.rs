@@ -232,7 +232,7 @@ pub fn run(
     let mut state_hashes = std::collections::BTreeSet::new();
     let mut network: Option<af::replay::Replay> = None;
     for (i, (dir, key, _)) in validators.iter().enumerate() {
-        let store = Store::open(dir)?;
+        let store = Store::open_read_only(dir)?;
         let report = verify::verify_store(&store, &mut |_, _, _| {})?;
         let replayed = af::replay::replay(
             &store,
@@ -260,7 +260,7 @@ pub fn run(
     }
     // The chain: every validator's commitment must be a block of its log.
     let network = network.expect("at least one validator");
-    let store = Store::open(&validators[0].0)?;
+    let store = Store::open_read_only(&validators[0].0)?;
     let chain_args =
         super::chain::ChainArgs { chain: Some(chain_endpoint.clone()), netuid: DEVNET_NETUID, ..Default::default() };
     let commitments = super::chain::audit_commitments(&chain_args, &network.folds, &store)?;

@@ -7,7 +7,7 @@ use af::ledger::checkpoint::Checkpoint;
 use af::ledger::keys::KEY_FILE;
 use af::ledger::proof::{self, InclusionProof};
 use af::ledger::verify::{self, StoreReport};
-use af::ledger::{demo, Event, LedgerKey, OwnLog, Store, StoreError};
+use af::ledger::{demo, Event, LedgerKey, OwnLog, Store};
 use anyhow::{anyhow, bail, Context};
 use clap::{Subcommand, ValueEnum};
 use std::io::Write;
@@ -213,7 +213,7 @@ fn init(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 fn show(data: &Path, validator: Option<String>, height: Option<u64>, json: bool) -> anyhow::Result<ExitCode> {
-    let store = Store::open(data)?;
+    let store = Store::open_read_only(data)?;
     match (validator, height) {
         (None, None) => {
             let tips = store.tips()?;
@@ -314,16 +314,8 @@ fn describe(event: &Event) -> String {
 
 fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    if !data.join(af::ledger::store::STORE_FILE).is_file() {
-        return Err(StoreError::Missing(data.join(af::ledger::store::STORE_FILE)).into());
-    }
     let mut progress = ProgressLine::new();
-    // The storage engine is not ours and can panic on a corrupt file (seen: an unwrap
-    // on UTF-8 in redb). Opening and reading both run under catch_unwind, so a hostile
-    // file is a reported failure, never a crash.
-    std::panic::set_hook(Box::new(|info| eprintln!("storage engine panic: {info}")));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let store = Store::open(data)?;
+    let report = Store::open_read_only(data).and_then(|store| {
         verify::verify_store(&store, &mut |validator, blocks, bytes| {
             progress.update(|| {
                 format!(
@@ -333,13 +325,14 @@ fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
                 )
             })
         })
-    }));
-    let _ = std::panic::take_hook();
+    });
     progress.finish();
-    let report: StoreReport = match result {
-        Ok(Ok(report)) => report,
-        Ok(Err(error)) => return report_unreadable(json, &format!("store cannot be read: {error}")),
-        Err(_) => return report_unreadable(json, "the storage engine panicked reading the store: it is corrupt"),
+    let report: StoreReport = match report {
+        Ok(report) => report,
+        // Bytes that failed a check are a verification failure; a store that could not
+        // be opened (missing, locked, no permission) is not, and says why.
+        Err(error) if error.is_integrity_fault() => return report_unreadable(json, &error.to_string()),
+        Err(error) => return Err(error.into()),
     };
     let seconds = started.elapsed().as_secs_f64();
     if json {
@@ -367,6 +360,11 @@ fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
                 ),
             }
         }
+        match (&report.indexes.fault, report.indexes.checked) {
+            (Some(fault), _) => outln!("FAIL  index {} ({}): {}", fault.index, fault.kind, fault.message),
+            (None, true) => outln!("ok    indexes: {} transcripts, each indexed by challenge and by miner", report.indexes.n_entries),
+            (None, false) => outln!("skip  indexes: not compared, a chain failed"),
+        }
         outln!(
             "{} {} chain(s), {} blocks, {} events, {:.1} MiB in {:.2} s ({:.0} events/s, {:.0} MiB/s)",
             if report.ok { "verified" } else { "FAILED:" },
@@ -392,7 +390,7 @@ fn report_unreadable(json: bool, message: &str) -> anyhow::Result<ExitCode> {
 }
 
 fn export(data: &Path, validator: Option<String>) -> anyhow::Result<ExitCode> {
-    let store = Store::open(data)?;
+    let store = Store::open_read_only(data)?;
     let validators: Vec<ValidatorKey> = match validator {
         Some(hex) => vec![parse_validator(&hex)?],
         None => store.tips()?.into_iter().map(|(v, _)| v).collect(),
@@ -418,7 +416,7 @@ fn export(data: &Path, validator: Option<String>) -> anyhow::Result<ExitCode> {
 }
 
 fn checkpoint(data: &Path) -> anyhow::Result<ExitCode> {
-    let store = Store::open(data)?;
+    let store = Store::open_read_only(data)?;
     let key = LedgerKey::load(&key_path(data))?;
     let tip = store.tip(&key.validator())?.ok_or_else(|| anyhow!("our chain is empty: nothing to checkpoint"))?;
     let note = Checkpoint::of_tip(key.validator(), &tip).sign(&key);
@@ -446,7 +444,7 @@ fn verify_checkpoint(file: &Path, data: Option<&Path>, json: bool) -> anyhow::Re
         }
     };
     if let Some(data) = data {
-        let store = Store::open(data)?;
+        let store = Store::open_read_only(data)?;
         let height = checkpoint.size.checked_sub(1).ok_or_else(|| anyhow!("checkpoint of an empty chain"))?;
         let stored = store
             .block_bytes(&checkpoint.validator, height)?
@@ -467,7 +465,7 @@ fn verify_checkpoint(file: &Path, data: Option<&Path>, json: bool) -> anyhow::Re
 }
 
 fn prove(data: &Path, height: u64, event: u32, validator: Option<String>) -> anyhow::Result<ExitCode> {
-    let store = Store::open(data)?;
+    let store = Store::open_read_only(data)?;
     let validator = validator_or_own(data, validator)?;
     let proof = proof::prove(&store, &validator, height, event)?;
     print_json(&proof)?;
@@ -512,10 +510,10 @@ fn verify_proof(file: &Path, checkpoint: Option<&Path>, json: bool) -> anyhow::R
 }
 
 fn find(data: &Path, challenge_id: Option<String>, miner: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
-    let store = Store::open(data)?;
+    let store = Store::open_read_only(data)?;
     let locations = match (challenge_id, miner) {
-        (Some(hex), _) => store.locate_challenge(&Hash32::from_hex(&hex).context("--challenge-id")?)?,
-        (None, Some(hotkey)) => store.locate_miner(&hotkey)?,
+        (Some(hex), _) => store.find_challenge(&Hash32::from_hex(&hex).context("--challenge-id")?)?,
+        (None, Some(hotkey)) => store.find_miner(&hotkey)?,
         (None, None) => bail!("give --challenge-id HEX or --miner HOTKEY"),
     };
     if json {

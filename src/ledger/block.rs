@@ -23,6 +23,7 @@ pub const EVENTS_OFFSET: usize = HEADER_BYTES + 64;
 pub const BLOCK_SIGNING_CONTEXT: &[u8; 19] = b"af-ledger/v1/block\0";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BlockHeader {
     pub format_version: u16,
     pub validator: ValidatorKey,
@@ -57,6 +58,7 @@ pub fn signing_message(block_hash: &Hash32) -> [u8; 51] {
 
 /// A block as it travels and is stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Block {
     pub header: BlockHeader,
     pub signature: SignatureBytes,
@@ -74,6 +76,7 @@ pub struct DecodedBlock {
 
 /// The last block of a chain, as the next block must link to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Tip {
     pub height: u64,
     pub hash: Hash32,
@@ -97,6 +100,8 @@ pub enum BlockError {
     EventsRoot { header: Hash32, computed: Hash32 },
     #[error("validator key is not a valid ed25519 point or is of small order")]
     WeakKey,
+    #[error("validator key is not the canonical encoding of its point")]
+    NonCanonicalKey,
     #[error("bad signature")]
     BadSignature,
     #[error("block is signed by validator {actual}, expected {expected}")]
@@ -133,6 +138,15 @@ pub fn check_block(bytes: &[u8]) -> Result<CheckedBlock, BlockError> {
     walk_block::<&str>(bytes, &mut |_| {})
 }
 
+/// [`check_block`], showing each event, borrowed from `bytes`, to `on_event` in order
+/// (store verification derives the index entries each block must have).
+pub fn check_block_with<'a>(
+    bytes: &'a [u8],
+    on_event: &mut dyn FnMut(Event<&'a str>),
+) -> Result<CheckedBlock, BlockError> {
+    walk_block::<&str>(bytes, on_event)
+}
+
 /// The same checks as [`check_block`], keeping the events decoded as `Event<&str>`
 /// borrowed from `bytes`: replay folds them without copying any text.
 pub fn decode_block_borrowed(bytes: &[u8]) -> Result<(CheckedBlock, Vec<Event<&str>>), BlockError> {
@@ -159,9 +173,7 @@ where
         .into());
     }
     let header: BlockHeader = codec::decode_canonical(&bytes[..HEADER_BYTES], "block header", HEADER_BYTES as u64)?;
-    if header.format_version != FORMAT_VERSION {
-        return Err(BlockError::FormatVersion(header.format_version));
-    }
+    check_header_rules(&header)?;
     let signature = SignatureBytes(bytes[HEADER_BYTES..EVENTS_OFFSET].try_into().expect("64 bytes"));
     let n_events = u64::from_le_bytes(bytes[EVENTS_OFFSET..EVENTS_OFFSET + 8].try_into().expect("8 bytes"));
     if n_events > u64::from(MAX_EVENTS_PER_BLOCK) {
@@ -205,13 +217,40 @@ fn shift_offset(error: CodecError, base: u64) -> CodecError {
     }
 }
 
-/// Checks the header signature under the header's own validator key, strictly
-/// (RFC 8032 with small-order keys and non-canonical encodings refused).
-pub fn check_signature(header: &BlockHeader, hash: &Hash32, signature: &SignatureBytes) -> Result<(), BlockError> {
-    let key = VerifyingKey::from_bytes(&header.validator.0).map_err(|_| BlockError::WeakKey)?;
+/// The rules a header must meet on its own, wherever it comes from (a block, a proof,
+/// evidence): format version, event count bound, and the genesis link at height 0.
+pub fn check_header_rules(header: &BlockHeader) -> Result<(), BlockError> {
+    if header.format_version != FORMAT_VERSION {
+        return Err(BlockError::FormatVersion(header.format_version));
+    }
+    if header.n_events > MAX_EVENTS_PER_BLOCK {
+        return Err(BlockError::TooManyEvents(u64::from(header.n_events)));
+    }
+    if header.height == 0 && header.prev_hash != GENESIS_PREV_HASH {
+        return Err(BlockError::BrokenLink { expected: GENESIS_PREV_HASH, actual: header.prev_hash });
+    }
+    Ok(())
+}
+
+/// The validator key as a verifying key, refusing an encoding that is not the point's
+/// canonical one (a y coordinate at or above p, or x = 0 with the sign bit set: each names
+/// a point another 32-byte string also names) and a point of small order.
+pub fn verifying_key(validator: &ValidatorKey) -> Result<VerifyingKey, BlockError> {
+    let point = curve25519_dalek::edwards::CompressedEdwardsY(validator.0).decompress().ok_or(BlockError::WeakKey)?;
+    if point.compress().to_bytes() != validator.0 {
+        return Err(BlockError::NonCanonicalKey);
+    }
+    let key = VerifyingKey::from_bytes(&validator.0).map_err(|_| BlockError::WeakKey)?;
     if key.is_weak() {
         return Err(BlockError::WeakKey);
     }
+    Ok(key)
+}
+
+/// Checks the header signature under the header's own validator key, strictly
+/// (RFC 8032 with small-order keys and non-canonical encodings refused).
+pub fn check_signature(header: &BlockHeader, hash: &Hash32, signature: &SignatureBytes) -> Result<(), BlockError> {
+    let key = verifying_key(&header.validator)?;
     let signature = Signature::from_bytes(&signature.0);
     key.verify_strict(&signing_message(hash), &signature).map_err(|_| BlockError::BadSignature)
 }

@@ -84,6 +84,14 @@ impl Checkpoint {
             return Err(CheckpointError::TooLarge);
         }
         let malformed = |why: &str| CheckpointError::Malformed(why.to_string());
+        // C2SP signed-note: UTF-8 text whose only control character is the newline, and
+        // which ends in one (every signature line ends with a newline).
+        if note.chars().any(|c| c.is_control() && c != '\n') {
+            return Err(malformed("the note holds a control character other than newline (such as CR)"));
+        }
+        if !note.ends_with('\n') {
+            return Err(malformed("the note does not end with a newline"));
+        }
         let (body, signatures) =
             note.split_once("\n\n").ok_or_else(|| malformed("no blank line before the signatures"))?;
         let body = format!("{body}\n");
@@ -100,6 +108,9 @@ impl Checkpoint {
             return Err(malformed("size is not a decimal number without leading zeros"));
         }
         let size: u64 = size_line.parse().map_err(|_| malformed("size does not fit in 64 bits"))?;
+        if size == 0 {
+            return Err(malformed("size 0: a chain with no blocks has no tip to checkpoint"));
+        }
         let root = B64
             .decode(lines.next().ok_or_else(|| malformed("no root hash line"))?)
             .map_err(|_| malformed("root hash is not base64"))?;

@@ -39,6 +39,7 @@ pub enum Event<S = String> {
 
 /// A miner as the validator addressed it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MinerRef<S = String> {
     /// ss58 hotkey on chain.
     pub hotkey: S,
@@ -50,12 +51,14 @@ pub struct MinerRef<S = String> {
 
 /// An environment and the version whose task generator and scorer were used.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EnvRef<S = String> {
     pub name: S,
     pub version: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MatchStarted<S = String> {
     pub match_id: MatchId,
     pub contender: MinerRef<S>,
@@ -68,6 +71,7 @@ pub struct MatchStarted<S = String> {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ChatMessage<S = String> {
     pub role: S,
     pub content: S,
@@ -85,6 +89,7 @@ impl<S: AsRef<str>> crate::envs::ChatTurn for ChatMessage<S> {
 
 /// One miner's whole interaction with one challenge.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Transcript<S = String> {
     pub match_id: MatchId,
     pub env: EnvRef<S>,
@@ -115,6 +120,7 @@ pub enum EnvOutcome {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EnvDecision<S = String> {
     pub match_id: MatchId,
     pub env: EnvRef<S>,
@@ -128,12 +134,14 @@ pub struct EnvDecision<S = String> {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EnvWinRate<S = String> {
     pub env: EnvRef<S>,
     pub win_rate_ppm: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MatchDecided<S = String> {
     pub match_id: MatchId,
     pub contender_won: bool,
@@ -144,6 +152,7 @@ pub struct MatchDecided<S = String> {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WeightsSet {
     pub netuid: u16,
     pub uids: Vec<u16>,
@@ -153,6 +162,7 @@ pub struct WeightsSet {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ChainCommitment {
     pub netuid: u16,
     pub chain_block: u64,
@@ -163,6 +173,7 @@ pub struct ChainCommitment {
 
 /// Two different signed headers of one validator at one height: proof of equivocation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Evidence {
     pub validator: ValidatorKey,
     pub height: u64,

@@ -13,6 +13,7 @@ pub mod event;
 pub mod keys;
 pub mod merkle;
 pub mod proof;
+pub mod readonly;
 pub mod store;
 pub mod verify;
 

@@ -12,12 +12,14 @@ use serde::{Deserialize, Serialize};
 
 /// A header with its signature, as carried in a proof.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SignedHeader {
     pub header: BlockHeader,
     pub signature: SignatureBytes,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct InclusionProof {
     pub validator: ValidatorKey,
     pub height: u64,
@@ -120,9 +122,15 @@ pub fn prove_in_block(
 /// Verifies a proof on its own: the event hashes into the first header's root, every
 /// header is signed by the validator, and each links to the one before. Returns the
 /// tip the proof reaches, to compare with a checkpoint or an on-chain commitment.
+///
+/// Every rule a store verifier applies to a header or an event applies here too: the
+/// event decodes canonically and within its bounds, and each header meets the header
+/// rules (format version, event count bound, genesis link), carries a strict signature by
+/// a canonical key, and links to the one before.
 pub fn verify_inclusion_proof(proof: &InclusionProof) -> Result<Tip, InclusionError> {
     let decoded: Event = codec::decode_canonical(&proof.event_bytes, "event", MAX_EVENT_BYTES)
         .map_err(|e| InclusionError::EventMismatch(e.to_string()))?;
+    decoded.check_bounds().map_err(|e| InclusionError::EventMismatch(e.to_string()))?;
     if decoded != proof.event {
         return Err(InclusionError::EventMismatch("the decoded event differs from the one shown".into()));
     }
@@ -145,6 +153,7 @@ pub fn verify_inclusion_proof(proof: &InclusionProof) -> Result<Tip, InclusionEr
         let header = &signed.header;
         let hash = header.hash();
         let err = |source| InclusionError::Header { height: header.height, source };
+        super::block::check_header_rules(header).map_err(err)?;
         check_signature(header, &hash, &signed.signature).map_err(err)?;
         match &prev {
             // The first header's predecessor is not in the proof; it only has to be ours.
@@ -171,6 +180,7 @@ mod hex_bytes {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
         let text = String::deserialize(deserializer)?;
-        hex::decode(text).map_err(serde::de::Error::custom)
+        crate::bytes::decode_lower_hex(&text)
+            .ok_or_else(|| serde::de::Error::custom("expected lowercase hex with an even number of digits"))
     }
 }

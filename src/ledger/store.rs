@@ -9,7 +9,10 @@
 
 use super::block::{check_link, decode_block, BlockError, BlockHeader, SealedBlock, Tip};
 use crate::bytes::{ChallengeId, Hash32, SignatureBytes, ValidatorKey};
-use redb::{Database, MultimapTableDefinition, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    Database, MultimapTableDefinition, ReadTransaction, ReadableDatabase, ReadableMultimapTable, ReadableTable,
+    TableDefinition,
+};
 use std::path::{Path, PathBuf};
 
 /// `validator (32) || height (u64 big-endian)` -> canonical block bytes.
@@ -32,6 +35,15 @@ pub enum StoreError {
     Missing(PathBuf),
     #[error("cannot open ledger store {path}: {message}")]
     Open { path: PathBuf, message: String },
+    /// Another process (a running `af validate` or `af node`) holds the store for writing.
+    #[error(
+        "ledger store {0} is locked: a running validator or node holds it for writing (stop it, read a copy, or read it over HTTP)"
+    )]
+    Locked(PathBuf),
+    #[error("no permission to read ledger store {path}: {message}")]
+    Permission { path: PathBuf, message: String },
+    #[error("ledger store {0} was opened read-only and cannot be written")]
+    ReadOnly(PathBuf),
     #[error("ledger store {path} has schema version {found}, this build reads {SCHEMA_VERSION}")]
     Schema { path: PathBuf, found: u32 },
     #[error("storage engine error while {doing}: {message}")]
@@ -50,6 +62,14 @@ pub enum StoreError {
     Conflict { validator: ValidatorKey, height: u64, stored: Hash32, offered: Hash32 },
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+}
+
+impl StoreError {
+    /// Whether this error is a check that ran and found the store's bytes wrong (exit 3),
+    /// as opposed to a store that could not be read at all (exit 1).
+    pub fn is_integrity_fault(&self) -> bool {
+        matches!(self, StoreError::Corrupt(_) | StoreError::Rejected { .. })
+    }
 }
 
 fn engine(doing: &'static str) -> impl Fn(redb::Error) -> StoreError {
@@ -89,6 +109,51 @@ impl Location {
             event_idx: u32::from_be_bytes(bytes[40..].try_into().expect("4")),
         })
     }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "validator {} height {} event {}", self.validator, self.height, self.event_idx)
+    }
+}
+
+/// Runs a read of redb's tables that decodes keys as UTF-8 (`by_miner`): redb unwraps
+/// that decoding, so a crafted file with valid checksums could panic it. Caught, it is
+/// reported as corruption.
+fn guarded<T>(doing: &'static str, read: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read))
+        .unwrap_or_else(|_| Err(StoreError::Corrupt(format!("the storage engine failed while {doing}"))))
+}
+
+/// Every entry of one index (`by_miner` if `by_miner`, else `by_challenge`) as
+/// (key bytes, location bytes), in key order; stops early when `sink` returns false.
+pub fn scan_index(
+    txn: &ReadTransaction,
+    by_miner: bool,
+    sink: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+) -> Result<(), StoreError> {
+    guarded("scanning an index", || {
+        macro_rules! scan {
+            ($table:expr, $as_bytes:ident) => {{
+                let table = txn.open_multimap_table($table).map_err(eng!("opening an index"))?;
+                for entry in table.iter().map_err(eng!("scanning an index"))? {
+                    let (key, values) = entry.map_err(eng!("scanning an index"))?;
+                    for value in values {
+                        let value = value.map_err(eng!("scanning an index"))?;
+                        if !sink(key.value().$as_bytes(), value.value()) {
+                            return Ok(());
+                        }
+                    }
+                }
+            }};
+        }
+        if by_miner {
+            scan!(BY_MINER, as_bytes);
+        } else {
+            scan!(BY_CHALLENGE, as_ref);
+        }
+        Ok(())
+    })
 }
 
 pub fn block_key(validator: &ValidatorKey, height: u64) -> [u8; 40] {
@@ -140,6 +205,7 @@ pub type BatchAppended = (Vec<Appended>, Option<(usize, StoreError)>);
 pub struct Store {
     db: Database,
     path: PathBuf,
+    read_only: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -149,36 +215,98 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Opens the store in `dir`, creating the directory and an empty store if needed.
+    /// Opens the store in `dir` for writing, creating the directory and an empty store if
+    /// needed. An existing file is checked page by page first (see [`open_database`]).
     pub fn create(dir: &Path) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Open { path: dir.to_owned(), message: e.to_string() })?;
         let path = dir.join(STORE_FILE);
-        let db = redb::Builder::new()
-            .set_cache_size(crate::limits::STORE_CACHE_BYTES)
-            .create(&path)
-            .map_err(|e| StoreError::Open { path: path.clone(), message: e.to_string() })?;
-        let store = Store { db, path };
+        let existed = path.exists();
+        let db = open_database(&path, |builder| {
+            // A new file has nothing to check; an existing one is checked like any other.
+            builder.set_check_integrity_on_open(existed).create(&path)
+        })?;
+        let store = Store { db, path, read_only: false };
         store.init_tables()?;
         Ok(store)
     }
 
-    /// Opens an existing store in `dir`; a missing store is an error, never created.
+    /// Opens an existing store in `dir` for writing; a missing store is an error, never
+    /// created. Every page checksum is verified first; redb rolls back a last commit torn
+    /// by a power loss, as its crash recovery does.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
-        let path = dir.join(STORE_FILE);
-        if !path.is_file() {
-            return Err(StoreError::Missing(path));
+        let path = existing_store_file(dir)?;
+        let db = open_database(&path, |builder| builder.set_check_integrity_on_open(true).open(&path))?;
+        let store = Store { db, path, read_only: false };
+        store.check_schema()?;
+        Ok(store)
+    }
+
+    /// Opens an existing store in `dir` for reading only: the file is opened read-only
+    /// (a read-only copy works), never written, and shared with other readers. Before any
+    /// table is read, redb's header and the checksum of every page of the committed trees
+    /// are verified, so no byte of the file can make a later read panic, hang or allocate
+    /// without bound. A store held by a running writer is [`StoreError::Locked`].
+    pub fn open_read_only(dir: &Path) -> Result<Store, StoreError> {
+        let path = existing_store_file(dir)?;
+        let file = std::fs::File::open(&path).map_err(|e| io_open_error(&path, e))?;
+        let mut header = vec![0u8; super::readonly::REDB_HEADER_BYTES];
+        {
+            use std::io::Read;
+            let mut reader = (&file).take(header.len() as u64);
+            let mut n = 0;
+            loop {
+                match reader.read(&mut header[n..]) {
+                    Ok(0) => break,
+                    Ok(k) => n += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(io_open_error(&path, e)),
+                }
+            }
+            header.truncate(n);
         }
-        let db = redb::Builder::new()
-            .set_cache_size(crate::limits::STORE_CACHE_BYTES)
-            .open(&path)
-            .map_err(|e| StoreError::Open { path: path.clone(), message: e.to_string() })?;
-        let store = Store { db, path };
+        super::readonly::check_header(&header).map_err(|why| StoreError::Corrupt(format!("{}: {why}", path.display())))?;
+        let backend = super::readonly::ReadOnlyFile::new(file).map_err(|e| io_open_error(&path, e))?;
+        let torn = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen_torn = torn.clone();
+        let db = open_database(&path, move |builder| {
+            builder
+                .set_check_integrity_on_open(true)
+                .set_repair_callback(move |session| {
+                    // redb reports progress 0.3 only when the newest commit fails its
+                    // checksums and it is about to fall back to the previous one: a reader
+                    // must report that, not show the older log.
+                    if session.progress() > 0.0 && session.progress() < 0.5 {
+                        seen_torn.store(true, std::sync::atomic::Ordering::SeqCst);
+                        session.abort();
+                    }
+                })
+                .create_with_backend(backend)
+        })
+        .map_err(|error| match error {
+            StoreError::Open { .. } if torn.load(std::sync::atomic::Ordering::SeqCst) => StoreError::Corrupt(format!(
+                "{}: the newest commit fails its page checksums (a changed byte, or a write torn by a power loss)",
+                path.display()
+            )),
+            other => other,
+        })?;
+        let store = Store { db, path, read_only: true };
         store.check_schema()?;
         Ok(store)
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn writable(&self) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly(self.path.clone()));
+        }
+        Ok(())
     }
 
     fn init_tables(&self) -> Result<(), StoreError> {
@@ -218,6 +346,7 @@ impl Store {
     /// Appends a sealed (decoded, signed) block to its validator's chain, durably.
     /// The link to the stored tip is checked inside the write transaction.
     pub fn append(&self, sealed: &SealedBlock) -> Result<Appended, StoreError> {
+        self.writable()?;
         let txn = self.db.begin_write().map_err(eng!("starting an append"))?;
         let appended = Self::append_in(&txn, sealed)?;
         txn.commit().map_err(eng!("committing an append"))?;
@@ -229,6 +358,7 @@ impl Store {
     /// `Conflict` or `Rejected`, keeping those before it; returns what was appended and
     /// the refused block's index and error. Any other error aborts the whole batch.
     pub fn append_batch(&self, sealed: &[SealedBlock]) -> Result<BatchAppended, StoreError> {
+        self.writable()?;
         let txn = self.db.begin_write().map_err(eng!("starting an append"))?;
         let mut appended = Vec::with_capacity(sealed.len());
         let mut refused = None;
@@ -352,16 +482,116 @@ impl Store {
         Ok(out)
     }
 
-    pub fn locate_miner(&self, hotkey: &str) -> Result<Vec<Location>, StoreError> {
-        let txn = self.read()?;
-        let table = txn.open_multimap_table(BY_MINER).map_err(eng!("opening an index"))?;
-        let values = table.get(hotkey).map_err(eng!("reading an index"))?;
-        let mut out = Vec::new();
-        for value in values {
-            out.push(Location::decode(value.map_err(eng!("reading an index"))?.value())?);
-        }
-        Ok(out)
+    /// Where the transcripts of `challenge_id` are, each location confirmed against its
+    /// block: the index is a cache of the blocks and never answers on its own.
+    pub fn find_challenge(&self, challenge_id: &ChallengeId) -> Result<Vec<Location>, StoreError> {
+        let locations = self.locate_challenge(challenge_id)?;
+        self.confirm(&locations, "challenge", &|t| t.challenge_id == *challenge_id)?;
+        Ok(locations)
     }
+
+    /// Where the transcripts of miner `hotkey` are, each confirmed against its block.
+    pub fn find_miner(&self, hotkey: &str) -> Result<Vec<Location>, StoreError> {
+        let locations = self.locate_miner(hotkey)?;
+        self.confirm(&locations, "miner", &|t| t.miner.hotkey == hotkey)?;
+        Ok(locations)
+    }
+
+    /// Checks that each location holds a transcript that `matches`, reading each block once.
+    fn confirm(
+        &self,
+        locations: &[Location],
+        index: &str,
+        matches: &dyn Fn(&super::event::Transcript<&str>) -> bool,
+    ) -> Result<(), StoreError> {
+        let mut sorted = locations.to_vec();
+        sorted.sort();
+        let mut i = 0;
+        while i < sorted.len() {
+            let (validator, height) = (sorted[i].validator, sorted[i].height);
+            let bytes = self.block_bytes(&validator, height)?.ok_or_else(|| {
+                StoreError::Corrupt(format!("the {index} index points at {}, which is not stored", sorted[i]))
+            })?;
+            let (_, events) = super::block::decode_block_borrowed(&bytes)
+                .map_err(|source| StoreError::Rejected { validator, height, source })?;
+            while i < sorted.len() && sorted[i].validator == validator && sorted[i].height == height {
+                let ok = match events.get(sorted[i].event_idx as usize) {
+                    Some(super::event::Event::Transcript(t)) => matches(t),
+                    _ => false,
+                };
+                if !ok {
+                    return Err(StoreError::Corrupt(format!(
+                        "the {index} index points at {}, which is not such a transcript (run `af ledger verify`)",
+                        sorted[i]
+                    )));
+                }
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn locate_miner(&self, hotkey: &str) -> Result<Vec<Location>, StoreError> {
+        guarded("reading the miner index", || {
+            let txn = self.read()?;
+            let table = txn.open_multimap_table(BY_MINER).map_err(eng!("opening an index"))?;
+            let values = table.get(hotkey).map_err(eng!("reading an index"))?;
+            let mut out = Vec::new();
+            for value in values {
+                out.push(Location::decode(value.map_err(eng!("reading an index"))?.value())?);
+            }
+            Ok(out)
+        })
+    }
+}
+
+fn existing_store_file(dir: &Path) -> Result<PathBuf, StoreError> {
+    let path = dir.join(STORE_FILE);
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_file() => Ok(path),
+        Ok(_) => Err(StoreError::Open { path, message: "not a regular file".into() }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(StoreError::Missing(path)),
+        Err(e) => Err(io_open_error(&path, e)),
+    }
+}
+
+fn io_open_error(path: &Path, error: std::io::Error) -> StoreError {
+    match error.kind() {
+        std::io::ErrorKind::PermissionDenied => StoreError::Permission { path: path.to_owned(), message: error.to_string() },
+        std::io::ErrorKind::NotFound => StoreError::Missing(path.to_owned()),
+        _ => StoreError::Open { path: path.to_owned(), message: error.to_string() },
+    }
+}
+
+/// Runs one redb open with our cache size and sorts its failure: locked, no permission,
+/// corrupt (a check that ran and failed) or other. The engine is not ours, so a panic in
+/// it is caught and reported as corruption rather than ending the process.
+fn open_database(
+    path: &Path,
+    open: impl FnOnce(&mut redb::Builder) -> Result<Database, redb::DatabaseError>,
+) -> Result<Database, StoreError> {
+    let mut builder = redb::Builder::new();
+    builder.set_cache_size(crate::limits::STORE_CACHE_BYTES);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| open(&mut builder)));
+    let error = match result {
+        Ok(Ok(db)) => return Ok(db),
+        Ok(Err(error)) => error,
+        Err(_) => {
+            return Err(StoreError::Corrupt(format!("{}: the storage engine failed reading it", path.display())))
+        }
+    };
+    use redb::{DatabaseError, StorageError};
+    Err(match error {
+        DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => StoreError::Locked(path.to_owned()),
+        DatabaseError::Storage(StorageError::Corrupted(why)) => {
+            StoreError::Corrupt(format!("{}: {why}", path.display()))
+        }
+        DatabaseError::Storage(StorageError::Io(io)) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            StoreError::Corrupt(format!("{}: the file is shorter than its header says", path.display()))
+        }
+        DatabaseError::Storage(StorageError::Io(io)) => io_open_error(path, io),
+        other => StoreError::Open { path: path.to_owned(), message: other.to_string() },
+    })
 }
 
 fn check_schema_bytes(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {

@@ -1,8 +1,13 @@
 //! Full verification of a store: every chain from genesis to tip, every byte, every
 //! signature, every link, with nothing taken from the store on trust (not even its tip
-//! records). Blocks are checked in parallel batches; links are checked in order.
+//! records), and then the indexes against the blocks. Blocks are checked in parallel
+//! batches; links are checked in order.
+//!
+//! The store must have been opened with [`Store::open_read_only`] or a writer's checked
+//! open, so that redb has verified every page checksum before these logical checks run.
 
-use super::block::{check_block, check_link, check_signature, BlockError, Tip};
+use super::block::{check_block_with, check_link, check_signature, BlockError, Tip};
+use super::event::Event;
 use super::store::{self, Store, StoreError};
 use crate::bytes::ValidatorKey;
 use crate::limits::VERIFY_BATCH_BYTES;
@@ -32,10 +37,29 @@ pub struct ChainReport {
     pub fault: Option<ChainFault>,
 }
 
+/// Whether the challenge and miner indexes hold exactly the entries the blocks imply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct IndexReport {
+    /// False when a chain failed: its blocks are no basis to compare the indexes with.
+    pub checked: bool,
+    /// Entries the blocks imply, per index (each transcript is in both).
+    pub n_entries: u64,
+    pub fault: Option<IndexFault>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct IndexFault {
+    /// `by_challenge` or `by_miner`.
+    pub index: &'static str,
+    pub kind: &'static str,
+    pub message: String,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct StoreReport {
     pub ok: bool,
     pub chains: Vec<ChainReport>,
+    pub indexes: IndexReport,
     pub n_blocks: u64,
     pub n_events: u64,
     pub n_bytes: u64,
@@ -53,6 +77,7 @@ fn fault_kind(error: &BlockError) -> &'static str {
         BlockError::TooManyEvents(_) => "too_many_events",
         BlockError::EventsRoot { .. } => "events_root",
         BlockError::WeakKey => "weak_key",
+        BlockError::NonCanonicalKey => "non_canonical_key",
         BlockError::BadSignature => "bad_signature",
         BlockError::WrongValidator { .. } => "wrong_validator",
         BlockError::WrongHeight { .. } => "wrong_height",
@@ -69,12 +94,21 @@ pub fn verify_store(store: &Store, progress: Progress<'_>) -> Result<StoreReport
     let mut validators: BTreeSet<ValidatorKey> = tips.iter().map(|(v, _)| *v).collect();
     validators.extend(store::validators_with_blocks(&txn)?);
     let mut chains = Vec::new();
+    let mut expected = ExpectedIndex::default();
     for validator in validators {
         let recorded_tip = tips.iter().find(|(v, _)| *v == validator).map(|(_, t)| *t);
-        chains.push(verify_chain(&txn, &validator, recorded_tip, progress)?);
+        chains.push(verify_chain(&txn, &validator, recorded_tip, None, &mut expected, progress)?);
     }
+    let chains_ok = chains.iter().all(|c| c.fault.is_none());
+    let n_entries = expected.by_challenge.len() as u64;
+    let indexes = if chains_ok {
+        IndexReport { checked: true, n_entries, fault: check_indexes(&txn, expected)? }
+    } else {
+        IndexReport { checked: false, n_entries, fault: None }
+    };
     Ok(StoreReport {
-        ok: chains.iter().all(|c| c.fault.is_none()),
+        ok: chains_ok && indexes.fault.is_none(),
+        indexes,
         n_blocks: chains.iter().map(|c| c.n_blocks_ok).sum(),
         n_events: chains.iter().map(|c| c.n_events).sum(),
         n_bytes: chains.iter().map(|c| c.n_bytes).sum(),
@@ -82,26 +116,140 @@ pub fn verify_store(store: &Store, progress: Progress<'_>) -> Result<StoreReport
     })
 }
 
+/// Verifies `validator`'s chain from genesis up to `height` only, with every rule of a full
+/// verification: what a cached fold of that prefix must be checked against before reuse.
+/// Returns the verified block at `height`, or the first fault on the way.
+pub fn verify_chain_prefix(
+    txn: &redb::ReadTransaction,
+    validator: &ValidatorKey,
+    height: u64,
+) -> Result<Result<Tip, ChainFault>, StoreError> {
+    let mut expected = ExpectedIndex::default();
+    let report = verify_chain(txn, validator, None, Some(height), &mut expected, &mut |_, _, _| {})?;
+    Ok(match (report.fault, report.verified_tip) {
+        (Some(fault), _) => Err(fault),
+        (None, Some(tip)) if tip.height == height => Ok(tip),
+        (None, reached) => Err(ChainFault {
+            height: reached.map_or(0, |t| t.height + 1),
+            kind: "missing_block",
+            message: format!("the chain ends before height {height}"),
+        }),
+    })
+}
+
 struct Checked {
     height: u64,
     result: Result<(Tip, crate::ledger::block::BlockHeader, u64), BlockError>,
     n_bytes: u64,
+    index: ExpectedIndex,
+}
+
+/// Digests of the index entries the verified blocks imply: 128 bits of blake3 over the
+/// index name, key and location. Memory is 32 bytes per transcript, whatever its size.
+#[derive(Default)]
+struct ExpectedIndex {
+    by_challenge: Vec<u128>,
+    by_miner: Vec<u128>,
+}
+
+const BY_CHALLENGE_TAG: u8 = 0;
+const BY_MINER_TAG: u8 = 1;
+
+fn entry_digest(index: u8, key: &[u8], location: &[u8]) -> u128 {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&[index]);
+    hasher.update(&(key.len() as u64).to_le_bytes());
+    hasher.update(key);
+    hasher.update(location);
+    u128::from_le_bytes(hasher.finalize().as_bytes()[..16].try_into().expect("16 bytes"))
+}
+
+/// Compares each index with the entries the blocks imply, exactly: the same digests, as
+/// many of each. On a difference, a second pass names the first entry that is wrong.
+fn check_indexes(txn: &redb::ReadTransaction, expected: ExpectedIndex) -> Result<Option<IndexFault>, StoreError> {
+    let ExpectedIndex { mut by_challenge, mut by_miner } = expected;
+    by_challenge.sort_unstable();
+    by_miner.sort_unstable();
+    let fault = compare_index(txn, "by_challenge", BY_CHALLENGE_TAG, &by_challenge)?;
+    if fault.is_some() {
+        return Ok(fault);
+    }
+    compare_index(txn, "by_miner", BY_MINER_TAG, &by_miner)
+}
+
+fn compare_index(
+    txn: &redb::ReadTransaction,
+    name: &'static str,
+    tag: u8,
+    expected: &[u128],
+) -> Result<Option<IndexFault>, StoreError> {
+    let mut actual = Vec::with_capacity(expected.len());
+    let scanned = store::scan_index(txn, tag == BY_MINER_TAG, &mut |key, location| {
+        actual.push(entry_digest(tag, key, location));
+        true
+    });
+    let fault = |kind, message| Some(IndexFault { index: name, kind, message });
+    if let Err(error) = scanned {
+        return Ok(fault("index_unreadable", error.to_string()));
+    }
+    actual.sort_unstable();
+    if actual == expected {
+        return Ok(None);
+    }
+    let mut first_extra = None;
+    store::scan_index(txn, tag == BY_MINER_TAG, &mut |key, location| {
+        if expected.binary_search(&entry_digest(tag, key, location)).is_err() {
+            first_extra = Some(format!(
+                "entry {} -> {} is not a transcript of the blocks",
+                String::from_utf8(key.to_vec()).unwrap_or_else(|_| hex::encode(key)),
+                store::Location::decode(location).map_or_else(|_| hex::encode(location), |l| l.to_string())
+            ));
+            return false;
+        }
+        true
+    })?;
+    let missing = expected.iter().filter(|d| actual.binary_search(d).is_err()).count();
+    let detail = first_extra.unwrap_or_else(|| format!("{missing} entries the blocks imply are missing"));
+    Ok(fault(
+        "index_mismatch",
+        format!(
+            "the index holds {} entries, the blocks imply {} ({missing} missing): {detail}; rebuild it with `af ledger reindex`",
+            actual.len(),
+            expected.len()
+        ),
+    ))
 }
 
 /// Checks one batch of consecutive stored blocks: the expensive part (decode, hashes,
 /// signature) in parallel, then links in height order. Records the first fault.
-fn check_batch(validator: &ValidatorKey, batch: &[(u64, Vec<u8>)], report: &mut ChainReport, next_height: &mut u64) {
+fn check_batch(
+    validator: &ValidatorKey,
+    batch: &[(u64, Vec<u8>)],
+    report: &mut ChainReport,
+    next_height: &mut u64,
+    expected: &mut ExpectedIndex,
+) {
     let checked: Vec<Checked> = batch
         .par_iter()
-        .map(|(height, bytes)| Checked {
-            height: *height,
-            n_bytes: bytes.len() as u64,
-            result: check_block(bytes).and_then(|checked| {
+        .map(|(height, bytes)| {
+            let mut index = ExpectedIndex::default();
+            let mut event_idx = 0u32;
+            let result = check_block_with(bytes, &mut |event| {
+                if let Event::Transcript(t) = &event {
+                    let location =
+                        store::Location { validator: *validator, height: *height, event_idx }.encode();
+                    index.by_challenge.push(entry_digest(BY_CHALLENGE_TAG, &t.challenge_id.0, &location));
+                    index.by_miner.push(entry_digest(BY_MINER_TAG, t.miner.hotkey.as_bytes(), &location));
+                }
+                event_idx += 1;
+            })
+            .and_then(|checked| {
                 let header = checked.header;
                 check_signature(&header, &checked.hash, &checked.signature)?;
                 let tip = Tip { height: header.height, hash: checked.hash, time_ms: header.time_ms };
                 Ok((tip, header, checked.leaf_hashes.len() as u64))
-            }),
+            });
+            Checked { height: *height, n_bytes: bytes.len() as u64, result, index }
         })
         .collect();
     for item in checked {
@@ -119,6 +267,8 @@ fn check_batch(validator: &ValidatorKey, batch: &[(u64, Vec<u8>)], report: &mut 
         });
         match linked {
             Ok((tip, n_events)) => {
+                expected.by_challenge.extend_from_slice(&item.index.by_challenge);
+                expected.by_miner.extend_from_slice(&item.index.by_miner);
                 report.verified_tip = Some(tip);
                 report.n_blocks_ok += 1;
                 report.n_events += n_events;
@@ -137,6 +287,8 @@ fn verify_chain(
     txn: &redb::ReadTransaction,
     validator: &ValidatorKey,
     recorded_tip: Option<Tip>,
+    last_height: Option<u64>,
+    expected: &mut ExpectedIndex,
     progress: Progress<'_>,
 ) -> Result<ChainReport, StoreError> {
     let mut report =
@@ -147,19 +299,24 @@ fn verify_chain(
     let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(2);
     std::thread::scope(|scope| -> Result<(), StoreError> {
         let reader = scope.spawn(move || {
-            store::stream_blocks(txn, validator, VERIFY_BATCH_BYTES, &mut |batch| sender.send(batch).is_ok())
+            store::stream_blocks(txn, validator, VERIFY_BATCH_BYTES, &mut |mut batch| {
+                let Some(last) = last_height else { return sender.send(batch).is_ok() };
+                let past = batch.last().is_some_and(|(h, _)| *h >= last);
+                batch.retain(|(h, _)| *h <= last);
+                sender.send(batch).is_ok() && !past
+            })
         });
         for batch in receiver.iter() {
             if report.fault.is_some() {
                 break; // Dropping the receiver stops the reader.
             }
-            check_batch(validator, &batch, &mut report, &mut next_height);
+            check_batch(validator, &batch, &mut report, &mut next_height, expected);
             progress(validator, report.n_blocks_ok, report.n_bytes);
         }
         drop(receiver);
         reader.join().expect("the block reader does not panic")
     })?;
-    if report.fault.is_some() {
+    if report.fault.is_some() || last_height.is_some() {
         return Ok(report);
     }
     // The tip record must name exactly the last verified block.

@@ -16,12 +16,11 @@ pub mod synth;
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::envs::Registry;
 use crate::evaluation::ratio::RatioParams;
-use crate::ledger::block::{check_link, check_signature, decode_block_borrowed, signing_message, CheckedBlock};
+use crate::ledger::block::{check_link, check_signature, decode_block_borrowed, CheckedBlock};
 use crate::ledger::codec;
 use crate::ledger::store::{self, Store, StoreError};
 use crate::ledger::Event;
 use crate::limits::VERIFY_BATCH_BYTES;
-use ed25519_dalek::{Signature, VerifyingKey};
 use fold::{check_block_events, ChainFold, EventCheck};
 use network::NetworkState;
 use rayon::prelude::*;
@@ -75,12 +74,26 @@ pub fn state_hash(state: &NetworkState) -> Hash32 {
     Hash32(*blake3::hash(&bytes).as_bytes())
 }
 
-/// Folds every chain of `store`, starting each from its fold in `snapshot` when that
-/// fold's tip is still in the store, from genesis otherwise; then combines.
+/// Where the folds handed to [`replay`] come from, which decides what must be checked
+/// before they are reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FoldSource {
+    /// A snapshot file, or anything else made outside this process: a fold is reused only
+    /// if its chain, verified afresh from genesis to the fold's tip with every rule of
+    /// `af ledger verify`, ends at exactly the tip the fold recorded.
+    Untrusted,
+    /// Folds this process made itself from this store, which it holds open for writing
+    /// (no other process can have changed those blocks): reused when the tip's hash still
+    /// matches.
+    ThisProcess,
+}
+
+/// Folds every chain of `store`, starting each from its fold in `snapshot` when that fold
+/// may be reused (see [`FoldSource`]), from genesis otherwise; then combines.
 pub fn replay(
     store: &Store,
     registry: &Registry,
-    snapshot: Option<Snapshot>,
+    snapshot: Option<(Snapshot, FoldSource)>,
     ratio_params: &RatioParams,
     progress: Progress<'_>,
 ) -> Result<Replay, ReplayError> {
@@ -88,13 +101,19 @@ pub fn replay(
     let mut validators: Vec<ValidatorKey> = store::validators_with_blocks(&txn)?;
     validators.sort();
     let mut from_snapshot: BTreeMap<ValidatorKey, ChainFold> = BTreeMap::new();
-    if let Some(snapshot) = snapshot.filter(|s| s.replay_version == REPLAY_VERSION) {
+    if let Some((snapshot, source)) = snapshot.filter(|(s, _)| s.replay_version == REPLAY_VERSION) {
         for fold in snapshot.folds {
-            if let Some(tip) = fold.tip {
-                if store.block_bytes(&fold.validator, tip.height)?.is_some_and(|b| block_hash_of(&b) == Some(tip.hash))
-                {
-                    from_snapshot.insert(fold.validator, fold);
+            let Some(tip) = fold.tip else { continue };
+            let reusable = match source {
+                FoldSource::Untrusted => {
+                    crate::ledger::verify::verify_chain_prefix(&txn, &fold.validator, tip.height)? == Ok(tip)
                 }
+                FoldSource::ThisProcess => store
+                    .block_bytes(&fold.validator, tip.height)?
+                    .is_some_and(|b| block_hash_of(&b) == Some(tip.hash)),
+            };
+            if reusable {
+                from_snapshot.insert(fold.validator, fold);
             }
         }
     }
@@ -138,8 +157,8 @@ fn block_hash_of(bytes: &[u8]) -> Option<Hash32> {
     store::stored_header(bytes).ok().map(|(header, _)| header.hash())
 }
 
-/// Folds consecutive stored blocks of one chain: decodes and checks them in parallel,
-/// verifies their signatures as one batch, then links and folds them in height order.
+/// Folds consecutive stored blocks of one chain: decodes them and checks their
+/// signatures in parallel, then links and folds them in height order.
 /// Stops at the first block that fails (recorded as an invalid block).
 pub fn fold_batch(fold: &mut ChainFold, registry: &Registry, batch: &[(u64, Vec<u8>)]) {
     if fold.invalid_at.is_some() {
@@ -149,16 +168,18 @@ pub fn fold_batch(fold: &mut ChainFold, registry: &Registry, batch: &[(u64, Vec<
     let decoded: Vec<(u64, Decoded<'_>)> = batch
         .par_iter()
         .map(|(height, bytes)| {
+            // Strict single verification, as `af ledger verify` does: a batch check uses
+            // another equation and could pass a crafted signature that verify refuses.
             let result = decode_block_borrowed(bytes)
-                .map(|(checked, events)| {
+                .and_then(|(checked, events)| {
+                    check_signature(&checked.header, &checked.hash, &checked.signature)?;
                     let checks = check_block_events(registry, &validator, &events);
-                    (checked, events, checks, bytes.len())
+                    Ok((checked, events, checks, bytes.len()))
                 })
                 .map_err(|e| e.to_string());
             (*height, result)
         })
         .collect();
-    let signatures_ok = batch_signatures_ok(&validator, &decoded);
     for (height, result) in decoded {
         if height != fold.next_height() {
             fold.mark_invalid(
@@ -175,13 +196,6 @@ pub fn fold_batch(fold: &mut ChainFold, registry: &Registry, batch: &[(u64, Vec<
             }
         };
         let header = &checked.header;
-        if !signatures_ok {
-            // The batch failed: find the culprit with strict single verification.
-            if let Err(e) = check_signature(header, &checked.hash, &checked.signature) {
-                fold.mark_invalid(height, e.to_string());
-                return;
-            }
-        }
         if let Err(e) = check_link(&validator, fold.tip.as_ref(), header) {
             fold.mark_invalid(height, e.to_string());
             return;
@@ -193,25 +207,6 @@ pub fn fold_batch(fold: &mut ChainFold, registry: &Registry, batch: &[(u64, Vec<
 /// A block decoded and checked in the parallel stage: its derived fields, its events
 /// borrowed from the batch's bytes, the per-event checks, its size; or why it failed.
 type Decoded<'a> = Result<(CheckedBlock, Vec<Event<&'a str>>, Vec<EventCheck>, usize), String>;
-
-/// Whether every decoded block of the batch carries a valid signature of `validator`,
-/// checked as one ed25519 batch. A weak (small-order) key fails outright, before any
-/// batch: batch and single verification could otherwise disagree on crafted input.
-fn batch_signatures_ok(validator: &ValidatorKey, decoded: &[(u64, Decoded<'_>)]) -> bool {
-    let Ok(key) = VerifyingKey::from_bytes(&validator.0) else { return false };
-    if key.is_weak() {
-        return false;
-    }
-    let blocks: Vec<&CheckedBlock> = decoded.iter().filter_map(|(_, r)| r.as_ref().ok().map(|(b, ..)| b)).collect();
-    if blocks.iter().any(|b| b.header.validator != *validator) {
-        return false;
-    }
-    let messages: Vec<[u8; 51]> = blocks.iter().map(|b| signing_message(&b.hash)).collect();
-    let message_refs: Vec<&[u8]> = messages.iter().map(|m| m.as_slice()).collect();
-    let signatures: Vec<Signature> = blocks.iter().map(|b| Signature::from_bytes(&b.signature.0)).collect();
-    let keys = vec![key; blocks.len()];
-    ed25519_dalek::verify_batch(&message_refs, &signatures, &keys).is_ok()
-}
 
 /// Reads the snapshot in `dir`, if there is one. A snapshot from another replay version
 /// or with a bad checksum is reported as an error so the caller can say why it replays

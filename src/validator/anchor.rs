@@ -61,7 +61,9 @@ pub async fn set_weights(
         Err(other) => return Err(other.into()),
         Ok(()) => {}
     }
-    let snapshot = folds.take().map(|folds| replay::Snapshot { replay_version: replay::REPLAY_VERSION, folds });
+    let snapshot = folds.take().map(|folds| {
+        (replay::Snapshot { replay_version: replay::REPLAY_VERSION, folds }, replay::FoldSource::ThisProcess)
+    });
     let replayed = {
         let log = log.clone();
         tokio::task::spawn_blocking(move || {

@@ -22,8 +22,9 @@ fn build(spec: &NetworkSpec) -> (tempfile::TempDir, Vec<af::bytes::ValidatorKey>
 }
 
 fn replay_with(dir: &std::path::Path, threads: usize, snapshot: Option<replay::Snapshot>) -> Replay {
-    let store = Store::open(dir).unwrap();
+    let store = Store::open_read_only(dir).unwrap();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    let snapshot = snapshot.map(|s| (s, replay::FoldSource::Untrusted));
     pool.install(|| replay::replay(&store, &envs::registry(), snapshot, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}))
         .unwrap()
 }

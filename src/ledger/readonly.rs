@@ -1,0 +1,208 @@
+//! Opening a store file without trusting or changing it: a redb storage backend over a
+//! file opened read-only, whose writes stay in memory, so that redb's full integrity check
+//! (every page checksum of the committed trees) runs before anything in the file is
+//! followed. A plain open trusts page pointers and lengths and can panic, hang or
+//! allocate without bound on a changed byte; a checked open reports it as corruption.
+//!
+//! The backend takes shared locks where redb asks for exclusive ones: any number of
+//! readers may check one file at once, and a running writer (which holds the file
+//! exclusively) makes the open fail as "locked" instead of reading a moving file.
+
+use redb::backends::FileBackend;
+use redb::{BackendError, StorageBackend};
+use std::fs::File;
+use std::io;
+use std::ops::Bound;
+use std::sync::Mutex;
+
+/// Most bytes redb may write into the in-memory overlay of a checked read-only open (its
+/// integrity check commits once, and closing records the allocator state: both small).
+const MAX_OVERLAY_BYTES: usize = 256 * 1024 * 1024;
+
+#[derive(Debug)]
+struct Overlay {
+    /// Writes in the order they happened; a later write wins where two overlap.
+    writes: Vec<(u64, Vec<u8>)>,
+    n_bytes: usize,
+    len: u64,
+}
+
+/// A read-only file as a redb backend: reads come from the file with the overlay's writes
+/// laid on top; writes and length changes go to the overlay only; `sync_data` does nothing.
+#[derive(Debug)]
+pub struct ReadOnlyFile {
+    inner: FileBackend,
+    file_len: u64,
+    overlay: Mutex<Overlay>,
+}
+
+impl ReadOnlyFile {
+    pub fn new(file: File) -> io::Result<ReadOnlyFile> {
+        let file_len = file.metadata()?.len();
+        let inner = FileBackend::new(file).map_err(io::Error::other)?;
+        Ok(ReadOnlyFile { inner, file_len, overlay: Mutex::new(Overlay { writes: Vec::new(), n_bytes: 0, len: file_len }) })
+    }
+
+    fn overlay(&self) -> std::sync::MutexGuard<'_, Overlay> {
+        // A poisoned overlay only means a reader panicked; its contents are still whole.
+        self.overlay.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl StorageBackend for ReadOnlyFile {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.overlay().len)
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        let overlay = self.overlay();
+        let end = offset.checked_add(out.len() as u64).ok_or_else(|| io::Error::other("read past 2^64"))?;
+        if end > overlay.len {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the store file"));
+        }
+        // The part that lies inside the file comes from it; beyond it (grown by set_len) is zero.
+        let from_file = end.min(self.file_len).saturating_sub(offset) as usize;
+        if from_file > 0 {
+            self.inner.read(offset, &mut out[..from_file])?;
+        }
+        out[from_file..].fill(0);
+        for (at, data) in &overlay.writes {
+            let write_end = at + data.len() as u64;
+            if write_end <= offset || *at >= end {
+                continue;
+            }
+            let lo = (*at).max(offset);
+            let hi = write_end.min(end);
+            out[(lo - offset) as usize..(hi - offset) as usize]
+                .copy_from_slice(&data[(lo - at) as usize..(hi - at) as usize]);
+        }
+        Ok(())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let mut overlay = self.overlay();
+        overlay.len = len;
+        // Shrinking then growing again must read zeros, not the file's old bytes.
+        if len < self.file_len {
+            let zeros = vec![0u8; (self.file_len - len).min(MAX_OVERLAY_BYTES as u64) as usize];
+            overlay.n_bytes += zeros.len();
+            overlay.writes.push((len, zeros));
+        }
+        Ok(())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        let mut overlay = self.overlay();
+        if overlay.n_bytes + data.len() > MAX_OVERLAY_BYTES {
+            return Err(io::Error::other("a read-only open wrote more than its in-memory limit"));
+        }
+        overlay.n_bytes += data.len();
+        overlay.writes.push((offset, data.to_vec()));
+        Ok(())
+    }
+
+    fn close(&self) -> io::Result<()> {
+        self.inner.close()
+    }
+
+    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.inner.try_lock_shared_range(start, end)
+    }
+
+    fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.inner.try_lock_shared_range(start, end)
+    }
+
+    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.inner.lock_shared_range(start, end)
+    }
+
+    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.inner.lock_shared_range(start, end)
+    }
+
+    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.inner.unlock_range(start, end)
+    }
+
+    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.inner.query_lock_range(start, end)
+    }
+}
+
+/// redb's file header: a 9-byte magic, the "god byte" whose low bit names the primary
+/// commit slot, then two 128-byte commit slots at offsets 64 and 192, each holding its
+/// transaction id at byte 104 (redb 4.x, `tree_store/page_store/header.rs`).
+const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+pub const REDB_HEADER_BYTES: usize = 320;
+const SLOT_OFFSETS: [usize; 2] = [64, 192];
+const TRANSACTION_ID_IN_SLOT: usize = 104;
+
+/// Checks what redb's own checks cannot see: that the commit slot the header names as
+/// current is the newer of the two. Both slots hold valid commits (the previous one is
+/// kept for crash recovery), so a changed primary bit would silently show the log as it
+/// was one commit earlier.
+pub fn check_header(header: &[u8]) -> Result<(), String> {
+    if header.len() < REDB_HEADER_BYTES {
+        return Err(format!("the file is {} bytes, shorter than a redb header", header.len()));
+    }
+    if header[..9] != REDB_MAGIC {
+        return Err("the file does not start with redb's magic number".into());
+    }
+    let primary = usize::from(header[9] & 1);
+    let txn = |slot: usize| {
+        let at = SLOT_OFFSETS[slot] + TRANSACTION_ID_IN_SLOT;
+        u64::from_le_bytes(header[at..at + 8].try_into().expect("8 bytes"))
+    };
+    if txn(primary) < txn(1 - primary) {
+        return Err(format!(
+            "the header names commit {} as current, but commit {} is newer: the header was changed",
+            txn(primary),
+            txn(1 - primary)
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlay_reads_writes_on_top_of_the_file_and_zeros_past_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, [1u8; 16]).unwrap();
+        let backend = ReadOnlyFile::new(File::open(&path).unwrap()).unwrap();
+        backend.write(4, &[9, 9]).unwrap();
+        backend.set_len(20).unwrap();
+        let mut out = [0u8; 20];
+        backend.read(0, &mut out).unwrap();
+        assert_eq!(out, [1, 1, 1, 1, 9, 9, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0]);
+        assert!(backend.read(10, &mut [0u8; 11]).is_err(), "reads past the length fail");
+        backend.set_len(8).unwrap();
+        backend.set_len(12).unwrap();
+        let mut out = [0u8; 12];
+        backend.read(0, &mut out).unwrap();
+        assert_eq!(out, [1, 1, 1, 1, 9, 9, 1, 1, 0, 0, 0, 0], "shrunk bytes read as zeros");
+        assert_eq!(std::fs::read(&path).unwrap(), [1u8; 16], "the file is never written");
+    }
+
+    #[test]
+    fn header_naming_the_older_commit_is_refused() {
+        let mut header = vec![0u8; REDB_HEADER_BYTES];
+        header[..9].copy_from_slice(&REDB_MAGIC);
+        header[64 + 104..64 + 112].copy_from_slice(&7u64.to_le_bytes());
+        header[192 + 104..192 + 112].copy_from_slice(&8u64.to_le_bytes());
+        header[9] = 1;
+        assert!(check_header(&header).is_ok());
+        header[9] = 0;
+        assert!(check_header(&header).unwrap_err().contains("commit 8 is newer"));
+        header[0] = b'x';
+        assert!(check_header(&header).unwrap_err().contains("magic"));
+    }
+}
