@@ -17,7 +17,7 @@ pub struct HexError {
 
 /// Decodes lowercase hex (no prefix, no spaces, an even number of digits `0-9a-f`).
 pub fn decode_lower_hex(input: &str) -> Option<Vec<u8>> {
-    if input.len() % 2 != 0 || !input.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+    if !input.len().is_multiple_of(2) || !input.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         return None;
     }
     hex::decode(input).ok()

@@ -44,7 +44,8 @@ pub enum LedgerCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Write every event as one JSON object per line, with its location.
+    /// Export every chain (or one): `jsonl` writes one JSON object per event with its
+    /// location; `blocks` writes the exact block bytes, framed as ledger-spec/08 says.
     Export {
         #[arg(long)]
         data: PathBuf,
@@ -52,6 +53,25 @@ pub enum LedgerCommand {
         format: ExportFormat,
         #[arg(long)]
         validator: Option<String>,
+    },
+    /// Read a block export (`export --format blocks`), verify every block and link, and
+    /// store the blocks (creating the store if needed). Nothing unverified is stored.
+    Import {
+        #[arg(long)]
+        data: PathBuf,
+        /// The export file, or - for stdin.
+        #[arg(long)]
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rebuild the challenge and miner indexes from the blocks (after `verify` reports an
+    /// index fault). Every chain must verify first.
+    Reindex {
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        json: bool,
     },
     /// Print a signed checkpoint (C2SP signed note) of our own chain's tip.
     Checkpoint {
@@ -121,6 +141,7 @@ pub enum LedgerCommand {
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub enum ExportFormat {
     Jsonl,
+    Blocks,
 }
 
 pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
@@ -128,7 +149,9 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
         LedgerCommand::Init { data, json } => init(&data, json),
         LedgerCommand::Show { data, validator, height, json } => show(&data, validator, height, json),
         LedgerCommand::Verify { data, json } => verify(&data, json),
-        LedgerCommand::Export { data, format: ExportFormat::Jsonl, validator } => export(&data, validator),
+        LedgerCommand::Export { data, format, validator } => export(&data, format, validator),
+        LedgerCommand::Import { data, file, json } => import(&data, &file, json),
+        LedgerCommand::Reindex { data, json } => reindex(&data, json),
         LedgerCommand::Checkpoint { data } => checkpoint(&data),
         LedgerCommand::VerifyCheckpoint { file, data, json } => verify_checkpoint(&file, data.as_deref(), json),
         LedgerCommand::Prove { data, height, event, validator } => prove(&data, height, event, validator),
@@ -362,7 +385,10 @@ fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
         }
         match (&report.indexes.fault, report.indexes.checked) {
             (Some(fault), _) => outln!("FAIL  index {} ({}): {}", fault.index, fault.kind, fault.message),
-            (None, true) => outln!("ok    indexes: {} transcripts, each indexed by challenge and by miner", report.indexes.n_entries),
+            (None, true) => outln!(
+                "ok    indexes: {} transcripts, each indexed by challenge and by miner",
+                report.indexes.n_entries
+            ),
             (None, false) => outln!("skip  indexes: not compared, a chain failed"),
         }
         outln!(
@@ -389,13 +415,22 @@ fn report_unreadable(json: bool, message: &str) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(EXIT_CHECK_FAILED))
 }
 
-fn export(data: &Path, validator: Option<String>) -> anyhow::Result<ExitCode> {
+fn export(data: &Path, format: ExportFormat, validator: Option<String>) -> anyhow::Result<ExitCode> {
     let store = Store::open_read_only(data)?;
     let validators: Vec<ValidatorKey> = match validator {
         Some(hex) => vec![parse_validator(&hex)?],
         None => store.tips()?.into_iter().map(|(v, _)| v).collect(),
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if let ExportFormat::Blocks = format {
+        use std::io::IsTerminal;
+        if std::io::stdout().is_terminal() {
+            bail!("the block export is binary: redirect it to a file (`> log.afblocks`)");
+        }
+        af::ledger::export::write_blocks(&store, &validators, &mut out)?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
     for validator in validators {
         let Some(tip) = store.tip(&validator)? else {
             continue;
@@ -412,6 +447,92 @@ fn export(data: &Path, validator: Option<String>) -> anyhow::Result<ExitCode> {
         }
     }
     out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn import(data: &Path, file: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    use af::ledger::export::{BlockReader, LinkChecker};
+    use af::ledger::store::Appended;
+    let input: Box<dyn std::io::Read> = if file.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?)
+    };
+    let store = Store::create(data)?;
+    let mut reader = BlockReader::new(std::io::BufReader::new(input))?;
+    let mut links = LinkChecker::default();
+    let mut progress = ProgressLine::new();
+    let (mut n_new, mut n_known) = (0u64, 0u64);
+    let mut pending = Vec::new();
+    let mut pending_bytes = 0usize;
+    let mut flush = |pending: &mut Vec<af::ledger::SealedBlock>| -> anyhow::Result<Option<String>> {
+        let (appended, refused) = store.append_batch(pending)?;
+        for done in appended {
+            match done {
+                Appended::New(_) => n_new += 1,
+                Appended::AlreadyStored => n_known += 1,
+            }
+        }
+        pending.clear();
+        Ok(refused.map(|(_, error)| error.to_string()))
+    };
+    let outcome: Result<(), String> = loop {
+        let record = reader.records_read();
+        let block = match reader.next_block() {
+            Ok(Some(block)) => block,
+            Ok(None) => break Ok(()),
+            Err(error) => break Err(error.to_string()),
+        };
+        if let Err(error) = links.check(record, &block) {
+            break Err(error.to_string());
+        }
+        pending_bytes += block.bytes().len();
+        pending.push(block);
+        if pending.len() >= 256 || pending_bytes >= af::limits::VERIFY_BATCH_BYTES {
+            pending_bytes = 0;
+            if let Some(why) = flush(&mut pending)? {
+                break Err(why);
+            }
+        }
+        progress.update(|| format!("imported {} blocks", record + 1));
+    };
+    // Blocks verified before a bad record are kept: each is a valid prefix of its chain.
+    let outcome = match outcome {
+        Ok(()) => flush(&mut pending)?.map_or(Ok(()), Err),
+        Err(why) => flush(&mut pending)?.map_or(Err(why.clone()), |_| Err(why)),
+    };
+    progress.finish();
+    let summary = links.finish();
+    let value = serde_json::json!({
+        "blocks_new": n_new, "blocks_already_stored": n_known, "chains": summary.tips, "error": outcome.as_ref().err(),
+    });
+    let text = format!(
+        "{} blocks of {} chain(s) verified: {n_new} stored, {n_known} already stored",
+        summary.n_blocks,
+        summary.tips.len()
+    );
+    match outcome {
+        Ok(()) => report_check(json, true, value, &text),
+        Err(why) => report_check(json, false, value, &format!("{why} (kept the {n_new} verified blocks before it)")),
+    }
+}
+
+fn reindex(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let store = Store::open(data)?;
+    let report = verify::verify_store(&store, &mut |_, _, _| {})?;
+    if let Some(chain) = report.chains.iter().find(|c| c.fault.is_some()) {
+        bail!(
+            "validator {} fails verification ({}); the indexes are rebuilt only from chains that verify",
+            chain.validator,
+            chain.fault.as_ref().map_or("", |f| f.kind)
+        );
+    }
+    let n_entries = store.rebuild_indexes()?;
+    if json {
+        print_json(&serde_json::json!({ "ok": true, "entries": n_entries }))?;
+    } else {
+        outln!("rebuilt the challenge and miner indexes from the blocks: {n_entries} transcripts");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -10,6 +10,7 @@ pub mod checkpoint;
 pub mod codec;
 pub mod demo;
 pub mod event;
+pub mod export;
 pub mod keys;
 pub mod merkle;
 pub mod proof;

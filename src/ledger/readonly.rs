@@ -40,7 +40,11 @@ impl ReadOnlyFile {
     pub fn new(file: File) -> io::Result<ReadOnlyFile> {
         let file_len = file.metadata()?.len();
         let inner = FileBackend::new(file).map_err(io::Error::other)?;
-        Ok(ReadOnlyFile { inner, file_len, overlay: Mutex::new(Overlay { writes: Vec::new(), n_bytes: 0, len: file_len }) })
+        Ok(ReadOnlyFile {
+            inner,
+            file_len,
+            overlay: Mutex::new(Overlay { writes: Vec::new(), n_bytes: 0, len: file_len }),
+        })
     }
 
     fn overlay(&self) -> std::sync::MutexGuard<'_, Overlay> {

@@ -264,7 +264,8 @@ impl Store {
             }
             header.truncate(n);
         }
-        super::readonly::check_header(&header).map_err(|why| StoreError::Corrupt(format!("{}: {why}", path.display())))?;
+        super::readonly::check_header(&header)
+            .map_err(|why| StoreError::Corrupt(format!("{}: {why}", path.display())))?;
         let backend = super::readonly::ReadOnlyFile::new(file).map_err(|e| io_open_error(&path, e))?;
         let torn = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let seen_torn = torn.clone();
@@ -437,6 +438,47 @@ impl Store {
         Ok(appended)
     }
 
+    /// Drops both indexes and rebuilds them from the stored blocks, in one durable
+    /// transaction; returns the number of transcripts indexed. Callers verify first.
+    pub fn rebuild_indexes(&self) -> Result<u64, StoreError> {
+        self.writable()?;
+        let validators = {
+            let txn = self.read()?;
+            validators_with_blocks(&txn)?
+        };
+        let txn = self.db.begin_write().map_err(eng!("starting a reindex"))?;
+        txn.delete_multimap_table(BY_CHALLENGE).map_err(eng!("dropping an index"))?;
+        txn.delete_multimap_table(BY_MINER).map_err(eng!("dropping an index"))?;
+        let mut n_entries = 0u64;
+        {
+            let blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
+            let mut by_challenge = txn.open_multimap_table(BY_CHALLENGE).map_err(eng!("opening an index"))?;
+            let mut by_miner = txn.open_multimap_table(BY_MINER).map_err(eng!("opening an index"))?;
+            for validator in validators {
+                let start = block_key(&validator, 0);
+                let end = block_key(&validator, u64::MAX);
+                for entry in blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng!("reading blocks"))? {
+                    let (key, value) = entry.map_err(eng!("reading blocks"))?;
+                    let (_, height) = split_block_key(key.value())?;
+                    let (_, events) = super::block::decode_block_borrowed(value.value())
+                        .map_err(|source| StoreError::Rejected { validator, height, source })?;
+                    for (event_idx, event) in events.iter().enumerate() {
+                        if let Some((challenge_id, hotkey)) = event.index_keys() {
+                            let location = Location { validator, height, event_idx: event_idx as u32 }.encode();
+                            by_challenge
+                                .insert(challenge_id.0.as_slice(), location.as_slice())
+                                .map_err(eng!("indexing"))?;
+                            by_miner.insert(hotkey, location.as_slice()).map_err(eng!("indexing"))?;
+                            n_entries += 1;
+                        }
+                    }
+                }
+            }
+        }
+        txn.commit().map_err(eng!("committing a reindex"))?;
+        Ok(n_entries)
+    }
+
     pub fn tip(&self, validator: &ValidatorKey) -> Result<Option<Tip>, StoreError> {
         let txn = self.read()?;
         let tips = txn.open_table(TIPS).map_err(eng!("opening tips"))?;
@@ -512,8 +554,11 @@ impl Store {
             let bytes = self.block_bytes(&validator, height)?.ok_or_else(|| {
                 StoreError::Corrupt(format!("the {index} index points at {}, which is not stored", sorted[i]))
             })?;
-            let (_, events) = super::block::decode_block_borrowed(&bytes)
-                .map_err(|source| StoreError::Rejected { validator, height, source })?;
+            let (_, events) = super::block::decode_block_borrowed(&bytes).map_err(|source| StoreError::Rejected {
+                validator,
+                height,
+                source,
+            })?;
             while i < sorted.len() && sorted[i].validator == validator && sorted[i].height == height {
                 let ok = match events.get(sorted[i].event_idx as usize) {
                     Some(super::event::Event::Transcript(t)) => matches(t),
@@ -557,7 +602,9 @@ fn existing_store_file(dir: &Path) -> Result<PathBuf, StoreError> {
 
 fn io_open_error(path: &Path, error: std::io::Error) -> StoreError {
     match error.kind() {
-        std::io::ErrorKind::PermissionDenied => StoreError::Permission { path: path.to_owned(), message: error.to_string() },
+        std::io::ErrorKind::PermissionDenied => {
+            StoreError::Permission { path: path.to_owned(), message: error.to_string() }
+        }
         std::io::ErrorKind::NotFound => StoreError::Missing(path.to_owned()),
         _ => StoreError::Open { path: path.to_owned(), message: error.to_string() },
     }
@@ -576,9 +623,7 @@ fn open_database(
     let error = match result {
         Ok(Ok(db)) => return Ok(db),
         Ok(Err(error)) => error,
-        Err(_) => {
-            return Err(StoreError::Corrupt(format!("{}: the storage engine failed reading it", path.display())))
-        }
+        Err(_) => return Err(StoreError::Corrupt(format!("{}: the storage engine failed reading it", path.display()))),
     };
     use redb::{DatabaseError, StorageError};
     Err(match error {

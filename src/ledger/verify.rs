@@ -236,8 +236,7 @@ fn check_batch(
             let mut event_idx = 0u32;
             let result = check_block_with(bytes, &mut |event| {
                 if let Event::Transcript(t) = &event {
-                    let location =
-                        store::Location { validator: *validator, height: *height, event_idx }.encode();
+                    let location = store::Location { validator: *validator, height: *height, event_idx }.encode();
                     index.by_challenge.push(entry_digest(BY_CHALLENGE_TAG, &t.challenge_id.0, &location));
                     index.by_miner.push(entry_digest(BY_MINER_TAG, t.miner.hotkey.as_bytes(), &location));
                 }

@@ -108,9 +108,9 @@ pub fn replay(
                 FoldSource::Untrusted => {
                     crate::ledger::verify::verify_chain_prefix(&txn, &fold.validator, tip.height)? == Ok(tip)
                 }
-                FoldSource::ThisProcess => store
-                    .block_bytes(&fold.validator, tip.height)?
-                    .is_some_and(|b| block_hash_of(&b) == Some(tip.hash)),
+                FoldSource::ThisProcess => {
+                    store.block_bytes(&fold.validator, tip.height)?.is_some_and(|b| block_hash_of(&b) == Some(tip.hash))
+                }
             };
             if reusable {
                 from_snapshot.insert(fold.validator, fold);

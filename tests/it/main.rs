@@ -8,6 +8,7 @@ mod envs_golden;
 mod envs_props;
 mod evaluation_stopping;
 mod ledger_crash;
+mod ledger_faults;
 mod ledger_fuzz;
 mod ledger_model;
 mod ledger_tamper;

@@ -1,0 +1,188 @@
+//! Fault injection: seeded single-byte changes anywhere in a real store file (redb's
+//! header, pages holding blocks, the tip record, the index tables, the rest of the file
+//! including free space), each checked through the real binary. Every flip must be either
+//! detected (`af ledger verify` exits 3 and names what) or harmless (export, show, prove
+//! and find print byte-identical output). No panic, hang or abort; the seed is printed
+//! (`AF_FAULT_SEED=N` replays one run).
+
+use crate::af_bin;
+use af::ledger::store::{encode_tip, Location, STORE_FILE};
+use af::ledger::{demo, Event, LedgerKey, OwnLog, Store};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+const N_BLOCKS: u64 = 40;
+const EVENTS_PER_BLOCK: u32 = 20;
+const N_FLIPS: usize = 300;
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // splitmix64
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Runs `af` with a deadline: a run that outlives it is a hang, and is killed. The
+/// output is drained while it runs (a full pipe would otherwise stall the child).
+fn run_af(args: &[&str]) -> Output {
+    let child =
+        Command::new(af_bin()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run af");
+    let pid = child.id();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || sender.send(child.wait_with_output()));
+    match receiver.recv_timeout(TIMEOUT) {
+        Ok(output) => output.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("af {args:?} hung for more than {TIMEOUT:?}");
+        }
+    }
+}
+
+/// Every offset where `needle` occurs in `haystack`.
+fn positions(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
+    haystack.windows(needle.len()).enumerate().filter(|(_, w)| *w == needle).map(|(i, _)| i).collect()
+}
+
+/// The outputs a flip must leave unchanged if verify calls it harmless.
+fn reading_outputs(dir: &Path, validator: &str, challenge: &str, miner: &str) -> Vec<(String, Output)> {
+    let data = dir.to_str().unwrap();
+    let runs: Vec<Vec<&str>> = vec![
+        vec!["ledger", "export", "--data", data, "--format", "jsonl"],
+        vec!["ledger", "export", "--data", data, "--format", "blocks"],
+        vec!["ledger", "show", "--data", data],
+        vec!["ledger", "show", "--data", data, "--validator", validator],
+        vec!["ledger", "show", "--data", data, "--validator", validator, "--height", "17", "--json"],
+        vec!["ledger", "prove", "--data", data, "--validator", validator, "--height", "23", "--event", "5"],
+        vec!["ledger", "find", "--data", data, "--challenge-id", challenge, "--json"],
+        vec!["ledger", "find", "--data", data, "--miner", miner, "--json"],
+    ];
+    runs.into_iter().map(|args| (args.join(" "), run_af(&args))).collect()
+}
+
+#[test]
+fn every_single_byte_flip_of_a_store_is_detected_or_harmless() {
+    let seed: u64 = std::env::var("AF_FAULT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261122);
+    eprintln!("fault injection seed {seed} (AF_FAULT_SEED={seed} replays it)");
+    let mut rng = Rng(seed);
+
+    let pristine_dir = tempfile::tempdir().unwrap();
+    let key = LedgerKey::from_seed([7; 32]);
+    let validator = key.validator();
+    let log = OwnLog::new(Store::create(pristine_dir.path()).unwrap(), LedgerKey::from_seed([7; 32]));
+    let mut challenge = None;
+    let mut locations = Vec::new();
+    for height in 0..N_BLOCKS {
+        let events = demo::demo_events(&validator, height, EVENTS_PER_BLOCK, 300);
+        if let Event::Transcript(t) = &events[3] {
+            challenge.get_or_insert(t.challenge_id);
+        }
+        locations.push(Location { validator, height, event_idx: 3 }.encode());
+        log.append(events, 1_000 + height).unwrap();
+    }
+    let tip = log.tip().unwrap().unwrap();
+    drop(log);
+    let file = pristine_dir.path().join(STORE_FILE);
+    let pristine = std::fs::read(&file).unwrap();
+    let challenge = challenge.unwrap();
+
+    // Where the interesting bytes are: found in the file itself, so the test follows
+    // whatever layout the engine chose.
+    let mut targets: Vec<(&str, Vec<usize>)> = vec![("redb header", (0..320).collect())];
+    let tip_at = positions(&pristine, &encode_tip(&tip));
+    assert!(!tip_at.is_empty(), "the tip record is in the file");
+    targets.push(("tip record", tip_at.iter().flat_map(|p| *p..*p + 48).collect()));
+    let mut index_bytes = Vec::new();
+    for location in &locations {
+        index_bytes.extend(positions(&pristine, location).into_iter().flat_map(|p| p..p + 44));
+    }
+    assert!(!index_bytes.is_empty(), "index entries are in the file");
+    targets.push(("index entries", index_bytes));
+    let challenge_at: Vec<usize> = positions(&pristine, &challenge.0).into_iter().flat_map(|p| p..p + 32).collect();
+    targets.push(("challenge ids (index keys and block bytes)", challenge_at));
+    let mut header_bytes = Vec::new();
+    let store = Store::open_read_only(pristine_dir.path()).unwrap();
+    for height in [0, 9, 20, 39] {
+        let bytes = store.block_bytes(&validator, height).unwrap().unwrap();
+        header_bytes.extend(positions(&pristine, &bytes[..64]).into_iter().flat_map(|p| p..p + 300));
+    }
+    drop(store);
+    targets.push(("block headers and first events", header_bytes));
+    let last_page = pristine.len() - 4096;
+    targets.push(("the file's last page", (last_page..pristine.len()).collect()));
+    let n_targeted = N_FLIPS / 2;
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap().to_string();
+    let baseline_copy = tempfile::tempdir().unwrap();
+    std::fs::write(baseline_copy.path().join(STORE_FILE), &pristine).unwrap();
+    let (validator_hex, challenge_hex) = (validator.to_hex(), challenge.to_hex());
+    let baseline = reading_outputs(baseline_copy.path(), &validator_hex, &challenge_hex, demo::DEMO_CHAMPION);
+    for (what, output) in &baseline {
+        assert!(output.status.success(), "baseline `{what}` fails: {}", String::from_utf8_lossy(&output.stderr));
+    }
+
+    let (mut detected, mut harmless) = (0usize, 0usize);
+    let mut by_region: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+    for flip in 0..N_FLIPS {
+        let (region, offset) = if flip < n_targeted {
+            let (name, offsets) = &targets[flip % targets.len()];
+            (*name, offsets[rng.below(offsets.len())])
+        } else {
+            ("anywhere", rng.below(pristine.len()))
+        };
+        let mask = (rng.below(255) + 1) as u8;
+        let mut bytes = pristine.clone();
+        bytes[offset] ^= mask;
+        std::fs::write(dir.path().join(STORE_FILE), &bytes).unwrap();
+        let context = format!("flip {flip} (seed {seed}): byte {offset} ^= {mask:#04x} in {region}");
+        let verify = run_af(&["ledger", "verify", "--data", &data, "--json"]);
+        let stderr = String::from_utf8_lossy(&verify.stderr).into_owned();
+        let entry = by_region.entry(region).or_default();
+        match verify.status.code() {
+            Some(3) => {
+                let report: serde_json::Value = serde_json::from_slice(&verify.stdout)
+                    .unwrap_or_else(|e| panic!("{context}: verify printed no JSON report ({e}); stderr {stderr}"));
+                assert_eq!(report["ok"], false, "{context}");
+                let named = report["error"].is_string()
+                    || report["indexes"]["fault"].is_object()
+                    || report["chains"].as_array().is_some_and(|c| c.iter().any(|c| c["fault"]["kind"].is_string()));
+                assert!(named, "{context}: exit 3 without naming what failed: {report}");
+                detected += 1;
+                entry.0 += 1;
+            }
+            Some(0) => {
+                let outputs = reading_outputs(dir.path(), &validator_hex, &challenge_hex, demo::DEMO_CHAMPION);
+                for ((what, expected), (_, actual)) in baseline.iter().zip(&outputs) {
+                    assert!(
+                        actual.status.success() && actual.stdout == expected.stdout,
+                        "{context}: verify said ok, but `{what}` changed (exit {:?}): {}",
+                        actual.status.code(),
+                        String::from_utf8_lossy(&actual.stderr)
+                    );
+                }
+                harmless += 1;
+                entry.1 += 1;
+            }
+            other => panic!("{context}: verify exited {other:?} (only 0 or 3 are allowed); stderr {stderr}"),
+        }
+    }
+    eprintln!("{N_FLIPS} flips of a {}-byte store: {detected} detected, {harmless} harmless", pristine.len());
+    for (region, (d, h)) in &by_region {
+        eprintln!("  {region}: {d} detected, {h} harmless");
+    }
+    assert_eq!(detected + harmless, N_FLIPS);
+    assert!(detected > N_FLIPS / 3, "most flips land in live data and must be detected");
+}
