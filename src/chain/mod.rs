@@ -14,6 +14,7 @@ pub mod local;
 pub mod subtensor;
 
 use crate::bytes::{Hash32, ValidatorKey};
+use crate::ledger::Tip;
 use serde::{Deserialize, Serialize};
 
 /// Space one commitment may use per tempo, and what each call costs at least.
@@ -44,6 +45,49 @@ pub struct LedgerCommitment {
     pub tip_hash: Hash32,
     pub ledger_key: ValidatorKey,
     pub tip_height: u64,
+}
+
+/// What the chain says about a proven tip of one ledger key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct OnChainCheck {
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// Compares a proven tip `(height, hash)` of ledger key `validator` with the latest
+/// commitments on chain (`CommitmentOf` keeps only the latest per hotkey): the same height
+/// must carry the same hash; a later committed height is reported, not judged (the proof
+/// would need the headers in between).
+pub fn check_tip_on_chain(records: &[CommitmentRecord], validator: &ValidatorKey, tip: &Tip) -> OnChainCheck {
+    let mine: Vec<(&CommitmentRecord, LedgerCommitment)> = records
+        .iter()
+        .filter_map(|r| LedgerCommitment::from_fields(&r.fields).map(|c| (r, c)))
+        .filter(|(_, c)| c.ledger_key == *validator)
+        .collect();
+    let Some((record, c)) = mine.iter().max_by_key(|(r, _)| r.block) else {
+        return OnChainCheck { ok: false, detail: format!("no hotkey on this subnet commits ledger key {validator}") };
+    };
+    let at = format!("hotkey {} at chain block {}", record.hotkey, record.block);
+    match c.tip_height.cmp(&tip.height) {
+        std::cmp::Ordering::Equal if c.tip_hash == tip.hash => {
+            OnChainCheck { ok: true, detail: format!("{at} committed exactly this tip") }
+        }
+        std::cmp::Ordering::Equal => OnChainCheck {
+            ok: false,
+            detail: format!("{at} committed height {} with hash {}, not {}", c.tip_height, c.tip_hash, tip.hash),
+        },
+        std::cmp::Ordering::Greater => OnChainCheck {
+            ok: true,
+            detail: format!(
+                "{at} committed a later tip (height {}); the chain keeps only the latest, so this height is not checkable there",
+                c.tip_height
+            ),
+        },
+        std::cmp::Ordering::Less => OnChainCheck {
+            ok: false,
+            detail: format!("{at} committed only up to height {}, below the proven {}", c.tip_height, tip.height),
+        },
+    }
 }
 
 /// `Data` of the Commitments pallet: `Raw(len)` has tag `len + 1` for 0..=128.

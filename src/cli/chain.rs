@@ -304,6 +304,16 @@ pub fn audit_commitments(args: &ChainArgs, folds: &[ChainFold], store: &Store) -
     Ok(audit)
 }
 
+/// Reads the subnet's commitments and compares the proven tip of `validator` with them.
+pub fn check_commitment_on_chain(
+    chain: &ChainArgs,
+    validator: &af::bytes::ValidatorKey,
+    tip: &af::ledger::Tip,
+) -> anyhow::Result<chain_mod::OnChainCheck> {
+    let records = runtime()?.block_on(async { anyhow::Ok(chain.connect().await?.commitments().await?) })?;
+    Ok(chain_mod::check_tip_on_chain(&records, validator, tip))
+}
+
 /// `af weights show`: what replay says the weights should be, next to what is on chain.
 pub fn weights_show(data: &std::path::Path, chain: &ChainArgs, json: bool) -> anyhow::Result<ExitCode> {
     let (_store, replayed) = super::audit::replay_dir(data)?;

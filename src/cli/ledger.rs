@@ -557,7 +557,12 @@ fn report_check(json: bool, ok: bool, value: serde_json::Value, text: &str) -> a
 }
 
 fn verify_checkpoint(file: &Path, data: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
-    let note = super::read_input(file, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
+    let bytes = super::read_input_bytes(file, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
+    // A note that is not UTF-8 fails the check like any other malformed note.
+    let Ok(note) = String::from_utf8(bytes) else {
+        let why = "checkpoint is malformed: the note is not UTF-8";
+        return report_check(json, false, serde_json::json!({ "error": why }), why);
+    };
     let checkpoint = match Checkpoint::verify(&note) {
         Ok(checkpoint) => checkpoint,
         Err(error) => {
@@ -595,7 +600,10 @@ fn prove(data: &Path, height: u64, event: u32, validator: Option<String>) -> any
 
 fn verify_proof(file: &Path, checkpoint: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
     let text = super::read_input(file, af::limits::MAX_JSON_INPUT_BYTES)?;
-    let proof: InclusionProof = serde_json::from_str(&text).context("not an inclusion proof")?;
+    let proof: InclusionProof = match serde_json::from_str(&text) {
+        Ok(proof) => proof,
+        Err(error) => return super::report_parse_failure(json, "inclusion proof", &error),
+    };
     let tip = match proof::verify_inclusion_proof(&proof) {
         Ok(tip) => tip,
         Err(error) => {

@@ -196,24 +196,42 @@ macro_rules! outln {
     }};
 }
 
-/// Reads a text input of at most `limit` bytes from a file, or stdin for `-`.
+/// Reads a text input of at most `limit` bytes from a file, or stdin for `-`. Only a
+/// regular file or a stream is read, and never more than `limit + 1` bytes of it.
 pub fn read_input(path: &std::path::Path, limit: u64) -> anyhow::Result<String> {
+    let bytes = read_input_bytes(path, limit)?;
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))
+}
+
+pub fn read_input_bytes(path: &std::path::Path, limit: u64) -> anyhow::Result<Vec<u8>> {
     use anyhow::Context;
     use std::io::Read;
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     if path.as_os_str() == "-" {
-        std::io::stdin().take(limit + 1).read_to_string(&mut text)?;
+        std::io::stdin().take(limit + 1).read_to_end(&mut bytes)?;
     } else {
         std::fs::File::open(path)
             .with_context(|| format!("opening {}", path.display()))?
             .take(limit + 1)
-            .read_to_string(&mut text)
+            .read_to_end(&mut bytes)
             .with_context(|| format!("reading {}", path.display()))?;
     }
-    if text.len() as u64 > limit {
+    if bytes.len() as u64 > limit {
         anyhow::bail!("{} is larger than {limit} bytes", path.display());
     }
-    Ok(text)
+    Ok(bytes)
+}
+
+/// A document handed to a verify command that does not even parse as what it claims to
+/// be: the check ran and failed (exit 3), with serde's reason (which names the field).
+pub fn report_parse_failure(json: bool, what: &str, error: &serde_json::Error) -> anyhow::Result<ExitCode> {
+    let message = format!("not a well-formed {what}: {error}");
+    if json {
+        print_json(&serde_json::json!({ "ok": false, "error": message }))?;
+    } else {
+        outln!("FAIL: {message}");
+    }
+    Ok(ExitCode::from(EXIT_CHECK_FAILED))
 }
 
 pub fn now_ms() -> u64 {

@@ -6,13 +6,13 @@
 
 use super::{print_json, read_input};
 use crate::outln;
-use af::ledger::event::{ChainCommitment, Event, Transcript};
-use af::ledger::proof::{prove_in_block, signed_headers, verify_inclusion_proof, InclusionProof, SignedHeader};
+use af::ledger::entry::{outcome, verify_entry, EntryProof, Opponent, TranscriptEntry, Unproven};
+use af::ledger::event::{ChainCommitment, Event};
+use af::ledger::proof::{prove_in_block, signed_headers, InclusionProof, SignedHeader};
 use af::limits::MAX_JSON_INPUT_BYTES;
 use af::replay::fold::ChainFold;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -42,48 +42,22 @@ pub struct TranscriptsArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum TranscriptsCommand {
-    /// Check a transcript proof (one object of `af transcripts --json` output, or its
-    /// `proof` field) offline.
+    /// Check a transcript entry (one object of `af transcripts --json` or `--jsonl`
+    /// output) offline: every proof, and every shown field against the proven bytes.
     Verify {
         file: PathBuf,
+        /// Also check, on this chain, that the validator's latest commitment names its
+        /// ledger key and (at the same height) the proven tip.
+        #[command(flatten)]
+        chain: super::chain::ChainArgs,
         #[arg(long)]
         json: bool,
     },
 }
 
-/// A transcript's proof: its inclusion in a block and the headers up to a committed tip.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct TranscriptProof {
-    pub inclusion: InclusionProof,
-    /// The validator's recorded commitment whose tip the headers reach, if one covers it.
-    pub commitment: Option<ChainCommitment>,
-}
-
-#[derive(Serialize)]
-struct Entry {
-    validator: af::bytes::ValidatorKey,
-    height: u64,
-    event_idx: u32,
-    role: &'static str,
-    transcript: Transcript,
-    opponent: Option<Opponent>,
-    /// win, loss or draw for this miner; none when the pair is incomplete.
-    outcome: Option<&'static str>,
-    env_decision: Option<af::ledger::event::EnvOutcome>,
-    /// Whether the contender won the match, once decided.
-    match_contender_won: Option<bool>,
-    proof: TranscriptProof,
-}
-
-#[derive(Serialize)]
-struct Opponent {
-    hotkey: String,
-    reward_milli: i32,
-}
-
 pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
-    if let Some(TranscriptsCommand::Verify { file, json }) = args.command {
-        return verify(&file, json);
+    if let Some(TranscriptsCommand::Verify { file, chain, json }) = args.command {
+        return verify(&file, &chain, json);
     }
     let data = args.data.context("--data is required")?;
     let miner = args.miner.context("--miner HOTKEY is required")?;
@@ -92,25 +66,23 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
     let folds: BTreeMap<_, &ChainFold> = replayed.folds.iter().map(|f| (f.validator, f)).collect();
     let mut blocks: BTreeMap<(af::bytes::ValidatorKey, u64), af::ledger::block::DecodedBlock> = BTreeMap::new();
     let mut headers: BTreeMap<af::bytes::ValidatorKey, BTreeMap<u64, SignedHeader>> = BTreeMap::new();
+    let mut commitment_proofs: BTreeMap<(af::bytes::ValidatorKey, u64), Option<InclusionProof>> = BTreeMap::new();
     let mut entries = Vec::new();
-    for location in store.locate_miner(&miner)? {
+    // Each location is confirmed against its block: the index never answers on its own.
+    for location in store.find_miner(&miner)? {
         let key = (location.validator, location.height);
-        let block = match blocks.entry(key) {
-            std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
-            std::collections::btree_map::Entry::Vacant(entry) => {
-                entry.insert(store.block(&location.validator, location.height)?.context("an indexed block is missing")?)
-            }
-        };
+        if let std::collections::btree_map::Entry::Vacant(entry) = blocks.entry(key) {
+            let block = store.block(&location.validator, location.height)?.context("an indexed block is missing")?;
+            entry.insert(block);
+        }
+        let block = &blocks[&key];
         let Some(Event::Transcript(t)) = block.block.events.get(location.event_idx as usize) else { continue };
         if args.env.as_ref().is_some_and(|e| *e != t.env.name) || match_filter.is_some_and(|m| m != t.match_id) {
             continue;
         }
         // The opponent answered the same challenge; both transcripts share a block.
-        let opponent = block.block.events.iter().find_map(|e| match e {
-            Event::Transcript(o) if o.challenge_id == t.challenge_id && o.miner.hotkey != t.miner.hotkey => {
-                Some(Opponent { hotkey: o.miner.hotkey.clone(), reward_milli: o.reward_milli })
-            }
-            _ => None,
+        let opponent_idx = block.block.events.iter().position(|e| {
+            matches!(e, Event::Transcript(o) if o.challenge_id == t.challenge_id && o.miner.hotkey != t.miner.hotkey)
         });
         let fold = folds.get(&location.validator);
         let played = fold.and_then(|f| f.matches.get(&t.match_id));
@@ -136,21 +108,33 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
             location.event_idx,
             known.range(location.height..=last).map(|(_, h)| h.clone()).collect(),
         )?;
-        entries.push(Entry {
+        let opponent_proof = opponent_idx
+            .map(|idx| prove_in_block(block, idx as u32, vec![known[&location.height].clone()]))
+            .transpose()?;
+        let commitment_proof = match &commitment {
+            Some(c) if c.committed_height == last => commitment_proofs
+                .entry((location.validator, c.committed_height))
+                .or_insert(prove_commitment(&store, &location.validator, c)?)
+                .clone(),
+            _ => None,
+        };
+        let opponent = opponent_proof.as_ref().and_then(|p| match &p.event {
+            Event::Transcript(o) => Some(Opponent { hotkey: o.miner.hotkey.clone(), reward_milli: o.reward_milli }),
+            _ => None,
+        });
+        entries.push(TranscriptEntry {
             validator: location.validator,
             height: location.height,
             event_idx: location.event_idx,
-            role,
-            outcome: opponent.as_ref().map(|o| match t.reward_milli.cmp(&o.reward_milli) {
-                std::cmp::Ordering::Greater => "win",
-                std::cmp::Ordering::Less => "loss",
-                std::cmp::Ordering::Equal => "draw",
-            }),
+            outcome: opponent.as_ref().map(|o| outcome(t.reward_milli, o.reward_milli).to_string()),
             opponent,
-            env_decision: played.and_then(|m| m.env_folds.get(&t.env.name)).and_then(|e| e.decision),
-            match_contender_won: played.and_then(|m| m.decided.as_ref()).map(|d| d.contender_won),
             transcript: t.clone(),
-            proof: TranscriptProof { inclusion, commitment },
+            unproven: Unproven {
+                role: role.to_string(),
+                env_decision: played.and_then(|m| m.env_folds.get(&t.env.name)).and_then(|e| e.decision),
+                match_contender_won: played.and_then(|m| m.decided.as_ref()).map(|d| d.contender_won),
+            },
+            proof: EntryProof { inclusion, opponent: opponent_proof, commitment: commitment_proof },
         });
     }
     if args.json {
@@ -168,69 +152,101 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
                 e.height,
                 e.event_idx,
                 t.env.name,
-                e.role,
+                e.unproven.role,
                 t.challenge_index,
                 &t.challenge_id.to_hex()[..16],
                 t.reward_milli,
                 e.opponent.as_ref().map_or("-".into(), |o| o.reward_milli.to_string()),
-                e.outcome.unwrap_or("-"),
-                e.proof
-                    .commitment
-                    .as_ref()
-                    .map_or("proof to tip".into(), |c| format!("proof to commitment at chain block {}", c.chain_block))
+                e.outcome.as_deref().unwrap_or("-"),
+                match &e.proof.commitment {
+                    Some(p) => match &p.event {
+                        Event::ChainCommitment(c) => format!("proof to commitment at chain block {}", c.chain_block),
+                        _ => "proof to tip".into(),
+                    },
+                    None => "proof to tip (no commitment covers it yet)".into(),
+                }
             );
         }
-        outln!("{} transcript(s) of {miner}; --json for messages, answers and proofs", entries.len());
+        outln!(
+            "{} transcript(s) of {miner}; --json for messages, answers and proofs (the role and decisions are replay's, not proven by the entry)",
+            entries.len()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn verify(file: &Path, json: bool) -> anyhow::Result<ExitCode> {
+/// The inclusion proof of the validator's own `ChainCommitment` event `c`, found in the
+/// blocks after the one it commits (it is recorded once the chain accepted it).
+fn prove_commitment(
+    store: &af::ledger::Store,
+    validator: &af::bytes::ValidatorKey,
+    c: &ChainCommitment,
+) -> anyhow::Result<Option<InclusionProof>> {
+    let tip = store.tip(validator)?.context("the chain has no tip")?.height;
+    for height in c.committed_height + 1..=tip {
+        let block = store.block(validator, height)?.context("a block of a verified chain is missing")?;
+        let found = block.block.events.iter().position(|e| matches!(e, Event::ChainCommitment(x) if x == c));
+        if let Some(idx) = found {
+            let headers = signed_headers(store, validator, height, height)?;
+            return Ok(Some(prove_in_block(&block, idx as u32, headers)?));
+        }
+    }
+    Ok(None)
+}
+
+fn verify(file: &Path, chain: &super::chain::ChainArgs, json: bool) -> anyhow::Result<ExitCode> {
     let text = read_input(file, MAX_JSON_INPUT_BYTES)?;
-    let value: serde_json::Value = serde_json::from_str(&text).context("the proof is not JSON")?;
-    // Accept a whole entry (with a `proof` field) or the proof itself.
-    let proof: TranscriptProof =
-        serde_json::from_value(value.get("proof").cloned().unwrap_or(value)).context("not a transcript proof")?;
-    let result =
-        verify_inclusion_proof(&proof.inclusion).map_err(|e| e.to_string()).and_then(|tip| match &proof.commitment {
-            Some(c) if c.committed_height != tip.height || c.committed_hash != tip.hash => Err(format!(
-                "the headers reach height {} hash {}, not the committed height {} hash {}",
-                tip.height, tip.hash, c.committed_height, c.committed_hash
-            )),
-            _ => Ok(tip),
-        });
-    let is_transcript = matches!(proof.inclusion.event, Event::Transcript(_));
-    let ok = result.is_ok() && is_transcript;
+    // The file is what is being checked: one that is not a well-formed entry fails the
+    // check (exit 3), as a changed byte inside one does.
+    let entry: TranscriptEntry = match serde_json::from_str(&text) {
+        Ok(entry) => entry,
+        Err(error) => return super::report_parse_failure(json, "transcript entry", &error),
+    };
+    let verified = verify_entry(&entry);
+    let on_chain = match (&verified, chain.chain.is_some()) {
+        (Ok(v), true) => Some(super::chain::check_commitment_on_chain(chain, &v.validator, &v.tip)?),
+        _ => None,
+    };
+    let ok = verified.is_ok() && on_chain.as_ref().is_none_or(|c| c.ok);
     if json {
         print_json(&serde_json::json!({
             "ok": ok,
-            "validator": proof.inclusion.validator,
-            "height": proof.inclusion.height,
-            "event_idx": proof.inclusion.event_idx,
-            "tip": result.as_ref().ok(),
-            "commitment": proof.commitment,
-            "error": result.as_ref().err().cloned().or((!is_transcript).then(|| "the event is not a transcript".to_string())),
+            "verified": verified.as_ref().ok(),
+            "error": verified.as_ref().err().map(|e| e.to_string()),
+            "on_chain": on_chain,
+            "unproven": entry.unproven,
         }))?;
     } else {
-        match (&result, is_transcript) {
-            (Ok(tip), true) => {
+        match &verified {
+            Ok(v) => {
                 outln!(
-                    "ok: transcript in block {} of validator {}, chained to height {} hash {}",
-                    proof.inclusion.height,
-                    proof.inclusion.validator,
-                    tip.height,
-                    tip.hash
+                    "ok: transcript {} of block {} (validator {}), every shown field proven, chained to height {} hash {}",
+                    v.event_idx,
+                    v.height,
+                    v.validator,
+                    v.tip.height,
+                    v.tip.hash
                 );
-                match &proof.commitment {
+                match &v.commitment {
                     Some(c) => outln!(
-                        "which the validator committed at chain block {} (netuid {}); check it on chain with `af chain commitments`",
-                        c.chain_block, c.netuid
+                        "proven from the validator's log: it committed that tip at chain block {} on netuid {}",
+                        c.chain_block,
+                        c.netuid
                     ),
-                    None => outln!("no commitment covers this block yet: the proof reaches the validator's tip when it was made"),
+                    None => outln!("unproven: no commitment covers this block yet; the proof reaches the validator's tip when it was made"),
                 }
+                match &on_chain {
+                    Some(check) => outln!("{}on chain: {}", if check.ok { "" } else { "FAIL " }, check.detail),
+                    None => outln!("not checked on chain (give --chain SPEC --netuid N to check it)"),
+                }
+                outln!(
+                    "unproven (replay's context, not covered by the proofs): role {}, env decision {:?}, contender won {:?}",
+                    entry.unproven.role,
+                    entry.unproven.env_decision,
+                    entry.unproven.match_contender_won
+                );
             }
-            (Ok(_), false) => outln!("FAIL: the proven event is not a transcript"),
-            (Err(e), _) => outln!("FAIL: {e}"),
+            Err(e) => outln!("FAIL: {e}"),
         }
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) })

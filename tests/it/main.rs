@@ -18,6 +18,7 @@ mod miner_policy;
 mod p2p_net;
 mod p2p_partition;
 mod p2p_sim;
+mod proof_mutations;
 mod replay_audit;
 mod validator_cli;
 mod validator_match;

@@ -255,9 +255,9 @@ fn miners_see_their_transcripts_with_proofs_that_break_on_any_changed_byte() {
     for entry in entries {
         assert_eq!(entry["transcript"]["miner"]["hotkey"], "5SynthRandom");
         assert_eq!(entry["transcript"]["env"]["name"], "mult");
-        assert_eq!(entry["role"], "contender");
+        assert_eq!(entry["unproven"]["role"], "contender");
         assert_eq!(entry["opponent"]["hotkey"], "5SynthPerfect");
-        assert_eq!(entry["match_contender_won"], false);
+        assert_eq!(entry["unproven"]["match_contender_won"], false);
     }
     let jsonl = stdout(&af(&["transcripts", "--data", data, "--miner", "5SynthRandom", "--env", "mult", "--jsonl"]));
     assert_eq!(jsonl.lines().count(), entries.len());
