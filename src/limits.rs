@@ -19,6 +19,16 @@ pub const MAX_NAME_BYTES: usize = 256;
 /// Most entries in a list of short items (envs of a match, weights, win rates).
 pub const MAX_LIST_ITEMS: usize = 4096;
 
+/// Longest text of a miner's (one answer, one message) recorded in full; a longer one is
+/// recorded as its prefix with its full length and hash (a `TranscriptCut` event).
+pub const MAX_RECORDED_TEXT_BYTES: usize = 256 * 1024;
+/// Most bytes of miner text one transcript records over all its messages; once spent,
+/// later answers are cut to what remains. Bounds a transcript of many turns.
+pub const MAX_TRANSCRIPT_TEXT_BYTES: usize = 1024 * 1024;
+/// Longest error text recorded for a failed request (errors quote at most a prefix of
+/// what a miner sent).
+pub const MAX_ERROR_TEXT_BYTES: usize = 1024;
+
 /// Largest model answer an environment parser looks at; longer is an invalid action.
 pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
 /// Largest checkpoint note we parse, in bytes.
@@ -41,7 +51,13 @@ pub const VERIFY_BATCH_BLOCKS: usize = 64;
 
 const _: () = assert!(MAX_EVENT_BYTES <= MAX_BLOCK_BYTES);
 const _: () = assert!((MAX_TEXT_BYTES as u64) * 2 < MAX_EVENT_BYTES);
-const _: () = assert!(MAX_ANSWER_BYTES <= MAX_TEXT_BYTES);
+const _: () = assert!(MAX_ANSWER_BYTES <= MAX_RECORDED_TEXT_BYTES);
+const _: () = assert!(MAX_RECORDED_TEXT_BYTES <= MAX_TEXT_BYTES);
+// A transcript: its miner text (plus the answer again), the env's prompts and framing,
+// must fit in one event, and a challenge's two transcripts with its decisions in a
+// fraction of a block, so the writer can always seal them together.
+const _: () = assert!(((MAX_TRANSCRIPT_TEXT_BYTES + MAX_RECORDED_TEXT_BYTES) as u64) * 2 < MAX_EVENT_BYTES);
+const _: () = assert!(MAX_EVENT_BYTES * 4 <= MAX_BLOCK_BYTES);
 const _: () = assert!(MAX_NAME_BYTES < MAX_TEXT_BYTES);
 // A block of the most events, each of the smallest size (a few bytes), must fit.
 const _: () = assert!((MAX_EVENTS_PER_BLOCK as u64) * 64 < MAX_BLOCK_BYTES);

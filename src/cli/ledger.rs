@@ -306,6 +306,11 @@ fn show(data: &Path, validator: Option<String>, height: Option<u64>, json: bool)
 /// One line about an event, for people.
 fn describe(event: &Event) -> String {
     match event {
+        Event::TranscriptCut(cut) => format!(
+            "{} ({} text(s) recorded in part)",
+            describe(&Event::Transcript(cut.transcript.clone())),
+            cut.cuts.len()
+        ),
         Event::Transcript(t) => format!(
             "transcript {} v{} challenge {} #{} miner {} reward {}{}",
             t.env.name,

@@ -76,13 +76,15 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
             entry.insert(block);
         }
         let block = &blocks[&key];
-        let Some(Event::Transcript(t)) = block.block.events.get(location.event_idx as usize) else { continue };
+        let Some(t) = block.block.events.get(location.event_idx as usize).and_then(|e| e.transcript()) else {
+            continue;
+        };
         if args.env.as_ref().is_some_and(|e| *e != t.env.name) || match_filter.is_some_and(|m| m != t.match_id) {
             continue;
         }
         // The opponent answered the same challenge; both transcripts share a block.
         let opponent_idx = block.block.events.iter().position(|e| {
-            matches!(e, Event::Transcript(o) if o.challenge_id == t.challenge_id && o.miner.hotkey != t.miner.hotkey)
+            e.transcript().is_some_and(|o| o.challenge_id == t.challenge_id && o.miner.hotkey != t.miner.hotkey)
         });
         let fold = folds.get(&location.validator);
         let played = fold.and_then(|f| f.matches.get(&t.match_id));
@@ -118,10 +120,10 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
                 .clone(),
             _ => None,
         };
-        let opponent = opponent_proof.as_ref().and_then(|p| match &p.event {
-            Event::Transcript(o) => Some(Opponent { hotkey: o.miner.hotkey.clone(), reward_milli: o.reward_milli }),
-            _ => None,
-        });
+        let opponent = opponent_proof
+            .as_ref()
+            .and_then(|p| p.event.transcript())
+            .map(|o| Opponent { hotkey: o.miner.hotkey.clone(), reward_milli: o.reward_milli });
         entries.push(TranscriptEntry {
             validator: location.validator,
             height: location.height,

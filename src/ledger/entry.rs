@@ -107,7 +107,7 @@ pub fn verify_entry(entry: &TranscriptEntry) -> Result<VerifiedEntry, EntryError
     same("validator", &entry.validator, &inclusion.validator)?;
     same("height", &entry.height, &inclusion.height)?;
     same("event_idx", &entry.event_idx, &inclusion.event_idx)?;
-    let Event::Transcript(transcript) = &inclusion.event else {
+    let Some(transcript) = inclusion.event.transcript() else {
         return Err(EntryError::Invalid("the proven event is not a transcript".into()));
     };
     same("transcript", &entry.transcript, transcript)?;
@@ -120,7 +120,7 @@ pub fn verify_entry(entry: &TranscriptEntry) -> Result<VerifiedEntry, EntryError
             if opponent_proof.validator != inclusion.validator || opponent_proof.headers.first() != Some(block_header) {
                 return Err(EntryError::Invalid("the opponent's transcript is not in the same block".into()));
             }
-            let Event::Transcript(theirs) = &opponent_proof.event else {
+            let Some(theirs) = opponent_proof.event.transcript() else {
                 return Err(EntryError::Invalid("the opponent's proven event is not a transcript".into()));
             };
             if theirs.challenge_id != transcript.challenge_id

@@ -12,11 +12,13 @@
 
 use super::block::BlockHeader;
 use crate::bytes::{ChallengeId, Hash32, MatchId, SignatureBytes, ValidatorKey};
-use crate::limits::{MAX_LIST_ITEMS, MAX_MESSAGES_PER_TRANSCRIPT, MAX_NAME_BYTES, MAX_TEXT_BYTES};
+use crate::limits::{
+    MAX_LIST_ITEMS, MAX_MESSAGES_PER_TRANSCRIPT, MAX_NAME_BYTES, MAX_RECORDED_TEXT_BYTES, MAX_TEXT_BYTES,
+};
 use serde::{Deserialize, Serialize};
 
 /// Number of event kinds this build knows; tags `0..N_EVENT_KINDS`.
-pub const N_EVENT_KINDS: u32 = 7;
+pub const N_EVENT_KINDS: u32 = 8;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -35,6 +37,31 @@ pub enum Event<S = String> {
     ChainCommitment(ChainCommitment),
     /// Tag 6.
     Evidence(Box<Evidence>),
+    /// Tag 7: a transcript in which some texts were longer than the recording cap, so
+    /// only their prefix is recorded, with each full text's length and hash.
+    TranscriptCut(TranscriptCut<S>),
+}
+
+/// A text of a transcript recorded only in part: its recorded form is its longest prefix
+/// of at most `MAX_RECORDED_TEXT_BYTES` (or what remained of the transcript's budget)
+/// that ends on a UTF-8 character boundary; scoring uses the recorded form.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextCut {
+    /// Index of the message whose content was cut, or none for the `answer` field.
+    pub message_idx: Option<u32>,
+    /// Length of the full text as the miner sent it, in bytes.
+    pub full_bytes: u64,
+    /// blake3 of the full text's UTF-8 bytes.
+    pub full_blake3: Hash32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TranscriptCut<S = String> {
+    pub transcript: Transcript<S>,
+    /// One per cut text, in order: messages by index, then the answer.
+    pub cuts: Vec<TextCut>,
 }
 
 /// A miner as the validator addressed it.
@@ -208,6 +235,48 @@ fn bound(field: &'static str, actual: usize, limit: usize, unit: &'static str) -
     Ok(())
 }
 
+/// Cuts name existing texts, in order, each once; a cut text is no longer than the cap,
+/// and the full text was longer than what is recorded.
+fn check_cuts<S: AsRef<str>>(t: &Transcript<S>, cuts: &[TextCut]) -> Result<(), BoundError> {
+    bound("cuts", cuts.len(), MAX_MESSAGES_PER_TRANSCRIPT + 1, "items")?;
+    if cuts.is_empty() {
+        return Err(BoundError { field: "cuts", actual: 0, limit: 1, unit: "items at least" });
+    }
+    let mut previous: Option<u64> = None;
+    for cut in cuts {
+        // Messages by index, the answer (none) last: as a number, u32::MAX + 1.
+        let position = cut.message_idx.map_or(u64::from(u32::MAX) + 1, u64::from);
+        if previous.is_some_and(|p| p >= position) {
+            return Err(BoundError {
+                field: "cuts.message_idx",
+                actual: position as usize,
+                limit: 0,
+                unit: "out of order",
+            });
+        }
+        previous = Some(position);
+        let recorded = match cut.message_idx {
+            Some(i) => t.messages.get(i as usize).map(|m| m.content.as_ref().len()).ok_or(BoundError {
+                field: "cuts.message_idx",
+                actual: i as usize,
+                limit: t.messages.len(),
+                unit: "(no such message)",
+            })?,
+            None => t.answer.as_ref().len(),
+        };
+        bound("cuts.recorded text", recorded, MAX_RECORDED_TEXT_BYTES, "bytes")?;
+        if cut.full_bytes <= recorded as u64 {
+            return Err(BoundError {
+                field: "cuts.full_bytes",
+                actual: cut.full_bytes as usize,
+                limit: recorded,
+                unit: "bytes, not more than recorded",
+            });
+        }
+    }
+    Ok(())
+}
+
 impl<S: AsRef<str>> MinerRef<S> {
     fn check(&self) -> Result<(), BoundError> {
         name("miner.hotkey", &self.hotkey)?;
@@ -216,6 +285,21 @@ impl<S: AsRef<str>> MinerRef<S> {
 }
 
 impl<S: AsRef<str>> Event<S> {
+    fn check_transcript<T: AsRef<str>>(t: &Transcript<T>) -> Result<(), BoundError> {
+        name("env.name", &t.env.name)?;
+        t.miner.check()?;
+        bound("messages", t.messages.len(), MAX_MESSAGES_PER_TRANSCRIPT, "items")?;
+        for message in &t.messages {
+            name("messages.role", &message.role)?;
+            text("messages.content", &message.content)?;
+        }
+        text("answer", &t.answer)?;
+        if let Some(error) = &t.error {
+            text("error", error)?;
+        }
+        Ok(())
+    }
+
     /// The wire tag of this event's kind.
     pub fn tag(&self) -> u32 {
         match self {
@@ -226,6 +310,7 @@ impl<S: AsRef<str>> Event<S> {
             Event::WeightsSet(_) => 4,
             Event::ChainCommitment(_) => 5,
             Event::Evidence(_) => 6,
+            Event::TranscriptCut(_) => 7,
         }
     }
 
@@ -238,6 +323,7 @@ impl<S: AsRef<str>> Event<S> {
             Event::WeightsSet(_) => "weights_set",
             Event::ChainCommitment(_) => "chain_commitment",
             Event::Evidence(_) => "evidence",
+            Event::TranscriptCut(_) => "transcript_cut",
         }
     }
 
@@ -253,20 +339,11 @@ impl<S: AsRef<str>> Event<S> {
                 }
                 name("rule", &m.rule)
             }
-            Event::Transcript(t) => {
-                name("env.name", &t.env.name)?;
-                t.miner.check()?;
-                bound("messages", t.messages.len(), MAX_MESSAGES_PER_TRANSCRIPT, "items")?;
-                for message in &t.messages {
-                    name("messages.role", &message.role)?;
-                    text("messages.content", &message.content)?;
-                }
-                text("answer", &t.answer)?;
-                if let Some(error) = &t.error {
-                    text("error", error)?;
-                }
-                Ok(())
+            Event::TranscriptCut(cut) => {
+                Event::<&str>::check_transcript(&cut.transcript)?;
+                check_cuts(&cut.transcript, &cut.cuts)
             }
+            Event::Transcript(t) => Event::<&str>::check_transcript(t),
             Event::EnvDecision(d) => {
                 name("env.name", &d.env.name)?;
                 name("rule", &d.rule)
@@ -290,7 +367,17 @@ impl<S: AsRef<str>> Event<S> {
     /// The challenge id and miner hotkey this event is indexed under, if any.
     pub fn index_keys(&self) -> Option<(&ChallengeId, &str)> {
         match self {
-            Event::Transcript(t) => Some((&t.challenge_id, t.miner.hotkey.as_ref())),
+            Event::Transcript(t) | Event::TranscriptCut(TranscriptCut { transcript: t, .. }) => {
+                Some((&t.challenge_id, t.miner.hotkey.as_ref()))
+            }
+            _ => None,
+        }
+    }
+
+    /// The transcript this event records, whether or not some of its texts were cut.
+    pub fn transcript(&self) -> Option<&Transcript<S>> {
+        match self {
+            Event::Transcript(t) | Event::TranscriptCut(TranscriptCut { transcript: t, .. }) => Some(t),
             _ => None,
         }
     }

@@ -561,7 +561,7 @@ impl Store {
             })?;
             while i < sorted.len() && sorted[i].validator == validator && sorted[i].height == height {
                 let ok = match events.get(sorted[i].event_idx as usize) {
-                    Some(super::event::Event::Transcript(t)) => matches(t),
+                    Some(event) => event.transcript().is_some_and(matches),
                     _ => false,
                 };
                 if !ok {

@@ -7,7 +7,6 @@
 //! open, so that redb has verified every page checksum before these logical checks run.
 
 use super::block::{check_block_with, check_link, check_signature, BlockError, Tip};
-use super::event::Event;
 use super::store::{self, Store, StoreError};
 use crate::bytes::ValidatorKey;
 use crate::limits::VERIFY_BATCH_BYTES;
@@ -235,7 +234,7 @@ fn check_batch(
             let mut index = ExpectedIndex::default();
             let mut event_idx = 0u32;
             let result = check_block_with(bytes, &mut |event| {
-                if let Event::Transcript(t) = &event {
+                if let Some(t) = event.transcript() {
                     let location = store::Location { validator: *validator, height: *height, event_idx }.encode();
                     index.by_challenge.push(entry_digest(BY_CHALLENGE_TAG, &t.challenge_id.0, &location));
                     index.by_miner.push(entry_digest(BY_MINER_TAG, t.miner.hotkey.as_bytes(), &location));

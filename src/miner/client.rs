@@ -32,7 +32,7 @@ impl Default for ClientConfig {
             max_attempts: 3,
             backoff_base_ms: 250,
             backoff_max_ms: 10_000,
-            max_response_bytes: 1024 * 1024,
+            max_response_bytes: 4 * 1024 * 1024,
             max_concurrent_per_miner: 32,
             max_concurrent_total: 256,
         }

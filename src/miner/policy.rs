@@ -33,10 +33,17 @@ pub enum Policy {
     Flaky {
         p: f64,
     },
+    /// Perfect, with `bytes` of reasoning text before the final `Answer:` line, as a
+    /// reasoning model writes (a large `bytes` tests the recording cap).
+    Verbose {
+        bytes: usize,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown policy {0:?}: expected perfect, random, noisy:P, garbage, slow:MS or flaky:P (0 <= P <= 1)")]
+#[error(
+    "unknown policy {0:?}: expected perfect, random, noisy:P, garbage, slow:MS, flaky:P (0 <= P <= 1) or verbose:BYTES"
+)]
 pub struct PolicyParseError(String);
 
 impl FromStr for Policy {
@@ -52,6 +59,10 @@ impl FromStr for Policy {
             Some(("noisy", p)) => Ok(Policy::Noisy { p: probability(p)? }),
             Some(("flaky", p)) => Ok(Policy::Flaky { p: probability(p)? }),
             Some(("slow", ms)) => Ok(Policy::Slow { delay_ms: ms.parse().map_err(|_| err())? }),
+            // Bounded so a typo cannot make a reference miner build gigabytes per answer.
+            Some(("verbose", n)) => {
+                Ok(Policy::Verbose { bytes: n.parse().ok().filter(|n| *n <= 64 * 1024 * 1024).ok_or_else(err)? })
+            }
             _ => Err(err()),
         }
     }
@@ -66,6 +77,7 @@ impl fmt::Display for Policy {
             Policy::Garbage => write!(f, "garbage"),
             Policy::Slow { delay_ms } => write!(f, "slow:{delay_ms}"),
             Policy::Flaky { p } => write!(f, "flaky:{p}"),
+            Policy::Verbose { bytes } => write!(f, "verbose:{bytes}"),
         }
     }
 }
@@ -127,6 +139,12 @@ impl Solver {
                 }
             }
             Policy::Garbage => "I cannot help with that. \u{1F937}".into(),
+            Policy::Verbose { bytes } => {
+                let thought = "Let me think about this step by step, checking each part twice. ";
+                let mut text = thought.repeat(bytes / thought.len() + 1);
+                text.truncate(bytes);
+                format!("{text}\nAnswer: {}", self.perfect(messages))
+            }
         }
     }
 

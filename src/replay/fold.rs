@@ -98,16 +98,18 @@ pub fn check_block_events<S: AsRef<str>>(
 
 fn check_event<S: AsRef<str>>(registry: &Registry, validator: &ValidatorKey, event: &Event<S>) -> EventCheck {
     match event {
-        Event::Transcript(t) => EventCheck::Transcript {
-            expected_challenge_id: envs::derive_challenge_id(
-                t.env.name.as_ref(),
-                t.env.version,
-                validator,
-                &t.match_id,
-                t.challenge_index,
-            ),
-            rescored: rescore(registry, t),
-        },
+        Event::Transcript(t) | Event::TranscriptCut(crate::ledger::event::TranscriptCut { transcript: t, .. }) => {
+            EventCheck::Transcript {
+                expected_challenge_id: envs::derive_challenge_id(
+                    t.env.name.as_ref(),
+                    t.env.version,
+                    validator,
+                    &t.match_id,
+                    t.challenge_index,
+                ),
+                rescored: rescore(registry, t),
+            }
+        }
         Event::Evidence(evidence) => EventCheck::Evidence { proven: check_evidence(evidence) },
         _ => EventCheck::NotATranscript,
     }
@@ -295,7 +297,10 @@ impl ChainFold {
                     n_transcripts: 0,
                 });
             }
-            (Event::Transcript(t), EventCheck::Transcript { expected_challenge_id, rescored }) => {
+            (
+                Event::Transcript(t) | Event::TranscriptCut(crate::ledger::event::TranscriptCut { transcript: t, .. }),
+                EventCheck::Transcript { expected_challenge_id, rescored },
+            ) => {
                 self.n_transcripts += 1;
                 let env_name = t.env.name.as_ref();
                 if t.challenge_id != *expected_challenge_id {

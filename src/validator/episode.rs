@@ -3,8 +3,10 @@
 //! is then computed by `score_transcript` on the recorded conversation, the same call
 //! replay makes, so live and replayed rewards cannot differ.
 
-use crate::bytes::ChallengeId;
+use crate::bytes::{ChallengeId, Hash32};
 use crate::envs::{self, Environment, Message, MAX_TURNS};
+use crate::ledger::event::TextCut;
+use crate::limits::{MAX_ERROR_TEXT_BYTES, MAX_RECORDED_TEXT_BYTES, MAX_TRANSCRIPT_TEXT_BYTES};
 use crate::miner::client::{Completion, Endpoint, MinerClient};
 
 /// One miner's finished challenge.
@@ -19,6 +21,30 @@ pub struct PlayedEpisode {
     /// The first failure, if the miner failed; the episode stopped there.
     pub error: Option<String>,
     pub n_requests: u32,
+    /// Answers recorded only in part (see [`record_text`]); empty for almost every episode.
+    pub cuts: Vec<TextCut>,
+}
+
+/// The longest prefix of `text` of at most `cap` bytes that ends on a character boundary.
+pub fn prefix_at_boundary(text: &str, cap: usize) -> &str {
+    if text.len() <= cap {
+        return text;
+    }
+    let mut end = cap;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// What of a miner's text is recorded: all of it up to `cap` bytes; beyond, its prefix
+/// at a character boundary, with the full text's length and blake3 hash.
+pub fn record_text(text: String, cap: usize) -> (String, Option<(u64, Hash32)>) {
+    if text.len() <= cap {
+        return (text, None);
+    }
+    let full = (text.len() as u64, Hash32(*blake3::hash(text.as_bytes()).as_bytes()));
+    (prefix_at_boundary(&text, cap).to_string(), Some(full))
 }
 
 pub async fn play_episode(
@@ -32,16 +58,26 @@ pub async fn play_episode(
     let (_, observation, _) = env.reset(challenge_id);
     let mut messages = envs::opening_messages(env.spec(), &observation);
     let (mut latency_ms, mut error, mut answer, mut n_requests) = (0u64, None, String::new(), 0u32);
+    let (mut cuts, mut answer_cut) = (Vec::new(), None);
+    // Each answer is cut to the recording cap, and to what remains of the transcript's
+    // budget, before anything uses it: the env sees, scores and records the same text.
+    let mut budget = MAX_TRANSCRIPT_TEXT_BYTES;
     for _ in 0..MAX_TURNS {
         let Completion { answer: reply, latency_ms: took, .. } = client.complete(endpoint, &messages).await;
         latency_ms += took;
         n_requests += 1;
         match reply {
             Err(failure) => {
-                error = Some(failure);
+                error = Some(prefix_at_boundary(&failure, MAX_ERROR_TEXT_BYTES).to_string());
                 break;
             }
             Ok(text) => {
+                let (text, cut) = record_text(text, MAX_RECORDED_TEXT_BYTES.min(budget));
+                budget -= text.len();
+                answer_cut = cut;
+                if let Some((full_bytes, full_blake3)) = cut {
+                    cuts.push(TextCut { message_idx: Some(messages.len() as u32), full_bytes, full_blake3 });
+                }
                 answer = text.clone();
                 messages.push(Message::new("assistant", text));
                 match next_prompt(env, challenge_id, &messages) {
@@ -51,8 +87,11 @@ pub async fn play_episode(
             }
         }
     }
+    if let Some((full_bytes, full_blake3)) = answer_cut {
+        cuts.push(TextCut { message_idx: None, full_bytes, full_blake3 });
+    }
     let scored = envs::score_transcript(env, challenge_id, &messages).expect("the env produced every prompt itself");
-    PlayedEpisode { messages, answer, reward_milli: scored.reward_milli, latency_ms, error, n_requests }
+    PlayedEpisode { messages, answer, reward_milli: scored.reward_milli, latency_ms, error, n_requests, cuts }
 }
 
 /// The next observation after the conversation so far, or `None` if the episode ended.

@@ -82,17 +82,21 @@ pub struct MatchContext {
     pub stop: watch::Receiver<bool>,
     /// Receives the match state after every recorded challenge, for progress displays.
     pub progress: Option<Arc<watch::Sender<MatchState>>>,
+    /// Where to ask the writer to make what was sent durable.
+    pub flush: mpsc::Sender<super::writer::FlushRequest>,
 }
 
 /// Plays `plan` to a decision. `resume` holds what the log already recorded of this
 /// match (after a restart); the `MatchStarted` event is written only when it is `None`.
-/// Returns the report once `MatchDecided` has been handed to the writer.
+/// Returns the report once `MatchDecided` is durable in our log: nothing is reported
+/// decided that a crash could still lose.
 pub async fn play_match(
     plan: MatchPlan,
     context: MatchContext,
     resume: Option<OpenMatch>,
 ) -> Result<MatchReport, MatchError> {
-    let MatchContext { validator, registry, client, events, ratio_params, chain_block, mut stop, progress } = context;
+    let MatchContext { validator, registry, client, events, ratio_params, chain_block, mut stop, progress, flush } =
+        context;
     let mut env_refs = Vec::new();
     for name in &plan.envs {
         let env = registry.get(name).ok_or_else(|| MatchError::UnknownEnv(name.clone()))?;
@@ -151,6 +155,7 @@ pub async fn play_match(
         new_ratio_to_beat_ppm: new_ratio,
     };
     shared.events.send(vec![Event::MatchDecided(decided.clone())]).await.map_err(|_| MatchError::WriterGone)?;
+    super::writer::flush(&flush).await.map_err(|_| MatchError::WriterGone)?;
     Ok(MatchReport { match_id: shared.plan.match_id, verdict, decided, state })
 }
 
@@ -281,7 +286,8 @@ fn transcript(
 ) -> Event {
     let mut invocation = blake3::Hasher::new();
     invocation.update(&plan.match_id.0).update(&challenge_id.0).update(miner.hotkey.as_bytes());
-    Event::Transcript(Transcript {
+    let cuts = played.cuts;
+    let transcript = Transcript {
         match_id: plan.match_id,
         env: env.clone(),
         challenge_id: *challenge_id,
@@ -293,7 +299,12 @@ fn transcript(
         reward_milli: played.reward_milli,
         latency_ms: played.latency_ms,
         error: played.error,
-    })
+    };
+    if cuts.is_empty() {
+        Event::Transcript(transcript)
+    } else {
+        Event::TranscriptCut(crate::ledger::event::TranscriptCut { transcript, cuts })
+    }
 }
 
 /// A match id no one picks by hand: derived from the validator, the contestants and the

@@ -172,10 +172,13 @@ pub async fn run(
         chain_block,
         stop: stop.clone(),
         progress: options.progress.clone(),
+        flush: writer.flush.clone(),
     };
 
     let mut reports = Vec::new();
     let mut interrupted = false;
+    // Set when the writer stopped under a match: its own error, read below, is the cause.
+    let mut writer_gone = false;
     let mut pending = loaded.open.clone();
     loop {
         if options.max_matches.is_some_and(|max| reports.len() as u64 >= max) || *stop.borrow() {
@@ -248,6 +251,10 @@ pub async fn run(
                 interrupted = true;
                 break;
             }
+            Err(MatchError::WriterGone) => {
+                writer_gone = true;
+                break;
+            }
             Err(other) => return Err(other.into()),
         }
     }
@@ -261,9 +268,12 @@ pub async fn run(
         None => None,
     };
     // Closing the channel makes the writer seal what it holds and finish.
-    let super::writer::WriterHandle { sender, task } = writer;
-    drop(sender);
+    let super::writer::WriterHandle { sender, task, flush } = writer;
+    drop((sender, flush));
     let tip = task.await.map_err(|_| WriterError::Panicked)??;
+    if writer_gone {
+        return Err(MatchError::WriterGone.into());
+    }
     let mut tip = match tip {
         Some(tip) => Some(tip),
         None => log.tip()?,

@@ -67,7 +67,7 @@ impl ValidatorState {
                 self.open =
                     Some(OpenMatch { started: started.clone(), pairs: BTreeMap::new(), env_decisions: Vec::new() });
             }
-            Event::Transcript(t) => {
+            Event::Transcript(t) | Event::TranscriptCut(crate::ledger::event::TranscriptCut { transcript: t, .. }) => {
                 let Some(open) = self.open.as_mut().filter(|o| o.started.match_id == t.match_id) else { return };
                 let slot = open.pairs.entry((t.env.name.clone(), t.challenge_index)).or_default();
                 if t.miner.hotkey == open.started.contender.hotkey {

@@ -215,3 +215,55 @@ fn print_config_shows_defaults_file_and_overrides() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(af(&["validate"]).status.code() == Some(2), "--data is required without --print-config");
 }
+
+/// Reasoning models' long answers: two correct miners with 60 kB of reasoning per answer,
+/// then one answering with 800 kB. With the default block size (256 events) the run must
+/// finish, record every transcript (the 60 kB answers in full, the 800 kB ones cut to the
+/// recording cap with their full length and hash), verify, and audit clean.
+#[test]
+fn verbose_miners_are_recorded_and_the_log_audits_clean() {
+    let (a, b, c) = (miner("verbose:60000"), miner("verbose:60000"), miner("verbose:800000"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = "[evaluation]\ncap = 24\nmax_challenges = 30\nwindow = 4\n".to_string();
+    for (i, (hotkey, m)) in [("5VerboseA", &a), ("5VerboseB", &b), ("5Huge", &c)].iter().enumerate() {
+        text += &format!("\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {i}\nbase_url = \"{}\"\nmodel = \"m\"\n", m.1);
+    }
+    let config = dir.path().join("validator.toml");
+    std::fs::write(&config, text).unwrap();
+    let data = dir.path().join("data");
+    let output = Command::new(af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(summary["matches"].as_array().unwrap().len(), 2, "{summary}");
+
+    let store = Store::open_read_only(&data).unwrap();
+    let report = verify::verify_store(&store, &mut |_, _, _| {}).unwrap();
+    assert!(report.ok, "{report:?}");
+    let key = LedgerKey::load(&data.join("validator.key")).unwrap();
+    let tip = store.tip(&key.validator()).unwrap().unwrap();
+    let (mut full, mut cut) = (0, 0);
+    for height in 0..=tip.height {
+        for event in store.block(&key.validator(), height).unwrap().unwrap().block.events {
+            match event {
+                Event::Transcript(t) if t.miner.hotkey.starts_with("5Verbose") && t.error.is_none() => {
+                    assert!(t.answer.len() > 60_000, "a 60 kB answer is recorded in full");
+                    full += 1;
+                }
+                Event::TranscriptCut(x) => {
+                    assert_eq!(x.transcript.miner.hotkey, "5Huge");
+                    assert_eq!(x.transcript.answer.len(), af::limits::MAX_RECORDED_TEXT_BYTES);
+                    assert!(x.cuts.iter().all(|c| c.full_bytes > 800_000), "{:?}", x.cuts);
+                    cut += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(full >= 48 && cut > 0, "{full} full and {cut} cut transcripts");
+    drop(store);
+    let audit = af(&["audit", "--data", data.to_str().unwrap(), "--json"]);
+    assert_eq!(audit.status.code(), Some(0), "{}", stdout(&audit));
+}

@@ -66,9 +66,11 @@ async fn run(contender: Contestant, champion: Contestant) -> (MatchReport, tempf
         chain_block: 0,
         stop,
         progress: None,
+        flush: handle.flush.clone(),
     };
     let report = matchrun::play_match(plan, context, None).await.unwrap();
     drop(handle.sender);
+    drop(handle.flush);
     handle.task.await.unwrap().unwrap();
     drop(log);
     (report, dir, LedgerKey::from_seed([8; 32]))
