@@ -120,14 +120,24 @@ impl LedgerKey {
         if mode & 0o077 != 0 {
             return Err(KeyError::Permissions { path: path.into(), mode });
         }
+        // A device or a pipe reports no size and may never end: only a regular file is read.
+        if !metadata.is_file() {
+            return Err(KeyError::Invalid { path: path.into(), reason: "not a regular file".into() });
+        }
         if metadata.len() > 4096 {
             return Err(KeyError::Invalid { path: path.into(), reason: "larger than 4 KiB".into() });
         }
-        let mut contents = std::fs::read_to_string(path).map_err(|source| KeyError::Io {
-            doing: "read",
-            path: path.into(),
-            source,
-        })?;
+        let mut contents = String::new();
+        {
+            use std::io::Read;
+            let io = |source| KeyError::Io { doing: "read", path: path.into(), source };
+            // Bounded even if the file grows between the check and the read.
+            std::fs::File::open(path).map_err(io)?.take(4097).read_to_string(&mut contents).map_err(io)?;
+        }
+        if contents.len() > 4096 {
+            zero_string(&mut contents);
+            return Err(KeyError::Invalid { path: path.into(), reason: "larger than 4 KiB".into() });
+        }
         let parsed: Result<KeyFile, _> = serde_json::from_str(&contents);
         zero_string(&mut contents);
         let invalid = |reason: &str| KeyError::Invalid { path: path.into(), reason: reason.into() };

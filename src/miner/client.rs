@@ -84,7 +84,54 @@ pub struct MinerClient {
 
 enum AttemptOutcome {
     Done(Result<String, String>),
-    Retry(String),
+    /// Try again, after the server's `Retry-After` if it gave one.
+    Retry(String, Option<Duration>),
+}
+
+/// What kind of transport failure `error` is, in words an operator can act on: a timeout,
+/// a refused or failed connection, a connection reset, or a body cut short, rather than
+/// reqwest's catch-all "error decoding response body".
+pub fn transport_error_kind(error: &reqwest::Error, timeout_ms: u64) -> String {
+    if error.is_timeout() {
+        return format!("timeout: no complete response within {timeout_ms} ms");
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    let mut text = String::new();
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                std::io::ErrorKind::TimedOut => return format!("timeout: no complete response within {timeout_ms} ms"),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted => {
+                    return "connection reset by the miner".into()
+                }
+                std::io::ErrorKind::ConnectionRefused => return "connection refused".into(),
+                std::io::ErrorKind::UnexpectedEof => {
+                    return "short body: the connection closed before the response was complete".into()
+                }
+                _ => {}
+            }
+        }
+        text = cause.to_string();
+        source = cause.source();
+    }
+    // hyper says these in words only.
+    if text.contains("closed before message completed") || text.contains("end of file before message length") {
+        return "short body: the connection closed before the response was complete".into();
+    }
+    if error.is_connect() {
+        return format!("connect failed: {}", crate::bytes::quote_prefix(&text));
+    }
+    format!("transport error: {}", crate::bytes::quote_prefix(&text))
+}
+
+/// The wait a `Retry-After` header asks for (delta-seconds or an HTTP date), if any.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(std::time::SystemTime::now()).unwrap_or(Duration::ZERO))
 }
 
 impl MinerClient {
@@ -135,9 +182,15 @@ impl MinerClient {
         let token = endpoint.api_key_env.as_ref().and_then(|name| std::env::var(name).ok());
         let mut attempts = Vec::new();
         let mut last_error = String::new();
+        let mut asked_wait: Option<Duration> = None;
         for attempt in 0..self.config.max_attempts.max(1) {
             if attempt > 0 {
-                tokio::time::sleep(self.backoff(attempt)).await;
+                // The server's Retry-After is honoured, up to backoff_max_ms.
+                let wait = match asked_wait.take() {
+                    Some(asked) => asked.min(Duration::from_millis(self.config.backoff_max_ms)),
+                    None => self.backoff(attempt),
+                };
+                tokio::time::sleep(wait).await;
             }
             let attempt_started = Instant::now();
             let mut request = self.http.post(&url).json(&body);
@@ -146,11 +199,10 @@ impl MinerClient {
             }
             let mut server_us = None;
             let (status, outcome) = match request.send().await {
-                Err(e) if e.is_connect() => (None, AttemptOutcome::Retry(format!("connect: {e}"))),
-                Err(e) if e.is_timeout() => {
-                    (None, AttemptOutcome::Done(Err(format!("timed out after {} ms", self.config.timeout_ms))))
+                Err(e) if e.is_connect() && !e.is_timeout() => {
+                    (None, AttemptOutcome::Retry(transport_error_kind(&e, self.config.timeout_ms), None))
                 }
-                Err(e) => (None, AttemptOutcome::Done(Err(format!("request failed: {e}")))),
+                Err(e) => (None, AttemptOutcome::Done(Err(transport_error_kind(&e, self.config.timeout_ms)))),
                 Ok(response) => {
                     let status = response.status();
                     server_us = response
@@ -159,7 +211,7 @@ impl MinerClient {
                         .and_then(|v| v.to_str().ok())
                         .and_then(parse_server_timing);
                     let outcome = if status.as_u16() == 429 || status.is_server_error() {
-                        AttemptOutcome::Retry(format!("HTTP {status}"))
+                        AttemptOutcome::Retry(format!("HTTP {status}"), retry_after(response.headers()))
                     } else if !status.is_success() {
                         AttemptOutcome::Done(Err(format!("HTTP {status}")))
                     } else {
@@ -177,9 +229,10 @@ impl MinerClient {
                     attempts.push(Attempt { latency_ms, status, error: answer.as_ref().err().cloned() });
                     return Completion { answer, attempts, latency_ms: started.elapsed().as_millis() as u64 };
                 }
-                AttemptOutcome::Retry(error) => {
+                AttemptOutcome::Retry(error, wait) => {
                     attempts.push(Attempt { latency_ms, status, error: Some(error.clone()) });
                     last_error = error;
+                    asked_wait = wait;
                 }
             }
         }
@@ -205,13 +258,28 @@ impl MinerClient {
             return Err(format!("response larger than {cap} bytes"));
         }
         let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| format!("reading the response: {e}"))? {
+        let timeout_ms = self.config.timeout_ms;
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| format!("reading the response: {}", transport_error_kind(&e, timeout_ms)))?
+        {
             if body.len() + chunk.len() > cap {
                 return Err(format!("response larger than {cap} bytes"));
             }
             body.extend_from_slice(&chunk);
         }
-        let parsed: ChatResponse = serde_json::from_slice(&body).map_err(|e| format!("not a chat completion: {e}"))?;
+        // serde's message names the position, never the content: a 50 MB bad body must not
+        // come back as a 50 MB error.
+        let parsed: ChatResponse = serde_json::from_slice(&body).map_err(|e| {
+            format!(
+                "not a chat completion ({:?} at line {} column {}): body starts {}",
+                e.classify(),
+                e.line(),
+                e.column(),
+                crate::bytes::quote_prefix(&String::from_utf8_lossy(&body[..body.len().min(200)]))
+            )
+        })?;
         let choice = parsed.choices.into_iter().next().ok_or("chat completion without choices")?;
         choice.message.content.ok_or_else(|| "chat completion without content".to_string())
     }

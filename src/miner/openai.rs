@@ -16,6 +16,7 @@ pub struct ChatRequest {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponse {
+    #[serde(default)]
     pub id: String,
     #[serde(default)]
     pub object: String,

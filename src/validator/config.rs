@@ -136,25 +136,107 @@ pub fn parse(text: &str, vars: impl Iterator<Item = (String, String)>) -> Result
     Ok(config)
 }
 
+/// Every numeric field's allowed range, inclusive, checked by name when a config is
+/// loaded (README, "Config"): a value outside is refused, never clamped.
+pub const RANGES: &[(&str, u64, u64)] = &[
+    ("ledger.block_max_events", 1, crate::limits::MAX_EVENTS_PER_BLOCK as u64),
+    ("ledger.block_max_ms", 1, 3_600_000),
+    ("evaluation.cap", 1, 100_000),
+    ("evaluation.max_challenges", 1, 1_000_000),
+    ("evaluation.window", 1, 1_024),
+    ("evaluation.ratio_epsilon_ppm", 0, 499_999),
+    ("evaluation.ratio_half_life_blocks", 1, 1_000_000_000),
+    ("client.timeout_ms", 1, 3_600_000),
+    ("client.max_attempts", 1, 20),
+    ("client.backoff_base_ms", 0, 600_000),
+    ("client.backoff_max_ms", 0, 3_600_000),
+    ("client.max_response_bytes", 1_024, 64 * 1024 * 1024),
+    ("client.max_concurrent_per_miner", 1, 4_096),
+    ("client.max_concurrent_total", 1, 65_536),
+    ("miners (count)", 0, crate::limits::MAX_LIST_ITEMS as u64),
+];
+
+/// Longest miner `base_url` accepted, in bytes.
+pub const MAX_URL_BYTES: usize = 2048;
+
 impl Config {
+    fn numeric_fields(&self) -> [(&'static str, u64); 15] {
+        let (l, e, c) = (&self.ledger, &self.evaluation, &self.client);
+        [
+            ("ledger.block_max_events", l.block_max_events as u64),
+            ("ledger.block_max_ms", l.block_max_ms),
+            ("evaluation.cap", u64::from(e.cap)),
+            ("evaluation.max_challenges", e.max_challenges),
+            ("evaluation.window", e.window as u64),
+            ("evaluation.ratio_epsilon_ppm", u64::from(e.ratio_epsilon_ppm)),
+            ("evaluation.ratio_half_life_blocks", e.ratio_half_life_blocks),
+            ("client.timeout_ms", c.timeout_ms),
+            ("client.max_attempts", u64::from(c.max_attempts)),
+            ("client.backoff_base_ms", c.backoff_base_ms),
+            ("client.backoff_max_ms", c.backoff_max_ms),
+            ("client.max_response_bytes", c.max_response_bytes as u64),
+            ("client.max_concurrent_per_miner", c.max_concurrent_per_miner as u64),
+            ("client.max_concurrent_total", c.max_concurrent_total as u64),
+            ("miners (count)", self.miners.len() as u64),
+        ]
+    }
+
     fn check(&self) -> Result<(), ConfigError> {
         let invalid = |why: String| Err(ConfigError::Invalid(why));
+        for ((name, value), (range_name, lo, hi)) in self.numeric_fields().iter().zip(RANGES) {
+            debug_assert_eq!(name, range_name);
+            if value < lo || value > hi {
+                return invalid(format!("{name} = {value} is outside its range {lo}..={hi}"));
+            }
+        }
+        if self.evaluation.max_challenges < u64::from(self.evaluation.cap) {
+            return invalid(format!(
+                "evaluation.max_challenges = {} is below evaluation.cap = {}: the cap could never be reached",
+                self.evaluation.max_challenges, self.evaluation.cap
+            ));
+        }
+        if self.client.backoff_max_ms < self.client.backoff_base_ms {
+            return invalid("client.backoff_max_ms is below client.backoff_base_ms".into());
+        }
+        let alpha = self.evaluation.alpha;
+        if !(alpha > 0.0 && alpha <= 0.5) {
+            return invalid(format!("evaluation.alpha = {alpha} is outside its range (0, 0.5]"));
+        }
         self.evaluation.stopping_rule()?;
         if self.evaluation.envs.is_empty() {
             return invalid("evaluation.envs is empty".into());
         }
         let registry = crate::envs::registry();
         if let Some(unknown) = self.evaluation.envs.iter().find(|e| registry.get(e).is_none()) {
-            return invalid(format!("evaluation.envs names {unknown:?}; known: {}", registry.names().join(", ")));
+            return invalid(format!(
+                "evaluation.envs names {}; known: {}",
+                crate::bytes::quote_prefix(unknown),
+                registry.names().join(", ")
+            ));
         }
-        if self.evaluation.cap == 0 || self.evaluation.max_challenges == 0 || self.evaluation.window == 0 {
-            return invalid("evaluation.cap, max_challenges and window must be positive".into());
+        let mut envs: Vec<&str> = self.evaluation.envs.iter().map(String::as_str).collect();
+        envs.sort();
+        if let Some(pair) = envs.windows(2).find(|w| w[0] == w[1]) {
+            // Twice the same env would play one schedule twice in one match.
+            return invalid(format!("evaluation.envs lists {:?} twice", pair[0]));
         }
-        if !(0.0..1.0).contains(&self.evaluation.alpha) || self.evaluation.alpha == 0.0 {
-            return invalid("evaluation.alpha must be in (0, 1)".into());
-        }
-        if self.ledger.block_max_events == 0 {
-            return invalid("ledger.block_max_events must be positive".into());
+        let max_name = crate::limits::MAX_NAME_BYTES;
+        for (i, miner) in self.miners.iter().enumerate() {
+            for (field, value) in [("hotkey", &miner.hotkey), ("model", &miner.model)] {
+                if value.is_empty() || value.len() > max_name {
+                    return invalid(format!(
+                        "miners[{i}].{field} is {} bytes; the ledger records 1..={max_name}",
+                        value.len()
+                    ));
+                }
+            }
+            let url = &miner.base_url;
+            if url.len() > MAX_URL_BYTES || !(url.starts_with("http://") || url.starts_with("https://")) {
+                return invalid(format!(
+                    "miners[{i}].base_url {} is not an http(s) URL of at most {MAX_URL_BYTES} bytes",
+                    crate::bytes::quote_prefix(url)
+                ));
+            }
         }
         let mut hotkeys: Vec<&str> = self.miners.iter().map(|m| m.hotkey.as_str()).collect();
         hotkeys.sort();
@@ -196,5 +278,37 @@ mod tests {
         assert!(matches!(parse("[evaluation]\ncapp = 1\n", vars(&[])), Err(ConfigError::Toml(_))));
         assert!(matches!(parse("", vars(&[("AF_EVALUATION__RULE", "coinflip")])), Err(ConfigError::Invalid(_))));
         assert!(matches!(parse("", vars(&[("AF_EVALUATION__ENVS", "[\"chess\"]")])), Err(ConfigError::Invalid(_))));
+    }
+
+    /// Values that parse but that no run could survive are refused by the field's name.
+    #[test]
+    fn extreme_values_are_refused_by_name() {
+        let miner = |hotkey: &str, model: &str| {
+            format!("[[miners]]\nhotkey = \"{hotkey}\"\nuid = 0\nbase_url = \"http://x\"\nmodel = \"{model}\"\n")
+        };
+        let long = "h".repeat(300);
+        let cases: Vec<(String, &str)> = vec![
+            ("[ledger]\nblock_max_events = 1152921504606846976\n".into(), "ledger.block_max_events"),
+            ("[ledger]\nblock_max_events = 4611686018427387904\n".into(), "ledger.block_max_events"),
+            ("[ledger]\nblock_max_events = 0\n".into(), "ledger.block_max_events"),
+            ("[client]\nmax_concurrent_total = 4611686018427387904\n".into(), "client.max_concurrent_total"),
+            ("[client]\nmax_concurrent_per_miner = 4611686018427387904\n".into(), "client.max_concurrent_per_miner"),
+            ("[evaluation]\nwindow = 100000000\n".into(), "evaluation.window"),
+            ("[evaluation]\ncap = 0\n".into(), "evaluation.cap"),
+            ("[evaluation]\nalpha = 0.0\n".into(), "evaluation.alpha"),
+            ("[evaluation]\nalpha = nan\n".into(), "evaluation.alpha"),
+            ("[evaluation]\nenvs = [\"mult\", \"mult\"]\n".into(), "evaluation.envs"),
+            ("[evaluation]\ncap = 500\nmax_challenges = 10\n".into(), "evaluation.max_challenges"),
+            ("[client]\ntimeout_ms = 0\n".into(), "client.timeout_ms"),
+            ("[client]\nmax_response_bytes = 4611686018427387904\n".into(), "client.max_response_bytes"),
+            ("[client]\nbackoff_base_ms = 5000\nbackoff_max_ms = 10\n".into(), "client.backoff_max_ms"),
+            (miner(&long, "m"), "miners[0].hotkey"),
+            (miner("h", &long), "miners[0].model"),
+            (miner("h", ""), "miners[0].model"),
+        ];
+        for (text, field) in cases {
+            let error = parse(&text, vars(&[])).expect_err(&text).to_string();
+            assert!(error.contains(field), "{text:?}: {error:?} does not name {field}");
+        }
     }
 }

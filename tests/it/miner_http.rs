@@ -67,7 +67,7 @@ async fn timeouts_are_reported_not_retried() {
     let client = MinerClient::new(ClientConfig { timeout_ms: 100, ..fast_config() }).unwrap();
     let endpoint = reference(Policy::Slow { delay_ms: 2_000 }).await;
     let completion = client.complete(&endpoint, &mult_prompt().1).await;
-    assert!(completion.answer.unwrap_err().contains("timed out"));
+    assert!(completion.answer.unwrap_err().contains("timeout"));
     assert_eq!(completion.attempts.len(), 1);
 }
 
@@ -89,14 +89,19 @@ async fn refused_connections_are_retried() {
 #[tokio::test]
 async fn oversized_and_malformed_bodies_are_errors() {
     use axum::routing::post;
-    let huge = axum::Router::new().route("/v1/chat/completions", post(|| async { "x".repeat(3 * 1024 * 1024) }));
+    let huge = axum::Router::new().route("/v1/chat/completions", post(|| async { "x".repeat(5 * 1024 * 1024) }));
+    let big_garbage =
+        axum::Router::new().route("/v1/chat/completions", post(|| async { "x".repeat(3 * 1024 * 1024) }));
     let malformed = axum::Router::new().route("/v1/chat/completions", post(|| async { "{\"choices\": 5}" }));
     let client = MinerClient::new(fast_config()).unwrap();
-    for (router, expect) in [(huge, "larger than"), (malformed, "not a chat completion")] {
+    for (router, expect) in
+        [(huge, "larger than"), (big_garbage, "not a chat completion"), (malformed, "not a chat completion")]
+    {
         let endpoint = Endpoint { base_url: spawn(router).await, model: "x".into(), api_key_env: None };
         let completion = client.complete(&endpoint, &mult_prompt().1).await;
         let error = completion.answer.unwrap_err();
         assert!(error.contains(expect), "{error}");
+        assert!(error.len() < 400, "a bad body is quoted by a short prefix only: {} bytes", error.len());
         assert_eq!(completion.attempts.len(), 1, "a bad body is not retried");
     }
 }
@@ -152,4 +157,89 @@ async fn concurrency_per_miner_is_bounded() {
     }
     let peak = peak.load(Ordering::SeqCst);
     assert!((1..=3).contains(&peak), "peak in flight {peak}");
+}
+
+/// A raw TCP server that reads a request, then does `respond` with the socket.
+async fn raw_server(respond: fn(std::net::TcpStream)) -> Endpoint {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let mut stream = stream.unwrap();
+            let mut buf = [0u8; 65536];
+            let _ = std::io::Read::read(&mut stream, &mut buf);
+            respond(stream);
+        }
+    });
+    Endpoint { base_url: format!("http://{address}"), model: "m".into(), api_key_env: None }
+}
+
+/// Each transport failure is named for what it is, not "error decoding response body".
+#[tokio::test]
+async fn transport_failures_say_which_kind_they_are() {
+    let config = ClientConfig { timeout_ms: 500, max_attempts: 1, ..fast_config() };
+    let client = MinerClient::new(config).unwrap();
+    let (_, messages) = mult_prompt();
+    let short = raw_server(|mut s| {
+        let _ = std::io::Write::write_all(&mut s, b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\n{\"choices\":");
+    })
+    .await;
+    let reset = raw_server(|s| {
+        // SO_LINGER 0 makes close send RST instead of FIN.
+        let socket = socket2::SockRef::from(&s);
+        socket.set_linger(Some(std::time::Duration::ZERO)).unwrap();
+        drop(s);
+    })
+    .await;
+    let silent = raw_server(|s| {
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        drop(s);
+    })
+    .await;
+    for (endpoint, expected) in [(short, "short body"), (reset, "reset"), (silent, "timeout")] {
+        let error = client.complete(&endpoint, &messages).await.answer.unwrap_err();
+        assert!(error.contains(expected), "expected {expected:?}, got {error:?}");
+        assert!(!error.contains("error decoding response body"), "{error}");
+    }
+}
+
+/// A 429 with Retry-After is retried after the time asked (capped at backoff_max_ms),
+/// not after the short jittered backoff.
+#[tokio::test]
+async fn retry_after_is_honoured_up_to_the_backoff_cap() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let router = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move || {
+            let counter = counter.clone();
+            async move {
+                if counter.fetch_add(1, Ordering::SeqCst) == 0 {
+                    (axum::http::StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")], String::new())
+                } else {
+                    (
+                        axum::http::StatusCode::OK,
+                        [("retry-after", "0")],
+                        r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"Answer: 1"},"finish_reason":"stop"}]}"#
+                            .to_string(),
+                    )
+                }
+            }
+        }),
+    );
+    let endpoint = Endpoint { base_url: spawn(router).await, model: "m".into(), api_key_env: None };
+    let (_, messages) = mult_prompt();
+    // The server asks for 1 s; the cap allows 5 s: the retry comes after about 1 s.
+    let client = MinerClient::new(ClientConfig { backoff_base_ms: 1, backoff_max_ms: 5_000, ..fast_config() }).unwrap();
+    let started = std::time::Instant::now();
+    let completion = client.complete(&endpoint, &messages).await;
+    assert_eq!(completion.answer.as_deref(), Ok("Answer: 1"));
+    assert!(started.elapsed() >= std::time::Duration::from_millis(950), "{:?}", started.elapsed());
+    // With a 200 ms cap, the wait is cut to the cap.
+    calls.store(0, Ordering::SeqCst);
+    let client = MinerClient::new(ClientConfig { backoff_base_ms: 1, backoff_max_ms: 200, ..fast_config() }).unwrap();
+    let started = std::time::Instant::now();
+    client.complete(&endpoint, &messages).await.answer.unwrap();
+    let took = started.elapsed();
+    assert!(took >= std::time::Duration::from_millis(190) && took < std::time::Duration::from_millis(900), "{took:?}");
 }
