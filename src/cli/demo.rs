@@ -1,69 +1,106 @@
-//! `af demo`: the first-run tour on embedded defaults. Writes a log of real
-//! multiplication transcripts, verifies it, signs a checkpoint, proves one transcript's
-//! inclusion and re-scores it from its challenge id, printing each step.
+//! `af demo`: the first-run tour on embedded defaults. Writes the log of a small
+//! synthetic network (validators playing real matches between reference-policy miners,
+//! with real challenge ids, scoring and stopping rules), verifies it, signs a
+//! checkpoint, proves one transcript's inclusion, re-scores it from its challenge id, and
+//! replays the whole log as `af audit` does: the log it leaves audits clean.
 
 use crate::outln;
 use af::envs::{self, Message};
 use af::ledger::checkpoint::Checkpoint;
-use af::ledger::{proof, verify, Event, LedgerKey, Store};
-use anyhow::{anyhow, bail, ensure};
+use af::ledger::{proof, verify, Store};
+use af::replay::synth::{validator_key, write_network, NetworkSpec};
+use anyhow::{anyhow, ensure};
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn run(data: &Path, blocks: u64, events_per_block: u32, fresh: bool) -> anyhow::Result<ExitCode> {
-    ensure!(blocks > 0 && events_per_block > 0, "--blocks and --events-per-block must be positive");
+pub fn run(data: &Path, validators: usize, fresh: bool) -> anyhow::Result<ExitCode> {
+    ensure!((1..=16).contains(&validators), "--validators must be in 1..=16");
     if fresh && data.exists() {
         std::fs::remove_dir_all(data)?;
     }
-    outln!("1. writing {blocks} blocks of {events_per_block} transcripts to {}", data.display());
-    let summary = super::ledger::write_demo(data, blocks, events_per_block, 1024, false)?;
+    if data.join(af::ledger::store::STORE_FILE).exists() {
+        anyhow::bail!("{} already holds a ledger: pass --fresh to replace it", data.display());
+    }
+    let spec = NetworkSpec::small(validators);
     outln!(
-        "   {:.1} MiB in {:.2} s: {:.0} durable events/s (each block fsync'd)",
-        summary.bytes as f64 / 1048576.0,
-        summary.seconds,
-        summary.events_per_second
+        "1. writing the logs of {validators} validator(s): miners {} play {} matches on {} (the keys are the demo's fixed, public ones)",
+        spec.miners.iter().map(|m| format!("{} ({})", m.hotkey, m.policy)).collect::<Vec<_>>().join(", "),
+        spec.matches.len(),
+        spec.envs.join(", ")
+    );
+    let started = std::time::Instant::now();
+    {
+        let store = Store::create(data)?;
+        write_network(&store, &spec)?;
+    }
+    let key = validator_key(0);
+    key.write_new(&super::ledger::key_path(data))?;
+    outln!(
+        "   done in {:.2} s; validator 0's key is {}",
+        started.elapsed().as_secs_f64(),
+        super::ledger::key_path(data).display()
     );
 
     let store = Store::open_read_only(data)?;
     let report = verify::verify_store(&store, &mut |_, _, _| {})?;
     ensure!(report.ok, "verification failed: {:?}", report.chains.iter().find_map(|c| c.fault.clone()));
     outln!(
-        "2. verified {} blocks, {} events: hashes, Merkle roots, signatures, links",
+        "2. verified {} blocks, {} events: page checksums, canonical bytes, Merkle roots, signatures, links, indexes",
         report.n_blocks,
         report.n_events
     );
 
-    let key = LedgerKey::load(&super::ledger::key_path(data))?;
     let tip = store.tip(&key.validator())?.ok_or_else(|| anyhow!("empty chain"))?;
     let note = Checkpoint::of_tip(key.validator(), &tip).sign(&key);
     Checkpoint::verify(&note)?;
-    outln!("3. signed checkpoint of the tip (C2SP signed note), verified:\n");
+    outln!("3. signed checkpoint of validator 0's tip (C2SP signed note), verified:\n");
     for line in note.lines() {
         outln!("     {line}");
     }
 
-    let height = tip.height / 2;
-    let inclusion = proof::prove(&store, &key.validator(), height, 0)?;
+    let location = *store
+        .find_miner(&spec.miners[1].hotkey)?
+        .iter()
+        .find(|l| l.validator == key.validator())
+        .ok_or_else(|| anyhow!("no transcript of {}", spec.miners[1].hotkey))?;
+    let inclusion = proof::prove(&store, &key.validator(), location.height, location.event_idx)?;
     let reached = proof::verify_inclusion_proof(&inclusion)?;
     ensure!(reached == tip, "the proof must reach the checkpointed tip");
     outln!(
-        "\n4. proved event 0 of block {height}: Merkle path of {} hashes, {} headers to the tip",
+        "\n4. proved event {} of block {}: Merkle path of {} hashes, {} headers to the tip",
+        location.event_idx,
+        location.height,
         inclusion.merkle_path.len(),
         inclusion.headers.len()
     );
 
-    let Event::Transcript(transcript) = &inclusion.event else { bail!("demo events are transcripts") };
+    let transcript = inclusion.event.transcript().ok_or_else(|| anyhow!("the found event is not a transcript"))?;
     let registry = envs::registry();
     let env = registry.get(&transcript.env.name).ok_or_else(|| anyhow!("unknown env {}", transcript.env.name))?;
     let messages: Vec<Message> = transcript.messages.iter().map(|m| Message::new(&m.role, m.content.clone())).collect();
     let scored = envs::score_transcript(env, &transcript.challenge_id, &messages)?;
     ensure!(scored.reward_milli == transcript.reward_milli, "recorded reward differs from the re-scored one");
     outln!(
-        "5. re-scored that transcript from challenge {} alone: reward {} = recorded {}",
+        "5. re-scored that {} transcript from challenge {} alone: reward {} = recorded {}",
+        transcript.env.name,
         transcript.challenge_id,
         scored.reward_milli,
         transcript.reward_milli
     );
-    outln!("\nall checks passed; inspect with `af ledger show --data {}`", data.display());
+
+    let replayed =
+        af::replay::replay(&store, &registry, None, &af::evaluation::ratio::DEFAULT_RATIO_PARAMS, &mut |_, _, _| {})?;
+    let discrepancies = replayed.state.discrepancies.len();
+    ensure!(discrepancies == 0, "the replay found {discrepancies} discrepancies in the demo log");
+    outln!(
+        "6. replayed every log as `af audit` does: {} matches, champion {}, 0 discrepancies, state hash {}",
+        replayed.folds.iter().map(|f| f.matches.len()).sum::<usize>(),
+        replayed.state.champion.as_ref().map_or("(none)", |c| c.hotkey.as_str()),
+        replayed.state_hash
+    );
+    outln!(
+        "\nall checks passed; `af audit --data {0}` re-checks it, `af ledger show --data {0}` lists it",
+        data.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -33,15 +33,15 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Write a demo ledger, verify it, prove and re-score one transcript (the first-run tour).
+    /// Write a small synthetic network's logs, verify them, prove and re-score one
+    /// transcript, and replay them as the audit does (the first-run tour).
     Demo {
-        /// Data directory (created; must not hold a ledger already unless --reuse).
+        /// Data directory (created; must not hold a ledger already unless --fresh).
         #[arg(long, default_value = "demo-data")]
         data: PathBuf,
-        #[arg(long, default_value_t = 32)]
-        blocks: u64,
-        #[arg(long, default_value_t = 64)]
-        events_per_block: u32,
+        /// Validators in the synthetic network (1..=16).
+        #[arg(long, default_value_t = 2)]
+        validators: usize,
         /// Remove an existing demo directory first.
         #[arg(long)]
         fresh: bool,
@@ -157,7 +157,7 @@ pub enum RatioCommand {
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Demo { data, blocks, events_per_block, fresh } => demo::run(&data, blocks, events_per_block, fresh),
+        Command::Demo { data, validators, fresh } => demo::run(&data, validators, fresh),
         Command::Key(command) => key::run(command),
         Command::Ledger(command) => ledger::run(command),
         Command::Env(command) => env::run(command),

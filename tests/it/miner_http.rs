@@ -90,8 +90,7 @@ async fn refused_connections_are_retried() {
 async fn oversized_and_malformed_bodies_are_errors() {
     use axum::routing::post;
     let huge = axum::Router::new().route("/v1/chat/completions", post(|| async { "x".repeat(5 * 1024 * 1024) }));
-    let big_garbage =
-        axum::Router::new().route("/v1/chat/completions", post(|| async { "x".repeat(3 * 1024 * 1024) }));
+    let big_garbage = axum::Router::new().route("/v1/chat/completions", post(|| async { "x".repeat(3 * 1024 * 1024) }));
     let malformed = axum::Router::new().route("/v1/chat/completions", post(|| async { "{\"choices\": 5}" }));
     let client = MinerClient::new(fast_config()).unwrap();
     for (router, expect) in
