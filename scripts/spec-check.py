@@ -71,8 +71,20 @@ def header(r: Reader) -> dict:
     }
 
 
-def miner(r): return {"hotkey": r.string(), "uid": r.u16(), "model": r.string()}
-def env_ref(r): return {"name": r.string(), "version": r.u32()}
+def name(r):
+    text = r.string()
+    bound(len(text.encode()) <= 256, "a short name is at most 256 bytes")
+    return text
+
+
+def short_list(r, item):
+    items = r.vec(item)
+    bound(len(items) <= 4096, "at most 4096 items")
+    return items
+
+
+def miner(r): return {"hotkey": name(r), "uid": r.u16(), "model": name(r)}
+def env_ref(r): return {"name": name(r), "version": r.u32()}
 
 
 def event(r: Reader) -> dict:
@@ -80,23 +92,19 @@ def event(r: Reader) -> dict:
     tag = r.u32()
     if tag == 0:
         return {"match_started": {"match_id": r.hash(), "contender": miner(r), "champion": miner(r),
-                                  "envs": r.vec(lambda: env_ref(r)), "rule": r.string(), "ratio_to_beat_ppm": r.u32()}}
+                                  "envs": short_list(r, lambda: env_ref(r)), "rule": name(r), "ratio_to_beat_ppm": r.u32()}}
     if tag == 1:
-        return {"transcript": {
-            "match_id": r.hash(), "env": env_ref(r), "challenge_id": r.hash(), "challenge_index": r.u64(),
-            "invocation_id": r.hash(), "miner": miner(r),
-            "messages": r.vec(lambda: {"role": r.string(), "content": r.string()}),
-            "answer": r.string(), "reward_milli": r.i32(), "latency_ms": r.u64(), "error": r.option(r.string)}}
+        return {"transcript": transcript(r)}
     if tag == 2:
         outcomes = ["contender_better", "contender_not_better", "inconclusive"]
         return {"env_decision": {"match_id": r.hash(), "env": env_ref(r), "outcome": outcomes[r.u32()], "wins": r.u32(),
-                                 "losses": r.u32(), "draws": r.u32(), "n_challenges": r.u64(), "rule": r.string()}}
+                                 "losses": r.u32(), "draws": r.u32(), "n_challenges": r.u64(), "rule": name(r)}}
     if tag == 3:
-        return {"match_decided": {"match_id": r.hash(), "contender_won": r.bool(), "champion_hotkey": r.string(),
-                                  "win_rates": r.vec(lambda: {"env": env_ref(r), "win_rate_ppm": r.u32()}),
+        return {"match_decided": {"match_id": r.hash(), "contender_won": r.bool(), "champion_hotkey": name(r),
+                                  "win_rates": short_list(r, lambda: {"env": env_ref(r), "win_rate_ppm": r.u32()}),
                                   "new_ratio_to_beat_ppm": r.u32()}}
     if tag == 4:
-        return {"weights_set": {"netuid": r.u16(), "uids": r.vec(r.u16), "weights": r.vec(r.u16),
+        return {"weights_set": {"netuid": r.u16(), "uids": short_list(r, r.u16), "weights": short_list(r, r.u16),
                                 "version_key": r.u64(), "chain_block": r.u64()}}
     if tag == 5:
         return {"chain_commitment": {"netuid": r.u16(), "chain_block": r.u64(), "committed_height": r.u64(),
@@ -104,7 +112,46 @@ def event(r: Reader) -> dict:
     if tag == 6:
         return {"evidence": {"validator": r.hash(), "height": r.u64(), "header_a": header(r),
                              "signature_a": r.take(64).hex(), "header_b": header(r), "signature_b": r.take(64).hex()}}
+    if tag == 7:
+        t = transcript(r)
+        cuts = r.vec(lambda: {"message_idx": r.option(r.u32), "full_bytes": r.u64(), "full_blake3": r.hash()})
+        check_cuts(t, cuts)
+        return {"transcript_cut": {"transcript": t, "cuts": cuts}}
     raise ValueError(f"unknown event tag {tag}")
+
+
+def transcript(r: Reader) -> dict:
+    t = {"match_id": r.hash(), "env": env_ref(r), "challenge_id": r.hash(), "challenge_index": r.u64(),
+         "invocation_id": r.hash(), "miner": miner(r),
+         "messages": r.vec(lambda: {"role": name(r), "content": r.string()}),
+         "answer": r.string(), "reward_milli": r.i32(), "latency_ms": r.u64(), "error": r.option(r.string)}
+    bound(len(t["messages"]) <= 256, "at most 256 messages")
+    for m in t["messages"]:
+        bound(len(m["role"].encode()) <= 256 and len(m["content"].encode()) <= 1 << 20, "message bounds")
+    bound(len(t["answer"].encode()) <= 1 << 20, "answer bound")
+    bound(t["error"] is None or len(t["error"].encode()) <= 1 << 20, "error bound")
+    return t
+
+
+def check_cuts(t: dict, cuts: list):
+    """02-events.md, TranscriptCut: cuts name existing texts in order, once each."""
+    bound(1 <= len(cuts) <= 257, "1..=257 cuts")
+    last = -1
+    for c in cuts:
+        position = c["message_idx"] if c["message_idx"] is not None else 1 << 32
+        bound(position > last, "cuts in order, each text once")
+        last = position
+        if c["message_idx"] is None:
+            recorded = len(t["answer"].encode())
+        else:
+            bound(c["message_idx"] < len(t["messages"]), "a cut names an existing message")
+            recorded = len(t["messages"][c["message_idx"]]["content"].encode())
+        bound(recorded <= 256 * 1024 and c["full_bytes"] > recorded, "a cut text is at most 256 KiB and shorter than the full text")
+
+
+def bound(condition: bool, what: str):
+    if not condition:
+        raise ValueError(f"bound violated: {what}")
 
 
 def leaf_hash(b: bytes) -> bytes: return b3(b"\x00" + b)
@@ -154,7 +201,85 @@ def check(condition: bool, what: str):
     print(f"ok   {what}")
 
 
+# 03-blocks.md: the canonical encodings of the 8 points of small order, refused as keys.
+SMALL_ORDER = {bytes.fromhex(h) for h in [
+    "00" * 32, "00" * 31 + "80", "01" + "00" * 31, "ec" + "ff" * 30 + "7f",
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85",
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa",
+]}
+P = 2**255 - 19
+D = -121665 * pow(121666, P - 2, P) % P
+
+
+def canonical_point(key: bytes) -> bool:
+    """03-blocks.md: y < p, and x recoverable with x = 0 only when the sign bit is 0."""
+    y = int.from_bytes(key, "little") & ((1 << 255) - 1)
+    sign = key[31] >> 7
+    if y >= P:
+        return False
+    x2 = (y * y - 1) * pow(D * y * y + 1, P - 2, P) % P
+    x = pow(x2, (P + 3) // 8, P)
+    if (x * x - x2) % P != 0:
+        x = x * pow(2, (P - 1) // 4, P) % P
+    if (x * x - x2) % P != 0:
+        return False
+    return not (x == 0 and sign == 1)
+
+
+def need(condition: bool, what: str):
+    if not condition:
+        raise ValueError(what)
+
+
+def verify_export(path: Path):
+    """08-export.md: every block of a block export, by 01-04 alone."""
+    data = path.read_bytes()
+    magic = b"af-ledger-blocks/v1\n"
+    need(data.startswith(magic), "export starts with the magic (08)")
+    pos, tips, n_blocks, n_events = len(magic), {}, 0, 0
+    while pos < len(data):
+        need(pos + 4 <= len(data), f"record {n_blocks} has its length (08)")
+        length = struct.unpack_from("<I", data, pos)[0]
+        need(length <= 32 << 20 and pos + 4 + length <= len(data), f"record {n_blocks} is whole and within 32 MiB (08)")
+        raw = data[pos + 4:pos + 4 + length]
+        pos += 4 + length
+        r = Reader(raw)
+        h = header(r)
+        validator = bytes.fromhex(h["validator"])
+        need(h["format_version"] == 1 and h["n_events"] <= 65536, f"record {n_blocks}: header rules (03)")
+        need(canonical_point(validator) and validator not in SMALL_ORDER, f"record {n_blocks}: validator key (03)")
+        prev = tips.get(validator)
+        expected = (0, bytes(32), None) if prev is None else (prev[0] + 1, prev[1], prev[2])
+        need(h["height"] == expected[0] and bytes.fromhex(h["prev_hash"]) == expected[1]
+              and (expected[2] is None or h["time_ms"] >= expected[2]), f"record {n_blocks}: links (03)")
+        block_hash = b3(raw[:118])
+        Ed25519PublicKey.from_public_bytes(validator).verify(r.take(64), b"af-ledger/v1/block\x00" + block_hash)
+        n = r.u64()
+        need(n == h["n_events"], f"record {n_blocks}: event count (03)")
+        leaves = []
+        for _ in range(n):
+            start = r.pos
+            event(r)
+            need(r.pos - start <= 4 << 20, f"record {n_blocks}: event within 4 MiB (01)")
+            leaves.append(leaf_hash(raw[start:r.pos]))
+        need(r.pos == len(raw) and mth(leaves).hex() == h["events_root"], f"record {n_blocks}: events root, no trailing bytes (03)")
+        tips[validator] = (h["height"], block_hash, h["time_ms"])
+        n_blocks += 1
+        n_events += n
+    for validator, (height, block_hash, _) in sorted(tips.items()):
+        print(f"chain {validator.hex()}: {height + 1} blocks, tip {block_hash.hex()}")
+    print(f"export verified by the spec alone: {n_blocks} blocks, {n_events} events, {len(tips)} chain(s)")
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--blocks":
+        try:
+            verify_export(Path(sys.argv[2]))
+        except Exception as error:  # any decode failure is a verification failure
+            sys.exit(f"FAIL: {error!r}")
+        return
     path = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent.parent / "fixtures/ledger/vectors.json")
     v = json.loads(path.read_text())
     public = bytes.fromhex(v["key"]["public_key"])

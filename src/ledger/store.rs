@@ -628,9 +628,10 @@ fn open_database(
     use redb::{DatabaseError, StorageError};
     Err(match error {
         DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => StoreError::Locked(path.to_owned()),
-        DatabaseError::Storage(StorageError::Corrupted(why)) => {
-            StoreError::Corrupt(format!("{}: {why}", path.display()))
-        }
+        DatabaseError::Storage(StorageError::Corrupted(why)) => StoreError::Corrupt(format!(
+            "{}: the file fails the storage engine's integrity check (page checksums): {why}",
+            path.display()
+        )),
         DatabaseError::Storage(StorageError::Io(io)) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
             StoreError::Corrupt(format!("{}: the file is shorter than its header says", path.display()))
         }

@@ -189,12 +189,6 @@ impl Config {
                 return invalid(format!("{name} = {value} is outside its range {lo}..={hi}"));
             }
         }
-        if self.evaluation.max_challenges < u64::from(self.evaluation.cap) {
-            return invalid(format!(
-                "evaluation.max_challenges = {} is below evaluation.cap = {}: the cap could never be reached",
-                self.evaluation.max_challenges, self.evaluation.cap
-            ));
-        }
         if self.client.backoff_max_ms < self.client.backoff_base_ms {
             return invalid("client.backoff_max_ms is below client.backoff_base_ms".into());
         }
@@ -298,7 +292,7 @@ mod tests {
             ("[evaluation]\nalpha = 0.0\n".into(), "evaluation.alpha"),
             ("[evaluation]\nalpha = nan\n".into(), "evaluation.alpha"),
             ("[evaluation]\nenvs = [\"mult\", \"mult\"]\n".into(), "evaluation.envs"),
-            ("[evaluation]\ncap = 500\nmax_challenges = 10\n".into(), "evaluation.max_challenges"),
+            ("[evaluation]\nmax_challenges = 2000000\n".into(), "evaluation.max_challenges"),
             ("[client]\ntimeout_ms = 0\n".into(), "client.timeout_ms"),
             ("[client]\nmax_response_bytes = 4611686018427387904\n".into(), "client.max_response_bytes"),
             ("[client]\nbackoff_base_ms = 5000\nbackoff_max_ms = 10\n".into(), "client.backoff_max_ms"),

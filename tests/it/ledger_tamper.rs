@@ -208,7 +208,7 @@ fn raw_byte_flip_in_the_file_is_caught() {
     assert_eq!(output.status.code(), Some(3), "{}", String::from_utf8_lossy(&output.stderr));
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["ok"], false);
-    assert!(report["error"].as_str().unwrap().contains("checksum"), "{report}");
+    assert!(report["error"].as_str().unwrap().contains("checksums"), "{report}");
     // The same flip made through the engine (checksums recomputed) is caught by the
     // ledger's own rules instead.
     let dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,7 @@ use af::ledger::block::{self, BlockHeader, HEADER_BYTES};
 use af::ledger::checkpoint::{self, Checkpoint};
 use af::ledger::event::{
     ChainCommitment, ChatMessage, EnvDecision, EnvOutcome, EnvRef, EnvWinRate, Event, Evidence, MatchDecided,
-    MatchStarted, MinerRef, Transcript, WeightsSet,
+    MatchStarted, MinerRef, TextCut, Transcript, TranscriptCut, WeightsSet,
 };
 use af::ledger::{codec, merkle, LedgerKey};
 use serde_json::json;
@@ -90,6 +90,28 @@ pub fn vector_events() -> Vec<Event> {
             header_b: evidence_header(2),
             signature_b: SignatureBytes([0x55; 64]),
         })),
+        Event::TranscriptCut(TranscriptCut {
+            transcript: Transcript {
+                match_id,
+                env: EnvRef { name: "mult".into(), version: 1 },
+                challenge_id,
+                challenge_index: 0,
+                invocation_id: Hash32([0x23; 32]),
+                miner: MinerRef { hotkey: "5Verbose".into(), uid: 4, model: "r".into() },
+                messages: vec![
+                    ChatMessage { role: "user".into(), content: "2x3?".into() },
+                    ChatMessage { role: "assistant".into(), content: "Let me".into() },
+                ],
+                answer: "Let me".into(),
+                reward_milli: -1000,
+                latency_ms: 900,
+                error: None,
+            },
+            cuts: vec![
+                TextCut { message_idx: Some(1), full_bytes: 300_000, full_blake3: Hash32([0x88; 32]) },
+                TextCut { message_idx: None, full_bytes: 300_000, full_blake3: Hash32([0x88; 32]) },
+            ],
+        }),
     ]
 }
 
