@@ -114,7 +114,7 @@ fn main() {
          [[miners]]\nhotkey = \"5Champion\"\nuid = 0\nbase_url = \"{}\"\nmodel = \"m\"\n",
         champion.url
     );
-    for i in 1..=10_000 {
+    for i in 1..=4_000 {
         text += &format!(
             "[[miners]]\nhotkey = \"5Contender{i}\"\nuid = {i}\nbase_url = \"{}\"\nmodel = \"m\"\n",
             contender.url

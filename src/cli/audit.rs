@@ -83,6 +83,18 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::from(code))
         }
+        // A store whose bytes fail the storage engine's checks is a finding, not a
+        // failure to run: the audit looked and found the log damaged.
+        Err(error) if is_integrity_fault(&error) => {
+            if args.json {
+                print_json(
+                    &serde_json::json!({ "clean": false, "store_corrupt": true, "error": format!("{error:#}") }),
+                )?;
+            } else {
+                outln!("FOUND: the store is corrupt: {error:#}");
+            }
+            Ok(ExitCode::from(EXIT_FOUND))
+        }
         Err(error) => {
             if args.json {
                 print_json(&serde_json::json!({ "clean": false, "error": format!("{error:#}") }))?;
@@ -91,6 +103,10 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(EXIT_COULD_NOT_RUN))
         }
     }
+}
+
+fn is_integrity_fault(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| cause.downcast_ref::<af::ledger::StoreError>().is_some_and(|e| e.is_integrity_fault()))
 }
 
 fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {

@@ -73,7 +73,9 @@ pub enum EnvCommand {
 }
 
 fn find<'r>(registry: &'r envs::Registry, name: &str) -> anyhow::Result<&'r dyn Environment> {
-    registry.get(name).ok_or_else(|| anyhow!("no environment {name:?}; known: {}", registry.names().join(", ")))
+    registry.get(name).ok_or_else(|| {
+        anyhow!("no environment {}; known: {}", af::bytes::quote_prefix(name), registry.names().join(", "))
+    })
 }
 
 fn parse_id(hex: &str) -> anyhow::Result<Hash32> {

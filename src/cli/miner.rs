@@ -14,9 +14,10 @@ pub enum MinerCommand {
     Serve {
         #[arg(long, default_value = "127.0.0.1:8001")]
         listen: SocketAddr,
-        /// perfect, random, noisy:P, garbage, slow:MS or flaky:P
+        /// perfect, random, noisy:P, garbage, slow:MS, flaky:P or verbose:BYTES
+        // Parsed below rather than by clap, whose error would echo the whole value.
         #[arg(long, default_value = "perfect")]
-        policy: Policy,
+        policy: String,
         /// Model name reported by /v1/models.
         #[arg(long, default_value = "af-reference")]
         model: String,
@@ -28,6 +29,7 @@ pub enum MinerCommand {
 
 pub fn run(command: MinerCommand) -> anyhow::Result<ExitCode> {
     let MinerCommand::Serve { listen, policy, model, seed } = command;
+    let policy: Policy = policy.parse()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;

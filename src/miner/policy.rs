@@ -42,7 +42,7 @@ pub enum Policy {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "unknown policy {0:?}: expected perfect, random, noisy:P, garbage, slow:MS, flaky:P (0 <= P <= 1) or verbose:BYTES"
+    "unknown policy {0}: expected perfect, random, noisy:P, garbage, slow:MS, flaky:P (0 <= P <= 1) or verbose:BYTES"
 )]
 pub struct PolicyParseError(String);
 
@@ -50,7 +50,7 @@ impl FromStr for Policy {
     type Err = PolicyParseError;
 
     fn from_str(text: &str) -> Result<Policy, PolicyParseError> {
-        let err = || PolicyParseError(text.to_string());
+        let err = || PolicyParseError(crate::bytes::quote_prefix(text));
         let probability = |v: &str| v.parse::<f64>().ok().filter(|p| (0.0..=1.0).contains(p)).ok_or_else(err);
         match text.split_once(':') {
             None if text == "perfect" => Ok(Policy::Perfect),

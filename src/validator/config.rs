@@ -102,7 +102,8 @@ impl EvaluationConfig {
             "wilson-calibrated" => Ok(StoppingRule::wilson_calibrated(self.cap)),
             "sprt" => Ok(StoppingRule::Sprt { delta: 0.1, alpha: self.alpha / 2.0, beta: 0.1 }),
             other => Err(ConfigError::Invalid(format!(
-                "evaluation.rule {other:?}: expected mixture, wilson, wilson-calibrated or sprt"
+                "evaluation.rule {}: expected mixture, wilson, wilson-calibrated or sprt",
+                crate::bytes::quote_prefix(other)
             ))),
         }
     }

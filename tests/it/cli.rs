@@ -187,3 +187,27 @@ fn demo_tour_runs() {
     // A second run refuses to write over it without --fresh.
     assert_eq!(af(&["demo", "--data", data.to_str().unwrap()]).status.code(), Some(1));
 }
+
+/// Inputs that are not what they claim come back as short errors, never echoed whole, and
+/// a key "file" that is a pipe (or a device) is refused without reading it.
+#[test]
+fn bad_inputs_are_quoted_short_and_key_files_must_be_regular() {
+    let long = "x".repeat(100_000); // one argument can be at most 128 KiB
+    for args in [
+        vec!["env", "test", "--env", long.as_str()],
+        vec!["miner", "serve", "--listen", "127.0.0.1:0", "--policy", long.as_str()],
+        vec!["ledger", "find", "--data", "/nonexistent", "--challenge-id", long.as_str()],
+    ] {
+        let output = af(&args);
+        assert_ne!(output.status.code(), Some(0), "{:?}", &args[..2]);
+        assert!(output.stderr.len() < 2_000, "{:?}: {} bytes of error", &args[..2], output.stderr.len());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("key");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let output = af(&["key", "show", "--key", fifo.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not a regular file"));
+}

@@ -239,3 +239,44 @@ fn block_export_round_trips_and_import_refuses_changed_records() {
         }
     }
 }
+
+/// A store that is fine but cannot be read says why, with exit 1 (could not run), never
+/// the verification-failure code: missing, or held by a running writer. A read-only copy
+/// is verified and audited.
+#[test]
+fn stores_that_cannot_be_opened_say_why_and_read_only_copies_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let missing = run_af(&["ledger", "verify", "--data", empty.to_str().unwrap()]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no ledger store"));
+    assert!(crate::af(&["demo", "--data", data.to_str().unwrap()]).status.success());
+
+    // A writer holds the store (as a running validator does).
+    let writer = Store::open(&data).unwrap();
+    for args in [vec!["ledger", "verify"], vec!["ledger", "show"], vec!["ledger", "export"]] {
+        let mut args = args.clone();
+        args.extend(["--data", data.to_str().unwrap()]);
+        let output = run_af(&args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        assert!(String::from_utf8_lossy(&output.stderr).contains("locked"), "{args:?}");
+    }
+    assert_eq!(run_af(&["audit", "--data", data.to_str().unwrap()]).status.code(), Some(2), "audit: could not run");
+    drop(writer);
+
+    // A read-only copy: file 0444 in a 0555 directory.
+    use std::os::unix::fs::PermissionsExt;
+    let copy = dir.path().join("ro");
+    std::fs::create_dir_all(&copy).unwrap();
+    std::fs::copy(data.join(STORE_FILE), copy.join(STORE_FILE)).unwrap();
+    std::fs::set_permissions(copy.join(STORE_FILE), std::fs::Permissions::from_mode(0o444)).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let before = std::fs::read(copy.join(STORE_FILE)).unwrap();
+    assert_eq!(run_af(&["ledger", "verify", "--data", copy.to_str().unwrap()]).status.code(), Some(0));
+    let audit = run_af(&["audit", "--data", copy.to_str().unwrap()]);
+    assert_eq!(audit.status.code(), Some(0), "{}", String::from_utf8_lossy(&audit.stderr));
+    assert_eq!(std::fs::read(copy.join(STORE_FILE)).unwrap(), before, "reading never writes the file");
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+}

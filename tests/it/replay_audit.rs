@@ -300,3 +300,47 @@ fn miners_see_their_transcripts_with_proofs_that_break_on_any_changed_byte() {
     std::fs::write(&file, serde_json::to_string(&entry).unwrap()).unwrap();
     assert_eq!(af(&["transcripts", "verify", file.to_str().unwrap()]).status.code(), Some(3));
 }
+
+/// The audit verifies every block on every run: after one audit saved its snapshot, an
+/// answer changed inside a stored block (through the engine, so every page checksum is
+/// right) is found by the next audit without `--from-genesis`, and a byte changed in the
+/// file itself is found too.
+#[test]
+fn a_snapshot_never_hides_a_changed_block() {
+    use af::ledger::store::{block_key, BLOCKS, STORE_FILE};
+    use redb::ReadableTable;
+    let (dir, keys) = build(&NetworkSpec::small(2));
+    let data = dir.path().to_str().unwrap();
+    assert_eq!(af(&["audit", "--data", data]).status.code(), Some(0));
+    assert!(dir.path().join(replay::SNAPSHOT_FILE).exists(), "the first audit saved a snapshot");
+    {
+        let db = redb::Database::open(dir.path().join(STORE_FILE)).unwrap();
+        let key = block_key(&keys[0], 1);
+        let txn = db.begin_write().unwrap();
+        {
+            let mut blocks = txn.open_table(BLOCKS).unwrap();
+            let mut bytes = blocks.get(key.as_slice()).unwrap().unwrap().value().to_vec();
+            // A byte of an answer in the block's last event.
+            let n = bytes.len();
+            bytes[n - 40] ^= 0x01;
+            blocks.insert(key.as_slice(), bytes.as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let output = af(&["audit", "--data", data, "--json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(stdout(&output).contains("invalid_block"), "{}", stdout(&output));
+    // A flipped byte in the file: the engine's checksums catch it, and it is a finding.
+    let path = dir.path().join(STORE_FILE);
+    let mut file = std::fs::read(&path).unwrap();
+    let block = {
+        let store = Store::open_read_only(dir.path()).unwrap();
+        store.block_bytes(&keys[1], 1).unwrap().unwrap()
+    };
+    let at = file.windows(64).position(|w| w == &block[..64]).unwrap();
+    file[at + 200] ^= 0x02;
+    std::fs::write(&path, &file).unwrap();
+    let output = af(&["audit", "--data", data, "--json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(stdout(&output).contains("store_corrupt"), "{}", stdout(&output));
+}
