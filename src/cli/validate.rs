@@ -151,6 +151,7 @@ async fn show_progress(mut progress: tokio::sync::watch::Receiver<MatchState>, e
             .map(|(name, tally)| match tally.result {
                 Some(EnvResult::Better) => format!("{name} better"),
                 Some(EnvResult::NotBetter) => format!("{name} not better"),
+                Some(EnvResult::Futile) => format!("{name} not better (futility)"),
                 Some(EnvResult::Inconclusive) => format!("{name} inconclusive"),
                 Some(EnvResult::Abandoned) => format!("{name} -"),
                 None => format!("{name} {}W/{}L/{}D", tally.wins, tally.losses, tally.draws),

@@ -6,7 +6,7 @@
 //!
 //! No IO and no clock: the validator loop feeds it game results and asks what to do.
 
-use super::stopping::{StoppingRule, Verdict};
+use super::stopping::{Futility, StoppingRule, Verdict};
 use serde::Serialize;
 
 /// The contender's result on one challenge against the champion.
@@ -39,6 +39,9 @@ pub enum EnvResult {
     Inconclusive,
     /// Stopped because the match was already decided.
     Abandoned,
+    /// Stopped by the futility rule: the contender is shown not meaningfully better.
+    /// Counts as not better.
+    Futile,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -69,14 +72,26 @@ pub struct MatchState {
     pub max_challenges: u64,
     /// Ratio to beat, as a probability.
     pub p0: f64,
+    /// The futility stop, if the match uses one.
+    pub futility: Option<Futility>,
     pub envs: Vec<EnvTally>,
+    /// Per env, the futility's win-rate bound at the (decisive, wins) it was computed for:
+    /// it changes only with a decisive game, and computing it is the costly part.
+    #[serde(skip)]
+    win_rate_upper: Vec<Option<(u32, u32, f64)>>,
 }
 
 impl MatchState {
     pub fn new(n_envs: usize, rule: StoppingRule, cap: u32, max_challenges: u64, p0: f64) -> MatchState {
         assert!(n_envs > 0 && cap > 0 && max_challenges > 0);
         let tally = EnvTally { wins: 0, losses: 0, draws: 0, n_challenges: 0, result: None };
-        MatchState { rule, cap, max_challenges, p0, envs: vec![tally; n_envs] }
+        MatchState { rule, cap, max_challenges, p0, futility: None, envs: vec![tally; n_envs], win_rate_upper: vec![None; n_envs] }
+    }
+
+    /// The same match with a futility stop (or none).
+    pub fn with_futility(mut self, futility: Option<Futility>) -> MatchState {
+        self.futility = futility;
+        self
     }
 
     /// Environments the contender must win: more than half.
@@ -105,7 +120,7 @@ impl MatchState {
     /// Once the match is decided, every still-open env is marked abandoned.
     pub fn record(&mut self, env: usize, outcome: GameOutcome) -> Option<EnvResult> {
         assert!(self.wants_more(env), "env {env} is not being played");
-        let (rule, cap, max_challenges, p0) = (self.rule, self.cap, self.max_challenges, self.p0);
+        let (rule, cap, max_challenges, p0, futility) = (self.rule, self.cap, self.max_challenges, self.p0, self.futility);
         let tally = &mut self.envs[env];
         tally.n_challenges += 1;
         match outcome {
@@ -117,6 +132,22 @@ impl MatchState {
         let result = match rule.verdict(decisive, tally.wins, p0) {
             Verdict::Better => Some(EnvResult::Better),
             Verdict::NotBetter => Some(EnvResult::NotBetter),
+            Verdict::Continue
+                if futility.is_some_and(|f| {
+                    let cached = &mut self.win_rate_upper[env];
+                    let p_up = match *cached {
+                        Some((d, w, p_up)) if (d, w) == (decisive, tally.wins) => p_up,
+                        _ => {
+                            let p_up = f.win_rate_upper(decisive, tally.wins);
+                            *cached = Some((decisive, tally.wins, p_up));
+                            p_up
+                        }
+                    };
+                    f.is_futile_given(tally.n_challenges, decisive, p_up)
+                }) =>
+            {
+                Some(EnvResult::Futile)
+            }
             Verdict::Continue if decisive >= cap || tally.n_challenges >= max_challenges => {
                 Some(EnvResult::Inconclusive)
             }

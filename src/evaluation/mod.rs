@@ -3,9 +3,10 @@
 //!
 //! `stopping` holds the per-environment stopping rules and their exact error rates,
 //! `matchplay` the match state machine (tallies, majority of environments, early stop),
-//! `ratio` the ratio to beat and its decay. The loop that queries miners and writes the
-//! ledger comes with the rest of issue 4.
+//! `ratio` the ratio to beat and its decay, `scenarios` seeded whole-match simulations of
+//! what each rule configuration costs in model calls and decides.
 
 pub mod matchplay;
 pub mod ratio;
+pub mod scenarios;
 pub mod stopping;

@@ -41,6 +41,149 @@ pub enum StoppingRule {
     Sprt { delta: f64, alpha: f64, beta: f64 },
 }
 
+/// An anytime-valid futility stop: ends an environment as "not better" once the data show
+/// the contender is not meaningfully better per challenge, however the games split.
+///
+/// The advantage per challenge is `A = d (2p - 1)`: `d` the share of challenges that are
+/// decisive, `p` the contender's win rate among them (an exact copy has `d = 0`, an equal
+/// one `p = 1/2`). Two Beta(1, 1)-binomial mixture confidence sequences, each at level
+/// `alpha / 2`, bound `d` (over all challenges) and `p` (over decisive games) from above at
+/// every time; with probability at least `1 - alpha` both hold forever, so
+/// `A <= d_up * max(2 p_up - 1, 0)`. The env stops once that bound is below `advantage`.
+///
+/// It only ever says "not better": on every sequence of games, a rule with futility says
+/// "better" only when the rule without it says so at the same game, so the chance of a
+/// false crown stays what the base rule's exact dynamic program gives (at most `alpha / 2`
+/// for the default rule). What the margin costs is the chance of dismissing a contender
+/// whose true advantage is above it, at most the futility's own `alpha`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Futility {
+    /// The indifference margin on the advantage per challenge, in (0, 1).
+    pub advantage: f64,
+    /// Level of the two confidence sequences together, in (0, 1).
+    pub alpha: f64,
+}
+
+/// Defaults of the futility stop (see `scripts/bench-decisions.sh` for what they cost and save).
+pub const DEFAULT_FUTILITY: Futility = Futility { advantage: 0.1, alpha: 0.05 };
+
+impl Futility {
+    pub fn describe(&self) -> String {
+        format!("futility advantage={} alpha={}", self.advantage, self.alpha)
+    }
+
+    /// Whether the env is futile after `n_challenges` challenges, `decisive` of them decisive
+    /// and `wins` of those won by the contender.
+    pub fn is_futile(&self, n_challenges: u64, decisive: u32, wins: u32) -> bool {
+        self.is_futile_given(n_challenges, decisive, self.win_rate_upper(decisive, wins))
+    }
+
+    /// `p_up`: the upper end of the win-rate sequence at level `alpha / 2` (1 with no
+    /// decisive game). It changes only with a decisive game, so callers may keep it.
+    pub fn win_rate_upper(&self, decisive: u32, wins: u32) -> f64 {
+        if decisive == 0 {
+            1.0
+        } else {
+            mixture_upper(f64::from(decisive), f64::from(wins), self.alpha / 2.0)
+        }
+    }
+
+    /// [`Futility::is_futile`] with `p_up` given. Futile when `p_up <= 1/2`; otherwise
+    /// when `d* = advantage / (2 p_up - 1)` lies above the decisive-rate confidence set,
+    /// that is `d* > decisive / n` and `log M_n(d*) >= ln(2 / alpha)`: then
+    /// `d_up * (2 p_up - 1) < advantage` (one evaluation instead of a second bisection).
+    pub fn is_futile_given(&self, n_challenges: u64, decisive: u32, p_up: f64) -> bool {
+        if n_challenges == 0 {
+            return false;
+        }
+        let gain = 2.0 * p_up - 1.0;
+        if gain <= 0.0 {
+            return true;
+        }
+        let d_star = self.advantage / gain;
+        if d_star >= 1.0 {
+            return true; // even if every challenge were decisive, the advantage is below the margin
+        }
+        let (n, s) = (n_challenges as f64, f64::from(decisive));
+        d_star > s / n && log_mixture_uniform(n, s, d_star) >= libm::log(2.0 / self.alpha)
+    }
+}
+
+/// log M_n(p) of the Beta(1, 1)-binomial mixture with `s` successes in `n`.
+fn log_mixture_uniform(n: f64, s: f64, p: f64) -> f64 {
+    ln_beta(1.0 + s, 1.0 + n - s) - s * libm::log(p) - (n - s) * libm::log(1.0 - p)
+}
+
+/// The upper end of the Beta(1, 1) mixture confidence set `{p : log M_n(p) < ln(1/alpha)}`
+/// for `s` successes in `n`: the largest `p >= s/n` still inside, by bisection (60 halvings,
+/// all through libm, so every machine finds the same bits).
+pub fn mixture_upper(n: f64, s: f64, alpha: f64) -> f64 {
+    let threshold = libm::log(1.0 / alpha);
+    let (mut inside, mut outside) = (s / n, 1.0);
+    if s >= n {
+        return 1.0;
+    }
+    for _ in 0..60 {
+        let mid = (inside + outside) / 2.0;
+        if log_mixture_uniform(n, s, mid) < threshold {
+            inside = mid;
+        } else {
+            outside = mid;
+        }
+    }
+    outside
+}
+
+/// The full description recorded in `MatchStarted.rule`: the rule, then the futility stop
+/// if there is one (`mixture alpha=0.05 prior=4,4 futility advantage=0.1 alpha=0.05`).
+pub fn describe_plan(rule: &StoppingRule, futility: Option<&Futility>) -> String {
+    match futility {
+        None => rule.describe(),
+        Some(f) => format!("{} {}", rule.describe(), f.describe()),
+    }
+}
+
+/// Reads a description written by [`describe_plan`] back (for replay, which re-derives
+/// each decision from it). `None` if it is not one.
+pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
+    let (rule_text, futility) = match text.split_once(" futility ") {
+        Some((rule, rest)) => {
+            let mut advantage = None;
+            let mut alpha = None;
+            for part in rest.split(' ') {
+                match part.split_once('=')? {
+                    ("advantage", v) => advantage = Some(v.parse().ok()?),
+                    ("alpha", v) => alpha = Some(v.parse().ok()?),
+                    _ => return None,
+                }
+            }
+            (rule, Some(Futility { advantage: advantage?, alpha: alpha? }))
+        }
+        None => (text, None),
+    };
+    let rule_text = rule_text.strip_suffix(" (not anytime-valid)").unwrap_or(rule_text);
+    let mut words = rule_text.split(' ');
+    let name = words.next()?;
+    let mut fields = std::collections::BTreeMap::new();
+    for word in words {
+        let (k, v) = word.split_once('=')?;
+        fields.insert(k, v);
+    }
+    let num = |k: &str| fields.get(k).and_then(|v| v.parse::<f64>().ok());
+    let rule = match name {
+        "mixture" => {
+            let (a, b) = fields.get("prior")?.split_once(',')?;
+            StoppingRule::Mixture { alpha: num("alpha")?, prior_a: a.parse().ok()?, prior_b: b.parse().ok()? }
+        }
+        "wilson" => StoppingRule::Wilson { z: num("z")? },
+        "wilson-calibrated" => StoppingRule::WilsonCalibrated { z: num("z")?, cap: fields.get("cap")?.parse().ok()? },
+        "sprt" => StoppingRule::Sprt { delta: num("delta")?, alpha: num("alpha")?, beta: num("beta")? },
+        _ => return None,
+    };
+    // Only a description this build would write is accepted: one spelling per plan.
+    (describe_plan(&rule, futility.as_ref()) == text).then_some((rule, futility))
+}
+
 /// Defaults: prior Beta(4, 4), alpha 0.05 (so at most 2.5% false "better" at p0 = 1/2).
 pub const DEFAULT_RULE: StoppingRule = StoppingRule::Mixture { alpha: 0.05, prior_a: 4, prior_b: 4 };
 /// Default cap on decisive games per environment; reaching it is inconclusive.

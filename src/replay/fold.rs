@@ -41,6 +41,9 @@ pub enum DiscrepancyKind {
     /// A tip commitment (on chain, or recorded in the log) naming a hash that is not the
     /// validator's block at that height. Found by the audit, which reads the chain.
     FalseCommitment,
+    /// An environment decision its recorded rule (and futility stop) does not give at its
+    /// recorded counts and ratio to beat.
+    FalseDecision,
 }
 
 impl DiscrepancyKind {
@@ -56,6 +59,7 @@ impl DiscrepancyKind {
             DiscrepancyKind::FalseTally => "false_tally",
             DiscrepancyKind::Disagreement => "disagreement",
             DiscrepancyKind::FalseCommitment => "false_commitment",
+            DiscrepancyKind::FalseDecision => "false_decision",
         }
     }
 }
@@ -195,6 +199,48 @@ pub struct MatchFold {
     pub env_folds: BTreeMap<String, EnvFold>,
     pub decided: Option<DecidedFold>,
     pub n_transcripts: u64,
+}
+
+/// Re-derives an environment decision from the match's recorded plan (rule and futility
+/// stop), its ratio to beat and the decision's own counts: `Better` must be what the rule
+/// says there, `NotBetter` what the rule or the futility stop says, and an inconclusive
+/// (capped or abandoned) env one that neither had decided. Pure; never panics on a log's
+/// values.
+pub fn rederive_decision<S: AsRef<str>>(
+    plan: &str,
+    ratio_to_beat_ppm: u32,
+    decision: &crate::ledger::event::EnvDecision<S>,
+) -> Result<(), String> {
+    use crate::evaluation::stopping::{parse_plan, Verdict};
+    use crate::ledger::event::EnvOutcome;
+    let (rule, futility) = parse_plan(plan).ok_or_else(|| format!("the match's rule {plan:?} is not one af knows"))?;
+    if ratio_to_beat_ppm == 0 || ratio_to_beat_ppm >= 1_000_000 {
+        return Err(format!("ratio to beat {ratio_to_beat_ppm} ppm is outside (0, 1)"));
+    }
+    let p0 = f64::from(ratio_to_beat_ppm) / 1e6;
+    let decisive = decision.wins.checked_add(decision.losses).ok_or("wins + losses overflow")?;
+    let counted = u64::from(decisive) + u64::from(decision.draws);
+    if counted != decision.n_challenges {
+        return Err(format!("{counted} wins, losses and draws, but {} challenges", decision.n_challenges));
+    }
+    let verdict = rule.verdict(decisive, decision.wins, p0);
+    let futile = futility.is_some_and(|f| f.is_futile(decision.n_challenges, decisive, decision.wins));
+    let ok = match decision.outcome {
+        EnvOutcome::ContenderBetter => verdict == Verdict::Better,
+        EnvOutcome::ContenderNotBetter => verdict == Verdict::NotBetter || (verdict == Verdict::Continue && futile),
+        EnvOutcome::Inconclusive => verdict == Verdict::Continue && !futile,
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(format!(
+        "recorded {:?} at {} wins, {} losses, {} draws against {p0}, but the rule says {verdict:?}{}",
+        decision.outcome,
+        decision.wins,
+        decision.losses,
+        decision.draws,
+        if futile { " and the futility stop applies" } else { "" }
+    ))
 }
 
 /// Everything one validator's chain says, folded up to `tip`.
@@ -345,6 +391,7 @@ impl ChainFold {
                     self.push(DiscrepancyKind::FalseTally, height, at, detail);
                     return;
                 };
+                let rederived = rederive_decision(&m.rule, m.ratio_to_beat_ppm, decision);
                 let fold = m.env_folds.entry(env_name.to_string()).or_default();
                 let recorded = (decision.wins, decision.losses, decision.draws);
                 let own = (fold.wins, fold.losses, fold.draws);
@@ -359,6 +406,10 @@ impl ChainFold {
                             decision.match_id, recorded.0, recorded.1, recorded.2, own.0, own.1, own.2
                         ),
                     );
+                }
+                if let Err(why) = rederived {
+                    let detail = format!("match {} env {env_name}: {why}", decision.match_id);
+                    self.push(DiscrepancyKind::FalseDecision, height, at, detail);
                 }
             }
             (Event::MatchDecided(decided), _) => {

@@ -228,7 +228,7 @@ fn validator_events(
                     let Some(result) = tally.result.filter(|_| before[i].is_none()) else { continue };
                     let outcome = match result {
                         EnvResult::Better => EnvOutcome::ContenderBetter,
-                        EnvResult::NotBetter => EnvOutcome::ContenderNotBetter,
+                        EnvResult::NotBetter | EnvResult::Futile => EnvOutcome::ContenderNotBetter,
                         EnvResult::Inconclusive | EnvResult::Abandoned => EnvOutcome::Inconclusive,
                     };
                     events.push(Event::EnvDecision(EnvDecision {

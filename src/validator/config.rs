@@ -44,6 +44,10 @@ pub struct EvaluationConfig {
     pub envs: Vec<String>,
     pub ratio_epsilon_ppm: u32,
     pub ratio_half_life_blocks: u64,
+    /// Futility stop: the indifference margin on the contender's advantage per challenge
+    /// (0 turns the stop off), and the level of its confidence sequences.
+    pub futility_advantage: f64,
+    pub futility_alpha: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,6 +78,8 @@ impl Default for EvaluationConfig {
             envs: vec!["tictactoe".into(), "mult".into(), "sat".into(), "coin".into()],
             ratio_epsilon_ppm: 10_000,
             ratio_half_life_blocks: 7_200,
+            futility_advantage: crate::evaluation::stopping::DEFAULT_FUTILITY.advantage,
+            futility_alpha: crate::evaluation::stopping::DEFAULT_FUTILITY.alpha,
         }
     }
 }
@@ -106,6 +112,14 @@ impl EvaluationConfig {
                 crate::bytes::quote_prefix(other)
             ))),
         }
+    }
+
+    /// The futility stop, or none when `futility_advantage` is 0.
+    pub fn futility(&self) -> Option<crate::evaluation::stopping::Futility> {
+        (self.futility_advantage > 0.0).then_some(crate::evaluation::stopping::Futility {
+            advantage: self.futility_advantage,
+            alpha: self.futility_alpha,
+        })
     }
 
     pub fn ratio_params(&self) -> RatioParams {
@@ -196,6 +210,14 @@ impl Config {
         let alpha = self.evaluation.alpha;
         if !(alpha > 0.0 && alpha <= 0.5) {
             return invalid(format!("evaluation.alpha = {alpha} is outside its range (0, 0.5]"));
+        }
+        let advantage = self.evaluation.futility_advantage;
+        if !(0.0..=0.5).contains(&advantage) {
+            return invalid(format!("evaluation.futility_advantage = {advantage} is outside its range [0, 0.5] (0: off)"));
+        }
+        let futility_alpha = self.evaluation.futility_alpha;
+        if !(futility_alpha > 0.0 && futility_alpha <= 0.5) {
+            return invalid(format!("evaluation.futility_alpha = {futility_alpha} is outside its range (0, 0.5]"));
         }
         self.evaluation.stopping_rule()?;
         if self.evaluation.envs.is_empty() {

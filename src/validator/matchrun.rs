@@ -10,7 +10,7 @@ use crate::bytes::{Hash32, MatchId, ValidatorKey};
 use crate::envs::{derive_challenge_id, Registry};
 use crate::evaluation::matchplay::{EnvResult, GameOutcome, MatchState, MatchVerdict};
 use crate::evaluation::ratio::{win_rate_ppm, RatioParams};
-use crate::evaluation::stopping::StoppingRule;
+use crate::evaluation::stopping::{describe_plan, StoppingRule};
 use crate::ledger::event::{
     ChatMessage, EnvDecision, EnvOutcome, EnvRef, EnvWinRate, MatchDecided, MatchStarted, MinerRef, Transcript,
 };
@@ -33,6 +33,8 @@ pub struct MatchPlan {
     pub champion: Contestant,
     pub envs: Vec<String>,
     pub rule: StoppingRule,
+    /// The futility stop, if any (recorded with the rule in every decision).
+    pub futility: Option<crate::evaluation::stopping::Futility>,
     pub cap: u32,
     pub max_challenges: u64,
     pub ratio_to_beat_ppm: u32,
@@ -103,7 +105,8 @@ pub async fn play_match(
         env_refs.push(EnvRef { name: name.clone(), version: env.spec().version });
     }
     let p0 = f64::from(plan.ratio_to_beat_ppm) / 1e6;
-    let mut state = MatchState::new(plan.envs.len(), plan.rule, plan.cap, plan.max_challenges, p0);
+    let mut state =
+        MatchState::new(plan.envs.len(), plan.rule, plan.cap, plan.max_challenges, p0).with_futility(plan.futility);
     match &resume {
         None => {
             let started = MatchStarted {
@@ -111,7 +114,7 @@ pub async fn play_match(
                 contender: plan.contender.miner.clone(),
                 champion: plan.champion.miner.clone(),
                 envs: env_refs.clone(),
-                rule: plan.rule.describe(),
+                rule: describe_plan(&plan.rule, plan.futility.as_ref()),
                 ratio_to_beat_ppm: plan.ratio_to_beat_ppm,
             };
             events.send(vec![Event::MatchStarted(started)]).await.map_err(|_| MatchError::WriterGone)?;
@@ -239,12 +242,14 @@ async fn run_env(
             };
             let outcome = match result {
                 EnvResult::Better => EnvOutcome::ContenderBetter,
-                EnvResult::NotBetter => EnvOutcome::ContenderNotBetter,
+                EnvResult::NotBetter | EnvResult::Futile => EnvOutcome::ContenderNotBetter,
                 EnvResult::Inconclusive | EnvResult::Abandoned => EnvOutcome::Inconclusive,
             };
+            let plan = describe_plan(&shared.plan.rule, shared.plan.futility.as_ref());
             let rule = match result {
-                EnvResult::Abandoned => format!("{} (stopped: match decided)", shared.plan.rule.describe()),
-                _ => shared.plan.rule.describe(),
+                EnvResult::Abandoned => format!("{plan} (stopped: match decided)"),
+                EnvResult::Futile => format!("{plan} (stopped: futility)"),
+                _ => plan,
             };
             group.push(Event::EnvDecision(EnvDecision {
                 match_id: shared.plan.match_id,

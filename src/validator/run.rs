@@ -8,6 +8,7 @@ use super::matchrun::{self, Contestant, MatchContext, MatchError, MatchPlan, Mat
 use super::state::{self, nominal_chain_block};
 use super::writer::{spawn_writer, WriterError};
 use crate::evaluation::matchplay::{MatchState, MatchVerdict};
+use crate::evaluation::stopping::describe_plan;
 use crate::ledger::event::Evidence;
 use crate::ledger::event::MinerRef;
 use crate::ledger::{Event, ValidatorKey};
@@ -89,6 +90,7 @@ pub async fn run(
     }
     let params = config.evaluation.ratio_params();
     let rule = config.evaluation.stopping_rule()?;
+    let futility = config.evaluation.futility();
     let validator = log.validator();
     let loaded = {
         let log = log.clone();
@@ -188,11 +190,12 @@ pub async fn run(
         let chain_block = nominal_chain_block((options.now_ms)());
         let (plan, resume) = match pending.take() {
             Some(open) => {
-                if open.started.rule != rule.describe() {
+                let configured = describe_plan(&rule, futility.as_ref());
+                if open.started.rule != configured {
                     return Err(RunError::RuleChanged {
                         match_id: open.started.match_id.to_hex(),
                         recorded: open.started.rule.clone(),
-                        configured: rule.describe(),
+                        configured,
                     });
                 }
                 let plan = MatchPlan {
@@ -201,6 +204,7 @@ pub async fn run(
                     champion: contestant(&open.started.champion)?,
                     envs: open.started.envs.iter().map(|e| e.name.clone()).collect(),
                     rule,
+                    futility,
                     cap: config.evaluation.cap,
                     max_challenges: config.evaluation.max_challenges,
                     ratio_to_beat_ppm: open.started.ratio_to_beat_ppm,
@@ -224,6 +228,7 @@ pub async fn run(
                     champion: champion.clone(),
                     envs: config.evaluation.envs.clone(),
                     rule,
+                    futility,
                     cap: config.evaluation.cap,
                     max_challenges: config.evaluation.max_challenges,
                     ratio_to_beat_ppm: params.current_ppm(&ratio, chain_block),

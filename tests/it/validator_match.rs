@@ -51,6 +51,7 @@ async fn run(contender: Contestant, champion: Contestant) -> (MatchReport, tempf
         champion,
         envs: matchrun::env_names(&registry),
         rule: DEFAULT_RULE,
+        futility: None,
         cap: 200,
         max_challenges: 300,
         ratio_to_beat_ppm: DEFAULT_RATIO_PARAMS.floor_ppm(),
