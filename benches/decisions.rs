@@ -11,7 +11,8 @@ use std::time::Instant;
 fn main() {
     let n: u64 = std::env::var("AF_BENCH_MATCHES").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
     let seed: u64 = std::env::var("AF_BENCH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(20261122);
-    let base = Config { rule: DEFAULT_RULE, futility: None, cap: DEFAULT_CAP, max_challenges: 4 * u64::from(DEFAULT_CAP) };
+    let base =
+        Config { rule: DEFAULT_RULE, futility: None, cap: DEFAULT_CAP, max_challenges: 4 * u64::from(DEFAULT_CAP) };
     let configs = [
         ("today: mixture, draws dropped, no futility", base),
         ("mixture + futility A=0.1 alpha=0.05 (new default)", Config { futility: Some(DEFAULT_FUTILITY), ..base }),
@@ -21,7 +22,10 @@ fn main() {
         ),
     ];
     let started = Instant::now();
-    println!("## decisions ({n} seeded matches per cell, seed {seed}, 4 envs, cap {DEFAULT_CAP}, max_challenges {})\n", base.max_challenges);
+    println!(
+        "## decisions ({n} seeded matches per cell, seed {seed}, 4 envs, cap {DEFAULT_CAP}, max_challenges {})\n",
+        base.max_challenges
+    );
     println!("| ratio | scenario | configuration | calls mean | p50 | p90 | env challenges p50 | P(crowned) | P(wrong crown) |");
     println!("|---:|---|---|---:|---:|---:|---:|---:|---:|");
     let mut today_p50 = std::collections::BTreeMap::new();

@@ -85,7 +85,15 @@ impl MatchState {
     pub fn new(n_envs: usize, rule: StoppingRule, cap: u32, max_challenges: u64, p0: f64) -> MatchState {
         assert!(n_envs > 0 && cap > 0 && max_challenges > 0);
         let tally = EnvTally { wins: 0, losses: 0, draws: 0, n_challenges: 0, result: None };
-        MatchState { rule, cap, max_challenges, p0, futility: None, envs: vec![tally; n_envs], win_rate_upper: vec![None; n_envs] }
+        MatchState {
+            rule,
+            cap,
+            max_challenges,
+            p0,
+            futility: None,
+            envs: vec![tally; n_envs],
+            win_rate_upper: vec![None; n_envs],
+        }
     }
 
     /// The same match with a futility stop (or none).
@@ -120,7 +128,8 @@ impl MatchState {
     /// Once the match is decided, every still-open env is marked abandoned.
     pub fn record(&mut self, env: usize, outcome: GameOutcome) -> Option<EnvResult> {
         assert!(self.wants_more(env), "env {env} is not being played");
-        let (rule, cap, max_challenges, p0, futility) = (self.rule, self.cap, self.max_challenges, self.p0, self.futility);
+        let (rule, cap, max_challenges, p0, futility) =
+            (self.rule, self.cap, self.max_challenges, self.p0, self.futility);
         let tally = &mut self.envs[env];
         tally.n_challenges += 1;
         match outcome {

@@ -40,7 +40,8 @@ pub struct Scenario {
 /// The seven scenarios of the decisions benchmark, over `n_envs` environments.
 pub fn scenarios(n_envs: usize) -> Vec<Scenario> {
     let all = |odds: EnvOdds| vec![odds; n_envs];
-    let split = |first: EnvOdds, rest: EnvOdds, k: usize| (0..n_envs).map(|i| if i < k { first } else { rest }).collect();
+    let split =
+        |first: EnvOdds, rest: EnvOdds, k: usize| (0..n_envs).map(|i| if i < k { first } else { rest }).collect();
     vec![
         Scenario { name: "1 exact copy (all draws)", envs: all(EnvOdds::new(0.0, 0.5)) },
         Scenario { name: "2 equal skill (30% decisive, half won)", envs: all(EnvOdds::new(0.3, 0.5)) },

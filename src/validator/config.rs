@@ -213,7 +213,9 @@ impl Config {
         }
         let advantage = self.evaluation.futility_advantage;
         if !(0.0..=0.5).contains(&advantage) {
-            return invalid(format!("evaluation.futility_advantage = {advantage} is outside its range [0, 0.5] (0: off)"));
+            return invalid(format!(
+                "evaluation.futility_advantage = {advantage} is outside its range [0, 0.5] (0: off)"
+            ));
         }
         let futility_alpha = self.evaluation.futility_alpha;
         if !(futility_alpha > 0.0 && futility_alpha <= 0.5) {

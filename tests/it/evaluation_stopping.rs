@@ -58,7 +58,7 @@ fn strong_contenders_are_found_and_weak_ones_are_not() {
 }
 
 use af::evaluation::scenarios::{self, exact_env_rates, scenarios, summarize, Config, EnvOdds};
-use af::evaluation::stopping::{parse_plan, describe_plan, Futility, DEFAULT_FUTILITY};
+use af::evaluation::stopping::{describe_plan, parse_plan, Futility, DEFAULT_FUTILITY};
 
 fn small(futility: Option<Futility>) -> Config {
     Config { rule: DEFAULT_RULE, futility, cap: 100, max_challenges: 160 }
@@ -106,7 +106,10 @@ fn futility_keeps_the_exact_false_crown_bound() {
 /// stop is deterministic, so this holds on every run.
 #[test]
 fn an_exact_copy_is_dismissed_within_200_challenges() {
-    let config = Config { futility: Some(DEFAULT_FUTILITY), ..Config { rule: DEFAULT_RULE, futility: None, cap: 1000, max_challenges: 4000 } };
+    let config = Config {
+        futility: Some(DEFAULT_FUTILITY),
+        ..Config { rule: DEFAULT_RULE, futility: None, cap: 1000, max_challenges: 4000 }
+    };
     for p0 in [0.51, 0.7] {
         let copy = &scenarios(4)[0];
         let played = scenarios::play(copy, &config, p0, 1);
@@ -149,7 +152,12 @@ fn recorded_plans_read_back_and_decisions_are_rederived() {
     use af::ledger::event::{EnvDecision, EnvOutcome, EnvRef};
     use af::replay::fold::rederive_decision;
     for futility in [None, Some(DEFAULT_FUTILITY)] {
-        for rule in [DEFAULT_RULE, StoppingRule::Wilson { z: 1.96 }, StoppingRule::wilson_calibrated(500), StoppingRule::Sprt { delta: 0.1, alpha: 0.025, beta: 0.1 }] {
+        for rule in [
+            DEFAULT_RULE,
+            StoppingRule::Wilson { z: 1.96 },
+            StoppingRule::wilson_calibrated(500),
+            StoppingRule::Sprt { delta: 0.1, alpha: 0.025, beta: 0.1 },
+        ] {
             let text = describe_plan(&rule, futility.as_ref());
             assert_eq!(parse_plan(&text), Some((rule, futility)), "{text}");
         }

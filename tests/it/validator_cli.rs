@@ -128,7 +128,8 @@ fn an_interrupted_validator_resumes_from_its_ledger() {
     let dir = tempfile::tempdir().unwrap();
     let config = config(
         dir.path(),
-        "[evaluation]\nenvs = [\"mult\", \"coin\"]\nmax_challenges = 120\nwindow = 2",
+        // Futility off: with it, two identical miners are dismissed after ~80 challenges.
+        "[evaluation]\nenvs = [\"mult\", \"coin\"]\nmax_challenges = 120\nwindow = 2\nfutility_advantage = 0",
         &[("5A", &a), ("5B", &b)],
     );
     let data = dir.path().join("data");
@@ -263,6 +264,42 @@ fn verbose_miners_are_recorded_and_the_log_audits_clean() {
         }
     }
     assert!(full >= 48 && cut > 0, "{full} full and {cut} cut transcripts");
+    drop(store);
+    let audit = af(&["audit", "--data", data.to_str().unwrap(), "--json"]);
+    assert_eq!(audit.status.code(), Some(0), "{}", stdout(&audit));
+}
+
+/// With the default futility stop, a contender that answers exactly like the champion is
+/// dismissed within 200 challenges per env (not the 4,000-challenge cap), each decision
+/// records the plan, and the audit re-derives every decision from it.
+#[test]
+fn a_copy_of_the_champion_is_dismissed_early_and_the_audit_rederives_it() {
+    let (a, b) = (miner("perfect"), miner("perfect"));
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        config(dir.path(), "[evaluation]\nenvs = [\"mult\", \"sat\", \"coin\"]", &[("5Champ", &a), ("5Copy", &b)]);
+    let data = dir.path().join("data");
+    let output = Command::new(af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(summary["champion"], "5Champ");
+    let store = Store::open_read_only(&data).unwrap();
+    let key = LedgerKey::load(&data.join("validator.key")).unwrap();
+    let tip = store.tip(&key.validator()).unwrap().unwrap();
+    let mut decisions = 0;
+    for height in 0..=tip.height {
+        for event in store.block(&key.validator(), height).unwrap().unwrap().block.events {
+            if let Event::EnvDecision(d) = event {
+                assert!(d.n_challenges <= 200, "{d:?}");
+                assert!(d.rule.contains("futility advantage=0.1"), "{}", d.rule);
+                decisions += 1;
+            }
+        }
+    }
+    assert!(decisions >= 2);
     drop(store);
     let audit = af(&["audit", "--data", data.to_str().unwrap(), "--json"]);
     assert_eq!(audit.status.code(), Some(0), "{}", stdout(&audit));
