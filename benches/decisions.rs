@@ -9,7 +9,10 @@ use af::evaluation::stopping::{exact_rates, Futility, DEFAULT_CAP, DEFAULT_FUTIL
 use std::time::Instant;
 
 fn main() {
-    let n: u64 = std::env::var("AF_BENCH_MATCHES").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
+    // `cargo bench` passes --bench; under `cargo test --all-targets` this is a smoke run.
+    let full = std::env::args().any(|a| a == "--bench");
+    let default_n = if full { 400 } else { 2 };
+    let n: u64 = std::env::var("AF_BENCH_MATCHES").ok().and_then(|v| v.parse().ok()).unwrap_or(default_n);
     let seed: u64 = std::env::var("AF_BENCH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(20261122);
     let base =
         Config { rule: DEFAULT_RULE, futility: None, cap: DEFAULT_CAP, max_challenges: 4 * u64::from(DEFAULT_CAP) };

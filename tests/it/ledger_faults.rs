@@ -5,7 +5,7 @@
 //! and find print byte-identical output). No panic, hang or abort; the seed is printed
 //! (`AF_FAULT_SEED=N` replays one run).
 
-use crate::af_bin;
+use crate::{af_bin, TestRng};
 use af::ledger::store::{encode_tip, Location, STORE_FILE};
 use af::ledger::{demo, Event, LedgerKey, OwnLog, Store};
 use std::path::Path;
@@ -16,23 +16,6 @@ const N_BLOCKS: u64 = 40;
 const EVENTS_PER_BLOCK: u32 = 20;
 const N_FLIPS: usize = 300;
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// Runs `af` with a deadline: a run that outlives it is a hang, and is killed. The
 /// output is drained while it runs (a full pipe would otherwise stall the child).
@@ -76,7 +59,7 @@ fn reading_outputs(dir: &Path, validator: &str, challenge: &str, miner: &str) ->
 fn every_single_byte_flip_of_a_store_is_detected_or_harmless() {
     let seed: u64 = std::env::var("AF_FAULT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261122);
     eprintln!("fault injection seed {seed} (AF_FAULT_SEED={seed} replays it)");
-    let mut rng = Rng(seed);
+    let mut rng = TestRng::new(seed);
 
     let pristine_dir = tempfile::tempdir().unwrap();
     let key = LedgerKey::from_seed([7; 32]);
@@ -139,11 +122,11 @@ fn every_single_byte_flip_of_a_store_is_detected_or_harmless() {
     for flip in 0..N_FLIPS {
         let (region, offset) = if flip < n_targeted {
             let (name, offsets) = &targets[flip % targets.len()];
-            (*name, offsets[rng.below(offsets.len())])
+            (*name, offsets[rng.pick(offsets.len())])
         } else {
-            ("anywhere", rng.below(pristine.len()))
+            ("anywhere", rng.pick(pristine.len()))
         };
-        let mask = (rng.below(255) + 1) as u8;
+        let mask = (rng.pick(255) + 1) as u8;
         let mut bytes = pristine.clone();
         bytes[offset] ^= mask;
         std::fs::write(dir.path().join(STORE_FILE), &bytes).unwrap();
@@ -216,11 +199,11 @@ fn block_export_round_trips_and_import_refuses_changed_records() {
     let summary: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(summary["blocks_new"], 0);
 
-    let mut rng = Rng(99);
+    let mut rng = TestRng::new(99);
     for round in 0..24 {
         let mut changed = bytes.clone();
-        let at = af::ledger::export::MAGIC.len() + rng.below(bytes.len() - af::ledger::export::MAGIC.len());
-        changed[at] ^= (rng.below(255) + 1) as u8;
+        let at = af::ledger::export::MAGIC.len() + rng.pick(bytes.len() - af::ledger::export::MAGIC.len());
+        changed[at] ^= (rng.pick(255) + 1) as u8;
         std::fs::write(&file, &changed).unwrap();
         let target = dir.path().join(format!("bad{round}"));
         let refused = run_af(&[

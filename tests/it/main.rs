@@ -88,6 +88,11 @@ impl TestRng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n
     }
+
+    /// An index in `0..n`.
+    pub fn pick(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
+    }
 }
 
 /// The seed for a randomized test: `AF_TEST_SEED` if set, else from the clock. Printed.

@@ -4,7 +4,7 @@
 //! character of a note); every one must be refused, either when it is parsed or when it
 //! is verified. A handful also go through the binary, which must exit 3.
 
-use crate::{af, stdout};
+use crate::{af, stdout, TestRng};
 use af::ledger::checkpoint::Checkpoint;
 use af::ledger::entry::{verify_entry, TranscriptEntry};
 use af::ledger::event::{ChainCommitment, Event};
@@ -12,22 +12,6 @@ use af::ledger::proof::{verify_inclusion_proof, InclusionProof};
 use af::ledger::{OwnLog, Store};
 use af::replay::synth::{validator_key, write_network, NetworkSpec};
 use serde_json::Value;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// Every leaf of `value` (path, value), skipping subtrees named in `skip`.
 fn leaves(value: &Value, path: &mut Vec<String>, skip: &[&str], out: &mut Vec<(Vec<String>, Value)>) {
@@ -86,7 +70,7 @@ fn at<'a>(value: &'a mut Value, path: &[String]) -> &'a mut Value {
 }
 
 /// Mutations of one leaf: each changes the document or is dropped.
-fn leaf_mutations(leaf: &Value, rng: &mut Rng) -> Vec<Value> {
+fn leaf_mutations(leaf: &Value, rng: &mut TestRng) -> Vec<Value> {
     let mut out = Vec::new();
     match leaf {
         Value::Number(n) => {
@@ -108,7 +92,7 @@ fn leaf_mutations(leaf: &Value, rng: &mut Rng) -> Vec<Value> {
             out.push(Value::from(format!("{s}0")));
             if !s.is_empty() {
                 let mut chars: Vec<char> = s.chars().collect();
-                let i = rng.below(chars.len());
+                let i = rng.pick(chars.len());
                 chars[i] = if chars[i] == '1' { '2' } else { '1' };
                 let changed: String = chars.into_iter().collect();
                 if changed != *s {
@@ -127,7 +111,7 @@ fn leaf_mutations(leaf: &Value, rng: &mut Rng) -> Vec<Value> {
 /// Applies leaf, unknown-field and structural mutations to `doc` and returns each
 /// mutated document (all different from `doc`).
 fn mutate_json(doc: &Value, skip: &[&str], seed: u64) -> Vec<(String, Value)> {
-    let mut rng = Rng(seed);
+    let mut rng = TestRng::new(seed);
     let mut out = Vec::new();
     let mut all_leaves = Vec::new();
     leaves(doc, &mut Vec::new(), skip, &mut all_leaves);
@@ -227,11 +211,11 @@ fn every_mutation_of_a_block_proof_is_refused() {
     let mut mutations = mutate_json(&doc, &[], 11);
     mutations.extend(structural(&doc));
     // Raw byte flips of the event bytes: each must break the proof.
-    let mut rng = Rng(12);
+    let mut rng = TestRng::new(12);
     for _ in 0..64 {
         let mut bytes = proof.event_bytes.clone();
-        let i = rng.below(bytes.len());
-        bytes[i] ^= 1 << rng.below(8);
+        let i = rng.pick(bytes.len());
+        bytes[i] ^= 1 << rng.pick(8);
         let mut v = doc.clone();
         v["event_bytes"] = Value::from(hex::encode(&bytes));
         mutations.push((format!("event byte {i} flipped"), v));
@@ -325,11 +309,11 @@ fn every_mutation_of_a_checkpoint_is_refused() {
     Checkpoint::verify(&note).expect("the genuine note verifies");
     let mut mutations: Vec<(String, String)> = Vec::new();
     let bytes = note.as_bytes();
-    let mut rng = Rng(31);
+    let mut rng = TestRng::new(31);
     // Every byte position, changed once (text that stops being UTF-8 is refused too).
     for i in 0..bytes.len() {
         let mut changed = bytes.to_vec();
-        changed[i] ^= 1 << rng.below(7);
+        changed[i] ^= 1 << rng.pick(7);
         mutations.push((format!("byte {i}"), String::from_utf8_lossy(&changed).into_owned()));
     }
     mutations.push(("CRLF line ends".into(), note.replace('\n', "\r\n")));
