@@ -15,6 +15,8 @@ pub mod challenge;
 pub mod coin;
 pub mod mult;
 pub mod parse;
+pub mod programs;
+pub mod pyprog;
 pub mod rng;
 pub mod sat;
 pub mod tictactoe;
@@ -53,6 +55,8 @@ pub enum Space {
     IntegerPair { digits: u32 },
     /// A CNF formula.
     Cnf { n_vars: u32, n_clauses: u32, k: u32 },
+    /// Program text (ABD, DED): observations show source, actions are text.
+    Program { max_source_bytes: u32 },
     /// Nothing to see (the coin).
     Empty,
 }
@@ -113,6 +117,11 @@ pub enum ObservationData {
         board: [u8; 9],
         agent_mark: u8,
     },
+    Program {
+        source: String,
+        input: Option<String>,
+        output: Option<String>,
+    },
     Done,
 }
 
@@ -131,6 +140,10 @@ pub enum Action {
     Integer(String),
     Assignment(Vec<bool>),
     Coin(CoinSide),
+    /// An input line for a program (ABD), as parsed: integers separated by single spaces.
+    Input(String),
+    /// A program's output (DED), normalised.
+    Output(String),
     /// The answer did not parse: the reason. Scored as the env's invalid-action reward.
     Invalid(String),
 }
@@ -148,6 +161,8 @@ impl Action {
             }
             Action::Coin(CoinSide::Heads) => "Answer: HEADS".into(),
             Action::Coin(CoinSide::Tails) => "Answer: TAILS".into(),
+            Action::Input(line) => format!("<INPUT>\n{line}\n</INPUT>"),
+            Action::Output(text) => format!("<OUTPUT>\n{text}\n</OUTPUT>"),
             Action::Invalid(reason) => format!("(no valid answer: {reason})"),
         }
     }
@@ -367,6 +382,8 @@ pub fn registry() -> Registry {
             Box::new(mult::Multiplication::new()),
             Box::new(sat::Sat::default_difficulty()),
             Box::new(coin::Coin::new()),
+            Box::new(programs::Programs::new(programs::Kind::Abduction)),
+            Box::new(programs::Programs::new(programs::Kind::Deduction)),
         ],
     }
 }

@@ -89,6 +89,8 @@ enum Task {
     Mult,
     Sat,
     Coin,
+    Abd,
+    Ded,
     Unknown,
 }
 
@@ -112,6 +114,8 @@ impl Solver {
             "mult" => Task::Mult,
             "sat" => Task::Sat,
             "coin" => Task::Coin,
+            "abd" => Task::Abd,
+            "ded" => Task::Ded,
             _ => Task::Unknown,
         };
         let system_prompts = registry.all().map(|env| (env.spec().system_prompt, task_of(env.spec().name))).collect();
@@ -164,6 +168,8 @@ impl Solver {
                 parse_cnf(prompt).and_then(|(n_vars, clauses)| solve_sat(n_vars, &clauses).map(Action::Assignment))
             }
             Task::Coin => Some(Action::Coin(envs::CoinSide::Heads)),
+            Task::Abd => envs::programs::solve_from_prompt(envs::programs::Kind::Abduction, prompt),
+            Task::Ded => envs::programs::solve_from_prompt(envs::programs::Kind::Deduction, prompt),
             Task::Unknown => None,
         };
         action.map_or_else(|| "I do not recognise this task.".into(), |a| a.to_answer_text())
@@ -187,6 +193,11 @@ impl Solver {
                 Action::Assignment((0..n_vars).map(|_| prng.below(2) == 1).collect())
             }
             Task::Coin => Action::Coin(if prng.below(2) == 0 { envs::CoinSide::Heads } else { envs::CoinSide::Tails }),
+            // A random line of the stated shape, and a random small integer as output.
+            Task::Abd => Action::Input(
+                (0..prng.range_inclusive(2, 4)).map(|_| prng.below(10).to_string()).collect::<Vec<_>>().join(" "),
+            ),
+            Task::Ded => Action::Output((prng.below(200) as i64 - 100).to_string()),
             Task::Unknown => return "42".into(),
         };
         action.to_answer_text()

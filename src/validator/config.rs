@@ -75,7 +75,7 @@ impl Default for EvaluationConfig {
             cap: DEFAULT_CAP,
             max_challenges: 4 * u64::from(DEFAULT_CAP),
             window: 8,
-            envs: vec!["tictactoe".into(), "mult".into(), "sat".into(), "coin".into()],
+            envs: vec!["tictactoe".into(), "mult".into(), "sat".into(), "coin".into(), "abd".into(), "ded".into()],
             ratio_epsilon_ppm: 10_000,
             ratio_half_life_blocks: 7_200,
             futility_advantage: crate::evaluation::stopping::DEFAULT_FUTILITY.advantage,

@@ -121,7 +121,7 @@ fn missing_store_is_a_clear_error() {
 fn env_commands() {
     let list = json(&af(&["env", "list", "--json"]));
     let names: Vec<&str> = list.as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["tictactoe", "mult", "sat", "coin"]);
+    assert_eq!(names, ["tictactoe", "mult", "sat", "coin", "abd", "ded"]);
     let test = json(&af(&["env", "test", "--env", "mult", "--seed", "3", "--json"]));
     let (a, b) = (test["observation"]["a"].as_u64().unwrap(), test["observation"]["b"].as_u64().unwrap());
     let id = test["info"]["challenge_id"].as_str().unwrap();
@@ -171,7 +171,7 @@ fn env_commands() {
 
     let unknown = af(&["env", "test", "--env", "chess"]);
     assert_eq!(unknown.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&unknown.stderr).contains("known: tictactoe, mult, sat, coin"));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("known: tictactoe, mult, sat, coin, abd, ded"));
 }
 
 #[test]

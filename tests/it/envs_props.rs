@@ -105,6 +105,10 @@ fn random_answer(rng: &mut TestRng, data: &ObservationData) -> String {
             let empty: Vec<usize> = (0..9).filter(|&c| board[c] == 0).collect();
             format!("Answer: {}", empty[rng.below(empty.len() as u64) as usize])
         }
+        ObservationData::Program { input: None, .. } => {
+            Action::Input((0..3).map(|_| rng.below(10).to_string()).collect::<Vec<_>>().join(" ")).to_answer_text()
+        }
+        ObservationData::Program { .. } => Action::Output((rng.below(200) as i64 - 100).to_string()).to_answer_text(),
         ObservationData::Done => unreachable!(),
     }
 }
@@ -115,7 +119,14 @@ fn random_policy_rewards_are_in_sane_bands() {
     let mut rng = TestRng::new(seed);
     let registry = envs::registry();
     // (env, low, high) bounds on the mean reward of uniformly random answers.
-    for (name, low, high) in [("mult", 0.0, 0.0), ("coin", 0.45, 0.55), ("sat", 0.0, 0.15), ("tictactoe", -0.9, -0.2)] {
+    for (name, low, high) in [
+        ("mult", 0.0, 0.0),
+        ("coin", 0.45, 0.55),
+        ("sat", 0.0, 0.15),
+        ("tictactoe", -0.9, -0.2),
+        ("abd", 0.0, 0.15),
+        ("ded", 0.0, 0.15),
+    ] {
         let env = registry.get(name).unwrap();
         let n = 4000;
         let mut total = 0i64;

@@ -5,6 +5,7 @@ mod chain_node;
 mod chain_subtensor;
 mod cli;
 mod envs_golden;
+mod envs_programs;
 mod envs_props;
 mod evaluation_stopping;
 mod ledger_crash;
