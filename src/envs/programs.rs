@@ -10,7 +10,7 @@
 //! after normalisation (`pyprog::normalize_output`: CRLF as LF, trailing whitespace of
 //! each line and the whole text ignored; DED also ignores leading blank lines).
 
-use super::pyprog::{self, normalize_output, parse_input, Task};
+use super::pyprog::{self, normalize_output, parse_input, Difficulty, Task};
 use super::rng::Prng;
 use super::{
     info, single_turn_step, Action, EnvSpec, Environment, Episode, Info, Observation, ObservationData, Space, Turns,
@@ -30,11 +30,19 @@ pub enum Kind {
 
 pub struct Programs {
     kind: Kind,
+    difficulty: Difficulty,
     spec: EnvSpec,
 }
 
 impl Programs {
+    /// The registered env: the default difficulty.
     pub fn new(kind: Kind) -> Programs {
+        Programs::with_difficulty(kind, Difficulty::DEFAULT)
+    }
+
+    /// Another task family of the same kind (not registered: a new difficulty is a new
+    /// set of tasks, so it would need its own name or version).
+    pub fn with_difficulty(kind: Kind, difficulty: Difficulty) -> Programs {
         let (name, description, action_kind, system_prompt) = match kind {
             Kind::Abduction => (
                 ABD,
@@ -51,6 +59,7 @@ impl Programs {
         };
         Programs {
             kind,
+            difficulty,
             spec: EnvSpec {
                 name,
                 version: VERSION,
@@ -59,7 +68,7 @@ impl Programs {
                 action_kind,
                 observation_space: Space::Program { max_source_bytes: pyprog::MAX_SOURCE_BYTES as u32 },
                 action_space: Space::Program { max_source_bytes: MAX_ANSWER_BYTES as u32 },
-                difficulty: "assignments=2..4 loop=2/3 helper=1/2 input=2..4 digits".into(),
+                difficulty: format!("{} helper=1/2 input=2..4 digits", difficulty.describe()),
                 reward_min_milli: 0,
                 reward_max_milli: 1000,
                 system_prompt,
@@ -68,9 +77,10 @@ impl Programs {
     }
 }
 
-/// The task of a challenge (the same generator for both envs; their ids differ).
+/// The task of a challenge at the default difficulty (the same generator for both envs;
+/// their ids differ).
 pub fn task(challenge_id: &ChallengeId) -> Task {
-    pyprog::generate(&mut Prng::new(challenge_id))
+    pyprog::generate(&mut Prng::new(challenge_id), &Difficulty::DEFAULT)
 }
 
 fn input_line(input: &[i128]) -> String {
@@ -115,7 +125,7 @@ impl Environment for Programs {
     }
 
     fn reset(&self, challenge_id: &ChallengeId) -> (Box<dyn Episode + '_>, Observation, Info) {
-        let task = task(challenge_id);
+        let task = pyprog::generate(&mut Prng::new(challenge_id), &self.difficulty);
         let observation = Observation {
             data: ObservationData::Program {
                 source: task.program.source(),

@@ -419,14 +419,40 @@ fn int_expr(prng: &mut Prng, depth: u32, helper: bool, in_loop: bool) -> IntExpr
     }
 }
 
-fn candidate(prng: &mut Prng) -> Program {
+/// The generator's knob: program size, expression nesting and whether loops appear.
+/// Each setting is its own task family; the registered envs use [`Difficulty::DEFAULT`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Difficulty {
+    /// Most assignments before the loop (at least 2).
+    pub max_assigns: u32,
+    /// Nesting depth of expressions in assignments and the loop's branches.
+    pub expr_depth: u32,
+    /// Whether a loop over the input may appear (in 2 of 3 programs when it may).
+    pub loops: bool,
+}
+
+impl Difficulty {
+    pub const DEFAULT: Difficulty = Difficulty { max_assigns: 4, expr_depth: 2, loops: true };
+
+    pub fn describe(&self) -> String {
+        format!(
+            "assignments=2..{} depth={} loop={}",
+            self.max_assigns.max(2),
+            self.expr_depth,
+            if self.loops { "2/3" } else { "no" }
+        )
+    }
+}
+
+fn candidate(prng: &mut Prng, difficulty: &Difficulty) -> Program {
     let helper = prng.below(2) == 0;
-    let looped = prng.below(3) != 0;
-    let n_assigns = prng.range_inclusive(2, 4) as usize;
+    let looped = prng.below(3) != 0 && difficulty.loops;
+    let n_assigns = prng.range_inclusive(2, u64::from(difficulty.max_assigns.max(2))) as usize;
+    let depth = difficulty.expr_depth;
     let mut assigns = Vec::with_capacity(n_assigns);
     for _ in 0..n_assigns {
         let target = if prng.below(2) == 0 { 'a' } else { 'b' };
-        assigns.push((target, int_expr(prng, 2, helper, false)));
+        assigns.push((target, int_expr(prng, depth, helper, false)));
     }
     let looped = looped.then(|| {
         let cond = match prng.below(3) {
@@ -434,14 +460,14 @@ fn candidate(prng: &mut Prng) -> Program {
             1 => Cond::Lt(IntExpr::Var('x'), int_expr(prng, 1, helper, true)),
             _ => Cond::Parity(int_expr(prng, 1, helper, true), prng.below(2) as i64),
         };
-        Loop { cond, then_a: int_expr(prng, 2, helper, true), else_b: int_expr(prng, 2, helper, true) }
+        Loop { cond, then_a: int_expr(prng, depth, helper, true), else_b: int_expr(prng, depth, helper, true) }
     });
     let result = match prng.below(6) {
         0 => Result::Concat(int_expr(prng, 1, helper, false), int_expr(prng, 1, helper, false)),
         1 => Result::Reversed(int_expr(prng, 1, helper, false)),
         2 => Result::Pair(int_expr(prng, 1, helper, false), int_expr(prng, 1, helper, false)),
         3 if prng.below(4) == 0 => Result::Sorted,
-        _ => Result::Int(int_expr(prng, 2, helper, false)),
+        _ => Result::Int(int_expr(prng, depth, helper, false)),
     };
     Program { helper, assigns, looped, result }
 }
@@ -459,11 +485,11 @@ pub struct Task {
 /// programs until one runs on it, prints something that changes when the input does
 /// (checked on a perturbed and a shortened input), and prints something none of 8 random
 /// inputs of the same length also prints; after 64 candidates, a fixed fallback.
-pub fn generate(prng: &mut Prng) -> Task {
+pub fn generate(prng: &mut Prng, difficulty: &Difficulty) -> Task {
     let n = prng.range_inclusive(2, 4) as usize;
     let input: Vec<i128> = (0..n).map(|_| prng.below(10) as i128).collect();
     for _ in 0..64 {
-        let program = candidate(prng);
+        let program = candidate(prng, difficulty);
         let Ok(output) = program.run(&input) else { continue };
         let mut perturbed = input.clone();
         let i = prng.below(n as u64) as usize;
@@ -721,10 +747,19 @@ mod tests {
     fn generated_programs_parse_back_and_inputs_are_strict() {
         for seed in 0..300u64 {
             let id = crate::bytes::Hash32(*blake3::hash(&seed.to_le_bytes()).as_bytes());
-            let task = generate(&mut Prng::new(&id));
+            let task = generate(&mut Prng::new(&id), &Difficulty::DEFAULT);
             let source = task.program.source();
             assert_eq!(parse_program(&source).as_ref(), Some(&task.program), "{source}");
             assert_eq!(task.program.run(&task.input).as_ref(), Ok(&task.output));
+        }
+        // The knob: other settings give other valid families.
+        let harder = Difficulty { max_assigns: 6, expr_depth: 4, loops: true };
+        let easier = Difficulty { max_assigns: 2, expr_depth: 1, loops: false };
+        for (seed, difficulty) in (0..100u64).flat_map(|s| [(s, harder), (s, easier)]) {
+            let id = crate::bytes::Hash32(*blake3::hash(&seed.to_le_bytes()).as_bytes());
+            let task = generate(&mut Prng::new(&id), &difficulty);
+            assert_eq!(parse_program(&task.program.source()).as_ref(), Some(&task.program));
+            assert!(difficulty.loops || task.program.looped.is_none());
         }
         assert_eq!(parse_input(" 1 -2 30 "), Some(vec![1, -2, 30]));
         for bad in ["", "1  2", "+1", "1_000", "1001", "1 2 3 4 5 6 7 8 9", "0x1", "١"] {

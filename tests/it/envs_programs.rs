@@ -4,7 +4,7 @@
 //! CPython's output, or its exception's name, must equal our evaluator's exactly. Then the
 //! reference policy from the prompt alone, random answers, and hostile answers.
 
-use af::envs::programs::{self, Kind};
+use af::envs::programs;
 use af::envs::pyprog::{self, RunError};
 use af::envs::{self, challenge_id_for_seed, Action};
 use std::io::Write;
@@ -168,5 +168,4 @@ fn hostile_answers_score_zero_without_panic() {
     let env = registry.get(programs::ABD).unwrap();
     let (episode, _, _) = env.reset(&challenge_id_for_seed(programs::ABD, programs::VERSION, 1));
     assert!(matches!(episode.expert_action(), Action::Input(_)));
-    let _ = Kind::Abduction;
 }
