@@ -25,6 +25,9 @@
 //! xs = list(map(int, input().split()))
 //! print(f(xs))
 //! ```
+//! Expressions also use `len(str(e))`, `str(e).count('d')`, `abs`, `len/sum/min/max(xs)`,
+//! `xs[i]`; results may be `(str(e) + str(e))`, `str(e)[::-1]`, `[e, e]`, `sorted(xs)` or
+//! `list(reversed(xs))`. Strings only ever hold digits and `-`, so no escaping arises.
 //! Values are integers, strings and lists of integers. Every compound expression is
 //! parenthesised, so precedence never matters. Integers stay below 2^96 by construction
 //! (inputs of at most 8 integers of magnitude <= 1000, multiplication only by constants of
@@ -92,6 +95,8 @@ pub enum IntExpr {
     StrLen(Box<IntExpr>),
     /// `g(e)`: the helper's digit sum.
     Helper(Box<IntExpr>),
+    /// `str(e).count('d')`: a string method.
+    Count(Box<IntExpr>, u8),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,6 +117,8 @@ pub enum Result {
     Sorted,
     /// `[e1, e2]`
     Pair(IntExpr, IntExpr),
+    /// `list(reversed(xs))`
+    ReversedList,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,6 +157,7 @@ fn int_text(e: &IntExpr) -> String {
         IntExpr::Index(i) => format!("xs[{i}]"),
         IntExpr::StrLen(e) => format!("len(str({}))", int_text(e)),
         IntExpr::Helper(e) => format!("g({})", int_text(e)),
+        IntExpr::Count(e, d) => format!("str({}).count('{d}')", int_text(e)),
     }
 }
 
@@ -168,6 +176,7 @@ fn result_text(r: &Result) -> String {
         Result::Reversed(e) => format!("str({})[::-1]", int_text(e)),
         Result::Sorted => "sorted(xs)".into(),
         Result::Pair(l, r) => format!("[{}, {}]", int_text(l), int_text(r)),
+        Result::ReversedList => "list(reversed(xs))".into(),
     }
 }
 
@@ -287,6 +296,10 @@ impl Machine<'_> {
                 }
                 s
             }
+            IntExpr::Count(e, d) => {
+                let digit = char::from(b'0' + d % 10);
+                self.int(e)?.to_string().chars().filter(|c| *c == digit).count() as i128
+            }
         };
         check(v)
     }
@@ -329,6 +342,7 @@ impl Program {
                 Value::List(sorted)
             }
             Result::Pair(l, r) => Value::List(vec![m.int(l)?, m.int(r)?]),
+            Result::ReversedList => Value::List(xs.iter().rev().copied().collect()),
         };
         let text = value.print_text();
         if text.len() > MAX_OUTPUT_BYTES {
@@ -413,7 +427,11 @@ fn int_expr(prng: &mut Prng, depth: u32, helper: bool, in_loop: bool) -> IntExpr
             IntExpr::Mod(e, constant(prng))
         }
         5 => IntExpr::Abs(sub(prng)),
-        6 => IntExpr::StrLen(sub(prng)),
+        6 if prng.below(2) == 0 => IntExpr::StrLen(sub(prng)),
+        6 => {
+            let e = sub(prng);
+            IntExpr::Count(e, prng.below(10) as u8)
+        }
         _ if helper => IntExpr::Helper(sub(prng)),
         _ => IntExpr::Add(sub(prng), Box::new(leaf(prng))),
     }
@@ -466,7 +484,13 @@ fn candidate(prng: &mut Prng, difficulty: &Difficulty) -> Program {
         0 => Result::Concat(int_expr(prng, 1, helper, false), int_expr(prng, 1, helper, false)),
         1 => Result::Reversed(int_expr(prng, 1, helper, false)),
         2 => Result::Pair(int_expr(prng, 1, helper, false), int_expr(prng, 1, helper, false)),
-        3 if prng.below(4) == 0 => Result::Sorted,
+        3 if prng.below(4) == 0 => {
+            if prng.below(2) == 0 {
+                Result::Sorted
+            } else {
+                Result::ReversedList
+            }
+        }
         _ => Result::Int(int_expr(prng, depth, helper, false)),
     };
     Program { helper, assigns, looped, result }
@@ -636,6 +660,17 @@ impl<'a> Parser<'a> {
             let e = self.int()?;
             return self.eat("))").then(|| IntExpr::StrLen(Box::new(e)));
         }
+        if self.text.starts_with("str(") {
+            // `str(e).count('d')`; a result's `str(e)[::-1]` never reaches here.
+            self.eat("str(");
+            let e = self.int()?;
+            if !self.eat(").count('") {
+                return None;
+            }
+            let d = self.text.bytes().next().filter(u8::is_ascii_digit)?;
+            self.text = &self.text[1..];
+            return self.eat("')").then(|| IntExpr::Count(Box::new(e), d - b'0'));
+        }
         for var in ['a', 'b', 'x'] {
             if self.text.starts_with(var)
                 && !self.text[1..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '(')
@@ -694,24 +729,35 @@ impl<'a> Parser<'a> {
         self.text.is_empty().then_some(cond)
     }
 
+    /// `(str(e) + str(e))` at the front, consumed only if it is exactly that (an integer
+    /// result can also start with `(str(`).
+    fn concat(&mut self) -> Option<(IntExpr, IntExpr)> {
+        let mut trial = Parser { text: self.text.strip_prefix("(str(")?, depth: self.depth };
+        let l = trial.int()?;
+        trial.text = trial.text.strip_prefix(") + str(")?;
+        let r = trial.int()?;
+        trial.text = trial.text.strip_prefix("))")?;
+        self.text = trial.text;
+        Some((l, r))
+    }
+
+    /// `str(e)[::-1]` at the front, consumed only if it is exactly that.
+    fn reversed(&mut self) -> Option<IntExpr> {
+        let mut trial = Parser { text: self.text.strip_prefix("str(")?, depth: self.depth };
+        let e = trial.int()?;
+        trial.text = trial.text.strip_prefix(")[::-1]")?;
+        self.text = trial.text;
+        Some(e)
+    }
+
     fn whole_result(mut self) -> Option<Result> {
         let result = if self.eat("sorted(xs)") {
             Result::Sorted
-        } else if self.eat("(str(") {
-            let l = self.int()?;
-            if !self.eat(") + str(") {
-                return None;
-            }
-            let r = self.int()?;
-            if !self.eat("))") {
-                return None;
-            }
+        } else if self.eat("list(reversed(xs))") {
+            Result::ReversedList
+        } else if let Some((l, r)) = self.concat() {
             Result::Concat(l, r)
-        } else if self.eat("str(") {
-            let e = self.int()?;
-            if !self.eat(")[::-1]") {
-                return None;
-            }
+        } else if let Some(e) = self.reversed() {
             Result::Reversed(e)
         } else if self.eat("[") {
             let l = self.int()?;
@@ -761,6 +807,12 @@ mod tests {
             assert_eq!(parse_program(&task.program.source()).as_ref(), Some(&task.program));
             assert!(difficulty.loops || task.program.looped.is_none());
         }
+        // The same challenge id always gives the same task.
+        let id = crate::bytes::Hash32([9; 32]);
+        assert_eq!(
+            generate(&mut Prng::new(&id), &Difficulty::DEFAULT),
+            generate(&mut Prng::new(&id), &Difficulty::DEFAULT)
+        );
         assert_eq!(parse_input(" 1 -2 30 "), Some(vec![1, -2, 30]));
         for bad in ["", "1  2", "+1", "1_000", "1001", "1 2 3 4 5 6 7 8 9", "0x1", "١"] {
             assert_eq!(parse_input(bad), None, "{bad:?}");
