@@ -38,7 +38,7 @@
 //! length (2..=4) and values (0..=9 each); then per attempt (at most 64): whether there is
 //! a helper, whether there is a loop, the number of assignments (2..=4), each
 //! assignment's target and expression, the loop's condition and branches, the result
-//! kind and expression; then the perturbation used by the rejection step and 8 random
+//! kind and expression; then the perturbation used by the rejection step and 16 random
 //! inputs of the hidden input's length (a program any of them also satisfies is
 //! rejected, so guessing rarely solves an ABD task).
 
@@ -507,7 +507,7 @@ pub struct Task {
 
 /// The task of one challenge: a hidden input of 2 to 4 digits (0..=9), then candidate
 /// programs until one runs on it, prints something that changes when the input does
-/// (checked on a perturbed and a shortened input), and prints something none of 8 random
+/// (checked on a perturbed and a shortened input), and prints something none of 16 random
 /// inputs of the same length also prints; after 64 candidates, a fixed fallback.
 pub fn generate(prng: &mut Prng, difficulty: &Difficulty) -> Task {
     let n = prng.range_inclusive(2, 4) as usize;
@@ -521,9 +521,9 @@ pub fn generate(prng: &mut Prng, difficulty: &Difficulty) -> Task {
         let mut shorter = input.clone();
         shorter.pop();
         let depends = [perturbed, shorter].iter().any(|other| program.run(other).map_or(true, |o| o != output));
-        // Abduction must take reasoning: no other of 8 random inputs of the same shape may
+        // Abduction must take reasoning: no other of 16 random inputs of the same shape may
         // print the same output (else guessing would often be right).
-        let guessable = (0..8).any(|_| {
+        let guessable = (0..16).any(|_| {
             let guess: Vec<i128> = (0..n).map(|_| prng.below(10) as i128).collect();
             guess != input && program.run(&guess).is_ok_and(|o| o == output)
         });
