@@ -25,6 +25,9 @@ struct Overlay {
     writes: Vec<(u64, Vec<u8>)>,
     n_bytes: usize,
     len: u64,
+    /// The file's bytes are visible below this offset only: the smallest length ever set
+    /// (bytes cut off and grown back read as zeros, as on a real file).
+    file_visible: u64,
 }
 
 /// A read-only file as a redb backend: reads come from the file with the overlay's writes
@@ -32,7 +35,6 @@ struct Overlay {
 #[derive(Debug)]
 pub struct ReadOnlyFile {
     inner: FileBackend,
-    file_len: u64,
     overlay: Mutex<Overlay>,
 }
 
@@ -40,11 +42,8 @@ impl ReadOnlyFile {
     pub fn new(file: File) -> io::Result<ReadOnlyFile> {
         let file_len = file.metadata()?.len();
         let inner = FileBackend::new(file).map_err(io::Error::other)?;
-        Ok(ReadOnlyFile {
-            inner,
-            file_len,
-            overlay: Mutex::new(Overlay { writes: Vec::new(), n_bytes: 0, len: file_len }),
-        })
+        let overlay = Overlay { writes: Vec::new(), n_bytes: 0, len: file_len, file_visible: file_len };
+        Ok(ReadOnlyFile { inner, overlay: Mutex::new(overlay) })
     }
 
     fn overlay(&self) -> std::sync::MutexGuard<'_, Overlay> {
@@ -64,8 +63,8 @@ impl StorageBackend for ReadOnlyFile {
         if end > overlay.len {
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the store file"));
         }
-        // The part that lies inside the file comes from it; beyond it (grown by set_len) is zero.
-        let from_file = end.min(self.file_len).saturating_sub(offset) as usize;
+        // The part that lies inside the visible file comes from it; the rest is zero.
+        let from_file = end.min(overlay.file_visible).saturating_sub(offset) as usize;
         if from_file > 0 {
             self.inner.read(offset, &mut out[..from_file])?;
         }
@@ -86,12 +85,22 @@ impl StorageBackend for ReadOnlyFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         let mut overlay = self.overlay();
         overlay.len = len;
-        // Shrinking then growing again must read zeros, not the file's old bytes.
-        if len < self.file_len {
-            let zeros = vec![0u8; (self.file_len - len).min(MAX_OVERLAY_BYTES as u64) as usize];
-            overlay.n_bytes += zeros.len();
-            overlay.writes.push((len, zeros));
+        // Shrinking then growing again must read zeros, not the file's old bytes; writes
+        // past the new end are cut off too.
+        overlay.file_visible = overlay.file_visible.min(len);
+        let mut freed = 0;
+        for (at, data) in overlay.writes.iter_mut() {
+            if *at >= len {
+                freed += data.len();
+                data.clear();
+            } else if *at + data.len() as u64 > len {
+                let keep = (len - *at) as usize;
+                freed += data.len() - keep;
+                data.truncate(keep);
+            }
         }
+        overlay.writes.retain(|(_, data)| !data.is_empty());
+        overlay.n_bytes -= freed;
         Ok(())
     }
 
