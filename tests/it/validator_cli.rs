@@ -28,6 +28,24 @@ fn miner(policy: &str) -> Miner {
     Miner(child, url)
 }
 
+/// Runs `af validate --json` to the end of its queue; its summary.
+fn validate_json(data: &std::path::Path, config: &std::path::Path) -> serde_json::Value {
+    let output = Command::new(af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// Every event of the validator's own log in `data`, in order.
+fn own_events(data: &std::path::Path) -> Vec<Event> {
+    let store = Store::open_read_only(data).unwrap();
+    let key = LedgerKey::load(&data.join("validator.key")).unwrap();
+    let tip = store.tip(&key.validator()).unwrap().unwrap();
+    (0..=tip.height).flat_map(|h| store.block(&key.validator(), h).unwrap().unwrap().block.events).collect()
+}
+
 fn config(dir: &std::path::Path, extra: &str, miners: &[(&str, &Miner)]) -> std::path::PathBuf {
     let mut text = format!("{extra}\n[ledger]\nblock_max_events = 16\nblock_max_ms = 50\n");
     for (i, (hotkey, miner)) in miners.iter().enumerate() {
@@ -232,39 +250,31 @@ fn verbose_miners_are_recorded_and_the_log_audits_clean() {
     let config = dir.path().join("validator.toml");
     std::fs::write(&config, text).unwrap();
     let data = dir.path().join("data");
-    let output = Command::new(af_bin())
-        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--json"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let summary = validate_json(&data, &config);
     assert_eq!(summary["matches"].as_array().unwrap().len(), 2, "{summary}");
 
-    let store = Store::open_read_only(&data).unwrap();
-    let report = verify::verify_store(&store, &mut |_, _, _| {}).unwrap();
-    assert!(report.ok, "{report:?}");
-    let key = LedgerKey::load(&data.join("validator.key")).unwrap();
-    let tip = store.tip(&key.validator()).unwrap().unwrap();
+    {
+        let store = Store::open_read_only(&data).unwrap();
+        let report = verify::verify_store(&store, &mut |_, _, _| {}).unwrap();
+        assert!(report.ok, "{report:?}");
+    }
     let (mut full, mut cut) = (0, 0);
-    for height in 0..=tip.height {
-        for event in store.block(&key.validator(), height).unwrap().unwrap().block.events {
-            match event {
-                Event::Transcript(t) if t.miner.hotkey.starts_with("5Verbose") && t.error.is_none() => {
-                    assert!(t.answer.len() > 60_000, "a 60 kB answer is recorded in full");
-                    full += 1;
-                }
-                Event::TranscriptCut(x) => {
-                    assert_eq!(x.transcript.miner.hotkey, "5Huge");
-                    assert_eq!(x.transcript.answer.len(), af::limits::MAX_RECORDED_TEXT_BYTES);
-                    assert!(x.cuts.iter().all(|c| c.full_bytes > 800_000), "{:?}", x.cuts);
-                    cut += 1;
-                }
-                _ => {}
+    for event in own_events(&data) {
+        match event {
+            Event::Transcript(t) if t.miner.hotkey.starts_with("5Verbose") && t.error.is_none() => {
+                assert!(t.answer.len() > 60_000, "a 60 kB answer is recorded in full");
+                full += 1;
             }
+            Event::TranscriptCut(x) => {
+                assert_eq!(x.transcript.miner.hotkey, "5Huge");
+                assert_eq!(x.transcript.answer.len(), af::limits::MAX_RECORDED_TEXT_BYTES);
+                assert!(x.cuts.iter().all(|c| c.full_bytes > 800_000), "{:?}", x.cuts);
+                cut += 1;
+            }
+            _ => {}
         }
     }
     assert!(full >= 48 && cut > 0, "{full} full and {cut} cut transcripts");
-    drop(store);
     let audit = af(&["audit", "--data", data.to_str().unwrap(), "--json"]);
     assert_eq!(audit.status.code(), Some(0), "{}", stdout(&audit));
 }
@@ -279,28 +289,17 @@ fn a_copy_of_the_champion_is_dismissed_early_and_the_audit_rederives_it() {
     let config =
         config(dir.path(), "[evaluation]\nenvs = [\"mult\", \"sat\", \"coin\"]", &[("5Champ", &a), ("5Copy", &b)]);
     let data = dir.path().join("data");
-    let output = Command::new(af_bin())
-        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--json"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let summary = validate_json(&data, &config);
     assert_eq!(summary["champion"], "5Champ");
-    let store = Store::open_read_only(&data).unwrap();
-    let key = LedgerKey::load(&data.join("validator.key")).unwrap();
-    let tip = store.tip(&key.validator()).unwrap().unwrap();
     let mut decisions = 0;
-    for height in 0..=tip.height {
-        for event in store.block(&key.validator(), height).unwrap().unwrap().block.events {
-            if let Event::EnvDecision(d) = event {
-                assert!(d.n_challenges <= 200, "{d:?}");
-                assert!(d.rule.contains("futility advantage=0.1"), "{}", d.rule);
-                decisions += 1;
-            }
+    for event in own_events(&data) {
+        if let Event::EnvDecision(d) = event {
+            assert!(d.n_challenges <= 200, "{d:?}");
+            assert!(d.rule.contains("futility advantage=0.1"), "{}", d.rule);
+            decisions += 1;
         }
     }
     assert!(decisions >= 2);
-    drop(store);
     let audit = af(&["audit", "--data", data.to_str().unwrap(), "--json"]);
     assert_eq!(audit.status.code(), Some(0), "{}", stdout(&audit));
 }
