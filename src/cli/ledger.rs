@@ -206,13 +206,6 @@ pub fn open_own_log(data: &Path) -> anyhow::Result<OwnLog> {
     Ok(OwnLog::new(store, key))
 }
 
-/// Our own log in an existing store; never creates anything.
-pub fn open_existing_own_log(data: &Path) -> anyhow::Result<OwnLog> {
-    let store = Store::open(data)?;
-    let key = LedgerKey::load(&key_path(data))?;
-    Ok(OwnLog::new(store, key))
-}
-
 fn init(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let created_key = !key_path(data).exists();
     let log = open_own_log(data)?;

@@ -165,8 +165,10 @@ async fn show_progress(mut progress: tokio::sync::watch::Receiver<MatchState>, e
 pub fn ratio_show(data: &Path, config_path: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
     let config = load_config(config_path.as_deref())?;
     let params = config.evaluation.ratio_params();
-    let log = super::ledger::open_existing_own_log(data)?;
-    let loaded = state::load(&log.store, &log.validator(), &params)?;
+    // A read command: the store is opened read-only and checked like any other read.
+    let store = af::ledger::Store::open_read_only(data)?;
+    let validator = af::ledger::LedgerKey::load(&super::ledger::key_path(data))?.validator();
+    let loaded = state::load(&store, &validator, &params)?;
     let now_block = nominal_chain_block(super::now_ms());
     let current = params.current_ppm(&loaded.ratio, now_block);
     if json {
