@@ -30,9 +30,14 @@ const MAX_PROOFS: usize = 1000;
 pub struct AuditArgs {
     #[arg(long)]
     pub data: PathBuf,
-    /// Ignore the replay snapshot and fold every log from genesis.
-    #[arg(long)]
+    /// Fold every log from genesis (the default; kept for scripts).
+    #[arg(long, conflicts_with = "snapshot")]
     pub from_genesis: bool,
+    /// Reuse DIR/replay-snapshot.bin for chains whose freshly verified tip matches it, and
+    /// save a new one. Faster on long logs, but the snapshot's re-scoring results are
+    /// taken from the file: use it only on a snapshot you made and protect.
+    #[arg(long)]
+    pub snapshot: bool,
     #[arg(long)]
     pub json: bool,
     /// Write a self-contained HTML report to this file.
@@ -119,7 +124,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
     let store = Store::open_read_only(data)?;
     let mut progress = ProgressLine::new();
     let replayed: Replay = pool.install(|| {
-        replay_store(&store, data, args.from_genesis, &mut |validator, height, bytes| {
+        replay_store(&store, data, args.snapshot, &mut |validator, height, bytes| {
             progress.update(|| {
                 format!(
                     "auditing {}…: height {height}, {:.1} MiB folded",
@@ -162,7 +167,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
     Ok(AuditReport {
         clean: findings.is_empty(),
         state_hash: replayed.state_hash,
-        from_genesis: args.from_genesis || replayed.n_chains_from_snapshot == 0,
+        from_genesis: replayed.n_chains_from_snapshot == 0,
         n_chains: replayed.folds.len(),
         n_chains_from_snapshot: replayed.n_chains_from_snapshot,
         n_blocks_folded: replayed.n_blocks_folded,
@@ -435,29 +440,33 @@ fn champion_chart(state: &NetworkState) -> String {
     svg
 }
 
-/// Replays the store in `data`: from its snapshot unless `from_genesis` (a snapshot that
-/// cannot be used is reported, then ignored), saving the new folds as the next snapshot.
-/// The one replay behind `af audit`, `af transcripts` and `af weights show`.
+/// Replays the store in `data` from genesis, re-verifying, re-scoring and re-deriving
+/// everything. With `use_snapshot`, a chain's fold from `DIR/replay-snapshot.bin` is reused
+/// when the freshly verified chain reaches exactly its recorded tip (a snapshot that
+/// cannot be used is reported, then ignored), and the new folds are saved. The one replay
+/// behind `af audit`, `af transcripts` and `af weights show` (the last two never use a
+/// snapshot: a cache never stands in for a check).
 pub fn replay_store(
     store: &Store,
     data: &Path,
-    from_genesis: bool,
+    use_snapshot: bool,
     progress: af::replay::Progress<'_>,
 ) -> anyhow::Result<Replay> {
-    let snapshot = if from_genesis {
-        None
-    } else {
+    let snapshot = if use_snapshot {
         replay::load_snapshot(data).unwrap_or_else(|error| {
             eprintln!("af: {error}; replaying from genesis");
             None
         })
+    } else {
+        None
     };
     let snapshot = snapshot.map(|s| (s, replay::FoldSource::Untrusted));
     let replayed = replay::replay(store, &af::envs::registry(), snapshot, &DEFAULT_RATIO_PARAMS, progress)?;
-    // A read-only copy has nowhere to keep a snapshot: the next run verifies and folds
-    // from genesis again, which gives the same result.
-    if let Err(error) = replay::save_snapshot(data, &replayed.folds) {
-        eprintln!("af: could not save the replay snapshot (the next run replays from genesis): {error}");
+    if use_snapshot {
+        // A read-only copy has nowhere to keep a snapshot: the next run replays from genesis.
+        if let Err(error) = replay::save_snapshot(data, &replayed.folds) {
+            eprintln!("af: could not save the replay snapshot (the next run replays from genesis): {error}");
+        }
     }
     Ok(replayed)
 }

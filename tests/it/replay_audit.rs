@@ -215,8 +215,10 @@ fn af_audit_exits_by_what_it_found_and_writes_a_report() {
     );
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(html.contains("<svg") && html.contains("5SynthPerfect") && !html.contains("<script"));
-    // Audited again from the snapshot: nothing new to fold, the same state hash.
-    let again = json(&af(&["audit", "--data", clean_path, "--json"]));
+    // With --snapshot: saved, then reused (nothing new to fold), the same state hash.
+    let first = json(&af(&["audit", "--data", clean_path, "--json", "--snapshot"]));
+    assert_eq!(first["state_hash"], value["state_hash"]);
+    let again = json(&af(&["audit", "--data", clean_path, "--json", "--snapshot"]));
     assert_eq!(again["n_blocks_folded"], 0);
     assert_eq!(again["state_hash"], value["state_hash"]);
     let genesis = json(&af(&["audit", "--data", clean_path, "--json", "--from-genesis"]));
@@ -311,7 +313,7 @@ fn a_snapshot_never_hides_a_changed_block() {
     use redb::ReadableTable;
     let (dir, keys) = build(&NetworkSpec::small(2));
     let data = dir.path().to_str().unwrap();
-    assert_eq!(af(&["audit", "--data", data]).status.code(), Some(0));
+    assert_eq!(af(&["audit", "--data", data, "--snapshot"]).status.code(), Some(0));
     assert!(dir.path().join(replay::SNAPSHOT_FILE).exists(), "the first audit saved a snapshot");
     {
         let db = redb::Database::open(dir.path().join(STORE_FILE)).unwrap();
@@ -327,7 +329,7 @@ fn a_snapshot_never_hides_a_changed_block() {
         }
         txn.commit().unwrap();
     }
-    let output = af(&["audit", "--data", data, "--json"]);
+    let output = af(&["audit", "--data", data, "--json", "--snapshot"]);
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     assert!(stdout(&output).contains("invalid_block"), "{}", stdout(&output));
     // A flipped byte in the file: the engine's checksums catch it, and it is a finding.
@@ -343,4 +345,23 @@ fn a_snapshot_never_hides_a_changed_block() {
     let output = af(&["audit", "--data", data, "--json"]);
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     assert!(stdout(&output).contains("store_corrupt"), "{}", stdout(&output));
+}
+
+/// By default the audit takes nothing from a snapshot file: one edited to drop a finding
+/// (checksum recomputed, tips untouched) does not hide it.
+#[test]
+fn an_edited_snapshot_does_not_hide_a_finding_by_default() {
+    let spec =
+        NetworkSpec { faults: Faults { forge_score: Some((2, 3)), ..Faults::default() }, ..NetworkSpec::small(3) };
+    let (dir, _) = build(&spec);
+    let data = dir.path().to_str().unwrap();
+    assert_eq!(af(&["audit", "--data", data, "--snapshot"]).status.code(), Some(1));
+    let mut snapshot = replay::load_snapshot(dir.path()).unwrap().unwrap();
+    for fold in &mut snapshot.folds {
+        fold.discrepancies.clear();
+    }
+    replay::save_snapshot(dir.path(), &snapshot.folds).unwrap();
+    let output = af(&["audit", "--data", data, "--json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(stdout(&output).contains("false_score"));
 }
