@@ -197,7 +197,8 @@ async fn run_env(
             }
             return Ok(());
         }
-        while in_flight.len() < shared.plan.window.max(1) {
+        let window = env_window(&shared);
+        while in_flight.len() < window {
             in_flight.push_back(spawn_challenge(&shared, &env_ref, next_index));
             next_index += 1;
         }
@@ -264,6 +265,16 @@ async fn run_env(
         }
         shared.events.send(group).await.map_err(|_| MatchError::WriterGone)?;
     }
+}
+
+/// This env's share of the match's challenges in flight: `window` per env in all, split
+/// among the envs still undecided, so a decided env's share goes where answers can still
+/// change the match (the same load on the miners, sooner decisions).
+fn env_window(shared: &Shared) -> usize {
+    let state = shared.state.lock().expect("never poisoned");
+    let open = state.envs.iter().filter(|e| e.result.is_none()).count().max(1);
+    let total = shared.plan.window.max(1) * state.envs.len();
+    total.div_ceil(open)
 }
 
 fn spawn_challenge(shared: &Arc<Shared>, env_ref: &EnvRef, index: u64) -> tokio::task::JoinHandle<Played> {
