@@ -62,7 +62,7 @@ impl Drop for Miner {
 
 fn spawn_miner() -> Miner {
     let mut child = Command::new(env!("CARGO_BIN_EXE_af"))
-        .args(["miner", "serve", "--listen", "127.0.0.1:0", "--policy", "perfect"])
+        .args(["miner", "serve", "--listen", "127.0.0.1:0", "--policy", "perfect", "--model", "m"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("start a reference miner");

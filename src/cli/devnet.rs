@@ -39,7 +39,18 @@ fn free_port() -> anyhow::Result<u16> {
 
 fn start_miner(exe: &Path, policy: &str, seed: usize, log: &Path) -> anyhow::Result<(Process, String)> {
     let mut child = Command::new(exe)
-        .args(["miner", "serve", "--listen", "127.0.0.1:0", "--policy", policy, "--seed", &seed.to_string()])
+        .args([
+            "miner",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--policy",
+            policy,
+            "--model",
+            policy,
+            "--seed",
+            &seed.to_string(),
+        ])
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(log)?)
         .spawn()

@@ -178,6 +178,7 @@ impl MinerClient {
             messages: messages.to_vec(),
             temperature: None,
             max_tokens: None,
+            stream: None,
         };
         let token = endpoint.api_key_env.as_ref().and_then(|name| std::env::var(name).ok());
         let mut attempts = Vec::new();

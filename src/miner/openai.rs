@@ -12,6 +12,38 @@ pub struct ChatRequest {
     pub temperature: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// Server-sent events, one chunk at a time, as OpenAI streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+}
+
+/// Token counts; the reference miner counts whitespace-separated words (no tokenizer).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+/// The legacy text completion request (`POST /v1/completions`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct CompletionRequest {
+    pub model: String,
+    pub prompt: Prompt,
+    #[serde(default)]
+    pub stream: Option<bool>,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Prompt {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// OpenAI's error body: `{"error": {"message", "type", "param", "code"}}`.
+pub fn error_body(message: &str, kind: &str, param: Option<&str>, code: Option<&str>) -> serde_json::Value {
+    serde_json::json!({ "error": { "message": message, "type": kind, "param": param, "code": code } })
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -25,6 +57,8 @@ pub struct ChatResponse {
     #[serde(default)]
     pub model: String,
     pub choices: Vec<Choice>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -45,3 +79,4 @@ pub struct ResponseMessage {
 }
 
 pub const COMPLETIONS_PATH: &str = "/v1/chat/completions";
+pub const TEXT_COMPLETIONS_PATH: &str = "/v1/completions";

@@ -242,3 +242,58 @@ async fn retry_after_is_honoured_up_to_the_backoff_cap() {
     let took = started.elapsed();
     assert!(took >= std::time::Duration::from_millis(190) && took < std::time::Duration::from_millis(900), "{took:?}");
 }
+
+/// What an OpenAI client expects of `af miner serve`: JSON error objects, `usage`, one
+/// model by id, the served model only, and streaming as server-sent events.
+#[tokio::test]
+async fn the_reference_miner_speaks_openai() {
+    let endpoint = reference(Policy::Perfect).await;
+    let http = reqwest::Client::new();
+    let url = |path: &str| format!("{}{path}", endpoint.base_url);
+    let (_, messages) = mult_prompt();
+    let body =
+        |model: &str, stream: bool| serde_json::json!({ "model": model, "messages": messages, "stream": stream });
+
+    let ok: serde_json::Value =
+        http.post(url("/v1/chat/completions")).json(&body("ref", false)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(ok["object"], "chat.completion");
+    assert!(ok["usage"]["total_tokens"].as_u64().unwrap() > 0, "{ok}");
+
+    let unknown = http.post(url("/v1/chat/completions")).json(&body("gpt-x", false)).send().await.unwrap();
+    assert_eq!(unknown.status(), 404);
+    let error: serde_json::Value = unknown.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "model_not_found");
+
+    let bad = http.post(url("/v1/chat/completions")).body("{not json").send().await.unwrap();
+    assert_eq!(bad.status(), 400);
+    assert!(bad.json::<serde_json::Value>().await.unwrap()["error"]["message"].is_string());
+
+    let model: serde_json::Value = http.get(url("/v1/models/ref")).send().await.unwrap().json().await.unwrap();
+    assert_eq!((model["id"].as_str(), model["object"].as_str()), (Some("ref"), Some("model")));
+    assert_eq!(http.get(url("/v1/models/other")).send().await.unwrap().status(), 404);
+    assert_eq!(http.get(url("/v1/nothing")).send().await.unwrap().status(), 404);
+
+    let stream = http.post(url("/v1/chat/completions")).json(&body("ref", true)).send().await.unwrap();
+    assert!(stream.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let text = stream.text().await.unwrap();
+    let data: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    assert_eq!(data.last(), Some(&"[DONE]"), "{text}");
+    let content: String = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str::<serde_json::Value>(d).unwrap())
+        .map(|chunk| chunk["choices"][0]["delta"]["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(content, ok["choices"][0]["message"]["content"].as_str().unwrap());
+
+    let legacy: serde_json::Value = http
+        .post(url("/v1/completions"))
+        .json(&serde_json::json!({ "model": "ref", "prompt": "hello" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(legacy["object"], "text_completion");
+    assert!(legacy["choices"][0]["text"].is_string());
+}

@@ -119,6 +119,8 @@ fn a_two_two_partition_keeps_both_halves_working_and_heals() {
                 "127.0.0.1:8001",
                 "--policy",
                 "slow:20",
+                "--model",
+                "m",
             ])
             .stdout(Stdio::null())
             .spawn()

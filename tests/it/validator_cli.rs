@@ -18,7 +18,7 @@ impl Drop for Miner {
 
 fn miner(policy: &str) -> Miner {
     let mut child = Command::new(af_bin())
-        .args(["miner", "serve", "--listen", "127.0.0.1:0", "--policy", policy])
+        .args(["miner", "serve", "--listen", "127.0.0.1:0", "--policy", policy, "--model", "m"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -191,8 +191,9 @@ fn an_interrupted_validator_resumes_from_its_ledger() {
 #[test]
 fn env_play_scores_a_miner_as_a_validator_would() {
     let (perfect, garbage) = (miner("perfect"), miner("garbage"));
-    for env in ["tictactoe", "mult", "sat", "coin"] {
-        let output = af(&["env", "play", "--env", env, "--miner", &perfect.1, "--count", "3", "--json"]);
+    for env in ["tictactoe", "mult", "sat", "coin", "abd", "ded"] {
+        let output =
+            af(&["env", "play", "--env", env, "--miner", &perfect.1, "--model", "m", "--count", "3", "--json"]);
         assert!(output.status.success(), "{env}: {}", String::from_utf8_lossy(&output.stderr));
         let lines: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&stdout(&output))
             .into_iter()
@@ -207,7 +208,7 @@ fn env_play_scores_a_miner_as_a_validator_would() {
             assert!(if env == "tictactoe" { reward >= 0 } else { reward == 1000 }, "{env}: {line}");
         }
     }
-    let output = af(&["env", "play", "--env", "mult", "--miner", &garbage.1]);
+    let output = af(&["env", "play", "--env", "mult", "--miner", &garbage.1, "--model", "m"]);
     assert_eq!(output.status.code(), Some(3), "a failing miner is a failed check");
     assert!(stdout(&output).contains("error: not a chat completion"), "{}", stdout(&output));
 }
