@@ -82,12 +82,13 @@ fn now_seconds() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-/// Parses a JSON body, or answers with OpenAI's 400 error naming why.
-fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Response> {
-    serde_json::from_slice(body).map_err(|e| {
-        let message = format!("the request body is not valid: {e}");
-        error(StatusCode::BAD_REQUEST, &message, "invalid_request_error", None, None)
-    })
+/// Parses a JSON body, or says why not (answered as OpenAI's 400 error by [`bad_request`]).
+fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| format!("the request body is not valid: {e}"))
+}
+
+fn bad_request(message: String) -> Response {
+    error(StatusCode::BAD_REQUEST, &message, "invalid_request_error", None, None)
 }
 
 /// Server-sent events as OpenAI streams them: each chunk as `data: <json>`, then
@@ -103,7 +104,7 @@ fn sse(chunks: Vec<serde_json::Value>) -> Response {
 async fn complete_text(State(state): State<Arc<MinerState>>, body: axum::body::Bytes) -> Response {
     let request: CompletionRequest = match parse_body(&body) {
         Ok(request) => request,
-        Err(response) => return response,
+        Err(why) => return bad_request(why),
     };
     if request.model != state.model {
         return unknown_model(&request.model);
@@ -131,7 +132,7 @@ async fn complete_text(State(state): State<Arc<MinerState>>, body: axum::body::B
 async fn complete(State(state): State<Arc<MinerState>>, body: axum::body::Bytes) -> Response {
     let request: ChatRequest = match parse_body(&body) {
         Ok(request) => request,
-        Err(response) => return response,
+        Err(why) => return bad_request(why),
     };
     if request.model != state.model {
         return unknown_model(&request.model);
