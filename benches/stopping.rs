@@ -3,27 +3,15 @@
 //! probability of dethroning and the expected games to a decision, exactly (dynamic
 //! program) and from a seeded simulation, side by side.
 
+use af::evaluation::scenarios::SplitMix64 as Rng;
 use af::evaluation::stopping::{exact_rates, StoppingRule, Verdict, DEFAULT_CAP, DEFAULT_RULE};
-
-/// splitmix64, seeded: the simulation is reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn uniform(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 fn simulate(rule: &StoppingRule, cap: u32, p: f64, runs: u32, rng: &mut Rng) -> (f64, f64) {
     let (mut better, mut games) = (0u32, 0u64);
     for _ in 0..runs {
         let mut wins = 0;
         for n in 1..=cap {
-            if rng.uniform() < p {
+            if rng.unit() < p {
                 wins += 1;
             }
             let verdict = rule.verdict(n, wins, 0.5);

@@ -69,11 +69,13 @@ pub struct Played {
     pub crowned: bool,
 }
 
-/// splitmix64, so a seed gives the same outcomes on every machine.
-struct Rng(u64);
+/// splitmix64, so a seed gives the same outcomes on every machine (simulations only;
+/// tasks draw from `envs::rng`).
+pub struct SplitMix64(pub u64);
 
-impl Rng {
-    fn unit(&mut self) -> f64 {
+impl SplitMix64 {
+    /// Uniform in [0, 1), from the top 53 bits.
+    pub fn unit(&mut self) -> f64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -94,7 +96,7 @@ pub struct Config {
 /// Plays one match of `scenario` at ratio to beat `p0`: envs take turns, one challenge
 /// each, as a validator's windows interleave them.
 pub fn play(scenario: &Scenario, config: &Config, p0: f64, seed: u64) -> Played {
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64(seed);
     let n_envs = scenario.envs.len();
     let mut state =
         MatchState::new(n_envs, config.rule, config.cap, config.max_challenges, p0).with_futility(config.futility);
