@@ -155,17 +155,23 @@ pub const REDB_HEADER_BYTES: usize = 320;
 const SLOT_OFFSETS: [usize; 2] = [64, 192];
 const TRANSACTION_ID_IN_SLOT: usize = 104;
 
-/// Checks what redb's own checks cannot see: that the commit slot the header names as
-/// current is the newer of the two. Both slots hold valid commits (the previous one is
-/// kept for crash recovery), so a changed primary bit would silently show the log as it
-/// was one commit earlier.
-pub fn check_header(header: &[u8]) -> Result<(), String> {
+/// Checks that the file is at least a redb header long and starts with redb's magic.
+pub fn check_magic(header: &[u8]) -> Result<(), String> {
     if header.len() < REDB_HEADER_BYTES {
         return Err(format!("the file is {} bytes, shorter than a redb header", header.len()));
     }
     if header[..9] != REDB_MAGIC {
         return Err("the file does not start with redb's magic number".into());
     }
+    Ok(())
+}
+
+/// Checks what redb's own checks cannot see: that the commit slot the header names as
+/// current is the newer of the two. Both slots hold valid commits (the previous one is
+/// kept for crash recovery), so a changed primary bit would silently show the log as it
+/// was one commit earlier.
+pub fn check_header(header: &[u8]) -> Result<(), String> {
+    check_magic(header)?;
     let primary = usize::from(header[9] & 1);
     let txn = |slot: usize| {
         let at = SLOT_OFFSETS[slot] + TRANSACTION_ID_IN_SLOT;

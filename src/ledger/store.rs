@@ -249,22 +249,10 @@ impl Store {
     pub fn open_read_only(dir: &Path) -> Result<Store, StoreError> {
         let path = existing_store_file(dir)?;
         let file = std::fs::File::open(&path).map_err(|e| io_open_error(&path, e))?;
-        let mut header = vec![0u8; super::readonly::REDB_HEADER_BYTES];
-        {
-            use std::io::Read;
-            let mut reader = (&file).take(header.len() as u64);
-            let mut n = 0;
-            loop {
-                match reader.read(&mut header[n..]) {
-                    Ok(0) => break,
-                    Ok(k) => n += k,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(io_open_error(&path, e)),
-                }
-            }
-            header.truncate(n);
-        }
-        super::readonly::check_header(&header)
+        // The magic never changes, so it is checked before the open (redb would call a
+        // file without it "not a redb database", which is a damaged store here); the commit
+        // slots are checked after, under the open's lock.
+        super::readonly::check_magic(&read_header(&path)?)
             .map_err(|why| StoreError::Corrupt(format!("{}: {why}", path.display())))?;
         let backend = super::readonly::ReadOnlyFile::new(file).map_err(|e| io_open_error(&path, e))?;
         let torn = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -290,6 +278,10 @@ impl Store {
             )),
             other => other,
         })?;
+        // Read once the open holds its shared lock, so no writer can be mid-commit.
+        let header = read_header(&path)?;
+        super::readonly::check_header(&header)
+            .map_err(|why| StoreError::Corrupt(format!("{}: {why}", path.display())))?;
         let store = Store { db, path, read_only: true };
         store.check_schema()?;
         Ok(store)
@@ -588,6 +580,17 @@ impl Store {
             Ok(out)
         })
     }
+}
+
+/// The first bytes of the store file (redb's header), fewer if the file is shorter.
+fn read_header(path: &Path) -> Result<Vec<u8>, StoreError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| io_open_error(path, e))?;
+    let mut header = Vec::with_capacity(super::readonly::REDB_HEADER_BYTES);
+    file.take(super::readonly::REDB_HEADER_BYTES as u64)
+        .read_to_end(&mut header)
+        .map_err(|e| io_open_error(path, e))?;
+    Ok(header)
 }
 
 fn existing_store_file(dir: &Path) -> Result<PathBuf, StoreError> {
