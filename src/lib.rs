@@ -30,5 +30,8 @@ pub mod p2p;
 // Every log folded back into state: vTrust, verdicts, weights.
 pub mod replay;
 
+// Logs over plain HTTP: the layout, the node's API, publishing and mirroring.
+pub mod http;
+
 // Commitments and weights on chain.
 pub mod chain;

@@ -121,7 +121,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
         anyhow::bail!("no store at {}", data.join(af::ledger::store::STORE_FILE).display());
     }
     let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
-    let store = Store::open_read_only(data)?;
+    let store = super::http::open_for_read(data)?;
     let mut progress = ProgressLine::new();
     let replayed: Replay = pool.install(|| {
         replay_store(&store, data, args.snapshot, &mut |validator, height, bytes| {
@@ -472,8 +472,8 @@ pub fn replay_store(
 }
 
 /// Opens the store in `data` and replays it (see [`replay_store`]).
-pub fn replay_dir(data: &Path) -> anyhow::Result<(Store, Replay)> {
-    let store = Store::open_read_only(data)?;
+pub fn replay_dir(data: &Path) -> anyhow::Result<(super::http::ReadStore, Replay)> {
+    let store = super::http::open_for_read(data)?;
     let replayed = replay_store(&store, data, false, &mut |_, _, _| {})?;
     Ok((store, replayed))
 }

@@ -108,6 +108,45 @@ pub enum LedgerCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Write every chain as the static HTTP layout of ledger-spec/11 (bundles of blocks,
+    /// signed tips, the log list, our checkpoint) under OUT, for any static web server;
+    /// `af mirror --from URL` reads it. Publishing again writes only what changed.
+    Publish {
+        #[arg(long)]
+        data: PathBuf,
+        /// The site's root directory (created if needed).
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a consistency proof (JSON, ledger-spec/11): the signed headers showing that
+    /// the chain at size NEW extends the chain at size OLD.
+    ProveConsistency {
+        #[arg(long)]
+        data: PathBuf,
+        /// Validator key (hex); default: our own.
+        #[arg(long)]
+        validator: Option<String>,
+        /// The older checkpoint's size (number of blocks).
+        #[arg(long)]
+        old: u64,
+        /// The newer size; default: the tip.
+        #[arg(long)]
+        new: Option<u64>,
+    },
+    /// Verify a consistency proof on its own; with --old and --new (checkpoint notes),
+    /// also that they are validly signed and name the proof's sizes and hashes.
+    VerifyConsistency {
+        #[arg(long)]
+        proof: PathBuf,
+        #[arg(long, requires = "new")]
+        old: Option<PathBuf>,
+        #[arg(long, requires = "old")]
+        new: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Find transcripts by challenge id or miner hotkey (through the store's indexes).
     Find {
         #[arg(long)]
@@ -152,6 +191,11 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
         LedgerCommand::Export { data, format, validator } => export(&data, format, validator),
         LedgerCommand::Import { data, file, json } => import(&data, &file, json),
         LedgerCommand::Reindex { data, json } => reindex(&data, json),
+        LedgerCommand::Publish { data, out, json } => super::http::publish_command(&data, &out, json),
+        LedgerCommand::ProveConsistency { data, validator, old, new } => prove_consistency(&data, validator, old, new),
+        LedgerCommand::VerifyConsistency { proof, old, new, json } => {
+            verify_consistency(&proof, old.as_deref(), new.as_deref(), json)
+        }
         LedgerCommand::Checkpoint { data } => checkpoint(&data),
         LedgerCommand::VerifyCheckpoint { file, data, json } => verify_checkpoint(&file, data.as_deref(), json),
         LedgerCommand::Prove { data, height, event, validator } => prove(&data, height, event, validator),
@@ -229,7 +273,7 @@ fn init(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 fn show(data: &Path, validator: Option<String>, height: Option<u64>, json: bool) -> anyhow::Result<ExitCode> {
-    let store = Store::open_read_only(data)?;
+    let store = super::http::open_for_read(data)?;
     match (validator, height) {
         (None, None) => {
             let tips = store.tips()?;
@@ -336,7 +380,12 @@ fn describe(event: &Event) -> String {
 fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let mut progress = ProgressLine::new();
-    let report = Store::open_read_only(data).and_then(|store| {
+    // A store that failed its checks on open is a finding; any other failure to open is not.
+    let opened = match super::http::open_for_read(data) {
+        Ok(store) => Ok(store),
+        Err(error) => Err(error.downcast::<af::ledger::StoreError>()?),
+    };
+    let report = opened.and_then(|store| {
         verify::verify_store(&store, &mut |validator, blocks, bytes| {
             progress.update(|| {
                 format!(
@@ -414,7 +463,7 @@ fn report_unreadable(json: bool, message: &str) -> anyhow::Result<ExitCode> {
 }
 
 fn export(data: &Path, format: ExportFormat, validator: Option<String>) -> anyhow::Result<ExitCode> {
-    let store = Store::open_read_only(data)?;
+    let store = super::http::open_for_read(data)?;
     let validators: Vec<ValidatorKey> = match validator {
         Some(hex) => vec![parse_validator(&hex)?],
         None => store.tips()?.into_iter().map(|(v, _)| v).collect(),
@@ -535,7 +584,7 @@ fn reindex(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 fn checkpoint(data: &Path) -> anyhow::Result<ExitCode> {
-    let store = Store::open_read_only(data)?;
+    let store = super::http::open_for_read(data)?;
     let key = LedgerKey::load(&key_path(data))?;
     let tip = store.tip(&key.validator())?.ok_or_else(|| anyhow!("our chain is empty: nothing to checkpoint"))?;
     let note = Checkpoint::of_tip(key.validator(), &tip).sign(&key);
@@ -568,7 +617,7 @@ fn verify_checkpoint(file: &Path, data: Option<&Path>, json: bool) -> anyhow::Re
         }
     };
     if let Some(data) = data {
-        let store = Store::open_read_only(data)?;
+        let store = super::http::open_for_read(data)?;
         let height = checkpoint.size.checked_sub(1).ok_or_else(|| anyhow!("checkpoint of an empty chain"))?;
         let stored = store
             .block_bytes(&checkpoint.validator, height)?
@@ -589,7 +638,7 @@ fn verify_checkpoint(file: &Path, data: Option<&Path>, json: bool) -> anyhow::Re
 }
 
 fn prove(data: &Path, height: u64, event: u32, validator: Option<String>) -> anyhow::Result<ExitCode> {
-    let store = Store::open_read_only(data)?;
+    let store = super::http::open_for_read(data)?;
     let validator = validator_or_own(data, validator)?;
     let proof = proof::prove(&store, &validator, height, event)?;
     print_json(&proof)?;
@@ -637,7 +686,7 @@ fn verify_proof(file: &Path, checkpoint: Option<&Path>, json: bool) -> anyhow::R
 }
 
 fn find(data: &Path, challenge_id: Option<String>, miner: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
-    let store = Store::open_read_only(data)?;
+    let store = super::http::open_for_read(data)?;
     let locations = match (challenge_id, miner) {
         (Some(hex), _) => store.find_challenge(&Hash32::from_hex(&hex).context("--challenge-id")?)?,
         (None, Some(hotkey)) => store.find_miner(&hotkey)?,
@@ -702,4 +751,71 @@ pub fn write_demo(
         events_per_second: (blocks * u64::from(events_per_block)) as f64 / seconds,
         tip_height,
     })
+}
+
+fn prove_consistency(data: &Path, validator: Option<String>, old: u64, new: Option<u64>) -> anyhow::Result<ExitCode> {
+    let store = super::http::open_for_read(data)?;
+    let validator = validator_or_own(data, validator)?;
+    let proof = af::ledger::consistency::prove(&store, &validator, old, new)?;
+    print_json(&proof)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify_consistency(proof: &Path, old: Option<&Path>, new: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+    use af::ledger::consistency::{self, ConsistencyProof, MAX_CONSISTENCY_HEADERS};
+    // A proof of the most headers is about 700 bytes of JSON per header.
+    let text = super::read_input(proof, MAX_CONSISTENCY_HEADERS * 1024)?;
+    let parsed: ConsistencyProof = match serde_json::from_str(&text) {
+        Ok(parsed) => parsed,
+        Err(error) => return super::report_parse_failure(json, "consistency proof", &error),
+    };
+    let mut verdict = consistency::verify(&parsed).map_err(|e| e.to_string());
+    if let (Ok(()), Some(old), Some(new)) = (&verdict, old, new) {
+        for (which, path, claimed) in [("old", old, parsed.old), ("new", new, parsed.new)] {
+            let note = super::read_input(path, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
+            let checked = Checkpoint::verify(&note).map_err(|e| format!("the {which} checkpoint: {e}")).and_then(|c| {
+                if c.validator != parsed.validator || c.size != claimed.size || c.tip_hash != claimed.hash {
+                    Err(format!(
+                        "the {which} checkpoint names validator {} size {} hash {}, not the proof's size {} hash {}",
+                        c.validator, c.size, c.tip_hash, claimed.size, claimed.hash
+                    ))
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(why) = checked {
+                verdict = Err(why);
+                break;
+            }
+        }
+    }
+    let checked_notes = old.is_some();
+    if json {
+        print_json(&serde_json::json!({
+            "ok": verdict.is_ok(),
+            "validator": parsed.validator,
+            "old": parsed.old,
+            "new": parsed.new,
+            "checkpoints_checked": checked_notes,
+            "error": verdict.as_ref().err(),
+        }))?;
+    } else {
+        match &verdict {
+            Ok(()) => {
+                outln!(
+                    "ok: validator {}: size {} (hash {}) extends size {} (hash {})",
+                    parsed.validator,
+                    parsed.new.size,
+                    parsed.new.hash,
+                    parsed.old.size,
+                    parsed.old.hash
+                );
+                if !checked_notes {
+                    outln!("the sizes and hashes are the proof's own: give --old and --new checkpoints to check them");
+                }
+            }
+            Err(why) => outln!("FAIL: {why}"),
+        }
+    }
+    Ok(if verdict.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_CHECK_FAILED) })
 }

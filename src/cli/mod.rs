@@ -5,6 +5,7 @@ mod chain;
 mod demo;
 mod devnet;
 mod env;
+mod http;
 mod key;
 mod ledger;
 mod miner;
@@ -108,6 +109,23 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Copy logs over plain HTTP from a running node (`--http`) or a published site
+    /// (`af ledger publish`), verifying every block before storing it; resumes from what
+    /// DIR holds. Exit 0 done, 1 the server could not be read, 3 the server's bytes failed
+    /// a check (refused, or equivocation evidence written to DIR/evidence/).
+    Mirror {
+        /// Base URL: a node's `http://ADDR/` or where a published site is served.
+        #[arg(long)]
+        from: String,
+        /// Data directory of the copy (created if needed).
+        #[arg(long)]
+        data: PathBuf,
+        /// Only this validator's chain (hex); default: every chain the server lists.
+        #[arg(long)]
+        validator: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Known validators, their tips and lag, evidence against them, and peers.
     Peers {
         #[arg(long)]
@@ -168,6 +186,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Ratio(RatioCommand::Show { data, config, json }) => validate::ratio_show(&data, config, json),
         Command::Node { data, net, json } => node::node(&data, net, json),
+        Command::Mirror { from, data, validator, json } => http::mirror_command(&from, &data, validator, json),
         Command::Peers { data, json } => node::peers(&data, json),
         Command::Devnet { validators, miners, rounds, data, fresh, json } => {
             devnet::run(&data, validators, miners, rounds, fresh, json)

@@ -27,6 +27,11 @@ pub struct NetArgs {
     /// signed log is kept.
     #[arg(long = "allow")]
     pub allow: Vec<String>,
+    /// Serve the read-only HTTP API (ledger-spec/11-http.md) on this address; without a
+    /// value, on 127.0.0.1:7080. Read commands on this data directory then work while
+    /// the node runs.
+    #[arg(long = "http", value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:7080")]
+    pub http: Option<std::net::SocketAddr>,
 }
 
 impl NetArgs {
@@ -105,8 +110,22 @@ pub fn node(data: &Path, args: NetArgs, json: bool) -> anyhow::Result<ExitCode> 
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         let (stop_sender, stop) = tokio::sync::watch::channel(false);
-        let handle = start(&log, &args, data, stop)?;
+        let handle = start(&log, &args, data, stop.clone())?;
         let NodeHandle { own_blocks, evidence, status, task } = handle;
+        let _http = match args.http {
+            Some(address) => Some(
+                super::http::start(
+                    address,
+                    data,
+                    log.clone(),
+                    Some(status.clone()),
+                    af::evaluation::ratio::DEFAULT_RATIO_PARAMS,
+                    stop,
+                )
+                .await?,
+            ),
+            None => None,
+        };
         tokio::spawn(record_evidence_directly(log.clone(), evidence, own_blocks));
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {

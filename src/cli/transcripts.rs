@@ -6,14 +6,11 @@
 
 use super::{print_json, read_input};
 use crate::outln;
-use af::ledger::entry::{outcome, verify_entry, EntryProof, Opponent, TranscriptEntry, Unproven};
-use af::ledger::event::{ChainCommitment, Event};
-use af::ledger::proof::{prove_in_block, signed_headers, InclusionProof, SignedHeader};
+use af::ledger::entry::{verify_entry, TranscriptEntry};
+use af::ledger::event::Event;
 use af::limits::MAX_JSON_INPUT_BYTES;
-use af::replay::fold::ChainFold;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -63,82 +60,9 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
     let miner = args.miner.context("--miner HOTKEY is required")?;
     let match_filter = args.match_id.as_deref().map(af::bytes::Hash32::from_hex).transpose().context("--match")?;
     let (store, replayed) = super::audit::replay_dir(&data)?;
-    let folds: BTreeMap<_, &ChainFold> = replayed.folds.iter().map(|f| (f.validator, f)).collect();
-    let mut blocks: BTreeMap<(af::bytes::ValidatorKey, u64), af::ledger::block::DecodedBlock> = BTreeMap::new();
-    let mut headers: BTreeMap<af::bytes::ValidatorKey, BTreeMap<u64, SignedHeader>> = BTreeMap::new();
-    let mut commitment_proofs: BTreeMap<(af::bytes::ValidatorKey, u64), Option<InclusionProof>> = BTreeMap::new();
-    let mut entries = Vec::new();
-    // Each location is confirmed against its block: the index never answers on its own.
-    for location in store.find_miner(&miner)? {
-        let key = (location.validator, location.height);
-        if let std::collections::btree_map::Entry::Vacant(entry) = blocks.entry(key) {
-            let block = store.block(&location.validator, location.height)?.context("an indexed block is missing")?;
-            entry.insert(block);
-        }
-        let block = &blocks[&key];
-        let Some(t) = block.block.events.get(location.event_idx as usize).and_then(|e| e.transcript()) else {
-            continue;
-        };
-        if args.env.as_ref().is_some_and(|e| *e != t.env.name) || match_filter.is_some_and(|m| m != t.match_id) {
-            continue;
-        }
-        // The opponent answered the same challenge; both transcripts share a block.
-        let opponent_idx = block.block.events.iter().position(|e| {
-            e.transcript().is_some_and(|o| o.challenge_id == t.challenge_id && o.miner.hotkey != t.miner.hotkey)
-        });
-        let fold = folds.get(&location.validator);
-        let played = fold.and_then(|f| f.matches.get(&t.match_id));
-        let role = match played {
-            Some(m) if m.contender.hotkey == miner => "contender",
-            Some(m) if m.champion.hotkey == miner => "champion",
-            _ => "unknown",
-        };
-        let commitment =
-            fold.and_then(|f| f.commitments.iter().find(|c| c.committed_height >= location.height)).cloned();
-        // Headers up to the committed tip (else the current one), each read from the store
-        // once however many of this miner's transcripts it covers.
-        let tip_height = store.tip(&location.validator)?.context("an indexed chain has no tip")?.height;
-        let last = commitment.as_ref().map_or(tip_height, |c| c.committed_height.clamp(location.height, tip_height));
-        let known = headers.entry(location.validator).or_default();
-        for height in location.height..=last {
-            if let std::collections::btree_map::Entry::Vacant(slot) = known.entry(height) {
-                slot.insert(signed_headers(&store, &location.validator, height, height)?.remove(0));
-            }
-        }
-        let inclusion = prove_in_block(
-            block,
-            location.event_idx,
-            known.range(location.height..=last).map(|(_, h)| h.clone()).collect(),
-        )?;
-        let opponent_proof = opponent_idx
-            .map(|idx| prove_in_block(block, idx as u32, vec![known[&location.height].clone()]))
-            .transpose()?;
-        let commitment_proof = match &commitment {
-            Some(c) if c.committed_height == last => commitment_proofs
-                .entry((location.validator, c.committed_height))
-                .or_insert(prove_commitment(&store, &location.validator, c)?)
-                .clone(),
-            _ => None,
-        };
-        let opponent = opponent_proof
-            .as_ref()
-            .and_then(|p| p.event.transcript())
-            .map(|o| Opponent { hotkey: o.miner.hotkey.clone(), reward_milli: o.reward_milli });
-        entries.push(TranscriptEntry {
-            validator: location.validator,
-            height: location.height,
-            event_idx: location.event_idx,
-            outcome: opponent.as_ref().map(|o| outcome(t.reward_milli, o.reward_milli).to_string()),
-            opponent,
-            transcript: t.clone(),
-            unproven: Unproven {
-                role: role.to_string(),
-                env_decision: played.and_then(|m| m.env_folds.get(&t.env.name)).and_then(|e| e.decision),
-                match_contender_won: played.and_then(|m| m.decided.as_ref()).map(|d| d.contender_won),
-            },
-            proof: EntryProof { inclusion, opponent: opponent_proof, commitment: commitment_proof },
-        });
-    }
+    let filter = af::replay::entries::Filter { env: args.env.clone(), match_id: match_filter };
+    let entries =
+        af::replay::entries::entries_at(&store, &replayed.folds, &store.find_miner(&miner)?, Some(&miner), &filter)?;
     if args.json {
         print_json(&entries)?;
     } else if args.jsonl {
@@ -175,25 +99,6 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The inclusion proof of the validator's own `ChainCommitment` event `c`, found in the
-/// blocks after the one it commits (it is recorded once the chain accepted it).
-fn prove_commitment(
-    store: &af::ledger::Store,
-    validator: &af::bytes::ValidatorKey,
-    c: &ChainCommitment,
-) -> anyhow::Result<Option<InclusionProof>> {
-    let tip = store.tip(validator)?.context("the chain has no tip")?.height;
-    for height in c.committed_height + 1..=tip {
-        let block = store.block(validator, height)?.context("a block of a verified chain is missing")?;
-        let found = block.block.events.iter().position(|e| matches!(e, Event::ChainCommitment(x) if x == c));
-        if let Some(idx) = found {
-            let headers = signed_headers(store, validator, height, height)?;
-            return Ok(Some(prove_in_block(&block, idx as u32, headers)?));
-        }
-    }
-    Ok(None)
 }
 
 fn verify(file: &Path, chain: &super::chain::ChainArgs, json: bool) -> anyhow::Result<ExitCode> {

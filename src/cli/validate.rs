@@ -55,9 +55,24 @@ pub fn validate(
             None
         };
         let network = if net.enabled() { Some(super::node::start(&log, &net, data, stop.clone())?) } else { None };
+        let net_status = network.as_ref().map(|handle| handle.status.clone());
         let (own_blocks, evidence, net_task) = match network {
             Some(handle) => (Some(handle.own_blocks), Some(handle.evidence), Some(handle.task)),
             None => (None, None, None),
+        };
+        let _http = match net.http.map_or_else(|| config.http.address(), |a| Ok(Some(a)))? {
+            Some(address) => Some(
+                super::http::start(
+                    address,
+                    data,
+                    log.clone(),
+                    net_status,
+                    af::evaluation::ratio::DEFAULT_RATIO_PARAMS,
+                    stop.clone(),
+                )
+                .await?,
+            ),
+            None => None,
         };
         let (progress_sender, progress) =
             tokio::sync::watch::channel(MatchState::new(1, config.evaluation.stopping_rule()?, 1, 1, 0.5));
@@ -166,7 +181,7 @@ pub fn ratio_show(data: &Path, config_path: Option<PathBuf>, json: bool) -> anyh
     let config = load_config(config_path.as_deref())?;
     let params = config.evaluation.ratio_params();
     // A read command: the store is opened read-only and checked like any other read.
-    let store = af::ledger::Store::open_read_only(data)?;
+    let store = super::http::open_for_read(data)?;
     let validator = af::ledger::LedgerKey::load(&super::ledger::key_path(data))?.validator();
     let loaded = state::load(&store, &validator, &params)?;
     let now_block = nominal_chain_block(super::now_ms());

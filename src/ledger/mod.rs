@@ -8,6 +8,7 @@
 pub mod block;
 pub mod checkpoint;
 pub mod codec;
+pub mod consistency;
 pub mod demo;
 pub mod entry;
 pub mod event;

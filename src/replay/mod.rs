@@ -9,6 +9,7 @@
 //! verification, weak keys refused first), then fold in height order. The fold is the
 //! only sequential step, so the state is the same whatever the thread count.
 
+pub mod entries;
 pub mod fold;
 pub mod network;
 pub mod synth;

@@ -18,6 +18,29 @@ pub struct Config {
     pub miners: Vec<MinerConfig>,
     /// Where to commit our tip and set weights; no chain when `endpoint` is empty.
     pub chain: crate::chain::ChainSpec,
+    /// The read-only HTTP API (ledger-spec/11-http.md).
+    pub http: HttpConfig,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Address to serve the HTTP API on, e.g. `127.0.0.1:7080`; empty: no HTTP API.
+    /// `--http ADDR` sets it from the command line.
+    pub listen: String,
+}
+
+impl HttpConfig {
+    /// The address, if set; a value that is not `IP:PORT` is refused by name.
+    pub fn address(&self) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+        if self.listen.is_empty() {
+            return Ok(None);
+        }
+        self.listen
+            .parse()
+            .map(Some)
+            .map_err(|_| ConfigError::Invalid(format!("http.listen: {:?} is not IP:PORT", self.listen)))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

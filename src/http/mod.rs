@@ -1,0 +1,12 @@
+//! Logs over plain HTTP (ledger-spec/11-http.md): the static layout every reader agrees
+//! on, the node's read-only API that serves it live, `af ledger publish` that writes it
+//! as files, and `af mirror` that reads it back, verifying every block.
+
+pub mod layout;
+pub mod mirror;
+pub mod publish;
+pub mod server;
+
+/// The file in a data directory that names a running node's HTTP address, so read
+/// commands find the node when its store is locked.
+pub const ADDRESS_FILE: &str = "http.addr";

@@ -1,0 +1,541 @@
+//! The node's read-only HTTP API (ledger-spec/11-http.md): every chain it holds as the
+//! static layout of [`super::layout`] (log list, signed tips, our own checkpoint,
+//! immutable entry bundles), plus what only a running node can answer: single blocks,
+//! consistency proofs, transcript entries with proofs, the replayed state, and peers.
+//!
+//! Bounded against slow or hostile clients: at most `max_connections` connections (the
+//! rest wait in the kernel's backlog), a connection with no progress for `idle_timeout`
+//! is dropped, a request's handler gets `request_timeout`, bundles stream one block at a
+//! time, and every list is paginated with a hard maximum page.
+
+use super::layout::{self, LogList, LogSummary, LOG_LIST_FORMAT, TILE_WIDTH};
+use crate::bytes::{Hash32, ValidatorKey};
+use crate::evaluation::ratio::RatioParams;
+use crate::ledger::checkpoint::Checkpoint;
+use crate::ledger::consistency;
+use crate::ledger::proof::signed_headers;
+use crate::ledger::store::Location;
+use crate::ledger::OwnLog;
+use crate::p2p::net::NetStatus;
+use crate::replay::{self, FoldSource, Replay, Snapshot};
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+/// The largest page of transcript entries (each carries its proofs).
+pub const MAX_ENTRIES_PAGE: usize = 100;
+/// The largest page of matches in `state`.
+pub const MAX_MATCHES_PAGE: usize = 1000;
+const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+const MUTABLE: &str = "no-cache";
+
+#[derive(Clone, Debug)]
+pub struct HttpLimits {
+    pub max_connections: usize,
+    pub request_timeout: Duration,
+    pub idle_timeout: Duration,
+    /// The replayed state is recomputed at most this often (folds are reused, so a
+    /// refresh costs only the new blocks).
+    pub state_refresh: Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_connections: 256,
+            request_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(30),
+            state_refresh: Duration::from_secs(2),
+        }
+    }
+}
+
+struct Served {
+    log: Arc<OwnLog>,
+    status: Option<watch::Receiver<NetStatus>>,
+    ratio_params: RatioParams,
+    limits: HttpLimits,
+    replayed: tokio::sync::Mutex<Option<(Instant, Arc<Replay>)>>,
+}
+
+/// The routes over `log`'s store; `status` is the network's, when it runs.
+pub fn router(
+    log: Arc<OwnLog>,
+    status: Option<watch::Receiver<NetStatus>>,
+    ratio_params: RatioParams,
+    limits: HttpLimits,
+) -> Router {
+    let timeout = limits.request_timeout;
+    let served = Arc::new(Served { log, status, ratio_params, limits, replayed: tokio::sync::Mutex::new(None) });
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/af/v1/logs", get(logs))
+        .route("/af/v1/log/{validator}/tip", get(tip))
+        .route("/af/v1/log/{validator}/checkpoint", get(checkpoint))
+        .route("/af/v1/log/{validator}/tile/entries/{*index}", get(bundle))
+        .route("/af/v1/log/{validator}/block/{height}", get(block))
+        .route("/af/v1/log/{validator}/consistency", get(consistency_proof))
+        .route("/af/v1/transcripts", get(transcripts))
+        .route("/af/v1/state", get(state))
+        .route("/af/v1/peers", get(peers))
+        .fallback(|| async {
+            problem(StatusCode::NOT_FOUND, "no such path (see ledger-spec/11-http.md)").into_response()
+        })
+        .layer(middleware::from_fn(move |request: Request, next: Next| async move {
+            match tokio::time::timeout(timeout, next.run(request)).await {
+                Ok(response) => response,
+                Err(_) => problem(StatusCode::SERVICE_UNAVAILABLE, "the request took too long").into_response(),
+            }
+        }))
+        .with_state(served)
+}
+
+/// Serves `router` on `listener` until `stop` turns true, under `limits`.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: &HttpLimits,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let listener = LimitedListener {
+        inner: listener,
+        permits: Arc::new(Semaphore::new(limits.max_connections.max(1))),
+        idle: limits.idle_timeout,
+    };
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            while !*stop.borrow_and_update() {
+                if stop.changed().await.is_err() {
+                    break;
+                }
+            }
+        })
+        .await
+}
+
+/// An error answer: its status and a JSON `{"error": ...}` body.
+struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(serde_json::json!({ "error": self.1 }))).into_response()
+    }
+}
+
+fn problem(status: StatusCode, message: &str) -> ApiError {
+    ApiError(status, message.to_string())
+}
+
+type Answer = Result<Response, ApiError>;
+
+fn internal(error: impl std::fmt::Display) -> ApiError {
+    problem(StatusCode::INTERNAL_SERVER_ERROR, &error.to_string())
+}
+
+fn parse_validator(text: &str) -> Result<ValidatorKey, ApiError> {
+    ValidatorKey::from_hex(text)
+        .map_err(|_| problem(StatusCode::BAD_REQUEST, "the validator must be 64 lowercase hex digits"))
+}
+
+/// A response with caching headers, or 304 when the client's copy is current.
+fn cached(request: &HeaderMap, etag: &str, cache: &'static str, content_type: &'static str, body: Body) -> Response {
+    let etag = format!("\"{etag}\"");
+    let fresh = request.get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes());
+    let mut response = if fresh { StatusCode::NOT_MODIFIED.into_response() } else { body.into_response() };
+    let headers = response.headers_mut();
+    if !fresh {
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    }
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    if let Ok(value) = HeaderValue::from_str(&etag) {
+        headers.insert(header::ETAG, value);
+    }
+    response
+}
+
+fn json_cached(request: &HeaderMap, value: &impl serde::Serialize) -> Answer {
+    let body = serde_json::to_vec(value).map_err(internal)?;
+    let etag = blake3::hash(&body).to_hex()[..32].to_string();
+    Ok(cached(request, &etag, MUTABLE, "application/json", Body::from(body)))
+}
+
+/// Runs store reads on the blocking pool: redb reads are synchronous.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work).await.map_err(internal)?
+}
+
+async fn logs(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
+    let log = served.log.clone();
+    let list = blocking(move || log_list(&log)).await?;
+    json_cached(&request, &list)
+}
+
+/// The log list of a store: every chain and its tip.
+fn log_list(log: &OwnLog) -> Result<LogList, ApiError> {
+    let tips = log.store.tips().map_err(internal)?;
+    let logs = tips
+        .into_iter()
+        .map(|(validator, tip)| LogSummary { validator, size: tip.height + 1, tip_hash: tip.hash })
+        .collect();
+    Ok(LogList { format: LOG_LIST_FORMAT.into(), own: Some(log.validator()), logs })
+}
+
+async fn tip(State(served): State<Arc<Served>>, Path(validator): Path<String>, request: HeaderMap) -> Answer {
+    let validator = parse_validator(&validator)?;
+    let log = served.log.clone();
+    let signed = blocking(move || {
+        let tip = log.store.tip(&validator).map_err(internal)?.ok_or_else(|| no_chain(&validator))?;
+        signed_headers(&log.store, &validator, tip.height, tip.height).map_err(internal).map(|mut h| h.remove(0))
+    })
+    .await?;
+    json_cached(&request, &signed)
+}
+
+fn no_chain(validator: &ValidatorKey) -> ApiError {
+    problem(StatusCode::NOT_FOUND, &format!("no chain of validator {validator} here"))
+}
+
+async fn checkpoint(State(served): State<Arc<Served>>, Path(validator): Path<String>, request: HeaderMap) -> Answer {
+    let validator = parse_validator(&validator)?;
+    if validator != served.log.validator() {
+        return Err(problem(
+            StatusCode::NOT_FOUND,
+            "a node signs checkpoints of its own chain only; every chain's signed tip is at .../tip",
+        ));
+    }
+    let log = served.log.clone();
+    let note = blocking(move || {
+        let tip = log.tip().map_err(internal)?.ok_or_else(|| no_chain(&validator))?;
+        Ok(Checkpoint::of_tip(validator, &tip).sign(log.key()))
+    })
+    .await?;
+    let etag = blake3::hash(note.as_bytes()).to_hex()[..32].to_string();
+    Ok(cached(&request, &etag, MUTABLE, "text/plain; charset=utf-8", Body::from(note)))
+}
+
+/// `x001/234` or `x001/234.p/17`: the tile index and the bundle's width.
+fn parse_bundle(path: &str) -> Result<(u64, u64), ApiError> {
+    let bad = |why: String| problem(StatusCode::NOT_FOUND, &why);
+    let (index, width) = match path.split_once(".p/") {
+        Some((index, width)) => {
+            let parsed: u64 = width.parse().map_err(|_| bad(format!("bad partial width {width:?}")))?;
+            if parsed == 0 || parsed >= TILE_WIDTH || width != parsed.to_string() {
+                return Err(bad(format!("a partial bundle's width is 1..=255 without leading zeros, not {width:?}")));
+            }
+            (index, parsed)
+        }
+        None => (path, TILE_WIDTH),
+    };
+    let n = layout::parse_tile_index(index).map_err(|e| bad(e.to_string()))?;
+    Ok((n, width))
+}
+
+async fn bundle(
+    State(served): State<Arc<Served>>,
+    Path((validator, index)): Path<(String, String)>,
+    request: HeaderMap,
+) -> Answer {
+    let validator = parse_validator(&validator)?;
+    let (n, width) = parse_bundle(&index)?;
+    let first = n.checked_mul(TILE_WIDTH).ok_or_else(|| no_chain(&validator))?;
+    let last = first + width - 1;
+    let log = served.log.clone();
+    // The bundle's ETag is its last block's hash, which commits to every block before it.
+    let etag = blocking(move || {
+        let tip = log.store.tip(&validator).map_err(internal)?.ok_or_else(|| no_chain(&validator))?;
+        if last > tip.height {
+            return Err(problem(
+                StatusCode::NOT_FOUND,
+                &format!("the chain has {} blocks; this bundle needs {}", tip.height + 1, last + 1),
+            ));
+        }
+        let bytes = log.store.block_bytes(&validator, last).map_err(internal)?.ok_or_else(|| no_chain(&validator))?;
+        crate::ledger::store::stored_header(&bytes).map(|(h, _)| h.hash()).map_err(internal)
+    })
+    .await?;
+    if request.get(header::IF_NONE_MATCH).is_some() {
+        return Ok(cached(&request, &etag.to_hex(), IMMUTABLE, "application/octet-stream", Body::empty()));
+    }
+    // One block at a time through a small channel: a slow reader holds a few blocks, not
+    // the bundle.
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    let log = served.log.clone();
+    tokio::task::spawn_blocking(move || {
+        for height in first..=last {
+            let item = match log.store.block_bytes(&validator, height) {
+                Ok(Some(block)) => {
+                    let mut record = Vec::with_capacity(block.len() + 4);
+                    layout::push_record(&mut record, &block);
+                    Ok(Bytes::from(record))
+                }
+                Ok(None) => Err(std::io::Error::other(format!("block {height} is missing"))),
+                Err(e) => Err(std::io::Error::other(e.to_string())),
+            };
+            let failed = item.is_err();
+            if sender.blocking_send(item).is_err() || failed {
+                return;
+            }
+        }
+    });
+    let stream = futures::stream::unfold(receiver, |mut r| async move { r.recv().await.map(|item| (item, r)) });
+    Ok(cached(&request, &etag.to_hex(), IMMUTABLE, "application/octet-stream", Body::from_stream(stream)))
+}
+
+async fn block(
+    State(served): State<Arc<Served>>,
+    Path((validator, height)): Path<(String, String)>,
+    request: HeaderMap,
+) -> Answer {
+    let validator = parse_validator(&validator)?;
+    let height: u64 =
+        height.parse().map_err(|_| problem(StatusCode::BAD_REQUEST, "the height must be a decimal number"))?;
+    let log = served.log.clone();
+    let bytes = blocking(move || {
+        log.store
+            .block_bytes(&validator, height)
+            .map_err(internal)?
+            .ok_or_else(|| problem(StatusCode::NOT_FOUND, &format!("no block {height} of validator {validator} here")))
+    })
+    .await?;
+    let hash = crate::ledger::store::stored_header(&bytes).map_err(internal)?.0.hash();
+    Ok(cached(&request, &hash.to_hex(), IMMUTABLE, "application/octet-stream", Body::from(bytes)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConsistencyQuery {
+    old: u64,
+    new: Option<u64>,
+}
+
+async fn consistency_proof(
+    State(served): State<Arc<Served>>,
+    Path(validator): Path<String>,
+    Query(query): Query<ConsistencyQuery>,
+    request: HeaderMap,
+) -> Answer {
+    let validator = parse_validator(&validator)?;
+    let log = served.log.clone();
+    let proof = blocking(move || {
+        consistency::prove(&log.store, &validator, query.old, query.new)
+            .map_err(|e| problem(StatusCode::BAD_REQUEST, &e.to_string()))
+    })
+    .await?;
+    json_cached(&request, &proof)
+}
+
+/// The replay of the store, recomputed when older than `state_refresh`. Folds of the
+/// previous replay are reused where their tip is unchanged: this process holds the store
+/// open for writing, so nothing else can have changed those blocks.
+async fn replayed(served: &Arc<Served>) -> Result<Arc<Replay>, ApiError> {
+    let mut cached = served.replayed.lock().await;
+    if let Some((at, replay)) = cached.as_ref() {
+        if at.elapsed() < served.limits.state_refresh {
+            return Ok(replay.clone());
+        }
+    }
+    let previous =
+        cached.as_ref().map(|(_, r)| Snapshot { replay_version: replay::REPLAY_VERSION, folds: r.folds.clone() });
+    let log = served.log.clone();
+    let params = served.ratio_params;
+    let fresh = blocking(move || {
+        replay::replay(
+            &log.store,
+            &crate::envs::registry(),
+            previous.map(|s| (s, FoldSource::ThisProcess)),
+            &params,
+            &mut |_, _, _| {},
+        )
+        .map_err(internal)
+    })
+    .await?;
+    let fresh = Arc::new(fresh);
+    *cached = Some((Instant::now(), fresh.clone()));
+    Ok(fresh)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Page {
+    #[serde(default)]
+    offset: usize,
+    limit: Option<usize>,
+}
+
+async fn state(State(served): State<Arc<Served>>, Query(page): Query<Page>, request: HeaderMap) -> Answer {
+    let replay = replayed(&served).await?;
+    let state = &replay.state;
+    let limit = page.limit.unwrap_or(100).min(MAX_MATCHES_PAGE);
+    let matches: Vec<_> = state.matches.iter().skip(page.offset).take(limit).collect();
+    let tips: Vec<_> = replay.folds.iter().map(|f| (f.validator, f.tip)).collect();
+    json_cached(
+        &request,
+        &serde_json::json!({
+            "note": "computed by this node from the logs it holds; mirror them and run `af audit` to check",
+            "state_hash": replay.state_hash,
+            "tips": tips,
+            "champion": state.champion,
+            "champion_history": state.champion_history,
+            "ratio_set_ppm": state.ratio_set_ppm,
+            "ratio_set_at_block": state.ratio_set_at_block,
+            "validators": state.validators,
+            "weights": state.weights,
+            "discrepancies": state.discrepancies.len(),
+            "matches_total": state.matches.len(),
+            "matches_offset": page.offset,
+            "matches": matches,
+        }),
+    )
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TranscriptQuery {
+    miner: Option<String>,
+    challenge: Option<String>,
+    #[serde(default)]
+    offset: usize,
+    limit: Option<usize>,
+}
+
+async fn transcripts(
+    State(served): State<Arc<Served>>,
+    Query(query): Query<TranscriptQuery>,
+    request: HeaderMap,
+) -> Answer {
+    if query.miner.is_some() == query.challenge.is_some() {
+        return Err(problem(StatusCode::BAD_REQUEST, "give exactly one of ?miner=HOTKEY and ?challenge=ID"));
+    }
+    if query.miner.as_ref().is_some_and(|m| m.len() > crate::limits::MAX_NAME_BYTES) {
+        return Err(problem(StatusCode::BAD_REQUEST, "the hotkey is too long"));
+    }
+    let challenge = match &query.challenge {
+        Some(id) => Some(
+            Hash32::from_hex(id)
+                .map_err(|_| problem(StatusCode::BAD_REQUEST, "the challenge id must be 64 hex digits"))?,
+        ),
+        None => None,
+    };
+    let replay = replayed(&served).await?;
+    let log = served.log.clone();
+    let limit = query.limit.unwrap_or(20).min(MAX_ENTRIES_PAGE);
+    let (total, entries) = blocking(move || {
+        let locations: Vec<Location> = match (&query.miner, challenge) {
+            (Some(miner), _) => log.store.find_miner(miner),
+            (None, Some(id)) => log.store.find_challenge(&id),
+            (None, None) => Ok(Vec::new()),
+        }
+        .map_err(internal)?;
+        let page: Vec<Location> = locations.iter().skip(query.offset).take(limit).cloned().collect();
+        let filter = crate::replay::entries::Filter::default();
+        let entries =
+            crate::replay::entries::entries_at(&log.store, &replay.folds, &page, query.miner.as_deref(), &filter)
+                .map_err(internal)?;
+        Ok((locations.len(), entries))
+    })
+    .await?;
+    json_cached(&request, &serde_json::json!({ "total": total, "offset": query.offset, "entries": entries }))
+}
+
+async fn peers(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
+    let Some(status) = &served.status else {
+        return Err(problem(StatusCode::NOT_FOUND, "this node runs without networking"));
+    };
+    let status = status.borrow().clone();
+    json_cached(&request, &status)
+}
+
+/// A listener that holds one semaphore permit per open connection and drops
+/// connections that make no progress for `idle`.
+struct LimitedListener {
+    inner: TcpListener,
+    permits: Arc<Semaphore>,
+    idle: Duration,
+}
+
+impl axum::serve::Listener for LimitedListener {
+    type Io = LimitedStream;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok(permit) = self.permits.clone().acquire_owned().await else { continue };
+            match self.inner.accept().await {
+                Ok((stream, address)) => {
+                    let _ = stream.set_nodelay(true);
+                    let deadline = Box::pin(tokio::time::sleep(self.idle));
+                    return (LimitedStream { stream, _permit: permit, idle: self.idle, deadline }, address);
+                }
+                // Out of file descriptors and the like: wait rather than spin.
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
+}
+
+struct LimitedStream {
+    stream: TcpStream,
+    _permit: OwnedSemaphorePermit,
+    idle: Duration,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl LimitedStream {
+    /// Progress pushes the deadline back; no progress past it ends the connection.
+    fn watch<T>(&mut self, cx: &mut Context<'_>, poll: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        match poll {
+            Poll::Ready(result) => {
+                self.deadline.as_mut().reset(tokio::time::Instant::now() + self.idle);
+                Poll::Ready(result)
+            }
+            Poll::Pending => match self.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "idle connection")))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl AsyncRead for LimitedStream {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let poll = Pin::new(&mut self.stream).poll_read(cx, buf);
+        self.watch(cx, poll)
+    }
+}
+
+impl AsyncWrite for LimitedStream {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.watch(cx, poll)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let poll = Pin::new(&mut self.stream).poll_flush(cx);
+        self.watch(cx, poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}

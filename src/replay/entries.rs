@@ -1,0 +1,145 @@
+//! A miner's transcript entries (ledger-spec/09) built from a store and its replay: each
+//! transcript with its inclusion proof, its opponent's, and the proof of the commitment
+//! that covers it, plus replay's context under `unproven`. Shared by `af transcripts`
+//! and the node's HTTP API, so both hand out the same documents.
+
+use super::fold::ChainFold;
+use crate::bytes::{Hash32, ValidatorKey};
+use crate::ledger::block::DecodedBlock;
+use crate::ledger::entry::{outcome, EntryProof, Opponent, TranscriptEntry, Unproven};
+use crate::ledger::event::{ChainCommitment, Event};
+use crate::ledger::proof::{prove_in_block, signed_headers, InclusionError, InclusionProof, SignedHeader};
+use crate::ledger::store::{Location, Store, StoreError};
+use std::collections::btree_map::Entry;
+use std::collections::BTreeMap;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EntriesError {
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Proof(#[from] InclusionError),
+    #[error("validator {validator}: block {height} is indexed but missing")]
+    Missing { validator: ValidatorKey, height: u64 },
+}
+
+/// Which transcripts to build entries for.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    pub env: Option<String>,
+    pub match_id: Option<Hash32>,
+}
+
+/// Entries for the transcripts at `locations` (index hits, each confirmed against its
+/// block here: an index never answers on its own) played by `miner` (`None`: whoever
+/// played), with headers up to the validator's committed tip where a commitment covers
+/// the block, else its tip.
+pub fn entries_at(
+    store: &Store,
+    folds: &[ChainFold],
+    locations: &[Location],
+    miner: Option<&str>,
+    filter: &Filter,
+) -> Result<Vec<TranscriptEntry>, EntriesError> {
+    let folds: BTreeMap<_, &ChainFold> = folds.iter().map(|f| (f.validator, f)).collect();
+    let mut blocks: BTreeMap<(ValidatorKey, u64), DecodedBlock> = BTreeMap::new();
+    let mut headers: BTreeMap<ValidatorKey, BTreeMap<u64, SignedHeader>> = BTreeMap::new();
+    let mut commitment_proofs: BTreeMap<(ValidatorKey, u64), Option<InclusionProof>> = BTreeMap::new();
+    let mut entries = Vec::new();
+    for location in locations {
+        let key = (location.validator, location.height);
+        if let Entry::Vacant(slot) = blocks.entry(key) {
+            let missing = EntriesError::Missing { validator: location.validator, height: location.height };
+            slot.insert(store.block(&location.validator, location.height)?.ok_or(missing)?);
+        }
+        let block = &blocks[&key];
+        let Some(t) = block.block.events.get(location.event_idx as usize).and_then(|e| e.transcript()) else {
+            continue;
+        };
+        if miner.is_some_and(|m| m != t.miner.hotkey)
+            || filter.env.as_ref().is_some_and(|e| *e != t.env.name)
+            || filter.match_id.is_some_and(|m| m != t.match_id)
+        {
+            continue;
+        }
+        // The opponent answered the same challenge; both transcripts share a block.
+        let opponent_idx = block.block.events.iter().position(|e| {
+            e.transcript().is_some_and(|o| o.challenge_id == t.challenge_id && o.miner.hotkey != t.miner.hotkey)
+        });
+        let fold = folds.get(&location.validator);
+        let played = fold.and_then(|f| f.matches.get(&t.match_id));
+        let role = match played {
+            Some(m) if m.contender.hotkey == t.miner.hotkey => "contender",
+            Some(m) if m.champion.hotkey == t.miner.hotkey => "champion",
+            _ => "unknown",
+        };
+        let commitment =
+            fold.and_then(|f| f.commitments.iter().find(|c| c.committed_height >= location.height)).cloned();
+        // Headers up to the committed tip (else the current one), each read from the store
+        // once however many transcripts it covers.
+        let missing = EntriesError::Missing { validator: location.validator, height: location.height };
+        let tip_height = store.tip(&location.validator)?.ok_or(missing)?.height;
+        let last = commitment.as_ref().map_or(tip_height, |c| c.committed_height.clamp(location.height, tip_height));
+        let known = headers.entry(location.validator).or_default();
+        for height in location.height..=last {
+            if let Entry::Vacant(slot) = known.entry(height) {
+                slot.insert(signed_headers(store, &location.validator, height, height)?.remove(0));
+            }
+        }
+        let inclusion = prove_in_block(
+            block,
+            location.event_idx,
+            known.range(location.height..=last).map(|(_, h)| h.clone()).collect(),
+        )?;
+        let opponent_proof = opponent_idx
+            .map(|idx| prove_in_block(block, idx as u32, vec![known[&location.height].clone()]))
+            .transpose()?;
+        let commitment_proof = match &commitment {
+            Some(c) if c.committed_height == last => {
+                match commitment_proofs.entry((location.validator, c.committed_height)) {
+                    Entry::Occupied(found) => found.get().clone(),
+                    Entry::Vacant(slot) => slot.insert(prove_commitment(store, &location.validator, c)?).clone(),
+                }
+            }
+            _ => None,
+        };
+        let opponent = opponent_proof
+            .as_ref()
+            .and_then(|p| p.event.transcript())
+            .map(|o| Opponent { hotkey: o.miner.hotkey.clone(), reward_milli: o.reward_milli });
+        entries.push(TranscriptEntry {
+            validator: location.validator,
+            height: location.height,
+            event_idx: location.event_idx,
+            outcome: opponent.as_ref().map(|o| outcome(t.reward_milli, o.reward_milli).to_string()),
+            opponent,
+            transcript: t.clone(),
+            unproven: Unproven {
+                role: role.to_string(),
+                env_decision: played.and_then(|m| m.env_folds.get(&t.env.name)).and_then(|e| e.decision),
+                match_contender_won: played.and_then(|m| m.decided.as_ref()).map(|d| d.contender_won),
+            },
+            proof: EntryProof { inclusion, opponent: opponent_proof, commitment: commitment_proof },
+        });
+    }
+    Ok(entries)
+}
+
+/// The inclusion proof of the validator's own `ChainCommitment` event `c`, found in the
+/// blocks after the one it commits (it is recorded once the chain accepted it).
+fn prove_commitment(
+    store: &Store,
+    validator: &ValidatorKey,
+    c: &ChainCommitment,
+) -> Result<Option<InclusionProof>, EntriesError> {
+    let Some(tip) = store.tip(validator)? else { return Ok(None) };
+    for height in c.committed_height + 1..=tip.height {
+        let block = store.block(validator, height)?.ok_or(EntriesError::Missing { validator: *validator, height })?;
+        let found = block.block.events.iter().position(|e| matches!(e, Event::ChainCommitment(x) if x == c));
+        if let Some(idx) = found {
+            let headers = signed_headers(store, validator, height, height)?;
+            return Ok(Some(prove_in_block(&block, idx as u32, headers)?));
+        }
+    }
+    Ok(None)
+}
