@@ -1,0 +1,503 @@
+//! Logs over plain HTTP (ledger-spec/11): mirroring from a node's API and from a
+//! published site served by Python's `http.server`, servers that lie, consistency proofs
+//! under every byte flip, and read commands against a running validator.
+
+use crate::{af, af_bin, stdout};
+use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+use af::http::mirror::{self, ChainOutcome, MirrorOptions, MirrorReport};
+use af::http::{layout, publish, server};
+use af::ledger::{consistency, verify, OwnLog, Store};
+use af::replay::synth::{validator_key, write_network, NetworkSpec};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+/// A store holding a small synthetic network (three validators' real logs).
+fn network(dir: &Path, start_ms: u64) -> Store {
+    let store = Store::create(dir).unwrap();
+    write_network(&store, &NetworkSpec { start_ms, events_per_block: 16, ..NetworkSpec::small(3) }).unwrap();
+    store
+}
+
+fn state_hash(store: &Store) -> af::bytes::Hash32 {
+    af::replay::replay(store, &af::envs::registry(), None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}).unwrap().state_hash
+}
+
+fn verifies(store: &Store) -> bool {
+    verify::verify_store(store, &mut |_, _, _| {}).unwrap().ok
+}
+
+/// The node's API over `store` on a loopback port; its base URL.
+fn serve_node(runtime: &tokio::runtime::Runtime, store: Store) -> String {
+    let log = Arc::new(OwnLog::new(store, validator_key(0)));
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let limits = server::HttpLimits::default();
+        let router = server::router(log, None, DEFAULT_RATIO_PARAMS, limits.clone());
+        let (_stop_sender, stop) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            let _keep = _stop_sender;
+            server::serve(listener, router, &limits, stop).await.unwrap();
+        });
+        url
+    })
+}
+
+fn mirror_into(runtime: &tokio::runtime::Runtime, store: &Arc<Store>, url: &str) -> MirrorReport {
+    let options = MirrorOptions { stall_timeout: std::time::Duration::from_secs(5), ..MirrorOptions::default() };
+    runtime.block_on(mirror::mirror(store.clone(), url, options, &mut |_, _, _| {})).unwrap()
+}
+
+struct Python(Child);
+
+impl Drop for Python {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Python's `http.server` serving `site` on a free loopback port; its base URL.
+fn python_server(site: &Path) -> (Python, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new("python3")
+        .args(["-m", "http.server", "--bind", "127.0.0.1", "-d", site.to_str().unwrap(), &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3 is installed");
+    let guard = Python(child);
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    (guard, format!("http://127.0.0.1:{port}/"))
+}
+
+#[test]
+fn mirrors_of_a_node_and_of_a_published_site_verify_and_replay_to_the_same_state() {
+    let runtime = runtime();
+    let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let source = network(dirs[0].path(), 1_790_000_000_000);
+    let expected = state_hash(&source);
+    let n_blocks: u64 = source.tips().unwrap().iter().map(|(_, t)| t.height + 1).sum();
+    let site = dirs[1].path().join("site");
+    let published = publish::publish(&source, Some(&validator_key(0)), &site, &mut |_| {}).unwrap();
+    assert_eq!(published.blocks, n_blocks);
+    // Publishing again rewrites nothing.
+    let again = publish::publish(&source, Some(&validator_key(0)), &site, &mut |_| {}).unwrap();
+    assert_eq!((again.bundles_written, again.bundles_unchanged), (0, published.bundles_written));
+    let node = serve_node(&runtime, source);
+
+    let (_python, site_url) = python_server(&site);
+    for (url, dir) in [(&node, dirs[2].path()), (&site_url, dirs[3].path())] {
+        let copy = Arc::new(Store::create(dir).unwrap());
+        let report = mirror_into(&runtime, &copy, url);
+        assert_eq!(report.chains.len(), 3, "{url}");
+        assert_eq!(report.blocks_new(), n_blocks, "{url}: {report:?}");
+        assert!(!report.found_fault() && !report.failed(), "{url}: {report:?}");
+        assert!(verifies(&copy), "{url}");
+        assert_eq!(state_hash(&copy), expected, "{url}");
+        // Resumable: a second run finds nothing new and fetches no bundle.
+        let second = mirror_into(&runtime, &copy, url);
+        assert_eq!(second.blocks_new(), 0);
+        assert!(second.chains.iter().all(|c| matches!(c.outcome, ChainOutcome::UpToDate)), "{second:?}");
+    }
+    // The node and the site serve byte-identical documents at the same paths.
+    let own = validator_key(0).validator();
+    let get = |url: String| runtime.block_on(async { reqwest::get(url).await.unwrap().bytes().await.unwrap() });
+    for path in
+        [layout::log_list_path(), layout::tip_path(&own), layout::bundle_path(&own, 0, published_width(&site, &own))]
+    {
+        assert_eq!(get(format!("{node}{path}")), get(format!("{site_url}{path}")), "{path}");
+    }
+}
+
+/// The width of the (only) bundle of `validator` in a published site.
+fn published_width(site: &Path, validator: &af::bytes::ValidatorKey) -> u64 {
+    let dir = site.join(layout::log_dir(validator)).join("tile/entries/000.p");
+    let name = std::fs::read_dir(dir).unwrap().next().unwrap().unwrap().file_name();
+    name.to_str().unwrap().parse().unwrap()
+}
+
+#[derive(Clone, Copy)]
+enum Lie {
+    /// Serve the file with the given path's bytes changed at one offset.
+    FlipByte(usize),
+    /// Cut the body to this many bytes (declaring that length).
+    Truncate(usize),
+    /// Declare the whole length, send this many bytes, close.
+    DropMidway(usize),
+    /// The file, then zeros forever.
+    Endless,
+    /// Declares 10 GB.
+    HugeLength,
+}
+
+/// A server that serves a published site from memory, lying on chosen paths. Raw HTTP/1.1
+/// over TCP, one request per connection, so it can say what no honest server would.
+fn liar(runtime: &tokio::runtime::Runtime, site: &Path, lies: HashMap<String, Lie>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut files = HashMap::new();
+    for entry in walk(site) {
+        let path = entry.strip_prefix(site).unwrap().to_str().unwrap().to_string();
+        files.insert(path, std::fs::read(&entry).unwrap());
+    }
+    let state = Arc::new(Mutex::new((files, lies)));
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
+                        if socket.read(&mut byte).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let line = String::from_utf8_lossy(&head).lines().next().unwrap_or("").to_string();
+                    let path = line.split(' ').nth(1).unwrap_or("/").trim_start_matches('/').to_string();
+                    let (file, lie) = {
+                        let (files, lies) = &*state.lock().unwrap();
+                        (files.get(&path).cloned(), lies.get(&path).copied())
+                    };
+                    let Some(mut body) = file else {
+                        let _ = socket
+                            .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                            .await;
+                        return;
+                    };
+                    let ok = |length: &str| format!("HTTP/1.1 200 OK\r\n{length}connection: close\r\n\r\n");
+                    match lie {
+                        None => {}
+                        Some(Lie::FlipByte(at)) => body[at] ^= 0x01,
+                        Some(Lie::Truncate(n)) => body.truncate(n),
+                        Some(Lie::DropMidway(n)) => {
+                            let _ =
+                                socket.write_all(ok(&format!("content-length: {}\r\n", body.len())).as_bytes()).await;
+                            let _ = socket.write_all(&body[..n]).await;
+                            return;
+                        }
+                        Some(Lie::Endless) | Some(Lie::HugeLength) => {
+                            let length = if matches!(lie, Some(Lie::HugeLength)) {
+                                "content-length: 10000000000\r\n"
+                            } else {
+                                ""
+                            };
+                            let _ = socket.write_all(ok(length).as_bytes()).await;
+                            let _ = socket.write_all(&body).await;
+                            let zeros = vec![0u8; 65536];
+                            while socket.write_all(&zeros).await.is_ok() {}
+                            return;
+                        }
+                    }
+                    let _ = socket.write_all(ok(&format!("content-length: {}\r\n", body.len())).as_bytes()).await;
+                    let _ = socket.write_all(&body).await;
+                });
+            }
+        });
+        url
+    })
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_lying_server_is_refused_with_evidence_or_a_clear_error_and_nothing_unverified_is_stored() {
+    let runtime = runtime();
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let source = network(dirs[0].path(), 1_790_000_000_000);
+    let site = dirs[1].path().join("site");
+    publish::publish(&source, None, &site, &mut |_| {}).unwrap();
+    let own = validator_key(0).validator();
+    let width = published_width(&site, &own);
+    let bundle = layout::bundle_path(&own, 0, width);
+    let bundle_len = std::fs::read(site.join(&bundle)).unwrap().len();
+    let honest_size = width;
+
+    let cases: Vec<(&str, String, Lie, &str)> = vec![
+        ("a changed byte in a block", bundle.clone(), Lie::FlipByte(bundle_len / 2), "refused"),
+        ("a changed byte in the signed tip", layout::tip_path(&own), Lie::FlipByte(40), "refused"),
+        ("a truncated range", bundle.clone(), Lie::Truncate(bundle_len - 10), "refused"),
+        ("a connection dropped mid-range", bundle.clone(), Lie::DropMidway(bundle_len - 10), "failed"),
+        ("an endless body", bundle.clone(), Lie::Endless, "refused"),
+        ("a 10 GB Content-Length on a bundle", bundle.clone(), Lie::HugeLength, "refused"),
+        ("a 10 GB Content-Length on the tip", layout::tip_path(&own), Lie::HugeLength, "refused"),
+        ("a 10 GB Content-Length on the log list", layout::log_list_path(), Lie::HugeLength, "error"),
+    ];
+    for (what, path, lie, expect) in cases {
+        let url = liar(&runtime, &site, HashMap::from([(path, lie)]));
+        let copy_dir = tempfile::tempdir().unwrap();
+        let copy = Arc::new(Store::create(copy_dir.path()).unwrap());
+        let options = MirrorOptions {
+            // The log list is read only when no chain is named.
+            validator: (expect != "error").then_some(own),
+            stall_timeout: std::time::Duration::from_secs(5),
+            ..MirrorOptions::default()
+        };
+        let started = std::time::Instant::now();
+        let result = runtime.block_on(mirror::mirror(copy.clone(), &url, options, &mut |_, _, _| {}));
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{what}: took {:?}", started.elapsed());
+        match (expect, result) {
+            ("refused", Ok(report)) => {
+                let chain = &report.chains[0];
+                assert!(matches!(chain.outcome, ChainOutcome::Refused { .. }), "{what}: {:?}", chain.outcome);
+            }
+            ("failed", Ok(report)) => {
+                let chain = &report.chains[0];
+                assert!(matches!(chain.outcome, ChainOutcome::Failed { .. }), "{what}: {:?}", chain.outcome);
+            }
+            ("error", Err(error)) => assert!(error.is_refusal(), "{what}: {error}"),
+            (_, other) => panic!("{what}: {other:?}"),
+        }
+        // Whatever was stored verifies, and never goes past the honest chain.
+        assert!(verifies(&copy), "{what}");
+        assert!(copy.tip(&own).unwrap().is_none_or(|t| t.height < honest_size), "{what}");
+    }
+
+    // A fork: the same validators sign a different history. A mirror holding the honest
+    // chain gets evidence, and the evidence proves the equivocation on its own.
+    let honest = Arc::new(Store::create(dirs[2].path()).unwrap());
+    let expected = state_hash(&source);
+    let node = serve_node(&runtime, source);
+    assert!(!mirror_into(&runtime, &honest, &node).found_fault());
+    let fork_dir = tempfile::tempdir().unwrap();
+    let fork = network(fork_dir.path(), 1_790_000_500_000);
+    let fork_site = fork_dir.path().join("site");
+    publish::publish(&fork, None, &fork_site, &mut |_| {}).unwrap();
+    let url = liar(&runtime, &fork_site, HashMap::new());
+    let report = mirror_into(&runtime, &honest, &url);
+    assert_eq!(report.chains.len(), 3);
+    for chain in &report.chains {
+        let ChainOutcome::Equivocation { evidence } = &chain.outcome else { panic!("{:?}", chain.outcome) };
+        af::replay::fold::check_evidence(evidence).unwrap();
+    }
+    assert!(verifies(&honest));
+    // Nothing of the fork was stored.
+    assert_eq!(state_hash(&honest), expected);
+}
+
+#[test]
+fn consistency_proofs_hold_and_every_flipped_byte_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = network(dir.path(), 1_790_000_000_000);
+    let own = validator_key(0).validator();
+    let size = store.tip(&own).unwrap().unwrap().height + 1;
+    assert!(size >= 4, "a chain long enough to prove something");
+    for old in 1..=size {
+        let proof = consistency::prove(&store, &own, old, None).unwrap();
+        consistency::verify(&proof).unwrap();
+        assert_eq!(proof.headers.len() as u64, size - old + 1);
+    }
+    assert!(consistency::prove(&store, &own, 0, None).is_err());
+    assert!(consistency::prove(&store, &own, 3, Some(2)).is_err());
+    assert!(consistency::prove(&store, &own, 1, Some(size + 1)).is_err());
+
+    let proof = consistency::prove(&store, &own, size - 2, None).unwrap();
+    let text = serde_json::to_vec(&proof).unwrap();
+    let mut refused = 0;
+    for at in 0..text.len() {
+        let mut mutated = text.clone();
+        mutated[at] ^= 0x01;
+        let accepted = serde_json::from_slice::<consistency::ConsistencyProof>(&mutated)
+            .is_ok_and(|p| consistency::verify(&p).is_ok());
+        assert!(!accepted, "a flip at byte {at} ({:?}) was accepted", text[at] as char);
+        refused += 1;
+    }
+    assert_eq!(refused, text.len());
+    // A proof from another chain's old tip does not extend this one.
+    let other = validator_key(1).validator();
+    let mut spliced = proof.clone();
+    spliced.old.hash = consistency::prove(&store, &other, 1, Some(1)).unwrap().old.hash;
+    assert!(consistency::verify(&spliced).is_err());
+}
+
+#[test]
+fn consistency_between_two_checkpoints_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    let d = data.to_str().unwrap();
+    let grow = |blocks: &str| {
+        assert!(af(&[
+            "ledger",
+            "demo",
+            "--data",
+            d,
+            "--blocks",
+            blocks,
+            "--events-per-block",
+            "2",
+            "--event-bytes",
+            "64"
+        ])
+        .status
+        .success())
+    };
+    assert!(af(&["ledger", "init", "--data", d]).status.success());
+    grow("3");
+    let old = dir.path().join("old.note");
+    std::fs::write(&old, stdout(&af(&["ledger", "checkpoint", "--data", d]))).unwrap();
+    grow("4");
+    let new = dir.path().join("new.note");
+    std::fs::write(&new, stdout(&af(&["ledger", "checkpoint", "--data", d]))).unwrap();
+    let proof = dir.path().join("proof.json");
+    let output = af(&["ledger", "prove-consistency", "--data", d, "--old", "3"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    std::fs::write(&proof, &output.stdout).unwrap();
+    let check = |old: &Path, new: &Path| {
+        af(&[
+            "ledger",
+            "verify-consistency",
+            "--proof",
+            proof.to_str().unwrap(),
+            "--old",
+            old.to_str().unwrap(),
+            "--new",
+            new.to_str().unwrap(),
+        ])
+    };
+    let ok = check(&old, &new);
+    assert!(ok.status.success(), "{}{}", stdout(&ok), String::from_utf8_lossy(&ok.stderr));
+    assert!(stdout(&ok).starts_with("ok: "));
+    // Swapped checkpoints name other sizes: the check fails (exit 3).
+    assert_eq!(check(&new, &old).status.code(), Some(3));
+}
+
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_running_validator_answers_every_read_command_as_its_stopped_store_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let miners: Vec<Running> = ["noisy:0.3", "perfect"]
+        .iter()
+        .map(|policy| {
+            Running(
+                Command::new(af_bin())
+                    .args(["miner", "serve", "--listen", "127.0.0.1:0", "--policy", policy, "--model", "m"])
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let mut urls = Vec::new();
+    let mut miners = miners;
+    for miner in &mut miners {
+        let mut line = String::new();
+        BufReader::new(miner.0.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        urls.push(line.split_whitespace().nth(2).unwrap().to_string());
+    }
+    let mut config =
+        "[evaluation]\ncap = 100\nmax_challenges = 150\n[ledger]\nblock_max_events = 16\nblock_max_ms = 50\n"
+            .to_string();
+    for (i, (hotkey, url)) in ["5Noisy", "5Perfect"].iter().zip(&urls).enumerate() {
+        config += &format!("\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {i}\nbase_url = \"{url}\"\nmodel = \"m\"\n");
+    }
+    let config_path = dir.path().join("v.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let mut validator = Running(
+        Command::new(af_bin())
+            .args(["validate", "--data", d, "--config", config_path.to_str().unwrap(), "--serve"])
+            .args(["--listen", "/ip4/127.0.0.1/tcp/0", "--http", "127.0.0.1:0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stderr = BufReader::new(validator.0.stderr.take().unwrap());
+    loop {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "the validator ended before serving");
+        if line.contains("\"serving\"") {
+            break;
+        }
+    }
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    assert!(data.join(af::http::ADDRESS_FILE).exists());
+    let reads: Vec<Vec<&str>> = vec![
+        vec!["ledger", "show", "--data", d, "--json"],
+        vec!["ledger", "verify", "--data", d, "--json"],
+        vec!["ledger", "export", "--data", d, "--format", "blocks"],
+        vec!["ledger", "export", "--data", d],
+        vec!["ledger", "find", "--data", d, "--miner", "5Perfect", "--json"],
+        vec!["ratio", "show", "--data", d, "--json"],
+        vec!["weights", "show", "--data", d, "--json"],
+        vec!["transcripts", "--data", d, "--miner", "5Noisy", "--json"],
+        vec!["audit", "--data", d, "--json"],
+    ];
+    let run_all = || -> Vec<serde_json::Value> {
+        reads
+            .iter()
+            .map(|args| {
+                let output = af(args);
+                assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+                comparable(&output.stdout)
+            })
+            .collect()
+    };
+    let live = run_all();
+    assert!(Command::new("kill").args(["-INT", &validator.0.id().to_string()]).status().unwrap().success());
+    let _ = validator.0.wait();
+    assert!(!data.join(af::http::ADDRESS_FILE).exists(), "the address file is removed at exit");
+    let stopped = run_all();
+    for ((args, live), stopped) in reads.iter().zip(&live).zip(&stopped) {
+        assert_eq!(live, stopped, "{args:?}");
+    }
+}
+
+/// A command's output without what depends on the moment it ran (timings, the nominal
+/// chain block of now), as JSON; non-JSON output as its bytes' hash.
+fn comparable(bytes: &[u8]) -> serde_json::Value {
+    fn strip(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for key in ["seconds", "now_block", "current", "current_ppm", "events_per_second", "mib_per_second"] {
+                    map.remove(key);
+                }
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(mut value) => {
+            strip(&mut value);
+            value
+        }
+        Err(_) => serde_json::Value::String(blake3::hash(bytes).to_hex().to_string()),
+    }
+}
