@@ -268,7 +268,8 @@ async fn bundle(
         crate::ledger::store::stored_header(&bytes).map(|(h, _)| h.hash()).map_err(internal)
     })
     .await?;
-    if request.get(header::IF_NONE_MATCH).is_some() {
+    let quoted = format!("\"{}\"", etag.to_hex());
+    if request.get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == quoted.as_bytes()) {
         return Ok(cached(&request, &etag.to_hex(), IMMUTABLE, "application/octet-stream", Body::empty()));
     }
     // One block at a time through a small channel: a slow reader holds a few blocks, not

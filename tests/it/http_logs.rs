@@ -501,3 +501,57 @@ fn comparable(bytes: &[u8]) -> serde_json::Value {
         Err(_) => serde_json::Value::String(blake3::hash(bytes).to_hex().to_string()),
     }
 }
+
+#[test]
+fn the_node_api_caches_what_never_changes_and_answers_errors_as_json() {
+    let runtime = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let source = network(dir.path(), 1_790_000_000_000);
+    let own = validator_key(0).validator();
+    let size = source.tip(&own).unwrap().unwrap().height + 1;
+    let node = serve_node(&runtime, source);
+    let client = reqwest::Client::new();
+    let get = |path: String, etag: Option<String>| {
+        let mut request = client.get(format!("{node}{path}"));
+        if let Some(etag) = etag {
+            request = request.header("if-none-match", etag);
+        }
+        runtime.block_on(async {
+            let response = request.send().await.unwrap();
+            let (status, headers) = (response.status().as_u16(), response.headers().clone());
+            (status, headers, response.bytes().await.unwrap())
+        })
+    };
+    let bundle = layout::bundle_path(&own, 0, size);
+    let (status, headers, body) = get(bundle.clone(), None);
+    assert_eq!(status, 200);
+    assert_eq!(headers["cache-control"], "public, max-age=31536000, immutable");
+    let etag = headers["etag"].to_str().unwrap().to_string();
+    let (status, _, empty) = get(bundle.clone(), Some(etag));
+    assert_eq!((status, empty.len()), (304, 0));
+    let (status, _, again) = get(bundle.clone(), Some("\"other\"".into()));
+    assert_eq!((status, again), (200, body));
+    let (_, headers, _) = get(layout::tip_path(&own), None);
+    assert_eq!(headers["cache-control"], "no-cache");
+    // Errors are JSON and name what was wrong.
+    for (path, status) in [
+        ("af/v1/nothing".to_string(), 404),
+        ("af/v1/log/XYZ/tip".to_string(), 400),
+        (layout::bundle_path(&own, 0, size + 1), 404),
+        (format!("{}/tile/entries/0.p/1", layout::log_dir(&own)), 404),
+        (format!("{}/tile/entries/000.p/01", layout::log_dir(&own)), 404),
+        (format!("{}/consistency?old=0", layout::log_dir(&own)), 400),
+        (format!("{}/checkpoint", layout::log_dir(&validator_key(1).validator())), 404),
+        ("af/v1/transcripts".to_string(), 400),
+    ] {
+        let (got, _, body) = get(path.clone(), None);
+        assert_eq!(got, status, "{path}");
+        let error: serde_json::Value = serde_json::from_slice(&body).unwrap_or_else(|_| panic!("{path}: not JSON"));
+        assert!(error["error"].as_str().is_some_and(|e| !e.is_empty()), "{path}");
+    }
+    // The page limit holds whatever the client asks.
+    let (_, _, state) = get("af/v1/state?limit=1000000".into(), None);
+    let state: serde_json::Value = serde_json::from_slice(&state).unwrap();
+    assert!(state["matches"].as_array().unwrap().len() <= server::MAX_MATCHES_PAGE);
+    assert!(state["champion"].is_object());
+}
