@@ -3,7 +3,8 @@
 # so the same challenges) twice against reference miners on loopback, first with no
 # readers, then with N concurrent readers polling its API (scripts/http-readers.py).
 # Prints the match's challenge throughput in both runs, their ratio, and what the
-# readers got. Usage: scripts/bench-http.sh [READERS] [PERIOD_S]  (defaults 200 and 1)
+# readers got. The load generator runs under `nice -n 19`: on a 2-core machine its own
+# CPU would otherwise be counted against the node. Usage: scripts/bench-http.sh [READERS] [PERIOD_S]  (defaults 200 and 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 READERS=${1:-200}
@@ -14,18 +15,21 @@ WORK=$(mktemp -d)
 PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
-start_miner() { # policy -> URL
-    "$AF" miner serve --listen 127.0.0.1:0 --policy "$1" --model m > "$WORK/miner-$1.out" &
+start_miner() { # policy; not in a subshell, so the trap can stop it
+    "$AF" miner serve --listen 127.0.0.1:0 --policy "$1" --model m > "$WORK/miner-$1.out" 2>/dev/null &
     PIDS+=($!)
     for _ in $(seq 100); do grep -q listening "$WORK/miner-$1.out" && break; sleep 0.05; done
-    awk '{print $3; exit}' "$WORK/miner-$1.out"
 }
-CHAMPION=$(start_miner noisy:0.45)
-CONTENDER=$(start_miner noisy:0.4)
+url_of() { awk '{print $3; exit}' "$WORK/miner-$1.out"; }
+start_miner noisy:0.45
+start_miner noisy:0.44
+CHAMPION=$(url_of noisy:0.45)
+CONTENDER=$(url_of noisy:0.44)
 cat > "$WORK/v.toml" <<TOML
 [evaluation]
-cap = 2000
-max_challenges = 4000
+cap = 20000
+max_challenges = 40000
+futility_advantage = 0
 [[miners]]
 hotkey = "5Champion"
 uid = 0
@@ -50,7 +54,9 @@ run() { # label readers -> "seconds transcripts reader-json"
     local validator=$!
     if [ "$2" -gt 0 ]; then
         for _ in $(seq 100); do [ -f "$data/http.addr" ] && break; sleep 0.05; done
-        python3 scripts/http-readers.py "http://127.0.0.1:$port/" "$2" "$PERIOD" > "$WORK/$1.readers" &
+        # The readers stand for clients on other machines: the load generator runs at the
+        # lowest priority so that what is measured is the node's own cost of answering.
+        nice -n 19 python3 scripts/http-readers.py "http://127.0.0.1:$port/" "$2" "$PERIOD" > "$WORK/$1.readers" &
         readers=$!
     fi
     wait "$validator"

@@ -40,7 +40,7 @@ pub fn open_for_read(data: &Path) -> anyhow::Result<ReadStore> {
         Err(StoreError::Locked(path)) => {
             let Some(url) = node_address(data) else {
                 anyhow::bail!(
-                    "{} is in use by a running process; start it with --http to read its logs while it runs, or stop it",
+                    "{} is locked by a running process; start it with --http to read its logs while it runs, or stop it",
                     path.display()
                 );
             };

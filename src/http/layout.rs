@@ -4,16 +4,20 @@
 //! site and a running node serve byte-identical files at identical paths.
 //!
 //! Following C2SP tlog-tiles, a chain's blocks are served in bundles of [`TILE_WIDTH`]
-//! consecutive blocks at `tile/entries/<N>`, a partial bundle of the last `W < 256`
+//! consecutive blocks at `tile/entries/<N>`, a partial bundle of the last `W < 16`
 //! blocks at `tile/entries/<N>.p/<W>`, with `N` in tlog-tiles' `x001/x234/067` form.
 //! A full bundle never changes, so it can be cached forever.
+//!
+//! The width is 16, not tlog-tiles' 256: an entry here is a whole block of up to 256
+//! transcripts (typically 100 to 300 KB), and a reader following the tip re-fetches the
+//! growing partial bundle; 256 such blocks would make that tens of megabytes.
 
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::limits::MAX_BLOCK_BYTES;
 use serde::{Deserialize, Serialize};
 
-/// Blocks per full bundle (tlog-tiles' tile width).
-pub const TILE_WIDTH: u64 = 256;
+/// Blocks per full bundle (see the module comment for why not 256).
+pub const TILE_WIDTH: u64 = 16;
 /// Every path of the layout is below this one.
 pub const ROOT: &str = "af/v1";
 /// The log list's `format` field.
@@ -228,9 +232,10 @@ mod tests {
     #[test]
     fn bundles_cover_exactly_the_missing_heights() {
         assert_eq!(bundles_for(0, 1), vec![(0, 1)]);
-        assert_eq!(bundles_for(0, 256), vec![(0, 256)]);
-        assert_eq!(bundles_for(10, 600), vec![(0, 256), (1, 256), (2, 88)]);
-        assert_eq!(bundles_for(512, 512), vec![]);
+        assert_eq!(bundles_for(0, 16), vec![(0, 16)]);
+        assert_eq!(bundles_for(10, 40), vec![(0, 16), (1, 16), (2, 8)]);
+        assert_eq!(bundles_for(17, 40), vec![(1, 16), (2, 8)]);
+        assert_eq!(bundles_for(32, 32), vec![]);
     }
 
     #[test]
@@ -257,6 +262,6 @@ mod tests {
         let mut reader = BundleReader::new(1).unwrap();
         assert!(matches!(reader.push(&u32::MAX.to_le_bytes()), Err(LayoutError::TooLarge { .. })));
         assert_eq!(BundleReader::new(0).err(), Some(LayoutError::Width(0)));
-        assert_eq!(BundleReader::new(257).err(), Some(LayoutError::Width(257)));
+        assert_eq!(BundleReader::new(17).err(), Some(LayoutError::Width(17)));
     }
 }

@@ -66,9 +66,10 @@ impl Default for HttpLimits {
 struct Served {
     log: Arc<OwnLog>,
     status: Option<watch::Receiver<NetStatus>>,
-    ratio_params: RatioParams,
     limits: HttpLimits,
-    replayed: tokio::sync::Mutex<Option<(Instant, Arc<Replay>)>>,
+    replayer: Replayer,
+    /// The first page of `state`, serialized, for the replay it was made from.
+    state_page: tokio::sync::Mutex<Option<(Arc<Replay>, Bytes, String)>>,
 }
 
 /// The routes over `log`'s store; `status` is the network's, when it runs.
@@ -79,7 +80,8 @@ pub fn router(
     limits: HttpLimits,
 ) -> Router {
     let timeout = limits.request_timeout;
-    let served = Arc::new(Served { log, status, ratio_params, limits, replayed: tokio::sync::Mutex::new(None) });
+    let replayer = Replayer::start(log.clone(), ratio_params, limits.state_refresh);
+    let served = Arc::new(Served { log, status, limits, replayer, state_page: tokio::sync::Mutex::new(None) });
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/af/v1/logs", get(logs))
@@ -235,7 +237,10 @@ fn parse_bundle(path: &str) -> Result<(u64, u64), ApiError> {
         Some((index, width)) => {
             let parsed: u64 = width.parse().map_err(|_| bad(format!("bad partial width {width:?}")))?;
             if parsed == 0 || parsed >= TILE_WIDTH || width != parsed.to_string() {
-                return Err(bad(format!("a partial bundle's width is 1..=255 without leading zeros, not {width:?}")));
+                return Err(bad(format!(
+                    "a partial bundle's width is 1..={} without leading zeros, not {width:?}",
+                    TILE_WIDTH - 1
+                )));
             }
             (index, parsed)
         }
@@ -340,34 +345,88 @@ async fn consistency_proof(
     json_cached(&request, &proof)
 }
 
-/// The replay of the store, recomputed when older than `state_refresh`. Folds of the
-/// previous replay are reused where their tip is unchanged: this process holds the store
-/// open for writing, so nothing else can have changed those blocks.
+/// The latest replay of the store, made by the background replayer. A request only
+/// asks for a fresh one; it waits only when there is none yet.
 async fn replayed(served: &Arc<Served>) -> Result<Arc<Replay>, ApiError> {
-    let mut cached = served.replayed.lock().await;
-    if let Some((at, replay)) = cached.as_ref() {
-        if at.elapsed() < served.limits.state_refresh {
-            return Ok(replay.clone());
-        }
+    served.replayer.demand();
+    let mut latest = served.replayer.latest.clone();
+    let wait = tokio::time::timeout(served.limits.request_timeout, latest.wait_for(|r| r.is_some())).await;
+    match wait {
+        Ok(Ok(replay)) => Ok(replay.clone().expect("waited for Some")),
+        _ => Err(problem(StatusCode::SERVICE_UNAVAILABLE, "the first replay of the logs is not ready yet")),
     }
-    let previous =
-        cached.as_ref().map(|(_, r)| Snapshot { replay_version: replay::REPLAY_VERSION, folds: r.folds.clone() });
-    let log = served.log.clone();
-    let params = served.ratio_params;
-    let fresh = blocking(move || {
-        replay::replay(
-            &log.store,
-            &crate::envs::registry(),
-            previous.map(|s| (s, FoldSource::ThisProcess)),
-            &params,
-            &mut |_, _, _| {},
-        )
-        .map_err(internal)
-    })
-    .await?;
-    let fresh = Arc::new(fresh);
-    *cached = Some((Instant::now(), fresh.clone()));
-    Ok(fresh)
+}
+
+/// Replays the store on one background thread at the lowest CPU priority, when asked and
+/// at most every `state_refresh`, so that readers of `state` never take the cores the
+/// validator plays on. Folds of the previous replay are reused where their tip is
+/// unchanged: this process holds the store open for writing, so nothing else can have
+/// changed those blocks. The thread ends when the router is dropped.
+struct Replayer {
+    latest: watch::Receiver<Option<Arc<Replay>>>,
+    wanted: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+}
+
+impl Replayer {
+    fn start(log: Arc<OwnLog>, params: RatioParams, every: Duration) -> Replayer {
+        let (sender, latest) = watch::channel(None);
+        let wanted = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let signal = wanted.clone();
+        let spawned = std::thread::Builder::new().name("af-http-replay".into()).spawn(move || {
+            lower_priority();
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build();
+            let mut previous: Option<Arc<Replay>> = None;
+            let mut last = Instant::now() - every;
+            while !sender.is_closed() {
+                {
+                    let (flag, condvar) = &*signal;
+                    let mut asked = flag.lock().unwrap_or_else(|e| e.into_inner());
+                    if !*asked || last.elapsed() < every {
+                        let _ = condvar.wait_timeout(asked, Duration::from_millis(250));
+                        continue;
+                    }
+                    *asked = false;
+                }
+                last = Instant::now();
+                let snapshot = previous.as_ref().map(|r| {
+                    (
+                        Snapshot { replay_version: replay::REPLAY_VERSION, folds: r.folds.clone() },
+                        FoldSource::ThisProcess,
+                    )
+                });
+                let run = || replay::replay(&log.store, &crate::envs::registry(), snapshot, &params, &mut |_, _, _| {});
+                let fresh = match &pool {
+                    Ok(pool) => pool.install(run),
+                    Err(_) => run(),
+                };
+                if let Ok(fresh) = fresh {
+                    let fresh = Arc::new(fresh);
+                    previous = Some(fresh.clone());
+                    let _ = sender.send(Some(fresh));
+                }
+            }
+        });
+        if spawned.is_err() {
+            eprintln!("af: could not start the HTTP API's replay thread; /af/v1/state will answer 503");
+        }
+        Replayer { latest, wanted }
+    }
+
+    fn demand(&self) {
+        let (flag, condvar) = &*self.wanted;
+        *flag.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        condvar.notify_one();
+    }
+}
+
+/// Background work yields to the validator: this thread gets the lowest priority.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority on the calling thread's own id only changes its nice value.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+    }
 }
 
 #[derive(Deserialize)]
@@ -380,13 +439,21 @@ struct Page {
 
 async fn state(State(served): State<Arc<Served>>, Query(page): Query<Page>, request: HeaderMap) -> Answer {
     let replay = replayed(&served).await?;
+    // The first page, which dashboards poll, is serialized once per replay.
+    let first_page = page.offset == 0 && page.limit.is_none();
+    if first_page {
+        let cached = served.state_page.lock().await;
+        if let Some((of, body, etag)) = cached.as_ref() {
+            if Arc::ptr_eq(of, &replay) {
+                return Ok(self::cached(&request, etag, MUTABLE, "application/json", Body::from(body.clone())));
+            }
+        }
+    }
     let state = &replay.state;
     let limit = page.limit.unwrap_or(100).min(MAX_MATCHES_PAGE);
     let matches: Vec<_> = state.matches.iter().skip(page.offset).take(limit).collect();
     let tips: Vec<_> = replay.folds.iter().map(|f| (f.validator, f.tip)).collect();
-    json_cached(
-        &request,
-        &serde_json::json!({
+    let value = serde_json::json!({
             "note": "computed by this node from the logs it holds; mirror them and run `af audit` to check",
             "state_hash": replay.state_hash,
             "tips": tips,
@@ -400,8 +467,13 @@ async fn state(State(served): State<Arc<Served>>, Query(page): Query<Page>, requ
             "matches_total": state.matches.len(),
             "matches_offset": page.offset,
             "matches": matches,
-        }),
-    )
+    });
+    let body = Bytes::from(serde_json::to_vec(&value).map_err(internal)?);
+    let etag = blake3::hash(&body).to_hex()[..32].to_string();
+    if first_page {
+        *served.state_page.lock().await = Some((replay.clone(), body.clone(), etag.clone()));
+    }
+    Ok(cached(&request, &etag, MUTABLE, "application/json", Body::from(body)))
 }
 
 #[derive(Deserialize)]

@@ -89,13 +89,12 @@ pub fn signed_headers(
     from: u64,
     to: u64,
 ) -> Result<Vec<SignedHeader>, InclusionError> {
-    let mut headers = Vec::new();
-    for h in from..=to {
-        let bytes =
-            store.block_bytes(validator, h)?.ok_or(InclusionError::NoBlock { validator: *validator, height: h })?;
-        let (header, signature) = super::store::stored_header(&bytes)?;
-        headers.push(SignedHeader { header, signature });
+    let stored = store.signed_headers(validator, from, to)?;
+    if stored.len() as u64 != to.saturating_sub(from) + 1 {
+        return Err(InclusionError::NoBlock { validator: *validator, height: from + stored.len() as u64 });
     }
+    let headers: Vec<SignedHeader> =
+        stored.into_iter().map(|(header, signature)| SignedHeader { header, signature }).collect();
     Ok(headers)
 }
 

@@ -491,6 +491,27 @@ impl Store {
         Ok(value.map(|v| v.value().to_vec()))
     }
 
+    /// The signed headers at heights `from..=to` (decoded without the events, in one read
+    /// transaction, without copying the blocks); stops at the first missing height.
+    pub fn signed_headers(
+        &self,
+        validator: &ValidatorKey,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(BlockHeader, SignatureBytes)>, StoreError> {
+        let txn = self.read()?;
+        let blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
+        let mut headers = Vec::new();
+        for height in from..=to {
+            let Some(value) = blocks.get(block_key(validator, height).as_slice()).map_err(eng!("reading a block"))?
+            else {
+                break;
+            };
+            headers.push(stored_header(value.value())?);
+        }
+        Ok(headers)
+    }
+
     /// The decoded block at `height`, re-checked: stored bytes are never trusted.
     pub fn block(
         &self,
