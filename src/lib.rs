@@ -9,6 +9,9 @@ pub mod limits;
 
 pub mod bytes;
 
+// What the node counts for operators (Prometheus), recorded by every later layer.
+pub mod metrics;
+
 // Tasks and rewards, pure.
 pub mod envs;
 

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args = <cli::Cli as clap::Parser>::parse();
+    init_logging();
     match cli::run(args) {
         Ok(code) => code,
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
@@ -24,6 +25,20 @@ fn main() -> ExitCode {
             eprintln!("error: {error:#}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// Operator logs on stderr: `RUST_LOG` filters (default: our info, others' warnings);
+/// human text on a terminal, JSON lines (timestamp, level, fields) otherwise.
+fn init_logging() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,af=info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if std::io::stderr().is_terminal() {
+        builder.with_target(false).init();
+    } else {
+        builder.json().flatten_event(true).with_current_span(false).with_span_list(false).init();
     }
 }
 

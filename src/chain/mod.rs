@@ -171,6 +171,30 @@ pub enum ChainError {
     Key(String),
 }
 
+impl ChainError {
+    /// A short, stable reason for metrics and log fields.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ChainError::Transport { .. } => "rpc",
+            ChainError::Refused(_) => "refused_by_chain",
+            ChainError::CommitRevealEnabled { .. } => "commit_reveal",
+            ChainError::RateLimited { .. } => "rate_limited",
+            ChainError::NoSigner => "no_signer",
+            ChainError::Metadata(_) => "metadata",
+            ChainError::Decode { .. } => "decode",
+            ChainError::Key(_) => "key",
+        }
+    }
+
+    /// Whether the chain said no (as opposed to: we could not ask it).
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            ChainError::Refused(_) | ChainError::CommitRevealEnabled { .. } | ChainError::RateLimited { .. }
+        )
+    }
+}
+
 /// Everything `af` needs from a chain.
 #[async_trait::async_trait]
 pub trait Chain: Send + Sync {

@@ -182,7 +182,7 @@ fn play(
     let (mut total, mut failures) = (0i64, 0u64);
     for n in seed..seed.saturating_add(count) {
         let id = envs::challenge_id_for_seed(spec.name, spec.version, n);
-        let played = runtime.block_on(play_episode(&client, endpoint, env, &id));
+        let played = runtime.block_on(play_episode(&client, &endpoint.model, endpoint, env, &id));
         total += i64::from(played.reward_milli);
         failures += u64::from(played.error.is_some());
         if json {

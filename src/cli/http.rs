@@ -173,6 +173,7 @@ pub async fn start(
     log: Arc<OwnLog>,
     status: Option<tokio::sync::watch::Receiver<af::p2p::net::NetStatus>>,
     ratio_params: af::evaluation::ratio::RatioParams,
+    metrics: Arc<af::metrics::Metrics>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<AddressFile> {
     let listener =
@@ -181,12 +182,12 @@ pub async fn start(
     let url = format!("http://{bound}/");
     let file = AddressFile(data.join(ADDRESS_FILE));
     std::fs::write(&file.0, format!("{url}\n")).context("writing the HTTP address file")?;
-    eprintln!("{}", serde_json::json!({ "event": "http", "url": url }));
+    tracing::info!(event = "http", url = %url, "HTTP API, metrics and live page at {url}");
     let limits = HttpLimits::default();
-    let router = server::router(log, status, ratio_params, limits.clone());
+    let router = server::router(log, status, ratio_params, metrics, limits.clone());
     tokio::spawn(async move {
         if let Err(error) = server::serve(listener, router, &limits, stop).await {
-            eprintln!("af: the HTTP API stopped: {error}");
+            tracing::error!(event = "http_stopped", error = %error, "the HTTP API stopped");
         }
     });
     Ok(file)

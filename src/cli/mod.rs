@@ -215,6 +215,23 @@ macro_rules! outln {
     }};
 }
 
+/// Waits for SIGINT (Ctrl-C) or SIGTERM (systemd, pm2, docker stop), and says which:
+/// long-running commands stop the same way on either.
+pub async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            };
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    "SIGINT"
+}
+
 /// Reads a text input of at most `limit` bytes from a file, or stdin for `-`. Only a
 /// regular file or a stream is read, and never more than `limit + 1` bytes of it.
 pub fn read_input(path: &std::path::Path, limit: u64) -> anyhow::Result<String> {

@@ -70,7 +70,7 @@ pub fn start(
             let listen = status.borrow_and_update().listen.clone();
             if !listen.is_empty() {
                 for address in listen {
-                    eprintln!("{}", serde_json::json!({ "event": "listening", "address": address }));
+                    tracing::info!(event = "listening", address = %address, "libp2p listening on {address}");
                 }
                 break;
             }
@@ -87,9 +87,13 @@ pub async fn record_evidence_directly(
 ) {
     let validator = log.validator();
     while let Some(evidence) = evidence.recv().await {
-        eprintln!(
-            "{}",
-            serde_json::json!({ "event": "equivocation", "validator": evidence.validator, "height": evidence.height })
+        tracing::warn!(
+            event = "equivocation",
+            validator = %evidence.validator,
+            height = evidence.height,
+            "validator {} equivocated at height {}: recording the evidence",
+            evidence.validator,
+            evidence.height
         );
         let log = log.clone();
         let appended =
@@ -99,8 +103,8 @@ pub async fn record_evidence_directly(
             Ok(Ok(receipt)) => {
                 let _ = own_blocks.send((validator, receipt.tip.height));
             }
-            Ok(Err(e)) => eprintln!("recording evidence failed: {e}"),
-            Err(_) => eprintln!("recording evidence panicked"),
+            Ok(Err(e)) => tracing::error!(event = "evidence_failed", error = %e, "recording evidence failed"),
+            Err(_) => tracing::error!(event = "evidence_failed", "recording evidence panicked"),
         }
     }
 }
@@ -120,6 +124,7 @@ pub fn node(data: &Path, args: NetArgs, json: bool) -> anyhow::Result<ExitCode> 
                     log.clone(),
                     Some(status.clone()),
                     af::evaluation::ratio::DEFAULT_RATIO_PARAMS,
+                    Arc::new(af::metrics::Metrics::new()),
                     stop,
                 )
                 .await?,
@@ -128,7 +133,8 @@ pub fn node(data: &Path, args: NetArgs, json: bool) -> anyhow::Result<ExitCode> 
         };
         tokio::spawn(record_evidence_directly(log.clone(), evidence, own_blocks));
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {
+            signal = super::stop_signal() => {
+                tracing::info!(event = "stopping", signal, "stopping on {signal}");
                 let _ = stop_sender.send(true);
             }
             result = task => {

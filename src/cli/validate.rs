@@ -43,11 +43,15 @@ pub fn validate(
     runtime.block_on(async move {
         let (stop_sender, stop) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\nstopping: sealing the events recorded so far (run the same command to resume)");
-                let _ = stop_sender.send(true);
-            }
+            let signal = super::stop_signal().await;
+            tracing::info!(
+                event = "stopping",
+                signal,
+                "stopping on {signal}: sealing the events recorded so far (run the same command to resume)"
+            );
+            let _ = stop_sender.send(true);
         });
+        let metrics = Arc::new(af::metrics::Metrics::new());
         let chain: Option<Arc<dyn af::chain::Chain>> = if config.chain.is_set() {
             let chain = af::chain::connect(&config.chain).await.context("connecting to the chain")?;
             Some(Arc::from(chain))
@@ -68,6 +72,7 @@ pub fn validate(
                     log.clone(),
                     net_status,
                     af::evaluation::ratio::DEFAULT_RATIO_PARAMS,
+                    metrics.clone(),
                     stop.clone(),
                 )
                 .await?,
@@ -77,6 +82,7 @@ pub fn validate(
         let (progress_sender, progress) =
             tokio::sync::watch::channel(MatchState::new(1, config.evaluation.stopping_rule()?, 1, 1, 0.5));
         let envs = config.evaluation.envs.clone();
+        let envs_for_log = envs.clone();
         let terminal = std::io::stderr().is_terminal();
         let display = tokio::spawn(show_progress(progress, envs, terminal));
         let options = RunOptions {
@@ -84,26 +90,41 @@ pub fn validate(
             now_ms: super::now_ms,
             progress: Some(Arc::new(progress_sender)),
             on_match: Box::new(move |report, contender, champion| {
-                let line = serde_json::json!({
-                    "event": "match_decided",
-                    "match_id": report.match_id,
-                    "contender": contender.miner.hotkey,
-                    "champion": champion.miner.hotkey,
-                    "contender_won": report.decided.contender_won,
-                    "new_ratio_to_beat_ppm": report.decided.new_ratio_to_beat_ppm,
-                    "envs": report.state.envs,
-                });
                 if terminal {
                     eprint!("\r\x1b[2K");
-                    eprintln!(
-                        "match {}: {} vs champion {}: {}",
-                        &report.match_id.to_hex()[..12],
-                        contender.miner.hotkey,
-                        champion.miner.hotkey,
-                        if report.verdict == MatchVerdict::ContenderWins { "contender wins" } else { "champion stays" }
+                }
+                let tallies: Vec<String> = report
+                    .state
+                    .envs
+                    .iter()
+                    .zip(&envs_for_log)
+                    .map(|(t, name)| format!("{name} {}W/{}L/{}D", t.wins, t.losses, t.draws))
+                    .collect();
+                tracing::info!(
+                    event = "match_decided",
+                    match_id = %report.match_id,
+                    contender = %contender.miner.hotkey,
+                    champion = %champion.miner.hotkey,
+                    contender_won = report.decided.contender_won,
+                    new_ratio_to_beat_ppm = report.decided.new_ratio_to_beat_ppm,
+                    envs = %tallies.join(", "),
+                    "match {}: {} vs champion {}: {} ({})",
+                    &report.match_id.to_hex()[..16],
+                    contender.miner.hotkey,
+                    champion.miner.hotkey,
+                    if report.verdict == MatchVerdict::ContenderWins { "contender wins" } else { "champion stays" },
+                    tallies.join(", ")
+                );
+                for (miner, why) in &report.failures {
+                    let summary: Vec<String> = why.iter().map(|(class, n)| format!("{n} {class}")).collect();
+                    tracing::warn!(
+                        event = "miner_failures",
+                        match_id = %report.match_id,
+                        miner = %miner,
+                        failures = %summary.join(", "),
+                        "miner {miner} gave no answer to some challenges: {}",
+                        summary.join(", ")
                     );
-                } else {
-                    eprintln!("{line}");
                 }
             }),
             request_stats: Arc::default(),
@@ -111,6 +132,7 @@ pub fn validate(
             evidence,
             chain,
             anchor_check_ms: 1_000,
+            metrics: metrics.clone(),
         };
         let summary = run::run(log.clone(), &config, stop.clone(), options).await;
         display.abort();
@@ -140,11 +162,14 @@ pub fn validate(
             if let Some(evidence) = summary.evidence.take() {
                 tokio::spawn(super::node::record_evidence_directly(log.clone(), evidence, own_blocks));
             }
-            eprintln!("{}", serde_json::json!({ "event": "serving", "note": "queue done; syncing until Ctrl-C" }));
+            tracing::info!(event = "serving", "queue done; syncing until stopped");
+            // The loop is now this wait: it keeps the health check's heartbeat.
             let mut stop = stop;
             while !*stop.borrow_and_update() {
-                if stop.changed().await.is_err() {
-                    break;
+                metrics.heartbeat(super::now_ms());
+                tokio::select! {
+                    changed = stop.changed() => if changed.is_err() { break },
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
                 }
             }
             let _ = task.await;

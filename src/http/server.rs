@@ -17,7 +17,9 @@ use crate::ledger::proof::signed_headers;
 use crate::ledger::store::Location;
 use crate::ledger::OwnLog;
 use crate::p2p::net::NetStatus;
+use crate::metrics::{Metrics, PeerChain};
 use crate::replay::{self, FoldSource, Replay, Snapshot};
+use crate::validator::state::{fold_new_blocks, nominal_chain_block, ValidatorState};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -67,6 +69,10 @@ struct Served {
     log: Arc<OwnLog>,
     status: Option<watch::Receiver<NetStatus>>,
     limits: HttpLimits,
+    metrics: Arc<Metrics>,
+    ratio_params: RatioParams,
+    /// Our own chain folded so far (`live`): each request folds only the new blocks.
+    own: Arc<std::sync::Mutex<ValidatorState>>,
     replayer: Replayer,
     /// The first page of `state`, serialized, for the replay it was made from.
     state_page: tokio::sync::Mutex<Option<(Arc<Replay>, Bytes, String)>>,
@@ -77,13 +83,26 @@ pub fn router(
     log: Arc<OwnLog>,
     status: Option<watch::Receiver<NetStatus>>,
     ratio_params: RatioParams,
+    metrics: Arc<Metrics>,
     limits: HttpLimits,
 ) -> Router {
     let timeout = limits.request_timeout;
     let replayer = Replayer::start(log.clone(), ratio_params, limits.state_refresh);
-    let served = Arc::new(Served { log, status, limits, replayer, state_page: tokio::sync::Mutex::new(None) });
+    let served = Arc::new(Served {
+        log,
+        status,
+        limits,
+        metrics,
+        ratio_params,
+        own: Arc::new(std::sync::Mutex::new(ValidatorState::new(&ratio_params))),
+        replayer,
+        state_page: tokio::sync::Mutex::new(None),
+    });
     Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/", get(live_page))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics_text))
+        .route("/af/v1/live", get(live))
         .route("/af/v1/logs", get(logs))
         .route("/af/v1/log/{validator}/tip", get(tip))
         .route("/af/v1/log/{validator}/checkpoint", get(checkpoint))
@@ -523,6 +542,130 @@ async fn transcripts(
     })
     .await?;
     json_cached(&request, &serde_json::json!({ "total": total, "offset": query.offset, "entries": entries }))
+}
+
+/// A heartbeat older than this (the writer beats once per block interval) is a stalled loop.
+pub const HEARTBEAT_STALE_MS: u64 = 60_000;
+
+/// 200 `ok` while our log is writable and the validator loop (if this node runs one)
+/// beat recently; 503 with the reason otherwise.
+async fn healthz(State(served): State<Arc<Served>>) -> Response {
+    let now = unix_ms();
+    let failing = match (served.metrics.log_failure(), served.metrics.last_heartbeat_ms()) {
+        (Some(why), _) => Some(format!("our log is not writable: {why}")),
+        (None, Some(beat)) if now.saturating_sub(beat) > HEARTBEAT_STALE_MS => {
+            Some(format!("the validator loop last showed life {} s ago", now.saturating_sub(beat) / 1000))
+        }
+        _ => None,
+    };
+    match failing {
+        None => (StatusCode::OK, [(header::CACHE_CONTROL, MUTABLE)], "ok\n").into_response(),
+        Some(why) => problem(StatusCode::SERVICE_UNAVAILABLE, &why).into_response(),
+    }
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Prometheus text exposition; network gauges are read from the network's status now.
+async fn metrics_text(State(served): State<Arc<Served>>) -> Response {
+    if let Some(status) = &served.status {
+        let status = status.borrow().clone();
+        served.metrics.peers.set(status.peers.len() as i64);
+        for (validator, _, lag) in status.lags() {
+            let labels = PeerChain { validator: validator.to_hex() };
+            served.metrics.chain_lag_blocks.get_or_create(&labels).set(lag as i64);
+        }
+    }
+    (
+        [
+            (header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8"),
+            (header::CACHE_CONTROL, MUTABLE),
+        ],
+        served.metrics.encode(),
+    )
+        .into_response()
+}
+
+/// The live page: one self-contained HTML file that polls `af/v1/live`.
+async fn live_page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, MUTABLE),
+            (header::CONTENT_SECURITY_POLICY, "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:"),
+        ],
+        LIVE_PAGE,
+    )
+        .into_response()
+}
+
+const LIVE_PAGE: &str = include_str!("live.html");
+
+/// What the live page shows: our own log's champion, ratio, open match with each env's
+/// tally so far, and last chain records (all folded from our signed log), plus vTrust
+/// from the latest replay and peers' lag (as peers claim it).
+async fn live(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
+    let own = served.own.clone();
+    let log = served.log.clone();
+    let state = blocking(move || {
+        let mut state = own.lock().unwrap_or_else(|e| e.into_inner());
+        fold_new_blocks(&mut state, &log.store, &log.validator()).map_err(internal)?;
+        Ok(state.clone())
+    })
+    .await?;
+    served.replayer.demand();
+    let replay = served.replayer.latest.borrow().clone();
+    let now = unix_ms();
+    let ratio_ppm = served.ratio_params.current_ppm(&state.ratio, nominal_chain_block(now));
+    let current = state.open.as_ref().map(|open| {
+        serde_json::json!({
+            "match_id": open.started.match_id,
+            "contender": open.started.contender,
+            "champion": open.started.champion,
+            "ratio_to_beat_ppm": open.started.ratio_to_beat_ppm,
+            "rule": open.started.rule,
+            "envs": open.tallies(),
+        })
+    });
+    let last = state.decided.last().map(|d| {
+        serde_json::json!({ "match_id": d.match_id, "contender_won": d.contender_won, "champion": d.champion_hotkey })
+    });
+    let vtrust = replay.as_ref().map(|r| {
+        r.state
+            .validators
+            .iter()
+            .map(|v| serde_json::json!({ "validator": v.validator, "vtrust_ppm": v.vtrust_ppm, "tip_height": v.tip_height }))
+            .collect::<Vec<_>>()
+    });
+    let peers = served.status.as_ref().map(|status| {
+        let status = status.borrow();
+        let lags: Vec<_> = status
+            .lags()
+            .into_iter()
+            .map(|(validator, height, lag)| serde_json::json!({ "validator": validator, "height": height, "lag": lag }))
+            .collect();
+        serde_json::json!({ "connected": status.peers.len(), "chains": lags })
+    });
+    let anchors: Vec<_> = state.recent_anchors.iter().rev().collect();
+    json_cached(
+        &request,
+        &serde_json::json!({
+            "validator": served.log.validator(),
+            "size": state.next_height,
+            "champion": state.champion,
+            "ratio_to_beat_ppm": ratio_ppm,
+            "matches_decided": state.decided.len(),
+            "last_decided": last,
+            "match": current,
+            "vtrust": vtrust,
+            "vtrust_replay_size": replay.as_ref().map(|r| r.folds.iter().map(|f| f.tip.map_or(0, |t| t.height + 1)).sum::<u64>()),
+            "peers": peers,
+            "anchors": anchors,
+            "af_version": env!("CARGO_PKG_VERSION"),
+        }),
+    )
 }
 
 async fn peers(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {

@@ -6,6 +6,7 @@
 
 use super::openai::{ChatRequest, ChatResponse, COMPLETIONS_PATH};
 use super::stats::{parse_server_timing, RequestStats};
+use crate::metrics::{classify_request, Metrics};
 use crate::envs::Message;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -80,6 +81,7 @@ pub struct MinerClient {
     total: Arc<Semaphore>,
     per_miner: Mutex<BTreeMap<String, Arc<Semaphore>>>,
     stats: Arc<RequestStats>,
+    metrics: Arc<Metrics>,
 }
 
 enum AttemptOutcome {
@@ -152,7 +154,14 @@ impl MinerClient {
             per_miner: Mutex::new(BTreeMap::new()),
             config,
             stats,
+            metrics: Arc::default(),
         })
+    }
+
+    /// Also counts every request in `metrics` (by miner and outcome, with latencies).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> MinerClient {
+        self.metrics = metrics;
+        self
     }
 
     pub fn stats(&self) -> &Arc<RequestStats> {
@@ -168,6 +177,19 @@ impl MinerClient {
 
     /// Asks `endpoint` for the next assistant message of `messages`.
     pub async fn complete(&self, endpoint: &Endpoint, messages: &[Message]) -> Completion {
+        self.complete_for(&endpoint.base_url, endpoint, messages).await
+    }
+
+    /// As `complete`, counted in the metrics under `miner` (its hotkey).
+    pub async fn complete_for(&self, miner: &str, endpoint: &Endpoint, messages: &[Message]) -> Completion {
+        let completion = self.ask(endpoint, messages).await;
+        let last = completion.attempts.last();
+        let outcome = classify_request(last.and_then(|a| a.status), completion.answer.as_ref().err().map(String::as_str));
+        self.metrics.miner_request(miner, outcome);
+        completion
+    }
+
+    async fn ask(&self, endpoint: &Endpoint, messages: &[Message]) -> Completion {
         let miner = self.miner_semaphore(&endpoint.base_url);
         let _miner_permit = miner.acquire().await.expect("semaphores are never closed");
         let _total_permit = self.total.acquire().await.expect("semaphores are never closed");
@@ -225,6 +247,10 @@ impl MinerClient {
             let latency_ms = elapsed.as_millis() as u64;
             let failed = !matches!(outcome, AttemptOutcome::Done(Ok(_)));
             self.stats.record(elapsed.as_micros() as u64, server_us, failed);
+            self.metrics.miner_latency_seconds.observe(elapsed.as_secs_f64());
+            if let Some(server_us) = server_us {
+                self.metrics.miner_overhead_seconds.observe(elapsed.as_secs_f64() - server_us as f64 / 1e6);
+            }
             match outcome {
                 AttemptOutcome::Done(answer) => {
                     attempts.push(Attempt { latency_ms, status, error: answer.as_ref().err().cloned() });

@@ -70,6 +70,20 @@ pub struct NetStatus {
     pub blocked_peers: Vec<String>,
 }
 
+impl NetStatus {
+    /// Each chain we hold: (validator, our height, how many blocks the furthest peer
+    /// says it holds beyond ours). Peers' claims are unverified until synced.
+    pub fn lags(&self) -> Vec<(ValidatorKey, u64, u64)> {
+        self.tips
+            .iter()
+            .map(|(validator, tip)| {
+                let claimed = self.peers.iter().filter_map(|p| p.holds.get(validator)).max().copied();
+                (*validator, tip.height, claimed.map_or(0, |c| c.saturating_sub(tip.height)))
+            })
+            .collect()
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct PeerStatus {
     pub peer_id: String,

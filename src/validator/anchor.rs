@@ -9,6 +9,7 @@ use crate::evaluation::ratio::RatioParams;
 use crate::ledger::event::{ChainCommitment, WeightsSet};
 use crate::ledger::{Event, OwnLog, StoreError};
 use crate::replay::{self, fold::ChainFold};
+use crate::metrics::Metrics;
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
@@ -20,6 +21,23 @@ pub enum AnchorError {
     Store(#[from] StoreError),
     #[error("replay: {0}")]
     Replay(#[from] replay::ReplayError),
+}
+
+impl AnchorError {
+    /// Counts this failure of sending a `kind` ("commitment", "weights") in `metrics`.
+    pub fn count(&self, metrics: &Metrics, kind: &str) {
+        match self {
+            AnchorError::Chain(error) => {
+                let result = if error.is_refusal() { "refused" } else { "failed" };
+                metrics.chain_send(kind, result, error.reason());
+                if matches!(error, ChainError::Transport { .. }) {
+                    metrics.chain_rpc_error(kind);
+                }
+            }
+            AnchorError::Store(_) => metrics.chain_send(kind, "failed", "store"),
+            AnchorError::Replay(_) => metrics.chain_send(kind, "failed", "replay"),
+        }
+    }
 }
 
 /// Whether our tip block holds anything but our own anchoring records: committing a tip
@@ -92,6 +110,7 @@ pub async fn anchor_loop(
     ratio_params: RatioParams,
     check_ms: u64,
     mut stop: watch::Receiver<bool>,
+    metrics: Arc<Metrics>,
 ) {
     let mut last_commit_block: Option<u64> = None;
     let mut last_weights_block: Option<u64> = None;
@@ -104,7 +123,8 @@ pub async fn anchor_loop(
         let block = match chain.current_block().await {
             Ok(block) => block,
             Err(error) => {
-                eprintln!("{}", serde_json::json!({ "event": "chain_unreachable", "error": error.to_string() }));
+                metrics.chain_rpc_error("current_block");
+                tracing::warn!(event = "chain_unreachable", error = %error, "chain unreachable; retrying");
                 continue;
             }
         };
@@ -112,6 +132,13 @@ pub async fn anchor_loop(
         if due && tip_has_news(&log).unwrap_or(false) {
             match commit_tip(&log, chain.as_ref()).await {
                 Ok(Some(commitment)) => {
+                    metrics.chain_send("commitment", "sent", "");
+                    tracing::info!(
+                        event = "committed",
+                        height = commitment.committed_height,
+                        chain_block = commitment.chain_block,
+                        "committed our tip on chain"
+                    );
                     last_commit_block = Some(commitment.chain_block);
                     if events.send(vec![Event::ChainCommitment(commitment)]).await.is_err() {
                         return;
@@ -119,7 +146,8 @@ pub async fn anchor_loop(
                 }
                 Ok(None) => {}
                 Err(error) => {
-                    eprintln!("{}", serde_json::json!({ "event": "commit_failed", "error": error.to_string() }))
+                    error.count(&metrics, "commitment");
+                    tracing::warn!(event = "commit_failed", error = %error, "committing our tip failed; retrying");
                 }
             }
         }
@@ -127,6 +155,8 @@ pub async fn anchor_loop(
         if weights_due {
             match set_weights(&log, chain.as_ref(), ratio_params, &mut folds).await {
                 Ok(Some(set)) => {
+                    metrics.chain_send("weights", "sent", "");
+                    tracing::info!(event = "weights_set", uids = ?set.uids, chain_block = set.chain_block, "set weights");
                     last_weights_block = Some(set.chain_block);
                     if events.send(vec![Event::WeightsSet(set)]).await.is_err() {
                         return;
@@ -134,7 +164,8 @@ pub async fn anchor_loop(
                 }
                 Ok(None) => {}
                 Err(error) => {
-                    eprintln!("{}", serde_json::json!({ "event": "set_weights_failed", "error": error.to_string() }))
+                    error.count(&metrics, "weights");
+                    tracing::warn!(event = "set_weights_failed", error = %error, "setting weights failed; retrying");
                 }
             }
         }

@@ -47,8 +47,10 @@ pub fn record_text(text: String, cap: usize) -> (String, Option<(u64, Hash32)>) 
     (prefix_at_boundary(&text, cap).to_string(), Some(full))
 }
 
+/// Plays one challenge with the miner `miner` (its hotkey, for the metrics) at `endpoint`.
 pub async fn play_episode(
     client: &MinerClient,
+    miner: &str,
     endpoint: &Endpoint,
     env: &dyn Environment,
     challenge_id: &ChallengeId,
@@ -63,7 +65,7 @@ pub async fn play_episode(
     // budget, before anything uses it: the env sees, scores and records the same text.
     let mut budget = MAX_TRANSCRIPT_TEXT_BYTES;
     for _ in 0..MAX_TURNS {
-        let Completion { answer: reply, latency_ms: took, .. } = client.complete(endpoint, &messages).await;
+        let Completion { answer: reply, latency_ms: took, .. } = client.complete_for(miner, endpoint, &messages).await;
         latency_ms += took;
         n_requests += 1;
         match reply {

@@ -15,8 +15,9 @@ use crate::ledger::event::{
     ChatMessage, EnvDecision, EnvOutcome, EnvRef, EnvWinRate, MatchDecided, MatchStarted, MinerRef, Transcript,
 };
 use crate::ledger::Event;
+use crate::metrics::Metrics;
 use crate::miner::client::{Endpoint, MinerClient};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, watch};
 
@@ -48,6 +49,9 @@ pub struct MatchReport {
     pub verdict: MatchVerdict,
     pub decided: MatchDecided,
     pub state: MatchState,
+    /// Challenges this run could not get an answer for, by miner hotkey and why
+    /// (the metrics' outcome classes): the operator's summary of failing miners.
+    pub failures: BTreeMap<String, BTreeMap<&'static str, u64>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +73,8 @@ struct Shared {
     state: Mutex<MatchState>,
     events: mpsc::Sender<Vec<Event>>,
     progress: Option<Arc<watch::Sender<MatchState>>>,
+    metrics: Arc<Metrics>,
+    failures: Mutex<BTreeMap<String, BTreeMap<&'static str, u64>>>,
 }
 
 /// What a match runs in: who we are, the environments, the miner client, where events
@@ -86,6 +92,8 @@ pub struct MatchContext {
     pub progress: Option<Arc<watch::Sender<MatchState>>>,
     /// Where to ask the writer to make what was sent durable.
     pub flush: mpsc::Sender<super::writer::FlushRequest>,
+    /// Counts matches and games for the operator.
+    pub metrics: Arc<Metrics>,
 }
 
 /// Plays `plan` to a decision. `resume` holds what the log already recorded of this
@@ -97,8 +105,18 @@ pub async fn play_match(
     context: MatchContext,
     resume: Option<OpenMatch>,
 ) -> Result<MatchReport, MatchError> {
-    let MatchContext { validator, registry, client, events, ratio_params, chain_block, mut stop, progress, flush } =
-        context;
+    let MatchContext {
+        validator,
+        registry,
+        client,
+        events,
+        ratio_params,
+        chain_block,
+        mut stop,
+        progress,
+        flush,
+        metrics,
+    } = context;
     let mut env_refs = Vec::new();
     for name in &plan.envs {
         let env = registry.get(name).ok_or_else(|| MatchError::UnknownEnv(name.clone()))?;
@@ -121,7 +139,18 @@ pub async fn play_match(
         }
         Some(open) => replay_recorded(&mut state, &plan.envs, open),
     }
-    let shared = Arc::new(Shared { plan, validator, registry, client, state: Mutex::new(state), events, progress });
+    metrics.matches_started.inc();
+    let shared = Arc::new(Shared {
+        plan,
+        validator,
+        registry,
+        client,
+        state: Mutex::new(state),
+        events,
+        progress,
+        metrics,
+        failures: Mutex::default(),
+    });
     let mut tasks = Vec::new();
     for (env_index, env_ref) in env_refs.iter().cloned().enumerate() {
         let shared = shared.clone();
@@ -159,7 +188,13 @@ pub async fn play_match(
     };
     shared.events.send(vec![Event::MatchDecided(decided.clone())]).await.map_err(|_| MatchError::WriterGone)?;
     super::writer::flush(&flush).await.map_err(|_| MatchError::WriterGone)?;
-    Ok(MatchReport { match_id: shared.plan.match_id, verdict, decided, state })
+    shared.metrics.match_decided(match verdict {
+        MatchVerdict::ContenderWins => "contender_wins",
+        MatchVerdict::ChampionStays => "champion_stays",
+        _ => "undecided",
+    });
+    let failures = std::mem::take(&mut *shared.failures.lock().expect("never poisoned"));
+    Ok(MatchReport { match_id: shared.plan.match_id, verdict, decided, state, failures })
 }
 
 /// Applies the pairs a previous run recorded, in index order, up to the first gap.
@@ -209,6 +244,13 @@ async fn run_env(
         };
         let challenge_id =
             derive_challenge_id(&env_ref.name, env_ref.version, &shared.validator, &shared.plan.match_id, index);
+        for (miner, played) in [(&shared.plan.contender.miner, &contender), (&shared.plan.champion.miner, &champion)] {
+            if let Some(error) = &played.error {
+                let class = crate::metrics::classify_request(None, Some(error));
+                let mut failures = shared.failures.lock().expect("never poisoned");
+                *failures.entry(miner.hotkey.clone()).or_default().entry(class).or_default() += 1;
+            }
+        }
         let mut group = vec![
             transcript(&shared.plan, &env_ref, index, &challenge_id, &shared.plan.contender.miner, contender.clone()),
             transcript(&shared.plan, &env_ref, index, &challenge_id, &shared.plan.champion.miner, champion.clone()),
@@ -219,7 +261,16 @@ async fn run_env(
                 None // another env decided the match while this pair was in flight
             } else {
                 let before: Vec<Option<EnvResult>> = state.envs.iter().map(|t| t.result).collect();
-                state.record(env_index, GameOutcome::of_rewards(contender.reward_milli, champion.reward_milli));
+                let game = GameOutcome::of_rewards(contender.reward_milli, champion.reward_milli);
+                state.record(env_index, game);
+                shared.metrics.game(
+                    &env_ref.name,
+                    match game {
+                        GameOutcome::Win => "win",
+                        GameOutcome::Loss => "loss",
+                        GameOutcome::Draw => "draw",
+                    },
+                );
                 // This env, and any env abandoned because this result decided the match.
                 let decided_now: Vec<(usize, EnvResult)> = state
                     .envs
@@ -284,9 +335,10 @@ fn spawn_challenge(shared: &Arc<Shared>, env_ref: &EnvRef, index: u64) -> tokio:
         let env = shared.registry.get(&env_ref.name).expect("checked at match start");
         let challenge_id =
             derive_challenge_id(&env_ref.name, env_ref.version, &shared.validator, &shared.plan.match_id, index);
+        let (contender_key, champion_key) = (&shared.plan.contender.miner.hotkey, &shared.plan.champion.miner.hotkey);
         let (contender, champion) = tokio::join!(
-            play_episode(&shared.client, &shared.plan.contender.endpoint, env, &challenge_id),
-            play_episode(&shared.client, &shared.plan.champion.endpoint, env, &challenge_id),
+            play_episode(&shared.client, contender_key, &shared.plan.contender.endpoint, env, &challenge_id),
+            play_episode(&shared.client, champion_key, &shared.plan.champion.endpoint, env, &challenge_id),
         );
         (index, contender, champion)
     })

@@ -14,6 +14,7 @@ use crate::ledger::event::MinerRef;
 use crate::ledger::{Event, ValidatorKey};
 use crate::ledger::{OwnLog, StoreError, Tip};
 use crate::miner::client::{ClientError, MinerClient};
+use crate::metrics::Metrics;
 use crate::miner::stats::{RequestStats, StatsSnapshot};
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
@@ -77,6 +78,8 @@ pub struct RunOptions {
     pub chain: Option<Arc<dyn crate::chain::Chain>>,
     /// How often the anchoring task looks at the chain.
     pub anchor_check_ms: u64,
+    /// What the run counts for the operator (`GET /metrics`) and its health.
+    pub metrics: Arc<Metrics>,
 }
 
 pub async fn run(
@@ -130,6 +133,7 @@ pub async fn run(
         config.ledger.block_max_ms,
         options.now_ms,
         options.own_blocks.clone(),
+        options.metrics.clone(),
     );
     // Evidence goes through the writer: it is the only writer of our log.
     let (evidence_done, mut evidence_stop) = watch::channel(false);
@@ -161,10 +165,14 @@ pub async fn run(
             params,
             options.anchor_check_ms,
             anchor_stop,
+            options.metrics.clone(),
         ))
     });
     let registry = Arc::new(crate::envs::registry());
-    let client = Arc::new(MinerClient::with_stats(config.client.clone(), options.request_stats.clone())?);
+    let client = Arc::new(
+        MinerClient::with_stats(config.client.clone(), options.request_stats.clone())?
+            .with_metrics(options.metrics.clone()),
+    );
     let context = |chain_block: u64| MatchContext {
         validator,
         registry: registry.clone(),
@@ -175,6 +183,7 @@ pub async fn run(
         stop: stop.clone(),
         progress: options.progress.clone(),
         flush: writer.flush.clone(),
+        metrics: options.metrics.clone(),
     };
 
     let mut reports = Vec::new();
@@ -215,7 +224,10 @@ pub async fn run(
             None => {
                 let next =
                     config.miners.iter().position(|m| m.hotkey != champion.miner.hotkey && !played.contains(&m.hotkey));
-                let Some(next) = next else { break };
+                let Some(next) = next else {
+                    tracing::info!(event = "queue_done", decided = n_decided, "every contender has played");
+                    break;
+                };
                 let contender = from_config(next);
                 let plan = MatchPlan {
                     match_id: matchrun::derive_match_id(
@@ -238,6 +250,18 @@ pub async fn run(
             }
         };
         played.insert(plan.contender.miner.hotkey.clone());
+        tracing::info!(
+            event = "match_started",
+            match_id = %plan.match_id,
+            contender = %plan.contender.miner.hotkey,
+            champion = %plan.champion.miner.hotkey,
+            envs = %plan.envs.join(","),
+            ratio_to_beat = f64::from(plan.ratio_to_beat_ppm) / 1e6,
+            resumed = resume.is_some(),
+            "playing {} against champion {}",
+            plan.contender.miner.hotkey,
+            plan.champion.miner.hotkey
+        );
         let (contender, defender) = (plan.contender.clone(), plan.champion.clone());
         match matchrun::play_match(plan, context(chain_block), resume).await {
             Ok(report) => {
@@ -288,15 +312,25 @@ pub async fn run(
     if let Some(chain) = &options.chain {
         let mut anchored = Vec::new();
         match super::anchor::commit_tip(&log, chain.as_ref()).await {
-            Ok(Some(commitment)) => anchored.push(Event::ChainCommitment(commitment)),
-            Ok(None) => {}
-            Err(error) => eprintln!("{}", serde_json::json!({ "event": "commit_failed", "error": error.to_string() })),
-        }
-        match super::anchor::set_weights(&log, chain.as_ref(), params, &mut None).await {
-            Ok(Some(set)) => anchored.push(Event::WeightsSet(set)),
+            Ok(Some(commitment)) => {
+                options.metrics.chain_send("commitment", "sent", "");
+                anchored.push(Event::ChainCommitment(commitment))
+            }
             Ok(None) => {}
             Err(error) => {
-                eprintln!("{}", serde_json::json!({ "event": "set_weights_failed", "error": error.to_string() }))
+                error.count(&options.metrics, "commitment");
+                tracing::warn!(event = "commit_failed", error = %error, "committing our final tip failed");
+            }
+        }
+        match super::anchor::set_weights(&log, chain.as_ref(), params, &mut None).await {
+            Ok(Some(set)) => {
+                options.metrics.chain_send("weights", "sent", "");
+                anchored.push(Event::WeightsSet(set))
+            }
+            Ok(None) => {}
+            Err(error) => {
+                error.count(&options.metrics, "weights");
+                tracing::warn!(event = "set_weights_failed", error = %error, "setting weights failed");
             }
         }
         if !anchored.is_empty() {

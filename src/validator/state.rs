@@ -8,10 +8,14 @@
 
 use crate::bytes::MatchId;
 use crate::evaluation::ratio::{RatioParams, RatioToBeat};
-use crate::ledger::event::{EnvDecision, MatchDecided, MatchStarted, MinerRef};
+use crate::evaluation::matchplay::GameOutcome;
+use crate::ledger::event::{ChainCommitment, EnvDecision, EnvOutcome, MatchDecided, MatchStarted, MinerRef, WeightsSet};
 use crate::ledger::{Event, Store, StoreError, ValidatorKey};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+
+/// How many of the last chain records (commitments, weights) the state keeps.
+pub const RECENT_ANCHORS: usize = 10;
 
 pub const NOMINAL_BLOCK_MS: u64 = 12_000;
 
@@ -30,6 +34,62 @@ pub struct OpenMatch {
     pub env_decisions: Vec<EnvDecision>,
 }
 
+/// One env of the open match so far: the contender's wins, losses and draws over the
+/// complete pairs recorded, in schedule order up to the first gap, and the env's
+/// decision once recorded (whose own tally then stands).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EnvSoFar {
+    pub env: String,
+    pub wins: u32,
+    pub losses: u32,
+    pub draws: u32,
+    pub n_challenges: u64,
+    pub decision: Option<EnvOutcome>,
+}
+
+impl OpenMatch {
+    pub fn tallies(&self) -> Vec<EnvSoFar> {
+        self.started
+            .envs
+            .iter()
+            .map(|env| {
+                if let Some(d) = self.env_decisions.iter().find(|d| d.env.name == env.name) {
+                    return EnvSoFar {
+                        env: env.name.clone(),
+                        wins: d.wins,
+                        losses: d.losses,
+                        draws: d.draws,
+                        n_challenges: d.n_challenges,
+                        decision: Some(d.outcome),
+                    };
+                }
+                let mut tally =
+                    EnvSoFar { env: env.name.clone(), wins: 0, losses: 0, draws: 0, n_challenges: 0, decision: None };
+                for index in 0u64.. {
+                    let Some((Some(contender), Some(champion))) = self.pairs.get(&(env.name.clone(), index)) else {
+                        break;
+                    };
+                    match GameOutcome::of_rewards(*contender, *champion) {
+                        GameOutcome::Win => tally.wins += 1,
+                        GameOutcome::Loss => tally.losses += 1,
+                        GameOutcome::Draw => tally.draws += 1,
+                    }
+                    tally.n_challenges += 1;
+                }
+                tally
+            })
+            .collect()
+    }
+}
+
+/// A chain record of our own log, with the time of the block that holds it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Anchor {
+    Commitment { block_time_ms: u64, height: u64, record: ChainCommitment },
+    Weights { block_time_ms: u64, height: u64, record: WeightsSet },
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ValidatorState {
     pub champion: Option<MinerRef>,
@@ -40,9 +100,20 @@ pub struct ValidatorState {
     /// Hotkeys that have played a match as contender.
     pub played_contenders: std::collections::BTreeSet<String>,
     pub n_events: u64,
+    /// The last `RECENT_ANCHORS` commitments and weights, oldest first.
+    pub recent_anchors: VecDeque<Anchor>,
+    /// The next height of our chain to fold (the chain's size so far).
+    pub next_height: u64,
 }
 
 impl ValidatorState {
+    fn remember(&mut self, anchor: Anchor) {
+        if self.recent_anchors.len() == RECENT_ANCHORS {
+            self.recent_anchors.pop_front();
+        }
+        self.recent_anchors.push_back(anchor);
+    }
+
     pub fn new(params: &RatioParams) -> ValidatorState {
         ValidatorState {
             champion: None,
@@ -52,11 +123,13 @@ impl ValidatorState {
             open: None,
             played_contenders: Default::default(),
             n_events: 0,
+            recent_anchors: VecDeque::new(),
+            next_height: 0,
         }
     }
 
-    /// Folds one event of our log, recorded in a block sealed at `time_ms`.
-    pub fn apply(&mut self, time_ms: u64, event: &Event) {
+    /// Folds one event of our log, recorded in block `height` sealed at `time_ms`.
+    pub fn apply(&mut self, height: u64, time_ms: u64, event: &Event) {
         self.n_events += 1;
         match event {
             Event::MatchStarted(started) => {
@@ -95,7 +168,13 @@ impl ValidatorState {
                 }
                 self.decided.push(decided.clone());
             }
-            Event::WeightsSet(_) | Event::ChainCommitment(_) | Event::Evidence(_) => {}
+            Event::WeightsSet(record) => {
+                self.remember(Anchor::Weights { block_time_ms: time_ms, height, record: record.clone() })
+            }
+            Event::ChainCommitment(record) => {
+                self.remember(Anchor::Commitment { block_time_ms: time_ms, height, record: record.clone() })
+            }
+            Event::Evidence(_) => {}
         }
     }
 }
@@ -103,14 +182,22 @@ impl ValidatorState {
 /// Folds our whole chain from the store.
 pub fn load(store: &Store, validator: &ValidatorKey, params: &RatioParams) -> Result<ValidatorState, StoreError> {
     let mut state = ValidatorState::new(params);
-    let Some(tip) = store.tip(validator)? else { return Ok(state) };
-    for height in 0..=tip.height {
+    fold_new_blocks(&mut state, store, validator)?;
+    Ok(state)
+}
+
+/// Folds the blocks of our chain appended since `state` was last folded: a running
+/// node keeps one state and pays only for what is new.
+pub fn fold_new_blocks(state: &mut ValidatorState, store: &Store, validator: &ValidatorKey) -> Result<(), StoreError> {
+    let Some(tip) = store.tip(validator)? else { return Ok(()) };
+    for height in state.next_height..=tip.height {
         let block = store
             .block(validator, height)?
             .ok_or_else(|| StoreError::Corrupt(format!("block {height} below the tip is missing")))?;
         for event in &block.block.events {
-            state.apply(block.block.header.time_ms, event);
+            state.apply(height, block.block.header.time_ms, event);
         }
+        state.next_height = height + 1;
     }
-    Ok(state)
+    Ok(())
 }

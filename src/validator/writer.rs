@@ -8,6 +8,7 @@
 //! say "decided" only of what is on disk. Closing the channel flushes a last block.
 
 use crate::ledger::codec;
+use crate::metrics::Metrics;
 use crate::ledger::{Event, OwnLog, Tip, ValidatorKey};
 use crate::limits::{MAX_BLOCK_BYTES, MAX_EVENTS_PER_BLOCK, MAX_EVENT_BYTES};
 use std::sync::Arc;
@@ -76,18 +77,22 @@ impl Buffer {
 
 /// Starts the writer; `now_ms` is the clock used for block times (IO at the edge).
 /// `appended` (if given) is told of each new block, so the network can announce it.
+/// `metrics` counts appends, and hears the writer's heartbeat once per `block_max_ms`
+/// (the node's health check) and its failure.
 pub fn spawn_writer(
     log: Arc<OwnLog>,
     block_max_events: usize,
     block_max_ms: u64,
     now_ms: fn() -> u64,
     appended: Option<mpsc::UnboundedSender<(ValidatorKey, u64)>>,
+    metrics: Arc<Metrics>,
 ) -> WriterHandle {
     let block_max_events = block_max_events.clamp(1, MAX_EVENTS_PER_BLOCK as usize);
     let (sender, mut receiver) = mpsc::channel::<Vec<Event>>(block_max_events * 4);
     let (flush, mut flushes) = mpsc::channel::<FlushRequest>(16);
     let log_validator = log.validator();
-    let task = tokio::spawn(async move {
+    let health = metrics.clone();
+    let work = async move {
         let mut buffer = Buffer { events: Vec::new(), n_bytes: 0 };
         let mut tip = log.tip().ok().flatten();
         // Once every flush sender is gone, flushes are no longer polled.
@@ -98,13 +103,16 @@ pub fn spawn_writer(
             buffer.n_bytes = 0;
             let log = log.clone();
             let appended = appended.clone();
+            let metrics = metrics.clone();
             async move {
                 if events.is_empty() {
                     return Ok(None);
                 }
+                let started = std::time::Instant::now();
                 let receipt = tokio::task::spawn_blocking(move || log.append(events, now_ms()))
                     .await
                     .map_err(|_| WriterError::Panicked)??;
+                metrics.block_appended(receipt.n_bytes as u64, started.elapsed().as_secs_f64());
                 if let Some(appended) = &appended {
                     let _ = appended.send((log_validator, receipt.tip.height));
                 }
@@ -112,6 +120,7 @@ pub fn spawn_writer(
             }
         };
         loop {
+            metrics.heartbeat(now_ms());
             let deadline = tokio::time::sleep(Duration::from_millis(block_max_ms));
             tokio::pin!(deadline);
             let mut flush_reply = None;
@@ -170,6 +179,13 @@ pub fn spawn_writer(
                 return Ok(tip);
             }
         }
+    };
+    let task = tokio::spawn(async move {
+        let result = work.await;
+        if let Err(error) = &result {
+            health.log_failed(error.to_string());
+        }
+        result
     });
     WriterHandle { sender, flush, task }
 }

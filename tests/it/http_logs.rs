@@ -40,7 +40,7 @@ fn serve_node(runtime: &tokio::runtime::Runtime, store: Store) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/", listener.local_addr().unwrap());
         let limits = server::HttpLimits::default();
-        let router = server::router(log, None, DEFAULT_RATIO_PARAMS, limits.clone());
+        let router = server::router(log, None, DEFAULT_RATIO_PARAMS, Arc::default(), limits.clone());
         let (_stop_sender, stop) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             let _keep = _stop_sender;

@@ -34,7 +34,8 @@ async fn run(contender: Contestant, champion: Contestant) -> (MatchReport, tempf
     let dir = tempfile::tempdir().unwrap();
     let log = Arc::new(OwnLog::new(Store::create(dir.path()).unwrap(), LedgerKey::from_seed([8; 32])));
     let validator = log.validator();
-    let handle = writer::spawn_writer(log.clone(), 128, 100, now_ms, None);
+    let metrics = Arc::new(af::metrics::Metrics::new());
+    let handle = writer::spawn_writer(log.clone(), 128, 100, now_ms, None, metrics.clone());
     let registry = Arc::new(envs::registry());
     let client = Arc::new(
         MinerClient::new(ClientConfig {
@@ -43,7 +44,8 @@ async fn run(contender: Contestant, champion: Contestant) -> (MatchReport, tempf
             backoff_max_ms: 20,
             ..ClientConfig::default()
         })
-        .unwrap(),
+        .unwrap()
+        .with_metrics(metrics.clone()),
     );
     let plan = MatchPlan {
         match_id: matchrun::derive_match_id(&validator, &contender.miner.hotkey, &champion.miner.hotkey, 0),
@@ -68,13 +70,35 @@ async fn run(contender: Contestant, champion: Contestant) -> (MatchReport, tempf
         stop,
         progress: None,
         flush: handle.flush.clone(),
+        metrics: metrics.clone(),
     };
     let report = matchrun::play_match(plan, context, None).await.unwrap();
     drop(handle.sender);
     drop(handle.flush);
-    handle.task.await.unwrap().unwrap();
+    let tip = handle.task.await.unwrap().unwrap().unwrap();
+    check_metrics(&metrics.encode(), &report, tip.height + 1);
     drop(log);
     (report, dir, LedgerKey::from_seed([8; 32]))
+}
+
+/// Sums the samples of one metric family in a text exposition.
+fn sum_of(text: &str, family: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(family) && l[family.len()..].starts_with(['{', ' ']))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
+/// The operator's metrics agree with the match: one start and one decision, a game per
+/// recorded pair, a request per played episode, every block appended counted.
+fn check_metrics(text: &str, report: &MatchReport, blocks: u64) {
+    let pairs: u64 = report.state.envs.iter().map(|t| u64::from(t.wins + t.losses + t.draws)).sum();
+    assert_eq!(sum_of(text, "af_matches_started_total"), 1.0, "{text}");
+    assert_eq!(sum_of(text, "af_matches_decided_total"), 1.0, "{text}");
+    assert_eq!(sum_of(text, "af_games_total"), pairs as f64, "{text}");
+    assert!(sum_of(text, "af_miner_requests_total") >= 2.0 * pairs as f64, "{text}");
+    assert_eq!(sum_of(text, "af_blocks_appended_total"), blocks as f64, "{text}");
+    assert!(sum_of(text, "af_block_bytes_appended_total") > 0.0);
 }
 
 /// Verifies the stored chain, re-scores every transcript from its messages, and replays

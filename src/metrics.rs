@@ -1,0 +1,296 @@
+//! The node's Prometheus metrics: one registry per process, handed to each part that
+//! records (miner client, match loop, log writer, anchoring, network) as an `Arc`, and
+//! encoded in the text exposition format by `prometheus-client` for `GET /metrics`.
+//! Label values come from a closed set (outcomes, verdicts, env names, reasons) or from
+//! miners and validators the node already tracks, so cardinality stays bounded.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// How one request to a miner ended (the `outcome` label).
+pub mod outcome {
+    pub const OK: &str = "ok";
+    pub const TIMEOUT: &str = "timeout";
+    pub const CONNECT: &str = "connect";
+    pub const HTTP_4XX: &str = "http_4xx";
+    pub const HTTP_429: &str = "http_429";
+    pub const HTTP_5XX: &str = "http_5xx";
+    pub const TOO_LARGE: &str = "too_large";
+    pub const UNPARSABLE: &str = "unparsable";
+    pub const TRANSPORT: &str = "transport";
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MinerOutcome {
+    pub miner: String,
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Verdict {
+    pub verdict: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EnvGame {
+    pub env: String,
+    /// The contender's result: win, loss or draw.
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ChainSend {
+    /// `commitment` or `weights`.
+    pub kind: String,
+    /// `sent`, `refused` (the chain or a limit said no) or `failed` (could not ask).
+    pub result: String,
+    /// A short reason, e.g. `rate_limited`, `commit_reveal`, `rpc`; empty when sent.
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ChainRpc {
+    pub call: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerChain {
+    pub validator: String,
+}
+
+/// Every metric the node exports. Cloning a handle (`Family`, `Counter`...) shares it.
+pub struct Metrics {
+    registry: Registry,
+    pub miner_requests: Family<MinerOutcome, Counter>,
+    pub miner_latency_seconds: Histogram,
+    pub miner_overhead_seconds: Histogram,
+    pub matches_started: Counter,
+    pub matches_decided: Family<Verdict, Counter>,
+    pub games: Family<EnvGame, Counter>,
+    pub blocks_appended: Counter,
+    pub bytes_appended: Counter,
+    pub append_seconds: Histogram,
+    pub peers: Gauge,
+    pub chain_lag_blocks: Family<PeerChain, Gauge>,
+    pub chain_sends: Family<ChainSend, Counter>,
+    pub chain_rpc_errors: Family<ChainRpc, Counter>,
+    /// Unix milliseconds of the validator loop's last sign of life (0: no loop yet).
+    heartbeat_ms: AtomicU64,
+    /// Why the log stopped being writable, if it did.
+    log_failure: Mutex<Option<String>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("af");
+        // 1 ms .. ~65 s by powers of two: miners answer in milliseconds to minutes.
+        let seconds = || Histogram::new(exponential_buckets(0.001, 2.0, 17));
+        let metrics = Metrics {
+            miner_requests: Family::default(),
+            miner_latency_seconds: seconds(),
+            miner_overhead_seconds: seconds(),
+            matches_started: Counter::default(),
+            matches_decided: Family::default(),
+            games: Family::default(),
+            blocks_appended: Counter::default(),
+            bytes_appended: Counter::default(),
+            // 50 us .. ~1.6 s: an fsync'd append.
+            append_seconds: Histogram::new(exponential_buckets(0.00005, 2.0, 16)),
+            peers: Gauge::default(),
+            chain_lag_blocks: Family::default(),
+            chain_sends: Family::default(),
+            chain_rpc_errors: Family::default(),
+            heartbeat_ms: AtomicU64::new(0),
+            log_failure: Mutex::new(None),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "miner_requests",
+            "Requests to miners (after retries), by miner hotkey and outcome",
+            metrics.miner_requests.clone(),
+        );
+        r.register(
+            "miner_latency_seconds",
+            "Client-side latency of each HTTP attempt to a miner",
+            metrics.miner_latency_seconds.clone(),
+        );
+        r.register(
+            "miner_overhead_seconds",
+            "Latency minus the miner's own Server-Timing, for attempts that report it",
+            metrics.miner_overhead_seconds.clone(),
+        );
+        r.register("matches_started", "Matches started (or resumed) by this validator", metrics.matches_started.clone());
+        r.register("matches_decided", "Matches decided, by verdict", metrics.matches_decided.clone());
+        r.register("games", "Paired games played, by env and the contender's result", metrics.games.clone());
+        r.register("blocks_appended", "Blocks appended to our own log", metrics.blocks_appended.clone());
+        r.register("block_bytes_appended", "Bytes of blocks appended to our own log", metrics.bytes_appended.clone());
+        r.register("append_seconds", "Time to append and fsync one block", metrics.append_seconds.clone());
+        r.register("peers", "Connected libp2p peers", metrics.peers.clone());
+        r.register(
+            "chain_lag_blocks",
+            "Blocks a peer's log is ahead of our copy of it, by validator",
+            metrics.chain_lag_blocks.clone(),
+        );
+        r.register(
+            "chain_sends",
+            "Commitments and weights sent to the chain, refused or failed, by reason",
+            metrics.chain_sends.clone(),
+        );
+        r.register("chain_rpc_errors", "Chain RPC calls that failed, by call", metrics.chain_rpc_errors.clone());
+        Metrics { registry, ..metrics }
+    }
+
+    /// The text exposition format (OpenMetrics), as `GET /metrics` serves it.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String never fails");
+        text
+    }
+
+    pub fn miner_request(&self, miner: &str, outcome: &str) {
+        self.miner_requests.get_or_create(&MinerOutcome { miner: miner.into(), outcome: outcome.into() }).inc();
+    }
+
+    pub fn game(&self, env: &str, outcome: &str) {
+        self.games.get_or_create(&EnvGame { env: env.into(), outcome: outcome.into() }).inc();
+    }
+
+    pub fn match_decided(&self, verdict: &str) {
+        self.matches_decided.get_or_create(&Verdict { verdict: verdict.into() }).inc();
+    }
+
+    pub fn block_appended(&self, bytes: u64, seconds: f64) {
+        self.blocks_appended.inc();
+        self.bytes_appended.inc_by(bytes);
+        self.append_seconds.observe(seconds);
+    }
+
+    pub fn chain_send(&self, kind: &str, result: &str, reason: &str) {
+        self.chain_sends
+            .get_or_create(&ChainSend { kind: kind.into(), result: result.into(), reason: reason.into() })
+            .inc();
+    }
+
+    pub fn chain_rpc_error(&self, call: &str) {
+        self.chain_rpc_errors.get_or_create(&ChainRpc { call: call.into() }).inc();
+    }
+
+    /// The validator loop is alive at `now_ms`.
+    pub fn heartbeat(&self, now_ms: u64) {
+        self.heartbeat_ms.store(now_ms.max(1), Ordering::Relaxed);
+    }
+
+    pub fn last_heartbeat_ms(&self) -> Option<u64> {
+        Some(self.heartbeat_ms.load(Ordering::Relaxed)).filter(|&ms| ms > 0)
+    }
+
+    /// Our log cannot be written any more (the writer failed).
+    pub fn log_failed(&self, why: String) {
+        *self.log_failure.lock().expect("never poisoned") = Some(why);
+    }
+
+    pub fn log_failure(&self) -> Option<String> {
+        self.log_failure.lock().expect("never poisoned").clone()
+    }
+}
+
+/// The `outcome` label of a miner request: from its HTTP status and the client's error
+/// text (whose wording `miner::client` owns and the tests below pin).
+pub fn classify_request(status: Option<u16>, error: Option<&str>) -> &'static str {
+    let Some(error) = error else { return outcome::OK };
+    match status {
+        Some(429) => return outcome::HTTP_429,
+        Some(s) if (500..600).contains(&s) => return outcome::HTTP_5XX,
+        Some(s) if (400..500).contains(&s) => return outcome::HTTP_4XX,
+        _ => {}
+    }
+    let error = match error.strip_prefix("gave up after ") {
+        Some(rest) => rest.split_once(": ").map_or(rest, |(_, cause)| cause),
+        None => error,
+    };
+    let error = error.strip_prefix("reading the response: ").unwrap_or(error);
+    // Without the status (a recorded error), the client's "HTTP 503" text says it.
+    if let Some(code) = error.strip_prefix("HTTP ").and_then(|rest| rest.get(..3)) {
+        match code.as_bytes()[0] {
+            _ if code == "429" => return outcome::HTTP_429,
+            b'5' => return outcome::HTTP_5XX,
+            b'4' => return outcome::HTTP_4XX,
+            _ => {}
+        }
+    }
+    if error.starts_with("timeout") {
+        outcome::TIMEOUT
+    } else if error.starts_with("connection refused") || error.starts_with("connect failed") {
+        outcome::CONNECT
+    } else if error.starts_with("response larger than") {
+        outcome::TOO_LARGE
+    } else if error.starts_with("not a chat completion") || error.starts_with("chat completion without") {
+        outcome::UNPARSABLE
+    } else {
+        outcome::TRANSPORT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_classified_by_status_then_error() {
+        assert_eq!(classify_request(Some(200), None), "ok");
+        assert_eq!(classify_request(Some(503), Some("HTTP 503")), "http_5xx");
+        assert_eq!(classify_request(Some(429), Some("HTTP 429")), "http_429");
+        assert_eq!(classify_request(Some(404), Some("HTTP 404")), "http_4xx");
+        assert_eq!(classify_request(None, Some("timeout: no complete response within 5 ms")), "timeout");
+        assert_eq!(classify_request(Some(200), Some("reading the response: timeout: no complete")), "timeout");
+        assert_eq!(classify_request(None, Some("connection refused")), "connect");
+        assert_eq!(classify_request(None, Some("gave up after 3 attempts: connection refused")), "connect");
+        assert_eq!(classify_request(Some(200), Some("response larger than 10 bytes")), "too_large");
+        assert_eq!(classify_request(Some(200), Some("not a chat completion (Syntax at line 1)")), "unparsable");
+        assert_eq!(classify_request(Some(200), Some("chat completion without choices")), "unparsable");
+        assert_eq!(classify_request(None, Some("connection reset by the miner")), "transport");
+        assert_eq!(classify_request(None, Some("gave up after 3 attempts: HTTP 503 Service Unavailable")), "http_5xx");
+        assert_eq!(classify_request(None, Some("HTTP 404 Not Found")), "http_4xx");
+        assert_eq!(classify_request(None, Some("HTTP 429 Too Many Requests")), "http_429");
+    }
+
+    #[test]
+    fn the_exposition_names_every_family_with_its_labels() {
+        let metrics = Metrics::new();
+        metrics.miner_request("5Fminer", outcome::TIMEOUT);
+        metrics.game("SAT", "win");
+        metrics.match_decided("contender_wins");
+        metrics.block_appended(1000, 0.002);
+        metrics.chain_send("weights", "refused", "commit_reveal");
+        metrics.chain_rpc_error("set_weights");
+        metrics.chain_lag_blocks.get_or_create(&PeerChain { validator: "ab".into() }).set(3);
+        let text = metrics.encode();
+        for line in [
+            "af_miner_requests_total{miner=\"5Fminer\",outcome=\"timeout\"} 1",
+            "af_games_total{env=\"SAT\",outcome=\"win\"} 1",
+            "af_matches_decided_total{verdict=\"contender_wins\"} 1",
+            "af_blocks_appended_total 1",
+            "af_block_bytes_appended_total 1000",
+            "af_chain_sends_total{kind=\"weights\",result=\"refused\",reason=\"commit_reveal\"} 1",
+            "af_chain_rpc_errors_total{call=\"set_weights\"} 1",
+            "af_chain_lag_blocks{validator=\"ab\"} 3",
+            "af_append_seconds_count 1",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+    }
+}
