@@ -33,6 +33,9 @@ pub mod p2p;
 // Every log folded back into state: vTrust, verdicts, weights.
 pub mod replay;
 
+// The offline audit: findings with proofs, the commitment audit, the HTML report.
+pub mod audit;
+
 // Logs over plain HTTP: the layout, the node's API, publishing and mirroring.
 pub mod http;
 

@@ -132,7 +132,11 @@ impl Metrics {
             "Latency minus the miner's own Server-Timing, for attempts that report it",
             metrics.miner_overhead_seconds.clone(),
         );
-        r.register("matches_started", "Matches started (or resumed) by this validator", metrics.matches_started.clone());
+        r.register(
+            "matches_started",
+            "Matches started (or resumed) by this validator",
+            metrics.matches_started.clone(),
+        );
         r.register("matches_decided", "Matches decided, by verdict", metrics.matches_decided.clone());
         r.register("games", "Paired games played, by env and the contender's result", metrics.games.clone());
         r.register("blocks_appended", "Blocks appended to our own log", metrics.blocks_appended.clone());

@@ -188,10 +188,7 @@ impl ChainError {
 
     /// Whether the chain said no (as opposed to: we could not ask it).
     pub fn is_refusal(&self) -> bool {
-        matches!(
-            self,
-            ChainError::Refused(_) | ChainError::CommitRevealEnabled { .. } | ChainError::RateLimited { .. }
-        )
+        matches!(self, ChainError::Refused(_) | ChainError::CommitRevealEnabled { .. } | ChainError::RateLimited { .. })
     }
 }
 

@@ -8,23 +8,15 @@
 
 use super::{print_json, ProgressLine};
 use crate::outln;
-use af::bytes::Hash32;
-use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
-use af::ledger::proof::{prove, InclusionProof};
-use af::ledger::Store;
-use af::replay::fold::Discrepancy;
-use af::replay::network::NetworkState;
-use af::replay::{self, Replay};
-use serde::Serialize;
-use std::path::{Path, PathBuf};
+use af::audit::AuditReport;
+use af::replay::Replay;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 pub const EXIT_CLEAN: u8 = 0;
 pub const EXIT_FOUND: u8 = 1;
 pub const EXIT_COULD_NOT_RUN: u8 = 2;
-/// Discrepancies that get an inclusion proof in the JSON output; the rest are listed.
-const MAX_PROOFS: usize = 1000;
 
 #[derive(clap::Args, Debug)]
 pub struct AuditArgs {
@@ -50,37 +42,13 @@ pub struct AuditArgs {
     pub chain: super::chain::ChainArgs,
 }
 
-#[derive(Serialize)]
-pub struct Finding {
-    #[serde(flatten)]
-    pub discrepancy: Discrepancy,
-    /// Inclusion proof of the offending event in the offender's own log, where it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub proof: Option<InclusionProof>,
-}
-
-#[derive(Serialize)]
-pub struct AuditReport {
-    pub clean: bool,
-    pub state_hash: Hash32,
-    pub from_genesis: bool,
-    pub n_chains: usize,
-    pub n_chains_from_snapshot: usize,
-    pub n_blocks_folded: u64,
-    pub n_bytes_folded: u64,
-    pub seconds: f64,
-    pub state: NetworkState,
-    pub chain: super::chain::CommitmentAudit,
-    pub findings: Vec<Finding>,
-}
-
 pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     match audit(&args) {
         Ok(report) => {
             let code = if report.clean { EXIT_CLEAN } else { EXIT_FOUND };
             print_report(&report, args.json)?;
             if let Some(path) = &args.report {
-                std::fs::write(path, html_report(&report))
+                std::fs::write(path, af::audit::report::html(&report))
                     .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
                 if !args.json {
                     outln!("report written to {}", path.display());
@@ -124,7 +92,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
     let store = super::http::open_for_read(data)?;
     let mut progress = ProgressLine::new();
     let replayed: Replay = pool.install(|| {
-        replay_store(&store, data, args.snapshot, &mut |validator, height, bytes| {
+        super::http::replay_store(&store, data, args.snapshot, &mut |validator, height, bytes| {
             progress.update(|| {
                 format!(
                     "auditing {}…: height {height}, {:.1} MiB folded",
@@ -135,37 +103,19 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
         })
     })?;
     progress.finish();
-    // The tip each chain's record names must be the end of what verified.
-    let mut discrepancies = replayed.state.discrepancies.clone();
-    for (validator, recorded) in store.tips()? {
-        let fold = replayed.folds.iter().find(|f| f.validator == validator);
-        let folded = fold.and_then(|f| f.tip);
-        if fold.is_some_and(|f| f.invalid_at.is_none()) && folded != Some(recorded) {
-            discrepancies.push(Discrepancy {
-                validator,
-                kind: af::replay::fold::DiscrepancyKind::InvalidBlock,
-                height: recorded.height,
-                event_idx: None,
-                detail: format!(
-                    "the store's tip record (height {}, hash {}) is not the end of the verified chain",
-                    recorded.height, recorded.hash
-                ),
-            });
-        }
-    }
-    let chain = super::chain::audit_commitments(&args.chain, &replayed.folds, &store)?;
-    let mut findings: Vec<Finding> = Vec::new();
-    for discrepancy in discrepancies.into_iter().chain(chain.discrepancies.iter().cloned()) {
-        let proof = match discrepancy.event_idx {
-            Some(event_idx) if findings.len() < MAX_PROOFS => {
-                prove(&store, &discrepancy.validator, discrepancy.height, event_idx).ok()
-            }
-            _ => None,
-        };
-        findings.push(Finding { discrepancy, proof });
-    }
+    let on_chain = super::chain::commitment_records(&args.chain)?;
+    let chain = af::audit::audit_commitments(
+        &replayed.folds,
+        &store,
+        on_chain
+            .as_ref()
+            .map(|(endpoint, records)| af::audit::commitments::OnChain { endpoint, records: records.clone() }),
+    )?;
+    let findings = af::audit::findings(&store, &replayed, &chain)?;
     Ok(AuditReport {
         clean: findings.is_empty(),
+        af_version: env!("CARGO_PKG_VERSION").to_string(),
+        generated_at_ms: super::now_ms(),
         state_hash: replayed.state_hash,
         from_genesis: replayed.n_chains_from_snapshot == 0,
         n_chains: replayed.folds.len(),
@@ -173,6 +123,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
         n_blocks_folded: replayed.n_blocks_folded,
         n_bytes_folded: replayed.n_bytes_folded,
         seconds: started.elapsed().as_secs_f64(),
+        matches: af::audit::match_rows(&replayed),
         state: replayed.state,
         chain,
         findings,
@@ -275,205 +226,4 @@ fn print_report(report: &AuditReport, json: bool) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
-/// One self-contained page: summary, validators, matches, discrepancies, and two SVG
-/// charts (vTrust per validator, the champion's reign over time). No scripts, no fetches.
-pub fn html_report(report: &AuditReport) -> String {
-    let state = &report.state;
-    let mut html = String::new();
-    html.push_str(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>af audit report</title><style>",
-    );
-    html.push_str(
-        "body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}",
-    );
-    html.push_str("td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;font-size:14px}th{background:#f3f3f3}");
-    html.push_str(".bad{color:#b00020;font-weight:bold}.ok{color:#0a7d32;font-weight:bold}code{font-size:12px}");
-    html.push_str("</style></head><body><h1>af audit report</h1>");
-    html.push_str(&format!(
-        "<p>Result: {}</p><p>State hash <code>{}</code>; {} chain(s), {} blocks folded ({:.1} MiB) in {:.2} s.</p>",
-        if report.clean {
-            "<span class=\"ok\">clean</span>".to_string()
-        } else {
-            format!("<span class=\"bad\">{} discrepancies</span>", report.findings.len())
-        },
-        report.state_hash,
-        report.n_chains,
-        report.n_blocks_folded,
-        report.n_bytes_folded as f64 / 1048576.0,
-        report.seconds
-    ));
-    html.push_str(&format!(
-        "<p>Champion: <b>{}</b>; ratio to beat {} (set at chain block {}); weights {}. Chain commitments: {}</p>",
-        escape(state.champion.as_ref().map_or("(none)", |c| c.hotkey.as_str())),
-        ppm(state.ratio_set_ppm),
-        state.ratio_set_at_block,
-        escape(&format!("{:?}", state.weights)),
-        escape(&report.chain.note)
-    ));
-    html.push_str("<h2>Validators</h2><table><tr><th>validator</th><th>height</th><th>events</th><th>transcripts</th><th>matches</th><th>false reports</th><th>disagreements</th><th>status</th><th>vTrust</th></tr>");
-    for v in &state.validators {
-        html.push_str(&format!(
-            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td></tr>",
-            v.validator,
-            v.tip_height.map_or("-".into(), |h| h.to_string()),
-            v.n_events,
-            v.n_transcripts,
-            v.n_matches,
-            v.n_false_reports,
-            v.n_disagreements,
-            v.n_compared,
-            if v.equivocated { "equivocated" } else if v.invalid_at.is_some() { "invalid block" } else { "ok" },
-            ppm(v.vtrust_ppm)
-        ));
-    }
-    html.push_str("</table><h3>vTrust</h3>");
-    html.push_str(&vtrust_chart(state));
-    html.push_str("<h2>Matches</h2><table><tr><th>contender</th><th>champion</th><th>votes</th><th>for (vTrust)</th><th>against (vTrust)</th><th>verdict</th></tr>");
-    for m in &state.matches {
-        html.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.4}</td><td>{:.4}</td><td>{}</td></tr>",
-            escape(&m.contender.hotkey),
-            escape(&m.champion.hotkey),
-            m.votes.len(),
-            m.for_ppm as f64 / 1e6,
-            m.against_ppm as f64 / 1e6,
-            match m.verdict {
-                Some(af::replay::network::NetworkVerdict::ContenderWon) => "contender won",
-                Some(af::replay::network::NetworkVerdict::ChampionStays) => "champion stays",
-                None => "undecided",
-            }
-        ));
-    }
-    html.push_str("</table><h3>Champion over time</h3>");
-    html.push_str(&champion_chart(state));
-    html.push_str("<h2>Discrepancies</h2>");
-    if report.findings.is_empty() {
-        html.push_str("<p class=\"ok\">None.</p>");
-    } else {
-        html.push_str("<table><tr><th>kind</th><th>validator</th><th>height</th><th>event</th><th>detail</th></tr>");
-        for f in &report.findings {
-            let d = &f.discrepancy;
-            html.push_str(&format!(
-                "<tr><td class=\"bad\">{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                d.kind.name(),
-                d.validator,
-                d.height,
-                d.event_idx.map_or("-".into(), |e| e.to_string()),
-                escape(&d.detail)
-            ));
-        }
-        html.push_str("</table>");
-    }
-    html.push_str("</body></html>\n");
-    html
-}
-
-fn vtrust_chart(state: &NetworkState) -> String {
-    let (bar_h, width) = (22.0, 600.0);
-    let height = bar_h * state.validators.len().max(1) as f64 + 10.0;
-    let mut svg = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\">", width + 180.0);
-    for (i, v) in state.validators.iter().enumerate() {
-        let y = i as f64 * bar_h + 5.0;
-        let w = width * f64::from(v.vtrust_ppm) / 1e6;
-        let color = if v.vtrust_ppm >= 900_000 {
-            "#2e7d32"
-        } else if v.vtrust_ppm > 0 {
-            "#f9a825"
-        } else {
-            "#b00020"
-        };
-        svg.push_str(&format!(
-            "<text x=\"0\" y=\"{}\" font-size=\"12\" font-family=\"monospace\">{}</text><rect x=\"170\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"{color}\"/><text x=\"{:.1}\" y=\"{}\" font-size=\"12\">{}</text>",
-            y + 14.0,
-            short(&v.validator),
-            bar_h - 6.0,
-            175.0 + w,
-            y + 14.0,
-            ppm(v.vtrust_ppm)
-        ));
-    }
-    svg.push_str("</svg>");
-    svg
-}
-
-fn champion_chart(state: &NetworkState) -> String {
-    let history = &state.champion_history;
-    if history.is_empty() {
-        return "<p>No match yet.</p>".into();
-    }
-    let (row_h, width) = (26.0, 600.0);
-    let t0 = history.first().map_or(0, |c| c.at_time_ms);
-    let t1 = state
-        .matches
-        .iter()
-        .map(|m| m.first_started_ms)
-        .chain(history.iter().map(|c| c.at_time_ms))
-        .max()
-        .unwrap_or(t0);
-    let span = (t1.saturating_sub(t0)).max(1) as f64;
-    let height = row_h * history.len() as f64 + 30.0;
-    let mut svg = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\">", width + 200.0);
-    for (i, change) in history.iter().enumerate() {
-        let start = 190.0 + width * (change.at_time_ms - t0) as f64 / span;
-        let end = history.get(i + 1).map_or(190.0 + width, |next| 190.0 + width * (next.at_time_ms - t0) as f64 / span);
-        let y = i as f64 * row_h + 5.0;
-        svg.push_str(&format!(
-            "<text x=\"0\" y=\"{}\" font-size=\"12\">{} (uid {})</text><rect x=\"{start:.1}\" y=\"{y}\" width=\"{:.1}\" height=\"{}\" fill=\"#1565c0\"/>",
-            y + 15.0,
-            escape(&change.champion.hotkey.chars().take(22).collect::<String>()),
-            change.champion.uid,
-            (end - start).max(2.0),
-            row_h - 8.0
-        ));
-    }
-    svg.push_str(&format!(
-        "<text x=\"190\" y=\"{}\" font-size=\"11\">time →  ({:.0} s shown)</text></svg>",
-        height - 5.0,
-        span / 1000.0
-    ));
-    svg
-}
-
-/// Replays the store in `data` from genesis, re-verifying, re-scoring and re-deriving
-/// everything. With `use_snapshot`, a chain's fold from `DIR/replay-snapshot.bin` is reused
-/// when the freshly verified chain reaches exactly its recorded tip (a snapshot that
-/// cannot be used is reported, then ignored), and the new folds are saved. The one replay
-/// behind `af audit`, `af transcripts` and `af weights show` (the last two never use a
-/// snapshot: a cache never stands in for a check).
-pub fn replay_store(
-    store: &Store,
-    data: &Path,
-    use_snapshot: bool,
-    progress: af::replay::Progress<'_>,
-) -> anyhow::Result<Replay> {
-    let snapshot = if use_snapshot {
-        replay::load_snapshot(data).unwrap_or_else(|error| {
-            eprintln!("af: {error}; replaying from genesis");
-            None
-        })
-    } else {
-        None
-    };
-    let snapshot = snapshot.map(|s| (s, replay::FoldSource::Untrusted));
-    let replayed = replay::replay(store, &af::envs::registry(), snapshot, &DEFAULT_RATIO_PARAMS, progress)?;
-    if use_snapshot {
-        // A read-only copy has nowhere to keep a snapshot: the next run replays from genesis.
-        if let Err(error) = replay::save_snapshot(data, &replayed.folds) {
-            eprintln!("af: could not save the replay snapshot (the next run replays from genesis): {error}");
-        }
-    }
-    Ok(replayed)
-}
-
-/// Opens the store in `data` and replays it (see [`replay_store`]).
-pub fn replay_dir(data: &Path) -> anyhow::Result<(super::http::ReadStore, Replay)> {
-    let store = super::http::open_for_read(data)?;
-    let replayed = replay_store(&store, data, false, &mut |_, _, _| {})?;
-    Ok((store, replayed))
 }

@@ -5,12 +5,9 @@
 use super::print_json;
 use crate::outln;
 use af::chain::local::{self, LocalChain, LocalClient};
-use af::chain::{self as chain_mod, Chain, ChainSpec, LedgerCommitment};
-use af::ledger::Store;
-use af::replay::fold::{ChainFold, Discrepancy, DiscrepancyKind};
+use af::chain::{self as chain_mod, Chain, ChainSpec};
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -207,101 +204,14 @@ fn serve(data: PathBuf, listen: &str, block_ms: u64) -> anyhow::Result<ExitCode>
     })
 }
 
-/// What the audit found on chain.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct CommitmentAudit {
-    pub checked: bool,
-    pub note: String,
-    /// Per hotkey with an af commitment: its ledger key and what our copy says of it.
-    pub rows: Vec<CommitmentRow>,
-    pub discrepancies: Vec<Discrepancy>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct CommitmentRow {
-    pub hotkey: String,
-    pub chain_block: u64,
-    pub commitment: LedgerCommitment,
-    /// `matches`, `ahead_of_our_copy`, `not_in_our_copy` or `mismatch`.
-    pub status: &'static str,
-}
-
-/// Checks every on-chain commitment against the logs we hold, and every commitment a log
-/// records against its own chain.
-pub fn audit_commitments(args: &ChainArgs, folds: &[ChainFold], store: &Store) -> anyhow::Result<CommitmentAudit> {
-    let mut audit = CommitmentAudit::default();
-    // A log's own commitment records must name its own blocks.
-    for fold in folds {
-        for c in &fold.commitments {
-            if fold.tip.is_some_and(|t| c.committed_height <= t.height) {
-                let hash = store.block(&fold.validator, c.committed_height)?.map(|b| b.hash);
-                if hash != Some(c.committed_hash) {
-                    audit.discrepancies.push(Discrepancy {
-                        validator: fold.validator,
-                        kind: DiscrepancyKind::FalseCommitment,
-                        height: c.committed_height,
-                        event_idx: None,
-                        detail: format!(
-                            "its log records committing {} for height {}, which is not its block there",
-                            c.committed_hash, c.committed_height
-                        ),
-                    });
-                }
-            }
-        }
-    }
-    let Some(spec) = args.spec() else {
-        audit.note = "skipped: no --chain given, so on-chain commitments were not checked".into();
-        return Ok(audit);
-    };
+/// The subnet's commitments, read from the chain `args` names (none without `--chain`).
+pub fn commitment_records(args: &ChainArgs) -> anyhow::Result<Option<(String, Vec<af::chain::CommitmentRecord>)>> {
+    let Some(spec) = args.spec() else { return Ok(None) };
     let records = runtime()?.block_on(async {
         let chain = chain_mod::connect(&spec).await?;
         anyhow::Ok(chain.commitments().await?)
     })?;
-    audit.checked = true;
-    for record in records {
-        let Some(c) = record.ledger() else { continue };
-        let status = match store.tip(&c.ledger_key)? {
-            None => "not_in_our_copy",
-            Some(tip) if tip.height < c.tip_height => "ahead_of_our_copy",
-            Some(_) => {
-                let hash = store.block(&c.ledger_key, c.tip_height)?.map(|b| b.hash);
-                if hash == Some(c.tip_hash) {
-                    "matches"
-                } else {
-                    audit.discrepancies.push(Discrepancy {
-                        validator: c.ledger_key,
-                        kind: DiscrepancyKind::FalseCommitment,
-                        height: c.tip_height,
-                        event_idx: None,
-                        detail: format!(
-                            "hotkey {} committed hash {} for height {} at chain block {}, but its log has {} there",
-                            record.hotkey,
-                            c.tip_hash,
-                            c.tip_height,
-                            record.block,
-                            hash.map_or("no block".into(), |h| h.to_string())
-                        ),
-                    });
-                    "mismatch"
-                }
-            }
-        };
-        audit.rows.push(CommitmentRow {
-            hotkey: record.hotkey.clone(),
-            chain_block: record.block,
-            commitment: c,
-            status,
-        });
-    }
-    let matched = audit.rows.iter().filter(|r| r.status == "matches").count();
-    audit.note = format!(
-        "checked {} af commitment(s) on {}: {matched} match our copy, {} mismatch",
-        audit.rows.len(),
-        spec.endpoint,
-        audit.rows.iter().filter(|r| r.status == "mismatch").count()
-    );
-    Ok(audit)
+    Ok(Some((spec.endpoint.clone(), records)))
 }
 
 /// Reads the subnet's commitments and compares the proven tip of `validator` with them.
@@ -316,7 +226,7 @@ pub fn check_commitment_on_chain(
 
 /// `af weights show`: what replay says the weights should be, next to what is on chain.
 pub fn weights_show(data: &std::path::Path, chain: &ChainArgs, json: bool) -> anyhow::Result<ExitCode> {
-    let (_store, replayed) = super::audit::replay_dir(data)?;
+    let (_store, replayed) = super::http::replay_dir(data)?;
     let state = &replayed.state;
     let on_chain = match chain.spec() {
         Some(_) => Some(runtime()?.block_on(async {

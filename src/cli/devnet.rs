@@ -272,9 +272,9 @@ pub fn run(
     // The chain: every validator's commitment must be a block of its log.
     let network = network.expect("at least one validator");
     let store = Store::open_read_only(&validators[0].0)?;
-    let chain_args =
-        super::chain::ChainArgs { chain: Some(chain_endpoint.clone()), netuid: DEVNET_NETUID, ..Default::default() };
-    let commitments = super::chain::audit_commitments(&chain_args, &network.folds, &store)?;
+    let records = chain_runtime.block_on(af::chain::Chain::commitments(&chain_client))?;
+    let on_chain = af::audit::commitments::OnChain { endpoint: &chain_endpoint, records };
+    let commitments = af::audit::audit_commitments(&network.folds, &store, Some(on_chain))?;
     let on_chain_weights = chain_runtime.block_on(af::chain::Chain::weights(&chain_client))?;
     drop(processes); // the miners and the chain
     let champions: std::collections::BTreeSet<String> = rows.iter().map(|r| r["champion"].to_string()).collect();

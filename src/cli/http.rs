@@ -201,3 +201,47 @@ impl Drop for AddressFile {
         let _ = std::fs::remove_file(&self.0);
     }
 }
+
+/// Replays the store in `data` from genesis, re-verifying, re-scoring and re-deriving
+/// everything. With `use_snapshot`, a chain's fold from `DIR/replay-snapshot.bin` is reused
+/// when the freshly verified chain reaches exactly its recorded tip (a snapshot that
+/// cannot be used is reported, then ignored), and the new folds are saved. The one replay
+/// behind `af audit`, `af transcripts` and `af weights show` (the last two never use a
+/// snapshot: a cache never stands in for a check).
+pub fn replay_store(
+    store: &Store,
+    data: &Path,
+    use_snapshot: bool,
+    progress: af::replay::Progress<'_>,
+) -> anyhow::Result<af::replay::Replay> {
+    let snapshot = if use_snapshot {
+        af::replay::load_snapshot(data).unwrap_or_else(|error| {
+            eprintln!("af: {error}; replaying from genesis");
+            None
+        })
+    } else {
+        None
+    };
+    let snapshot = snapshot.map(|s| (s, af::replay::FoldSource::Untrusted));
+    let replayed = af::replay::replay(
+        store,
+        &af::envs::registry(),
+        snapshot,
+        &af::evaluation::ratio::DEFAULT_RATIO_PARAMS,
+        progress,
+    )?;
+    if use_snapshot {
+        // A read-only copy has nowhere to keep a snapshot: the next run replays from genesis.
+        if let Err(error) = af::replay::save_snapshot(data, &replayed.folds) {
+            eprintln!("af: could not save the replay snapshot (the next run replays from genesis): {error}");
+        }
+    }
+    Ok(replayed)
+}
+
+/// Opens the store in `data` and replays it (see [`replay_store`]).
+pub fn replay_dir(data: &Path) -> anyhow::Result<(ReadStore, af::replay::Replay)> {
+    let store = open_for_read(data)?;
+    let replayed = replay_store(&store, data, false, &mut |_, _, _| {})?;
+    Ok((store, replayed))
+}

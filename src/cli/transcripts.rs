@@ -59,7 +59,7 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
     let data = args.data.context("--data is required")?;
     let miner = args.miner.context("--miner HOTKEY is required")?;
     let match_filter = args.match_id.as_deref().map(af::bytes::Hash32::from_hex).transpose().context("--match")?;
-    let (store, replayed) = super::audit::replay_dir(&data)?;
+    let (store, replayed) = super::http::replay_dir(&data)?;
     let filter = af::replay::entries::Filter { env: args.env.clone(), match_id: match_filter };
     let entries =
         af::replay::entries::entries_at(&store, &replayed.folds, &store.find_miner(&miner)?, Some(&miner), &filter)?;

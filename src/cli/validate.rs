@@ -164,7 +164,7 @@ pub fn validate(
             }
             tracing::info!(event = "serving", "queue done; syncing until stopped");
             // The loop is now this wait: it keeps the health check's heartbeat.
-            let mut stop = stop;
+            let mut stop = stop.clone();
             while !*stop.borrow_and_update() {
                 metrics.heartbeat(super::now_ms());
                 tokio::select! {
@@ -174,7 +174,8 @@ pub fn validate(
             }
             let _ = task.await;
         }
-        Ok(if summary.interrupted { ExitCode::from(EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
+        // Stopped by a signal, while playing or while serving: 130, as the README says.
+        Ok(if summary.interrupted || *stop.borrow() { ExitCode::from(EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
     })
 }
 

@@ -9,6 +9,7 @@
 use crate::bytes::{ChallengeId, Hash32, MatchId, ValidatorKey};
 
 pub const CHALLENGE_ID_CONTEXT: &str = "af 2026-11 challenge_id v1";
+pub const MATCH_ID_CONTEXT: &str = "af 2026-11 match_id v1";
 
 pub fn derive_challenge_id(
     env_name: &str,
@@ -31,4 +32,17 @@ pub fn derive_challenge_id(
 /// so a seed names the same task everywhere.
 pub fn challenge_id_for_seed(env_name: &str, env_version: u32, seed: u64) -> ChallengeId {
     derive_challenge_id(env_name, env_version, &ValidatorKey([0; 32]), &Hash32([0; 32]), seed)
+}
+
+/// A match id no one picks by hand: derived from the validator, the contestants and the
+/// number of matches this validator has decided before.
+pub fn derive_match_id(validator: &ValidatorKey, contender: &str, champion: &str, n_decided: u64) -> MatchId {
+    let mut input = Vec::new();
+    input.extend_from_slice(&validator.0);
+    for name in [contender, champion] {
+        input.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        input.extend_from_slice(name.as_bytes());
+    }
+    input.extend_from_slice(&n_decided.to_le_bytes());
+    Hash32(blake3::derive_key(MATCH_ID_CONTEXT, &input))
 }

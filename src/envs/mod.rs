@@ -21,7 +21,7 @@ pub mod rng;
 pub mod sat;
 pub mod tictactoe;
 
-pub use challenge::{challenge_id_for_seed, derive_challenge_id};
+pub use challenge::{challenge_id_for_seed, derive_challenge_id, derive_match_id};
 
 use crate::bytes::ChallengeId;
 use serde::{Deserialize, Serialize};

@@ -72,6 +72,14 @@ pub fn win_rate_ppm(wins: u32, losses: u32) -> u32 {
     ((u64::from(wins) * 1_000_000 + decisive / 2) / decisive) as u32
 }
 
+/// Chain time is not known to a log yet: a block's wall-clock time becomes a nominal
+/// chain block of 12 s, the unit of the ratio's decay (replay and the validator agree).
+pub const NOMINAL_BLOCK_MS: u64 = 12_000;
+
+pub fn nominal_chain_block(time_ms: u64) -> u64 {
+    time_ms / NOMINAL_BLOCK_MS
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,8 +6,8 @@
 
 use super::openai::{ChatRequest, ChatResponse, COMPLETIONS_PATH};
 use super::stats::{parse_server_timing, RequestStats};
-use crate::metrics::{classify_request, Metrics};
 use crate::envs::Message;
+use crate::metrics::{classify_request, Metrics};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -184,7 +184,8 @@ impl MinerClient {
     pub async fn complete_for(&self, miner: &str, endpoint: &Endpoint, messages: &[Message]) -> Completion {
         let completion = self.ask(endpoint, messages).await;
         let last = completion.attempts.last();
-        let outcome = classify_request(last.and_then(|a| a.status), completion.answer.as_ref().err().map(String::as_str));
+        let outcome =
+            classify_request(last.and_then(|a| a.status), completion.answer.as_ref().err().map(String::as_str));
         self.metrics.miner_request(miner, outcome);
         completion
     }

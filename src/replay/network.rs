@@ -16,9 +16,9 @@
 
 use super::fold::{ChainFold, Discrepancy, DiscrepancyKind};
 use crate::bytes::ValidatorKey;
+use crate::evaluation::ratio::nominal_chain_block;
 use crate::evaluation::ratio::{RatioParams, RatioToBeat};
 use crate::ledger::event::MinerRef;
-use crate::validator::state::nominal_chain_block;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -6,6 +6,7 @@
 //! check that replay and audit find them. Deterministic in its spec: same spec, same bytes.
 
 use crate::bytes::{Hash32, ValidatorKey};
+use crate::envs::derive_match_id;
 use crate::envs::{self, Registry};
 use crate::evaluation::matchplay::{EnvResult, GameOutcome, MatchState, MatchVerdict};
 use crate::evaluation::ratio::{win_rate_ppm, RatioParams};
@@ -17,7 +18,6 @@ use crate::ledger::event::{
 };
 use crate::ledger::{LedgerKey, Store, StoreError, Tip};
 use crate::miner::policy::{Policy, Solver};
-use crate::validator::matchrun::derive_match_id;
 
 /// A miner of the synthetic network.
 #[derive(Clone, Debug)]

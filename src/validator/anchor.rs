@@ -8,8 +8,8 @@ use crate::envs;
 use crate::evaluation::ratio::RatioParams;
 use crate::ledger::event::{ChainCommitment, WeightsSet};
 use crate::ledger::{Event, OwnLog, StoreError};
-use crate::replay::{self, fold::ChainFold};
 use crate::metrics::Metrics;
+use crate::replay::{self, fold::ChainFold};
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 

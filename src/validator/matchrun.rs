@@ -375,19 +375,6 @@ fn transcript(
     }
 }
 
-/// A match id no one picks by hand: derived from the validator, the contestants and the
-/// number of matches this validator has decided before.
-pub fn derive_match_id(validator: &ValidatorKey, contender: &str, champion: &str, n_decided: u64) -> MatchId {
-    let mut input = Vec::new();
-    input.extend_from_slice(&validator.0);
-    for name in [contender, champion] {
-        input.extend_from_slice(&(name.len() as u32).to_le_bytes());
-        input.extend_from_slice(name.as_bytes());
-    }
-    input.extend_from_slice(&n_decided.to_le_bytes());
-    Hash32(blake3::derive_key("af 2026-11 match_id v1", &input))
-}
-
 pub fn env_names(registry: &Registry) -> Vec<String> {
     registry.names().into_iter().map(String::from).collect()
 }

@@ -13,8 +13,8 @@ use crate::ledger::event::Evidence;
 use crate::ledger::event::MinerRef;
 use crate::ledger::{Event, ValidatorKey};
 use crate::ledger::{OwnLog, StoreError, Tip};
-use crate::miner::client::{ClientError, MinerClient};
 use crate::metrics::Metrics;
+use crate::miner::client::{ClientError, MinerClient};
 use crate::miner::stats::{RequestStats, StatsSnapshot};
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
@@ -230,7 +230,7 @@ pub async fn run(
                 };
                 let contender = from_config(next);
                 let plan = MatchPlan {
-                    match_id: matchrun::derive_match_id(
+                    match_id: crate::envs::derive_match_id(
                         &validator,
                         &contender.miner.hotkey,
                         &champion.miner.hotkey,

@@ -7,9 +7,11 @@
 //! block of 12 s (`time_ms / 12_000`) for the ratio's decay.
 
 use crate::bytes::MatchId;
-use crate::evaluation::ratio::{RatioParams, RatioToBeat};
 use crate::evaluation::matchplay::GameOutcome;
-use crate::ledger::event::{ChainCommitment, EnvDecision, EnvOutcome, MatchDecided, MatchStarted, MinerRef, WeightsSet};
+use crate::evaluation::ratio::{RatioParams, RatioToBeat};
+use crate::ledger::event::{
+    ChainCommitment, EnvDecision, EnvOutcome, MatchDecided, MatchStarted, MinerRef, WeightsSet,
+};
 use crate::ledger::{Event, Store, StoreError, ValidatorKey};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -17,11 +19,7 @@ use std::collections::{BTreeMap, VecDeque};
 /// How many of the last chain records (commitments, weights) the state keeps.
 pub const RECENT_ANCHORS: usize = 10;
 
-pub const NOMINAL_BLOCK_MS: u64 = 12_000;
-
-pub fn nominal_chain_block(time_ms: u64) -> u64 {
-    time_ms / NOMINAL_BLOCK_MS
-}
+pub use crate::evaluation::ratio::{nominal_chain_block, NOMINAL_BLOCK_MS};
 
 /// Rewards recorded for one challenge: (contender, champion).
 pub type PairRewards = (Option<i32>, Option<i32>);

@@ -8,9 +8,9 @@
 //! say "decided" only of what is on disk. Closing the channel flushes a last block.
 
 use crate::ledger::codec;
-use crate::metrics::Metrics;
 use crate::ledger::{Event, OwnLog, Tip, ValidatorKey};
 use crate::limits::{MAX_BLOCK_BYTES, MAX_EVENTS_PER_BLOCK, MAX_EVENT_BYTES};
+use crate::metrics::Metrics;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};

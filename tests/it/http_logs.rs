@@ -468,14 +468,57 @@ fn a_running_validator_answers_every_read_command_as_its_stopped_store_does() {
             })
             .collect()
     };
+    operator_endpoints_agree_with_the_log(&data);
     let live = run_all();
-    assert!(Command::new("kill").args(["-INT", &validator.0.id().to_string()]).status().unwrap().success());
-    let _ = validator.0.wait();
+    // SIGTERM (systemd, pm2) stops it as Ctrl-C does: sealed, exit 130.
+    assert!(Command::new("kill").args(["-TERM", &validator.0.id().to_string()]).status().unwrap().success());
+    assert_eq!(validator.0.wait().unwrap().code(), Some(130));
     assert!(!data.join(af::http::ADDRESS_FILE).exists(), "the address file is removed at exit");
     let stopped = run_all();
     for ((args, live), stopped) in reads.iter().zip(&live).zip(&stopped) {
         assert_eq!(live, stopped, "{args:?}");
     }
+}
+
+/// `GET url`: the status and the body.
+fn fetch(url: &str) -> (u16, String) {
+    runtime().block_on(async {
+        let response = reqwest::get(url).await.unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    })
+}
+
+/// The operator's endpoints of a validator whose queue is done: health, metrics, the
+/// live view, and the page, against what its own log says.
+fn operator_endpoints_agree_with_the_log(data: &Path) {
+    let base = std::fs::read_to_string(data.join(af::http::ADDRESS_FILE)).unwrap().trim().to_string();
+    assert_eq!(fetch(&format!("{base}healthz")), (200, "ok\n".to_string()));
+    let (status, metrics) = fetch(&format!("{base}metrics"));
+    assert_eq!(status, 200);
+    for family in [
+        "af_matches_decided_total{verdict=",
+        "af_games_total{env=",
+        "af_miner_requests_total{miner=\"5Perfect\",outcome=\"ok\"}",
+        "af_blocks_appended_total ",
+        "af_append_seconds_bucket",
+    ] {
+        assert!(metrics.contains(family), "{family} missing from\n{metrics}");
+    }
+    let (status, live) = fetch(&format!("{base}af/v1/live"));
+    assert_eq!(status, 200, "{live}");
+    let live: serde_json::Value = serde_json::from_str(&live).unwrap();
+    let ratio: serde_json::Value =
+        serde_json::from_slice(&af(&["ratio", "show", "--data", data.to_str().unwrap(), "--json"]).stdout).unwrap();
+    assert_eq!(live["champion"]["hotkey"], ratio["champion"]);
+    assert_eq!(live["matches_decided"], ratio["matches_decided"]);
+    assert!(live["match"].is_null(), "the queue is done: {live}");
+    let show: serde_json::Value =
+        serde_json::from_slice(&af(&["ledger", "show", "--data", data.to_str().unwrap(), "--json"]).stdout).unwrap();
+    let own = show.as_array().unwrap().iter().find(|c| c["validator"] == live["validator"]).unwrap();
+    assert_eq!(live["size"], own["n_blocks"], "{live} {show}");
+    let (status, page) = fetch(&base);
+    assert_eq!(status, 200);
+    assert!(page.contains("af/v1/live") && page.contains("id=\"champion\""));
 }
 
 /// A command's output without what depends on the moment it ran (timings, the nominal

@@ -214,7 +214,20 @@ fn af_audit_exits_by_what_it_found_and_writes_a_report() {
         "no --chain: says the chain check was skipped"
     );
     let html = std::fs::read_to_string(&report).unwrap();
-    assert!(html.contains("<svg") && html.contains("5SynthPerfect") && !html.contains("<script"));
+    assert!(html.contains("5SynthPerfect") && !html.contains("<script"));
+    // Every match of every validator, with its id, and every validator's vTrust.
+    let matches = value["matches"].as_array().unwrap();
+    assert!(!matches.is_empty());
+    for m in matches {
+        assert!(html.contains(&format!("data-match-id=\"{}\"", m["match_id"].as_str().unwrap())), "{m}");
+        assert!(m["envs"].as_array().unwrap().iter().all(|e| e["wins"].is_u64()));
+    }
+    for v in value["state"]["validators"].as_array().unwrap() {
+        let row =
+            format!("data-validator=\"{}\" data-vtrust-ppm=\"{}\"", v["validator"].as_str().unwrap(), v["vtrust_ppm"]);
+        assert!(html.contains(&row), "{row}");
+    }
+    assert!(html.contains(&format!("af {}", value["af_version"].as_str().unwrap())));
     // With --snapshot: saved, then reused (nothing new to fold), the same state hash.
     let first = json(&af(&["audit", "--data", clean_path, "--json", "--snapshot"]));
     assert_eq!(first["state_hash"], value["state_hash"]);

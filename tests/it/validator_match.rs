@@ -48,7 +48,7 @@ async fn run(contender: Contestant, champion: Contestant) -> (MatchReport, tempf
         .with_metrics(metrics.clone()),
     );
     let plan = MatchPlan {
-        match_id: matchrun::derive_match_id(&validator, &contender.miner.hotkey, &champion.miner.hotkey, 0),
+        match_id: af::envs::derive_match_id(&validator, &contender.miner.hotkey, &champion.miner.hotkey, 0),
         contender,
         champion,
         envs: matchrun::env_names(&registry),

@@ -1,0 +1,147 @@
+//! The offline audit's findings, from a replay of every log in a store: the replay's own
+//! discrepancies, tip records that are not the end of a verified chain, commitments that
+//! do not name their log's blocks (and, given the chain's records, on-chain commitments
+//! that differ from our copy), each with an inclusion proof of the offending event, plus
+//! every validator's matches as their logs recorded them. Pure over the store and the
+//! replay; the CLI does the IO (opening, the chain, printing, the HTML file).
+
+pub mod commitments;
+pub mod report;
+
+use crate::bytes::{Hash32, MatchId, ValidatorKey};
+use crate::ledger::event::{EnvOutcome, MinerRef};
+use crate::ledger::proof::{prove, InclusionProof};
+use crate::ledger::{Store, StoreError};
+use crate::replay::fold::{Discrepancy, DiscrepancyKind};
+use crate::replay::network::NetworkState;
+use crate::replay::Replay;
+pub use commitments::{audit_commitments, CommitmentAudit, CommitmentRow};
+use serde::Serialize;
+
+/// Discrepancies that get an inclusion proof; the rest are listed without one.
+pub const MAX_PROOFS: usize = 1000;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    #[serde(flatten)]
+    pub discrepancy: Discrepancy,
+    /// Inclusion proof of the offending event in the offender's own log, where it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proof: Option<InclusionProof>,
+}
+
+/// One env of one validator's match, as its log recorded the pairs and the decision.
+#[derive(Clone, Debug, Serialize)]
+pub struct EnvRow {
+    pub env: String,
+    pub wins: u32,
+    pub losses: u32,
+    pub draws: u32,
+    pub decision: Option<EnvOutcome>,
+}
+
+/// One match as one validator played it.
+#[derive(Clone, Debug, Serialize)]
+pub struct MatchRow {
+    pub validator: ValidatorKey,
+    pub match_id: MatchId,
+    pub contender: MinerRef,
+    pub champion: MinerRef,
+    pub started_time_ms: u64,
+    /// The ratio the contender had to beat.
+    pub ratio_to_beat_ppm: u32,
+    pub rule: String,
+    pub envs: Vec<EnvRow>,
+    /// `None` while the match is open in this log.
+    pub contender_won: Option<bool>,
+    pub new_ratio_to_beat_ppm: Option<u32>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct AuditReport {
+    pub clean: bool,
+    pub af_version: String,
+    pub generated_at_ms: u64,
+    pub state_hash: Hash32,
+    pub from_genesis: bool,
+    pub n_chains: usize,
+    pub n_chains_from_snapshot: usize,
+    pub n_blocks_folded: u64,
+    pub n_bytes_folded: u64,
+    pub seconds: f64,
+    pub state: NetworkState,
+    pub matches: Vec<MatchRow>,
+    pub chain: CommitmentAudit,
+    pub findings: Vec<Finding>,
+}
+
+/// Every validator's matches from the replay's folds, in start order.
+pub fn match_rows(replayed: &Replay) -> Vec<MatchRow> {
+    let mut rows: Vec<MatchRow> = replayed
+        .folds
+        .iter()
+        .flat_map(|fold| {
+            fold.matches.iter().map(|(match_id, m)| MatchRow {
+                validator: fold.validator,
+                match_id: *match_id,
+                contender: m.contender.clone(),
+                champion: m.champion.clone(),
+                started_time_ms: m.started_time_ms,
+                ratio_to_beat_ppm: m.ratio_to_beat_ppm,
+                rule: m.rule.clone(),
+                envs: m
+                    .envs
+                    .iter()
+                    .map(|env| {
+                        let fold = m.env_folds.get(&env.name);
+                        EnvRow {
+                            env: env.name.clone(),
+                            wins: fold.map_or(0, |f| f.wins),
+                            losses: fold.map_or(0, |f| f.losses),
+                            draws: fold.map_or(0, |f| f.draws),
+                            decision: fold.and_then(|f| f.decision),
+                        }
+                    })
+                    .collect(),
+                contender_won: m.decided.as_ref().map(|d| d.contender_won),
+                new_ratio_to_beat_ppm: m.decided.as_ref().map(|d| d.new_ratio_to_beat_ppm),
+            })
+        })
+        .collect();
+    rows.sort_by_key(|r| (r.started_time_ms, r.validator, r.match_id));
+    rows
+}
+
+/// Everything the audit found: the replay's discrepancies, tip records past the end of
+/// what verified, and the commitment audit's, each proven where it names an event.
+pub fn findings(store: &Store, replayed: &Replay, commitments: &CommitmentAudit) -> Result<Vec<Finding>, StoreError> {
+    let mut discrepancies = replayed.state.discrepancies.clone();
+    // The tip each chain's record names must be the end of what verified.
+    for (validator, recorded) in store.tips()? {
+        let fold = replayed.folds.iter().find(|f| f.validator == validator);
+        let folded = fold.and_then(|f| f.tip);
+        if fold.is_some_and(|f| f.invalid_at.is_none()) && folded != Some(recorded) {
+            discrepancies.push(Discrepancy {
+                validator,
+                kind: DiscrepancyKind::InvalidBlock,
+                height: recorded.height,
+                event_idx: None,
+                detail: format!(
+                    "the store's tip record (height {}, hash {}) is not the end of the verified chain",
+                    recorded.height, recorded.hash
+                ),
+            });
+        }
+    }
+    let mut findings: Vec<Finding> = Vec::new();
+    for discrepancy in discrepancies.into_iter().chain(commitments.discrepancies.iter().cloned()) {
+        let proof = match discrepancy.event_idx {
+            Some(event_idx) if findings.len() < MAX_PROOFS => {
+                prove(store, &discrepancy.validator, discrepancy.height, event_idx).ok()
+            }
+            _ => None,
+        };
+        findings.push(Finding { discrepancy, proof });
+    }
+    Ok(findings)
+}

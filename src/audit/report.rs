@@ -1,0 +1,281 @@
+//! The audit's HTML report: one self-contained page (no scripts, no fetches) rendered
+//! with maud, so every value is escaped by construction. Keys and ids are shown as
+//! 16-hex prefixes with the full value in a tooltip, so nothing forces horizontal
+//! scrolling; bars are HTML boxes whose value sits in its own cell, so nothing is clipped.
+
+use super::{AuditReport, EnvRow, MatchRow};
+use crate::ledger::event::EnvOutcome;
+use crate::replay::network::{NetworkState, NetworkVerdict};
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+
+const STYLE: &str = "
+body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:1.5em;color:#1b1f24}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.8em}
+table{border-collapse:collapse;margin:.6em 0;width:100%}
+td,th{border:1px solid #d0d4d9;padding:4px 8px;text-align:left;font-size:14px;vertical-align:top}
+th{background:#f1f3f5}td.n{text-align:right;font-variant-numeric:tabular-nums}
+code{font-size:12px;overflow-wrap:anywhere}
+.bad{color:#b00020;font-weight:bold}.ok{color:#0a7d32;font-weight:bold}.muted{color:#5b6470}
+.track{position:relative;height:14px;background:#eef0f3;border-radius:2px;min-width:120px}
+.fill{position:absolute;left:0;top:0;bottom:0;background:#2e7d32;border-radius:2px}
+.fill.mid{background:#f9a825}
+.fill.zero{width:3px!important;background:#b00020}
+.reign{position:absolute;top:0;bottom:0;background:#1565c0;border-radius:2px;min-width:3px}
+.meta{display:flex;flex-wrap:wrap;gap:.4em 2em}
+";
+
+/// Shows a key or id as its first 16 hex digits, the whole in the tooltip.
+fn short(value: &impl std::fmt::Display) -> Markup {
+    let text = value.to_string();
+    let prefix: String = text.chars().take(16).collect();
+    html! { code title=(text) { (prefix) "…" } }
+}
+
+fn ratio(ppm: u32) -> String {
+    format!("{:.4}", f64::from(ppm) / 1e6)
+}
+
+/// A duration in the largest unit that keeps it readable.
+fn duration(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..=119 => format!("{:.1} s", ms as f64 / 1000.0),
+        120..=7199 => format!("{:.1} min", s as f64 / 60.0),
+        7200..=172_799 => format!("{:.1} h", s as f64 / 3600.0),
+        _ => format!("{:.1} days", s as f64 / 86_400.0),
+    }
+}
+
+fn date(ms: u64) -> String {
+    httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+}
+
+fn decision(outcome: Option<EnvOutcome>) -> &'static str {
+    match outcome {
+        Some(EnvOutcome::ContenderBetter) => "better",
+        Some(EnvOutcome::ContenderNotBetter) => "not better",
+        Some(EnvOutcome::Inconclusive) => "inconclusive",
+        None => "open",
+    }
+}
+
+fn env_tally(env: &EnvRow) -> Markup {
+    html! {
+        div data-env=(env.env) {
+            b { (env.env) } " " (env.wins) "W/" (env.losses) "L/" (env.draws) "D, " (decision(env.decision))
+        }
+    }
+}
+
+/// The report page.
+pub fn html(report: &AuditReport) -> String {
+    let state = &report.state;
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { "af audit report" }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                h1 { "af audit report" }
+                div.meta {
+                    span #result {
+                        "Result: "
+                        @if report.clean { span.ok { "clean" } }
+                        @else { span.bad { (report.findings.len()) " discrepancies" } }
+                    }
+                    span #version { "af " (report.af_version) }
+                    span #generated { "generated " (date(report.generated_at_ms)) }
+                }
+                p {
+                    "State hash " code #state-hash { (report.state_hash) } "; "
+                    (report.n_chains) " chain(s), " (report.n_blocks_folded) " blocks folded ("
+                    (format!("{:.1}", report.n_bytes_folded as f64 / 1048576.0)) " MiB) in "
+                    (format!("{:.2}", report.seconds)) " s"
+                    @if report.n_chains_from_snapshot > 0 { ", " (report.n_chains_from_snapshot) " from a snapshot" }
+                    "."
+                }
+                p #champion {
+                    "Champion: "
+                    @match &state.champion {
+                        Some(c) => { b { (c.hotkey) } " (uid " (c.uid) ")" }
+                        None => { "none yet" }
+                    }
+                    "; ratio to beat " span #ratio { (ratio(state.ratio_set_ppm)) }
+                    " (set at chain block " (state.ratio_set_at_block) "); weights "
+                    @if state.weights.is_empty() { "none" }
+                    @for (uid, w) in &state.weights { "uid " (uid) " = " (w) " " }
+                    "."
+                }
+                p { "Chain commitments: " (report.chain.note) }
+
+                h2 { "Validators" }
+                (validators(state))
+
+                h2 { "Matches (the network's verdicts)" }
+                (network_matches(state))
+
+                h2 { "Matches as each validator played them" }
+                (match_rows(&report.matches))
+
+                h2 { "Champion over time" }
+                (reigns(state))
+
+                h2 { "Discrepancies" }
+                @if report.findings.is_empty() {
+                    p.ok { "None." }
+                } @else {
+                    table #findings {
+                        tr { th { "kind" } th { "validator" } th { "height" } th { "event" } th { "detail" } th { "proof" } }
+                        @for f in &report.findings {
+                            tr {
+                                td.bad { (f.discrepancy.kind.name()) }
+                                td { (short(&f.discrepancy.validator)) }
+                                td.n { (f.discrepancy.height) }
+                                td.n { @match f.discrepancy.event_idx { Some(e) => (e), None => "-" } }
+                                td { (f.discrepancy.detail) }
+                                td { @if f.proof.is_some() { "inclusion proof in --json" } @else { "-" } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    page.into_string()
+}
+
+fn validators(state: &NetworkState) -> Markup {
+    html! {
+        table #validators {
+            tr {
+                th { "validator" } th { "height" } th { "events" } th { "transcripts" } th { "matches" }
+                th { "false reports" } th { "disagreements" } th { "status" } th { "vTrust" } th style="width:22%" { "" }
+            }
+            @for v in &state.validators {
+                @let class = if v.vtrust_ppm == 0 { "fill zero" } else if v.vtrust_ppm < 900_000 { "fill mid" } else { "fill" };
+                tr data-validator=(v.validator) data-vtrust-ppm=(v.vtrust_ppm) {
+                    td { (short(&v.validator)) }
+                    td.n { @match v.tip_height { Some(h) => (h), None => "-" } }
+                    td.n { (v.n_events) }
+                    td.n { (v.n_transcripts) }
+                    td.n { (v.n_matches) }
+                    td.n { (v.n_false_reports) }
+                    td.n { (v.n_disagreements) "/" (v.n_compared) }
+                    td { @if v.equivocated { span.bad { "equivocated" } } @else if v.invalid_at.is_some() { span.bad { "invalid block" } } @else { "ok" } }
+                    td.n.vtrust { (ratio(v.vtrust_ppm)) }
+                    td { div.track { div class=(class) style=(format!("width:{:.2}%", f64::from(v.vtrust_ppm.min(1_000_000)) / 1e4)) {} } }
+                }
+            }
+        }
+    }
+}
+
+fn network_matches(state: &NetworkState) -> Markup {
+    html! {
+        @if state.matches.is_empty() { p.muted { "No match yet." } }
+        @else {
+            table #network-matches {
+                tr { th { "started" } th { "contender" } th { "champion" } th { "votes" } th { "for (vTrust)" } th { "against (vTrust)" } th { "verdict" } }
+                @for m in &state.matches {
+                    tr {
+                        td { (date(m.first_started_ms)) }
+                        td { (m.contender.hotkey) }
+                        td { (m.champion.hotkey) }
+                        td.n { (m.votes.len()) }
+                        td.n { (format!("{:.4}", m.for_ppm as f64 / 1e6)) }
+                        td.n { (format!("{:.4}", m.against_ppm as f64 / 1e6)) }
+                        td { @match m.verdict {
+                            Some(NetworkVerdict::ContenderWon) => "contender won",
+                            Some(NetworkVerdict::ChampionStays) => "champion stays",
+                            None => "undecided",
+                        } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn match_rows(rows: &[MatchRow]) -> Markup {
+    html! {
+        @if rows.is_empty() { p.muted { "No match yet." } }
+        @else {
+            table #matches {
+                tr { th { "match id" } th { "validator" } th { "contender" } th { "champion" } th { "ratio to beat" } th { "envs (contender's W/L/D, decision)" } th { "verdict" } th { "new ratio" } }
+                @for m in rows {
+                    tr data-match-id=(m.match_id) {
+                        td { (short(&m.match_id)) }
+                        td { (short(&m.validator)) }
+                        td { (m.contender.hotkey) }
+                        td { (m.champion.hotkey) }
+                        td.n { (ratio(m.ratio_to_beat_ppm)) }
+                        td { @for env in &m.envs { (env_tally(env)) } }
+                        td { @match m.contender_won { Some(true) => "contender won", Some(false) => "champion stays", None => "open" } }
+                        td.n { @match m.new_ratio_to_beat_ppm { Some(r) => (ratio(r)), None => "-" } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Each champion's reign as a bar on one time axis, from the first crowning to the last
+/// match activity the logs record (not the time of the report: old logs would squeeze
+/// every earlier reign to nothing); every reign keeps a visible minimum width, and labels
+/// sit in their own cells.
+fn reigns(state: &NetworkState) -> Markup {
+    let history = &state.champion_history;
+    let Some(first) = history.first() else {
+        return html! { p.muted { "No match yet." } };
+    };
+    let t0 = first.at_time_ms;
+    let last_activity = state
+        .matches
+        .iter()
+        .flat_map(|m| std::iter::once(m.first_started_ms).chain(m.votes.iter().map(|v| v.decided_time_ms)))
+        .chain(history.iter().map(|c| c.at_time_ms))
+        .max()
+        .unwrap_or(t0);
+    let end = last_activity.max(t0 + 1);
+    let span = (end - t0) as f64;
+    html! {
+        p.muted { "From " (date(t0)) " to " (date(end)) " (" (duration(end - t0)) ")." }
+        table #reigns {
+            tr { th { "champion" } th { "crowned" } th { "reign" } th style="width:45%" { "" } }
+            @for (i, change) in history.iter().enumerate() {
+                @let until = history.get(i + 1).map_or(end, |next| next.at_time_ms);
+                @let left = 100.0 * (change.at_time_ms - t0) as f64 / span;
+                @let width = 100.0 * until.saturating_sub(change.at_time_ms) as f64 / span;
+                tr {
+                    td { (change.champion.hotkey) " (uid " (change.champion.uid) ")" }
+                    td { (date(change.at_time_ms)) }
+                    td.n { (duration(until.saturating_sub(change.at_time_ms))) @if i + 1 == history.len() { " (current, to the last match recorded)" } }
+                    td { div.track { div.reign style=(format!("left:{left:.2}%;width:{width:.2}%")) {} } }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_pick_a_readable_unit() {
+        assert_eq!(duration(1_500), "1.5 s");
+        assert_eq!(duration(600_000), "10.0 min");
+        assert_eq!(duration(3 * 3_600_000), "3.0 h");
+        assert_eq!(duration(3 * 86_400_000), "3.0 days");
+    }
+
+    #[test]
+    fn values_are_escaped() {
+        let markup = short(&"<script>alert(1)</script>0123456789");
+        assert!(!markup.into_string().contains("<script>"));
+    }
+}
