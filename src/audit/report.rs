@@ -12,11 +12,11 @@ const STYLE: &str = "
 body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:1.5em;color:#1b1f24}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.8em}
 table{border-collapse:collapse;margin:.6em 0;width:100%}
-td,th{border:1px solid #d0d4d9;padding:4px 8px;text-align:left;font-size:14px;vertical-align:top}
+td,th{border:1px solid #d0d4d9;padding:4px 6px;text-align:left;font-size:14px;vertical-align:top;overflow-wrap:anywhere}
 th{background:#f1f3f5}td.n{text-align:right;font-variant-numeric:tabular-nums}
 code{font-size:12px;overflow-wrap:anywhere}
 .bad{color:#b00020;font-weight:bold}.ok{color:#0a7d32;font-weight:bold}.muted{color:#5b6470}
-.track{position:relative;height:14px;background:#eef0f3;border-radius:2px;min-width:120px}
+.track{position:relative;height:14px;background:#eef0f3;border-radius:2px;min-width:40px}
 .fill{position:absolute;left:0;top:0;bottom:0;background:#2e7d32;border-radius:2px}
 .fill.mid{background:#f9a825}
 .fill.zero{width:3px!important;background:#b00020}

@@ -126,6 +126,13 @@ fn equivocation_evidence_zeroes_the_equivocator() {
     // The reporter is not blamed, and the network still decides with the others.
     assert_eq!(vtrust(&state, &keys[0]), 1_000_000);
     assert_eq!(state.champion.as_ref().unwrap().hotkey, "5SynthPerfect");
+    // The report draws vTrust 0 as a visible marker, not as nothing.
+    let report = dir.path().join("report.html");
+    af(&["audit", "--data", dir.path().to_str().unwrap(), "--report", report.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&report).unwrap();
+    let row = html.find(&format!("data-validator=\"{}\" data-vtrust-ppm=\"0\"", keys[2])).expect("the row");
+    let next_row = html[row..].find("</tr>").unwrap();
+    assert!(html[row..row + next_row].contains("class=\"fill zero\""), "{}", &html[row..row + next_row]);
 }
 
 #[test]
