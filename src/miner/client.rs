@@ -4,7 +4,7 @@
 //! bytes. Every attempt's latency, status and error are kept; a failing miner yields an
 //! error in its completion, never an error that stops the validator.
 
-use super::openai::{ChatRequest, ChatResponse, COMPLETIONS_PATH};
+use super::openai::{ChatChunk, ChatRequest, ChatResponse, COMPLETIONS_PATH};
 use super::stats::{parse_server_timing, RequestStats};
 use crate::envs::Message;
 use crate::metrics::{classify_request, Metrics};
@@ -124,6 +124,38 @@ pub fn transport_error_kind(error: &reqwest::Error, timeout_ms: u64) -> String {
         return format!("connect failed: {}", crate::bytes::quote_prefix(&text));
     }
     format!("transport error: {}", crate::bytes::quote_prefix(&text))
+}
+
+/// The answer of a streamed chat completion (OpenAI's `chat.completion.chunk` events):
+/// the first choice's content deltas in order, up to `data: [DONE]`. The body is already
+/// bounded by the response cap; a stream without `[DONE]` or with a bad chunk is an error.
+async fn streamed_answer(body: Vec<u8>) -> Result<String, String> {
+    use eventsource_stream::Eventsource;
+    use futures::StreamExt;
+    let mut events =
+        futures::stream::iter([Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(body))]).eventsource();
+    let mut answer = String::new();
+    let mut n_chunks = 0u64;
+    while let Some(event) = events.next().await {
+        let event = event.map_err(|e| format!("not a chat completion: a bad event stream: {e}"))?;
+        if event.data.trim() == "[DONE]" {
+            return if n_chunks == 0 { Err("chat completion without chunks (streamed)".into()) } else { Ok(answer) };
+        }
+        let chunk: ChatChunk = serde_json::from_str(&event.data).map_err(|e| {
+            format!(
+                "not a chat completion chunk ({:?} at line {} column {}): data starts {}",
+                e.classify(),
+                e.line(),
+                e.column(),
+                crate::bytes::quote_prefix(&event.data)
+            )
+        })?;
+        n_chunks += 1;
+        if let Some(content) = chunk.choices.into_iter().find(|c| c.index == 0).and_then(|c| c.delta.content) {
+            answer.push_str(&content);
+        }
+    }
+    Err("not a chat completion: the event stream ended without data: [DONE]".into())
 }
 
 /// The wait a `Retry-After` header asks for (delta-seconds or an HTTP date), if any.
@@ -282,6 +314,12 @@ impl MinerClient {
     /// Reads the body up to the cap and takes the first choice's content.
     async fn read_answer(&self, mut response: reqwest::Response) -> Result<String, String> {
         let cap = self.config.max_response_bytes;
+        // A miner that only streams answers with server-sent events even when not asked to.
+        let is_event_stream = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("text/event-stream"));
         if response.content_length().is_some_and(|n| n as usize > cap) {
             return Err(format!("response larger than {cap} bytes"));
         }
@@ -296,6 +334,9 @@ impl MinerClient {
                 return Err(format!("response larger than {cap} bytes"));
             }
             body.extend_from_slice(&chunk);
+        }
+        if is_event_stream {
+            return streamed_answer(body).await;
         }
         // serde's message names the position, never the content: a 50 MB bad body must not
         // come back as a 50 MB error.

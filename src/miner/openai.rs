@@ -80,3 +80,24 @@ pub struct ResponseMessage {
 
 pub const COMPLETIONS_PATH: &str = "/v1/chat/completions";
 pub const TEXT_COMPLETIONS_PATH: &str = "/v1/completions";
+
+/// One `chat.completion.chunk` of a streamed answer: only what the client reads.
+#[derive(Debug, Deserialize)]
+pub struct ChatChunk {
+    #[serde(default)]
+    pub choices: Vec<ChunkChoice>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ChunkChoice {
+    #[serde(default)]
+    pub index: u32,
+    #[serde(default)]
+    pub delta: ChunkDelta,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ChunkDelta {
+    #[serde(default)]
+    pub content: Option<String>,
+}

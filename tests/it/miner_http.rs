@@ -297,3 +297,36 @@ async fn the_reference_miner_speaks_openai() {
     assert_eq!(legacy["object"], "text_completion");
     assert!(legacy["choices"][0]["text"].is_string());
 }
+
+/// A miner that only streams: whatever it is asked, it answers with the reference
+/// miner's own server-sent events (`stream: true`). `cut` drops the closing `[DONE]`.
+async fn stream_only(cut: bool) -> Endpoint {
+    use axum::routing::post;
+    let upstream = reference(Policy::Perfect).await;
+    let url = format!("{}/v1/chat/completions", upstream.base_url);
+    let router = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move |axum::Json(mut body): axum::Json<serde_json::Value>| {
+            let url = url.clone();
+            async move {
+                body["stream"] = serde_json::json!(true);
+                let text = reqwest::Client::new().post(&url).json(&body).send().await.unwrap().text().await.unwrap();
+                let text = if cut { text.replace("data: [DONE]", "") } else { text };
+                ([("content-type", "text/event-stream")], text)
+            }
+        }),
+    );
+    Endpoint { base_url: spawn(router).await, model: "ref".into(), api_key_env: None }
+}
+
+#[tokio::test]
+async fn a_miner_that_only_streams_is_understood() {
+    let client = MinerClient::new(fast_config()).unwrap();
+    let (id, messages) = mult_prompt();
+    let answer = client.complete(&stream_only(false).await, &messages).await.answer.unwrap();
+    let registry = envs::registry();
+    assert_eq!(envs::score_answer(registry.get("mult").unwrap(), &id, &answer).1, 1000, "{answer}");
+    // A stream that never says [DONE] may have been cut short: no answer.
+    let cut = client.complete(&stream_only(true).await, &messages).await.answer.unwrap_err();
+    assert!(cut.contains("without data: [DONE]"), "{cut}");
+}
