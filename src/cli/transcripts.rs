@@ -26,7 +26,7 @@ pub struct TranscriptsArgs {
     pub miner: Option<String>,
     #[arg(long)]
     pub env: Option<String>,
-    /// A match id (hex).
+    /// A match id: 64 hex digits, or a unique prefix of at least 16.
     #[arg(long = "match")]
     pub match_id: Option<String>,
     /// One JSON document with every transcript and its proof.
@@ -58,11 +58,23 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
     }
     let data = args.data.context("--data is required")?;
     let miner = args.miner.context("--miner HOTKEY is required")?;
-    let match_filter = args.match_id.as_deref().map(af::bytes::Hash32::from_hex).transpose().context("--match")?;
     let (store, replayed) = super::http::replay_dir(&data)?;
+    let match_filter = match args.match_id.as_deref() {
+        Some(text) => Some(
+            af::replay::entries::resolve_match_id(&replayed.folds, text)
+                .map_err(|e| anyhow::anyhow!("--match: {e}"))?,
+        ),
+        None => None,
+    };
+    let locations = store.find_miner(&miner)?;
+    if locations.is_empty() {
+        anyhow::bail!(
+            "no log held in {} has a transcript of miner {miner:?}: check the hotkey, or fetch more logs (af mirror, af node)",
+            data.display()
+        );
+    }
     let filter = af::replay::entries::Filter { env: args.env.clone(), match_id: match_filter };
-    let entries =
-        af::replay::entries::entries_at(&store, &replayed.folds, &store.find_miner(&miner)?, Some(&miner), &filter)?;
+    let entries = af::replay::entries::entries_at(&store, &replayed.folds, &locations, Some(&miner), &filter)?;
     if args.json {
         print_json(&entries)?;
     } else if args.jsonl {

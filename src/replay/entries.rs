@@ -30,6 +30,31 @@ pub struct Filter {
     pub match_id: Option<Hash32>,
 }
 
+/// The match whose id is `text`: 64 hex digits, or a prefix of at least 16 that names
+/// exactly one match in `folds` (as `af transcripts` and the report print them).
+pub fn resolve_match_id(folds: &[crate::replay::fold::ChainFold], text: &str) -> Result<Hash32, String> {
+    let text = text.trim().to_ascii_lowercase();
+    if !text.bytes().all(|b| b.is_ascii_hexdigit()) || text.len() > 64 {
+        return Err(format!("{text:?} is not a match id (64 hex digits, or a prefix of at least 16)"));
+    }
+    if text.len() == 64 {
+        return Hash32::from_hex(&text).map_err(|e| e.to_string());
+    }
+    if text.len() < 16 {
+        return Err(format!("the match id prefix {text:?} is shorter than 16 hex digits"));
+    }
+    let found: std::collections::BTreeSet<Hash32> =
+        folds.iter().flat_map(|f| f.matches.keys()).filter(|id| id.to_hex().starts_with(&text)).copied().collect();
+    match found.len() {
+        1 => Ok(*found.first().expect("one")),
+        0 => Err(format!("no match id in the logs held starts with {text}")),
+        n => Err(format!(
+            "the prefix {text} is ambiguous: {n} matches start with it ({}); give more digits",
+            found.iter().map(|id| id.to_hex()).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
 /// Entries for the transcripts at `locations` (index hits, each confirmed against its
 /// block here: an index never answers on its own) played by `miner` (`None`: whoever
 /// played), with headers up to the validator's committed tip where a commitment covers

@@ -274,6 +274,18 @@ fn miners_see_their_transcripts_with_proofs_that_break_on_any_changed_byte() {
     let entries = json(&output);
     let entries = entries.as_array().unwrap();
     assert!(!entries.is_empty());
+    // A 16-hex prefix of a match id picks that match; an unknown hotkey is an error.
+    let match_id = entries[0]["transcript"]["match_id"].as_str().unwrap();
+    let by_prefix =
+        json(&af(&["transcripts", "--data", data, "--miner", "5SynthRandom", "--match", &match_id[..16], "--json"]));
+    let by_prefix = by_prefix.as_array().unwrap();
+    assert!(!by_prefix.is_empty() && by_prefix.iter().all(|e| e["transcript"]["match_id"] == match_id));
+    let short = af(&["transcripts", "--data", data, "--miner", "5SynthRandom", "--match", &match_id[..8]]);
+    assert_eq!(short.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&short.stderr).contains("shorter than 16"));
+    let unknown = af(&["transcripts", "--data", data, "--miner", "5NoSuchMiner"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no log held"));
     for entry in entries {
         assert_eq!(entry["transcript"]["miner"]["hotkey"], "5SynthRandom");
         assert_eq!(entry["transcript"]["env"]["name"], "mult");
