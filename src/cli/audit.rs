@@ -20,6 +20,7 @@ pub const EXIT_COULD_NOT_RUN: u8 = 2;
 
 #[derive(clap::Args, Debug)]
 pub struct AuditArgs {
+    /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
     #[arg(long)]
     pub data: PathBuf,
     /// Fold every log from genesis (the default; kept for scripts).

@@ -50,6 +50,7 @@ impl ChainArgs {
 pub enum ChainCommand {
     /// Serve the local stand-in chain (our small HTTP API, not Substrate) from DIR.
     Serve {
+        /// The stand-in chain's state directory (created; kept across restarts).
         #[arg(long)]
         data: PathBuf,
         #[arg(long, default_value = "127.0.0.1:9944")]
@@ -91,6 +92,7 @@ pub enum ChainCommand {
     },
     /// Commit our log's tip now, and record the commitment in our log.
     Commit {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         #[command(flatten)]

@@ -19,6 +19,7 @@ use std::time::Instant;
 pub enum LedgerCommand {
     /// Create the store (DIR/ledger.redb) and, if absent, a ledger key (DIR/validator.key).
     Init {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         #[arg(long)]
@@ -26,6 +27,7 @@ pub enum LedgerCommand {
     },
     /// List chains; with --validator, a chain's blocks; with --height, one block.
     Show {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         /// Validator public key (hex); defaults to our own when --height is given.
@@ -39,6 +41,7 @@ pub enum LedgerCommand {
     /// Verify every chain from genesis: bytes, hashes, Merkle roots, signatures, links.
     /// Exits 3 naming the validator, first bad height and fault if anything is wrong.
     Verify {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         #[arg(long)]
@@ -47,6 +50,7 @@ pub enum LedgerCommand {
     /// Export every chain (or one): `jsonl` writes one JSON object per event with its
     /// location; `blocks` writes the exact block bytes, framed as ledger-spec/08 says.
     Export {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
@@ -57,6 +61,7 @@ pub enum LedgerCommand {
     /// Read a block export (`export --format blocks`), verify every block and link, and
     /// store the blocks (creating the store if needed). Nothing unverified is stored.
     Import {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         /// The export file, or - for stdin.
@@ -68,6 +73,7 @@ pub enum LedgerCommand {
     /// Rebuild the challenge and miner indexes from the blocks (after `verify` reports an
     /// index fault). Every chain must verify first.
     Reindex {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         #[arg(long)]
@@ -75,6 +81,7 @@ pub enum LedgerCommand {
     },
     /// Print a signed checkpoint (C2SP signed note) of our own chain's tip.
     Checkpoint {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
     },
@@ -83,6 +90,7 @@ pub enum LedgerCommand {
         /// Checkpoint file, or - for stdin.
         #[arg(long)]
         file: PathBuf,
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: Option<PathBuf>,
         #[arg(long)]
@@ -90,6 +98,7 @@ pub enum LedgerCommand {
     },
     /// Print an inclusion proof (JSON) of one event: Merkle path plus headers to the tip.
     Prove {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         #[arg(long)]
@@ -112,6 +121,7 @@ pub enum LedgerCommand {
     /// signed tips, the log list, our checkpoint) under OUT, for any static web server;
     /// `af mirror --from URL` reads it. Publishing again writes only what changed.
     Publish {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         /// The site's root directory (created if needed).
@@ -123,6 +133,7 @@ pub enum LedgerCommand {
     /// Print a consistency proof (JSON, ledger-spec/11): the signed headers showing that
     /// the chain at size NEW extends the chain at size OLD.
     ProveConsistency {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         /// Validator key (hex); default: our own.
@@ -149,6 +160,7 @@ pub enum LedgerCommand {
     },
     /// Find transcripts by challenge id or miner hotkey (through the store's indexes).
     Find {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         #[arg(long, required_unless_present = "miner")]
@@ -160,6 +172,7 @@ pub enum LedgerCommand {
     },
     /// Append a synthetic but well-formed log to our own chain (benchmarks, tests).
     Demo {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         #[arg(long)]

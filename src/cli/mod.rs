@@ -61,6 +61,7 @@ pub enum Command {
     Miner(miner::MinerCommand),
     /// Run the validator: play contenders against the champion, record everything.
     Validate {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long, required_unless_present = "print_config")]
         data: Option<PathBuf>,
         /// TOML config; every field has a default and an AF_SECTION__KEY override.
@@ -85,6 +86,7 @@ pub enum Command {
     Ratio(RatioCommand),
     /// Gossip and sync every validator's log, alone (an auditor's or mirror's node).
     Node {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         #[command(flatten)]
@@ -128,6 +130,7 @@ pub enum Command {
     },
     /// Known validators, their tips and lag, evidence against them, and peers.
     Peers {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         #[arg(long)]
@@ -151,6 +154,7 @@ pub enum Command {
 pub enum WeightsCommand {
     /// Replay's winner-takes-all weights and, with --chain, the weights on chain.
     Show {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         #[command(flatten)]
@@ -164,6 +168,7 @@ pub enum WeightsCommand {
 pub enum RatioCommand {
     /// The current ratio to beat, when and by which match it was set, and its decay.
     Show {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
         #[arg(long)]

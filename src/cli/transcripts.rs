@@ -19,6 +19,7 @@ use std::process::ExitCode;
 pub struct TranscriptsArgs {
     #[command(subcommand)]
     pub command: Option<TranscriptsCommand>,
+    /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// The miner's hotkey.

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 /// Exit code after Ctrl-C: the last block was sealed; run again to resume.
-const EXIT_INTERRUPTED: u8 = 130;
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 pub fn load_config(path: Option<&Path>) -> anyhow::Result<config::Config> {
     let text = match path {

@@ -527,7 +527,15 @@ fn comparable(bytes: &[u8]) -> serde_json::Value {
     fn strip(value: &mut serde_json::Value) {
         match value {
             serde_json::Value::Object(map) => {
-                for key in ["seconds", "now_block", "current", "current_ppm", "events_per_second", "mib_per_second"] {
+                for key in [
+                    "seconds",
+                    "now_block",
+                    "current",
+                    "current_ppm",
+                    "events_per_second",
+                    "mib_per_second",
+                    "generated_at_ms",
+                ] {
                     map.remove(key);
                 }
                 map.values_mut().for_each(strip);
