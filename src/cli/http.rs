@@ -184,7 +184,7 @@ pub async fn start(
     std::fs::write(&file.0, format!("{url}\n")).context("writing the HTTP address file")?;
     tracing::info!(event = "http", url = %url, "HTTP API, metrics and live page at {url}");
     let limits = HttpLimits::default();
-    let router = server::router(log, status, ratio_params, metrics, limits.clone());
+    let router = server::router(log, status, ratio_params, metrics, super::now_ms, limits.clone());
     tokio::spawn(async move {
         if let Err(error) = server::serve(listener, router, &limits, stop).await {
             tracing::error!(event = "http_stopped", error = %error, "the HTTP API stopped");

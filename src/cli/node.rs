@@ -167,28 +167,24 @@ pub fn peers(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     }
     let age_s = (super::now_ms().saturating_sub(status["written_ms"].as_u64().unwrap_or(0))) as f64 / 1000.0;
     outln!("node {} (status written {age_s:.1} s ago)", status["peer_id"].as_str().unwrap_or("?"));
-    let tips = status["tips"].as_array().cloned().unwrap_or_default();
+    let net: af::p2p::net::NetStatus =
+        serde_json::from_value(status.clone()).context("the status file is not a node's status")?;
     outln!("{:<66} {:>8} {:>6}  {}", "validator", "height", "lag", "evidence");
-    for tip in &tips {
-        let validator = tip[0].as_str().unwrap_or("?");
-        let height = tip[1]["height"].as_u64().unwrap_or(0);
-        let forked = status["forked"]
-            .as_array()
-            .and_then(|f| f.iter().find(|e| e[0].as_str() == Some(validator)))
-            .map_or(String::new(), |e| format!("EQUIVOCATED at height {}", e[1]));
-        // Lag: how far this chain is behind what its validator's own peer says it holds.
-        let claimed = status["peers"]
-            .as_array()
-            .and_then(|peers| peers.iter().filter_map(|p| p["holds"][validator].as_u64()).max())
-            .unwrap_or(height);
-        outln!("{validator:<66} {height:>8} {:>6}  {forked}", claimed.saturating_sub(height));
+    // Lag: how far our copy of a chain is behind what a peer says it holds.
+    for (validator, height, lag) in net.lags() {
+        let forked = net
+            .forked
+            .iter()
+            .find(|(v, _)| *v == validator)
+            .map_or(String::new(), |(_, at)| format!("EQUIVOCATED at height {at}"));
+        outln!("{validator:<66} {height:>8} {lag:>6}  {forked}");
     }
-    for peer in status["peers"].as_array().cloned().unwrap_or_default() {
+    for peer in &net.peers {
         outln!(
             "peer {} validator {} gossip score {}",
-            peer["peer_id"].as_str().unwrap_or("?"),
-            peer["validator"].as_str().unwrap_or("-"),
-            peer["gossip_score"]
+            peer.peer_id,
+            peer.validator.map_or("-".into(), |v| v.to_string()),
+            serde_json::json!(peer.gossip_score)
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -71,6 +71,8 @@ struct Served {
     limits: HttpLimits,
     metrics: Arc<Metrics>,
     ratio_params: RatioParams,
+    /// The clock (IO at the edge): the ratio's decay and the health check's heartbeat age.
+    now_ms: fn() -> u64,
     /// Our own chain folded so far (`live`): each request folds only the new blocks.
     own: Arc<std::sync::Mutex<ValidatorState>>,
     replayer: Replayer,
@@ -84,6 +86,7 @@ pub fn router(
     status: Option<watch::Receiver<NetStatus>>,
     ratio_params: RatioParams,
     metrics: Arc<Metrics>,
+    now_ms: fn() -> u64,
     limits: HttpLimits,
 ) -> Router {
     let timeout = limits.request_timeout;
@@ -94,6 +97,7 @@ pub fn router(
         limits,
         metrics,
         ratio_params,
+        now_ms,
         own: Arc::new(std::sync::Mutex::new(ValidatorState::new(&ratio_params))),
         replayer,
         state_page: tokio::sync::Mutex::new(None),
@@ -550,7 +554,7 @@ pub const HEARTBEAT_STALE_MS: u64 = 60_000;
 /// 200 `ok` while our log is writable and the validator loop (if this node runs one)
 /// beat recently; 503 with the reason otherwise.
 async fn healthz(State(served): State<Arc<Served>>) -> Response {
-    let now = unix_ms();
+    let now = (served.now_ms)();
     let failing = match (served.metrics.log_failure(), served.metrics.last_heartbeat_ms()) {
         (Some(why), _) => Some(format!("our log is not writable: {why}")),
         (None, Some(beat)) if now.saturating_sub(beat) > HEARTBEAT_STALE_MS => {
@@ -562,10 +566,6 @@ async fn healthz(State(served): State<Arc<Served>>) -> Response {
         None => (StatusCode::OK, [(header::CACHE_CONTROL, MUTABLE)], "ok\n").into_response(),
         Some(why) => problem(StatusCode::SERVICE_UNAVAILABLE, &why).into_response(),
     }
-}
-
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Prometheus text exposition; network gauges are read from the network's status now.
@@ -609,29 +609,39 @@ const LIVE_PAGE: &str = include_str!("live.html");
 async fn live(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
     let own = served.own.clone();
     let log = served.log.clone();
-    let state = blocking(move || {
+    let (ratio_params, now) = (served.ratio_params, (served.now_ms)());
+    // Folded and read under the lock: only the answer leaves it, never a copy of the state.
+    let mut answer = blocking(move || {
         let mut state = own.lock().unwrap_or_else(|e| e.into_inner());
         fold_new_blocks(&mut state, &log.store, &log.validator()).map_err(internal)?;
-        Ok(state.clone())
+        let current = state.open.as_ref().map(|open| {
+            serde_json::json!({
+                "match_id": open.started.match_id,
+                "contender": open.started.contender,
+                "champion": open.started.champion,
+                "ratio_to_beat_ppm": open.started.ratio_to_beat_ppm,
+                "rule": open.started.rule,
+                "envs": open.tallies(),
+            })
+        });
+        let last = state.decided.last().map(|d| {
+            serde_json::json!({ "match_id": d.match_id, "contender_won": d.contender_won, "champion": d.champion_hotkey })
+        });
+        let anchors: Vec<_> = state.recent_anchors.iter().rev().collect();
+        Ok(serde_json::json!({
+            "validator": log.validator(),
+            "size": state.next_height,
+            "champion": state.champion,
+            "ratio_to_beat_ppm": ratio_params.current_ppm(&state.ratio, nominal_chain_block(now)),
+            "matches_decided": state.decided.len(),
+            "last_decided": last,
+            "match": current,
+            "anchors": anchors,
+        }))
     })
     .await?;
     served.replayer.demand();
     let replay = served.replayer.latest.borrow().clone();
-    let now = unix_ms();
-    let ratio_ppm = served.ratio_params.current_ppm(&state.ratio, nominal_chain_block(now));
-    let current = state.open.as_ref().map(|open| {
-        serde_json::json!({
-            "match_id": open.started.match_id,
-            "contender": open.started.contender,
-            "champion": open.started.champion,
-            "ratio_to_beat_ppm": open.started.ratio_to_beat_ppm,
-            "rule": open.started.rule,
-            "envs": open.tallies(),
-        })
-    });
-    let last = state.decided.last().map(|d| {
-        serde_json::json!({ "match_id": d.match_id, "contender_won": d.contender_won, "champion": d.champion_hotkey })
-    });
     let vtrust = replay.as_ref().map(|r| {
         r.state
             .validators
@@ -648,24 +658,13 @@ async fn live(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
             .collect();
         serde_json::json!({ "connected": status.peers.len(), "chains": lags })
     });
-    let anchors: Vec<_> = state.recent_anchors.iter().rev().collect();
-    json_cached(
-        &request,
-        &serde_json::json!({
-            "validator": served.log.validator(),
-            "size": state.next_height,
-            "champion": state.champion,
-            "ratio_to_beat_ppm": ratio_ppm,
-            "matches_decided": state.decided.len(),
-            "last_decided": last,
-            "match": current,
-            "vtrust": vtrust,
-            "vtrust_replay_size": replay.as_ref().map(|r| r.folds.iter().map(|f| f.tip.map_or(0, |t| t.height + 1)).sum::<u64>()),
-            "peers": peers,
-            "anchors": anchors,
-            "af_version": env!("CARGO_PKG_VERSION"),
-        }),
-    )
+    let vtrust_replay_size =
+        replay.as_ref().map(|r| r.folds.iter().map(|f| f.tip.map_or(0, |t| t.height + 1)).sum::<u64>());
+    answer["vtrust"] = serde_json::json!(vtrust);
+    answer["vtrust_replay_size"] = serde_json::json!(vtrust_replay_size);
+    answer["peers"] = serde_json::json!(peers);
+    answer["af_version"] = serde_json::json!(env!("CARGO_PKG_VERSION"));
+    json_cached(&request, &answer)
 }
 
 async fn peers(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {

@@ -69,6 +69,15 @@ pub struct Completion {
     pub latency_ms: u64,
 }
 
+impl Completion {
+    /// How it ended, as the metrics' `outcome` label: from the last attempt's status and
+    /// the failure, while the status is still at hand.
+    pub fn outcome(&self) -> &'static str {
+        let status = self.attempts.last().and_then(|a| a.status);
+        classify_request(status, self.answer.as_ref().err().map(String::as_str))
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("cannot build the HTTP client: {0}")]
@@ -215,10 +224,7 @@ impl MinerClient {
     /// As `complete`, counted in the metrics under `miner` (its hotkey).
     pub async fn complete_for(&self, miner: &str, endpoint: &Endpoint, messages: &[Message]) -> Completion {
         let completion = self.ask(endpoint, messages).await;
-        let last = completion.attempts.last();
-        let outcome =
-            classify_request(last.and_then(|a| a.status), completion.answer.as_ref().err().map(String::as_str));
-        self.metrics.miner_request(miner, outcome);
+        self.metrics.miner_request(miner, completion.outcome());
         completion
     }
 

@@ -56,8 +56,9 @@ impl Default for NetConfig {
     }
 }
 
-/// What a running node knows, for `af peers` and the devnet.
-#[derive(Clone, Debug, Default, Serialize)]
+/// What a running node knows, for `af peers` and the devnet (which read it back from
+/// the status file).
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct NetStatus {
     pub peer_id: String,
     pub listen: Vec<String>,
@@ -84,7 +85,7 @@ impl NetStatus {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct PeerStatus {
     pub peer_id: String,
     /// The validator whose ledger key is this peer's identity, if it is one.

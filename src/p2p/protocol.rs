@@ -150,7 +150,7 @@ struct PendingGossip<P> {
 }
 
 /// Counters for status displays and tests.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SyncCounters {
     pub blocks_stored: u64,
     pub bytes_stored: u64,

@@ -20,6 +20,8 @@ pub struct PlayedEpisode {
     pub latency_ms: u64,
     /// The first failure, if the miner failed; the episode stopped there.
     pub error: Option<String>,
+    /// That failure's class (the metrics' request outcome, e.g. `timeout`).
+    pub error_class: Option<&'static str>,
     pub n_requests: u32,
     /// Answers recorded only in part (see [`record_text`]); empty for almost every episode.
     pub cuts: Vec<TextCut>,
@@ -60,17 +62,21 @@ pub async fn play_episode(
     let (_, observation, _) = env.reset(challenge_id);
     let mut messages = envs::opening_messages(env.spec(), &observation);
     let (mut latency_ms, mut error, mut answer, mut n_requests) = (0u64, None, String::new(), 0u32);
+    let mut error_class = None;
     let (mut cuts, mut answer_cut) = (Vec::new(), None);
     // Each answer is cut to the recording cap, and to what remains of the transcript's
     // budget, before anything uses it: the env sees, scores and records the same text.
     let mut budget = MAX_TRANSCRIPT_TEXT_BYTES;
     for _ in 0..MAX_TURNS {
-        let Completion { answer: reply, latency_ms: took, .. } = client.complete_for(miner, endpoint, &messages).await;
+        let completion = client.complete_for(miner, endpoint, &messages).await;
+        let outcome = completion.outcome();
+        let Completion { answer: reply, latency_ms: took, .. } = completion;
         latency_ms += took;
         n_requests += 1;
         match reply {
             Err(failure) => {
                 error = Some(prefix_at_boundary(&failure, MAX_ERROR_TEXT_BYTES).to_string());
+                error_class = Some(outcome);
                 break;
             }
             Ok(text) => {
@@ -93,7 +99,16 @@ pub async fn play_episode(
         cuts.push(TextCut { message_idx: None, full_bytes, full_blake3 });
     }
     let scored = envs::score_transcript(env, challenge_id, &messages).expect("the env produced every prompt itself");
-    PlayedEpisode { messages, answer, reward_milli: scored.reward_milli, latency_ms, error, n_requests, cuts }
+    PlayedEpisode {
+        messages,
+        answer,
+        reward_milli: scored.reward_milli,
+        latency_ms,
+        error,
+        error_class,
+        n_requests,
+        cuts,
+    }
 }
 
 /// The next observation after the conversation so far, or `None` if the episode ended.

@@ -245,8 +245,7 @@ async fn run_env(
         let challenge_id =
             derive_challenge_id(&env_ref.name, env_ref.version, &shared.validator, &shared.plan.match_id, index);
         for (miner, played) in [(&shared.plan.contender.miner, &contender), (&shared.plan.champion.miner, &champion)] {
-            if let Some(error) = &played.error {
-                let class = crate::metrics::classify_request(None, Some(error));
+            if let Some(class) = played.error_class {
                 let mut failures = shared.failures.lock().expect("never poisoned");
                 *failures.entry(miner.hotkey.clone()).or_default().entry(class).or_default() += 1;
             }

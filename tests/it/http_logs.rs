@@ -40,7 +40,7 @@ fn serve_node(runtime: &tokio::runtime::Runtime, store: Store) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/", listener.local_addr().unwrap());
         let limits = server::HttpLimits::default();
-        let router = server::router(log, None, DEFAULT_RATIO_PARAMS, Arc::default(), limits.clone());
+        let router = server::router(log, None, DEFAULT_RATIO_PARAMS, Arc::default(), now_ms, limits.clone());
         let (_stop_sender, stop) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             let _keep = _stop_sender;
@@ -478,6 +478,10 @@ fn a_running_validator_answers_every_read_command_as_its_stopped_store_does() {
     for ((args, live), stopped) in reads.iter().zip(&live).zip(&stopped) {
         assert_eq!(live, stopped, "{args:?}");
     }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
 /// `GET url`: the status and the body.
