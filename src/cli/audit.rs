@@ -31,6 +31,7 @@ pub struct AuditArgs {
     /// taken from the file: use it only on a snapshot you made and protect.
     #[arg(long)]
     pub snapshot: bool,
+    /// Print JSON for scripts (ledger-spec/10 for events).
     #[arg(long)]
     pub json: bool,
     /// Write a self-contained HTML report to this file.

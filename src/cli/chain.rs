@@ -8,6 +8,7 @@ use af::chain::local::{self, LocalChain, LocalClient};
 use af::chain::{self as chain_mod, Chain, ChainSpec};
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ pub struct ChainArgs {
     /// `local:ADDR` (the local stand-in chain) or `subtensor:URL` (ws:// or wss://).
     #[arg(long = "chain")]
     pub chain: Option<String>,
+    /// The subnet.
     #[arg(long, default_value_t = 1)]
     pub netuid: u16,
     /// Subtensor: the wallet name under --wallets-dir.
@@ -25,6 +27,7 @@ pub struct ChainArgs {
     /// Subtensor: the wallet's hotkey name. Local chain: the hotkey itself.
     #[arg(long)]
     pub hotkey: Option<String>,
+    /// Subtensor: the wallets directory (default: ~/.bittensor/wallets).
     #[arg(long)]
     pub wallets_dir: Option<PathBuf>,
 }
@@ -53,16 +56,21 @@ pub enum ChainCommand {
         /// The stand-in chain's state directory (created; kept across restarts).
         #[arg(long)]
         data: PathBuf,
+        /// Address to listen on (port 0: any free port, printed at start).
         #[arg(long, default_value = "127.0.0.1:9944")]
         listen: String,
         /// Milliseconds per block (subtensor: 12000).
         #[arg(long, default_value_t = 12_000)]
         block_ms: u64,
+        /// Announce the address as one JSON line (`{"listening": ADDR, ...}`).
+        #[arg(long)]
+        json: bool,
     },
     /// Current block (and, on the local chain, its clock).
     Status {
         #[command(flatten)]
         chain: ChainArgs,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -73,6 +81,7 @@ pub enum ChainCommand {
         /// Give the neuron a validator permit.
         #[arg(long)]
         validator: bool,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -80,6 +89,7 @@ pub enum ChainCommand {
     Neurons {
         #[command(flatten)]
         chain: ChainArgs,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -87,6 +97,7 @@ pub enum ChainCommand {
     Commitments {
         #[command(flatten)]
         chain: ChainArgs,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -97,6 +108,7 @@ pub enum ChainCommand {
         data: PathBuf,
         #[command(flatten)]
         chain: ChainArgs,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -112,7 +124,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
     match command {
-        ChainCommand::Serve { data, listen, block_ms } => serve(data, &listen, block_ms),
+        ChainCommand::Serve { data, listen, block_ms, json } => serve(data, &listen, block_ms, json),
         ChainCommand::Status { chain, json } => runtime()?.block_on(async {
             let client = chain.connect().await?;
             let block = client.current_block().await?;
@@ -191,15 +203,21 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn serve(data: PathBuf, listen: &str, block_ms: u64) -> anyhow::Result<ExitCode> {
+fn serve(data: PathBuf, listen: &str, block_ms: u64, json: bool) -> anyhow::Result<ExitCode> {
     let chain = Arc::new(LocalChain::open(&data, block_ms, super::now_ms)?);
     runtime()?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
+        let address = listener.local_addr()?;
         // One line on stdout so scripts (and af devnet) learn the address.
-        outln!("listening on {}", listener.local_addr()?);
+        if json {
+            outln!("{}", serde_json::json!({ "listening": address, "data": data, "block_ms": block_ms }));
+        } else {
+            outln!("listening on {address}");
+        }
+        std::io::stdout().flush()?;
         axum::serve(listener, local::router(chain))
             .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
+                super::stop_signal().await;
             })
             .await?;
         Ok(ExitCode::SUCCESS)

@@ -15,11 +15,13 @@ use std::process::ExitCode;
 pub enum EnvCommand {
     /// List environments: name, version, action kind, single or multi turn.
     List {
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
     /// Print the task of a challenge as a model sees it, and its info.
     Test {
+        /// Environment name (`af env list`).
         #[arg(long)]
         env: String,
         /// 64 hex digits.
@@ -28,17 +30,20 @@ pub enum EnvCommand {
         /// Index N of the all-zero validator and match (the same task everywhere).
         #[arg(long)]
         seed: Option<u64>,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
     /// Play tasks against an OpenAI-compatible endpoint as a validator would; print each
     /// conversation and reward. Nothing is recorded.
     Play {
+        /// Environment name (`af env list`).
         #[arg(long)]
         env: String,
         /// The endpoint, e.g. http://127.0.0.1:8001 (`/v1/chat/completions` is appended).
         #[arg(long)]
         miner: String,
+        /// The model name sent in each request.
         #[arg(long, default_value = "af-reference")]
         model: String,
         /// Name of an environment variable holding the endpoint's bearer token.
@@ -53,20 +58,29 @@ pub enum EnvCommand {
         /// Per-request timeout.
         #[arg(long, default_value_t = 60_000)]
         timeout_ms: u64,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
-    /// Score an answer (single-turn) or a whole transcript (JSON list of messages).
+    /// Score an answer (single-turn) or a whole conversation, from the challenge id alone.
+    /// Given a recorded transcript, also compares with the reward the log recorded (exit 3
+    /// if they differ).
     Score {
-        #[arg(long)]
-        env: String,
-        #[arg(long)]
-        challenge_id: String,
+        /// Environment name; taken from the file when --transcript holds a recorded one.
+        #[arg(long, required_unless_present = "transcript")]
+        env: Option<String>,
+        /// 64 hex digits; taken from the file when --transcript holds a recorded one.
+        #[arg(long, required_unless_present = "transcript")]
+        challenge_id: Option<String>,
+        /// The final answer text (single-turn environments).
         #[arg(long, conflicts_with = "transcript", required_unless_present = "transcript")]
         answer: Option<String>,
-        /// JSON file: `[{"role": "...", "content": "..."}, ...]`, or `-` for stdin.
+        /// JSON file, or `-` for stdin: an entry of `af transcripts --json`/`--jsonl` (a
+        /// one-element list is accepted), a transcript as `af ledger export` prints it, or
+        /// a bare list of `{"role", "content"}` messages.
         #[arg(long)]
         transcript: Option<PathBuf>,
+        /// Print JSON for scripts.
         #[arg(long)]
         json: bool,
     },
@@ -136,33 +150,7 @@ pub fn run(command: EnvCommand) -> anyhow::Result<ExitCode> {
             return play(env, &endpoint, seed, count, timeout_ms, json);
         }
         EnvCommand::Score { env, challenge_id, answer, transcript, json } => {
-            let env = find(&registry, &env)?;
-            let id = parse_id(&challenge_id)?;
-            let (reward_milli, detail) = match (answer, transcript) {
-                (Some(answer), _) => {
-                    if env.spec().turns != envs::Turns::Single {
-                        bail!("{} is multi-turn: score a whole conversation with --transcript FILE", env.spec().name);
-                    }
-                    let (action, reward) = envs::score_answer(env, &id, &answer);
-                    (reward, serde_json::json!({ "action": action }))
-                }
-                (None, Some(path)) => {
-                    let messages = read_messages(&path)?;
-                    let scored = envs::score_transcript(env, &id, &messages)
-                        .context("the transcript is not one this environment produces")?;
-                    (scored.reward_milli, serde_json::to_value(&scored)?)
-                }
-                (None, None) => bail!("give --answer TEXT or --transcript FILE"),
-            };
-            let reward = f64::from(reward_milli) / 1000.0;
-            if json {
-                super::print_json(
-                    &serde_json::json!({ "env": env.spec().name, "challenge_id": id, "reward": reward, "reward_milli": reward_milli, "detail": detail }),
-                )?;
-            } else {
-                outln!("reward {reward}");
-                outln!("{}", serde_json::to_string(&detail)?);
-            }
+            return score(&registry, env, challenge_id, answer, transcript, json);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -202,7 +190,7 @@ fn play(
             }
             outln!(
                 "reward {} ({} requests, {} ms)\n",
-                f64::from(played.reward_milli) / 1000.0,
+                envs::reward_text(played.reward_milli),
                 played.n_requests,
                 played.latency_ms
             );
@@ -215,7 +203,112 @@ fn play(
     Ok(if failures > 0 { ExitCode::from(super::EXIT_CHECK_FAILED) } else { ExitCode::SUCCESS })
 }
 
-fn read_messages(path: &std::path::Path) -> anyhow::Result<Vec<Message>> {
+fn score(
+    registry: &envs::Registry,
+    env: Option<String>,
+    challenge_id: Option<String>,
+    answer: Option<String>,
+    transcript: Option<PathBuf>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let recorded = match &transcript {
+        Some(path) => Some(read_conversation(path)?),
+        None => None,
+    };
+    // What the file recorded and what the flags say must agree: scoring one challenge's
+    // conversation as another's would print a meaningless reward.
+    let env_name = match (&env, recorded.as_ref().and_then(|r| r.env.as_ref())) {
+        (Some(flag), Some(file)) if flag != file => bail!("--env {flag} but the transcript is of env {file}"),
+        (Some(name), _) | (None, Some(name)) => name.clone(),
+        (None, None) => bail!("give --env: the transcript file does not say which environment it is"),
+    };
+    let id = match (&challenge_id, recorded.as_ref().and_then(|r| r.challenge_id)) {
+        (Some(flag), Some(file)) if parse_id(flag)? != file => {
+            bail!("--challenge-id {flag} but the transcript is of challenge {file}")
+        }
+        (Some(flag), _) => parse_id(flag)?,
+        (None, Some(file)) => file,
+        (None, None) => bail!("give --challenge-id: the transcript file does not say which challenge it is"),
+    };
+    let env = find(registry, &env_name)?;
+    let (reward_milli, detail) = match (answer, &recorded) {
+        (Some(answer), _) => {
+            if env.spec().turns != envs::Turns::Single {
+                bail!("{} is multi-turn: score a whole conversation with --transcript FILE", env.spec().name);
+            }
+            let (action, reward) = envs::score_answer(env, &id, &answer);
+            (reward, serde_json::json!({ "action": action }))
+        }
+        (None, Some(recorded)) => {
+            let scored = envs::score_transcript(env, &id, &recorded.messages)
+                .context("the transcript is not one this environment produces")?;
+            (scored.reward_milli, serde_json::to_value(&scored)?)
+        }
+        (None, None) => bail!("give --answer TEXT or --transcript FILE"),
+    };
+    let recorded_reward = recorded.as_ref().and_then(|r| r.reward_milli);
+    let agrees = recorded_reward.is_none_or(|r| r == reward_milli);
+    if json {
+        super::print_json(&serde_json::json!({
+            "env": env.spec().name, "challenge_id": id, "reward_milli": reward_milli,
+            "recorded_reward_milli": recorded_reward, "agrees": agrees, "detail": detail,
+        }))?;
+    } else {
+        outln!("reward {}", envs::reward_text(reward_milli));
+        match recorded_reward {
+            Some(r) if r == reward_milli => outln!("equals the reward the log recorded"),
+            Some(r) => outln!("DIFFERS from the reward the log recorded: {}", envs::reward_text(r)),
+            None => {}
+        }
+        outln!("{}", serde_json::to_string(&detail)?);
+    }
+    Ok(if agrees { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) })
+}
+
+/// A conversation to re-score, and what the file says about it when it is a recorded one.
+struct Conversation {
+    messages: Vec<Message>,
+    env: Option<String>,
+    challenge_id: Option<Hash32>,
+    reward_milli: Option<i32>,
+}
+
+/// Reads `af transcripts` entries, exported transcripts and bare message lists alike,
+/// telling by shape which one it is.
+fn read_conversation(path: &std::path::Path) -> anyhow::Result<Conversation> {
+    use af::ledger::entry::TranscriptEntry;
+    use af::ledger::event::Transcript;
     let text = super::read_input(path, af::limits::MAX_JSON_INPUT_BYTES)?;
-    serde_json::from_str(&text).context("transcript must be a JSON list of {\"role\", \"content\"} objects")
+    let mut value: serde_json::Value = serde_json::from_str(&text).context("the transcript file is not JSON")?;
+    // `af transcripts --json` prints a list of entries; one of them is what is meant.
+    if let Some(list) = value.as_array() {
+        if list.first().is_some_and(|v| v.get("proof").is_some()) {
+            if list.len() != 1 {
+                bail!("the file holds {} transcript entries; pick one (e.g. jq '.[0]')", list.len());
+            }
+            value = list[0].clone();
+        }
+    }
+    let recorded = |t: Transcript| Conversation {
+        env: Some(t.env.name),
+        challenge_id: Some(t.challenge_id),
+        reward_milli: Some(t.reward_milli),
+        messages: t.messages.into_iter().map(|m| Message { role: m.role, content: m.content }).collect(),
+    };
+    if value.get("proof").is_some() {
+        let entry: TranscriptEntry = serde_json::from_value(value).context("not a well-formed transcript entry")?;
+        return Ok(recorded(entry.transcript));
+    }
+    if let Some(inner) = value.get("event").and_then(|e| e.get("transcript")) {
+        let t: Transcript = serde_json::from_value(inner.clone()).context("not a well-formed exported transcript")?;
+        return Ok(recorded(t));
+    }
+    if value.get("messages").is_some() {
+        let t: Transcript = serde_json::from_value(value).context("not a well-formed transcript")?;
+        return Ok(recorded(t));
+    }
+    let messages = serde_json::from_value(value).context(
+        "the file must be a transcript entry, an exported transcript, or a JSON list of {\"role\", \"content\"} objects",
+    )?;
+    Ok(Conversation { messages, env: None, challenge_id: None, reward_milli: None })
 }

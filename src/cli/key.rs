@@ -11,15 +11,19 @@ use std::process::ExitCode;
 pub enum KeyCommand {
     /// Create a new ed25519 ledger key in a new file with mode 0600; prints the public key.
     Generate {
+        /// Where to write the new key file (refused if it exists).
         #[arg(long)]
         out: PathBuf,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
     /// Print the public key of a key file.
     Show {
+        /// The key file to read.
         #[arg(long)]
         key: PathBuf,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },

@@ -22,6 +22,7 @@ pub enum LedgerCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -33,8 +34,10 @@ pub enum LedgerCommand {
         /// Validator public key (hex); defaults to our own when --height is given.
         #[arg(long)]
         validator: Option<String>,
+        /// One block: its header, events and hash.
         #[arg(long)]
         height: Option<u64>,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -44,6 +47,7 @@ pub enum LedgerCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -53,10 +57,16 @@ pub enum LedgerCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
+        /// `jsonl`: one JSON object per event; `blocks`: the exact bytes (ledger-spec/08).
         #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
         format: ExportFormat,
+        /// Only this validator's chain (hex); default: every chain held.
         #[arg(long)]
         validator: Option<String>,
+        /// The same as `--format jsonl` (the default), for scripts that pass --json to
+        /// every command.
+        #[arg(long, conflicts_with = "format")]
+        json: bool,
     },
     /// Read a block export (`export --format blocks`), verify every block and link, and
     /// store the blocks (creating the store if needed). Nothing unverified is stored.
@@ -67,6 +77,7 @@ pub enum LedgerCommand {
         /// The export file, or - for stdin.
         #[arg(long)]
         file: PathBuf,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -76,6 +87,7 @@ pub enum LedgerCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -84,6 +96,9 @@ pub enum LedgerCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
+        /// Print `{"validator", "height", "hash", "note"}` instead of the bare note.
+        #[arg(long)]
+        json: bool,
     },
     /// Verify a checkpoint note; with --data, also that the store holds that tip.
     VerifyCheckpoint {
@@ -93,6 +108,7 @@ pub enum LedgerCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: Option<PathBuf>,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -101,19 +117,28 @@ pub enum LedgerCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
+        /// Height of the block holding the event.
         #[arg(long)]
         height: u64,
+        /// Index of the event in its block.
         #[arg(long)]
         event: u32,
+        /// The chain's validator key (hex); default: our own.
         #[arg(long)]
         validator: Option<String>,
+        /// Accepted for scripts: the proof is always printed as JSON (ledger-spec/03).
+        #[arg(long)]
+        json: bool,
     },
     /// Verify an inclusion proof file on its own; with --checkpoint, that it reaches it.
     VerifyProof {
+        /// The proof file (`af ledger prove` output), or - for stdin.
         #[arg(long)]
         file: PathBuf,
+        /// A checkpoint note the proof must reach (same validator, size and tip hash).
         #[arg(long)]
         checkpoint: Option<PathBuf>,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -127,6 +152,7 @@ pub enum LedgerCommand {
         /// The site's root directory (created if needed).
         #[arg(long)]
         out: PathBuf,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -145,16 +171,23 @@ pub enum LedgerCommand {
         /// The newer size; default: the tip.
         #[arg(long)]
         new: Option<u64>,
+        /// Accepted for scripts: the proof is always printed as JSON (ledger-spec/11).
+        #[arg(long)]
+        json: bool,
     },
     /// Verify a consistency proof on its own; with --old and --new (checkpoint notes),
     /// also that they are validly signed and name the proof's sizes and hashes.
     VerifyConsistency {
+        /// The proof file (`af ledger prove-consistency` output), or - for stdin.
         #[arg(long)]
         proof: PathBuf,
+        /// The older checkpoint note the proof must start from.
         #[arg(long, requires = "new")]
         old: Option<PathBuf>,
+        /// The newer checkpoint note the proof must reach.
         #[arg(long, requires = "old")]
         new: Option<PathBuf>,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -163,10 +196,13 @@ pub enum LedgerCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
+        /// A challenge id (64 hex digits, or a unique prefix of at least 16).
         #[arg(long, required_unless_present = "miner")]
         challenge_id: Option<String>,
+        /// A miner hotkey.
         #[arg(long)]
         miner: Option<String>,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -175,8 +211,10 @@ pub enum LedgerCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
+        /// Blocks to write.
         #[arg(long)]
         blocks: u64,
+        /// Events per block.
         #[arg(long)]
         events_per_block: u32,
         /// Approximate encoded size of each event.
@@ -185,6 +223,7 @@ pub enum LedgerCommand {
         /// Print `appended HEIGHT` after each block is durable (for crash tests).
         #[arg(long)]
         ack: bool,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -201,17 +240,19 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
         LedgerCommand::Init { data, json } => init(&data, json),
         LedgerCommand::Show { data, validator, height, json } => show(&data, validator, height, json),
         LedgerCommand::Verify { data, json } => verify(&data, json),
-        LedgerCommand::Export { data, format, validator } => export(&data, format, validator),
+        LedgerCommand::Export { data, format, validator, json: _ } => export(&data, format, validator),
         LedgerCommand::Import { data, file, json } => import(&data, &file, json),
         LedgerCommand::Reindex { data, json } => reindex(&data, json),
         LedgerCommand::Publish { data, out, json } => super::http::publish_command(&data, &out, json),
-        LedgerCommand::ProveConsistency { data, validator, old, new } => prove_consistency(&data, validator, old, new),
+        LedgerCommand::ProveConsistency { data, validator, old, new, json: _ } => {
+            prove_consistency(&data, validator, old, new)
+        }
         LedgerCommand::VerifyConsistency { proof, old, new, json } => {
             verify_consistency(&proof, old.as_deref(), new.as_deref(), json)
         }
-        LedgerCommand::Checkpoint { data } => checkpoint(&data),
+        LedgerCommand::Checkpoint { data, json } => checkpoint(&data, json),
         LedgerCommand::VerifyCheckpoint { file, data, json } => verify_checkpoint(&file, data.as_deref(), json),
-        LedgerCommand::Prove { data, height, event, validator } => prove(&data, height, event, validator),
+        LedgerCommand::Prove { data, height, event, validator, json: _ } => prove(&data, height, event, validator),
         LedgerCommand::VerifyProof { file, checkpoint, json } => verify_proof(&file, checkpoint.as_deref(), json),
         LedgerCommand::Find { data, challenge_id, miner, json } => find(&data, challenge_id, miner, json),
         LedgerCommand::Demo { data, blocks, events_per_block, event_bytes, ack, json } => {
@@ -368,7 +409,7 @@ fn describe(event: &Event) -> String {
             t.challenge_id,
             t.challenge_index,
             t.miner.hotkey,
-            f64::from(t.reward_milli) / 1000.0,
+            af::envs::reward_text(t.reward_milli),
             t.error.as_ref().map_or(String::new(), |e| format!(" error: {e}"))
         ),
         Event::MatchStarted(m) => {
@@ -596,12 +637,18 @@ fn reindex(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn checkpoint(data: &Path) -> anyhow::Result<ExitCode> {
+fn checkpoint(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let store = super::http::open_for_read(data)?;
     let key = LedgerKey::load(&key_path(data))?;
     let tip = store.tip(&key.validator())?.ok_or_else(|| anyhow!("our chain is empty: nothing to checkpoint"))?;
     let note = Checkpoint::of_tip(key.validator(), &tip).sign(&key);
-    std::io::stdout().lock().write_all(note.as_bytes())?;
+    if json {
+        print_json(&serde_json::json!({
+            "validator": key.validator(), "height": tip.height, "hash": tip.hash, "note": note,
+        }))?;
+    } else {
+        std::io::stdout().lock().write_all(note.as_bytes())?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -701,7 +748,9 @@ fn verify_proof(file: &Path, checkpoint: Option<&Path>, json: bool) -> anyhow::R
 fn find(data: &Path, challenge_id: Option<String>, miner: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
     let store = super::http::open_for_read(data)?;
     let locations = match (challenge_id, miner) {
-        (Some(hex), _) => store.find_challenge(&Hash32::from_hex(&hex).context("--challenge-id")?)?,
+        (Some(hex), _) => store.find_challenge(
+            &af::replay::entries::resolve_challenge_id(&store, &hex).map_err(|e| anyhow!("--challenge-id: {e}"))?,
+        )?,
         (None, Some(hotkey)) => store.find_miner(&hotkey)?,
         (None, None) => bail!("give --challenge-id HEX or --miner HOTKEY"),
     };

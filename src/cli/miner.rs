@@ -10,8 +10,10 @@ use std::process::ExitCode;
 
 #[derive(Subcommand, Debug)]
 pub enum MinerCommand {
-    /// Serve `POST /v1/chat/completions` with a built-in policy until Ctrl-C.
+    /// Serve the OpenAI API (chat completions, streamed or not, completions, models) with
+    /// a built-in policy until SIGINT or SIGTERM.
     Serve {
+        /// Address to listen on (port 0: any free port, printed at start).
         #[arg(long, default_value = "127.0.0.1:8001")]
         listen: SocketAddr,
         /// perfect, random, noisy:P, garbage, slow:MS, flaky:P or verbose:BYTES
@@ -24,11 +26,14 @@ pub enum MinerCommand {
         /// Seed of the policy's randomness (the same seed answers the same way).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Announce the address as one JSON line (`{"listening": URL, ...}`).
+        #[arg(long)]
+        json: bool,
     },
 }
 
 pub fn run(command: MinerCommand) -> anyhow::Result<ExitCode> {
-    let MinerCommand::Serve { listen, policy, model, seed } = command;
+    let MinerCommand::Serve { listen, policy, model, seed, json } = command;
     let policy: Policy = policy.parse()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
@@ -36,13 +41,20 @@ pub fn run(command: MinerCommand) -> anyhow::Result<ExitCode> {
         let address = listener.local_addr()?;
         {
             let mut out = std::io::stdout().lock();
-            writeln!(out, "listening on http://{address} (policy {policy}, model {model})")?;
+            if json {
+                let line = serde_json::json!({
+                    "listening": format!("http://{address}"), "policy": policy.to_string(), "model": model, "seed": seed,
+                });
+                writeln!(out, "{line}")?;
+            } else {
+                writeln!(out, "listening on http://{address} (policy {policy}, model {model})")?;
+            }
             out.flush()?;
         }
         let seed = Hash32(blake3::derive_key("af reference miner seed v1", &seed.to_le_bytes()));
         axum::serve(listener, af::miner::server::router(policy, model, seed))
             .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
+                super::stop_signal().await;
             })
             .await
             .context("serving")?;

@@ -43,9 +43,13 @@ pub enum Command {
         /// Validators in the synthetic network (1..=16).
         #[arg(long, default_value_t = 2)]
         validators: usize,
-        /// Remove an existing demo directory first.
+        /// Remove an existing demo directory first; without it, a directory that holds a
+        /// ledger is left as it is and the command says so (exit 1).
         #[arg(long)]
         fresh: bool,
+        /// Print one JSON summary of every step instead of the tour's lines.
+        #[arg(long)]
+        json: bool,
     },
     /// Ledger keys.
     #[command(subcommand)]
@@ -78,6 +82,7 @@ pub enum Command {
         serve: bool,
         #[command(flatten)]
         net: node::NetArgs,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -91,23 +96,29 @@ pub enum Command {
         data: PathBuf,
         #[command(flatten)]
         net: node::NetArgs,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
     /// A local devnet on loopback: reference miners, N validators gossiping their logs;
     /// plays R rounds, waits until every validator holds every log, prints a summary.
     Devnet {
+        /// Validators to run (each its own process, key and store).
         #[arg(long, default_value_t = 3)]
         validators: usize,
+        /// Reference miners to run (one plays randomly, the others perfectly).
         #[arg(long, default_value_t = 3)]
         miners: usize,
+        /// Rounds of matches: each round, every validator plays its queue.
         #[arg(long, default_value_t = 2)]
         rounds: u64,
+        /// Directory for the chain, miners and validators (kept afterwards).
         #[arg(long, default_value = "devnet-data")]
         data: PathBuf,
         /// Remove DIR first if it exists.
         #[arg(long)]
         fresh: bool,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -125,6 +136,7 @@ pub enum Command {
         /// Only this validator's chain (hex); default: every chain the server lists.
         #[arg(long)]
         validator: Option<String>,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -133,6 +145,7 @@ pub enum Command {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -159,6 +172,7 @@ pub enum WeightsCommand {
         data: PathBuf,
         #[command(flatten)]
         chain: chain::ChainArgs,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -171,8 +185,10 @@ pub enum RatioCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
+        /// TOML config whose [ratio] section sets the decay (default: the embedded one).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -180,7 +196,7 @@ pub enum RatioCommand {
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Demo { data, validators, fresh } => demo::run(&data, validators, fresh),
+        Command::Demo { data, validators, fresh, json } => demo::run(&data, validators, fresh, json),
         Command::Key(command) => key::run(command),
         Command::Ledger(command) => ledger::run(command),
         Command::Env(command) => env::run(command),
@@ -302,5 +318,44 @@ impl ProgressLine {
         if self.enabled {
             eprint!("\r\x1b[2K");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every leaf command with its path, e.g. "ledger prove".
+    fn leaves(command: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        let subcommands: Vec<_> = command.get_subcommands().filter(|c| c.get_name() != "help").collect();
+        if subcommands.is_empty() {
+            out.push((path.clone(), command.clone()));
+        }
+        for sub in subcommands {
+            let name = if path.is_empty() { sub.get_name().to_string() } else { format!("{path} {}", sub.get_name()) };
+            leaves(sub, name, out);
+        }
+    }
+
+    #[test]
+    fn every_flag_has_help_and_every_command_takes_json() {
+        let mut all = Vec::new();
+        leaves(&super::Cli::command(), String::new(), &mut all);
+        assert!(all.len() > 30, "{} commands", all.len());
+        let mut missing_help = Vec::new();
+        let mut missing_json = Vec::new();
+        for (path, command) in &all {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id != "help" && id != "version" && arg.get_help().is_none() {
+                    missing_help.push(format!("{path} --{id}"));
+                }
+            }
+            if !command.get_arguments().any(|a| a.get_id() == "json") {
+                missing_json.push(path.clone());
+            }
+        }
+        assert!(missing_help.is_empty(), "flags without help text: {missing_help:?}");
+        assert!(missing_json.is_empty(), "commands without --json: {missing_json:?}");
     }
 }

@@ -43,11 +43,13 @@ pub enum TranscriptsCommand {
     /// Check a transcript entry (one object of `af transcripts --json` or `--jsonl`
     /// output) offline: every proof, and every shown field against the proven bytes.
     Verify {
+        /// The entry file (one object of `af transcripts --json` or `--jsonl`), or - for stdin.
         file: PathBuf,
         /// Also check, on this chain, that the validator's latest commitment names its
         /// ledger key and (at the same height) the proven tip.
         #[command(flatten)]
         chain: super::chain::ChainArgs,
+        /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
     },
@@ -84,34 +86,100 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
         }
     } else {
         for e in &entries {
-            let t = &e.transcript;
-            outln!(
-                "{} h{} e{}  {:<9} {:<10} #{:<4} {}  score {:>5} vs {:>5}  {:<4}  {}",
-                &e.validator.to_hex()[..12],
-                e.height,
-                e.event_idx,
-                t.env.name,
-                e.unproven.role,
-                t.challenge_index,
-                &t.challenge_id.to_hex()[..16],
-                t.reward_milli,
-                e.opponent.as_ref().map_or("-".into(), |o| o.reward_milli.to_string()),
-                e.outcome.as_deref().unwrap_or("-"),
-                match &e.proof.commitment {
-                    Some(p) => match &p.event {
-                        Event::ChainCommitment(c) => format!("proof to commitment at chain block {}", c.chain_block),
-                        _ => "proof to tip".into(),
-                    },
-                    None => "proof to tip (no commitment covers it yet)".into(),
-                }
-            );
+            print_entry(e)?;
         }
         outln!(
-            "{} transcript(s) of {miner}; --json for messages, answers and proofs (the role and decisions are replay's, not proven by the entry)",
+            "{} transcript(s) of {miner}; --json for the messages and proofs. Roles, tallies and verdicts are replay's context, not proven by the entry",
             entries.len()
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One entry as a block of text: the two answers side by side with their rewards, then
+/// the env's tally and decision, the match's verdict and why, and what the proof reaches.
+fn print_entry(e: &TranscriptEntry) -> anyhow::Result<()> {
+    const COLUMN: usize = 44;
+    let t = &e.transcript;
+    let fit = |text: String| -> String {
+        let one_line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+        let mut cut: String = one_line.chars().take(COLUMN).collect();
+        if one_line.chars().count() > COLUMN {
+            cut.pop();
+            cut.push('…');
+        }
+        cut
+    };
+    let column = |text: String| format!("{:<COLUMN$}", fit(text));
+    let short = |hotkey: &str| hotkey.chars().take(16).collect::<String>();
+    let their_role = match e.unproven.role.as_str() {
+        "contender" => "champion",
+        "champion" => "contender",
+        _ => "opponent",
+    };
+    outln!(
+        "match {}  {} v{} #{}  challenge {}  validator {} h{} e{}",
+        &t.match_id.to_hex()[..16],
+        t.env.name,
+        t.env.version,
+        t.challenge_index,
+        &t.challenge_id.to_hex()[..16],
+        &e.validator.to_hex()[..16],
+        e.height,
+        e.event_idx
+    );
+    let theirs = e.opponent.as_ref();
+    outln!(
+        "  {} | {}",
+        column(format!("{} {}", e.unproven.role, short(&t.miner.hotkey))),
+        theirs.map_or("no opponent answer in this block".into(), |o| format!("{their_role} {}", short(&o.hotkey)))
+    );
+    outln!(
+        "  {} | {}",
+        column(format!(
+            "reward {}{}",
+            af::envs::reward_text(t.reward_milli),
+            t.error.as_ref().map_or(String::new(), |err| format!(" (error: {err})"))
+        )),
+        theirs.map_or(String::new(), |o| format!(
+            "reward {}  => {}",
+            af::envs::reward_text(o.reward_milli),
+            e.outcome.as_deref().unwrap_or("-")
+        ))
+    );
+    outln!(
+        "  {} | {}",
+        column(format!("answer {:?}", t.answer)),
+        theirs.map_or(String::new(), |o| fit(format!("answer {:?}", o.answer)))
+    );
+    match &e.unproven.env_tally {
+        Some(tally) => outln!(
+            "  env {}: {} W, {} L, {} D in {} challenges: {}{}",
+            t.env.name,
+            tally.wins,
+            tally.losses,
+            tally.draws,
+            tally.n_challenges,
+            match e.unproven.env_decision {
+                Some(d) => serde_json::to_value(d)?.as_str().unwrap_or("?").to_string(),
+                None => "undecided".to_string(),
+            },
+            e.unproven.rule.as_ref().map_or(String::new(), |rule| format!(" (rule {rule})"))
+        ),
+        None => outln!("  env {}: no tally (the match's start is not in the logs held)", t.env.name),
+    }
+    outln!("  match: {}", e.unproven.match_reason.as_deref().unwrap_or("not decided yet"));
+    outln!(
+        "  proof: {}\n",
+        match &e.proof.commitment {
+            Some(p) => match &p.event {
+                Event::ChainCommitment(c) => format!("to the tip committed at chain block {}", c.chain_block),
+                _ => "to the tip".into(),
+            },
+            None => "to the tip (no commitment covers it yet)".into(),
+        }
+    );
+    Ok(())
 }
 
 fn verify(file: &Path, chain: &super::chain::ChainArgs, json: bool) -> anyhow::Result<ExitCode> {

@@ -223,6 +223,15 @@ impl ChatTurn for Message {
     }
 }
 
+/// A reward as every command prints it in text: thousandths shown as a decimal with
+/// three places (`1000` -> `1.000`, `-250` -> `-0.250`). JSON always carries the exact
+/// integer `reward_milli`.
+pub fn reward_text(milli: RewardMilli) -> String {
+    let sign = if milli < 0 { "-" } else { "" };
+    let abs = milli.unsigned_abs();
+    format!("{sign}{}.{:03}", abs / 1000, abs % 1000)
+}
+
 /// The messages a model sees first: the system prompt and the first observation.
 pub fn opening_messages(spec: &EnvSpec, observation: &Observation) -> Vec<Message> {
     vec![Message::new("system", spec.system_prompt), Message::new("user", observation.text.clone())]
@@ -427,4 +436,16 @@ pub(crate) fn single_turn_step(spec: &EnvSpec, challenge_id: &ChallengeId, done:
 
 pub(crate) fn done_observation() -> Observation {
     Observation { data: ObservationData::Done, text: String::new() }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rewards_print_as_three_place_decimals_of_the_exact_integer() {
+        for (milli, text) in
+            [(1000, "1.000"), (0, "0.000"), (-250, "-0.250"), (5, "0.005"), (-1, "-0.001"), (i32::MIN, "-2147483.648")]
+        {
+            assert_eq!(super::reward_text(milli), text);
+        }
+    }
 }

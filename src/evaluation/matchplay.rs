@@ -9,6 +9,12 @@
 use super::stopping::{Futility, StoppingRule, Verdict};
 use serde::Serialize;
 
+/// Environments the contender must be better in to win a match over `n_envs`: a strict
+/// majority.
+pub fn majority_of(n_envs: usize) -> usize {
+    n_envs / 2 + 1
+}
+
 /// The contender's result on one challenge against the champion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -104,7 +110,7 @@ impl MatchState {
 
     /// Environments the contender must win: more than half.
     pub fn needed(&self) -> usize {
-        self.envs.len() / 2 + 1
+        majority_of(self.envs.len())
     }
 
     pub fn verdict(&self) -> MatchVerdict {

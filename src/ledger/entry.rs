@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
 pub struct Opponent {
     pub hotkey: String,
     pub reward_milli: i32,
+    /// The opponent's final answer to the same challenge, for a side-by-side view.
+    pub answer: String,
 }
 
 /// What replay says about the transcript's match: useful context that no proof in the
@@ -29,6 +31,22 @@ pub struct Unproven {
     pub role: String,
     pub env_decision: Option<EnvOutcome>,
     pub match_contender_won: Option<bool>,
+    /// The contender's wins, losses and draws in this env so far (all of them once the
+    /// env is decided: the decision's n is their sum).
+    pub env_tally: Option<EnvTallyShown>,
+    /// The stopping rule the match was started with (`MatchStarted.rule`).
+    pub rule: Option<String>,
+    /// Why the match ended as it did, e.g. "contender better in 2 of 3 envs, 2 needed".
+    pub match_reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvTallyShown {
+    pub wins: u32,
+    pub losses: u32,
+    pub draws: u32,
+    pub n_challenges: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,7 +149,11 @@ pub fn verify_entry(entry: &TranscriptEntry) -> Result<VerifiedEntry, EntryError
                     "the opponent's transcript is not another miner's answer to the same challenge".into(),
                 ));
             }
-            let proven = Opponent { hotkey: theirs.miner.hotkey.clone(), reward_milli: theirs.reward_milli };
+            let proven = Opponent {
+                hotkey: theirs.miner.hotkey.clone(),
+                reward_milli: theirs.reward_milli,
+                answer: theirs.answer.clone(),
+            };
             same("opponent", shown, &proven)?;
             same("outcome", &shown_outcome.as_str(), &outcome(transcript.reward_milli, theirs.reward_milli))?;
         }

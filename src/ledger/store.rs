@@ -537,6 +537,32 @@ impl Store {
         Ok(out)
     }
 
+    /// The challenge ids in the index between `low` and `high` (inclusive), at most
+    /// `limit` of them: a prefix search, for resolving a short id. Only a lookup key;
+    /// what is found is then confirmed against the blocks by [`Store::find_challenge`].
+    pub fn challenge_ids_between(
+        &self,
+        low: &ChallengeId,
+        high: &ChallengeId,
+        limit: usize,
+    ) -> Result<Vec<ChallengeId>, StoreError> {
+        let txn = self.read()?;
+        let table = txn.open_multimap_table(BY_CHALLENGE).map_err(eng!("opening an index"))?;
+        let mut out = Vec::new();
+        for item in table.range(low.0.as_slice()..=high.0.as_slice()).map_err(eng!("reading an index"))? {
+            let (key, _) = item.map_err(eng!("reading an index"))?;
+            let bytes: [u8; 32] = key
+                .value()
+                .try_into()
+                .map_err(|_| StoreError::Corrupt("a challenge index key is not 32 bytes".into()))?;
+            out.push(Hash32(bytes));
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// Where the transcripts of `challenge_id` are, each location confirmed against its
     /// block: the index is a cache of the blocks and never answers on its own.
     pub fn find_challenge(&self, challenge_id: &ChallengeId) -> Result<Vec<Location>, StoreError> {

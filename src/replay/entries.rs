@@ -6,7 +6,7 @@
 use super::fold::ChainFold;
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::ledger::block::DecodedBlock;
-use crate::ledger::entry::{outcome, EntryProof, Opponent, TranscriptEntry, Unproven};
+use crate::ledger::entry::{outcome, EntryProof, EnvTallyShown, Opponent, TranscriptEntry, Unproven};
 use crate::ledger::event::{ChainCommitment, Event};
 use crate::ledger::proof::{prove_in_block, signed_headers, InclusionError, InclusionProof, SignedHeader};
 use crate::ledger::store::{Location, Store, StoreError};
@@ -51,6 +51,34 @@ pub fn resolve_match_id(folds: &[crate::replay::fold::ChainFold], text: &str) ->
         n => Err(format!(
             "the prefix {text} is ambiguous: {n} matches start with it ({}); give more digits",
             found.iter().map(|id| id.to_hex()).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+/// The challenge whose id is `text`: 64 hex digits, or a prefix of at least 16 that names
+/// exactly one challenge in the store's index.
+pub fn resolve_challenge_id(store: &Store, text: &str) -> Result<Hash32, String> {
+    let text = text.trim().to_ascii_lowercase();
+    if !text.bytes().all(|b| b.is_ascii_hexdigit()) || text.len() > 64 {
+        return Err(format!("{text:?} is not a challenge id (64 hex digits, or a prefix of at least 16)"));
+    }
+    if text.len() == 64 {
+        return Hash32::from_hex(&text).map_err(|e| e.to_string());
+    }
+    if text.len() < 16 {
+        return Err(format!("the challenge id prefix {text:?} is shorter than 16 hex digits"));
+    }
+    let pad = |digit: char| Hash32::from_hex(&format!("{text}{}", digit.to_string().repeat(64 - text.len())));
+    let (low, high) = (pad('0').map_err(|e| e.to_string())?, pad('f').map_err(|e| e.to_string())?);
+    let found = store.challenge_ids_between(&low, &high, 8).map_err(|e| e.to_string())?;
+    match found.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(format!("no challenge id in the logs held starts with {text}")),
+        many => Err(format!(
+            "the prefix {text} is ambiguous: {}{} challenges start with it ({}); give more digits",
+            if many.len() >= 8 { "at least " } else { "" },
+            many.len(),
+            many.iter().map(|id| id.to_hex()).collect::<Vec<_>>().join(", ")
         )),
     }
 }
@@ -128,10 +156,12 @@ pub fn entries_at(
             }
             _ => None,
         };
-        let opponent = opponent_proof
-            .as_ref()
-            .and_then(|p| p.event.transcript())
-            .map(|o| Opponent { hotkey: o.miner.hotkey.clone(), reward_milli: o.reward_milli });
+        let opponent = opponent_proof.as_ref().and_then(|p| p.event.transcript()).map(|o| Opponent {
+            hotkey: o.miner.hotkey.clone(),
+            reward_milli: o.reward_milli,
+            answer: o.answer.clone(),
+        });
+        let env_fold = played.and_then(|m| m.env_folds.get(&t.env.name));
         entries.push(TranscriptEntry {
             validator: location.validator,
             height: location.height,
@@ -141,8 +171,16 @@ pub fn entries_at(
             transcript: t.clone(),
             unproven: Unproven {
                 role: role.to_string(),
-                env_decision: played.and_then(|m| m.env_folds.get(&t.env.name)).and_then(|e| e.decision),
+                env_decision: env_fold.and_then(|e| e.decision),
                 match_contender_won: played.and_then(|m| m.decided.as_ref()).map(|d| d.contender_won),
+                env_tally: env_fold.map(|e| EnvTallyShown {
+                    wins: e.wins,
+                    losses: e.losses,
+                    draws: e.draws,
+                    n_challenges: u64::from(e.wins) + u64::from(e.losses) + u64::from(e.draws),
+                }),
+                rule: played.map(|m| m.rule.clone()),
+                match_reason: played.and_then(|m| m.verdict_reason()),
             },
             proof: EntryProof { inclusion, opponent: opponent_proof, commitment: commitment_proof },
         });

@@ -201,6 +201,25 @@ pub struct MatchFold {
     pub n_transcripts: u64,
 }
 
+impl MatchFold {
+    /// Why the match was decided as it was, in words (`None` while it is open): how many
+    /// envs the contender was better in, of how many, against the majority it needed.
+    pub fn verdict_reason(&self) -> Option<String> {
+        let decided = self.decided.as_ref()?;
+        let better = self
+            .env_folds
+            .values()
+            .filter(|e| e.decision == Some(crate::ledger::event::EnvOutcome::ContenderBetter))
+            .count();
+        let needed = crate::evaluation::matchplay::majority_of(self.envs.len());
+        Some(format!(
+            "contender {}: better in {better} of {} envs, {needed} needed",
+            if decided.contender_won { "won" } else { "lost" },
+            self.envs.len()
+        ))
+    }
+}
+
 /// Re-derives an environment decision from the match's recorded plan (rule and futility
 /// stop), its ratio to beat and the decision's own counts: `Better` must be what the rule
 /// says there, `NotBetter` what the rule or the futility stop says, and an inconclusive

@@ -283,6 +283,14 @@ fn miners_see_their_transcripts_with_proofs_that_break_on_any_changed_byte() {
     let short = af(&["transcripts", "--data", data, "--miner", "5SynthRandom", "--match", &match_id[..8]]);
     assert_eq!(short.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&short.stderr).contains("shorter than 16"));
+    // The same for challenge ids: a 16-hex prefix finds what the full id finds.
+    let challenge = entries[0]["transcript"]["challenge_id"].as_str().unwrap();
+    let full = json(&af(&["ledger", "find", "--data", data, "--challenge-id", challenge, "--json"]));
+    let prefixed = json(&af(&["ledger", "find", "--data", data, "--challenge-id", &challenge[..16], "--json"]));
+    assert_eq!(full, prefixed);
+    assert_eq!(full.as_array().unwrap().len(), 2, "both miners answered it");
+    let unknown_prefix = af(&["ledger", "find", "--data", data, "--challenge-id", "ffffffffffffffff0"]);
+    assert_eq!(unknown_prefix.status.code(), Some(1));
     let unknown = af(&["transcripts", "--data", data, "--miner", "5NoSuchMiner"]);
     assert_eq!(unknown.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no log held"));
@@ -292,7 +300,21 @@ fn miners_see_their_transcripts_with_proofs_that_break_on_any_changed_byte() {
         assert_eq!(entry["unproven"]["role"], "contender");
         assert_eq!(entry["opponent"]["hotkey"], "5SynthPerfect");
         assert_eq!(entry["unproven"]["match_contender_won"], false);
+        assert!(entry["unproven"]["match_reason"].as_str().unwrap().starts_with("contender lost: better in"));
+        assert!(entry["unproven"]["rule"].as_str().unwrap().starts_with("mixture"));
+        let tally = &entry["unproven"]["env_tally"];
+        let n = ["wins", "losses", "draws"].iter().map(|k| tally[*k].as_u64().unwrap()).sum::<u64>();
+        assert_eq!(tally["n_challenges"].as_u64(), Some(n));
+        assert!(n > entry["transcript"]["challenge_index"].as_u64().unwrap());
     }
+    // The text view puts both answers of a challenge side by side, rewards in one unit.
+    let text = stdout(&af(&["transcripts", "--data", data, "--miner", "5SynthRandom", "--env", "mult"]));
+    let first = &entries[0];
+    let answers = format!("{:?}", first["transcript"]["answer"].as_str().unwrap());
+    let line = text.lines().find(|l| l.contains(&answers)).expect("the miner's answer is shown");
+    assert!(line.contains(&format!("{:?}", first["opponent"]["answer"].as_str().unwrap())), "{line}");
+    assert!(!first["opponent"]["answer"].as_str().unwrap().is_empty());
+    assert!(text.contains("reward 1.000") || text.contains("reward 0.000"), "{text}");
     let jsonl = stdout(&af(&["transcripts", "--data", data, "--miner", "5SynthRandom", "--env", "mult", "--jsonl"]));
     assert_eq!(jsonl.lines().count(), entries.len());
 
@@ -300,6 +322,25 @@ fn miners_see_their_transcripts_with_proofs_that_break_on_any_changed_byte() {
     std::fs::write(&file, serde_json::to_string(&entries[0]).unwrap()).unwrap();
     let verified = af(&["transcripts", "verify", file.to_str().unwrap()]);
     assert_eq!(verified.status.code(), Some(0), "{}", stdout(&verified));
+
+    // `af env score` re-scores an entry as printed, from its challenge id alone.
+    let f = file.to_str().unwrap();
+    let scored = json(&af(&["env", "score", "--transcript", f, "--json"]));
+    assert_eq!(scored["reward_milli"], entries[0]["transcript"]["reward_milli"]);
+    assert_eq!(scored["agrees"], true);
+    let mut forged = entries[0].clone();
+    let recorded = forged["transcript"]["reward_milli"].as_i64().unwrap();
+    forged["transcript"]["reward_milli"] = serde_json::json!(if recorded == 1000 { 0 } else { 1000 });
+    let forged_file = dir.path().join("forged.json");
+    std::fs::write(&forged_file, serde_json::to_string(&forged).unwrap()).unwrap();
+    let differs = af(&["env", "score", "--transcript", forged_file.to_str().unwrap()]);
+    assert_eq!(differs.status.code(), Some(3));
+    assert!(stdout(&differs).contains("DIFFERS"), "{}", stdout(&differs));
+    let wrong_env = af(&["env", "score", "--transcript", f, "--env", "sat"]);
+    assert_eq!(wrong_env.status.code(), Some(1));
+    std::fs::write(&forged_file, serde_json::to_string(&entries).unwrap()).unwrap();
+    let many = af(&["env", "score", "--transcript", forged_file.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&many.stderr).contains("pick one"), "{many:?}");
 
     // Every byte of the event, and every byte of every hash in the path and headers.
     let proof: InclusionProof = serde_json::from_value(entries[0]["proof"]["inclusion"].clone()).unwrap();
