@@ -299,6 +299,9 @@ pub fn run(
         "discrepancies": state.discrepancies,
         "chain": {
             "endpoint": chain_endpoint,
+            // The chain process stops with the devnet; its state stays for a later audit.
+            "data": data.join("chain"),
+            "restart": format!("af chain serve --data {} --listen 127.0.0.1:9944", data.join("chain").display()),
             "commitments_matching_logs": n_committed,
             "note": commitments.note,
             "weights": on_chain_weights,
@@ -354,9 +357,9 @@ pub fn run(
             "chain {chain_endpoint}: {n_committed}/{n_validators} validators' commitments match their logs; weights on chain {:?}",
             on_chain_weights
         );
+        let dir = data.display();
         outln!(
-            "data in {}: `af audit --data DIR/v0 --chain local:ADDR` to re-check, `af transcripts --data DIR/v0 --miner HOTKEY` for a miner's view",
-            data.display()
+            "data in {dir}. The chain stopped with the devnet and kept its state: to re-check against it, run\n  af chain serve --data {dir}/chain --listen 127.0.0.1:9944 &\n  af audit --data {dir}/v0 --chain local:127.0.0.1:9944\nor `af audit --data {dir}/v0` offline; `af transcripts --data {dir}/v0 --miner HOTKEY` for a miner's view"
         );
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) })

@@ -82,6 +82,8 @@ pub enum Command {
         serve: bool,
         #[command(flatten)]
         net: node::NetArgs,
+        #[command(flatten)]
+        chain: validate::ChainFlags,
         /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
@@ -201,9 +203,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ledger(command) => ledger::run(command),
         Command::Env(command) => env::run(command),
         Command::Miner(command) => miner::run(command),
-        Command::Validate { print_config: true, config, .. } => validate::print_config(config),
-        Command::Validate { data, config, max_matches, serve, net, json, .. } => {
-            validate::validate(&data.expect("clap requires --data here"), config, max_matches, serve, net, json)
+        Command::Validate { print_config: true, config, net, chain, .. } => validate::print_config(config, &net, &chain),
+        Command::Validate { data, config, max_matches, serve, net, chain, json, .. } => {
+            validate::validate(&data.expect("clap requires --data here"), config, max_matches, serve, net, chain, json)
         }
         Command::Ratio(RatioCommand::Show { data, config, json }) => validate::ratio_show(&data, config, json),
         Command::Node { data, net, json } => node::node(&data, net, json),

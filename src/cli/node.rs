@@ -8,6 +8,7 @@ use af::bytes::ValidatorKey;
 use af::ledger::{Event, OwnLog};
 use af::p2p::net::NetConfig;
 use af::p2p::node::{self, NodeHandle, STATUS_FILE};
+use af::validator::config::{HttpConfig, P2pConfig};
 use anyhow::Context;
 use clap::Args;
 use std::collections::BTreeSet;
@@ -35,34 +36,46 @@ pub struct NetArgs {
 }
 
 impl NetArgs {
-    pub fn enabled(&self) -> bool {
-        !self.listen.is_empty() || !self.peers.is_empty()
-    }
-
-    pub fn config(&self, own: ValidatorKey) -> anyhow::Result<NetConfig> {
-        let mut config = NetConfig { listen: self.listen.clone(), peers: self.peers.clone(), ..NetConfig::default() };
+    /// Lays the flags over the config: a flag given replaces that field.
+    pub fn apply(&self, p2p: &mut P2pConfig, http: &mut HttpConfig) {
+        if !self.listen.is_empty() {
+            p2p.listen = self.listen.iter().map(|a| a.to_string()).collect();
+        }
+        if !self.peers.is_empty() {
+            p2p.peers = self.peers.iter().map(|a| a.to_string()).collect();
+        }
         if !self.allow.is_empty() {
-            let mut allowed = BTreeSet::from([own]);
-            for hex in &self.allow {
-                allowed.insert(ValidatorKey::from_hex(hex).with_context(|| format!("--allow {hex}"))?);
-            }
-            config.sync.allowed = Some(allowed);
+            p2p.allow = self.allow.clone();
         }
-        if config.listen.is_empty() {
-            config.listen.push("/ip4/127.0.0.1/tcp/0".parse().expect("a valid multiaddr"));
+        if let Some(address) = self.http {
+            http.listen = address.to_string();
         }
-        Ok(config)
     }
+}
+
+/// The network settings of `p2p` for validator `own` (always allowed when a list is given).
+pub fn net_config(p2p: &P2pConfig, own: ValidatorKey) -> anyhow::Result<NetConfig> {
+    let parsed = p2p.parsed()?;
+    let mut config = NetConfig { listen: parsed.listen, peers: parsed.peers, ..NetConfig::default() };
+    if !parsed.allow.is_empty() {
+        let mut allowed = BTreeSet::from([own]);
+        allowed.extend(parsed.allow);
+        config.sync.allowed = Some(allowed);
+    }
+    if config.listen.is_empty() {
+        config.listen.push("/ip4/127.0.0.1/tcp/0".parse().expect("a valid multiaddr"));
+    }
+    Ok(config)
 }
 
 /// Starts the network for `log`, printing where it listens once known.
 pub fn start(
     log: &Arc<OwnLog>,
-    args: &NetArgs,
+    p2p: &P2pConfig,
     data: &Path,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<NodeHandle> {
-    let config = args.config(log.validator())?;
+    let config = net_config(p2p, log.validator())?;
     let handle = node::spawn_node(log.clone(), config, Some(data.join(STATUS_FILE)), super::now_ms, stop)?;
     let mut status = handle.status.clone();
     tokio::spawn(async move {
@@ -114,9 +127,11 @@ pub fn node(data: &Path, args: NetArgs, json: bool) -> anyhow::Result<ExitCode> 
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         let (stop_sender, stop) = tokio::sync::watch::channel(false);
-        let handle = start(&log, &args, data, stop.clone())?;
+        let (mut p2p, mut http) = (P2pConfig::default(), HttpConfig::default());
+        args.apply(&mut p2p, &mut http);
+        let handle = start(&log, &p2p, data, stop.clone())?;
         let NodeHandle { own_blocks, evidence, status, task } = handle;
-        let _http = match args.http {
+        let _http = match http.address()? {
             Some(address) => Some(
                 super::http::start(
                     address,

@@ -23,9 +23,82 @@ pub fn load_config(path: Option<&Path>) -> anyhow::Result<config::Config> {
     Ok(config::parse(&text, std::env::vars())?)
 }
 
-pub fn print_config(config_path: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let config = load_config(config_path.as_deref())?;
-    crate::outln!("{}", toml::to_string(&config).context("writing the config as TOML")?);
+/// Chain and wallet settings of `af validate`; each one given replaces `[chain]`'s field.
+#[derive(clap::Args, Debug, Default)]
+pub struct ChainFlags {
+    /// The chain to commit to and set weights on: `local:ADDR` or `subtensor:URL` ([chain] endpoint).
+    #[arg(long = "chain")]
+    pub chain: Option<String>,
+    /// The subnet ([chain] netuid).
+    #[arg(long)]
+    pub netuid: Option<u16>,
+    /// Subtensor: the wallet name under the wallets directory ([chain] wallet).
+    #[arg(long)]
+    pub wallet: Option<String>,
+    /// Subtensor: the wallet's hotkey name; local chain: the hotkey itself ([chain] hotkey).
+    #[arg(long)]
+    pub hotkey: Option<String>,
+    /// Subtensor: the wallets directory ([chain] wallets_dir; default ~/.bittensor/wallets).
+    #[arg(long)]
+    pub wallets_dir: Option<PathBuf>,
+}
+
+/// The config `af validate` runs with: embedded defaults, then the file, then `AF_*`
+/// variables, then the command line's flags.
+pub fn effective_config(
+    config_path: Option<&Path>,
+    net: &super::node::NetArgs,
+    chain: &ChainFlags,
+) -> anyhow::Result<config::Config> {
+    let mut config = load_config(config_path)?;
+    net.apply(&mut config.p2p, &mut config.http);
+    let spec = &mut config.chain;
+    if let Some(endpoint) = &chain.chain {
+        spec.endpoint = endpoint.clone();
+    }
+    if let Some(netuid) = chain.netuid {
+        spec.netuid = netuid;
+    }
+    if let Some(wallet) = &chain.wallet {
+        spec.wallet = Some(wallet.clone());
+    }
+    if let Some(hotkey) = &chain.hotkey {
+        spec.hotkey = Some(hotkey.clone());
+    }
+    if let Some(dir) = &chain.wallets_dir {
+        spec.wallets_dir = Some(dir.clone());
+    }
+    config.check().context("the command line's values")?;
+    Ok(config)
+}
+
+pub fn print_config(
+    config_path: Option<PathBuf>,
+    net: &super::node::NetArgs,
+    chain: &ChainFlags,
+) -> anyhow::Result<ExitCode> {
+    let config = effective_config(config_path.as_deref(), net, chain)?;
+    let text = toml::to_string(&config).context("writing the config as TOML")?;
+    // TOML has no null: an unset optional field is shown as a comment in its section, so
+    // every setting appears.
+    let spec = &config.chain;
+    let unset: Vec<String> = [
+        ("hotkey", spec.hotkey.is_none(), "no signing: read-only chain access"),
+        ("wallet", spec.wallet.is_none(), "needed with hotkey on subtensor"),
+        ("wallets_dir", spec.wallets_dir.is_none(), "~/.bittensor/wallets"),
+    ]
+    .iter()
+    .filter(|(_, is_unset, _)| *is_unset)
+    .map(|(name, _, meaning)| format!("# {name}: unset ({meaning})"))
+    .collect();
+    for line in text.lines() {
+        crate::outln!("{line}");
+        if line.starts_with("netuid = ") {
+            for comment in &unset {
+                crate::outln!("{comment}");
+            }
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -35,9 +108,10 @@ pub fn validate(
     max_matches: Option<u64>,
     serve: bool,
     net: super::node::NetArgs,
+    chain_flags: ChainFlags,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let config = load_config(config_path.as_deref())?;
+    let config = effective_config(config_path.as_deref(), &net, &chain_flags)?;
     let log = Arc::new(super::ledger::open_own_log(data)?);
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
@@ -58,13 +132,14 @@ pub fn validate(
         } else {
             None
         };
-        let network = if net.enabled() { Some(super::node::start(&log, &net, data, stop.clone())?) } else { None };
+        let network =
+            if config.p2p.enabled() { Some(super::node::start(&log, &config.p2p, data, stop.clone())?) } else { None };
         let net_status = network.as_ref().map(|handle| handle.status.clone());
         let (own_blocks, evidence, net_task) = match network {
             Some(handle) => (Some(handle.own_blocks), Some(handle.evidence), Some(handle.task)),
             None => (None, None, None),
         };
-        let _http = match net.http.map_or_else(|| config.http.address(), |a| Ok(Some(a)))? {
+        let _http = match config.http.address()? {
             Some(address) => Some(
                 super::http::start(
                     address,

@@ -20,6 +20,62 @@ pub struct Config {
     pub chain: crate::chain::ChainSpec,
     /// The read-only HTTP API (ledger-spec/11-http.md).
     pub http: HttpConfig,
+    /// Gossip and sync with other validators (libp2p).
+    pub p2p: P2pConfig,
+}
+
+/// Networking. `--listen`, `--peer` and `--allow` on the command line replace the
+/// matching list here. With neither `listen` nor `peers`, the validator runs alone.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct P2pConfig {
+    /// Multiaddrs to listen on, e.g. `/ip4/0.0.0.0/tcp/4001`.
+    pub listen: Vec<String>,
+    /// Bootstrap peers' multiaddrs, dialled at start and whenever not connected.
+    pub peers: Vec<String>,
+    /// Validator keys (hex) whose logs are kept; empty: every validly signed log.
+    pub allow: Vec<String>,
+}
+
+impl P2pConfig {
+    pub fn enabled(&self) -> bool {
+        !self.listen.is_empty() || !self.peers.is_empty()
+    }
+
+    /// Each field parsed, a bad value refused by field and position.
+    pub fn parsed(&self) -> Result<ParsedP2p, ConfigError> {
+        let addresses = |field: &str, list: &[String]| -> Result<Vec<libp2p::Multiaddr>, ConfigError> {
+            list.iter()
+                .enumerate()
+                .map(|(i, text)| {
+                    text.parse().map_err(|_| {
+                        ConfigError::Invalid(format!(
+                            "p2p.{field}[{i}] = {} is not a multiaddr (e.g. /ip4/127.0.0.1/tcp/4001)",
+                            crate::bytes::quote_prefix(text)
+                        ))
+                    })
+                })
+                .collect()
+        };
+        let allow = self
+            .allow
+            .iter()
+            .enumerate()
+            .map(|(i, hex)| {
+                crate::bytes::ValidatorKey::from_hex(hex)
+                    .map_err(|e| ConfigError::Invalid(format!("p2p.allow[{i}]: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(ParsedP2p { listen: addresses("listen", &self.listen)?, peers: addresses("peers", &self.peers)?, allow })
+    }
+}
+
+/// [`P2pConfig`] with every value parsed.
+#[derive(Clone, Debug)]
+pub struct ParsedP2p {
+    pub listen: Vec<libp2p::Multiaddr>,
+    pub peers: Vec<libp2p::Multiaddr>,
+    pub allow: Vec<crate::bytes::ValidatorKey>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -219,7 +275,9 @@ impl Config {
         ]
     }
 
-    fn check(&self) -> Result<(), ConfigError> {
+    /// Every check a loaded config passes; public for a config changed after loading
+    /// (by command-line flags).
+    pub fn check(&self) -> Result<(), ConfigError> {
         let invalid = |why: String| Err(ConfigError::Invalid(why));
         for ((name, value), (range_name, lo, hi)) in self.numeric_fields().iter().zip(RANGES) {
             debug_assert_eq!(name, range_name);
@@ -245,6 +303,11 @@ impl Config {
             return invalid(format!("evaluation.futility_alpha = {futility_alpha} is outside its range (0, 0.5]"));
         }
         self.evaluation.stopping_rule()?;
+        self.http.address()?;
+        self.p2p.parsed()?;
+        if self.p2p.listen.len() + self.p2p.peers.len() + self.p2p.allow.len() > crate::limits::MAX_LIST_ITEMS {
+            return invalid(format!("p2p lists hold more than {} entries", crate::limits::MAX_LIST_ITEMS));
+        }
         if self.evaluation.envs.is_empty() {
             return invalid("evaluation.envs is empty".into());
         }

@@ -45,6 +45,25 @@ fn devnet_of_three_validators_converges_and_agrees() {
     let output = af(&["ledger", "verify", "--data", data.join("v1").to_str().unwrap(), "--json"]);
     assert!(output.status.success());
     assert!(af(&["devnet", "--data", data.to_str().unwrap()]).status.code() == Some(1), "refuses to overwrite");
+
+    // The closing hint works: the chain restarts from its kept state, and the audit
+    // finds every validator's commitment on it.
+    let restart = result["chain"]["restart"].as_str().unwrap().replace("127.0.0.1:9944", "127.0.0.1:0");
+    let mut args: Vec<&str> = restart.split_whitespace().skip(1).collect();
+    args.push("--json");
+    let mut chain = Command::new(af_bin()).args(&args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(chain.stdout.take().unwrap()), &mut line).unwrap();
+    let listening: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let endpoint = format!("local:{}", listening["listening"].as_str().unwrap());
+    let audit = af(&["audit", "--data", data.join("v0").to_str().unwrap(), "--chain", &endpoint, "--json"]);
+    chain.kill().unwrap();
+    chain.wait().unwrap();
+    assert_eq!(audit.status.code(), Some(0), "{}", stdout(&audit));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&audit)).unwrap();
+    assert_eq!(report["chain"]["checked"], true, "{report}");
+    assert_eq!(report["chain"]["rows"].as_array().unwrap().len(), 3, "{report}");
+    assert!(report["chain"]["note"].as_str().unwrap().contains("3 match our copy, 0 mismatch"), "{report}");
 }
 
 fn node(data: &std::path::Path, port: u16, peer: Option<u16>) -> std::process::Child {

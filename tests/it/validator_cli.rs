@@ -234,6 +234,51 @@ fn print_config_shows_defaults_file_and_overrides() {
     let output = af(&["validate", "--print-config", "--config", again.to_str().unwrap()]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(af(&["validate"]).status.code() == Some(2), "--data is required without --print-config");
+
+    // Networking, HTTP, chain and wallet flags are config fields too: a flag replaces the
+    // file's value, and what is printed runs the same validator without the flags.
+    std::fs::write(&path, "[p2p]\npeers = [\"/ip4/10.0.0.1/tcp/1\"]\n[chain]\nnetuid = 5\n").unwrap();
+    let key = "ab".repeat(32);
+    let flags = [
+        "validate",
+        "--print-config",
+        "--config",
+        path.to_str().unwrap(),
+        "--listen",
+        "/ip4/127.0.0.1/tcp/4001",
+        "--peer",
+        "/ip4/127.0.0.1/tcp/4002",
+        "--allow",
+        &key,
+        "--http",
+        "127.0.0.1:7999",
+        "--chain",
+        "subtensor:ws://127.0.0.1:9945",
+        "--wallet",
+        "w",
+        "--hotkey",
+        "h",
+    ];
+    let output = af(&flags);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let printed: toml::Table = stdout(&output).parse().expect("TOML");
+    assert_eq!(printed["p2p"]["listen"][0].as_str(), Some("/ip4/127.0.0.1/tcp/4001"));
+    assert_eq!(printed["p2p"]["peers"].as_array().unwrap().len(), 1, "the flag replaced the file's list");
+    assert_eq!(printed["p2p"]["peers"][0].as_str(), Some("/ip4/127.0.0.1/tcp/4002"));
+    assert_eq!(printed["p2p"]["allow"][0].as_str(), Some(key.as_str()));
+    assert_eq!(printed["http"]["listen"].as_str(), Some("127.0.0.1:7999"));
+    assert_eq!(printed["chain"]["endpoint"].as_str(), Some("subtensor:ws://127.0.0.1:9945"));
+    assert_eq!(printed["chain"]["netuid"].as_integer(), Some(5), "the file's value where no flag is given");
+    assert_eq!(printed["chain"]["wallet"].as_str(), Some("w"));
+    assert!(stdout(&output).contains("# wallets_dir: unset"), "{}", stdout(&output));
+    std::fs::write(&again, stdout(&output)).unwrap();
+    let reprinted = af(&["validate", "--print-config", "--config", again.to_str().unwrap()]);
+    assert_eq!(stdout(&reprinted), stdout(&output));
+    // A bad value in the file is refused by its name.
+    std::fs::write(&path, "[p2p]\nallow = [\"xyz\"]\n").unwrap();
+    let refused = af(&["validate", "--print-config", "--config", path.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("p2p.allow[0]"), "{refused:?}");
 }
 
 /// Reasoning models' long answers: two correct miners with 60 kB of reasoning per answer,
