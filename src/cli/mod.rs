@@ -203,7 +203,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ledger(command) => ledger::run(command),
         Command::Env(command) => env::run(command),
         Command::Miner(command) => miner::run(command),
-        Command::Validate { print_config: true, config, net, chain, .. } => validate::print_config(config, &net, &chain),
+        Command::Validate { print_config: true, config, net, chain, .. } => {
+            validate::print_config(config, &net, &chain)
+        }
         Command::Validate { data, config, max_matches, serve, net, chain, json, .. } => {
             validate::validate(&data.expect("clap requires --data here"), config, max_matches, serve, net, chain, json)
         }

@@ -9,7 +9,7 @@
 //! time, and every list is paginated with a hard maximum page.
 
 use super::layout::{self, LogList, LogSummary, LOG_LIST_FORMAT, TILE_WIDTH};
-use crate::bytes::{Hash32, ValidatorKey};
+use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
 use crate::ledger::checkpoint::Checkpoint;
 use crate::ledger::consistency;
@@ -520,17 +520,21 @@ async fn transcripts(
     if query.miner.as_ref().is_some_and(|m| m.len() > crate::limits::MAX_NAME_BYTES) {
         return Err(problem(StatusCode::BAD_REQUEST, "the hotkey is too long"));
     }
-    let challenge = match &query.challenge {
-        Some(id) => Some(
-            Hash32::from_hex(id)
-                .map_err(|_| problem(StatusCode::BAD_REQUEST, "the challenge id must be 64 hex digits"))?,
-        ),
-        None => None,
-    };
+    if query.challenge.as_ref().is_some_and(|c| c.len() > 64) {
+        return Err(problem(StatusCode::BAD_REQUEST, "the challenge id is longer than 64 hex digits"));
+    }
     let replay = replayed(&served).await?;
     let log = served.log.clone();
     let limit = query.limit.unwrap_or(20).min(MAX_ENTRIES_PAGE);
     let (total, entries) = blocking(move || {
+        // 64 hex digits, or a unique prefix of at least 16, as on the command line.
+        let challenge = match &query.challenge {
+            Some(text) => Some(
+                crate::replay::entries::resolve_challenge_id(&log.store, text)
+                    .map_err(|why| problem(StatusCode::BAD_REQUEST, &why))?,
+            ),
+            None => None,
+        };
         let locations: Vec<Location> = match (&query.miner, challenge) {
             (Some(miner), _) => log.store.find_miner(miner),
             (None, Some(id)) => log.store.find_challenge(&id),

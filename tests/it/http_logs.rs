@@ -598,12 +598,23 @@ fn the_node_api_caches_what_never_changes_and_answers_errors_as_json() {
         (format!("{}/consistency?old=0", layout::log_dir(&own)), 400),
         (format!("{}/checkpoint", layout::log_dir(&validator_key(1).validator())), 404),
         ("af/v1/transcripts".to_string(), 400),
+        ("af/v1/transcripts?challenge=0123".to_string(), 400),
+        (format!("af/v1/transcripts?challenge={}", "f".repeat(65)), 400),
     ] {
         let (got, _, body) = get(path.clone(), None);
         assert_eq!(got, status, "{path}");
         let error: serde_json::Value = serde_json::from_slice(&body).unwrap_or_else(|_| panic!("{path}: not JSON"));
         assert!(error["error"].as_str().is_some_and(|e| !e.is_empty()), "{path}");
     }
+    // A challenge is found by a 16-hex prefix as by its full id.
+    let (_, _, page) = get("af/v1/transcripts?miner=5SynthRandom&limit=1".into(), None);
+    let page: serde_json::Value = serde_json::from_slice(&page).unwrap();
+    let challenge = page["entries"][0]["transcript"]["challenge_id"].as_str().unwrap().to_string();
+    let (_, _, full) = get(format!("af/v1/transcripts?challenge={challenge}"), None);
+    let (status, _, short) = get(format!("af/v1/transcripts?challenge={}", &challenge[..16]), None);
+    assert_eq!(status, 200);
+    assert_eq!(full, short);
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&full).unwrap()["total"], 2);
     // The page limit holds whatever the client asks.
     let (_, _, state) = get("af/v1/state?limit=1000000".into(), None);
     let state: serde_json::Value = serde_json::from_slice(&state).unwrap();
