@@ -136,9 +136,9 @@ fn env_commands() {
         &format!("Answer: {}", a * b),
         "--json",
     ]));
-    assert_eq!(right["reward"], 1.0);
+    assert_eq!(right["reward_milli"], 1000);
     let wrong = json(&af(&["env", "score", "--env", "mult", "--challenge-id", id, "--answer", "12", "--json"]));
-    assert_eq!(wrong["reward"], 0.0);
+    assert_eq!(wrong["reward_milli"], 0);
     let same = json(&af(&["env", "test", "--env", "mult", "--challenge-id", id, "--json"]));
     assert_eq!(same["messages"], test["messages"]);
 
@@ -167,7 +167,7 @@ fn env_commands() {
         path.to_str().unwrap(),
         "--json",
     ]));
-    assert_eq!(scored["reward"], -1.0);
+    assert_eq!(scored["reward_milli"], -1000);
 
     let unknown = af(&["env", "test", "--env", "chess"]);
     assert_eq!(unknown.status.code(), Some(1));
