@@ -12,6 +12,7 @@
 
 pub mod local;
 pub mod subtensor;
+pub mod tlock;
 
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::ledger::Tip;
