@@ -117,6 +117,10 @@ def event(r: Reader) -> dict:
         cuts = r.vec(lambda: {"message_idx": r.option(r.u32), "full_bytes": r.u64(), "full_blake3": r.hash()})
         check_cuts(t, cuts)
         return {"transcript_cut": {"transcript": t, "cuts": cuts}}
+    if tag == 8:
+        return {"weights_committed": {"netuid": r.u16(), "uids": short_list(r, r.u16), "weights": short_list(r, r.u16),
+                                      "version_key": r.u64(), "chain_block": r.u64(), "reveal_round": r.u64(),
+                                      "reveal_block": r.u64(), "ciphertext_hash": r.hash()}}
     raise ValueError(f"unknown event tag {tag}")
 
 

@@ -10,11 +10,22 @@
 //! `GET /v1/subnets/N/neurons`, `POST /v1/subnets/N/commit {hotkey, fields: [hex]}`,
 //! `GET /v1/subnets/N/commitments`, `POST /v1/subnets/N/weights {hotkey, uids, weights,
 //! version_key}`, `GET /v1/subnets/N/weights`, `GET /v1/subnets/N/limits?hotkey=H`,
-//! `POST /v1/subnets/N/settings {commit_reveal_enabled?, rate_limit_blocks?, version_key?}`.
+//! `POST /v1/subnets/N/settings {commit_reveal_enabled?, rate_limit_blocks?, version_key?,
+//! reveal_period_epochs?}`.
+//!
+//! Commit-reveal v4 as subtensor runs it (ledger-spec/12): `GET /v1/subnets/N/timelock?hotkey=H`
+//! (version, reveal period, epoch schedule, beacon), `POST /v1/subnets/N/timelocked {hotkey,
+//! commit (hex), reveal_round, version}`, `GET /v1/subnets/N/timelocked` (pending and
+//! revealed commits), `GET /v1/beacon/rounds/R` (a round's signature, once its time has
+//! come). The chain runs its own beacon: a BLS12-381 key of quicknet's scheme signing one
+//! round per second. Each block it opens the commits whose reveal epoch has come with
+//! their round's signature (real timelock decryption, the code subtensor uses) and applies
+//! the weights inside; a commit still closed when its reveal epoch ends is dropped.
 
+use super::tlock::{self, Beacon, BeaconKey, EpochSchedule, WeightsTlockPayload};
 use super::{
-    commitment_cost, Chain, ChainError, CommitmentRecord, LedgerCommitment, Neuron, WeightLimits, DEFAULT_TEMPO,
-    DEFAULT_WEIGHTS_RATE_LIMIT, MAX_SPACE_PER_TEMPO,
+    commitment_cost, Chain, ChainError, CommitmentRecord, LedgerCommitment, Neuron, PendingCommit, RevealedCommit,
+    TimelockInfo, Timelocked, WeightLimits, DEFAULT_TEMPO, DEFAULT_WEIGHTS_RATE_LIMIT, MAX_SPACE_PER_TEMPO,
 };
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
@@ -40,6 +51,36 @@ pub struct Subnet {
     pub commit_reveal_enabled: bool,
     pub rate_limit_blocks: u64,
     pub version_key: u64,
+    #[serde(default = "one")]
+    pub reveal_period_epochs: u64,
+    /// Timelocked weight commits not yet opened.
+    #[serde(default)]
+    pub timelocked: Vec<LocalCommit>,
+    /// Commits opened (or dropped), newest last; at most `MAX_REVEALED_KEPT`.
+    #[serde(default)]
+    pub revealed: Vec<RevealedCommit>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// Revealed commits the stand-in keeps for inspection.
+pub const MAX_REVEALED_KEPT: usize = 1_000;
+/// The stand-in beacon signs one round per this many seconds.
+pub const BEACON_PERIOD_S: u64 = 1;
+/// `CommitRevealWeightsVersion` on the stand-in chain, as on subtensor today.
+pub const COMMIT_REVEAL_VERSION: u16 = 4;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LocalCommit {
+    pub hotkey: String,
+    pub uid: u16,
+    pub commit_block: u64,
+    pub epoch: u64,
+    pub reveal_round: u64,
+    /// Hex of the ciphertext as the committer sent it.
+    pub commit: String,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -48,6 +89,35 @@ pub struct LocalState {
     pub block_ms: u64,
     pub tempo: u64,
     pub subnets: BTreeMap<u16, Subnet>,
+    /// Seed of the stand-in beacon's key (hex, 32 bytes); made at genesis.
+    #[serde(default)]
+    pub beacon_seed: String,
+}
+
+impl LocalState {
+    /// The beacon's public parameters: genesis at the chain's genesis second.
+    pub fn beacon(&self) -> Beacon {
+        Beacon {
+            public_key: self.beacon_key().public_key_hex(),
+            genesis_s: self.genesis_ms / 1000,
+            period_s: BEACON_PERIOD_S,
+        }
+    }
+
+    fn beacon_key(&self) -> BeaconKey {
+        let mut seed = [0u8; 32];
+        if let Ok(bytes) = hex::decode(&self.beacon_seed) {
+            if bytes.len() == 32 {
+                seed.copy_from_slice(&bytes);
+            }
+        }
+        BeaconKey::from_seed(&seed)
+    }
+
+    /// Epoch of `block` on `netuid` (subtensor's legacy schedule).
+    fn epoch(&self, netuid: u16, block: u64) -> u64 {
+        (block + u64::from(netuid) + 1) / (self.tempo + 1)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -79,7 +149,7 @@ fn refuse(status: StatusCode, message: impl Into<String>) -> Refusal {
 
 impl LocalChain {
     /// Opens the chain kept in `dir`, creating it (genesis now) if absent.
-    pub fn open(dir: &Path, block_ms: u64, clock: fn() -> u64) -> Result<LocalChain, LocalChainError> {
+    pub fn open(dir: &Path, block_ms: u64, tempo: u64, clock: fn() -> u64) -> Result<LocalChain, LocalChainError> {
         let path = dir.join(STATE_FILE);
         let err = |message: String| LocalChainError::State { path: path.clone(), message };
         std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
@@ -88,11 +158,18 @@ impl LocalChain {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => LocalState {
                 genesis_ms: clock(),
                 block_ms: block_ms.max(1),
-                tempo: DEFAULT_TEMPO,
+                tempo: if tempo == 0 { DEFAULT_TEMPO } else { tempo },
                 subnets: BTreeMap::new(),
+                beacon_seed: String::new(),
             },
             Err(e) => return Err(err(e.to_string())),
         };
+        let mut state: LocalState = state;
+        if state.beacon_seed.is_empty() {
+            let mut seed = [0u8; 32];
+            getrandom::getrandom(&mut seed).map_err(|e| err(format!("no randomness for the beacon key: {e}")))?;
+            state.beacon_seed = hex::encode(seed);
+        }
         let chain = LocalChain { path, state: Mutex::new(state), clock };
         chain.persist(&chain.state.lock().expect("never poisoned"))?;
         Ok(chain)
@@ -131,6 +208,102 @@ impl LocalChain {
         let state = self.state.lock().expect("never poisoned");
         look(&state, self.block_of(&state))
     }
+
+    /// Opens the timelocked commits that are due (the serving loop calls this every
+    /// block); changes and persists the state only when one was.
+    pub fn tick(&self) -> Result<(), LocalChainError> {
+        let mut state = self.state.lock().expect("never poisoned");
+        let block = self.block_of(&state);
+        let now_ms = (self.clock)();
+        let mut next = state.clone();
+        if reveal_due(&mut next, block, now_ms) {
+            self.persist(&next)?;
+            *state = next;
+        }
+        Ok(())
+    }
+}
+
+/// Opens every commit whose reveal epoch has come and whose round has been signed, and
+/// drops those whose reveal epoch has passed: what subtensor's `reveal_crv3_commits` does
+/// each block. Returns whether anything changed.
+fn reveal_due(state: &mut LocalState, block: u64, now_ms: u64) -> bool {
+    let beacon = state.beacon();
+    let key = state.beacon_key();
+    let signed = beacon.latest_round(now_ms);
+    let mut changed = false;
+    let netuids: Vec<u16> = state.subnets.keys().copied().collect();
+    for netuid in netuids {
+        let current = state.epoch(netuid, block);
+        let subnet = state.subnets.get_mut(&netuid).expect("listed");
+        let period = subnet.reveal_period_epochs;
+        let (mut keep, mut opened) = (Vec::new(), Vec::new());
+        for commit in std::mem::take(&mut subnet.timelocked) {
+            let reveal_epoch = commit.epoch + period;
+            if current < reveal_epoch || (current == reveal_epoch && commit.reveal_round > signed) {
+                keep.push(commit);
+                continue;
+            }
+            let bytes = hex::decode(&commit.commit).unwrap_or_default();
+            let mut record = RevealedCommit {
+                hotkey: commit.hotkey.clone(),
+                commit_block: commit.commit_block,
+                reveal_block: block,
+                reveal_round: commit.reveal_round,
+                ciphertext_hash: crate::bytes::Hash32(*blake3::hash(&bytes).as_bytes()),
+                uids: Vec::new(),
+                weights: Vec::new(),
+                error: String::new(),
+            };
+            if current > reveal_epoch {
+                record.error =
+                    format!("expired: round {} was not signed within epoch {reveal_epoch}", commit.reveal_round);
+            } else {
+                match open_commit(subnet, &commit, &bytes, &key.sign(commit.reveal_round)) {
+                    Ok(payload) => {
+                        record.uids = payload.uids;
+                        record.weights = payload.values;
+                    }
+                    Err(why) => record.error = why,
+                }
+            }
+            opened.push(record);
+        }
+        changed |= !opened.is_empty();
+        subnet.timelocked = keep;
+        subnet.revealed.extend(opened);
+        let excess = subnet.revealed.len().saturating_sub(MAX_REVEALED_KEPT);
+        subnet.revealed.drain(..excess);
+    }
+    changed
+}
+
+/// Decrypts one commit and applies its weights as `set_weights` would, or says why not.
+fn open_commit(
+    subnet: &mut Subnet,
+    commit: &LocalCommit,
+    bytes: &[u8],
+    signature: &[u8],
+) -> Result<WeightsTlockPayload, String> {
+    use parity_scale_codec::Decode;
+    let plaintext = tlock::decrypt(bytes, signature).map_err(|e| e.to_string())?;
+    let payload =
+        WeightsTlockPayload::decode(&mut &plaintext[..]).map_err(|e| format!("not a weights payload: {e}"))?;
+    if payload.hotkey != commit.hotkey.as_bytes() {
+        return Err("the payload names another hotkey than the committer".into());
+    }
+    if payload.uids.len() != payload.values.len() {
+        return Err("uids and weights differ in length".into());
+    }
+    if payload.version_key < subnet.version_key {
+        return Err(format!("IncorrectWeightVersionKey: {} < {}", payload.version_key, subnet.version_key));
+    }
+    let n = subnet.neurons.len() as u16;
+    if let Some(bad) = payload.uids.iter().find(|&&u| u >= n) {
+        return Err(format!("UidVecContainInvalidOne: uid {bad}"));
+    }
+    subnet.weights.insert(commit.uid, payload.uids.iter().copied().zip(payload.values.iter().copied()).collect());
+    Ok(payload)
 }
 
 fn subnet_mut(state: &mut LocalState, netuid: u16) -> &mut Subnet {
@@ -175,6 +348,21 @@ struct SettingsRequest {
     commit_reveal_enabled: Option<bool>,
     rate_limit_blocks: Option<u64>,
     version_key: Option<u64>,
+    reveal_period_epochs: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct TimelockedRequest {
+    hotkey: String,
+    commit: String,
+    reveal_round: u64,
+    version: u16,
+}
+
+#[derive(Serialize, Deserialize)]
+struct RoundReply {
+    round: u64,
+    signature: String,
 }
 
 #[derive(Deserialize)]
@@ -199,6 +387,9 @@ pub fn router(chain: Arc<LocalChain>) -> Router {
         .route("/v1/subnets/{netuid}/weights", post(set_weights).get(weights))
         .route("/v1/subnets/{netuid}/limits", get(limits))
         .route("/v1/subnets/{netuid}/settings", post(settings))
+        .route("/v1/subnets/{netuid}/timelock", get(timelock_info))
+        .route("/v1/subnets/{netuid}/timelocked", post(commit_timelocked).get(timelocked))
+        .route("/v1/beacon/rounds/{round}", get(beacon_round))
         .with_state(chain)
 }
 
@@ -362,9 +553,120 @@ async fn settings(
             if let Some(v) = request.version_key {
                 subnet.version_key = v;
             }
+            if let Some(v) = request.reveal_period_epochs {
+                if !(1..=100).contains(&v) {
+                    return Err(refuse(StatusCode::BAD_REQUEST, "reveal_period_epochs must be in 1..=100"));
+                }
+                subnet.reveal_period_epochs = v;
+            }
             Ok(BlockReply { block })
         })
         .map(Json)
+}
+
+async fn timelock_info(
+    State(chain): Shared,
+    UrlPath(netuid): UrlPath<u16>,
+    Query(query): Query<HotkeyQuery>,
+) -> Json<TimelockInfo> {
+    Json(chain.read(|s, block| {
+        let epoch = s.epoch(netuid, block);
+        let subnet = s.subnets.get(&netuid);
+        TimelockInfo {
+            commit_reveal_version: COMMIT_REVEAL_VERSION,
+            reveal_period_epochs: subnet.map_or(1, |n| n.reveal_period_epochs),
+            schedule: EpochSchedule::Legacy { tempo: s.tempo, netuid },
+            beacon: s.beacon(),
+            block_ms: s.block_ms,
+            unrevealed_commits: subnet.map_or(0, |n| {
+                n.timelocked.iter().filter(|c| Some(&c.hotkey) == query.hotkey.as_ref() && c.epoch == epoch).count()
+                    as u32
+            }),
+        }
+    }))
+}
+
+async fn commit_timelocked(
+    State(chain): Shared,
+    UrlPath(netuid): UrlPath<u16>,
+    Json(request): Json<TimelockedRequest>,
+) -> Result<Json<BlockReply>, Refusal> {
+    let bytes = hex::decode(&request.commit).map_err(|e| refuse(StatusCode::BAD_REQUEST, format!("commit: {e}")))?;
+    if bytes.len() > tlock::MAX_COMMIT_BYTES {
+        return Err(refuse(StatusCode::BAD_REQUEST, format!("commit over {} bytes", tlock::MAX_COMMIT_BYTES)));
+    }
+    chain
+        .change(|state, block| {
+            let epoch = state.epoch(netuid, block);
+            let subnet = subnet_mut(state, netuid);
+            let uid = registered(subnet, &request.hotkey)?.uid;
+            if !subnet.commit_reveal_enabled {
+                return Err(refuse(StatusCode::FORBIDDEN, "CommitRevealDisabled: commit-reveal is off on this subnet"));
+            }
+            if request.version != COMMIT_REVEAL_VERSION {
+                return Err(refuse(
+                    StatusCode::FORBIDDEN,
+                    format!("IncorrectCommitRevealVersion: {} is not {COMMIT_REVEAL_VERSION}", request.version),
+                ));
+            }
+            if let Some(&last) = subnet.last_update.get(&uid) {
+                if block < last + subnet.rate_limit_blocks {
+                    return Err(refuse(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        format!("CommittingWeightsTooFast: last at {last}, limit {} blocks", subnet.rate_limit_blocks),
+                    ));
+                }
+            }
+            let unrevealed =
+                subnet.timelocked.iter().filter(|c| c.hotkey == request.hotkey && c.epoch == epoch).count();
+            if unrevealed >= tlock::MAX_UNREVEALED_COMMITS as usize {
+                return Err(refuse(StatusCode::TOO_MANY_REQUESTS, "TooManyUnrevealedCommits"));
+            }
+            subnet.timelocked.push(LocalCommit {
+                hotkey: request.hotkey.clone(),
+                uid,
+                commit_block: block,
+                epoch,
+                reveal_round: request.reveal_round,
+                commit: request.commit.clone(),
+            });
+            subnet.last_update.insert(uid, block);
+            Ok(BlockReply { block })
+        })
+        .map(Json)
+}
+
+async fn timelocked(State(chain): Shared, UrlPath(netuid): UrlPath<u16>) -> Json<Timelocked> {
+    Json(chain.read(|s, _| {
+        let Some(subnet) = s.subnets.get(&netuid) else { return Timelocked::default() };
+        Timelocked {
+            pending: subnet
+                .timelocked
+                .iter()
+                .map(|c| PendingCommit {
+                    hotkey: c.hotkey.clone(),
+                    commit_block: c.commit_block,
+                    reveal_round: c.reveal_round,
+                    ciphertext_hash: crate::bytes::Hash32(
+                        *blake3::hash(&hex::decode(&c.commit).unwrap_or_default()).as_bytes(),
+                    ),
+                })
+                .collect(),
+            revealed: subnet.revealed.clone(),
+        }
+    }))
+}
+
+/// A round's signature, once its time has come: anyone can then open the commits
+/// encrypted to it, as the chain does.
+async fn beacon_round(State(chain): Shared, UrlPath(round): UrlPath<u64>) -> Result<Json<RoundReply>, Refusal> {
+    let now_ms = (chain.clock)();
+    chain.read(|s, _| {
+        if round == 0 || round > s.beacon().latest_round(now_ms) {
+            return Err(refuse(StatusCode::NOT_FOUND, format!("round {round} is not signed yet")));
+        }
+        Ok(Json(RoundReply { round, signature: hex::encode(s.beacon_key().sign(round)) }))
+    })
 }
 
 /// A client of the local chain, as one hotkey (or read-only without one).
@@ -481,5 +783,40 @@ impl Chain for LocalClient {
     async fn weight_limits(&self) -> Result<WeightLimits, ChainError> {
         let query = self.hotkey.as_deref().map_or(String::new(), |h| format!("?hotkey={h}"));
         self.get(&format!("/v1/subnets/{}/limits{query}", self.netuid)).await
+    }
+
+    fn payload_hotkey(&self) -> Option<Vec<u8>> {
+        self.hotkey.as_ref().map(|h| h.as_bytes().to_vec())
+    }
+
+    async fn timelock_info(&self) -> Result<TimelockInfo, ChainError> {
+        let query = self.hotkey.as_deref().map_or(String::new(), |h| format!("?hotkey={h}"));
+        self.get(&format!("/v1/subnets/{}/timelock{query}", self.netuid)).await
+    }
+
+    async fn commit_timelocked_weights(
+        &self,
+        commit: &[u8],
+        reveal_round: u64,
+        version: u16,
+    ) -> Result<u64, ChainError> {
+        let body = serde_json::json!({
+            "hotkey": self.signer()?, "commit": hex::encode(commit), "reveal_round": reveal_round, "version": version,
+        });
+        let reply: BlockReply = self.post(&format!("/v1/subnets/{}/timelocked", self.netuid), body).await?;
+        Ok(reply.block)
+    }
+
+    async fn timelocked(&self) -> Result<Timelocked, ChainError> {
+        self.get(&format!("/v1/subnets/{}/timelocked", self.netuid)).await
+    }
+}
+
+impl LocalClient {
+    /// A round's signature from the stand-in beacon (404 until its time has come).
+    pub async fn beacon_round(&self, round: u64) -> Result<Vec<u8>, ChainError> {
+        let reply: RoundReply = self.get(&format!("/v1/beacon/rounds/{round}")).await?;
+        hex::decode(reply.signature)
+            .map_err(|e| ChainError::Decode { what: "round signature".into(), message: e.to_string() })
     }
 }

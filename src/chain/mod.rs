@@ -158,8 +158,12 @@ pub enum ChainError {
     Transport { endpoint: String, message: String },
     #[error("the chain refused the call: {0}")]
     Refused(String),
-    #[error("subnet {netuid} has commit-reveal weights enabled (CommitRevealWeightsEnabled = true): set_weights is refused; commit-reveal v4 (commit_timelocked_weights) is not supported yet")]
-    CommitRevealEnabled { netuid: u16 },
+    #[error("subnet {netuid} has commit-reveal weights enabled, and this chain has no timelocked weights commit call (commit_timelocked_mechanism_weights or commit_timelocked_weights)")]
+    CommitRevealUnsupported { netuid: u16 },
+    #[error("this hotkey already has {count} unrevealed weight commits this epoch (the chain allows {max}): next commit after the reveal at block {reveal_block}")]
+    TooManyUnrevealed { count: u32, max: u32, reveal_block: u64 },
+    #[error("timelock: {0}")]
+    Tlock(#[from] tlock::TlockError),
     #[error("weights were set at block {last} and the rate limit is {limit} blocks: next allowed at block {next}")]
     RateLimited { last: u64, limit: u64, next: u64 },
     #[error("this chain client has no hotkey to sign with")]
@@ -178,7 +182,9 @@ impl ChainError {
         match self {
             ChainError::Transport { .. } => "rpc",
             ChainError::Refused(_) => "refused_by_chain",
-            ChainError::CommitRevealEnabled { .. } => "commit_reveal",
+            ChainError::CommitRevealUnsupported { .. } => "commit_reveal_unsupported",
+            ChainError::TooManyUnrevealed { .. } => "too_many_unrevealed",
+            ChainError::Tlock(_) => "timelock",
             ChainError::RateLimited { .. } => "rate_limited",
             ChainError::NoSigner => "no_signer",
             ChainError::Metadata(_) => "metadata",
@@ -189,7 +195,13 @@ impl ChainError {
 
     /// Whether the chain said no (as opposed to: we could not ask it).
     pub fn is_refusal(&self) -> bool {
-        matches!(self, ChainError::Refused(_) | ChainError::CommitRevealEnabled { .. } | ChainError::RateLimited { .. })
+        matches!(
+            self,
+            ChainError::Refused(_)
+                | ChainError::CommitRevealUnsupported { .. }
+                | ChainError::RateLimited { .. }
+                | ChainError::TooManyUnrevealed { .. }
+        )
     }
 }
 
@@ -210,13 +222,124 @@ pub trait Chain: Send + Sync {
     /// Every uid's weights: (uid, [(dest uid, weight)]).
     async fn weights(&self) -> Result<Vec<(u16, Vec<(u16, u16)>)>, ChainError>;
     async fn weight_limits(&self) -> Result<WeightLimits, ChainError>;
+    /// Our public key as a weights payload names the committer (subtensor: the hotkey's
+    /// 32-byte public key; the stand-in chain: the hotkey's UTF-8 name).
+    fn payload_hotkey(&self) -> Option<Vec<u8>>;
+    /// What a timelocked commit needs to know, read from chain state now.
+    async fn timelock_info(&self) -> Result<TimelockInfo, ChainError>;
+    /// Submits a timelocked weights commit; returns the chain block (as `commit`).
+    async fn commit_timelocked_weights(
+        &self,
+        commit: &[u8],
+        reveal_round: u64,
+        version: u16,
+    ) -> Result<u64, ChainError>;
+    /// Timelocked commits: those waiting and those the chain revealed (or dropped).
+    async fn timelocked(&self) -> Result<Timelocked, ChainError>;
 }
 
-/// Refuses a weight update that the chain would refuse, with the reason.
-pub fn check_weight_limits(limits: &WeightLimits, netuid: u16, now: u64) -> Result<(), ChainError> {
-    if limits.commit_reveal_enabled {
-        return Err(ChainError::CommitRevealEnabled { netuid });
+/// What a timelocked commit needs from chain state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimelockInfo {
+    /// `CommitRevealWeightsVersion`: the call must carry it.
+    pub commit_reveal_version: u16,
+    pub reveal_period_epochs: u64,
+    pub schedule: tlock::EpochSchedule,
+    /// The beacon whose rounds the chain decrypts with.
+    pub beacon: tlock::Beacon,
+    pub block_ms: u64,
+    /// Our unrevealed commits in the current epoch.
+    pub unrevealed_commits: u32,
+}
+
+/// A timelocked commit waiting on chain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingCommit {
+    pub hotkey: String,
+    pub commit_block: u64,
+    pub reveal_round: u64,
+    /// blake3 of the ciphertext, as our log records it.
+    pub ciphertext_hash: Hash32,
+}
+
+/// A timelocked commit the chain opened: the weights it applied, or why it dropped it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevealedCommit {
+    pub hotkey: String,
+    pub commit_block: u64,
+    pub reveal_block: u64,
+    pub reveal_round: u64,
+    pub ciphertext_hash: Hash32,
+    pub uids: Vec<u16>,
+    pub weights: Vec<u16>,
+    /// Empty when applied; else the chain's reason for dropping the commit.
+    pub error: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timelocked {
+    pub pending: Vec<PendingCommit>,
+    /// What the chain still holds of revealed commits (subtensor keeps none: its
+    /// `TimelockedWeightsRevealed` events and `Weights` say what was applied).
+    pub revealed: Vec<RevealedCommit>,
+}
+
+/// How weights went to the chain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum WeightsSent {
+    Set { chain_block: u64, version_key: u64 },
+    Committed { chain_block: u64, version_key: u64, plan: tlock::RevealPlan, ciphertext_hash: Hash32 },
+}
+
+/// The one path for weights: from the chain's state, `set_weights` where commit-reveal
+/// is off, else a timelocked commit to the round the chain will reveal it with. Refuses
+/// (sending nothing) what the chain would refuse: the rate limit, and 10 unrevealed
+/// commits. `now_ms` is the time the reveal round is planned from.
+pub async fn send_weights(
+    chain: &dyn Chain,
+    uids: &[u16],
+    weights: &[u16],
+    now_ms: u64,
+) -> Result<WeightsSent, ChainError> {
+    let limits = chain.weight_limits().await?;
+    let block = chain.current_block().await?;
+    check_weight_limits(&limits, chain.netuid(), block)?;
+    let version_key = limits.version_key;
+    if !limits.commit_reveal_enabled {
+        let chain_block = chain.set_weights(uids, weights, version_key).await?;
+        return Ok(WeightsSent::Set { chain_block, version_key });
     }
+    let info = chain.timelock_info().await?;
+    let plan =
+        tlock::reveal_plan(&info.beacon, info.schedule, info.reveal_period_epochs, block, now_ms, info.block_ms)?;
+    if info.unrevealed_commits >= tlock::MAX_UNREVEALED_COMMITS {
+        return Err(ChainError::TooManyUnrevealed {
+            count: info.unrevealed_commits,
+            max: tlock::MAX_UNREVEALED_COMMITS,
+            reveal_block: plan.reveal_block,
+        });
+    }
+    let hotkey = chain.payload_hotkey().ok_or(ChainError::NoSigner)?;
+    let payload = tlock::WeightsTlockPayload { hotkey, uids: uids.to_vec(), values: weights.to_vec(), version_key };
+    let ciphertext = tlock::encrypt(
+        &info.beacon,
+        plan.reveal_round,
+        &parity_scale_codec::Encode::encode(&payload),
+        &mut rand_core::OsRng,
+    )?;
+    let chain_block =
+        chain.commit_timelocked_weights(&ciphertext, plan.reveal_round, info.commit_reveal_version).await?;
+    Ok(WeightsSent::Committed {
+        chain_block,
+        version_key,
+        plan,
+        ciphertext_hash: Hash32(*blake3::hash(&ciphertext).as_bytes()),
+    })
+}
+
+/// Refuses a weight update (set or commit) that the rate limit would refuse, with the
+/// block it is next allowed at.
+pub fn check_weight_limits(limits: &WeightLimits, _netuid: u16, now: u64) -> Result<(), ChainError> {
     if let Some(last) = limits.last_update {
         let next = last + limits.rate_limit_blocks;
         if now < next {
@@ -317,8 +440,8 @@ mod tests {
         };
         assert!(matches!(check_weight_limits(&limits, 1, 1050), Err(ChainError::RateLimited { next: 1100, .. })));
         assert!(check_weight_limits(&limits, 1, 1100).is_ok());
+        // Commits count against the same limit.
         let reveal = WeightLimits { commit_reveal_enabled: true, ..limits };
-        let error = check_weight_limits(&reveal, 7, 5000).unwrap_err();
-        assert!(error.to_string().contains("CommitRevealWeightsEnabled"), "{error}");
+        assert!(matches!(check_weight_limits(&reveal, 7, 1099), Err(ChainError::RateLimited { .. })));
     }
 }

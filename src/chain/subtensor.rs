@@ -9,7 +9,14 @@
 //! [`set_weights_call`]), so the golden-bytes tests on the real finney metadata check
 //! what a live validator submits.
 
-use super::{check_weight_limits, Chain, ChainError, CommitmentRecord, LedgerCommitment, Neuron, WeightLimits};
+use super::tlock::{Beacon, EpochSchedule};
+use super::{
+    check_weight_limits, Chain, ChainError, CommitmentRecord, LedgerCommitment, Neuron, PendingCommit, TimelockInfo,
+    Timelocked, WeightLimits,
+};
+
+/// Subtensor's block time.
+pub const SUBTENSOR_BLOCK_MS: u64 = 12_000;
 use std::path::Path;
 use subxt::dynamic::Value;
 use subxt::ext::scale_value::{Composite, Primitive, ValueDef};
@@ -49,6 +56,35 @@ pub fn set_weights_payload(
         "set_weights",
         vec![Value::u128(u128::from(netuid)), list(uids), list(weights), Value::u128(u128::from(version_key))],
     )
+}
+
+/// The timelocked weights commit this metadata has: `commit_timelocked_mechanism_weights`
+/// (mecid 0, the main mechanism) where present, else `commit_timelocked_weights`; `None`
+/// when it has neither (a chain without commit-reveal v4).
+pub fn commit_timelocked_payload(
+    metadata: &Metadata,
+    netuid: u16,
+    commit: &[u8],
+    reveal_round: u64,
+    version: u16,
+) -> Option<subxt::tx::DynamicPayload<Vec<Value>>> {
+    let pallet = metadata.pallet_by_name("SubtensorModule")?;
+    let (netuid, commit) = (Value::u128(u128::from(netuid)), Value::from_bytes(commit));
+    let (round, version) = (Value::u128(u128::from(reveal_round)), Value::u128(u128::from(version)));
+    if pallet.call_variant_by_name("commit_timelocked_mechanism_weights").is_some() {
+        let args = vec![netuid, Value::u128(0), commit, round, version];
+        return Some(subxt::dynamic::tx("SubtensorModule", "commit_timelocked_mechanism_weights", args));
+    }
+    pallet.call_variant_by_name("commit_timelocked_weights")?;
+    Some(subxt::dynamic::tx("SubtensorModule", "commit_timelocked_weights", vec![netuid, commit, round, version]))
+}
+
+/// Whether the metadata has the stateful epoch schedule (`LastEpochBlock`, ...).
+pub fn has_stateful_epochs(metadata: &Metadata) -> bool {
+    metadata
+        .pallet_by_name("SubtensorModule")
+        .and_then(|p| p.storage().map(|s| s.entry_by_name("LastEpochBlock").is_some()))
+        .unwrap_or(false)
 }
 
 /// An offline client for `metadata` (spec version and genesis hash as given).
@@ -352,4 +388,108 @@ impl Chain for SubtensorClient {
             version_key: as_u128(&version).unwrap_or(0) as u64,
         })
     }
+
+    fn payload_hotkey(&self) -> Option<Vec<u8>> {
+        self.signer.as_ref().map(|k| k.public_key().0.to_vec())
+    }
+
+    async fn timelock_info(&self) -> Result<TimelockInfo, ChainError> {
+        let at = self.at().await?;
+        let block = at.block_number();
+        let key = || vec![netuid_key(self.netuid)];
+        let number = |v: &Value, what: &str| as_u128(v).map(|n| n as u64).ok_or_else(|| decode(what, "not a number"));
+        let version = self.fetch_or_default(&at, "CommitRevealWeightsVersion", vec![]).await?;
+        let period = self.fetch_or_default(&at, "RevealPeriodEpochs", key()).await?;
+        let tempo = number(&self.fetch_or_default(&at, "Tempo", key()).await?, "Tempo")?;
+        let (schedule, epoch) = if has_stateful_epochs(at.metadata_ref()) {
+            let last = number(&self.fetch_or_default(&at, "LastEpochBlock", key()).await?, "LastEpochBlock")?;
+            let pending = number(&self.fetch_or_default(&at, "PendingEpochAt", key()).await?, "PendingEpochAt")?;
+            let index = number(&self.fetch_or_default(&at, "SubnetEpochIndex", key()).await?, "SubnetEpochIndex")?;
+            // `current_epoch_with_lookahead`: a commit in a block where an epoch fires
+            // belongs to that epoch.
+            let fires = block >= last.saturating_add(tempo) || (pending > 0 && block >= pending);
+            (
+                EpochSchedule::Stateful { tempo, last_epoch_block: last, pending_epoch_at: pending },
+                index + u64::from(fires),
+            )
+        } else {
+            let epoch = (block + u64::from(self.netuid) + 1) / (tempo + 1);
+            (EpochSchedule::Legacy { tempo, netuid: self.netuid }, epoch)
+        };
+        let unrevealed_commits = match &self.signer {
+            Some(signer) => {
+                let keys = vec![netuid_key(self.netuid), Value::u128(u128::from(epoch))];
+                let commits = self.fetch_or_default(&at, "TimelockedWeightCommits", keys).await?;
+                let ours = signer.public_key().0.to_vec();
+                items(&commits)
+                    .into_iter()
+                    .filter(|entry| {
+                        items(entry).first().and_then(|who| bytes_of(unwrap_newtype(who))).as_deref() == Some(&ours[..])
+                    })
+                    .count() as u32
+            }
+            None => 0,
+        };
+        Ok(TimelockInfo {
+            commit_reveal_version: number(&version, "CommitRevealWeightsVersion")? as u16,
+            reveal_period_epochs: number(&period, "RevealPeriodEpochs")?,
+            schedule,
+            beacon: Beacon::quicknet(),
+            block_ms: SUBTENSOR_BLOCK_MS,
+            unrevealed_commits,
+        })
+    }
+
+    async fn commit_timelocked_weights(
+        &self,
+        commit: &[u8],
+        reveal_round: u64,
+        version: u16,
+    ) -> Result<u64, ChainError> {
+        let at = self.at().await?;
+        let payload = commit_timelocked_payload(at.metadata_ref(), self.netuid, commit, reveal_round, version)
+            .ok_or(ChainError::CommitRevealUnsupported { netuid: self.netuid })?;
+        self.submit(payload).await
+    }
+
+    /// Subtensor keeps pending commits in `TimelockedWeightCommits` and no record of a
+    /// reveal but its event and the resulting `Weights`: the pending ones are listed.
+    async fn timelocked(&self) -> Result<Timelocked, ChainError> {
+        let info = self.timelock_info().await?;
+        let at = self.at().await?;
+        let block = at.block_number();
+        let epoch = match info.schedule {
+            EpochSchedule::Legacy { tempo, netuid } => (block + u64::from(netuid) + 1) / (tempo + 1),
+            EpochSchedule::Stateful { .. } => {
+                number_or_zero(&self.fetch_or_default(&at, "SubnetEpochIndex", vec![netuid_key(self.netuid)]).await?)
+            }
+        };
+        let mut pending = Vec::new();
+        for e in epoch.saturating_sub(info.reveal_period_epochs)..=epoch {
+            let keys = vec![netuid_key(self.netuid), Value::u128(u128::from(e))];
+            let commits = self.fetch_or_default(&at, "TimelockedWeightCommits", keys).await?;
+            for entry in items(&commits) {
+                let parts = items(entry);
+                let (Some(who), Some(commit_block), Some(bytes), Some(round)) = (
+                    parts.first().and_then(|v| bytes_of(unwrap_newtype(v))).and_then(|b| <[u8; 32]>::try_from(b).ok()),
+                    parts.get(1).and_then(|v| as_u128(v)),
+                    parts.get(2).and_then(|v| bytes_of(unwrap_newtype(v))),
+                    parts.get(3).and_then(|v| as_u128(v)),
+                ) else {
+                    continue;
+                };
+                pending.push(PendingCommit {
+                    hotkey: ss58(&who),
+                    commit_block: commit_block as u64,
+                    reveal_round: round as u64,
+                    ciphertext_hash: crate::bytes::Hash32(*blake3::hash(&bytes).as_bytes()),
+                });
+            }
+        }
+        Ok(Timelocked { pending, revealed: Vec::new() })
+    }
+}
+
+fn number_or_zero(value: &Value) -> u64 {
+    as_u128(value).unwrap_or(0) as u64
 }

@@ -62,6 +62,9 @@ pub enum ChainCommand {
         /// Milliseconds per block (subtensor: 12000).
         #[arg(long, default_value_t = 12_000)]
         block_ms: u64,
+        /// Blocks per epoch (subtensor's default tempo: 360); fixed when the chain is created.
+        #[arg(long, default_value_t = 360)]
+        tempo: u64,
         /// Announce the address as one JSON line (`{"listening": ADDR, ...}`).
         #[arg(long)]
         json: bool,
@@ -124,7 +127,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
     match command {
-        ChainCommand::Serve { data, listen, block_ms, json } => serve(data, &listen, block_ms, json),
+        ChainCommand::Serve { data, listen, block_ms, tempo, json } => serve(data, &listen, block_ms, tempo, json),
         ChainCommand::Status { chain, json } => runtime()?.block_on(async {
             let client = chain.connect().await?;
             let block = client.current_block().await?;
@@ -203,9 +206,21 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn serve(data: PathBuf, listen: &str, block_ms: u64, json: bool) -> anyhow::Result<ExitCode> {
-    let chain = Arc::new(LocalChain::open(&data, block_ms, super::now_ms)?);
+fn serve(data: PathBuf, listen: &str, block_ms: u64, tempo: u64, json: bool) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!((1..=3_600_000).contains(&block_ms), "--block-ms must be in 1..=3600000");
+    anyhow::ensure!((1..=65_535).contains(&tempo), "--tempo must be in 1..=65535");
+    let chain = Arc::new(LocalChain::open(&data, block_ms, tempo, super::now_ms)?);
     runtime()?.block_on(async move {
+        // Each block, open the timelocked weight commits that are due, as subtensor does.
+        let ticking = chain.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(block_ms)).await;
+                if let Err(error) = ticking.tick() {
+                    tracing::error!(event = "chain_tick_failed", error = %error, "revealing commits failed");
+                }
+            }
+        });
         let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
         let address = listener.local_addr()?;
         // One line on stdout so scripts (and af devnet) learn the address.

@@ -62,6 +62,8 @@ fn start_miner(exe: &Path, policy: &str, seed: usize, log: &Path) -> anyhow::Res
 }
 
 const DEVNET_NETUID: u16 = 1;
+/// 20 blocks of 250 ms: an epoch every 5 s, so timelocked weights reveal within seconds.
+const DEVNET_TEMPO: u64 = 20;
 
 fn validator_hotkey(i: usize) -> String {
     format!("5DevnetValidator{i}")
@@ -69,7 +71,18 @@ fn validator_hotkey(i: usize) -> String {
 
 fn start_chain(exe: &Path, dir: &Path) -> anyhow::Result<(Process, String)> {
     let mut child = Command::new(exe)
-        .args(["chain", "serve", "--data", &dir.display().to_string(), "--listen", "127.0.0.1:0", "--block-ms", "250"])
+        .args([
+            "chain",
+            "serve",
+            "--data",
+            &dir.display().to_string(),
+            "--listen",
+            "127.0.0.1:0",
+            "--block-ms",
+            "250",
+            "--tempo",
+            &DEVNET_TEMPO.to_string(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -121,6 +134,12 @@ pub fn run(
     eprintln!("local chain at {chain_addr}");
     let chain_client = af::chain::local::LocalClient::new(&chain_addr, DEVNET_NETUID, None)?;
     let chain_runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    // Commit-reveal on, as on most subnets: validators commit timelocked weights and the
+    // chain reveals them with its beacon's round signatures. A short rate limit lets each
+    // validator's last commit carry its final champion.
+    chain_runtime.block_on(chain_client.settings(serde_json::json!({
+        "commit_reveal_enabled": true, "rate_limit_blocks": 8, "reveal_period_epochs": 1,
+    })))?;
     let mut config = format!(
         "# The devnet's shared validator config; each validator's hotkey comes from AF_CHAIN__HOTKEY.\n\
          [evaluation]\ncap = 300\nmax_challenges = 600\nwindow = 8\n\
@@ -205,7 +224,36 @@ pub fn run(
     }
     eprintln!("all validators played {rounds} round(s); waiting for every log to reach every validator");
 
-    // 2. Every validator holds every validator's final tip.
+    // 2. Weights reach the chain through commit-reveal: each validator commits its
+    // champion's weights timelocked and the chain reveals them an epoch later. Wait (while
+    // the validators keep serving) until every validator's revealed weights give all to
+    // the champion its summary names.
+    let champion = summaries[0].as_ref().and_then(|s| s["champion"].as_str().map(String::from));
+    let reveal_deadline = Instant::now() + Duration::from_secs(60);
+    eprintln!("waiting for every validator's timelocked weights to be revealed on chain");
+    loop {
+        let neurons = chain_runtime.block_on(af::chain::Chain::neurons(&chain_client))?;
+        let weights = chain_runtime.block_on(af::chain::Chain::weights(&chain_client))?;
+        let uid_of = |hotkey: &str| neurons.iter().find(|n| n.hotkey == hotkey).map(|n| n.uid);
+        let champion_uid = champion.as_deref().and_then(uid_of);
+        let revealed = (0..n_validators).all(|i| {
+            let setter = uid_of(&validator_hotkey(i));
+            weights
+                .iter()
+                .any(|(uid, pairs)| Some(*uid) == setter && champion_uid.is_some_and(|c| pairs == &[(c, u16::MAX)]))
+        });
+        if revealed || Instant::now() > reveal_deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // From here on the chain refuses further weights, so the logs stop growing and can
+    // converge: what was revealed is what gets checked.
+    chain_runtime.block_on(chain_client.settings(serde_json::json!({ "rate_limit_blocks": 1_000_000_000u64 })))?;
+    // An anchoring tick already past the chain may still be recording (ticks are 1 s).
+    std::thread::sleep(Duration::from_millis(2_500));
+
+    // 3. Every validator holds every validator's final tip.
     let sync_started = Instant::now();
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
@@ -219,8 +267,21 @@ pub fn run(
                 }
             }
         }
+        // Converged, and still so a moment later (status files trail by up to 200 ms).
         if missing.is_empty() {
-            break;
+            let tips = |statuses: &[Option<serde_json::Value>]| -> Vec<Option<(u64, String)>> {
+                statuses
+                    .iter()
+                    .flat_map(|s| validators.iter().map(move |(_, key, _)| s.as_ref().and_then(|s| tip_in(s, key))))
+                    .collect()
+            };
+            let before = tips(&statuses);
+            std::thread::sleep(Duration::from_millis(500));
+            let again: Vec<Option<serde_json::Value>> = validators.iter().map(|(dir, _, _)| status(dir)).collect();
+            if tips(&again) == before {
+                break;
+            }
+            continue;
         }
         if Instant::now() > deadline {
             bail!("logs did not converge in 120 s; (holder, owner) pairs still behind: {missing:?}");
@@ -229,7 +290,7 @@ pub fn run(
     }
     let convergence_ms = sync_started.elapsed().as_millis();
 
-    // 3. Stop the validators cleanly, then check every store from disk.
+    // 4. Stop the validators cleanly, then check every store from disk.
     for process in &validator_processes {
         let _ = Command::new("kill").args(["-INT", &process.child.id().to_string()]).status();
     }
@@ -276,20 +337,45 @@ pub fn run(
     let records = chain_runtime.block_on(af::chain::Chain::commitments(&chain_client))?;
     let on_chain = af::audit::commitments::OnChain { endpoint: &chain_endpoint, records };
     let commitments = af::audit::audit_commitments(&network.folds, &store, Some(on_chain))?;
+    // Weights went in timelocked: wait until the chain has revealed every commit (one
+    // epoch and the round's signature), then compare what it applied with replay.
+    let reveal_deadline = Instant::now() + Duration::from_secs(60);
+    let timelocked = loop {
+        let timelocked = chain_runtime.block_on(af::chain::Chain::timelocked(&chain_client))?;
+        if timelocked.pending.is_empty() || Instant::now() > reveal_deadline {
+            break timelocked;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
     let on_chain_weights = chain_runtime.block_on(af::chain::Chain::weights(&chain_client))?;
+    let neurons = chain_runtime.block_on(af::chain::Chain::neurons(&chain_client))?;
     drop(processes); // the miners and the chain
+    let champion_uid =
+        network.state.champion.as_ref().and_then(|c| neurons.iter().find(|n| n.hotkey == c.hotkey)).map(|n| n.uid);
+    let validator_uids: Vec<u16> = (0..n_validators)
+        .filter_map(|i| neurons.iter().find(|n| n.hotkey == validator_hotkey(i)).map(|n| n.uid))
+        .collect();
+    let weights_match = validator_uids.iter().all(|uid| {
+        on_chain_weights
+            .iter()
+            .any(|(setter, pairs)| setter == uid && champion_uid.is_some_and(|c| pairs == &[(c, u16::MAX)]))
+    });
     let champions: std::collections::BTreeSet<String> = rows.iter().map(|r| r["champion"].to_string()).collect();
     let n_committed = commitments.rows.iter().filter(|r| r.status == "matches").count();
-    let ok = rows.iter().all(|r| r["all_verified"] == true && r["chains_held"] == n_validators)
+    let logs_ok = rows.iter().all(|r| r["all_verified"] == true && r["chains_held"] == n_validators);
+    let ok = logs_ok
         && state_hashes.len() == 1
         && commitments.discrepancies.is_empty()
-        && n_committed == n_validators;
+        && n_committed == n_validators
+        && timelocked.pending.is_empty()
+        && weights_match;
     let state = &network.state;
     let result = serde_json::json!({
         "validators": rows,
         "agreement": champions.len() == 1,
         "champion": if champions.len() == 1 { rows[0]["champion"].clone() } else { serde_json::Value::Null },
-        "every_log_everywhere": ok,
+        "every_log_everywhere": logs_ok,
+        "ok": ok,
         "convergence_ms": convergence_ms,
         "state_hash": network.state_hash,
         "state_hashes_agree": state_hashes.len() == 1,
@@ -305,6 +391,9 @@ pub fn run(
             "commitments_matching_logs": n_committed,
             "note": commitments.note,
             "weights": on_chain_weights,
+            "timelocked_revealed": timelocked.revealed,
+            "timelocked_pending": timelocked.pending,
+            "revealed_weights_match_champion": weights_match,
         },
         "elapsed_s": started.elapsed().as_secs_f64(),
         "data": data,
@@ -338,7 +427,7 @@ pub fn run(
         }
         outln!(
             "every validator holds and verified every log: {}; champions agree: {}; logs converged {} ms after the last match",
-            if ok { "yes" } else { "NO" },
+            if logs_ok { "yes" } else { "NO" },
             if champions.len() == 1 { "yes" } else { "no" },
             convergence_ms
         );
@@ -354,8 +443,12 @@ pub fn run(
             outln!("  vtrust {} {:.4}", &v.validator.to_hex()[..16], f64::from(v.vtrust_ppm) / 1e6);
         }
         outln!(
-            "chain {chain_endpoint}: {n_committed}/{n_validators} validators' commitments match their logs; weights on chain {:?}",
-            on_chain_weights
+            "chain {chain_endpoint}: {n_committed}/{n_validators} validators' commitments match their logs; weights went in timelocked: {} commits revealed ({} dropped), {} pending; on chain {:?}: {}",
+            timelocked.revealed.len(),
+            timelocked.revealed.iter().filter(|r| !r.error.is_empty()).count(),
+            timelocked.pending.len(),
+            on_chain_weights,
+            if weights_match { "every validator's revealed weights give all to the replayed champion" } else { "NOT every validator's revealed weights match the replayed champion" }
         );
         let dir = data.display();
         outln!(

@@ -423,6 +423,10 @@ fn describe(event: &Event) -> String {
             format!("match_decided {} contender_won={} champion {}", d.match_id, d.contender_won, d.champion_hotkey)
         }
         Event::WeightsSet(w) => format!("weights_set netuid {} at chain block {}", w.netuid, w.chain_block),
+        Event::WeightsCommitted(w) => format!(
+            "weights_committed netuid {} at chain block {}, uids {:?} weights {:?}, reveal round {} (block {})",
+            w.netuid, w.chain_block, w.uids, w.weights, w.reveal_round, w.reveal_block
+        ),
         Event::ChainCommitment(c) => format!(
             "chain_commitment height {} hash {} at chain block {}",
             c.committed_height, c.committed_hash, c.chain_block

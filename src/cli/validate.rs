@@ -205,7 +205,7 @@ pub fn validate(
             request_stats: Arc::default(),
             own_blocks: own_blocks.clone(),
             evidence,
-            chain,
+            chain: chain.clone(),
             anchor_check_ms: 1_000,
             metrics: metrics.clone(),
         };
@@ -232,11 +232,56 @@ pub fn validate(
             );
         }
         if let (true, false, Some(task), Some(own_blocks)) = (serve, summary.interrupted, net_task, own_blocks) {
-            // The queue is done; our log now has no other writer, so evidence is appended
-            // directly while we keep serving peers.
-            if let Some(evidence) = summary.evidence.take() {
-                tokio::spawn(super::node::record_evidence_directly(log.clone(), evidence, own_blocks));
+            // The queue is done: one appender task is now our log's single writer, for
+            // evidence against peers and for anchoring, which goes on while serving (the
+            // tip committed on cadence, weights set or committed timelocked whenever the
+            // chain's rate limit allows).
+            let (events, mut received) = tokio::sync::mpsc::channel::<Vec<af::ledger::Event>>(16);
+            if let Some(mut evidence) = summary.evidence.take() {
+                let events = events.clone();
+                tokio::spawn(async move {
+                    while let Some(found) = evidence.recv().await {
+                        tracing::warn!(
+                            event = "equivocation",
+                            validator = %found.validator,
+                            height = found.height,
+                            "validator {} equivocated at height {}: recording the evidence",
+                            found.validator,
+                            found.height
+                        );
+                        if events.send(vec![af::ledger::Event::Evidence(Box::new(found))]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
             }
+            if let Some(chain) = chain.clone() {
+                tokio::spawn(af::validator::anchor::anchor_loop(
+                    log.clone(),
+                    chain,
+                    events.clone(),
+                    config.evaluation.ratio_params(),
+                    af::validator::anchor::AnchorClock { check_ms: 1_000, now_ms: super::now_ms },
+                    stop.clone(),
+                    metrics.clone(),
+                ));
+            }
+            drop(events);
+            let (writer_log, validator) = (log.clone(), log.validator());
+            tokio::spawn(async move {
+                while let Some(batch) = received.recv().await {
+                    let log = writer_log.clone();
+                    match tokio::task::spawn_blocking(move || log.append(batch, super::now_ms())).await {
+                        Ok(Ok(receipt)) => {
+                            let _ = own_blocks.send((validator, receipt.tip.height));
+                        }
+                        Ok(Err(error)) => {
+                            tracing::error!(event = "append_failed", error = %error, "recording failed")
+                        }
+                        Err(_) => tracing::error!(event = "append_failed", "recording panicked"),
+                    }
+                }
+            });
             tracing::info!(event = "serving", "queue done; syncing until stopped");
             // The loop is now this wait: it keeps the health check's heartbeat.
             let mut stop = stop.clone();

@@ -40,6 +40,27 @@ pub enum Event<S = String> {
     /// Tag 7: a transcript in which some texts were longer than the recording cap, so
     /// only their prefix is recorded, with each full text's length and hash.
     TranscriptCut(TranscriptCut<S>),
+    /// Tag 8: weights committed timelocked (commit-reveal v4); the chain applies them
+    /// when it reveals the commit.
+    WeightsCommitted(WeightsCommitted),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WeightsCommitted {
+    pub netuid: u16,
+    /// The plaintext weights inside the ciphertext.
+    pub uids: Vec<u16>,
+    pub weights: Vec<u16>,
+    pub version_key: u64,
+    /// The chain block the commit was submitted at.
+    pub chain_block: u64,
+    /// The drand round whose signature opens it.
+    pub reveal_round: u64,
+    /// The chain block the reveal is planned for (first block of the reveal epoch).
+    pub reveal_block: u64,
+    /// blake3 of the ciphertext as sent.
+    pub ciphertext_hash: Hash32,
 }
 
 /// A text of a transcript recorded only in part: its recorded form is its longest prefix
@@ -311,6 +332,7 @@ impl<S: AsRef<str>> Event<S> {
             Event::ChainCommitment(_) => 5,
             Event::Evidence(_) => 6,
             Event::TranscriptCut(_) => 7,
+            Event::WeightsCommitted(_) => 8,
         }
     }
 
@@ -324,6 +346,7 @@ impl<S: AsRef<str>> Event<S> {
             Event::ChainCommitment(_) => "chain_commitment",
             Event::Evidence(_) => "evidence",
             Event::TranscriptCut(_) => "transcript_cut",
+            Event::WeightsCommitted(_) => "weights_committed",
         }
     }
 
@@ -357,6 +380,10 @@ impl<S: AsRef<str>> Event<S> {
                 Ok(())
             }
             Event::WeightsSet(w) => {
+                bound("uids", w.uids.len(), MAX_LIST_ITEMS, "items")?;
+                bound("weights", w.weights.len(), MAX_LIST_ITEMS, "items")
+            }
+            Event::WeightsCommitted(w) => {
                 bound("uids", w.uids.len(), MAX_LIST_ITEMS, "items")?;
                 bound("weights", w.weights.len(), MAX_LIST_ITEMS, "items")
             }

@@ -3,10 +3,12 @@
 //! weights from a replay of every log we hold, when the rate limit allows. Each
 //! success is recorded as an event in our own log, through its single writer.
 
-use crate::chain::{check_weight_limits, Chain, ChainError, LedgerCommitment, COMMIT_EVERY_BLOCKS};
+use crate::chain::{
+    check_weight_limits, send_weights, Chain, ChainError, LedgerCommitment, WeightsSent, COMMIT_EVERY_BLOCKS,
+};
 use crate::envs;
 use crate::evaluation::ratio::RatioParams;
-use crate::ledger::event::{ChainCommitment, WeightsSet};
+use crate::ledger::event::{ChainCommitment, WeightsCommitted, WeightsSet};
 use crate::ledger::{Event, OwnLog, StoreError};
 use crate::metrics::Metrics;
 use crate::replay::{self, fold::ChainFold};
@@ -45,7 +47,11 @@ impl AnchorError {
 fn tip_has_news(log: &OwnLog) -> Result<bool, StoreError> {
     let Some(tip) = log.tip()? else { return Ok(false) };
     let Some(block) = log.store.block(&log.validator(), tip.height)? else { return Ok(false) };
-    Ok(block.block.events.iter().any(|e| !matches!(e, Event::ChainCommitment(_) | Event::WeightsSet(_))))
+    Ok(block
+        .block
+        .events
+        .iter()
+        .any(|e| !matches!(e, Event::ChainCommitment(_) | Event::WeightsSet(_) | Event::WeightsCommitted(_))))
 }
 
 /// Commits our current tip; returns the event to record, or `None` with nothing to commit.
@@ -62,16 +68,17 @@ pub async fn commit_tip(log: &OwnLog, chain: &dyn Chain) -> Result<Option<ChainC
 }
 
 /// The weights replay gives (winner takes all, to the champion's uid on chain now),
-/// set if the chain allows it now. `None` when the rate limit says wait (checked first,
-/// so no replay is wasted), there is no champion yet, or the champion is not registered.
-/// `folds` carries the previous call's per-chain folds, so each call folds only the
-/// blocks stored since; it is refreshed on every replay.
+/// sent the way the subnet requires (`set_weights`, or a timelocked commit under
+/// commit-reveal: [`send_weights`]); returns the event to record. `None` when the rate
+/// limit says wait (checked first, so no replay is wasted), there is no champion yet, or
+/// the champion is not registered.
 pub async fn set_weights(
     log: &Arc<OwnLog>,
     chain: &dyn Chain,
     ratio_params: RatioParams,
     folds: &mut Option<Vec<ChainFold>>,
-) -> Result<Option<WeightsSet>, AnchorError> {
+    now_ms: u64,
+) -> Result<Option<Event>, AnchorError> {
     let limits = chain.weight_limits().await?;
     let now = chain.current_block().await?;
     match check_weight_limits(&limits, chain.netuid(), now) {
@@ -95,8 +102,47 @@ pub async fn set_weights(
     let neurons = chain.neurons().await?;
     let Some(uid) = neurons.iter().find(|n| n.hotkey == champion.hotkey).map(|n| n.uid) else { return Ok(None) };
     let (uids, weights) = (vec![uid], vec![u16::MAX]);
-    let chain_block = chain.set_weights(&uids, &weights, limits.version_key).await?;
-    Ok(Some(WeightsSet { netuid: chain.netuid(), uids, weights, version_key: limits.version_key, chain_block }))
+    let netuid = chain.netuid();
+    Ok(Some(match send_weights(chain, &uids, &weights, now_ms).await? {
+        WeightsSent::Set { chain_block, version_key } => {
+            Event::WeightsSet(WeightsSet { netuid, uids, weights, version_key, chain_block })
+        }
+        WeightsSent::Committed { chain_block, version_key, plan, ciphertext_hash } => {
+            Event::WeightsCommitted(WeightsCommitted {
+                netuid,
+                uids,
+                weights,
+                version_key,
+                chain_block,
+                reveal_round: plan.reveal_round,
+                reveal_block: plan.reveal_block,
+                ciphertext_hash,
+            })
+        }
+    }))
+}
+
+/// The chain block and a one-line description of a weights event, for logs.
+pub fn describe_weights(event: &Event) -> (u64, String) {
+    match event {
+        Event::WeightsSet(w) => (w.chain_block, format!("set weights {:?} -> {:?}", w.uids, w.weights)),
+        Event::WeightsCommitted(w) => (
+            w.chain_block,
+            format!(
+                "committed weights {:?} -> {:?} timelocked to round {} (reveal at block {})",
+                w.uids, w.weights, w.reveal_round, w.reveal_block
+            ),
+        ),
+        _ => (0, String::new()),
+    }
+}
+
+/// How often the anchoring loop looks at the chain, and the wall clock it plans reveal
+/// rounds with.
+#[derive(Clone, Copy, Debug)]
+pub struct AnchorClock {
+    pub check_ms: u64,
+    pub now_ms: fn() -> u64,
 }
 
 /// Runs until `stop`: every `check_ms`, commits the tip when `COMMIT_EVERY_BLOCKS` chain
@@ -108,10 +154,11 @@ pub async fn anchor_loop(
     chain: Arc<dyn Chain>,
     events: mpsc::Sender<Vec<Event>>,
     ratio_params: RatioParams,
-    check_ms: u64,
+    clock: AnchorClock,
     mut stop: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
 ) {
+    let AnchorClock { check_ms, now_ms } = clock;
     let mut last_commit_block: Option<u64> = None;
     let mut last_weights_block: Option<u64> = None;
     let mut folds: Option<Vec<ChainFold>> = None;
@@ -151,14 +198,17 @@ pub async fn anchor_loop(
                 }
             }
         }
-        let weights_due = last_weights_block.is_none_or(|at| block >= at + crate::chain::DEFAULT_WEIGHTS_RATE_LIMIT);
+        // The chain's own rate limit decides (set_weights reads it and waits when it says
+        // so); a block already used for weights is not retried.
+        let weights_due = last_weights_block.is_none_or(|at| block > at);
         if weights_due {
-            match set_weights(&log, chain.as_ref(), ratio_params, &mut folds).await {
-                Ok(Some(set)) => {
+            match set_weights(&log, chain.as_ref(), ratio_params, &mut folds, now_ms()).await {
+                Ok(Some(event)) => {
                     metrics.chain_send("weights", "sent", "");
-                    tracing::info!(event = "weights_set", uids = ?set.uids, chain_block = set.chain_block, "set weights");
-                    last_weights_block = Some(set.chain_block);
-                    if events.send(vec![Event::WeightsSet(set)]).await.is_err() {
+                    let (chain_block, what) = describe_weights(&event);
+                    tracing::info!(event = event.kind_name(), chain_block, "{what}");
+                    last_weights_block = Some(chain_block);
+                    if events.send(vec![event]).await.is_err() {
                         return;
                     }
                 }

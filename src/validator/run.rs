@@ -163,7 +163,7 @@ pub async fn run(
             chain,
             writer.sender.clone(),
             params,
-            options.anchor_check_ms,
+            super::anchor::AnchorClock { check_ms: options.anchor_check_ms, now_ms: options.now_ms },
             anchor_stop,
             options.metrics.clone(),
         ))
@@ -322,10 +322,12 @@ pub async fn run(
                 tracing::warn!(event = "commit_failed", error = %error, "committing our final tip failed");
             }
         }
-        match super::anchor::set_weights(&log, chain.as_ref(), params, &mut None).await {
-            Ok(Some(set)) => {
+        match super::anchor::set_weights(&log, chain.as_ref(), params, &mut None, (options.now_ms)()).await {
+            Ok(Some(event)) => {
                 options.metrics.chain_send("weights", "sent", "");
-                anchored.push(Event::WeightsSet(set))
+                let (chain_block, what) = super::anchor::describe_weights(&event);
+                tracing::info!(event = event.kind_name(), chain_block, "{what}");
+                anchored.push(event)
             }
             Ok(None) => {}
             Err(error) => {

@@ -86,6 +86,7 @@ impl OpenMatch {
 pub enum Anchor {
     Commitment { block_time_ms: u64, height: u64, record: ChainCommitment },
     Weights { block_time_ms: u64, height: u64, record: WeightsSet },
+    WeightsCommitted { block_time_ms: u64, height: u64, record: crate::ledger::event::WeightsCommitted },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -168,6 +169,9 @@ impl ValidatorState {
             }
             Event::WeightsSet(record) => {
                 self.remember(Anchor::Weights { block_time_ms: time_ms, height, record: record.clone() })
+            }
+            Event::WeightsCommitted(record) => {
+                self.remember(Anchor::WeightsCommitted { block_time_ms: time_ms, height, record: record.clone() })
             }
             Event::ChainCommitment(record) => {
                 self.remember(Anchor::Commitment { block_time_ms: time_ms, height, record: record.clone() })

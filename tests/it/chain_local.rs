@@ -22,7 +22,7 @@ fn test_clock() -> u64 {
 async fn the_local_chain_applies_subtensors_rules() {
     let dir = tempfile::tempdir().unwrap();
     // 1 s blocks on a clock the test moves.
-    let chain = Arc::new(LocalChain::open(dir.path(), 1_000, test_clock).unwrap());
+    let chain = Arc::new(LocalChain::open(dir.path(), 1_000, 360, test_clock).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     tokio::spawn(async move { axum::serve(listener, router(chain)).await.unwrap() });
