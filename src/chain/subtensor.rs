@@ -61,6 +61,32 @@ pub fn set_weights_payload(
 /// The timelocked weights commit this metadata has: `commit_timelocked_mechanism_weights`
 /// (mecid 0, the main mechanism) where present, else `commit_timelocked_weights`; `None`
 /// when it has neither (a chain without commit-reveal v4).
+pub fn timelocked_call_name(metadata: &Metadata) -> Option<&'static str> {
+    let pallet = metadata.pallet_by_name("SubtensorModule")?;
+    ["commit_timelocked_mechanism_weights", "commit_timelocked_weights"]
+        .into_iter()
+        .find(|name| pallet.call_variant_by_name(name).is_some())
+}
+
+/// The call `name` (one of [`timelocked_call_name`]'s) carrying a timelocked commit.
+pub fn commit_timelocked_payload_named(
+    name: &'static str,
+    netuid: u16,
+    commit: &[u8],
+    reveal_round: u64,
+    version: u16,
+) -> subxt::tx::DynamicPayload<Vec<Value>> {
+    let (netuid, commit) = (Value::u128(u128::from(netuid)), Value::from_bytes(commit));
+    let (round, version) = (Value::u128(u128::from(reveal_round)), Value::u128(u128::from(version)));
+    let args = if name == "commit_timelocked_mechanism_weights" {
+        vec![netuid, Value::u128(0), commit, round, version]
+    } else {
+        vec![netuid, commit, round, version]
+    };
+    subxt::dynamic::tx("SubtensorModule", name, args)
+}
+
+/// The timelocked commit call this metadata takes, or `None` without one.
 pub fn commit_timelocked_payload(
     metadata: &Metadata,
     netuid: u16,
@@ -68,15 +94,7 @@ pub fn commit_timelocked_payload(
     reveal_round: u64,
     version: u16,
 ) -> Option<subxt::tx::DynamicPayload<Vec<Value>>> {
-    let pallet = metadata.pallet_by_name("SubtensorModule")?;
-    let (netuid, commit) = (Value::u128(u128::from(netuid)), Value::from_bytes(commit));
-    let (round, version) = (Value::u128(u128::from(reveal_round)), Value::u128(u128::from(version)));
-    if pallet.call_variant_by_name("commit_timelocked_mechanism_weights").is_some() {
-        let args = vec![netuid, Value::u128(0), commit, round, version];
-        return Some(subxt::dynamic::tx("SubtensorModule", "commit_timelocked_mechanism_weights", args));
-    }
-    pallet.call_variant_by_name("commit_timelocked_weights")?;
-    Some(subxt::dynamic::tx("SubtensorModule", "commit_timelocked_weights", vec![netuid, commit, round, version]))
+    Some(commit_timelocked_payload_named(timelocked_call_name(metadata)?, netuid, commit, reveal_round, version))
 }
 
 /// Whether the metadata has the stateful epoch schedule (`LastEpochBlock`, ...).
@@ -341,6 +359,12 @@ impl Chain for SubtensorClient {
 
     async fn set_weights(&self, uids: &[u16], weights: &[u16], version_key: u64) -> Result<u64, ChainError> {
         let limits = self.weight_limits().await?;
+        if limits.commit_reveal_enabled {
+            return Err(ChainError::Refused(format!(
+                "CommitRevealWeightsEnabled on subnet {}: set_weights would fail; weights go in as a timelocked commit (send_weights)",
+                self.netuid
+            )));
+        }
         check_weight_limits(&limits, self.netuid, self.current_block().await?)?;
         self.submit(set_weights_payload(self.netuid, uids, weights, version_key.max(limits.version_key))).await
     }

@@ -342,6 +342,22 @@ async fn the_subtensor_backend_reads_and_submits_through_a_loopback_node() {
     let error = client.set_weights(&[2], &[65535], 0).await.unwrap_err();
     assert!(error.to_string().contains("CommitRevealWeightsEnabled"), "{error}");
     assert_eq!(node.submitted.lock().unwrap().len(), n_sent + 1);
+    // The one weights path commits them timelocked instead: the node receives
+    // commit_timelocked_mechanism_weights(7, mecid 0, ciphertext, round, version).
+    let sent = af::chain::send_weights(&client, &[2], &[65535], 1_800_000_000_000).await.unwrap();
+    let af::chain::WeightsSent::Committed { plan, ciphertext_hash, .. } = sent else { panic!("{sent:?}") };
+    assert_eq!(node.submitted.lock().unwrap().len(), n_sent + 2);
+    let extrinsic = node.submitted.lock().unwrap().last().cloned().unwrap();
+    let call_at = extrinsic.windows(5).position(|w| w == [0x07, 118, 0x07, 0x00, 0x00]).expect("the commit call");
+    let call = &extrinsic[call_at + 5..];
+    let (len, prefix) = compact_u32(call);
+    let ciphertext = &call[prefix..prefix + len as usize];
+    assert_eq!(blake3::hash(ciphertext).as_bytes(), &ciphertext_hash.0);
+    let rest = &call[prefix + len as usize..];
+    assert_eq!(&rest[..8], &plan.reveal_round.to_le_bytes());
+    assert!(plan.reveal_round > 1_000, "a quicknet round of 2027: {}", plan.reveal_round);
+    // Only that round's signature opens it (tlock.rs tests the real quicknet round trip).
+    assert!(af::chain::tlock::decrypt(ciphertext, &[0u8; 48]).is_err(), "a wrong key never opens it");
     let asked = node.asked.lock().unwrap().clone();
     assert!(
         asked.iter().any(|m| m == "author_submitAndWatchExtrinsic") && asked.iter().any(|m| m == "state_getStorage")

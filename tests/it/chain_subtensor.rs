@@ -67,6 +67,34 @@ fn set_weights_call_bytes_match_the_hand_derived_layout() {
 }
 
 #[test]
+fn timelocked_commit_call_bytes_match_the_hand_derived_layout() {
+    let Some(metadata) = finney_metadata() else { return };
+    let metadata = subtensor::load_metadata(&metadata).unwrap();
+    // Finney at spec 393 has the mechanism call, and not yet the stateful epochs.
+    assert_eq!(subtensor::timelocked_call_name(&metadata), Some("commit_timelocked_mechanism_weights"));
+    assert!(!subtensor::has_stateful_epochs(&metadata));
+    let client = offline_client(metadata, 393, 1, [0x11; 32]);
+    let commit = vec![0xc7u8; 300];
+    let tail = |out: &mut Vec<u8>| {
+        out.extend_from_slice(&[0xb1, 0x04]); // compact(300) = (300 << 2) | 1, two bytes LE
+        out.extend_from_slice(&commit);
+        out.extend_from_slice(&123_456u64.to_le_bytes());
+        out.extend_from_slice(&4u16.to_le_bytes());
+    };
+    // SubtensorModule (7), call 118: netuid u16 LE, mecid u8, commit, reveal_round, version.
+    let mut expected = vec![0x07, 118, 0x07, 0x00, 0x00];
+    tail(&mut expected);
+    let named =
+        subtensor::commit_timelocked_payload_named("commit_timelocked_mechanism_weights", 7, &commit, 123_456, 4);
+    assert_eq!(call_data(&client, &named).unwrap(), expected);
+    // Call 113, the older form without mecid.
+    let mut expected = vec![0x07, 113, 0x07, 0x00];
+    tail(&mut expected);
+    let older = subtensor::commit_timelocked_payload_named("commit_timelocked_weights", 7, &commit, 123_456, 4);
+    assert_eq!(call_data(&client, &older).unwrap(), expected);
+}
+
+#[test]
 fn a_signed_set_commitment_extrinsic_verifies_and_decodes_back() {
     let Some(client) = client() else { return };
     let keypair =
