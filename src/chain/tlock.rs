@@ -44,8 +44,18 @@ pub struct WeightsTlockPayload {
     pub version_key: u64,
 }
 
+impl WeightsTlockPayload {
+    /// Decodes a payload that must use every byte (a trailing byte is not a payload).
+    pub fn decode_exact(bytes: &[u8]) -> Result<WeightsTlockPayload, TlockError> {
+        use parity_scale_codec::DecodeAll;
+        WeightsTlockPayload::decode_all(&mut &bytes[..]).map_err(|e| TlockError::Payload(e.to_string()))
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TlockError {
+    #[error("not a weights payload: {0}")]
+    Payload(String),
     #[error("beacon public key: {0}")]
     PublicKey(String),
     #[error("round signature: {0}")]
@@ -227,8 +237,8 @@ pub enum EpochSchedule {
     Stateful { tempo: u64, last_epoch_block: u64, pending_epoch_at: u64 },
 }
 
-/// The chain block at which a commit made at `block` is revealed: the first block of
-/// epoch `commit epoch + reveal_period`.
+/// The chain block at which a commit made with the chain's head at `block` is revealed:
+/// the first block of epoch `commit epoch + reveal_period`.
 pub fn reveal_block(schedule: EpochSchedule, block: u64, reveal_period: u64) -> Result<u64, TlockError> {
     if reveal_period == 0 {
         return Err(TlockError::Schedule("RevealPeriodEpochs is 0: commits would expire unrevealed".into()));
@@ -245,10 +255,14 @@ pub fn reveal_block(schedule: EpochSchedule, block: u64, reveal_period: u64) -> 
             }
             let auto = last_epoch_block.saturating_add(tempo);
             let next = if pending_epoch_at > 0 { auto.min(pending_epoch_at) } else { auto };
-            // A commit in a block where an epoch fires belongs to that epoch already
-            // (`current_epoch_with_lookahead`), so its reveal is `reveal_period` whole
-            // epochs later; otherwise the first of those epochs starts at `next`.
-            let first = if block >= next { block.saturating_add(tempo) } else { next };
+            // `block` is the head; the commit lands in `block + 1`. A commit in a block
+            // where an epoch fires belongs to that epoch already
+            // (`current_epoch_with_lookahead`); an epoch due by `block + 1` (on time, or
+            // deferred past it) fires there, so the reveal is `reveal_period` whole epochs
+            // after `block + 1`; otherwise the first of those epochs starts at `next`.
+            // This is bittensor-drand's `get_encrypted_commit_v2` (scripts/drand-check.py).
+            let landing = block.saturating_add(1);
+            let first = if landing >= next { landing.saturating_add(tempo) } else { next };
             Ok(first.saturating_add((reveal_period - 1).saturating_mul(tempo)))
         }
     }
@@ -368,8 +382,15 @@ mod tests {
         let stateful = EpochSchedule::Stateful { tempo: 100, last_epoch_block: 5000, pending_epoch_at: 0 };
         assert_eq!(reveal_block(stateful, 5040, 1).unwrap(), 5100);
         assert_eq!(reveal_block(stateful, 5040, 3).unwrap(), 5300);
-        // At the fire block itself the commit belongs to the epoch that fires.
-        assert_eq!(reveal_block(stateful, 5100, 1).unwrap(), 5200);
+        // A commit made with the head just before the fire block lands in it, and so
+        // belongs to the epoch that fires there.
+        assert_eq!(reveal_block(stateful, 5099, 1).unwrap(), 5200);
+        assert_eq!(reveal_block(stateful, 5098, 1).unwrap(), 5100);
+        assert_eq!(reveal_block(stateful, 5099, 2).unwrap(), 5300);
+        // The head at the fire block, or past a deferred one: the epoch fires in the
+        // block the commit lands in.
+        assert_eq!(reveal_block(stateful, 5100, 1).unwrap(), 5201);
+        assert_eq!(reveal_block(stateful, 5101, 1).unwrap(), 5202);
         // An owner-triggered epoch earlier than the automatic one comes first.
         let pending = EpochSchedule::Stateful { tempo: 100, last_epoch_block: 5000, pending_epoch_at: 5060 };
         assert_eq!(reveal_block(pending, 5040, 1).unwrap(), 5060);

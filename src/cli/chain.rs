@@ -104,6 +104,9 @@ pub enum ChainCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Timelock encryption as commit-reveal v4 uses it (drand quicknet by default), offline.
+    #[command(subcommand)]
+    Tlock(TlockCommand),
     /// Commit our log's tip now, and record the commitment in our log.
     Commit {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
@@ -117,6 +120,208 @@ pub enum ChainCommand {
     },
 }
 
+/// Offline timelock tools: what a validator's commit holds and when it opens, for
+/// auditors and for checking `af` against other implementations (ledger-spec/12).
+#[derive(Subcommand, Debug)]
+pub enum TlockCommand {
+    /// Encrypt bytes to a round (prints the ciphertext as the chain stores it, hex).
+    Encrypt {
+        /// The round whose signature will open it.
+        #[arg(long)]
+        round: u64,
+        /// The plaintext, hex (at most 4096 bytes).
+        #[arg(long)]
+        plaintext: String,
+        #[command(flatten)]
+        beacon: BeaconArgs,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Open a ciphertext with its round's signature; decodes a weights payload if it is one.
+    Decrypt {
+        /// The ciphertext, hex (a commit's bytes as the chain stores them).
+        #[arg(long)]
+        ciphertext: String,
+        /// The round's signature, hex (48 bytes).
+        #[arg(long)]
+        signature: String,
+        /// Check first that the signature is the beacon's signature of this round.
+        #[arg(long)]
+        round: Option<u64>,
+        #[command(flatten)]
+        beacon: BeaconArgs,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The reveal block and drand round a commit made now is aimed at (ledger-spec/12).
+    Plan {
+        /// The chain's head block when the commit is made.
+        #[arg(long)]
+        block: u64,
+        /// The subnet's tempo (blocks per epoch).
+        #[arg(long, default_value_t = 360)]
+        tempo: u64,
+        /// RevealPeriodEpochs.
+        #[arg(long, default_value_t = 1)]
+        reveal_period: u64,
+        /// Stateful schedule: LastEpochBlock (without it, the legacy schedule is used).
+        #[arg(long)]
+        last_epoch_block: Option<u64>,
+        /// Stateful schedule: PendingEpochAt (0: none).
+        #[arg(long, default_value_t = 0)]
+        pending_epoch_at: u64,
+        /// Legacy schedule: the subnet.
+        #[arg(long, default_value_t = 1)]
+        netuid: u16,
+        /// Milliseconds per block.
+        #[arg(long, default_value_t = 12_000)]
+        block_ms: u64,
+        /// The time of `--block`, unix milliseconds (default: now).
+        #[arg(long)]
+        now_ms: Option<u64>,
+        #[command(flatten)]
+        beacon: BeaconArgs,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The beacon: drand quicknet unless a stand-in chain's beacon is named.
+#[derive(Args, Debug, Clone)]
+pub struct BeaconArgs {
+    /// The beacon's public key, hex (96 bytes; default: drand quicknet's).
+    #[arg(long, default_value = af::chain::tlock::QUICKNET_PUBLIC_KEY_HEX, hide_default_value = true)]
+    beacon_public_key: String,
+    /// The beacon's genesis, unix seconds.
+    #[arg(long, default_value_t = af::chain::tlock::QUICKNET_GENESIS_S)]
+    beacon_genesis: u64,
+    /// The beacon's period, seconds.
+    #[arg(long, default_value_t = af::chain::tlock::QUICKNET_PERIOD_S)]
+    beacon_period: u64,
+}
+
+impl BeaconArgs {
+    fn beacon(&self) -> anyhow::Result<af::chain::tlock::Beacon> {
+        anyhow::ensure!(self.beacon_period >= 1, "--beacon-period must be at least 1");
+        Ok(af::chain::tlock::Beacon {
+            public_key: self.beacon_public_key.clone(),
+            genesis_s: self.beacon_genesis,
+            period_s: self.beacon_period,
+        })
+    }
+}
+
+/// Hex from the command line, bounded and refused by name.
+fn hex_arg(name: &str, text: &str, max_bytes: usize) -> anyhow::Result<Vec<u8>> {
+    anyhow::ensure!(
+        text.len() <= max_bytes * 2,
+        "{name}: {} hex characters, over the {} allowed",
+        text.len(),
+        max_bytes * 2
+    );
+    hex::decode(text.trim_start_matches("0x")).map_err(|e| anyhow::anyhow!("{name}: not hex ({e})"))
+}
+
+fn tlock(command: TlockCommand) -> anyhow::Result<ExitCode> {
+    use af::chain::tlock::{self, EpochSchedule, TlockError, WeightsTlockPayload};
+    match command {
+        TlockCommand::Encrypt { round, plaintext, beacon, json } => {
+            anyhow::ensure!(round >= 1, "--round must be at least 1");
+            let plaintext = hex_arg("--plaintext", &plaintext, 4096)?;
+            let ciphertext = tlock::encrypt(&beacon.beacon()?, round, &plaintext, &mut rand_core::OsRng)?;
+            if json {
+                print_json(
+                    &serde_json::json!({ "round": round, "ciphertext": hex::encode(&ciphertext), "ciphertext_hash": af::bytes::Hash32(*blake3::hash(&ciphertext).as_bytes()) }),
+                )?;
+            } else {
+                outln!("{}", hex::encode(&ciphertext));
+            }
+        }
+        TlockCommand::Decrypt { ciphertext, signature, round, beacon, json } => {
+            let ciphertext = hex_arg("--ciphertext", &ciphertext, tlock::MAX_COMMIT_BYTES)?;
+            let signature = hex_arg("--signature", &signature, 48)?;
+            let beacon = beacon.beacon()?;
+            // A signature that is not the round's, or a ciphertext it does not open, is
+            // the check failing (exit 3); unreadable input is a usage error (exit 1).
+            let opened = round
+                .map_or(Ok(()), |round| tlock::verify_round_signature(&beacon, round, &signature))
+                .and_then(|()| tlock::decrypt(&ciphertext, &signature));
+            let plaintext = match opened {
+                Ok(plaintext) => plaintext,
+                Err(error @ (TlockError::WrongSignature { .. } | TlockError::Decrypt(_))) => {
+                    let message = error.to_string();
+                    if json {
+                        print_json(&serde_json::json!({ "ok": false, "error": message }))?;
+                    } else {
+                        outln!("FAIL: {message}");
+                    }
+                    return Ok(ExitCode::from(super::EXIT_CHECK_FAILED));
+                }
+                Err(error) => return Err(error.into()),
+            };
+            let weights = WeightsTlockPayload::decode_exact(&plaintext).ok();
+            if json {
+                print_json(&serde_json::json!({
+                    "ok": true,
+                    "plaintext": hex::encode(&plaintext),
+                    "signature_checked_for_round": round,
+                    "weights": weights.as_ref().map(|w| serde_json::json!({
+                        "hotkey": hex::encode(&w.hotkey), "uids": w.uids, "values": w.values, "version_key": w.version_key,
+                    })),
+                }))?;
+            } else {
+                outln!("plaintext {}", hex::encode(&plaintext));
+                if let Some(w) = weights {
+                    outln!(
+                        "weights payload: hotkey {}, uids {:?}, values {:?}, version key {}",
+                        hex::encode(&w.hotkey),
+                        w.uids,
+                        w.values,
+                        w.version_key
+                    );
+                }
+            }
+        }
+        TlockCommand::Plan {
+            block,
+            tempo,
+            reveal_period,
+            last_epoch_block,
+            pending_epoch_at,
+            netuid,
+            block_ms,
+            now_ms,
+            beacon,
+            json,
+        } => {
+            anyhow::ensure!((1..=3_600_000).contains(&block_ms), "--block-ms must be in 1..=3600000");
+            let schedule = match last_epoch_block {
+                Some(last_epoch_block) => EpochSchedule::Stateful { tempo, last_epoch_block, pending_epoch_at },
+                None => EpochSchedule::Legacy { tempo, netuid },
+            };
+            let now_ms = now_ms.unwrap_or_else(super::now_ms);
+            let plan = tlock::reveal_plan(&beacon.beacon()?, schedule, reveal_period, block, now_ms, block_ms)?;
+            if json {
+                print_json(
+                    &serde_json::json!({ "schedule": schedule, "block": block, "now_ms": now_ms, "plan": plan }),
+                )?;
+            } else {
+                outln!(
+                    "a commit made at head {block} is revealed at block {}; encrypt to round {} (block {}, unix ms {})",
+                    plan.reveal_block,
+                    plan.reveal_round,
+                    plan.target_block,
+                    plan.target_unix_ms
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -128,6 +333,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
     match command {
         ChainCommand::Serve { data, listen, block_ms, tempo, json } => serve(data, &listen, block_ms, tempo, json),
+        ChainCommand::Tlock(command) => tlock(command),
         ChainCommand::Status { chain, json } => runtime()?.block_on(async {
             let client = chain.connect().await?;
             let block = client.current_block().await?;
