@@ -1,12 +1,14 @@
 //! The offline audit's findings, from a replay of every log in a store: the replay's own
 //! discrepancies, tip records that are not the end of a verified chain, commitments that
-//! do not name their log's blocks (and, given the chain's records, on-chain commitments
-//! that differ from our copy), each with an inclusion proof of the offending event, plus
-//! every validator's matches as their logs recorded them. Pure over the store and the
-//! replay; the CLI does the IO (opening, the chain, printing, the HTML file).
+//! do not name their log's blocks (and, given the chain, on-chain commitments that differ
+//! from our copy and weights that differ from what a log says it sent), each with an
+//! inclusion proof of the offending event where it has one, plus every validator's matches
+//! as their logs recorded them. Pure over the store and the replay; the CLI does the IO
+//! (opening, the chain, printing, the HTML file).
 
 pub mod commitments;
 pub mod report;
+pub mod weights;
 
 use crate::bytes::{Hash32, MatchId, ValidatorKey};
 use crate::ledger::event::{EnvOutcome, MinerRef};
@@ -17,6 +19,7 @@ use crate::replay::network::NetworkState;
 use crate::replay::Replay;
 pub use commitments::{audit_commitments, CommitmentAudit, CommitmentRow};
 use serde::Serialize;
+pub use weights::{audit_weights, WeightsAudit, WeightsOnChain, WeightsRow};
 
 /// Discrepancies that get an inclusion proof; the rest are listed without one.
 pub const MAX_PROOFS: usize = 1000;
@@ -72,6 +75,7 @@ pub struct AuditReport {
     pub state: NetworkState,
     pub matches: Vec<MatchRow>,
     pub chain: CommitmentAudit,
+    pub weights: WeightsAudit,
     pub findings: Vec<Finding>,
 }
 
@@ -114,7 +118,9 @@ pub fn match_rows(replayed: &Replay) -> Vec<MatchRow> {
 
 /// Everything the audit found: the replay's discrepancies, tip records past the end of
 /// what verified, and the commitment audit's, each proven where it names an event.
-pub fn findings(store: &Store, replayed: &Replay, commitments: &CommitmentAudit) -> Result<Vec<Finding>, StoreError> {
+/// Every finding: the replay's discrepancies, tip records that are not the end of what
+/// verified, and `on_chain` (the commitment and weights audits' discrepancies).
+pub fn findings(store: &Store, replayed: &Replay, on_chain: &[Discrepancy]) -> Result<Vec<Finding>, StoreError> {
     let mut discrepancies = replayed.state.discrepancies.clone();
     // The tip each chain's record names must be the end of what verified.
     for (validator, recorded) in store.tips()? {
@@ -134,7 +140,7 @@ pub fn findings(store: &Store, replayed: &Replay, commitments: &CommitmentAudit)
         }
     }
     let mut findings: Vec<Finding> = Vec::new();
-    for discrepancy in discrepancies.into_iter().chain(commitments.discrepancies.iter().cloned()) {
+    for discrepancy in discrepancies.into_iter().chain(on_chain.iter().cloned()) {
         let proof = match discrepancy.event_idx {
             Some(event_idx) if findings.len() < MAX_PROOFS => {
                 prove(store, &discrepancy.validator, discrepancy.height, event_idx).ok()

@@ -111,6 +111,28 @@ pub fn html(report: &AuditReport) -> String {
                     "."
                 }
                 p { "Chain commitments: " (report.chain.note) }
+                p { "Weights: " (report.weights.note) }
+                @if report.weights.checked {
+                    table #weights {
+                        tr { th { "validator" } th { "uid" } th { "last sent (log)" } th { "on chain" } th { "status" } th { "replay's champion" } }
+                        @for row in &report.weights.rows {
+                            tr {
+                                td { (short(&row.validator)) }
+                                td.num { @if let Some(uid) = row.uid { (uid) } @else { "-" } }
+                                td {
+                                    @if let Some(w) = &row.logged {
+                                        @if w.commit.is_some() { "committed " } @else { "set " }
+                                        @for (uid, v) in w.uids.iter().zip(&w.weights) { "uid " (uid) " = " (v) " " }
+                                        "at chain block " (w.chain_block)
+                                    } @else { "none" }
+                                }
+                                td { @if let Some(pairs) = &row.on_chain { @for (uid, v) in pairs { "uid " (uid) " = " (v) " " } } @else { "-" } }
+                                td.(if row.status == "mismatch" { "bad" } else { "" }) title=(row.detail) { (row.status) }
+                                td { @match row.agrees_with_replay { Some(true) => "all to it", Some(false) => "not now", None => "-" } }
+                            }
+                        }
+                    }
+                }
 
                 h2 { "Validators" }
                 (validators(state))

@@ -105,15 +105,15 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
         })
     })?;
     progress.finish();
-    let on_chain = super::chain::commitment_records(&args.chain)?;
+    let view = super::chain::read_chain_view(&args.chain)?;
     let chain = af::audit::audit_commitments(
         &replayed.folds,
         &store,
-        on_chain
-            .as_ref()
-            .map(|(endpoint, records)| af::audit::commitments::OnChain { endpoint, records: records.clone() }),
+        view.as_ref().map(|v| af::audit::commitments::OnChain { endpoint: &v.endpoint, records: v.records.clone() }),
     )?;
-    let findings = af::audit::findings(&store, &replayed, &chain)?;
+    let weights = weights_audit(&replayed, &chain, view.as_ref());
+    let on_chain: Vec<_> = chain.discrepancies.iter().chain(&weights.discrepancies).cloned().collect();
+    let findings = af::audit::findings(&store, &replayed, &on_chain)?;
     Ok(AuditReport {
         clean: findings.is_empty(),
         af_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -128,13 +128,37 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
         matches: af::audit::match_rows(&replayed),
         state: replayed.state,
         chain,
+        weights,
         findings,
     })
+}
+
+/// The weights audit over `replayed`, against the chain where one was read.
+pub fn weights_audit(
+    replayed: &Replay,
+    commitments: &af::audit::CommitmentAudit,
+    view: Option<&super::chain::ChainView>,
+) -> af::audit::WeightsAudit {
+    // A validator whose on-chain tip is past our copy may have sent weights we cannot see.
+    let behind: Vec<_> =
+        commitments.rows.iter().filter(|r| r.status == "ahead_of_our_copy").map(|r| r.commitment.ledger_key).collect();
+    let replay_weights = view.map_or_else(|| replayed.state.weights.clone(), |v| v.replay_weights(&replayed.state));
+    af::audit::audit_weights(&replayed.folds, &replay_weights, &behind, view.map(|v| v.weights_input()))
 }
 
 fn short(key: &impl std::fmt::Display) -> String {
     let text = key.to_string();
     text.chars().take(16).collect::<String>() + "…"
+}
+
+/// A row's agreement with replay's winner-takes-all weights, as a suffix.
+pub fn replay_note(agrees: Option<bool>) -> &'static str {
+    match agrees {
+        Some(true) => " (all to replay's champion)",
+        // Not a finding: the champion may have changed since the validator's last send.
+        Some(false) => " (not replay's champion now)",
+        None => "",
+    }
 }
 
 fn ppm(value: u32) -> String {
@@ -210,6 +234,10 @@ fn print_report(report: &AuditReport, json: bool) -> anyhow::Result<()> {
         state.weights
     );
     outln!("chain commitments: {}", report.chain.note);
+    outln!("weights: {}", report.weights.note);
+    for row in report.weights.rows.iter().filter(|r| r.status != "not_checked") {
+        outln!("  {} {:<16} {}{}", short(&row.validator), row.status, row.detail, replay_note(row.agrees_with_replay));
+    }
     outln!("");
     if report.findings.is_empty() {
         outln!("clean: no discrepancy");

@@ -445,14 +445,71 @@ fn serve(data: PathBuf, listen: &str, block_ms: u64, tempo: u64, json: bool) -> 
     })
 }
 
-/// The subnet's commitments, read from the chain `args` names (none without `--chain`).
-pub fn commitment_records(args: &ChainArgs) -> anyhow::Result<Option<(String, Vec<af::chain::CommitmentRecord>)>> {
+/// What the audit and `af weights show` read from the chain `args` names.
+pub struct ChainView {
+    pub endpoint: String,
+    pub block: u64,
+    pub tempo: u64,
+    pub neurons: Vec<af::chain::Neuron>,
+    pub weights: Vec<(u16, Vec<(u16, u16)>)>,
+    pub timelocked: af::chain::Timelocked,
+    pub records: Vec<af::chain::CommitmentRecord>,
+}
+
+impl ChainView {
+    pub fn weights_input(&self) -> af::audit::WeightsOnChain<'_> {
+        af::audit::WeightsOnChain {
+            endpoint: &self.endpoint,
+            block: self.block,
+            tempo: self.tempo,
+            neurons: &self.neurons,
+            weights: &self.weights,
+            timelocked: &self.timelocked,
+            records: &self.records,
+        }
+    }
+
+    /// Replay's winner-takes-all weights with the champion's uid on this chain now.
+    pub fn replay_weights(&self, state: &af::replay::network::NetworkState) -> Vec<(u16, u16)> {
+        state
+            .champion
+            .as_ref()
+            .and_then(|c| self.neurons.iter().find(|n| n.hotkey == c.hotkey))
+            .map(|n| vec![(n.uid, u16::MAX)])
+            .unwrap_or_default()
+    }
+}
+
+/// Reads the chain `args` names (none without `--chain`): block, neurons, weights,
+/// pending timelocked commits and every commitment. A chain without timelocked commits
+/// in its metadata has none pending.
+pub fn read_chain_view(args: &ChainArgs) -> anyhow::Result<Option<ChainView>> {
     let Some(spec) = args.spec() else { return Ok(None) };
-    let records = runtime()?.block_on(async {
+    let view = runtime()?.block_on(async {
         let chain = chain_mod::connect(&spec).await?;
-        anyhow::Ok(chain.commitments().await?)
+        let block = chain.current_block().await?;
+        let (tempo, timelocked) = match chain.timelock_info().await {
+            Ok(info) => {
+                let tempo = match info.schedule {
+                    af::chain::tlock::EpochSchedule::Legacy { tempo, .. } => tempo,
+                    af::chain::tlock::EpochSchedule::Stateful { tempo, .. } => tempo,
+                };
+                (tempo, chain.timelocked().await?)
+            }
+            Err(af::chain::ChainError::CommitRevealUnsupported { .. }) => (0, af::chain::Timelocked::default()),
+            Err(error) => return Err(error.into()),
+        };
+        anyhow::Ok(ChainView {
+            endpoint: spec.endpoint.clone(),
+            block,
+            tempo,
+            neurons: chain.neurons().await?,
+            weights: chain.weights().await?,
+            timelocked,
+            records: chain.commitments().await?,
+        })
     })?;
-    Ok(Some((spec.endpoint.clone(), records)))
+    Ok(Some(view))
 }
 
 /// Reads the subnet's commitments and compares the proven tip of `validator` with them.
@@ -465,52 +522,77 @@ pub fn check_commitment_on_chain(
     Ok(chain_mod::check_tip_on_chain(&records, validator, tip))
 }
 
-/// `af weights show`: what replay says the weights should be, next to what is on chain.
+/// `af weights show`: what replay says the weights should be, what each log we hold says
+/// it last set or committed, and (with `--chain`) what the chain holds, pending commits
+/// included. Exits 3 when weights on chain past their reveal differ from a log's.
 pub fn weights_show(data: &std::path::Path, chain: &ChainArgs, json: bool) -> anyhow::Result<ExitCode> {
-    let (_store, replayed) = super::http::replay_dir(data)?;
+    let (store, replayed) = super::http::replay_dir(data)?;
     let state = &replayed.state;
-    let on_chain = match chain.spec() {
-        Some(_) => Some(runtime()?.block_on(async {
-            let client = chain.connect().await?;
-            let neurons = client.neurons().await?;
-            let weights = client.weights().await?;
-            anyhow::Ok((neurons, weights))
-        })?),
-        None => None,
-    };
-    // The champion's uid on chain now, where the chain is known.
-    let expected_uid = match (&state.champion, &on_chain) {
-        (Some(c), Some((neurons, _))) => neurons.iter().find(|n| n.hotkey == c.hotkey).map(|n| n.uid),
-        (Some(c), None) => Some(c.uid),
-        (None, _) => None,
-    };
+    let view = read_chain_view(chain)?;
+    let commitments = af::audit::audit_commitments(
+        &replayed.folds,
+        &store,
+        view.as_ref().map(|v| af::audit::commitments::OnChain { endpoint: &v.endpoint, records: v.records.clone() }),
+    )?;
+    let audit = super::audit::weights_audit(&replayed, &commitments, view.as_ref());
+    let replay_weights = view.as_ref().map_or_else(|| state.weights.clone(), |v| v.replay_weights(state));
+    let code =
+        if audit.discrepancies.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) };
     if json {
         print_json(&serde_json::json!({
             "champion": state.champion,
-            "replay_weights": expected_uid.map(|uid| vec![(uid, u16::MAX)]).unwrap_or_default(),
+            "replay_weights": replay_weights,
             "state_hash": replayed.state_hash,
-            "on_chain": on_chain.as_ref().map(|(_, w)| w),
+            "logs": audit,
+            "on_chain": view.as_ref().map(|v| serde_json::json!({
+                "endpoint": v.endpoint, "block": v.block, "weights": v.weights, "timelocked": v.timelocked,
+            })),
         }))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(code);
     }
     outln!(
         "replay: champion {} → weights {}",
         state.champion.as_ref().map_or("(none)", |c| c.hotkey.as_str()),
-        expected_uid.map_or("(none)".into(), |uid| format!("uid {uid} = 65535 (all)"))
+        replay_weights.first().map_or("(none)".into(), |(uid, _)| format!("uid {uid} = 65535 (all)"))
     );
-    match &on_chain {
+    for row in &audit.rows {
+        let logged = row.logged.as_ref().map_or("no weights logged".into(), |w| match &w.commit {
+            Some(c) => format!(
+                "committed {:?} -> {:?} at chain block {} (round {}, reveal block {})",
+                w.uids, w.weights, w.chain_block, c.reveal_round, c.reveal_block
+            ),
+            None => format!("set {:?} -> {:?} at chain block {}", w.uids, w.weights, w.chain_block),
+        });
+        outln!("log {}: {logged}{}", row.validator, super::audit::replay_note(row.agrees_with_replay));
+        if row.status != "not_checked" {
+            outln!("  {}: {}", row.status, row.detail);
+        }
+    }
+    match &view {
         None => outln!("on chain: not read (pass --chain to compare)"),
-        Some((_, weights)) if weights.is_empty() => outln!("on chain: no weights set"),
-        Some((neurons, weights)) => {
-            for (uid, pairs) in weights {
-                let setter = neurons.iter().find(|n| n.uid == *uid).map_or("?", |n| n.hotkey.as_str());
-                let agrees = expected_uid.is_some_and(|e| pairs.iter().all(|&(d, w)| (d == e) == (w > 0)));
+        Some(v) => {
+            outln!("on chain at block {}: {}", v.block, audit.note);
+            for (uid, pairs) in &v.weights {
+                let setter = v.neurons.iter().find(|n| n.uid == *uid).map_or("?", |n| n.hotkey.as_str());
+                outln!("  uid {uid} ({setter}) has {pairs:?}");
+            }
+            for p in &v.timelocked.pending {
                 outln!(
-                    "on chain: uid {uid} ({setter}) sets {pairs:?}{}",
-                    if agrees { "  (agrees with replay)" } else { "  (DIFFERS from replay)" }
+                    "  pending: {} committed at block {}, opens with round {}",
+                    p.hotkey,
+                    p.commit_block,
+                    p.reveal_round
                 );
+            }
+            for r in &v.timelocked.revealed {
+                match r.error.as_str() {
+                    "" => {
+                        outln!("  revealed: {} at block {}: {:?} -> {:?}", r.hotkey, r.reveal_block, r.uids, r.weights)
+                    }
+                    why => outln!("  dropped: {} at block {}: {why}", r.hotkey, r.reveal_block),
+                }
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }

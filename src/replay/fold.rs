@@ -11,7 +11,7 @@ use crate::bytes::{ChallengeId, Hash32, MatchId, ValidatorKey};
 use crate::envs::{self, Registry};
 use crate::evaluation::matchplay::GameOutcome;
 use crate::ledger::block::{check_signature, BlockHeader, Tip};
-use crate::ledger::event::{ChainCommitment, EnvOutcome, EnvRef, Event, Evidence, MinerRef, Transcript, WeightsSet};
+use crate::ledger::event::{ChainCommitment, EnvOutcome, EnvRef, Event, Evidence, MinerRef, Transcript};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -44,6 +44,9 @@ pub enum DiscrepancyKind {
     /// An environment decision its recorded rule (and futility stop) does not give at its
     /// recorded counts and ratio to beat.
     FalseDecision,
+    /// Weights on chain for a validator's uid, past their reveal, that are not the weights
+    /// its log says it last set or committed. Found by the audit, which reads the chain.
+    FalseWeights,
 }
 
 impl DiscrepancyKind {
@@ -60,6 +63,7 @@ impl DiscrepancyKind {
             DiscrepancyKind::Disagreement => "disagreement",
             DiscrepancyKind::FalseCommitment => "false_commitment",
             DiscrepancyKind::FalseDecision => "false_decision",
+            DiscrepancyKind::FalseWeights => "false_weights",
         }
     }
 }
@@ -276,7 +280,30 @@ pub struct ChainFold {
     pub discrepancies: Vec<Discrepancy>,
     pub equivocations: Vec<EquivocationFound>,
     pub commitments: Vec<ChainCommitment>,
-    pub last_weights: Option<WeightsSet>,
+    /// The last weights this log says it sent to the chain (set, or committed timelocked).
+    pub last_weights: Option<LoggedWeights>,
+}
+
+/// Weights a validator's log says it sent: a `WeightsSet`, or a `WeightsCommitted` with
+/// its timelock (`commit`), at `height` of the log. The weights audit compares them with
+/// the chain (`audit::weights`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoggedWeights {
+    pub height: u64,
+    pub netuid: u16,
+    pub uids: Vec<u16>,
+    pub weights: Vec<u16>,
+    pub version_key: u64,
+    pub chain_block: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<LoggedCommit>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoggedCommit {
+    pub reveal_round: u64,
+    pub reveal_block: u64,
+    pub ciphertext_hash: crate::bytes::Hash32,
 }
 
 impl ChainFold {
@@ -458,10 +485,34 @@ impl ChainFold {
                 ),
             },
             (Event::ChainCommitment(commitment), _) => self.commitments.push(commitment.clone()),
-            (Event::WeightsSet(weights), _) => self.last_weights = Some(weights.clone()),
-            // A timelocked commit is not weights on chain until revealed; the chain's
-            // reveal is compared with it by `af weights show --chain`.
-            (Event::WeightsCommitted(_), _) => {}
+            (Event::WeightsSet(w), _) => {
+                self.last_weights = Some(LoggedWeights {
+                    height,
+                    netuid: w.netuid,
+                    uids: w.uids.clone(),
+                    weights: w.weights.clone(),
+                    version_key: w.version_key,
+                    chain_block: w.chain_block,
+                    commit: None,
+                })
+            }
+            // A timelocked commit is not weights on chain until revealed; the weights
+            // audit compares the chain's reveal with it.
+            (Event::WeightsCommitted(w), _) => {
+                self.last_weights = Some(LoggedWeights {
+                    height,
+                    netuid: w.netuid,
+                    uids: w.uids.clone(),
+                    weights: w.weights.clone(),
+                    version_key: w.version_key,
+                    chain_block: w.chain_block,
+                    commit: Some(LoggedCommit {
+                        reveal_round: w.reveal_round,
+                        reveal_block: w.reveal_block,
+                        ciphertext_hash: w.ciphertext_hash,
+                    }),
+                })
+            }
             (event, check) => unreachable!("check {check:?} does not belong to a {} event", event.kind_name()),
         }
     }

@@ -9,7 +9,7 @@ use af::ledger::block::{self, BlockHeader, HEADER_BYTES};
 use af::ledger::checkpoint::{self, Checkpoint};
 use af::ledger::event::{
     ChainCommitment, ChatMessage, EnvDecision, EnvOutcome, EnvRef, EnvWinRate, Event, Evidence, MatchDecided,
-    MatchStarted, MinerRef, TextCut, Transcript, TranscriptCut, WeightsSet,
+    MatchStarted, MinerRef, TextCut, Transcript, TranscriptCut, WeightsCommitted, WeightsSet,
 };
 use af::ledger::{codec, merkle, LedgerKey};
 use serde_json::json;
@@ -81,6 +81,16 @@ pub fn vector_events() -> Vec<Event> {
             weights: vec![65_535],
             version_key: 1,
             chain_block: 4_000_400,
+        }),
+        Event::WeightsCommitted(WeightsCommitted {
+            netuid: 120,
+            uids: vec![7, 9],
+            weights: vec![0, 65_535],
+            version_key: 1,
+            chain_block: 4_000_700,
+            reveal_round: 21_000_123,
+            reveal_block: 4_001_080,
+            ciphertext_hash: Hash32([0x99; 32]),
         }),
         Event::Evidence(Box::new(Evidence {
             validator: ValidatorKey([0x33; 32]),

@@ -57,6 +57,7 @@ fn devnet_of_three_validators_converges_and_agrees() {
     let listening: serde_json::Value = serde_json::from_str(&line).unwrap();
     let endpoint = format!("local:{}", listening["listening"].as_str().unwrap());
     let audit = af(&["audit", "--data", data.join("v0").to_str().unwrap(), "--chain", &endpoint, "--json"]);
+    let weights = af(&["weights", "show", "--data", data.join("v1").to_str().unwrap(), "--chain", &endpoint, "--json"]);
     chain.kill().unwrap();
     chain.wait().unwrap();
     assert_eq!(audit.status.code(), Some(0), "{}", stdout(&audit));
@@ -64,6 +65,19 @@ fn devnet_of_three_validators_converges_and_agrees() {
     assert_eq!(report["chain"]["checked"], true, "{report}");
     assert_eq!(report["chain"]["rows"].as_array().unwrap().len(), 3, "{report}");
     assert!(report["chain"]["note"].as_str().unwrap().contains("3 match our copy, 0 mismatch"), "{report}");
+    // Each validator's last commit was revealed, equals its weights on chain, and gives
+    // all to the replayed champion; `af weights show` reads the same from another copy.
+    for shown in [&report["weights"], &serde_json::from_str::<serde_json::Value>(&stdout(&weights)).unwrap()["logs"]] {
+        assert_eq!(shown["checked"], true, "{shown}");
+        let rows = shown["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 3, "{shown}");
+        for row in rows {
+            assert_eq!(row["status"], "matches", "{row}");
+            assert_eq!(row["agrees_with_replay"], true, "{row}");
+            assert!(row["logged"]["commit"]["reveal_round"].as_u64().unwrap() > 0, "{row}");
+        }
+    }
+    assert_eq!(weights.status.code(), Some(0));
 }
 
 fn node(data: &std::path::Path, port: u16, peer: Option<u16>) -> std::process::Child {
