@@ -13,6 +13,7 @@
 pub mod local;
 pub mod subtensor;
 pub mod tlock;
+pub mod wallet;
 
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::ledger::Tip;
@@ -349,7 +350,7 @@ pub fn check_weight_limits(limits: &WeightLimits, _netuid: u16, now: u64) -> Res
     Ok(())
 }
 
-/// Which chain to talk to and as whom: `local:ADDR` (the stand-in) or `subtensor:URL`.
+/// Which chain to talk to and as whom: `local:ADDR` (the stand-in) or `subtensor:finney|test|local|URL`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ChainSpec {
@@ -378,27 +379,55 @@ impl ChainSpec {
 }
 
 /// Connects to the chain `spec` names.
+/// The node a `subtensor:` spec names: `finney`, `test`, `local` (as btcli names them),
+/// or a `ws://`/`wss://` URL.
+pub fn subtensor_url(network: &str) -> Result<&str, ChainError> {
+    match network {
+        "finney" => Ok("wss://entrypoint-finney.opentensor.ai:443"),
+        "test" => Ok("wss://test.finney.opentensor.ai:443"),
+        "local" => Ok("ws://127.0.0.1:9944"),
+        url if url.starts_with("ws://") || url.starts_with("wss://") => Ok(url),
+        other => Err(ChainError::Transport {
+            endpoint: format!("subtensor:{other}"),
+            message: "expected finney, test, local, or a ws:// or wss:// URL".into(),
+        }),
+    }
+}
+
 pub async fn connect(spec: &ChainSpec) -> Result<Box<dyn Chain>, ChainError> {
     if let Some(addr) = spec.endpoint.strip_prefix("local:") {
         return Ok(Box::new(local::LocalClient::new(addr, spec.netuid, spec.hotkey.clone())?));
     }
-    if let Some(url) = spec.endpoint.strip_prefix("subtensor:") {
+    if let Some(network) = spec.endpoint.strip_prefix("subtensor:") {
+        let url = subtensor_url(network)?;
+        // As btcli: a wallet or hotkey named means a signer, "default" filling the other.
         let signer = match (subtensor::hotkey_from_env(), &spec.wallet, &spec.hotkey) {
             (Some(from_env), _, _) => Some(from_env?),
-            (None, Some(wallet), Some(hotkey)) => {
-                let dir = spec.wallets_dir.clone().unwrap_or_else(|| {
-                    std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".bittensor/wallets")
-                });
-                Some(subtensor::load_hotkey(&dir, wallet, hotkey)?)
+            (None, None, None) => None,
+            (None, wallet, hotkey) => {
+                let paths = wallet::WalletPaths::new(spec.wallets_dir.clone(), wallet.as_deref(), hotkey.as_deref());
+                Some(wallet::load_hotkey(&paths, wallet::Password::EnvOrPrompt)?)
             }
-            _ => None,
         };
         return Ok(Box::new(subtensor::SubtensorClient::connect(url, spec.netuid, signer).await?));
     }
     Err(ChainError::Transport {
         endpoint: spec.endpoint.clone(),
-        message: "expected local:ADDR or subtensor:URL".into(),
+        message: "expected local:ADDR or subtensor:finney|test|local|URL".into(),
     })
+}
+
+#[cfg(test)]
+mod network_tests {
+    #[test]
+    fn btcli_network_names_map_to_their_endpoints_and_others_are_refused() {
+        assert_eq!(super::subtensor_url("finney").unwrap(), "wss://entrypoint-finney.opentensor.ai:443");
+        assert_eq!(super::subtensor_url("test").unwrap(), "wss://test.finney.opentensor.ai:443");
+        assert_eq!(super::subtensor_url("local").unwrap(), "ws://127.0.0.1:9944");
+        assert_eq!(super::subtensor_url("ws://10.0.0.1:9944").unwrap(), "ws://10.0.0.1:9944");
+        let error = super::subtensor_url("mainnet").unwrap_err().to_string();
+        assert!(error.contains("subtensor:mainnet") && error.contains("finney, test, local"), "{error}");
+    }
 }
 
 mod hex_fields {

@@ -17,7 +17,6 @@ use super::{
 
 /// Subtensor's block time.
 pub const SUBTENSOR_BLOCK_MS: u64 = 12_000;
-use std::path::Path;
 use subxt::dynamic::Value;
 use subxt::ext::scale_value::{Composite, Primitive, ValueDef};
 use subxt::{ArcMetadata, Metadata, OnlineClient, SubstrateConfig};
@@ -133,17 +132,6 @@ pub fn call_data(
     at.transactions().call_data(payload).map_err(|e| ChainError::Metadata(e.to_string()))
 }
 
-/// Loads a hotkey: the seed phrase (or secret URI) in `AF_HOTKEY_PHRASE` if set, else the
-/// Bittensor wallet file `~/.bittensor/wallets/WALLET/hotkeys/HOTKEY` (JSON, `secretSeed`).
-pub fn load_hotkey(wallets_dir: &Path, wallet: &str, hotkey: &str) -> Result<Keypair, ChainError> {
-    if let Some(from_env) = hotkey_from_env() {
-        return from_env;
-    }
-    let path = wallets_dir.join(wallet).join("hotkeys").join(hotkey);
-    let text = std::fs::read_to_string(&path).map_err(|e| ChainError::Key(format!("{}: {e}", path.display())))?;
-    keypair_from_wallet_json(&text).map_err(|e| ChainError::Key(format!("{}: {e}", path.display())))
-}
-
 /// The hotkey in `AF_HOTKEY_PHRASE` (a seed phrase or secret URI), if that is set.
 pub fn hotkey_from_env() -> Option<Result<Keypair, ChainError>> {
     let phrase = std::env::var(HOTKEY_PHRASE_ENV).ok()?;
@@ -152,15 +140,6 @@ pub fn hotkey_from_env() -> Option<Result<Keypair, ChainError>> {
         Ok(uri) => Keypair::from_uri(&uri).map_err(|e| ChainError::Key(format!("{HOTKEY_PHRASE_ENV}: {e}"))),
         Err(_) => Err(ChainError::Key(format!("{HOTKEY_PHRASE_ENV} is not a seed phrase or secret URI"))),
     })
-}
-
-/// A hotkey from a Bittensor wallet file's JSON (`secretSeed`, 0x-prefixed hex).
-pub fn keypair_from_wallet_json(text: &str) -> Result<Keypair, String> {
-    let json: serde_json::Value = serde_json::from_str(text).map_err(|_| "not a wallet JSON file".to_string())?;
-    let seed = json["secretSeed"].as_str().ok_or("no secretSeed field")?;
-    let bytes = hex::decode(seed.trim_start_matches("0x")).map_err(|_| "secretSeed is not hex".to_string())?;
-    let seed: [u8; 32] = bytes.try_into().map_err(|_| "secretSeed is not 32 bytes".to_string())?;
-    Keypair::from_secret_key(seed).map_err(|e| e.to_string())
 }
 
 /// ss58 (generic substrate prefix 42, as Bittensor uses) of a 32-byte account.

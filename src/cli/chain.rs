@@ -15,16 +15,16 @@ use std::sync::Arc;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct ChainArgs {
-    /// `local:ADDR` (the local stand-in chain) or `subtensor:URL` (ws:// or wss://).
+    /// `local:ADDR` (the local stand-in chain) or `subtensor:finney`, `subtensor:test`, `subtensor:local`, `subtensor:URL` (ws:// or wss://).
     #[arg(long = "chain")]
     pub chain: Option<String>,
     /// The subnet.
     #[arg(long, default_value_t = 1)]
     pub netuid: u16,
-    /// Subtensor: the wallet name under --wallets-dir.
+    /// Subtensor: the wallet name under --wallets-dir (default "default" when --hotkey is given, as in btcli).
     #[arg(long)]
     pub wallet: Option<String>,
-    /// Subtensor: the wallet's hotkey name. Local chain: the hotkey itself.
+    /// Subtensor: the wallet's hotkey name (default "default" when --wallet is given). Local chain: the hotkey itself.
     #[arg(long)]
     pub hotkey: Option<String>,
     /// Subtensor: the wallets directory (default: ~/.bittensor/wallets).
@@ -44,7 +44,8 @@ impl ChainArgs {
     }
 
     async fn connect(&self) -> anyhow::Result<Box<dyn Chain>> {
-        let spec = self.spec().context("name a chain: --chain local:ADDR or --chain subtensor:URL")?;
+        let spec =
+            self.spec().context("name a chain: --chain local:ADDR or --chain subtensor:finney|test|local|URL")?;
         Ok(chain_mod::connect(&spec).await?)
     }
 }

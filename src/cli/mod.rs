@@ -12,6 +12,7 @@ mod miner;
 mod node;
 mod transcripts;
 mod validate;
+mod wallet;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
@@ -54,6 +55,9 @@ pub enum Command {
     /// Ledger keys.
     #[command(subcommand)]
     Key(key::KeyCommand),
+    /// Bittensor wallets (btcli's files): addresses.
+    #[command(subcommand)]
+    Wallet(wallet::WalletCommand),
     /// The signed, hash-chained block log.
     #[command(subcommand)]
     Ledger(ledger::LedgerCommand),
@@ -200,6 +204,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Demo { data, validators, fresh, json } => demo::run(&data, validators, fresh, json),
         Command::Key(command) => key::run(command),
+        Command::Wallet(command) => wallet::run(command),
         Command::Ledger(command) => ledger::run(command),
         Command::Env(command) => env::run(command),
         Command::Miner(command) => miner::run(command),

@@ -26,7 +26,7 @@ pub fn load_config(path: Option<&Path>) -> anyhow::Result<config::Config> {
 /// Chain and wallet settings of `af validate`; each one given replaces `[chain]`'s field.
 #[derive(clap::Args, Debug, Default)]
 pub struct ChainFlags {
-    /// The chain to commit to and set weights on: `local:ADDR` or `subtensor:URL` ([chain] endpoint).
+    /// The chain to commit to and set weights on: `local:ADDR` or `subtensor:finney|test|local|URL` ([chain] endpoint).
     #[arg(long = "chain")]
     pub chain: Option<String>,
     /// The subnet ([chain] netuid).

@@ -229,8 +229,7 @@ async fn the_subtensor_backend_reads_and_submits_through_a_loopback_node() {
         asked: Mutex::default(),
     });
     let netuid = Value::u128(u128::from(NETUID));
-    let keypair =
-        subtensor::keypair_from_wallet_json(&format!("{{\"secretSeed\": \"0x{}\"}}", "5a".repeat(32))).unwrap();
+    let keypair = crate::chain_subtensor::seed_keypair(&"5a".repeat(32));
     let ours = keypair.public_key().0;
     node.put("SubtensorModule", "SubnetworkN", &subnet_key(), Value::u128(3));
     for (uid, who, registered) in [(0u16, account(1), 100u64), (1, ours, 250), (2, account(3), 4_000)] {

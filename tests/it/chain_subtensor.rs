@@ -4,7 +4,7 @@
 
 use af::bytes::{Hash32, ValidatorKey};
 use af::chain::subtensor::{self, call_data, offline_client, set_commitment_payload, set_weights_payload};
-use af::chain::LedgerCommitment;
+use af::chain::{wallet, LedgerCommitment};
 use subxt::config::DefaultExtrinsicParamsBuilder;
 use subxt::SubstrateConfig;
 
@@ -97,8 +97,7 @@ fn timelocked_commit_call_bytes_match_the_hand_derived_layout() {
 #[test]
 fn a_signed_set_commitment_extrinsic_verifies_and_decodes_back() {
     let Some(client) = client() else { return };
-    let keypair =
-        subtensor::keypair_from_wallet_json(&format!("{{\"secretSeed\": \"0x{}\"}}", "42".repeat(32))).unwrap();
+    let keypair = seed_keypair(&"42".repeat(32));
     let payload = set_commitment_payload(7, &[vec![0xcd; 32]]);
     let call = call_data(&client, &payload).unwrap();
     let at = client.at_block(0u64).unwrap();
@@ -160,16 +159,29 @@ fn wallet_files_load_and_bad_ones_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let hotkeys = dir.path().join("default").join("hotkeys");
     std::fs::create_dir_all(&hotkeys).unwrap();
+    std::fs::write(hotkeys.join("hk"), format!("{{\"secretSeed\": \"0x{}\"}}", "07".repeat(32))).unwrap();
+    std::fs::write(hotkeys.join("bad"), "{\"secretSeed\": \"0x1234\"}").unwrap();
     std::fs::write(
-        hotkeys.join("hk"),
+        hotkeys.join("odd"),
         format!("{{\"secretSeed\": \"0x{}\", \"ss58Address\": \"x\"}}", "07".repeat(32)),
     )
     .unwrap();
-    std::fs::write(hotkeys.join("bad"), "{\"secretSeed\": \"0x1234\"}").unwrap();
-    let key = subtensor::load_hotkey(dir.path(), "default", "hk").unwrap();
-    let again = subtensor::keypair_from_wallet_json(&format!("{{\"secretSeed\": \"{}\"}}", "07".repeat(32))).unwrap();
+    let load = |name: &str| {
+        let paths = wallet::WalletPaths::new(Some(dir.path().to_path_buf()), None, Some(name));
+        wallet::load_hotkey(&paths, wallet::Password::None)
+    };
+    let key = load("hk").unwrap();
+    let again = seed_keypair(&"07".repeat(32));
     assert_eq!(key.public_key().0, again.public_key().0);
-    let error = subtensor::load_hotkey(dir.path(), "default", "bad").err().unwrap().to_string();
+    let error = load("bad").err().unwrap().to_string();
     assert!(error.contains("32 bytes") && !error.contains("1234"), "names the problem, never the secret: {error}");
-    assert!(subtensor::load_hotkey(dir.path(), "default", "missing").is_err());
+    let error = load("odd").err().unwrap().to_string();
+    assert!(error.contains("ss58Address is not an ss58 address") && !error.contains("0707"), "{error}");
+    assert!(load("missing").is_err());
+}
+
+/// A hotkey from 32 seed bytes (hex), through the wallet keyfile parser.
+pub fn seed_keypair(seed_hex: &str) -> subxt_signer::sr25519::Keypair {
+    let json = format!("{{\"secretSeed\": \"0x{seed_hex}\"}}");
+    wallet::keypair_from_json(std::path::Path::new("test"), json.as_bytes()).unwrap()
 }
