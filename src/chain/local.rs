@@ -24,8 +24,8 @@
 
 use super::tlock::{self, Beacon, BeaconKey, EpochSchedule, WeightsTlockPayload};
 use super::{
-    commitment_cost, Chain, ChainError, CommitmentRecord, LedgerCommitment, Neuron, PendingCommit, RevealedCommit,
-    TimelockInfo, Timelocked, WeightLimits, DEFAULT_TEMPO, DEFAULT_WEIGHTS_RATE_LIMIT, MAX_SPACE_PER_TEMPO,
+    commitment_cost, Chain, ChainError, CommitmentRecord, Neuron, PendingCommit, RevealedCommit, TimelockInfo,
+    Timelocked, WeightLimits, DEFAULT_TEMPO, DEFAULT_WEIGHTS_RATE_LIMIT, MAX_SPACE_PER_TEMPO,
 };
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
@@ -450,7 +450,10 @@ async fn commit(
             if used + cost > MAX_SPACE_PER_TEMPO {
                 return Err(refuse(
                     StatusCode::TOO_MANY_REQUESTS,
-                    format!("SpaceLimitExceeded: {used} + {cost} bytes > {MAX_SPACE_PER_TEMPO} this tempo"),
+                    format!(
+                        "SpaceLimitExceeded: {used} + {cost} bytes > {MAX_SPACE_PER_TEMPO} this tempo; the space resets at block {}",
+                        (epoch + 1) * tempo
+                    ),
                 ));
             }
             subnet.space_used.insert(request.hotkey.clone(), (epoch, used + cost));
@@ -759,8 +762,8 @@ impl Chain for LocalClient {
         self.get(&format!("/v1/subnets/{}/neurons", self.netuid)).await
     }
 
-    async fn commit(&self, commitment: &LedgerCommitment) -> Result<u64, ChainError> {
-        let fields: Vec<String> = commitment.fields().iter().map(hex::encode).collect();
+    async fn commit_fields(&self, fields: &[Vec<u8>]) -> Result<u64, ChainError> {
+        let fields: Vec<String> = fields.iter().map(hex::encode).collect();
         let body = serde_json::json!({ "hotkey": self.signer()?, "fields": fields });
         let reply: BlockReply = self.post(&format!("/v1/subnets/{}/commit", self.netuid), body).await?;
         Ok(reply.block)

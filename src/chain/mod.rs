@@ -11,6 +11,7 @@
 //! and names the committed block without any archive lookup.
 
 pub mod local;
+pub mod miner;
 pub mod subtensor;
 pub mod tlock;
 pub mod wallet;
@@ -214,9 +215,14 @@ pub trait Chain: Send + Sync {
     fn hotkey(&self) -> Option<String>;
     async fn current_block(&self) -> Result<u64, ChainError>;
     async fn neurons(&self) -> Result<Vec<Neuron>, ChainError>;
-    /// Commits our ledger's tip; returns the chain block it was included at (or
-    /// submitted at, where inclusion is not awaited).
-    async fn commit(&self, commitment: &LedgerCommitment) -> Result<u64, ChainError>;
+    /// `Commitments.set_commitment` with these `Data::Raw` fields (at most 3 of at most
+    /// 128 bytes); returns the chain block it was included at (or submitted at, where
+    /// inclusion is not awaited).
+    async fn commit_fields(&self, fields: &[Vec<u8>]) -> Result<u64, ChainError>;
+    /// Commits our ledger's tip (ledger-spec/07).
+    async fn commit(&self, commitment: &LedgerCommitment) -> Result<u64, ChainError> {
+        self.commit_fields(&commitment.fields()).await
+    }
     /// The latest commitment of every hotkey on the subnet.
     async fn commitments(&self) -> Result<Vec<CommitmentRecord>, ChainError>;
     async fn set_weights(&self, uids: &[u16], weights: &[u16], version_key: u64) -> Result<u64, ChainError>;

@@ -11,8 +11,8 @@
 
 use super::tlock::{Beacon, EpochSchedule};
 use super::{
-    check_weight_limits, Chain, ChainError, CommitmentRecord, LedgerCommitment, Neuron, PendingCommit, TimelockInfo,
-    Timelocked, WeightLimits,
+    check_weight_limits, Chain, ChainError, CommitmentRecord, Neuron, PendingCommit, TimelockInfo, Timelocked,
+    WeightLimits,
 };
 
 /// Subtensor's block time.
@@ -269,12 +269,19 @@ fn commitment_record(hotkey: String, value: &Value) -> Option<CommitmentRecord> 
     let mut raw = Vec::new();
     for data in items(unwrap_newtype(fields)) {
         if let ValueDef::Variant(variant) = &data.value {
-            if let Some(len) = variant.name.strip_prefix("Raw").and_then(|n| n.parse::<usize>().ok()) {
-                let inner: Vec<&Value> = variant.values.values().collect();
-                let bytes = inner.first().and_then(|v| bytes_of(v)).unwrap_or_default();
-                if bytes.len() == len {
-                    raw.push(bytes);
-                }
+            // `RawN` holds exactly N bytes; `BigRaw` (later metadata) up to 512.
+            let max = match variant.name.as_str() {
+                "BigRaw" => Some(512),
+                name => name.strip_prefix("Raw").and_then(|n| n.parse::<usize>().ok()),
+            };
+            let Some(max) = max else { continue };
+            let inner: Vec<&Value> = variant.values.values().collect();
+            let big = variant.name == "BigRaw";
+            let bytes =
+                inner.first().and_then(|v| bytes_of(if big { unwrap_newtype(v) } else { v })).unwrap_or_default();
+            let fits = if big { bytes.len() <= max } else { bytes.len() == max };
+            if fits {
+                raw.push(bytes);
             }
         }
     }
@@ -319,8 +326,8 @@ impl Chain for SubtensorClient {
         Ok(neurons)
     }
 
-    async fn commit(&self, commitment: &LedgerCommitment) -> Result<u64, ChainError> {
-        self.submit(set_commitment_payload(self.netuid, &commitment.fields())).await
+    async fn commit_fields(&self, fields: &[Vec<u8>]) -> Result<u64, ChainError> {
+        self.submit(set_commitment_payload(self.netuid, fields)).await
     }
 
     async fn commitments(&self) -> Result<Vec<CommitmentRecord>, ChainError> {

@@ -8,6 +8,7 @@ mod env;
 mod http;
 mod key;
 mod ledger;
+mod mine;
 mod miner;
 mod node;
 mod transcripts;
@@ -55,6 +56,9 @@ pub enum Command {
     /// Ledger keys.
     #[command(subcommand)]
     Key(key::KeyCommand),
+    /// A miner's side of the subnet: commit the model served, see what validators see.
+    #[command(subcommand)]
+    Mine(mine::MineCommand),
     /// Bittensor wallets (btcli's files): addresses.
     #[command(subcommand)]
     Wallet(wallet::WalletCommand),
@@ -205,6 +209,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo { data, validators, fresh, json } => demo::run(&data, validators, fresh, json),
         Command::Key(command) => key::run(command),
         Command::Wallet(command) => wallet::run(command),
+        Command::Mine(command) => mine::run(command),
         Command::Ledger(command) => ledger::run(command),
         Command::Env(command) => env::run(command),
         Command::Miner(command) => miner::run(command),

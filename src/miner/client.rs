@@ -359,3 +359,38 @@ impl MinerClient {
         choice.message.content.ok_or_else(|| "chat completion without content".to_string())
     }
 }
+
+/// The largest `/v1/models` reply `list_models` reads.
+pub const MAX_MODELS_BYTES: usize = 1024 * 1024;
+
+/// `GET {base_url}/v1/models` as a validator would send it: the ids listed, or why not
+/// (timeout, refused, status, a body over 1 MiB or not an OpenAI model list).
+pub async fn list_models(endpoint: &Endpoint, timeout_ms: u64) -> Result<Vec<String>, String> {
+    #[derive(serde::Deserialize)]
+    struct Model {
+        id: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Models {
+        data: Vec<Model>,
+    }
+    let client =
+        reqwest::Client::builder().timeout(Duration::from_millis(timeout_ms)).build().map_err(|e| e.to_string())?;
+    let mut request = client.get(format!("{}/v1/models", endpoint.base_url.trim_end_matches('/')));
+    if let Some(token) = endpoint.api_key_env.as_ref().and_then(|name| std::env::var(name).ok()) {
+        request = request.bearer_auth(token);
+    }
+    let mut response = request.send().await.map_err(|e| transport_error_kind(&e, timeout_ms))?;
+    if !response.status().is_success() {
+        return Err(format!("HTTP {}", response.status().as_u16()));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| transport_error_kind(&e, timeout_ms))? {
+        if body.len() + chunk.len() > MAX_MODELS_BYTES {
+            return Err(format!("reply larger than {MAX_MODELS_BYTES} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let models: Models = serde_json::from_slice(&body).map_err(|e| format!("not an OpenAI model list ({e})"))?;
+    Ok(models.data.into_iter().map(|m| m.id).collect())
+}

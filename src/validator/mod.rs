@@ -4,6 +4,7 @@
 
 pub mod anchor;
 pub mod config;
+pub mod discovery;
 pub mod episode;
 pub mod matchrun;
 pub mod run;

@@ -68,7 +68,7 @@ async fn the_local_chain_applies_subtensors_rules() {
     assert_eq!(admin.weights().await.unwrap(), vec![(0, vec![(1, 1)])]);
 }
 
-struct Server(Child, String);
+pub struct Server(Child, pub String);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -77,7 +77,7 @@ impl Drop for Server {
     }
 }
 
-fn serve(dir: &std::path::Path, listen: &str) -> Server {
+pub fn serve(dir: &std::path::Path, listen: &str) -> Server {
     let mut child = Command::new(af_bin())
         .args(["chain", "serve", "--data", dir.to_str().unwrap(), "--listen", listen, "--block-ms", "100"])
         .stdout(Stdio::piped())

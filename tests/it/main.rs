@@ -15,6 +15,7 @@ mod ledger_fuzz;
 mod ledger_model;
 mod ledger_tamper;
 mod ledger_vectors;
+mod mine;
 mod miner_http;
 mod miner_policy;
 mod p2p_net;

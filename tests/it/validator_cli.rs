@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
-struct Miner(Child, String);
+pub struct Miner(Child, pub String);
 
 impl Drop for Miner {
     fn drop(&mut self) {
@@ -16,7 +16,7 @@ impl Drop for Miner {
     }
 }
 
-fn miner(policy: &str) -> Miner {
+pub fn miner(policy: &str) -> Miner {
     let mut child = Command::new(af_bin())
         .args(["miner", "serve", "--listen", "127.0.0.1:0", "--policy", policy, "--model", "m"])
         .stdout(Stdio::piped())

@@ -1,0 +1,233 @@
+//! `af mine`: a miner's side of the subnet. `commit` puts what it serves on chain
+//! (ledger-spec/13); `status` shows what validators will see of it.
+
+use super::chain::{runtime, ChainArgs};
+use super::print_json;
+use crate::outln;
+use af::chain::miner::MinerCommitment;
+use af::validator::discovery::{self, Skipped};
+use anyhow::Context;
+use clap::Subcommand;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Subcommand, Debug)]
+pub enum MineCommand {
+    /// Commit the model this miner serves (Commitments.set_commitment; ledger-spec/13).
+    Commit {
+        /// The model's name (a Hugging Face repository), 1..=128 bytes.
+        #[arg(long)]
+        model: String,
+        /// The model's revision (commit hash), 1..=64 bytes.
+        #[arg(long)]
+        revision: String,
+        /// The OpenAI-compatible base URL (http:// or https://), or chutes:SLUG.
+        #[arg(long)]
+        endpoint: String,
+        #[command(flatten)]
+        chain: ChainArgs,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What validators will see: registration, uid, the commitment as decoded, the
+    /// queue's verdict on it, whether the endpoint answers /v1/models, and (with --data)
+    /// this miner's matches in every log held there.
+    Status {
+        #[command(flatten)]
+        chain: ChainArgs,
+        /// A data directory whose logs to search for this miner's matches.
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Milliseconds to wait for the endpoint's /v1/models.
+        #[arg(long, default_value_t = 5_000)]
+        timeout_ms: u64,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(command: MineCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        MineCommand::Commit { model, revision, endpoint, chain, json } => {
+            commit(&model, &revision, &endpoint, &chain, json)
+        }
+        MineCommand::Status { chain, data, timeout_ms, json } => status(&chain, data.as_deref(), timeout_ms, json),
+    }
+}
+
+fn commit(model: &str, revision: &str, endpoint: &str, args: &ChainArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let commitment = MinerCommitment::new(model, revision, endpoint)?;
+    let fields = commitment.to_fields()?;
+    let spec = args.spec().context("name a chain: --chain local:ADDR or --chain subtensor:finney|test|local|URL")?;
+    runtime()?.block_on(async {
+        let chain = af::chain::connect(&spec).await?;
+        let hotkey = chain.hotkey().context("committing needs a hotkey: --wallet/--hotkey (or AF_HOTKEY_PHRASE)")?;
+        let neurons = chain.neurons().await?;
+        let Some(neuron) = neurons.iter().find(|n| n.hotkey == hotkey) else {
+            anyhow::bail!(
+                "hotkey {hotkey} is not registered on subnet {}: register it first (btcli subnet register; on the local chain, af chain register)",
+                chain.netuid()
+            );
+        };
+        let block = chain.commit_fields(&fields).await.map_err(|error| {
+            let text = error.to_string();
+            if text.contains("SpaceLimitExceeded") && !text.contains("resets") {
+                anyhow::anyhow!("{text}: each hotkey may commit 3100 bytes per epoch; retry after the next epoch")
+            } else {
+                anyhow::Error::from(error)
+            }
+        })?;
+        if json {
+            print_json(&serde_json::json!({
+                "hotkey": hotkey, "uid": neuron.uid, "block": block, "commitment": commitment,
+                "bytes": commitment.to_json().len(), "fields": fields.len(),
+            }))?;
+        } else {
+            outln!(
+                "committed {}@{} at {} for {hotkey} (uid {}) at chain block {block} ({} bytes in {} field(s))",
+                commitment.model,
+                commitment.revision,
+                commitment.endpoint,
+                neuron.uid,
+                commitment.to_json().len(),
+                fields.len()
+            );
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, json: bool) -> anyhow::Result<ExitCode> {
+    let spec = args.spec().context("name a chain: --chain local:ADDR or --chain subtensor:finney|test|local|URL")?;
+    let (hotkey, neurons, records) = runtime()?.block_on(async {
+        let chain = af::chain::connect(&spec).await?;
+        let hotkey = chain.hotkey().context("name the miner's hotkey: --wallet/--hotkey (or AF_HOTKEY_PHRASE)")?;
+        anyhow::Ok((hotkey, chain.neurons().await?, chain.commitments().await?))
+    })?;
+    let neuron = neurons.iter().find(|n| n.hotkey == hotkey);
+    let record = records.iter().find(|r| r.hotkey == hotkey);
+    let decoded = record.map(|r| MinerCommitment::from_fields(&r.fields));
+    // The queue as a validator with no matches played would build it.
+    let found = discovery::discover(&neurons, &records, None, &Default::default());
+    let queue_position = found.queue.iter().position(|c| c.hotkey == hotkey);
+    let skipped = found.skipped.iter().find(|s| skipped_hotkey(s) == hotkey).cloned();
+    let models = match &decoded {
+        Some(Ok(c)) if !c.endpoint.starts_with("chutes:") => {
+            let endpoint = discovery::endpoint_of(c);
+            Some(runtime()?.block_on(af::miner::client::list_models(&endpoint, timeout_ms)))
+        }
+        _ => None,
+    };
+    let matches = match data {
+        Some(dir) => {
+            let (_store, replayed) = super::http::replay_dir(dir)?;
+            let mut rows = Vec::new();
+            for fold in &replayed.folds {
+                for (id, m) in &fold.matches {
+                    let role = if m.contender.hotkey == hotkey {
+                        "contender"
+                    } else if m.champion.hotkey == hotkey {
+                        "champion"
+                    } else {
+                        continue;
+                    };
+                    let verdict =
+                        m.decided.as_ref().map(|d| if d.contender_won { "contender won" } else { "champion stayed" });
+                    rows.push(serde_json::json!({
+                        "validator": fold.validator, "match_id": id, "role": role,
+                        "opponent": if role == "contender" { &m.champion.hotkey } else { &m.contender.hotkey },
+                        "verdict": verdict, "reason": m.verdict_reason(),
+                    }));
+                }
+            }
+            Some(rows)
+        }
+        None => None,
+    };
+    if json {
+        print_json(&serde_json::json!({
+            "hotkey": hotkey,
+            "registered": neuron.is_some(),
+            "uid": neuron.map(|n| n.uid),
+            "registration_block": neuron.map(|n| n.registration_block),
+            "commitment_block": record.map(|r| r.block),
+            "commitment": decoded.as_ref().and_then(|d| d.as_ref().ok()),
+            "commitment_error": decoded.as_ref().and_then(|d| d.as_ref().err().map(ToString::to_string)),
+            "queue_position": queue_position,
+            "skipped": skipped,
+            "models": models.as_ref().map(|m| match m {
+                Ok(ids) => serde_json::json!({ "ok": true, "ids": ids }),
+                Err(why) => serde_json::json!({ "ok": false, "error": why }),
+            }),
+            "matches": matches,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    match neuron {
+        Some(n) => {
+            outln!("{hotkey}: uid {} on subnet {}, registered at block {}", n.uid, spec.netuid, n.registration_block)
+        }
+        None => outln!("{hotkey}: not registered on subnet {}", spec.netuid),
+    }
+    match (&decoded, record) {
+        (Some(Ok(c)), Some(r)) => {
+            outln!("commitment (block {}): {}@{} at {}", r.block, c.model, c.revision, c.endpoint)
+        }
+        (Some(Err(e)), Some(r)) => outln!("commitment (block {}): not a miner commitment: {e}", r.block),
+        _ => outln!("commitment: none"),
+    }
+    match (queue_position, &skipped) {
+        (Some(k), _) => outln!("validators: queued as contender #{} (oldest commitment first)", k + 1),
+        (None, Some(s)) => outln!("validators: not played: {}", describe_skip(s)),
+        (None, None) => outln!("validators: nothing to play"),
+    }
+    match &models {
+        Some(Ok(ids)) => {
+            let model = decoded.as_ref().and_then(|d| d.as_ref().ok()).map(|c| c.model.as_str()).unwrap_or_default();
+            let listed = if ids.iter().any(|id| id == model) { "listed" } else { "NOT listed" };
+            outln!("endpoint: /v1/models answers with {} model(s); {model} is {listed}", ids.len())
+        }
+        Some(Err(why)) => outln!("endpoint: /v1/models failed: {why}"),
+        None => outln!("endpoint: not checked (none committed, or served through Chutes)"),
+    }
+    if let Some(rows) = &matches {
+        outln!("matches in the logs held: {}", rows.len());
+        for row in rows {
+            outln!(
+                "  {} as {} vs {}: {}",
+                row["match_id"].as_str().unwrap_or_default(),
+                row["role"].as_str().unwrap_or_default(),
+                row["opponent"].as_str().unwrap_or_default(),
+                row["verdict"].as_str().unwrap_or("open")
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn skipped_hotkey(skipped: &Skipped) -> &str {
+    match skipped {
+        Skipped::Duplicate { candidate, .. }
+        | Skipped::SameAsChampion { candidate }
+        | Skipped::AlreadyPlayed { candidate } => &candidate.hotkey,
+        Skipped::Stale { hotkey, .. } | Skipped::Invalid { hotkey, .. } => hotkey,
+    }
+}
+
+fn describe_skip(skipped: &Skipped) -> String {
+    match skipped {
+        Skipped::Duplicate { kept_by, kept_uid, kept_block, .. } => {
+            format!(
+                "the same model and revision was committed earlier by {kept_by} (uid {kept_uid}, block {kept_block})"
+            )
+        }
+        Skipped::SameAsChampion { .. } => "it is the champion's model".into(),
+        Skipped::AlreadyPlayed { .. } => "already played with this model".into(),
+        Skipped::Stale { commit_block, registration_block, .. } => {
+            format!("its commitment (block {commit_block}) predates its registration (block {registration_block}): commit again")
+        }
+        Skipped::Invalid { error, .. } => format!("its commitment does not read: {error}"),
+    }
+}

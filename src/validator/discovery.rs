@@ -1,0 +1,250 @@
+//! Contenders from the chain (ledger-spec/13): from the metagraph and every hotkey's
+//! commitment, which registered miners committed a model, which of them are the same
+//! model (sybil collapse: the oldest commitment keeps it), and in what order the rest
+//! play the champion. Pure over what the caller read from the chain and what our log
+//! says was played, so replay can make the same decisions from the same inputs.
+
+use crate::chain::miner::{MinerCommitment, ModelIdentity};
+use crate::chain::{CommitmentRecord, Neuron};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A registered miner's valid commitment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Candidate {
+    pub hotkey: String,
+    pub uid: u16,
+    pub registration_block: u64,
+    pub commit_block: u64,
+    pub commitment: MinerCommitment,
+}
+
+/// Chutes' OpenAI-compatible API, for `chutes:SLUG` endpoints (bearer token in
+/// `CHUTES_API_KEY`).
+pub const CHUTES_BASE_URL: &str = "https://llm.chutes.ai";
+pub const CHUTES_API_KEY_ENV: &str = "CHUTES_API_KEY";
+
+/// Where a validator sends a committed model's requests.
+pub fn endpoint_of(commitment: &MinerCommitment) -> crate::miner::client::Endpoint {
+    match commitment.endpoint.strip_prefix("chutes:") {
+        Some(slug) => crate::miner::client::Endpoint {
+            base_url: CHUTES_BASE_URL.into(),
+            model: slug.into(),
+            api_key_env: Some(CHUTES_API_KEY_ENV.into()),
+        },
+        None => crate::miner::client::Endpoint {
+            base_url: commitment.endpoint.clone(),
+            model: commitment.model.clone(),
+            api_key_env: None,
+        },
+    }
+}
+
+impl Candidate {
+    fn order_key(&self) -> (u64, u16, &str) {
+        (self.commit_block, self.uid, &self.hotkey)
+    }
+}
+
+/// Why a registered hotkey's commitment is not in the queue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Skipped {
+    /// Another hotkey committed the same model and revision earlier.
+    Duplicate { candidate: Candidate, kept_by: String, kept_uid: u16, kept_block: u64 },
+    /// The champion serves this very model and revision.
+    SameAsChampion { candidate: Candidate },
+    /// This hotkey already played a match with this model.
+    AlreadyPlayed { candidate: Candidate },
+    /// A commitment made before the hotkey's current registration (a previous holder's,
+    /// or its own before a deregistration): it must commit again.
+    Stale { hotkey: String, uid: u16, commit_block: u64, registration_block: u64 },
+    /// Commitment fields that do not read as a miner commitment (a validator's ledger
+    /// commitment is not listed here).
+    Invalid { hotkey: String, uid: u16, commit_block: u64, error: String },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Discovery {
+    /// Contenders to play, oldest commitment first (then lower uid, then hotkey).
+    pub queue: Vec<Candidate>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// The champion as discovery needs it: its hotkey and model identity (none for a
+/// champion from `[[miners]]` whose revision is unknown).
+pub struct ChampionRef<'a> {
+    pub hotkey: &'a str,
+    pub identity: Option<&'a ModelIdentity>,
+}
+
+/// Decides the queue. `played` holds (hotkey, model identity) pairs our log says played
+/// a match as contender; commitments of hotkeys not in `neurons` (deregistered) are
+/// ignored.
+pub fn discover(
+    neurons: &[Neuron],
+    records: &[CommitmentRecord],
+    champion: Option<ChampionRef<'_>>,
+    played: &BTreeSet<(String, ModelIdentity)>,
+) -> Discovery {
+    let by_hotkey: BTreeMap<&str, &Neuron> = neurons.iter().map(|n| (n.hotkey.as_str(), n)).collect();
+    let mut discovery = Discovery::default();
+    let mut valid: Vec<Candidate> = Vec::new();
+    for record in records {
+        let Some(neuron) = by_hotkey.get(record.hotkey.as_str()) else { continue };
+        if record.ledger().is_some() {
+            continue; // a validator's ledger commitment
+        }
+        if record.block < neuron.registration_block {
+            discovery.skipped.push(Skipped::Stale {
+                hotkey: record.hotkey.clone(),
+                uid: neuron.uid,
+                commit_block: record.block,
+                registration_block: neuron.registration_block,
+            });
+            continue;
+        }
+        match MinerCommitment::from_fields(&record.fields) {
+            Ok(commitment) => valid.push(Candidate {
+                hotkey: record.hotkey.clone(),
+                uid: neuron.uid,
+                registration_block: neuron.registration_block,
+                commit_block: record.block,
+                commitment,
+            }),
+            Err(error) => discovery.skipped.push(Skipped::Invalid {
+                hotkey: record.hotkey.clone(),
+                uid: neuron.uid,
+                commit_block: record.block,
+                error: error.to_string(),
+            }),
+        }
+    }
+    valid.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
+    // The oldest commitment of each model identity keeps it.
+    let mut keeper: BTreeMap<ModelIdentity, &Candidate> = BTreeMap::new();
+    for candidate in &valid {
+        keeper.entry(candidate.commitment.identity()).or_insert(candidate);
+    }
+    for candidate in &valid {
+        let identity = candidate.commitment.identity();
+        let kept = keeper[&identity];
+        if kept.hotkey != candidate.hotkey {
+            discovery.skipped.push(Skipped::Duplicate {
+                candidate: candidate.clone(),
+                kept_by: kept.hotkey.clone(),
+                kept_uid: kept.uid,
+                kept_block: kept.commit_block,
+            });
+        } else if champion.as_ref().is_some_and(|c| c.hotkey == candidate.hotkey) {
+            // The champion defends; it is not its own contender.
+        } else if champion.as_ref().and_then(|c| c.identity).is_some_and(|id| *id == identity) {
+            discovery.skipped.push(Skipped::SameAsChampion { candidate: candidate.clone() });
+        } else if played.contains(&(candidate.hotkey.clone(), identity)) {
+            discovery.skipped.push(Skipped::AlreadyPlayed { candidate: candidate.clone() });
+        } else {
+            discovery.queue.push(candidate.clone());
+        }
+    }
+    discovery
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytes::{Hash32, ValidatorKey};
+    use crate::chain::LedgerCommitment;
+
+    fn neuron(uid: u16, hotkey: &str, registered: u64) -> Neuron {
+        Neuron { uid, hotkey: hotkey.into(), registration_block: registered, validator_permit: false }
+    }
+
+    fn commit(hotkey: &str, block: u64, model: &str, revision: &str) -> CommitmentRecord {
+        let c = MinerCommitment::new(model, revision, &format!("http://127.0.0.1/{hotkey}")).unwrap();
+        CommitmentRecord { hotkey: hotkey.into(), block, fields: c.to_fields().unwrap() }
+    }
+
+    fn hotkeys(queue: &[Candidate]) -> Vec<&str> {
+        queue.iter().map(|c| c.hotkey.as_str()).collect()
+    }
+
+    #[test]
+    fn the_queue_is_oldest_commitment_first_and_a_recommit_with_a_new_model_queues_again() {
+        let neurons = [neuron(1, "a", 10), neuron(2, "b", 10), neuron(3, "c", 10)];
+        let records = [commit("c", 50, "m/c", "1"), commit("a", 70, "m/a", "1"), commit("b", 50, "m/b", "1")];
+        let d = discover(&neurons, &records, None, &BTreeSet::new());
+        // Same block: lower uid first.
+        assert_eq!(hotkeys(&d.queue), ["b", "c", "a"]);
+        // b has played m/b; a new revision from b queues it again, at its new block.
+        let played = BTreeSet::from([("b".to_string(), ModelIdentity { model: "m/b".into(), revision: "1".into() })]);
+        let d = discover(&neurons, &records, None, &played);
+        assert_eq!(hotkeys(&d.queue), ["c", "a"]);
+        assert!(matches!(&d.skipped[..], [Skipped::AlreadyPlayed { candidate }] if candidate.hotkey == "b"));
+        let recommitted = [commit("c", 50, "m/c", "1"), commit("a", 70, "m/a", "1"), commit("b", 90, "m/b", "2")];
+        assert_eq!(hotkeys(&discover(&neurons, &recommitted, None, &played).queue), ["c", "a", "b"]);
+    }
+
+    #[test]
+    fn the_same_model_and_revision_is_one_model_kept_by_the_oldest_commitment() {
+        let neurons = [neuron(1, "early", 10), neuron(2, "late", 10), neuron(3, "other", 10)];
+        let records =
+            [commit("late", 80, "m/x", "r"), commit("early", 60, "m/x", "r"), commit("other", 70, "m/x", "r2")];
+        let d = discover(&neurons, &records, None, &BTreeSet::new());
+        assert_eq!(hotkeys(&d.queue), ["early", "other"]);
+        match &d.skipped[..] {
+            [Skipped::Duplicate { candidate, kept_by, kept_uid, kept_block }] => {
+                assert_eq!((candidate.hotkey.as_str(), candidate.commit_block), ("late", 80));
+                assert_eq!((kept_by.as_str(), *kept_uid, *kept_block), ("early", 1, 60));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A duplicate stays one after the keeper has played: it never plays.
+        let played =
+            BTreeSet::from([("early".to_string(), ModelIdentity { model: "m/x".into(), revision: "r".into() })]);
+        let d = discover(&neurons, &records, None, &played);
+        assert_eq!(hotkeys(&d.queue), ["other"]);
+        assert!(d
+            .skipped
+            .iter()
+            .any(|s| matches!(s, Skipped::Duplicate { candidate, .. } if candidate.hotkey == "late")));
+    }
+
+    #[test]
+    fn the_champions_model_the_champion_itself_and_deregistered_or_stale_commitments_do_not_play() {
+        let identity = ModelIdentity { model: "m/champ".into(), revision: "1".into() };
+        // "copy" commits the champion's model before the champion's own commitment block
+        // is known here (the champion came from [[miners]]): it is the champion's model.
+        let neurons = [neuron(0, "champ", 1), neuron(1, "copy", 10), neuron(2, "reused", 100), neuron(3, "new", 10)];
+        let records = [
+            commit("copy", 20, "m/champ", "1"),
+            commit("gone", 20, "m/gone", "1"),  // deregistered: not in the metagraph
+            commit("reused", 40, "m/old", "1"), // made before its uid's registration at 100
+            commit("new", 30, "m/new", "1"),
+            commit("champ", 5, "m/champ-self", "1"),
+        ];
+        let champion = ChampionRef { hotkey: "champ", identity: Some(&identity) };
+        let d = discover(&neurons, &records, Some(champion), &BTreeSet::new());
+        assert_eq!(hotkeys(&d.queue), ["new"]);
+        assert!(d
+            .skipped
+            .iter()
+            .any(|s| matches!(s, Skipped::SameAsChampion { candidate } if candidate.hotkey == "copy")));
+        assert!(d.skipped.iter().any(
+            |s| matches!(s, Skipped::Stale { hotkey, commit_block: 40, registration_block: 100, .. } if hotkey == "reused")
+        ));
+        assert!(!format!("{d:?}").contains("gone"));
+    }
+
+    #[test]
+    fn validator_commitments_are_not_miners_and_garbage_is_skipped_by_name() {
+        let neurons = [neuron(1, "v", 1), neuron(2, "junk", 1)];
+        let ledger = LedgerCommitment { tip_hash: Hash32([1; 32]), ledger_key: ValidatorKey([2; 32]), tip_height: 3 };
+        let records = [
+            CommitmentRecord { hotkey: "v".into(), block: 5, fields: ledger.fields() },
+            CommitmentRecord { hotkey: "junk".into(), block: 5, fields: vec![b"{\"model\":".to_vec()] },
+        ];
+        let d = discover(&neurons, &records, None, &BTreeSet::new());
+        assert!(d.queue.is_empty());
+        assert!(matches!(&d.skipped[..], [Skipped::Invalid { hotkey, .. }] if hotkey == "junk"));
+    }
+}
