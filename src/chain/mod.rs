@@ -370,11 +370,24 @@ pub struct ChainSpec {
     pub wallet: Option<String>,
     /// Default `~/.bittensor/wallets`.
     pub wallets_dir: Option<std::path::PathBuf>,
+    /// With no `[[miners]]`: how often an idle validator reads the metagraph and the
+    /// miners' commitments for new contenders (it also reads them before each match).
+    pub discover_every_ms: u64,
 }
+
+/// Default `discover_every_ms`: one subtensor block.
+pub const DEFAULT_DISCOVER_EVERY_MS: u64 = 12_000;
 
 impl Default for ChainSpec {
     fn default() -> Self {
-        ChainSpec { endpoint: String::new(), netuid: 1, hotkey: None, wallet: None, wallets_dir: None }
+        ChainSpec {
+            endpoint: String::new(),
+            netuid: 1,
+            hotkey: None,
+            wallet: None,
+            wallets_dir: None,
+            discover_every_ms: DEFAULT_DISCOVER_EVERY_MS,
+        }
     }
 }
 

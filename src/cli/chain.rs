@@ -40,6 +40,7 @@ impl ChainArgs {
             hotkey: self.hotkey.clone(),
             wallet: self.wallet.clone(),
             wallets_dir: self.wallets_dir.clone(),
+            ..ChainSpec::default()
         })
     }
 

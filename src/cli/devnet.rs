@@ -33,11 +33,35 @@ impl Drop for Process {
     }
 }
 
+/// Registers `hotkey` on the devnet chain and commits its model with `af mine commit`;
+/// the chain block of the commitment.
+fn mine_commit(
+    exe: &Path,
+    runtime: &tokio::runtime::Runtime,
+    chain: &af::chain::local::LocalClient,
+    endpoint: &str,
+    hotkey: &str,
+    model: &str,
+    url: &str,
+) -> anyhow::Result<u64> {
+    runtime.block_on(chain.register(hotkey, false))?;
+    let output = Command::new(exe)
+        .args(["mine", "commit", "--chain", endpoint, "--hotkey", hotkey, "--model", model, "--revision", "r1"])
+        .args(["--endpoint", url, "--json"])
+        .output()
+        .context("running af mine commit")?;
+    if !output.status.success() {
+        bail!("af mine commit for {hotkey} failed: {}", String::from_utf8_lossy(&output.stderr).trim());
+    }
+    let reply: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    reply["block"].as_u64().context("af mine commit did not say its block")
+}
+
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn start_miner(exe: &Path, policy: &str, seed: usize, log: &Path) -> anyhow::Result<(Process, String)> {
+fn start_miner(exe: &Path, policy: &str, model: &str, seed: usize, log: &Path) -> anyhow::Result<(Process, String)> {
     let mut child = Command::new(exe)
         .args([
             "miner",
@@ -47,7 +71,7 @@ fn start_miner(exe: &Path, policy: &str, seed: usize, log: &Path) -> anyhow::Res
             "--policy",
             policy,
             "--model",
-            policy,
+            model,
             "--seed",
             &seed.to_string(),
         ])
@@ -140,25 +164,45 @@ pub fn run(
     chain_runtime.block_on(chain_client.settings(serde_json::json!({
         "commit_reveal_enabled": true, "rate_limit_blocks": 8, "reveal_period_epochs": 1,
     })))?;
-    let mut config = format!(
+    // No [[miners]]: validators discover every miner from the chain (ledger-spec/13).
+    let config = format!(
         "# The devnet's shared validator config; each validator's hotkey comes from AF_CHAIN__HOTKEY.\n\
+         # No [[miners]]: contenders come from the miners' commitments on the chain.\n\
          [evaluation]\ncap = 300\nmax_challenges = 600\nwindow = 8\n\
          [ledger]\nblock_max_events = 64\nblock_max_ms = 500\n\
          [client]\ntimeout_ms = 10000\nbackoff_base_ms = 20\nbackoff_max_ms = 200\n\
-         [chain]\nendpoint = \"{chain_endpoint}\"\nnetuid = {DEVNET_NETUID}\n",
+         [chain]\nendpoint = \"{chain_endpoint}\"\nnetuid = {DEVNET_NETUID}\ndiscover_every_ms = 500\n",
     );
+    // Miners register, then commit what they serve with `af mine commit`. The last one
+    // enters only after the validators have started; a sybil serving another endpoint
+    // commits the second miner's model and revision, later.
+    let mut miners = Vec::new(); // (hotkey, model, url)
     for i in 0..n_miners {
         let policy = POLICIES[i % POLICIES.len()];
-        let (process, url) = start_miner(&exe, policy, i, &data.join(format!("miner{i}.log")))?;
+        let (process, url) = start_miner(&exe, policy, policy, i, &data.join(format!("miner{i}.log")))?;
         processes.push(process);
         let hotkey = format!("5DevnetMiner{i}{}", policy.replace([':', '.'], "_"));
-        let uid = chain_runtime.block_on(chain_client.register(&hotkey, false))?.uid;
-        config +=
-            &format!("\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {uid}\nbase_url = \"{url}\"\nmodel = \"{policy}\"\n");
         eprintln!("miner {i}: {policy} at {url}");
+        miners.push((hotkey, policy.to_string(), url));
     }
+    let (late, early) = miners.split_last().expect("at least 2 miners");
+    for (hotkey, model, url) in early {
+        mine_commit(&exe, &chain_runtime, &chain_client, &chain_endpoint, hotkey, model, url)?;
+    }
+    let sybil: String = {
+        let (_, model, _) = &early[1.min(early.len() - 1)];
+        let (process, url) = start_miner(&exe, "random", model, 99, &data.join("sybil.log"))?;
+        processes.push(process);
+        let hotkey = "5DevnetSybil".to_string();
+        std::thread::sleep(Duration::from_millis(300)); // a later block than the original
+        mine_commit(&exe, &chain_runtime, &chain_client, &chain_endpoint, &hotkey, model, &url)?;
+        eprintln!("sybil: commits {model} (already committed) at {url}");
+        hotkey
+    };
     let config_path = data.join("validator.toml");
     std::fs::write(&config_path, config)?;
+    // Each validator plays at most one match per miner other than the first champion.
+    let rounds = rounds.min(n_miners as u64 - 1);
 
     let mut validators = Vec::new(); // (dir, key hex, port)
     for i in 0..n_validators {
@@ -200,6 +244,14 @@ pub fn run(
         eprintln!("validator {i}: {} on 127.0.0.1:{port}", validators[i].1);
         validator_processes.push(Process { child, name: format!("validator {i}") });
     }
+
+    // The late miner enters while the validators run.
+    std::thread::sleep(Duration::from_millis(1_000));
+    let late_block = {
+        let (hotkey, model, url) = late;
+        mine_commit(&exe, &chain_runtime, &chain_client, &chain_endpoint, hotkey, model, url)?
+    };
+    eprintln!("late miner {} committed at block {late_block}, after the validators started", late.0);
 
     // 1. Every validator finishes its rounds (its summary is written).
     let deadline = Instant::now() + Duration::from_secs(600);
@@ -349,6 +401,7 @@ pub fn run(
     };
     let on_chain_weights = chain_runtime.block_on(af::chain::Chain::weights(&chain_client))?;
     let neurons = chain_runtime.block_on(af::chain::Chain::neurons(&chain_client))?;
+    let final_records = chain_runtime.block_on(af::chain::Chain::commitments(&chain_client))?;
     drop(processes); // the miners and the chain
     let champion_uid =
         network.state.champion.as_ref().and_then(|c| neurons.iter().find(|n| n.hotkey == c.hotkey)).map(|n| n.uid);
@@ -360,6 +413,21 @@ pub fn run(
             .iter()
             .any(|(setter, pairs)| setter == uid && champion_uid.is_some_and(|c| pairs == &[(c, u16::MAX)]))
     });
+    // Miners entered through the chain: the late one was played by every validator, the
+    // sybil by none, and discovery names whose model it copied.
+    let late_played = network.folds.iter().filter(|f| f.matches.values().any(|m| m.contender.hotkey == late.0)).count();
+    let sybil_played = network
+        .folds
+        .iter()
+        .any(|f| f.matches.values().any(|m| m.contender.hotkey == sybil || m.champion.hotkey == sybil));
+    let found = af::validator::discovery::discover(&neurons, &final_records, None, &Default::default());
+    let sybil_kept_by = found.skipped.iter().find_map(|s| match s {
+        af::validator::discovery::Skipped::Duplicate { candidate, kept_by, kept_block, .. } if candidate.hotkey == sybil => {
+            Some(serde_json::json!({ "kept_by": kept_by, "kept_block": kept_block, "sybil_block": candidate.commit_block }))
+        }
+        _ => None,
+    });
+    let discovery_ok = late_played == n_validators && !sybil_played && sybil_kept_by.is_some();
     let champions: std::collections::BTreeSet<String> = rows.iter().map(|r| r["champion"].to_string()).collect();
     let n_committed = commitments.rows.iter().filter(|r| r.status == "matches").count();
     let logs_ok = rows.iter().all(|r| r["all_verified"] == true && r["chains_held"] == n_validators);
@@ -368,7 +436,8 @@ pub fn run(
         && commitments.discrepancies.is_empty()
         && n_committed == n_validators
         && timelocked.pending.is_empty()
-        && weights_match;
+        && weights_match
+        && discovery_ok;
     let state = &network.state;
     let result = serde_json::json!({
         "validators": rows,
@@ -383,6 +452,13 @@ pub fn run(
         "ratio_to_beat_ppm": state.ratio_set_ppm,
         "vtrust_ppm": state.validators.iter().map(|v| (v.validator.to_hex(), v.vtrust_ppm)).collect::<std::collections::BTreeMap<_, _>>(),
         "discrepancies": state.discrepancies,
+        "miners": {
+            "from_chain": true,
+            "committed": found.valid.len(),
+            "late": { "hotkey": late.0, "commit_block": late_block, "played_by_validators": late_played },
+            "sybil": { "hotkey": sybil, "collapsed": sybil_kept_by, "played": sybil_played },
+            "ok": discovery_ok,
+        },
         "chain": {
             "endpoint": chain_endpoint,
             // The chain process stops with the devnet; its state stays for a later audit.
@@ -449,6 +525,21 @@ pub fn run(
             timelocked.pending.len(),
             on_chain_weights,
             if weights_match { "every validator's revealed weights give all to the replayed champion" } else { "NOT every validator's revealed weights match the replayed champion" }
+        );
+        outln!(
+            "miners from the chain: {} valid commitments; late miner {} (block {late_block}) played by {late_played}/{n_validators} validators; sybil {} {}",
+            found.valid.len(),
+            late.0,
+            sybil,
+            match &sybil_kept_by {
+                Some(k) if !sybil_played => format!(
+                    "collapsed into {} (its block {} vs {}), never played",
+                    k["kept_by"].as_str().unwrap_or("?"),
+                    k["sybil_block"],
+                    k["kept_block"]
+                ),
+                _ => "NOT collapsed as it should be".into(),
+            }
         );
         let dir = data.display();
         outln!(

@@ -248,13 +248,14 @@ pub const RANGES: &[(&str, u64, u64)] = &[
     ("client.max_concurrent_per_miner", 1, 4_096),
     ("client.max_concurrent_total", 1, 65_536),
     ("miners (count)", 0, crate::limits::MAX_LIST_ITEMS as u64),
+    ("chain.discover_every_ms", 100, 3_600_000),
 ];
 
 /// Longest miner `base_url` accepted, in bytes.
 pub const MAX_URL_BYTES: usize = 2048;
 
 impl Config {
-    fn numeric_fields(&self) -> [(&'static str, u64); 15] {
+    fn numeric_fields(&self) -> [(&'static str, u64); 16] {
         let (l, e, c) = (&self.ledger, &self.evaluation, &self.client);
         [
             ("ledger.block_max_events", l.block_max_events as u64),
@@ -272,6 +273,7 @@ impl Config {
             ("client.max_concurrent_per_miner", c.max_concurrent_per_miner as u64),
             ("client.max_concurrent_total", c.max_concurrent_total as u64),
             ("miners (count)", self.miners.len() as u64),
+            ("chain.discover_every_ms", self.chain.discover_every_ms),
         ]
     }
 

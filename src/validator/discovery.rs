@@ -69,6 +69,29 @@ pub struct Discovery {
     /// Contenders to play, oldest commitment first (then lower uid, then hotkey).
     pub queue: Vec<Candidate>,
     pub skipped: Vec<Skipped>,
+    /// Every registered miner's valid commitment in queue order, the champion's included
+    /// (where validators find the endpoint of a miner their log names).
+    #[serde(skip)]
+    pub valid: Vec<Candidate>,
+}
+
+/// How the log records a miner from the chain: `MinerRef.model` is `MODEL@REVISION`
+/// (ledger-spec/13), so the log alone says which model and revision played.
+pub fn recorded_model(commitment: &MinerCommitment) -> String {
+    format!("{}@{}", commitment.model, commitment.revision)
+}
+
+/// The model identity in a recorded `MODEL@REVISION` (none for a `[[miners]]` name).
+pub fn recorded_identity(model: &str) -> Option<ModelIdentity> {
+    let (model, revision) = model.rsplit_once('@')?;
+    Some(ModelIdentity { model: model.into(), revision: revision.into() })
+}
+
+/// The (hotkey, identity) pairs of recorded (hotkey, model) pairs that name one.
+pub fn played_identities<'a>(
+    played: impl IntoIterator<Item = &'a (String, String)>,
+) -> BTreeSet<(String, ModelIdentity)> {
+    played.into_iter().filter_map(|(hotkey, model)| Some((hotkey.clone(), recorded_identity(model)?))).collect()
 }
 
 /// The champion as discovery needs it: its hotkey and model identity (none for a
@@ -121,6 +144,7 @@ pub fn discover(
         }
     }
     valid.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
+    discovery.valid = valid.clone();
     // The oldest commitment of each model identity keeps it.
     let mut keeper: BTreeMap<ModelIdentity, &Candidate> = BTreeMap::new();
     for candidate in &valid {

@@ -1,9 +1,12 @@
-//! The validator loop: resume the match our log left open, then play each contender in
-//! the configured order against the current champion, recording everything in our own
-//! log, until the queue is empty, a match limit is reached, or a stop is asked for (the
-//! events already handed over are then sealed into a last block).
+//! The validator loop: resume the match our log left open, then play each contender
+//! against the current champion, recording everything in our own log. Contenders come
+//! from `[[miners]]` in order (the run ends when all have played) or, with no
+//! `[[miners]]`, from the chain (`discovery`: read before each match and polled while
+//! idle, so the run goes on until stopped). A match limit or a stop ends it; the events
+//! already handed over are then sealed into a last block.
 
 use super::config::{Config, ConfigError};
+use super::discovery::{self, Candidate, Discovery};
 use super::matchrun::{self, Contestant, MatchContext, MatchError, MatchPlan, MatchReport};
 use super::state::{self, nominal_chain_block};
 use super::writer::{spawn_writer, WriterError};
@@ -88,7 +91,9 @@ pub async fn run(
     stop: watch::Receiver<bool>,
     mut options: RunOptions,
 ) -> Result<RunSummary, RunError> {
-    if config.miners.is_empty() {
+    // No `[[miners]]` but a chain: contenders come from the chain (ledger-spec/13).
+    let discovering = config.miners.is_empty().then(|| options.chain.clone()).flatten();
+    if config.miners.is_empty() && discovering.is_none() {
         return Err(RunError::NoMiners);
     }
     let params = config.evaluation.ratio_params();
@@ -101,7 +106,33 @@ pub async fn run(
             .await
             .expect("no panic")?
     };
-    let contestant = |miner: &MinerRef| -> Result<Contestant, RunError> {
+    // The latest read of the chain's miners, in discovery mode.
+    let mut found: Option<Discovery> = None;
+    if let Some(chain) = &discovering {
+        let read = match &loaded.champion {
+            Some(champion) => {
+                Some(discover_until_found(chain.as_ref(), Some(champion), &loaded.played_models, &stop, config).await)
+            }
+            // No champion yet: wait for the first valid commitment, the first champion.
+            None => discover_until_contender(chain.as_ref(), None, &loaded.played_models, &stop, config).await,
+        };
+        let Some(read) = read.filter(|_| !*stop.borrow()) else {
+            return Ok(RunSummary {
+                matches: Vec::new(),
+                champion: loaded.champion.map(|c| c.hotkey).unwrap_or_default(),
+                ratio_to_beat_ppm: params.current_ppm(&loaded.ratio, nominal_chain_block((options.now_ms)())),
+                interrupted: true,
+                tip: log.tip()?,
+                requests: options.request_stats.snapshot(),
+                evidence: options.evidence.take(),
+            });
+        };
+        found = Some(read);
+    }
+    let contestant = |miner: &MinerRef, found: &Option<Discovery>| -> Result<Contestant, RunError> {
+        if let Some(found) = found {
+            return from_chain(found, miner);
+        }
         let entry = config
             .miners
             .iter()
@@ -119,12 +150,15 @@ pub async fn run(
             endpoint: m.endpoint(),
         }
     };
-    let mut champion = match &loaded.champion {
-        Some(miner) => contestant(miner)?,
-        None => from_config(0),
+    let mut champion = match (&loaded.champion, &found) {
+        (Some(miner), _) => contestant(miner, &found)?,
+        // The oldest valid commitment holds the crown until a match says otherwise.
+        (None, Some(found)) => candidate_contestant(&found.queue[0]),
+        (None, None) => from_config(0),
     };
     let mut ratio = loaded.ratio;
     let mut played = loaded.played_contenders.clone();
+    let mut played_models = loaded.played_models.clone();
     let mut n_decided = loaded.decided.len() as u64;
 
     let writer = spawn_writer(
@@ -209,8 +243,8 @@ pub async fn run(
                 }
                 let plan = MatchPlan {
                     match_id: open.started.match_id,
-                    contender: contestant(&open.started.contender)?,
-                    champion: contestant(&open.started.champion)?,
+                    contender: contestant(&open.started.contender, &found)?,
+                    champion: contestant(&open.started.champion, &found)?,
                     envs: open.started.envs.iter().map(|e| e.name.clone()).collect(),
                     rule,
                     futility,
@@ -222,13 +256,41 @@ pub async fn run(
                 (plan, Some(open))
             }
             None => {
-                let next =
-                    config.miners.iter().position(|m| m.hotkey != champion.miner.hotkey && !played.contains(&m.hotkey));
-                let Some(next) = next else {
-                    tracing::info!(event = "queue_done", decided = n_decided, "every contender has played");
-                    break;
+                let contender = match &discovering {
+                    Some(chain) => {
+                        // Read the chain again before each match: new commitments join the
+                        // queue, and the champion's endpoint is its current commitment's.
+                        let now = discover_until_contender(
+                            chain.as_ref(),
+                            Some(&champion.miner),
+                            &played_models,
+                            &stop,
+                            config,
+                        )
+                        .await;
+                        let Some(now) = now else {
+                            interrupted = true;
+                            break;
+                        };
+                        if let Ok(current) = from_chain(&now, &champion.miner) {
+                            champion = current;
+                        }
+                        let next = candidate_contestant(&now.queue[0]);
+                        found = Some(now);
+                        next
+                    }
+                    None => {
+                        let next = config
+                            .miners
+                            .iter()
+                            .position(|m| m.hotkey != champion.miner.hotkey && !played.contains(&m.hotkey));
+                        let Some(next) = next else {
+                            tracing::info!(event = "queue_done", decided = n_decided, "every contender has played");
+                            break;
+                        };
+                        from_config(next)
+                    }
                 };
-                let contender = from_config(next);
                 let plan = MatchPlan {
                     match_id: crate::envs::derive_match_id(
                         &validator,
@@ -250,6 +312,8 @@ pub async fn run(
             }
         };
         played.insert(plan.contender.miner.hotkey.clone());
+        played_models.insert((plan.contender.miner.hotkey.clone(), plan.contender.miner.model.clone()));
+        played_models.insert((plan.champion.miner.hotkey.clone(), plan.champion.miner.model.clone()));
         tracing::info!(
             event = "match_started",
             match_id = %plan.match_id,
@@ -359,4 +423,114 @@ pub async fn run(
         requests: options.request_stats.snapshot(),
         evidence,
     })
+}
+
+/// A chain candidate as a contestant: the log records `MODEL@REVISION`.
+fn candidate_contestant(candidate: &Candidate) -> Contestant {
+    Contestant {
+        miner: MinerRef {
+            hotkey: candidate.hotkey.clone(),
+            uid: candidate.uid,
+            model: discovery::recorded_model(&candidate.commitment),
+        },
+        endpoint: discovery::endpoint_of(&candidate.commitment),
+    }
+}
+
+/// The miner a log names, found among the chain's valid commitments by hotkey (its
+/// current commitment gives the endpoint; its recorded model stays as the log has it).
+fn from_chain(found: &Discovery, miner: &MinerRef) -> Result<Contestant, RunError> {
+    let candidate = found
+        .valid
+        .iter()
+        .find(|c| c.hotkey == miner.hotkey)
+        .ok_or_else(|| RunError::UnknownMiner(format!("{} (no valid commitment on chain now)", miner.hotkey)))?;
+    let mut contestant = candidate_contestant(candidate);
+    contestant.miner.model = miner.model.clone();
+    Ok(contestant)
+}
+
+/// Reads the chain's miners until the read succeeds or a stop is asked for (then an
+/// empty discovery). A chain that is down is retried with backoff, never fatal.
+async fn discover_until_found(
+    chain: &dyn crate::chain::Chain,
+    champion: Option<&MinerRef>,
+    played: &std::collections::BTreeSet<(String, String)>,
+    stop: &watch::Receiver<bool>,
+    config: &Config,
+) -> Discovery {
+    let mut wait_ms = 500u64;
+    loop {
+        match discover_once(chain, champion, played).await {
+            Ok(found) => return found,
+            Err(error) => {
+                tracing::warn!(event = "discovery_failed", error = %error, retry_ms = wait_ms, "reading the chain's miners failed; retrying");
+            }
+        }
+        if wait_or_stop(stop, wait_ms).await {
+            return Discovery::default();
+        }
+        wait_ms = (wait_ms * 2).min(config.chain.discover_every_ms.max(500));
+    }
+}
+
+/// Reads the chain's miners until the queue has a contender (`None` on a stop),
+/// every `discover_every_ms` while there is none.
+async fn discover_until_contender(
+    chain: &dyn crate::chain::Chain,
+    champion: Option<&MinerRef>,
+    played: &std::collections::BTreeSet<(String, String)>,
+    stop: &watch::Receiver<bool>,
+    config: &Config,
+) -> Option<Discovery> {
+    let mut said_idle = false;
+    loop {
+        let found = discover_until_found(chain, champion, played, stop, config).await;
+        if *stop.borrow() {
+            return None;
+        }
+        if !found.queue.is_empty() {
+            return Some(found);
+        }
+        if !said_idle {
+            tracing::info!(
+                event = "queue_empty",
+                every_ms = config.chain.discover_every_ms,
+                "no contender on chain; watching for new commitments"
+            );
+            said_idle = true;
+        }
+        if wait_or_stop(stop, config.chain.discover_every_ms).await {
+            return None;
+        }
+    }
+}
+
+async fn discover_once(
+    chain: &dyn crate::chain::Chain,
+    champion: Option<&MinerRef>,
+    played: &std::collections::BTreeSet<(String, String)>,
+) -> Result<Discovery, crate::chain::ChainError> {
+    let neurons = chain.neurons().await?;
+    let records = chain.commitments().await?;
+    let identity = champion.and_then(|c| discovery::recorded_identity(&c.model));
+    let champion_ref =
+        champion.map(|c| discovery::ChampionRef { hotkey: c.hotkey.as_str(), identity: identity.as_ref() });
+    let found = discovery::discover(&neurons, &records, champion_ref, &discovery::played_identities(played));
+    for skipped in &found.skipped {
+        tracing::debug!(event = "miner_skipped", skipped = ?skipped, "not a contender");
+    }
+    Ok(found)
+}
+
+/// Sleeps `ms`, or less if a stop is asked for; true when stopped.
+async fn wait_or_stop(stop: &watch::Receiver<bool>, ms: u64) -> bool {
+    let mut stop = stop.clone();
+    if *stop.borrow() {
+        return true;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(std::time::Duration::from_millis(ms)) => *stop.borrow(),
+        _ = stop.changed() => true,
+    }
 }

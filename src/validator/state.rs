@@ -98,6 +98,9 @@ pub struct ValidatorState {
     pub open: Option<OpenMatch>,
     /// Hotkeys that have played a match as contender.
     pub played_contenders: std::collections::BTreeSet<String>,
+    /// (hotkey, recorded model) of every miner that has played a match, either side: a
+    /// miner from the chain plays each model and revision once (ledger-spec/13).
+    pub played_models: std::collections::BTreeSet<(String, String)>,
     pub n_events: u64,
     /// The last `RECENT_ANCHORS` commitments and weights, oldest first.
     pub recent_anchors: VecDeque<Anchor>,
@@ -121,6 +124,7 @@ impl ValidatorState {
             decided: Vec::new(),
             open: None,
             played_contenders: Default::default(),
+            played_models: Default::default(),
             n_events: 0,
             recent_anchors: VecDeque::new(),
             next_height: 0,
@@ -136,6 +140,8 @@ impl ValidatorState {
                     self.champion = Some(started.champion.clone());
                 }
                 self.played_contenders.insert(started.contender.hotkey.clone());
+                self.played_models.insert((started.contender.hotkey.clone(), started.contender.model.clone()));
+                self.played_models.insert((started.champion.hotkey.clone(), started.champion.model.clone()));
                 self.open =
                     Some(OpenMatch { started: started.clone(), pairs: BTreeMap::new(), env_decisions: Vec::new() });
             }

@@ -37,6 +37,15 @@ fn devnet_of_three_validators_converges_and_agrees() {
     assert_eq!(result["agreement"], true);
     // The perfect miner dethrones the noisy initial champion on every validator.
     assert_eq!(result["champion"], "5DevnetMiner1perfect");
+    // Every miner came from the chain: the one that committed after the validators had
+    // started was played by all three; the sybil copying the perfect miner's model was
+    // collapsed into it and played by none.
+    let miners = &result["miners"];
+    assert_eq!(miners["ok"], true, "{miners}");
+    assert_eq!(miners["late"]["played_by_validators"], 3, "{miners}");
+    assert_eq!(miners["sybil"]["played"], false);
+    assert_eq!(miners["sybil"]["collapsed"]["kept_by"], "5DevnetMiner1perfect");
+    assert!(miners["sybil"]["collapsed"]["sybil_block"].as_u64() > miners["sybil"]["collapsed"]["kept_block"].as_u64());
     for row in result["validators"].as_array().unwrap() {
         assert_eq!(row["chains_held"], 3);
         assert_eq!(row["matches"], 2);
