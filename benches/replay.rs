@@ -29,6 +29,8 @@ fn match_started(validator: &af::bytes::ValidatorKey) -> Event {
         envs: vec![EnvRef { name: envs::mult::NAME.into(), version: envs::mult::VERSION }],
         rule: "mixture alpha=0.05 prior=4,4".into(),
         ratio_to_beat_ppm: 510_000,
+        chain_block: 0,
+        chain_block_hash: af::bytes::Hash32([0; 32]),
     })
 }
 

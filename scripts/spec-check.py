@@ -92,7 +92,8 @@ def event(r: Reader) -> dict:
     tag = r.u32()
     if tag == 0:
         return {"match_started": {"match_id": r.hash(), "contender": miner(r), "champion": miner(r),
-                                  "envs": short_list(r, lambda: env_ref(r)), "rule": name(r), "ratio_to_beat_ppm": r.u32()}}
+                                  "envs": short_list(r, lambda: env_ref(r)), "rule": name(r), "ratio_to_beat_ppm": r.u32(),
+                                  "chain_block": r.u64(), "chain_block_hash": r.hash()}}
     if tag == 1:
         return {"transcript": transcript(r)}
     if tag == 2:
@@ -295,6 +296,13 @@ def main():
                 + bytes.fromhex(c["validator"]) + bytes.fromhex(c["match_id"]) + struct.pack("<Q", c["index"]))
     derived = blake3(material, derive_key_context="af 2026-11 challenge_id v1").digest()
     check(derived.hex() == c["challenge_id"], "challenge id derivation (06)")
+
+    m = v["match_id"]
+    names = b"".join(struct.pack("<I", len(s.encode())) + s.encode() for s in (m["contender"], m["champion"]))
+    material = (bytes.fromhex(m["validator"]) + names + struct.pack("<Q", m["n_decided"])
+                + struct.pack("<Q", m["chain_block"]) + bytes.fromhex(m["chain_block_hash"]))
+    derived = blake3(material, derive_key_context="af 2026-11 match_id v2").digest()
+    check(derived.hex() == m["match_id"], "match id derivation from the chain block (06)")
 
     for i, e in enumerate(v["events"]):
         raw = bytes.fromhex(e["bytes"])

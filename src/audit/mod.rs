@@ -6,6 +6,7 @@
 //! as their logs recorded them. Pure over the store and the replay; the CLI does the IO
 //! (opening, the chain, printing, the HTML file).
 
+pub mod blocks;
 pub mod commitments;
 pub mod report;
 pub mod weights;
@@ -76,6 +77,7 @@ pub struct AuditReport {
     pub matches: Vec<MatchRow>,
     pub chain: CommitmentAudit,
     pub weights: WeightsAudit,
+    pub blocks: blocks::BlockAudit,
     pub findings: Vec<Finding>,
 }
 

@@ -111,6 +111,7 @@ pub fn html(report: &AuditReport) -> String {
                     "."
                 }
                 p { "Chain commitments: " (report.chain.note) }
+                p { "Match start blocks: " (report.blocks.note) }
                 p { "Weights: " (report.weights.note) }
                 @if report.weights.checked {
                     table #weights {

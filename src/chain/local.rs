@@ -17,7 +17,8 @@
 //! (version, reveal period, epoch schedule, beacon), `POST /v1/subnets/N/timelocked {hotkey,
 //! commit (hex), reveal_round, version}`, `GET /v1/subnets/N/timelocked` (pending and
 //! revealed commits), `GET /v1/beacon/rounds/R` (a round's signature, once its time has
-//! come). The chain runs its own beacon: a BLS12-381 key of quicknet's scheme signing one
+//! come), `GET /v1/blocks/N` (`{number, hash}` once block N exists; 404 before). The
+//! chain runs its own beacon: a BLS12-381 key of quicknet's scheme signing one
 //! round per second. Each block it opens the commits whose reveal epoch has come with
 //! their round's signature (real timelock decryption, the code subtensor uses) and applies
 //! the weights inside; a commit still closed when its reveal epoch ends is dropped.
@@ -102,6 +103,13 @@ impl LocalState {
             genesis_s: self.genesis_ms / 1000,
             period_s: BEACON_PERIOD_S,
         }
+    }
+
+    /// Block `number`'s hash: blake3 keyed by a key derived from the chain's secret seed.
+    fn block_hash(&self, number: u64) -> crate::bytes::Hash32 {
+        let seed = hex::decode(&self.beacon_seed).unwrap_or_default();
+        let key = blake3::derive_key("af stand-in chain block hash v1", &seed);
+        crate::bytes::Hash32(*blake3::keyed_hash(&key, &number.to_le_bytes()).as_bytes())
     }
 
     fn beacon_key(&self) -> BeaconKey {
@@ -390,6 +398,7 @@ pub fn router(chain: Arc<LocalChain>) -> Router {
         .route("/v1/subnets/{netuid}/timelock", get(timelock_info))
         .route("/v1/subnets/{netuid}/timelocked", post(commit_timelocked).get(timelocked))
         .route("/v1/beacon/rounds/{round}", get(beacon_round))
+        .route("/v1/blocks/{number}", get(block))
         .with_state(chain)
 }
 
@@ -672,6 +681,26 @@ async fn beacon_round(State(chain): Shared, UrlPath(round): UrlPath<u64>) -> Res
     })
 }
 
+#[derive(Serialize, Deserialize)]
+struct BlockInfo {
+    number: u64,
+    hash: crate::bytes::Hash32,
+}
+
+/// A block's hash, once the block exists: keyed by the chain's secret seed, so nobody
+/// outside can compute it before the chain's clock reaches it.
+async fn block(State(chain): Shared, UrlPath(number): UrlPath<u64>) -> Result<Json<BlockInfo>, Refusal> {
+    chain.read(|s, current| {
+        if number > current {
+            return Err(refuse(
+                StatusCode::NOT_FOUND,
+                format!("block {number} does not exist yet (the head is {current})"),
+            ));
+        }
+        Ok(Json(BlockInfo { number, hash: s.block_hash(number) }))
+    })
+}
+
 /// A client of the local chain, as one hotkey (or read-only without one).
 pub struct LocalClient {
     base_url: String,
@@ -756,6 +785,20 @@ impl Chain for LocalClient {
 
     async fn current_block(&self) -> Result<u64, ChainError> {
         Ok(self.status().await?.block)
+    }
+
+    async fn block_hash(&self, number: u64) -> Result<Option<crate::bytes::Hash32>, ChainError> {
+        let response = self
+            .http
+            .get(format!("{}/v1/blocks/{number}", self.base_url))
+            .send()
+            .await
+            .map_err(|e| self.transport(e))?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let info: BlockInfo = self.answer(response).await?;
+        Ok(Some(info.hash))
     }
 
     async fn neurons(&self) -> Result<Vec<Neuron>, ChainError> {

@@ -214,6 +214,8 @@ pub trait Chain: Send + Sync {
     /// Our hotkey's ss58 address, when this client can sign.
     fn hotkey(&self) -> Option<String>;
     async fn current_block(&self) -> Result<u64, ChainError>;
+    /// The hash of block `number`, once that block exists (`None` before it does).
+    async fn block_hash(&self, number: u64) -> Result<Option<Hash32>, ChainError>;
     async fn neurons(&self) -> Result<Vec<Neuron>, ChainError>;
     /// `Commitments.set_commitment` with these `Data::Raw` fields (at most 3 of at most
     /// 128 bytes); returns the chain block it was included at (or submitted at, where

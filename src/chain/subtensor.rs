@@ -302,6 +302,15 @@ impl Chain for SubtensorClient {
         Ok(self.at().await?.block_number())
     }
 
+    /// `chain_getBlockHash(number)`: `None` for a block the node does not have yet.
+    async fn block_hash(&self, number: u64) -> Result<Option<crate::bytes::Hash32>, ChainError> {
+        match self.client.at_block(number).await {
+            Ok(at) => Ok(Some(crate::bytes::Hash32(at.block_hash().0))),
+            Err(subxt::error::OnlineClientAtBlockError::BlockNotFound { .. }) => Ok(None),
+            Err(error) => Err(self.transport(error)),
+        }
+    }
+
     async fn neurons(&self) -> Result<Vec<Neuron>, ChainError> {
         let at = self.at().await?;
         let n = self.fetch_or_default(&at, "SubnetworkN", vec![netuid_key(self.netuid)]).await?;

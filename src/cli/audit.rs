@@ -105,14 +105,17 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
         })
     })?;
     progress.finish();
-    let view = super::chain::read_chain_view(&args.chain)?;
+    let view = super::chain::read_chain_view(&args.chain, &af::audit::blocks::blocks_to_check(&replayed.folds))?;
     let chain = af::audit::audit_commitments(
         &replayed.folds,
         &store,
         view.as_ref().map(|v| af::audit::commitments::OnChain { endpoint: &v.endpoint, records: v.records.clone() }),
     )?;
     let weights = weights_audit(&replayed, &chain, view.as_ref());
-    let on_chain: Vec<_> = chain.discrepancies.iter().chain(&weights.discrepancies).cloned().collect();
+    let blocks =
+        af::audit::blocks::audit_blocks(&replayed.folds, view.as_ref().map(|v| (v.endpoint.as_str(), &v.block_hashes)));
+    let on_chain: Vec<_> =
+        chain.discrepancies.iter().chain(&weights.discrepancies).chain(&blocks.discrepancies).cloned().collect();
     let findings = af::audit::findings(&store, &replayed, &on_chain)?;
     Ok(AuditReport {
         clean: findings.is_empty(),
@@ -129,6 +132,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
         state: replayed.state,
         chain,
         weights,
+        blocks,
         findings,
     })
 }
@@ -234,6 +238,7 @@ fn print_report(report: &AuditReport, json: bool) -> anyhow::Result<()> {
         state.weights
     );
     outln!("chain commitments: {}", report.chain.note);
+    outln!("match blocks: {}", report.blocks.note);
     outln!("weights: {}", report.weights.note);
     for row in report.weights.rows.iter().filter(|r| r.status != "not_checked") {
         outln!("  {} {:<16} {}{}", short(&row.validator), row.status, row.detail, replay_note(row.agrees_with_replay));

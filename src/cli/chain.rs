@@ -456,6 +456,8 @@ pub struct ChainView {
     pub weights: Vec<(u16, Vec<(u16, u16)>)>,
     pub timelocked: af::chain::Timelocked,
     pub records: Vec<af::chain::CommitmentRecord>,
+    /// The chain's hash of each block asked for (`None`: no such block).
+    pub block_hashes: std::collections::BTreeMap<u64, Option<af::bytes::Hash32>>,
 }
 
 impl ChainView {
@@ -485,7 +487,7 @@ impl ChainView {
 /// Reads the chain `args` names (none without `--chain`): block, neurons, weights,
 /// pending timelocked commits and every commitment. A chain without timelocked commits
 /// in its metadata has none pending.
-pub fn read_chain_view(args: &ChainArgs) -> anyhow::Result<Option<ChainView>> {
+pub fn read_chain_view(args: &ChainArgs, blocks: &[u64]) -> anyhow::Result<Option<ChainView>> {
     let Some(spec) = args.spec() else { return Ok(None) };
     let view = runtime()?.block_on(async {
         let chain = chain_mod::connect(&spec).await?;
@@ -501,7 +503,12 @@ pub fn read_chain_view(args: &ChainArgs) -> anyhow::Result<Option<ChainView>> {
             Err(af::chain::ChainError::CommitRevealUnsupported { .. }) => (0, af::chain::Timelocked::default()),
             Err(error) => return Err(error.into()),
         };
+        let mut block_hashes = std::collections::BTreeMap::new();
+        for &number in blocks {
+            block_hashes.insert(number, chain.block_hash(number).await?);
+        }
         anyhow::Ok(ChainView {
+            block_hashes,
             endpoint: spec.endpoint.clone(),
             block,
             tempo,
@@ -530,7 +537,7 @@ pub fn check_commitment_on_chain(
 pub fn weights_show(data: &std::path::Path, chain: &ChainArgs, json: bool) -> anyhow::Result<ExitCode> {
     let (store, replayed) = super::http::replay_dir(data)?;
     let state = &replayed.state;
-    let view = read_chain_view(chain)?;
+    let view = read_chain_view(chain, &[])?;
     let commitments = af::audit::audit_commitments(
         &replayed.folds,
         &store,

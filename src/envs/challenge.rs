@@ -9,7 +9,7 @@
 use crate::bytes::{ChallengeId, Hash32, MatchId, ValidatorKey};
 
 pub const CHALLENGE_ID_CONTEXT: &str = "af 2026-11 challenge_id v1";
-pub const MATCH_ID_CONTEXT: &str = "af 2026-11 match_id v1";
+pub const MATCH_ID_CONTEXT: &str = "af 2026-11 match_id v2";
 
 pub fn derive_challenge_id(
     env_name: &str,
@@ -34,9 +34,18 @@ pub fn challenge_id_for_seed(env_name: &str, env_version: u32, seed: u64) -> Cha
     derive_challenge_id(env_name, env_version, &ValidatorKey([0; 32]), &Hash32([0; 32]), seed)
 }
 
-/// A match id no one picks by hand: derived from the validator, the contestants and the
-/// number of matches this validator has decided before.
-pub fn derive_match_id(validator: &ValidatorKey, contender: &str, champion: &str, n_decided: u64) -> MatchId {
+/// A match id no one picks by hand and no one knows in advance: derived from the
+/// validator, the contestants, the number of matches this validator decided before, and
+/// the chain block at the match's start with its hash (ledger-spec/06), which nobody
+/// knows before that block exists.
+pub fn derive_match_id(
+    validator: &ValidatorKey,
+    contender: &str,
+    champion: &str,
+    n_decided: u64,
+    chain_block: u64,
+    chain_block_hash: &Hash32,
+) -> MatchId {
     let mut input = Vec::new();
     input.extend_from_slice(&validator.0);
     for name in [contender, champion] {
@@ -44,5 +53,7 @@ pub fn derive_match_id(validator: &ValidatorKey, contender: &str, champion: &str
         input.extend_from_slice(name.as_bytes());
     }
     input.extend_from_slice(&n_decided.to_le_bytes());
+    input.extend_from_slice(&chain_block.to_le_bytes());
+    input.extend_from_slice(&chain_block_hash.0);
     Hash32(blake3::derive_key(MATCH_ID_CONTEXT, &input))
 }

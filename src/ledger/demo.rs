@@ -9,8 +9,10 @@ use crate::envs::{self, mult, Environment};
 pub const DEMO_CONTENDER: &str = "5DemoContenderHotkey1111111111111111111111111111";
 pub const DEMO_CHAMPION: &str = "5DemoChampionHotkey11111111111111111111111111111";
 
+/// The demo match's id, derived as a validator with no chain derives one (ledger-spec/06:
+/// block 0, the zero hash, nothing decided before).
 pub fn demo_match_id(validator: &ValidatorKey) -> MatchId {
-    Hash32(blake3::derive_key("af demo match id v1", &validator.0))
+    envs::derive_match_id(validator, DEMO_CONTENDER, DEMO_CHAMPION, 0, 0, &Hash32([0; 32]))
 }
 
 /// The events of block `height`: `n_events` transcripts of about `event_bytes` each.

@@ -116,6 +116,11 @@ pub struct MatchStarted<S = String> {
     pub rule: S,
     /// Win rate the contender must beat, in parts per million.
     pub ratio_to_beat_ppm: u32,
+    /// The chain block at the match's start and its hash, from which the match id (and so
+    /// every challenge) is derived: nobody can compute a task before that block exists.
+    /// 0 and the zero hash when the validator runs with no chain.
+    pub chain_block: u64,
+    pub chain_block_hash: crate::bytes::Hash32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

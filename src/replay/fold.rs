@@ -29,6 +29,12 @@ pub enum DiscrepancyKind {
     FalseScore,
     /// A challenge id that is not the one derived from (env, version, validator, match, index).
     BadChallengeId,
+    /// A match id that is not the one derived from (validator, contestants, matches
+    /// decided before, chain block and hash) (ledger-spec/06).
+    BadMatchId,
+    /// A match's recorded chain block hash that is not that block's hash on chain. Found
+    /// by the audit, which reads the chain.
+    FalseBlockHash,
     /// A challenge index past the next one due: an index was skipped.
     ScheduleGap,
     /// A challenge index already played by that miner in that match and env.
@@ -57,6 +63,8 @@ impl DiscrepancyKind {
             DiscrepancyKind::FalseEvidence => "false_evidence",
             DiscrepancyKind::FalseScore => "false_score",
             DiscrepancyKind::BadChallengeId => "bad_challenge_id",
+            DiscrepancyKind::BadMatchId => "bad_match_id",
+            DiscrepancyKind::FalseBlockHash => "false_block_hash",
             DiscrepancyKind::ScheduleGap => "schedule_gap",
             DiscrepancyKind::ScheduleRepeat => "schedule_repeat",
             DiscrepancyKind::FalseTally => "false_tally",
@@ -200,6 +208,9 @@ pub struct MatchFold {
     pub ratio_to_beat_ppm: u32,
     pub started_height: u64,
     pub started_time_ms: u64,
+    /// The chain block (and its hash) the match id derives from; 0 without a chain.
+    pub chain_block: u64,
+    pub chain_block_hash: crate::bytes::Hash32,
     pub env_folds: BTreeMap<String, EnvFold>,
     pub decided: Option<DecidedFold>,
     pub n_transcripts: u64,
@@ -372,6 +383,26 @@ impl ChainFold {
         let at = Some(event_idx);
         match (event, check) {
             (Event::MatchStarted(started), _) => {
+                let n_decided = self.matches.values().filter(|m| m.decided.is_some()).count() as u64;
+                let expected = crate::envs::derive_match_id(
+                    &self.validator,
+                    started.contender.hotkey.as_ref(),
+                    started.champion.hotkey.as_ref(),
+                    n_decided,
+                    started.chain_block,
+                    &started.chain_block_hash,
+                );
+                if started.match_id != expected && !self.matches.contains_key(&started.match_id) {
+                    self.push(
+                        DiscrepancyKind::BadMatchId,
+                        height,
+                        at,
+                        format!(
+                            "match {} is not the id derived from its contestants, {n_decided} decided before and chain block {} ({})",
+                            started.match_id, started.chain_block, expected
+                        ),
+                    );
+                }
                 self.matches.entry(started.match_id).or_insert_with(|| MatchFold {
                     contender: owned_miner(&started.contender),
                     champion: owned_miner(&started.champion),
@@ -384,6 +415,8 @@ impl ChainFold {
                     ratio_to_beat_ppm: started.ratio_to_beat_ppm,
                     started_height: height,
                     started_time_ms: time_ms,
+                    chain_block: started.chain_block,
+                    chain_block_hash: started.chain_block_hash,
                     env_folds: BTreeMap::new(),
                     decided: None,
                     n_transcripts: 0,

@@ -39,6 +39,9 @@ pub struct Faults {
     /// (equivocator, reporter): the equivocator signs a second block at height 1 and the
     /// reporter records both headers as evidence.
     pub equivocate: Option<(usize, usize)>,
+    /// This validator picks its first match's id instead of deriving it from the chain
+    /// block (a validator grinding for favourable tasks).
+    pub pick_match_id: Option<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -153,7 +156,20 @@ fn validator_events(
     let mut n_transcripts = 0u64;
     for (match_number, &(contender_idx, champion_idx)) in spec.matches.iter().enumerate() {
         let (contender, champion) = (&spec.miners[contender_idx], &spec.miners[champion_idx]);
-        let match_id = derive_match_id(validator, &contender.hotkey, &champion.hotkey, match_number as u64);
+        // A synthetic chain block per match, its hash derived from the match's place.
+        let chain_block = 1_000 + match_number as u64;
+        let chain_block_hash = crate::bytes::Hash32(*blake3::hash(&chain_block.to_le_bytes()).as_bytes());
+        let mut match_id = derive_match_id(
+            validator,
+            &contender.hotkey,
+            &champion.hotkey,
+            match_number as u64,
+            chain_block,
+            &chain_block_hash,
+        );
+        if spec.faults.pick_match_id == Some(index) && match_number == 0 {
+            match_id = crate::bytes::Hash32([0x42; 32]);
+        }
         let env_refs: Vec<EnvRef> = spec
             .envs
             .iter()
@@ -167,6 +183,8 @@ fn validator_events(
             envs: env_refs.clone(),
             rule: spec.rule.describe(),
             ratio_to_beat_ppm: ratio_ppm,
+            chain_block,
+            chain_block_hash,
         }));
         let mut state =
             MatchState::new(env_refs.len(), spec.rule, spec.cap, spec.max_challenges, f64::from(ratio_ppm) / 1e6);

@@ -41,6 +41,9 @@ pub struct MatchPlan {
     pub ratio_to_beat_ppm: u32,
     /// Challenges in flight per environment.
     pub window: usize,
+    /// The chain block (and hash) the match id derives from (ledger-spec/06).
+    pub chain_block: u64,
+    pub chain_block_hash: crate::bytes::Hash32,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -134,6 +137,8 @@ pub async fn play_match(
                 envs: env_refs.clone(),
                 rule: describe_plan(&plan.rule, plan.futility.as_ref()),
                 ratio_to_beat_ppm: plan.ratio_to_beat_ppm,
+                chain_block: plan.chain_block,
+                chain_block_hash: plan.chain_block_hash,
             };
             events.send(vec![Event::MatchStarted(started)]).await.map_err(|_| MatchError::WriterGone)?;
         }

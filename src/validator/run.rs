@@ -252,6 +252,8 @@ pub async fn run(
                     max_challenges: config.evaluation.max_challenges,
                     ratio_to_beat_ppm: open.started.ratio_to_beat_ppm,
                     window: config.evaluation.window,
+                    chain_block: open.started.chain_block,
+                    chain_block_hash: open.started.chain_block_hash,
                 };
                 (plan, Some(open))
             }
@@ -291,13 +293,29 @@ pub async fn run(
                         from_config(next)
                     }
                 };
+                // The chain's head now: the match id, and so every task, derives from a
+                // block hash nobody knew before this block (ledger-spec/06).
+                let (chain_block, chain_block_hash) = match &options.chain {
+                    Some(chain) => match chain_head(chain.as_ref(), &stop).await {
+                        Some(head) => head,
+                        None => {
+                            interrupted = true;
+                            break;
+                        }
+                    },
+                    None => (0, crate::bytes::Hash32([0; 32])),
+                };
                 let plan = MatchPlan {
                     match_id: crate::envs::derive_match_id(
                         &validator,
                         &contender.miner.hotkey,
                         &champion.miner.hotkey,
                         n_decided,
+                        chain_block,
+                        &chain_block_hash,
                     ),
+                    chain_block,
+                    chain_block_hash,
                     contender,
                     champion: champion.clone(),
                     envs: config.evaluation.envs.clone(),
@@ -532,5 +550,34 @@ async fn wait_or_stop(stop: &watch::Receiver<bool>, ms: u64) -> bool {
     tokio::select! {
         _ = tokio::time::sleep(std::time::Duration::from_millis(ms)) => *stop.borrow(),
         _ = stop.changed() => true,
+    }
+}
+
+/// The chain's head block and its hash, retried with backoff until read (`None` on a
+/// stop): a chain that is down delays the next match, it does not end the run.
+async fn chain_head(
+    chain: &dyn crate::chain::Chain,
+    stop: &watch::Receiver<bool>,
+) -> Option<(u64, crate::bytes::Hash32)> {
+    let mut wait_ms = 250u64;
+    loop {
+        let read = async {
+            let block = chain.current_block().await?;
+            let hash = chain.block_hash(block).await?;
+            Ok::<_, crate::chain::ChainError>(hash.map(|h| (block, h)))
+        };
+        match read.await {
+            Ok(Some(head)) => return Some(head),
+            Ok(None) => {
+                tracing::warn!(event = "chain_head_unknown", "the chain has no hash for its own head yet; retrying")
+            }
+            Err(error) => {
+                tracing::warn!(event = "chain_head_failed", error = %error, retry_ms = wait_ms, "reading the chain's head failed; retrying")
+            }
+        }
+        if wait_or_stop(stop, wait_ms).await {
+            return None;
+        }
+        wait_ms = (wait_ms * 2).min(10_000);
     }
 }

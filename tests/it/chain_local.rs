@@ -170,3 +170,30 @@ fn processes_commit_concurrently_and_a_restart_keeps_everything() {
     assert!(status_after["block"].as_u64() >= status_before["block"].as_u64(), "the block clock never goes back");
     drop(again);
 }
+
+#[test]
+fn a_block_hash_exists_only_once_its_block_does_and_survives_a_restart() {
+    use af::chain::Chain;
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (head, future, hash) = {
+        let server = serve(&dir.path().join("chain"), "127.0.0.1:0");
+        let client = af::chain::local::LocalClient::new(&server.1, 1, None).unwrap();
+        let head = runtime.block_on(client.current_block()).unwrap();
+        let hash = runtime.block_on(client.block_hash(head)).unwrap().expect("the head has a hash");
+        // Five blocks ahead (100 ms each) nobody can know the hash: a match id derived
+        // from it cannot be computed in advance.
+        let future = head + 5;
+        assert_eq!(runtime.block_on(client.block_hash(future)).unwrap(), None);
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        let later = runtime.block_on(client.block_hash(future)).unwrap().expect("the block exists now");
+        assert_ne!(later, hash);
+        assert_eq!(runtime.block_on(client.block_hash(head)).unwrap(), Some(hash), "a block's hash never changes");
+        (head, future, later)
+    };
+    // The chain keeps its seed across a restart: the same blocks, the same hashes.
+    let server = serve(&dir.path().join("chain"), "127.0.0.1:0");
+    let client = af::chain::local::LocalClient::new(&server.1, 1, None).unwrap();
+    assert_eq!(runtime.block_on(client.block_hash(future)).unwrap(), Some(hash));
+    assert!(runtime.block_on(client.block_hash(head)).unwrap().is_some());
+}

@@ -134,8 +134,11 @@ async fn start(node: Arc<Node>) -> String {
                 Ok(match method {
                     "rpc_methods" => serde_json::json!({ "version": 1, "methods": methods }),
                     "chain_getBlockHash" => {
-                        let number = arg(0).as_u64().unwrap_or(BEST_BLOCK);
-                        serde_json::json!(hex0x(&block_hash(number)))
+                        // As a node does: no hash for a block it does not have yet.
+                        match arg(0).as_u64().unwrap_or(BEST_BLOCK) {
+                            number if number > BEST_BLOCK => serde_json::Value::Null,
+                            number => serde_json::json!(hex0x(&block_hash(number))),
+                        }
                     }
                     "chain_getFinalizedHead" => serde_json::json!(hex0x(&block_hash(BEST_BLOCK))),
                     "chain_getHeader" => Node::header(BEST_BLOCK),
@@ -282,6 +285,9 @@ async fn the_subtensor_backend_reads_and_submits_through_a_loopback_node() {
     let client = SubtensorClient::connect(&url, NETUID, Some(keypair.clone())).await.unwrap();
     assert_eq!(client.hotkey(), Some(subtensor::ss58(&ours)));
     assert_eq!(client.current_block().await.unwrap(), BEST_BLOCK);
+    // Block hashes by number (chain_getBlockHash): the match ids' randomness.
+    assert_eq!(client.block_hash(4_000).await.unwrap(), Some(af::bytes::Hash32(block_hash(4_000))));
+    assert_eq!(client.block_hash(BEST_BLOCK + 1).await.unwrap(), None, "a block the node does not have");
 
     let neurons = client.neurons().await.unwrap();
     assert_eq!(neurons.len(), 3);

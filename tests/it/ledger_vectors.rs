@@ -57,6 +57,8 @@ pub fn vector_events() -> Vec<Event> {
             envs: vec![EnvRef { name: "sat".into(), version: 1 }, EnvRef { name: "coin".into(), version: 1 }],
             rule: "mixture alpha=0.05 prior=4,4".into(),
             ratio_to_beat_ppm: 510_000,
+            chain_block: 4_000_123,
+            chain_block_hash: Hash32([0x5c; 32]),
         }),
         Event::EnvDecision(EnvDecision {
             match_id,
@@ -168,6 +170,11 @@ fn vectors() -> serde_json::Value {
         "challenge_id": {
             "env": "mult", "env_version": 1, "validator": key.validator(), "match_id": Hash32([0x11; 32]), "index": 0,
             "challenge_id": derive_challenge_id("mult", 1, &key.validator(), &Hash32([0x11; 32]), 0),
+        },
+        "match_id": {
+            "validator": key.validator(), "contender": "5New", "champion": "5Old", "n_decided": 3,
+            "chain_block": 4_000_123, "chain_block_hash": Hash32([0x5c; 32]),
+            "match_id": af::envs::derive_match_id(&key.validator(), "5New", "5Old", 3, 4_000_123, &Hash32([0x5c; 32])),
         },
         "events": event_vectors,
         "merkle": {

@@ -74,6 +74,9 @@ fn devnet_of_three_validators_converges_and_agrees() {
     assert_eq!(report["chain"]["checked"], true, "{report}");
     assert_eq!(report["chain"]["rows"].as_array().unwrap().len(), 3, "{report}");
     assert!(report["chain"]["note"].as_str().unwrap().contains("3 match our copy, 0 mismatch"), "{report}");
+    // Every match id derives from a block hash the chain confirms: 2 matches x 3 logs.
+    assert_eq!(report["blocks"]["n_matches_checked"], 6, "{report}");
+    assert_eq!(report["blocks"]["discrepancies"].as_array().unwrap().len(), 0);
     // Each validator's last commit was revealed, equals its weights on chain, and gives
     // all to the replayed champion; `af weights show` reads the same from another copy.
     for shown in [&report["weights"], &serde_json::from_str::<serde_json::Value>(&stdout(&weights)).unwrap()["logs"]] {

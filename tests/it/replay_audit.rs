@@ -47,6 +47,7 @@ fn scenarios() -> Vec<(&'static str, NetworkSpec)> {
         ("skipped_index", with(Faults { skip_index: Some(0), ..Faults::default() }, 3)),
         ("equivocation", with(Faults { equivocate: Some((2, 0)), ..Faults::default() }, 3)),
         ("disagreeing_validator", with(Faults { flip_decisions: Some(3), ..Faults::default() }, 4)),
+        ("picked_match_id", with(Faults { pick_match_id: Some(1), ..Faults::default() }, 3)),
     ]
 }
 
@@ -109,6 +110,19 @@ fn a_skipped_challenge_index_is_a_schedule_gap() {
     // (made by the same state machine) agrees: no false tally, only the gaps.
     assert!(state.discrepancies.iter().all(|d| d.kind == DiscrepancyKind::ScheduleGap), "{:#?}", state.discrepancies);
     assert_eq!(vtrust(&state, &keys[0]), 600_000);
+}
+
+#[test]
+fn a_match_id_not_derived_from_its_chain_block_is_a_bad_match_id() {
+    let spec = NetworkSpec { faults: Faults { pick_match_id: Some(1), ..Faults::default() }, ..NetworkSpec::small(3) };
+    let (dir, keys) = build(&spec);
+    let state = replay_with(dir.path(), 2, None).state;
+    let bad: Vec<_> = state.discrepancies.iter().filter(|d| d.kind == DiscrepancyKind::BadMatchId).collect();
+    assert_eq!(bad.len(), 1, "{:#?}", state.discrepancies);
+    assert_eq!(bad[0].validator, keys[1]);
+    assert!(bad[0].detail.contains("chain block 1000") && bad[0].event_idx.is_some(), "{:?}", bad[0]);
+    assert!(vtrust(&state, &keys[1]) < 1_000_000);
+    assert_eq!(vtrust(&state, &keys[0]), 1_000_000);
 }
 
 #[test]

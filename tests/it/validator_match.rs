@@ -48,7 +48,16 @@ async fn run(contender: Contestant, champion: Contestant) -> (MatchReport, tempf
         .with_metrics(metrics.clone()),
     );
     let plan = MatchPlan {
-        match_id: af::envs::derive_match_id(&validator, &contender.miner.hotkey, &champion.miner.hotkey, 0),
+        match_id: af::envs::derive_match_id(
+            &validator,
+            &contender.miner.hotkey,
+            &champion.miner.hotkey,
+            0,
+            0,
+            &af::bytes::Hash32([0; 32]),
+        ),
+        chain_block: 0,
+        chain_block_hash: af::bytes::Hash32([0; 32]),
         contender,
         champion,
         envs: matchrun::env_names(&registry),
