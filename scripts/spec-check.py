@@ -122,6 +122,11 @@ def event(r: Reader) -> dict:
         return {"weights_committed": {"netuid": r.u16(), "uids": short_list(r, r.u16), "weights": short_list(r, r.u16),
                                       "version_key": r.u64(), "chain_block": r.u64(), "reveal_round": r.u64(),
                                       "reveal_block": r.u64(), "ciphertext_hash": r.hash()}}
+    if tag == 9:
+        return {"miner_skipped": {"netuid": r.u16(), "hotkey": name(r), "uid": r.u16(), "model": name(r),
+                                  "revision": name(r), "commit_block": r.u64(),
+                                  "reason": ["duplicate", "same_as_champion"][r.u32()], "kept_by": name(r),
+                                  "kept_block": r.u64(), "chain_block": r.u64()}}
     raise ValueError(f"unknown event tag {tag}")
 
 

@@ -78,7 +78,26 @@ pub struct AuditReport {
     pub chain: CommitmentAudit,
     pub weights: WeightsAudit,
     pub blocks: blocks::BlockAudit,
+    /// Every miner a validator recorded not playing (sybil duplicates, the champion's
+    /// model), as each log recorded it.
+    pub skipped: Vec<SkipRow>,
     pub findings: Vec<Finding>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SkipRow {
+    pub validator: ValidatorKey,
+    #[serde(flatten)]
+    pub skip: crate::replay::fold::SkipFold,
+}
+
+/// Every `MinerSkipped` in every log, by validator then height.
+pub fn skip_rows(replayed: &Replay) -> Vec<SkipRow> {
+    replayed
+        .folds
+        .iter()
+        .flat_map(|fold| fold.skipped.iter().map(|skip| SkipRow { validator: fold.validator, skip: skip.clone() }))
+        .collect()
 }
 
 /// Every validator's matches from the replay's folds, in start order.

@@ -144,6 +144,28 @@ pub fn html(report: &AuditReport) -> String {
                 h2 { "Matches as each validator played them" }
                 (match_rows(&report.matches))
 
+                @if !report.skipped.is_empty() {
+                    h2 { "Miners not played" }
+                    table #skipped {
+                        tr { th { "validator" } th { "miner" } th { "uid" } th { "model" } th { "block" } th { "why" } th { "kept by" } th { "its block" } }
+                        @for row in &report.skipped {
+                            tr {
+                                td { (short(&row.validator)) }
+                                td { (short(&row.skip.hotkey)) }
+                                td.num { (row.skip.uid) }
+                                td { (row.skip.model) "@" (row.skip.revision) }
+                                td.num { (row.skip.commit_block) }
+                                td { @match row.skip.reason {
+                                    crate::ledger::event::SkipReason::Duplicate => "duplicate",
+                                    crate::ledger::event::SkipReason::SameAsChampion => "champion's model",
+                                } }
+                                td { (short(&row.skip.kept_by)) }
+                                td.num { (row.skip.kept_block) }
+                            }
+                        }
+                    }
+                }
+
                 h2 { "Champion over time" }
                 (reigns(state))
 

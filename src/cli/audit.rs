@@ -117,6 +117,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
     let on_chain: Vec<_> =
         chain.discrepancies.iter().chain(&weights.discrepancies).chain(&blocks.discrepancies).cloned().collect();
     let findings = af::audit::findings(&store, &replayed, &on_chain)?;
+    let skipped = af::audit::skip_rows(&replayed);
     Ok(AuditReport {
         clean: findings.is_empty(),
         af_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -133,6 +134,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
         chain,
         weights,
         blocks,
+        skipped,
         findings,
     })
 }
@@ -239,6 +241,27 @@ fn print_report(report: &AuditReport, json: bool) -> anyhow::Result<()> {
     );
     outln!("chain commitments: {}", report.chain.note);
     outln!("match blocks: {}", report.blocks.note);
+    if !report.skipped.is_empty() {
+        outln!("miners not played ({} record(s)):", report.skipped.len());
+        for row in &report.skipped {
+            let s = &row.skip;
+            outln!(
+                "  {} skips {} (uid {}) {}@{} of block {}: {} {} (block {})",
+                short(&row.validator),
+                s.hotkey,
+                s.uid,
+                s.model,
+                s.revision,
+                s.commit_block,
+                match s.reason {
+                    af::ledger::event::SkipReason::Duplicate => "a duplicate of",
+                    af::ledger::event::SkipReason::SameAsChampion => "the model of champion",
+                },
+                s.kept_by,
+                s.kept_block
+            );
+        }
+    }
     outln!("weights: {}", report.weights.note);
     for row in report.weights.rows.iter().filter(|r| r.status != "not_checked") {
         outln!("  {} {:<16} {}{}", short(&row.validator), row.status, row.detail, replay_note(row.agrees_with_replay));

@@ -427,7 +427,14 @@ pub fn run(
         }
         _ => None,
     });
-    let discovery_ok = late_played == n_validators && !sybil_played && sybil_kept_by.is_some();
+    // Each validator's log records the sybil as a duplicate, so replay and audit show why.
+    let sybil_recorded = network
+        .folds
+        .iter()
+        .filter(|f| f.skipped.iter().any(|s| s.hotkey == sybil && s.reason == af::ledger::event::SkipReason::Duplicate))
+        .count();
+    let discovery_ok =
+        late_played == n_validators && !sybil_played && sybil_kept_by.is_some() && sybil_recorded == n_validators;
     let champions: std::collections::BTreeSet<String> = rows.iter().map(|r| r["champion"].to_string()).collect();
     let n_committed = commitments.rows.iter().filter(|r| r.status == "matches").count();
     let logs_ok = rows.iter().all(|r| r["all_verified"] == true && r["chains_held"] == n_validators);
@@ -456,7 +463,7 @@ pub fn run(
             "from_chain": true,
             "committed": found.valid.len(),
             "late": { "hotkey": late.0, "commit_block": late_block, "played_by_validators": late_played },
-            "sybil": { "hotkey": sybil, "collapsed": sybil_kept_by, "played": sybil_played },
+            "sybil": { "hotkey": sybil, "collapsed": sybil_kept_by, "played": sybil_played, "recorded_by_validators": sybil_recorded },
             "ok": discovery_ok,
         },
         "chain": {
@@ -533,7 +540,7 @@ pub fn run(
             sybil,
             match &sybil_kept_by {
                 Some(k) if !sybil_played => format!(
-                    "collapsed into {} (its block {} vs {}), never played",
+                    "collapsed into {} (its block {} vs {}), never played; recorded as a duplicate in {sybil_recorded}/{n_validators} logs",
                     k["kept_by"].as_str().unwrap_or("?"),
                     k["sybil_block"],
                     k["kept_block"]

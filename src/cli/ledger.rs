@@ -432,6 +432,10 @@ fn describe(event: &Event) -> String {
             c.committed_height, c.committed_hash, c.chain_block
         ),
         Event::Evidence(e) => format!("evidence: validator {} equivocated at height {}", e.validator, e.height),
+        Event::MinerSkipped(m) => format!(
+            "miner_skipped {} (uid {}) {}@{} committed at block {}: {:?}, kept by {} (block {})",
+            m.hotkey, m.uid, m.model, m.revision, m.commit_block, m.reason, m.kept_by, m.kept_block
+        ),
     }
 }
 

@@ -210,7 +210,7 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
 fn skipped_hotkey(skipped: &Skipped) -> &str {
     match skipped {
         Skipped::Duplicate { candidate, .. }
-        | Skipped::SameAsChampion { candidate }
+        | Skipped::SameAsChampion { candidate, .. }
         | Skipped::AlreadyPlayed { candidate } => &candidate.hotkey,
         Skipped::Stale { hotkey, .. } | Skipped::Invalid { hotkey, .. } => hotkey,
     }

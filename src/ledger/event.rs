@@ -43,6 +43,38 @@ pub enum Event<S = String> {
     /// Tag 8: weights committed timelocked (commit-reveal v4); the chain applies them
     /// when it reveals the commit.
     WeightsCommitted(WeightsCommitted),
+    /// Tag 9: a miner's commitment this validator will not play, and why (ledger-spec/13):
+    /// a sybil duplicate of an older commitment, or the champion's own model.
+    MinerSkipped(MinerSkipped<S>),
+}
+
+/// Why a committed miner is not played (`MinerSkipped.reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    /// Wire 0: the same model and revision was committed earlier by `kept_by`.
+    Duplicate,
+    /// Wire 1: the champion serves this model and revision.
+    SameAsChampion,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MinerSkipped<S = String> {
+    pub netuid: u16,
+    pub hotkey: S,
+    pub uid: u16,
+    pub model: S,
+    pub revision: S,
+    /// The chain block of the skipped commitment.
+    pub commit_block: u64,
+    pub reason: SkipReason,
+    /// Whose commitment keeps the model (the older duplicate, or the champion).
+    pub kept_by: S,
+    /// The keeper's commitment block (0 when unknown, as for a champion from `[[miners]]`).
+    pub kept_block: u64,
+    /// The chain block at which this validator read the commitments.
+    pub chain_block: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -338,6 +370,7 @@ impl<S: AsRef<str>> Event<S> {
             Event::Evidence(_) => 6,
             Event::TranscriptCut(_) => 7,
             Event::WeightsCommitted(_) => 8,
+            Event::MinerSkipped(_) => 9,
         }
     }
 
@@ -352,6 +385,7 @@ impl<S: AsRef<str>> Event<S> {
             Event::Evidence(_) => "evidence",
             Event::TranscriptCut(_) => "transcript_cut",
             Event::WeightsCommitted(_) => "weights_committed",
+            Event::MinerSkipped(_) => "miner_skipped",
         }
     }
 
@@ -391,6 +425,12 @@ impl<S: AsRef<str>> Event<S> {
             Event::WeightsCommitted(w) => {
                 bound("uids", w.uids.len(), MAX_LIST_ITEMS, "items")?;
                 bound("weights", w.weights.len(), MAX_LIST_ITEMS, "items")
+            }
+            Event::MinerSkipped(m) => {
+                name("hotkey", &m.hotkey)?;
+                name("model", &m.model)?;
+                name("revision", &m.revision)?;
+                name("kept_by", &m.kept_by)
             }
             Event::ChainCommitment(_) | Event::Evidence(_) => Ok(()),
         }

@@ -293,6 +293,22 @@ pub struct ChainFold {
     pub commitments: Vec<ChainCommitment>,
     /// The last weights this log says it sent to the chain (set, or committed timelocked).
     pub last_weights: Option<LoggedWeights>,
+    /// The miners this validator recorded not playing, and why (ledger-spec/13).
+    pub skipped: Vec<SkipFold>,
+}
+
+/// A `MinerSkipped` event at `height` of a log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkipFold {
+    pub height: u64,
+    pub hotkey: String,
+    pub uid: u16,
+    pub model: String,
+    pub revision: String,
+    pub commit_block: u64,
+    pub reason: crate::ledger::event::SkipReason,
+    pub kept_by: String,
+    pub kept_block: u64,
 }
 
 /// Weights a validator's log says it sent: a `WeightsSet`, or a `WeightsCommitted` with
@@ -331,6 +347,7 @@ impl ChainFold {
             equivocations: Vec::new(),
             commitments: Vec::new(),
             last_weights: None,
+            skipped: Vec::new(),
         }
     }
 
@@ -546,6 +563,17 @@ impl ChainFold {
                     }),
                 })
             }
+            (Event::MinerSkipped(m), _) => self.skipped.push(SkipFold {
+                height,
+                hotkey: m.hotkey.as_ref().into(),
+                uid: m.uid,
+                model: m.model.as_ref().into(),
+                revision: m.revision.as_ref().into(),
+                commit_block: m.commit_block,
+                reason: m.reason,
+                kept_by: m.kept_by.as_ref().into(),
+                kept_block: m.kept_block,
+            }),
             (event, check) => unreachable!("check {check:?} does not belong to a {} event", event.kind_name()),
         }
     }

@@ -53,7 +53,7 @@ pub enum Skipped {
     /// Another hotkey committed the same model and revision earlier.
     Duplicate { candidate: Candidate, kept_by: String, kept_uid: u16, kept_block: u64 },
     /// The champion serves this very model and revision.
-    SameAsChampion { candidate: Candidate },
+    SameAsChampion { candidate: Candidate, champion: String, champion_block: u64 },
     /// This hotkey already played a match with this model.
     AlreadyPlayed { candidate: Candidate },
     /// A commitment made before the hotkey's current registration (a previous holder's,
@@ -73,6 +73,9 @@ pub struct Discovery {
     /// (where validators find the endpoint of a miner their log names).
     #[serde(skip)]
     pub valid: Vec<Candidate>,
+    /// The chain block at which the commitments were read (set by the caller).
+    #[serde(skip)]
+    pub read_at_block: u64,
 }
 
 /// How the log records a miner from the chain: `MinerRef.model` is `MODEL@REVISION`
@@ -163,7 +166,9 @@ pub fn discover(
         } else if champion.as_ref().is_some_and(|c| c.hotkey == candidate.hotkey) {
             // The champion defends; it is not its own contender.
         } else if champion.as_ref().and_then(|c| c.identity).is_some_and(|id| *id == identity) {
-            discovery.skipped.push(Skipped::SameAsChampion { candidate: candidate.clone() });
+            let champion = champion.as_ref().map_or(String::new(), |c| c.hotkey.to_string());
+            let champion_block = valid.iter().find(|c| c.hotkey == champion).map_or(0, |c| c.commit_block);
+            discovery.skipped.push(Skipped::SameAsChampion { candidate: candidate.clone(), champion, champion_block });
         } else if played.contains(&(candidate.hotkey.clone(), identity)) {
             discovery.skipped.push(Skipped::AlreadyPlayed { candidate: candidate.clone() });
         } else {
@@ -171,6 +176,46 @@ pub fn discover(
         }
     }
     discovery
+}
+
+/// The `MinerSkipped` events (ledger-spec/02, tag 9) for this read's duplicates and
+/// copies of the champion not yet in `recorded` ((hotkey, commitment block) pairs),
+/// which gains them: each skipped commitment is recorded once.
+pub fn skip_events(
+    found: &Discovery,
+    netuid: u16,
+    chain_block: u64,
+    recorded: &mut BTreeSet<(String, u64)>,
+) -> Vec<crate::ledger::event::MinerSkipped> {
+    use crate::ledger::event::{MinerSkipped, SkipReason};
+    let mut events = Vec::new();
+    for skipped in &found.skipped {
+        let (candidate, reason, kept_by, kept_block) = match skipped {
+            Skipped::Duplicate { candidate, kept_by, kept_block, .. } => {
+                (candidate, SkipReason::Duplicate, kept_by, *kept_block)
+            }
+            Skipped::SameAsChampion { candidate, champion, champion_block } => {
+                (candidate, SkipReason::SameAsChampion, champion, *champion_block)
+            }
+            _ => continue,
+        };
+        if !recorded.insert((candidate.hotkey.clone(), candidate.commit_block)) {
+            continue;
+        }
+        events.push(MinerSkipped {
+            netuid,
+            hotkey: candidate.hotkey.clone(),
+            uid: candidate.uid,
+            model: candidate.commitment.model.clone(),
+            revision: candidate.commitment.revision.clone(),
+            commit_block: candidate.commit_block,
+            reason,
+            kept_by: kept_by.clone(),
+            kept_block,
+            chain_block,
+        });
+    }
+    events
 }
 
 #[cfg(test)]
@@ -252,7 +297,7 @@ mod tests {
         assert!(d
             .skipped
             .iter()
-            .any(|s| matches!(s, Skipped::SameAsChampion { candidate } if candidate.hotkey == "copy")));
+            .any(|s| matches!(s, Skipped::SameAsChampion { candidate, champion, champion_block: 5 } if candidate.hotkey == "copy" && champion == "champ")));
         assert!(d.skipped.iter().any(
             |s| matches!(s, Skipped::Stale { hotkey, commit_block: 40, registration_block: 100, .. } if hotkey == "reused")
         ));
@@ -270,5 +315,26 @@ mod tests {
         let d = discover(&neurons, &records, None, &BTreeSet::new());
         assert!(d.queue.is_empty());
         assert!(matches!(&d.skipped[..], [Skipped::Invalid { hotkey, .. }] if hotkey == "junk"));
+    }
+
+    #[test]
+    fn each_skipped_commitment_is_recorded_once() {
+        let neurons = [neuron(1, "early", 10), neuron(2, "late", 10)];
+        let records = [commit("early", 60, "m/x", "r"), commit("late", 80, "m/x", "r")];
+        let found = discover(&neurons, &records, None, &BTreeSet::new());
+        let mut recorded = BTreeSet::new();
+        let events = skip_events(&found, 1, 99, &mut recorded);
+        assert_eq!(events.len(), 1);
+        let e = &events[0];
+        assert_eq!((e.hotkey.as_str(), e.commit_block, e.kept_by.as_str(), e.kept_block), ("late", 80, "early", 60));
+        assert_eq!(
+            (e.reason, e.chain_block, e.model.as_str()),
+            (crate::ledger::event::SkipReason::Duplicate, 99, "m/x")
+        );
+        assert!(skip_events(&found, 1, 100, &mut recorded).is_empty(), "already recorded");
+        // A new commitment by the same hotkey is a new skip.
+        let again = [commit("early", 60, "m/x", "r"), commit("late", 90, "m/x", "r")];
+        let found = discover(&neurons, &again, None, &BTreeSet::new());
+        assert_eq!(skip_events(&found, 1, 101, &mut recorded).len(), 1);
     }
 }

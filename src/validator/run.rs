@@ -169,6 +169,21 @@ pub async fn run(
         options.own_blocks.clone(),
         options.metrics.clone(),
     );
+    // Each duplicate or copy of the champion discovery finds goes into our log once.
+    let mut skips_recorded = loaded.skips_recorded.clone();
+    let netuid = options.chain.as_ref().map_or(0, |c| c.netuid());
+    let skip_events = |found: &Discovery, recorded: &mut std::collections::BTreeSet<(String, u64)>| -> Vec<Event> {
+        discovery::skip_events(found, netuid, found.read_at_block, recorded)
+            .into_iter()
+            .map(Event::MinerSkipped)
+            .collect()
+    };
+    if let Some(found) = &found {
+        let events = skip_events(found, &mut skips_recorded);
+        if !events.is_empty() {
+            let _ = writer.sender.send(events).await;
+        }
+    }
     // Evidence goes through the writer: it is the only writer of our log.
     let (evidence_done, mut evidence_stop) = watch::channel(false);
     let evidence_task = options.evidence.take().map(|mut evidence| {
@@ -276,6 +291,10 @@ pub async fn run(
                         };
                         if let Ok(current) = from_chain(&now, &champion.miner) {
                             champion = current;
+                        }
+                        let events = skip_events(&now, &mut skips_recorded);
+                        if !events.is_empty() {
+                            let _ = writer.sender.send(events).await;
                         }
                         let next = candidate_contestant(&now.queue[0]);
                         found = Some(now);
@@ -529,12 +548,14 @@ async fn discover_once(
     champion: Option<&MinerRef>,
     played: &std::collections::BTreeSet<(String, String)>,
 ) -> Result<Discovery, crate::chain::ChainError> {
+    let block = chain.current_block().await?;
     let neurons = chain.neurons().await?;
     let records = chain.commitments().await?;
     let identity = champion.and_then(|c| discovery::recorded_identity(&c.model));
     let champion_ref =
         champion.map(|c| discovery::ChampionRef { hotkey: c.hotkey.as_str(), identity: identity.as_ref() });
-    let found = discovery::discover(&neurons, &records, champion_ref, &discovery::played_identities(played));
+    let mut found = discovery::discover(&neurons, &records, champion_ref, &discovery::played_identities(played));
+    found.read_at_block = block;
     for skipped in &found.skipped {
         tracing::debug!(event = "miner_skipped", skipped = ?skipped, "not a contender");
     }

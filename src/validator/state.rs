@@ -101,6 +101,9 @@ pub struct ValidatorState {
     /// (hotkey, recorded model) of every miner that has played a match, either side: a
     /// miner from the chain plays each model and revision once (ledger-spec/13).
     pub played_models: std::collections::BTreeSet<(String, String)>,
+    /// (hotkey, commitment block) of every `MinerSkipped` in our log: each skip of a
+    /// commitment is recorded once.
+    pub skips_recorded: std::collections::BTreeSet<(String, u64)>,
     pub n_events: u64,
     /// The last `RECENT_ANCHORS` commitments and weights, oldest first.
     pub recent_anchors: VecDeque<Anchor>,
@@ -125,6 +128,7 @@ impl ValidatorState {
             open: None,
             played_contenders: Default::default(),
             played_models: Default::default(),
+            skips_recorded: Default::default(),
             n_events: 0,
             recent_anchors: VecDeque::new(),
             next_height: 0,
@@ -181,6 +185,9 @@ impl ValidatorState {
             }
             Event::ChainCommitment(record) => {
                 self.remember(Anchor::Commitment { block_time_ms: time_ms, height, record: record.clone() })
+            }
+            Event::MinerSkipped(skipped) => {
+                self.skips_recorded.insert((skipped.hotkey.clone(), skipped.commit_block));
             }
             Event::Evidence(_) => {}
         }

@@ -9,7 +9,7 @@ use af::ledger::block::{self, BlockHeader, HEADER_BYTES};
 use af::ledger::checkpoint::{self, Checkpoint};
 use af::ledger::event::{
     ChainCommitment, ChatMessage, EnvDecision, EnvOutcome, EnvRef, EnvWinRate, Event, Evidence, MatchDecided,
-    MatchStarted, MinerRef, TextCut, Transcript, TranscriptCut, WeightsCommitted, WeightsSet,
+    MatchStarted, MinerRef, MinerSkipped, SkipReason, TextCut, Transcript, TranscriptCut, WeightsCommitted, WeightsSet,
 };
 use af::ledger::{codec, merkle, LedgerKey};
 use serde_json::json;
@@ -93,6 +93,18 @@ pub fn vector_events() -> Vec<Event> {
             reveal_round: 21_000_123,
             reveal_block: 4_001_080,
             ciphertext_hash: Hash32([0x99; 32]),
+        }),
+        Event::MinerSkipped(MinerSkipped {
+            netuid: 120,
+            hotkey: "5Sybil".into(),
+            uid: 9,
+            model: "org/m".into(),
+            revision: "abc".into(),
+            commit_block: 4_000_050,
+            reason: SkipReason::Duplicate,
+            kept_by: "5First".into(),
+            kept_block: 4_000_010,
+            chain_block: 4_000_100,
         }),
         Event::Evidence(Box::new(Evidence {
             validator: ValidatorKey([0x33; 32]),

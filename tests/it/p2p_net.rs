@@ -44,6 +44,7 @@ fn devnet_of_three_validators_converges_and_agrees() {
     assert_eq!(miners["ok"], true, "{miners}");
     assert_eq!(miners["late"]["played_by_validators"], 3, "{miners}");
     assert_eq!(miners["sybil"]["played"], false);
+    assert_eq!(miners["sybil"]["recorded_by_validators"], 3, "every log records the duplicate");
     assert_eq!(miners["sybil"]["collapsed"]["kept_by"], "5DevnetMiner1perfect");
     assert!(miners["sybil"]["collapsed"]["sybil_block"].as_u64() > miners["sybil"]["collapsed"]["kept_block"].as_u64());
     for row in result["validators"].as_array().unwrap() {
@@ -77,6 +78,12 @@ fn devnet_of_three_validators_converges_and_agrees() {
     // Every match id derives from a block hash the chain confirms: 2 matches x 3 logs.
     assert_eq!(report["blocks"]["n_matches_checked"], 6, "{report}");
     assert_eq!(report["blocks"]["discrepancies"].as_array().unwrap().len(), 0);
+    // The audit shows each log's record of the sybil it did not play.
+    let skipped = report["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 3, "{report}");
+    assert!(skipped.iter().all(|s| s["hotkey"] == "5DevnetSybil"
+        && s["reason"] == "duplicate"
+        && s["kept_by"] == "5DevnetMiner1perfect"));
     // Each validator's last commit was revealed, equals its weights on chain, and gives
     // all to the replayed champion; `af weights show` reads the same from another copy.
     for shown in [&report["weights"], &serde_json::from_str::<serde_json::Value>(&stdout(&weights)).unwrap()["logs"]] {
