@@ -17,7 +17,9 @@
 //! (version, reveal period, epoch schedule, beacon), `POST /v1/subnets/N/timelocked {hotkey,
 //! commit (hex), reveal_round, version}`, `GET /v1/subnets/N/timelocked` (pending and
 //! revealed commits), `GET /v1/beacon/rounds/R` (a round's signature, once its time has
-//! come), `GET /v1/blocks/N` (`{number, hash}` once block N exists; 404 before). The
+//! come), `GET /v1/blocks/N` (`{number, hash}` once block N exists; 404 before),
+//! `POST /v1/subnets/N/axons {hotkey, ip, port}` and `GET /v1/subnets/N/axons`
+//! (`serve_axon` and `Axons`). The
 //! chain runs its own beacon: a BLS12-381 key of quicknet's scheme signing one
 //! round per second. Each block it opens the commits whose reveal epoch has come with
 //! their round's signature (real timelock decryption, the code subtensor uses) and applies
@@ -60,6 +62,9 @@ pub struct Subnet {
     /// Commits opened (or dropped), newest last; at most `MAX_REVEALED_KEPT`.
     #[serde(default)]
     pub revealed: Vec<RevealedCommit>,
+    /// Published network addresses, by hotkey (`serve_axon`).
+    #[serde(default)]
+    pub axons: BTreeMap<String, super::Axon>,
 }
 
 fn one() -> u64 {
@@ -344,6 +349,13 @@ struct CommitRequest {
 }
 
 #[derive(Deserialize)]
+struct AxonRequest {
+    hotkey: String,
+    ip: std::net::IpAddr,
+    port: u16,
+}
+
+#[derive(Deserialize)]
 struct WeightsRequest {
     hotkey: String,
     uids: Vec<u16>,
@@ -399,6 +411,7 @@ pub fn router(chain: Arc<LocalChain>) -> Router {
         .route("/v1/subnets/{netuid}/timelocked", post(commit_timelocked).get(timelocked))
         .route("/v1/beacon/rounds/{round}", get(beacon_round))
         .route("/v1/blocks/{number}", get(block))
+        .route("/v1/subnets/{netuid}/axons", post(serve_axon).get(axons))
         .with_state(chain)
 }
 
@@ -701,6 +714,39 @@ async fn block(State(chain): Shared, UrlPath(number): UrlPath<u64>) -> Result<Js
     })
 }
 
+/// `serve_axon`: only a registered hotkey publishes, at a routable address and a port.
+async fn serve_axon(
+    State(chain): Shared,
+    UrlPath(netuid): UrlPath<u16>,
+    Json(request): Json<AxonRequest>,
+) -> Result<Json<BlockReply>, Refusal> {
+    if request.ip.is_unspecified() || request.port == 0 {
+        return Err(refuse(
+            StatusCode::BAD_REQUEST,
+            "InvalidIpAddress/InvalidPort: an axon needs an address and a port",
+        ));
+    }
+    chain
+        .change(|state, block| {
+            let subnet = subnet_mut(state, netuid);
+            registered(subnet, &request.hotkey)?;
+            let axon = super::Axon { hotkey: request.hotkey.clone(), block, ip: request.ip, port: request.port };
+            subnet.axons.insert(request.hotkey.clone(), axon);
+            Ok(BlockReply { block })
+        })
+        .map(Json)
+}
+
+/// Registered hotkeys' axons (a deregistered hotkey's is not listed).
+async fn axons(State(chain): Shared, UrlPath(netuid): UrlPath<u16>) -> Json<Vec<super::Axon>> {
+    Json(chain.read(|s, _| {
+        s.subnets
+            .get(&netuid)
+            .map(|n| n.axons.values().filter(|a| n.neurons.iter().any(|x| x.hotkey == a.hotkey)).cloned().collect())
+            .unwrap_or_default()
+    }))
+}
+
 /// A client of the local chain, as one hotkey (or read-only without one).
 pub struct LocalClient {
     base_url: String,
@@ -785,6 +831,16 @@ impl Chain for LocalClient {
 
     async fn current_block(&self) -> Result<u64, ChainError> {
         Ok(self.status().await?.block)
+    }
+
+    async fn serve_axon(&self, ip: std::net::IpAddr, port: u16) -> Result<u64, ChainError> {
+        let body = serde_json::json!({ "hotkey": self.signer()?, "ip": ip, "port": port });
+        let reply: BlockReply = self.post(&format!("/v1/subnets/{}/axons", self.netuid), body).await?;
+        Ok(reply.block)
+    }
+
+    async fn axons(&self) -> Result<Vec<super::Axon>, ChainError> {
+        self.get(&format!("/v1/subnets/{}/axons", self.netuid)).await
     }
 
     async fn block_hash(&self, number: u64) -> Result<Option<crate::bytes::Hash32>, ChainError> {

@@ -42,6 +42,37 @@ pub struct Neuron {
     pub validator_permit: bool,
 }
 
+/// A hotkey's published network address (`AxonInfo`; ip 0 means none).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Axon {
+    pub hotkey: String,
+    pub block: u64,
+    pub ip: std::net::IpAddr,
+    pub port: u16,
+}
+
+/// `AxonInfo.protocol` for the address `af` publishes: libp2p over TCP.
+pub const AXON_PROTOCOL_TCP: u8 = 0;
+/// `AxonInfo.version` `af` publishes.
+pub const AXON_VERSION: u32 = 1;
+
+/// The chain's `ip: u128` with `ip_type` 4 or 6 as an address (`None` for 0 or a bad type).
+pub fn axon_ip(ip: u128, ip_type: u8) -> Option<std::net::IpAddr> {
+    match ip_type {
+        4 if ip != 0 && ip <= u128::from(u32::MAX) => Some(std::net::IpAddr::V4((ip as u32).into())),
+        6 if ip != 0 => Some(std::net::IpAddr::V6(ip.into())),
+        _ => None,
+    }
+}
+
+/// An address as the chain stores it: `(ip as u128, ip_type)`.
+pub fn axon_ip_parts(ip: std::net::IpAddr) -> (u128, u8) {
+    match ip {
+        std::net::IpAddr::V4(v4) => (u128::from(u32::from(v4)), 4),
+        std::net::IpAddr::V6(v6) => (u128::from(v6), 6),
+    }
+}
+
 /// What a validator commits about its log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerCommitment {
@@ -227,6 +258,10 @@ pub trait Chain: Send + Sync {
     }
     /// The latest commitment of every hotkey on the subnet.
     async fn commitments(&self) -> Result<Vec<CommitmentRecord>, ChainError>;
+    /// Publishes our libp2p address (`SubtensorModule.serve_axon`; ledger-spec/13).
+    async fn serve_axon(&self, ip: std::net::IpAddr, port: u16) -> Result<u64, ChainError>;
+    /// Every registered hotkey's published address (`Axons`), where it has one.
+    async fn axons(&self) -> Result<Vec<Axon>, ChainError>;
     async fn set_weights(&self, uids: &[u16], weights: &[u16], version_key: u64) -> Result<u64, ChainError>;
     /// Every uid's weights: (uid, [(dest uid, weight)]).
     async fn weights(&self) -> Result<Vec<(u16, Vec<(u16, u16)>)>, ChainError>;

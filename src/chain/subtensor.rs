@@ -42,6 +42,25 @@ pub fn set_commitment_payload(netuid: u16, fields: &[Vec<u8>]) -> subxt::tx::Dyn
     subxt::dynamic::tx("Commitments", "set_commitment", vec![Value::u128(u128::from(netuid)), info])
 }
 
+/// `SubtensorModule.serve_axon(netuid, version, ip, port, ip_type, protocol, 0, 0)`.
+pub fn serve_axon_payload(netuid: u16, ip: std::net::IpAddr, port: u16) -> subxt::tx::DynamicPayload<Vec<Value>> {
+    let (ip, ip_type) = super::axon_ip_parts(ip);
+    subxt::dynamic::tx(
+        "SubtensorModule",
+        "serve_axon",
+        vec![
+            Value::u128(u128::from(netuid)),
+            Value::u128(u128::from(super::AXON_VERSION)),
+            Value::u128(ip),
+            Value::u128(u128::from(port)),
+            Value::u128(u128::from(ip_type)),
+            Value::u128(u128::from(super::AXON_PROTOCOL_TCP)),
+            Value::u128(0),
+            Value::u128(0),
+        ],
+    )
+}
+
 /// `SubtensorModule.set_weights(netuid, dests, weights, version_key)`.
 pub fn set_weights_payload(
     netuid: u16,
@@ -337,6 +356,33 @@ impl Chain for SubtensorClient {
 
     async fn commit_fields(&self, fields: &[Vec<u8>]) -> Result<u64, ChainError> {
         self.submit(set_commitment_payload(self.netuid, fields)).await
+    }
+
+    async fn serve_axon(&self, ip: std::net::IpAddr, port: u16) -> Result<u64, ChainError> {
+        self.submit(serve_axon_payload(self.netuid, ip, port)).await
+    }
+
+    async fn axons(&self) -> Result<Vec<super::Axon>, ChainError> {
+        let at = self.at().await?;
+        let mut out = Vec::new();
+        for neuron in self.neurons().await? {
+            let account = parse_ss58(&neuron.hotkey)?;
+            let keys = vec![netuid_key(self.netuid), Value::from_bytes(account)];
+            let Some(info) = self.fetch(&at, "Axons", keys).await? else { continue };
+            let number = |name: &str| field(&info, name).and_then(as_u128);
+            let (Some(ip), Some(ip_type), Some(port)) = (number("ip"), number("ip_type"), number("port")) else {
+                return Err(decode("Axons", "not an AxonInfo"));
+            };
+            if let Some(ip) = super::axon_ip(ip, ip_type as u8) {
+                out.push(super::Axon {
+                    hotkey: neuron.hotkey.clone(),
+                    block: number("block").unwrap_or(0) as u64,
+                    ip,
+                    port: port as u16,
+                });
+            }
+        }
+        Ok(out)
     }
 
     async fn commitments(&self) -> Result<Vec<CommitmentRecord>, ChainError> {

@@ -215,7 +215,7 @@ pub fn run(
     }
     let mut validator_processes = Vec::new();
     for (i, (dir, _, port)) in validators.iter().enumerate() {
-        let mut args: Vec<String> = vec![
+        let args: Vec<String> = vec![
             "validate".into(),
             "--data".into(),
             dir.display().to_string(),
@@ -228,12 +228,8 @@ pub fn run(
             "--listen".into(),
             format!("/ip4/127.0.0.1/tcp/{port}"),
         ];
-        for (j, (_, key, other_port)) in validators.iter().enumerate() {
-            args.extend(["--allow".into(), key.clone()]);
-            if j != i {
-                args.extend(["--peer".into(), format!("/ip4/127.0.0.1/tcp/{other_port}")]);
-            }
-        }
+        // No --peer, no --allow: each validator publishes its address on the chain and
+        // finds the others, and which logs to keep, there (ledger-spec/13).
         let child = Command::new(&exe)
             .args(&args)
             .env("AF_CHAIN__HOTKEY", validator_hotkey(i))
@@ -402,6 +398,11 @@ pub fn run(
     let on_chain_weights = chain_runtime.block_on(af::chain::Chain::weights(&chain_client))?;
     let neurons = chain_runtime.block_on(af::chain::Chain::neurons(&chain_client))?;
     let final_records = chain_runtime.block_on(af::chain::Chain::commitments(&chain_client))?;
+    let axons = chain_runtime.block_on(af::chain::Chain::axons(&chain_client))?;
+    // Validators were given no peers: every one published its address and found the
+    // others there.
+    let validators_with_axons =
+        (0..n_validators).filter(|i| axons.iter().any(|a| a.hotkey == validator_hotkey(*i))).count();
     drop(processes); // the miners and the chain
     let champion_uid =
         network.state.champion.as_ref().and_then(|c| neurons.iter().find(|n| n.hotkey == c.hotkey)).map(|n| n.uid);
@@ -444,7 +445,8 @@ pub fn run(
         && n_committed == n_validators
         && timelocked.pending.is_empty()
         && weights_match
-        && discovery_ok;
+        && discovery_ok
+        && validators_with_axons == n_validators;
     let state = &network.state;
     let result = serde_json::json!({
         "validators": rows,
@@ -459,6 +461,7 @@ pub fn run(
         "ratio_to_beat_ppm": state.ratio_set_ppm,
         "vtrust_ppm": state.validators.iter().map(|v| (v.validator.to_hex(), v.vtrust_ppm)).collect::<std::collections::BTreeMap<_, _>>(),
         "discrepancies": state.discrepancies,
+        "peers_from_chain": { "validators_with_axons": validators_with_axons, "peer_flags_given": 0 },
         "miners": {
             "from_chain": true,
             "committed": found.valid.len(),
@@ -547,6 +550,9 @@ pub fn run(
                 ),
                 _ => "NOT collapsed as it should be".into(),
             }
+        );
+        outln!(
+            "peers from the chain: {validators_with_axons}/{n_validators} validators published their address (serve_axon) and found each other there, with no --peer or --allow"
         );
         let dir = data.display();
         outln!(

@@ -74,8 +74,10 @@ pub fn start(
     p2p: &P2pConfig,
     data: &Path,
     stop: tokio::sync::watch::Receiver<bool>,
+    chain_peers: Option<tokio::sync::watch::Receiver<af::p2p::chain_peers::ChainPeers>>,
 ) -> anyhow::Result<NodeHandle> {
-    let config = net_config(p2p, log.validator())?;
+    let mut config = net_config(p2p, log.validator())?;
+    config.chain_peers = chain_peers;
     let handle = node::spawn_node(log.clone(), config, Some(data.join(STATUS_FILE)), super::now_ms, stop)?;
     let mut status = handle.status.clone();
     tokio::spawn(async move {
@@ -129,7 +131,7 @@ pub fn node(data: &Path, args: NetArgs, json: bool) -> anyhow::Result<ExitCode> 
         let (stop_sender, stop) = tokio::sync::watch::channel(false);
         let (mut p2p, mut http) = (P2pConfig::default(), HttpConfig::default());
         args.apply(&mut p2p, &mut http);
-        let handle = start(&log, &p2p, data, stop.clone())?;
+        let handle = start(&log, &p2p, data, stop.clone(), None)?;
         let NodeHandle { own_blocks, evidence, status, task } = handle;
         let _http = match http.address()? {
             Some(address) => Some(

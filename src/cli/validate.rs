@@ -132,9 +132,26 @@ pub fn validate(
         } else {
             None
         };
-        let network =
-            if config.p2p.enabled() { Some(super::node::start(&log, &config.p2p, data, stop.clone())?) } else { None };
+        // With a chain, peers and the allow-list also come from it: validators holding a
+        // permit, their axons and their committed ledger keys (ledger-spec/13).
+        let (peers_sender, peers_receiver) = tokio::sync::watch::channel(Default::default());
+        let with_chain_peers = chain.is_some() && config.p2p.enabled();
+        let network = if config.p2p.enabled() {
+            let chain_peers = with_chain_peers.then(|| peers_receiver.clone());
+            Some(super::node::start(&log, &config.p2p, data, stop.clone(), chain_peers)?)
+        } else {
+            None
+        };
         let net_status = network.as_ref().map(|handle| handle.status.clone());
+        if let (true, Some(chain), Some(status)) = (with_chain_peers, &chain, &net_status) {
+            tokio::spawn(af::p2p::node::chain_peers_loop(
+                chain.clone(),
+                status.clone(),
+                peers_sender,
+                config.chain.discover_every_ms,
+                stop.clone(),
+            ));
+        }
         let (own_blocks, evidence, net_task) = match network {
             Some(handle) => (Some(handle.own_blocks), Some(handle.evidence), Some(handle.task)),
             None => (None, None, None),

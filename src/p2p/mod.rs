@@ -4,6 +4,7 @@
 //! writes through; `net` is the libp2p actor that does the IO.
 
 pub mod blocks;
+pub mod chain_peers;
 pub mod net;
 pub mod node;
 pub mod protocol;

@@ -48,11 +48,20 @@ pub struct NetConfig {
     pub sync: SyncConfig,
     /// How often the protocol is given the time (timeouts, anti-entropy).
     pub tick_ms: u64,
+    /// Peers and allow-list read from the chain, added to the configured ones whenever
+    /// they change (none: the configuration alone).
+    pub chain_peers: Option<watch::Receiver<super::chain_peers::ChainPeers>>,
 }
 
 impl Default for NetConfig {
     fn default() -> Self {
-        NetConfig { listen: Vec::new(), peers: Vec::new(), sync: SyncConfig::default(), tick_ms: 250 }
+        NetConfig {
+            listen: Vec::new(),
+            peers: Vec::new(),
+            sync: SyncConfig::default(),
+            tick_ms: 250,
+            chain_peers: None,
+        }
     }
 }
 
@@ -225,7 +234,9 @@ pub struct NetChannels {
 
 /// Runs the node until `stop`. Listens, dials the bootstrap peers (again whenever they
 /// are not connected), and syncs every log into `store`.
-pub async fn run_node(log: Arc<OwnLog>, config: NetConfig, mut channels: NetChannels) -> Result<(), NetError> {
+pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: NetChannels) -> Result<(), NetError> {
+    let (configured_peers, configured_allowed) = (config.peers.clone(), config.sync.allowed.clone());
+    let mut chain_peers = config.chain_peers.take();
     let mut swarm = build_swarm(log.key())?;
     let store: &Store = &log.store;
     let topic = IdentTopic::new(GOSSIP_TOPIC);
@@ -249,6 +260,26 @@ pub async fn run_node(log: Arc<OwnLog>, config: NetConfig, mut channels: NetChan
                 continue;
             }
             _ = tick.tick() => Some(Input::Tick),
+            changed = async { chain_peers.as_mut().expect("guarded").changed().await }, if chain_peers.is_some() => {
+                if changed.is_err() {
+                    chain_peers = None;
+                    continue;
+                }
+                let update = chain_peers.as_mut().expect("guarded").borrow_and_update().clone();
+                config.peers = configured_peers.clone();
+                for address in update.peers {
+                    if !config.peers.contains(&address) {
+                        let _ = swarm.dial(address.clone());
+                        config.peers.push(address);
+                    }
+                }
+                // The chain's validators, plus any configured ones.
+                let mut allowed = update.allowed;
+                allowed.extend(configured_allowed.iter().flatten().copied());
+                allowed.insert(log.validator());
+                sync.set_allowed(Some(allowed));
+                None
+            }
             _ = redial.tick() => {
                 for address in &config.peers {
                     let connected = state.dialled.get(address).is_some_and(|p| swarm.is_connected(p));

@@ -90,3 +90,84 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::write(&temporary, bytes)?;
     std::fs::rename(&temporary, path)
 }
+
+/// Publishes our address on the chain once the node listens (`serve_axon`), then keeps
+/// the node's chain peers and allow-list current: every `every_ms` it reads the
+/// metagraph, the commitments and the axons (ledger-spec/13). A chain read that fails is
+/// logged and retried at the next turn; it never stops the node.
+pub async fn chain_peers_loop(
+    chain: Arc<dyn crate::chain::Chain>,
+    mut status: watch::Receiver<NetStatus>,
+    peers: watch::Sender<super::chain_peers::ChainPeers>,
+    every_ms: u64,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut published: Option<(std::net::IpAddr, u16)> = None;
+    loop {
+        if published.is_none() {
+            let address = status.borrow_and_update().listen.iter().find_map(|a| tcp_address(a));
+            match address {
+                Some((ip, _)) if ip.is_unspecified() => {
+                    tracing::warn!(event = "axon_not_published", "listening on an unspecified address: set p2p.listen to a routable address for other validators to find this one on chain");
+                    published = Some((ip, 0));
+                }
+                Some((ip, port)) => match chain.serve_axon(ip, port).await {
+                    Ok(block) => {
+                        tracing::info!(event = "axon_published", %ip, port, block, "published our address on chain");
+                        published = Some((ip, port));
+                    }
+                    Err(error) => {
+                        tracing::warn!(event = "axon_failed", error = %error, "publishing our address failed; retrying")
+                    }
+                },
+                None => {}
+            }
+        }
+        let read = async {
+            let neurons = chain.neurons().await?;
+            let records = chain.commitments().await?;
+            let axons = chain.axons().await?;
+            Ok::<_, crate::chain::ChainError>(super::chain_peers::chain_peers(
+                &neurons,
+                &records,
+                &axons,
+                chain.hotkey().as_deref(),
+            ))
+        };
+        match read.await {
+            Ok(found) => {
+                peers.send_if_modified(|current| {
+                    let changed = *current != found;
+                    *current = found;
+                    changed
+                });
+            }
+            Err(error) => {
+                tracing::warn!(event = "chain_peers_failed", error = %error, "reading validators from the chain failed; retrying")
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(every_ms)) => {}
+            _ = stop.changed() => return,
+        }
+        if *stop.borrow() {
+            return;
+        }
+    }
+}
+
+/// The IP and TCP port of a listen address (`/ip4/1.2.3.4/tcp/5/p2p/...`).
+fn tcp_address(address: &str) -> Option<(std::net::IpAddr, u16)> {
+    use libp2p::multiaddr::Protocol;
+    let address: libp2p::Multiaddr = address.parse().ok()?;
+    let mut ip = None;
+    for part in address.iter() {
+        match part {
+            Protocol::Ip4(v4) => ip = Some(std::net::IpAddr::V4(v4)),
+            Protocol::Ip6(v6) => ip = Some(std::net::IpAddr::V6(v6)),
+            Protocol::Tcp(port) => return ip.map(|ip| (ip, port)),
+            _ => {}
+        }
+    }
+    None
+}

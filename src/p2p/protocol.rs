@@ -202,6 +202,12 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         &self.peers
     }
 
+    /// Replaces the allow-list (the chain's validators changed): logs already kept stay,
+    /// new blocks are accepted only from validators now allowed.
+    pub fn set_allowed(&mut self, allowed: Option<BTreeSet<ValidatorKey>>) {
+        self.config.allowed = allowed;
+    }
+
     fn allowed(&self, validator: &ValidatorKey) -> bool {
         self.config.allowed.as_ref().is_none_or(|set| set.contains(validator))
     }
@@ -333,7 +339,7 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
     ) -> Result<HeaderVerdict, SyncError> {
         let validator = signed.validator();
         if !self.allowed(&validator) {
-            return Ok(HeaderVerdict::Invalid("validator not allowed".into()));
+            return Ok(HeaderVerdict::NotAllowed);
         }
         let height = signed.header.height;
         let tip = store.tip(&validator)?;
@@ -400,7 +406,9 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         };
         match self.consider_header(&signed, store, out)? {
             HeaderVerdict::Invalid(_) => reject(out, &mut self.counters),
-            HeaderVerdict::Known => out.push(Output::Validate { token, from, result: Validation::Ignore }),
+            HeaderVerdict::Known | HeaderVerdict::NotAllowed => {
+                out.push(Output::Validate { token, from, result: Validation::Ignore })
+            }
             // Forward proof of equivocation so every validator learns of it.
             HeaderVerdict::Equivocation => out.push(Output::Validate { token, from, result: Validation::Accept }),
             HeaderVerdict::News => {
@@ -492,6 +500,7 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                             self.misbehaved(from, format!("bad tip: {reason}"), out);
                             return Ok(());
                         }
+                        HeaderVerdict::NotAllowed => continue,
                         HeaderVerdict::News | HeaderVerdict::Known | HeaderVerdict::Equivocation => {
                             if let Some(tips) = self.peers.get_mut(&from) {
                                 let known = tips.entry(signed.validator()).or_insert(0);
@@ -627,6 +636,9 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
 
 enum HeaderVerdict {
     Invalid(String),
+    /// A log we do not keep (not on the allow-list, which may change with the chain):
+    /// ignored, its sender not blamed.
+    NotAllowed,
     Known,
     News,
     Equivocation,

@@ -270,6 +270,21 @@ async fn the_subtensor_backend_reads_and_submits_through_a_loopback_node() {
             ),
         ]),
     );
+    // Our axon, and another hotkey's (AxonInfo, as serve_axon stores it).
+    let axon = |ip: u128, port: u128, ip_type: u128| {
+        Value::named_composite([
+            ("block", Value::u128(4_100)),
+            ("version", Value::u128(1)),
+            ("ip", Value::u128(ip)),
+            ("port", Value::u128(port)),
+            ("ip_type", Value::u128(ip_type)),
+            ("protocol", Value::u128(0)),
+            ("placeholder1", Value::u128(0)),
+            ("placeholder2", Value::u128(0)),
+        ])
+    };
+    node.put("SubtensorModule", "Axons", &[netuid.clone(), Value::from_bytes(ours)], axon(0x0a01_0203, 4001, 4));
+    node.put("SubtensorModule", "Axons", &[netuid.clone(), Value::from_bytes(account(3))], axon(1, 9, 6));
     // The metadata's default for this subnet setting is on (as on finney): turn it off.
     node.put("SubtensorModule", "CommitRevealWeightsEnabled", &subnet_key(), Value::bool(false));
     node.put("SubtensorModule", "WeightsSetRateLimit", &subnet_key(), Value::u128(100));
@@ -295,6 +310,15 @@ async fn the_subtensor_backend_reads_and_submits_through_a_loopback_node() {
     assert_eq!(neurons[0].hotkey, subtensor::ss58(&account(1)));
     assert_eq!(neurons.iter().map(|n| n.registration_block).collect::<Vec<_>>(), [100, 250, 4_000]);
     assert_eq!(neurons.iter().map(|n| n.validator_permit).collect::<Vec<_>>(), [false, true, false]);
+
+    // Axons: ours at 10.1.2.3:4001, uid 2's at [::1]:9; uid 0 published none.
+    let axons = client.axons().await.unwrap();
+    assert_eq!(axons.len(), 2, "{axons:?}");
+    assert_eq!(
+        (axons[0].hotkey.clone(), axons[0].ip.to_string(), axons[0].port, axons[0].block),
+        (subtensor::ss58(&ours), "10.1.2.3".into(), 4001, 4_100)
+    );
+    assert_eq!((axons[1].ip.to_string(), axons[1].port), ("::1".into(), 9));
 
     let commitments = client.commitments().await.unwrap();
     assert_eq!(commitments.len(), 1, "only our hotkey has committed");
@@ -322,6 +346,15 @@ async fn the_subtensor_backend_reads_and_submits_through_a_loopback_node() {
     assert_eq!(sent[prefix], 0x84, "signed, version 4");
     assert_eq!(&sent[prefix + 2..prefix + 34], &ours, "signed by our hotkey");
     assert!(sent.ends_with(&expected_call), "the submitted call is set_commitment with our three fields");
+
+    // serve_axon, signed by our hotkey: the address other validators dial.
+    client.serve_axon("10.1.2.3".parse().unwrap(), 4001).await.unwrap();
+    let sent = node.submitted.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(&sent[compact_u32(&sent).1 + 2..compact_u32(&sent).1 + 34], &ours, "signed by our hotkey");
+    let mut expected_axon = vec![0x07, 0x00, 0x01, 0x00, 0x00, 0x00];
+    expected_axon.extend_from_slice(&0x0a01_0203u128.to_le_bytes());
+    expected_axon.extend_from_slice(&[0xa1, 0x0f, 4, 0, 0, 0]);
+    assert!(sent.ends_with(&expected_axon), "serve_axon(7, 1, 10.1.2.3, 4001, ipv4, tcp) call bytes");
 
     // Weights: the rate limit is enforced before anything is sent (last update 4950 + 100 > 5000)...
     let n_sent = node.submitted.lock().unwrap().len();

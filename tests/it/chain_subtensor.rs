@@ -185,3 +185,30 @@ pub fn seed_keypair(seed_hex: &str) -> subxt_signer::sr25519::Keypair {
     let json = format!("{{\"secretSeed\": \"0x{seed_hex}\"}}");
     wallet::keypair_from_json(std::path::Path::new("test"), json.as_bytes()).unwrap()
 }
+
+#[test]
+fn serve_axon_and_miner_commitment_call_bytes_match_the_hand_derived_layout() {
+    let Some(client) = client() else { return };
+    let bytes = call_data(&client, &subtensor::serve_axon_payload(7, "10.1.2.3".parse().unwrap(), 4001)).unwrap();
+    // SubtensorModule (pallet 7), serve_axon | netuid u16 | version u32 | ip u128 | port u16
+    // | ip_type u8 | protocol u8 | placeholder1 u8 | placeholder2 u8, all little-endian.
+    assert_eq!(bytes[0], 0x07);
+    let mut rest = vec![0x07, 0x00, 0x01, 0x00, 0x00, 0x00];
+    rest.extend_from_slice(&u128::from(u32::from_be_bytes([10, 1, 2, 3])).to_le_bytes());
+    rest.extend_from_slice(&[0xa1, 0x0f, 4, 0, 0, 0]);
+    assert_eq!(&bytes[2..], &rest[..], "call index {}", bytes[1]);
+    // The call index is serve_axon's in this metadata (it takes 8 arguments there).
+    let metadata = subtensor::load_metadata(&finney_metadata().unwrap()).unwrap();
+    let call = metadata.pallet_by_name("SubtensorModule").unwrap().call_variant_by_index(bytes[1]).unwrap();
+    assert_eq!((call.name.as_str(), call.fields.len()), ("serve_axon", 8));
+
+    // A miner's commitment (ledger-spec/13): its JSON in Raw fields of at most 128 bytes.
+    let miner = af::chain::miner::MinerCommitment::new(&"m".repeat(100), "r1", "http://127.0.0.1:8001").unwrap();
+    let fields = miner.to_fields().unwrap();
+    let json = miner.to_json();
+    let mut expected = vec![0x12, 0x00, 0x07, 0x00, 0x08, 0x81]; // 2 fields; Raw128 = 0x81
+    expected.extend_from_slice(&json[..128]);
+    expected.push(1 + (json.len() - 128) as u8); // Raw{n} is variant n + 1
+    expected.extend_from_slice(&json[128..]);
+    assert_eq!(call_data(&client, &set_commitment_payload(7, &fields)).unwrap(), expected);
+}

@@ -40,6 +40,8 @@ fn devnet_of_three_validators_converges_and_agrees() {
     // Every miner came from the chain: the one that committed after the validators had
     // started was played by all three; the sybil copying the perfect miner's model was
     // collapsed into it and played by none.
+    // No --peer or --allow: every validator found the others through the chain.
+    assert_eq!(result["peers_from_chain"]["validators_with_axons"], 3);
     let miners = &result["miners"];
     assert_eq!(miners["ok"], true, "{miners}");
     assert_eq!(miners["late"]["played_by_validators"], 3, "{miners}");
