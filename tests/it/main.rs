@@ -25,6 +25,7 @@ mod proof_mutations;
 mod replay_audit;
 mod validator_cli;
 mod validator_match;
+mod validator_service;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,0 +1,170 @@
+//! `af validate` as a service on a live (stand-in) subnet: no `[[miners]]`, contenders
+//! from the chain; it outlives the chain going away and a miner that never answers, keeps
+//! setting weights while idle, and stops on SIGTERM as on SIGINT.
+
+use crate::validator_cli::miner;
+use crate::{af, af_bin};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn chain(dir: &std::path::Path, port: u16) -> Killed {
+    let mut child = Command::new(af_bin())
+        .args(["chain", "serve", "--data", dir.to_str().unwrap(), "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--block-ms", "100", "--tempo", "20"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("listening on"), "{line}");
+    Killed(child)
+}
+
+/// Registers `hotkey` and commits model "m" (what `miner()` serves) at `revision` and
+/// `url` through `af mine commit`.
+fn enter(endpoint: &str, hotkey: &str, revision: &str, url: &str) {
+    assert!(af(&["chain", "register", "--chain", endpoint, "--hotkey", hotkey]).status.success());
+    let out = af(&[
+        "mine",
+        "commit",
+        "--chain",
+        endpoint,
+        "--hotkey",
+        hotkey,
+        "--model",
+        "m",
+        "--revision",
+        revision,
+        "--endpoint",
+        url,
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Waits until `lines` (the validator's log lines) satisfy `done`.
+fn wait_for(lines: &Arc<Mutex<Vec<String>>>, what: &str, seconds: u64, done: impl Fn(&[String]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while !done(&lines.lock().unwrap()) {
+        assert!(Instant::now() < deadline, "waited {seconds} s for {what}; log:\n{}", lines.lock().unwrap().join("\n"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn count(lines: &[String], event: &str) -> usize {
+    lines.iter().filter(|l| l.contains(&format!("\"event\":\"{event}\""))).count()
+}
+
+#[test]
+fn a_validator_service_outlives_the_chain_and_a_dead_miner_and_sets_weights_while_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let endpoint = format!("local:127.0.0.1:{port}");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = af::chain::local::LocalClient::new(&format!("127.0.0.1:{port}"), 1, None).unwrap();
+    let mut chain_process = Some(chain(&dir.path().join("chain"), port));
+    // Weights may go in every 5 blocks (half a second here).
+    runtime.block_on(client.settings(serde_json::json!({ "rate_limit_blocks": 5 }))).unwrap();
+    let (champion, contender) = (miner("random"), miner("perfect"));
+    enter(&endpoint, "5Champion", "champion", &champion.1);
+    std::thread::sleep(Duration::from_millis(150));
+    enter(&endpoint, "5Contender", "contender", &contender.1);
+    assert!(af(&["chain", "register", "--chain", &endpoint, "--hotkey", "5Validator", "--validator"]).status.success());
+    let config = dir.path().join("validator.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[evaluation]\ncap = 200\nmax_challenges = 400\nwindow = 8\n[ledger]\nblock_max_ms = 200\n\
+             [client]\ntimeout_ms = 2000\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 50\n\
+             [chain]\nendpoint = \"{endpoint}\"\nhotkey = \"5Validator\"\ndiscover_every_ms = 200\n"
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("v");
+    // No --max-matches: a service, ended only by a signal.
+    let mut validator = Command::new(af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let validator_guard_pid = validator.id();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let reader = {
+        let lines = lines.clone();
+        let stderr = validator.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        })
+    };
+    // The contender plays the champion (the oldest commitment), then the queue is empty
+    // and the validator waits for commitments instead of ending.
+    wait_for(&lines, "the first match and an idle queue", 60, |l| {
+        count(l, "match_decided") == 1 && count(l, "queue_empty") >= 1
+    });
+
+    // The chain goes away: the validator keeps going, saying so.
+    drop(chain_process.take());
+    wait_for(&lines, "a failed chain read", 30, |l| count(l, "discovery_failed") >= 1);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(validator.try_wait().unwrap().is_none(), "the validator must not exit for the chain");
+
+    // It comes back with its state; a new model enters whose server is down: the miner
+    // never answers, every challenge fails, and the validator plays the match out.
+    chain_process = Some(chain(&dir.path().join("chain"), port));
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    enter(&endpoint, "5Dead", "dead", &dead);
+    wait_for(&lines, "the dead miner's match", 90, |l| count(l, "match_decided") == 2);
+    let decided_at = lines.lock().unwrap().len();
+
+    // Idle again, it keeps sending weights whenever the rate limit allows.
+    wait_for(&lines, "weights sent while idle", 30, |l| {
+        l[decided_at..].iter().any(|line| line.contains("\"event\":\"weights_set\""))
+    });
+    // A fresh client: the first one's pooled connection died with the first chain process.
+    let client = af::chain::local::LocalClient::new(&format!("127.0.0.1:{port}"), 1, None).unwrap();
+    let neurons = runtime.block_on(af::chain::Chain::neurons(&client)).unwrap();
+    let uid = |hotkey: &str| neurons.iter().find(|n| n.hotkey == hotkey).unwrap().uid;
+    let weights = runtime.block_on(af::chain::Chain::weights(&client)).unwrap();
+    let ours = weights.iter().find(|(setter, _)| *setter == uid("5Validator")).map(|(_, w)| w.clone());
+    assert_eq!(
+        ours,
+        Some(vec![(uid("5Contender"), u16::MAX)]),
+        "all weight to the perfect miner, the champion: {}",
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains("match_decided") || l.contains("match_started"))
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(validator.try_wait().unwrap().is_none());
+
+    // SIGTERM stops it as SIGINT does: the log sealed, exit 130.
+    assert!(Command::new("kill").args(["-TERM", &validator_guard_pid.to_string()]).status().unwrap().success());
+    let status = validator.wait().unwrap();
+    reader.join().unwrap();
+    assert_eq!(status.code(), Some(130), "{}", lines.lock().unwrap().join("\n"));
+    let verify = af(&["ledger", "verify", "--data", data.to_str().unwrap(), "--json"]);
+    assert!(verify.status.success());
+    drop(chain_process);
+}
