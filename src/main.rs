@@ -34,7 +34,10 @@ fn init_logging() {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,af=info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // A closed stderr (a log reader gone) must not take the process down: tracing's own
+    // report of the failed write would go to that same stderr and panic.
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).log_internal_errors(false);
     if std::io::stderr().is_terminal() {
         builder.with_target(false).init();
     } else {

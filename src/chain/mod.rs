@@ -207,6 +207,8 @@ pub enum ChainError {
     Decode { what: String, message: String },
     #[error("key: {0}")]
     Key(String),
+    #[error("chain {endpoint}: {message}")]
+    Spec { endpoint: String, message: String },
 }
 
 impl ChainError {
@@ -223,6 +225,7 @@ impl ChainError {
             ChainError::Metadata(_) => "metadata",
             ChainError::Decode { .. } => "decode",
             ChainError::Key(_) => "key",
+            ChainError::Spec { .. } => "spec",
         }
     }
 
@@ -443,7 +446,7 @@ pub fn subtensor_url(network: &str) -> Result<&str, ChainError> {
         "test" => Ok("wss://test.finney.opentensor.ai:443"),
         "local" => Ok("ws://127.0.0.1:9944"),
         url if url.starts_with("ws://") || url.starts_with("wss://") => Ok(url),
-        other => Err(ChainError::Transport {
+        other => Err(ChainError::Spec {
             endpoint: format!("subtensor:{other}"),
             message: "expected finney, test, local, or a ws:// or wss:// URL".into(),
         }),
@@ -467,7 +470,7 @@ pub async fn connect(spec: &ChainSpec) -> Result<Box<dyn Chain>, ChainError> {
         };
         return Ok(Box::new(subtensor::SubtensorClient::connect(url, spec.netuid, signer).await?));
     }
-    Err(ChainError::Transport {
+    Err(ChainError::Spec {
         endpoint: spec.endpoint.clone(),
         message: "expected local:ADDR or subtensor:finney|test|local|URL".into(),
     })

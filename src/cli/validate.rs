@@ -126,9 +126,28 @@ pub fn validate(
             let _ = stop_sender.send(true);
         });
         let metrics = Arc::new(af::metrics::Metrics::new());
+        // A chain that cannot be reached at start is retried with backoff (a service
+        // waits for it); a bad key or spec is an error at once.
         let chain: Option<Arc<dyn af::chain::Chain>> = if config.chain.is_set() {
-            let chain = af::chain::connect(&config.chain).await.context("connecting to the chain")?;
-            Some(Arc::from(chain))
+            let mut wait_ms = 500u64;
+            loop {
+                match af::chain::connect(&config.chain).await {
+                    Ok(chain) => break Some(Arc::from(chain)),
+                    Err(error @ af::chain::ChainError::Transport { .. }) => {
+                        tracing::warn!(event = "chain_unreachable", error = %error, retry_ms = wait_ms, "cannot reach the chain; retrying");
+                        let mut stop = stop.clone();
+                        tokio::select! {
+                            _ = tokio::time::sleep(std::time::Duration::from_millis(wait_ms)) => {}
+                            _ = stop.changed() => {}
+                        }
+                        if *stop.borrow() {
+                            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+                        }
+                        wait_ms = (wait_ms * 2).min(30_000);
+                    }
+                    Err(error) => return Err(anyhow::Error::from(error).context("connecting to the chain")),
+                }
+            }
         } else {
             None
         };

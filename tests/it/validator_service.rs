@@ -168,3 +168,39 @@ fn a_validator_service_outlives_the_chain_and_a_dead_miner_and_sets_weights_whil
     assert!(verify.status.success());
     drop(chain_process);
 }
+
+#[test]
+fn a_chain_unreachable_at_start_is_waited_for_and_a_bad_chain_spec_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("validator.toml");
+    let closed = free_port();
+    std::fs::write(&config, format!("[chain]\nendpoint = \"subtensor:ws://127.0.0.1:{closed}\"\n")).unwrap();
+    let data = dir.path().join("v");
+    let mut validator = Command::new(af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = validator.stderr.take().unwrap();
+    let mut retries = 0;
+    for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        if line.contains("\"event\":\"chain_unreachable\"") {
+            retries += 1;
+            if retries == 2 {
+                break;
+            }
+        }
+    }
+    assert_eq!(retries, 2, "it says it is retrying, and does");
+    // Its log reader is gone from here on: a closed stderr must not crash it either.
+    std::thread::sleep(Duration::from_millis(1_200));
+    assert!(validator.try_wait().unwrap().is_none());
+    assert!(Command::new("kill").args(["-TERM", &validator.id().to_string()]).status().unwrap().success());
+    assert_eq!(validator.wait().unwrap().code(), Some(130));
+
+    std::fs::write(&config, "[chain]\nendpoint = \"subtensor:mainnet\"\n").unwrap();
+    let refused = af(&["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("expected finney, test, local"));
+}
