@@ -105,7 +105,10 @@ pub fn html(report: &AuditReport) -> String {
                         None => { "none yet" }
                     }
                     "; ratio to beat " span #ratio { (ratio(state.ratio_set_ppm)) }
-                    " (set at chain block " (state.ratio_set_at_block) "); weights "
+                    @match state.ratio_set_at_block {
+                        0 => " (set at no chain block: initial, or by logs without a chain); weights ",
+                        block => { " (set at chain block " (block) "); weights " }
+                    }
                     @if state.weights.is_empty() { "none" }
                     @for (uid, w) in &state.weights { "uid " (uid) " = " (w) " " }
                     "."

@@ -232,11 +232,14 @@ fn print_report(report: &AuditReport, json: bool) -> anyhow::Result<()> {
         );
     }
     outln!(
-        "champion {} (uid {}), ratio to beat {} set at chain block {}, weights {:?}",
+        "champion {} (uid {}), ratio to beat {} {}, weights {:?}",
         state.champion.as_ref().map_or("(none)", |c| c.hotkey.as_str()),
         state.champion.as_ref().map_or("-".into(), |c| c.uid.to_string()),
         ppm(state.ratio_set_ppm),
-        state.ratio_set_at_block,
+        match state.ratio_set_at_block {
+            0 => "(set at no chain block: initial, or by logs without a chain)".to_string(),
+            block => format!("set at chain block {block}"),
+        },
         state.weights
     );
     outln!("chain commitments: {}", report.chain.note);

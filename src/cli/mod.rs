@@ -198,6 +198,9 @@ pub enum RatioCommand {
         /// TOML config whose [ratio] section sets the decay (default: the embedded one).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Read "now" from this chain's head (default: the newest chain block the log names).
+        #[command(flatten)]
+        chain: chain::ChainArgs,
         /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
@@ -219,7 +222,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Validate { data, config, max_matches, serve, net, chain, json, .. } => {
             validate::validate(&data.expect("clap requires --data here"), config, max_matches, serve, net, chain, json)
         }
-        Command::Ratio(RatioCommand::Show { data, config, json }) => validate::ratio_show(&data, config, json),
+        Command::Ratio(RatioCommand::Show { data, config, chain, json }) => {
+            validate::ratio_show(&data, config, &chain, json)
+        }
         Command::Node { data, net, json } => node::node(&data, net, json),
         Command::Mirror { from, data, validator, json } => http::mirror_command(&from, &data, validator, json),
         Command::Peers { data, json } => node::peers(&data, json),

@@ -5,7 +5,7 @@ use crate::outln;
 use af::evaluation::matchplay::{EnvResult, MatchState, MatchVerdict};
 use af::validator::config;
 use af::validator::run::{self, RunOptions};
-use af::validator::state::{self, nominal_chain_block};
+use af::validator::state;
 use anyhow::Context;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -359,14 +359,28 @@ async fn show_progress(mut progress: tokio::sync::watch::Receiver<MatchState>, e
     }
 }
 
-pub fn ratio_show(data: &Path, config_path: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
+pub fn ratio_show(
+    data: &Path,
+    config_path: Option<PathBuf>,
+    chain: &super::chain::ChainArgs,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let config = load_config(config_path.as_deref())?;
     let params = config.evaluation.ratio_params();
     // A read command: the store is opened read-only and checked like any other read.
     let store = super::http::open_for_read(data)?;
     let validator = af::ledger::LedgerKey::load(&super::ledger::key_path(data))?.validator();
     let loaded = state::load(&store, &validator, &params)?;
-    let now_block = nominal_chain_block(super::now_ms());
+    // Chain time only: the chain's head if one is named, else the newest block the log
+    // names (what the validator itself last saw).
+    let (now_block, now_from) = match chain.spec() {
+        Some(spec) => {
+            let head = super::chain::runtime()?
+                .block_on(async { anyhow::Ok(af::chain::connect(&spec).await?.current_block().await?) })?;
+            (head, "chain")
+        }
+        None => (loaded.latest_chain_block, "log"),
+    };
     let current = params.current_ppm(&loaded.ratio, now_block);
     if json {
         print_json(&serde_json::json!({
@@ -378,6 +392,7 @@ pub fn ratio_show(data: &Path, config_path: Option<PathBuf>, json: bool) -> anyh
             "floor_ppm": params.floor_ppm(),
             "half_life_blocks": params.half_life_blocks,
             "now_block": now_block,
+            "now_block_from": now_from,
             "champion": loaded.champion.map(|c| c.hotkey),
             "matches_decided": loaded.decided.len(),
         }))?;
@@ -394,11 +409,15 @@ pub fn ratio_show(data: &Path, config_path: Option<PathBuf>, json: bool) -> anyh
                 outln!("set to        {:.4} (initial: no contender has won yet)", f64::from(loaded.ratio.set_ppm) / 1e6)
             }
         }
+        let now_text = match now_from {
+            "chain" => format!("now chain block {now_block}, the chain's head"),
+            _ if now_block == 0 => "no chain block in the log: a validator without a chain never decays".into(),
+            _ => format!("now chain block {now_block}, the newest the log names; --chain reads the head"),
+        };
         outln!(
-            "decay          toward {:.4}, half-life {} blocks (now block {}, nominal 12 s blocks)",
+            "decay          toward {:.4}, half-life {} chain blocks ({now_text})",
             f64::from(params.floor_ppm()) / 1e6,
             params.half_life_blocks,
-            now_block
         );
         outln!("champion       {}", loaded.champion.map_or("(none yet)".into(), |c| c.hotkey));
     }

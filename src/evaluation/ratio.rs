@@ -3,6 +3,11 @@
 //! per-environment win rates; it then decays exponentially back toward 1/2 + epsilon
 //! with a half-life in chain blocks, so a strong champion cannot freeze the frontier.
 //!
+//! Blocks are the chain's own block numbers, as the log records them: a winner's ratio
+//! is dated by the chain block its match started at (`MatchStarted.chain_block`, whose
+//! hash the audit checks on chain), and it is read at the chain block of the next
+//! match's start. A validator without a chain records block 0, so its ratio never decays.
+//!
 //! Values are stored in parts per million (the ledger's unit) and computed with `libm`,
 //! so every replica derives the same number.
 
@@ -26,7 +31,7 @@ pub const DEFAULT_RATIO_PARAMS: RatioParams = RatioParams { epsilon_ppm: 10_000,
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct RatioToBeat {
     pub set_ppm: u32,
-    /// Chain block at which it was set.
+    /// Chain block at which it was set: the winning match's start block.
     pub set_at_block: u64,
 }
 
@@ -70,14 +75,6 @@ pub fn win_rate_ppm(wins: u32, losses: u32) -> u32 {
         return 500_000;
     }
     ((u64::from(wins) * 1_000_000 + decisive / 2) / decisive) as u32
-}
-
-/// Chain time is not known to a log yet: a block's wall-clock time becomes a nominal
-/// chain block of 12 s, the unit of the ratio's decay (replay and the validator agree).
-pub const NOMINAL_BLOCK_MS: u64 = 12_000;
-
-pub fn nominal_chain_block(time_ms: u64) -> u64 {
-    time_ms / NOMINAL_BLOCK_MS
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use crate::ledger::OwnLog;
 use crate::metrics::{Metrics, PeerChain};
 use crate::p2p::net::NetStatus;
 use crate::replay::{self, FoldSource, Replay, Snapshot};
-use crate::validator::state::{fold_new_blocks, nominal_chain_block, ValidatorState};
+use crate::validator::state::{fold_new_blocks, ValidatorState};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -613,7 +613,7 @@ const LIVE_PAGE: &str = include_str!("live.html");
 async fn live(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
     let own = served.own.clone();
     let log = served.log.clone();
-    let (ratio_params, now) = (served.ratio_params, (served.now_ms)());
+    let ratio_params = served.ratio_params;
     // Folded and read under the lock: only the answer leaves it, never a copy of the state.
     let mut answer = blocking(move || {
         let mut state = own.lock().unwrap_or_else(|e| e.into_inner());
@@ -636,7 +636,8 @@ async fn live(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
             "validator": log.validator(),
             "size": state.next_height,
             "champion": state.champion,
-            "ratio_to_beat_ppm": ratio_params.current_ppm(&state.ratio, nominal_chain_block(now)),
+            "ratio_to_beat_ppm": ratio_params.current_ppm(&state.ratio, state.latest_chain_block),
+            "chain_block": state.latest_chain_block,
             "matches_decided": state.decided.len(),
             "last_decided": last,
             "match": current,

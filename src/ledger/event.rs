@@ -374,6 +374,19 @@ impl<S: AsRef<str>> Event<S> {
         }
     }
 
+    /// The chain block at which the validator read the chain for this event (its head
+    /// at a match's start, or the block a commitment or weights call landed in); `None`
+    /// for events that name no chain time of the validator's own.
+    pub fn chain_block(&self) -> Option<u64> {
+        match self {
+            Event::MatchStarted(m) => Some(m.chain_block),
+            Event::WeightsSet(w) => Some(w.chain_block),
+            Event::ChainCommitment(c) => Some(c.chain_block),
+            Event::WeightsCommitted(w) => Some(w.chain_block),
+            _ => None,
+        }
+    }
+
     pub fn kind_name(&self) -> &'static str {
         match self {
             Event::MatchStarted(_) => "match_started",

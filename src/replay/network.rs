@@ -16,7 +16,6 @@
 
 use super::fold::{ChainFold, Discrepancy, DiscrepancyKind};
 use crate::bytes::ValidatorKey;
-use crate::evaluation::ratio::nominal_chain_block;
 use crate::evaluation::ratio::{RatioParams, RatioToBeat};
 use crate::ledger::event::MinerRef;
 use serde::{Deserialize, Serialize};
@@ -55,6 +54,8 @@ pub struct Vote {
     pub contender_won: bool,
     pub new_ratio_to_beat_ppm: u32,
     pub decided_time_ms: u64,
+    /// The chain block this validator's match started at (0 without a chain).
+    pub chain_block: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,6 +163,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
                     contender_won: decided.contender_won,
                     new_ratio_to_beat_ppm: decided.new_ratio_to_beat_ppm,
                     decided_time_ms: decided.time_ms,
+                    chain_block: m.chain_block,
                 });
             }
         }
@@ -258,8 +260,11 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
             let mut ratios: Vec<u32> = winners.iter().map(|v| v.new_ratio_to_beat_ppm).collect();
             ratios.sort_unstable();
             let at_ms = winners.iter().map(|v| v.decided_time_ms).min().unwrap_or(m.first_started_ms);
+            // Chain time, as each validator's log proves it: the earliest start block
+            // among the winning votes (ledger-spec/06).
+            let at_block = winners.iter().map(|v| v.chain_block).min().unwrap_or(0);
             if let Some(&median) = ratios.get((ratios.len().max(1) - 1) / 2) {
-                ratio = RatioToBeat { set_ppm: median, set_at_block: nominal_chain_block(at_ms) };
+                ratio = RatioToBeat { set_ppm: median, set_at_block: at_block };
             }
             champion = Some(m.contender.clone());
             history.push(ChampionChange {

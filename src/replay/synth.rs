@@ -175,7 +175,7 @@ fn validator_events(
             .iter()
             .map(|name| EnvRef { name: name.clone(), version: registry.get(name).expect("known env").spec().version })
             .collect();
-        let ratio_ppm = spec.ratio_params.current_ppm(&ratio, 0);
+        let ratio_ppm = spec.ratio_params.current_ppm(&ratio, chain_block);
         events.push(Event::MatchStarted(MatchStarted {
             match_id,
             contender: miner_ref(contender),
@@ -276,7 +276,7 @@ fn validator_events(
         }
         let new_ratio = if contender_won {
             let rates: Vec<u32> = win_rates.iter().map(|r| r.win_rate_ppm).collect();
-            ratio = spec.ratio_params.after_win(&rates, 0);
+            ratio = spec.ratio_params.after_win(&rates, chain_block);
             ratio.set_ppm
         } else {
             ratio_ppm

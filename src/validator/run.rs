@@ -8,7 +8,7 @@
 use super::config::{Config, ConfigError};
 use super::discovery::{self, Candidate, Discovery};
 use super::matchrun::{self, Contestant, MatchContext, MatchError, MatchPlan, MatchReport};
-use super::state::{self, nominal_chain_block};
+use super::state;
 use super::writer::{spawn_writer, WriterError};
 use crate::evaluation::matchplay::{MatchState, MatchVerdict};
 use crate::evaluation::stopping::describe_plan;
@@ -120,7 +120,7 @@ pub async fn run(
             return Ok(RunSummary {
                 matches: Vec::new(),
                 champion: loaded.champion.map(|c| c.hotkey).unwrap_or_default(),
-                ratio_to_beat_ppm: params.current_ppm(&loaded.ratio, nominal_chain_block((options.now_ms)())),
+                ratio_to_beat_ppm: params.current_ppm(&loaded.ratio, loaded.latest_chain_block),
                 interrupted: true,
                 tip: log.tip()?,
                 requests: options.request_stats.snapshot(),
@@ -240,12 +240,12 @@ pub async fn run(
     // Set when the writer stopped under a match: its own error, read below, is the cause.
     let mut writer_gone = false;
     let mut pending = loaded.open.clone();
+    let mut latest_chain_block = loaded.latest_chain_block;
     loop {
         if options.max_matches.is_some_and(|max| reports.len() as u64 >= max) || *stop.borrow() {
             interrupted = *stop.borrow();
             break;
         }
-        let chain_block = nominal_chain_block((options.now_ms)());
         let (plan, resume) = match pending.take() {
             Some(open) => {
                 let configured = describe_plan(&rule, futility.as_ref());
@@ -358,16 +358,20 @@ pub async fn run(
             champion = %plan.champion.miner.hotkey,
             envs = %plan.envs.join(","),
             ratio_to_beat = f64::from(plan.ratio_to_beat_ppm) / 1e6,
+            chain_block = plan.chain_block,
             resumed = resume.is_some(),
             "playing {} against champion {}",
             plan.contender.miner.hotkey,
             plan.champion.miner.hotkey
         );
         let (contender, defender) = (plan.contender.clone(), plan.champion.clone());
+        let chain_block = plan.chain_block;
+        latest_chain_block = latest_chain_block.max(chain_block);
         match matchrun::play_match(plan, context(chain_block), resume).await {
             Ok(report) => {
                 if report.verdict == MatchVerdict::ContenderWins {
                     champion = contender.clone();
+                    // Dated by the match's start block, as the fold of our log dates it.
                     ratio = crate::evaluation::ratio::RatioToBeat {
                         set_ppm: report.decided.new_ratio_to_beat_ppm,
                         set_at_block: chain_block,
@@ -436,6 +440,7 @@ pub async fn run(
                 tracing::warn!(event = "set_weights_failed", error = %error, "setting weights failed");
             }
         }
+        latest_chain_block = anchored.iter().filter_map(Event::chain_block).fold(latest_chain_block, u64::max);
         if !anchored.is_empty() {
             let receipt = {
                 let log = log.clone();
@@ -450,7 +455,8 @@ pub async fn run(
             tip = Some(receipt.tip);
         }
     }
-    let ratio_now = params.current_ppm(&ratio, nominal_chain_block((options.now_ms)()));
+    // "Now" is the newest chain block this run saw: the summary's ratio is in chain time.
+    let ratio_now = params.current_ppm(&ratio, latest_chain_block);
     Ok(RunSummary {
         matches: reports,
         champion: champion.miner.hotkey,

@@ -3,8 +3,8 @@
 //! (with every recorded challenge pair), so a restarted validator resumes from the
 //! ledger rather than from memory.
 //!
-//! Chain blocks are not known here yet: a block's time is turned into a nominal chain
-//! block of 12 s (`time_ms / 12_000`) for the ratio's decay.
+//! Chain time is the chain blocks the log names (ledger-spec/06): the ratio is dated by
+//! its winning match's start block and read at the newest block the log names.
 
 use crate::bytes::MatchId;
 use crate::evaluation::matchplay::GameOutcome;
@@ -18,8 +18,6 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// How many of the last chain records (commitments, weights) the state keeps.
 pub const RECENT_ANCHORS: usize = 10;
-
-pub use crate::evaluation::ratio::{nominal_chain_block, NOMINAL_BLOCK_MS};
 
 /// Rewards recorded for one challenge: (contender, champion).
 pub type PairRewards = (Option<i32>, Option<i32>);
@@ -109,6 +107,9 @@ pub struct ValidatorState {
     pub recent_anchors: VecDeque<Anchor>,
     /// The next height of our chain to fold (the chain's size so far).
     pub next_height: u64,
+    /// The newest chain block any event of the log names (0 if none): "now" in chain
+    /// time for a reader without a chain of its own.
+    pub latest_chain_block: u64,
 }
 
 impl ValidatorState {
@@ -132,12 +133,16 @@ impl ValidatorState {
             n_events: 0,
             recent_anchors: VecDeque::new(),
             next_height: 0,
+            latest_chain_block: 0,
         }
     }
 
     /// Folds one event of our log, recorded in block `height` sealed at `time_ms`.
     pub fn apply(&mut self, height: u64, time_ms: u64, event: &Event) {
         self.n_events += 1;
+        if let Some(block) = event.chain_block() {
+            self.latest_chain_block = self.latest_chain_block.max(block);
+        }
         match event {
             Event::MatchStarted(started) => {
                 if self.champion.is_none() {
@@ -166,13 +171,12 @@ impl ValidatorState {
             Event::MatchDecided(decided) => {
                 let open = self.open.take_if(|o| o.started.match_id == decided.match_id);
                 if decided.contender_won {
+                    // Dated by the match's start block: the chain time the log proves.
+                    let set_at_block = open.as_ref().map_or(0, |o| o.started.chain_block);
                     if let Some(open) = open {
                         self.champion = Some(open.started.contender);
                     }
-                    self.ratio = RatioToBeat {
-                        set_ppm: decided.new_ratio_to_beat_ppm,
-                        set_at_block: nominal_chain_block(time_ms),
-                    };
+                    self.ratio = RatioToBeat { set_ppm: decided.new_ratio_to_beat_ppm, set_at_block };
                     self.ratio_set_by = Some(decided.match_id);
                 }
                 self.decided.push(decided.clone());
@@ -215,4 +219,71 @@ pub fn fold_new_blocks(state: &mut ValidatorState, store: &Store, validator: &Va
         state.next_height = height + 1;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytes::Hash32;
+    use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+    use crate::ledger::event::EnvRef;
+
+    fn miner(hotkey: &str, uid: u16) -> MinerRef {
+        MinerRef { hotkey: hotkey.into(), uid, model: format!("m/{hotkey}@1") }
+    }
+
+    fn started(id: u8, chain_block: u64) -> Event {
+        Event::MatchStarted(MatchStarted {
+            match_id: Hash32([id; 32]),
+            contender: miner("5New", 2),
+            champion: miner("5Old", 1),
+            envs: vec![EnvRef { name: "mult".into(), version: 1 }],
+            rule: "r".into(),
+            ratio_to_beat_ppm: 510_000,
+            chain_block,
+            chain_block_hash: Hash32([7; 32]),
+        })
+    }
+
+    fn decided(id: u8, contender_won: bool) -> Event {
+        Event::MatchDecided(MatchDecided {
+            match_id: Hash32([id; 32]),
+            contender_won,
+            champion_hotkey: if contender_won { "5New" } else { "5Old" }.into(),
+            win_rates: Vec::new(),
+            new_ratio_to_beat_ppm: 800_000,
+        })
+    }
+
+    #[test]
+    fn the_ratio_is_dated_by_its_match_start_block_and_read_at_the_newest_block_named() {
+        let params = DEFAULT_RATIO_PARAMS;
+        let mut state = ValidatorState::new(&params);
+        // Block times far from any chain block: nothing may be estimated from them.
+        state.apply(0, 1_790_000_000_000, &started(1, 5_000));
+        assert_eq!(state.latest_chain_block, 5_000);
+        state.apply(1, 1_790_000_900_000, &decided(1, true));
+        assert_eq!(state.ratio, RatioToBeat { set_ppm: 800_000, set_at_block: 5_000 });
+        assert_eq!(params.current_ppm(&state.ratio, state.latest_chain_block), 800_000);
+        // A weights call one half-life later moves "now": the excess over the floor halves.
+        state.apply(
+            2,
+            1_790_000_000_000,
+            &Event::WeightsSet(WeightsSet {
+                netuid: 1,
+                uids: vec![2],
+                weights: vec![65_535],
+                version_key: 0,
+                chain_block: 5_000 + params.half_life_blocks,
+            }),
+        );
+        assert_eq!(state.latest_chain_block, 5_000 + params.half_life_blocks);
+        let floor = params.floor_ppm();
+        assert_eq!(params.current_ppm(&state.ratio, state.latest_chain_block), floor + (800_000 - floor) / 2);
+        // A lost match keeps the ratio and its date; an older block never moves "now" back.
+        state.apply(3, 0, &started(2, 6_000));
+        state.apply(4, 0, &decided(2, false));
+        assert_eq!(state.ratio.set_at_block, 5_000);
+        assert_eq!(state.latest_chain_block, 5_000 + params.half_life_blocks);
+    }
 }

@@ -74,6 +74,10 @@ fn a_clean_network_crowns_the_perfect_miner_with_full_trust() {
     assert_eq!(state.weights, vec![(1, u16::MAX)], "winner takes all, to the champion's uid");
     assert_eq!(state.champion_history.len(), 2, "noisy first, then perfect");
     assert!(state.ratio_set_ppm > DEFAULT_RATIO_PARAMS.floor_ppm(), "a win raised the ratio to beat");
+    // Chain time, not a clock: the winning match (the first) started at synthetic chain
+    // block 1000 in every log.
+    assert_eq!(state.ratio_set_at_block, 1_000);
+    assert!(state.matches[0].votes.iter().all(|v| v.chain_block == 1_000));
     assert_eq!(state.matches.len(), 2);
     assert!(state.validators.iter().all(|v| v.n_compared == 2 && v.n_disagreements == 0));
 }

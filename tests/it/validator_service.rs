@@ -166,6 +166,31 @@ fn a_validator_service_outlives_the_chain_and_a_dead_miner_and_sets_weights_whil
     assert_eq!(status.code(), Some(130), "{}", lines.lock().unwrap().join("\n"));
     let verify = af(&["ledger", "verify", "--data", data.to_str().unwrap(), "--json"]);
     assert!(verify.status.success());
+
+    // Chain time is the chain's: the ratio the winner set is dated by its match's start
+    // block as the chain reported it, and "now" is a block the log or the chain names.
+    let first_start: u64 = {
+        let lines = lines.lock().unwrap();
+        let line = lines.iter().find(|l| l.contains("\"event\":\"match_started\"")).unwrap();
+        let value: serde_json::Value = serde_json::from_str(line).unwrap();
+        value.pointer("/fields/chain_block").or(value.get("chain_block")).and_then(|v| v.as_u64()).unwrap()
+    };
+    assert!(first_start > 0, "the stand-in chain's head is past genesis");
+    let ratio = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["ratio", "show", "--data", data.to_str().unwrap(), "--json"];
+        args.extend_from_slice(extra);
+        let out = af(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let from_log = ratio(&[]);
+    assert_eq!(from_log["set_at_block"], first_start, "{from_log}");
+    assert_eq!(from_log["now_block_from"], "log");
+    let logged_now = from_log["now_block"].as_u64().unwrap();
+    assert!(logged_now > first_start, "weights were sent after the first match: {from_log}");
+    let from_chain = ratio(&["--chain", &endpoint]);
+    assert_eq!(from_chain["now_block_from"], "chain");
+    assert!(from_chain["now_block"].as_u64().unwrap() >= logged_now, "{from_chain}");
     drop(chain_process);
 }
 
