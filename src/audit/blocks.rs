@@ -102,6 +102,7 @@ mod tests {
                     rule: String::new(),
                     ratio_to_beat_ppm: 0,
                     started_height: i as u64,
+                    started_event_idx: 0,
                     started_time_ms: 0,
                     chain_block,
                     chain_block_hash,

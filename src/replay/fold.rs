@@ -11,7 +11,7 @@ use crate::bytes::{ChallengeId, Hash32, MatchId, ValidatorKey};
 use crate::envs::{self, Registry};
 use crate::evaluation::matchplay::GameOutcome;
 use crate::ledger::block::{check_signature, BlockHeader, Tip};
-use crate::ledger::event::{ChainCommitment, EnvOutcome, EnvRef, Event, Evidence, MinerRef, Transcript};
+use crate::ledger::event::{ChainCommitment, EnvOutcome, EnvRef, Event, Evidence, MatchDecided, MinerRef, Transcript};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -207,6 +207,8 @@ pub struct MatchFold {
     pub rule: String,
     pub ratio_to_beat_ppm: u32,
     pub started_height: u64,
+    /// The `MatchStarted` event's index in its block: with the height, its place in the log.
+    pub started_event_idx: u32,
     pub started_time_ms: u64,
     /// The chain block (and its hash) the match id derives from; 0 without a chain.
     pub chain_block: u64,
@@ -233,6 +235,37 @@ impl MatchFold {
             self.envs.len()
         ))
     }
+}
+
+/// What is wrong with a match's recorded decision given its own log, if anything: the
+/// verdict must follow from the env decisions recorded before it (better in a majority
+/// of the match's envs), the champion named must be the winner, and a champion that
+/// stays keeps the ratio the match was played at. (The ratio a winner sets, and the
+/// ratio at each start, need the ratio parameters: `network::ratio_findings`.)
+fn match_decision_error<S: AsRef<str>>(m: &MatchFold, decided: &MatchDecided<S>) -> Option<String> {
+    let better = m.env_folds.values().filter(|e| e.decision == Some(EnvOutcome::ContenderBetter)).count();
+    let needed = crate::evaluation::matchplay::majority_of(m.envs.len());
+    if decided.contender_won != (better >= needed) {
+        return Some(format!(
+            "says the contender {} but it was better in {better} of {} envs ({needed} needed) by the env decisions recorded before it",
+            if decided.contender_won { "won" } else { "lost" },
+            m.envs.len()
+        ));
+    }
+    let winner = if decided.contender_won { &m.contender.hotkey } else { &m.champion.hotkey };
+    if decided.champion_hotkey.as_ref() != winner.as_str() {
+        return Some(format!("names {} the champion, but the winner is {winner}", decided.champion_hotkey.as_ref()));
+    }
+    if decided.win_rates.len() != m.envs.len() {
+        return Some(format!("gives {} win rates for {} envs", decided.win_rates.len(), m.envs.len()));
+    }
+    if !decided.contender_won && decided.new_ratio_to_beat_ppm != m.ratio_to_beat_ppm {
+        return Some(format!(
+            "the champion stays but the ratio to beat moves from {} to {} ppm",
+            m.ratio_to_beat_ppm, decided.new_ratio_to_beat_ppm
+        ));
+    }
+    None
 }
 
 /// Re-derives an environment decision from the match's recorded plan (rule and futility
@@ -431,6 +464,7 @@ impl ChainFold {
                     rule: started.rule.as_ref().into(),
                     ratio_to_beat_ppm: started.ratio_to_beat_ppm,
                     started_height: height,
+                    started_event_idx: event_idx,
                     started_time_ms: time_ms,
                     chain_block: started.chain_block,
                     chain_block_hash: started.chain_block_hash,
@@ -509,6 +543,14 @@ impl ChainFold {
                 }
             }
             (Event::MatchDecided(decided), _) => {
+                let Some(m) = self.matches.get(&decided.match_id) else {
+                    let detail = format!("match {} was decided but never started", decided.match_id);
+                    self.push(DiscrepancyKind::FalseDecision, height, at, detail);
+                    return;
+                };
+                if let Some(why) = match_decision_error(m, decided) {
+                    self.push(DiscrepancyKind::FalseDecision, height, at, format!("match {}: {why}", decided.match_id));
+                }
                 if let Some(m) = self.matches.get_mut(&decided.match_id) {
                     m.decided = Some(DecidedFold {
                         contender_won: decided.contender_won,

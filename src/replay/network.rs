@@ -14,7 +14,7 @@
 //! A match is "the same match" across validators when it has the same contender and
 //! champion hotkeys: each validator derives its own match id and challenge schedule.
 
-use super::fold::{ChainFold, Discrepancy, DiscrepancyKind};
+use super::fold::{ChainFold, Discrepancy, DiscrepancyKind, MatchFold};
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::{RatioParams, RatioToBeat};
 use crate::ledger::event::MinerRef;
@@ -126,11 +126,19 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
         }
     }
 
+    // The ratio each log played at and set, against the ratio parameters.
+    let mut ratio_false: BTreeMap<ValidatorKey, u64> = BTreeMap::new();
+    for fold in &folds {
+        let found = ratio_findings(fold, ratio_params);
+        ratio_false.insert(fold.validator, found.len() as u64);
+        discrepancies.extend(found);
+    }
+
     // Pass 1: vTrust from proofs alone.
     let base: BTreeMap<ValidatorKey, u32> = folds
         .iter()
         .map(|f| {
-            let proofs = false_reports(f);
+            let proofs = false_reports(f) + ratio_false[&f.validator];
             let ppm = if f.invalid_at.is_some() || equivocated.contains(&f.validator) {
                 0
             } else {
@@ -288,7 +296,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
                 n_matches: f.matches.len() as u64,
                 invalid_at: f.invalid_at,
                 equivocated: equivocated.contains(&f.validator),
-                n_false_reports: false_reports(f),
+                n_false_reports: false_reports(f) + ratio_false[&f.validator],
                 n_compared,
                 n_disagreements,
                 vtrust_ppm: vtrust[&f.validator],
@@ -306,6 +314,51 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
         weights,
         discrepancies,
     }
+}
+
+/// The ratio to beat, replayed through one log's own matches in log order: each match
+/// must be played at the ratio its log's last win set, decayed to the match's start
+/// block, and a win must set the geometric mean of the win rates it records
+/// (`false_decision` otherwise). Each check takes the log's recorded values forward, so
+/// one false number is one finding, not a cascade.
+pub fn ratio_findings(fold: &ChainFold, params: &RatioParams) -> Vec<Discrepancy> {
+    let mut matches: Vec<&MatchFold> = fold.matches.values().collect();
+    matches.sort_by_key(|m| (m.started_height, m.started_event_idx));
+    let mut found = Vec::new();
+    let mut ratio = params.initial();
+    for m in matches {
+        let expected = params.current_ppm(&ratio, m.chain_block);
+        if m.ratio_to_beat_ppm != expected {
+            found.push(Discrepancy {
+                validator: fold.validator,
+                kind: DiscrepancyKind::FalseDecision,
+                height: m.started_height,
+                event_idx: Some(m.started_event_idx),
+                detail: format!(
+                    "{} vs {}: played at ratio {} ppm, but the ratio set at chain block {} ({} ppm) is {expected} ppm at its start block {}",
+                    m.contender.hotkey, m.champion.hotkey, m.ratio_to_beat_ppm, ratio.set_at_block, ratio.set_ppm, m.chain_block
+                ),
+            });
+        }
+        let Some(decided) = m.decided.as_ref().filter(|d| d.contender_won) else { continue };
+        if !decided.win_rates_ppm.is_empty() {
+            let set = params.after_win(&decided.win_rates_ppm, m.chain_block).set_ppm;
+            if decided.new_ratio_to_beat_ppm != set {
+                found.push(Discrepancy {
+                    validator: fold.validator,
+                    kind: DiscrepancyKind::FalseDecision,
+                    height: decided.height,
+                    event_idx: None,
+                    detail: format!(
+                        "{} beat {}: the new ratio is {} ppm, but the geometric mean of its win rates {:?} gives {set} ppm",
+                        m.contender.hotkey, m.champion.hotkey, decided.new_ratio_to_beat_ppm, decided.win_rates_ppm
+                    ),
+                });
+            }
+        }
+        ratio = RatioToBeat { set_ppm: decided.new_ratio_to_beat_ppm, set_at_block: m.chain_block };
+    }
+    found
 }
 
 fn false_reports(fold: &ChainFold) -> u64 {

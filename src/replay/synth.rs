@@ -36,6 +36,12 @@ pub struct Faults {
     pub skip_index: Option<usize>,
     /// This validator records the opposite verdict on every match.
     pub flip_decisions: Option<usize>,
+    /// This validator plays every match at the floor ratio, whatever the last win set (a
+    /// validator lowering the bar for a contender it favours).
+    pub low_bar: Option<usize>,
+    /// Every miner answers this validator at random (a miner serving one validator
+    /// worse): its log is honest and self-consistent, its verdicts differ.
+    pub sandbagged: Option<usize>,
     /// (equivocator, reporter): the equivocator signs a second block at height 1 and the
     /// reporter records both headers as evidence.
     pub equivocate: Option<(usize, usize)>,
@@ -175,7 +181,10 @@ fn validator_events(
             .iter()
             .map(|name| EnvRef { name: name.clone(), version: registry.get(name).expect("known env").spec().version })
             .collect();
-        let ratio_ppm = spec.ratio_params.current_ppm(&ratio, chain_block);
+        let mut ratio_ppm = spec.ratio_params.current_ppm(&ratio, chain_block);
+        if spec.faults.low_bar == Some(index) {
+            ratio_ppm = spec.ratio_params.floor_ppm();
+        }
         events.push(Event::MatchStarted(MatchStarted {
             match_id,
             contender: miner_ref(contender),
@@ -212,7 +221,8 @@ fn validator_events(
                             &[challenge_id.0.as_slice(), miner.hotkey.as_bytes(), &turn.to_le_bytes()].concat(),
                         ));
                         turn += 1;
-                        solver.answer(miner.policy, messages, &seed)
+                        let policy = if spec.faults.sandbagged == Some(index) { Policy::Random } else { miner.policy };
+                        solver.answer(policy, messages, &seed)
                     });
                     let mut reward = record.reward_milli;
                     if spec.faults.forge_score == Some((index, n_transcripts)) {

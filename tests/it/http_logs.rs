@@ -467,7 +467,12 @@ fn a_running_validator_answers_every_read_command_as_its_stopped_store_does() {
             .iter()
             .map(|args| {
                 let output = af(args);
-                assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+                assert!(
+                    output.status.success(),
+                    "{args:?}: {}\n{}",
+                    String::from_utf8_lossy(&output.stderr),
+                    String::from_utf8_lossy(&output.stdout)
+                );
                 comparable(&output.stdout)
             })
             .collect()
@@ -536,12 +541,7 @@ fn comparable(bytes: &[u8]) -> serde_json::Value {
     fn strip(value: &mut serde_json::Value) {
         match value {
             serde_json::Value::Object(map) => {
-                for key in [
-                    "seconds",
-                    "events_per_second",
-                    "mib_per_second",
-                    "generated_at_ms",
-                ] {
+                for key in ["seconds", "events_per_second", "mib_per_second", "generated_at_ms"] {
                     map.remove(key);
                 }
                 map.values_mut().for_each(strip);

@@ -48,6 +48,8 @@ fn scenarios() -> Vec<(&'static str, NetworkSpec)> {
         ("equivocation", with(Faults { equivocate: Some((2, 0)), ..Faults::default() }, 3)),
         ("disagreeing_validator", with(Faults { flip_decisions: Some(3), ..Faults::default() }, 4)),
         ("picked_match_id", with(Faults { pick_match_id: Some(1), ..Faults::default() }, 3)),
+        ("low_bar", with(Faults { low_bar: Some(2), ..Faults::default() }, 3)),
+        ("sandbagged", with(Faults { sandbagged: Some(3), ..Faults::default() }, 4)),
     ]
 }
 
@@ -154,21 +156,69 @@ fn equivocation_evidence_zeroes_the_equivocator() {
 }
 
 #[test]
-fn a_validator_against_the_majority_loses_trust_but_not_the_verdict() {
+fn a_verdict_its_own_env_decisions_contradict_is_proven_false_and_outvoted() {
     let spec = NetworkSpec { faults: Faults { flip_decisions: Some(3), ..Faults::default() }, ..NetworkSpec::small(4) };
     let (dir, keys) = build(&spec);
     let state = replay_with(dir.path(), 2, None).state;
     let liar = state.validators.iter().find(|v| v.validator == keys[3]).unwrap();
     assert_eq!((liar.n_compared, liar.n_disagreements), (2, 2));
-    assert_eq!(liar.vtrust_ppm, 500_000, "disagreeing on every compared match costs 500,000");
+    let false_decisions: Vec<_> =
+        state.discrepancies.iter().filter(|d| d.kind == DiscrepancyKind::FalseDecision).collect();
+    assert_eq!(false_decisions.len(), 2, "{false_decisions:?}");
+    assert!(false_decisions.iter().all(|d| d.validator == keys[3] && d.detail.contains("env decisions")));
+    // Two proofs (2 x 200,000) and disagreeing on every compared match (500,000).
+    assert_eq!(liar.vtrust_ppm, 100_000);
+    for key in &keys[..3] {
+        assert_eq!(vtrust(&state, key), 1_000_000);
+    }
+    assert_eq!(state.champion.as_ref().unwrap().hotkey, "5SynthPerfect");
+}
+
+#[test]
+fn a_match_played_below_the_ratio_its_log_set_is_a_false_decision() {
+    let spec = NetworkSpec { faults: Faults { low_bar: Some(2), ..Faults::default() }, ..NetworkSpec::small(3) };
+    let (dir, keys) = build(&spec);
+    let replayed = replay_with(dir.path(), 2, None);
+    let state = &replayed.state;
+    // Its first match is played at the initial ratio, which is the floor: no finding.
+    // The second follows a win and is played at the floor instead of the ratio it set.
+    assert_eq!(state.discrepancies.len(), 1, "{:?}", state.discrepancies);
+    let finding = &state.discrepancies[0];
+    assert_eq!((finding.validator, finding.kind), (keys[2], DiscrepancyKind::FalseDecision));
+    assert!(finding.detail.contains("played at ratio 510000 ppm"), "{}", finding.detail);
+    assert_eq!(vtrust(state, &keys[2]), 800_000, "one proof costs 200,000");
+
+    // The same check on a clean log whose win records a ratio other than the geometric
+    // mean of its win rates: found once, at the decision, and not carried forward.
+    let clean = replayed.folds.iter().find(|f| f.validator == keys[0]).unwrap();
+    assert!(replay::network::ratio_findings(clean, &DEFAULT_RATIO_PARAMS).is_empty());
+    let mut forged = clean.clone();
+    let winning = forged.matches.values_mut().find(|m| m.decided.as_ref().is_some_and(|d| d.contender_won)).unwrap();
+    winning.decided.as_mut().unwrap().new_ratio_to_beat_ppm -= 1;
+    let found = replay::network::ratio_findings(&forged, &DEFAULT_RATIO_PARAMS);
+    assert_eq!(found.len(), 2, "the decision, and the next match played at the true ratio: {found:?}");
+    assert!(found[0].detail.contains("geometric mean"), "{}", found[0].detail);
+    assert!(found[1].detail.contains("played at ratio"), "{}", found[1].detail);
+}
+
+#[test]
+fn a_validator_against_the_majority_loses_trust_but_not_the_verdict() {
+    // An honest log that differs: the miners answered this validator at random.
+    let spec = NetworkSpec { faults: Faults { sandbagged: Some(3), ..Faults::default() }, ..NetworkSpec::small(4) };
+    let (dir, keys) = build(&spec);
+    let state = replay_with(dir.path(), 2, None).state;
+    let outvoted = state.validators.iter().find(|v| v.validator == keys[3]).unwrap();
+    assert_eq!(outvoted.n_false_reports, 0, "its log proves nothing false: {:?}", state.discrepancies);
+    assert_eq!((outvoted.n_compared, outvoted.n_disagreements), (2, 1), "{:?}", state.matches);
+    assert_eq!(outvoted.vtrust_ppm, 750_000, "disagreeing on 1 of 2 compared matches costs 250,000");
     let disagreements: Vec<_> =
         state.discrepancies.iter().filter(|d| d.kind == DiscrepancyKind::Disagreement).collect();
-    assert_eq!(disagreements.len(), 2);
+    assert_eq!(disagreements.len(), 1);
     assert!(disagreements.iter().all(|d| d.validator == keys[3]));
     for key in &keys[..3] {
         assert_eq!(vtrust(&state, key), 1_000_000);
     }
-    assert_eq!(state.champion.as_ref().unwrap().hotkey, "5SynthPerfect", "3 x 1.0 outweighs 1 x 0.5");
+    assert_eq!(state.champion.as_ref().unwrap().hotkey, "5SynthPerfect", "3 x 1.0 outweighs 1 x 0.75");
 }
 
 #[test]
