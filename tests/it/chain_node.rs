@@ -270,6 +270,28 @@ async fn the_subtensor_backend_reads_and_submits_through_a_loopback_node() {
             ),
         ]),
     );
+    // A miner's commitment (uid 2): compact JSON over several Raw fields (ledger-spec/13).
+    let miner_commitment = af::chain::miner::MinerCommitment::new(
+        "acme/reasoner-7b-with-a-long-name-that-needs-more-than-one-field",
+        "0123456789abcdef0123456789abcdef01234567",
+        "https://miner.example.net:8443/openai/v1",
+    )
+    .unwrap();
+    let miner_fields = miner_commitment.to_fields().unwrap();
+    assert!(miner_fields.len() > 1, "the commitment spans fields: {}", miner_commitment.to_json().len());
+    node.put(
+        "Commitments",
+        "CommitmentOf",
+        &[netuid.clone(), Value::from_bytes(account(3))],
+        Value::named_composite([
+            ("deposit", Value::u128(0)),
+            ("block", Value::u128(4_500)),
+            (
+                "info",
+                Value::named_composite([("fields", Value::unnamed_composite(miner_fields.iter().map(|f| data(f))))]),
+            ),
+        ]),
+    );
     // Our axon, and another hotkey's (AxonInfo, as serve_axon stores it).
     let axon = |ip: u128, port: u128, ip_type: u128| {
         Value::named_composite([
@@ -321,9 +343,19 @@ async fn the_subtensor_backend_reads_and_submits_through_a_loopback_node() {
     assert_eq!((axons[1].ip.to_string(), axons[1].port), ("::1".into(), 9));
 
     let commitments = client.commitments().await.unwrap();
-    assert_eq!(commitments.len(), 1, "only our hotkey has committed");
-    assert_eq!(commitments[0].block, 4_321);
-    assert_eq!(commitments[0].ledger(), Some(committed));
+    assert_eq!(commitments.len(), 2, "our ledger commitment and uid 2's miner commitment");
+    let of = |who: [u8; 32]| commitments.iter().find(|c| c.hotkey == subtensor::ss58(&who)).unwrap();
+    assert_eq!(of(ours).block, 4_321);
+    assert_eq!(of(ours).ledger(), Some(committed));
+    assert_eq!((of(account(3)).block, &of(account(3)).fields), (4_500, &miner_fields));
+    assert_eq!(af::chain::miner::MinerCommitment::from_fields(&of(account(3)).fields).unwrap(), miner_commitment);
+    // What a validator makes of this metagraph: uid 2 is the one contender; our ledger
+    // commitment is a validator's, not a miner's, and is not listed as invalid.
+    let found = af::validator::discovery::discover(&neurons, &commitments, None, &Default::default());
+    assert_eq!(found.queue.len(), 1, "{found:?}");
+    assert_eq!((found.queue[0].uid, found.queue[0].commit_block), (2, 4_500));
+    assert_eq!(found.queue[0].commitment, miner_commitment);
+    assert!(found.skipped.is_empty(), "{:?}", found.skipped);
 
     let limits = client.weight_limits().await.unwrap();
     assert_eq!(
@@ -346,6 +378,17 @@ async fn the_subtensor_backend_reads_and_submits_through_a_loopback_node() {
     assert_eq!(sent[prefix], 0x84, "signed, version 4");
     assert_eq!(&sent[prefix + 2..prefix + 34], &ours, "signed by our hotkey");
     assert!(sent.ends_with(&expected_call), "the submitted call is set_commitment with our three fields");
+
+    // A miner's commitment as `af mine commit` sends it: set_commitment(7, fields) with
+    // each field a Data::Raw<len> (variant index len + 1).
+    client.commit_fields(&miner_fields).await.unwrap();
+    let sent = node.submitted.lock().unwrap().last().cloned().unwrap();
+    let mut expected_call = vec![0x12, 0x00, 0x07, 0x00, (miner_fields.len() as u8) << 2];
+    for field in &miner_fields {
+        expected_call.push(field.len() as u8 + 1);
+        expected_call.extend_from_slice(field);
+    }
+    assert!(sent.ends_with(&expected_call), "set_commitment with the miner's JSON fields");
 
     // serve_axon, signed by our hotkey: the address other validators dial.
     client.serve_axon("10.1.2.3".parse().unwrap(), 4001).await.unwrap();
