@@ -120,9 +120,21 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
         }
         _ => None,
     };
-    let matches = match data {
+    let (matches, recorded_skips) = match data {
         Some(dir) => {
             let (_store, replayed) = super::http::replay_dir(dir)?;
+            // What each log recorded about not playing this miner (ledger-spec/13).
+            let skips: Vec<serde_json::Value> = replayed
+                .folds
+                .iter()
+                .flat_map(|fold| fold.skipped.iter().filter(|s| s.hotkey == hotkey).map(move |s| (fold.validator, s)))
+                .map(|(validator, s)| {
+                    serde_json::json!({
+                        "validator": validator, "height": s.height, "model": s.model, "revision": s.revision,
+                        "commit_block": s.commit_block, "reason": s.reason, "kept_by": s.kept_by, "kept_block": s.kept_block,
+                    })
+                })
+                .collect();
             let mut rows = Vec::new();
             for fold in &replayed.folds {
                 for (id, m) in &fold.matches {
@@ -142,9 +154,9 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
                     }));
                 }
             }
-            Some(rows)
+            (Some(rows), Some(skips))
         }
-        None => None,
+        None => (None, None),
     };
     if json {
         print_json(&serde_json::json!({
@@ -162,6 +174,7 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
                 Err(why) => serde_json::json!({ "ok": false, "error": why }),
             }),
             "matches": matches,
+            "recorded_skips": recorded_skips,
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -191,6 +204,22 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
         }
         Some(Err(why)) => outln!("endpoint: /v1/models failed: {why}"),
         None => outln!("endpoint: not checked (none committed, or served through Chutes)"),
+    }
+    if let Some(skips) = &recorded_skips {
+        outln!("logs that recorded not playing it: {}", skips.len());
+        for s in skips {
+            outln!(
+                "  {} at height {}: {}@{} (block {}) {} {} (block {})",
+                s["validator"].as_str().unwrap_or_default(),
+                s["height"],
+                s["model"].as_str().unwrap_or_default(),
+                s["revision"].as_str().unwrap_or_default(),
+                s["commit_block"],
+                s["reason"].as_str().unwrap_or_default().replace('_', " "),
+                s["kept_by"].as_str().unwrap_or_default(),
+                s["kept_block"]
+            );
+        }
     }
     if let Some(rows) = &matches {
         outln!("matches in the logs held: {}", rows.len());

@@ -70,6 +70,17 @@ fn devnet_of_three_validators_converges_and_agrees() {
     let endpoint = format!("local:{}", listening["listening"].as_str().unwrap());
     let audit = af(&["audit", "--data", data.join("v0").to_str().unwrap(), "--chain", &endpoint, "--json"]);
     let weights = af(&["weights", "show", "--data", data.join("v1").to_str().unwrap(), "--chain", &endpoint, "--json"]);
+    let sybil = af(&[
+        "mine",
+        "status",
+        "--chain",
+        &endpoint,
+        "--hotkey",
+        "5DevnetSybil",
+        "--data",
+        data.join("v2").to_str().unwrap(),
+        "--json",
+    ]);
     chain.kill().unwrap();
     chain.wait().unwrap();
     assert_eq!(audit.status.code(), Some(0), "{}", stdout(&audit));
@@ -99,6 +110,14 @@ fn devnet_of_three_validators_converges_and_agrees() {
         }
     }
     assert_eq!(weights.status.code(), Some(0));
+    // The sybil sees why it was never played, in every log its validator copy holds.
+    assert!(sybil.status.success(), "{}", String::from_utf8_lossy(&sybil.stderr));
+    let sybil: serde_json::Value = serde_json::from_str(&stdout(&sybil)).unwrap();
+    assert_eq!(sybil["skipped"]["kept_by"], "5DevnetMiner1perfect", "{sybil}");
+    let recorded = sybil["recorded_skips"].as_array().unwrap();
+    assert_eq!(recorded.len(), 3, "{sybil}");
+    assert!(recorded.iter().all(|s| s["reason"] == "duplicate" && s["kept_by"] == "5DevnetMiner1perfect"), "{sybil}");
+    assert_eq!(sybil["matches"].as_array().unwrap().len(), 0, "{sybil}");
 }
 
 fn node(data: &std::path::Path, port: u16, peer: Option<u16>) -> std::process::Child {
