@@ -340,6 +340,10 @@ struct RegisterRequest {
     hotkey: String,
     #[serde(default)]
     validator_permit: bool,
+    /// Take this uid, deregistering its hotkey (subtensor gives a full subnet's
+    /// lowest-ranked uid to a new registration; here the caller names it).
+    #[serde(default)]
+    replace_uid: Option<u16>,
 }
 
 #[derive(Deserialize)]
@@ -427,15 +431,37 @@ async fn register(State(chain): Shared, Json(request): Json<RegisterRequest>) ->
         .change(|state, block| {
             let subnet = subnet_mut(state, request.netuid);
             if let Some(existing) = subnet.neurons.iter().find(|n| n.hotkey == request.hotkey) {
+                if request.replace_uid.is_some_and(|uid| uid != existing.uid) {
+                    return Err(refuse(
+                        StatusCode::CONFLICT,
+                        format!("{} is already registered as uid {}", existing.hotkey, existing.uid),
+                    ));
+                }
                 return Ok(existing.clone());
             }
+            let uid = match request.replace_uid {
+                Some(uid) if usize::from(uid) < subnet.neurons.len() => uid,
+                Some(uid) => {
+                    return Err(refuse(
+                        StatusCode::BAD_REQUEST,
+                        format!("replace_uid {uid} is not a registered uid (the subnet has {})", subnet.neurons.len()),
+                    ))
+                }
+                None if subnet.neurons.len() >= usize::from(u16::MAX) => {
+                    return Err(refuse(StatusCode::CONFLICT, "the subnet is full: name a uid to replace"))
+                }
+                None => subnet.neurons.len() as u16,
+            };
             let neuron = Neuron {
-                uid: subnet.neurons.len() as u16,
+                uid,
                 hotkey: request.hotkey.clone(),
                 registration_block: block,
                 validator_permit: request.validator_permit,
             };
-            subnet.neurons.push(neuron.clone());
+            match subnet.neurons.get_mut(usize::from(uid)) {
+                Some(slot) => *slot = neuron.clone(),
+                None => subnet.neurons.push(neuron.clone()),
+            }
             Ok(neuron)
         })
         .map(Json)
@@ -809,7 +835,19 @@ impl LocalClient {
 
     /// Registers a hotkey (the devnet's stand-in for burned registration).
     pub async fn register(&self, hotkey: &str, validator_permit: bool) -> Result<Neuron, ChainError> {
-        let body = serde_json::json!({ "netuid": self.netuid, "hotkey": hotkey, "validator_permit": validator_permit });
+        self.register_at(hotkey, validator_permit, None).await
+    }
+
+    /// Registers a hotkey into `replace_uid`, deregistering the hotkey holding it.
+    pub async fn register_at(
+        &self,
+        hotkey: &str,
+        validator_permit: bool,
+        replace_uid: Option<u16>,
+    ) -> Result<Neuron, ChainError> {
+        let body = serde_json::json!({
+            "netuid": self.netuid, "hotkey": hotkey, "validator_permit": validator_permit, "replace_uid": replace_uid,
+        });
         self.post("/v1/register", body).await
     }
 

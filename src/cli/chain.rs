@@ -86,6 +86,9 @@ pub enum ChainCommand {
         /// Give the neuron a validator permit.
         #[arg(long)]
         validator: bool,
+        /// Take this uid, deregistering the hotkey that holds it (what subtensor does to a full subnet's lowest-ranked neuron).
+        #[arg(long)]
+        replace_uid: Option<u16>,
         /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
@@ -346,12 +349,12 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }),
-        ChainCommand::Register { chain, validator, json } => runtime()?.block_on(async {
+        ChainCommand::Register { chain, validator, replace_uid, json } => runtime()?.block_on(async {
             let endpoint = chain.chain.clone().unwrap_or_default();
             let addr = endpoint.strip_prefix("local:").context("registration here is for the local chain only (--chain local:ADDR); on subtensor use btcli")?;
             let hotkey = chain.hotkey.clone().context("--hotkey is required")?;
             let client = LocalClient::new(addr, chain.netuid, Some(hotkey.clone()))?;
-            let neuron = client.register(&hotkey, validator).await?;
+            let neuron = client.register_at(&hotkey, validator, replace_uid).await?;
             if json {
                 print_json(&neuron)?;
             } else {

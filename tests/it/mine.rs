@@ -83,3 +83,53 @@ fn miners_commit_and_see_the_queue_validators_will_build() {
         "r1"
     );
 }
+
+#[test]
+fn a_deregistered_keeper_hands_its_model_on_and_a_reregistered_miner_must_commit_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("chain"), "127.0.0.1:0");
+    let chain = format!("local:{}", server.1);
+    let register = |hotkey: &str, extra: &[&str]| {
+        let mut args = vec!["chain", "register", "--chain", &chain, "--hotkey", hotkey, "--json"];
+        args.extend_from_slice(extra);
+        af(&args)
+    };
+    let status = |hotkey: &str| json(&["mine", "status", "--chain", &chain, "--hotkey", hotkey, "--json"]);
+    for hotkey in ["5Keeper", "5Copy"] {
+        assert!(register(hotkey, &[]).status.success());
+    }
+    for hotkey in ["5Keeper", "5Copy"] {
+        let args =
+            ["mine", "commit", "--chain", &chain, "--hotkey", hotkey, "--model", "m", "--revision", "r1", "--endpoint"];
+        assert!(af(&[&args[..], &["http://127.0.0.1:9", "--json"]].concat()).status.success());
+        std::thread::sleep(std::time::Duration::from_millis(250)); // a later block
+    }
+    assert_eq!(status("5Copy")["skipped"]["kept_by"], "5Keeper");
+
+    // A new hotkey takes the keeper's uid: the keeper is deregistered, and the copy,
+    // now the oldest commitment of that model, is the one queued.
+    let taker = register("5Taker", &["--replace-uid", "0"]);
+    assert!(taker.status.success(), "{}", String::from_utf8_lossy(&taker.stderr));
+    let taker: serde_json::Value = serde_json::from_str(&stdout(&taker)).unwrap();
+    assert_eq!(taker["uid"], 0);
+    let keeper = status("5Keeper");
+    assert_eq!((keeper["registered"].as_bool(), keeper["queue_position"].as_u64()), (Some(false), None), "{keeper}");
+    let copy = status("5Copy");
+    assert_eq!(copy["queue_position"], 0, "{copy}");
+    let taker = status("5Taker");
+    assert_eq!((taker["uid"].as_u64(), &taker["commitment"]), (Some(0), &serde_json::Value::Null), "{taker}");
+
+    // The keeper registers again (a new uid): its commitment is from before, so stale.
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&stdout(&register("5Keeper", &[]))).unwrap()["uid"], 2);
+    let keeper = status("5Keeper");
+    assert_eq!(keeper["skipped"]["reason"], "stale", "{keeper}");
+    assert_eq!(status("5Copy")["queue_position"], 0);
+
+    // Refused by name: a uid nobody holds, and a hotkey already holding another uid.
+    let out = register("5Late", &["--replace-uid", "9"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("replace_uid 9 is not a registered uid"));
+    let out = register("5Copy", &["--replace-uid", "0"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("5Copy is already registered as uid 1"));
+}
