@@ -188,6 +188,8 @@ pub struct EnvFold {
     pub losses: u32,
     pub draws: u32,
     pub decision: Option<EnvOutcome>,
+    /// (wins, losses) as the env's decision recorded them: the tally its win rate is of.
+    pub decided_tally: Option<(u32, u32)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -258,6 +260,23 @@ fn match_decision_error<S: AsRef<str>>(m: &MatchFold, decided: &MatchDecided<S>)
     }
     if decided.win_rates.len() != m.envs.len() {
         return Some(format!("gives {} win rates for {} envs", decided.win_rates.len(), m.envs.len()));
+    }
+    for (rate, env) in decided.win_rates.iter().zip(&m.envs) {
+        let name = rate.env.name.as_ref();
+        if name != env.name {
+            return Some(format!("gives a win rate for env {name} where the match's env is {}", env.name));
+        }
+        // The rate is of the tally the env's decision recorded (an env with no decision
+        // recorded has nothing to compare with).
+        if let Some((wins, losses)) = m.env_folds.get(name).and_then(|e| e.decided_tally) {
+            let expected = crate::evaluation::ratio::win_rate_ppm(wins, losses);
+            if rate.win_rate_ppm != expected {
+                return Some(format!(
+                    "env {name}: win rate {} ppm, but its decision's {wins} wins and {losses} losses give {expected} ppm",
+                    rate.win_rate_ppm
+                ));
+            }
+        }
     }
     if !decided.contender_won && decided.new_ratio_to_beat_ppm != m.ratio_to_beat_ppm {
         return Some(format!(
@@ -526,6 +545,7 @@ impl ChainFold {
                 let recorded = (decision.wins, decision.losses, decision.draws);
                 let own = (fold.wins, fold.losses, fold.draws);
                 fold.decision = Some(decision.outcome);
+                fold.decided_tally = Some((decision.wins, decision.losses));
                 if recorded != own {
                     self.push(
                         DiscrepancyKind::FalseTally,
@@ -677,5 +697,95 @@ impl ChainFold {
             );
             self.push(kind, height, Some(event_idx), detail);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::event::EnvWinRate;
+
+    fn miner(hotkey: &str) -> MinerRef {
+        MinerRef { hotkey: hotkey.into(), uid: 0, model: "m@1".into() }
+    }
+
+    /// A 3-env match whose env decisions say: better in a and b (so the contender won).
+    fn played() -> MatchFold {
+        let envs: Vec<EnvRef> = ["a", "b", "c"].iter().map(|n| EnvRef { name: n.to_string(), version: 1 }).collect();
+        let decided = |outcome, wins, losses| EnvFold {
+            decision: Some(outcome),
+            decided_tally: Some((wins, losses)),
+            wins,
+            losses,
+            ..EnvFold::default()
+        };
+        MatchFold {
+            contender: miner("5New"),
+            champion: miner("5Old"),
+            envs,
+            rule: "r".into(),
+            ratio_to_beat_ppm: 510_000,
+            started_height: 0,
+            started_event_idx: 0,
+            started_time_ms: 0,
+            chain_block: 10,
+            chain_block_hash: Hash32([0; 32]),
+            env_folds: [
+                ("a".to_string(), decided(EnvOutcome::ContenderBetter, 30, 10)),
+                ("b".to_string(), decided(EnvOutcome::ContenderBetter, 20, 5)),
+                ("c".to_string(), decided(EnvOutcome::Inconclusive, 1, 1)),
+            ]
+            .into_iter()
+            .collect(),
+            decided: None,
+            n_transcripts: 0,
+        }
+    }
+
+    fn decision(m: &MatchFold) -> MatchDecided {
+        MatchDecided {
+            match_id: Hash32([1; 32]),
+            contender_won: true,
+            champion_hotkey: "5New".into(),
+            win_rates: m
+                .envs
+                .iter()
+                .map(|env| {
+                    let (w, l) = m.env_folds[&env.name].decided_tally.unwrap();
+                    EnvWinRate { env: env.clone(), win_rate_ppm: crate::evaluation::ratio::win_rate_ppm(w, l) }
+                })
+                .collect(),
+            new_ratio_to_beat_ppm: 0,
+        }
+    }
+
+    #[test]
+    fn a_match_decision_must_follow_from_its_own_env_decisions() {
+        let m = played();
+        let honest = decision(&m);
+        assert_eq!(match_decision_error(&m, &honest), None);
+        let wrong = |change: &dyn Fn(&mut MatchDecided)| {
+            let mut d = honest.clone();
+            change(&mut d);
+            match_decision_error(&m, &d).expect("a false decision is found")
+        };
+        assert!(wrong(&|d| d.contender_won = false).contains("better in 2 of 3 envs (2 needed)"));
+        assert!(wrong(&|d| d.champion_hotkey = "5Old".into()).contains("the winner is 5New"));
+        assert!(wrong(&|d| {
+            d.win_rates.pop();
+        })
+        .contains("2 win rates for 3 envs"));
+        assert!(wrong(&|d| d.win_rates.swap(0, 1)).contains("where the match's env is a"));
+        // 30 wins and 10 losses are 750,000 ppm.
+        assert!(wrong(&|d| d.win_rates[0].win_rate_ppm = 760_000).contains("give 750000 ppm"));
+
+        // A champion that stays keeps the ratio it was played at.
+        let mut lost = played();
+        lost.env_folds.get_mut("b").unwrap().decision = Some(EnvOutcome::ContenderNotBetter);
+        let mut stays = decision(&lost);
+        (stays.contender_won, stays.champion_hotkey, stays.new_ratio_to_beat_ppm) = (false, "5Old".into(), 510_000);
+        assert_eq!(match_decision_error(&lost, &stays), None);
+        stays.new_ratio_to_beat_ppm = 600_000;
+        assert!(match_decision_error(&lost, &stays).unwrap().contains("moves from 510000 to 600000"));
     }
 }
