@@ -152,6 +152,26 @@ pub fn weights_audit(
     af::audit::audit_weights(&replayed.folds, &replay_weights, &behind, view.map(|v| v.weights_input()))
 }
 
+/// One log's record of not playing a miner, in words (`af audit`, `af mine status`).
+pub fn skip_line(row: &af::audit::SkipRow) -> String {
+    let s = &row.skip;
+    format!(
+        "{} skips {} (uid {}) {}@{} of block {}: {} {} (block {})",
+        short(&row.validator),
+        s.hotkey,
+        s.uid,
+        s.model,
+        s.revision,
+        s.commit_block,
+        match s.reason {
+            af::ledger::event::SkipReason::Duplicate => "a duplicate of",
+            af::ledger::event::SkipReason::SameAsChampion => "the model of champion",
+        },
+        s.kept_by,
+        s.kept_block
+    )
+}
+
 fn short(key: &impl std::fmt::Display) -> String {
     let text = key.to_string();
     text.chars().take(16).collect::<String>() + "…"
@@ -247,22 +267,7 @@ fn print_report(report: &AuditReport, json: bool) -> anyhow::Result<()> {
     if !report.skipped.is_empty() {
         outln!("miners not played ({} record(s)):", report.skipped.len());
         for row in &report.skipped {
-            let s = &row.skip;
-            outln!(
-                "  {} skips {} (uid {}) {}@{} of block {}: {} {} (block {})",
-                short(&row.validator),
-                s.hotkey,
-                s.uid,
-                s.model,
-                s.revision,
-                s.commit_block,
-                match s.reason {
-                    af::ledger::event::SkipReason::Duplicate => "a duplicate of",
-                    af::ledger::event::SkipReason::SameAsChampion => "the model of champion",
-                },
-                s.kept_by,
-                s.kept_block
-            );
+            outln!("  {}", skip_line(row));
         }
     }
     outln!("weights: {}", report.weights.note);

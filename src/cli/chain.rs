@@ -44,7 +44,7 @@ impl ChainArgs {
         })
     }
 
-    async fn connect(&self) -> anyhow::Result<Box<dyn Chain>> {
+    pub(super) async fn connect(&self) -> anyhow::Result<Box<dyn Chain>> {
         let spec =
             self.spec().context("name a chain: --chain local:ADDR or --chain subtensor:finney|test|local|URL")?;
         Ok(chain_mod::connect(&spec).await?)

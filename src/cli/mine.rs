@@ -124,17 +124,8 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
         Some(dir) => {
             let (_store, replayed) = super::http::replay_dir(dir)?;
             // What each log recorded about not playing this miner (ledger-spec/13).
-            let skips: Vec<serde_json::Value> = replayed
-                .folds
-                .iter()
-                .flat_map(|fold| fold.skipped.iter().filter(|s| s.hotkey == hotkey).map(move |s| (fold.validator, s)))
-                .map(|(validator, s)| {
-                    serde_json::json!({
-                        "validator": validator, "height": s.height, "model": s.model, "revision": s.revision,
-                        "commit_block": s.commit_block, "reason": s.reason, "kept_by": s.kept_by, "kept_block": s.kept_block,
-                    })
-                })
-                .collect();
+            let mut skips = af::audit::skip_rows(&replayed);
+            skips.retain(|row| row.skip.hotkey == hotkey);
             let mut rows = Vec::new();
             for fold in &replayed.folds {
                 for (id, m) in &fold.matches {
@@ -207,18 +198,8 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
     }
     if let Some(skips) = &recorded_skips {
         outln!("logs that recorded not playing it: {}", skips.len());
-        for s in skips {
-            outln!(
-                "  {} at height {}: {}@{} (block {}) {} {} (block {})",
-                s["validator"].as_str().unwrap_or_default(),
-                s["height"],
-                s["model"].as_str().unwrap_or_default(),
-                s["revision"].as_str().unwrap_or_default(),
-                s["commit_block"],
-                s["reason"].as_str().unwrap_or_default().replace('_', " "),
-                s["kept_by"].as_str().unwrap_or_default(),
-                s["kept_block"]
-            );
+        for row in skips {
+            outln!("  {}", super::audit::skip_line(row));
         }
     }
     if let Some(rows) = &matches {

@@ -373,10 +373,10 @@ pub fn ratio_show(
     let loaded = state::load(&store, &validator, &params)?;
     // Chain time only: the chain's head if one is named, else the newest block the log
     // names (what the validator itself last saw).
-    let (now_block, now_from) = match chain.spec() {
-        Some(spec) => {
+    let (now_block, now_from) = match chain.chain {
+        Some(_) => {
             let head = super::chain::runtime()?
-                .block_on(async { anyhow::Ok(af::chain::connect(&spec).await?.current_block().await?) })?;
+                .block_on(async { anyhow::Ok(chain.connect().await?.current_block().await?) })?;
             (head, "chain")
         }
         None => (loaded.latest_chain_block, "log"),

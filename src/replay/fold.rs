@@ -221,16 +221,18 @@ pub struct MatchFold {
 }
 
 impl MatchFold {
+    /// (envs the recorded env decisions say the contender was better in, the majority of
+    /// the match's envs it needs to win).
+    pub fn better_and_needed(&self) -> (usize, usize) {
+        let better = self.env_folds.values().filter(|e| e.decision == Some(EnvOutcome::ContenderBetter)).count();
+        (better, crate::evaluation::matchplay::majority_of(self.envs.len()))
+    }
+
     /// Why the match was decided as it was, in words (`None` while it is open): how many
     /// envs the contender was better in, of how many, against the majority it needed.
     pub fn verdict_reason(&self) -> Option<String> {
         let decided = self.decided.as_ref()?;
-        let better = self
-            .env_folds
-            .values()
-            .filter(|e| e.decision == Some(crate::ledger::event::EnvOutcome::ContenderBetter))
-            .count();
-        let needed = crate::evaluation::matchplay::majority_of(self.envs.len());
+        let (better, needed) = self.better_and_needed();
         Some(format!(
             "contender {}: better in {better} of {} envs, {needed} needed",
             if decided.contender_won { "won" } else { "lost" },
@@ -245,8 +247,7 @@ impl MatchFold {
 /// stays keeps the ratio the match was played at. (The ratio a winner sets, and the
 /// ratio at each start, need the ratio parameters: `network::ratio_findings`.)
 fn match_decision_error<S: AsRef<str>>(m: &MatchFold, decided: &MatchDecided<S>) -> Option<String> {
-    let better = m.env_folds.values().filter(|e| e.decision == Some(EnvOutcome::ContenderBetter)).count();
-    let needed = crate::evaluation::matchplay::majority_of(m.envs.len());
+    let (better, needed) = m.better_and_needed();
     if decided.contender_won != (better >= needed) {
         return Some(format!(
             "says the contender {} but it was better in {better} of {} envs ({needed} needed) by the env decisions recorded before it",

@@ -78,8 +78,14 @@ impl Drop for Server {
 }
 
 pub fn serve(dir: &std::path::Path, listen: &str) -> Server {
+    serve_with(dir, listen, &[])
+}
+
+/// `af chain serve` with 100 ms blocks and `extra` flags; killed when dropped.
+pub fn serve_with(dir: &std::path::Path, listen: &str, extra: &[&str]) -> Server {
     let mut child = Command::new(af_bin())
         .args(["chain", "serve", "--data", dir.to_str().unwrap(), "--listen", listen, "--block-ms", "100"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

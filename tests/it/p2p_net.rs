@@ -4,7 +4,7 @@
 //! storing any of it; two nodes holding different blocks of one validator at one
 //! height catch the equivocation and record the evidence.
 
-use crate::{af, af_bin, stdout};
+use crate::{af, af_bin, free_port, stdout};
 use af::bytes::SignatureBytes;
 use af::ledger::block::seal;
 use af::ledger::demo::demo_events;
@@ -138,10 +138,6 @@ fn held_height(data: &std::path::Path) -> Option<u64> {
     let text = std::fs::read_to_string(data.join("status.json")).ok()?;
     let status: serde_json::Value = serde_json::from_str(&text).ok()?;
     status["tips"].as_array()?.iter().filter_map(|t| t[1]["height"].as_u64()).max()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 #[test]

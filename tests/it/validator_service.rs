@@ -2,38 +2,17 @@
 //! from the chain; it outlives the chain going away and a miner that never answers, keeps
 //! setting weights while idle, and stops on SIGTERM as on SIGINT.
 
+use crate::chain_local::{serve_with, Server};
 use crate::validator_cli::miner;
-use crate::{af, af_bin};
+use crate::{af, af_bin, free_port};
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn chain(dir: &std::path::Path, port: u16) -> Killed {
-    let mut child = Command::new(af_bin())
-        .args(["chain", "serve", "--data", dir.to_str().unwrap(), "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--block-ms", "100", "--tempo", "20"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.starts_with("listening on"), "{line}");
-    Killed(child)
+/// The stand-in chain on a fixed port, so that a restart comes back where it was.
+fn chain(dir: &std::path::Path, port: u16) -> Server {
+    serve_with(dir, &format!("127.0.0.1:{port}"), &["--tempo", "20"])
 }
 
 /// Registers `hotkey` and commits model "m" (what `miner()` serves) at `revision` and
