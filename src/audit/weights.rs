@@ -271,7 +271,7 @@ mod tests {
 
     fn record(hotkey: &str, ledger: u8) -> CommitmentRecord {
         let fields = LedgerCommitment { ledger_key: key(ledger), tip_height: 1, tip_hash: Hash32([0; 32]) }.fields();
-        CommitmentRecord { hotkey: hotkey.into(), block: 90, fields }
+        CommitmentRecord::new(hotkey, 90, fields)
     }
 
     fn neuron(uid: u16, hotkey: &str) -> Neuron {

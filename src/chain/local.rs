@@ -505,7 +505,7 @@ async fn commit(
                 ));
             }
             subnet.space_used.insert(request.hotkey.clone(), (epoch, used + cost));
-            let record = CommitmentRecord { hotkey: request.hotkey.clone(), block, fields: fields.clone() };
+            let record = CommitmentRecord::new(request.hotkey.clone(), block, fields.clone());
             subnet.commitments.insert(request.hotkey.clone(), record.clone());
             subnet.history.push(record);
             Ok(BlockReply { block })

@@ -10,6 +10,7 @@
 //! only the latest commitment of each hotkey) always binds the hotkey to its ledger key
 //! and names the committed block without any archive lookup.
 
+pub mod hotkey;
 pub mod local;
 pub mod miner;
 pub mod subtensor;
@@ -63,6 +64,47 @@ pub fn axon_ip(ip: u128, ip_type: u8) -> Option<std::net::IpAddr> {
         6 if ip != 0 => Some(std::net::IpAddr::V6(ip.into())),
         _ => None,
     }
+}
+
+/// Subtensor's `is_valid_ip_address(ip_type, addr, allow_zero)` (pallets/subtensor,
+/// subnets/serving.rs): refuses 0 unless allowed, IPv4 at or above `u32::MAX` and exactly
+/// 127.0.0.1, IPv6 all ones and `::1`. `serve_axon` calls it with `allow_zero` true.
+pub fn is_valid_axon_ip(ip_type: u8, addr: u128, allow_zero: bool) -> bool {
+    if !allow_zero && addr == 0 {
+        return false;
+    }
+    match ip_type {
+        4 => addr < u128::from(u32::MAX) && addr != 0x7f00_0001,
+        6 => addr != u128::MAX && addr != 1,
+        _ => false,
+    }
+}
+
+/// What `serve_axon` refuses, by the name of subtensor's error: `InvalidIpType`,
+/// `InvalidIpAddress`, `InvalidPort` (checked by the pool's transaction extension, so
+/// the refusal comes back at submission).
+pub fn check_axon(ip_type: u8, addr: u128, port: u16) -> Result<(), String> {
+    if ip_type != 4 && ip_type != 6 {
+        return Err(format!("InvalidIpType: ip_type {ip_type} is neither 4 nor 6"));
+    }
+    if !is_valid_axon_ip(ip_type, addr, true) {
+        let shown = axon_ip(addr, ip_type).map_or_else(|| format!("{addr:#x}"), |ip| ip.to_string());
+        return Err(format!("InvalidIpAddress: subtensor refuses {shown} as an axon address"));
+    }
+    if port == 0 {
+        return Err("InvalidPort: an axon needs a port".into());
+    }
+    Ok(())
+}
+
+/// Whether `af` publishes `ip:port` as its axon: what `serve_axon` accepts, and not an
+/// unspecified address (accepted by the chain "for testing", but nobody can dial it).
+pub fn check_published_axon(ip: std::net::IpAddr, port: u16) -> Result<(), String> {
+    if ip.is_unspecified() {
+        return Err(format!("{ip} is not an address other validators can dial"));
+    }
+    let (addr, ip_type) = axon_ip_parts(ip);
+    check_axon(ip_type, addr, port)
 }
 
 /// An address as the chain stores it: `(ip as u128, ip_type)`.
@@ -164,12 +206,21 @@ pub struct CommitmentRecord {
     pub hotkey: String,
     /// Chain block at which it was made.
     pub block: u64,
-    /// Raw bytes of each `Data::Raw*` field (other `Data` kinds are left out).
+    /// The bytes of each field, in order: `Raw0`..`Raw128` and `BigRaw` hold bytes.
     #[serde(with = "hex_fields")]
     pub fields: Vec<Vec<u8>>,
+    /// Why the commitment's fields are not bytes (a `None`, hash, timelocked or reset
+    /// field, named): `fields` is then empty, and no reader takes it for a commitment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
 }
 
 impl CommitmentRecord {
+    /// A commitment whose fields all hold bytes.
+    pub fn new(hotkey: impl Into<String>, block: u64, fields: Vec<Vec<u8>>) -> CommitmentRecord {
+        CommitmentRecord { hotkey: hotkey.into(), block, fields, unreadable: None }
+    }
+
     pub fn ledger(&self) -> Option<LedgerCommitment> {
         LedgerCommitment::from_fields(&self.fields)
     }

@@ -17,6 +17,7 @@ use super::{
 
 /// Subtensor's block time.
 pub const SUBTENSOR_BLOCK_MS: u64 = 12_000;
+use super::hotkey::Hotkey;
 use subxt::dynamic::Value;
 use subxt::ext::scale_value::{Composite, Primitive, ValueDef};
 use subxt::{ArcMetadata, Metadata, OnlineClient, SubstrateConfig};
@@ -152,11 +153,13 @@ pub fn call_data(
 }
 
 /// The hotkey in `AF_HOTKEY_PHRASE` (a seed phrase or secret URI), if that is set.
-pub fn hotkey_from_env() -> Option<Result<Keypair, ChainError>> {
+pub fn hotkey_from_env() -> Option<Result<Hotkey, ChainError>> {
     let phrase = std::env::var(HOTKEY_PHRASE_ENV).ok()?;
     let uri: Result<subxt_signer::SecretUri, _> = phrase.parse();
     Some(match uri {
-        Ok(uri) => Keypair::from_uri(&uri).map_err(|e| ChainError::Key(format!("{HOTKEY_PHRASE_ENV}: {e}"))),
+        Ok(uri) => {
+            Keypair::from_uri(&uri).map(Hotkey::from).map_err(|e| ChainError::Key(format!("{HOTKEY_PHRASE_ENV}: {e}")))
+        }
         Err(_) => Err(ChainError::Key(format!("{HOTKEY_PHRASE_ENV} is not a seed phrase or secret URI"))),
     })
 }
@@ -173,22 +176,91 @@ pub fn parse_ss58(text: &str) -> Result<[u8; 32], ChainError> {
 /// The subtensor backend.
 pub struct SubtensorClient {
     client: OnlineClient<SubstrateConfig>,
+    rpc: subxt::rpcs::RpcClient,
     endpoint: String,
     netuid: u16,
-    signer: Option<Keypair>,
+    signer: Option<Hotkey>,
+    /// Held from nonce to submission: this client's extrinsics go out one at a time, in
+    /// order, each on the nonce after the last.
+    sending: tokio::sync::Mutex<()>,
+}
+
+/// How many times one extrinsic is sent, a block apart, while the pool holds another of
+/// ours on its nonce.
+pub const SUBMIT_ATTEMPTS: u32 = 3;
+/// How long a send waits for the next block before trying again.
+pub const WAIT_FOR_BLOCK_MS: u64 = 3 * SUBTENSOR_BLOCK_MS;
+
+/// What the node said when it refused an extrinsic at submission.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PoolRefusal {
+    /// Another extrinsic of ours holds this nonce in the pool ("1014 Priority is too
+    /// low"), or this very one is there already ("1013"), or a block took the nonce
+    /// ("1010 ... Stale"/outdated): send again on a fresh nonce after a block.
+    NonceTaken(String),
+    /// The runtime refuses the call itself (a `CustomTransactionError`, named).
+    Invalid(String),
+}
+
+/// Subtensor's `CustomTransactionError` codes (common/src/transaction_error.rs), named.
+fn custom_error_name(code: u8) -> &'static str {
+    match code {
+        1 => "StakeAmountTooLow",
+        2 => "BalanceTooLow",
+        3 => "SubnetNotExists",
+        4 => "HotkeyAccountDoesntExist",
+        6 => "RateLimitExceeded",
+        10 => "HotKeyNotRegisteredInNetwork",
+        11 => "InvalidIpAddress",
+        12 => "ServingRateLimitExceeded",
+        13 => "InvalidPort",
+        14 => "BadRequest",
+        16 => "InvalidRevealRound",
+        20 => "UidNotFound",
+        _ => "a custom transaction error",
+    }
+}
+
+/// Reads a submission error the way a substrate node words it (author RPC codes 1010 to
+/// 1014, the reason in the error's data); `None` for anything else (the node could not
+/// be asked). `message` is the error's Display and Debug: only Debug shows the data.
+pub fn pool_refusal(message: &str) -> Option<PoolRefusal> {
+    let nonce_taken = [
+        "code: 1014",
+        "(1014)",
+        "Priority is too low",
+        "code: 1013",
+        "(1013)",
+        "Already Imported",
+        "outdated",
+        "Stale",
+    ];
+    if nonce_taken.iter().any(|needle| message.contains(needle)) {
+        return Some(PoolRefusal::NonceTaken(message.to_string()));
+    }
+    if let Some(at) = message.find("Custom error: ") {
+        let digits: String = message[at + 14..].chars().take_while(char::is_ascii_digit).collect();
+        let name = digits.parse::<u8>().map_or("a custom transaction error", custom_error_name);
+        return Some(PoolRefusal::Invalid(format!("{name} (Custom error: {digits})")));
+    }
+    (message.contains("code: 1010") || message.contains("Invalid Transaction"))
+        .then(|| PoolRefusal::Invalid(message.to_string()))
 }
 
 impl SubtensorClient {
     /// Connects to a node (`ws://`, `wss://`; plain `ws://` only for loopback tests).
-    pub async fn connect(url: &str, netuid: u16, signer: Option<Keypair>) -> Result<SubtensorClient, ChainError> {
-        let transport =
-            |e: subxt::error::OnlineClientError| ChainError::Transport { endpoint: url.into(), message: e.to_string() };
-        let client = if url.starts_with("wss://") {
-            OnlineClient::<SubstrateConfig>::from_url(url).await.map_err(transport)?
+    pub async fn connect(url: &str, netuid: u16, signer: Option<Hotkey>) -> Result<SubtensorClient, ChainError> {
+        let transport = |message: String| ChainError::Transport { endpoint: url.into(), message };
+        let rpc = if url.starts_with("wss://") {
+            subxt::rpcs::RpcClient::from_url(url).await
         } else {
-            OnlineClient::<SubstrateConfig>::from_insecure_url(url).await.map_err(transport)?
-        };
-        Ok(SubtensorClient { client, endpoint: url.into(), netuid, signer })
+            subxt::rpcs::RpcClient::from_insecure_url(url).await
+        }
+        .map_err(|e| transport(e.to_string()))?;
+        let client = OnlineClient::<SubstrateConfig>::from_rpc_client(rpc.clone())
+            .await
+            .map_err(|e| transport(e.to_string()))?;
+        Ok(SubtensorClient { client, rpc, endpoint: url.into(), netuid, signer, sending: tokio::sync::Mutex::new(()) })
     }
 
     fn transport(&self, e: impl std::fmt::Display) -> ChainError {
@@ -221,12 +293,67 @@ impl SubtensorClient {
         value.decode().map_err(|e| decode(entry, e))
     }
 
-    async fn submit(&self, payload: subxt::tx::DynamicPayload<Vec<Value>>) -> Result<u64, ChainError> {
+    /// The nonce our next extrinsic takes: `system_accountNextIndex`, which counts our
+    /// extrinsics waiting in the pool (the runtime API subxt asks by default does not).
+    async fn next_nonce(&self, signer: &Hotkey) -> Result<u64, ChainError> {
+        let account = ss58(&signer.public_key());
+        self.rpc
+            .request::<u64>("system_accountNextIndex", subxt::rpcs::rpc_params![account])
+            .await
+            .map_err(|e| self.transport(format!("system_accountNextIndex: {e}")))
+    }
+
+    /// Signs and submits `payload` (any call of the chain's metadata), one extrinsic at a time. A nonce the pool already
+    /// holds (ours, not yet in a block) is tried again after the next block, on a fresh
+    /// nonce, at most [`SUBMIT_ATTEMPTS`] times; a call the runtime refuses is
+    /// `Refused` with subtensor's error named. Returns the block it was submitted at.
+    pub async fn submit(&self, payload: subxt::tx::DynamicPayload<Vec<Value>>) -> Result<u64, ChainError> {
         let signer = self.signer.as_ref().ok_or(ChainError::NoSigner)?;
-        let at = self.at().await?;
-        let block = at.block_number();
-        at.transactions().sign_and_submit_default(&payload, signer).await.map_err(|e| self.transport(e))?;
-        Ok(block)
+        let _one_at_a_time = self.sending.lock().await;
+        let mut last_refusal = String::new();
+        for attempt in 0..SUBMIT_ATTEMPTS {
+            let at = self.at().await?;
+            let block = at.block_number();
+            let nonce = self.next_nonce(signer).await?;
+            let params = subxt::config::DefaultExtrinsicParamsBuilder::<SubstrateConfig>::new().nonce(nonce).build();
+            let sent = at.transactions().sign_and_submit(&payload, signer, params).await;
+            let message = match sent {
+                Ok(_) => return Ok(block),
+                Err(error) => format!("{error} ({error:?})"),
+            };
+            match pool_refusal(&message) {
+                Some(PoolRefusal::NonceTaken(why)) => {
+                    tracing::info!(
+                        event = "nonce_taken",
+                        nonce,
+                        block,
+                        attempt,
+                        "the pool holds nonce {nonce} already; sending again after a block"
+                    );
+                    last_refusal = why;
+                    if attempt + 1 < SUBMIT_ATTEMPTS {
+                        self.wait_for_block_after(block).await?;
+                    }
+                }
+                Some(PoolRefusal::Invalid(why)) => return Err(ChainError::Refused(why)),
+                None => return Err(self.transport(message)),
+            }
+        }
+        Err(ChainError::Refused(format!(
+            "the pool kept refusing our nonce for {SUBMIT_ATTEMPTS} blocks: {last_refusal}"
+        )))
+    }
+
+    /// Waits until the chain's head is past `block` (at most [`WAIT_FOR_BLOCK_MS`]).
+    async fn wait_for_block_after(&self, block: u64) -> Result<(), ChainError> {
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_millis(WAIT_FOR_BLOCK_MS) {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            if self.at().await?.block_number() > block {
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 }
 
@@ -270,10 +397,6 @@ fn items(value: &Value) -> Vec<&Value> {
     }
 }
 
-fn bytes_of(value: &Value) -> Option<Vec<u8>> {
-    items(value).into_iter().map(|v| as_u128(v).and_then(|n| u8::try_from(n).ok())).collect()
-}
-
 fn field<'a>(value: &'a Value, name: &str) -> Option<&'a Value> {
     match &value.value {
         ValueDef::Composite(Composite::Named(fields)) => fields.iter().find(|(n, _)| n == name).map(|(_, v)| v),
@@ -281,30 +404,90 @@ fn field<'a>(value: &'a Value, name: &str) -> Option<&'a Value> {
     }
 }
 
-/// `Registration { deposit, block, info: CommitmentInfo { fields: [Data] } }` into a record.
+/// The items of a list however many newtypes wrap it. `BoundedVec<T>` decodes as a
+/// one-field composite around the list, and a list of one item is also a one-field
+/// composite: only the item's own shape (`is_item`) tells the two apart, so a wrapper is
+/// unwrapped only when its one value is not itself an item.
+fn sequence(value: &Value, is_item: fn(&Value) -> bool) -> Option<Vec<&Value>> {
+    let ValueDef::Composite(composite) = &value.value else { return None };
+    let values: Vec<&Value> = composite.values().collect();
+    if values.iter().all(|v| is_item(v)) {
+        return Some(values);
+    }
+    match values.as_slice() {
+        [inner] => sequence(inner, is_item),
+        _ => None,
+    }
+}
+
+fn is_variant(value: &Value) -> bool {
+    matches!(value.value, ValueDef::Variant(_))
+}
+
+fn is_byte(value: &Value) -> bool {
+    matches!(value.value, ValueDef::Primitive(Primitive::U128(n)) if n <= 255)
+}
+
+/// A `[u8; N]`, `Vec<u8>` or `BoundedVec<u8>` as bytes, whatever its length.
+fn byte_sequence(value: &Value) -> Option<Vec<u8>> {
+    sequence(value, is_byte)?.into_iter().map(|v| as_u128(v).and_then(|n| u8::try_from(n).ok())).collect()
+}
+
+/// Most bytes a `BigRaw` field holds (`MAX_BIGRAW_COMMITMENT_SIZE_BYTES`).
+pub const MAX_BIGRAW_BYTES: usize = 512;
+
+/// The bytes one `Data` field holds (`Raw0`..`Raw128`, `BigRaw`), or why it holds none,
+/// with the variant named: a hash, a timelocked blob, a flag or `None` is not data.
+fn data_bytes(data: &Value) -> Result<Vec<u8>, String> {
+    let ValueDef::Variant(variant) = &data.value else { return Err("not a Data variant".into()) };
+    let name = variant.name.as_str();
+    let inner: Vec<&Value> = variant.values.values().collect();
+    let raw_len = name.strip_prefix("Raw").and_then(|n| n.parse::<usize>().ok()).filter(|&n| n <= 128);
+    let (max, exact) = match (name, raw_len) {
+        (_, Some(n)) => (n, true),
+        ("BigRaw", None) => (MAX_BIGRAW_BYTES, false),
+        ("None", None) => return Err("None (an empty field)".into()),
+        ("BlakeTwo256" | "Sha256" | "Keccak256" | "ShaThree256", None) => {
+            return Err(format!("{name} (only a hash of the data is on chain)"))
+        }
+        ("TimelockEncrypted", None) => {
+            return Err("TimelockEncrypted (encrypted until the chain reveals it in RevealedCommitments)".into())
+        }
+        ("ResetBondsFlag", None) => return Err("ResetBondsFlag (a flag, no data)".into()),
+        (other, None) => return Err(format!("{other} (a Data variant af does not know)")),
+    };
+    let bytes = match inner.as_slice() {
+        [one] => byte_sequence(one),
+        _ => None,
+    }
+    .ok_or_else(|| format!("{name} does not hold bytes"))?;
+    if (exact && bytes.len() != max) || bytes.len() > max {
+        return Err(format!("{name} holds {} bytes", bytes.len()));
+    }
+    Ok(bytes)
+}
+
+/// `Registration { deposit, block, info: CommitmentInfo { fields: [Data] } }` into a
+/// record: every field's bytes, or, if any field holds no bytes, none and the reason.
 fn commitment_record(hotkey: String, value: &Value) -> Option<CommitmentRecord> {
     let block = as_u128(field(value, "block")?)? as u64;
     let fields = field(field(value, "info")?, "fields")?;
-    let mut raw = Vec::new();
-    for data in items(unwrap_newtype(fields)) {
-        if let ValueDef::Variant(variant) = &data.value {
-            // `RawN` holds exactly N bytes; `BigRaw` (later metadata) up to 512.
-            let max = match variant.name.as_str() {
-                "BigRaw" => Some(512),
-                name => name.strip_prefix("Raw").and_then(|n| n.parse::<usize>().ok()),
-            };
-            let Some(max) = max else { continue };
-            let inner: Vec<&Value> = variant.values.values().collect();
-            let big = variant.name == "BigRaw";
-            let bytes =
-                inner.first().and_then(|v| bytes_of(if big { unwrap_newtype(v) } else { v })).unwrap_or_default();
-            let fits = if big { bytes.len() <= max } else { bytes.len() == max };
-            if fits {
-                raw.push(bytes);
-            }
+    let read: Result<Vec<Vec<u8>>, String> = match sequence(fields, is_variant) {
+        Some(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, data)| {
+                data_bytes(data).map_err(|reason| format!("field {} of {} is {reason}", i + 1, list.len()))
+            })
+            .collect(),
+        None => Err("its fields are not a list of Data".into()),
+    };
+    Some(match read {
+        Ok(fields) => CommitmentRecord::new(hotkey, block, fields),
+        Err(reason) => {
+            CommitmentRecord { unreadable: Some(reason), ..CommitmentRecord::new(hotkey, block, Vec::new()) }
         }
-    }
-    Some(CommitmentRecord { hotkey, block, fields: raw })
+    })
 }
 
 #[async_trait::async_trait]
@@ -314,7 +497,7 @@ impl Chain for SubtensorClient {
     }
 
     fn hotkey(&self) -> Option<String> {
-        self.signer.as_ref().map(|k| ss58(&k.public_key().0))
+        self.signer.as_ref().map(|k| ss58(&k.public_key()))
     }
 
     async fn current_block(&self) -> Result<u64, ChainError> {
@@ -340,7 +523,7 @@ impl Chain for SubtensorClient {
         for uid in 0..n {
             let keys = vec![netuid_key(self.netuid), Value::u128(u128::from(uid))];
             let Some(account) = self.fetch(&at, "Keys", keys.clone()).await? else { continue };
-            let account: [u8; 32] = bytes_of(unwrap_newtype(&account))
+            let account: [u8; 32] = byte_sequence(&account)
                 .and_then(|b| b.try_into().ok())
                 .ok_or_else(|| decode("Keys", "not a 32-byte account"))?;
             let registered = self.fetch_or_default(&at, "BlockAtRegistration", keys).await?;
@@ -359,6 +542,7 @@ impl Chain for SubtensorClient {
     }
 
     async fn serve_axon(&self, ip: std::net::IpAddr, port: u16) -> Result<u64, ChainError> {
+        super::check_published_axon(ip, port).map_err(ChainError::Refused)?;
         self.submit(serve_axon_payload(self.netuid, ip, port)).await
     }
 
@@ -455,7 +639,7 @@ impl Chain for SubtensorClient {
     }
 
     fn payload_hotkey(&self) -> Option<Vec<u8>> {
-        self.signer.as_ref().map(|k| k.public_key().0.to_vec())
+        self.signer.as_ref().map(|k| k.public_key().to_vec())
     }
 
     async fn timelock_info(&self) -> Result<TimelockInfo, ChainError> {
@@ -485,11 +669,11 @@ impl Chain for SubtensorClient {
             Some(signer) => {
                 let keys = vec![netuid_key(self.netuid), Value::u128(u128::from(epoch))];
                 let commits = self.fetch_or_default(&at, "TimelockedWeightCommits", keys).await?;
-                let ours = signer.public_key().0.to_vec();
+                let ours = signer.public_key().to_vec();
                 items(&commits)
                     .into_iter()
                     .filter(|entry| {
-                        items(entry).first().and_then(|who| bytes_of(unwrap_newtype(who))).as_deref() == Some(&ours[..])
+                        items(entry).first().and_then(|who| byte_sequence(who)).as_deref() == Some(&ours[..])
                     })
                     .count() as u32
             }
@@ -536,9 +720,9 @@ impl Chain for SubtensorClient {
             for entry in items(&commits) {
                 let parts = items(entry);
                 let (Some(who), Some(commit_block), Some(bytes), Some(round)) = (
-                    parts.first().and_then(|v| bytes_of(unwrap_newtype(v))).and_then(|b| <[u8; 32]>::try_from(b).ok()),
+                    parts.first().and_then(|v| byte_sequence(v)).and_then(|b| <[u8; 32]>::try_from(b).ok()),
                     parts.get(1).and_then(|v| as_u128(v)),
-                    parts.get(2).and_then(|v| bytes_of(unwrap_newtype(v))),
+                    parts.get(2).and_then(|v| byte_sequence(v)),
                     parts.get(3).and_then(|v| as_u128(v)),
                 ) else {
                     continue;

@@ -5,6 +5,7 @@
 //! derived from key bytes, never taken from a file's `ss58Address` field; a file whose
 //! fields disagree with its own key is refused by name.
 
+use super::hotkey::Hotkey;
 use super::ChainError;
 use std::path::{Path, PathBuf};
 use subxt_signer::sr25519::Keypair;
@@ -138,6 +139,7 @@ fn derive_key(password: &[u8]) -> Result<[u8; 32], String> {
 struct KeyfileJson {
     secret_seed: Option<String>,
     secret_phrase: Option<String>,
+    private_key: Option<String>,
     public_key: Option<String>,
     account_id: Option<String>,
     ss58_address: Option<String>,
@@ -180,28 +182,47 @@ fn claimed_public(path: &Path, json: &KeyfileJson) -> Result<Option<[u8; 32]>, W
     Ok(claims.first().map(|c| c.1))
 }
 
-/// A hotkey from its (decrypted) keyfile JSON: `secretSeed`, else `secretPhrase`; its
-/// public key must be the one the file claims, if it claims one.
-pub fn keypair_from_json(path: &Path, bytes: &[u8]) -> Result<Keypair, WalletError> {
+/// A hotkey from its (decrypted) keyfile JSON: `secretSeed`, else `secretPhrase`, else
+/// `privateKey` (a hotkey made from a derivation URI keeps only that); its public key
+/// must be the one the file claims. A `privateKey` alone must come with a claim: it is
+/// the only way to tell which of two layouts the file uses, and a key nobody named is
+/// not used.
+pub fn keypair_from_json(path: &Path, bytes: &[u8]) -> Result<Hotkey, WalletError> {
     let json = parse_json(path, bytes)?;
     let keyfile = |reason: String| WalletError::Keyfile { path: path.to_path_buf(), reason };
-    let keypair = match (&json.secret_seed, &json.secret_phrase) {
-        (Some(seed), _) => {
-            Keypair::from_secret_key(hex32(path, "secretSeed", seed)?).map_err(|e| keyfile(e.to_string()))?
+    let claimed = claimed_public(path, &json)?;
+    let hotkey: Hotkey = match (&json.secret_seed, &json.secret_phrase, &json.private_key) {
+        (Some(seed), _, _) => {
+            Keypair::from_secret_key(hex32(path, "secretSeed", seed)?).map_err(|e| keyfile(e.to_string()))?.into()
         }
-        (None, Some(phrase)) => {
+        (None, Some(phrase), _) => {
             let phrase =
                 subxt_signer::bip39::Mnemonic::parse(phrase).map_err(|e| keyfile(format!("secretPhrase: {e}")))?;
-            Keypair::from_phrase(&phrase, None).map_err(|e| keyfile(e.to_string()))?
+            Keypair::from_phrase(&phrase, None).map_err(|e| keyfile(e.to_string()))?.into()
         }
-        (None, None) => return Err(keyfile("no secretSeed or secretPhrase: not a hotkey's secret keyfile".into())),
+        (None, None, Some(private)) => {
+            let private: zeroize::Zeroizing<Vec<u8>> =
+                zeroize::Zeroizing::new(hex::decode(private.trim_start_matches("0x")).unwrap_or_default());
+            let private: &[u8; 64] =
+                private.as_slice().try_into().map_err(|_| keyfile("privateKey is not 64 bytes of hex".into()))?;
+            let Some(public) = claimed else {
+                return Err(keyfile(
+                    "privateKey with no publicKey, accountId or ss58Address: nothing says whose key it is".into(),
+                ));
+            };
+            return Hotkey::from_private_key(private, &public)
+                .ok_or_else(|| keyfile("its privateKey is not the key its public fields name".into()));
+        }
+        (None, None, None) => {
+            return Err(keyfile("no secretSeed, secretPhrase or privateKey: not a hotkey's secret keyfile".into()))
+        }
     };
-    if let Some(claimed) = claimed_public(path, &json)? {
-        if claimed != keypair.public_key().0 {
+    if let Some(claimed) = claimed {
+        if claimed != hotkey.public_key() {
             return Err(keyfile("its public key is not the key its secret derives".into()));
         }
     }
-    Ok(keypair)
+    Ok(hotkey)
 }
 
 /// A public keyfile (`coldkeypub.txt`, `HOTKEYpub.txt`): its key, its fields agreeing.
@@ -223,7 +244,7 @@ pub enum Password<'a> {
 }
 
 /// Loads a wallet's hotkey, opening it with a password if it is encrypted.
-pub fn load_hotkey(paths: &WalletPaths, password: Password<'_>) -> Result<Keypair, WalletError> {
+pub fn load_hotkey(paths: &WalletPaths, password: Password<'_>) -> Result<Hotkey, WalletError> {
     let path = paths.hotkey_file();
     let bytes = read_keyfile(&path)?;
     if !is_encrypted(&bytes) {
@@ -269,14 +290,14 @@ mod tests {
         let expected = expected();
         let dir = fixture(&[]);
         let plain = WalletPaths::new(Some(dir.clone()), Some("alice"), Some("plain"));
-        assert_eq!(ss58(load_hotkey(&plain, Password::None).unwrap().public_key().0), expected["plain"]);
+        assert_eq!(ss58(load_hotkey(&plain, Password::None).unwrap().public_key()), expected["plain"]);
         let sealed = WalletPaths::new(Some(dir.clone()), Some("alice"), Some("sealed"));
         assert_eq!(
             load_hotkey(&sealed, Password::None).unwrap_err(),
             WalletError::PasswordNeeded { path: sealed.hotkey_file() }
         );
         let password = expected["password"].as_str().unwrap().as_bytes();
-        assert_eq!(ss58(load_hotkey(&sealed, Password::Given(password)).unwrap().public_key().0), expected["sealed"]);
+        assert_eq!(ss58(load_hotkey(&sealed, Password::Given(password)).unwrap().public_key()), expected["sealed"]);
         assert_eq!(
             load_hotkey(&sealed, Password::Given(b"not it")).unwrap_err(),
             WalletError::WrongPassword { path: sealed.hotkey_file() }
@@ -299,7 +320,7 @@ mod tests {
         let lying = format!(r#"{{"secretSeed":"{seed}","publicKey":"{other}"}}"#);
         let err = keypair_from_json(path, lying.as_bytes()).unwrap_err().to_string();
         assert!(err.contains("not the key its secret derives"), "{err}");
-        let split = format!(r#"{{"publicKey":"{other}","ss58Address":"{}"}}"#, ss58(good.public_key().0));
+        let split = format!(r#"{{"publicKey":"{other}","ss58Address":"{}"}}"#, ss58(good.public_key()));
         let err = public_from_json(path, split.as_bytes()).unwrap_err().to_string();
         assert!(err.contains("ss58Address and publicKey name different keys"), "{err}");
         let short = format!(r#"{{"secretSeed":"{seed}","publicKey":"0x00"}}"#);
@@ -308,10 +329,27 @@ mod tests {
             .to_string()
             .contains("publicKey is not 32 bytes"));
         assert!(keypair_from_json(path, b"\x00\x01").unwrap_err().to_string().contains("not a keyfile's JSON"));
-        assert!(keypair_from_json(path, br#"{"ss58Address":"5Gx"}"#)
-            .unwrap_err()
-            .to_string()
-            .contains("no secretSeed"));
+        let public_only = format!(r#"{{"ss58Address":"{}"}}"#, ss58(good.public_key()));
+        let err = keypair_from_json(path, public_only.as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("no secretSeed, secretPhrase or privateKey"), "{err}");
+        // A hotkey made from a URI (bittensor-wallet's create_hotkey_from_uri("//Alice")):
+        // privateKey and the public fields only.
+        let alice_private = "0x33a6f3093f158a7109f679410bef1a0c54168145e0cecb4df006c1c2fffb1f09925a225d97aa00682d6a59b95b18780c10d7032336e88f3442b42361f4a66011";
+        let alice_public = "0xd43593c715fdd31c61141abd04a99fd6822c8558854ccde39a5684e7a56da27d";
+        let uri_keyfile = format!(
+            r#"{{"accountId":"{alice_public}","publicKey":"{alice_public}","cryptoType":1,"privateKey":"{alice_private}","ss58Address":"5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"}}"#
+        );
+        let alice = keypair_from_json(path, uri_keyfile.as_bytes()).unwrap();
+        assert_eq!(ss58(alice.public_key()), "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY");
+        let unnamed = format!(r#"{{"privateKey":"{alice_private}"}}"#);
+        let err = keypair_from_json(path, unnamed.as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("nothing says whose key it is"), "{err}");
+        let someone_else = format!(r#"{{"privateKey":"{alice_private}","publicKey":"{other}"}}"#);
+        let err = keypair_from_json(path, someone_else.as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("not the key its public fields name"), "{err}");
+        let cut = format!(r#"{{"privateKey":"{}","publicKey":"{alice_public}"}}"#, &alice_private[..66]);
+        let err = keypair_from_json(path, cut.as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("privateKey is not 64 bytes"), "{err}");
         let err = open_nacl(path, b"$ANSIBLE_VAULT;1.1", b"p").unwrap_err().to_string();
         assert!(err.contains("older format"), "{err}");
         // Not a regular file, and too large.

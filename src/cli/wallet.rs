@@ -41,14 +41,14 @@ pub fn run(command: WalletCommand) -> anyhow::Result<ExitCode> {
             if file.exists() {
                 let claimed = wallet::public_from_json(&file, &wallet::read_keyfile(&file)?)?;
                 anyhow::ensure!(
-                    claimed == keypair.public_key().0,
+                    claimed == keypair.public_key(),
                     "{} names {}, not the hotkey's own key {}",
                     file.display(),
                     ss58(&claimed),
-                    ss58(&keypair.public_key().0)
+                    ss58(&keypair.public_key())
                 );
             }
-            (ss58(&keypair.public_key().0), "secret")
+            (ss58(&keypair.public_key()), "secret")
         }
         Err(WalletError::PasswordNeeded { .. }) => {
             let file = paths.hotkeypub_file();

@@ -67,10 +67,10 @@ mod tests {
             tip_height: 1,
         };
         let records = [
-            CommitmentRecord { hotkey: "v0".into(), block: 5, fields: ledger(10).fields() },
-            CommitmentRecord { hotkey: "v1".into(), block: 5, fields: ledger(11).fields() },
+            CommitmentRecord::new("v0", 5, ledger(10).fields()),
+            CommitmentRecord::new("v1", 5, ledger(11).fields()),
             // A miner's ledger-looking commitment does not make it a validator.
-            CommitmentRecord { hotkey: "miner".into(), block: 5, fields: ledger(12).fields() },
+            CommitmentRecord::new("miner", 5, ledger(12).fields()),
         ];
         let axon =
             |hotkey: &str, port| Axon { hotkey: hotkey.into(), block: 3, ip: "127.0.0.1".parse().unwrap(), port };

@@ -130,7 +130,11 @@ pub fn discover(
             });
             continue;
         }
-        match MinerCommitment::from_fields(&record.fields) {
+        let read = match &record.unreadable {
+            Some(reason) => Err(reason.clone()),
+            None => MinerCommitment::from_fields(&record.fields).map_err(|e| e.to_string()),
+        };
+        match read {
             Ok(commitment) => valid.push(Candidate {
                 hotkey: record.hotkey.clone(),
                 uid: neuron.uid,
@@ -142,7 +146,7 @@ pub fn discover(
                 hotkey: record.hotkey.clone(),
                 uid: neuron.uid,
                 commit_block: record.block,
-                error: error.to_string(),
+                error,
             }),
         }
     }
@@ -230,7 +234,7 @@ mod tests {
 
     fn commit(hotkey: &str, block: u64, model: &str, revision: &str) -> CommitmentRecord {
         let c = MinerCommitment::new(model, revision, &format!("http://127.0.0.1/{hotkey}")).unwrap();
-        CommitmentRecord { hotkey: hotkey.into(), block, fields: c.to_fields().unwrap() }
+        CommitmentRecord::new(hotkey, block, c.to_fields().unwrap())
     }
 
     fn hotkeys(queue: &[Candidate]) -> Vec<&str> {
@@ -309,8 +313,8 @@ mod tests {
         let neurons = [neuron(1, "v", 1), neuron(2, "junk", 1)];
         let ledger = LedgerCommitment { tip_hash: Hash32([1; 32]), ledger_key: ValidatorKey([2; 32]), tip_height: 3 };
         let records = [
-            CommitmentRecord { hotkey: "v".into(), block: 5, fields: ledger.fields() },
-            CommitmentRecord { hotkey: "junk".into(), block: 5, fields: vec![b"{\"model\":".to_vec()] },
+            CommitmentRecord::new("v", 5, ledger.fields()),
+            CommitmentRecord::new("junk", 5, vec![b"{\"model\":".to_vec()]),
         ];
         let d = discover(&neurons, &records, None, &BTreeSet::new());
         assert!(d.queue.is_empty());

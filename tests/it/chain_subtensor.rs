@@ -114,7 +114,7 @@ fn a_signed_set_commitment_extrinsic_verifies_and_decodes_back() {
     let body = &extrinsic[prefix..];
     assert_eq!(body[0], 0x84, "version 4, signed");
     assert_eq!(body[1], 0x00, "MultiAddress::Id");
-    assert_eq!(&body[2..34], &keypair.public_key().0, "the signer is our hotkey");
+    assert_eq!(&body[2..34], &keypair.public_key(), "the signer is our hotkey");
     assert_eq!(body[34], 0x01, "MultiSignature::Sr25519");
     let signature: [u8; 64] = body[35..99].try_into().unwrap();
     assert!(body.ends_with(&call), "the call is the last part of the extrinsic");
@@ -127,18 +127,18 @@ fn a_signed_set_commitment_extrinsic_verifies_and_decodes_back() {
     assert!(subxt_signer::sr25519::verify(
         &subxt_signer::sr25519::Signature(signature),
         &signed_message,
-        &keypair.public_key()
+        &subxt_signer::sr25519::PublicKey(keypair.public_key())
     ));
     let mut forged = signed_message.clone();
     forged[0] ^= 1;
     assert!(!subxt_signer::sr25519::verify(
         &subxt_signer::sr25519::Signature(signature),
         &forged,
-        &keypair.public_key()
+        &subxt_signer::sr25519::PublicKey(keypair.public_key())
     ));
     // The signed payload starts with the call, then the extensions' data.
     assert!(signer_payload.starts_with(&call));
-    assert_eq!(subtensor::ss58(&keypair.public_key().0).len(), 48, "ss58 addresses with prefix 42 are 48 chars");
+    assert_eq!(subtensor::ss58(&keypair.public_key()).len(), 48, "ss58 addresses with prefix 42 are 48 chars");
 }
 
 fn sp_hash(bytes: &[u8]) -> [u8; 32] {
@@ -174,7 +174,7 @@ fn wallet_files_load_and_bad_ones_are_refused() {
     };
     let key = load("hk").unwrap();
     let again = seed_keypair(&"07".repeat(32));
-    assert_eq!(key.public_key().0, again.public_key().0);
+    assert_eq!(key.public_key(), again.public_key());
     let error = load("bad").err().unwrap().to_string();
     assert!(error.contains("32 bytes") && !error.contains("1234"), "names the problem, never the secret: {error}");
     let error = load("odd").err().unwrap().to_string();
@@ -183,7 +183,7 @@ fn wallet_files_load_and_bad_ones_are_refused() {
 }
 
 /// A hotkey from 32 seed bytes (hex), through the wallet keyfile parser.
-pub fn seed_keypair(seed_hex: &str) -> subxt_signer::sr25519::Keypair {
+pub fn seed_keypair(seed_hex: &str) -> af::chain::hotkey::Hotkey {
     let json = format!("{{\"secretSeed\": \"0x{seed_hex}\"}}");
     wallet::keypair_from_json(std::path::Path::new("test"), json.as_bytes()).unwrap()
 }

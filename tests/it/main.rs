@@ -23,6 +23,7 @@ mod p2p_partition;
 mod p2p_sim;
 mod proof_mutations;
 mod replay_audit;
+mod subtensor_node;
 mod validator_cli;
 mod validator_match;
 mod validator_service;
