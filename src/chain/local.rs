@@ -740,17 +740,17 @@ async fn block(State(chain): Shared, UrlPath(number): UrlPath<u64>) -> Result<Js
     })
 }
 
-/// `serve_axon`: only a registered hotkey publishes, at a routable address and a port.
+/// `serve_axon`: only a registered hotkey publishes, at an address subtensor accepts and a port.
 async fn serve_axon(
     State(chain): Shared,
     UrlPath(netuid): UrlPath<u16>,
     Json(request): Json<AxonRequest>,
 ) -> Result<Json<BlockReply>, Refusal> {
-    if request.ip.is_unspecified() || request.port == 0 {
-        return Err(refuse(
-            StatusCode::BAD_REQUEST,
-            "InvalidIpAddress/InvalidPort: an axon needs an address and a port",
-        ));
+    // As subtensor's transaction extension checks it (is_valid_ip_address with
+    // allow_zero, and the port).
+    let (addr, ip_type) = super::axon_ip_parts(request.ip);
+    if let Err(why) = super::check_axon(ip_type, addr, request.port) {
+        return Err(refuse(StatusCode::BAD_REQUEST, why));
     }
     chain
         .change(|state, block| {

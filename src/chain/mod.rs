@@ -248,6 +248,8 @@ pub enum ChainError {
     TooManyUnrevealed { count: u32, max: u32, reveal_block: u64 },
     #[error("timelock: {0}")]
     Tlock(#[from] tlock::TlockError),
+    #[error("our timelocked weights commit for this epoch waits for its reveal (at block {reveal_block}): no second commit before it")]
+    CommitPending { reveal_block: u64 },
     #[error("weights were set at block {last} and the rate limit is {limit} blocks: next allowed at block {next}")]
     RateLimited { last: u64, limit: u64, next: u64 },
     #[error("this chain client has no hotkey to sign with")]
@@ -270,6 +272,7 @@ impl ChainError {
             ChainError::Refused(_) => "refused_by_chain",
             ChainError::CommitRevealUnsupported { .. } => "commit_reveal_unsupported",
             ChainError::TooManyUnrevealed { .. } => "too_many_unrevealed",
+            ChainError::CommitPending { .. } => "commit_pending",
             ChainError::Tlock(_) => "timelock",
             ChainError::RateLimited { .. } => "rate_limited",
             ChainError::NoSigner => "no_signer",
@@ -288,6 +291,15 @@ impl ChainError {
                 | ChainError::CommitRevealUnsupported { .. }
                 | ChainError::RateLimited { .. }
                 | ChainError::TooManyUnrevealed { .. }
+                | ChainError::CommitPending { .. }
+        )
+    }
+
+    /// A refusal that only says "not yet": the next turn of the anchoring loop sends.
+    pub fn is_wait(&self) -> bool {
+        matches!(
+            self,
+            ChainError::RateLimited { .. } | ChainError::TooManyUnrevealed { .. } | ChainError::CommitPending { .. }
         )
     }
 }
@@ -389,23 +401,67 @@ pub enum WeightsSent {
     Committed { chain_block: u64, version_key: u64, plan: tlock::RevealPlan, ciphertext_hash: Hash32 },
 }
 
+/// What this process last sent as weights, kept between the chain's blocks: an
+/// extrinsic waits in the pool until a block includes it, and until then the chain's
+/// `LastUpdate` and `TimelockedWeightCommits` do not show it. Every weights send of a
+/// validator goes through one of these (the match loop's anchoring, the final anchoring
+/// and the serving loop share it), so the same decision is never sent twice.
+#[derive(Debug, Default)]
+pub struct SentWeights {
+    last: tokio::sync::Mutex<Option<WeightsSent>>,
+}
+
+impl SentWeights {
+    /// The block our next weights may go at, by the rate limit over the later of the
+    /// chain's last update and our own last send.
+    pub async fn check_rate(&self, limits: &WeightLimits, netuid: u16, now: u64) -> Result<(), ChainError> {
+        let ours = self.last.lock().await.as_ref().map(WeightsSent::chain_block);
+        let last_update = limits.last_update.max(ours);
+        check_weight_limits(&WeightLimits { last_update, ..limits.clone() }, netuid, now)
+    }
+}
+
+impl WeightsSent {
+    pub fn chain_block(&self) -> u64 {
+        match self {
+            WeightsSent::Set { chain_block, .. } | WeightsSent::Committed { chain_block, .. } => *chain_block,
+        }
+    }
+}
+
 /// The one path for weights: from the chain's state, `set_weights` where commit-reveal
 /// is off, else a timelocked commit to the round the chain will reveal it with. Refuses
-/// (sending nothing) what the chain would refuse: the rate limit, and 10 unrevealed
-/// commits. `now_ms` is the time the reveal round is planned from.
+/// (sending nothing) what the chain would refuse, counting our own sends still in the
+/// pool: the rate limit, a commit while one of ours for this epoch waits for its reveal
+/// (`CommitPending`), and 10 unrevealed commits. `now_ms` is the time the reveal round is
+/// planned from. One send at a time per `sent`.
 pub async fn send_weights(
     chain: &dyn Chain,
+    sent: &SentWeights,
     uids: &[u16],
     weights: &[u16],
     now_ms: u64,
 ) -> Result<WeightsSent, ChainError> {
+    let mut last = sent.last.lock().await;
     let limits = chain.weight_limits().await?;
     let block = chain.current_block().await?;
-    check_weight_limits(&limits, chain.netuid(), block)?;
+    let ours = last.as_ref().map(WeightsSent::chain_block);
+    check_weight_limits(
+        &WeightLimits { last_update: limits.last_update.max(ours), ..limits.clone() },
+        chain.netuid(),
+        block,
+    )?;
     let version_key = limits.version_key;
     if !limits.commit_reveal_enabled {
         let chain_block = chain.set_weights(uids, weights, version_key).await?;
-        return Ok(WeightsSent::Set { chain_block, version_key });
+        let done = WeightsSent::Set { chain_block, version_key };
+        *last = Some(done.clone());
+        return Ok(done);
+    }
+    if let Some(WeightsSent::Committed { plan, .. }) = last.as_ref() {
+        if block < plan.reveal_block {
+            return Err(ChainError::CommitPending { reveal_block: plan.reveal_block });
+        }
     }
     let info = chain.timelock_info().await?;
     let plan =
@@ -417,6 +473,9 @@ pub async fn send_weights(
             reveal_block: plan.reveal_block,
         });
     }
+    if info.unrevealed_commits > 0 {
+        return Err(ChainError::CommitPending { reveal_block: plan.reveal_block });
+    }
     let hotkey = chain.payload_hotkey().ok_or(ChainError::NoSigner)?;
     let payload = tlock::WeightsTlockPayload { hotkey, uids: uids.to_vec(), values: weights.to_vec(), version_key };
     let ciphertext = tlock::encrypt(
@@ -427,12 +486,14 @@ pub async fn send_weights(
     )?;
     let chain_block =
         chain.commit_timelocked_weights(&ciphertext, plan.reveal_round, info.commit_reveal_version).await?;
-    Ok(WeightsSent::Committed {
+    let done = WeightsSent::Committed {
         chain_block,
         version_key,
         plan,
         ciphertext_hash: Hash32(*blake3::hash(&ciphertext).as_bytes()),
-    })
+    };
+    *last = Some(done.clone());
+    Ok(done)
 }
 
 /// Refuses a weight update (set or commit) that the rate limit would refuse, with the

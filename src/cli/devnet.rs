@@ -226,7 +226,7 @@ pub fn run(
             "--serve".into(),
             "--json".into(),
             "--listen".into(),
-            format!("/ip4/127.0.0.1/tcp/{port}"),
+            format!("/ip4/{}/tcp/{port}", validator_ip(i)),
         ];
         // No --peer, no --allow: each validator publishes its address on the chain and
         // finds the others, and which logs to keep, there (ledger-spec/13).
@@ -237,7 +237,7 @@ pub fn run(
             .stderr(std::fs::File::create(dir.join("validate.log"))?)
             .spawn()
             .context("starting a validator")?;
-        eprintln!("validator {i}: {} on 127.0.0.1:{port}", validators[i].1);
+        eprintln!("validator {i}: {} on {}:{port}", validators[i].1, validator_ip(i));
         validator_processes.push(Process { child, name: format!("validator {i}") });
     }
 
@@ -560,4 +560,11 @@ pub fn run(
         );
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) })
+}
+
+/// Validator `i`'s loopback address: 127.0.0.2 and up, since subtensor (and so the
+/// stand-in chain) refuses to publish 127.0.0.1 as an axon, while Linux routes all of
+/// 127.0.0.0/8 to the loopback interface.
+fn validator_ip(i: usize) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::new(127, 0, 0, 2 + (i % 250) as u8)
 }

@@ -41,6 +41,10 @@ pub struct ChainFlags {
     /// Subtensor: the wallets directory ([chain] wallets_dir; default ~/.bittensor/wallets).
     #[arg(long)]
     pub wallets_dir: Option<PathBuf>,
+    /// The address published on chain (serve_axon) for other validators to dial, IP or
+    /// IP:PORT, when the listen address is not it ([p2p] external).
+    #[arg(long = "external-addr", value_name = "IP[:PORT]")]
+    pub external_addr: Option<String>,
 }
 
 /// The config `af validate` runs with: embedded defaults, then the file, then `AF_*`
@@ -67,6 +71,9 @@ pub fn effective_config(
     }
     if let Some(dir) = &chain.wallets_dir {
         spec.wallets_dir = Some(dir.clone());
+    }
+    if let Some(external) = &chain.external_addr {
+        config.p2p.external = Some(external.clone());
     }
     config.check().context("the command line's values")?;
     Ok(config)
@@ -166,6 +173,7 @@ pub fn validate(
             tokio::spawn(af::p2p::node::chain_peers_loop(
                 chain.clone(),
                 status.clone(),
+                config.p2p.parsed()?.external,
                 peers_sender,
                 config.chain.discover_every_ms,
                 stop.clone(),
@@ -196,6 +204,8 @@ pub fn validate(
         let envs_for_log = envs.clone();
         let terminal = std::io::stderr().is_terminal();
         let display = tokio::spawn(show_progress(progress, envs, terminal));
+        // One memory of our weights sends for the run and the serving loop after it.
+        let sent_weights = Arc::new(af::chain::SentWeights::default());
         let options = RunOptions {
             max_matches,
             now_ms: super::now_ms,
@@ -243,6 +253,7 @@ pub fn validate(
             evidence,
             chain: chain.clone(),
             anchor_check_ms: 1_000,
+            sent_weights: sent_weights.clone(),
             metrics: metrics.clone(),
         };
         let summary = run::run(log.clone(), &config, stop.clone(), options).await;
@@ -295,6 +306,7 @@ pub fn validate(
                 tokio::spawn(af::validator::anchor::anchor_loop(
                     log.clone(),
                     chain,
+                    sent_weights.clone(),
                     events.clone(),
                     config.evaluation.ratio_params(),
                     af::validator::anchor::AnchorClock { check_ms: 1_000, now_ms: super::now_ms },

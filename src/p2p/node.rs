@@ -98,6 +98,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 pub async fn chain_peers_loop(
     chain: Arc<dyn crate::chain::Chain>,
     mut status: watch::Receiver<NetStatus>,
+    external: Option<(std::net::IpAddr, Option<u16>)>,
     peers: watch::Sender<super::chain_peers::ChainPeers>,
     every_ms: u64,
     mut stop: watch::Receiver<bool>,
@@ -105,20 +106,27 @@ pub async fn chain_peers_loop(
     let mut published: Option<(std::net::IpAddr, u16)> = None;
     loop {
         if published.is_none() {
-            let address = status.borrow_and_update().listen.iter().find_map(|a| tcp_address(a));
+            let listening = status.borrow_and_update().listen.iter().find_map(|a| tcp_address(a));
+            // The external address, where one is named (its port, else the listen port).
+            let address = listening.map(|(ip, port)| match external {
+                Some((external_ip, external_port)) => (external_ip, external_port.unwrap_or(port)),
+                None => (ip, port),
+            });
             match address {
-                Some((ip, _)) if ip.is_unspecified() => {
-                    tracing::warn!(event = "axon_not_published", "listening on an unspecified address: set p2p.listen to a routable address for other validators to find this one on chain");
-                    published = Some((ip, 0));
-                }
-                Some((ip, port)) => match chain.serve_axon(ip, port).await {
-                    Ok(block) => {
-                        tracing::info!(event = "axon_published", %ip, port, block, "published our address on chain");
+                Some((ip, port)) => match crate::chain::check_published_axon(ip, port) {
+                    Err(why) => {
+                        tracing::warn!(event = "axon_not_published", %ip, port, "not publishing {ip}:{port} on chain: {why}; set --external-addr ([p2p] external) for other validators to find this one");
                         published = Some((ip, port));
                     }
-                    Err(error) => {
-                        tracing::warn!(event = "axon_failed", error = %error, "publishing our address failed; retrying")
-                    }
+                    Ok(()) => match chain.serve_axon(ip, port).await {
+                        Ok(block) => {
+                            tracing::info!(event = "axon_published", %ip, port, block, "published {ip}:{port} on chain (serve_axon)");
+                            published = Some((ip, port));
+                        }
+                        Err(error) => {
+                            tracing::warn!(event = "axon_failed", error = %error, "publishing {ip}:{port} failed; retrying")
+                        }
+                    },
                 },
                 None => {}
             }

@@ -3,9 +3,7 @@
 //! weights from a replay of every log we hold, when the rate limit allows. Each
 //! success is recorded as an event in our own log, through its single writer.
 
-use crate::chain::{
-    check_weight_limits, send_weights, Chain, ChainError, LedgerCommitment, WeightsSent, COMMIT_EVERY_BLOCKS,
-};
+use crate::chain::{send_weights, Chain, ChainError, LedgerCommitment, SentWeights, WeightsSent, COMMIT_EVERY_BLOCKS};
 use crate::envs;
 use crate::evaluation::ratio::RatioParams;
 use crate::ledger::event::{ChainCommitment, WeightsCommitted, WeightsSet};
@@ -69,19 +67,22 @@ pub async fn commit_tip(log: &OwnLog, chain: &dyn Chain) -> Result<Option<ChainC
 
 /// The weights replay gives (winner takes all, to the champion's uid on chain now),
 /// sent the way the subnet requires (`set_weights`, or a timelocked commit under
-/// commit-reveal: [`send_weights`]); returns the event to record. `None` when the rate
-/// limit says wait (checked first, so no replay is wasted), there is no champion yet, or
-/// the champion is not registered.
+/// commit-reveal: [`send_weights`], through the validator's one `sent` memory); returns
+/// the event to record. `None` when the chain says wait: the rate limit (checked first,
+/// counting our own sends still in the pool, so no replay is wasted), or our commit for
+/// this epoch not yet revealed; and when there is no champion yet, or the champion is not
+/// registered.
 pub async fn set_weights(
     log: &Arc<OwnLog>,
     chain: &dyn Chain,
+    sent: &SentWeights,
     ratio_params: RatioParams,
     folds: &mut Option<Vec<ChainFold>>,
     now_ms: u64,
 ) -> Result<Option<Event>, AnchorError> {
     let limits = chain.weight_limits().await?;
     let now = chain.current_block().await?;
-    match check_weight_limits(&limits, chain.netuid(), now) {
+    match sent.check_rate(&limits, chain.netuid(), now).await {
         Err(ChainError::RateLimited { .. }) => return Ok(None),
         Err(other) => return Err(other.into()),
         Ok(()) => {}
@@ -103,7 +104,15 @@ pub async fn set_weights(
     let Some(uid) = neurons.iter().find(|n| n.hotkey == champion.hotkey).map(|n| n.uid) else { return Ok(None) };
     let (uids, weights) = (vec![uid], vec![u16::MAX]);
     let netuid = chain.netuid();
-    Ok(Some(match send_weights(chain, &uids, &weights, now_ms).await? {
+    let sent = match send_weights(chain, sent, &uids, &weights, now_ms).await {
+        Ok(sent) => sent,
+        Err(error) if error.is_wait() => {
+            tracing::debug!(event = "weights_wait", reason = %error, "weights wait for the chain");
+            return Ok(None);
+        }
+        Err(error) => return Err(error.into()),
+    };
+    Ok(Some(match sent {
         WeightsSent::Set { chain_block, version_key } => {
             Event::WeightsSet(WeightsSet { netuid, uids, weights, version_key, chain_block })
         }
@@ -152,6 +161,7 @@ pub struct AnchorClock {
 pub async fn anchor_loop(
     log: Arc<OwnLog>,
     chain: Arc<dyn Chain>,
+    sent: Arc<SentWeights>,
     events: mpsc::Sender<Vec<Event>>,
     ratio_params: RatioParams,
     clock: AnchorClock,
@@ -160,7 +170,6 @@ pub async fn anchor_loop(
 ) {
     let AnchorClock { check_ms, now_ms } = clock;
     let mut last_commit_block: Option<u64> = None;
-    let mut last_weights_block: Option<u64> = None;
     let mut folds: Option<Vec<ChainFold>> = None;
     loop {
         tokio::select! {
@@ -198,25 +207,21 @@ pub async fn anchor_loop(
                 }
             }
         }
-        // The chain's own rate limit decides (set_weights reads it and waits when it says
-        // so); a block already used for weights is not retried.
-        let weights_due = last_weights_block.is_none_or(|at| block > at);
-        if weights_due {
-            match set_weights(&log, chain.as_ref(), ratio_params, &mut folds, now_ms()).await {
-                Ok(Some(event)) => {
-                    metrics.chain_send("weights", "sent", "");
-                    let (chain_block, what) = describe_weights(&event);
-                    tracing::info!(event = event.kind_name(), chain_block, "{what}");
-                    last_weights_block = Some(chain_block);
-                    if events.send(vec![event]).await.is_err() {
-                        return;
-                    }
+        // The chain's own rate limit decides, with our sends still in the pool counted
+        // (set_weights reads both and waits when they say so).
+        match set_weights(&log, chain.as_ref(), &sent, ratio_params, &mut folds, now_ms()).await {
+            Ok(Some(event)) => {
+                metrics.chain_send("weights", "sent", "");
+                let (chain_block, what) = describe_weights(&event);
+                tracing::info!(event = event.kind_name(), chain_block, "{what}");
+                if events.send(vec![event]).await.is_err() {
+                    return;
                 }
-                Ok(None) => {}
-                Err(error) => {
-                    error.count(&metrics, "weights");
-                    tracing::warn!(event = "set_weights_failed", error = %error, "setting weights failed; retrying");
-                }
+            }
+            Ok(None) => {}
+            Err(error) => {
+                error.count(&metrics, "weights");
+                tracing::warn!(event = "set_weights_failed", error = %error, "setting weights failed; retrying");
             }
         }
     }

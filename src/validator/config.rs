@@ -35,6 +35,11 @@ pub struct P2pConfig {
     pub peers: Vec<String>,
     /// Validator keys (hex) whose logs are kept; empty: every validly signed log.
     pub allow: Vec<String>,
+    /// With a chain: the address published with `serve_axon`, where other validators
+    /// dial this one (`IP` or `IP:PORT`; default the first `listen` address, its port
+    /// too). Subtensor refuses 127.0.0.1, `::1` and the broadcast address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub external: Option<String>,
 }
 
 impl P2pConfig {
@@ -66,7 +71,48 @@ impl P2pConfig {
                     .map_err(|e| ConfigError::Invalid(format!("p2p.allow[{i}]: {e}")))
             })
             .collect::<Result<_, _>>()?;
-        Ok(ParsedP2p { listen: addresses("listen", &self.listen)?, peers: addresses("peers", &self.peers)?, allow })
+        let external = match &self.external {
+            None => None,
+            Some(text) => Some(parse_external(text).ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "p2p.external = {} is not an IP or IP:PORT (e.g. 203.0.113.7:4001)",
+                    crate::bytes::quote_prefix(text)
+                ))
+            })?),
+        };
+        Ok(ParsedP2p {
+            listen: addresses("listen", &self.listen)?,
+            peers: addresses("peers", &self.peers)?,
+            allow,
+            external,
+        })
+    }
+}
+
+fn parse_external(text: &str) -> Option<(std::net::IpAddr, Option<u16>)> {
+    match text.parse::<std::net::SocketAddr>() {
+        Ok(socket) => Some((socket.ip(), Some(socket.port()))),
+        Err(_) => text.parse::<std::net::IpAddr>().ok().map(|ip| (ip, None)),
+    }
+}
+
+/// The IP of a `/ip4/..` or `/ip6/..` multiaddr.
+pub fn multiaddr_ip(address: &libp2p::Multiaddr) -> Option<std::net::IpAddr> {
+    address.iter().find_map(|part| match part {
+        libp2p::multiaddr::Protocol::Ip4(ip) => Some(std::net::IpAddr::V4(ip)),
+        libp2p::multiaddr::Protocol::Ip6(ip) => Some(std::net::IpAddr::V6(ip)),
+        _ => None,
+    })
+}
+
+impl ParsedP2p {
+    /// The IP published on chain: `external`'s, else the first listen address's (the
+    /// node listens on 127.0.0.1 when none is given).
+    pub fn published_ip(&self) -> std::net::IpAddr {
+        self.external
+            .map(|(ip, _)| ip)
+            .or_else(|| self.listen.first().and_then(multiaddr_ip))
+            .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
     }
 }
 
@@ -76,6 +122,8 @@ pub struct ParsedP2p {
     pub listen: Vec<libp2p::Multiaddr>,
     pub peers: Vec<libp2p::Multiaddr>,
     pub allow: Vec<crate::bytes::ValidatorKey>,
+    /// `external`: the IP published on chain, and its port if named.
+    pub external: Option<(std::net::IpAddr, Option<u16>)>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -306,7 +354,22 @@ impl Config {
         }
         self.evaluation.stopping_rule()?;
         self.http.address()?;
-        self.p2p.parsed()?;
+        let p2p = self.p2p.parsed()?;
+        if self.chain.is_set() && self.p2p.enabled() {
+            // Refused now rather than by the chain later: other validators would never
+            // find this one.
+            let ip = p2p.published_ip();
+            let (port, named) = match p2p.external {
+                Some((_, Some(port))) => (port, "p2p.external"),
+                Some((_, None)) => (1, "p2p.external"),
+                None => (1, "p2p.listen"),
+            };
+            if let Err(why) = crate::chain::check_published_axon(ip, port) {
+                return invalid(format!(
+                    "{named} would be published on chain (serve_axon) as {ip}: {why}; listen on an address other validators can reach, or name it with --external-addr IP[:PORT] ([p2p] external)"
+                ));
+            }
+        }
         if self.p2p.listen.len() + self.p2p.peers.len() + self.p2p.allow.len() > crate::limits::MAX_LIST_ITEMS {
             return invalid(format!("p2p lists hold more than {} entries", crate::limits::MAX_LIST_ITEMS));
         }

@@ -81,6 +81,8 @@ pub struct RunOptions {
     pub chain: Option<Arc<dyn crate::chain::Chain>>,
     /// How often the anchoring task looks at the chain.
     pub anchor_check_ms: u64,
+    /// Our weights sends still in the pool: shared with whatever anchors after the run.
+    pub sent_weights: Arc<crate::chain::SentWeights>,
     /// What the run counts for the operator (`GET /metrics`) and its health.
     pub metrics: Arc<Metrics>,
 }
@@ -210,6 +212,7 @@ pub async fn run(
         tokio::spawn(super::anchor::anchor_loop(
             log.clone(),
             chain,
+            options.sent_weights.clone(),
             writer.sender.clone(),
             params,
             super::anchor::AnchorClock { check_ms: options.anchor_check_ms, now_ms: options.now_ms },
@@ -427,7 +430,8 @@ pub async fn run(
                 tracing::warn!(event = "commit_failed", error = %error, "committing our final tip failed");
             }
         }
-        match super::anchor::set_weights(&log, chain.as_ref(), params, &mut None, (options.now_ms)()).await {
+        let sent = &options.sent_weights;
+        match super::anchor::set_weights(&log, chain.as_ref(), sent, params, &mut None, (options.now_ms)()).await {
             Ok(Some(event)) => {
                 options.metrics.chain_send("weights", "sent", "");
                 let (chain_block, what) = super::anchor::describe_weights(&event);

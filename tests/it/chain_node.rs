@@ -341,7 +341,8 @@ async fn the_subtensor_backend_reads_and_submits_through_a_strict_loopback_node(
     assert!(error.to_string().contains("CommitRevealWeightsEnabled"), "{error}");
     assert_eq!(node.submissions().len(), n_sent);
     // The one weights path commits them timelocked instead.
-    let sent = af::chain::send_weights(&client, &[2], &[65535], 1_800_000_000_000).await.unwrap();
+    let memory = af::chain::SentWeights::default();
+    let sent = af::chain::send_weights(&client, &memory, &[2], &[65535], 1_800_000_000_000).await.unwrap();
     let af::chain::WeightsSent::Committed { plan, ciphertext_hash, .. } = sent else { panic!("{sent:?}") };
     let submission = last_accepted(&node);
     let decoded = submission.decoded.clone().unwrap();
@@ -364,6 +365,19 @@ async fn the_subtensor_backend_reads_and_submits_through_a_strict_loopback_node(
     let pending = client.timelocked().await.unwrap().pending;
     assert_eq!(pending.len(), 1, "our commit waits on chain: {pending:?}");
     assert_eq!(pending[0].ciphertext_hash, ciphertext_hash);
+    // Never twice for one epoch: within the rate limit our own send counts, and with no
+    // rate limit at all our commit waiting for its reveal does, in this process and, from
+    // the chain's TimelockedWeightCommits, in a restarted one.
+    let n_sent = node.submissions().len();
+    let again = af::chain::send_weights(&client, &memory, &[2], &[65535], 1_800_000_000_000).await.unwrap_err();
+    assert!(matches!(again, ChainError::RateLimited { .. }), "{again}");
+    node.put("SubtensorModule", "WeightsSetRateLimit", &subnet_key(), Value::u128(0));
+    let again = af::chain::send_weights(&client, &memory, &[2], &[65535], 1_800_000_000_000).await.unwrap_err();
+    assert!(matches!(again, ChainError::CommitPending { .. }), "{again}");
+    let restarted = af::chain::SentWeights::default();
+    let again = af::chain::send_weights(&client, &restarted, &[2], &[65535], 1_800_000_000_000).await.unwrap_err();
+    assert!(matches!(again, ChainError::CommitPending { .. }) && again.is_wait(), "{again}");
+    assert_eq!(node.submissions().len(), n_sent, "nothing was sent");
     // The older call without a mechanism id, as chains before mechanisms take it.
     node.put(
         "SubtensorModule",

@@ -259,6 +259,13 @@ fn print_config_shows_defaults_file_and_overrides() {
         "--hotkey",
         "h",
     ];
+    // Listening on 127.0.0.1 with a chain: subtensor would refuse that axon address, so
+    // the validator refuses to start and names the way out.
+    let output = af(&flags);
+    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("InvalidIpAddress") && error.contains("--external-addr"), "{error}");
+    let flags: Vec<&str> = flags.iter().copied().chain(["--external-addr", "203.0.113.7:4001"]).collect();
     let output = af(&flags);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let printed: toml::Table = stdout(&output).parse().expect("TOML");
@@ -268,6 +275,7 @@ fn print_config_shows_defaults_file_and_overrides() {
     assert_eq!(printed["p2p"]["allow"][0].as_str(), Some(key.as_str()));
     assert_eq!(printed["http"]["listen"].as_str(), Some("127.0.0.1:7999"));
     assert_eq!(printed["chain"]["endpoint"].as_str(), Some("subtensor:ws://127.0.0.1:9945"));
+    assert_eq!(printed["p2p"]["external"].as_str(), Some("203.0.113.7:4001"));
     assert_eq!(printed["chain"]["netuid"].as_integer(), Some(5), "the file's value where no flag is given");
     assert_eq!(printed["chain"]["wallet"].as_str(), Some("w"));
     assert!(stdout(&output).contains("# wallets_dir: unset"), "{}", stdout(&output));
