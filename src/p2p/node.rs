@@ -105,6 +105,7 @@ pub async fn chain_peers_loop(
 ) {
     let mut published: Option<(std::net::IpAddr, u16)> = None;
     loop {
+        let mut not_listening = false;
         if published.is_none() {
             let listening = status.borrow_and_update().listen.iter().find_map(|a| tcp_address(a));
             // The external address, where one is named (its port, else the listen port).
@@ -128,7 +129,7 @@ pub async fn chain_peers_loop(
                         }
                     },
                 },
-                None => {}
+                None => not_listening = true,
             }
         }
         let read = async {
@@ -154,8 +155,15 @@ pub async fn chain_peers_loop(
                 tracing::warn!(event = "chain_peers_failed", error = %error, "reading validators from the chain failed; retrying")
             }
         }
+        // Not yet listening: publish as soon as the node says where, not a period later.
+        let listening = async {
+            if !not_listening || status.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(every_ms)) => {}
+            _ = listening => {}
             _ = stop.changed() => return,
         }
         if *stop.borrow() {

@@ -148,6 +148,7 @@ async fn commitments_of_every_data_variant_and_field_count_read_back_exactly_or_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_subtensor_backend_reads_and_submits_through_a_strict_loopback_node() {
     let Some((node, url)) = strict_node(None).await else { return };
+    Node::clear_capture("chain_node");
     let capture = |what: &serde_json::Value| node.capture("chain_node", &last_accepted(&node), what.clone());
     let netuid = Value::u128(u128::from(NETUID));
     let keypair = seed_keypair(&"5a".repeat(32));
@@ -421,4 +422,118 @@ async fn a_send_refused_for_a_taken_nonce_goes_again_after_a_block_on_a_fresh_on
     tokio::time::sleep(std::time::Duration::from_millis(900)).await;
     let records = client.commitments().await.unwrap();
     assert_eq!(records[0].fields, vec![vec![2; 8]], "both landed, in order");
+}
+
+/// `af validate --serve` against the strict node as a real subnet has it (a block every
+/// 300 ms, weights every 5 blocks): it publishes its axon, commits its tip and sets
+/// weights after its match and again while serving, and every extrinsic it sends is
+/// accepted by the pool and applied by a block: no nonce used twice, no weights twice
+/// within the rate limit. Then the same with commit-reveal on: one timelocked commit per
+/// epoch at most.
+#[test]
+fn a_serving_validator_sends_each_extrinsic_once_and_the_strict_node_accepts_every_one() {
+    for commit_reveal in [false, true] {
+        serve_against_the_strict_node(commit_reveal);
+    }
+}
+
+fn serve_against_the_strict_node(commit_reveal: bool) {
+    use crate::validator_cli::miner;
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let Some((node, url)) = runtime.block_on(strict_node(Some(300))) else { return };
+    let uri = "//AfServeCheck";
+    let validator = subxt_signer::sr25519::Keypair::from_uri(&uri.parse().unwrap()).unwrap().public_key().0;
+    let (champion, contender) = (miner("random"), miner("perfect"));
+    node.register(NETUID, 0, account(40), 10);
+    node.register(NETUID, 1, account(41), 20);
+    node.register(NETUID, 2, validator, 30);
+    node.put("SubtensorModule", "CommitRevealWeightsEnabled", &subnet_key(), Value::bool(commit_reveal));
+    node.put("SubtensorModule", "WeightsSetRateLimit", &subnet_key(), Value::u128(5));
+    node.put("SubtensorModule", "Tempo", &subnet_key(), Value::u128(20));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("v.toml");
+    let mut text = String::from(
+        "[evaluation]\ncap = 200\nmax_challenges = 400\nwindow = 8\n[ledger]\nblock_max_ms = 200\n\
+         [client]\ntimeout_ms = 2000\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 50\n",
+    );
+    for (uid, (who, url)) in [(account(40), &champion.1), (account(41), &contender.1)].into_iter().enumerate() {
+        let hotkey = subtensor::ss58(&who);
+        text += &format!("\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {uid}\nbase_url = \"{url}\"\nmodel = \"m\"\n");
+    }
+    std::fs::write(&config, text).unwrap();
+    let data = dir.path().join("v");
+    let mut process = Command::new(crate::af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--serve"])
+        .args(["--chain", &format!("subtensor:{url}"), "--netuid", &NETUID.to_string()])
+        .args(["--listen", "/ip4/127.0.0.2/tcp/0"])
+        .env("AF_HOTKEY_PHRASE", uri)
+        .env("RUST_LOG", "warn,af=info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let (lines, stderr) = (lines.clone(), process.stderr.take().unwrap());
+        std::thread::spawn(move || BufReader::new(stderr).lines().map_while(Result::ok).for_each(|l| lines.lock().unwrap().push(l)))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !lines.lock().unwrap().iter().any(|l| l.contains("\"event\":\"serving\"")) {
+        assert!(std::time::Instant::now() < deadline, "no serving line:\n{}", lines.lock().unwrap().join("\n"));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // Serving for about 20 blocks: weights go again whenever the chain allows.
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    assert!(Command::new("kill").args(["-TERM", &process.id().to_string()]).status().unwrap().success());
+    assert_eq!(process.wait().unwrap().code(), Some(130), "{}", lines.lock().unwrap().join("\n"));
+    reader.join().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700)); // the last sends into a block
+    let log = lines.lock().unwrap().join("\n");
+    let submissions = node.submissions();
+    let ours: Vec<&Submission> =
+        submissions.iter().filter(|s| s.decoded.as_ref().is_some_and(|d| d.signer == validator)).collect();
+    for s in &ours {
+        let d = s.decoded.as_ref().unwrap();
+        assert!(s.pool.is_ok(), "the pool refused {}.{} at block {}: {:?}\n{log}", d.pallet, d.call, s.block, s.pool);
+        assert!(
+            matches!(s.dispatch, Some((_, Ok(())))),
+            "{}.{} (nonce {}) was not applied: {:?}",
+            d.pallet,
+            d.call,
+            d.nonce,
+            s.dispatch
+        );
+    }
+    let nonces: Vec<u64> = ours.iter().map(|s| s.decoded.as_ref().unwrap().nonce).collect();
+    assert_eq!(nonces, (0..ours.len() as u64).collect::<Vec<_>>(), "one nonce each, in order");
+    let calls = |name: &str| ours.iter().filter(|s| s.decoded.as_ref().unwrap().call == name).count();
+    let weights_call = if commit_reveal { "commit_timelocked_mechanism_weights" } else { "set_weights" };
+    assert_eq!(calls("serve_axon"), 1, "the axon once: {log}");
+    assert!(calls("set_commitment") >= 1 && calls(weights_call) >= 1, "{nonces:?}\n{log}");
+    // Weights blocks at least the rate limit apart (never two for one decision).
+    let weights_blocks: Vec<u64> = ours
+        .iter()
+        .filter(|s| s.decoded.as_ref().unwrap().call == weights_call)
+        .map(|s| s.dispatch.as_ref().unwrap().0)
+        .collect();
+    assert!(weights_blocks.windows(2).all(|w| w[1] >= w[0] + 5), "{weights_blocks:?}");
+    if commit_reveal {
+        // Tempo 20: one commit per epoch at most.
+        let epochs: Vec<u64> = weights_blocks.iter().map(|b| (b + u64::from(NETUID) + 1) / 21).collect();
+        assert!(epochs.windows(2).all(|w| w[0] != w[1]), "{weights_blocks:?}");
+    } else {
+        assert!(calls(weights_call) >= 2, "weights again while serving: {weights_blocks:?}");
+    }
+    let axon = ours.iter().find(|s| s.decoded.as_ref().unwrap().call == "serve_axon").unwrap();
+    assert_eq!(number(axon.decoded.as_ref().unwrap().arg("ip")), 0x7f00_0002, "127.0.0.2 published");
+    eprintln!(
+        "strict node, commit-reveal {commit_reveal}: {} extrinsics sent, {} accepted, {} applied ({} set_commitment, {} {weights_call}, 1 serve_axon)",
+        ours.len(),
+        ours.iter().filter(|s| s.pool.is_ok()).count(),
+        ours.iter().filter(|s| matches!(s.dispatch, Some((_, Ok(()))))).count(),
+        calls("set_commitment"),
+        calls(weights_call)
+    );
 }

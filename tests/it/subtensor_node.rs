@@ -599,6 +599,11 @@ impl Node {
         (0..=self.best()).rev().find(|&n| block_hash(n) == hash)
     }
 
+    /// Starts capture file `name` afresh (a test that captures runs once per suite).
+    pub fn clear_capture(name: &str) {
+        let _ = std::fs::remove_file(capture_dir().join(format!("{name}.jsonl")));
+    }
+
     /// Appends every accepted extrinsic whose call is `pallet.call`, with what it was
     /// meant to say (`intent`: the arguments as polkadot-js types them), to
     /// `target/extrinsics/NAME.jsonl` for `scripts/extrinsic-check.mjs`.
@@ -616,7 +621,7 @@ impl Node {
             "spec_version": SPEC_VERSION,
             "transaction_version": TRANSACTION_VERSION,
         });
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/extrinsics");
+        let dir = capture_dir();
         std::fs::create_dir_all(&dir).unwrap();
         use std::io::Write;
         let mut file =
@@ -638,6 +643,11 @@ impl Node {
         let phase = u64::from(encoded >> 4) * quantize;
         (submitted_at.max(phase) - phase) / period * period + phase
     }
+}
+
+/// Where captured extrinsics go for `scripts/extrinsic-check.mjs`.
+pub fn capture_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/extrinsics")
 }
 
 /// `sp_version::RuntimeVersion`, SCALE: spec and impl names, authoring, spec and impl
