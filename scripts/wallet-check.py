@@ -57,6 +57,24 @@ with tempfile.TemporaryDirectory() as root:
         wrong = show(root, "--wallet", name, "--hotkey", "sealed", password="not it", expect=1)
         check("wrong password" in wrong, "a wrong password is refused by name")
 
+    # Hotkeys made from a derivation URI (btcli --uri, create_hotkey_from_uri): the
+    # keyfile holds privateKey and public fields, no secretSeed or secretPhrase.
+    Wallet(name="uri", path=root).create_new_coldkey(use_password=False, overwrite=True, suppress=True, n_words=12)
+    for uri in ("//Alice", "//af-validator/7"):
+        wallet = Wallet(name="uri", hotkey="h" + str(len(uri)), path=root)
+        wallet.create_hotkey_from_uri(uri, use_password=False, overwrite=True, suppress=True)
+        keyfile = json.loads(open(wallet.hotkey_file.path).read())
+        check("privateKey" in keyfile and "secretSeed" not in keyfile and "secretPhrase" not in keyfile,
+              f"bittensor-wallet's {uri} keyfile holds privateKey alone")
+        shown = show(root, "--wallet", "uri", "--hotkey", "h" + str(len(uri)))
+        check(shown["hotkey"] == Keypair.create_from_uri(uri).ss58_address and shown["hotkey_source"] == "secret",
+              f"URI hotkey {uri}: af's address is bittensor-wallet's")
+    sealed = Wallet(name="uri", hotkey="sealed", path=root)
+    sealed.hotkey_file.set_keypair(Keypair.create_from_uri("//Bob"), encrypt=True, overwrite=True, password=PASSWORD)
+    opened = show(root, "--wallet", "uri", "--hotkey", "sealed", password=PASSWORD)
+    check(opened["hotkey"] == Keypair.create_from_uri("//Bob").ss58_address,
+          "an encrypted URI hotkey opens to bittensor-wallet's address")
+
     # btcli's default wallet name, when only --hotkey is given.
     default = Wallet(name="default", hotkey="validator", path=root)
     default.create_new_coldkey(use_password=False, overwrite=True, suppress=True, n_words=12)
