@@ -15,7 +15,7 @@ pub enum Hotkey {
     /// From a seed, phrase or secret URI.
     Seeded(subxt_signer::sr25519::Keypair),
     /// From the expanded secret key (key scalar and nonce) of a keyfile's `privateKey`.
-    Expanded(Box<schnorrkel::Keypair>),
+    Expanded(schnorrkel::Keypair),
 }
 
 impl std::fmt::Debug for Hotkey {
@@ -40,7 +40,7 @@ impl Hotkey {
             [schnorrkel::SecretKey::from_bytes(private_key), schnorrkel::SecretKey::from_ed25519_bytes(private_key)];
         layouts.into_iter().flatten().find(|secret| secret.to_public().to_bytes() == *expected_public).map(|secret| {
             let public = secret.to_public();
-            Hotkey::Expanded(Box::new(schnorrkel::Keypair { secret, public }))
+            Hotkey::Expanded(schnorrkel::Keypair { secret, public })
         })
     }
 

@@ -305,8 +305,7 @@ pub fn validate(
             if let Some(chain) = chain.clone() {
                 tokio::spawn(af::validator::anchor::anchor_loop(
                     log.clone(),
-                    chain,
-                    sent_weights.clone(),
+                    af::validator::anchor::ChainSender { chain, sent: sent_weights.clone() },
                     events.clone(),
                     config.evaluation.ratio_params(),
                     af::validator::anchor::AnchorClock { check_ms: 1_000, now_ms: super::now_ms },

@@ -146,6 +146,12 @@ pub fn describe_weights(event: &Event) -> (u64, String) {
     }
 }
 
+/// The chain our log is anchored on, and the validator's one memory of its weights sends.
+pub struct ChainSender {
+    pub chain: Arc<dyn Chain>,
+    pub sent: Arc<SentWeights>,
+}
+
 /// How often the anchoring loop looks at the chain, and the wall clock it plans reveal
 /// rounds with.
 #[derive(Clone, Copy, Debug)]
@@ -160,8 +166,7 @@ pub struct AnchorClock {
 /// validator never stops for the chain.
 pub async fn anchor_loop(
     log: Arc<OwnLog>,
-    chain: Arc<dyn Chain>,
-    sent: Arc<SentWeights>,
+    to: ChainSender,
     events: mpsc::Sender<Vec<Event>>,
     ratio_params: RatioParams,
     clock: AnchorClock,
@@ -169,6 +174,7 @@ pub async fn anchor_loop(
     metrics: Arc<Metrics>,
 ) {
     let AnchorClock { check_ms, now_ms } = clock;
+    let ChainSender { chain, sent } = to;
     let mut last_commit_block: Option<u64> = None;
     let mut folds: Option<Vec<ChainFold>> = None;
     loop {

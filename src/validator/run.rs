@@ -211,8 +211,7 @@ pub async fn run(
     let anchor_task = options.chain.clone().map(|chain| {
         tokio::spawn(super::anchor::anchor_loop(
             log.clone(),
-            chain,
-            options.sent_weights.clone(),
+            super::anchor::ChainSender { chain, sent: options.sent_weights.clone() },
             writer.sender.clone(),
             params,
             super::anchor::AnchorClock { check_ms: options.anchor_check_ms, now_ms: options.now_ms },

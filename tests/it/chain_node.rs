@@ -63,6 +63,9 @@ fn sample(variant: &str) -> (Value, Result<Vec<u8>, String>) {
     }
 }
 
+/// What reading a commitment back must give: each field's bytes, or a reason naming this.
+type Expected = Result<Vec<Vec<u8>>, String>;
+
 fn registration(block: u64, fields: Vec<Value>) -> Value {
     Value::named_composite([
         ("deposit", Value::u128(0)),
@@ -100,7 +103,7 @@ async fn commitments_of_every_data_variant_and_field_count_read_back_exactly_or_
     }
     // One hotkey per variant with a one-field commitment of it, then two- and three-field
     // ones; uid = index.
-    let mut cases: Vec<(Vec<Value>, Result<Vec<Vec<u8>>, String>)> = Vec::new();
+    let mut cases: Vec<(Vec<Value>, Expected)> = Vec::new();
     for (name, _) in &variants {
         let (value, expect) = sample(name);
         cases.push((vec![value], expect.map(|b| vec![b])));
@@ -477,7 +480,9 @@ fn serve_against_the_strict_node(commit_reveal: bool) {
     let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let reader = {
         let (lines, stderr) = (lines.clone(), process.stderr.take().unwrap());
-        std::thread::spawn(move || BufReader::new(stderr).lines().map_while(Result::ok).for_each(|l| lines.lock().unwrap().push(l)))
+        std::thread::spawn(move || {
+            BufReader::new(stderr).lines().map_while(Result::ok).for_each(|l| lines.lock().unwrap().push(l))
+        })
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !lines.lock().unwrap().iter().any(|l| l.contains("\"event\":\"serving\"")) {

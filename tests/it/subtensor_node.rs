@@ -226,7 +226,8 @@ impl Node {
             &[subnet.clone(), uid_value],
             Value::u128(u128::from(block)),
         );
-        let n = self.get("SubtensorModule", "SubnetworkN", &[subnet.clone()]).map_or(0, |v| number(&v)) as u16;
+        let n =
+            self.get("SubtensorModule", "SubnetworkN", std::slice::from_ref(&subnet)).map_or(0, |v| number(&v)) as u16;
         self.put("SubtensorModule", "SubnetworkN", &[subnet], Value::u128(u128::from(n.max(uid + 1))));
         self.state.lock().unwrap().uids.insert((netuid, who), uid);
     }
@@ -570,7 +571,7 @@ impl Node {
     fn set_last_update(&self, netuid: u16, uid: u16, block: u64) {
         let subnet = Value::u128(u128::from(netuid));
         let mut last: Vec<u128> = self
-            .get("SubtensorModule", "LastUpdate", &[subnet.clone()])
+            .get("SubtensorModule", "LastUpdate", std::slice::from_ref(&subnet))
             .map(|v| list(&v).iter().map(number).collect())
             .unwrap_or_default();
         if last.len() <= usize::from(uid) {
