@@ -415,10 +415,19 @@ impl SentWeights {
     /// The block our next weights may go at, by the rate limit over the later of the
     /// chain's last update and our own last send.
     pub async fn check_rate(&self, limits: &WeightLimits, netuid: u16, now: u64) -> Result<(), ChainError> {
-        let ours = self.last.lock().await.as_ref().map(WeightsSent::chain_block);
-        let last_update = limits.last_update.max(ours);
-        check_weight_limits(&WeightLimits { last_update, ..limits.clone() }, netuid, now)
+        check_rate_counting(self.last.lock().await.as_ref(), limits, netuid, now)
     }
+}
+
+/// The rate limit over the later of the chain's last update and `ours`, our last send.
+fn check_rate_counting(
+    ours: Option<&WeightsSent>,
+    limits: &WeightLimits,
+    netuid: u16,
+    now: u64,
+) -> Result<(), ChainError> {
+    let last_update = limits.last_update.max(ours.map(WeightsSent::chain_block));
+    check_weight_limits(&WeightLimits { last_update, ..limits.clone() }, netuid, now)
 }
 
 impl WeightsSent {
@@ -445,12 +454,7 @@ pub async fn send_weights(
     let mut last = sent.last.lock().await;
     let limits = chain.weight_limits().await?;
     let block = chain.current_block().await?;
-    let ours = last.as_ref().map(WeightsSent::chain_block);
-    check_weight_limits(
-        &WeightLimits { last_update: limits.last_update.max(ours), ..limits.clone() },
-        chain.netuid(),
-        block,
-    )?;
+    check_rate_counting(last.as_ref(), &limits, chain.netuid(), block)?;
     let version_key = limits.version_key;
     if !limits.commit_reveal_enabled {
         let chain_block = chain.set_weights(uids, weights, version_key).await?;

@@ -208,12 +208,16 @@ async fn the_subtensor_backend_reads_and_submits_through_a_strict_loopback_node(
     node.put("SubtensorModule", "CommitRevealWeightsEnabled", &subnet_key(), Value::bool(false));
     node.put("SubtensorModule", "WeightsSetRateLimit", &subnet_key(), Value::u128(100));
     node.put("SubtensorModule", "WeightsVersionKey", &subnet_key(), Value::u128(9));
-    node.put(
-        "SubtensorModule",
-        "LastUpdate",
-        &subnet_key(),
-        Value::unnamed_composite([Value::u128(0), Value::u128(4_950), Value::u128(0)]),
-    );
+    // Our uid's (1) last weights update, as the chain records it.
+    let last_updated_at = |block: u128| {
+        node.put(
+            "SubtensorModule",
+            "LastUpdate",
+            &subnet_key(),
+            Value::unnamed_composite([Value::u128(0), Value::u128(block), Value::u128(0)]),
+        )
+    };
+    last_updated_at(4_950);
 
     let client = SubtensorClient::connect(&url, NETUID, Some(keypair.clone())).await.unwrap();
     assert_eq!(client.hotkey(), Some(subtensor::ss58(&ours)));
@@ -316,12 +320,7 @@ async fn the_subtensor_backend_reads_and_submits_through_a_strict_loopback_node(
     let error = client.set_weights(&[2], &[65535], 0).await.unwrap_err();
     assert!(matches!(error, ChainError::RateLimited { last: 4_950, limit: 100, next: 5_050 }), "{error}");
     assert_eq!(node.submissions().len(), n_sent, "nothing was sent");
-    node.put(
-        "SubtensorModule",
-        "LastUpdate",
-        &subnet_key(),
-        Value::unnamed_composite([Value::u128(0), Value::u128(4_000), Value::u128(0)]),
-    );
+    last_updated_at(4_000);
     client.set_weights(&[2], &[65535], 0).await.unwrap();
     let sent = last_accepted(&node);
     let mut expected_call = vec![0x07, 0x00, 0x07, 0x00, 0x04, 0x02, 0x00, 0x04, 0xff, 0xff];
@@ -334,12 +333,7 @@ async fn the_subtensor_backend_reads_and_submits_through_a_strict_loopback_node(
 
     // Commit-reveal on: set_weights is refused with the setting named, nothing sent.
     node.put("SubtensorModule", "CommitRevealWeightsEnabled", &subnet_key(), Value::bool(true));
-    node.put(
-        "SubtensorModule",
-        "LastUpdate",
-        &subnet_key(),
-        Value::unnamed_composite([Value::u128(0), Value::u128(4_000), Value::u128(0)]),
-    );
+    last_updated_at(4_000);
     let n_sent = node.submissions().len();
     let error = client.set_weights(&[2], &[65535], 0).await.unwrap_err();
     assert!(error.to_string().contains("CommitRevealWeightsEnabled"), "{error}");
@@ -383,12 +377,7 @@ async fn the_subtensor_backend_reads_and_submits_through_a_strict_loopback_node(
     assert!(matches!(again, ChainError::CommitPending { .. }) && again.is_wait(), "{again}");
     assert_eq!(node.submissions().len(), n_sent, "nothing was sent");
     // The older call without a mechanism id, as chains before mechanisms take it.
-    node.put(
-        "SubtensorModule",
-        "LastUpdate",
-        &subnet_key(),
-        Value::unnamed_composite([Value::u128(0), Value::u128(4_000), Value::u128(0)]),
-    );
+    last_updated_at(4_000);
     let legacy = subtensor::commit_timelocked_payload_named(
         "commit_timelocked_weights",
         NETUID,

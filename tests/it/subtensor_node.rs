@@ -320,7 +320,9 @@ impl Node {
     /// port and the serving rate limit, as subtensor's transaction extension checks them.
     fn serve_axon_error(&self, d: &Decoded, block: u64) -> Option<u8> {
         let netuid = number(d.arg("netuid")) as u16;
-        self.uid_of(netuid, &d.signer)?;
+        if self.uid_of(netuid, &d.signer).is_none() {
+            return Some(UID_NOT_FOUND);
+        }
         let (ip, ip_type, port) = (number(d.arg("ip")), number(d.arg("ip_type")) as u8, number(d.arg("port")));
         let ip_ok = match ip_type {
             4 => ip < u128::from(u32::MAX) && ip != 0x7f00_0001,
@@ -344,13 +346,9 @@ impl Node {
     /// What subtensor's transaction extension refuses before the pool takes a call.
     fn validate_call(&self, d: &Decoded, block: u64) -> Result<(), ErrorObjectOwned> {
         match (d.pallet.as_str(), d.call.as_str()) {
-            ("SubtensorModule", "serve_axon") => match self.serve_axon_error(d, block) {
-                Some(code) => Err(custom_error(code)),
-                None if self.uid_of(number(d.arg("netuid")) as u16, &d.signer).is_none() => {
-                    Err(custom_error(UID_NOT_FOUND))
-                }
-                None => Ok(()),
-            },
+            ("SubtensorModule", "serve_axon") => {
+                self.serve_axon_error(d, block).map_or(Ok(()), |code| Err(custom_error(code)))
+            }
             (
                 "SubtensorModule",
                 "set_weights" | "commit_timelocked_weights" | "commit_timelocked_mechanism_weights",
