@@ -7,10 +7,16 @@
 // Shared bounds and byte types.
 pub mod limits;
 
+/// One memory budget for what outside parties can make a node hold.
+pub mod budget;
+
 pub mod bytes;
 
 // What the node counts for operators (Prometheus), recorded by every later layer.
 pub mod metrics;
+
+/// Operator log lines, rate-limited per call site.
+pub mod logging;
 
 // Tasks and rewards, pure.
 pub mod envs;

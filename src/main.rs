@@ -11,8 +11,8 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args = <cli::Cli as clap::Parser>::parse();
-    init_logging();
-    match cli::run(args) {
+    let suppressed = init_logging();
+    match cli::run(args, suppressed) {
         Ok(code) => code,
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         // A store whose bytes failed a check is a check that ran and failed, whichever
@@ -29,20 +29,28 @@ fn main() -> ExitCode {
 }
 
 /// Operator logs on stderr: `RUST_LOG` filters (default: our info, others' warnings);
-/// human text on a terminal, JSON lines (timestamp, level, fields) otherwise.
-fn init_logging() {
+/// human text on a terminal, JSON lines (timestamp, level, fields) otherwise. Each call
+/// site prints at most a few lines per window; the rest are counted in the returned
+/// counter (the metric `af_log_lines_suppressed_total`).
+fn init_logging() -> prometheus_client::metrics::counter::Counter {
     use std::io::IsTerminal;
+    use tracing_subscriber::filter::FilterExt;
+    use tracing_subscriber::layer::{Layer, SubscriberExt};
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,af=info"));
+    let suppressed = prometheus_client::metrics::counter::Counter::default();
+    let limiter = af::logging::LineLimiter::new(suppressed.clone());
     // A closed stderr (a log reader gone) must not take the process down: tracing's own
     // report of the failed write would go to that same stderr and panic.
-    let builder =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).log_internal_errors(false);
-    if std::io::stderr().is_terminal() {
-        builder.with_target(false).init();
+    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).log_internal_errors(false);
+    let layer = if std::io::stderr().is_terminal() {
+        layer.with_target(false).boxed()
     } else {
-        builder.json().flatten_event(true).with_current_span(false).with_span_list(false).init();
-    }
+        layer.json().flatten_event(true).with_current_span(false).with_span_list(false).boxed()
+    };
+    tracing_subscriber::registry().with(layer.with_filter(filter.and(limiter))).init();
+    suppressed
 }
 
 fn is_integrity_fault(error: &anyhow::Error) -> bool {

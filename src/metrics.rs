@@ -80,6 +80,11 @@ pub struct Metrics {
     pub chain_lag_blocks: Family<PeerChain, Gauge>,
     pub chain_sends: Family<ChainSend, Counter>,
     pub chain_rpc_errors: Family<ChainRpc, Counter>,
+    /// Log lines the per-call-site rate limit held back (`logging::LineLimiter`).
+    pub log_lines_suppressed: Counter,
+    /// Bytes reserved from the memory budget now, and its limit (`budget::MemoryBudget`).
+    pub budget_used_bytes: Gauge,
+    pub budget_limit_bytes: Gauge,
     /// Unix milliseconds of the validator loop's last sign of life (0: no loop yet).
     heartbeat_ms: AtomicU64,
     /// Why the log stopped being writable, if it did.
@@ -93,6 +98,18 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Metrics whose `log_lines_suppressed` is the counter the log filter increments.
+    pub fn with_log_counter(log_lines_suppressed: Counter) -> Metrics {
+        let mut metrics = Metrics::new();
+        metrics.log_lines_suppressed = log_lines_suppressed.clone();
+        metrics.registry.register(
+            "log_lines_suppressed",
+            "Log lines not printed because their call site was over its rate",
+            log_lines_suppressed,
+        );
+        metrics
+    }
+
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("af");
         // 1 ms .. ~65 s by powers of two: miners answer in milliseconds to minutes.
@@ -112,6 +129,9 @@ impl Metrics {
             chain_lag_blocks: Family::default(),
             chain_sends: Family::default(),
             chain_rpc_errors: Family::default(),
+            log_lines_suppressed: Counter::default(),
+            budget_used_bytes: Gauge::default(),
+            budget_limit_bytes: Gauge::default(),
             heartbeat_ms: AtomicU64::new(0),
             log_failure: Mutex::new(None),
             registry: Registry::default(),
@@ -154,6 +174,16 @@ impl Metrics {
             metrics.chain_sends.clone(),
         );
         r.register("chain_rpc_errors", "Chain RPC calls that failed, by call", metrics.chain_rpc_errors.clone());
+        r.register(
+            "memory_budget_used_bytes",
+            "Bytes peers and readers make this node hold now (responses, buffered blocks)",
+            metrics.budget_used_bytes.clone(),
+        );
+        r.register(
+            "memory_budget_limit_bytes",
+            "The most bytes peers and readers may make this node hold ([node] memory_budget_mb)",
+            metrics.budget_limit_bytes.clone(),
+        );
         Metrics { registry, ..metrics }
     }
 

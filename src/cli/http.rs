@@ -91,11 +91,17 @@ fn run_mirror(store: Arc<Store>, url: &str, options: MirrorOptions) -> anyhow::R
 }
 
 /// `af mirror`.
-pub fn mirror_command(from: &str, data: &Path, validator: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
+pub fn mirror_command(
+    from: &str,
+    data: &Path,
+    validator: Option<String>,
+    total_timeout: std::time::Duration,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let validator =
         validator.map(|v| ValidatorKey::from_hex(&v).with_context(|| format!("--validator {v}"))).transpose()?;
     let store = Arc::new(Store::create(data)?);
-    let report = run_mirror(store, from, MirrorOptions { validator, ..MirrorOptions::default() })?;
+    let report = run_mirror(store, from, MirrorOptions { validator, total_timeout, ..MirrorOptions::default() })?;
     let evidence_dir = data.join("evidence");
     for chain in &report.chains {
         if let ChainOutcome::Equivocation { evidence } = &chain.outcome {
@@ -172,8 +178,8 @@ pub async fn start(
     data: &Path,
     log: Arc<OwnLog>,
     status: Option<tokio::sync::watch::Receiver<af::p2p::net::NetStatus>>,
-    ratio_params: af::evaluation::ratio::RatioParams,
     metrics: Arc<af::metrics::Metrics>,
+    budget: Arc<af::budget::MemoryBudget>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<AddressFile> {
     let listener =
@@ -184,7 +190,8 @@ pub async fn start(
     std::fs::write(&file.0, format!("{url}\n")).context("writing the HTTP address file")?;
     tracing::info!(event = "http", url = %url, "HTTP API, metrics and live page at {url}");
     let limits = HttpLimits::default();
-    let router = server::router(log, status, ratio_params, metrics, super::now_ms, limits.clone());
+    let ratio_params = af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+    let router = server::router(log, status, ratio_params, metrics, budget, super::now_ms, limits.clone());
     tokio::spawn(async move {
         if let Err(error) = server::serve(listener, router, &limits, stop).await {
             tracing::error!(event = "http_stopped", error = %error, "the HTTP API stopped");

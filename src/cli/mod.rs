@@ -146,6 +146,9 @@ pub enum Command {
         /// Only this validator's chain (hex); default: every chain the server lists.
         #[arg(long)]
         validator: Option<String>,
+        /// Give up after this many seconds in all (blocks verified by then are kept).
+        #[arg(long, value_name = "SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
+        timeout: u64,
         /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
@@ -207,7 +210,9 @@ pub enum RatioCommand {
     },
 }
 
-pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// Runs one command; `log_suppressed` counts the log lines the rate limit held back (a
+/// metric of the nodes this process runs).
+pub fn run(cli: Cli, log_suppressed: prometheus_client::metrics::counter::Counter) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Demo { data, validators, fresh, json } => demo::run(&data, validators, fresh, json),
         Command::Key(command) => key::run(command),
@@ -220,13 +225,17 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             validate::print_config(config, &net, &chain)
         }
         Command::Validate { data, config, max_matches, serve, net, chain, json, .. } => {
-            validate::validate(&data.expect("clap requires --data here"), config, max_matches, serve, net, chain, json)
+            let data = data.expect("clap requires --data here");
+            let flags = validate::RunFlags { max_matches, serve, json, log_suppressed };
+            validate::validate(&data, config, net, chain, flags)
         }
         Command::Ratio(RatioCommand::Show { data, config, chain, json }) => {
             validate::ratio_show(&data, config, &chain, json)
         }
-        Command::Node { data, net, json } => node::node(&data, net, json),
-        Command::Mirror { from, data, validator, json } => http::mirror_command(&from, &data, validator, json),
+        Command::Node { data, net, json } => node::node(&data, net, json, log_suppressed),
+        Command::Mirror { from, data, validator, timeout, json } => {
+            http::mirror_command(&from, &data, validator, std::time::Duration::from_secs(timeout), json)
+        }
         Command::Peers { data, json } => node::peers(&data, json),
         Command::Devnet { validators, miners, rounds, data, fresh, json } => {
             devnet::run(&data, validators, miners, rounds, fresh, json)

@@ -4,6 +4,7 @@
 
 use super::print_json;
 use crate::outln;
+use af::budget::MemoryBudget;
 use af::bytes::ValidatorKey;
 use af::ledger::{Event, OwnLog};
 use af::p2p::net::NetConfig;
@@ -11,6 +12,7 @@ use af::p2p::node::{self, NodeHandle, STATUS_FILE};
 use af::validator::config::{HttpConfig, P2pConfig};
 use anyhow::Context;
 use clap::Args;
+use prometheus_client::metrics::counter::Counter;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitCode;
@@ -33,6 +35,10 @@ pub struct NetArgs {
     /// the node runs.
     #[arg(long = "http", value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:7080")]
     pub http: Option<std::net::SocketAddr>,
+    /// The most memory (MiB above the node's own) that peers and HTTP readers together
+    /// may make it hold; default 256 (`[p2p] memory_budget_mb`).
+    #[arg(long = "memory-budget-mb", value_name = "MIB")]
+    pub memory_budget_mb: Option<u64>,
 }
 
 impl NetArgs {
@@ -50,13 +56,16 @@ impl NetArgs {
         if let Some(address) = self.http {
             http.listen = address.to_string();
         }
+        if let Some(mb) = self.memory_budget_mb {
+            p2p.memory_budget_mb = mb;
+        }
     }
 }
 
 /// The network settings of `p2p` for validator `own` (always allowed when a list is given).
-pub fn net_config(p2p: &P2pConfig, own: ValidatorKey) -> anyhow::Result<NetConfig> {
+pub fn net_config(p2p: &P2pConfig, own: ValidatorKey, budget: Arc<MemoryBudget>) -> anyhow::Result<NetConfig> {
     let parsed = p2p.parsed()?;
-    let mut config = NetConfig { listen: parsed.listen, peers: parsed.peers, ..NetConfig::default() };
+    let mut config = NetConfig { listen: parsed.listen, peers: parsed.peers, budget, ..NetConfig::default() };
     if !parsed.allow.is_empty() {
         let mut allowed = BTreeSet::from([own]);
         allowed.extend(parsed.allow);
@@ -75,8 +84,9 @@ pub fn start(
     data: &Path,
     stop: tokio::sync::watch::Receiver<bool>,
     chain_peers: Option<tokio::sync::watch::Receiver<af::p2p::chain_peers::ChainPeers>>,
+    budget: Arc<MemoryBudget>,
 ) -> anyhow::Result<NodeHandle> {
-    let mut config = net_config(p2p, log.validator())?;
+    let mut config = net_config(p2p, log.validator(), budget)?;
     config.chain_peers = chain_peers;
     let handle = node::spawn_node(log.clone(), config, Some(data.join(STATUS_FILE)), super::now_ms, stop)?;
     let mut status = handle.status.clone();
@@ -124,14 +134,16 @@ pub async fn record_evidence_directly(
     }
 }
 
-pub fn node(data: &Path, args: NetArgs, json: bool) -> anyhow::Result<ExitCode> {
+pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> anyhow::Result<ExitCode> {
     let log = Arc::new(super::ledger::open_own_log(data)?);
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         let (stop_sender, stop) = tokio::sync::watch::channel(false);
         let (mut p2p, mut http) = (P2pConfig::default(), HttpConfig::default());
         args.apply(&mut p2p, &mut http);
-        let handle = start(&log, &p2p, data, stop.clone(), None)?;
+        let budget = p2p.budget()?;
+        let metrics = Arc::new(af::metrics::Metrics::with_log_counter(log_suppressed));
+        let handle = start(&log, &p2p, data, stop.clone(), None, budget.clone())?;
         let NodeHandle { own_blocks, evidence, status, task } = handle;
         let _http = match http.address()? {
             Some(address) => Some(
@@ -140,8 +152,8 @@ pub fn node(data: &Path, args: NetArgs, json: bool) -> anyhow::Result<ExitCode> 
                     data,
                     log.clone(),
                     Some(status.clone()),
-                    af::evaluation::ratio::DEFAULT_RATIO_PARAMS,
-                    Arc::new(af::metrics::Metrics::new()),
+                    metrics,
+                    budget,
                     stop,
                 )
                 .await?,
@@ -149,15 +161,23 @@ pub fn node(data: &Path, args: NetArgs, json: bool) -> anyhow::Result<ExitCode> 
             None => None,
         };
         tokio::spawn(record_evidence_directly(log.clone(), evidence, own_blocks));
-        tokio::select! {
+        let mut task = task;
+        let interrupted = tokio::select! {
             signal = super::stop_signal() => {
                 tracing::info!(event = "stopping", signal, "stopping on {signal}");
                 let _ = stop_sender.send(true);
+                // The network closes its connections inside the runtime before it ends.
+                match tokio::time::timeout(std::time::Duration::from_secs(10), &mut task).await {
+                    Ok(result) => result.context("the network task panicked")??,
+                    Err(_) => tracing::warn!(event = "stop_slow", "the network did not stop within 10 s"),
+                }
+                true
             }
-            result = task => {
+            result = &mut task => {
                 result.context("the network task panicked")??;
+                false
             }
-        }
+        };
         let status = status.borrow().clone();
         if json {
             print_json(&status)?;
@@ -168,7 +188,8 @@ pub fn node(data: &Path, args: NetArgs, json: bool) -> anyhow::Result<ExitCode> 
                 status.counters.blocks_stored
             );
         }
-        Ok(ExitCode::SUCCESS)
+        // Stopped by a signal: 130, as `af validate` (README).
+        Ok(if interrupted { ExitCode::from(super::validate::EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
     })
 }
 

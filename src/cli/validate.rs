@@ -109,15 +109,23 @@ pub fn print_config(
     Ok(ExitCode::SUCCESS)
 }
 
+/// How `af validate` was asked to run (besides its config and flags for sections).
+pub struct RunFlags {
+    pub max_matches: Option<u64>,
+    pub serve: bool,
+    pub json: bool,
+    /// The log filter's count of lines it held back, exported as a metric.
+    pub log_suppressed: prometheus_client::metrics::counter::Counter,
+}
+
 pub fn validate(
     data: &Path,
     config_path: Option<PathBuf>,
-    max_matches: Option<u64>,
-    serve: bool,
     net: super::node::NetArgs,
     chain_flags: ChainFlags,
-    json: bool,
+    flags: RunFlags,
 ) -> anyhow::Result<ExitCode> {
+    let RunFlags { max_matches, serve, json, log_suppressed } = flags;
     let config = effective_config(config_path.as_deref(), &net, &chain_flags)?;
     let log = Arc::new(super::ledger::open_own_log(data)?);
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
@@ -132,7 +140,8 @@ pub fn validate(
             );
             let _ = stop_sender.send(true);
         });
-        let metrics = Arc::new(af::metrics::Metrics::new());
+        let metrics = Arc::new(af::metrics::Metrics::with_log_counter(log_suppressed));
+        let budget = config.p2p.budget()?;
         // A chain that cannot be reached at start is retried with backoff (a service
         // waits for it); a bad key or spec is an error at once.
         let chain: Option<Arc<dyn af::chain::Chain>> = if config.chain.is_set() {
@@ -164,7 +173,7 @@ pub fn validate(
         let with_chain_peers = chain.is_some() && config.p2p.enabled();
         let network = if config.p2p.enabled() {
             let chain_peers = with_chain_peers.then(|| peers_receiver.clone());
-            Some(super::node::start(&log, &config.p2p, data, stop.clone(), chain_peers)?)
+            Some(super::node::start(&log, &config.p2p, data, stop.clone(), chain_peers, budget.clone())?)
         } else {
             None
         };
@@ -190,8 +199,8 @@ pub fn validate(
                     data,
                     log.clone(),
                     net_status,
-                    af::evaluation::ratio::DEFAULT_RATIO_PARAMS,
                     metrics.clone(),
+                    budget.clone(),
                     stop.clone(),
                 )
                 .await?,

@@ -29,6 +29,10 @@ pub struct MirrorOptions {
     pub stall_timeout: Duration,
     /// The most one request may take, whatever its progress.
     pub request_timeout: Duration,
+    /// The most the whole mirror may take (`af mirror --timeout`): a server that drips
+    /// bytes just fast enough to pass the stall timeout cannot hold us longer. Blocks
+    /// verified and stored before it stay.
+    pub total_timeout: Duration,
 }
 
 impl Default for MirrorOptions {
@@ -38,6 +42,7 @@ impl Default for MirrorOptions {
             connect_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(600),
+            total_timeout: Duration::from_secs(3600),
         }
     }
 }
@@ -136,6 +141,7 @@ struct Source {
     base: reqwest::Url,
     client: reqwest::Client,
     options: MirrorOptions,
+    deadline: tokio::time::Instant,
 }
 
 /// Parses the base URL; a missing trailing `/` is added so paths join below it.
@@ -163,7 +169,8 @@ pub async fn mirror(
         .redirect(reqwest::redirect::Policy::limited(4))
         .build()
         .map_err(|e| MirrorError::Fetch { url: base.to_string(), message: e.to_string() })?;
-    let source = Source { base: base.clone(), client, options };
+    let deadline = tokio::time::Instant::now() + options.total_timeout;
+    let source = Source { base: base.clone(), client, options, deadline };
     let validators = match source.options.validator {
         Some(validator) => vec![validator],
         None => source.log_list().await?.logs.into_iter().map(|l| l.validator).collect(),
@@ -183,7 +190,14 @@ impl Source {
     async fn get(&self, path: &str) -> Result<(reqwest::Url, reqwest::Response), MirrorError> {
         let url = self.url(path)?;
         let fetch = |message: String| MirrorError::Fetch { url: url.to_string(), message };
-        let response = self.client.get(url.clone()).send().await.map_err(|e| fetch(describe(&e)))?;
+        // Each request ends by the overall deadline too (reqwest's timeout covers the body).
+        let left = self.deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Err(fetch(format!("gave up: the mirror's time limit of {} s passed", self.options.total_timeout.as_secs())));
+        }
+        let timeout = left.min(self.options.request_timeout);
+        let response =
+            self.client.get(url.clone()).timeout(timeout).send().await.map_err(|e| fetch(describe(&e)))?;
         if !response.status().is_success() {
             return Err(fetch(format!("HTTP {}", response.status())));
         }

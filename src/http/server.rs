@@ -3,12 +3,18 @@
 //! immutable entry bundles), plus what only a running node can answer: single blocks,
 //! consistency proofs, transcript entries with proofs, the replayed state, and peers.
 //!
-//! Bounded against slow or hostile clients: at most `max_connections` connections (the
-//! rest wait in the kernel's backlog), a connection with no progress for `idle_timeout`
-//! is dropped, a request's handler gets `request_timeout`, bundles stream one block at a
-//! time, and every list is paginated with a hard maximum page.
+//! Bounded against slow or hostile clients: at most `max_connections` connections and
+//! `max_connections_per_ip` from one address; a request head must arrive within
+//! `header_timeout`; a connection with no progress for `idle_timeout` is dropped; a
+//! request's handler gets `request_timeout`; block bytes waiting for a reader are
+//! reserved from the node's memory budget (a reader that cannot get room within
+//! `request_timeout` is answered 503), bundles stream one block at a time, and every list
+//! is paginated with a hard maximum page. When every slot is taken, `reserved_connections`
+//! more are kept for `/healthz` and `/metrics` (one request each, a short head deadline),
+//! so an operator's probes work under load. Every URL has one spelling; others are 404.
 
 use super::layout::{self, LogList, LogSummary, LOG_LIST_FORMAT, TILE_WIDTH};
+use crate::budget::{Held, MemoryBudget};
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
 use crate::ledger::checkpoint::Checkpoint;
@@ -28,7 +34,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
+use std::collections::HashMap;
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -42,11 +50,18 @@ pub const MAX_ENTRIES_PAGE: usize = 100;
 /// The largest page of matches in `state`.
 pub const MAX_MATCHES_PAGE: usize = 1000;
 const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+/// Whole blocks read out of the store at once for HTTP readers.
+const BLOCK_READS: usize = 4;
 const MUTABLE: &str = "no-cache";
 
 #[derive(Clone, Debug)]
 pub struct HttpLimits {
     pub max_connections: usize,
+    pub max_connections_per_ip: usize,
+    /// Connections kept for `/healthz` and `/metrics` when the others are all taken.
+    pub reserved_connections: usize,
+    /// The whole request head must arrive within this (slow-header clients are dropped).
+    pub header_timeout: Duration,
     pub request_timeout: Duration,
     pub idle_timeout: Duration,
     /// The replayed state is recomputed at most this often (folds are reused, so a
@@ -58,6 +73,9 @@ impl Default for HttpLimits {
     fn default() -> Self {
         HttpLimits {
             max_connections: 256,
+            max_connections_per_ip: 32,
+            reserved_connections: 8,
+            header_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(30),
             state_refresh: Duration::from_secs(2),
@@ -70,6 +88,11 @@ struct Served {
     status: Option<watch::Receiver<NetStatus>>,
     limits: HttpLimits,
     metrics: Arc<Metrics>,
+    /// Block bytes waiting for slow readers are reserved here (shared with the network).
+    budget: Arc<MemoryBudget>,
+    /// Store reads of whole blocks at once: a block is read before its size is known, so
+    /// at most this many are in memory unreserved.
+    block_reads: Arc<Semaphore>,
     ratio_params: RatioParams,
     /// The clock (IO at the edge): the ratio's decay and the health check's heartbeat age.
     now_ms: fn() -> u64,
@@ -86,6 +109,7 @@ pub fn router(
     status: Option<watch::Receiver<NetStatus>>,
     ratio_params: RatioParams,
     metrics: Arc<Metrics>,
+    budget: Arc<MemoryBudget>,
     now_ms: fn() -> u64,
     limits: HttpLimits,
 ) -> Router {
@@ -96,6 +120,8 @@ pub fn router(
         status,
         limits,
         metrics,
+        budget,
+        block_reads: Arc::new(Semaphore::new(BLOCK_READS)),
         ratio_params,
         now_ms,
         own: Arc::new(std::sync::Mutex::new(ValidatorState::new(&ratio_params))),
@@ -128,27 +154,124 @@ pub fn router(
         .with_state(served)
 }
 
-/// Serves `router` on `listener` until `stop` turns true, under `limits`.
+/// Serves `router` on `listener` until `stop` turns true, under `limits`: each
+/// connection gets a slot (in total and for its IP), else one of the reserved slots that
+/// answer only `/healthz` and `/metrics`, else it is closed at once.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: &HttpLimits,
     mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let listener = LimitedListener {
-        inner: listener,
-        permits: Arc::new(Semaphore::new(limits.max_connections.max(1))),
-        idle: limits.idle_timeout,
-    };
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            while !*stop.borrow_and_update() {
-                if stop.changed().await.is_err() {
-                    break;
-                }
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let reserved = Arc::new(Semaphore::new(limits.reserved_connections));
+    let per_ip: Arc<std::sync::Mutex<HashMap<IpAddr, usize>>> = Default::default();
+    let probes_only = router.clone().layer(middleware::from_fn(probes_only));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stopped(&mut stop) => break,
+        };
+        let (stream, address) = match accepted {
+            Ok(accepted) => accepted,
+            // Out of file descriptors and the like: wait rather than spin.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
             }
-        })
-        .await
+        };
+        let ip = address.ip();
+        let ip_slot = IpSlot::take(&per_ip, ip, limits.max_connections_per_ip);
+        let normal = ip_slot.and_then(|ip_slot| slots.clone().try_acquire_owned().ok().map(|p| (p, ip_slot)));
+        let (slot, service, head_timeout, keep_alive) = match normal {
+            Some((permit, ip)) => {
+                (Slot::Normal { _permit: permit, _ip: ip }, router.clone(), limits.header_timeout, true)
+            }
+            None => match reserved.clone().try_acquire_owned() {
+                Ok(permit) => (Slot::Reserved { _permit: permit }, probes_only.clone(), RESERVED_HEADER_TIMEOUT, false),
+                Err(_) => continue, // dropped: closed at once
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let deadline = Box::pin(tokio::time::sleep(limits.idle_timeout));
+        let stream = LimitedStream { stream, idle: limits.idle_timeout, deadline };
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(head_timeout)
+            .keep_alive(keep_alive)
+            .max_buf_size(64 * 1024);
+        let connection = builder.serve_connection(
+            hyper_util::rt::TokioIo::new(stream),
+            hyper_util::service::TowerToHyperService::new(service),
+        );
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _ = connection.await;
+            drop(slot);
+        });
+    }
+    // Requests in flight finish (bounded by their own deadlines), new ones are refused.
+    let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
+    Ok(())
+}
+
+/// A reserved connection's whole request head must arrive this fast.
+const RESERVED_HEADER_TIMEOUT: Duration = Duration::from_secs(1);
+
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    while !*stop.borrow_and_update() {
+        if stop.changed().await.is_err() {
+            // Nobody can stop us any more: serve on.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// What a connection holds while it is open.
+enum Slot {
+    Normal { _permit: OwnedSemaphorePermit, _ip: IpSlot },
+    Reserved { _permit: OwnedSemaphorePermit },
+}
+
+/// One connection counted against its IP address; uncounted when dropped.
+struct IpSlot {
+    counts: Arc<std::sync::Mutex<HashMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl IpSlot {
+    fn take(counts: &Arc<std::sync::Mutex<HashMap<IpAddr, usize>>>, ip: IpAddr, limit: usize) -> Option<IpSlot> {
+        let mut map = counts.lock().unwrap_or_else(|e| e.into_inner());
+        let count = map.entry(ip).or_insert(0);
+        if *count >= limit {
+            return None;
+        }
+        *count += 1;
+        Some(IpSlot { counts: counts.clone(), ip })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut map = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = map.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// On a reserved connection, only the operator's probes are answered.
+async fn probes_only(request: Request, next: Next) -> Response {
+    match request.uri().path() {
+        "/healthz" | "/metrics" => next.run(request).await,
+        _ => problem(StatusCode::SERVICE_UNAVAILABLE, "every connection slot is taken; try again shortly")
+            .into_response(),
+    }
 }
 
 /// An error answer: its status and a JSON `{"error": ...}` body.
@@ -170,9 +293,10 @@ fn internal(error: impl std::fmt::Display) -> ApiError {
     problem(StatusCode::INTERNAL_SERVER_ERROR, &error.to_string())
 }
 
+/// A validator in a path: 64 lowercase hex digits, its one spelling (others are 404).
 fn parse_validator(text: &str) -> Result<ValidatorKey, ApiError> {
     ValidatorKey::from_hex(text)
-        .map_err(|_| problem(StatusCode::BAD_REQUEST, "the validator must be 64 lowercase hex digits"))
+        .map_err(|_| problem(StatusCode::NOT_FOUND, "the validator must be 64 lowercase hex digits"))
 }
 
 /// A response with caching headers, or 304 when the client's copy is current.
@@ -300,23 +424,19 @@ async fn bundle(
     if request.get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == quoted.as_bytes()) {
         return Ok(cached(&request, &etag.to_hex(), IMMUTABLE, "application/octet-stream", Body::empty()));
     }
-    // One block at a time through a small channel: a slow reader holds a few blocks, not
-    // the bundle.
-    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
-    let log = served.log.clone();
-    tokio::task::spawn_blocking(move || {
+    // One block at a time through a channel of one: a slow reader holds at most two
+    // records (one queued, one being written), each reserved from the memory budget.
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
+    let served = served.clone();
+    tokio::spawn(async move {
         for height in first..=last {
-            let item = match log.store.block_bytes(&validator, height) {
-                Ok(Some(block)) => {
-                    let mut record = Vec::with_capacity(block.len() + 4);
-                    layout::push_record(&mut record, &block);
-                    Ok(Bytes::from(record))
-                }
+            let item = match read_held(&served, validator, height, true).await {
+                Ok(Some(record)) => Ok(Bytes::from_owner(record)),
                 Ok(None) => Err(std::io::Error::other(format!("block {height} is missing"))),
-                Err(e) => Err(std::io::Error::other(e.to_string())),
+                Err(ApiError(_, why)) => Err(std::io::Error::other(why)),
             };
             let failed = item.is_err();
-            if sender.blocking_send(item).is_err() || failed {
+            if sender.send(item).await.is_err() || failed {
                 return;
             }
         }
@@ -325,24 +445,43 @@ async fn bundle(
     Ok(cached(&request, &etag.to_hex(), IMMUTABLE, "application/octet-stream", Body::from_stream(stream)))
 }
 
+/// One block's bytes (as a bundle record, with its length prefix, if `record`), read with
+/// one of the few store-read permits and held against the memory budget until written.
+/// A reader that cannot get room within the request timeout is told the node is busy.
+async fn read_held(served: &Arc<Served>, validator: ValidatorKey, height: u64, record: bool) -> Result<Option<Held>, ApiError> {
+    let busy = || problem(StatusCode::SERVICE_UNAVAILABLE, "the node's memory budget for readers is spent; try again");
+    let _permit = served.block_reads.clone().acquire_owned().await.map_err(internal)?;
+    let log = served.log.clone();
+    let Some(block) = blocking(move || log.store.block_bytes(&validator, height).map_err(internal)).await? else {
+        return Ok(None);
+    };
+    let bytes = if record {
+        let mut framed = Vec::with_capacity(block.len() + 4);
+        layout::push_record(&mut framed, &block);
+        framed
+    } else {
+        block
+    };
+    let reservation =
+        served.budget.reserve_within(bytes.len() as u64, served.limits.request_timeout).await.ok_or_else(busy)?;
+    Ok(Some(Held::new(bytes, reservation)))
+}
+
 async fn block(
     State(served): State<Arc<Served>>,
     Path((validator, height)): Path<(String, String)>,
     request: HeaderMap,
 ) -> Answer {
     let validator = parse_validator(&validator)?;
-    let height: u64 =
-        height.parse().map_err(|_| problem(StatusCode::BAD_REQUEST, "the height must be a decimal number"))?;
-    let log = served.log.clone();
-    let bytes = blocking(move || {
-        log.store
-            .block_bytes(&validator, height)
-            .map_err(internal)?
-            .ok_or_else(|| problem(StatusCode::NOT_FOUND, &format!("no block {height} of validator {validator} here")))
-    })
-    .await?;
-    let hash = crate::ledger::store::stored_header(&bytes).map_err(internal)?.0.hash();
-    Ok(cached(&request, &hash.to_hex(), IMMUTABLE, "application/octet-stream", Body::from(bytes)))
+    // One spelling per block: "+1", "01" and the like are not this URL.
+    let height: u64 = height.parse().ok().filter(|h: &u64| h.to_string() == height).ok_or_else(|| {
+        problem(StatusCode::NOT_FOUND, "the height is a decimal number without sign or leading zeros")
+    })?;
+    let held = read_held(&served, validator, height, false)
+        .await?
+        .ok_or_else(|| problem(StatusCode::NOT_FOUND, &format!("no block {height} of validator {validator} here")))?;
+    let hash = crate::ledger::store::stored_header(&held.bytes).map_err(internal)?.0.hash();
+    Ok(cached(&request, &hash.to_hex(), IMMUTABLE, "application/octet-stream", Body::from(Bytes::from_owner(held))))
 }
 
 #[derive(Deserialize)]
@@ -574,6 +713,8 @@ async fn healthz(State(served): State<Arc<Served>>) -> Response {
 
 /// Prometheus text exposition; network gauges are read from the network's status now.
 async fn metrics_text(State(served): State<Arc<Served>>) -> Response {
+    served.metrics.budget_used_bytes.set(served.budget.used() as i64);
+    served.metrics.budget_limit_bytes.set(served.budget.limit() as i64);
     if let Some(status) = &served.status {
         let status = status.borrow().clone();
         served.metrics.peers.set(status.peers.len() as i64);
@@ -680,41 +821,9 @@ async fn peers(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer 
     json_cached(&request, &status)
 }
 
-/// A listener that holds one semaphore permit per open connection and drops
-/// connections that make no progress for `idle`.
-struct LimitedListener {
-    inner: TcpListener,
-    permits: Arc<Semaphore>,
-    idle: Duration,
-}
-
-impl axum::serve::Listener for LimitedListener {
-    type Io = LimitedStream;
-    type Addr = std::net::SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let Ok(permit) = self.permits.clone().acquire_owned().await else { continue };
-            match self.inner.accept().await {
-                Ok((stream, address)) => {
-                    let _ = stream.set_nodelay(true);
-                    let deadline = Box::pin(tokio::time::sleep(self.idle));
-                    return (LimitedStream { stream, _permit: permit, idle: self.idle, deadline }, address);
-                }
-                // Out of file descriptors and the like: wait rather than spin.
-                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.inner.local_addr()
-    }
-}
-
+/// A connection that is dropped after `idle` without progress.
 struct LimitedStream {
     stream: TcpStream,
-    _permit: OwnedSemaphorePermit,
     idle: Duration,
     deadline: Pin<Box<tokio::time::Sleep>>,
 }

@@ -12,17 +12,21 @@ use super::blocks::BlockStore;
 use super::protocol::{
     ChannelToken, Input, MessageToken, Output, RequestId, Sync, SyncConfig, SyncCounters, Validation,
 };
-use super::wire::{MAX_GOSSIP_BYTES, MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES};
+use super::codec::{blames_sender, BytesCodec};
+use super::wire::MAX_GOSSIP_BYTES;
+use crate::budget::{Held, MemoryBudget};
 use crate::bytes::ValidatorKey;
 use crate::ledger::event::Evidence;
 use crate::ledger::{LedgerKey, OwnLog, Store, Tip};
-use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
+use futures::StreamExt;
 use libp2p::gossipsub::{self, IdentTopic, MessageAcceptance, MessageAuthenticity};
 use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport, ResponseChannel};
 use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
-use libp2p::{allow_block_list, identify, noise, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
+use libp2p::{
+    allow_block_list, connection_limits, identify, noise, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm,
+};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -51,7 +55,38 @@ pub struct NetConfig {
     /// Peers and allow-list read from the chain, added to the configured ones whenever
     /// they change (none: the configuration alone).
     pub chain_peers: Option<watch::Receiver<super::chain_peers::ChainPeers>>,
+    /// What peers may make us hold: responses read and responses waiting to be sent.
+    pub budget: Arc<MemoryBudget>,
+    pub connections: ConnectionLimits,
 }
+
+/// How many libp2p connections a node keeps (libp2p's own `connection_limits`): enough
+/// for every other validator of a subnet (up to 64 with permits) in both directions.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionLimits {
+    pub established_incoming: u32,
+    pub established_total: u32,
+    pub per_peer: u32,
+    pub pending_incoming: u32,
+    /// Streams one connection may hold open at once (requests in both directions).
+    pub streams_per_connection: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            established_incoming: 96,
+            established_total: 160,
+            per_peer: 2,
+            pending_incoming: 16,
+            streams_per_connection: 16,
+        }
+    }
+}
+
+/// Peers blocked for misbehaviour, remembered at most (the oldest is forgotten first, so
+/// a crowd of throwaway identities cannot grow the list without bound).
+pub const MAX_BLOCKED_PEERS: usize = 4096;
 
 impl Default for NetConfig {
     fn default() -> Self {
@@ -61,6 +96,8 @@ impl Default for NetConfig {
             sync: SyncConfig::default(),
             tick_ms: 250,
             chain_peers: None,
+            budget: MemoryBudget::new(crate::budget::DEFAULT_BUDGET_BYTES),
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -104,65 +141,9 @@ pub struct PeerStatus {
     pub gossip_score: Option<f64>,
 }
 
-/// The wire codec of the sync protocol: a request or response is its bytes, up to the
-/// protocol's limit, closed by the end of the stream.
-#[derive(Clone, Default)]
-pub struct BytesCodec;
-
-async fn read_limited<T: futures::AsyncRead + Unpin + Send>(io: &mut T, limit: u64) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    io.take(limit + 1).read_to_end(&mut bytes).await?;
-    if bytes.len() as u64 > limit {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("message over {limit} bytes")));
-    }
-    Ok(bytes)
-}
-
-#[async_trait::async_trait]
-impl request_response::Codec for BytesCodec {
-    type Protocol = StreamProtocol;
-    type Request = Vec<u8>;
-    type Response = Vec<u8>;
-
-    async fn read_request<T: futures::AsyncRead + Unpin + Send>(
-        &mut self,
-        _: &StreamProtocol,
-        io: &mut T,
-    ) -> std::io::Result<Vec<u8>> {
-        read_limited(io, MAX_REQUEST_BYTES).await
-    }
-
-    async fn read_response<T: futures::AsyncRead + Unpin + Send>(
-        &mut self,
-        _: &StreamProtocol,
-        io: &mut T,
-    ) -> std::io::Result<Vec<u8>> {
-        read_limited(io, MAX_RESPONSE_BYTES).await
-    }
-
-    async fn write_request<T: futures::AsyncWrite + Unpin + Send>(
-        &mut self,
-        _: &StreamProtocol,
-        io: &mut T,
-        request: Vec<u8>,
-    ) -> std::io::Result<()> {
-        io.write_all(&request).await?;
-        io.close().await
-    }
-
-    async fn write_response<T: futures::AsyncWrite + Unpin + Send>(
-        &mut self,
-        _: &StreamProtocol,
-        io: &mut T,
-        response: Vec<u8>,
-    ) -> std::io::Result<()> {
-        io.write_all(&response).await?;
-        io.close().await
-    }
-}
-
 #[derive(NetworkBehaviour)]
 struct Behaviour {
+    limits: connection_limits::Behaviour,
     blocked: allow_block_list::Behaviour<allow_block_list::BlockedPeers>,
     gossipsub: gossipsub::Behaviour,
     sync: request_response::Behaviour<BytesCodec>,
@@ -181,7 +162,9 @@ pub fn peer_validator(peer: &PeerId) -> Option<ValidatorKey> {
     Some(ValidatorKey(public.try_into_ed25519().ok()?.to_bytes()))
 }
 
-fn build_swarm(key: &LedgerKey) -> Result<Swarm<Behaviour>, NetError> {
+fn build_swarm(key: &LedgerKey, config: &NetConfig) -> Result<Swarm<Behaviour>, NetError> {
+    let limits = config.connections;
+    let codec = BytesCodec::new(config.budget.clone());
     let transport = |e: &dyn std::fmt::Display| NetError::Transport(e.to_string());
     let swarm = libp2p::SwarmBuilder::with_existing_identity(keypair(key))
         .with_tokio()
@@ -208,12 +191,22 @@ fn build_swarm(key: &LedgerKey) -> Result<Swarm<Behaviour>, NetError> {
             let mut score = gossipsub::PeerScoreParams::default();
             score.topics.insert(IdentTopic::new(GOSSIP_TOPIC).hash(), gossipsub::TopicScoreParams::default());
             gossipsub.with_peer_score(score, gossipsub::PeerScoreThresholds::default())?;
-            let sync = request_response::Behaviour::new(
+            let sync = request_response::Behaviour::with_codec(
+                codec,
                 [(StreamProtocol::new(SYNC_PROTOCOL), ProtocolSupport::Full)],
-                request_response::Config::default().with_request_timeout(Duration::from_secs(30)),
+                request_response::Config::default()
+                    .with_request_timeout(Duration::from_secs(30))
+                    .with_max_concurrent_streams(limits.streams_per_connection),
             );
             let identify = identify::Behaviour::new(identify::Config::new("/af/1".into(), key.public()));
-            Ok(Behaviour { blocked: Default::default(), gossipsub, sync, identify })
+            let limits = connection_limits::Behaviour::new(
+                connection_limits::ConnectionLimits::default()
+                    .with_max_established_incoming(Some(limits.established_incoming))
+                    .with_max_established(Some(limits.established_total))
+                    .with_max_established_per_peer(Some(limits.per_peer))
+                    .with_max_pending_incoming(Some(limits.pending_incoming)),
+            );
+            Ok(Behaviour { limits, blocked: Default::default(), gossipsub, sync, identify })
         })
         .map_err(|e| transport(&e))?
         .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(120)))
@@ -237,7 +230,7 @@ pub struct NetChannels {
 pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: NetChannels) -> Result<(), NetError> {
     let (configured_peers, configured_allowed) = (config.peers.clone(), config.sync.allowed.clone());
     let mut chain_peers = config.chain_peers.take();
-    let mut swarm = build_swarm(log.key())?;
+    let mut swarm = build_swarm(log.key(), &config)?;
     let store: &Store = &log.store;
     let topic = IdentTopic::new(GOSSIP_TOPIC);
     swarm.behaviour_mut().gossipsub.subscribe(&topic).map_err(|e| NetError::Transport(e.to_string()))?;
@@ -256,10 +249,14 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
     loop {
         let input = tokio::select! {
             _ = channels.stop.changed() => {
-                if *channels.stop.borrow() { return Ok(()) }
+                if *channels.stop.borrow() {
+                    // Closed here, inside the runtime, not by a runtime shutting down.
+                    drop(swarm);
+                    return Ok(());
+                }
                 continue;
             }
-            _ = tick.tick() => Some(Input::Tick),
+            _ = tick.tick() => Some((Input::Tick, None)),
             changed = async { chain_peers.as_mut().expect("guarded").changed().await }, if chain_peers.is_some() => {
                 if changed.is_err() {
                     chain_peers = None;
@@ -291,17 +288,28 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
                 None
             }
             own = channels.own_blocks.recv() => match own {
-                Some((validator, height)) => Some(Input::OwnBlock { validator, height }),
+                Some((validator, height)) => Some((Input::OwnBlock { validator, height }, None)),
                 None => continue,
             },
             event = swarm.select_next_some() => state.translate(event, &mut swarm, &config, &mut listen_addrs),
         };
-        let Some(input) = input else { continue };
+        let Some((input, held)) = input else { continue };
+        let request_channel = match &input {
+            Input::Request { channel, .. } => Some(*channel),
+            _ => None,
+        };
         let store_ref = store;
         // Appends fsync; keep them off the async workers' backs.
         let outputs = tokio::task::block_in_place(|| sync.handle(input, now_ms(), store_ref))?;
+        // The response's bytes stayed reserved until the protocol was done with them.
+        drop(held);
         for output in outputs {
-            state.apply(output, &mut swarm, &topic, &channels.evidence);
+            state.apply(output, &mut swarm, &topic, &channels.evidence, &config.budget);
+        }
+        // A request the protocol chose not to answer: free its channel (the peer sees
+        // the stream close).
+        if let Some(channel) = request_channel {
+            state.channels.remove(&channel);
         }
         if state.status_dirty {
             state.status_dirty = false;
@@ -314,12 +322,18 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
 struct ActorState {
     next_token: u64,
     gossip: HashMap<MessageToken, gossipsub::MessageId>,
-    channels: HashMap<ChannelToken, ResponseChannel<Vec<u8>>>,
+    channels: HashMap<ChannelToken, ResponseChannel<Held>>,
     requests: HashMap<OutboundRequestId, RequestId>,
     dialled: HashMap<Multiaddr, PeerId>,
-    blocked: Vec<PeerId>,
+    /// Blocked peers, oldest first, at most `MAX_BLOCKED_PEERS`.
+    blocked: VecDeque<PeerId>,
     status_dirty: bool,
+    /// Responses dropped because the memory budget was spent.
+    responses_refused: u64,
 }
+
+/// An input for the protocol, with the reservation of the bytes it carries (if any).
+type Translated = (Input<PeerId>, Option<Held>);
 
 impl ActorState {
     fn token(&mut self) -> u64 {
@@ -333,8 +347,8 @@ impl ActorState {
         swarm: &mut Swarm<Behaviour>,
         config: &NetConfig,
         listen_addrs: &mut Vec<String>,
-    ) -> Option<Input<PeerId>> {
-        match event {
+    ) -> Option<Translated> {
+        let input = match event {
             SwarmEvent::NewListenAddr { address, .. } => {
                 listen_addrs.push(format!("{address}/p2p/{}", swarm.local_peer_id()));
                 self.status_dirty = true;
@@ -353,7 +367,7 @@ impl ActorState {
                     }
                 }
                 self.status_dirty = true;
-                (num_established.get() == 1).then_some(Input::PeerConnected(peer_id))
+                return (num_established.get() == 1).then_some((Input::PeerConnected(peer_id), None));
             }
             SwarmEvent::ConnectionClosed { peer_id, num_established: 0, .. } => {
                 self.status_dirty = true;
@@ -375,21 +389,35 @@ impl ActorState {
                         self.channels.insert(token, channel);
                         Some(Input::Request { from: peer, channel: token, data: request })
                     }
-                    request_response::Message::Response { request_id, response } => {
+                    request_response::Message::Response { request_id, mut response } => {
                         let request = self.requests.remove(&request_id)?;
-                        Some(Input::Response { from: peer, request, data: response })
+                        let data = std::mem::take(&mut response.bytes);
+                        return Some((Input::Response { from: peer, request, data }, Some(response)));
                     }
                 }
             }
             SwarmEvent::Behaviour(BehaviourEvent::Sync(request_response::Event::OutboundFailure {
+                peer,
                 request_id,
+                error,
                 ..
             })) => {
                 let request = self.requests.remove(&request_id)?;
-                Some(Input::RequestFailed { request })
+                match error {
+                    request_response::OutboundFailure::Io(e) if blames_sender(&e) => {
+                        Some(Input::BadResponse { from: peer, request, reason: format!("bad response: {e}") })
+                    }
+                    _ => Some(Input::RequestFailed { request }),
+                }
             }
+            SwarmEvent::Behaviour(BehaviourEvent::Sync(request_response::Event::InboundFailure {
+                peer,
+                error: request_response::InboundFailure::Io(e),
+                ..
+            })) if blames_sender(&e) => Some(Input::BadRequest { from: peer, reason: format!("bad request: {e}") }),
             _ => None,
-        }
+        };
+        input.map(|input| (input, None))
     }
 
     fn apply(
@@ -398,6 +426,7 @@ impl ActorState {
         swarm: &mut Swarm<Behaviour>,
         topic: &IdentTopic,
         evidence: &mpsc::UnboundedSender<Evidence>,
+        budget: &Arc<MemoryBudget>,
     ) {
         let behaviour = swarm.behaviour_mut();
         match output {
@@ -421,8 +450,14 @@ impl ActorState {
                 self.requests.insert(id, request);
             }
             Output::Respond { channel, data } => {
-                if let Some(channel) = self.channels.remove(&channel) {
-                    let _ = behaviour.sync.send_response(channel, data);
+                // Held until written: a slow reader pins its answer against the budget,
+                // and when the budget is spent the answer is dropped (the peer retries).
+                let Some(channel) = self.channels.remove(&channel) else { return };
+                match budget.try_reserve(data.len() as u64) {
+                    Some(reservation) => {
+                        let _ = behaviour.sync.send_response(channel, Held::new(data, reservation));
+                    }
+                    None => self.responses_refused += 1,
                 }
             }
             Output::Evidence(found) => {
@@ -430,12 +465,14 @@ impl ActorState {
                 self.status_dirty = true;
             }
             Output::Misbehaved { peer, reason } => {
-                eprintln!(
-                    "{}",
-                    serde_json::json!({ "event": "peer_blocked", "peer": peer.to_string(), "reason": reason })
-                );
+                tracing::warn!(event = "peer_blocked", peer = %peer, reason = %reason, "blocked peer {peer}: {reason}");
                 behaviour.blocked.block_peer(peer);
-                self.blocked.push(peer);
+                self.blocked.push_back(peer);
+                if self.blocked.len() > MAX_BLOCKED_PEERS {
+                    if let Some(oldest) = self.blocked.pop_front() {
+                        behaviour.blocked.unblock_peer(oldest);
+                    }
+                }
                 self.status_dirty = true;
             }
         }
@@ -452,7 +489,6 @@ fn publish_status(
 ) {
     let peers = sync
         .peers()
-        .iter()
         .map(|(peer, holds)| PeerStatus {
             peer_id: peer.to_string(),
             validator: peer_validator(peer),

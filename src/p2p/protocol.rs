@@ -16,6 +16,15 @@
 //! Two validly signed, different headers at one height are equivocation: the evidence
 //! is handed out once (the caller records it in our own log) and nothing of that
 //! validator past the fork is accepted any more.
+//!
+//! Bounded against hostile peers: each peer's requests and announcements are
+//! rate-limited (a peer over the rate is dropped); fetches are capped in total and per
+//! peer and handed out round-robin over peers, so no peer's announcements can take the
+//! slots honest chains need; at most `max_chains` logs are held; announcements waiting
+//! for their blocks are capped; and evidence is recorded at most once per peer per
+//! `evidence_interval_ms` (and, against validators not on an allow-list, at most
+//! `EVIDENCE_BURST` per hour in total), so nobody can make us grow our own log at will.
+//! Scheduling reads no store per chain: the heights we hold are cached in memory.
 
 use super::blocks::BlockStore;
 use super::wire::{self, Gossip, Request, Response, SignedHeader, MAX_BLOCKS_PER_REQUEST, MAX_TIPS};
@@ -47,7 +56,22 @@ pub struct SyncConfig {
     pub allowed: Option<BTreeSet<ValidatorKey>>,
     /// Validators already caught equivocating, and the height of the fork (from our log).
     pub forked: BTreeMap<ValidatorKey, u64>,
+    /// Block requests in flight, in total and to one peer.
+    pub max_fetches: usize,
+    pub max_fetches_per_peer: usize,
+    /// Most validators' logs held; announcements of further chains are ignored.
+    pub max_chains: usize,
+    /// A peer's requests and announcements: sustained rate per second, and burst.
+    pub peer_requests_per_s: u32,
+    pub peer_gossip_per_s: u32,
+    /// Evidence from one peer is recorded at most once per this period.
+    pub evidence_interval_ms: u64,
 }
+
+/// Announcements waiting for their blocks, at most.
+pub const MAX_PENDING_GOSSIP: usize = 1024;
+/// Evidence against validators not on an allow-list: at most this many per hour in total.
+pub const EVIDENCE_BURST: u32 = 12;
 
 impl Default for SyncConfig {
     fn default() -> Self {
@@ -58,6 +82,12 @@ impl Default for SyncConfig {
             response_bytes: 16 * 1024 * 1024,
             allowed: None,
             forked: BTreeMap::new(),
+            max_fetches: 8,
+            max_fetches_per_peer: 2,
+            max_chains: 1024,
+            peer_requests_per_s: 20,
+            peer_gossip_per_s: 100,
+            evidence_interval_ms: 10 * 60 * 1000,
         }
     }
 }
@@ -94,6 +124,18 @@ pub enum Input<P> {
     },
     RequestFailed {
         request: RequestId,
+    },
+    /// The answer to our request broke a wire rule while it streamed in (over its size
+    /// limit, too many tips): it was not read further, and its sender is blamed.
+    BadResponse {
+        from: P,
+        request: RequestId,
+        reason: String,
+    },
+    /// A request that broke a wire rule (over its size limit).
+    BadRequest {
+        from: P,
+        reason: String,
     },
     /// Our own writer stored a new block of ours: announce it.
     OwnBlock {
@@ -157,14 +199,65 @@ pub struct SyncCounters {
     pub gossip_rejected: u64,
     pub peers_misbehaved: u64,
     pub evidence: u64,
+    /// Evidence not recorded yet because its sender, or everyone, is over the rate.
+    pub evidence_deferred: u64,
+    /// Announcements of chains beyond `max_chains`, or beyond the pending cap, ignored.
+    pub announcements_ignored: u64,
+}
+
+/// A token bucket in thousandths of a token, refilled by the protocol's clock.
+#[derive(Clone, Debug)]
+struct Bucket {
+    milli: u64,
+    at_ms: u64,
+}
+
+impl Bucket {
+    fn full(burst: u32, now_ms: u64) -> Bucket {
+        Bucket { milli: u64::from(burst) * 1000, at_ms: now_ms }
+    }
+
+    /// Takes one token if there is one: `rate` tokens per `per_ms`, at most `burst` saved.
+    fn take(&mut self, now_ms: u64, rate: u32, per_ms: u64, burst: u32) -> bool {
+        let elapsed = now_ms.saturating_sub(self.at_ms);
+        self.at_ms = self.at_ms.max(now_ms);
+        let refill = elapsed.saturating_mul(u64::from(rate)).saturating_mul(1000) / per_ms.max(1);
+        self.milli = self.milli.saturating_add(refill).min(u64::from(burst) * 1000);
+        if self.milli >= 1000 {
+            self.milli -= 1000;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// What we know of one connected peer.
+#[derive(Clone, Debug)]
+struct PeerState {
+    /// The highest height of each validator's chain it is known to hold.
+    holds: BTreeMap<ValidatorKey, u64>,
+    requests: Bucket,
+    gossip: Bucket,
+    /// Our block requests to it in flight.
+    fetching: usize,
+    last_evidence_ms: Option<u64>,
 }
 
 pub struct Sync<P> {
     config: SyncConfig,
-    /// Connected peers and the highest height each is known to hold per validator.
-    peers: BTreeMap<P, BTreeMap<ValidatorKey, u64>>,
+    /// Connected peers: what each holds, its rates, our fetches from it.
+    peers: BTreeMap<P, PeerState>,
     /// Outbound block requests, by id; at most one per validator.
     fetches: BTreeMap<RequestId, Fetch<P>>,
+    /// Blocks held per validator (its tip height + 1), read from the store once.
+    held: Option<BTreeMap<ValidatorKey, u64>>,
+    /// Something changed that may let a fetch start.
+    schedule: bool,
+    /// Round-robin position: the peer after which the next scheduling turn starts.
+    turn: Option<P>,
+    /// Evidence against validators not on an allow-list, in total.
+    evidence_unlisted: Bucket,
     tips_requests: BTreeMap<RequestId, (P, u64)>,
     pending: BTreeMap<MessageToken, PendingGossip<P>>,
     forked: BTreeMap<ValidatorKey, u64>,
@@ -186,6 +279,10 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
             pending: BTreeMap::new(),
             forked,
             evidence_given,
+            held: None,
+            schedule: true,
+            turn: None,
+            evidence_unlisted: Bucket::full(EVIDENCE_BURST, 0),
             next_request: 0,
             next_tips_ms: 0,
             counters: SyncCounters::default(),
@@ -198,8 +295,66 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
     }
 
     /// Connected peers and what each is known to hold.
-    pub fn peers(&self) -> &BTreeMap<P, BTreeMap<ValidatorKey, u64>> {
-        &self.peers
+    pub fn peers(&self) -> impl Iterator<Item = (&P, &BTreeMap<ValidatorKey, u64>)> {
+        self.peers.iter().map(|(peer, state)| (peer, &state.holds))
+    }
+
+    fn peer(&mut self, peer: &P, now_ms: u64) -> &mut PeerState {
+        let config = &self.config;
+        self.peers.entry(peer.clone()).or_insert_with(|| PeerState {
+            holds: BTreeMap::new(),
+            requests: Bucket::full(config.peer_requests_per_s.saturating_mul(2), now_ms),
+            gossip: Bucket::full(config.peer_gossip_per_s.saturating_mul(2), now_ms),
+            fetching: 0,
+            last_evidence_ms: None,
+        })
+    }
+
+    /// Blocks held of each validator, from the store the first time.
+    fn held(&mut self, store: &dyn BlockStore) -> Result<&mut BTreeMap<ValidatorKey, u64>, SyncError> {
+        if self.held.is_none() {
+            let tips = store.tips()?;
+            self.held = Some(tips.into_iter().map(|(v, tip)| (v, tip.height + 1)).collect());
+        }
+        Ok(self.held.as_mut().expect("filled above"))
+    }
+
+    /// Re-reads one validator's tip after we stored blocks of it.
+    fn refresh_held(&mut self, validator: ValidatorKey, store: &dyn BlockStore) -> Result<(), SyncError> {
+        let tip = store.tip(&validator)?;
+        let held = self.held(store)?;
+        match tip {
+            Some(tip) => held.insert(validator, tip.height + 1),
+            None => held.remove(&validator),
+        };
+        self.schedule = true;
+        Ok(())
+    }
+
+    /// Records that `peer` holds `validator`'s chain up to `height` (at most `MAX_TIPS`
+    /// chains per peer: a peer cannot make us remember more than one tips answer).
+    fn claim(&mut self, peer: &P, validator: ValidatorKey, height: u64) {
+        let Some(state) = self.peers.get_mut(peer) else { return };
+        let room = state.holds.len() < MAX_TIPS;
+        match state.holds.get_mut(&validator) {
+            Some(known) if height > *known => {
+                *known = height;
+                self.schedule = true;
+            }
+            Some(_) => {}
+            None if room => {
+                state.holds.insert(validator, height);
+                self.schedule = true;
+            }
+            None => self.counters.announcements_ignored += 1,
+        }
+    }
+
+    /// Whether `peer` already told us of exactly this height of a chain we hold that far:
+    /// a tips round repeating what we know costs a map lookup, not a store read.
+    fn already_claimed(&self, peer: &P, validator: &ValidatorKey, height: u64) -> bool {
+        let held = self.held.as_ref().and_then(|h| h.get(validator)).copied().unwrap_or(0);
+        height < held && self.peers.get(peer).and_then(|s| s.holds.get(validator)) == Some(&height)
     }
 
     /// Replaces the allow-list (the chain's validators changed): logs already kept stay,
@@ -227,22 +382,29 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         match input {
             Input::Tick => {}
             Input::PeerConnected(peer) => {
-                self.peers.entry(peer.clone()).or_default();
+                self.peer(&peer, now_ms);
                 self.request_tips(peer, now_ms, &mut out);
             }
             Input::PeerDisconnected(peer) => {
-                self.peers.remove(&peer);
-                self.fetches.retain(|_, f| f.peer != peer);
-                self.tips_requests.retain(|_, (p, _)| *p != peer);
+                self.forget_peer(&peer);
+            }
+            Input::BadResponse { from, request, reason } => {
+                self.end_request(request);
+                self.misbehaved(from, reason, &mut out);
+            }
+            Input::BadRequest { from, reason } => {
+                self.misbehaved(from, reason, &mut out);
             }
             Input::Gossip { from, token, data } => self.on_gossip(from, token, &data, now_ms, store, &mut out)?,
-            Input::Request { from, channel, data } => self.on_request(from, channel, &data, store, &mut out)?,
-            Input::Response { from, request, data } => self.on_response(from, request, &data, store, &mut out)?,
+            Input::Request { from, channel, data } => self.on_request(from, channel, &data, now_ms, store, &mut out)?,
+            Input::Response { from, request, data } => {
+                self.on_response(from, request, &data, now_ms, store, &mut out)?
+            }
             Input::RequestFailed { request } => {
-                self.fetches.remove(&request);
-                self.tips_requests.remove(&request);
+                self.end_request(request);
             }
             Input::OwnBlock { validator, height } => {
+                self.refresh_held(validator, store)?;
                 if let Some((header, signature)) = store.signed_header(&validator, height)? {
                     out.push(Output::Publish(wire::encode_gossip(&Gossip::Announce(SignedHeader {
                         header,
@@ -255,9 +417,31 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         Ok(out)
     }
 
+    /// A request ended (answered, failed or timed out): its peer's fetch slot is free.
+    fn end_request(&mut self, request: RequestId) -> Option<Fetch<P>> {
+        self.tips_requests.remove(&request);
+        let fetch = self.fetches.remove(&request)?;
+        if let Some(state) = self.peers.get_mut(&fetch.peer) {
+            state.fetching = state.fetching.saturating_sub(1);
+        }
+        self.schedule = true;
+        Some(fetch)
+    }
+
+    fn forget_peer(&mut self, peer: &P) {
+        self.peers.remove(peer);
+        self.fetches.retain(|_, f| f.peer != *peer);
+        self.tips_requests.retain(|_, (p, _)| p != peer);
+        self.schedule = true;
+    }
+
     /// Timeouts, anti-entropy and starting the fetches that are due.
     fn on_time(&mut self, now_ms: u64, store: &dyn BlockStore, out: &mut Vec<Output<P>>) -> Result<(), SyncError> {
-        self.fetches.retain(|_, f| f.deadline_ms > now_ms);
+        let expired: Vec<RequestId> =
+            self.fetches.iter().filter(|(_, f)| f.deadline_ms <= now_ms).map(|(id, _)| *id).collect();
+        for request in expired {
+            self.end_request(request);
+        }
         self.tips_requests.retain(|_, (_, deadline)| *deadline > now_ms);
         let expired: Vec<MessageToken> =
             self.pending.iter().filter(|(_, p)| p.deadline_ms <= now_ms).map(|(t, _)| *t).collect();
@@ -288,57 +472,101 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         self.next_request
     }
 
-    /// For every validator some peer holds more of than we do, and no fetch is running,
-    /// ask the peer that holds the most (ties: the first in order, for determinism).
+    /// Hands free fetch slots out round-robin over peers: each peer in turn, while it has
+    /// a free slot of its own, gets one request for a chain it holds more of than we do
+    /// and nobody is fetching. So an honest peer's chains progress however many chains
+    /// another peer announces. Runs only when something changed, and reads the store only
+    /// for the chains it is about to fetch.
     fn start_fetches(
         &mut self,
         now_ms: u64,
         store: &dyn BlockStore,
         out: &mut Vec<Output<P>>,
     ) -> Result<(), SyncError> {
-        let mut best: BTreeMap<ValidatorKey, (u64, P)> = BTreeMap::new();
-        for (peer, tips) in &self.peers {
-            for (validator, height) in tips {
-                if best.get(validator).is_none_or(|(h, _)| height > h) {
-                    best.insert(*validator, (*height, peer.clone()));
+        if !self.schedule || self.fetches.len() >= self.config.max_fetches.max(1) {
+            return Ok(());
+        }
+        self.schedule = false;
+        self.held(store)?;
+        let mut order: Vec<P> = self.peers.keys().cloned().collect();
+        if let Some(turn) = &self.turn {
+            let start = order.partition_point(|p| p <= turn);
+            order.rotate_left(start);
+        }
+        let mut fetching: BTreeSet<ValidatorKey> = self.fetches.values().map(|f| f.validator).collect();
+        loop {
+            let mut started = false;
+            for peer in &order {
+                if self.fetches.len() >= self.config.max_fetches.max(1) {
+                    return Ok(());
                 }
+                let Some(state) = self.peers.get(peer) else { continue };
+                if state.fetching >= self.config.max_fetches_per_peer.max(1) {
+                    continue;
+                }
+                let held = self.held.as_ref().expect("read above");
+                let mut chosen = None;
+                for (validator, claimed) in &state.holds {
+                    let next = held.get(validator).copied().unwrap_or(0);
+                    if *claimed < next || fetching.contains(validator) || !self.accepts_height(validator, next) {
+                        continue;
+                    }
+                    if next == 0 && held.len() + fetching.len() >= self.config.max_chains {
+                        continue;
+                    }
+                    chosen = Some((*validator, next));
+                    break;
+                }
+                let Some((validator, _cached)) = chosen else { continue };
+                // The cache is only a guide: the store says where the fetch starts.
+                let next = store.tip(&validator)?.map_or(0, |t| t.height + 1);
+                fetching.insert(validator);
+                if next > state.holds[&validator] {
+                    self.held.as_mut().expect("read above").insert(validator, next);
+                    started = true;
+                    continue;
+                }
+                let request = self.next_request();
+                let max_blocks = self.config.blocks_per_request.clamp(1, MAX_BLOCKS_PER_REQUEST);
+                self.fetches.insert(
+                    request,
+                    Fetch {
+                        peer: peer.clone(),
+                        validator,
+                        from_height: next,
+                        deadline_ms: now_ms + self.config.request_timeout_ms,
+                    },
+                );
+                self.peers.get_mut(peer).expect("listed above").fetching += 1;
+                self.turn = Some(peer.clone());
+                let data = wire::encode_request(&Request::Blocks { validator, from_height: next, max_blocks });
+                out.push(Output::SendRequest { to: peer.clone(), request, data });
+                started = true;
+            }
+            if !started {
+                return Ok(());
             }
         }
-        for (validator, (height, peer)) in best {
-            if self.fetches.values().any(|f| f.validator == validator) {
-                continue;
-            }
-            let next = store.tip(&validator)?.map_or(0, |t| t.height + 1);
-            if next > height || !self.accepts_height(&validator, next) {
-                continue;
-            }
-            let request = self.next_request();
-            let max_blocks = self.config.blocks_per_request.clamp(1, MAX_BLOCKS_PER_REQUEST);
-            self.fetches.insert(
-                request,
-                Fetch {
-                    peer: peer.clone(),
-                    validator,
-                    from_height: next,
-                    deadline_ms: now_ms + self.config.request_timeout_ms,
-                },
-            );
-            let data = wire::encode_request(&Request::Blocks { validator, from_height: next, max_blocks });
-            out.push(Output::SendRequest { to: peer, request, data });
-        }
-        Ok(())
     }
 
     /// Checks a signed header against what we store; records equivocation. Returns
     /// whether the header is news (above our tip) and acceptable.
     fn consider_header(
         &mut self,
+        from: &P,
         signed: &SignedHeader,
+        now_ms: u64,
         store: &dyn BlockStore,
         out: &mut Vec<Output<P>>,
     ) -> Result<HeaderVerdict, SyncError> {
         let validator = signed.validator();
         if !self.allowed(&validator) {
+            return Ok(HeaderVerdict::NotAllowed);
+        }
+        let max_chains = self.config.max_chains;
+        let held = self.held(store)?;
+        if !held.contains_key(&validator) && held.len() >= max_chains {
+            self.counters.announcements_ignored += 1;
             return Ok(HeaderVerdict::NotAllowed);
         }
         let height = signed.header.height;
@@ -359,17 +587,17 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
             if stored_header.hash() == hash {
                 return Ok(HeaderVerdict::Known);
             }
-            self.equivocation(
-                Evidence {
-                    validator,
-                    height,
-                    header_a: stored_header,
-                    signature_a: stored_signature,
-                    header_b: signed.header.clone(),
-                    signature_b: signed.signature,
-                },
-                out,
-            );
+            let evidence = Evidence {
+                validator,
+                height,
+                header_a: stored_header,
+                signature_a: stored_signature,
+                header_b: signed.header.clone(),
+                signature_b: signed.signature,
+            };
+            if !self.equivocation(from, evidence, now_ms, out) {
+                return Ok(HeaderVerdict::Known);
+            }
             return Ok(HeaderVerdict::Equivocation);
         }
         if !self.accepts_height(&validator, height) {
@@ -378,13 +606,31 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         Ok(HeaderVerdict::News)
     }
 
-    fn equivocation(&mut self, evidence: Evidence, out: &mut Vec<Output<P>>) {
+    /// Records equivocation proven by what `from` sent, unless `from` (or, for a
+    /// validator not on an allow-list, everyone) gave evidence too recently: then it is
+    /// deferred (false), and recorded when the header comes again after the period
+    /// (anti-entropy repeats it).
+    fn equivocation(&mut self, from: &P, evidence: Evidence, now_ms: u64, out: &mut Vec<Output<P>>) -> bool {
+        let key = (evidence.validator, evidence.height);
+        if !self.evidence_given.contains(&key) {
+            let interval = self.config.evidence_interval_ms;
+            let listed = self.config.allowed.as_ref().is_some_and(|set| set.contains(&evidence.validator));
+            let state = self.peer(from, now_ms);
+            let peer_ok = state.last_evidence_ms.is_none_or(|at| now_ms >= at.saturating_add(interval));
+            let total_ok =
+                peer_ok && (listed || self.evidence_unlisted.take(now_ms, EVIDENCE_BURST, 3_600_000, EVIDENCE_BURST));
+            if !total_ok {
+                self.counters.evidence_deferred += 1;
+                return false;
+            }
+            self.peer(from, now_ms).last_evidence_ms = Some(now_ms);
+            self.evidence_given.insert(key);
+            self.counters.evidence += 1;
+            out.push(Output::Evidence(Box::new(evidence.clone())));
+        }
         let fork = self.forked.entry(evidence.validator).or_insert(evidence.height);
         *fork = (*fork).min(evidence.height);
-        if self.evidence_given.insert((evidence.validator, evidence.height)) {
-            self.counters.evidence += 1;
-            out.push(Output::Evidence(Box::new(evidence)));
-        }
+        true
     }
 
     fn on_gossip(
@@ -400,11 +646,17 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
             counters.gossip_rejected += 1;
             out.push(Output::Validate { token, from: from.clone(), result: Validation::Reject });
         };
+        let rate = self.config.peer_gossip_per_s;
+        if !self.peer(&from, now_ms).gossip.take(now_ms, rate, 1000, rate.saturating_mul(2)) {
+            out.push(Output::Validate { token, from: from.clone(), result: Validation::Ignore });
+            self.misbehaved(from, format!("more than {rate} announcements per second"), out);
+            return Ok(());
+        }
         let Ok(Gossip::Announce(signed)) = wire::decode_gossip(data) else {
             reject(out, &mut self.counters);
             return Ok(());
         };
-        match self.consider_header(&signed, store, out)? {
+        match self.consider_header(&from, &signed, now_ms, store, out)? {
             HeaderVerdict::Invalid(_) => reject(out, &mut self.counters),
             HeaderVerdict::Known | HeaderVerdict::NotAllowed => {
                 out.push(Output::Validate { token, from, result: Validation::Ignore })
@@ -412,10 +664,13 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
             // Forward proof of equivocation so every validator learns of it.
             HeaderVerdict::Equivocation => out.push(Output::Validate { token, from, result: Validation::Accept }),
             HeaderVerdict::News => {
-                let validator = signed.validator();
-                let height = signed.header.height;
-                let known = self.peers.entry(from.clone()).or_default().entry(validator).or_insert(0);
-                *known = (*known).max(height);
+                self.peer(&from, now_ms);
+                self.claim(&from, signed.validator(), signed.header.height);
+                if self.pending.len() >= MAX_PENDING_GOSSIP {
+                    self.counters.announcements_ignored += 1;
+                    out.push(Output::Validate { token, from, result: Validation::Ignore });
+                    return Ok(());
+                }
                 self.pending.insert(
                     token,
                     PendingGossip { from, signed, deadline_ms: now_ms + self.config.request_timeout_ms },
@@ -430,15 +685,20 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         from: P,
         channel: ChannelToken,
         data: &[u8],
+        now_ms: u64,
         store: &dyn BlockStore,
         out: &mut Vec<Output<P>>,
     ) -> Result<(), SyncError> {
+        let rate = self.config.peer_requests_per_s;
+        if !self.peer(&from, now_ms).requests.take(now_ms, rate, 1000, rate.saturating_mul(2)) {
+            self.misbehaved(from, format!("more than {rate} requests per second"), out);
+            return Ok(());
+        }
         let response = match wire::decode_request(data) {
             // A request cut off by a dropped connection proves nothing: drop it unanswered.
             Err(e) if e.is_truncated() => return Ok(()),
             Err(e) => {
-                self.counters.peers_misbehaved += 1;
-                out.push(Output::Misbehaved { peer: from, reason: format!("bad request: {e}") });
+                self.misbehaved(from, format!("bad request: {e}"), out);
                 return Ok(());
             }
             Ok(Request::Tips) => {
@@ -475,11 +735,12 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         from: P,
         request: RequestId,
         data: &[u8],
+        now_ms: u64,
         store: &dyn BlockStore,
         out: &mut Vec<Output<P>>,
     ) -> Result<(), SyncError> {
-        let fetch = self.fetches.remove(&request);
         let tips_request = self.tips_requests.remove(&request);
+        let fetch = self.end_request(request);
         if fetch.is_none() && tips_request.is_none() {
             return Ok(()); // timed out already, or not ours
         }
@@ -495,27 +756,27 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         match (response, fetch) {
             (Response::Tips(tips), None) => {
                 for signed in tips {
-                    match self.consider_header(&signed, store, out)? {
+                    if self.already_claimed(&from, &signed.validator(), signed.header.height) {
+                        continue;
+                    }
+                    match self.consider_header(&from, &signed, now_ms, store, out)? {
                         HeaderVerdict::Invalid(reason) => {
                             self.misbehaved(from, format!("bad tip: {reason}"), out);
                             return Ok(());
                         }
                         HeaderVerdict::NotAllowed => continue,
                         HeaderVerdict::News | HeaderVerdict::Known | HeaderVerdict::Equivocation => {
-                            if let Some(tips) = self.peers.get_mut(&from) {
-                                let known = tips.entry(signed.validator()).or_insert(0);
-                                *known = (*known).max(signed.header.height);
-                            }
+                            self.claim(&from, signed.validator(), signed.header.height)
                         }
                     }
                 }
             }
             (Response::Blocks(blocks), Some(fetch)) => {
-                self.store_blocks(from, &fetch, blocks, store, out)?;
+                self.store_blocks(from, &fetch, blocks, now_ms, store, out)?;
             }
             _ => self.misbehaved(from, "response of the wrong kind".into(), out),
         }
-        self.resolve_pending(store, out)?;
+        self.resolve_pending(now_ms, store, out)?;
         Ok(())
     }
 
@@ -524,16 +785,17 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         from: P,
         fetch: &Fetch<P>,
         blocks: Vec<Vec<u8>>,
+        now_ms: u64,
         store: &dyn BlockStore,
         out: &mut Vec<Output<P>>,
     ) -> Result<(), SyncError> {
         if blocks.is_empty() {
             // The peer does not hold what it was thought to: forget the claim, so the
             // next fetch goes to someone else (or waits for the next tips round).
-            if let Some(tips) = self.peers.get_mut(&from) {
-                tips.insert(fetch.validator, fetch.from_height.saturating_sub(1));
+            if let Some(state) = self.peers.get_mut(&from) {
+                state.holds.insert(fetch.validator, fetch.from_height.saturating_sub(1));
                 if fetch.from_height == 0 {
-                    tips.remove(&fetch.validator);
+                    state.holds.remove(&fetch.validator);
                 }
             }
         }
@@ -572,6 +834,9 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                 self.counters.bytes_stored += n_bytes;
             }
         }
+        if !appended.is_empty() {
+            self.refresh_held(fetch.validator, store)?;
+        }
         if let Some((index, error)) = refused {
             let sealed = &checked[index];
             let header = sealed.decoded().block.header.clone();
@@ -579,17 +844,15 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                 StoreError::Conflict { .. } => {
                     let (stored_header, stored_signature) =
                         store.signed_header(&header.validator, header.height)?.expect("a conflicting block is stored");
-                    self.equivocation(
-                        Evidence {
-                            validator: header.validator,
-                            height: header.height,
-                            header_a: stored_header,
-                            signature_a: stored_signature,
-                            header_b: header,
-                            signature_b: sealed.decoded().block.signature,
-                        },
-                        out,
-                    );
+                    let evidence = Evidence {
+                        validator: header.validator,
+                        height: header.height,
+                        header_a: stored_header,
+                        signature_a: stored_signature,
+                        header_b: header,
+                        signature_b: sealed.decoded().block.signature,
+                    };
+                    self.equivocation(&from, evidence, now_ms, out);
                 }
                 StoreError::Rejected { source, .. } => {
                     // Validly signed but not linking to what we hold: the validator forked
@@ -609,27 +872,31 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
 
     /// Gossip messages waiting for their blocks: accept those whose block is now stored.
     /// If a different block was stored at that height, the announcement is evidence.
-    fn resolve_pending(&mut self, store: &dyn BlockStore, out: &mut Vec<Output<P>>) -> Result<(), SyncError> {
-        let mut done = Vec::new();
-        for (token, pending) in &self.pending {
-            let (validator, height) = (pending.signed.validator(), pending.signed.header.height);
-            if store.tip(&validator)?.is_some_and(|t| t.height >= height) {
-                done.push(*token);
-            }
-        }
+    fn resolve_pending(&mut self, now_ms: u64, store: &dyn BlockStore, out: &mut Vec<Output<P>>) -> Result<(), SyncError> {
+        self.held(store)?;
+        let held = self.held.as_ref().expect("read above");
+        let done: Vec<MessageToken> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| held.get(&p.signed.validator()).is_some_and(|n| *n > p.signed.header.height))
+            .map(|(token, _)| *token)
+            .collect();
         for token in done {
             let pending = self.pending.remove(&token).expect("listed above");
-            // Known (stored as announced) or equivocation (evidence recorded): both forwarded.
-            let _ = self.consider_header(&pending.signed, store, out)?;
-            out.push(Output::Validate { token, from: pending.from, result: Validation::Accept });
+            // Known (stored as announced) or equivocation (evidence recorded): both
+            // forwarded; evidence deferred by the rate is not.
+            let result = match self.consider_header(&pending.from, &pending.signed, now_ms, store, out)? {
+                HeaderVerdict::Known | HeaderVerdict::Equivocation => Validation::Accept,
+                _ => Validation::Ignore,
+            };
+            out.push(Output::Validate { token, from: pending.from, result });
         }
         Ok(())
     }
 
     fn misbehaved(&mut self, peer: P, reason: String, out: &mut Vec<Output<P>>) {
         self.counters.peers_misbehaved += 1;
-        self.peers.remove(&peer);
-        self.fetches.retain(|_, f| f.peer != peer);
+        self.forget_peer(&peer);
         out.push(Output::Misbehaved { peer, reason });
     }
 }

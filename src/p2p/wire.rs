@@ -5,7 +5,7 @@
 //! exactly as stored; the receiver checks them as if read from a file.
 
 use crate::bytes::{Hash32, SignatureBytes, ValidatorKey};
-use crate::ledger::block::{check_signature, BlockError, BlockHeader};
+use crate::ledger::block::{check_header_rules, check_signature, BlockError, BlockHeader, HEADER_BYTES};
 use crate::ledger::codec::{self, CodecError};
 use crate::limits::MAX_BLOCK_BYTES;
 use serde::{Deserialize, Serialize};
@@ -18,6 +18,10 @@ pub const MAX_REQUEST_BYTES: u64 = 1024;
 pub const MAX_RESPONSE_BYTES: u64 = MAX_BLOCK_BYTES + 1024 * 1024;
 /// Most tips in one response.
 pub const MAX_TIPS: usize = 4096;
+/// A signed header on the wire: the 118 header bytes and a 64-byte signature.
+pub const SIGNED_HEADER_BYTES: u64 = HEADER_BYTES as u64 + 64;
+/// Largest tips response: its kind (4 bytes), count (8) and `MAX_TIPS` signed headers.
+pub const MAX_TIPS_RESPONSE_BYTES: u64 = 12 + MAX_TIPS as u64 * SIGNED_HEADER_BYTES;
 /// Most blocks one request may ask for.
 pub const MAX_BLOCKS_PER_REQUEST: u32 = 1024;
 
@@ -37,8 +41,11 @@ impl SignedHeader {
         self.header.validator
     }
 
-    /// Strict ed25519 over the header hash, under the header's own validator key.
+    /// Every header rule (format version, event count, genesis link), then strict
+    /// ed25519 over the header hash under the header's own validator key: a header
+    /// that no block could carry is refused before anything is fetched for it.
     pub fn check(&self) -> Result<Hash32, BlockError> {
+        check_header_rules(&self.header)?;
         let hash = self.hash();
         check_signature(&self.header, &hash, &self.signature)?;
         Ok(hash)
@@ -61,7 +68,8 @@ pub enum Request {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
-    Tips(Vec<SignedHeader>),
+    /// At most `MAX_TIPS`, refused as soon as the count says more (nothing decoded).
+    Tips(#[serde(deserialize_with = "bounded_tips")] Vec<SignedHeader>),
     /// Consecutive blocks starting at the requested height; fewer than asked (or none)
     /// when the peer has no more, or the response would be too large.
     Blocks(#[serde(with = "serde_bytes_vec")] Vec<Vec<u8>>),
@@ -105,13 +113,51 @@ pub fn encode_response(response: &Response) -> Result<Vec<u8>, WireError> {
 }
 
 pub fn decode_response(bytes: &[u8]) -> Result<Response, WireError> {
-    let response: Response = codec::decode_canonical(bytes, "response", MAX_RESPONSE_BYTES)?;
-    if let Response::Tips(tips) = &response {
-        if tips.len() > MAX_TIPS {
-            return Err(WireError::TooMany { what: "tips response", count: tips.len(), limit: MAX_TIPS });
+    if let Some(count) = tips_count(bytes) {
+        if count > MAX_TIPS as u64 {
+            return Err(WireError::TooMany { what: "tips response", count: count as usize, limit: MAX_TIPS });
         }
     }
-    Ok(response)
+    Ok(codec::decode_canonical(bytes, "response", MAX_RESPONSE_BYTES)?)
+}
+
+/// The kind of a response from its first 4 bytes, and the most bytes that kind may take.
+pub fn response_limit(kind: [u8; 4]) -> Option<(&'static str, u64)> {
+    match u32::from_le_bytes(kind) {
+        0 => Some(("tips response", MAX_TIPS_RESPONSE_BYTES)),
+        1 => Some(("blocks response", MAX_RESPONSE_BYTES)),
+        _ => None,
+    }
+}
+
+/// The count a tips response claims (its kind tag 0, then a u64), read from its first 12
+/// bytes, so that a response claiming too many is refused before it is read further.
+pub fn tips_count(prefix: &[u8]) -> Option<u64> {
+    let kind: [u8; 4] = prefix.get(..4)?.try_into().ok()?;
+    let count: [u8; 8] = prefix.get(4..12)?.try_into().ok()?;
+    (u32::from_le_bytes(kind) == 0).then_some(u64::from_le_bytes(count))
+}
+
+/// Tips, refused past `MAX_TIPS` whatever the count prefix says.
+fn bounded_tips<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<SignedHeader>, D::Error> {
+    struct Tips;
+    impl<'de> serde::de::Visitor<'de> for Tips {
+        type Value = Vec<SignedHeader>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "at most {MAX_TIPS} signed headers")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut tips = Vec::new();
+            while let Some(tip) = seq.next_element::<SignedHeader>()? {
+                if tips.len() == MAX_TIPS {
+                    return Err(serde::de::Error::custom(format!("more than {MAX_TIPS} tips")));
+                }
+                tips.push(tip);
+            }
+            Ok(tips)
+        }
+    }
+    deserializer.deserialize_seq(Tips)
 }
 
 /// `Vec<Vec<u8>>` as a sequence of byte strings (length + bytes each), not of

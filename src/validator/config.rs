@@ -26,7 +26,7 @@ pub struct Config {
 
 /// Networking. `--listen`, `--peer` and `--allow` on the command line replace the
 /// matching list here. With neither `listen` nor `peers`, the validator runs alone.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct P2pConfig {
     /// Multiaddrs to listen on, e.g. `/ip4/0.0.0.0/tcp/4001`.
@@ -40,9 +40,40 @@ pub struct P2pConfig {
     /// too). Subtensor refuses 127.0.0.1, `::1` and the broadcast address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub external: Option<String>,
+    /// The most memory, in MiB above the node's own working set, that peers and HTTP
+    /// readers together may make it hold (ARCHITECTURE.md, "Memory budget"). Half is
+    /// counted byte for byte (responses read and sent, blocks buffered for readers);
+    /// the other half covers what connection limits bound (buffers per connection).
+    pub memory_budget_mb: u64,
+}
+
+/// The default of `[p2p] memory_budget_mb`.
+pub const DEFAULT_MEMORY_BUDGET_MB: u64 = 256;
+
+impl Default for P2pConfig {
+    fn default() -> Self {
+        P2pConfig {
+            listen: Vec::new(),
+            peers: Vec::new(),
+            allow: Vec::new(),
+            external: None,
+            memory_budget_mb: DEFAULT_MEMORY_BUDGET_MB,
+        }
+    }
 }
 
 impl P2pConfig {
+    /// The budget counted byte for byte: half of `memory_budget_mb`.
+    pub fn budget(&self) -> Result<std::sync::Arc<crate::budget::MemoryBudget>, ConfigError> {
+        if !(16..=1 << 20).contains(&self.memory_budget_mb) {
+            return Err(ConfigError::Invalid(format!(
+                "p2p.memory_budget_mb = {} is outside 16..=1048576",
+                self.memory_budget_mb
+            )));
+        }
+        Ok(crate::budget::MemoryBudget::new(self.memory_budget_mb * 1024 * 1024 / 2))
+    }
+
     pub fn enabled(&self) -> bool {
         !self.listen.is_empty() || !self.peers.is_empty()
     }
