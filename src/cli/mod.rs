@@ -264,21 +264,34 @@ macro_rules! outln {
     }};
 }
 
-/// Waits for SIGINT (Ctrl-C) or SIGTERM (systemd, pm2, docker stop), and says which:
-/// long-running commands stop the same way on either.
-pub async fn stop_signal() -> &'static str {
+/// Waits for SIGINT (Ctrl-C) or SIGTERM (systemd, pm2, docker stop), and says which.
+/// The handlers are installed when this is called, not when it is first awaited, so a
+/// signal that arrives while the caller is still starting up is not lost (nor does it
+/// kill the process the default way). Call it inside the runtime, before other work.
+pub fn stop_signal() -> impl std::future::Future<Output = &'static str> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            return tokio::select! {
-                _ = tokio::signal::ctrl_c() => "SIGINT",
-                _ = term.recv() => "SIGTERM",
-            };
+        let interrupt = signal(SignalKind::interrupt());
+        let terminate = signal(SignalKind::terminate());
+        async move {
+            match (interrupt, terminate) {
+                (Ok(mut interrupt), Ok(mut terminate)) => tokio::select! {
+                    _ = interrupt.recv() => "SIGINT",
+                    _ = terminate.recv() => "SIGTERM",
+                },
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    "SIGINT"
+                }
+            }
         }
     }
-    let _ = tokio::signal::ctrl_c().await;
-    "SIGINT"
+    #[cfg(not(unix))]
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+        "SIGINT"
+    }
 }
 
 /// Reads a text input of at most `limit` bytes from a file, or stdin for `-`. Only a

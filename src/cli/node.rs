@@ -138,6 +138,7 @@ pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> 
     let log = Arc::new(super::ledger::open_own_log(data)?);
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
+        let signal = super::stop_signal();
         let (stop_sender, stop) = tokio::sync::watch::channel(false);
         let (mut p2p, mut http) = (P2pConfig::default(), HttpConfig::default());
         args.apply(&mut p2p, &mut http);
@@ -163,7 +164,7 @@ pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> 
         tokio::spawn(record_evidence_directly(log.clone(), evidence, own_blocks));
         let mut task = task;
         let interrupted = tokio::select! {
-            signal = super::stop_signal() => {
+            signal = signal => {
                 tracing::info!(event = "stopping", signal, "stopping on {signal}");
                 let _ = stop_sender.send(true);
                 // The network closes its connections inside the runtime before it ends.

@@ -131,8 +131,9 @@ pub fn validate(
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         let (stop_sender, stop) = tokio::sync::watch::channel(false);
+        let signal = super::stop_signal();
         tokio::spawn(async move {
-            let signal = super::stop_signal().await;
+            let signal = signal.await;
             tracing::info!(
                 event = "stopping",
                 signal,

@@ -40,7 +40,8 @@ fn serve_node(runtime: &tokio::runtime::Runtime, store: Store) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/", listener.local_addr().unwrap());
         let limits = server::HttpLimits::default();
-        let router = server::router(log, None, DEFAULT_RATIO_PARAMS, Arc::default(), now_ms, limits.clone());
+        let budget = af::budget::MemoryBudget::new(af::budget::DEFAULT_BUDGET_BYTES);
+        let router = server::router(log, None, DEFAULT_RATIO_PARAMS, Arc::default(), budget, now_ms, limits.clone());
         let (_stop_sender, stop) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             let _keep = _stop_sender;
@@ -593,7 +594,11 @@ fn the_node_api_caches_what_never_changes_and_answers_errors_as_json() {
     // Errors are JSON and name what was wrong.
     for (path, status) in [
         ("af/v1/nothing".to_string(), 404),
-        ("af/v1/log/XYZ/tip".to_string(), 400),
+        // One spelling per URL: every other spelling is not found.
+        ("af/v1/log/XYZ/tip".to_string(), 404),
+        (format!("af/v1/log/{}/tip", own.to_hex().to_uppercase()), 404),
+        (format!("{}/block/+1", layout::log_dir(&own)), 404),
+        (format!("{}/block/01", layout::log_dir(&own)), 404),
         (layout::bundle_path(&own, 0, size + 1), 404),
         (format!("{}/tile/entries/0.p/1", layout::log_dir(&own)), 404),
         (format!("{}/tile/entries/000.p/01", layout::log_dir(&own)), 404),

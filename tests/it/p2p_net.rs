@@ -169,6 +169,8 @@ fn a_node_killed_mid_sync_restarts_and_catches_up() {
     mirror_node.kill().unwrap(); // SIGKILL
     mirror_node.wait().unwrap();
     let at_kill = held_height(&mirror).unwrap();
+    // The killed process's status file would answer for the restarted one.
+    std::fs::remove_file(mirror.join("status.json")).unwrap();
     let mut mirror_node = node(&mirror, mirror_port, Some(source_port));
     while held_height(&mirror).is_none_or(|h| h < 299) {
         assert!(Instant::now() < deadline, "the restarted mirror did not catch up (at {:?})", held_height(&mirror));
@@ -176,7 +178,8 @@ fn a_node_killed_mid_sync_restarts_and_catches_up() {
     }
     for child in [&mut source_node, &mut mirror_node] {
         Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
-        assert_eq!(child.wait().unwrap().code(), Some(130), "a signal ends af node with 130");
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(130), "a signal ends af node with 130: {status:?}");
     }
     let output = af(&["ledger", "verify", "--data", mirror.to_str().unwrap(), "--json"]);
     assert!(output.status.success(), "the mirror's copy verifies: {}", stdout(&output));
@@ -319,7 +322,8 @@ fn an_equivocating_validator_is_caught_with_evidence_over_real_sockets() {
     assert!(peers.contains(&validator.to_hex()[..16]), "af peers names the equivocator: {peers}");
     for child in &mut nodes {
         Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
-        assert_eq!(child.wait().unwrap().code(), Some(130), "a signal ends af node with 130");
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(130), "a signal ends af node with 130: {status:?}");
     }
     // Each node's own log holds the evidence, with both signed headers, and it verifies.
     for data in [&a, &b] {
