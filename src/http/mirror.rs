@@ -193,11 +193,13 @@ impl Source {
         // Each request ends by the overall deadline too (reqwest's timeout covers the body).
         let left = self.deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
-            return Err(fetch(format!("gave up: the mirror's time limit of {} s passed", self.options.total_timeout.as_secs())));
+            return Err(fetch(format!(
+                "gave up: the mirror's time limit of {} s passed",
+                self.options.total_timeout.as_secs()
+            )));
         }
         let timeout = left.min(self.options.request_timeout);
-        let response =
-            self.client.get(url.clone()).timeout(timeout).send().await.map_err(|e| fetch(describe(&e)))?;
+        let response = self.client.get(url.clone()).timeout(timeout).send().await.map_err(|e| fetch(describe(&e)))?;
         if !response.status().is_success() {
             return Err(fetch(format!("HTTP {}", response.status())));
         }

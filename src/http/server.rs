@@ -448,7 +448,12 @@ async fn bundle(
 /// One block's bytes (as a bundle record, with its length prefix, if `record`), read with
 /// one of the few store-read permits and held against the memory budget until written.
 /// A reader that cannot get room within the request timeout is told the node is busy.
-async fn read_held(served: &Arc<Served>, validator: ValidatorKey, height: u64, record: bool) -> Result<Option<Held>, ApiError> {
+async fn read_held(
+    served: &Arc<Served>,
+    validator: ValidatorKey,
+    height: u64,
+    record: bool,
+) -> Result<Option<Held>, ApiError> {
     let busy = || problem(StatusCode::SERVICE_UNAVAILABLE, "the node's memory budget for readers is spent; try again");
     let _permit = served.block_reads.clone().acquire_owned().await.map_err(internal)?;
     let log = served.log.clone();

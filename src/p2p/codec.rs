@@ -99,7 +99,11 @@ impl request_response::Codec for BytesCodec {
         read_request(&self.budget, io).await
     }
 
-    async fn read_response<T: AsyncRead + Unpin + Send>(&mut self, _: &StreamProtocol, io: &mut T) -> std::io::Result<Held> {
+    async fn read_response<T: AsyncRead + Unpin + Send>(
+        &mut self,
+        _: &StreamProtocol,
+        io: &mut T,
+    ) -> std::io::Result<Held> {
         read_response(&self.budget, io).await
     }
 

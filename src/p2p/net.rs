@@ -9,10 +9,10 @@
 //! log, and `af peers` can tell which peer is which validator.
 
 use super::blocks::BlockStore;
+use super::codec::{blames_sender, BytesCodec};
 use super::protocol::{
     ChannelToken, Input, MessageToken, Output, RequestId, Sync, SyncConfig, SyncCounters, Validation,
 };
-use super::codec::{blames_sender, BytesCodec};
 use super::wire::MAX_GOSSIP_BYTES;
 use crate::budget::{Held, MemoryBudget};
 use crate::bytes::ValidatorKey;

@@ -85,7 +85,7 @@ impl Default for SyncConfig {
             max_fetches: 8,
             max_fetches_per_peer: 2,
             max_chains: 1024,
-            peer_requests_per_s: 20,
+            peer_requests_per_s: 100,
             peer_gossip_per_s: 100,
             evidence_interval_ms: 10 * 60 * 1000,
         }
@@ -241,6 +241,12 @@ struct PeerState {
     gossip: Bucket,
     /// Our block requests to it in flight.
     fetching: usize,
+    /// Our own requests to it, paced at half the rate we allow a peer, so an honest node
+    /// syncing many small chains from us (or we from it) is never taken for a flood.
+    sent: Bucket,
+    /// The hash of the last tip it told us of, per chain: a tips round that repeats it
+    /// exactly costs a lookup; a different header at the same height is looked at again.
+    seen: BTreeMap<ValidatorKey, crate::bytes::Hash32>,
     last_evidence_ms: Option<u64>,
 }
 
@@ -306,6 +312,8 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
             requests: Bucket::full(config.peer_requests_per_s.saturating_mul(2), now_ms),
             gossip: Bucket::full(config.peer_gossip_per_s.saturating_mul(2), now_ms),
             fetching: 0,
+            sent: Bucket::full(config.peer_requests_per_s, now_ms),
+            seen: BTreeMap::new(),
             last_evidence_ms: None,
         })
     }
@@ -350,11 +358,12 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         }
     }
 
-    /// Whether `peer` already told us of exactly this height of a chain we hold that far:
-    /// a tips round repeating what we know costs a map lookup, not a store read.
-    fn already_claimed(&self, peer: &P, validator: &ValidatorKey, height: u64) -> bool {
-        let held = self.held.as_ref().and_then(|h| h.get(validator)).copied().unwrap_or(0);
-        height < held && self.peers.get(peer).and_then(|s| s.holds.get(validator)) == Some(&height)
+    /// Whether `peer` already told us of exactly this header of a chain we hold that far:
+    /// a tips round repeating what we know costs a hash and a lookup, not a store read.
+    fn already_claimed(&self, peer: &P, signed: &SignedHeader) -> bool {
+        let validator = signed.validator();
+        let held = self.held.as_ref().and_then(|h| h.get(&validator)).copied().unwrap_or(0);
+        signed.header.height < held && self.peers.get(peer).and_then(|s| s.seen.get(&validator)) == Some(&signed.hash())
     }
 
     /// Replaces the allow-list (the chain's validators changed): logs already kept stay,
@@ -462,6 +471,11 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
     }
 
     fn request_tips(&mut self, peer: P, now_ms: u64, out: &mut Vec<Output<P>>) {
+        let rate = (self.config.peer_requests_per_s / 2).max(1);
+        if let Some(state) = self.peers.get_mut(&peer) {
+            // Counted against our pace to this peer; a tips round is never skipped.
+            let _ = state.sent.take(now_ms, rate, 1000, rate);
+        }
         let request = self.next_request();
         self.tips_requests.insert(request, (peer.clone(), now_ms + self.config.request_timeout_ms));
         out.push(Output::SendRequest { to: peer, request, data: wire::encode_request(&Request::Tips) });
@@ -504,6 +518,13 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                 if state.fetching >= self.config.max_fetches_per_peer.max(1) {
                     continue;
                 }
+                // Paced: a peer whose share of our request rate is spent waits for a tick.
+                let mut pace = state.sent.clone();
+                let rate = (self.config.peer_requests_per_s / 2).max(1);
+                if !pace.take(now_ms, rate, 1000, rate) {
+                    self.schedule = true;
+                    continue;
+                }
                 let held = self.held.as_ref().expect("read above");
                 let mut chosen = None;
                 for (validator, claimed) in &state.holds {
@@ -537,7 +558,9 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                         deadline_ms: now_ms + self.config.request_timeout_ms,
                     },
                 );
-                self.peers.get_mut(peer).expect("listed above").fetching += 1;
+                let state = self.peers.get_mut(peer).expect("listed above");
+                state.fetching += 1;
+                state.sent = pace;
                 self.turn = Some(peer.clone());
                 let data = wire::encode_request(&Request::Blocks { validator, from_height: next, max_blocks });
                 out.push(Output::SendRequest { to: peer.clone(), request, data });
@@ -756,7 +779,7 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         match (response, fetch) {
             (Response::Tips(tips), None) => {
                 for signed in tips {
-                    if self.already_claimed(&from, &signed.validator(), signed.header.height) {
+                    if self.already_claimed(&from, &signed) {
                         continue;
                     }
                     match self.consider_header(&from, &signed, now_ms, store, out)? {
@@ -766,7 +789,12 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                         }
                         HeaderVerdict::NotAllowed => continue,
                         HeaderVerdict::News | HeaderVerdict::Known | HeaderVerdict::Equivocation => {
-                            self.claim(&from, signed.validator(), signed.header.height)
+                            self.claim(&from, signed.validator(), signed.header.height);
+                            if let Some(state) = self.peers.get_mut(&from) {
+                                if state.seen.len() < MAX_TIPS || state.seen.contains_key(&signed.validator()) {
+                                    state.seen.insert(signed.validator(), signed.hash());
+                                }
+                            }
                         }
                     }
                 }
@@ -872,7 +900,12 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
 
     /// Gossip messages waiting for their blocks: accept those whose block is now stored.
     /// If a different block was stored at that height, the announcement is evidence.
-    fn resolve_pending(&mut self, now_ms: u64, store: &dyn BlockStore, out: &mut Vec<Output<P>>) -> Result<(), SyncError> {
+    fn resolve_pending(
+        &mut self,
+        now_ms: u64,
+        store: &dyn BlockStore,
+        out: &mut Vec<Output<P>>,
+    ) -> Result<(), SyncError> {
         self.held(store)?;
         let held = self.held.as_ref().expect("read above");
         let done: Vec<MessageToken> = self

@@ -18,6 +18,7 @@ mod ledger_vectors;
 mod mine;
 mod miner_http;
 mod miner_policy;
+mod p2p_hostile;
 mod p2p_net;
 mod p2p_partition;
 mod p2p_sim;

@@ -1,0 +1,524 @@
+//! Hostile peers against a real `af node` process over loopback libp2p. The attackers are
+//! their own rust-libp2p swarms (TCP, noise, yamux, gossipsub, a raw request-response
+//! codec with no limits of its own), not the node's code: they answer the node's tips
+//! requests with oversized, over-counted and ill-versioned answers, flood it with
+//! requests, connections, junk chains and made-up equivocations. Every case asserts
+//! that the node's peak resident memory stays under its documented budget above idle,
+//! that it still syncs an honest peer's chain, that its store verifies, and that a
+//! signal afterwards ends it with 130 and no panic.
+
+use crate::{af, af_bin, free_port, stdout};
+use af::ledger::block::{seal, signing_message, BlockHeader, SealedBlock, FORMAT_VERSION};
+use af::ledger::demo::demo_events;
+use af::ledger::LedgerKey;
+use af::p2p::wire::{self, Request, Response, SignedHeader};
+use ed25519_dalek::Signer;
+use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
+use libp2p::request_response::{self, ProtocolSupport};
+use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
+use libp2p::{gossipsub, noise, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The default memory budget (`[p2p] memory_budget_mb`): what attackers may add to idle.
+const BUDGET_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Raw bytes both ways, read up to 64 MiB: the attacker has no limits of its own.
+#[derive(Clone, Default)]
+struct Raw;
+
+#[async_trait::async_trait]
+impl request_response::Codec for Raw {
+    type Protocol = StreamProtocol;
+    type Request = Vec<u8>;
+    type Response = Vec<u8>;
+    async fn read_request<T: futures::AsyncRead + Unpin + Send>(
+        &mut self,
+        _: &StreamProtocol,
+        io: &mut T,
+    ) -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        io.take(64 << 20).read_to_end(&mut bytes).await?;
+        Ok(bytes)
+    }
+    async fn read_response<T: futures::AsyncRead + Unpin + Send>(
+        &mut self,
+        _: &StreamProtocol,
+        io: &mut T,
+    ) -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        io.take(64 << 20).read_to_end(&mut bytes).await?;
+        Ok(bytes)
+    }
+    async fn write_request<T: futures::AsyncWrite + Unpin + Send>(
+        &mut self,
+        _: &StreamProtocol,
+        io: &mut T,
+        request: Vec<u8>,
+    ) -> std::io::Result<()> {
+        io.write_all(&request).await?;
+        io.close().await
+    }
+    async fn write_response<T: futures::AsyncWrite + Unpin + Send>(
+        &mut self,
+        _: &StreamProtocol,
+        io: &mut T,
+        response: Vec<u8>,
+    ) -> std::io::Result<()> {
+        io.write_all(&response).await?;
+        io.close().await
+    }
+}
+
+#[derive(NetworkBehaviour)]
+struct Attacker {
+    sync: request_response::Behaviour<Raw>,
+    gossip: gossipsub::Behaviour,
+}
+
+fn attacker() -> Swarm<Attacker> {
+    libp2p::SwarmBuilder::with_new_identity()
+        .with_tokio()
+        .with_tcp(tcp::Config::default().nodelay(true), noise::Config::new, yamux::Config::default)
+        .unwrap()
+        .with_behaviour(|key| {
+            let sync = request_response::Behaviour::new(
+                [(StreamProtocol::new(af::p2p::net::SYNC_PROTOCOL), ProtocolSupport::Full)],
+                request_response::Config::default()
+                    .with_request_timeout(Duration::from_secs(60))
+                    .with_max_concurrent_streams(1000),
+            );
+            let config = gossipsub::ConfigBuilder::default().build().unwrap();
+            let mut gossip =
+                gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Signed(key.clone()), config).unwrap();
+            gossip.subscribe(&gossipsub::IdentTopic::new(af::p2p::net::GOSSIP_TOPIC)).unwrap();
+            Ok(Attacker { sync, gossip })
+        })
+        .unwrap()
+        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(120)))
+        .build()
+}
+
+/// A running `af node`, its stderr in a file, killed when dropped.
+struct Node {
+    child: Option<Child>,
+    data: PathBuf,
+    port: u16,
+    stderr: PathBuf,
+}
+
+impl Node {
+    fn start(data: &Path, peers: &[u16], extra: &[&str]) -> Node {
+        let port = free_port();
+        let stderr = data.with_extension("stderr");
+        let mut args = vec![
+            "node".to_string(),
+            "--data".into(),
+            data.display().to_string(),
+            "--listen".into(),
+            format!("/ip4/127.0.0.1/tcp/{port}"),
+        ];
+        for peer in peers {
+            args.extend(["--peer".into(), format!("/ip4/127.0.0.1/tcp/{peer}")]);
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let child = Command::new(af_bin())
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let node = Node { child: Some(child), data: data.to_path_buf(), port, stderr };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while node.status().is_none_or(|s| s["listen"].as_array().is_none_or(|l| l.is_empty())) {
+            assert!(Instant::now() < deadline, "af node did not start listening");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        node
+    }
+
+    fn address(&self) -> Multiaddr {
+        format!("/ip4/127.0.0.1/tcp/{}", self.port).parse().unwrap()
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    fn status(&self) -> Option<serde_json::Value> {
+        serde_json::from_str(&std::fs::read_to_string(self.data.join("status.json")).ok()?).ok()
+    }
+
+    /// Resident and peak resident bytes (VmRSS, VmHWM).
+    fn memory(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap()
+                .split_whitespace()
+                .nth(1)
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+                * 1024
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    /// Blocks held of `validator`'s chain.
+    fn held(&self, validator: &af::bytes::ValidatorKey) -> u64 {
+        let Some(status) = self.status() else { return 0 };
+        status["tips"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t[0].as_str() == Some(&validator.to_hex()))
+            .and_then(|t| t[1]["height"].as_u64())
+            .map_or(0, |h| h + 1)
+    }
+
+    fn blocked(&self) -> Vec<String> {
+        let status = self.status().unwrap_or_default();
+        status["blocked_peers"].as_array().into_iter().flatten().filter_map(|p| p.as_str().map(String::from)).collect()
+    }
+
+    /// SIGINT; asserts exit 130 and no panic; returns its stderr.
+    fn interrupt(mut self) -> String {
+        let mut child = self.child.take().unwrap();
+        Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+        let status = child.wait().unwrap();
+        let log = std::fs::read_to_string(&self.stderr).unwrap();
+        assert_eq!(status.code(), Some(130), "a signal ends the node with 130 ({status:?}); log tail: {}", tail(&log));
+        assert!(!log.contains("panicked"), "no panic: {}", tail(&log));
+        log
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn tail(log: &str) -> String {
+    log.lines().rev().take(8).collect::<Vec<_>>().join("\n")
+}
+
+fn verifies(data: &Path) {
+    let output = af(&["ledger", "verify", "--data", data.to_str().unwrap(), "--json"]);
+    assert!(
+        output.status.success(),
+        "the store verifies: {} {}",
+        stdout(&output),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A node serving an honest 40-block chain (dialling `peers`), and its validator.
+fn honest_source(dir: &Path, name: &str, peers: &[u16]) -> (Node, af::bytes::ValidatorKey) {
+    let data = dir.join(name);
+    let output = af(&[
+        "ledger",
+        "demo",
+        "--data",
+        data.to_str().unwrap(),
+        "--blocks",
+        "40",
+        "--events-per-block",
+        "8",
+        "--event-bytes",
+        "2048",
+    ]);
+    assert!(output.status.success());
+    let key = LedgerKey::load(&data.join("validator.key")).unwrap();
+    (Node::start(&data, peers, &[]), key.validator())
+}
+
+/// Waits until `node` holds all 40 blocks of `validator`'s chain; how long it took.
+fn wait_synced(node: &Node, validator: &af::bytes::ValidatorKey, what: &str) -> Duration {
+    let started = Instant::now();
+    while node.held(validator) < 40 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{what}: {} of 40 blocks in 30 s; status {}",
+            node.held(validator),
+            node.status()
+                .map(|s| format!("peers {} counters {}", s["peers"].as_array().map_or(0, |p| p.len()), s["counters"]))
+                .unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    started.elapsed()
+}
+
+/// A block of `key`'s chain at height 0 with `n` small events, sealed at `time_ms`.
+fn genesis(key: &LedgerKey, time_ms: u64) -> SealedBlock {
+    seal(key.signing_key(), None, time_ms, demo_events(&key.validator(), 0, 1, 16)).unwrap()
+}
+
+fn signed(block: &SealedBlock) -> SignedHeader {
+    SignedHeader { header: block.decoded().block.header.clone(), signature: block.decoded().block.signature }
+}
+
+/// A header no block of this build can carry (format version 2), validly signed.
+fn future_version_header(key: &LedgerKey) -> SignedHeader {
+    let mut header: BlockHeader = signed(&genesis(key, 1)).header;
+    header.format_version = FORMAT_VERSION + 1;
+    let signature = key.signing_key().sign(&signing_message(&header.hash())).to_bytes();
+    SignedHeader { header, signature: af::bytes::SignatureBytes(signature) }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+/// How an attacker answers a request (by attacker index): bytes, or no answer.
+type Answer<'a> = &'a mut dyn FnMut(usize, &[u8]) -> Option<Vec<u8>>;
+
+/// Drives `swarms` for `time`, answering every inbound request with `answer(swarm index,
+/// request)`, and returns the number of block requests received per swarm.
+async fn drive(swarms: &mut [Swarm<Attacker>], time: Duration, answer: Answer<'_>) -> Vec<Vec<Request>> {
+    let mut received = vec![Vec::new(); swarms.len()];
+    let deadline = tokio::time::Instant::now() + time;
+    loop {
+        let next = futures::future::select_all(swarms.iter_mut().map(|s| Box::pin(s.select_next_some())));
+        let (event, index, _) = tokio::select! {
+            event = next => event,
+            _ = tokio::time::sleep_until(deadline) => return received,
+        };
+        if let SwarmEvent::Behaviour(AttackerEvent::Sync(request_response::Event::Message {
+            message: request_response::Message::Request { request, channel, .. },
+            ..
+        })) = event
+        {
+            if let Ok(decoded) = wire::decode_request(&request) {
+                received[index].push(decoded);
+            }
+            if let Some(response) = answer(index, &request) {
+                let _ = swarms[index].behaviour_mut().sync.send_response(channel, response);
+            }
+        }
+    }
+}
+
+fn is_tips(request: &[u8]) -> bool {
+    wire::decode_request(request).is_ok_and(|r| r == Request::Tips)
+}
+
+/// Cases 1, 3, 6, 7 and 8: answers over the size limit, over the tips count and with an
+/// unknown format version are refused while they stream and their senders blocked; a
+/// request flood past the stream cap is cut by the request rate, and its log lines by the
+/// log's rate limit; the node keeps syncing an honest peer, stays within its budget, and
+/// stops cleanly on SIGINT.
+#[test]
+fn answers_over_any_limit_are_refused_and_blamed_within_the_memory_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let (source, honest) = honest_source(dir.path(), "honest", &[]);
+    let target = Node::start(&dir.path().join("target"), &[source.port], &[]);
+    wait_synced(&target, &honest, "the target before the attack");
+    let (idle, _) = target.memory();
+    let runtime = runtime();
+    let versioned_key = LedgerKey::from_seed([9; 32]);
+    let versioned = future_version_header(&versioned_key);
+    let mut attackers: Vec<Swarm<Attacker>> = (0..12).map(|_| runtime.block_on(async { attacker() })).collect();
+    let ids: Vec<PeerId> = attackers.iter().map(|s| *s.local_peer_id()).collect();
+    runtime.block_on(async {
+        for swarm in &mut attackers {
+            swarm.dial(target.address()).unwrap();
+        }
+        // 0..8 answer with 33 MiB + 1 (the old read limit), 8..10 claim 190,126 tips,
+        // 10 a header of format version 2; 11 floods requests.
+        let oversized = {
+            let mut bytes = 0u32.to_le_bytes().to_vec();
+            bytes.extend_from_slice(&1u64.to_le_bytes());
+            bytes.resize(wire::MAX_RESPONSE_BYTES as usize + 1, 7);
+            bytes
+        };
+        let counted = {
+            let mut bytes = 0u32.to_le_bytes().to_vec();
+            bytes.extend_from_slice(&190_126u64.to_le_bytes());
+            let one = af::ledger::codec::encode(&versioned, "tip", 1024).unwrap();
+            for _ in 0..190_126 {
+                bytes.extend_from_slice(&one);
+            }
+            bytes
+        };
+        let versioned_tips = wire::encode_response(&Response::Tips(vec![versioned.clone()])).unwrap();
+        // Wait for the connections, then flood from the last attacker.
+        drive(&mut attackers, Duration::from_millis(500), &mut |_, _| None).await;
+        for _ in 0..2000 {
+            let target_id = peer_id_of(&target);
+            attackers[11].behaviour_mut().sync.send_request(&target_id, wire::encode_request(&Request::Tips));
+        }
+        let received = drive(&mut attackers, Duration::from_secs(8), &mut |index, request| {
+            if !is_tips(request) {
+                return None;
+            }
+            Some(match index {
+                0..8 => oversized.clone(),
+                8..10 => counted.clone(),
+                _ => versioned_tips.clone(),
+            })
+        })
+        .await;
+        // Case 8: nothing was fetched for a header no block could carry.
+        let fetched_versioned = received[10]
+            .iter()
+            .any(|r| matches!(r, Request::Blocks { validator, .. } if *validator == versioned_key.validator()));
+        assert!(!fetched_versioned, "a header of an unknown format version triggered a fetch");
+    });
+    let blocked = target.blocked();
+    for (index, id) in ids.iter().enumerate() {
+        assert!(blocked.contains(&id.to_string()), "attacker {index} ({id}) was not blocked: {blocked:?}");
+    }
+    // The node still serves honest peers: a fresh node that knows only it syncs.
+    let follower = Node::start(&dir.path().join("follower"), &[target.port], &[]);
+    wait_synced(&follower, &honest, "a fresh follower of the attacked node");
+    let (_, peak) = target.memory();
+    eprintln!("wire limits: idle {} MiB, peak {} MiB", idle >> 20, peak >> 20);
+    assert!(peak < idle + BUDGET_BYTES, "peak RSS {} MiB over idle {} MiB + budget", peak >> 20, idle >> 20);
+    drop(runtime);
+    let log = target.interrupt();
+    // Case 6: thousands of refused requests, a bounded number of log lines.
+    let lines = log.lines().count();
+    assert!(lines < 200, "{lines} log lines under a flood");
+    follower.interrupt();
+    verifies(&dir.path().join("target"));
+    verifies(&dir.path().join("follower"));
+}
+
+/// The peer id a node's status file names.
+fn peer_id_of(node: &Node) -> PeerId {
+    node.status().unwrap()["peer_id"].as_str().unwrap().parse().unwrap()
+}
+
+/// Case 2: hundreds of connections from as many identities; the node keeps at most its
+/// connection limit, stays within its budget, returns the memory when they leave, and
+/// an honest chain still syncs.
+#[test]
+fn a_crowd_of_connections_is_capped_and_its_memory_returned() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = Node::start(&dir.path().join("target"), &[], &[]);
+    let (idle, _) = target.memory();
+    let runtime = runtime();
+    let limits = af::p2p::net::ConnectionLimits::default();
+    let mut crowd: Vec<Swarm<Attacker>> = (0..300).map(|_| runtime.block_on(async { attacker() })).collect();
+    runtime.block_on(async {
+        for swarm in &mut crowd {
+            let _ = swarm.dial(target.address());
+        }
+        drive(&mut crowd, Duration::from_secs(6), &mut |_, request| is_tips(request).then(Vec::new)).await;
+    });
+    let connected = crowd.iter().filter(|s| s.network_info().num_peers() > 0).count();
+    let peers = target.status().unwrap()["peers"].as_array().unwrap().len();
+    let (during, peak) = target.memory();
+    assert!(
+        connected <= limits.established_incoming as usize,
+        "{connected} of 300 connections held, over the limit of {}",
+        limits.established_incoming
+    );
+    assert!(peers <= limits.established_total as usize + 1, "{peers} peers");
+    assert!(peak < idle + BUDGET_BYTES, "peak RSS {} MiB over idle {} MiB + budget", peak >> 20, idle >> 20);
+    drop(crowd);
+    drop(runtime);
+    std::thread::sleep(Duration::from_secs(3));
+    let (after, _) = target.memory();
+    eprintln!(
+        "crowd: idle {} MiB, during {} MiB, peak {} MiB, after {} MiB, {connected} connected",
+        idle >> 20,
+        during >> 20,
+        peak >> 20,
+        after >> 20
+    );
+    // Honest peers are still let in, and their chains sync.
+    let (_source, honest) = honest_source(dir.path(), "honest", &[target.port]);
+    wait_synced(&target, &honest, "an honest peer after the crowd");
+    target.interrupt();
+    verifies(&dir.path().join("target"));
+}
+
+/// Cases 4 and 5, without an allow-list: one peer announces 3,000 one-block chains and
+/// serves them, then a second header for each (made-up equivocations). An honest chain
+/// announced at the same time still syncs promptly; the node holds at most its chain
+/// limit; and it records at most one evidence for that peer, so it cannot be made to grow
+/// its own log at will.
+#[test]
+fn junk_chains_and_made_up_equivocations_neither_stall_sync_nor_grow_our_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_source, honest) = honest_source(dir.path(), "honest", &[]);
+    let target = Node::start(&dir.path().join("target"), &[_source.port], &[]);
+    wait_synced(&target, &honest, "the target before the attack");
+    let (idle, _) = target.memory();
+    let keys: Vec<LedgerKey> = (0..3000u32)
+        .map(|i| {
+            let mut seed = [0u8; 32];
+            seed[..4].copy_from_slice(&i.to_le_bytes());
+            seed[31] = 0xee;
+            LedgerKey::from_seed(seed)
+        })
+        .collect();
+    let first: Vec<SealedBlock> = keys.iter().map(|k| genesis(k, 1)).collect();
+    let second: Vec<SealedBlock> = keys.iter().map(|k| genesis(k, 2)).collect();
+    let by_validator: std::collections::HashMap<af::bytes::ValidatorKey, usize> =
+        keys.iter().enumerate().map(|(i, k)| (k.validator(), i)).collect();
+    let tips_first = wire::encode_response(&Response::Tips(first.iter().map(signed).collect())).unwrap();
+    let tips_second = wire::encode_response(&Response::Tips(second.iter().map(signed).collect())).unwrap();
+    let address = target.address();
+    let attack =
+        std::thread::spawn(move || {
+            let runtime = runtime();
+            let mut attackers = vec![runtime.block_on(async { attacker() })];
+            runtime.block_on(async {
+                attackers[0].dial(address).unwrap();
+                let mut tips_answers = 0;
+                drive(&mut attackers, Duration::from_secs(15), &mut |_, request| match wire::decode_request(request)
+                    .ok()?
+                {
+                    Request::Tips => {
+                        tips_answers += 1;
+                        // The chains first; from the third round, a second header of each.
+                        Some(if tips_answers < 3 { tips_first.clone() } else { tips_second.clone() })
+                    }
+                    Request::Blocks { validator, from_height: 0, .. } => {
+                        let block = first[*by_validator.get(&validator)?].bytes().to_vec();
+                        Some(wire::encode_response(&Response::Blocks(vec![block])).unwrap())
+                    }
+                    Request::Blocks { .. } => Some(wire::encode_response(&Response::Blocks(vec![])).unwrap()),
+                })
+                .await
+            })
+        });
+    // Mid-attack, a new honest validator dials the target, and a fresh node that knows
+    // only the target joins: both chains reach it promptly.
+    std::thread::sleep(Duration::from_secs(2));
+    let (_late, late) = honest_source(dir.path(), "late", &[target.port]);
+    let follower = Node::start(&dir.path().join("follower"), &[target.port], &[]);
+    let late_at = wait_synced(&target, &late, "a new honest chain during the junk flood");
+    let follower_at = wait_synced(&follower, &honest, "a fresh follower during the junk flood");
+    let received = attack.join().unwrap();
+    let fetched = received[0].iter().filter(|r| matches!(r, Request::Blocks { .. })).count();
+    let status = target.status().unwrap();
+    let held = status["tips"].as_array().unwrap().len();
+    let evidence = status["counters"]["evidence"].as_u64().unwrap();
+    let deferred = status["counters"]["evidence_deferred"].as_u64().unwrap();
+    let (_, peak) = target.memory();
+    eprintln!(
+        "junk: {fetched} junk fetches, {held} chains held, evidence {evidence} (deferred {deferred}), new honest chain in {late_at:?}, follower in {follower_at:?}, peak {} MiB, idle {} MiB",
+        peak >> 20,
+        idle >> 20
+    );
+    assert!(held <= af::p2p::protocol::SyncConfig::default().max_chains + 1, "{held} chains held");
+    assert!(evidence <= 1, "{evidence} evidence events from one peer in one period");
+    assert!(deferred > 0, "the made-up equivocations were seen and deferred");
+    assert!(peak < idle + BUDGET_BYTES, "peak RSS {} MiB over idle {} MiB + budget", peak >> 20, idle >> 20);
+    target.interrupt();
+    follower.interrupt();
+    verifies(&dir.path().join("target"));
+    verifies(&dir.path().join("follower"));
+}
