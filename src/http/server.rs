@@ -165,6 +165,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let reserved = Arc::new(Semaphore::new(limits.reserved_connections));
+    let waiting = Arc::new(Semaphore::new(RESERVED_WAITERS));
     let per_ip: Arc<std::sync::Mutex<HashMap<IpAddr, usize>>> = Default::default();
     let probes_only = router.clone().layer(middleware::from_fn(probes_only));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -184,31 +185,47 @@ pub async fn serve(
         let ip = address.ip();
         let ip_slot = IpSlot::take(&per_ip, ip, limits.max_connections_per_ip);
         let normal = ip_slot.and_then(|ip_slot| slots.clone().try_acquire_owned().ok().map(|p| (p, ip_slot)));
-        let (slot, service, head_timeout, keep_alive) = match normal {
-            Some((permit, ip)) => {
-                (Slot::Normal { _permit: permit, _ip: ip }, router.clone(), limits.header_timeout, true)
-            }
-            None => match reserved.clone().try_acquire_owned() {
-                Ok(permit) => (Slot::Reserved { _permit: permit }, probes_only.clone(), RESERVED_HEADER_TIMEOUT, false),
-                Err(_) => continue, // dropped: closed at once
+        let (service, head_timeout, keep_alive) = match normal {
+            Some(_) => (router.clone(), limits.header_timeout, true),
+            None => (probes_only.clone(), RESERVED_HEADER_TIMEOUT, false),
+        };
+        // Past every slot, a connection may wait a moment for a reserved one (a probe
+        // arriving while attackers' connections are being cut); a few wait, the rest
+        // are closed at once.
+        let waiter = match normal {
+            Some(_) => None,
+            None => match waiting.clone().try_acquire_owned() {
+                Ok(waiter) => Some(waiter),
+                Err(_) => continue,
             },
         };
-        let _ = stream.set_nodelay(true);
-        let deadline = Box::pin(tokio::time::sleep(limits.idle_timeout));
-        let stream = LimitedStream { stream, idle: limits.idle_timeout, deadline };
-        let mut builder = hyper::server::conn::http1::Builder::new();
-        builder
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(head_timeout)
-            .keep_alive(keep_alive)
-            .max_buf_size(64 * 1024);
-        let connection = builder.serve_connection(
-            hyper_util::rt::TokioIo::new(stream),
-            hyper_util::service::TowerToHyperService::new(service),
-        );
-        let connection = graceful.watch(connection);
+        let reserved = reserved.clone();
+        let idle = limits.idle_timeout;
+        let watcher = graceful.watcher();
         tokio::spawn(async move {
-            let _ = connection.await;
+            let slot = match normal {
+                Some((permit, ip)) => Slot::Normal { _permit: permit, _ip: ip },
+                None => match tokio::time::timeout(RESERVED_HEADER_TIMEOUT, reserved.acquire_owned()).await {
+                    Ok(Ok(permit)) => Slot::Reserved { _permit: permit },
+                    _ => return,
+                },
+            };
+            drop(waiter);
+            let _ = stream.set_nodelay(true);
+            let deadline = Box::pin(tokio::time::sleep(idle));
+            let stream = LimitedStream { stream, idle, deadline };
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(head_timeout)
+                .keep_alive(keep_alive)
+                .writev(true)
+                .max_buf_size(64 * 1024);
+            let connection = builder.serve_connection(
+                hyper_util::rt::TokioIo::new(stream),
+                hyper_util::service::TowerToHyperService::new(service),
+            );
+            let _ = watcher.watch(connection).await;
             drop(slot);
         });
     }
@@ -217,8 +234,11 @@ pub async fn serve(
     Ok(())
 }
 
-/// A reserved connection's whole request head must arrive this fast.
+/// A reserved connection's whole request head must arrive this fast, and a connection
+/// past every slot waits at most this long for a reserved one.
 const RESERVED_HEADER_TIMEOUT: Duration = Duration::from_secs(1);
+/// Connections past every slot allowed to wait for a reserved one at once.
+const RESERVED_WAITERS: usize = 64;
 
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     while !*stop.borrow_and_update() {
@@ -862,6 +882,22 @@ impl AsyncWrite for LimitedStream {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         let poll = Pin::new(&mut self.stream).poll_write(cx, buf);
         self.watch(cx, poll)
+    }
+
+    /// Vectored writes let hyper queue body chunks as they are (its queue strategy)
+    /// instead of copying them into its own buffer, so the bytes written are the very
+    /// ones reserved from the memory budget, released when written.
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.watch(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {

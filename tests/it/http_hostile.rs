@@ -1,0 +1,229 @@
+//! Hostile HTTP clients against a real `af node --http` process: slow readers of 1 MiB
+//! blocks from several source addresses, slow-header (slowloris) connections past every
+//! slot, and a server that drips bytes to `af mirror`. Each case asserts what an operator
+//! depends on: the node's peak resident memory stays under its budget above idle,
+//! `/healthz` keeps answering, and the mirror gives up by its deadline.
+
+use crate::{af, af_bin, free_port};
+use af::http::layout;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BUDGET_BYTES: u64 = 256 * 1024 * 1024;
+
+struct HttpNode {
+    child: Child,
+    address: SocketAddr,
+}
+
+impl HttpNode {
+    fn start(data: &Path) -> HttpNode {
+        let port = free_port();
+        let address: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let child = Command::new(af_bin())
+            .args(["node", "--data", data.to_str().unwrap(), "--http", &address.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let node = HttpNode { child, address };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while get(address, "/healthz", Duration::from_secs(2)) != Some(200) {
+            assert!(Instant::now() < deadline, "the HTTP API did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        node
+    }
+
+    /// Resident and peak resident bytes.
+    fn memory(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap()
+                .split_whitespace()
+                .nth(1)
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+                * 1024
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    fn interrupt(mut self) {
+        Command::new("kill").args(["-INT", &self.child.id().to_string()]).status().unwrap();
+        assert_eq!(self.child.wait().unwrap().code(), Some(130));
+    }
+}
+
+impl Drop for HttpNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The status of `GET path` within `timeout` (None: no answer in time).
+fn get(address: SocketAddr, path: &str, timeout: Duration) -> Option<u16> {
+    let mut stream = TcpStream::connect_timeout(&address, timeout).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    stream.set_write_timeout(Some(timeout)).ok()?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").ok()?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// A connection from source address `from` (any 127.x.y.z is loopback on Linux).
+fn connect_from(from: [u8; 4], to: SocketAddr) -> Option<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+    socket.bind(&SocketAddr::from((from, 0)).into()).ok()?;
+    // A small receive buffer: the reader is slow, the node's bytes stay on its side.
+    let _ = socket.set_recv_buffer_size(4096);
+    socket.connect_timeout(&to.into(), Duration::from_secs(2)).ok()?;
+    Some(socket.into())
+}
+
+/// A store with one chain of 24 blocks of about 1 MiB.
+fn big_blocks(dir: &Path) -> (std::path::PathBuf, af::bytes::ValidatorKey) {
+    let data = dir.join("node");
+    let output = af(&[
+        "ledger",
+        "demo",
+        "--data",
+        data.to_str().unwrap(),
+        "--blocks",
+        "24",
+        "--events-per-block",
+        "4",
+        "--event-bytes",
+        "262144",
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let validator = af::ledger::LedgerKey::load(&data.join("validator.key")).unwrap().validator();
+    (data, validator)
+}
+
+/// Case 9: 160 readers of a 16 MiB bundle and of single 1 MiB blocks, from five source
+/// addresses, that never read: the node holds at most its budget for them, and health
+/// probes still answer.
+#[test]
+fn slow_readers_of_big_blocks_are_held_within_the_memory_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, validator) = big_blocks(dir.path());
+    let node = HttpNode::start(&data);
+    let (idle, _) = node.memory();
+    let bundle = format!("/{}", layout::bundle_path(&validator, 0, layout::TILE_WIDTH));
+    let mut readers = Vec::new();
+    for i in 0..160u32 {
+        let from = [127, 0, 0, 2 + (i % 5) as u8];
+        let Some(mut stream) = connect_from(from, node.address) else { continue };
+        let path =
+            if i % 2 == 0 { bundle.clone() } else { format!("/{}/block/{}", layout::log_dir(&validator), i % 24) };
+        if write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").is_ok() {
+            readers.push(stream);
+        }
+    }
+    let mut probes_ok = 0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(6) {
+        if get(node.address, "/healthz", Duration::from_secs(2)) == Some(200) {
+            probes_ok += 1;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let (during, peak) = node.memory();
+    eprintln!(
+        "slow readers: {} connected, idle {} MiB, during {} MiB, peak {} MiB, {probes_ok} probes ok",
+        readers.len(),
+        idle >> 20,
+        during >> 20,
+        peak >> 20
+    );
+    assert!(readers.len() >= 128, "only {} readers connected", readers.len());
+    assert!(peak < idle + BUDGET_BYTES, "peak RSS {} MiB over idle {} MiB + budget", peak >> 20, idle >> 20);
+    assert!(probes_ok >= 20, "health probes under slow readers: {probes_ok} answered");
+    drop(readers);
+    // Readers gone: a reader is served in full again.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(get(node.address, &bundle, Duration::from_secs(10)), Some(200));
+    node.interrupt();
+}
+
+/// Case 10: 300 connections that send one header byte every 2 s, from ten addresses,
+/// take every slot; each is cut by the header deadline, and `/healthz` answers
+/// throughout from the reserved slots.
+#[test]
+fn slowloris_cannot_take_the_health_probe_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, _) = big_blocks(dir.path());
+    let node = HttpNode::start(&data);
+    let mut loris: Vec<TcpStream> =
+        (0..300u32).filter_map(|i| connect_from([127, 0, 1, 2 + (i % 10) as u8], node.address)).collect();
+    let started = Instant::now();
+    let (mut probes, mut answered) = (0, 0);
+    let mut dripped = Instant::now() - Duration::from_secs(10);
+    while started.elapsed() < Duration::from_secs(14) {
+        if dripped.elapsed() >= Duration::from_secs(2) {
+            dripped = Instant::now();
+            loris.retain_mut(|s| s.write_all(b"G").is_ok());
+        }
+        probes += 1;
+        if get(node.address, "/healthz", Duration::from_secs(2)) == Some(200) {
+            answered += 1;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Past the 10 s header deadline, the node has closed them.
+    let open = loris.iter_mut().map(|s| s.write_all(b"G").is_ok() && s.flush().is_ok()).filter(|ok| *ok).count();
+    eprintln!("slowloris: {answered} of {probes} health probes answered; {open} connections still writable");
+    assert!(answered * 10 >= probes * 9, "only {answered} of {probes} health probes answered under slowloris");
+    node.interrupt();
+}
+
+/// Case 12: a server that drips one byte every 500 ms holds `af mirror` no longer than
+/// its `--timeout`.
+#[test]
+fn a_dripping_server_cannot_hold_the_mirror_past_its_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(4) {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buffer = [0u8; 1024];
+                let _ = stream.read(&mut buffer);
+                let head = "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n{\"format\":\"";
+                let _ = stream.write_all(head.as_bytes());
+                for _ in 0..1000 {
+                    if stream.write_all(b" ").is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let output = af(&[
+        "mirror",
+        "--from",
+        &format!("http://{address}/"),
+        "--data",
+        dir.path().join("copy").to_str().unwrap(),
+        "--timeout",
+        "3",
+    ]);
+    let took = started.elapsed();
+    assert!(!output.status.success(), "a mirror that got nothing does not succeed");
+    assert!(took < Duration::from_secs(8), "af mirror --timeout 3 took {took:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("time") || stderr.contains("timed out"), "the error says why: {stderr}");
+}
