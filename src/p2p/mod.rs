@@ -9,4 +9,5 @@ pub mod codec;
 pub mod net;
 pub mod node;
 pub mod protocol;
+pub mod sim;
 pub mod wire;
