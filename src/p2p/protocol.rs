@@ -203,6 +203,10 @@ pub struct SyncCounters {
     pub evidence_deferred: u64,
     /// Announcements of chains beyond `max_chains`, or beyond the pending cap, ignored.
     pub announcements_ignored: u64,
+    /// Payload bytes of the responses we answered with, and of those we were answered
+    /// with (duplicates and refused ones included): the sync traffic of this node.
+    pub bytes_served: u64,
+    pub bytes_received: u64,
 }
 
 /// A token bucket in thousandths of a token, refilled by the protocol's clock.
@@ -749,6 +753,7 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
             }
         };
         let data = wire::encode_response(&response).expect("responses are built within the limits");
+        self.counters.bytes_served += data.len() as u64;
         out.push(Output::Respond { channel, data });
         Ok(())
     }
@@ -764,6 +769,7 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
     ) -> Result<(), SyncError> {
         let tips_request = self.tips_requests.remove(&request);
         let fetch = self.end_request(request);
+        self.counters.bytes_received += data.len() as u64;
         if fetch.is_none() && tips_request.is_none() {
             return Ok(()); // timed out already, or not ours
         }

@@ -247,12 +247,14 @@ impl Sim {
     /// Records the first moment `node` holds each block it holds.
     fn note_held(&mut self, node: Node) {
         for (validator, tip) in self.stores[node].tips().expect("memory store never fails") {
-            let mut height = tip.height;
-            while self.held_at[node].insert((validator, height), self.now_ms).is_none() {
-                if height == 0 {
+            // Newly held blocks are the top of the chain: walk down to the first known.
+            let now = self.now_ms;
+            let held = &mut self.held_at[node];
+            for height in (0..=tip.height).rev() {
+                if held.contains_key(&(validator, height)) {
                     break;
                 }
-                height -= 1;
+                held.insert((validator, height), now);
             }
         }
     }
@@ -342,4 +344,3 @@ impl Sim {
         self.stores[node].tips().expect("memory store never fails")
     }
 }
-
