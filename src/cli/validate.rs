@@ -131,6 +131,8 @@ pub fn validate(
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         let (stop_sender, stop) = tokio::sync::watch::channel(false);
+        let stop_sender = Arc::new(stop_sender);
+        let stop_at_end = stop_sender.clone();
         let signal = super::stop_signal();
         tokio::spawn(async move {
             let signal = signal.await;
@@ -288,7 +290,9 @@ pub fn validate(
                 r.latency_p99_us as f64 / 1e3
             );
         }
-        if let (true, false, Some(task), Some(own_blocks)) = (serve, summary.interrupted, net_task, own_blocks) {
+        let mut net_task = net_task;
+        let serving = serve && !summary.interrupted && net_task.is_some();
+        if let (true, Some(task), Some(own_blocks)) = (serving, net_task.take_if(|_| serving), own_blocks) {
             // The queue is done: one appender task is now our log's single writer, for
             // evidence against peers and for anchoring, which goes on while serving (the
             // tip committed on cadence, weights set or committed timelocked whenever the
@@ -350,6 +354,12 @@ pub fn validate(
                 }
             }
             let _ = task.await;
+        }
+        // The network ends inside the runtime, before the runtime does (dropping a running
+        // swarm with the runtime panicked in its timers).
+        if let Some(task) = net_task {
+            let _ = stop_at_end.send(true);
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(10), task).await;
         }
         // Stopped by a signal, while playing or while serving: 130, as the README says.
         Ok(if summary.interrupted || *stop.borrow() { ExitCode::from(EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
