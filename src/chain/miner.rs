@@ -71,6 +71,13 @@ impl MinerCommitment {
                 return field(name, "must not contain whitespace or control characters".into());
             }
         }
+        // A log records the pair as MODEL@REVISION; an '@' in either would read back as
+        // another pair, and the "already played" check would never match (ledger-spec/13).
+        for (name, value) in [("model", &self.model), ("revision", &self.revision)] {
+            if value.contains('@') {
+                return field(name, "must not contain '@' (a log records MODEL@REVISION)".into());
+            }
+        }
         let endpoint = &self.endpoint;
         if let Some(slug) = endpoint.strip_prefix("chutes:") {
             if slug.is_empty() {
@@ -155,7 +162,9 @@ mod tests {
     fn other_tools_keys_are_ignored_and_bad_values_refused_by_name() {
         let affine = br#"{"model":"a/b","revision":"r1","chute_id":"x","endpoint":"chutes:a-b"}"#;
         assert_eq!(MinerCommitment::from_fields(&[affine.to_vec()]).unwrap().endpoint, "chutes:a-b");
-        let cases: [(&[u8], &str); 7] = [
+        let cases: [(&[u8], &str); 9] = [
+            (br#"{"model":"a","revision":"r@1","endpoint":"chutes:x"}"#, "revision: must not contain '@'"),
+            (br#"{"model":"a@b","revision":"r1","endpoint":"chutes:x"}"#, "model: must not contain '@'"),
             (br#"{"model":"a/b","revision":"r1"}"#, "missing field `endpoint`"),
             (br#"{"model":"","revision":"r1","endpoint":"chutes:x"}"#, "model: 0 bytes"),
             (br#"{"model":"a b","revision":"r1","endpoint":"chutes:x"}"#, "model: must not contain whitespace"),
