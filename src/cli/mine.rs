@@ -109,8 +109,19 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
     let neuron = neurons.iter().find(|n| n.hotkey == hotkey);
     let record = records.iter().find(|r| r.hotkey == hotkey);
     let decoded = record.map(|r| MinerCommitment::from_fields(&r.fields));
-    // The queue as a validator with no matches played would build it.
-    let found = discovery::discover(&neurons, &records, None, &Default::default());
+    // The queue the validator whose data directory this is will play (its champion and
+    // what already played, folded from its own log), by the function `af validate` calls;
+    // without one, the queue of a validator that has played nothing yet.
+    let own = match data {
+        Some(dir) => own_state(dir)?,
+        None => None,
+    };
+    let (champion, played, queue_of) = match &own {
+        Some((validator, state)) => (state.champion.as_ref(), state.played_models.clone(), Some(*validator)),
+        None => (None, Default::default(), None),
+    };
+    let found = discovery::queue_of(&neurons, &records, champion, &played);
+    let is_champion = champion.is_some_and(|c| c.hotkey == hotkey);
     let queue_position = found.queue.iter().position(|c| c.hotkey == hotkey);
     let skipped = found.skipped.iter().find(|s| skipped_hotkey(s) == hotkey).cloned();
     let models = match &decoded {
@@ -159,6 +170,8 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
             "commitment": decoded.as_ref().and_then(|d| d.as_ref().ok()),
             "commitment_error": decoded.as_ref().and_then(|d| d.as_ref().err().map(ToString::to_string)),
             "queue_position": queue_position,
+            "queue_of": queue_of.map(|v| v.to_hex()),
+            "champion": is_champion,
             "skipped": skipped,
             "models": models.as_ref().map(|m| match m {
                 Ok(ids) => serde_json::json!({ "ok": true, "ids": ids }),
@@ -182,10 +195,17 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
         (Some(Err(e)), Some(r)) => outln!("commitment (block {}): not a miner commitment: {e}", r.block),
         _ => outln!("commitment: none"),
     }
-    match (queue_position, &skipped) {
-        (Some(k), _) => outln!("validators: queued as contender #{} (oldest commitment first)", k + 1),
-        (None, Some(s)) => outln!("validators: not played: {}", describe_skip(s)),
-        (None, None) => outln!("validators: nothing to play"),
+    let whose = match queue_of {
+        Some(validator) => format!("validator {}…'s queue", &validator.to_hex()[..16]),
+        None => "the queue of a validator that has played nothing yet (pass --data for a validator's own)".into(),
+    };
+    match (is_champion, queue_position, &skipped) {
+        (true, _, _) => outln!("validators: the champion, defending ({whose})"),
+        (false, Some(k), _) => {
+            outln!("validators: queued as contender #{} of {}, oldest commitment first ({whose})", k + 1, found.queue.len())
+        }
+        (false, None, Some(s)) => outln!("validators: not played: {} ({whose})", describe_skip(s)),
+        (false, None, None) => outln!("validators: nothing to play ({whose})"),
     }
     match &models {
         Some(Ok(ids)) => {
@@ -215,6 +235,21 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The own validator of a data directory (if it has a ledger key) and its log folded.
+fn own_state(
+    dir: &std::path::Path,
+) -> anyhow::Result<Option<(af::bytes::ValidatorKey, af::validator::state::ValidatorState)>> {
+    let key_path = super::ledger::key_path(dir);
+    if !key_path.exists() {
+        return Ok(None);
+    }
+    let validator = af::ledger::LedgerKey::load(&key_path)?.validator();
+    let store = super::http::open_for_read(dir)?;
+    let mut state = af::validator::state::ValidatorState::new(&af::evaluation::ratio::DEFAULT_RATIO_PARAMS);
+    af::validator::state::fold_new_blocks(&mut state, &store, &validator)?;
+    Ok(Some((validator, state)))
 }
 
 fn skipped_hotkey(skipped: &Skipped) -> &str {

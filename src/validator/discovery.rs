@@ -104,6 +104,20 @@ pub struct ChampionRef<'a> {
     pub identity: Option<&'a ModelIdentity>,
 }
 
+/// The queue a validator plays next, given what its log folds to: its champion and the
+/// (hotkey, recorded model) pairs that played. `af validate` and `af mine status` both
+/// call this, so what a miner is told is the queue the validator will play.
+pub fn queue_of(
+    neurons: &[Neuron],
+    records: &[CommitmentRecord],
+    champion: Option<&crate::ledger::event::MinerRef>,
+    played: &BTreeSet<(String, String)>,
+) -> Discovery {
+    let identity = champion.and_then(|c| recorded_identity(&c.model));
+    let champion_ref = champion.map(|c| ChampionRef { hotkey: c.hotkey.as_str(), identity: identity.as_ref() });
+    discover(neurons, records, champion_ref, &played_identities(played))
+}
+
 /// Decides the queue. `played` holds (hotkey, model identity) pairs our log says played
 /// a match as contender; commitments of hotkeys not in `neurons` (deregistered) are
 /// ignored.

@@ -560,10 +560,7 @@ async fn discover_once(
     let block = chain.current_block().await?;
     let neurons = chain.neurons().await?;
     let records = chain.commitments().await?;
-    let identity = champion.and_then(|c| discovery::recorded_identity(&c.model));
-    let champion_ref =
-        champion.map(|c| discovery::ChampionRef { hotkey: c.hotkey.as_str(), identity: identity.as_ref() });
-    let mut found = discovery::discover(&neurons, &records, champion_ref, &discovery::played_identities(played));
+    let mut found = discovery::queue_of(&neurons, &records, champion, played);
     found.read_at_block = block;
     for skipped in &found.skipped {
         tracing::debug!(event = "miner_skipped", skipped = ?skipped, "not a contender");

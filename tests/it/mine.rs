@@ -133,3 +133,55 @@ fn a_deregistered_keeper_hands_its_model_on_and_a_reregistered_miner_must_commit
     let out = register("5Copy", &["--replace-uid", "0"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("5Copy is already registered as uid 1"));
 }
+
+/// `af mine status --data` shows the queue the validator of that directory will play,
+/// by the function the validator calls: after a match the champion is defending, the
+/// loser is not queued again, a new revision is first; a revision with `@` is refused.
+#[test]
+fn status_shows_the_queue_the_validator_will_play_after_its_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("chain"), "127.0.0.1:0");
+    let chain = format!("local:{}", server.1);
+    let (perfect, random) = (miner("perfect"), miner("random"));
+    assert!(af(&["chain", "register", "--chain", &chain, "--hotkey", "5Val", "--validator"]).status.success());
+    let commit = |hotkey: &str, revision: &str, endpoint: &str| {
+        assert!(af(&["chain", "register", "--chain", &chain, "--hotkey", hotkey]).status.success());
+        let args = ["mine", "commit", "--chain", &chain, "--hotkey", hotkey, "--model", "m", "--revision", revision];
+        af(&[&args[..], &["--endpoint", endpoint]].concat())
+    };
+    assert!(commit("5Champ", "r1", &perfect.1).status.success());
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    assert!(commit("5Loser", "r2", &random.1).status.success());
+    let at = commit("5At", "r@1", &perfect.1);
+    assert_eq!(at.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&at.stderr).contains("revision: must not contain '@'"), "refused by name");
+
+    let data = dir.path().join("validator");
+    let config = dir.path().join("validator.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[evaluation]\ncap = 300\nmax_challenges = 600\nwindow = 8\n\n[chain]\nendpoint = \"{chain}\"\nnetuid = 1\ndiscover_every_ms = 200\n"
+        ),
+    )
+    .unwrap();
+    let output = std::process::Command::new(crate::af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--max-matches", "1"])
+        .env("AF_CHAIN__HOTKEY", "5Val")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let status = |hotkey: &str| {
+        json(&["mine", "status", "--chain", &chain, "--hotkey", hotkey, "--data", data.to_str().unwrap(), "--json"])
+    };
+    let champion = status("5Champ");
+    assert_eq!((champion["champion"].as_bool(), &champion["queue_position"]), (Some(true), &serde_json::Value::Null));
+    let loser = status("5Loser");
+    assert_eq!(loser["queue_position"], serde_json::Value::Null, "{loser}");
+    assert_eq!(loser["skipped"]["reason"], "already_played", "{loser}");
+    assert_eq!(loser["matches"].as_array().unwrap().len(), 1);
+    assert!(commit("5Late", "r3", &perfect.1).status.success());
+    let late = status("5Late");
+    assert_eq!(late["queue_position"], 0, "the only one queued is first: {late}");
+    assert_eq!(late["queue_of"].as_str().map(str::len), Some(64));
+}
