@@ -139,6 +139,7 @@ fn main() {
         evidence: None,
         chain: None,
         anchor_check_ms: 1_000,
+        anchor: true,
         sent_weights: Arc::default(),
         metrics: Arc::default(),
     };

@@ -45,6 +45,11 @@ pub struct ChainFlags {
     /// IP:PORT, when the listen address is not it ([p2p] external).
     #[arg(long = "external-addr", value_name = "IP[:PORT]")]
     pub external_addr: Option<String>,
+    /// Run with a chain but without a chain identity, on purpose: read miners from it,
+    /// play and record, but commit nothing and set no weights. Without it, a validator
+    /// with a chain refuses to start unless its hotkey is given and registered.
+    #[arg(long)]
+    pub watch_only: bool,
 }
 
 /// The config `af validate` runs with: embedded defaults, then the file, then `AF_*`
@@ -126,6 +131,7 @@ pub fn validate(
     flags: RunFlags,
 ) -> anyhow::Result<ExitCode> {
     let RunFlags { max_matches, serve, json, log_suppressed } = flags;
+    let watch_only = chain_flags.watch_only;
     let config = effective_config(config_path.as_deref(), &net, &chain_flags)?;
     let log = Arc::new(super::ledger::open_own_log(data)?);
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
@@ -170,6 +176,9 @@ pub fn validate(
         } else {
             None
         };
+        if let (Some(chain), false) = (&chain, watch_only) {
+            check_chain_identity(chain.as_ref(), &config.chain).await?;
+        }
         // With a chain, peers and the allow-list also come from it: validators holding a
         // permit, their axons and their committed ledger keys (ledger-spec/13).
         let (peers_sender, peers_receiver) = tokio::sync::watch::channel(Default::default());
@@ -265,6 +274,7 @@ pub fn validate(
             evidence,
             chain: chain.clone(),
             anchor_check_ms: 1_000,
+            anchor: !watch_only,
             sent_weights: sent_weights.clone(),
             metrics: metrics.clone(),
         };
@@ -316,7 +326,7 @@ pub fn validate(
                     }
                 });
             }
-            if let Some(chain) = chain.clone() {
+            if let Some(chain) = chain.clone().filter(|_| !watch_only) {
                 tokio::spawn(af::validator::anchor::anchor_loop(
                     log.clone(),
                     af::validator::anchor::ChainSender { chain, sent: sent_weights.clone() },
@@ -364,6 +374,43 @@ pub fn validate(
         // Stopped by a signal, while playing or while serving: 130, as the README says.
         Ok(if summary.interrupted || *stop.borrow() { ExitCode::from(EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
     })
+}
+
+/// A validator with a chain must be able to sign on it: its hotkey given and registered
+/// on the subnet. Refused otherwise, saying which flags to pass and how to register
+/// (`--watch-only` runs without an identity on purpose).
+async fn check_chain_identity(chain: &dyn af::chain::Chain, spec: &af::chain::ChainSpec) -> anyhow::Result<()> {
+    let local = spec.endpoint.starts_with("local:");
+    let Some(hotkey) = chain.hotkey() else {
+        let flags = if local {
+            "--hotkey HOTKEY (the local chain names hotkeys directly)"
+        } else {
+            "--wallet NAME --hotkey NAME (btcli's wallet files; --wallets-dir if not ~/.bittensor/wallets), or AF_HOTKEY_PHRASE"
+        };
+        anyhow::bail!(
+            "a chain is set ({}) but no hotkey to sign with: pass {flags}; or pass --watch-only to play and record without committing or setting weights",
+            spec.endpoint
+        );
+    };
+    match chain.neurons().await {
+        Ok(neurons) if !neurons.iter().any(|n| n.hotkey == hotkey) => {
+            let register = if local {
+                format!("af chain register --chain {} --netuid {} --hotkey {hotkey} --validator", spec.endpoint, spec.netuid)
+            } else {
+                format!("btcli subnets register --netuid {} (then stake for a validator permit)", spec.netuid)
+            };
+            anyhow::bail!(
+                "hotkey {hotkey} is not registered on subnet {}: register it first ({register}), or pass --watch-only",
+                spec.netuid
+            )
+        }
+        Ok(_) => Ok(()),
+        // Reachable but the read failed: the loops retry it; the identity was given.
+        Err(error) => {
+            tracing::warn!(event = "chain_read_failed", error = %error, "could not check that {hotkey} is registered; going on");
+            Ok(())
+        }
+    }
 }
 
 /// One line per running match on a terminal: each env's tally or result.

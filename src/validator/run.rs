@@ -77,8 +77,11 @@ pub struct RunOptions {
     /// Evidence found by the network, recorded in our log through the writer; handed
     /// back in the summary when the run ends.
     pub evidence: Option<mpsc::UnboundedReceiver<Evidence>>,
-    /// The chain to anchor our log on (commitments, weights), if any.
+    /// The chain to read miners from and anchor our log on (commitments, weights), if any.
     pub chain: Option<Arc<dyn crate::chain::Chain>>,
+    /// Whether to anchor on it: false for a validator run as an observer (`--watch-only`:
+    /// no hotkey of ours, nothing committed or set).
+    pub anchor: bool,
     /// How often the anchoring task looks at the chain.
     pub anchor_check_ms: u64,
     /// Our weights sends still in the pool: shared with whatever anchors after the run.
@@ -208,7 +211,7 @@ pub async fn run(
         })
     });
     let (anchor_stop_sender, anchor_stop) = watch::channel(false);
-    let anchor_task = options.chain.clone().map(|chain| {
+    let anchor_task = options.chain.clone().filter(|_| options.anchor).map(|chain| {
         tokio::spawn(super::anchor::anchor_loop(
             log.clone(),
             super::anchor::ChainSender { chain, sent: options.sent_weights.clone() },

@@ -81,7 +81,7 @@ fn validate_runs_the_queue_and_ratio_show_reports_it() {
 
     let ratio: serde_json::Value =
         serde_json::from_str(&stdout(&af(&["ratio", "show", "--data", data.to_str().unwrap(), "--json"]))).unwrap();
-    assert!(ratio["set_ppm"].as_u64().unwrap() > ratio["floor_ppm"].as_u64().unwrap());
+    assert!(ratio["set_ppm"].as_u64().unwrap() > ratio["floor_ppm"].as_u64().unwrap(), "{ratio}\n{summary}");
     assert_eq!(ratio["champion"], "5Perfect");
     assert!(ratio["set_by_match"].is_string());
     assert!(af(&["ledger", "verify", "--data", data.to_str().unwrap()]).status.success());
