@@ -185,3 +185,36 @@ fn status_shows_the_queue_the_validator_will_play_after_its_matches() {
     assert_eq!(late["queue_position"], 0, "the only one queued is first: {late}");
     assert_eq!(late["queue_of"].as_str().map(str::len), Some(64));
 }
+
+/// A validator with a chain but no identity on it refuses to start, naming what to pass
+/// and how to register; `--watch-only` runs without one on purpose.
+#[test]
+fn a_validator_without_a_registered_hotkey_refuses_to_start_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("chain"), "127.0.0.1:0");
+    let chain = format!("local:{}", server.1);
+    let data = dir.path().join("validator");
+    let validate = |extra: &[&str]| {
+        let mut args = vec!["validate", "--data", data.to_str().unwrap(), "--chain", &chain, "--max-matches", "0"];
+        args.extend_from_slice(extra);
+        af(&args)
+    };
+    let none = validate(&[]);
+    let stderr = String::from_utf8_lossy(&none.stderr);
+    assert_eq!(none.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no hotkey to sign with") && stderr.contains("--hotkey") && stderr.contains("--watch-only"));
+    let unregistered = validate(&["--hotkey", "5Nobody"]);
+    let stderr = String::from_utf8_lossy(&unregistered.stderr);
+    assert_eq!(unregistered.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("5Nobody is not registered") && stderr.contains("af chain register"), "{stderr}");
+    // On purpose without an identity: it starts and watches the chain for contenders.
+    let mut watching = std::process::Command::new(crate::af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--chain", &chain, "--watch-only"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(watching.try_wait().unwrap().is_none(), "--watch-only starts and keeps watching");
+    let _ = watching.kill();
+    let _ = watching.wait();
+}
