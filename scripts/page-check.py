@@ -134,6 +134,35 @@ def live_page(browser, base):
     no_sideways_scroll(page, "live page")
     page.screenshot(path=os.path.join(OUT, "live-page.png"), full_page=True)
     page.close()
+    anchor_rows(browser, base, after)
+
+
+def anchor_rows(browser, base, live):
+    """Every kind of anchor row reads in full: the live answer is served with one of each
+    (a timelocked weights commit being every row under commit-reveal, the default)."""
+    zero = "00" * 32
+    live = dict(live)
+    live["anchors"] = [
+        {"kind": "weights_committed", "block_time_ms": 1, "height": 7,
+         "record": {"netuid": 1, "uids": [1, 2], "weights": [65535, 0], "version_key": 0, "chain_block": 120,
+                    "reveal_round": 9, "reveal_block": 360, "ciphertext_hash": zero}},
+        {"kind": "weights", "block_time_ms": 1, "height": 6,
+         "record": {"netuid": 1, "uids": [1, 2], "weights": [49151, 16384], "version_key": 0, "chain_block": 110}},
+        {"kind": "commitment", "block_time_ms": 1, "height": 5,
+         "record": {"netuid": 1, "chain_block": 100, "committed_height": 4, "committed_hash": zero}},
+    ]
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.route("**/af/v1/live", lambda route: route.fulfill(status=200, content_type="application/json",
+                                                            body=json.dumps(live)))
+    page.goto(base)
+    page.wait_for_selector("body[data-loaded='1'] #anchors tr")
+    rows = page.evaluate("""() => [...document.querySelectorAll("#anchors tr")].map(r => r.textContent)""")
+    check(len(rows) == 3 and not any("undefined" in r or "NaN" in r for r in rows),
+          "live page: every kind of anchor row reads in full", rows)
+    check("uid 1: 100.0%" in rows[0] and "reveal at block 360" in rows[0],
+          "live page: a timelocked commit shows its weights as shares and its reveal block", rows[0])
+    check("uid 1: 75.0%" in rows[1] and "uid 2: 25.0%" in rows[1], "live page: weights as shares", rows[1])
+    page.close()
 
 
 def report_page(browser, audit, path):
