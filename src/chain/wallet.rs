@@ -62,6 +62,20 @@ impl WalletPaths {
         }
     }
 
+    /// Wallet and hotkey are names, as btcli makes them: not paths. `--hotkey ../coldkey`
+    /// would otherwise reach the coldkey from the hotkeys directory.
+    pub fn check_names(&self) -> Result<(), WalletError> {
+        for (what, name) in [("wallet", &self.wallet), ("hotkey", &self.hotkey)] {
+            if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\']) || name.contains('\0') {
+                return Err(WalletError::File {
+                    path: self.dir.join(name),
+                    reason: format!("the {what} name {name:?} must be a plain name (btcli's), not a path"),
+                });
+            }
+        }
+        Ok(())
+    }
+
     pub fn hotkey_file(&self) -> PathBuf {
         self.dir.join(&self.wallet).join("hotkeys").join(&self.hotkey)
     }
@@ -244,7 +258,24 @@ pub enum Password<'a> {
 }
 
 /// Loads a wallet's hotkey, opening it with a password if it is encrypted.
+/// A file holding the wallet's coldkey (its public key in `coldkeypub.txt`) is refused:
+/// a hotkey signs often, on a machine facing the internet; a coldkey must not.
 pub fn load_hotkey(paths: &WalletPaths, password: Password<'_>) -> Result<Hotkey, WalletError> {
+    paths.check_names()?;
+    let hotkey = load_hotkey_file(paths, password)?;
+    let cold = paths.coldkeypub_file();
+    if let Ok(bytes) = read_keyfile(&cold) {
+        if public_from_json(&cold, &bytes).is_ok_and(|public| public == hotkey.public_key()) {
+            return Err(WalletError::Keyfile {
+                path: paths.hotkey_file(),
+                reason: "this is the wallet's coldkey (its public key is in coldkeypub.txt): a validator or miner signs with a hotkey; make one with `btcli wallet new-hotkey`".into(),
+            });
+        }
+    }
+    Ok(hotkey)
+}
+
+fn load_hotkey_file(paths: &WalletPaths, password: Password<'_>) -> Result<Hotkey, WalletError> {
     let path = paths.hotkey_file();
     let bytes = read_keyfile(&path)?;
     if !is_encrypted(&bytes) {
@@ -368,5 +399,25 @@ mod tests {
             WalletPaths::new(Some("/w".into()), Some("a"), None).hotkeypub_file(),
             Path::new("/w/a/hotkeys/defaultpub.txt")
         );
+    }
+
+    #[test]
+    fn a_coldkey_or_a_path_is_refused_as_a_hotkey_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let wallet = dir.path().join("w");
+        std::fs::create_dir_all(wallet.join("hotkeys")).unwrap();
+        let alice = fixture(&["alice", "hotkeys"]);
+        std::fs::copy(alice.join("plain"), wallet.join("hotkeys/plain")).unwrap();
+        std::fs::copy(fixture(&["alice", "coldkeypub.txt"]), wallet.join("coldkeypub.txt")).unwrap();
+        let paths = |hotkey: &str| WalletPaths::new(Some(dir.path().to_path_buf()), Some("w"), Some(hotkey));
+        assert!(load_hotkey(&paths("plain"), Password::None).is_ok(), "a real hotkey loads");
+        for name in ["../coldkey", "..", "a/b", ""] {
+            let error = load_hotkey(&paths(name), Password::None).unwrap_err().to_string();
+            assert!(error.contains("must be a plain name"), "{name:?}: {error}");
+        }
+        // The coldkey itself, wherever it is put: its public key is the wallet's coldkey's.
+        std::fs::copy(alice.join("plainpub.txt"), wallet.join("coldkeypub.txt")).unwrap();
+        let error = load_hotkey(&paths("plain"), Password::None).unwrap_err().to_string();
+        assert!(error.contains("this is the wallet's coldkey"), "{error}");
     }
 }
