@@ -569,9 +569,27 @@ pub fn subtensor_url(network: &str) -> Result<&str, ChainError> {
     }
 }
 
+/// The hotkey a local-chain client acts as: `--hotkey` itself, or, when a wallet is
+/// named (`--wallet`, `--wallets-dir`), the ss58 address of that wallet's hotkey (as
+/// btcli: naming one of wallet and hotkey means "default" for the other), so a wallet
+/// means the same identity on the stand-in as on subtensor.
+pub fn local_hotkey(spec: &ChainSpec) -> Result<Option<String>, ChainError> {
+    if spec.wallet.is_none() && spec.wallets_dir.is_none() {
+        return Ok(spec.hotkey.clone());
+    }
+    let paths = wallet::WalletPaths::new(spec.wallets_dir.clone(), spec.wallet.as_deref(), spec.hotkey.as_deref());
+    paths.check_names()?;
+    let pub_file = paths.hotkeypub_file();
+    let public = match wallet::read_keyfile(&pub_file) {
+        Ok(bytes) => wallet::public_from_json(&pub_file, &bytes)?,
+        Err(_) => wallet::load_hotkey(&paths, wallet::Password::EnvOrPrompt)?.public_key(),
+    };
+    Ok(Some(subtensor::ss58(&public)))
+}
+
 pub async fn connect(spec: &ChainSpec) -> Result<Box<dyn Chain>, ChainError> {
     if let Some(addr) = spec.endpoint.strip_prefix("local:") {
-        return Ok(Box::new(local::LocalClient::new(addr, spec.netuid, spec.hotkey.clone())?));
+        return Ok(Box::new(local::LocalClient::new(addr, spec.netuid, local_hotkey(spec)?)?));
     }
     if let Some(network) = spec.endpoint.strip_prefix("subtensor:") {
         let url = subtensor_url(network)?;

@@ -352,7 +352,10 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
         ChainCommand::Register { chain, validator, replace_uid, json } => runtime()?.block_on(async {
             let endpoint = chain.chain.clone().unwrap_or_default();
             let addr = endpoint.strip_prefix("local:").context("registration here is for the local chain only (--chain local:ADDR); on subtensor use btcli")?;
-            let hotkey = chain.hotkey.clone().context("--hotkey is required")?;
+            let spec = chain.spec().context("name the local chain: --chain local:ADDR")?;
+            let hotkey = af::chain::local_hotkey(&spec)?.context(
+                "name the hotkey to register: --hotkey HOTKEY (the local chain takes any name), or --wallet NAME [--hotkey NAME] [--wallets-dir DIR] for a btcli wallet's hotkey",
+            )?;
             let client = LocalClient::new(addr, chain.netuid, Some(hotkey.clone()))?;
             let neuron = client.register_at(&hotkey, validator, replace_uid).await?;
             if json {

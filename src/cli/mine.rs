@@ -202,7 +202,11 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
     match (is_champion, queue_position, &skipped) {
         (true, _, _) => outln!("validators: the champion, defending ({whose})"),
         (false, Some(k), _) => {
-            outln!("validators: queued as contender #{} of {}, oldest commitment first ({whose})", k + 1, found.queue.len())
+            outln!(
+                "validators: queued as contender #{} of {}, oldest commitment first ({whose})",
+                k + 1,
+                found.queue.len()
+            )
         }
         (false, None, Some(s)) => outln!("validators: not played: {} ({whose})", describe_skip(s)),
         (false, None, None) => outln!("validators: nothing to play ({whose})"),

@@ -395,7 +395,10 @@ async fn check_chain_identity(chain: &dyn af::chain::Chain, spec: &af::chain::Ch
     match chain.neurons().await {
         Ok(neurons) if !neurons.iter().any(|n| n.hotkey == hotkey) => {
             let register = if local {
-                format!("af chain register --chain {} --netuid {} --hotkey {hotkey} --validator", spec.endpoint, spec.netuid)
+                format!(
+                    "af chain register --chain {} --netuid {} --hotkey {hotkey} --validator",
+                    spec.endpoint, spec.netuid
+                )
             } else {
                 format!("btcli subnets register --netuid {} (then stake for a validator permit)", spec.netuid)
             };

@@ -166,7 +166,15 @@ fn status_shows_the_queue_the_validator_will_play_after_its_matches() {
     )
     .unwrap();
     let output = std::process::Command::new(crate::af_bin())
-        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--max-matches", "1"])
+        .args([
+            "validate",
+            "--data",
+            data.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--max-matches",
+            "1",
+        ])
         .env("AF_CHAIN__HOTKEY", "5Val")
         .output()
         .unwrap();
@@ -202,7 +210,9 @@ fn a_validator_without_a_registered_hotkey_refuses_to_start_by_name() {
     let none = validate(&[]);
     let stderr = String::from_utf8_lossy(&none.stderr);
     assert_eq!(none.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("no hotkey to sign with") && stderr.contains("--hotkey") && stderr.contains("--watch-only"));
+    assert!(
+        stderr.contains("no hotkey to sign with") && stderr.contains("--hotkey") && stderr.contains("--watch-only")
+    );
     let unregistered = validate(&["--hotkey", "5Nobody"]);
     let stderr = String::from_utf8_lossy(&unregistered.stderr);
     assert_eq!(unregistered.status.code(), Some(1), "{stderr}");
@@ -217,4 +227,45 @@ fn a_validator_without_a_registered_hotkey_refuses_to_start_by_name() {
     assert!(watching.try_wait().unwrap().is_none(), "--watch-only starts and keeps watching");
     let _ = watching.kill();
     let _ = watching.wait();
+}
+
+/// On the local chain, wallet flags name the wallet's hotkey as on subtensor: its ss58
+/// address is what registers, not the literal hotkey name.
+#[test]
+fn wallet_flags_on_the_local_chain_mean_the_wallets_hotkey() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("chain"), "127.0.0.1:0");
+    let chain = format!("local:{}", server.1);
+    let wallets = crate::repo_path("fixtures/wallet");
+    let registered = json(&[
+        "chain",
+        "register",
+        "--chain",
+        &chain,
+        "--wallet",
+        "alice",
+        "--hotkey",
+        "plain",
+        "--wallets-dir",
+        wallets.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(registered["hotkey"], "5DoKc2g83hZXkT1FA1YbjG3YuK8eXzkYkS1z5PGVg6sSP9yA");
+    // A path as a hotkey name (the coldkey beside the hotkeys) is refused by name.
+    let coldkey = af(&[
+        "chain",
+        "register",
+        "--chain",
+        &chain,
+        "--wallet",
+        "alice",
+        "--hotkey",
+        "../coldkey",
+        "--wallets-dir",
+        wallets.to_str().unwrap(),
+    ]);
+    assert_eq!(coldkey.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&coldkey.stderr).contains("must be a plain name"));
+    let none = af(&["chain", "register", "--chain", &chain]);
+    assert!(String::from_utf8_lossy(&none.stderr).contains("--wallet NAME"), "the error names the wallet flags");
 }
