@@ -182,20 +182,87 @@ fn print_entry(e: &TranscriptEntry) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The entries of a file as `af transcripts` writes them: one entry object, a JSON array
+/// of them (`--json`), or one per line (`--jsonl`).
+fn read_entries(text: &str) -> Result<Vec<TranscriptEntry>, serde_json::Error> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') {
+        return serde_json::from_str(text);
+    }
+    let mut entries = Vec::new();
+    for item in serde_json::Deserializer::from_str(text).into_iter::<TranscriptEntry>() {
+        entries.push(item?);
+    }
+    Ok(entries)
+}
+
 fn verify(file: &Path, chain: &super::chain::ChainArgs, json: bool) -> anyhow::Result<ExitCode> {
     let text = read_input(file, MAX_JSON_INPUT_BYTES)?;
     // The file is what is being checked: one that is not a well-formed entry fails the
     // check (exit 3), as a changed byte inside one does.
-    let entry: TranscriptEntry = match serde_json::from_str(&text) {
-        Ok(entry) => entry,
+    let entries = match read_entries(&text) {
+        Ok(entries) if !entries.is_empty() => entries,
+        Ok(_) => anyhow::bail!("{} holds no transcript entry", file.display()),
         Err(error) => return super::report_parse_failure(json, "transcript entry", &error),
     };
-    let verified = verify_entry(&entry);
+    if entries.len() == 1 {
+        return verify_one(&entries[0], chain, json);
+    }
+    // Several (as `--json` or `--jsonl` wrote them): each checked; ok only if all are.
+    let (mut all_ok, mut n_ok) = (true, 0);
+    let mut reports = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let (verified, on_chain, ok) = check(entry, chain)?;
+        all_ok &= ok;
+        n_ok += usize::from(ok);
+        if json {
+            reports.push(serde_json::json!({
+                "ok": ok,
+                "verified": verified.as_ref().ok(),
+                "error": verified.as_ref().err().map(|e| e.to_string()),
+                "on_chain": on_chain,
+                "unproven": entry.unproven,
+            }));
+        } else {
+            match &verified {
+                Ok(v) => outln!(
+                    "{}entry {}: transcript {} of block {} (validator {}), proven to height {}{}",
+                    if ok { "ok   " } else { "FAIL " },
+                    i + 1,
+                    v.event_idx,
+                    v.height,
+                    v.validator,
+                    v.tip.height,
+                    on_chain.as_ref().map_or(String::new(), |c| format!("; on chain: {}", c.detail))
+                ),
+                Err(e) => outln!("FAIL entry {}: {e}", i + 1),
+            }
+        }
+    }
+    if json {
+        print_json(&serde_json::json!({ "ok": all_ok, "count": entries.len(), "entries": reports }))?;
+    } else {
+        outln!("{n_ok} of {} entries verified", entries.len());
+    }
+    Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) })
+}
+
+/// An entry's proofs checked, and (with `--chain`) its tip against the chain.
+type Checked =
+    (Result<af::ledger::entry::VerifiedEntry, af::ledger::entry::EntryError>, Option<af::chain::OnChainCheck>, bool);
+
+fn check(entry: &TranscriptEntry, chain: &super::chain::ChainArgs) -> anyhow::Result<Checked> {
+    let verified = verify_entry(entry);
     let on_chain = match (&verified, chain.chain.is_some()) {
         (Ok(v), true) => Some(super::chain::check_commitment_on_chain(chain, &v.validator, &v.tip)?),
         _ => None,
     };
     let ok = verified.is_ok() && on_chain.as_ref().is_none_or(|c| c.ok);
+    Ok((verified, on_chain, ok))
+}
+
+fn verify_one(entry: &TranscriptEntry, chain: &super::chain::ChainArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let (verified, on_chain, ok) = check(entry, chain)?;
     if json {
         print_json(&serde_json::json!({
             "ok": ok,

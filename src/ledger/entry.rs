@@ -27,7 +27,9 @@ pub struct Opponent {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Unproven {
-    /// `contender`, `champion` or `unknown`, from the match's `MatchStarted` event.
+    /// `contender`, `champion` or `unknown`, from the match's `MatchStarted` event; any
+    /// other value is refused (ledger-spec/09: unproven, but still of its schema).
+    #[serde(deserialize_with = "known_role")]
     pub role: String,
     pub env_decision: Option<EnvOutcome>,
     pub match_contender_won: Option<bool>,
@@ -38,6 +40,17 @@ pub struct Unproven {
     pub rule: Option<String>,
     /// Why the match ended as it did, e.g. "contender better in 2 of 3 envs, 2 needed".
     pub match_reason: Option<String>,
+}
+
+/// The roles an entry may name.
+pub const ROLES: [&str; 3] = ["contender", "champion", "unknown"];
+
+fn known_role<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    let role = String::deserialize(deserializer)?;
+    if !ROLES.contains(&role.as_str()) {
+        return Err(serde::de::Error::custom(format!("role {role:?} is not one of {ROLES:?}")));
+    }
+    Ok(role)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

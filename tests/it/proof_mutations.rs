@@ -297,6 +297,27 @@ fn every_mutation_of_a_transcript_entry_is_refused() {
         let refused = af(&["transcripts", "verify", file.to_str().unwrap()]);
         assert_eq!(refused.status.code(), Some(3), "{what}: {}", stdout(&refused));
     }
+    // An unproven role outside the schema is refused (ledger-spec/09).
+    let mut king = doc.clone();
+    king["unproven"]["role"] = "king".into();
+    std::fs::write(&file, king.to_string()).unwrap();
+    assert_eq!(af(&["transcripts", "verify", file.to_str().unwrap()]).status.code(), Some(3), "role king");
+    // What `af transcripts` writes is what `verify` reads, in every format.
+    for format in ["--json", "--jsonl"] {
+        let written = af(&["transcripts", "--data", &data, "--miner", "5SynthRandom", format]);
+        assert!(written.status.success());
+        std::fs::write(&file, &written.stdout).unwrap();
+        let checked = af(&["transcripts", "verify", file.to_str().unwrap(), "--json"]);
+        assert_eq!(checked.status.code(), Some(0), "{format}: {}", stdout(&checked));
+        let report: Value = serde_json::from_str(&stdout(&checked)).unwrap();
+        assert_eq!(report["count"].as_u64(), Some(entries.len() as u64), "{format}");
+        // One changed entry among many fails the file.
+        let mut text = String::from_utf8(written.stdout).unwrap();
+        let at = text.find("\"latency_ms\":").expect("a latency field") + "\"latency_ms\":".len();
+        text.insert(at, '9');
+        std::fs::write(&file, text).unwrap();
+        assert_eq!(af(&["transcripts", "verify", file.to_str().unwrap()]).status.code(), Some(3), "{format}");
+    }
 }
 
 #[test]
