@@ -434,8 +434,11 @@ pub fn run(
         .iter()
         .filter(|f| f.skipped.iter().any(|s| s.hotkey == sybil && s.reason == af::ledger::event::SkipReason::Duplicate))
         .count();
-    let discovery_ok =
-        late_played == n_validators && !sybil_played && sybil_kept_by.is_some() && sybil_recorded == n_validators;
+    // The late miner is queued last (its commitment is the newest), so it plays only when
+    // the rounds reach it: one per early contender, then it.
+    let late_expected = rounds >= n_miners as u64 - 1;
+    let late_ok = if late_expected { late_played == n_validators } else { late_played == 0 };
+    let discovery_ok = late_ok && !sybil_played && sybil_kept_by.is_some() && sybil_recorded == n_validators;
     let champions: std::collections::BTreeSet<String> = rows.iter().map(|r| r["champion"].to_string()).collect();
     let n_committed = commitments.rows.iter().filter(|r| r.status == "matches").count();
     let logs_ok = rows.iter().all(|r| r["all_verified"] == true && r["chains_held"] == n_validators);
@@ -465,7 +468,7 @@ pub fn run(
         "miners": {
             "from_chain": true,
             "committed": found.valid.len(),
-            "late": { "hotkey": late.0, "commit_block": late_block, "played_by_validators": late_played },
+            "late": { "hotkey": late.0, "commit_block": late_block, "played_by_validators": late_played, "expected_to_play": late_expected },
             "sybil": { "hotkey": sybil, "collapsed": sybil_kept_by, "played": sybil_played, "recorded_by_validators": sybil_recorded },
             "ok": discovery_ok,
         },
@@ -537,9 +540,10 @@ pub fn run(
             if weights_match { "every validator's revealed weights give all to the replayed champion" } else { "NOT every validator's revealed weights match the replayed champion" }
         );
         outln!(
-            "miners from the chain: {} valid commitments; late miner {} (block {late_block}) played by {late_played}/{n_validators} validators; sybil {} {}",
+            "miners from the chain: {} valid commitments; late miner {} (block {late_block}) played by {late_played}/{n_validators} validators{}; sybil {} {}",
             found.valid.len(),
             late.0,
+            if late_expected { "" } else { " (its turn comes after these rounds)" },
             sybil,
             match &sybil_kept_by {
                 Some(k) if !sybil_played => format!(

@@ -120,6 +120,20 @@ fn devnet_of_three_validators_converges_and_agrees() {
     assert_eq!(sybil["matches"].as_array().unwrap().len(), 0, "{sybil}");
 }
 
+/// Every devnet option the README shows ends 0 on an honest run: with one round the late
+/// miner's turn has not come, and that is not a failure.
+#[test]
+fn a_one_round_devnet_is_an_honest_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("devnet");
+    let output = af(&["devnet", "--data", data.to_str().unwrap(), "--rounds", "1", "--json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let result: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(result["miners"]["late"]["expected_to_play"], false);
+    assert_eq!(result["miners"]["late"]["played_by_validators"], 0);
+    assert_eq!(result["every_log_everywhere"], true);
+}
+
 fn node(data: &std::path::Path, port: u16, peer: Option<u16>) -> std::process::Child {
     let mut args = vec![
         "node".to_string(),
