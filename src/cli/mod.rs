@@ -82,7 +82,8 @@ pub enum Command {
         /// Print the effective config (defaults, file, AF_* overrides) as TOML and exit.
         #[arg(long)]
         print_config: bool,
-        /// Stop after this many decided matches.
+        /// Stop once our log holds this many decided matches (counted from the log, so a
+        /// restart goes on toward the same total).
         #[arg(long)]
         max_matches: Option<u64>,
         /// With networking: once the queue is done, keep gossiping and syncing until Ctrl-C.

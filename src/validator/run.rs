@@ -64,6 +64,7 @@ pub struct RunSummary {
 pub type MatchCallback = Box<dyn Fn(&MatchReport, &Contestant, &Contestant) + Send>;
 
 pub struct RunOptions {
+    /// Stop once our log holds this many decided matches (counted from the log).
     pub max_matches: Option<u64>,
     pub now_ms: fn() -> u64,
     pub progress: Option<Arc<watch::Sender<MatchState>>>,
@@ -111,6 +112,21 @@ pub async fn run(
             .await
             .expect("no panic")?
     };
+    // `max_matches` counts the matches our log holds decided, so a restarted validator
+    // goes on toward the same total rather than starting over (and waiting for a
+    // contender it will never need).
+    let decided_before = loaded.decided.len() as u64;
+    if options.max_matches.is_some_and(|max| decided_before >= max) {
+        return Ok(RunSummary {
+            matches: Vec::new(),
+            champion: loaded.champion.map(|c| c.hotkey).unwrap_or_default(),
+            ratio_to_beat_ppm: params.current_ppm(&loaded.ratio, loaded.latest_chain_block),
+            interrupted: false,
+            tip: log.tip()?,
+            requests: options.request_stats.snapshot(),
+            evidence: options.evidence.take(),
+        });
+    }
     // The latest read of the chain's miners, in discovery mode.
     let mut found: Option<Discovery> = None;
     if let Some(chain) = &discovering {
@@ -247,7 +263,7 @@ pub async fn run(
     let mut pending = loaded.open.clone();
     let mut latest_chain_block = loaded.latest_chain_block;
     loop {
-        if options.max_matches.is_some_and(|max| reports.len() as u64 >= max) || *stop.borrow() {
+        if options.max_matches.is_some_and(|max| decided_before + reports.len() as u64 >= max) || *stop.borrow() {
             interrupted = *stop.borrow();
             break;
         }

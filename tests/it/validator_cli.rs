@@ -357,3 +357,32 @@ fn a_copy_of_the_champion_is_dismissed_early_and_the_audit_rederives_it() {
     let audit = af(&["audit", "--data", data.to_str().unwrap(), "--json"]);
     assert_eq!(audit.status.code(), Some(0), "{}", stdout(&audit));
 }
+
+/// `--max-matches` counts the decided matches in the log: a restart goes on toward the
+/// same total, and a log already there ends at once.
+#[test]
+fn max_matches_counts_the_matches_in_the_log_across_restarts() {
+    let (noisy, perfect, random) = (miner("noisy:0.3"), miner("perfect"), miner("random"));
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(
+        dir.path(),
+        "[evaluation]\ncap = 200\nmax_challenges = 300",
+        &[("5Noisy", &noisy), ("5Perfect", &perfect), ("5Random", &random)],
+    );
+    let data = dir.path().join("data");
+    let run = |max: &str| {
+        let output = Command::new(af_bin())
+            .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap()])
+            .args(["--max-matches", max, "--json"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        summary["matches"].as_array().unwrap().len()
+    };
+    assert_eq!(run("1"), 1);
+    assert_eq!(run("1"), 0, "the log already holds one decided match");
+    assert_eq!(run("2"), 1, "one more, for two in the log");
+    let decided = own_events(&data).iter().filter(|e| matches!(e, Event::MatchDecided(_))).count();
+    assert_eq!(decided, 2);
+}
