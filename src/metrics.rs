@@ -89,6 +89,43 @@ pub struct Metrics {
     heartbeat_ms: AtomicU64,
     /// Why the log stopped being writable, if it did.
     log_failure: Mutex<Option<String>>,
+    /// What the anchoring task last saw of the chain (none: no chain to anchor on).
+    chain: Mutex<Option<ChainSeen>>,
+    pub chain_head_block: Gauge,
+    pub chain_blocks_since_commitment: Gauge,
+    pub chain_blocks_since_weights: Gauge,
+}
+
+/// The chain as the anchoring task saw it, for `/healthz`, the live page and gauges.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ChainSeen {
+    /// Unix ms when anchoring started (reads are judged from then on).
+    pub expected_ms: u64,
+    /// Unix ms of the last successful read of the chain's head.
+    pub last_read_ms: Option<u64>,
+    /// The head block, and when it was first seen at that height.
+    pub head: Option<u64>,
+    pub head_since_ms: Option<u64>,
+    /// The first head this process saw: the age of our anchors before we sent any.
+    pub first_head: Option<u64>,
+    /// Chain blocks of our last commitment and weights sent by this process.
+    pub last_commitment_block: Option<u64>,
+    pub last_weights_block: Option<u64>,
+    /// The head when a commitment that was due (our log had news) first failed, and
+    /// when setting weights first failed; cleared by the next success.
+    pub commitment_failing_since: Option<u64>,
+    pub weights_failing_since: Option<u64>,
+}
+
+impl ChainSeen {
+    /// Blocks since our last commitment (or since this process first saw the chain).
+    pub fn blocks_since_commitment(&self) -> Option<u64> {
+        Some(self.head?.saturating_sub(self.last_commitment_block.or(self.first_head)?))
+    }
+
+    pub fn blocks_since_weights(&self) -> Option<u64> {
+        Some(self.head?.saturating_sub(self.last_weights_block.or(self.first_head)?))
+    }
 }
 
 impl Default for Metrics {
@@ -134,6 +171,10 @@ impl Metrics {
             budget_limit_bytes: Gauge::default(),
             heartbeat_ms: AtomicU64::new(0),
             log_failure: Mutex::new(None),
+            chain: Mutex::new(None),
+            chain_head_block: Gauge::default(),
+            chain_blocks_since_commitment: Gauge::default(),
+            chain_blocks_since_weights: Gauge::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -174,6 +215,21 @@ impl Metrics {
             metrics.chain_sends.clone(),
         );
         r.register("chain_rpc_errors", "Chain RPC calls that failed, by call", metrics.chain_rpc_errors.clone());
+        r.register(
+            "chain_head_block",
+            "The chain's head block as the anchoring task last read it",
+            metrics.chain_head_block.clone(),
+        );
+        r.register(
+            "chain_blocks_since_commitment",
+            "Chain blocks since our last commitment of our tip (or since this process first saw the chain)",
+            metrics.chain_blocks_since_commitment.clone(),
+        );
+        r.register(
+            "chain_blocks_since_weights",
+            "Chain blocks since our last weights (set or committed; or since this process first saw the chain)",
+            metrics.chain_blocks_since_weights.clone(),
+        );
         r.register(
             "memory_budget_used_bytes",
             "Bytes peers and readers make this node hold now (responses, buffered blocks)",
@@ -223,6 +279,64 @@ impl Metrics {
     }
 
     /// The validator loop is alive at `now_ms`.
+    /// The anchoring task read the chain's head `block` at `now_ms`.
+    pub fn chain_read(&self, block: u64, now_ms: u64) {
+        self.update_chain(|seen| {
+            seen.last_read_ms = Some(now_ms);
+            if seen.head != Some(block) {
+                seen.head = Some(block);
+                seen.head_since_ms = Some(now_ms);
+            }
+            seen.first_head.get_or_insert(block);
+        });
+    }
+
+    /// Our commitment (or weights) landed at chain block `block`.
+    pub fn chain_anchored(&self, weights: bool, block: u64) {
+        self.update_chain(|seen| {
+            let (last, failing) = if weights {
+                (&mut seen.last_weights_block, &mut seen.weights_failing_since)
+            } else {
+                (&mut seen.last_commitment_block, &mut seen.commitment_failing_since)
+            };
+            *last = Some(block.max(last.unwrap_or(0)));
+            *failing = None;
+        });
+    }
+
+    /// A commitment that was due (or weights) failed to go out at head `block`.
+    pub fn chain_send_failed(&self, weights: bool, block: u64) {
+        self.update_chain(|seen| {
+            let failing = if weights { &mut seen.weights_failing_since } else { &mut seen.commitment_failing_since };
+            failing.get_or_insert(block);
+        });
+    }
+
+    /// A chain is configured: health reports on it from `now_ms` on.
+    pub fn chain_expected(&self, now_ms: u64) {
+        self.update_chain(|seen| seen.expected_ms = now_ms);
+    }
+
+    fn update_chain(&self, change: impl FnOnce(&mut ChainSeen)) {
+        let mut chain = self.chain.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = chain.get_or_insert_with(ChainSeen::default);
+        change(seen);
+        if let Some(since) = seen.blocks_since_commitment() {
+            self.chain_blocks_since_commitment.set(since as i64);
+        }
+        if let Some(since) = seen.blocks_since_weights() {
+            self.chain_blocks_since_weights.set(since as i64);
+        }
+        if let Some(head) = seen.head {
+            self.chain_head_block.set(head as i64);
+        }
+    }
+
+    /// What the anchoring task saw of the chain, if there is one.
+    pub fn chain_seen(&self) -> Option<ChainSeen> {
+        self.chain.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     pub fn heartbeat(&self, now_ms: u64) {
         self.heartbeat_ms.store(now_ms.max(1), Ordering::Relaxed);
     }

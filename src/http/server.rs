@@ -718,6 +718,44 @@ async fn transcripts(
 
 /// A heartbeat older than this (the writer beats once per block interval) is a stalled loop.
 pub const HEARTBEAT_STALE_MS: u64 = 60_000;
+/// The chain unanswered, or its head unmoved, for longer than this is unhealthy
+/// (subtensor makes a block every 12 s).
+pub const CHAIN_STALE_MS: u64 = 60_000;
+/// A due commitment, or weights, failing for more chain blocks than this is unhealthy
+/// (commitments are due every `COMMIT_EVERY_BLOCKS`; weights once per tempo of 360).
+pub const ANCHOR_FAILING_BLOCKS: u64 = 720;
+
+/// Why the chain side of a validator is unhealthy, if it is.
+pub fn chain_trouble(seen: &crate::metrics::ChainSeen, now_ms: u64) -> Option<String> {
+    let head = seen.head.unwrap_or(0);
+    match (seen.last_read_ms, seen.head_since_ms) {
+        (None, _) if now_ms.saturating_sub(seen.expected_ms) > CHAIN_STALE_MS => {
+            return Some(format!(
+                "the chain has not answered in the {} s since start",
+                now_ms.saturating_sub(seen.expected_ms) / 1000
+            ))
+        }
+        (None, _) => {}
+        (Some(read), _) if now_ms.saturating_sub(read) > CHAIN_STALE_MS => {
+            return Some(format!("the chain has not answered for {} s", now_ms.saturating_sub(read) / 1000))
+        }
+        (_, Some(since)) if now_ms.saturating_sub(since) > CHAIN_STALE_MS => {
+            return Some(format!(
+                "the chain's head has stayed at block {head} for {} s",
+                now_ms.saturating_sub(since) / 1000
+            ))
+        }
+        _ => {}
+    }
+    for (what, failing) in
+        [("committing our tip", seen.commitment_failing_since), ("setting weights", seen.weights_failing_since)]
+    {
+        if let Some(since) = failing.filter(|since| head.saturating_sub(*since) > ANCHOR_FAILING_BLOCKS) {
+            return Some(format!("{what} has failed since chain block {since} ({} blocks)", head - since));
+        }
+    }
+    None
+}
 
 /// 200 `ok` while our log is writable and the validator loop (if this node runs one)
 /// beat recently; 503 with the reason otherwise.
@@ -730,6 +768,8 @@ async fn healthz(State(served): State<Arc<Served>>) -> Response {
         }
         _ => None,
     };
+    // A validator that anchors on a chain is unhealthy when it cannot.
+    let failing = failing.or_else(|| served.metrics.chain_seen().and_then(|seen| chain_trouble(&seen, now)));
     match failing {
         None => (StatusCode::OK, [(header::CACHE_CONTROL, MUTABLE)], "ok\n").into_response(),
         Some(why) => problem(StatusCode::SERVICE_UNAVAILABLE, &why).into_response(),
@@ -831,6 +871,16 @@ async fn live(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
     });
     let vtrust_replay_size =
         replay.as_ref().map(|r| r.folds.iter().map(|f| f.tip.map_or(0, |t| t.height + 1)).sum::<u64>());
+    answer["chain"] = served.metrics.chain_seen().map_or(serde_json::Value::Null, |seen| {
+        serde_json::json!({
+            "head": seen.head,
+            "head_age_ms": seen.head_since_ms.map(|since| (served.now_ms)().saturating_sub(since)),
+            "last_read_ms": seen.last_read_ms,
+            "blocks_since_commitment": seen.blocks_since_commitment(),
+            "blocks_since_weights": seen.blocks_since_weights(),
+            "trouble": chain_trouble(&seen, (served.now_ms)()),
+        })
+    });
     answer["vtrust"] = serde_json::json!(vtrust);
     answer["vtrust_replay_size"] = serde_json::json!(vtrust_replay_size);
     answer["peers"] = serde_json::json!(peers);
@@ -907,5 +957,38 @@ impl AsyncWrite for LimitedStream {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod health_tests {
+    use super::*;
+    use crate::metrics::ChainSeen;
+
+    #[test]
+    fn the_chain_side_is_unhealthy_when_unanswered_stalled_or_failing_to_anchor() {
+        let now = 1_000_000;
+        let fresh = ChainSeen { expected_ms: now - 1_000, ..ChainSeen::default() };
+        assert_eq!(chain_trouble(&fresh, now), None, "just started");
+        let silent = ChainSeen { expected_ms: now - 61_000, ..ChainSeen::default() };
+        assert!(chain_trouble(&silent, now).unwrap().contains("not answered"));
+        let good = ChainSeen {
+            expected_ms: 0,
+            last_read_ms: Some(now - 1_000),
+            head: Some(5_000),
+            head_since_ms: Some(now - 5_000),
+            first_head: Some(4_000),
+            ..ChainSeen::default()
+        };
+        assert_eq!(chain_trouble(&good, now), None);
+        assert_eq!(good.blocks_since_commitment(), Some(1_000), "from the first head seen");
+        let gone = ChainSeen { last_read_ms: Some(now - 61_000), ..good.clone() };
+        assert!(chain_trouble(&gone, now).unwrap().contains("has not answered for 61 s"));
+        let stalled = ChainSeen { head_since_ms: Some(now - 70_000), ..good.clone() };
+        assert!(chain_trouble(&stalled, now).unwrap().contains("stayed at block 5000"));
+        let failing = ChainSeen { weights_failing_since: Some(5_000 - ANCHOR_FAILING_BLOCKS - 1), ..good.clone() };
+        assert!(chain_trouble(&failing, now).unwrap().contains("setting weights has failed"));
+        let recent = ChainSeen { commitment_failing_since: Some(4_900), ..good };
+        assert_eq!(chain_trouble(&recent, now), None, "a failure younger than the threshold is retried quietly");
     }
 }

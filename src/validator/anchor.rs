@@ -177,13 +177,17 @@ pub async fn anchor_loop(
     let ChainSender { chain, sent } = to;
     let mut last_commit_block: Option<u64> = None;
     let mut folds: Option<Vec<ChainFold>> = None;
+    metrics.chain_expected(now_ms());
     loop {
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(check_ms)) => {}
             _ = stop.changed() => return,
         }
         let block = match chain.current_block().await {
-            Ok(block) => block,
+            Ok(block) => {
+                metrics.chain_read(block, now_ms());
+                block
+            }
             Err(error) => {
                 metrics.chain_rpc_error("current_block");
                 tracing::warn!(event = "chain_unreachable", error = %error, "chain unreachable; retrying");
@@ -202,6 +206,7 @@ pub async fn anchor_loop(
                         "committed our tip on chain"
                     );
                     last_commit_block = Some(commitment.chain_block);
+                    metrics.chain_anchored(false, commitment.chain_block);
                     if events.send(vec![Event::ChainCommitment(commitment)]).await.is_err() {
                         return;
                     }
@@ -209,6 +214,7 @@ pub async fn anchor_loop(
                 Ok(None) => {}
                 Err(error) => {
                     error.count(&metrics, "commitment");
+                    metrics.chain_send_failed(false, block);
                     tracing::warn!(event = "commit_failed", error = %error, "committing our tip failed; retrying");
                 }
             }
@@ -219,6 +225,7 @@ pub async fn anchor_loop(
             Ok(Some(event)) => {
                 metrics.chain_send("weights", "sent", "");
                 let (chain_block, what) = describe_weights(&event);
+                metrics.chain_anchored(true, chain_block);
                 tracing::info!(event = event.kind_name(), chain_block, "{what}");
                 if events.send(vec![event]).await.is_err() {
                     return;
@@ -227,6 +234,7 @@ pub async fn anchor_loop(
             Ok(None) => {}
             Err(error) => {
                 error.count(&metrics, "weights");
+                metrics.chain_send_failed(true, block);
                 tracing::warn!(event = "set_weights_failed", error = %error, "setting weights failed; retrying");
             }
         }
