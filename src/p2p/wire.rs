@@ -222,3 +222,29 @@ mod tests {
         assert!(decode_response(&lying).is_err());
     }
 }
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    #[test]
+    fn a_signed_header_is_as_long_as_the_tips_limit_assumes() {
+        let key = crate::ledger::LedgerKey::from_seed([1; 32]);
+        let validator = key.validator();
+        let block = crate::ledger::block::seal(
+            key.signing_key(),
+            None,
+            1,
+            crate::ledger::demo::demo_events(&validator, 0, 1, 16),
+        )
+        .unwrap();
+        let signed =
+            SignedHeader { header: block.decoded().block.header.clone(), signature: block.decoded().block.signature };
+        let one = codec::encode(&signed, "tip", 1024).unwrap();
+        assert_eq!(one.len() as u64, SIGNED_HEADER_BYTES);
+        // The largest honest tips answer fits the limit exactly.
+        let full = encode_response(&Response::Tips(vec![signed; MAX_TIPS])).unwrap();
+        assert_eq!(full.len() as u64, MAX_TIPS_RESPONSE_BYTES);
+        assert!(decode_response(&full).is_ok());
+    }
+}
