@@ -112,8 +112,10 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
     // The queue the validator whose data directory this is will play (its champion and
     // what already played, folded from its own log), by the function `af validate` calls;
     // without one, the queue of a validator that has played nothing yet.
-    let own = match data {
-        Some(dir) => own_state(dir)?,
+    // The data directory's store is opened (through a running node, mirrored) once.
+    let opened = data.map(|dir| super::http::replay_dir(dir).map(|opened| (dir, opened))).transpose()?;
+    let own = match &opened {
+        Some((dir, (store, _))) => own_state(dir, store)?,
         None => None,
     };
     let (champion, played, queue_of) = match &own {
@@ -131,11 +133,10 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
         }
         _ => None,
     };
-    let (matches, recorded_skips) = match data {
-        Some(dir) => {
-            let (_store, replayed) = super::http::replay_dir(dir)?;
+    let (matches, recorded_skips) = match &opened {
+        Some((_, (_, replayed))) => {
             // What each log recorded about not playing this miner (ledger-spec/13).
-            let mut skips = af::audit::skip_rows(&replayed);
+            let mut skips = af::audit::skip_rows(replayed);
             skips.retain(|row| row.skip.hotkey == hotkey);
             let mut rows = Vec::new();
             for fold in &replayed.folds {
@@ -241,18 +242,19 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
     Ok(ExitCode::SUCCESS)
 }
 
-/// The own validator of a data directory (if it has a ledger key) and its log folded.
+/// The own validator of a data directory (if it has a ledger key) and its log folded
+/// from `store`, that directory's store.
 fn own_state(
     dir: &std::path::Path,
+    store: &af::ledger::Store,
 ) -> anyhow::Result<Option<(af::bytes::ValidatorKey, af::validator::state::ValidatorState)>> {
     let key_path = super::ledger::key_path(dir);
     if !key_path.exists() {
         return Ok(None);
     }
     let validator = af::ledger::LedgerKey::load(&key_path)?.validator();
-    let store = super::http::open_for_read(dir)?;
     let mut state = af::validator::state::ValidatorState::new(&af::evaluation::ratio::DEFAULT_RATIO_PARAMS);
-    af::validator::state::fold_new_blocks(&mut state, &store, &validator)?;
+    af::validator::state::fold_new_blocks(&mut state, store, &validator)?;
     Ok(Some((validator, state)))
 }
 

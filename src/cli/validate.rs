@@ -301,8 +301,8 @@ pub fn validate(
             );
         }
         let mut net_task = net_task;
-        let serving = serve && !summary.interrupted && net_task.is_some();
-        if let (true, Some(task), Some(own_blocks)) = (serving, net_task.take_if(|_| serving), own_blocks) {
+        let serving = if serve && !summary.interrupted { net_task.take() } else { None };
+        if let (Some(task), Some(own_blocks)) = (serving, own_blocks) {
             // The queue is done: one appender task is now our log's single writer, for
             // evidence against peers and for anchoring, which goes on while serving (the
             // tip committed on cadence, weights set or committed timelocked whenever the
