@@ -74,13 +74,17 @@ pub struct Played {
 pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
-    /// Uniform in [0, 1), from the top 53 bits.
-    pub fn unit(&mut self) -> f64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1), from the top 53 bits.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 

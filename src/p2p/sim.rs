@@ -8,29 +8,33 @@
 use super::blocks::{BlockStore, MemoryStore};
 use super::protocol::{Input, Output, Sync, SyncConfig, Validation};
 use crate::bytes::ValidatorKey;
+use crate::evaluation::scenarios::SplitMix64;
 use crate::ledger::block::{seal, Tip};
 use crate::ledger::demo::demo_events;
 use crate::ledger::LedgerKey;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
-/// splitmix64: the simulator's one source of randomness, from its seed.
-pub struct SimRng(u64);
+/// The simulator's one source of randomness, from its seed (the tests' generator too):
+/// the simulations' splitmix64, its seed offset as the tests' generator always had it, so
+/// a printed seed reruns the same test.
+pub struct SimRng(SplitMix64);
 
 impl SimRng {
     pub fn new(seed: u64) -> SimRng {
-        SimRng(seed ^ 0x9e37_79b9_7f4a_7c15)
+        SimRng(SplitMix64(seed ^ 0x9e37_79b9_7f4a_7c15))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n.max(1)
+    }
+
+    /// An index in `0..n`.
+    pub fn pick(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
     }
 }
 

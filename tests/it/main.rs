@@ -80,32 +80,9 @@ pub fn check_fixture(relative: &str, actual: &str) {
     }
 }
 
-/// A small deterministic generator for randomized tests; failing tests print the seed.
-pub struct TestRng(u64);
-
-impl TestRng {
-    pub fn new(seed: u64) -> TestRng {
-        TestRng(seed ^ 0x9e37_79b9_7f4a_7c15)
-    }
-
-    /// splitmix64
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// An index in `0..n`.
-    pub fn pick(&mut self, n: usize) -> usize {
-        self.below(n as u64) as usize
-    }
-}
+/// A small deterministic generator for randomized tests (splitmix64, the simulator's);
+/// failing tests print the seed.
+pub use af::p2p::sim::SimRng as TestRng;
 
 /// The seed for a randomized test: `AF_TEST_SEED` if set, else from the clock. Printed.
 pub fn test_seed(name: &str) -> u64 {
