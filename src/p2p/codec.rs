@@ -85,6 +85,12 @@ async fn read_response<T: AsyncRead + Unpin + Send>(budget: &Arc<MemoryBudget>, 
     Ok(Held::new(bytes, reservation))
 }
 
+/// A message is its bytes, closed by the end of the stream.
+async fn write_closed<T: futures::AsyncWrite + Unpin + Send>(io: &mut T, bytes: &[u8]) -> std::io::Result<()> {
+    io.write_all(bytes).await?;
+    io.close().await
+}
+
 #[async_trait::async_trait]
 impl request_response::Codec for BytesCodec {
     type Protocol = StreamProtocol;
@@ -113,8 +119,7 @@ impl request_response::Codec for BytesCodec {
         io: &mut T,
         request: Vec<u8>,
     ) -> std::io::Result<()> {
-        io.write_all(&request).await?;
-        io.close().await
+        write_closed(io, &request).await
     }
 
     async fn write_response<T: futures::AsyncWrite + Unpin + Send>(
@@ -123,8 +128,7 @@ impl request_response::Codec for BytesCodec {
         io: &mut T,
         response: Held,
     ) -> std::io::Result<()> {
-        io.write_all(&response.bytes).await?;
-        io.close().await
+        write_closed(io, &response.bytes).await
     }
 }
 

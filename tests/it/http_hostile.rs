@@ -38,22 +38,9 @@ impl HttpNode {
         node
     }
 
-    /// Resident and peak resident bytes.
+    /// Resident and peak resident bytes (VmRSS, VmHWM).
     fn memory(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .unwrap()
-                .split_whitespace()
-                .nth(1)
-                .unwrap()
-                .parse::<u64>()
-                .unwrap()
-                * 1024
-        };
-        (field("VmRSS:"), field("VmHWM:"))
+        crate::memory_of(self.child.id())
     }
 
     fn interrupt(mut self) {

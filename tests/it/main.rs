@@ -45,6 +45,16 @@ pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// A process's resident and peak resident bytes (VmRSS, VmHWM from /proc).
+pub fn memory_of(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status.lines().find(|l| l.starts_with(name)).unwrap().split_whitespace().nth(1).unwrap().parse::<u64>().unwrap()
+            * 1024
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
 /// A loopback port free a moment ago (for a process that must come back on the same one).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

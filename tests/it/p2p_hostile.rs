@@ -28,6 +28,19 @@ const BUDGET_BYTES: u64 = 256 * 1024 * 1024;
 #[derive(Clone, Default)]
 struct Raw;
 
+/// Everything the other side sends, up to 64 MiB.
+async fn read_all<T: futures::AsyncRead + Unpin + Send>(io: &mut T) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    io.take(64 << 20).read_to_end(&mut bytes).await?;
+    Ok(bytes)
+}
+
+/// The bytes, then the end of the stream.
+async fn write_all<T: futures::AsyncWrite + Unpin + Send>(io: &mut T, bytes: &[u8]) -> std::io::Result<()> {
+    io.write_all(bytes).await?;
+    io.close().await
+}
+
 #[async_trait::async_trait]
 impl request_response::Codec for Raw {
     type Protocol = StreamProtocol;
@@ -38,18 +51,14 @@ impl request_response::Codec for Raw {
         _: &StreamProtocol,
         io: &mut T,
     ) -> std::io::Result<Vec<u8>> {
-        let mut bytes = Vec::new();
-        io.take(64 << 20).read_to_end(&mut bytes).await?;
-        Ok(bytes)
+        read_all(io).await
     }
     async fn read_response<T: futures::AsyncRead + Unpin + Send>(
         &mut self,
         _: &StreamProtocol,
         io: &mut T,
     ) -> std::io::Result<Vec<u8>> {
-        let mut bytes = Vec::new();
-        io.take(64 << 20).read_to_end(&mut bytes).await?;
-        Ok(bytes)
+        read_all(io).await
     }
     async fn write_request<T: futures::AsyncWrite + Unpin + Send>(
         &mut self,
@@ -57,8 +66,7 @@ impl request_response::Codec for Raw {
         io: &mut T,
         request: Vec<u8>,
     ) -> std::io::Result<()> {
-        io.write_all(&request).await?;
-        io.close().await
+        write_all(io, &request).await
     }
     async fn write_response<T: futures::AsyncWrite + Unpin + Send>(
         &mut self,
@@ -66,8 +74,7 @@ impl request_response::Codec for Raw {
         io: &mut T,
         response: Vec<u8>,
     ) -> std::io::Result<()> {
-        io.write_all(&response).await?;
-        io.close().await
+        write_all(io, &response).await
     }
 }
 
@@ -152,20 +159,7 @@ impl Node {
 
     /// Resident and peak resident bytes (VmRSS, VmHWM).
     fn memory(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .unwrap()
-                .split_whitespace()
-                .nth(1)
-                .unwrap()
-                .parse::<u64>()
-                .unwrap()
-                * 1024
-        };
-        (field("VmRSS:"), field("VmHWM:"))
+        crate::memory_of(self.pid())
     }
 
     /// Blocks held of `validator`'s chain.
