@@ -117,15 +117,7 @@ pub async fn run(
     // contender it will never need).
     let decided_before = loaded.decided.len() as u64;
     if options.max_matches.is_some_and(|max| decided_before >= max) {
-        return Ok(RunSummary {
-            matches: Vec::new(),
-            champion: loaded.champion.map(|c| c.hotkey).unwrap_or_default(),
-            ratio_to_beat_ppm: params.current_ppm(&loaded.ratio, loaded.latest_chain_block),
-            interrupted: false,
-            tip: log.tip()?,
-            requests: options.request_stats.snapshot(),
-            evidence: options.evidence.take(),
-        });
+        return no_match_played(&log, &loaded, &params, &mut options, false);
     }
     // The latest read of the chain's miners, in discovery mode.
     let mut found: Option<Discovery> = None;
@@ -138,15 +130,7 @@ pub async fn run(
             None => discover_until_contender(chain.as_ref(), None, &loaded.played_models, &stop, config).await,
         };
         let Some(read) = read.filter(|_| !*stop.borrow()) else {
-            return Ok(RunSummary {
-                matches: Vec::new(),
-                champion: loaded.champion.map(|c| c.hotkey).unwrap_or_default(),
-                ratio_to_beat_ppm: params.current_ppm(&loaded.ratio, loaded.latest_chain_block),
-                interrupted: true,
-                tip: log.tip()?,
-                requests: options.request_stats.snapshot(),
-                evidence: options.evidence.take(),
-            });
+            return no_match_played(&log, &loaded, &params, &mut options, true);
         };
         found = Some(read);
     }
@@ -513,6 +497,25 @@ fn from_chain(found: &Discovery, miner: &MinerRef) -> Result<Contestant, RunErro
     let mut contestant = candidate_contestant(candidate);
     contestant.miner.model = miner.model.clone();
     Ok(contestant)
+}
+
+/// The summary of a run that ended before playing: the log's champion and ratio as loaded.
+fn no_match_played(
+    log: &OwnLog,
+    loaded: &state::ValidatorState,
+    params: &crate::evaluation::ratio::RatioParams,
+    options: &mut RunOptions,
+    interrupted: bool,
+) -> Result<RunSummary, RunError> {
+    Ok(RunSummary {
+        matches: Vec::new(),
+        champion: loaded.champion.as_ref().map(|c| c.hotkey.clone()).unwrap_or_default(),
+        ratio_to_beat_ppm: params.current_ppm(&loaded.ratio, loaded.latest_chain_block),
+        interrupted,
+        tip: log.tip()?,
+        requests: options.request_stats.snapshot(),
+        evidence: options.evidence.take(),
+    })
 }
 
 /// Reads the chain's miners until the read succeeds or a stop is asked for (then an
