@@ -530,19 +530,15 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                     continue;
                 }
                 let held = self.held.as_ref().expect("read above");
-                let mut chosen = None;
-                for (validator, claimed) in &state.holds {
+                // The first chain it holds more of than we do, that nobody is fetching.
+                let chosen = state.holds.iter().find_map(|(validator, claimed)| {
                     let next = held.get(validator).copied().unwrap_or(0);
-                    if *claimed < next || fetching.contains(validator) || !self.accepts_height(validator, next) {
-                        continue;
-                    }
-                    if next == 0 && held.len() + fetching.len() >= self.config.max_chains {
-                        continue;
-                    }
-                    chosen = Some((*validator, next));
-                    break;
-                }
-                let Some((validator, _cached)) = chosen else { continue };
+                    let wanted =
+                        *claimed >= next && !fetching.contains(validator) && self.accepts_height(validator, next);
+                    let room = next > 0 || held.len() + fetching.len() < self.config.max_chains;
+                    (wanted && room).then_some(*validator)
+                });
+                let Some(validator) = chosen else { continue };
                 // The cache is only a guide: the store says where the fetch starts.
                 let next = store.tip(&validator)?.map_or(0, |t| t.height + 1);
                 fetching.insert(validator);
