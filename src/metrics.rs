@@ -10,6 +10,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -30,6 +31,11 @@ pub mod outcome {
 pub struct MinerOutcome {
     pub miner: String,
     pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Miner {
+    pub miner: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -68,8 +74,10 @@ pub struct PeerChain {
 pub struct Metrics {
     registry: Registry,
     pub miner_requests: Family<MinerOutcome, Counter>,
-    pub miner_latency_seconds: Histogram,
-    pub miner_overhead_seconds: Histogram,
+    pub miner_latency_seconds: Family<Miner, Histogram, fn() -> Histogram>,
+    pub miner_overhead_seconds: Family<Miner, Histogram, fn() -> Histogram>,
+    /// The miners that have label sets now, oldest first (at most `MAX_MINER_LABELS`).
+    miner_labels: Mutex<VecDeque<String>>,
     pub matches_started: Counter,
     pub matches_decided: Family<Verdict, Counter>,
     pub games: Family<EnvGame, Counter>,
@@ -94,7 +102,31 @@ pub struct Metrics {
     pub chain_head_block: Gauge,
     pub chain_blocks_since_commitment: Gauge,
     pub chain_blocks_since_weights: Gauge,
+    /// Folded from our own log when `/metrics` is read: the champion, the ratio to beat
+    /// and our tip; vTrust per validator from the latest replay.
+    pub champion_uid: Gauge,
+    pub ratio_to_beat: Gauge<f64, AtomicU64>,
+    pub tip_height: Gauge,
+    pub vtrust: Family<PeerChain, Gauge<f64, AtomicU64>>,
 }
+
+/// Miners with label sets at once: a validator meets new miners for weeks, so the
+/// least recently labelled miner's series are dropped past this (the subnet has 256 uids;
+/// a scrape every 15 s has long kept the dropped ones).
+pub const MAX_MINER_LABELS: usize = 256;
+
+/// Every `outcome` label, so a dropped miner's series can be named for removal.
+const OUTCOMES: [&str; 9] = [
+    outcome::OK,
+    outcome::TIMEOUT,
+    outcome::CONNECT,
+    outcome::HTTP_4XX,
+    outcome::HTTP_429,
+    outcome::HTTP_5XX,
+    outcome::TOO_LARGE,
+    outcome::UNPARSABLE,
+    outcome::TRANSPORT,
+];
 
 /// The chain as the anchoring task saw it, for `/healthz`, the live page and gauges.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -150,11 +182,14 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("af");
         // 1 ms .. ~65 s by powers of two: miners answer in milliseconds to minutes.
-        let seconds = || Histogram::new(exponential_buckets(0.001, 2.0, 17));
+        fn seconds() -> Histogram {
+            Histogram::new(exponential_buckets(0.001, 2.0, 17))
+        }
         let metrics = Metrics {
             miner_requests: Family::default(),
-            miner_latency_seconds: seconds(),
-            miner_overhead_seconds: seconds(),
+            miner_latency_seconds: Family::new_with_constructor(seconds),
+            miner_overhead_seconds: Family::new_with_constructor(seconds),
+            miner_labels: Mutex::new(VecDeque::new()),
             matches_started: Counter::default(),
             matches_decided: Family::default(),
             games: Family::default(),
@@ -175,6 +210,10 @@ impl Metrics {
             chain_head_block: Gauge::default(),
             chain_blocks_since_commitment: Gauge::default(),
             chain_blocks_since_weights: Gauge::default(),
+            champion_uid: Gauge::default(),
+            ratio_to_beat: Gauge::default(),
+            tip_height: Gauge::default(),
+            vtrust: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -185,12 +224,12 @@ impl Metrics {
         );
         r.register(
             "miner_latency_seconds",
-            "Client-side latency of each HTTP attempt to a miner",
+            "Client-side latency of each HTTP attempt to a miner, by miner hotkey",
             metrics.miner_latency_seconds.clone(),
         );
         r.register(
             "miner_overhead_seconds",
-            "Latency minus the miner's own Server-Timing, for attempts that report it",
+            "Latency minus the miner's own Server-Timing, for attempts that report it, by miner hotkey",
             metrics.miner_overhead_seconds.clone(),
         );
         r.register(
@@ -231,6 +270,22 @@ impl Metrics {
             metrics.chain_blocks_since_weights.clone(),
         );
         r.register(
+            "champion_uid",
+            "The champion's uid in our own log (-1: none yet)",
+            metrics.champion_uid.clone(),
+        );
+        r.register(
+            "ratio_to_beat",
+            "The ratio to beat now, after decay, in our own log (0.5 to 1)",
+            metrics.ratio_to_beat.clone(),
+        );
+        r.register("tip_height", "The height of our own log's last block", metrics.tip_height.clone());
+        r.register(
+            "vtrust",
+            "Each validator's vTrust (0 to 1) in the latest replay of every log held, by ledger key",
+            metrics.vtrust.clone(),
+        );
+        r.register(
             "memory_budget_used_bytes",
             "Bytes peers and readers make this node hold now (responses, buffered blocks)",
             metrics.budget_used_bytes.clone(),
@@ -243,15 +298,77 @@ impl Metrics {
         Metrics { registry, ..metrics }
     }
 
-    /// The text exposition format (OpenMetrics), as `GET /metrics` serves it.
+    /// OpenMetrics 1.0 text, as `GET /metrics` serves a scraper that asks for it.
     pub fn encode(&self) -> String {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String never fails");
         text
     }
 
+    /// The classic Prometheus text format 0.0.4, for scrapers and parsers that do not
+    /// ask for OpenMetrics: a counter's `# HELP`/`# TYPE` carry its `_total` sample name
+    /// (0.0.4 names a family by its samples), and `# EOF` is not part of that format.
+    pub fn encode_classic(&self) -> String {
+        let open = self.encode();
+        let mut counters = std::collections::HashSet::new();
+        for line in open.lines() {
+            if let Some(name) = line.strip_prefix("# TYPE ").and_then(|rest| rest.strip_suffix(" counter")) {
+                counters.insert(name.to_string());
+            }
+        }
+        let mut text = String::with_capacity(open.len() + 64 * counters.len());
+        for line in open.lines() {
+            if line == "# EOF" || line.starts_with("# UNIT ") {
+                continue;
+            }
+            let meta = ["# HELP ", "# TYPE "].into_iter().find(|prefix| line.starts_with(prefix));
+            match meta.map(|prefix| (prefix, line[prefix.len()..].split_once(' '))) {
+                Some((prefix, Some((name, rest)))) if counters.contains(name) => {
+                    text.push_str(&format!("{prefix}{name}_total {rest}"));
+                }
+                _ => text.push_str(line),
+            }
+            text.push('\n');
+        }
+        text
+    }
+
     pub fn miner_request(&self, miner: &str, outcome: &str) {
+        self.label_miner(miner);
         self.miner_requests.get_or_create(&MinerOutcome { miner: miner.into(), outcome: outcome.into() }).inc();
+    }
+
+    /// One HTTP attempt to `miner` took `seconds`, of which the miner reported `server`.
+    pub fn miner_attempt(&self, miner: &str, seconds: f64, server: Option<f64>) {
+        self.label_miner(miner);
+        let labels = Miner { miner: miner.into() };
+        self.miner_latency_seconds.get_or_create(&labels).observe(seconds);
+        if let Some(server) = server {
+            self.miner_overhead_seconds.get_or_create(&labels).observe(seconds - server);
+        }
+    }
+
+    /// Marks `miner` as the most recently labelled, dropping the series of the least
+    /// recently labelled one past `MAX_MINER_LABELS`.
+    fn label_miner(&self, miner: &str) {
+        let mut labels = self.miner_labels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = labels.iter().position(|m| m == miner) {
+            if at + 1 == labels.len() {
+                return;
+            }
+            let known = labels.remove(at).expect("the position was just found");
+            labels.push_back(known);
+            return;
+        }
+        labels.push_back(miner.to_string());
+        while labels.len() > MAX_MINER_LABELS {
+            let Some(gone) = labels.pop_front() else { break };
+            for outcome in OUTCOMES {
+                self.miner_requests.remove(&MinerOutcome { miner: gone.clone(), outcome: outcome.into() });
+            }
+            self.miner_latency_seconds.remove(&Miner { miner: gone.clone() });
+            self.miner_overhead_seconds.remove(&Miner { miner: gone });
+        }
     }
 
     pub fn game(&self, env: &str, outcome: &str) {
@@ -440,5 +557,63 @@ mod tests {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn the_classic_format_names_counters_by_their_samples_and_has_no_eof() {
+        let metrics = Metrics::new();
+        metrics.game("SAT", "win");
+        metrics.miner_attempt("5Fminer", 0.25, Some(0.2));
+        let text = metrics.encode_classic();
+        assert!(text.contains("# TYPE af_games_total counter\n"), "{text}");
+        assert!(text.contains("# HELP af_games_total Paired games"), "{text}");
+        assert!(text.contains("af_games_total{env=\"SAT\",outcome=\"win\"} 1\n"), "{text}");
+        assert!(text.contains("# TYPE af_miner_latency_seconds histogram\n"), "{text}");
+        assert!(text.contains("af_miner_overhead_seconds_count{miner=\"5Fminer\"} 1"), "{text}");
+        assert!(!text.contains("# EOF") && !text.contains("# TYPE af_games counter"), "{text}");
+        // Every line but the families' own is unchanged.
+        let open = metrics.encode();
+        let samples = |t: &str| t.lines().filter(|l| !l.starts_with('#')).map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(samples(&text), samples(&open));
+    }
+
+    #[test]
+    fn miner_label_sets_are_bounded_dropping_the_least_recently_labelled() {
+        let metrics = Metrics::new();
+        for i in 0..MAX_MINER_LABELS {
+            metrics.miner_request(&format!("m{i}"), outcome::OK);
+            metrics.miner_attempt(&format!("m{i}"), 0.1, None);
+        }
+        metrics.miner_request("m0", outcome::TIMEOUT); // m0 is now the most recent
+        metrics.miner_attempt("new", 0.1, None);
+        let text = metrics.encode();
+        assert!(text.contains("miner=\"m0\",outcome=\"timeout\""), "m0 was labelled last but one");
+        assert!(!text.contains("miner=\"m1\""), "m1 was the least recently labelled");
+        assert!(text.contains("af_miner_latency_seconds_count{miner=\"new\"} 1"));
+        assert_eq!(metrics.miner_labels.lock().unwrap().len(), MAX_MINER_LABELS);
+    }
+
+    /// The dashboard and alert rules in `deploy/` name only series this node exports.
+    #[test]
+    fn the_shipped_dashboard_and_alerts_name_only_exported_series() {
+        let text = Metrics::with_log_counter(Counter::default()).encode_classic();
+        let mut families: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next()).collect();
+        families.sort();
+        let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+        let mut named = 0;
+        for file in ["grafana-dashboard.json", "prometheus-alerts.yml", "prometheus-alerts.test.yml"] {
+            let body = std::fs::read_to_string(deploy.join(file)).unwrap();
+            for (at, _) in body.match_indices("af_") {
+                if at > 0 && (body.as_bytes()[at - 1].is_ascii_alphanumeric() || body.as_bytes()[at - 1] == b'_') {
+                    continue;
+                }
+                let name: String =
+                    body[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                let series = ["_bucket", "_count", "_sum"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(&name);
+                assert!(families.binary_search(&series).is_ok(), "{file} names {name}, not among {families:?}");
+                named += 1;
+            }
+        }
+        assert!(named >= 20, "the files name {named} series");
     }
 }

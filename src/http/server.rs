@@ -776,26 +776,68 @@ async fn healthz(State(served): State<Arc<Served>>) -> Response {
     }
 }
 
-/// Prometheus text exposition; network gauges are read from the network's status now.
-async fn metrics_text(State(served): State<Arc<Served>>) -> Response {
-    served.metrics.budget_used_bytes.set(served.budget.used() as i64);
-    served.metrics.budget_limit_bytes.set(served.budget.limit() as i64);
+/// Prometheus text exposition: OpenMetrics when the scraper asks for it, else the
+/// classic 0.0.4 format. Gauges of the network's status, our own log (folded now) and
+/// the latest replay are set just before encoding.
+async fn metrics_text(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
+    let metrics = &served.metrics;
+    metrics.budget_used_bytes.set(served.budget.used() as i64);
+    metrics.budget_limit_bytes.set(served.budget.limit() as i64);
     if let Some(status) = &served.status {
         let status = status.borrow().clone();
-        served.metrics.peers.set(status.peers.len() as i64);
+        metrics.peers.set(status.peers.len() as i64);
         for (validator, _, lag) in status.lags() {
             let labels = PeerChain { validator: validator.to_hex() };
-            served.metrics.chain_lag_blocks.get_or_create(&labels).set(lag as i64);
+            metrics.chain_lag_blocks.get_or_create(&labels).set(lag as i64);
         }
     }
-    (
-        [
-            (header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8"),
-            (header::CACHE_CONTROL, MUTABLE),
-        ],
-        served.metrics.encode(),
-    )
-        .into_response()
+    let (own, log, ratio_params) = (served.own.clone(), served.log.clone(), served.ratio_params);
+    let (champion_uid, ratio_ppm, size) = blocking(move || {
+        let mut state = own.lock().unwrap_or_else(|e| e.into_inner());
+        fold_new_blocks(&mut state, &log.store, &log.validator()).map_err(internal)?;
+        let ratio_ppm = ratio_params.current_ppm(&state.ratio, state.latest_chain_block);
+        Ok((state.champion.as_ref().map(|c| c.uid), ratio_ppm, state.next_height))
+    })
+    .await?;
+    metrics.champion_uid.set(champion_uid.map_or(-1, i64::from));
+    metrics.ratio_to_beat.set(f64::from(ratio_ppm) / 1e6);
+    metrics.tip_height.set(size as i64 - 1);
+    served.replayer.demand();
+    if let Some(replay) = served.replayer.latest.borrow().as_ref() {
+        for v in &replay.state.validators {
+            let labels = PeerChain { validator: v.validator.to_hex() };
+            metrics.vtrust.get_or_create(&labels).set(f64::from(v.vtrust_ppm) / 1e6);
+        }
+    }
+    let (content_type, text) = if wants_openmetrics(&request) {
+        ("application/openmetrics-text; version=1.0.0; charset=utf-8", metrics.encode())
+    } else {
+        ("text/plain; version=0.0.4; charset=utf-8", metrics.encode_classic())
+    };
+    Ok(([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, MUTABLE)], text).into_response())
+}
+
+/// Whether `Accept` names OpenMetrics with a non-zero quality at least that of the
+/// classic text format (Prometheus sends both, OpenMetrics preferred).
+fn wants_openmetrics(request: &HeaderMap) -> bool {
+    let mut open = 0.0f32;
+    let mut classic = 0.0f32;
+    for value in request.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()) {
+        for range in value.split(',') {
+            let mut parts = range.split(';').map(str::trim);
+            let kind = parts.next().unwrap_or("").to_ascii_lowercase();
+            let quality = parts
+                .filter_map(|p| p.strip_prefix("q="))
+                .find_map(|q| q.parse::<f32>().ok())
+                .unwrap_or(1.0);
+            match kind.as_str() {
+                "application/openmetrics-text" => open = open.max(quality),
+                "text/plain" | "*/*" | "text/*" => classic = classic.max(quality),
+                _ => {}
+            }
+        }
+    }
+    open > 0.0 && open >= classic
 }
 
 /// The live page: one self-contained HTML file that polls `af/v1/live`.

@@ -223,12 +223,12 @@ impl MinerClient {
 
     /// As `complete`, counted in the metrics under `miner` (its hotkey).
     pub async fn complete_for(&self, miner: &str, endpoint: &Endpoint, messages: &[Message]) -> Completion {
-        let completion = self.ask(endpoint, messages).await;
+        let completion = self.ask(miner, endpoint, messages).await;
         self.metrics.miner_request(miner, completion.outcome());
         completion
     }
 
-    async fn ask(&self, endpoint: &Endpoint, messages: &[Message]) -> Completion {
+    async fn ask(&self, miner_label: &str, endpoint: &Endpoint, messages: &[Message]) -> Completion {
         let miner = self.miner_semaphore(&endpoint.base_url);
         let _miner_permit = miner.acquire().await.expect("semaphores are never closed");
         let _total_permit = self.total.acquire().await.expect("semaphores are never closed");
@@ -286,10 +286,7 @@ impl MinerClient {
             let latency_ms = elapsed.as_millis() as u64;
             let failed = !matches!(outcome, AttemptOutcome::Done(Ok(_)));
             self.stats.record(elapsed.as_micros() as u64, server_us, failed);
-            self.metrics.miner_latency_seconds.observe(elapsed.as_secs_f64());
-            if let Some(server_us) = server_us {
-                self.metrics.miner_overhead_seconds.observe(elapsed.as_secs_f64() - server_us as f64 / 1e6);
-            }
+            self.metrics.miner_attempt(miner_label, elapsed.as_secs_f64(), server_us.map(|us| us as f64 / 1e6));
             match outcome {
                 AttemptOutcome::Done(answer) => {
                     attempts.push(Attempt { latency_ms, status, error: answer.as_ref().err().cloned() });

@@ -515,12 +515,36 @@ fn operator_endpoints_agree_with_the_log(data: &Path) {
         "af_miner_requests_total{miner=\"5Perfect\",outcome=\"ok\"}",
         "af_blocks_appended_total ",
         "af_append_seconds_bucket",
+        "af_miner_latency_seconds_bucket{le=\"0.001\",miner=\"5Perfect\"}",
+        // A scraper that does not ask for OpenMetrics gets 0.0.4, where a counter's
+        // family is named by its samples.
+        "# TYPE af_games_total counter",
+        "# HELP af_games_total ",
     ] {
         assert!(metrics.contains(family), "{family} missing from\n{metrics}");
     }
+    assert!(!metrics.contains("# EOF") && !metrics.contains("# TYPE af_games counter"), "{metrics}");
+    let open = runtime().block_on(async {
+        let response = reqwest::Client::new()
+            .get(format!("{base}metrics"))
+            .header("accept", "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4")
+            .send()
+            .await
+            .unwrap();
+        assert!(response.headers()["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
+        response.text().await.unwrap()
+    });
+    assert!(open.ends_with("# EOF\n") && open.contains("# TYPE af_games counter"), "{open}");
     let (status, live) = fetch(&format!("{base}af/v1/live"));
     assert_eq!(status, 200, "{live}");
     let live: serde_json::Value = serde_json::from_str(&live).unwrap();
+    let gauge = |name: &str| {
+        let line = metrics.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name} in {metrics}"));
+        line.rsplit(' ').next().unwrap().parse::<f64>().unwrap()
+    };
+    assert_eq!(gauge("af_champion_uid "), live["champion"]["uid"].as_f64().unwrap());
+    assert_eq!(gauge("af_tip_height "), live["size"].as_f64().unwrap() - 1.0);
+    assert_eq!(gauge("af_ratio_to_beat "), live["ratio_to_beat_ppm"].as_f64().unwrap() / 1e6);
     let ratio: serde_json::Value =
         serde_json::from_slice(&af(&["ratio", "show", "--data", data.to_str().unwrap(), "--json"]).stdout).unwrap();
     assert_eq!(live["champion"]["hotkey"], ratio["champion"]);
