@@ -187,9 +187,30 @@ pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> 
 
 pub fn peers(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let path = data.join(STATUS_FILE);
-    let text = std::fs::read_to_string(&path).with_context(|| {
-        format!("reading {} (is `af node` or `af validate` with networking running here?)", path.display())
-    })?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Whether something holds the store tells which of two things is missing.
+            let running = matches!(
+                af::ledger::store::Store::open_read_only(data),
+                Err(af::ledger::store::StoreError::Locked(_))
+            );
+            anyhow::bail!(if running {
+                format!(
+                    "the node running on {} has no networking (it was started without --listen), so it has no \
+                     peers; restart it with --listen MULTIADDR to gossip and sync",
+                    data.display()
+                )
+            } else {
+                format!(
+                    "no node is running on {}: peers are shown while `af node --data {0} --listen MULTIADDR` \
+                     or `af validate --data {0} ... --listen MULTIADDR` runs",
+                    data.display()
+                )
+            })
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
     let status: serde_json::Value = serde_json::from_str(&text).context("the status file is not JSON")?;
     if json {
         print_json(&status)?;

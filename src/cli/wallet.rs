@@ -13,6 +13,8 @@ use std::process::ExitCode;
 pub enum WalletCommand {
     /// The hotkey's and coldkey's ss58 addresses (an encrypted hotkey is opened with
     /// AF_HOTKEY_PASSWORD or a prompt; without either, its public file is shown, marked).
+    /// With AF_HOTKEY_PHRASE set, the hotkey shown is that phrase's, as every chain command
+    /// signs with it before any wallet file.
     Show {
         /// The wallet name (btcli's --wallet.name; default "default").
         #[arg(long)]
@@ -34,8 +36,13 @@ pub fn run(command: WalletCommand) -> anyhow::Result<ExitCode> {
     let paths = WalletPaths::new(wallets_dir, wallet.as_deref(), hotkey.as_deref());
     // The hotkey from its secret where it can be opened; else, for an encrypted one with
     // no password to hand, from its public file, said so.
-    let (hotkey_address, hotkey_source) = match wallet::load_hotkey(&paths, Password::EnvOrPrompt) {
-        Ok(keypair) => {
+    let from_env = af::chain::subtensor::hotkey_from_env().transpose()?;
+    let (hotkey_address, hotkey_source) = match from_env.map_or_else(
+        || wallet::load_hotkey(&paths, Password::EnvOrPrompt).map(|key| (key, "secret")),
+        |key| Ok((key, "phrase_env")),
+    ) {
+        Ok((keypair, "phrase_env")) => (ss58(&keypair.public_key()), "phrase_env"),
+        Ok((keypair, _)) => {
             // A public file beside it must name the same key.
             let file = paths.hotkeypub_file();
             if file.exists() {
@@ -71,14 +78,17 @@ pub fn run(command: WalletCommand) -> anyhow::Result<ExitCode> {
     } else {
         outln!("wallet {} ({})", paths.wallet, paths.dir.join(&paths.wallet).display());
         outln!("  coldkey {coldkey}");
-        let note = if hotkey_source == "public_file" {
-            format!(
+        let note = match hotkey_source {
+            "public_file" => format!(
                 "  (from {}pub.txt: the hotkey is encrypted; set {} to check it)",
                 paths.hotkey,
                 wallet::HOTKEY_PASSWORD_ENV
-            )
-        } else {
-            String::new()
+            ),
+            "phrase_env" => format!(
+                "  (from {}, which chain commands sign with instead of the wallet's hotkey file)",
+                af::chain::subtensor::HOTKEY_PHRASE_ENV
+            ),
+            _ => String::new(),
         };
         outln!("  hotkey {} {hotkey_address}{note}", paths.hotkey);
     }

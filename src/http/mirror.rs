@@ -51,8 +51,8 @@ impl Default for MirrorOptions {
 pub enum MirrorError {
     #[error("{0}")]
     Store(#[from] StoreError),
-    #[error("{0} is not an http(s) base URL")]
-    Url(String),
+    #[error("{0:?} is not an http(s) base URL: {1}")]
+    Url(String, &'static str),
     #[error("{url}: {message}")]
     Fetch { url: String, message: String },
     #[error("{url}: the server's answer is refused: {message}")]
@@ -144,12 +144,23 @@ struct Source {
     deadline: tokio::time::Instant,
 }
 
-/// Parses the base URL; a missing trailing `/` is added so paths join below it.
+/// Parses the base URL: the folder that holds `af/v1/`. A missing trailing `/` is added
+/// so paths join below it, and a URL that already ends in `af/v1` (copied from a
+/// browser's address bar) means the folder above it.
 pub fn base_url(text: &str) -> Result<reqwest::Url, MirrorError> {
-    let with_slash = if text.ends_with('/') { text.to_string() } else { format!("{text}/") };
-    let url = reqwest::Url::parse(&with_slash).map_err(|_| MirrorError::Url(text.into()))?;
-    if !matches!(url.scheme(), "http" | "https") || url.query().is_some() {
-        return Err(MirrorError::Url(text.into()));
+    let refuse = |why| MirrorError::Url(text.into(), why);
+    if !text.contains("://") {
+        return Err(refuse("it has no scheme; write it as http://HOST:PORT/ (or https://)"));
+    }
+    let trimmed = text.trim_end_matches('/');
+    let trimmed = trimmed.strip_suffix(&format!("/{}", super::layout::ROOT)).unwrap_or(trimmed);
+    let with_slash = if trimmed.ends_with('/') { trimmed.to_string() } else { format!("{trimmed}/") };
+    let url = reqwest::Url::parse(&with_slash).map_err(|_| refuse("it does not parse as a URL"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(refuse("only http:// and https:// are read"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(refuse("a base URL has no ?query or #fragment"));
     }
     Ok(url)
 }
@@ -184,7 +195,7 @@ pub async fn mirror(
 
 impl Source {
     fn url(&self, path: &str) -> Result<reqwest::Url, MirrorError> {
-        self.base.join(path).map_err(|_| MirrorError::Url(format!("{}{path}", self.base)))
+        self.base.join(path).map_err(|_| MirrorError::Url(format!("{}{path}", self.base), "a path does not join it"))
     }
 
     async fn get(&self, path: &str) -> Result<(reqwest::Url, reqwest::Response), MirrorError> {
@@ -473,5 +484,31 @@ async fn store_pending(
     match refused {
         None => Ok(()),
         Some((_, error)) => Err(MirrorError::Store(error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::base_url;
+
+    #[test]
+    fn a_base_url_is_the_folder_above_af_v1_with_a_scheme() {
+        for (text, base) in [
+            ("http://127.0.0.1:7080", "http://127.0.0.1:7080/"),
+            ("http://127.0.0.1:7080/af/v1/", "http://127.0.0.1:7080/"),
+            ("https://logs.example/sn/af/v1", "https://logs.example/sn/"),
+            ("https://logs.example/leaf/", "https://logs.example/leaf/"),
+        ] {
+            assert_eq!(base_url(text).unwrap().as_str(), base, "{text}");
+        }
+        for (text, why) in [
+            ("127.0.0.1:7080", "write it as http://"),
+            ("localhost:7080/af/v1/", "write it as http://"),
+            ("ftp://x/", "only http://"),
+            ("http://x/?a=1", "no ?query"),
+        ] {
+            let error = base_url(text).unwrap_err().to_string();
+            assert!(error.contains(why) && error.contains(text), "{text}: {error}");
+        }
     }
 }

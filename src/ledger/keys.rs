@@ -139,7 +139,20 @@ impl LedgerKey {
             return Err(KeyError::Invalid { path: path.into(), reason: "larger than 4 KiB".into() });
         }
         let parsed: Result<KeyFile, _> = serde_json::from_str(&contents);
+        // A Bittensor wallet's key file (JSON with an ss58 address, or encrypted) is the
+        // likeliest wrong file: name it and the command that reads it.
+        let wallet_file = parsed.is_err()
+            && (["\"ss58Address\"", "\"accountId\"", "\"secretPhrase\""].iter().any(|m| contents.contains(m))
+                || ["$NACL", "$BT", "$ANSIBLE"].iter().any(|m| contents.starts_with(m)));
         zero_string(&mut contents);
+        if wallet_file {
+            return Err(KeyError::Invalid {
+                path: path.into(),
+                reason: "it is a Bittensor wallet key file (a hotkey or coldkey); `af wallet show --wallet NAME \
+                         --hotkey NAME` shows its address, and `af key generate --out FILE` makes a ledger key"
+                    .into(),
+            });
+        }
         let invalid = |reason: &str| KeyError::Invalid { path: path.into(), reason: reason.into() };
         // serde_json's message could quote the secret; say only where it failed.
         let mut file = parsed

@@ -211,3 +211,62 @@ fn bad_inputs_are_quoted_short_and_key_files_must_be_regular() {
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("not a regular file"));
 }
+
+/// A wallet's key file given to `af key show` is named as such, with the command that
+/// reads it; `af wallet show` shows the hotkey AF_HOTKEY_PHRASE gives, as chain commands
+/// sign with it first.
+#[test]
+fn wallet_files_and_the_phrase_are_pointed_to_the_right_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let wallets = dir.path().join("wallets");
+    std::fs::create_dir_all(wallets.join("alice/hotkeys")).unwrap();
+    for file in ["coldkeypub.txt", "hotkeys/plain", "hotkeys/plainpub.txt"] {
+        let to = wallets.join("alice").join(file);
+        std::fs::copy(crate::repo_path("fixtures/wallet/alice").join(file), &to).unwrap();
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let hotkey_file = wallets.join("alice/hotkeys/plain");
+    let shown = af(&["key", "show", "--key", hotkey_file.to_str().unwrap()]);
+    let error = String::from_utf8_lossy(&shown.stderr);
+    assert_eq!(shown.status.code(), Some(1), "{error}");
+    assert!(error.contains("Bittensor wallet key file") && error.contains("af wallet show"), "{error}");
+    let secret = std::fs::read_to_string(&hotkey_file).unwrap();
+    let secret: serde_json::Value = serde_json::from_str(&secret).unwrap();
+    assert!(!error.contains(secret["secretPhrase"].as_str().unwrap_or("never")), "{error}");
+
+    let wallet = |phrase: Option<&str>| {
+        let mut command = std::process::Command::new(crate::af_bin());
+        command.args(["wallet", "show", "--wallets-dir", wallets.to_str().unwrap(), "--wallet", "alice"]);
+        command.args(["--hotkey", "plain", "--json"]).env_remove("AF_HOTKEY_PHRASE");
+        if let Some(phrase) = phrase {
+            command.env("AF_HOTKEY_PHRASE", phrase);
+        }
+        json(&command.output().unwrap())
+    };
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(crate::repo_path("fixtures/wallet/expected.json")).unwrap())
+            .unwrap();
+    let from_files = wallet(None);
+    assert_eq!((&from_files["hotkey"], &from_files["hotkey_source"]), (&expected["plain"], &"secret".into()));
+    let from_phrase = wallet(Some("//Alice"));
+    assert_eq!(from_phrase["hotkey"], "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY");
+    assert_eq!(from_phrase["hotkey_source"], "phrase_env");
+    assert_eq!(from_phrase["coldkey"], expected["coldkey"]);
+}
+
+/// `af peers` without a status file says which is missing: a node at all, or its
+/// networking (something holds the store but never wrote a status).
+#[test]
+fn peers_without_a_status_says_whether_a_node_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    assert!(af(&["ledger", "init", "--data", data]).status.success());
+    let idle = af(&["peers", "--data", data]);
+    let error = String::from_utf8_lossy(&idle.stderr);
+    assert_eq!(idle.status.code(), Some(1), "{error}");
+    assert!(error.contains("no node is running") && error.contains("--listen"), "{error}");
+    let _held = af::ledger::store::Store::open(dir.path()).unwrap();
+    let running = af(&["peers", "--data", data]);
+    let error = String::from_utf8_lossy(&running.stderr);
+    assert!(error.contains("has no networking") && error.contains("--listen"), "{error}");
+}
