@@ -1,4 +1,5 @@
-// pm2 example for an af validator (see README, "Running as a service"):
+// pm2 example for an af validator (see README, "Operating a validator"; `cargo install --locked
+// --path . --root /usr/local` puts af at the path below):
 //   pm2 start deploy/ecosystem.config.js && pm2 logs af-validator
 // pm2 stops with SIGINT, then SIGKILL after kill_timeout: af seals what it recorded on
 // SIGINT or SIGTERM and exits 130, so give it time.

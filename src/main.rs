@@ -18,11 +18,11 @@ fn main() -> ExitCode {
         // A store whose bytes failed a check is a check that ran and failed, whichever
         // command found it; a store that could not be opened at all is not.
         Err(error) if is_integrity_fault(&error) => {
-            eprintln!("FAIL: {error:#}");
+            eprintln!("FAIL: {}", cli::terminal_safe(&format!("{error:#}")));
             ExitCode::from(cli::EXIT_CHECK_FAILED)
         }
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", cli::terminal_safe(&format!("{error:#}")));
             ExitCode::from(1)
         }
     }

@@ -269,11 +269,7 @@ impl Metrics {
             "Chain blocks since our last weights (set or committed; or since this process first saw the chain)",
             metrics.chain_blocks_since_weights.clone(),
         );
-        r.register(
-            "champion_uid",
-            "The champion's uid in our own log (-1: none yet)",
-            metrics.champion_uid.clone(),
-        );
+        r.register("champion_uid", "The champion's uid in our own log (-1: none yet)", metrics.champion_uid.clone());
         r.register(
             "ratio_to_beat",
             "The ratio to beat now, after decay, in our own log (0.5 to 1)",
@@ -597,7 +593,8 @@ mod tests {
     #[test]
     fn the_shipped_dashboard_and_alerts_name_only_exported_series() {
         let text = Metrics::with_log_counter(Counter::default()).encode_classic();
-        let mut families: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next()).collect();
+        let mut families: Vec<&str> =
+            text.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next()).collect();
         families.sort();
         let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
         let mut named = 0;
@@ -607,8 +604,7 @@ mod tests {
                 if at > 0 && (body.as_bytes()[at - 1].is_ascii_alphanumeric() || body.as_bytes()[at - 1] == b'_') {
                     continue;
                 }
-                let name: String =
-                    body[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                let name: String = body[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
                 let series = ["_bucket", "_count", "_sum"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(&name);
                 assert!(families.binary_search(&series).is_ok(), "{file} names {name}, not among {families:?}");
                 named += 1;

@@ -2,7 +2,7 @@
 //! backend), the local stand-in chain's server, and the audit's check of on-chain
 //! commitments against the logs we hold.
 
-use super::print_json;
+use super::{one_line, print_json};
 use crate::outln;
 use af::chain::local::{self, LocalChain, LocalClient};
 use af::chain::{self as chain_mod, Chain, ChainSpec};
@@ -361,7 +361,7 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
             if json {
                 print_json(&neuron)?;
             } else {
-                outln!("registered {} as uid {} at block {}", neuron.hotkey, neuron.uid, neuron.registration_block);
+                outln!("registered {} as uid {} at block {}", one_line(&neuron.hotkey), neuron.uid, neuron.registration_block);
             }
             Ok(ExitCode::SUCCESS)
         }),
@@ -372,7 +372,7 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
             } else {
                 outln!("{:>5}  {:<50} {:>12} {:>9}", "uid", "hotkey", "registered", "validator");
                 for n in &neurons {
-                    outln!("{:>5}  {:<50} {:>12} {:>9}", n.uid, n.hotkey, n.registration_block, if n.validator_permit { "yes" } else { "" });
+                    outln!("{:>5}  {:<50} {:>12} {:>9}", n.uid, one_line(&n.hotkey), n.registration_block, if n.validator_permit { "yes" } else { "" });
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -390,9 +390,9 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
                     match r.ledger() {
                         Some(c) => outln!(
                             "{}  block {}: ledger {} tip height {} hash {}",
-                            r.hotkey, r.block, c.ledger_key, c.tip_height, c.tip_hash
+                            one_line(&r.hotkey), r.block, c.ledger_key, c.tip_height, c.tip_hash
                         ),
-                        None => outln!("{}  block {}: {} field(s), not an af ledger commitment", r.hotkey, r.block, r.fields.len()),
+                        None => outln!("{}  block {}: {} field(s), not an af ledger commitment", one_line(&r.hotkey), r.block, r.fields.len()),
                     }
                 }
             }

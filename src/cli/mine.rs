@@ -2,7 +2,7 @@
 //! (ledger-spec/13); `status` shows what validators will see of it.
 
 use super::chain::{runtime, ChainArgs};
-use super::print_json;
+use super::{one_line, print_json};
 use crate::outln;
 use af::chain::miner::MinerCommitment;
 use af::validator::discovery::{self, Skipped};
@@ -191,7 +191,13 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
     }
     match (&decoded, record) {
         (Some(Ok(c)), Some(r)) => {
-            outln!("commitment (block {}): {}@{} at {}", r.block, c.model, c.revision, c.endpoint)
+            outln!(
+                "commitment (block {}): {}@{} at {}",
+                r.block,
+                one_line(&c.model),
+                one_line(&c.revision),
+                one_line(&c.endpoint)
+            )
         }
         (Some(Err(e)), Some(r)) => outln!("commitment (block {}): not a miner commitment: {e}", r.block),
         _ => outln!("commitment: none"),

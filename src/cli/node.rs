@@ -191,10 +191,8 @@ pub fn peers(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // Whether something holds the store tells which of two things is missing.
-            let running = matches!(
-                af::ledger::store::Store::open_read_only(data),
-                Err(af::ledger::store::StoreError::Locked(_))
-            );
+            let running =
+                matches!(af::ledger::store::Store::open_read_only(data), Err(af::ledger::store::StoreError::Locked(_)));
             anyhow::bail!(if running {
                 format!(
                     "the node running on {} has no networking (it was started without --listen), so it has no \

@@ -826,10 +826,7 @@ fn wants_openmetrics(request: &HeaderMap) -> bool {
         for range in value.split(',') {
             let mut parts = range.split(';').map(str::trim);
             let kind = parts.next().unwrap_or("").to_ascii_lowercase();
-            let quality = parts
-                .filter_map(|p| p.strip_prefix("q="))
-                .find_map(|q| q.parse::<f32>().ok())
-                .unwrap_or(1.0);
+            let quality = parts.filter_map(|p| p.strip_prefix("q=")).find_map(|q| q.parse::<f32>().ok()).unwrap_or(1.0);
             match kind.as_str() {
                 "application/openmetrics-text" => open = open.max(quality),
                 "text/plain" | "*/*" | "text/*" => classic = classic.max(quality),

@@ -203,3 +203,24 @@ fn a_block_hash_exists_only_once_its_block_does_and_survives_a_restart() {
     assert_eq!(runtime.block_on(client.block_hash(future)).unwrap(), Some(hash));
     assert!(runtime.block_on(client.block_hash(head)).unwrap().is_some());
 }
+
+/// A hotkey label is outside text: in the human listing its escapes and newlines are
+/// shown escaped, so it can neither recolour the terminal nor forge a row of its own.
+#[test]
+fn terminal_output_escapes_the_chains_strings() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("chain"), "127.0.0.1:0");
+    let chain = format!("local:{}", server.1);
+    let hostile = "hk\u{1b}[31m\n    7  forged\r\u{202e}";
+    let registered = af(&["chain", "register", "--chain", &chain, "--hotkey", hostile]);
+    assert!(registered.status.success(), "{}", String::from_utf8_lossy(&registered.stderr));
+    for listing in
+        [&["chain", "neurons", "--chain", &chain][..], &["chain", "register", "--chain", &chain, "--hotkey", hostile]]
+    {
+        let output = af(listing);
+        let text = crate::stdout(&output);
+        assert!(!text.contains('\u{1b}') && !text.contains('\r') && !text.contains('\u{202e}'), "{text:?}");
+        assert!(text.contains("hk\\u{1b}[31m\\u{a}    7  forged\\u{d}\\u{202e}"), "{text:?}");
+        assert!(!text.lines().any(|l| l.trim_start().starts_with("7  forged")), "{text:?}");
+    }
+}
