@@ -4,7 +4,7 @@
 //! tip the validator committed, where it recorded a commitment covering that block).
 //! `af transcripts verify PROOF.json` checks such a proof offline with nothing else.
 
-use super::{print_json, read_input};
+use super::{one_line, print_json, read_input};
 use crate::outln;
 use af::ledger::entry::{verify_entry, TranscriptEntry};
 use af::ledger::event::Event;
@@ -25,8 +25,12 @@ pub struct TranscriptsArgs {
     /// The miner's hotkey.
     #[arg(long)]
     pub miner: Option<String>,
+    /// Only this env's transcripts (one of `af env list`).
     #[arg(long)]
     pub env: Option<String>,
+    /// Only the challenges this miner won, lost or drew.
+    #[arg(long, value_parser = ["win", "loss", "draw"])]
+    pub result: Option<String>,
     /// A match id: 64 hex digits, or a unique prefix of at least 16.
     #[arg(long = "match")]
     pub match_id: Option<String>,
@@ -76,7 +80,17 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
             data.display()
         );
     }
-    let filter = af::replay::entries::Filter { env: args.env.clone(), match_id: match_filter };
+    if let Some(env) = &args.env {
+        let names = af::validator::matchrun::env_names(&af::envs::registry());
+        anyhow::ensure!(
+            names.contains(env),
+            "--env {:?} is not an env; the envs are {}",
+            one_line(env),
+            names.join(", ")
+        );
+    }
+    let filter =
+        af::replay::entries::Filter { env: args.env.clone(), match_id: match_filter, result: args.result.clone() };
     let entries = af::replay::entries::entries_at(&store, &replayed.folds, &locations, Some(&miner), &filter)?;
     if args.json {
         print_json(&entries)?;
@@ -85,100 +99,134 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
             outln!("{}", serde_json::to_string(entry)?);
         }
     } else {
-        for e in &entries {
-            print_entry(e)?;
-        }
+        print_entries(&entries)?;
         outln!(
-            "{} transcript(s) of {miner}; --json for the messages and proofs. Roles, tallies and verdicts are replay's context, not proven by the entry",
-            entries.len()
+            "{} transcript(s) of {}; --json for the messages and proofs. Roles, rules, tallies and results are \
+             replay's context, not proven by the entries",
+            entries.len(),
+            one_line(&miner)
         );
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// One entry as a block of text: the two answers side by side with their rewards, then
-/// the env's tally and decision, the match's verdict and why, and what the proof reaches.
-fn print_entry(e: &TranscriptEntry) -> anyhow::Result<()> {
-    const COLUMN: usize = 44;
-    let t = &e.transcript;
-    let fit = |text: String| -> String {
-        let one_line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-        let mut cut: String = one_line.chars().take(COLUMN).collect();
-        if one_line.chars().count() > COLUMN {
-            cut.pop();
-            cut.push('…');
+/// The most characters of one answer shown in text (`--json` has every byte).
+const ANSWER_SHOWN: usize = 2_000;
+
+/// The entries as text, grouped: a header per match (validator, roles, rule in words),
+/// a line per env with its tally and decision, then each challenge with the result and
+/// both answers in full (every turn of a multi-turn game), up to `ANSWER_SHOWN`.
+fn print_entries(entries: &[TranscriptEntry]) -> anyhow::Result<()> {
+    let short = |text: &str| text.chars().take(16).collect::<String>();
+    let mut current: Option<(af::bytes::ValidatorKey, af::bytes::Hash32)> = None;
+    let mut current_env: Option<String> = None;
+    for (i, e) in entries.iter().enumerate() {
+        let t = &e.transcript;
+        if current != Some((e.validator, t.match_id)) {
+            current = Some((e.validator, t.match_id));
+            current_env = None;
+            let against = match (e.unproven.role.as_str(), &e.opponent) {
+                ("contender", Some(o)) => format!(" against the champion {}", one_line(&o.hotkey)),
+                ("champion", Some(o)) => format!(" against the contender {}", one_line(&o.hotkey)),
+                (_, Some(o)) => format!(" against {}", one_line(&o.hotkey)),
+                (_, None) => String::new(),
+            };
+            outln!("match {}  in the log of validator {}", t.match_id, e.validator);
+            outln!(
+                "  {} ({}) played as {}{against}",
+                one_line(&t.miner.hotkey),
+                one_line(&t.miner.model),
+                e.unproven.role
+            );
+            if let Some(rule) = &e.unproven.rule {
+                outln!("  rule: {}", af::evaluation::stopping::plan_in_words(rule));
+            }
+            if let Some(reason) = &e.unproven.match_reason {
+                outln!("  result: {reason}");
+            }
         }
-        cut
-    };
-    let column = |text: String| format!("{:<COLUMN$}", fit(text));
-    let short = |hotkey: &str| hotkey.chars().take(16).collect::<String>();
-    let their_role = match e.unproven.role.as_str() {
-        "contender" => "champion",
-        "champion" => "contender",
-        _ => "opponent",
-    };
-    outln!(
-        "match {}  {} v{} #{}  challenge {}  validator {} h{} e{}",
-        &t.match_id.to_hex()[..16],
-        t.env.name,
-        t.env.version,
-        t.challenge_index,
-        &t.challenge_id.to_hex()[..16],
-        &e.validator.to_hex()[..16],
-        e.height,
-        e.event_idx
-    );
-    let theirs = e.opponent.as_ref();
-    outln!(
-        "  {} | {}",
-        column(format!("{} {}", e.unproven.role, short(&t.miner.hotkey))),
-        theirs.map_or("no opponent answer in this block".into(), |o| format!("{their_role} {}", short(&o.hotkey)))
-    );
-    outln!(
-        "  {} | {}",
-        column(format!(
-            "reward {}{}",
-            af::envs::reward_text(t.reward_milli),
-            t.error.as_ref().map_or(String::new(), |err| format!(" (error: {err})"))
-        )),
-        theirs.map_or(String::new(), |o| format!(
-            "reward {}  => {}",
-            af::envs::reward_text(o.reward_milli),
-            e.outcome.as_deref().unwrap_or("-")
-        ))
-    );
-    outln!(
-        "  {} | {}",
-        column(format!("answer {:?}", t.answer)),
-        theirs.map_or(String::new(), |o| fit(format!("answer {:?}", o.answer)))
-    );
-    match &e.unproven.env_tally {
-        Some(tally) => outln!(
-            "  env {}: {} W, {} L, {} D in {} challenges: {}{}",
-            t.env.name,
-            tally.wins,
-            tally.losses,
-            tally.draws,
-            tally.n_challenges,
-            match e.unproven.env_decision {
-                Some(d) => serde_json::to_value(d)?.as_str().unwrap_or("?").to_string(),
-                None => "undecided".to_string(),
-            },
-            e.unproven.rule.as_ref().map_or(String::new(), |rule| format!(" (rule {rule})"))
-        ),
-        None => outln!("  env {}: no tally (the match's start is not in the logs held)", t.env.name),
-    }
-    outln!("  match: {}", e.unproven.match_reason.as_deref().unwrap_or("not decided yet"));
-    outln!(
-        "  proof: {}\n",
-        match &e.proof.commitment {
+        if current_env.as_deref() != Some(t.env.name.as_str()) {
+            current_env = Some(t.env.name.clone());
+            let tally = match &e.unproven.env_tally {
+                Some(tally) => format!(
+                    "the contender won {}, lost {}, drew {} of {} challenges",
+                    tally.wins, tally.losses, tally.draws, tally.n_challenges
+                ),
+                None => "no tally (the match's start is not in the logs held)".into(),
+            };
+            let decision = e.unproven.env_decision.map_or("undecided".to_string(), env_decision_words);
+            outln!("  env {} v{}: {tally}: {decision}", t.env.name, t.env.version);
+        }
+        let result = match (&e.outcome, &e.opponent) {
+            (Some(outcome), Some(o)) => format!(
+                "{outcome:<4}  {} vs {}",
+                af::envs::reward_text(t.reward_milli),
+                af::envs::reward_text(o.reward_milli)
+            ),
+            _ => format!("      {}, no opponent answer in this block", af::envs::reward_text(t.reward_milli)),
+        };
+        let proof = match &e.proof.commitment {
             Some(p) => match &p.event {
-                Event::ChainCommitment(c) => format!("to the tip committed at chain block {}", c.chain_block),
-                _ => "to the tip".into(),
+                Event::ChainCommitment(c) => format!("proven to the tip committed at chain block {}", c.chain_block),
+                _ => "proven to the tip".into(),
             },
-            None => "to the tip (no commitment covers it yet)".into(),
+            None => "proven to the tip; no commitment covers it yet".into(),
+        };
+        outln!(
+            "    #{:<4} {result}  challenge {}  (block {} event {}, {proof})",
+            t.challenge_index,
+            short(&t.challenge_id.to_hex()),
+            e.height,
+            e.event_idx
+        );
+        let turns: Vec<&str> =
+            t.messages.iter().filter(|m| m.role == "assistant").map(|m| m.content.as_str()).collect();
+        if turns.len() > 1 {
+            for (turn, content) in turns.iter().enumerate() {
+                print_answer(&format!("ours, turn {}", turn + 1), content)?;
+            }
+        } else {
+            print_answer("ours", &t.answer)?;
         }
-    );
+        if let Some(error) = &t.error {
+            outln!("          error: {}", one_line(error));
+        }
+        if let Some(o) = &e.opponent {
+            let label = if turns.len() > 1 { "theirs, last turn" } else { "theirs" };
+            print_answer(label, &o.answer)?;
+        }
+        if i + 1 < entries.len() {
+            let next = &entries[i + 1];
+            if current != Some((next.validator, next.transcript.match_id)) {
+                outln!("");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An env decision in words (the JSON keeps its snake_case name).
+fn env_decision_words(decision: af::ledger::event::EnvOutcome) -> String {
+    use af::ledger::event::EnvOutcome;
+    match decision {
+        EnvOutcome::ContenderBetter => "the contender is better".into(),
+        EnvOutcome::ContenderNotBetter => "the contender is not better".into(),
+        EnvOutcome::Inconclusive => "inconclusive (a cap was reached, or the match was decided first)".into(),
+    }
+}
+
+/// One answer under its label, every line indented, cut at `ANSWER_SHOWN` characters.
+fn print_answer(label: &str, answer: &str) -> anyhow::Result<()> {
+    let total = answer.chars().count();
+    let shown: String = answer.chars().take(ANSWER_SHOWN).collect();
+    let mut lines = shown.lines();
+    outln!("          {label}: {}", lines.next().unwrap_or("(empty)"));
+    for line in lines {
+        outln!("          {:width$}  {line}", "", width = label.len());
+    }
+    if total > ANSWER_SHOWN {
+        outln!("          ({} more characters; --json has all of it)", total - ANSWER_SHOWN);
+    }
     Ok(())
 }
 
@@ -295,10 +343,14 @@ fn verify_one(entry: &TranscriptEntry, chain: &super::chain::ChainArgs, json: bo
                     None => outln!("not checked on chain (give --chain SPEC --netuid N to check it)"),
                 }
                 outln!(
-                    "unproven (replay's context, not covered by the proofs): role {}, env decision {:?}, contender won {:?}",
+                    "unproven (replay's context, not covered by the proofs): role {}, env: {}, match: {}",
                     entry.unproven.role,
-                    entry.unproven.env_decision,
-                    entry.unproven.match_contender_won
+                    entry.unproven.env_decision.map_or("undecided".to_string(), env_decision_words),
+                    match entry.unproven.match_contender_won {
+                        Some(true) => "the contender won",
+                        Some(false) => "the champion kept the crown",
+                        None => "not decided",
+                    }
                 );
             }
             Err(e) => outln!("FAIL: {e}"),

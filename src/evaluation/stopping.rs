@@ -143,6 +143,42 @@ pub fn describe_plan(rule: &StoppingRule, futility: Option<&Futility>) -> String
     }
 }
 
+/// A recorded plan in plain words, for people (the recorded text stays as it is: replay
+/// parses it). Text that is not a plan is returned as is.
+pub fn plan_in_words(text: &str) -> String {
+    let Some((rule, futility)) = parse_plan(text) else { return text.to_string() };
+    let percent = |x: f64| format!("{}%", x * 100.0);
+    let mut words = match rule {
+        StoppingRule::Mixture { alpha, prior_a, prior_b } => format!(
+            "stops as soon as the decisive games prove the contender's win rate above or below the ratio to \
+             beat, valid at every game, with at most {} chance of a wrong crown (a Beta({prior_a},{prior_b}) \
+             mixture test)",
+            percent(alpha)
+        ),
+        StoppingRule::Wilson { z } => {
+            format!(
+                "stops when a Wilson interval (z={z}) clears the ratio to beat; not valid when checked at every game"
+            )
+        }
+        StoppingRule::WilsonCalibrated { z, cap } => {
+            format!("stops when a Wilson interval (z={z}, calibrated for {cap} games) clears the ratio to beat")
+        }
+        StoppingRule::Sprt { delta, alpha, beta } => format!(
+            "a sequential probability ratio test: wrong crown at most {}, missed improvement of {delta} at most {}",
+            percent(alpha),
+            percent(beta)
+        ),
+    };
+    if let Some(f) = futility {
+        words.push_str(&format!(
+            "; gives up early when the contender is shown not to be {} better per challenge (at {} error)",
+            percent(f.advantage),
+            percent(f.alpha)
+        ));
+    }
+    words
+}
+
 /// Reads a description written by [`describe_plan`] back (for replay, which re-derives
 /// each decision from it). `None` if it is not one.
 pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
@@ -339,6 +375,17 @@ pub fn calibrate_wilson_z(cap: u32, target: f64) -> f64 {
         }
     }
     high
+}
+
+#[cfg(test)]
+mod words_tests {
+    #[test]
+    fn a_recorded_plan_reads_in_plain_words_and_other_text_is_kept() {
+        let words = super::plan_in_words("mixture alpha=0.05 prior=4,4 futility advantage=0.1 alpha=0.05");
+        assert!(words.contains("at most 5% chance of a wrong crown"), "{words}");
+        assert!(words.contains("not to be 10% better"), "{words}");
+        assert_eq!(super::plan_in_words("something else"), "something else");
+    }
 }
 
 #[cfg(test)]

@@ -28,6 +28,9 @@ pub enum EntriesError {
 pub struct Filter {
     pub env: Option<String>,
     pub match_id: Option<Hash32>,
+    /// `win`, `loss` or `draw` for the miner (transcripts with no opponent answer in
+    /// their block have no result and are left out by this filter).
+    pub result: Option<String>,
 }
 
 /// The match whose id is `text`: 64 hex digits, or a prefix of at least 16 that names
@@ -119,6 +122,12 @@ pub fn entries_at(
         let opponent_idx = block.block.events.iter().position(|e| {
             e.transcript().is_some_and(|o| o.challenge_id == t.challenge_id && o.miner.hotkey != t.miner.hotkey)
         });
+        if let Some(wanted) = &filter.result {
+            let theirs = opponent_idx.and_then(|idx| block.block.events[idx].transcript());
+            if theirs.map(|o| outcome(t.reward_milli, o.reward_milli)) != Some(wanted.as_str()) {
+                continue;
+            }
+        }
         let fold = folds.get(&location.validator);
         let played = fold.and_then(|f| f.matches.get(&t.match_id));
         let role = match played {

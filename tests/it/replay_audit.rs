@@ -362,6 +362,29 @@ fn miners_see_their_transcripts_with_proofs_that_break_on_any_changed_byte() {
     let unknown = af(&["transcripts", "--data", data, "--miner", "5NoSuchMiner"]);
     assert_eq!(unknown.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no log held"));
+    let no_env = af(&["transcripts", "--data", data, "--miner", "5SynthRandom", "--env", "nosuch"]);
+    assert_eq!(no_env.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&no_env.stderr).contains("the envs are"), "{no_env:?}");
+    // --result keeps exactly the challenges with that result.
+    for result in ["win", "loss", "draw"] {
+        let args = ["transcripts", "--data", data, "--miner", "5SynthRandom", "--env", "mult", "--result", result];
+        let kept = json(&af(&[&args[..], &["--json"]].concat()));
+        let expected: Vec<_> = entries.iter().filter(|e| e["outcome"] == result).collect();
+        assert_eq!(kept.as_array().unwrap().iter().collect::<Vec<_>>(), expected, "{result}");
+    }
+    // The text view: a header, rule and env line once per match; every answer in full.
+    let text = stdout(&af(&["transcripts", "--data", data, "--miner", "5SynthRandom", "--env", "mult"]));
+    let matches: std::collections::BTreeSet<_> =
+        entries.iter().map(|e| (e["validator"].as_str(), e["transcript"]["match_id"].as_str())).collect();
+    assert_eq!(text.lines().filter(|l| l.starts_with("match ")).count(), matches.len(), "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with("  rule: ")).count(), matches.len(), "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with("  env mult")).count(), matches.len(), "{text}");
+    assert!(!text.contains("Some(") && !text.contains("alpha="), "no Rust debug form nor raw rule: {text}");
+    for entry in entries {
+        let ours = format!("ours: {}", entry["transcript"]["answer"].as_str().unwrap());
+        let theirs = format!("theirs: {}", entry["opponent"]["answer"].as_str().unwrap());
+        assert!(text.contains(&ours) && text.contains(&theirs), "{ours} / {theirs} in {text}");
+    }
     for entry in entries {
         assert_eq!(entry["transcript"]["miner"]["hotkey"], "5SynthRandom");
         assert_eq!(entry["transcript"]["env"]["name"], "mult");
@@ -375,14 +398,12 @@ fn miners_see_their_transcripts_with_proofs_that_break_on_any_changed_byte() {
         assert_eq!(tally["n_challenges"].as_u64(), Some(n));
         assert!(n > entry["transcript"]["challenge_index"].as_u64().unwrap());
     }
-    // The text view puts both answers of a challenge side by side, rewards in one unit.
-    let text = stdout(&af(&["transcripts", "--data", data, "--miner", "5SynthRandom", "--env", "mult"]));
+    // Each challenge line gives the result and both rewards in one unit.
     let first = &entries[0];
-    let answers = format!("{:?}", first["transcript"]["answer"].as_str().unwrap());
-    let line = text.lines().find(|l| l.contains(&answers)).expect("the miner's answer is shown");
-    assert!(line.contains(&format!("{:?}", first["opponent"]["answer"].as_str().unwrap())), "{line}");
     assert!(!first["opponent"]["answer"].as_str().unwrap().is_empty());
-    assert!(text.contains("reward 1.000") || text.contains("reward 0.000"), "{text}");
+    let index = first["transcript"]["challenge_index"].as_u64().unwrap();
+    let line = format!("#{index:<4} {:<4}  ", first["outcome"].as_str().unwrap());
+    assert!(text.lines().any(|l| l.trim_start().starts_with(&line) && l.contains(" vs ")), "{line} in {text}");
     let jsonl = stdout(&af(&["transcripts", "--data", data, "--miner", "5SynthRandom", "--env", "mult", "--jsonl"]));
     assert_eq!(jsonl.lines().count(), entries.len());
 
