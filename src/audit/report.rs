@@ -8,6 +8,10 @@ use crate::ledger::event::EnvOutcome;
 use crate::replay::network::{NetworkState, NetworkVerdict};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
+/// The ratio's origin when no chain block set it, in words (text report and HTML alike).
+pub const RATIO_NEVER_SET_ON_CHAIN: &str =
+    "(its starting value: no match on a chain has set it yet, or the logs name no chain, so it never decays)";
+
 const STYLE: &str = "
 body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:1.5em;color:#1b1f24}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.8em}
@@ -106,11 +110,10 @@ pub fn html(report: &AuditReport) -> String {
                     }
                     "; ratio to beat " span #ratio { (ratio(state.ratio_set_ppm)) }
                     @match state.ratio_set_at_block {
-                        0 => " (set at no chain block: initial, or by logs without a chain); weights ",
+                        0 => { " " (RATIO_NEVER_SET_ON_CHAIN) "; weights " }
                         block => { " (set at chain block " (block) "); weights " }
                     }
-                    @if state.weights.is_empty() { "none" }
-                    @for (uid, w) in &state.weights { "uid " (uid) " = " (w) " " }
+                    (crate::chain::weight_shares(state.weights.iter().copied()))
                     "."
                 }
                 p { "Chain commitments: " (report.chain.note) }

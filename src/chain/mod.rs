@@ -512,6 +512,24 @@ pub fn check_weight_limits(limits: &WeightLimits, _netuid: u16, now: u64) -> Res
     Ok(())
 }
 
+/// Weights in words, as shares of their sum (the chain normalizes them so): `uid 1
+/// 100%`, or `uid 1 75%, uid 4 25%`; `none` for no weights.
+pub fn weight_shares(pairs: impl IntoIterator<Item = (u16, u16)>) -> String {
+    let pairs: Vec<(u16, u16)> = pairs.into_iter().collect();
+    let total: u64 = pairs.iter().map(|(_, w)| u64::from(*w)).sum();
+    if pairs.is_empty() {
+        return "none".into();
+    }
+    let share = |w: u16| {
+        if total == 0 {
+            return "0%".to_string();
+        }
+        let percent = format!("{:.1}", 100.0 * f64::from(w) / total as f64);
+        format!("{}%", percent.strip_suffix(".0").unwrap_or(&percent))
+    };
+    pairs.iter().map(|(uid, w)| format!("uid {uid} {}", share(*w))).collect::<Vec<_>>().join(", ")
+}
+
 /// Which chain to talk to and as whom: `local:ADDR` (the stand-in) or `subtensor:finney|test|local|URL`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -608,6 +626,18 @@ pub async fn connect(spec: &ChainSpec) -> Result<Box<dyn Chain>, ChainError> {
         endpoint: spec.endpoint.clone(),
         message: "expected local:ADDR or subtensor:finney|test|local|URL".into(),
     })
+}
+
+#[cfg(test)]
+mod shares_tests {
+    #[test]
+    fn weights_read_as_shares_of_their_sum() {
+        assert_eq!(super::weight_shares([(1, 65535)]), "uid 1 100%");
+        assert_eq!(super::weight_shares([(1, 49151), (4, 16384)]), "uid 1 75%, uid 4 25%");
+        assert_eq!(super::weight_shares([(2, 1), (3, 2)]), "uid 2 33.3%, uid 3 66.7%");
+        assert_eq!(super::weight_shares([(0, 0)]), "uid 0 0%");
+        assert_eq!(super::weight_shares([]), "none");
+    }
 }
 
 #[cfg(test)]

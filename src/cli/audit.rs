@@ -8,6 +8,7 @@
 
 use super::{print_json, ProgressLine};
 use crate::outln;
+use af::audit::report::RATIO_NEVER_SET_ON_CHAIN;
 use af::audit::AuditReport;
 use af::replay::Replay;
 use std::path::PathBuf;
@@ -252,15 +253,15 @@ fn print_report(report: &AuditReport, json: bool) -> anyhow::Result<()> {
         );
     }
     outln!(
-        "champion {} (uid {}), ratio to beat {} {}, weights {:?}",
+        "champion {} (uid {}), ratio to beat {} {}, weights {}",
         state.champion.as_ref().map_or("(none)", |c| c.hotkey.as_str()),
         state.champion.as_ref().map_or("-".into(), |c| c.uid.to_string()),
         ppm(state.ratio_set_ppm),
         match state.ratio_set_at_block {
-            0 => "(set at no chain block: initial, or by logs without a chain)".to_string(),
-            block => format!("set at chain block {block}"),
+            0 => RATIO_NEVER_SET_ON_CHAIN.to_string(),
+            block => format!("(set at chain block {block})"),
         },
-        state.weights
+        af::chain::weight_shares(state.weights.iter().copied())
     );
     outln!("chain commitments: {}", report.chain.note);
     outln!("match blocks: {}", report.blocks.note);

@@ -568,15 +568,22 @@ pub fn weights_show(data: &std::path::Path, chain: &ChainArgs, json: bool) -> an
     outln!(
         "replay: champion {} → weights {}",
         state.champion.as_ref().map_or("(none)", |c| c.hotkey.as_str()),
-        replay_weights.first().map_or("(none)".into(), |(uid, _)| format!("uid {uid} = 65535 (all)"))
+        af::chain::weight_shares(replay_weights.iter().copied())
     );
     for row in &audit.rows {
         let logged = row.logged.as_ref().map_or("no weights logged".into(), |w| match &w.commit {
             Some(c) => format!(
-                "committed {:?} -> {:?} at chain block {} (round {}, reveal block {})",
-                w.uids, w.weights, w.chain_block, c.reveal_round, c.reveal_block
+                "committed {} at chain block {} (round {}, reveal block {})",
+                af::chain::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied())),
+                w.chain_block,
+                c.reveal_round,
+                c.reveal_block
             ),
-            None => format!("set {:?} -> {:?} at chain block {}", w.uids, w.weights, w.chain_block),
+            None => format!(
+                "set {} at chain block {}",
+                af::chain::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied())),
+                w.chain_block
+            ),
         });
         outln!("log {}: {logged}{}", row.validator, super::audit::replay_note(row.agrees_with_replay));
         if row.status != "not_checked" {
@@ -589,7 +596,7 @@ pub fn weights_show(data: &std::path::Path, chain: &ChainArgs, json: bool) -> an
             outln!("on chain at block {}: {}", v.block, audit.note);
             for (uid, pairs) in &v.weights {
                 let setter = v.neurons.iter().find(|n| n.uid == *uid).map_or("?", |n| n.hotkey.as_str());
-                outln!("  uid {uid} ({setter}) has {pairs:?}");
+                outln!("  uid {uid} ({}) has {}", one_line(setter), af::chain::weight_shares(pairs.iter().copied()));
             }
             for p in &v.timelocked.pending {
                 outln!(
@@ -602,7 +609,8 @@ pub fn weights_show(data: &std::path::Path, chain: &ChainArgs, json: bool) -> an
             for r in &v.timelocked.revealed {
                 match r.error.as_str() {
                     "" => {
-                        outln!("  revealed: {} at block {}: {:?} -> {:?}", r.hotkey, r.reveal_block, r.uids, r.weights)
+                        let shares = af::chain::weight_shares(r.uids.iter().copied().zip(r.weights.iter().copied()));
+                        outln!("  revealed: {} at block {}: {shares}", one_line(&r.hotkey), r.reveal_block)
                     }
                     why => outln!("  dropped: {} at block {}: {why}", r.hotkey, r.reveal_block),
                 }

@@ -532,11 +532,15 @@ pub fn run(
             outln!("  vtrust {} {:.4}", &v.validator.to_hex()[..16], f64::from(v.vtrust_ppm) / 1e6);
         }
         outln!(
-            "chain {chain_endpoint}: {n_committed}/{n_validators} validators' commitments match their logs; weights went in timelocked: {} commits revealed ({} dropped), {} pending; on chain {:?}: {}",
+            "chain {chain_endpoint}: {n_committed}/{n_validators} validators' commitments match their logs; weights went in timelocked: {} commits revealed ({} dropped), {} pending; on chain {}: {}",
             timelocked.revealed.len(),
             timelocked.revealed.iter().filter(|r| !r.error.is_empty()).count(),
             timelocked.pending.len(),
-            on_chain_weights,
+            on_chain_weights
+                .iter()
+                .map(|(uid, pairs)| format!("uid {uid} gives {}", af::chain::weight_shares(pairs.iter().copied())))
+                .collect::<Vec<_>>()
+                .join("; "),
             if weights_match { "every validator's revealed weights give all to the replayed champion" } else { "NOT every validator's revealed weights match the replayed champion" }
         );
         outln!(

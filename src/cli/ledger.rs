@@ -395,6 +395,11 @@ fn show(data: &Path, validator: Option<String>, height: Option<u64>, json: bool)
 }
 
 /// One line about an event, for people.
+/// A unit enum as its JSON name (`contender_better`), never Rust's debug form.
+fn snake_case(value: &impl serde::Serialize) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
 fn describe(event: &Event) -> String {
     match event {
         Event::TranscriptCut(cut) => format!(
@@ -416,16 +421,25 @@ fn describe(event: &Event) -> String {
             format!("match_started {} contender {} champion {}", m.match_id, m.contender.hotkey, m.champion.hotkey)
         }
         Event::EnvDecision(d) => format!(
-            "env_decision {} {} {:?} ({}W {}L {}D)",
-            d.match_id, d.env.name, d.outcome, d.wins, d.losses, d.draws
+            "env_decision {} {} {} ({}W {}L {}D)",
+            d.match_id,
+            d.env.name,
+            snake_case(&d.outcome),
+            d.wins,
+            d.losses,
+            d.draws
         ),
         Event::MatchDecided(d) => {
             format!("match_decided {} contender_won={} champion {}", d.match_id, d.contender_won, d.champion_hotkey)
         }
         Event::WeightsSet(w) => format!("weights_set netuid {} at chain block {}", w.netuid, w.chain_block),
         Event::WeightsCommitted(w) => format!(
-            "weights_committed netuid {} at chain block {}, uids {:?} weights {:?}, reveal round {} (block {})",
-            w.netuid, w.chain_block, w.uids, w.weights, w.reveal_round, w.reveal_block
+            "weights_committed netuid {} at chain block {}, weights {}, reveal round {} (block {})",
+            w.netuid,
+            w.chain_block,
+            af::chain::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied())),
+            w.reveal_round,
+            w.reveal_block
         ),
         Event::ChainCommitment(c) => format!(
             "chain_commitment height {} hash {} at chain block {}",
@@ -433,8 +447,15 @@ fn describe(event: &Event) -> String {
         ),
         Event::Evidence(e) => format!("evidence: validator {} equivocated at height {}", e.validator, e.height),
         Event::MinerSkipped(m) => format!(
-            "miner_skipped {} (uid {}) {}@{} committed at block {}: {:?}, kept by {} (block {})",
-            m.hotkey, m.uid, m.model, m.revision, m.commit_block, m.reason, m.kept_by, m.kept_block
+            "miner_skipped {} (uid {}) {}@{} committed at block {}: {}, kept by {} (block {})",
+            m.hotkey,
+            m.uid,
+            m.model,
+            m.revision,
+            m.commit_block,
+            snake_case(&m.reason),
+            m.kept_by,
+            m.kept_block
         ),
     }
 }

@@ -73,7 +73,14 @@ impl StoreError {
 }
 
 fn engine(doing: &'static str) -> impl Fn(redb::Error) -> StoreError {
-    move |e| StoreError::Engine { doing, message: e.to_string() }
+    move |e| match e {
+        // A page that fails its checksum while read: damage, said plainly (as at open).
+        redb::Error::Corrupted(_) => StoreError::Corrupt(format!(
+            "the store file is damaged: a page read while {doing} fails its checksum; restore it from a backup, \
+             or fetch the logs again (af mirror, af ledger import)"
+        )),
+        other => StoreError::Engine { doing, message: other.to_string() },
+    }
 }
 
 macro_rules! eng {
@@ -678,8 +685,11 @@ fn open_database(
     use redb::{DatabaseError, StorageError};
     Err(match error {
         DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => StoreError::Locked(path.to_owned()),
-        DatabaseError::Storage(StorageError::Corrupted(why)) => StoreError::Corrupt(format!(
-            "{}: the file fails the storage engine's integrity check (page checksums): {why}",
+        // redb's own wording ("Primary is corrupted despite 2-phase commit") names its
+        // internals; what it means for the operator is said instead.
+        DatabaseError::Storage(StorageError::Corrupted(_)) => StoreError::Corrupt(format!(
+            "{}: the file is damaged: its committed pages fail their checksums, so none of it can be trusted; \
+             restore it from a backup, or fetch the logs again (af mirror, af ledger import)",
             path.display()
         )),
         DatabaseError::Storage(StorageError::Io(io)) if io.kind() == std::io::ErrorKind::UnexpectedEof => {

@@ -134,12 +134,20 @@ pub async fn set_weights(
 /// The chain block and a one-line description of a weights event, for logs.
 pub fn describe_weights(event: &Event) -> (u64, String) {
     match event {
-        Event::WeightsSet(w) => (w.chain_block, format!("set weights {:?} -> {:?}", w.uids, w.weights)),
+        Event::WeightsSet(w) => (
+            w.chain_block,
+            format!(
+                "set weights {}",
+                crate::chain::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied()))
+            ),
+        ),
         Event::WeightsCommitted(w) => (
             w.chain_block,
             format!(
-                "committed weights {:?} -> {:?} timelocked to round {} (reveal at block {})",
-                w.uids, w.weights, w.reveal_round, w.reveal_block
+                "committed weights {} timelocked to round {} (reveal at block {})",
+                crate::chain::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied())),
+                w.reveal_round,
+                w.reveal_block
             ),
         ),
         _ => (0, String::new()),
