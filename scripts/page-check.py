@@ -211,6 +211,49 @@ def report_page(browser, audit, path):
     page.close()
 
 
+def subnet_pages(browser, audit, site):
+    """The published subnet pages in Chromium: every validator with its vTrust, both
+    miners and their states, one row group per match, the champions' table; no page
+    scrolls sideways or shows an unfilled value."""
+    shown = {}
+    for name in ["subnet", "miners", "matches", "history"]:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto("file://" + os.path.abspath(os.path.join(site, name + ".html")))
+        shown[name] = page.evaluate("""() => ({
+            text: document.body.innerText,
+            nav: [...document.querySelectorAll("nav a, nav b")].map(n => n.textContent),
+            validators: [...document.querySelectorAll("#validators tr[data-validator]")].map(r =>
+                ({ validator: r.dataset.validator, ppm: Number(r.dataset.vtrustPpm), cells: [...r.cells].map(c => c.innerText) })),
+            miners: [...document.querySelectorAll("#miners tr[data-miner]")].map(r =>
+                ({ miner: r.dataset.miner, state: r.cells[2].innerText })),
+            matches: new Set([...document.querySelectorAll("#matches tr[data-match]")].map(r => r.dataset.match)).size,
+            reigns: document.querySelectorAll("#champions tr").length - 1,
+        })""")
+        check(not errors, f"{name} page: no console errors", errors)
+        check(shown[name]["nav"] == ["Subnet", "Miners", "Matches", "History"], f"{name} page: navigation", shown[name]["nav"])
+        check("undefined" not in shown[name]["text"] and "NaN" not in shown[name]["text"],
+              f"{name} page: every value filled")
+        no_sideways_scroll(page, name + " page")
+        page.screenshot(path=os.path.join(OUT, name + "-page.png"), full_page=True)
+        page.close()
+    expected = {v["validator"]: v["vtrust_ppm"] for v in audit["state"]["validators"]}
+    rows = shown["subnet"]["validators"]
+    check({r["validator"]: r["ppm"] for r in rows} == expected, "subnet page: every validator's vTrust", rows)
+    for row in rows:
+        check(f"{row['ppm'] / 1e4:.1f}%" in row["cells"], "subnet page: vTrust as a share", row)
+    champion = (audit["state"]["champion"] or {}).get("hotkey")
+    miners = {m["miner"]: m["state"] for m in shown["miners"]["miners"]}
+    seen = {m["contender"]["hotkey"] for m in audit["state"]["matches"]} | {m["champion"]["hotkey"] for m in audit["state"]["matches"]}
+    check(set(miners) >= seen, "miners page: every miner a match names", (miners, seen))
+    if champion:
+        check(miners.get(champion) == "champion", "miners page: the champion", miners)
+    check(shown["matches"]["matches"] == len(audit["state"]["matches"]), "matches page: a row group per match",
+          shown["matches"]["matches"])
+    check(shown["history"]["reigns"] == len(audit["state"]["champion_history"]), "history page: a row per reign")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     work = tempfile.mkdtemp(prefix="af-page-check-")
@@ -242,6 +285,11 @@ def main():
                                    capture_output=True, text=True)
             check(audit.returncode == 0, "the audit of the stopped store is clean", audit.stderr[-500:])
             report_page(browser, json.loads(audit.stdout), report)
+            site = os.path.join(work, "site")
+            published = subprocess.run([AF, "ledger", "publish", "--data", data, "--out", site],
+                                       capture_output=True, text=True)
+            check(published.returncode == 0, "af ledger publish writes the site", published.stderr[-500:])
+            subnet_pages(browser, json.loads(audit.stdout), site)
             browser.close()
     finally:
         for process in processes:

@@ -8,11 +8,21 @@ use crate::ledger::event::EnvOutcome;
 use crate::replay::network::{NetworkState, NetworkVerdict};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
+/// What is known of each validator beyond its ledger key: its uid and hotkey, from a
+/// chain's commitments. Empty without a chain: pages then say so.
+pub type Identities = std::collections::BTreeMap<crate::bytes::ValidatorKey, (Option<u16>, String)>;
+
+/// The identities an audit with `--chain` learned (the hotkey whose commitment names each
+/// ledger key, and its uid).
+pub fn identities(report: &AuditReport) -> Identities {
+    report.weights.rows.iter().filter_map(|r| Some((r.validator, (r.uid, r.hotkey.clone()?)))).collect()
+}
+
 /// The ratio's origin when no chain block set it, in words (text report and HTML alike).
 pub const RATIO_NEVER_SET_ON_CHAIN: &str =
     "(its starting value: no match on a chain has set it yet, or the logs name no chain, so it never decays)";
 
-const STYLE: &str = "
+pub(crate) const STYLE: &str = "
 body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:1.5em;color:#1b1f24}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.8em}
 table{border-collapse:collapse;margin:.6em 0;width:100%}
@@ -29,7 +39,7 @@ code{font-size:12px;overflow-wrap:anywhere}
 ";
 
 /// Shows a key or id as its first 16 hex digits, the whole in the tooltip.
-fn short(value: &impl std::fmt::Display) -> Markup {
+pub(crate) fn short(value: &impl std::fmt::Display) -> Markup {
     let text = value.to_string();
     let prefix: String = text.chars().take(16).collect();
     html! { code title=(text) { (prefix) "…" } }
@@ -40,7 +50,7 @@ fn ratio(ppm: u32) -> String {
 }
 
 /// A duration in the largest unit that keeps it readable.
-fn duration(ms: u64) -> String {
+pub(crate) fn duration(ms: u64) -> String {
     let s = ms / 1000;
     match s {
         0..=119 => format!("{:.1} s", ms as f64 / 1000.0),
@@ -50,11 +60,11 @@ fn duration(ms: u64) -> String {
     }
 }
 
-fn date(ms: u64) -> String {
+pub(crate) fn date(ms: u64) -> String {
     httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
 }
 
-fn decision(outcome: Option<EnvOutcome>) -> &'static str {
+pub(crate) fn decision(outcome: Option<EnvOutcome>) -> &'static str {
     match outcome {
         Some(EnvOutcome::ContenderBetter) => "better",
         Some(EnvOutcome::ContenderNotBetter) => "not better",
@@ -129,11 +139,11 @@ pub fn html(report: &AuditReport) -> String {
                                 td {
                                     @if let Some(w) = &row.logged {
                                         @if w.commit.is_some() { "committed " } @else { "set " }
-                                        @for (uid, v) in w.uids.iter().zip(&w.weights) { "uid " (uid) " = " (v) " " }
-                                        "at chain block " (w.chain_block)
+                                        (crate::chain::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied())))
+                                        " at chain block " (w.chain_block)
                                     } @else { "none" }
                                 }
-                                td { @if let Some(pairs) = &row.on_chain { @for (uid, v) in pairs { "uid " (uid) " = " (v) " " } } @else { "-" } }
+                                td { @if let Some(pairs) = &row.on_chain { (crate::chain::weight_shares(pairs.iter().copied())) } @else { "-" } }
                                 td.(if row.status == "mismatch" { "bad" } else { "" }) title=(row.detail) { (row.status) }
                                 td { @match row.agrees_with_replay { Some(true) => "all to it", Some(false) => "not now", None => "-" } }
                             }
@@ -142,7 +152,7 @@ pub fn html(report: &AuditReport) -> String {
                 }
 
                 h2 { "Validators" }
-                (validators(state))
+                (validators(state, &identities(report)))
 
                 h2 { "Matches (the network's verdicts)" }
                 (network_matches(state))
@@ -199,17 +209,21 @@ pub fn html(report: &AuditReport) -> String {
     page.into_string()
 }
 
-fn validators(state: &NetworkState) -> Markup {
+fn validators(state: &NetworkState, identities: &Identities) -> Markup {
     html! {
         table #validators {
             tr {
-                th { "validator" } th { "height" } th { "events" } th { "transcripts" } th { "matches" }
+                th { "validator" } th { "uid, hotkey" } th { "height" } th { "events" } th { "transcripts" } th { "matches" }
                 th { "false reports" } th { "disagreements" } th { "status" } th { "vTrust" } th style="width:22%" { "" }
             }
             @for v in &state.validators {
                 @let class = if v.vtrust_ppm == 0 { "fill zero" } else if v.vtrust_ppm < 900_000 { "fill mid" } else { "fill" };
                 tr data-validator=(v.validator) data-vtrust-ppm=(v.vtrust_ppm) {
                     td { (short(&v.validator)) }
+                    td { @match identities.get(&v.validator) {
+                        Some((uid, hotkey)) => { @if let Some(uid) = uid { "uid " (uid) " " } code title=(hotkey) { (hotkey.chars().take(8).collect::<String>()) "…" } }
+                        None => span.muted { "not read (no --chain)" },
+                    } }
                     td.n { @match v.tip_height { Some(h) => (h), None => "-" } }
                     td.n { (v.n_events) }
                     td.n { (v.n_transcripts) }
@@ -230,15 +244,16 @@ fn network_matches(state: &NetworkState) -> Markup {
         @if state.matches.is_empty() { p.muted { "No match yet." } }
         @else {
             table #network-matches {
-                tr { th { "started" } th { "contender" } th { "champion" } th { "votes" } th { "for (vTrust)" } th { "against (vTrust)" } th { "verdict" } }
+                tr { th { "started" } th { "contender" } th { "champion" } th { "votes" } th { "vTrust for the contender" } th { "vTrust against" } th { "verdict" } }
                 @for m in &state.matches {
                     tr {
                         td { (date(m.first_started_ms)) }
                         td { (m.contender.hotkey) }
                         td { (m.champion.hotkey) }
                         td.n { (m.votes.len()) }
-                        td.n { (format!("{:.4}", m.for_ppm as f64 / 1e6)) }
-                        td.n { (format!("{:.4}", m.against_ppm as f64 / 1e6)) }
+                        @let total = (m.for_ppm + m.against_ppm).max(1);
+                        td.n { (format!("{:.1}%", m.for_ppm as f64 * 100.0 / total as f64)) }
+                        td.n { (format!("{:.1}%", m.against_ppm as f64 * 100.0 / total as f64)) }
                         td { @match m.verdict {
                             Some(NetworkVerdict::ContenderWon) => "contender won",
                             Some(NetworkVerdict::ChampionStays) => "champion stays",

@@ -156,17 +156,24 @@ pub fn publish_command(data: &Path, out: &Path, json: bool) -> anyhow::Result<Ex
         line.update(|| format!("publishing: {} blocks, {} bundles written", r.blocks, r.bundles_written));
     })?;
     line.finish();
+    // The pages are folded from the logs just published: replayed from the same store.
+    let replayed = replay_store(&store, data, false, &mut |_, _, _| {})?;
+    let pages_written = af::http::publish::publish_pages(&replayed, &Default::default(), out)?;
     if json {
-        print_json(&report)?;
+        let mut value = serde_json::to_value(&report)?;
+        value["pages"] = serde_json::json!(af::http::pages::PAGES.map(|(name, _)| name));
+        value["pages_written"] = serde_json::json!(pages_written);
+        print_json(&value)?;
     } else {
         outln!(
-            "published {} chain(s), {} blocks to {}: {} bundles written ({:.1} MiB), {} unchanged",
+            "published {} chain(s), {} blocks to {}: {} bundles written ({:.1} MiB), {} unchanged; pages {}",
             report.chains,
             report.blocks,
             out.display(),
             report.bundles_written,
             report.bytes_written as f64 / 1048576.0,
-            report.bundles_unchanged
+            report.bundles_unchanged,
+            af::http::pages::PAGES.map(|(name, _)| name).join(", ")
         );
     }
     Ok(ExitCode::SUCCESS)

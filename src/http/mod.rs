@@ -4,6 +4,7 @@
 
 pub mod layout;
 pub mod mirror;
+pub mod pages;
 pub mod publish;
 pub mod server;
 

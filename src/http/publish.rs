@@ -87,6 +87,22 @@ pub fn publish(
     Ok(report)
 }
 
+/// Writes the subnet's pages (`super::pages`) of `replay` at the site's root, beside
+/// `af/v1/`, so their links to `af/v1/...` resolve there as on a node. Returns how many
+/// files changed.
+pub fn publish_pages(
+    replay: &crate::replay::Replay,
+    identities: &super::pages::Identities,
+    site: &Path,
+) -> Result<u64, PublishError> {
+    let mut written = 0;
+    for (name, _) in super::pages::PAGES {
+        let html = super::pages::render(name, replay, identities).expect("every listed page renders");
+        written += u64::from(write_if_changed(&site.join(name), html.as_bytes())?);
+    }
+    Ok(written)
+}
+
 fn to_json(value: &impl Serialize) -> Vec<u8> {
     serde_json::to_vec(value).expect("layout documents serialize")
 }

@@ -130,6 +130,10 @@ pub fn router(
     });
     Router::new()
         .route("/", get(live_page))
+        .route("/subnet.html", get(|s| subnet_page(s, "subnet.html")))
+        .route("/miners.html", get(|s| subnet_page(s, "miners.html")))
+        .route("/matches.html", get(|s| subnet_page(s, "matches.html")))
+        .route("/history.html", get(|s| subnet_page(s, "history.html")))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
         .route("/af/v1/live", get(live))
@@ -835,6 +839,24 @@ fn wants_openmetrics(request: &HeaderMap) -> bool {
         }
     }
     open > 0.0 && open >= classic
+}
+
+/// One of the subnet's pages (`super::pages`), folded from the latest replay.
+async fn subnet_page(State(served): State<Arc<Served>>, name: &'static str) -> Answer {
+    let replay = replayed(&served).await?;
+    let html = blocking(move || {
+        super::pages::render(name, &replay, &Default::default()).ok_or_else(|| internal("no such page"))
+    })
+    .await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, MUTABLE),
+            (header::CONTENT_SECURITY_POLICY, "default-src 'none'; style-src 'unsafe-inline'"),
+        ],
+        html,
+    )
+        .into_response())
 }
 
 /// The live page: one self-contained HTML file that polls `af/v1/live`.

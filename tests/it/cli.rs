@@ -270,3 +270,22 @@ fn peers_without_a_status_says_whether_a_node_runs() {
     let error = String::from_utf8_lossy(&running.stderr);
     assert!(error.contains("has no networking") && error.contains("--listen"), "{error}");
 }
+
+/// `af ledger publish` writes the subnet's pages beside `af/v1/`, folded from the logs it
+/// published, and writes them again only when they change.
+#[test]
+fn publish_writes_the_subnet_pages_beside_the_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let site = dir.path().join("site");
+    let (data, site_text) = (data.to_str().unwrap(), site.to_str().unwrap());
+    assert!(af(&["ledger", "demo", "--data", data, "--blocks", "3", "--events-per-block", "4"]).status.success());
+    let key = json(&af(&["ledger", "show", "--data", data, "--json"]))[0]["validator"].as_str().unwrap().to_string();
+    let first = json(&af(&["ledger", "publish", "--data", data, "--out", site_text, "--json"]));
+    assert_eq!(first["pages_written"], 4, "{first}");
+    let subnet = std::fs::read_to_string(site.join("subnet.html")).unwrap();
+    assert!(subnet.contains(&format!("data-validator=\"{key}\"")), "{subnet}");
+    assert!(subnet.contains("href=\"miners.html\"") && site.join("af/v1/logs").exists());
+    let again = json(&af(&["ledger", "publish", "--data", data, "--out", site_text, "--json"]));
+    assert_eq!(again["pages_written"], 0, "unchanged logs, unchanged pages: {again}");
+}

@@ -545,6 +545,20 @@ fn operator_endpoints_agree_with_the_log(data: &Path) {
     assert_eq!(gauge("af_champion_uid "), live["champion"]["uid"].as_f64().unwrap());
     assert_eq!(gauge("af_tip_height "), live["size"].as_f64().unwrap() - 1.0);
     assert_eq!(gauge("af_ratio_to_beat "), live["ratio_to_beat_ppm"].as_f64().unwrap() / 1e6);
+    // The subnet's pages, folded from the same log: our validator, both miners, the match.
+    let own = live["validator"].as_str().unwrap();
+    let champion = live["champion"]["hotkey"].as_str().unwrap();
+    for (page, must) in [
+        ("subnet.html", format!("data-validator=\"{own}\"")),
+        ("miners.html", format!("data-miner=\"{champion}\"")),
+        ("matches.html", "id=\"m-0\"".to_string()),
+        ("history.html", "id=\"champions\"".to_string()),
+    ] {
+        let (status, html) = fetch(&format!("{base}{page}"));
+        assert_eq!(status, 200, "{page}: {html}");
+        assert!(html.contains(&must) && html.contains("<nav>"), "{page} lacks {must}: {html}");
+        assert!(!html.contains("undefined") && !html.contains("NaN"), "{page}: {html}");
+    }
     let ratio: serde_json::Value =
         serde_json::from_slice(&af(&["ratio", "show", "--data", data.to_str().unwrap(), "--json"]).stdout).unwrap();
     assert_eq!(live["champion"]["hotkey"], ratio["champion"]);

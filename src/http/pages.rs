@@ -1,0 +1,395 @@
+//! The subnet's pages, folded from the logs a node holds: validators (`subnet.html`),
+//! miners (`miners.html`), matches (`matches.html`) and history (`history.html`), as
+//! btcli's metagraph and Affine's dashboard show them, but each number derived from the
+//! replayed logs. Pure: a [`Replay`] (and what is known of identities) in, HTML out. The
+//! node serves them at those paths and `af ledger publish` writes the same files, so
+//! their relative links work in both. No scripts: every value is escaped by maud, and
+//! the charts are SVG drawn here.
+
+use crate::audit::report::{date, decision, duration, short, RATIO_NEVER_SET_ON_CHAIN, STYLE};
+use crate::bytes::ValidatorKey;
+use crate::chain::weight_shares;
+use crate::ledger::event::MinerRef;
+use crate::replay::fold::ChainFold;
+use crate::replay::network::{NetworkMatch, NetworkVerdict};
+use crate::replay::Replay;
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+use std::collections::BTreeMap;
+
+/// The pages, by file name.
+pub const PAGES: [(&str, &str); 4] =
+    [("subnet.html", "Subnet"), ("miners.html", "Miners"), ("matches.html", "Matches"), ("history.html", "History")];
+
+pub use crate::audit::report::Identities;
+
+/// Renders page `name` (one of [`PAGES`]); `None` for any other name.
+pub fn render(name: &str, replay: &Replay, identities: &Identities) -> Option<String> {
+    let body = match name {
+        "subnet.html" => subnet(replay, identities),
+        "miners.html" => miners(replay),
+        "matches.html" => matches(replay, identities),
+        "history.html" => history(replay),
+        _ => return None,
+    };
+    let title = PAGES.iter().find(|(file, _)| *file == name).map_or("", |(_, title)| title);
+    Some(page(title, body))
+}
+
+fn page(title: &str, body: Markup) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { "af: " (title) }
+                style { (PreEscaped(STYLE)) (PreEscaped(PAGE_STYLE)) }
+            }
+            body {
+                nav {
+                    @for (file, name) in PAGES {
+                        @if name == title { b { (name) } } @else { a href=(file) { (name) } }
+                    }
+                }
+                h1 { (title) }
+                p.muted {
+                    "Folded from the signed logs this copy holds; a value the logs do not prove is marked. "
+                    "To check it all, mirror the logs and run " code { "af audit" } "."
+                }
+                (body)
+            }
+        }
+    }
+    .into_string()
+}
+
+const PAGE_STYLE: &str = "
+nav{display:flex;gap:1.2em;margin-bottom:.5em}nav a{color:#1565c0}
+td.nowrap,th{white-space:nowrap;overflow-wrap:normal}.unproven{color:#8a6d00}
+.nowrap{white-space:nowrap}
+svg{background:#fafbfc;border:1px solid #d0d4d9;max-width:100%;height:auto}
+";
+
+/// A validator as uid and short hotkey when known (full key on hover), else its key.
+fn validator_cell(validator: &ValidatorKey, identities: &Identities) -> Markup {
+    match identities.get(validator) {
+        Some((uid, hotkey)) => html! {
+            span.nowrap title=(format!("hotkey {hotkey}\nledger key {validator}")) {
+                @if let Some(uid) = uid { "uid " (uid) " " }
+                code { (hotkey.chars().take(8).collect::<String>()) "…" }
+            }
+        },
+        None => short(validator),
+    }
+}
+
+fn miner_cell(miner: &MinerRef) -> Markup {
+    html! {
+        span.nowrap title=(format!("hotkey {}\nmodel {}", miner.hotkey, miner.model)) {
+            "uid " (miner.uid) " " code { (miner.hotkey.chars().take(8).collect::<String>()) "…" }
+        }
+    }
+}
+
+fn percent(ppm: u64) -> String {
+    format!("{:.1}%", ppm as f64 / 1e4)
+}
+
+/// The newest chain block any log names: the pages' "now" for blocks-since figures
+/// (a page folded from logs has no chain head of its own).
+fn newest_chain_block(replay: &Replay) -> u64 {
+    replay
+        .folds
+        .iter()
+        .flat_map(|f| {
+            f.commitments
+                .iter()
+                .map(|c| c.chain_block)
+                .chain(f.last_weights.iter().map(|w| w.chain_block))
+                .chain(f.matches.values().map(|m| m.chain_block))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+fn subnet(replay: &Replay, identities: &Identities) -> Markup {
+    let state = &replay.state;
+    let newest = newest_chain_block(replay);
+    let folds: BTreeMap<ValidatorKey, &ChainFold> = replay.folds.iter().map(|f| (f.validator, f)).collect();
+    let since = |block: Option<u64>| match block {
+        Some(block) if newest > 0 => format!("{} (block {block})", newest.saturating_sub(block)),
+        Some(block) => format!("block {block}"),
+        None => "never".into(),
+    };
+    html! {
+        p #champion {
+            "Champion: "
+            @match &state.champion {
+                Some(c) => { (miner_cell(c)) " serving " code { (c.model) } }
+                None => { "none yet" }
+            }
+            "; ratio to beat " b { (percent(u64::from(state.ratio_set_ppm))) }
+            @match state.ratio_set_at_block { 0 => { " " (RATIO_NEVER_SET_ON_CHAIN) } b => { " (set at chain block " (b) ")" } }
+            "; weights by replay: " (weight_shares(state.weights.iter().copied())) "."
+        }
+        @if identities.is_empty() {
+            p.unproven { "Uids and hotkeys are not shown: this page was made without reading a chain's commitments." }
+        }
+        p.muted {
+            "Blocks since are counted to chain block " (newest) ", the newest any log names (not a chain head read now)."
+        }
+        table #validators {
+            tr {
+                th { "validator" } th { "ledger key" } th { "tip" } th { "vTrust" } th { "blocks since commitment" }
+                th { "blocks since weights" } th { "last weights (its log)" } th { "agrees with replay" }
+            }
+            @for v in &state.validators {
+                @let fold = folds.get(&v.validator);
+                tr data-validator=(v.validator) data-vtrust-ppm=(v.vtrust_ppm) {
+                    td { @if identities.contains_key(&v.validator) { (validator_cell(&v.validator, identities)) } @else { span.unproven { "not read" } } }
+                    td { (short(&v.validator)) }
+                    td.n { @match v.tip_height { Some(h) => (h), None => "-" } }
+                    td.n { (percent(u64::from(v.vtrust_ppm))) }
+                    td.n { (since(fold.and_then(|f| f.commitments.last()).map(|c| c.chain_block))) }
+                    td.n { (since(fold.and_then(|f| f.last_weights.as_ref()).map(|w| w.chain_block))) }
+                    td { @match fold.and_then(|f| f.last_weights.as_ref()) {
+                        Some(w) => (weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied()))),
+                        None => "none",
+                    } }
+                    td {
+                        @if v.equivocated { span.bad { "no: equivocated" } }
+                        @else if let Some(h) = v.invalid_at { span.bad { "no: invalid block " (h) } }
+                        @else if v.n_disagreements > 0 { span.bad { (v.n_disagreements) " of " (v.n_compared) " verdicts differ" } }
+                        @else { "yes (" (v.n_compared) " compared)" }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A record in one env: (env, wins, losses, draws) of the miner it belongs to.
+type EnvRecord = (String, u32, u32, u32);
+
+/// One miner's row: what it is now and what it did.
+#[derive(Default)]
+struct MinerRow {
+    miner: Option<MinerRef>,
+    champion: bool,
+    /// (match's row on the matches page, as contender?, the network's verdict as this
+    /// miner's result, its W/L/D per env).
+    played: Vec<(usize, bool, Option<bool>, Vec<EnvRecord>)>,
+    skipped: Vec<String>,
+}
+
+fn miners(replay: &Replay) -> Markup {
+    let state = &replay.state;
+    let mut rows: BTreeMap<String, MinerRow> = BTreeMap::new();
+    for (i, m) in state.matches.iter().enumerate() {
+        let won = m.verdict.map(|v| v == NetworkVerdict::ContenderWon);
+        let envs: Vec<EnvRecord> = plays_of(replay, m)
+            .first()
+            .map(|(_, _, played)| {
+                played.env_folds.iter().map(|(env, e)| (env.clone(), e.wins, e.losses, e.draws)).collect()
+            })
+            .unwrap_or_default();
+        for (miner, as_contender) in [(&m.contender, true), (&m.champion, false)] {
+            let row = rows.entry(miner.hotkey.clone()).or_default();
+            row.miner = Some(miner.clone());
+            let result = won.map(|won| won == as_contender);
+            let own_envs = envs
+                .iter()
+                .map(|(env, w, l, d)| if as_contender { (env.clone(), *w, *l, *d) } else { (env.clone(), *l, *w, *d) })
+                .collect();
+            row.played.push((i, as_contender, result, own_envs));
+        }
+    }
+    for fold in &replay.folds {
+        for skip in &fold.skipped {
+            let row = rows.entry(skip.hotkey.clone()).or_default();
+            let why = match skip.reason {
+                crate::ledger::event::SkipReason::Duplicate => "a duplicate of an earlier commitment",
+                crate::ledger::event::SkipReason::SameAsChampion => "the champion's own model",
+            };
+            let text = format!("{}@{} (block {}): {why}", skip.model, skip.revision, skip.commit_block);
+            if !row.skipped.contains(&text) {
+                row.skipped.push(text);
+            }
+            row.miner.get_or_insert_with(|| MinerRef {
+                hotkey: skip.hotkey.clone(),
+                uid: skip.uid,
+                model: format!("{}@{}", skip.model, skip.revision),
+            });
+        }
+    }
+    if let Some(champion) = &state.champion {
+        rows.entry(champion.hotkey.clone()).or_default().champion = true;
+    }
+    html! {
+        p.muted { "Every miner the logs name. Queued contenders are known only from the chain: see " code { "af mine status" } "." }
+        table #miners {
+            tr { th { "miner" } th { "model" } th { "state" } th { "matches (this miner's result; its W/L/D per env)" } }
+            @for (hotkey, row) in &rows {
+                tr data-miner=(hotkey) {
+                    td { @match &row.miner { Some(m) => (miner_cell(m)), None => code { (hotkey) } } }
+                    td { @if let Some(m) = &row.miner { code { (m.model) } } }
+                    td { @if row.champion { b { "champion" } } @else if !row.played.is_empty() { "played" } @else { "skipped" } }
+                    td {
+                        @for (i, as_contender, result, envs) in &row.played {
+                            div {
+                                a href=(format!("matches.html#m-{i}")) { "match " (i + 1) }
+                                " as " (if *as_contender { "contender" } else { "champion" }) ": "
+                                (match result { Some(true) => "won", Some(false) => "lost", None => "open" })
+                                @for (env, w, l, d) in envs { " · " (env) " " (w) "/" (l) "/" (d) }
+                            }
+                        }
+                        @for why in &row.skipped { div.muted { "not played: " (why) } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Each log's own play of the network's match `m` (the same contender and champion):
+/// (validator, its match id, its fold of the match).
+fn plays_of<'a>(
+    replay: &'a Replay,
+    m: &NetworkMatch,
+) -> Vec<(ValidatorKey, crate::bytes::Hash32, &'a crate::replay::fold::MatchFold)> {
+    replay
+        .folds
+        .iter()
+        .filter_map(|f| {
+            f.matches
+                .iter()
+                .find(|(_, p)| p.contender.hotkey == m.contender.hotkey && p.champion.hotkey == m.champion.hotkey)
+                .map(|(id, p)| (f.validator, *id, p))
+        })
+        .collect()
+}
+
+fn matches(replay: &Replay, identities: &Identities) -> Markup {
+    let state = &replay.state;
+    html! {
+        @if state.matches.is_empty() { p.muted { "No match yet." } }
+        p.muted {
+            "Each validator plays its own challenges, so its tallies and the ratio it sets (the geometric mean of "
+            "the contender's win rates over its envs) differ. The network's ratio to beat is the lower median of "
+            "the ratios set by the validators that voted for the winner with vTrust above zero (ledger-spec/06)."
+        }
+        table #matches {
+            tr {
+                th { "match" } th { "contender" } th { "champion" } th { "validator" } th { "its verdict" }
+                th { "contender's W/L/D per env (decision)" } th { "challenges" } th { "ratio it set" }
+            }
+            @for (n, m) in state.matches.iter().enumerate() {
+                @let total = m.for_ppm + m.against_ppm;
+                @let plays = plays_of(replay, m);
+                @let rows = plays.len().max(1);
+                @for (i, (validator, match_id, played)) in plays.iter().enumerate() {
+                    tr id=[(i == 0).then(|| format!("m-{n}"))] data-match=(n) data-validator=(validator) {
+                        @if i == 0 {
+                            td rowspan=(rows) {
+                                b { "match " (n + 1) } br;
+                                (date(m.first_started_ms)) br;
+                                b { @match m.verdict {
+                                    Some(NetworkVerdict::ContenderWon) => "contender won",
+                                    Some(NetworkVerdict::ChampionStays) => "champion stays",
+                                    None => "undecided",
+                                } }
+                                @if total > 0 {
+                                    br; span.muted { (percent(m.for_ppm * 1_000_000 / total)) " of the voting vTrust for the contender" }
+                                }
+                            }
+                            td rowspan=(rows) { (miner_cell(&m.contender)) br; code { (m.contender.model) } }
+                            td rowspan=(rows) { (miner_cell(&m.champion)) br; code { (m.champion.model) } }
+                        }
+                        td { (validator_cell(validator, identities)) br; span.muted { "match id " (short(match_id)) } }
+                        td { @match &played.decided { Some(d) => (if d.contender_won { "contender won" } else { "champion stays" }), None => "open" } }
+                        td { @for (env, e) in &played.env_folds { div { (env) " " (e.wins) "/" (e.losses) "/" (e.draws) " (" (decision(e.decision)) ")" } } }
+                        td.n { (played.env_folds.values().map(|e| u64::from(e.wins + e.losses + e.draws)).sum::<u64>()) }
+                        td.n { @match &played.decided { Some(d) => (percent(u64::from(d.new_ratio_to_beat_ppm))), None => "-" } }
+                    }
+                }
+                tr.muted { td colspan="8" {
+                    "Transcripts, both answers of each challenge with proofs: "
+                    @for (_, match_id, _) in &plays {
+                        code { "af transcripts --miner " (m.contender.hotkey) " --match " (match_id.to_hex()[..16]) } " "
+                    }
+                    "(from a running node: "
+                    a href=(format!("af/v1/transcripts?miner={}", url::form_urlencoded::byte_serialize(m.contender.hotkey.as_bytes()).collect::<String>())) { "the contender's entries as JSON" } ")."
+                } }
+            }
+        }
+    }
+}
+
+fn history(replay: &Replay) -> Markup {
+    let state = &replay.state;
+    // The ratio each decided match set, at the chain block its vote names (per validator).
+    let mut points: Vec<(u64, u32)> = state
+        .matches
+        .iter()
+        .flat_map(|m| m.votes.iter().filter(|v| v.chain_block > 0).map(|v| (v.chain_block, v.new_ratio_to_beat_ppm)))
+        .collect();
+    points.sort_unstable();
+    html! {
+        h2 { "Champions" }
+        @if state.champion_history.is_empty() { p.muted { "No champion yet." } }
+        table #champions {
+            tr { th { "champion" } th { "model" } th { "crowned" } th { "reign" } }
+            @for (i, change) in state.champion_history.iter().enumerate() {
+                @let until = state.champion_history.get(i + 1).map(|next| next.at_time_ms);
+                tr {
+                    td { (miner_cell(&change.champion)) }
+                    td { code { (change.champion.model) } }
+                    td { (date(change.at_time_ms)) }
+                    td { @match until { Some(u) => (duration(u.saturating_sub(change.at_time_ms))), None => "current" } }
+                }
+            }
+        }
+        h2 { "Ratio to beat over chain blocks" }
+        @if points.is_empty() { p.muted { "No match decided at a chain block yet." } }
+        @else { (ratio_chart(&points)) }
+        h2 { "vTrust now" }
+        p.muted { "vTrust is recomputed from every log at each replay; its past values are not kept." }
+        table #vtrust {
+            tr { th { "validator" } th { "vTrust" } }
+            @for v in &state.validators { tr { td { (short(&v.validator)) } td.n { (percent(u64::from(v.vtrust_ppm))) } } }
+        }
+    }
+}
+
+/// A step chart of the ratio each match set, over chain blocks, as SVG.
+fn ratio_chart(points: &[(u64, u32)]) -> Markup {
+    let (width, height, pad) = (720.0, 240.0, 40.0);
+    let first = points.first().map_or(0, |p| p.0);
+    let last = points.last().map_or(1, |p| p.0).max(first + 1);
+    let x = |block: u64| pad + (block - first) as f64 / (last - first) as f64 * (width - 2.0 * pad);
+    // The ratio lives in [0.5, 1].
+    let y = |ppm: u32| height - pad - (f64::from(ppm) / 1e6 - 0.5) / 0.5 * (height - 2.0 * pad);
+    let path: String = points
+        .iter()
+        .enumerate()
+        .map(|(i, (block, ppm))| format!("{}{:.1},{:.1}", if i == 0 { "M" } else { " L" }, x(*block), y(*ppm)))
+        .collect();
+    html! {
+        svg #ratio-chart viewBox=(format!("0 0 {width} {height}")) width=(width) height=(height) role="img" {
+            title { "Ratio to beat set by each decided match, by chain block" }
+            line x1=(pad) y1=(height - pad) x2=(width - pad) y2=(height - pad) stroke="#5b6470" {}
+            line x1=(pad) y1=(pad) x2=(pad) y2=(height - pad) stroke="#5b6470" {}
+            @for tick in [500_000u32, 750_000, 1_000_000] {
+                text x="4" y=(format!("{:.1}", y(tick) + 4.0)) font-size="11" { (percent(u64::from(tick))) }
+            }
+            text x=(pad) y=(height - 8.0) font-size="11" { "block " (first) }
+            text x=(width - pad - 90.0) y=(height - 8.0) font-size="11" { "block " (last) }
+            path d=(path) fill="none" stroke="#1565c0" stroke-width="2" {}
+            @for (block, ppm) in points {
+                circle cx=(format!("{:.1}", x(*block))) cy=(format!("{:.1}", y(*ppm))) r="3" fill="#1565c0" data-block=(block) data-ppm=(ppm) {
+                    title { "block " (block) ": " (percent(u64::from(*ppm))) }
+                }
+            }
+        }
+    }
+}
