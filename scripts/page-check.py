@@ -105,10 +105,16 @@ def live_page(browser, base):
         }
         return { champion: value("champion"), ratio: Number(value("ratio")), decided: Number(value("decided")),
                  size: Number(value("size")), match_id: head.matchId, contender: head.contender,
-                 match_champion: head.champion, envs, vtrust, lag };
+                 match_champion: head.champion, envs, vtrust, lag,
+                 role: document.getElementById("role").textContent, title: document.title,
+                 champion_text: document.getElementById("champion").textContent };
     }""")
     after = get_json(base + "af/v1/live")
     check(not errors, "live page: no script errors", errors)
+    check((shown["role"], shown["title"]) == ("af validator", "af validator: live"), "live page: titled by its role",
+          (shown["role"], shown["title"]))
+    check(shown["champion_text"].startswith("uid ") and before["champion"]["model"] in shown["champion_text"],
+          "live page: the champion as uid, short hotkey and model", shown["champion_text"])
     check(shown["champion"] == before["champion"]["hotkey"] == after["champion"]["hotkey"],
           "live page: champion equals the API's", (shown["champion"], before["champion"]))
     check(shown["ratio"] in (before["ratio_to_beat_ppm"], after["ratio_to_beat_ppm"]),

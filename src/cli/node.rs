@@ -187,8 +187,19 @@ pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> 
 
 pub fn peers(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let path = data.join(STATUS_FILE);
+    let running =
+        || matches!(af::ledger::store::Store::open_read_only(data), Err(af::ledger::store::StoreError::Locked(_)));
     let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
+        Ok(text) => {
+            // A status left by a node that has stopped is history, and said to be.
+            if !running() {
+                eprintln!(
+                    "af: no node is running on {}: this is the last status its node wrote before it stopped",
+                    data.display()
+                );
+            }
+            text
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // Whether something holds the store tells which of two things is missing.
             let running =

@@ -947,6 +947,8 @@ async fn live(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
     answer["vtrust_replay_size"] = serde_json::json!(vtrust_replay_size);
     answer["peers"] = serde_json::json!(peers);
     answer["af_version"] = serde_json::json!(env!("CARGO_PKG_VERSION"));
+    // A validator's loop beats; a node without one (`af node`) never does.
+    answer["role"] = serde_json::json!(if served.metrics.last_heartbeat_ms().is_some() { "validator" } else { "node" });
     json_cached(&request, &answer)
 }
 
