@@ -65,7 +65,7 @@ fn page(title: &str, body: Markup) -> String {
 
 const PAGE_STYLE: &str = "
 nav{display:flex;gap:1.2em;margin-bottom:.5em}nav a{color:#1565c0}
-td.nowrap,th{white-space:nowrap;overflow-wrap:normal}.unproven{color:#8a6d00}
+th{overflow-wrap:normal}.unproven{color:#8a6d00}
 .nowrap{white-space:nowrap}
 svg{background:#fafbfc;border:1px solid #d0d4d9;max-width:100%;height:auto}
 ";
