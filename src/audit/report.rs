@@ -38,6 +38,17 @@ code{font-size:12px;overflow-wrap:anywhere}
 .meta{display:flex;flex-wrap:wrap;gap:.4em 2em}
 ";
 
+/// A miner or validator as people know it: its uid (when known) and the first 8
+/// characters of its hotkey, with `hover` (the full values) in the tooltip.
+pub(crate) fn identity(uid: Option<u16>, hotkey: &str, hover: &str) -> Markup {
+    html! {
+        span.nowrap title=(hover) {
+            @if let Some(uid) = uid { "uid " (uid) " " }
+            code { (hotkey.chars().take(8).collect::<String>()) "…" }
+        }
+    }
+}
+
 /// Shows a key or id as its first 16 hex digits, the whole in the tooltip.
 pub(crate) fn short(value: &impl std::fmt::Display) -> Markup {
     let text = value.to_string();
@@ -221,7 +232,7 @@ fn validators(state: &NetworkState, identities: &Identities) -> Markup {
                 tr data-validator=(v.validator) data-vtrust-ppm=(v.vtrust_ppm) {
                     td { (short(&v.validator)) }
                     td { @match identities.get(&v.validator) {
-                        Some((uid, hotkey)) => { @if let Some(uid) = uid { "uid " (uid) " " } code title=(hotkey) { (hotkey.chars().take(8).collect::<String>()) "…" } }
+                        Some((uid, hotkey)) => (identity(*uid, hotkey, hotkey)),
                         None => span.muted { "not read (no --chain)" },
                     } }
                     td.n { @match v.tip_height { Some(h) => (h), None => "-" } }

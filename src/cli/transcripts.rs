@@ -120,9 +120,12 @@ fn print_entries(entries: &[TranscriptEntry]) -> anyhow::Result<()> {
     let short = |text: &str| text.chars().take(16).collect::<String>();
     let mut current: Option<(af::bytes::ValidatorKey, af::bytes::Hash32)> = None;
     let mut current_env: Option<String> = None;
-    for (i, e) in entries.iter().enumerate() {
+    for e in entries {
         let t = &e.transcript;
         if current != Some((e.validator, t.match_id)) {
+            if current.is_some() {
+                outln!("");
+            }
             current = Some((e.validator, t.match_id));
             current_env = None;
             let against = match (e.unproven.role.as_str(), &e.opponent) {
@@ -194,12 +197,6 @@ fn print_entries(entries: &[TranscriptEntry]) -> anyhow::Result<()> {
         if let Some(o) = &e.opponent {
             let label = if turns.len() > 1 { "theirs, last turn" } else { "theirs" };
             print_answer(label, &o.answer)?;
-        }
-        if i + 1 < entries.len() {
-            let next = &entries[i + 1];
-            if current != Some((next.validator, next.transcript.match_id)) {
-                outln!("");
-            }
         }
     }
     Ok(())

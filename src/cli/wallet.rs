@@ -34,35 +34,10 @@ pub enum WalletCommand {
 pub fn run(command: WalletCommand) -> anyhow::Result<ExitCode> {
     let WalletCommand::Show { wallet, hotkey, wallets_dir, json } = command;
     let paths = WalletPaths::new(wallets_dir, wallet.as_deref(), hotkey.as_deref());
-    // The hotkey from its secret where it can be opened; else, for an encrypted one with
-    // no password to hand, from its public file, said so.
-    let from_env = af::chain::subtensor::hotkey_from_env().transpose()?;
-    let (hotkey_address, hotkey_source) = match from_env.map_or_else(
-        || wallet::load_hotkey(&paths, Password::EnvOrPrompt).map(|key| (key, "secret")),
-        |key| Ok((key, "phrase_env")),
-    ) {
-        Ok((keypair, "phrase_env")) => (ss58(&keypair.public_key()), "phrase_env"),
-        Ok((keypair, _)) => {
-            // A public file beside it must name the same key.
-            let file = paths.hotkeypub_file();
-            if file.exists() {
-                let claimed = wallet::public_from_json(&file, &wallet::read_keyfile(&file)?)?;
-                anyhow::ensure!(
-                    claimed == keypair.public_key(),
-                    "{} names {}, not the hotkey's own key {}",
-                    file.display(),
-                    ss58(&claimed),
-                    ss58(&keypair.public_key())
-                );
-            }
-            (ss58(&keypair.public_key()), "secret")
-        }
-        Err(WalletError::PasswordNeeded { .. }) => {
-            let file = paths.hotkeypub_file();
-            let key = wallet::public_from_json(&file, &wallet::read_keyfile(&file)?)?;
-            (ss58(&key), "public_file")
-        }
-        Err(error) => return Err(error.into()),
+    let (hotkey_address, hotkey_source) = match af::chain::subtensor::hotkey_from_env().transpose()? {
+        // The phrase names no wallet file, so there is no public file to agree with.
+        Some(from_phrase) => (ss58(&from_phrase.public_key()), "phrase_env"),
+        None => hotkey_from_files(&paths)?,
     };
     let cold_file = paths.coldkeypub_file();
     let coldkey = ss58(&wallet::public_from_json(&cold_file, &wallet::read_keyfile(&cold_file)?)?);
@@ -93,4 +68,31 @@ pub fn run(command: WalletCommand) -> anyhow::Result<ExitCode> {
         outln!("  hotkey {} {hotkey_address}{note}", paths.hotkey);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The hotkey from its secret where it can be opened; else, for an encrypted one with no
+/// password to hand, from its public file, said so.
+fn hotkey_from_files(paths: &WalletPaths) -> anyhow::Result<(String, &'static str)> {
+    match wallet::load_hotkey(paths, Password::EnvOrPrompt) {
+        Ok(keypair) => {
+            // A public file beside it must name the same key.
+            let file = paths.hotkeypub_file();
+            if file.exists() {
+                let claimed = wallet::public_from_json(&file, &wallet::read_keyfile(&file)?)?;
+                anyhow::ensure!(
+                    claimed == keypair.public_key(),
+                    "{} names {}, not the hotkey's own key {}",
+                    file.display(),
+                    ss58(&claimed),
+                    ss58(&keypair.public_key())
+                );
+            }
+            Ok((ss58(&keypair.public_key()), "secret"))
+        }
+        Err(WalletError::PasswordNeeded { .. }) => {
+            let file = paths.hotkeypub_file();
+            Ok((ss58(&wallet::public_from_json(&file, &wallet::read_keyfile(&file)?)?), "public_file"))
+        }
+        Err(error) => Err(error.into()),
+    }
 }

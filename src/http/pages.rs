@@ -6,11 +6,11 @@
 //! their relative links work in both. No scripts: every value is escaped by maud, and
 //! the charts are SVG drawn here.
 
-use crate::audit::report::{date, decision, duration, short, RATIO_NEVER_SET_ON_CHAIN, STYLE};
-use crate::bytes::ValidatorKey;
+use crate::audit::report::{date, decision, duration, identity, short, RATIO_NEVER_SET_ON_CHAIN, STYLE};
+use crate::bytes::{Hash32, ValidatorKey};
 use crate::chain::weight_shares;
 use crate::ledger::event::MinerRef;
-use crate::replay::fold::ChainFold;
+use crate::replay::fold::{ChainFold, MatchFold};
 use crate::replay::network::{NetworkMatch, NetworkVerdict};
 use crate::replay::Replay;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
@@ -73,22 +73,13 @@ svg{background:#fafbfc;border:1px solid #d0d4d9;max-width:100%;height:auto}
 /// A validator as uid and short hotkey when known (full key on hover), else its key.
 fn validator_cell(validator: &ValidatorKey, identities: &Identities) -> Markup {
     match identities.get(validator) {
-        Some((uid, hotkey)) => html! {
-            span.nowrap title=(format!("hotkey {hotkey}\nledger key {validator}")) {
-                @if let Some(uid) = uid { "uid " (uid) " " }
-                code { (hotkey.chars().take(8).collect::<String>()) "…" }
-            }
-        },
+        Some((uid, hotkey)) => identity(*uid, hotkey, &format!("hotkey {hotkey}\nledger key {validator}")),
         None => short(validator),
     }
 }
 
 fn miner_cell(miner: &MinerRef) -> Markup {
-    html! {
-        span.nowrap title=(format!("hotkey {}\nmodel {}", miner.hotkey, miner.model)) {
-            "uid " (miner.uid) " " code { (miner.hotkey.chars().take(8).collect::<String>()) "…" }
-        }
-    }
+    identity(Some(miner.uid), &miner.hotkey, &format!("hotkey {}\nmodel {}", miner.hotkey, miner.model))
 }
 
 fn percent(ppm: u64) -> String {
@@ -185,9 +176,10 @@ struct MinerRow {
 fn miners(replay: &Replay) -> Markup {
     let state = &replay.state;
     let mut rows: BTreeMap<String, MinerRow> = BTreeMap::new();
+    let plays = plays_by_pair(replay);
     for (i, m) in state.matches.iter().enumerate() {
         let won = m.verdict.map(|v| v == NetworkVerdict::ContenderWon);
-        let envs: Vec<EnvRecord> = plays_of(replay, m)
+        let envs: Vec<EnvRecord> = plays_of(&plays, m)
             .first()
             .map(|(_, _, played)| {
                 played.env_folds.iter().map(|(env, e)| (env.clone(), e.wins, e.losses, e.draws)).collect()
@@ -251,26 +243,32 @@ fn miners(replay: &Replay) -> Markup {
     }
 }
 
-/// Each log's own play of the network's match `m` (the same contender and champion):
-/// (validator, its match id, its fold of the match).
-fn plays_of<'a>(
-    replay: &'a Replay,
-    m: &NetworkMatch,
-) -> Vec<(ValidatorKey, crate::bytes::Hash32, &'a crate::replay::fold::MatchFold)> {
-    replay
-        .folds
-        .iter()
-        .filter_map(|f| {
-            f.matches
-                .iter()
-                .find(|(_, p)| p.contender.hotkey == m.contender.hotkey && p.champion.hotkey == m.champion.hotkey)
-                .map(|(id, p)| (f.validator, *id, p))
-        })
-        .collect()
+/// Each log's own play of each network match, found by contender and champion as the
+/// network groups them: (validator, its match id, its fold of the match), a log's first
+/// play of a pair only. Indexed once per page, not searched per match.
+type Plays<'a> = BTreeMap<(&'a str, &'a str), Vec<(ValidatorKey, Hash32, &'a MatchFold)>>;
+
+fn plays_by_pair(replay: &Replay) -> Plays<'_> {
+    let mut plays: Plays = BTreeMap::new();
+    for fold in &replay.folds {
+        for (id, played) in &fold.matches {
+            let list = plays.entry((played.contender.hotkey.as_str(), played.champion.hotkey.as_str())).or_default();
+            // One fold's entries are pushed together, so its earlier play is the last one.
+            if list.last().is_none_or(|(validator, _, _)| *validator != fold.validator) {
+                list.push((fold.validator, *id, played));
+            }
+        }
+    }
+    plays
+}
+
+fn plays_of<'p, 'a>(plays: &'p Plays<'a>, m: &'a NetworkMatch) -> &'p [(ValidatorKey, Hash32, &'a MatchFold)] {
+    plays.get(&(m.contender.hotkey.as_str(), m.champion.hotkey.as_str())).map_or(&[], Vec::as_slice)
 }
 
 fn matches(replay: &Replay, identities: &Identities) -> Markup {
     let state = &replay.state;
+    let plays_index = plays_by_pair(replay);
     html! {
         @if state.matches.is_empty() { p.muted { "No match yet." } }
         p.muted {
@@ -285,7 +283,7 @@ fn matches(replay: &Replay, identities: &Identities) -> Markup {
             }
             @for (n, m) in state.matches.iter().enumerate() {
                 @let total = m.for_ppm + m.against_ppm;
-                @let plays = plays_of(replay, m);
+                @let plays = plays_of(&plays_index, m);
                 @let rows = plays.len().max(1);
                 @for (i, (validator, match_id, played)) in plays.iter().enumerate() {
                     tr id=[(i == 0).then(|| format!("m-{n}"))] data-match=(n) data-validator=(validator) {
@@ -314,7 +312,7 @@ fn matches(replay: &Replay, identities: &Identities) -> Markup {
                 }
                 tr.muted { td colspan="8" {
                     "Transcripts, both answers of each challenge with proofs: "
-                    @for (_, match_id, _) in &plays {
+                    @for (_, match_id, _) in plays {
                         code { "af transcripts --miner " (m.contender.hotkey) " --match " (match_id.to_hex()[..16]) } " "
                     }
                     "(from a running node: "

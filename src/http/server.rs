@@ -795,12 +795,10 @@ async fn metrics_text(State(served): State<Arc<Served>>, request: HeaderMap) -> 
             metrics.chain_lag_blocks.get_or_create(&labels).set(lag as i64);
         }
     }
-    let (own, log, ratio_params) = (served.own.clone(), served.log.clone(), served.ratio_params);
-    let (champion_uid, ratio_ppm, size) = blocking(move || {
-        let mut state = own.lock().unwrap_or_else(|e| e.into_inner());
-        fold_new_blocks(&mut state, &log.store, &log.validator()).map_err(internal)?;
+    let ratio_params = served.ratio_params;
+    let (champion_uid, ratio_ppm, size) = with_own_state(&served, move |state| {
         let ratio_ppm = ratio_params.current_ppm(&state.ratio, state.latest_chain_block);
-        Ok((state.champion.as_ref().map(|c| c.uid), ratio_ppm, state.next_height))
+        (state.champion.as_ref().map(|c| c.uid), ratio_ppm, state.next_height)
     })
     .await?;
     metrics.champion_uid.set(champion_uid.map_or(-1, i64::from));
@@ -877,14 +875,25 @@ const LIVE_PAGE: &str = include_str!("live.html");
 /// What the live page shows: our own log's champion, ratio, open match with each env's
 /// tally so far, and last chain records (all folded from our signed log), plus vTrust
 /// from the latest replay and peers' lag (as peers claim it).
-async fn live(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
-    let own = served.own.clone();
-    let log = served.log.clone();
-    let ratio_params = served.ratio_params;
-    // Folded and read under the lock: only the answer leaves it, never a copy of the state.
-    let mut answer = blocking(move || {
+/// Folds our own log's new blocks into the state kept between requests, then reads
+/// `read` from it under the lock: only its answer leaves, never a copy of the state.
+async fn with_own_state<T: Send + 'static>(
+    served: &Served,
+    read: impl FnOnce(&ValidatorState) -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    let (own, log) = (served.own.clone(), served.log.clone());
+    blocking(move || {
         let mut state = own.lock().unwrap_or_else(|e| e.into_inner());
         fold_new_blocks(&mut state, &log.store, &log.validator()).map_err(internal)?;
+        Ok(read(&state))
+    })
+    .await
+}
+
+async fn live(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
+    let ratio_params = served.ratio_params;
+    let validator = served.log.validator();
+    let mut answer = with_own_state(&served, move |state| {
         let current = state.open.as_ref().map(|open| {
             serde_json::json!({
                 "match_id": open.started.match_id,
@@ -900,8 +909,8 @@ async fn live(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
             serde_json::json!({ "match_id": d.match_id, "contender_won": d.contender_won, "champion": d.champion_hotkey })
         });
         let anchors: Vec<_> = state.recent_anchors.iter().rev().collect();
-        Ok(serde_json::json!({
-            "validator": log.validator(),
+        serde_json::json!({
+            "validator": validator,
             "size": state.next_height,
             "champion": state.champion,
             "ratio_to_beat_ppm": ratio_params.current_ppm(&state.ratio, state.latest_chain_block),
@@ -910,7 +919,7 @@ async fn live(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
             "last_decided": last,
             "match": current,
             "anchors": anchors,
-        }))
+        })
     })
     .await?;
     served.replayer.demand();
