@@ -85,8 +85,9 @@ async fn read_response<T: AsyncRead + Unpin + Send>(budget: &Arc<MemoryBudget>, 
     Ok(Held::new(bytes, reservation))
 }
 
-/// A message is its bytes, closed by the end of the stream.
-async fn write_closed<T: futures::AsyncWrite + Unpin + Send>(io: &mut T, bytes: &[u8]) -> std::io::Result<()> {
+/// A message is its bytes, closed by the end of the stream (tests' hostile peers frame
+/// theirs with this too, so they differ from us only in what they send).
+pub async fn write_closed<T: futures::AsyncWrite + Unpin + Send>(io: &mut T, bytes: &[u8]) -> std::io::Result<()> {
     io.write_all(bytes).await?;
     io.close().await
 }

@@ -80,20 +80,7 @@ fn connect_from(from: [u8; 4], to: SocketAddr) -> Option<TcpStream> {
 /// A store with one chain of 24 blocks of about 1 MiB.
 fn big_blocks(dir: &Path) -> (std::path::PathBuf, af::bytes::ValidatorKey) {
     let data = dir.join("node");
-    let output = af(&[
-        "ledger",
-        "demo",
-        "--data",
-        data.to_str().unwrap(),
-        "--blocks",
-        "24",
-        "--events-per-block",
-        "4",
-        "--event-bytes",
-        "262144",
-    ]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let validator = af::ledger::LedgerKey::load(&data.join("validator.key")).unwrap().validator();
+    let validator = crate::demo_log(&data, 24, 4, 262144);
     (data, validator)
 }
 

@@ -55,6 +55,42 @@ pub fn memory_of(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// A new store at `data` holding one demo chain of `blocks` blocks of `events` events of
+/// about `event_bytes` each (`af ledger demo`); its validator.
+pub fn demo_log(data: &Path, blocks: u64, events: u64, event_bytes: u64) -> af::bytes::ValidatorKey {
+    let (blocks, events, event_bytes) = (blocks.to_string(), events.to_string(), event_bytes.to_string());
+    let data_text = data.to_str().unwrap();
+    let output = af(&[
+        "ledger",
+        "demo",
+        "--data",
+        data_text,
+        "--blocks",
+        &blocks,
+        "--events-per-block",
+        &events,
+        "--event-bytes",
+        &event_bytes,
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    af::ledger::LedgerKey::load(&data.join("validator.key")).unwrap().validator()
+}
+
+/// The arguments of `af node` on `data`, listening on loopback `port`, dialling `peers`.
+pub fn node_args(data: &Path, port: u16, peers: &[u16]) -> Vec<String> {
+    let mut args = vec![
+        "node".to_string(),
+        "--data".into(),
+        data.display().to_string(),
+        "--listen".into(),
+        format!("/ip4/127.0.0.1/tcp/{port}"),
+    ];
+    for peer in peers {
+        args.extend(["--peer".into(), format!("/ip4/127.0.0.1/tcp/{peer}")]);
+    }
+    args
+}
+
 /// A loopback port free a moment ago (for a process that must come back on the same one).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

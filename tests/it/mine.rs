@@ -237,35 +237,17 @@ fn wallet_flags_on_the_local_chain_mean_the_wallets_hotkey() {
     let server = serve(&dir.path().join("chain"), "127.0.0.1:0");
     let chain = format!("local:{}", server.1);
     let wallets = crate::repo_path("fixtures/wallet");
-    let registered = json(&[
-        "chain",
-        "register",
-        "--chain",
-        &chain,
-        "--wallet",
-        "alice",
-        "--hotkey",
-        "plain",
-        "--wallets-dir",
-        wallets.to_str().unwrap(),
-        "--json",
-    ]);
+    let (chain, wallets) = (chain.as_str(), wallets.to_str().unwrap());
+    let register = move |hotkey: &'static str, extra: &[&'static str]| {
+        let flags = ["chain", "register", "--chain", chain, "--wallet", "alice", "--hotkey", hotkey];
+        [&flags[..], &["--wallets-dir", wallets], extra].concat()
+    };
+    let registered = json(&register("plain", &["--json"]));
     assert_eq!(registered["hotkey"], "5DoKc2g83hZXkT1FA1YbjG3YuK8eXzkYkS1z5PGVg6sSP9yA");
     // A path as a hotkey name (the coldkey beside the hotkeys) is refused by name.
-    let coldkey = af(&[
-        "chain",
-        "register",
-        "--chain",
-        &chain,
-        "--wallet",
-        "alice",
-        "--hotkey",
-        "../coldkey",
-        "--wallets-dir",
-        wallets.to_str().unwrap(),
-    ]);
+    let coldkey = af(&register("../coldkey", &[]));
     assert_eq!(coldkey.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&coldkey.stderr).contains("must be a plain name"));
-    let none = af(&["chain", "register", "--chain", &chain]);
+    let none = af(&["chain", "register", "--chain", chain]);
     assert!(String::from_utf8_lossy(&none.stderr).contains("--wallet NAME"), "the error names the wallet flags");
 }

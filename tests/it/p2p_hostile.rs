@@ -13,7 +13,7 @@ use af::ledger::demo::demo_events;
 use af::ledger::LedgerKey;
 use af::p2p::wire::{self, Request, Response, SignedHeader};
 use ed25519_dalek::Signer;
-use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
+use futures::{AsyncReadExt, StreamExt};
 use libp2p::request_response::{self, ProtocolSupport};
 use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
 use libp2p::{gossipsub, noise, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
@@ -33,12 +33,6 @@ async fn read_all<T: futures::AsyncRead + Unpin + Send>(io: &mut T) -> std::io::
     let mut bytes = Vec::new();
     io.take(64 << 20).read_to_end(&mut bytes).await?;
     Ok(bytes)
-}
-
-/// The bytes, then the end of the stream.
-async fn write_all<T: futures::AsyncWrite + Unpin + Send>(io: &mut T, bytes: &[u8]) -> std::io::Result<()> {
-    io.write_all(bytes).await?;
-    io.close().await
 }
 
 #[async_trait::async_trait]
@@ -66,7 +60,7 @@ impl request_response::Codec for Raw {
         io: &mut T,
         request: Vec<u8>,
     ) -> std::io::Result<()> {
-        write_all(io, &request).await
+        af::p2p::codec::write_closed(io, &request).await
     }
     async fn write_response<T: futures::AsyncWrite + Unpin + Send>(
         &mut self,
@@ -74,7 +68,7 @@ impl request_response::Codec for Raw {
         io: &mut T,
         response: Vec<u8>,
     ) -> std::io::Result<()> {
-        write_all(io, &response).await
+        af::p2p::codec::write_closed(io, &response).await
     }
 }
 
@@ -119,16 +113,7 @@ impl Node {
     fn start(data: &Path, peers: &[u16], extra: &[&str]) -> Node {
         let port = free_port();
         let stderr = data.with_extension("stderr");
-        let mut args = vec![
-            "node".to_string(),
-            "--data".into(),
-            data.display().to_string(),
-            "--listen".into(),
-            format!("/ip4/127.0.0.1/tcp/{port}"),
-        ];
-        for peer in peers {
-            args.extend(["--peer".into(), format!("/ip4/127.0.0.1/tcp/{peer}")]);
-        }
+        let mut args = crate::node_args(data, port, peers);
         args.extend(extra.iter().map(|s| s.to_string()));
         let child = Command::new(af_bin())
             .args(&args)
@@ -217,21 +202,8 @@ fn verifies(data: &Path) {
 /// A node serving an honest 40-block chain (dialling `peers`), and its validator.
 fn honest_source(dir: &Path, name: &str, peers: &[u16]) -> (Node, af::bytes::ValidatorKey) {
     let data = dir.join(name);
-    let output = af(&[
-        "ledger",
-        "demo",
-        "--data",
-        data.to_str().unwrap(),
-        "--blocks",
-        "40",
-        "--events-per-block",
-        "8",
-        "--event-bytes",
-        "2048",
-    ]);
-    assert!(output.status.success());
-    let key = LedgerKey::load(&data.join("validator.key")).unwrap();
-    (Node::start(&data, peers, &[]), key.validator())
+    let validator = crate::demo_log(&data, 40, 8, 2048);
+    (Node::start(&data, peers, &[]), validator)
 }
 
 /// Waits until `node` holds all 40 blocks of `validator`'s chain; how long it took.

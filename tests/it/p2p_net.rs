@@ -135,16 +135,7 @@ fn a_one_round_devnet_is_an_honest_run() {
 }
 
 fn node(data: &std::path::Path, port: u16, peer: Option<u16>) -> std::process::Child {
-    let mut args = vec![
-        "node".to_string(),
-        "--data".into(),
-        data.display().to_string(),
-        "--listen".into(),
-        format!("/ip4/127.0.0.1/tcp/{port}"),
-    ];
-    if let Some(peer) = peer {
-        args.extend(["--peer".into(), format!("/ip4/127.0.0.1/tcp/{peer}")]);
-    }
+    let args = crate::node_args(data, port, peer.as_slice());
     Command::new(af_bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
 }
 
@@ -159,19 +150,7 @@ fn a_node_killed_mid_sync_restarts_and_catches_up() {
     let dir = tempfile::tempdir().unwrap();
     let (source, mirror) = (dir.path().join("source"), dir.path().join("mirror"));
     // 300 blocks of 32 events of ~4 KiB: big enough that the kill lands mid-sync.
-    let output = af(&[
-        "ledger",
-        "demo",
-        "--data",
-        source.to_str().unwrap(),
-        "--blocks",
-        "300",
-        "--events-per-block",
-        "32",
-        "--event-bytes",
-        "4096",
-    ]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    crate::demo_log(&source, 300, 32, 4096);
     let (source_port, mirror_port) = (free_port(), free_port());
     let mut source_node = node(&source, source_port, None);
     let mut mirror_node = node(&mirror, mirror_port, Some(source_port));

@@ -56,15 +56,19 @@ fn config(dir: &std::path::Path, extra: &str, miners: &[(&str, &Miner)]) -> std:
     path
 }
 
+/// The queue tests' miners (a noisy champion, then a perfect and a random contender)
+/// and a config naming them with a small cap; the miners stop when dropped.
+fn three_miners(dir: &std::path::Path) -> ([Miner; 3], std::path::PathBuf) {
+    let miners = [miner("noisy:0.3"), miner("perfect"), miner("random")];
+    let named = [("5Noisy", &miners[0]), ("5Perfect", &miners[1]), ("5Random", &miners[2])];
+    let config = config(dir, "[evaluation]\ncap = 200\nmax_challenges = 300", &named);
+    (miners, config)
+}
+
 #[test]
 fn validate_runs_the_queue_and_ratio_show_reports_it() {
-    let (noisy, perfect, random) = (miner("noisy:0.3"), miner("perfect"), miner("random"));
     let dir = tempfile::tempdir().unwrap();
-    let config = config(
-        dir.path(),
-        "[evaluation]\ncap = 200\nmax_challenges = 300",
-        &[("5Noisy", &noisy), ("5Perfect", &perfect), ("5Random", &random)],
-    );
+    let (_miners, config) = three_miners(dir.path());
     let data = dir.path().join("data");
     let output = Command::new(af_bin())
         .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--json"])
@@ -362,13 +366,8 @@ fn a_copy_of_the_champion_is_dismissed_early_and_the_audit_rederives_it() {
 /// same total, and a log already there ends at once.
 #[test]
 fn max_matches_counts_the_matches_in_the_log_across_restarts() {
-    let (noisy, perfect, random) = (miner("noisy:0.3"), miner("perfect"), miner("random"));
     let dir = tempfile::tempdir().unwrap();
-    let config = config(
-        dir.path(),
-        "[evaluation]\ncap = 200\nmax_challenges = 300",
-        &[("5Noisy", &noisy), ("5Perfect", &perfect), ("5Random", &random)],
-    );
+    let (_miners, config) = three_miners(dir.path());
     let data = dir.path().join("data");
     let run = |max: &str| {
         let output = Command::new(af_bin())
