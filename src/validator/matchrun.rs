@@ -74,6 +74,10 @@ struct Shared {
     registry: Arc<Registry>,
     client: Arc<MinerClient>,
     state: Mutex<MatchState>,
+    /// Held from recording a pair into `state` until its events are sent: the log then
+    /// holds events in the order their effects reached the state, so an env decision
+    /// written by another env's task never precedes the transcripts its tally counts.
+    send_order: tokio::sync::Mutex<()>,
     events: mpsc::Sender<Vec<Event>>,
     progress: Option<Arc<watch::Sender<MatchState>>>,
     metrics: Arc<Metrics>,
@@ -151,6 +155,7 @@ pub async fn play_match(
         registry,
         client,
         state: Mutex::new(state),
+        send_order: tokio::sync::Mutex::new(()),
         events,
         progress,
         metrics,
@@ -259,6 +264,7 @@ async fn run_env(
             transcript(&shared.plan, &env_ref, index, &challenge_id, &shared.plan.contender.miner, contender.clone()),
             transcript(&shared.plan, &env_ref, index, &challenge_id, &shared.plan.champion.miner, champion.clone()),
         ];
+        let _in_order = shared.send_order.lock().await;
         let decision = {
             let mut state = shared.state.lock().expect("never poisoned");
             if !state.wants_more(env_index) {
