@@ -9,6 +9,11 @@ mod cli;
 
 use std::process::ExitCode;
 
+/// A validator runs for weeks: its resident memory must follow its live heap, which
+/// glibc's per-thread arenas do not (ARCHITECTURE.md, "Memory").
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let args = <cli::Cli as clap::Parser>::parse();
     let suppressed = init_logging();

@@ -107,6 +107,8 @@ pub struct Metrics {
     pub champion_uid: Gauge,
     pub ratio_to_beat: Gauge<f64, AtomicU64>,
     pub tip_height: Gauge,
+    /// Block bytes of every log the store holds, as the last replay folded them.
+    pub store_block_bytes: Gauge,
     pub vtrust: Family<PeerChain, Gauge<f64, AtomicU64>>,
 }
 
@@ -213,6 +215,7 @@ impl Metrics {
             champion_uid: Gauge::default(),
             ratio_to_beat: Gauge::default(),
             tip_height: Gauge::default(),
+            store_block_bytes: Gauge::default(),
             vtrust: Family::default(),
             registry: Registry::default(),
         };
@@ -276,6 +279,11 @@ impl Metrics {
             metrics.ratio_to_beat.clone(),
         );
         r.register("tip_height", "The height of our own log's last block", metrics.tip_height.clone());
+        r.register(
+            "store_block_bytes",
+            "Bytes of the blocks of every log the store holds, as the last replay folded them",
+            metrics.store_block_bytes.clone(),
+        );
         r.register(
             "vtrust",
             "Each validator's vTrust (0 to 1) in the latest replay of every log held, by ledger key",

@@ -91,6 +91,16 @@ pub enum LedgerCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Shrink a stopped validator's store file to its data (redb's compaction): the file
+    /// grows in doubling steps and keeps freed pages for reuse. Pages are checked first.
+    Compact {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
+        #[arg(long)]
+        data: PathBuf,
+        /// Print JSON for scripts (ledger-spec/10 for events).
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a signed checkpoint (C2SP signed note) of our own chain's tip.
     Checkpoint {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
@@ -243,6 +253,15 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
         LedgerCommand::Export { data, format, validator, json: _ } => export(&data, format, validator),
         LedgerCommand::Import { data, file, json } => import(&data, &file, json),
         LedgerCommand::Reindex { data, json } => reindex(&data, json),
+        LedgerCommand::Compact { data, json } => {
+            let (before, after) = Store::compact(&data)?;
+            if json {
+                print_json(&serde_json::json!({ "ok": true, "bytes_before": before, "bytes_after": after }))?;
+            } else {
+                outln!("compacted the store: {before} bytes before, {after} after");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         LedgerCommand::Publish { data, out, json } => super::http::publish_command(&data, &out, json),
         LedgerCommand::ProveConsistency { data, validator, old, new, json: _ } => {
             prove_consistency(&data, validator, old, new)

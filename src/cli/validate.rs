@@ -137,8 +137,9 @@ pub fn validate(
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         let (stop_sender, stop) = tokio::sync::watch::channel(false);
-        let stop_sender = Arc::new(stop_sender);
-        let stop_at_end = stop_sender.clone();
+        // Networking stops last, on its own signal: after our last block is sealed, so
+        // it can announce and serve that block to its peers before it closes.
+        let (net_stop_sender, net_stop) = tokio::sync::watch::channel(false);
         let signal = super::stop_signal();
         tokio::spawn(async move {
             let signal = signal.await;
@@ -185,7 +186,7 @@ pub fn validate(
         let with_chain_peers = chain.is_some() && config.p2p.enabled();
         let network = if config.p2p.enabled() {
             let chain_peers = with_chain_peers.then(|| peers_receiver.clone());
-            Some(super::node::start(&log, &config.p2p, data, stop.clone(), chain_peers, budget.clone())?)
+            Some(super::node::start(&log, &config.p2p, data, net_stop, chain_peers, budget.clone())?)
         } else {
             None
         };
@@ -326,7 +327,7 @@ pub fn validate(
                     }
                 });
             }
-            if let Some(chain) = chain.clone().filter(|_| !watch_only) {
+            let anchoring = chain.clone().filter(|_| !watch_only).map(|chain| {
                 tokio::spawn(af::validator::anchor::anchor_loop(
                     log.clone(),
                     af::validator::anchor::ChainSender { chain, sent: sent_weights.clone() },
@@ -335,12 +336,22 @@ pub fn validate(
                     af::validator::anchor::AnchorClock { check_ms: 1_000, now_ms: super::now_ms },
                     stop.clone(),
                     metrics.clone(),
-                ));
-            }
+                ))
+            });
             drop(events);
             let (writer_log, validator) = (log.clone(), log.validator());
-            tokio::spawn(async move {
-                while let Some(batch) = received.recv().await {
+            let (finish, mut finishing) = tokio::sync::watch::channel(false);
+            let appender = tokio::spawn(async move {
+                loop {
+                    let batch = tokio::select! {
+                        batch = received.recv() => batch,
+                        // No more sends: what is queued is appended, then the loop ends.
+                        _ = finishing.changed() => {
+                            received.close();
+                            continue;
+                        }
+                    };
+                    let Some(batch) = batch else { break };
                     let log = writer_log.clone();
                     match tokio::task::spawn_blocking(move || log.append(batch, super::now_ms())).await {
                         Ok(Ok(receipt)) => {
@@ -363,13 +374,22 @@ pub fn validate(
                     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
                 }
             }
-            let _ = task.await;
+            // The anchoring loop ends at the stop, after its send in flight; then what it
+            // queued is appended, and only then is the network told to stop.
+            if let Some(anchoring) = anchoring {
+                let _ = anchoring.await;
+            }
+            let _ = finish.send(true);
+            let _ = appender.await;
+            net_task = Some(task);
         }
         // The network ends inside the runtime, before the runtime does (dropping a running
-        // swarm with the runtime panicked in its timers).
+        // swarm with the runtime panicked in its timers). Our last block is sealed by now:
+        // the node announces it and serves it for up to its grace period.
         if let Some(task) = net_task {
-            let _ = stop_at_end.send(true);
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(10), task).await;
+            let _ = net_stop_sender.send(true);
+            let grace = std::time::Duration::from_millis(af::p2p::net::STOP_GRACE_MS);
+            let _ = tokio::time::timeout(grace + std::time::Duration::from_secs(10), task).await;
         }
         // Stopped by a signal, while playing or while serving: 130, as the README says.
         Ok(if summary.interrupted || *stop.borrow() { ExitCode::from(EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })

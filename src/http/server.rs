@@ -806,6 +806,7 @@ async fn metrics_text(State(served): State<Arc<Served>>, request: HeaderMap) -> 
     metrics.tip_height.set(size as i64 - 1);
     served.replayer.demand();
     if let Some(replay) = served.replayer.latest.borrow().as_ref() {
+        metrics.store_block_bytes.set(replay.folds.iter().map(|f| f.n_bytes).sum::<u64>() as i64);
         for v in &replay.state.validators {
             let labels = PeerChain { validator: v.validator.to_hex() };
             metrics.vtrust.get_or_create(&labels).set(f64::from(v.vtrust_ppm) / 1e6);

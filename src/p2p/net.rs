@@ -58,7 +58,14 @@ pub struct NetConfig {
     /// What peers may make us hold: responses read and responses waiting to be sent.
     pub budget: Arc<MemoryBudget>,
     pub connections: ConnectionLimits,
+    /// After `stop`: how long the node goes on serving until every connected peer that
+    /// syncs with us says it holds our tip (`STOP_GRACE_MS` by default).
+    pub stop_grace_ms: u64,
 }
+
+/// How long a stopping node waits for its peers to take its last block: a clean stop
+/// leaves every connected peer whole, and a peer that never asks cannot hold it up.
+pub const STOP_GRACE_MS: u64 = 5_000;
 
 /// How many libp2p connections a node keeps (libp2p's own `connection_limits`): enough
 /// for every other validator of a subnet (up to 64 with permits) in both directions.
@@ -95,6 +102,7 @@ impl Default for NetConfig {
             peers: Vec::new(),
             sync: SyncConfig::default(),
             tick_ms: 250,
+            stop_grace_ms: STOP_GRACE_MS,
             chain_peers: None,
             budget: MemoryBudget::new(crate::budget::DEFAULT_BUDGET_BYTES),
             connections: ConnectionLimits::default(),
@@ -246,13 +254,30 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
     let mut tick = tokio::time::interval(Duration::from_millis(config.tick_ms.max(10)));
     let mut redial = tokio::time::interval(Duration::from_secs(2));
     let mut listen_addrs: Vec<String> = Vec::new();
+    // Set by `stop`: until then the node goes on serving, so the block sealed at the stop
+    // reaches the peers, and it asks them for their tips on every tick to know when.
+    let mut draining: Option<std::time::Instant> = None;
     loop {
+        if let Some(deadline) = draining {
+            let own = log.validator();
+            let tip = store.tip(&own).map_err(super::protocol::SyncError::from)?.map(|t| t.height);
+            let lacking = tip.map_or(0, |height| sync.peers_lacking(&own, height));
+            if lacking == 0 || std::time::Instant::now() >= deadline {
+                tracing::info!(
+                    event = "net_stopped",
+                    peers_lacking_our_tip = lacking,
+                    "networking stopped ({lacking} connected peer(s) still lacking our tip)"
+                );
+                // Closed here, inside the runtime, not by a runtime shutting down.
+                drop(swarm);
+                return Ok(());
+            }
+        }
         let input = tokio::select! {
-            _ = channels.stop.changed() => {
+            _ = channels.stop.changed(), if draining.is_none() => {
                 if *channels.stop.borrow() {
-                    // Closed here, inside the runtime, not by a runtime shutting down.
-                    drop(swarm);
-                    return Ok(());
+                    draining = Some(std::time::Instant::now() + Duration::from_millis(config.stop_grace_ms));
+                    sync.ask_tips_every_tick();
                 }
                 continue;
             }

@@ -304,6 +304,20 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         &self.forked
     }
 
+    /// Connected peers that have not said they hold `validator`'s chain up to `height`:
+    /// what a stopping node waits for (a peer that keeps no copy of it costs the wait its
+    /// grace period, no more).
+    pub fn peers_lacking(&self, validator: &ValidatorKey, height: u64) -> usize {
+        self.peers.values().filter(|state| state.holds.get(validator).is_none_or(|held| *held < height)).count()
+    }
+
+    /// From now on, asks every peer for its tips on every turn of the clock, not every
+    /// `tips_interval_ms`: a stopping node learns within a tick that its last block is held.
+    pub fn ask_tips_every_tick(&mut self) {
+        self.config.tips_interval_ms = 0;
+        self.next_tips_ms = 0;
+    }
+
     /// Connected peers and what each is known to hold.
     pub fn peers(&self) -> impl Iterator<Item = (&P, &BTreeMap<ValidatorKey, u64>)> {
         self.peers.iter().map(|(peer, state)| (peer, &state.holds))

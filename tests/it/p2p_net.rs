@@ -339,3 +339,57 @@ fn an_equivocating_validator_is_caught_with_evidence_over_real_sockets() {
         assert!(af(&["ledger", "verify", "--data", data.to_str().unwrap()]).status.success());
     }
 }
+
+/// A validator stopped by a signal mid-match seals what it has recorded into a last
+/// block, announces it and serves it before its networking closes: its peer holds the
+/// whole chain without any manual copy.
+#[test]
+fn a_validator_stopped_by_a_signal_leaves_its_last_block_with_its_peer() {
+    use crate::validator_cli::miner;
+    let dir = tempfile::tempdir().unwrap();
+    // Two identical slow miners draw every challenge: a long match, going on at the stop.
+    let miners = [miner("slow:1000"), miner("slow:1000")];
+    // Blocks seal every 2 s, so the stop always finds events not yet in a block.
+    let mut config = "[evaluation]\ncap = 2000\nmax_challenges = 4000\n\
+                      [ledger]\nblock_max_events = 65536\nblock_max_ms = 2000\n"
+        .to_string();
+    for (i, hotkey) in ["5Champion", "5Contender"].iter().enumerate() {
+        config +=
+            &format!("\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {i}\nbase_url = \"{}\"\nmodel = \"m\"\n", miners[i].1);
+    }
+    let config_path = dir.path().join("validator.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let (validator_data, peer_data) = (dir.path().join("v"), dir.path().join("peer"));
+    let (validator_port, peer_port) = (free_port(), free_port());
+    let mut peer = node(&peer_data, peer_port, None);
+    let mut validator = Command::new(af_bin())
+        .args(["validate", "--data", validator_data.to_str().unwrap(), "--config", config_path.to_str().unwrap()])
+        .args(["--listen", &format!("/ip4/127.0.0.1/tcp/{validator_port}")])
+        .args(["--peer", &format!("/ip4/127.0.0.1/tcp/{peer_port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while held_height(&peer_data).is_none() {
+        assert!(Instant::now() < deadline, "the peer never received a block of the validator");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Mid-block: about a second of the match's events wait for the next seal.
+    std::thread::sleep(Duration::from_millis(1_000));
+    Command::new("kill").args(["-INT", &validator.id().to_string()]).status().unwrap();
+    assert_eq!(validator.wait().unwrap().code(), Some(130));
+
+    let store = af::ledger::Store::open_read_only(&validator_data).unwrap();
+    let key = LedgerKey::load(&validator_data.join("validator.key")).unwrap();
+    let tip = store.tip(&key.validator()).unwrap().expect("the validator recorded blocks");
+    drop(store);
+    // The validator is gone: whatever the peer holds now, it took before the stop ended.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while held_height(&peer_data) != Some(tip.height) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(held_height(&peer_data), Some(tip.height), "the peer holds the block sealed at the stop");
+    Command::new("kill").args(["-INT", &peer.id().to_string()]).status().unwrap();
+    peer.wait().unwrap();
+}

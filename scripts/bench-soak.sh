@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# A long run of two validators, compressed in time, as an operator would run them:
+# the stand-in chain with 250 ms blocks, a 20-block tempo and commit-reveal, four
+# reference miners, and a new contender committing every CONTENDER_EVERY seconds (every
+# sixth one a sybil that copies an earlier model and revision). Both validators run with
+# --serve --listen --http and find each other on the chain. Every SAMPLE seconds it
+# prints each validator's resident memory, file descriptors, threads, store size and the
+# block bytes its store holds; at the end, a least-squares line over the last half of the
+# run (the last hour of a run of two hours or more) for each, and the state hashes of the
+# two stores after a clean stop.
+#
+# Usage: scripts/bench-soak.sh [MINUTES] [SAMPLE_SECONDS]   (defaults 10 and 30; the
+# issue's figure is a run of 120 minutes or more)
+# Environment: SOAK_DIR (default /tmp/af-soak, replaced), CONTENDER_EVERY (default 20),
+# SUBNET_UIDS (miner uids before registration replaces the oldest; default 64), AF (a
+# built af binary to run instead of building this checkout's), WRAP (a command to run
+# validator 0 under, such as heaptrack; its samples are then the wrapper's).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+minutes="${1:-10}"
+sample="${2:-30}"
+every="${CONTENDER_EVERY:-20}"
+uids="${SUBNET_UIDS:-64}"
+dir="${SOAK_DIR:-/tmp/af-soak}"
+
+if [ -z "${AF:-}" ]; then
+    cargo build --release --locked --bin af >&2
+fi
+rm -rf "$dir"
+mkdir -p "$dir"
+# A copy, so a rebuild during the run does not change the binary under the validators.
+cp "${AF:-target/release/af}" "$dir/af"
+af="$dir/af"
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+# The first line a process prints on stdout, read from its log file (bounded wait).
+first_line() {
+    local file="$1"
+    for _ in $(seq 100); do
+        if [ -s "$file" ]; then head -n1 "$file"; return; fi
+        sleep 0.1
+    done
+    echo "no output in $file" >&2
+    exit 1
+}
+
+"$af" chain serve --data "$dir/chain" --listen 127.0.0.1:0 --block-ms 250 --tempo 20 >"$dir/chain.out" 2>"$dir/chain.log" &
+pids+=($!)
+chain_addr="$(first_line "$dir/chain.out" | sed 's/^listening on //')"
+chain="local:$chain_addr"
+curl -fsS -X POST -H 'content-type: application/json' \
+    -d '{"commit_reveal_enabled":true,"rate_limit_blocks":8,"reveal_period_epochs":1}' \
+    "http://$chain_addr/v1/subnets/1/settings" >/dev/null
+
+policies=(perfect noisy:0.1 noisy:0.3 random)
+urls=()
+for i in "${!policies[@]}"; do
+    "$af" miner serve --listen 127.0.0.1:0 --policy "${policies[$i]}" --model "${policies[$i]}" --seed "$i" \
+        >"$dir/miner$i.out" 2>"$dir/miner$i.log" &
+    pids+=($!)
+    urls+=("$(first_line "$dir/miner$i.out" | awk '{print $3}')")
+done
+
+registered=0
+# Registers hotkey $1 and commits model $2, revision $3, endpoint $4. Once the subnet
+# holds SUBNET_UIDS miners, each registration replaces the oldest miner uid, as a full
+# subnet on subtensor deregisters one.
+commit() {
+    local replace=()
+    if [ "$registered" -ge "$uids" ]; then replace=(--replace-uid $((2 + registered % uids))); fi
+    "$af" chain register --chain "$chain" --hotkey "$1" "${replace[@]}" --json >/dev/null
+    "$af" mine commit --chain "$chain" --hotkey "$1" --model "$2" --revision "$3" --endpoint "$4" --json >/dev/null
+    registered=$((registered + 1))
+}
+
+cat >"$dir/validator.toml" <<EOF
+[evaluation]
+cap = 300
+max_challenges = 600
+window = 8
+[ledger]
+block_max_events = 64
+block_max_ms = 500
+[client]
+timeout_ms = 10000
+[chain]
+endpoint = "$chain"
+netuid = 1
+discover_every_ms = 500
+EOF
+for v in 0 1; do
+    "$af" chain register --chain "$chain" --hotkey "5SoakValidator$v" --validator --json >/dev/null
+done
+commit 5SoakMiner0 perfect r0 "${urls[0]}"
+commit 5SoakMiner1 noisy:0.1 r1 "${urls[1]}"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+vpids=()
+http=()
+for v in 0 1; do
+    mkdir -p "$dir/v$v"
+    "$af" ledger init --data "$dir/v$v" >/dev/null
+    port="$(free_port)"
+    http+=("127.0.0.1:$(free_port)")
+    wrap=()
+    if [ "$v" = 0 ] && [ -n "${WRAP:-}" ]; then read -r -a wrap <<<"$WRAP"; fi
+    AF_CHAIN__HOTKEY="5SoakValidator$v" "${wrap[@]}" "$af" validate --data "$dir/v$v" --config "$dir/validator.toml" --serve \
+        --listen "/ip4/127.0.0.$((2 + v))/tcp/$port" --http "${http[$v]}" --json \
+        >"$dir/v$v/summary.json" 2>"$dir/v$v/validate.log" &
+    vpids+=($!)
+    pids+=($!)
+done
+
+# One sample of validator $1: RSS KiB, fds, threads, store bytes, block bytes held.
+sample_of() {
+    local pid="${vpids[$1]}" rss threads fds disk blocks
+    rss="$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")"
+    threads="$(awk '/^Threads:/ {print $2}' "/proc/$pid/status")"
+    fds="$(ls "/proc/$pid/fd" | wc -l)"
+    disk="$(stat -c %s "$dir/v$1/ledger.redb")"
+    blocks="$(curl -fsS -m 5 "http://${http[$1]}/metrics" | awk '/^af_store_block_bytes / {print $2}')"
+    echo "$rss $fds $threads $disk ${blocks:-0}"
+}
+
+start=$(date +%s)
+end=$((start + minutes * 60))
+next_commit=$((start + every))
+next_sample=$start
+n=2
+printf '%8s %3s %9s %5s %5s %10s %10s %7s\n' minute v rss_kib fds thr store_b blocks_b matches
+: >"$dir/samples"
+while [ "$(date +%s)" -lt "$end" ]; do
+    now=$(date +%s)
+    for v in 0 1; do
+        if ! kill -0 "${vpids[$v]}" 2>/dev/null; then
+            echo "validator $v exited; see $dir/v$v/validate.log" >&2
+            exit 1
+        fi
+    done
+    if [ "$now" -ge "$next_commit" ]; then
+        i=$((n % 4))
+        if [ $((n % 6)) -eq 5 ]; then
+            # A sybil: an earlier contender's model and revision under a new hotkey.
+            j=$((n - 3))
+            commit "5SoakSybil$n" "${policies[$((j % 4))]}" "r$j" "${urls[$i]}"
+        else
+            commit "5SoakMiner$n" "${policies[$i]}" "r$n" "${urls[$i]}"
+        fi
+        n=$((n + 1))
+        next_commit=$((next_commit + every))
+    fi
+    if [ "$now" -ge "$next_sample" ]; then
+        minute=$(awk -v s="$start" -v n="$now" 'BEGIN {printf "%.2f", (n - s) / 60}')
+        for v in 0 1; do
+            read -r rss fds threads disk blocks <<<"$(sample_of "$v")"
+            matches="$(grep -c '"event":"match_decided"' "$dir/v$v/validate.log" || true)"
+            echo "$minute $v $rss $fds $threads $disk $blocks $matches" >>"$dir/samples"
+            printf '%8s %3s %9s %5s %5s %10s %10s %7s\n' "$minute" "$v" "$rss" "$fds" "$threads" "$disk" "$blocks" "$matches"
+        done
+        next_sample=$((next_sample + sample))
+    fi
+    sleep 1
+done
+
+# Least squares over the last half of the run, or its last hour if it ran two or more.
+python3 - "$dir/samples" "$minutes" <<'EOF'
+import sys
+rows = [line.split() for line in open(sys.argv[1])]
+minutes = float(sys.argv[2])
+since = minutes - 60 if minutes >= 120 else minutes / 2
+print(f"\nline fit over minutes {since:.0f} to {minutes:.0f} (per hour)")
+print(f"{'v':>3} {'rss MB/h':>10} {'fds/h':>8} {'threads/h':>10} {'store MB/h':>11} {'blocks MB/h':>12} {'store/blocks':>13}")
+for v in ("0", "1"):
+    pts = [[float(x) for x in r] for r in rows if r[1] == v and float(r[0]) >= since]
+    def slope(col):
+        xs = [p[0] / 60 for p in pts]; ys = [p[col] for p in pts]
+        mx = sum(xs) / len(xs); my = sum(ys) / len(ys)
+        den = sum((x - mx) ** 2 for x in xs)
+        return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
+    last = pts[-1]
+    ratio = last[5] / last[6] if last[6] else float("nan")
+    print(f"{v:>3} {slope(2) / 1024:>10.2f} {slope(3):>8.2f} {slope(4):>10.2f} {slope(5) / 1e6:>11.2f} {slope(6) / 1e6:>12.2f} {ratio:>13.2f}")
+EOF
+
+# A clean stop: each validator seals, announces and serves its last block, and then
+# both stores must hold the same logs and replay to the same state.
+for v in 0 1; do kill -INT "${vpids[$v]}"; done
+for v in 0 1; do wait "${vpids[$v]}" || true; done
+echo
+for v in 0 1; do
+    printf 'v%s state hash after the stop: ' "$v"
+    "$af" audit --data "$dir/v$v" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin).get("state_hash"))'
+done
+# Disk: the store against the block bytes it holds, before and after `af ledger compact`.
+echo
+printf '%3s %12s %12s %12s %8s %8s\n' v blocks_b store_b compacted_b ratio ratio_c
+for v in 0 1; do
+    blocks="$("$af" ledger export --data "$dir/v$v" --format blocks | wc -c)"
+    read -r before after <<<"$("$af" ledger compact --data "$dir/v$v" --json |
+        python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["bytes_before"], d["bytes_after"])')"
+    printf '%3s %12s %12s %12s %8.2f %8.2f\n' "$v" "$blocks" "$before" "$after" \
+        "$(awk -v a="$before" -v b="$blocks" 'BEGIN {print a / b}')" "$(awk -v a="$after" -v b="$blocks" 'BEGIN {print a / b}')"
+done
