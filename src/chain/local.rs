@@ -583,6 +583,7 @@ async fn limits(
             last_update: uid.and_then(|u| subnet.last_update.get(&u).copied()),
             commit_reveal_enabled: subnet.commit_reveal_enabled,
             version_key: subnet.version_key,
+            tempo: s.tempo,
         }
     }))
 }

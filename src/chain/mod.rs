@@ -234,6 +234,13 @@ pub struct WeightLimits {
     pub last_update: Option<u64>,
     pub commit_reveal_enabled: bool,
     pub version_key: u64,
+    /// Blocks per epoch: weights that repeat our last send wait this long after it.
+    #[serde(default = "default_tempo")]
+    pub tempo: u64,
+}
+
+fn default_tempo() -> u64 {
+    DEFAULT_TEMPO
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -252,6 +259,8 @@ pub enum ChainError {
     CommitPending { reveal_block: u64 },
     #[error("weights were set at block {last} and the rate limit is {limit} blocks: next allowed at block {next}")]
     RateLimited { last: u64, limit: u64, next: u64 },
+    #[error("the same weights were sent at block {last}: sent again once an epoch has passed, at block {next}")]
+    Unchanged { last: u64, next: u64 },
     #[error("this chain client has no hotkey to sign with")]
     NoSigner,
     #[error("metadata: {0}")]
@@ -275,6 +284,7 @@ impl ChainError {
             ChainError::CommitPending { .. } => "commit_pending",
             ChainError::Tlock(_) => "timelock",
             ChainError::RateLimited { .. } => "rate_limited",
+            ChainError::Unchanged { .. } => "unchanged",
             ChainError::NoSigner => "no_signer",
             ChainError::Metadata(_) => "metadata",
             ChainError::Decode { .. } => "decode",
@@ -299,7 +309,10 @@ impl ChainError {
     pub fn is_wait(&self) -> bool {
         matches!(
             self,
-            ChainError::RateLimited { .. } | ChainError::TooManyUnrevealed { .. } | ChainError::CommitPending { .. }
+            ChainError::RateLimited { .. }
+                | ChainError::TooManyUnrevealed { .. }
+                | ChainError::CommitPending { .. }
+                | ChainError::Unchanged { .. }
         )
     }
 }
@@ -408,15 +421,42 @@ pub enum WeightsSent {
 /// and the serving loop share it), so the same decision is never sent twice.
 #[derive(Debug, Default)]
 pub struct SentWeights {
-    last: tokio::sync::Mutex<Option<WeightsSent>>,
+    last: tokio::sync::Mutex<Option<LastSend>>,
+}
+
+/// Our last send and the weights it carried.
+#[derive(Debug)]
+struct LastSend {
+    sent: WeightsSent,
+    uids: Vec<u16>,
+    weights: Vec<u16>,
 }
 
 impl SentWeights {
     /// The block our next weights may go at, by the rate limit over the later of the
     /// chain's last update and our own last send.
     pub async fn check_rate(&self, limits: &WeightLimits, netuid: u16, now: u64) -> Result<(), ChainError> {
-        check_rate_counting(self.last.lock().await.as_ref(), limits, netuid, now)
+        check_rate_counting(self.last.lock().await.as_ref().map(|l| &l.sent), limits, netuid, now)
     }
+}
+
+/// Weights equal to our last send's wait one epoch after it: sent once an epoch they keep
+/// the validator active (the chain's activity cutoff is many epochs) and the chain's
+/// weights current, and sending them whenever the rate limit allows would only add
+/// blocks to the log and extrinsics to the pool (ARCHITECTURE.md, "Disk").
+fn check_repeat(
+    last: Option<&LastSend>,
+    uids: &[u16],
+    weights: &[u16],
+    tempo: u64,
+    now: u64,
+) -> Result<(), ChainError> {
+    let Some(last) = last.filter(|l| l.uids == uids && l.weights == weights) else { return Ok(()) };
+    let next = last.sent.chain_block().saturating_add(tempo.max(1));
+    if now < next {
+        return Err(ChainError::Unchanged { last: last.sent.chain_block(), next });
+    }
+    Ok(())
 }
 
 /// The rate limit over the later of the chain's last update and `ours`, our last send.
@@ -454,15 +494,17 @@ pub async fn send_weights(
     let mut last = sent.last.lock().await;
     let limits = chain.weight_limits().await?;
     let block = chain.current_block().await?;
-    check_rate_counting(last.as_ref(), &limits, chain.netuid(), block)?;
+    check_rate_counting(last.as_ref().map(|l| &l.sent), &limits, chain.netuid(), block)?;
+    check_repeat(last.as_ref(), uids, weights, limits.tempo, block)?;
     let version_key = limits.version_key;
+    let record = |sent: &WeightsSent| LastSend { sent: sent.clone(), uids: uids.to_vec(), weights: weights.to_vec() };
     if !limits.commit_reveal_enabled {
         let chain_block = chain.set_weights(uids, weights, version_key).await?;
         let done = WeightsSent::Set { chain_block, version_key };
-        *last = Some(done.clone());
+        *last = Some(record(&done));
         return Ok(done);
     }
-    if let Some(WeightsSent::Committed { plan, .. }) = last.as_ref() {
+    if let Some(WeightsSent::Committed { plan, .. }) = last.as_ref().map(|l| &l.sent) {
         if block < plan.reveal_block {
             return Err(ChainError::CommitPending { reveal_block: plan.reveal_block });
         }
@@ -496,7 +538,7 @@ pub async fn send_weights(
         plan,
         ciphertext_hash: Hash32(*blake3::hash(&ciphertext).as_bytes()),
     };
-    *last = Some(done.clone());
+    *last = Some(record(&done));
     Ok(done)
 }
 
@@ -689,11 +731,28 @@ mod tests {
             last_update: Some(1000),
             commit_reveal_enabled: false,
             version_key: 0,
+            tempo: 360,
         };
         assert!(matches!(check_weight_limits(&limits, 1, 1050), Err(ChainError::RateLimited { next: 1100, .. })));
         assert!(check_weight_limits(&limits, 1, 1100).is_ok());
         // Commits count against the same limit.
         let reveal = WeightLimits { commit_reveal_enabled: true, ..limits };
         assert!(matches!(check_weight_limits(&reveal, 7, 1099), Err(ChainError::RateLimited { .. })));
+    }
+
+    #[test]
+    fn the_same_weights_go_again_only_after_an_epoch() {
+        let last = LastSend {
+            sent: WeightsSent::Set { chain_block: 1000, version_key: 0 },
+            uids: vec![3],
+            weights: vec![65535],
+        };
+        let repeat = check_repeat(Some(&last), &[3], &[65535], 360, 1359);
+        assert!(matches!(repeat, Err(ChainError::Unchanged { last: 1000, next: 1360 })), "{repeat:?}");
+        assert!(repeat.unwrap_err().is_wait());
+        assert!(check_repeat(Some(&last), &[3], &[65535], 360, 1360).is_ok());
+        // New weights (a new champion) go at once; so does a first send.
+        assert!(check_repeat(Some(&last), &[4], &[65535], 360, 1001).is_ok());
+        assert!(check_repeat(None, &[3], &[65535], 360, 1001).is_ok());
     }
 }

@@ -620,6 +620,8 @@ impl Chain for SubtensorClient {
         let rate = self.fetch_or_default(&at, "WeightsSetRateLimit", key()).await?;
         let reveal = self.fetch_or_default(&at, "CommitRevealWeightsEnabled", key()).await?;
         let version = self.fetch_or_default(&at, "WeightsVersionKey", key()).await?;
+        let tempo = self.fetch_or_default(&at, "Tempo", key()).await?;
+        let tempo = as_u128(&tempo).map(|n| n as u64).ok_or_else(|| decode("Tempo", "not a number"))?;
         let last_update = match self.hotkey() {
             Some(hotkey) => {
                 let uid = self.neurons().await?.into_iter().find(|n| n.hotkey == hotkey).map(|n| n.uid);
@@ -635,6 +637,7 @@ impl Chain for SubtensorClient {
             last_update,
             commit_reveal_enabled: as_u128(&reveal) == Some(1),
             version_key: as_u128(&version).unwrap_or(0) as u64,
+            tempo,
         })
     }
 

@@ -371,6 +371,8 @@ async fn the_subtensor_backend_reads_and_submits_through_a_strict_loopback_node(
     assert!(matches!(again, ChainError::RateLimited { .. }), "{again}");
     node.put("SubtensorModule", "WeightsSetRateLimit", &subnet_key(), Value::u128(0));
     let again = af::chain::send_weights(&client, &memory, &[2], &[65535], 1_800_000_000_000).await.unwrap_err();
+    assert!(matches!(again, ChainError::Unchanged { .. }), "the same weights wait an epoch: {again}");
+    let again = af::chain::send_weights(&client, &memory, &[3], &[65535], 1_800_000_000_000).await.unwrap_err();
     assert!(matches!(again, ChainError::CommitPending { .. }), "{again}");
     let restarted = af::chain::SentWeights::default();
     let again = af::chain::send_weights(&client, &restarted, &[2], &[65535], 1_800_000_000_000).await.unwrap_err();
@@ -478,8 +480,8 @@ fn serve_against_the_strict_node(commit_reveal: bool) {
         assert!(std::time::Instant::now() < deadline, "no serving line:\n{}", lines.lock().unwrap().join("\n"));
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    // Serving for about 20 blocks: weights go again whenever the chain allows.
-    std::thread::sleep(std::time::Duration::from_secs(6));
+    // Serving for about 30 blocks: the same weights go again once an epoch (20 blocks).
+    std::thread::sleep(std::time::Duration::from_secs(9));
     assert!(Command::new("kill").args(["-TERM", &process.id().to_string()]).status().unwrap().success());
     assert_eq!(process.wait().unwrap().code(), Some(130), "{}", lines.lock().unwrap().join("\n"));
     reader.join().unwrap();
@@ -519,6 +521,9 @@ fn serve_against_the_strict_node(commit_reveal: bool) {
         assert!(epochs.windows(2).all(|w| w[0] != w[1]), "{weights_blocks:?}");
     } else {
         assert!(calls(weights_call) >= 2, "weights again while serving: {weights_blocks:?}");
+        // The champion never changed: its weights repeat once an epoch, not at every
+        // block the rate limit allows.
+        assert!(weights_blocks.windows(2).all(|w| w[1] >= w[0] + 20), "{weights_blocks:?}");
     }
     let axon = ours.iter().find(|s| s.decoded.as_ref().unwrap().call == "serve_axon").unwrap();
     assert_eq!(number(axon.decoded.as_ref().unwrap().arg("ip")), 0x7f00_0002, "127.0.0.2 published");
