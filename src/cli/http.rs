@@ -36,7 +36,16 @@ impl std::ops::Deref for ReadStore {
 /// stopped store at the moment of the copy.
 pub fn open_for_read(data: &Path) -> anyhow::Result<ReadStore> {
     match Store::open_read_only(data) {
-        Ok(store) => Ok(ReadStore { store, _temporary: None }),
+        Ok(store) => {
+            if let Some(why) = store.recovery_needed() {
+                eprintln!(
+                    "af: {} needs recovery: {}; nothing was written (the next `af validate` or `af node` on it recovers it)",
+                    store.path().display(),
+                    crate::cli::terminal_safe(why)
+                );
+            }
+            Ok(ReadStore { store, _temporary: None })
+        }
         Err(StoreError::Locked(path)) => {
             let Some(url) = node_address(data) else {
                 anyhow::bail!(

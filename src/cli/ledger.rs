@@ -487,7 +487,9 @@ fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
         Ok(store) => Ok(store),
         Err(error) => Err(error.downcast::<af::ledger::StoreError>()?),
     };
+    let mut recovery_needed = None;
     let report = opened.and_then(|store| {
+        recovery_needed = store.recovery_needed().map(String::from);
         verify::verify_store(&store, &mut |validator, blocks, bytes| {
             progress.update(|| {
                 format!(
@@ -512,6 +514,8 @@ fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
         value["seconds"] = serde_json::json!(seconds);
         value["events_per_second"] = serde_json::json!(report.n_events as f64 / seconds);
         value["mib_per_second"] = serde_json::json!(report.n_bytes as f64 / 1048576.0 / seconds);
+        // What was verified is the store as its writer's recovery will leave it.
+        value["recovery_needed"] = serde_json::json!(recovery_needed);
         print_json(&value)?;
     } else {
         for chain in &report.chains {

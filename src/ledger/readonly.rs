@@ -153,6 +153,9 @@ impl StorageBackend for ReadOnlyFile {
 const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
 pub const REDB_HEADER_BYTES: usize = 320;
 const SLOT_OFFSETS: [usize; 2] = [64, 192];
+/// Bits of redb's "god byte", the one after the magic.
+const PRIMARY_BIT: u8 = 1;
+const RECOVERY_REQUIRED: u8 = 2;
 const TRANSACTION_ID_IN_SLOT: usize = 104;
 
 /// Checks that the file is at least a redb header long and starts with redb's magic.
@@ -170,21 +173,29 @@ pub fn check_magic(header: &[u8]) -> Result<(), String> {
 /// current is the newer of the two. Both slots hold valid commits (the previous one is
 /// kept for crash recovery), so a changed primary bit would silently show the log as it
 /// was one commit earlier.
-pub fn check_header(header: &[u8]) -> Result<(), String> {
+/// Checks the header's magic and reads its commit slots as redb's recovery reads them,
+/// returning why the store needs recovery, if it does. A writer marks the file "recovery
+/// required" while it has it open, so a file still marked was left by a writer that did
+/// not close it (a crash or a kill). A header naming the older of its two commits as
+/// current was left mid-commit (the slot written, the switch to it not yet): redb's
+/// recovery then reads the newer one if its pages check out, else the older, and so does
+/// this reader, in memory only. Neither is damage: nothing acknowledged is lost by a crash.
+pub fn check_header(header: &[u8]) -> Result<Option<String>, String> {
     check_magic(header)?;
-    let primary = usize::from(header[9] & 1);
+    let god = header[REDB_MAGIC.len()];
+    let primary = usize::from(god & PRIMARY_BIT);
     let txn = |slot: usize| {
         let at = SLOT_OFFSETS[slot] + TRANSACTION_ID_IN_SLOT;
         u64::from_le_bytes(header[at..at + 8].try_into().expect("8 bytes"))
     };
     if txn(primary) < txn(1 - primary) {
-        return Err(format!(
-            "the header names commit {} as current, but commit {} is newer: the header was changed",
+        return Ok(Some(format!(
+            "its writer stopped while switching from commit {} to commit {}",
             txn(primary),
             txn(1 - primary)
-        ));
+        )));
     }
-    Ok(())
+    Ok((god & RECOVERY_REQUIRED != 0).then(|| "its writer did not close it (a crash or a kill)".to_string()))
 }
 
 #[cfg(test)]
@@ -212,15 +223,18 @@ mod tests {
     }
 
     #[test]
-    fn header_naming_the_older_commit_is_refused() {
+    fn headers_left_by_a_crash_need_recovery_and_a_bad_magic_is_refused() {
         let mut header = vec![0u8; REDB_HEADER_BYTES];
         header[..9].copy_from_slice(&REDB_MAGIC);
         header[64 + 104..64 + 112].copy_from_slice(&7u64.to_le_bytes());
         header[192 + 104..192 + 112].copy_from_slice(&8u64.to_le_bytes());
         header[9] = 1;
-        assert!(check_header(&header).is_ok());
+        assert_eq!(check_header(&header), Ok(None));
+        // Left mid-commit: the newer commit is one its writer was switching to.
         header[9] = 0;
-        assert!(check_header(&header).unwrap_err().contains("commit 8 is newer"));
+        assert!(check_header(&header).unwrap().unwrap().contains("switching from commit 7 to commit 8"));
+        header[9] = RECOVERY_REQUIRED | PRIMARY_BIT;
+        assert!(check_header(&header).unwrap().unwrap().contains("did not close it"));
         header[0] = b'x';
         assert!(check_header(&header).unwrap_err().contains("magic"));
     }

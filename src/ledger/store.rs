@@ -213,6 +213,9 @@ pub struct Store {
     db: Database,
     path: PathBuf,
     read_only: bool,
+    /// A read-only open of a store its writer left without closing: why it needs the
+    /// recovery a writer's next open makes (the reader made it in memory only).
+    recovery: Option<String>,
 }
 
 impl std::fmt::Debug for Store {
@@ -232,7 +235,7 @@ impl Store {
             // A new file has nothing to check; an existing one is checked like any other.
             builder.set_check_integrity_on_open(existed).create(&path)
         })?;
-        let store = Store { db, path, read_only: false };
+        let store = Store { db, path, read_only: false, recovery: None };
         store.init_tables()?;
         Ok(store)
     }
@@ -243,7 +246,7 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         let path = existing_store_file(dir)?;
         let db = open_database(&path, |builder| builder.set_check_integrity_on_open(true).open(&path))?;
-        let store = Store { db, path, read_only: false };
+        let store = Store { db, path, read_only: false, recovery: None };
         store.check_schema()?;
         Ok(store)
     }
@@ -269,27 +272,33 @@ impl Store {
                 .set_check_integrity_on_open(true)
                 .set_repair_callback(move |session| {
                     // redb reports progress 0.3 only when the newest commit fails its
-                    // checksums and it is about to fall back to the previous one: a reader
-                    // must report that, not show the older log.
+                    // checksums and it falls back to the previous one, as its recovery after
+                    // a crash does; the writes of that recovery stay in the overlay.
                     if session.progress() > 0.0 && session.progress() < 0.5 {
                         seen_torn.store(true, std::sync::atomic::Ordering::SeqCst);
-                        session.abort();
                     }
                 })
                 .create_with_backend(backend)
-        })
-        .map_err(|error| match error {
-            StoreError::Open { .. } if torn.load(std::sync::atomic::Ordering::SeqCst) => StoreError::Corrupt(format!(
-                "{}: the newest commit fails its page checksums (a changed byte, or a write torn by a power loss)",
-                path.display()
-            )),
-            other => other,
         })?;
         // Read once the open holds its shared lock, so no writer can be mid-commit.
         let header = read_header(&path)?;
-        super::readonly::check_header(&header)
+        let left_open = super::readonly::check_header(&header)
             .map_err(|why| StoreError::Corrupt(format!("{}: {why}", path.display())))?;
-        let store = Store { db, path, read_only: true };
+        let recovery = match (left_open, torn.load(std::sync::atomic::Ordering::SeqCst)) {
+            (Some(why), true) => Some(format!(
+                "{why}; its newest commit fails its page checksums (a write cut short), so the commit before it is read"
+            )),
+            (Some(why), false) => Some(why),
+            // A file closed cleanly keeps no torn commit: a failing one there is a change.
+            (None, true) => {
+                return Err(StoreError::Corrupt(format!(
+                    "{}: the newest commit fails its page checksums, in a file its writer closed",
+                    path.display()
+                )))
+            }
+            (None, false) => None,
+        };
+        let store = Store { db, path, read_only: true, recovery };
         store.check_schema()?;
         Ok(store)
     }
@@ -312,6 +321,14 @@ impl Store {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Set when a read-only open found the store left by a writer that did not close it:
+    /// what redb's recovery (made in memory, the file untouched) had to do. The next
+    /// writer's open makes the same recovery on disk. Not a fault: nothing acknowledged is
+    /// lost by a crash.
+    pub fn recovery_needed(&self) -> Option<&str> {
+        self.recovery.as_deref()
     }
 
     pub fn is_read_only(&self) -> bool {

@@ -1,6 +1,8 @@
 //! Crash test: a child process appends blocks and is killed with SIGKILL at random
-//! moments, 50 times; after each kill the store must verify and hold every block whose
-//! append had been acknowledged (a valid prefix of what was written, nothing lost).
+//! moments, 50 times; after each kill a read-only `af ledger verify` must verify the store
+//! as redb's recovery will leave it, say it needs recovery and write nothing, and a
+//! writer's reopen must hold every block whose append had been acknowledged (a valid
+//! prefix of what was written, nothing lost).
 
 use crate::{af, af_bin, test_seed, TestRng};
 use af::ledger::{verify, LedgerKey, Store};
@@ -18,6 +20,7 @@ fn sigkill_never_loses_an_acknowledged_block() {
     let validator = LedgerKey::load(&dir.path().join("validator.key")).unwrap().validator();
     let mut acknowledged: Option<u64> = None;
     let mut kills_mid_run = 0;
+    let mut needed_recovery = 0;
     for round in 0..50 {
         let mut child = Command::new(af_bin())
             .args([
@@ -62,6 +65,28 @@ fn sigkill_never_loses_an_acknowledged_block() {
             acknowledged = Some(acknowledged.map_or(height, |h: u64| h.max(height)));
         }
 
+        // A reader first, before any writer recovers the store: a crash is not damage.
+        // It verifies what redb's recovery will leave, says the store needs recovery,
+        // and writes nothing.
+        let file = dir.path().join(af::ledger::store::STORE_FILE);
+        let before = std::fs::read(&file).unwrap();
+        let output = af(&["ledger", "verify", "--data", data, "--json"]);
+        assert!(
+            output.status.success(),
+            "seed {seed} round {round}: a killed writer's store read as damaged: {} {}",
+            String::from_utf8_lossy(&output.stderr),
+            String::from_utf8_lossy(&output.stdout)
+        );
+        let read: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        if read["recovery_needed"].is_string() {
+            needed_recovery += 1;
+        }
+        if let Some(acked) = acknowledged {
+            let tip = read["chains"][0]["verified_tip"]["height"].as_u64();
+            assert!(tip.is_some_and(|t| t >= acked), "seed {seed} round {round}: acknowledged {acked}, read {tip:?}");
+        }
+        assert!(std::fs::read(&file).unwrap() == before, "seed {seed} round {round}: the reader wrote to the store");
+
         let store = Store::open(dir.path()).unwrap_or_else(|e| panic!("seed {seed} round {round}: reopen failed: {e}"));
         let report = verify::verify_store(&store, &mut |_, _, _| {}).unwrap();
         assert!(report.ok, "seed {seed} round {round}: {report:?}");
@@ -77,5 +102,9 @@ fn sigkill_never_loses_an_acknowledged_block() {
         }
     }
     assert!(kills_mid_run >= 40, "most kills must land while appending ({kills_mid_run} of 50)");
+    // A kill after the child opened the store leaves it marked open (one before it opened
+    // leaves the previous round's clean close).
+    eprintln!("{kills_mid_run} kills mid-run; the reader found {needed_recovery} stores needing recovery");
+    assert!(needed_recovery > 0, "no kill left a store needing recovery ({kills_mid_run} kills mid-run)");
     assert!(acknowledged.is_some_and(|h| h > 50), "the child made progress: {acknowledged:?}");
 }
