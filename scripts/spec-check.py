@@ -364,8 +364,60 @@ def main():
     check(blob[:4] == key_id, "checkpoint signature line carries the key id (04)")
     key.verify(blob[4:], body.encode())
     check(True, "checkpoint signature verifies over the note text (04)")
+    check(note_verifies(note, public), "checkpoint note verifies by the rules of 04")
+    # Two lines by our key name and id, one of them bad, refuse the note in either order.
+    bad_blob = bytearray(blob)
+    bad_blob[10] ^= 1
+    bad = "\u2014 " + key_name + " " + base64.b64encode(bytes(bad_blob)).decode()
+    head = note[: note.index("\n\n") + 2]
+    for lines in ([line, bad], [bad, line]):
+        check(not note_verifies(head + "\n".join(lines) + "\n", public),
+              "a second, bad signature line by our key refuses the note (04)")
+    # Base64 whose padding bits are not zero is refused (the canonical encoding only).
+    text = line.split(" ")[2]
+    last = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".index(text[-2])
+    sloppy = text[:-2] + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[last | 1] + text[-1]
+    check(text.endswith("=") and not note_verifies(note.replace(text, sloppy), public),
+          "a signature whose base64 has non-zero padding bits is refused (04)")
     print("all vectors check out against ledger-spec/")
     print(f"spec-check: {len(PASSED)} passed, 0 failed")
+
+
+def strict_b64(text):
+    """Standard base64 with padding, refusing any other spelling of the same bytes."""
+    data = base64.b64decode(text, validate=True)
+    if base64.b64encode(data).decode() != text:
+        raise ValueError("not the canonical base64 of its bytes")
+    return data
+
+
+def note_verifies(note, public):
+    """ledger-spec/04: every signature line by the validator's key name and id verifies
+    strictly, and there is at least one; other keys' lines are skipped."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from cryptography.exceptions import InvalidSignature
+    body, signatures = note.split("\n\n", 1)
+    body += "\n"
+    name = "af-" + public.hex()[:16]
+    key_id = hashlib.sha256(name.encode() + b"\n\x01" + public).digest()[:4]
+    key = Ed25519PublicKey.from_public_bytes(public)
+    signed = False
+    for line in signatures.splitlines():
+        if not line.startswith("\u2014 "):
+            return False
+        line_name, _, text = line[2:].partition(" ")
+        try:
+            blob = strict_b64(text)
+        except ValueError:
+            return False
+        if line_name != name or len(blob) != 68 or blob[:4] != key_id:
+            continue
+        try:
+            key.verify(blob[4:], body.encode())
+        except InvalidSignature:
+            return False
+        signed = True
+    return signed
 
 
 if __name__ == "__main__":

@@ -121,6 +121,9 @@ impl Checkpoint {
         let id = key_id(&name, &validator);
         let key = VerifyingKey::from_bytes(&validator.0)
             .map_err(|_| malformed("validator key is not a valid ed25519 key"))?;
+        // Every line by our key name and id must verify, as Go's note.Open requires of
+        // every known key's lines: one bad line refuses the note, whatever its place.
+        let mut signed = false;
         for line in signatures.lines() {
             let Some(rest) = line.strip_prefix(SIGNATURE_LINE_PREFIX) else {
                 return Err(malformed("a signature line does not start with an em dash and a space"));
@@ -128,16 +131,45 @@ impl Checkpoint {
             let Some((line_name, blob)) = rest.split_once(' ') else {
                 return Err(malformed("a signature line has no key name"));
             };
-            let Ok(blob) = B64.decode(blob) else { continue };
+            // As Go's note.Open: a line whose base64 does not decode makes the note malformed
+            // (and only the canonical spelling, zero padding bits, decodes here).
+            let Ok(blob) = B64.decode(blob) else {
+                return Err(malformed("a signature line's signature is not canonical base64"));
+            };
             if line_name != name || blob.len() != 68 || blob[..4] != id {
                 continue; // Someone else's signature: a note may carry several.
             }
             let signature = Signature::from_bytes(blob[4..].try_into().expect("64 bytes"));
-            return key
-                .verify_strict(body.as_bytes(), &signature)
-                .map(|()| checkpoint)
-                .map_err(|_| CheckpointError::BadSignature { name });
+            key.verify_strict(body.as_bytes(), &signature)
+                .map_err(|_| CheckpointError::BadSignature { name: name.clone() })?;
+            signed = true;
+        }
+        if signed {
+            return Ok(checkpoint);
         }
         Err(CheckpointError::NoSignature { name, key_id: hex::encode(id) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_bad_line_by_our_key_refuses_the_note_in_either_place() {
+        let key = LedgerKey::from_seed([7; 32]);
+        let tip = Tip { height: 4, hash: Hash32([9; 32]), time_ms: 0 };
+        let note = Checkpoint::of_tip(key.validator(), &tip).sign(&key);
+        assert!(Checkpoint::verify(&note).is_ok());
+        let good = note.lines().last().unwrap().to_string();
+        // The same line with one signature byte changed (the key id stays ours).
+        let mut blob = B64.decode(good.rsplit_once(' ').unwrap().1).unwrap();
+        blob[10] ^= 1;
+        let bad = format!("{} {}", good.rsplit_once(' ').unwrap().0, B64.encode(&blob));
+        let body = note.strip_suffix(&format!("{good}\n")).unwrap();
+        for lines in [[&good, &bad], [&bad, &good]] {
+            let doubled = format!("{body}{}\n{}\n", lines[0], lines[1]);
+            assert!(matches!(Checkpoint::verify(&doubled), Err(CheckpointError::BadSignature { .. })), "{doubled}");
+        }
     }
 }
