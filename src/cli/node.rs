@@ -136,8 +136,9 @@ pub async fn record_evidence_directly(
 
 pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> anyhow::Result<ExitCode> {
     let log = Arc::new(super::ledger::open_own_log(data)?);
+    let closing = log.clone();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(async move {
+    let outcome = runtime.block_on(async move {
         let signal = super::stop_signal();
         let (stop_sender, stop) = tokio::sync::watch::channel(false);
         let (mut p2p, mut http) = (P2pConfig::default(), HttpConfig::default());
@@ -182,7 +183,9 @@ pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> 
         }
         // Stopped by a signal: 130, as `af validate` (README).
         Ok(if interrupted { ExitCode::from(super::validate::EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
-    })
+    });
+    super::close_own_log(runtime, closing);
+    outcome
 }
 
 pub fn peers(data: &Path, json: bool) -> anyhow::Result<ExitCode> {

@@ -134,8 +134,9 @@ pub fn validate(
     let watch_only = chain_flags.watch_only;
     let config = effective_config(config_path.as_deref(), &net, &chain_flags)?;
     let log = Arc::new(super::ledger::open_own_log(data)?);
+    let closing = log.clone();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(async move {
+    let outcome = runtime.block_on(async move {
         let (stop_sender, stop) = tokio::sync::watch::channel(false);
         // Networking stops last, on its own signal: after our last block is sealed, so
         // it can announce and serve that block to its peers before it closes.
@@ -393,7 +394,9 @@ pub fn validate(
         }
         // Stopped by a signal, while playing or while serving: 130, as the README says.
         Ok(if summary.interrupted || *stop.borrow() { ExitCode::from(EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
-    })
+    });
+    super::close_own_log(runtime, closing);
+    outcome
 }
 
 /// A validator with a chain must be able to sign on it: its hotkey given and registered

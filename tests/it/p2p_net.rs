@@ -381,6 +381,7 @@ fn a_validator_stopped_by_a_signal_leaves_its_last_block_with_its_peer() {
     assert_eq!(validator.wait().unwrap().code(), Some(130));
 
     let store = af::ledger::Store::open_read_only(&validator_data).unwrap();
+    assert_eq!(store.recovery_needed(), None, "a clean stop closes the store: the next start needs no recovery");
     let key = LedgerKey::load(&validator_data.join("validator.key")).unwrap();
     let tip = store.tip(&key.validator()).unwrap().expect("the validator recorded blocks");
     drop(store);
