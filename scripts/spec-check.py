@@ -291,7 +291,14 @@ def main():
             sys.exit(f"FAIL: {error!r}")
         return
     path = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent.parent / "fixtures/ledger/vectors.json")
-    v = json.loads(path.read_text())
+    v = strict_json(path.read_text())
+    for probe in strict_json((path.parent / "json-probes.json").read_text())["probes"]:
+        try:
+            strict_json(probe["example"])
+            refused = False
+        except ValueError:
+            refused = True
+        check(refused, f"JSON probe refused: {probe['name']} (10)")
     public = bytes.fromhex(v["key"]["public_key"])
     key = Ed25519PublicKey.from_public_bytes(public)
 
@@ -381,6 +388,42 @@ def main():
           "a signature whose base64 has non-zero padding bits is refused (04)")
     print("all vectors check out against ledger-spec/")
     print(f"spec-check: {len(PASSED)} passed, 0 failed")
+
+
+def strict_json(text):
+    """ledger-spec/10's syntax: RFC 8259 JSON with each member named once, no lone
+    surrogate escapes and no `-0`. (Leading zeros, NaN and the like are not JSON, and
+    Python's parser refuses them already.)"""
+    def pairs(items):
+        names = [name for name, _ in items]
+        if len(names) != len(set(names)):
+            raise ValueError("duplicate member name")
+        return dict(items)
+
+    def integer(digits):
+        if digits.startswith("-0"):
+            raise ValueError("-0")
+        return int(digits)
+
+    def constant(name):
+        raise ValueError(f"{name} is not JSON")
+
+    value = json.loads(text, object_pairs_hook=pairs, parse_int=integer, parse_constant=constant)
+
+    def walk(node):
+        if isinstance(node, str):
+            if any(0xD800 <= ord(c) <= 0xDFFF for c in node):
+                raise ValueError("lone surrogate escape")
+        elif isinstance(node, dict):
+            for name, item in node.items():
+                walk(name)
+                walk(item)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(value)
+    return value
 
 
 def strict_b64(text):

@@ -302,6 +302,18 @@ fn every_mutation_of_a_transcript_entry_is_refused() {
     king["unproven"]["role"] = "king".into();
     std::fs::write(&file, king.to_string()).unwrap();
     assert_eq!(af(&["transcripts", "verify", file.to_str().unwrap()]).status.code(), Some(3), "role king");
+    // The JSON probes of ledger-spec/10, each a text edit breaking one syntax rule.
+    let probes: Value =
+        serde_json::from_str(&std::fs::read_to_string(crate::repo_path("fixtures/ledger/json-probes.json")).unwrap())
+            .unwrap();
+    let text = doc.to_string();
+    for probe in probes["probes"].as_array().unwrap() {
+        let edited = json_probe(&text, probe);
+        assert_ne!(edited, text, "{probe}");
+        std::fs::write(&file, &edited).unwrap();
+        let refused = af(&["transcripts", "verify", file.to_str().unwrap()]);
+        assert_eq!(refused.status.code(), Some(3), "{}: {}", probe["name"], stdout(&refused));
+    }
     // What `af transcripts` writes is what `verify` reads, in every format.
     for format in ["--json", "--jsonl"] {
         let written = af(&["transcripts", "--data", &data, "--miner", "5SynthRandom", format]);
@@ -356,5 +368,24 @@ fn every_mutation_of_a_checkpoint_is_refused() {
         std::fs::write(&file, mutated).unwrap();
         let refused = af(&["ledger", "verify-checkpoint", "--file", file.to_str().unwrap()]);
         assert_eq!(refused.status.code(), Some(3), "{what}: {}", stdout(&refused));
+    }
+}
+
+/// Applies one probe of `fixtures/ledger/json-probes.json` to a compact JSON text.
+fn json_probe(text: &str, probe: &Value) -> String {
+    let insert = probe["text"].as_str().unwrap();
+    let value_at = |member: &str| text.find(&format!("\"{member}\":")).unwrap() + member.len() + 3;
+    match probe["edit"].as_str().unwrap() {
+        "insert_after_open" => format!("{{{insert}{}", &text[1..]),
+        "prefix_string" => {
+            let at = value_at(probe["member"].as_str().unwrap()) + 1; // past the opening quote
+            format!("{}{insert}{}", &text[..at], &text[at..])
+        }
+        "replace_number" => {
+            let at = value_at(probe["member"].as_str().unwrap());
+            let end = at + text[at..].find(|c: char| !c.is_ascii_digit()).unwrap();
+            format!("{}{insert}{}", &text[..at], &text[end..])
+        }
+        other => panic!("unknown probe edit {other}"),
     }
 }
