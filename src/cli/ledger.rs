@@ -611,8 +611,9 @@ fn import(data: &Path, file: &Path, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         Box::new(std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?)
     };
-    let store = Store::create(data)?;
+    // The magic first: a file that is not an export creates no store.
     let mut reader = BlockReader::new(std::io::BufReader::new(input))?;
+    let store = Store::create(data)?;
     let mut links = LinkChecker::default();
     let mut progress = ProgressLine::new();
     let (mut n_new, mut n_known) = (0u64, 0u64);

@@ -199,6 +199,20 @@ fn block_export_round_trips_and_import_refuses_changed_records() {
     let summary: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(summary["blocks_new"], 0);
 
+    // ledger-spec/08: a file that is not an export (empty, or without the magic) is bad
+    // input and creates nothing; the magic alone is an export of no chain.
+    let magic = af::ledger::export::MAGIC;
+    for (name, content, code) in
+        [("empty", &b""[..], 1), ("not-an-export", &b"hello\n"[..], 1), ("magic-only", magic, 0)]
+    {
+        let (input, target) = (dir.path().join(format!("{name}.afblocks")), dir.path().join(name));
+        std::fs::write(&input, content).unwrap();
+        let output =
+            run_af(&["ledger", "import", "--data", target.to_str().unwrap(), "--file", input.to_str().unwrap()]);
+        assert_eq!(output.status.code(), Some(code), "{name}: {}", String::from_utf8_lossy(&output.stderr));
+        assert_eq!(target.join(STORE_FILE).exists(), code == 0, "{name}: a store is created only for an export");
+    }
+
     let mut rng = TestRng::new(99);
     for round in 0..24 {
         let mut changed = bytes.clone();
