@@ -184,7 +184,11 @@ pub async fn mirror(
     let source = Source { base: base.clone(), client, options, deadline };
     let validators = match source.options.validator {
         Some(validator) => vec![validator],
-        None => source.log_list().await?.logs.into_iter().map(|l| l.validator).collect(),
+        // A validator the list names twice is mirrored once (ledger-spec/11).
+        None => {
+            let mut seen = std::collections::BTreeSet::new();
+            source.log_list().await?.logs.into_iter().map(|l| l.validator).filter(|v| seen.insert(*v)).collect()
+        }
     };
     let mut chains = Vec::new();
     for validator in validators {

@@ -666,3 +666,30 @@ fn the_node_api_caches_what_never_changes_and_answers_errors_as_json() {
     assert!(state["matches"].as_array().unwrap().len() <= server::MAX_MATCHES_PAGE);
     assert!(state["champion"].is_object());
 }
+
+/// ledger-spec/11: the log list only names what to fetch. A validator named twice is
+/// mirrored once, `own` absent from the list decides nothing, and sizes that disagree
+/// with the signed tip are hints the reader does not follow.
+#[test]
+fn a_log_list_naming_a_validator_twice_with_wrong_sizes_is_followed_by_the_signed_tips() {
+    let runtime = runtime();
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let source = network(dirs[0].path(), 1_790_000_000_000);
+    let site = dirs[1].path().join("site");
+    publish::publish(&source, None, &site, &mut |_| {}).unwrap();
+    let list_path = site.join(layout::log_list_path());
+    let mut list: serde_json::Value = serde_json::from_slice(&std::fs::read(&list_path).unwrap()).unwrap();
+    let first = list["logs"][0].clone();
+    let n_logs = list["logs"].as_array().unwrap().len();
+    list["logs"].as_array_mut().unwrap().push(first.clone());
+    list["logs"][0]["size"] = 1_000_000.into();
+    list["own"] = serde_json::Value::Null;
+    std::fs::write(&list_path, list.to_string()).unwrap();
+    let url = liar(&runtime, &site, HashMap::new());
+    let copy_dir = tempfile::tempdir().unwrap();
+    let copy = Arc::new(Store::create(copy_dir.path()).unwrap());
+    let report = mirror_into(&runtime, &copy, &url);
+    assert_eq!(report.chains.len(), n_logs, "each validator once: {report:?}");
+    assert!(!report.found_fault() && !report.failed(), "{report:?}");
+    assert_eq!(state_hash(&copy), state_hash(&source));
+}
