@@ -146,6 +146,14 @@ pub fn verify_entry(entry: &TranscriptEntry) -> Result<VerifiedEntry, EntryError
     match (&entry.opponent, &proof.opponent, &entry.outcome) {
         (None, None, None) => {}
         (Some(shown), Some(opponent_proof), Some(shown_outcome)) => {
+            // The block's own header and no other (ledger-spec/09): checked before the
+            // proof's work, so a proof padded with headers costs nothing.
+            if opponent_proof.headers.len() != 1 {
+                return Err(EntryError::Invalid(format!(
+                    "the opponent's proof holds {} headers; it holds its block's header only",
+                    opponent_proof.headers.len()
+                )));
+            }
             verify_inclusion_proof(opponent_proof).map_err(EntryError::Opponent)?;
             let block_header = &inclusion.headers[0];
             if opponent_proof.validator != inclusion.validator || opponent_proof.headers.first() != Some(block_header) {

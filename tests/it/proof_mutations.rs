@@ -271,6 +271,10 @@ fn every_mutation_of_a_transcript_entry_is_refused() {
     v["opponent"] = Value::Null;
     mutations.push(("opponent removed".into(), v));
     let mut v = doc.clone();
+    let header = v["proof"]["opponent"]["headers"][0].clone();
+    v["proof"]["opponent"]["headers"].as_array_mut().unwrap().push(header);
+    mutations.push(("the opponent's proof padded with a second header".into(), v));
+    let mut v = doc.clone();
     v["proof"]["commitment"] = doc["proof"]["opponent"].clone();
     mutations.push(("commitment proof replaced by the opponent's".into(), v));
     assert!(mutations.len() >= 200, "only {} mutations", mutations.len());
