@@ -10,7 +10,7 @@
 use crate::bytes::{ChallengeId, Hash32, MatchId, ValidatorKey};
 use crate::envs::{self, Registry};
 use crate::evaluation::matchplay::GameOutcome;
-use crate::ledger::block::{check_signature, BlockHeader, Tip};
+use crate::ledger::block::{check_header_rules, check_signature, BlockHeader, Tip};
 use crate::ledger::event::{ChainCommitment, EnvOutcome, EnvRef, Event, Evidence, MatchDecided, MinerRef, Transcript};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -162,6 +162,8 @@ pub fn check_evidence(evidence: &Evidence) -> Result<(), String> {
     if hash_a == hash_b {
         return Err("the two headers are the same".into());
     }
+    check_header_rules(a).map_err(|e| format!("header a: {e}"))?;
+    check_header_rules(b).map_err(|e| format!("header b: {e}"))?;
     check_signature(a, &hash_a, &evidence.signature_a).map_err(|e| format!("header a: {e}"))?;
     check_signature(b, &hash_b, &evidence.signature_b).map_err(|e| format!("header b: {e}"))?;
     Ok(())
@@ -705,6 +707,42 @@ impl ChainFold {
 mod tests {
     use super::*;
     use crate::ledger::event::EnvWinRate;
+
+    #[test]
+    fn evidence_must_meet_the_header_rules_and_be_signed_by_the_accused() {
+        use ed25519_dalek::Signer;
+        let key = crate::ledger::LedgerKey::from_seed([3; 32]);
+        let header = |time_ms, format_version| BlockHeader {
+            format_version,
+            validator: key.validator(),
+            height: 5,
+            prev_hash: Hash32([1; 32]),
+            time_ms,
+            events_root: Hash32([2; 32]),
+            n_events: 1,
+        };
+        let sign = |h: &BlockHeader| {
+            crate::bytes::SignatureBytes(
+                key.signing_key().sign(&crate::ledger::block::signing_message(&h.hash())).to_bytes(),
+            )
+        };
+        let evidence = |a: BlockHeader, b: BlockHeader| Evidence {
+            validator: key.validator(),
+            height: 5,
+            signature_a: sign(&a),
+            signature_b: sign(&b),
+            header_a: a,
+            header_b: b,
+        };
+        let version = crate::ledger::block::FORMAT_VERSION;
+        assert_eq!(check_evidence(&evidence(header(1, version), header(2, version))), Ok(()));
+        // Validly signed, but a header no block could have: not evidence.
+        let bad = check_evidence(&evidence(header(1, version), header(2, version + 1)));
+        assert!(bad.as_ref().is_err_and(|why| why.starts_with("header b")), "{bad:?}");
+        let mut forged = evidence(header(1, version), header(2, version));
+        forged.signature_b = forged.signature_a;
+        assert!(check_evidence(&forged).is_err());
+    }
 
     fn miner(hotkey: &str) -> MinerRef {
         MinerRef { hotkey: hotkey.into(), uid: 0, model: "m@1".into() }
