@@ -66,6 +66,9 @@ pub struct NetConfig {
 /// How long a stopping node waits for its peers to take its last block: a clean stop
 /// leaves every connected peer whole, and a peer that never asks cannot hold it up.
 pub const STOP_GRACE_MS: u64 = 5_000;
+/// How long a stopping node goes on at least: a peer stopped at the same moment seals its
+/// last block after its signal too, and announces it only then.
+pub const STOP_MIN_MS: u64 = 1_000;
 
 /// How many libp2p connections a node keeps (libp2p's own `connection_limits`): enough
 /// for every other validator of a subnet (up to 64 with permits) in both directions.
@@ -255,18 +258,23 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
     let mut redial = tokio::time::interval(Duration::from_secs(2));
     let mut listen_addrs: Vec<String> = Vec::new();
     // Set by `stop`: until then the node goes on serving, so the block sealed at the stop
-    // reaches the peers, and it asks them for their tips on every tick to know when.
+    // reaches the peers, and fetching, so a peer stopping at the same moment leaves us its
+    // last block too; it asks them for their tips on every tick to know when both hold.
     let mut draining: Option<std::time::Instant> = None;
     loop {
-        if let Some(deadline) = draining {
+        if let Some(stopped) = draining {
             let own = log.validator();
             let tip = store.tip(&own).map_err(super::protocol::SyncError::from)?.map(|t| t.height);
             let lacking = tip.map_or(0, |height| sync.peers_lacking(&own, height));
-            if lacking == 0 || std::time::Instant::now() >= deadline {
+            let behind = sync.chains_behind();
+            let waited = stopped.elapsed();
+            let whole = lacking == 0 && behind == 0 && waited >= Duration::from_millis(STOP_MIN_MS);
+            if whole || waited >= Duration::from_millis(config.stop_grace_ms) {
                 tracing::info!(
                     event = "net_stopped",
                     peers_lacking_our_tip = lacking,
-                    "networking stopped ({lacking} connected peer(s) still lacking our tip)"
+                    chains_behind_peers = behind,
+                    "networking stopped ({lacking} connected peer(s) still lacking our tip, {behind} chain(s) where a peer is ahead)"
                 );
                 // Closed here, inside the runtime, not by a runtime shutting down.
                 drop(swarm);
@@ -276,7 +284,7 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
         let input = tokio::select! {
             _ = channels.stop.changed(), if draining.is_none() => {
                 if *channels.stop.borrow() {
-                    draining = Some(std::time::Instant::now() + Duration::from_millis(config.stop_grace_ms));
+                    draining = Some(std::time::Instant::now());
                     sync.ask_tips_every_tick();
                 }
                 continue;

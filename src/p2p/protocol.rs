@@ -311,6 +311,24 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         self.peers.values().filter(|state| state.holds.get(validator).is_none_or(|held| *held < height)).count()
     }
 
+    /// Chains a connected peer says it holds more of than we do, and that we would take:
+    /// what a stopping node still fetches before it closes, so two validators stopped at
+    /// once still leave each other whole.
+    pub fn chains_behind(&self) -> usize {
+        let Some(held) = self.held.as_ref() else { return 0 };
+        let mut behind = BTreeSet::new();
+        for state in self.peers.values() {
+            for (validator, claimed) in &state.holds {
+                let next = held.get(validator).copied().unwrap_or(0);
+                let room = next > 0 || held.len() < self.config.max_chains;
+                if *claimed >= next && room && self.accepts_height(validator, next) {
+                    behind.insert(*validator);
+                }
+            }
+        }
+        behind.len()
+    }
+
     /// From now on, asks every peer for its tips on every turn of the clock, not every
     /// `tips_interval_ms`: a stopping node learns within a tick that its last block is held.
     pub fn ask_tips_every_tick(&mut self) {
