@@ -604,70 +604,30 @@ fn export(data: &Path, format: ExportFormat, validator: Option<String>) -> anyho
 }
 
 fn import(data: &Path, file: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    use af::ledger::export::{BlockReader, LinkChecker};
-    use af::ledger::store::Appended;
     let input: Box<dyn std::io::Read> = if file.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
     } else {
         Box::new(std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?)
     };
     // The magic first: a file that is not an export creates no store.
-    let mut reader = BlockReader::new(std::io::BufReader::new(input))?;
+    let mut reader = af::ledger::export::BlockReader::new(std::io::BufReader::new(input))?;
     let store = Store::create(data)?;
-    let mut links = LinkChecker::default();
     let mut progress = ProgressLine::new();
-    let (mut n_new, mut n_known) = (0u64, 0u64);
-    let mut pending = Vec::new();
-    let mut pending_bytes = 0usize;
-    let mut flush = |pending: &mut Vec<af::ledger::SealedBlock>| -> anyhow::Result<Option<String>> {
-        let (appended, refused) = store.append_batch(pending)?;
-        for done in appended {
-            match done {
-                Appended::New(_) => n_new += 1,
-                Appended::AlreadyStored => n_known += 1,
-            }
-        }
-        pending.clear();
-        Ok(refused.map(|(_, error)| error.to_string()))
-    };
-    let outcome: Result<(), String> = loop {
-        let record = reader.records_read();
-        let block = match reader.next_block() {
-            Ok(Some(block)) => block,
-            Ok(None) => break Ok(()),
-            Err(error) => break Err(error.to_string()),
-        };
-        if let Err(error) = links.check(record, &block) {
-            break Err(error.to_string());
-        }
-        pending_bytes += block.bytes().len();
-        pending.push(block);
-        if pending.len() >= 256 || pending_bytes >= af::limits::VERIFY_BATCH_BYTES {
-            pending_bytes = 0;
-            if let Some(why) = flush(&mut pending)? {
-                break Err(why);
-            }
-        }
-        progress.update(|| format!("imported {} blocks", record + 1));
-    };
-    // Blocks verified before a bad record are kept: each is a valid prefix of its chain.
-    let outcome = match outcome {
-        Ok(()) => flush(&mut pending)?.map_or(Ok(()), Err),
-        Err(why) => flush(&mut pending)?.map_or(Err(why.clone()), |_| Err(why)),
-    };
+    let done =
+        af::ledger::export::import(&store, &mut reader, &mut |n| progress.update(|| format!("imported {n} blocks")))?;
     progress.finish();
-    let summary = links.finish();
+    let (n_new, n_known, summary) = (done.n_new, done.n_known, &done.summary);
     let value = serde_json::json!({
-        "blocks_new": n_new, "blocks_already_stored": n_known, "chains": summary.tips, "error": outcome.as_ref().err(),
+        "blocks_new": n_new, "blocks_already_stored": n_known, "chains": summary.tips, "error": done.error,
     });
     let text = format!(
         "{} blocks of {} chain(s) verified: {n_new} stored, {n_known} already stored",
         summary.n_blocks,
         summary.tips.len()
     );
-    match outcome {
-        Ok(()) => report_check(json, true, value, &text),
-        Err(why) => report_check(json, false, value, &format!("{why} (kept the {n_new} verified blocks before it)")),
+    match &done.error {
+        None => report_check(json, true, value, &text),
+        Some(why) => report_check(json, false, value, &format!("{why} (kept the {n_new} verified blocks before it)")),
     }
 }
 

@@ -248,34 +248,6 @@ pub fn run(cli: Cli, log_suppressed: prometheus_client::metrics::counter::Counte
     }
 }
 
-/// Ends a long-running command's runtime and closes its store cleanly, so the next open
-/// needs no recovery: the runtime's tasks are dropped, and the threads that still hold
-/// the log (the HTTP API's replay thread sees its channel close within a quarter second)
-/// are waited for, up to `CLOSE_WAIT`. Past that the store is left to the next writer's
-/// recovery, which loses nothing.
-pub fn close_own_log(runtime: tokio::runtime::Runtime, log: std::sync::Arc<af::ledger::OwnLog>) {
-    const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
-    runtime.shutdown_timeout(CLOSE_WAIT);
-    let deadline = std::time::Instant::now() + CLOSE_WAIT;
-    let mut log = log;
-    loop {
-        match std::sync::Arc::try_unwrap(log) {
-            Ok(log) => return drop(log),
-            Err(shared) if std::time::Instant::now() < deadline => {
-                log = shared;
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(_) => {
-                tracing::warn!(
-                    event = "store_left_open",
-                    "the store is still in use at exit; the next start recovers it"
-                );
-                return;
-            }
-        }
-    }
-}
-
 /// Writes JSON to stdout followed by a newline.
 pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();

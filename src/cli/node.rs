@@ -184,7 +184,7 @@ pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> 
         // Stopped by a signal: 130, as `af validate` (README).
         Ok(if interrupted { ExitCode::from(super::validate::EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
     });
-    super::close_own_log(runtime, closing);
+    af::validator::service::close(runtime, closing);
     outcome
 }
 

@@ -305,83 +305,21 @@ pub fn validate(
         let mut net_task = net_task;
         let serving = if serve && !summary.interrupted { net_task.take() } else { None };
         if let (Some(task), Some(own_blocks)) = (serving, own_blocks) {
-            // The queue is done: one appender task is now our log's single writer, for
-            // evidence against peers and for anchoring, which goes on while serving (the
-            // tip committed on cadence, weights set or committed timelocked whenever the
-            // chain's rate limit allows).
-            let (events, mut received) = tokio::sync::mpsc::channel::<Vec<af::ledger::Event>>(16);
-            if let Some(mut evidence) = summary.evidence.take() {
-                let events = events.clone();
-                tokio::spawn(async move {
-                    while let Some(found) = evidence.recv().await {
-                        tracing::warn!(
-                            event = "equivocation",
-                            validator = %found.validator,
-                            height = found.height,
-                            "validator {} equivocated at height {}: recording the evidence",
-                            found.validator,
-                            found.height
-                        );
-                        if events.send(vec![af::ledger::Event::Evidence(Box::new(found))]).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-            let anchoring = chain.clone().filter(|_| !watch_only).map(|chain| {
-                tokio::spawn(af::validator::anchor::anchor_loop(
-                    log.clone(),
-                    af::validator::anchor::ChainSender { chain, sent: sent_weights.clone() },
-                    events.clone(),
-                    config.evaluation.ratio_params(),
-                    af::validator::anchor::AnchorClock { check_ms: 1_000, now_ms: super::now_ms },
-                    stop.clone(),
-                    metrics.clone(),
-                ))
-            });
-            drop(events);
-            let (writer_log, validator) = (log.clone(), log.validator());
-            let (finish, mut finishing) = tokio::sync::watch::channel(false);
-            let appender = tokio::spawn(async move {
-                loop {
-                    let batch = tokio::select! {
-                        batch = received.recv() => batch,
-                        // No more sends: what is queued is appended, then the loop ends.
-                        _ = finishing.changed() => {
-                            received.close();
-                            continue;
-                        }
-                    };
-                    let Some(batch) = batch else { break };
-                    let log = writer_log.clone();
-                    match tokio::task::spawn_blocking(move || log.append(batch, super::now_ms())).await {
-                        Ok(Ok(receipt)) => {
-                            let _ = own_blocks.send((validator, receipt.tip.height));
-                        }
-                        Ok(Err(error)) => {
-                            tracing::error!(event = "append_failed", error = %error, "recording failed")
-                        }
-                        Err(_) => tracing::error!(event = "append_failed", "recording panicked"),
-                    }
-                }
-            });
-            tracing::info!(event = "serving", "queue done; syncing until stopped");
-            // The loop is now this wait: it keeps the health check's heartbeat.
-            let mut stop = stop.clone();
-            while !*stop.borrow_and_update() {
-                metrics.heartbeat(super::now_ms());
-                tokio::select! {
-                    changed = stop.changed() => if changed.is_err() { break },
-                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
-                }
-            }
-            // The anchoring loop ends at the stop, after its send in flight; then what it
-            // queued is appended, and only then is the network told to stop.
-            if let Some(anchoring) = anchoring {
-                let _ = anchoring.await;
-            }
-            let _ = finish.send(true);
-            let _ = appender.await;
+            // The queue is done: one appender is now our log's single writer, for evidence
+            // against peers and for anchoring, which goes on while serving.
+            let serving = af::validator::service::Serving {
+                log: log.clone(),
+                own_blocks,
+                evidence: summary.evidence.take(),
+                anchor: chain.clone().filter(|_| !watch_only).map(|chain| af::validator::anchor::ChainSender {
+                    chain,
+                    sent: sent_weights.clone(),
+                }),
+                ratio_params: config.evaluation.ratio_params(),
+                now_ms: super::now_ms,
+                metrics: metrics.clone(),
+            };
+            af::validator::service::serve_until_stopped(serving, stop.clone()).await;
             net_task = Some(task);
         }
         // The network ends inside the runtime, before the runtime does (dropping a running
@@ -395,7 +333,7 @@ pub fn validate(
         // Stopped by a signal, while playing or while serving: 130, as the README says.
         Ok(if summary.interrupted || *stop.borrow() { ExitCode::from(EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
     });
-    super::close_own_log(runtime, closing);
+    af::validator::service::close(runtime, closing);
     outcome
 }
 

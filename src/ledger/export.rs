@@ -189,3 +189,62 @@ impl LinkChecker {
         self.summary
     }
 }
+
+/// What an import did: the export's chains as verified, the blocks stored and already
+/// held, and why it stopped early, if it did (the verified blocks before that are kept).
+#[derive(Clone, Debug, Default)]
+pub struct Imported {
+    pub summary: ExportSummary,
+    pub n_new: u64,
+    pub n_known: u64,
+    pub error: Option<String>,
+}
+
+/// Verifies every record of an export (ledger-spec/08) and stores the verified blocks in
+/// batches, one durable transaction each, the link to the stored tip re-checked inside
+/// it. On a bad record it stops and keeps the verified blocks before it: each is a valid
+/// prefix of its chain. `progress` is told the records read so far.
+pub fn import<R: Read>(
+    store: &Store,
+    reader: &mut BlockReader<R>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Imported, StoreError> {
+    let mut links = LinkChecker::default();
+    let mut done = Imported::default();
+    let (mut pending, mut pending_bytes) = (Vec::new(), 0usize);
+    let flush = |pending: &mut Vec<SealedBlock>, done: &mut Imported| -> Result<Option<String>, StoreError> {
+        let (appended, refused) = store.append_batch(pending)?;
+        for result in appended {
+            match result {
+                store::Appended::New(_) => done.n_new += 1,
+                store::Appended::AlreadyStored => done.n_known += 1,
+            }
+        }
+        pending.clear();
+        Ok(refused.map(|(_, error)| error.to_string()))
+    };
+    let stopped: Option<String> = loop {
+        let record = reader.records_read();
+        let block = match reader.next_block() {
+            Ok(Some(block)) => block,
+            Ok(None) => break None,
+            Err(error) => break Some(error.to_string()),
+        };
+        if let Err(error) = links.check(record, &block) {
+            break Some(error.to_string());
+        }
+        pending_bytes += block.bytes().len();
+        pending.push(block);
+        if pending.len() >= 256 || pending_bytes >= crate::limits::VERIFY_BATCH_BYTES {
+            pending_bytes = 0;
+            if let Some(why) = flush(&mut pending, &mut done)? {
+                break Some(why);
+            }
+        }
+        progress(record + 1);
+    };
+    let refused = flush(&mut pending, &mut done)?;
+    done.error = stopped.or(refused);
+    done.summary = links.finish();
+    Ok(done)
+}

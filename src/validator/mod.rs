@@ -8,5 +8,6 @@ pub mod discovery;
 pub mod episode;
 pub mod matchrun;
 pub mod run;
+pub mod service;
 pub mod state;
 pub mod writer;
