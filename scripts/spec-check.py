@@ -323,6 +323,26 @@ def main():
         check(r.pos == len(raw) and decoded == e["json"], f"event {i} decodes by the spec to its JSON (02)")
         check(leaf_hash(raw).hex() == e["leaf_hash"], f"event {i} leaf hash (03)")
 
+    # 02 "Evidence": the vector's placeholder signatures make it false evidence; the same
+    # evidence signed by its accused (the vector key, as both headers' validator) is
+    # proven, and with a header that breaks 03's rules it is false again.
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    evidence = next(e["json"]["evidence"] for e in v["events"] if "evidence" in e["json"])
+    check(not evidence_proven(evidence), "the vectors' placeholder evidence is false evidence (02)")
+    signer = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(v["key"]["secret_seed"]))
+    real = json.loads(json.dumps(evidence))
+    for side in "ab":
+        real[f"header_{side}"]["validator"] = public.hex()
+        real[f"header_{side}"]["height"] = real["height"]
+    real["validator"] = public.hex()
+    real["header_b"]["time_ms"] = real["header_a"]["time_ms"] + 1
+    sign = lambda h: signer.sign(b"af-ledger/v1/block\x00" + header_hash(h)).hex()
+    real["signature_a"], real["signature_b"] = sign(real["header_a"]), sign(real["header_b"])
+    check(evidence_proven(real), "evidence of two signed headers at one height is proven (02)")
+    real["header_b"]["format_version"] = 2
+    real["signature_b"] = sign(real["header_b"])
+    check(not evidence_proven(real), "evidence with a header breaking 03's rules is false (02)")
+
     leaves = [bytes.fromhex(h) for h in v["merkle"]["leaf_hashes"]]
     check(mth(leaves).hex() == v["merkle"]["root"], "Merkle root (03)")
     check(b3(b"").hex() == v["merkle"]["empty_root"], "empty Merkle root (03)")
@@ -338,6 +358,7 @@ def main():
         check(header_bytes.hex() == b["header_bytes"] and h == b["header"], f"block {height} header layout (03)")
         block_hash = b3(header_bytes)
         check(block_hash.hex() == b["block_hash"], f"block {height} hash = blake3(header) (03)")
+        check(header_hash(h) == block_hash, f"block {height} header re-encoded from its fields hashes the same (03)")
         message = b"af-ledger/v1/block\x00" + block_hash
         check(message.hex() == b["signing_message"], f"block {height} signing message (03)")
         signature = r.take(64)
@@ -388,6 +409,34 @@ def main():
           "a signature whose base64 has non-zero padding bits is refused (04)")
     print("all vectors check out against ledger-spec/")
     print(f"spec-check: {len(PASSED)} passed, 0 failed")
+
+
+def header_hash(h):
+    """03: blake3 over the header's canonical bytes."""
+    return blake3(struct.pack("<H", h["format_version"]) + bytes.fromhex(h["validator"]) + struct.pack("<Q", h["height"])
+                  + bytes.fromhex(h["prev_hash"]) + struct.pack("<Q", h["time_ms"]) + bytes.fromhex(h["events_root"])
+                  + struct.pack("<I", h["n_events"])).digest()
+
+
+def evidence_proven(ev):
+    """02 "Evidence": both headers the accused's at its height, 03's header rules, different
+    hashes, strict signatures over each header's hash by the accused."""
+    from cryptography.exceptions import InvalidSignature
+    a, b = ev["header_a"], ev["header_b"]
+    for h in (a, b):
+        if h["validator"] != ev["validator"] or h["height"] != ev["height"]:
+            return False
+        if h["format_version"] != 1 or h["n_events"] > 65536 or (h["height"] == 0 and h["prev_hash"] != "00" * 32):
+            return False
+    if header_hash(a) == header_hash(b):
+        return False
+    key = Ed25519PublicKey.from_public_bytes(bytes.fromhex(ev["validator"]))
+    try:
+        for h, sig in ((a, ev["signature_a"]), (b, ev["signature_b"])):
+            key.verify(bytes.fromhex(sig), b"af-ledger/v1/block\x00" + header_hash(h))
+    except InvalidSignature:
+        return False
+    return True
 
 
 def strict_json(text):
