@@ -112,14 +112,7 @@ pub async fn record_evidence_directly(
 ) {
     let validator = log.validator();
     while let Some(evidence) = evidence.recv().await {
-        tracing::warn!(
-            event = "equivocation",
-            validator = %evidence.validator,
-            height = evidence.height,
-            "validator {} equivocated at height {}: recording the evidence",
-            evidence.validator,
-            evidence.height
-        );
+        af::validator::service::warn_equivocation(&evidence);
         let log = log.clone();
         let appended =
             tokio::task::spawn_blocking(move || log.append(vec![Event::Evidence(Box::new(evidence))], super::now_ms()))

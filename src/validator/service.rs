@@ -37,14 +37,7 @@ pub async fn serve_until_stopped(serving: Serving, mut stop: watch::Receiver<boo
         let events = events.clone();
         tokio::spawn(async move {
             while let Some(found) = evidence.recv().await {
-                tracing::warn!(
-                    event = "equivocation",
-                    validator = %found.validator,
-                    height = found.height,
-                    "validator {} equivocated at height {}: recording the evidence",
-                    found.validator,
-                    found.height
-                );
+                warn_equivocation(&found);
                 if events.send(vec![Event::Evidence(Box::new(found))]).await.is_err() {
                     return;
                 }
@@ -94,6 +87,18 @@ pub async fn serve_until_stopped(serving: Serving, mut stop: watch::Receiver<boo
     }
     let _ = finish.send(true);
     let _ = appender.await;
+}
+
+/// The operator's line for equivocation networking found, before it is recorded.
+pub fn warn_equivocation(found: &Evidence) {
+    tracing::warn!(
+        event = "equivocation",
+        validator = %found.validator,
+        height = found.height,
+        "validator {} equivocated at height {}: recording the evidence",
+        found.validator,
+        found.height
+    );
 }
 
 /// Ends a long-running command's runtime and closes its store cleanly, so the next open

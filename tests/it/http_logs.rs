@@ -231,13 +231,20 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     out
 }
 
-#[test]
-fn a_lying_server_is_refused_with_evidence_or_a_clear_error_and_nothing_unverified_is_stored() {
-    let runtime = runtime();
-    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+/// `n` temporary directories, the test network's store in the first and its published
+/// site in the second.
+fn published_network(n: usize) -> (Vec<tempfile::TempDir>, Store, std::path::PathBuf) {
+    let dirs: Vec<tempfile::TempDir> = (0..n).map(|_| tempfile::tempdir().unwrap()).collect();
     let source = network(dirs[0].path(), 1_790_000_000_000);
     let site = dirs[1].path().join("site");
     publish::publish(&source, None, &site, &mut |_| {}).unwrap();
+    (dirs, source, site)
+}
+
+#[test]
+fn a_lying_server_is_refused_with_evidence_or_a_clear_error_and_nothing_unverified_is_stored() {
+    let runtime = runtime();
+    let (dirs, source, site) = published_network(3);
     let own = validator_key(0).validator();
     let width = published_width(&site, &own);
     let bundle = layout::bundle_path(&own, 0, width);
@@ -673,10 +680,7 @@ fn the_node_api_caches_what_never_changes_and_answers_errors_as_json() {
 #[test]
 fn a_log_list_naming_a_validator_twice_with_wrong_sizes_is_followed_by_the_signed_tips() {
     let runtime = runtime();
-    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let source = network(dirs[0].path(), 1_790_000_000_000);
-    let site = dirs[1].path().join("site");
-    publish::publish(&source, None, &site, &mut |_| {}).unwrap();
+    let (_dirs, source, site) = published_network(2);
     let list_path = site.join(layout::log_list_path());
     let mut list: serde_json::Value = serde_json::from_slice(&std::fs::read(&list_path).unwrap()).unwrap();
     let first = list["logs"][0].clone();
