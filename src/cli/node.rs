@@ -183,8 +183,8 @@ pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> 
 
 pub fn peers(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let path = data.join(STATUS_FILE);
-    let running =
-        || matches!(af::ledger::store::Store::open_read_only(data), Err(af::ledger::store::StoreError::Locked(_)));
+    // The store's lock says whether a node runs; opening it would check every page.
+    let running = || af::ledger::store::Store::held_by_writer(data).unwrap_or(false);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => {
             // A status left by a node that has stopped is history, and said to be.
@@ -198,9 +198,7 @@ pub fn peers(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // Whether something holds the store tells which of two things is missing.
-            let running =
-                matches!(af::ledger::store::Store::open_read_only(data), Err(af::ledger::store::StoreError::Locked(_)));
-            anyhow::bail!(if running {
+            anyhow::bail!(if running() {
                 format!(
                     "the node running on {} has no networking (it was started without --listen), so it has no \
                      peers; restart it with --listen MULTIADDR to gossip and sync",

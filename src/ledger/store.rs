@@ -303,6 +303,24 @@ impl Store {
         Ok(store)
     }
 
+    /// Whether a running writer (`af validate`, `af node`) holds the store in `dir`, told
+    /// by the file's lock alone: no page is read, so asking costs nothing on a large store.
+    pub fn held_by_writer(dir: &Path) -> Result<bool, StoreError> {
+        use redb::StorageBackend;
+        use std::ops::Bound::Unbounded;
+        let path = existing_store_file(dir)?;
+        let file = std::fs::File::open(&path).map_err(|e| io_open_error(&path, e))?;
+        let backend =
+            redb::backends::FileBackend::new(file).map_err(|e| io_open_error(&path, std::io::Error::other(e)))?;
+        let engine =
+            |e: redb::BackendError| StoreError::Engine { doing: "reading the store's lock", message: e.to_string() };
+        let free = backend.try_lock_shared_range(Unbounded, Unbounded).map_err(engine)?;
+        if free {
+            backend.unlock_range(Unbounded, Unbounded).map_err(engine)?;
+        }
+        Ok(!free)
+    }
+
     /// Rewrites the store in `dir` so its file holds no free pages (redb's compaction),
     /// for a validator that is stopped: redb grows its file in doubling regions and keeps
     /// pages freed by older commits for reuse, so a long-running store can be up to twice
