@@ -39,12 +39,14 @@ fn main() {
     // it, and then a tiny smoke run checks the benchmark still works.
     let full = std::env::args().any(|a| a == "--bench");
     println!("## durable append (each block = one fsync'd write transaction)\n");
-    println!("| events/block | blocks | events/s | MiB/s |");
-    println!("|---:|---:|---:|---:|");
+    println!("| events/block | blocks | events/s | MiB/s | target events/s |");
+    println!("|---:|---:|---:|---:|---:|");
     let scale = if full { 1 } else { 20 };
-    for (per_block, n_blocks) in [(1u32, 300u64 / scale), (64, 100 / scale), (1024, 40 / scale)] {
+    for (per_block, n_blocks, target) in
+        [(1u32, 300u64 / scale, "20,000"), (64, 100 / scale, "100,000"), (1024, 40 / scale, "200,000")]
+    {
         let (events_per_s, mib_per_s) = append_throughput(per_block, n_blocks);
-        println!("| {per_block} | {n_blocks} | {events_per_s:.0} | {mib_per_s:.1} |");
+        println!("| {per_block} | {n_blocks} | {events_per_s:.0} | {mib_per_s:.1} | {target} |");
     }
 
     let default_mib = if full { 1024 } else { 4 };
@@ -118,5 +120,8 @@ fn main() {
     println!("| reading the block bytes out of redb alone (the same streamer) | {read_s:.3} | {:.0} | |", mib / read_s);
     println!("| blake3 over the same bytes, one thread, in memory | {blake3_s:.3} | {:.0} | |", mib / blake3_s);
     println!("\nverify / raw blake3 in memory = {:.2}x", verify_s / blake3_s);
-    println!("verify / (read out of the store + raw blake3) = {:.2}x", verify_s / (read_s + blake3_s));
+    println!(
+        "verify / (read out of the store + raw blake3) = {:.2}x (target <= 3x, stretch 2x)",
+        verify_s / (read_s + blake3_s)
+    );
 }
