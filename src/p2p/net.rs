@@ -58,8 +58,9 @@ pub struct NetConfig {
     /// What peers may make us hold: responses read and responses waiting to be sent.
     pub budget: Arc<MemoryBudget>,
     pub connections: ConnectionLimits,
-    /// After `stop`: how long the node goes on serving until every connected peer that
-    /// syncs with us says it holds our tip (`STOP_GRACE_MS` by default).
+    /// After `stop`: the most the node goes on serving and fetching for, waiting for every
+    /// connected peer to hold our tip and to hold what peers are ahead on
+    /// (`STOP_GRACE_MS` by default).
     pub stop_grace_ms: u64,
 }
 
@@ -282,8 +283,9 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
             }
         }
         let input = tokio::select! {
-            _ = channels.stop.changed(), if draining.is_none() => {
-                if *channels.stop.borrow() {
+            changed = channels.stop.changed(), if draining.is_none() => {
+                // A dropped stop sender is a stop too (its owner ended), never a busy loop.
+                if changed.is_err() || *channels.stop.borrow() {
                     draining = Some(std::time::Instant::now());
                     sync.ask_tips_every_tick();
                 }
