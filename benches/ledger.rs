@@ -83,24 +83,7 @@ fn main() {
 
     // The same bytes, read with the streamer verify uses (timed alone), then through
     // plain blake3 in memory.
-    let mut all = Vec::with_capacity(report.n_bytes as usize);
-    let read_s = median(
-        (0..3)
-            .map(|_| {
-                all.clear();
-                let started = Instant::now();
-                let txn = store.read().unwrap();
-                af::ledger::store::stream_blocks(&txn, &validator, 32 << 20, &mut |batch| {
-                    for (_, bytes) in batch {
-                        all.extend_from_slice(&bytes);
-                    }
-                    true
-                })
-                .unwrap();
-                started.elapsed().as_secs_f64()
-            })
-            .collect(),
-    );
+    let (read_s, all) = common::read_seconds(&store, &[validator]);
     let blake3_s = common::blake3_seconds(&all);
     let mib = report.n_bytes as f64 / 1048576.0;
 

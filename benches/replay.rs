@@ -103,26 +103,8 @@ fn main() {
 
     // The same bytes read out of the store (timed alone, median of 3), then through plain
     // blake3 on one thread in memory: the baseline the targets are ratios of.
-    let mut all = Vec::with_capacity(n_bytes as usize);
-    let read_s = median(
-        (0..3)
-            .map(|_| {
-                all.clear();
-                let started = Instant::now();
-                let txn = store.read().unwrap();
-                for key in &keys {
-                    af::ledger::store::stream_blocks(&txn, &key.validator(), 32 << 20, &mut |batch| {
-                        for (_, bytes) in batch {
-                            all.extend_from_slice(&bytes);
-                        }
-                        true
-                    })
-                    .unwrap();
-                }
-                started.elapsed().as_secs_f64()
-            })
-            .collect(),
-    );
+    let validators: Vec<_> = keys.iter().map(|k| k.validator()).collect();
+    let (read_s, all) = common::read_seconds(&store, &validators);
     assert_eq!(all.len() as u64, n_bytes);
     let blake3_s = common::blake3_seconds(&all);
     drop(all);

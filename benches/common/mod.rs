@@ -1,5 +1,6 @@
-//! Helpers the benchmarks share: the median of repeated runs, and the raw blake3
-//! baseline every throughput figure is compared with.
+//! Helpers the benchmarks share: the median of repeated runs, and the baseline every
+//! throughput figure is compared with (reading the blocks out of the store, and raw
+//! blake3 over the same bytes).
 
 use std::time::Instant;
 
@@ -20,4 +21,30 @@ pub fn blake3_seconds(bytes: &[u8]) -> f64 {
             })
             .collect(),
     )
+}
+
+/// Seconds to read every block of `validators` out of `store` with the streamer verify
+/// uses (median of three), and the bytes read.
+pub fn read_seconds(store: &af::ledger::Store, validators: &[af::bytes::ValidatorKey]) -> (f64, Vec<u8>) {
+    let mut all = Vec::new();
+    let seconds = median(
+        (0..3)
+            .map(|_| {
+                all.clear();
+                let started = Instant::now();
+                let txn = store.read().unwrap();
+                for validator in validators {
+                    af::ledger::store::stream_blocks(&txn, validator, 32 << 20, &mut |batch| {
+                        for (_, bytes) in batch {
+                            all.extend_from_slice(&bytes);
+                        }
+                        true
+                    })
+                    .unwrap();
+                }
+                started.elapsed().as_secs_f64()
+            })
+            .collect(),
+    );
+    (seconds, all)
 }
