@@ -19,6 +19,9 @@ expect_code() { # expect_code CODE what... -- command
     set +e; "$@" > "$WORK/out" 2> "$WORK/err"; local got=$?; set -e
     [ "$got" = "$want" ] || fail "$what: exit $got, expected $want: $(tail -c 400 "$WORK/err")"
 }
+# get URL: the whole body into $WORK/body. A pipe into `grep -q` would close early on a
+# match and fail curl (exit 23) under pipefail whenever the body outgrows the pipe buffer.
+get() { curl -fsS -o "$WORK/body" "$1"; }
 
 # --- Operator: the devnet, then a node over one validator's data, probed as Prometheus would.
 step "operator: af devnet --rounds 2"
@@ -32,16 +35,16 @@ NODE=$!
 for _ in $(seq 100); do [ -s "$DATA/http.addr" ] && break; sleep 0.1; done
 BASE=$(cat "$DATA/http.addr")
 step "operator: node at $BASE"
-curl -fsS "${BASE}healthz" | grep -qx ok || fail "healthz is not ok"
+get "${BASE}healthz" && grep -qx ok "$WORK/body" || fail "healthz is not ok"
 curl -fsS "${BASE}metrics" > "$WORK/metrics.txt"
 grep -q '^# TYPE af_games_total counter' "$WORK/metrics.txt" || fail "metrics are not the classic text format"
 if command -v promtool >/dev/null; then
     promtool check metrics < "$WORK/metrics.txt" || fail "promtool finds the metrics malformed"
 fi
 for page in subnet miners matches history; do
-    curl -fsS "${BASE}${page}.html" | grep -q '<nav>' || fail "${page}.html is not served"
+    get "${BASE}${page}.html" && grep -q '<nav>' "$WORK/body" || fail "${page}.html is not served"
 done
-curl -fsS "${BASE}af/v1/live" | grep -q '"role":"node"' || fail "the live answer does not call an af node a node"
+get "${BASE}af/v1/live" && grep -q '"role":"node"' "$WORK/body" || fail "the live answer does not call an af node a node"
 for _ in $(seq 50); do [ -s "$DATA/status.json" ] && break; sleep 0.1; done
 expect_code 0 "peers of a running node" "$AF" peers --data "$DATA"
 
