@@ -113,15 +113,18 @@ for v in 0 1; do
     pids+=($!)
 done
 
-# One sample of validator $1: RSS KiB, fds, threads, store bytes, block bytes held.
+# One sample of validator $1: RSS KiB, fds, threads, store bytes, block bytes held, and
+# the allocator's live heap in KiB.
 sample_of() {
-    local pid="${vpids[$1]}" rss threads fds disk blocks
+    local pid="${vpids[$1]}" rss threads fds disk metrics blocks heap
     rss="$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")"
     threads="$(awk '/^Threads:/ {print $2}' "/proc/$pid/status")"
     fds="$(ls "/proc/$pid/fd" | wc -l)"
     disk="$(stat -c %s "$dir/v$1/ledger.redb")"
-    blocks="$(curl -fsS -m 5 "http://${http[$1]}/metrics" | awk '/^af_store_block_bytes / {print $2}')"
-    echo "$rss $fds $threads $disk ${blocks:-0}"
+    metrics="$(curl -fsS -m 5 "http://${http[$1]}/metrics" || true)"
+    blocks="$(awk '/^af_store_block_bytes / {print $2}' <<<"$metrics")"
+    heap="$(awk '/^af_heap_allocated_bytes / {printf "%d", $2 / 1024}' <<<"$metrics")"
+    echo "$rss $fds $threads $disk ${blocks:-0} ${heap:-0}"
 }
 
 start=$(date +%s)
@@ -129,7 +132,7 @@ end=$((start + minutes * 60))
 next_commit=$((start + every))
 next_sample=$start
 n=2
-printf '%8s %3s %9s %5s %5s %10s %10s %7s\n' minute v rss_kib fds thr store_b blocks_b matches
+printf '%8s %3s %9s %9s %5s %5s %10s %10s %7s\n' minute v rss_kib heap_kib fds thr store_b blocks_b matches
 : >"$dir/samples"
 while [ "$(date +%s)" -lt "$end" ]; do
     now=$(date +%s)
@@ -154,10 +157,10 @@ while [ "$(date +%s)" -lt "$end" ]; do
     if [ "$now" -ge "$next_sample" ]; then
         minute=$(awk -v s="$start" -v n="$now" 'BEGIN {printf "%.2f", (n - s) / 60}')
         for v in 0 1; do
-            read -r rss fds threads disk blocks <<<"$(sample_of "$v")"
+            read -r rss fds threads disk blocks heap <<<"$(sample_of "$v")"
             matches="$(grep -c '"event":"match_decided"' "$dir/v$v/validate.log" || true)"
-            echo "$minute $v $rss $fds $threads $disk $blocks $matches" >>"$dir/samples"
-            printf '%8s %3s %9s %5s %5s %10s %10s %7s\n' "$minute" "$v" "$rss" "$fds" "$threads" "$disk" "$blocks" "$matches"
+            echo "$minute $v $rss $fds $threads $disk $blocks $matches $heap" >>"$dir/samples"
+            printf '%8s %3s %9s %9s %5s %5s %10s %10s %7s\n' "$minute" "$v" "$rss" "$heap" "$fds" "$threads" "$disk" "$blocks" "$matches"
         done
         next_sample=$((next_sample + sample))
     fi
@@ -171,7 +174,7 @@ rows = [line.split() for line in open(sys.argv[1])]
 minutes = float(sys.argv[2])
 since = minutes - 60 if minutes >= 120 else minutes / 2
 print(f"\nline fit over minutes {since:.0f} to {minutes:.0f} (per hour)")
-print(f"{'v':>3} {'rss MB/h':>10} {'fds/h':>8} {'threads/h':>10} {'store MB/h':>11} {'blocks MB/h':>12} {'store/blocks':>13}")
+print(f"{'v':>3} {'rss MB/h':>10} {'heap MB/h':>10} {'fds/h':>8} {'threads/h':>10} {'store MB/h':>11} {'blocks MB/h':>12} {'store/blocks':>13}")
 for v in ("0", "1"):
     pts = [[float(x) for x in r] for r in rows if r[1] == v and float(r[0]) >= since]
     def slope(col):
@@ -181,7 +184,7 @@ for v in ("0", "1"):
         return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
     last = pts[-1]
     ratio = last[5] / last[6] if last[6] else float("nan")
-    print(f"{v:>3} {slope(2) / 1024:>10.2f} {slope(3):>8.2f} {slope(4):>10.2f} {slope(5) / 1e6:>11.2f} {slope(6) / 1e6:>12.2f} {ratio:>13.2f}")
+    print(f"{v:>3} {slope(2) / 1024:>10.2f} {slope(8) / 1024:>10.2f} {slope(3):>8.2f} {slope(4):>10.2f} {slope(5) / 1e6:>11.2f} {slope(6) / 1e6:>12.2f} {ratio:>13.2f}")
 EOF
 
 # A clean stop: each validator seals, announces and serves its last block, and then

@@ -14,6 +14,14 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// The allocator's (live heap, resident) bytes, as of now: jemalloc caches its statistics
+/// until its epoch is advanced.
+fn heap_probe() -> Option<(u64, u64)> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    epoch::advance().ok()?;
+    Some((stats::allocated::read().ok()? as u64, stats::resident::read().ok()? as u64))
+}
+
 fn main() -> ExitCode {
     let args = <cli::Cli as clap::Parser>::parse();
     let suppressed = init_logging();

@@ -110,7 +110,16 @@ pub struct Metrics {
     /// Block bytes of every log the store holds, as the last replay folded them.
     pub store_block_bytes: Gauge,
     pub vtrust: Family<PeerChain, Gauge<f64, AtomicU64>>,
+    /// The allocator's live heap and the pages it holds, read by `heap_probe` when
+    /// `/metrics` is read: RSS growth with a flat live heap is fragmentation, not a leak.
+    pub heap_allocated_bytes: Gauge,
+    pub heap_resident_bytes: Gauge,
+    heap_probe: Option<HeapProbe>,
 }
+
+/// Reads (live heap bytes, resident bytes) from the process's allocator; the binary
+/// picks the allocator, so it supplies the probe.
+pub type HeapProbe = fn() -> Option<(u64, u64)>;
 
 /// Miners with label sets at once: a validator meets new miners for weeks, so the
 /// least recently labelled miner's series are dropped past this (the subnet has 256 uids;
@@ -217,6 +226,9 @@ impl Metrics {
             tip_height: Gauge::default(),
             store_block_bytes: Gauge::default(),
             vtrust: Family::default(),
+            heap_allocated_bytes: Gauge::default(),
+            heap_resident_bytes: Gauge::default(),
+            heap_probe: None,
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -300,6 +312,30 @@ impl Metrics {
             metrics.budget_limit_bytes.clone(),
         );
         Metrics { registry, ..metrics }
+    }
+
+    /// These metrics with the allocator's heap gauges, read through `probe`.
+    pub fn with_heap_probe(mut self, probe: HeapProbe) -> Metrics {
+        self.registry.register(
+            "heap_allocated_bytes",
+            "Bytes the process's allocator has handed out and not had back (its live heap)",
+            self.heap_allocated_bytes.clone(),
+        );
+        self.registry.register(
+            "heap_resident_bytes",
+            "Bytes of memory the process's allocator holds in physical pages",
+            self.heap_resident_bytes.clone(),
+        );
+        self.heap_probe = Some(probe);
+        self
+    }
+
+    /// Sets the heap gauges from the probe, if there is one and it answers.
+    pub fn sample_heap(&self) {
+        if let Some((allocated, resident)) = self.heap_probe.and_then(|probe| probe()) {
+            self.heap_allocated_bytes.set(i64::try_from(allocated).unwrap_or(i64::MAX));
+            self.heap_resident_bytes.set(i64::try_from(resident).unwrap_or(i64::MAX));
+        }
     }
 
     /// OpenMetrics 1.0 text, as `GET /metrics` serves a scraper that asks for it.

@@ -438,6 +438,13 @@ impl SentWeights {
     pub async fn check_rate(&self, limits: &WeightLimits, netuid: u16, now: u64) -> Result<(), ChainError> {
         check_rate_counting(self.last.lock().await.as_ref().map(|l| &l.sent), limits, netuid, now)
     }
+
+    /// `ChainError::Unchanged` when these weights equal our last send's and a tempo has
+    /// not passed since it ([`send_weights`] checks the same; asking first spares a caller
+    /// the reads a send makes).
+    pub async fn check_repeat(&self, uids: &[u16], weights: &[u16], tempo: u64, now: u64) -> Result<(), ChainError> {
+        check_repeat(self.last.lock().await.as_ref(), uids, weights, tempo, now)
+    }
 }
 
 /// Weights equal to our last send's wait one epoch after it: sent once an epoch they keep

@@ -299,6 +299,12 @@ fn escape_where(text: &str, escape: impl Fn(char) -> bool) -> std::borrow::Cow<'
     std::borrow::Cow::Owned(out)
 }
 
+/// A serving process's metrics: the log filter's suppressed-line counter and the
+/// allocator's heap gauges.
+pub fn node_metrics(log_suppressed: prometheus_client::metrics::counter::Counter) -> af::metrics::Metrics {
+    af::metrics::Metrics::with_log_counter(log_suppressed).with_heap_probe(crate::heap_probe)
+}
+
 /// Waits for SIGINT (Ctrl-C) or SIGTERM (systemd, pm2, docker stop), and says which.
 /// The handlers are installed when this is called, not when it is first awaited, so a
 /// signal that arrives while the caller is still starting up is not lost (nor does it

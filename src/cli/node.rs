@@ -137,7 +137,7 @@ pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> 
         let (mut p2p, mut http) = (P2pConfig::default(), HttpConfig::default());
         args.apply(&mut p2p, &mut http);
         let budget = p2p.budget()?;
-        let metrics = Arc::new(af::metrics::Metrics::with_log_counter(log_suppressed));
+        let metrics = Arc::new(super::node_metrics(log_suppressed));
         let handle = start(&log, &p2p, data, stop.clone(), None, budget.clone())?;
         let NodeHandle { own_blocks, evidence, status, task } = handle;
         let _http = match http.address()? {

@@ -151,7 +151,7 @@ pub fn validate(
             );
             let _ = stop_sender.send(true);
         });
-        let metrics = Arc::new(af::metrics::Metrics::with_log_counter(log_suppressed));
+        let metrics = Arc::new(super::node_metrics(log_suppressed));
         let budget = config.p2p.budget()?;
         // A chain that cannot be reached at start is retried with backoff (a service
         // waits for it); a bad key or spec is an error at once.

@@ -3,11 +3,13 @@
 //! weights from a replay of every log we hold, when the rate limit allows. Each
 //! success is recorded as an event in our own log, through its single writer.
 
-use crate::chain::{send_weights, Chain, ChainError, LedgerCommitment, SentWeights, WeightsSent, COMMIT_EVERY_BLOCKS};
+use crate::chain::{
+    send_weights, Chain, ChainError, LedgerCommitment, Neuron, SentWeights, WeightsSent, COMMIT_EVERY_BLOCKS,
+};
 use crate::envs;
 use crate::evaluation::ratio::RatioParams;
 use crate::ledger::event::{ChainCommitment, WeightsCommitted, WeightsSet};
-use crate::ledger::{Event, OwnLog, StoreError};
+use crate::ledger::{Event, OwnLog, StoreError, Tip, ValidatorKey};
 use crate::metrics::Metrics;
 use crate::replay::{self, fold::ChainFold};
 use std::sync::Arc;
@@ -65,11 +67,59 @@ pub async fn commit_tip(log: &OwnLog, chain: &dyn Chain) -> Result<Option<ChainC
     }))
 }
 
+/// What the anchoring loop keeps between its ticks so that an idle tick costs two chain
+/// reads and no replay: the folds of every log (each replay folds only new blocks), the
+/// tips they were folded to and the champion they gave, and the neurons read at a chain
+/// block (the hotkey to uid map changes only from one chain block to the next).
+#[derive(Default)]
+pub struct WeightsCache {
+    folds: Option<Vec<ChainFold>>,
+    folded_tips: Option<Vec<(ValidatorKey, Tip)>>,
+    champion: Option<String>,
+    neurons: Option<(u64, Vec<Neuron>)>,
+}
+
+impl WeightsCache {
+    /// The champion's hotkey by a replay of every log, replayed only when a tip moved.
+    async fn champion(&mut self, log: &Arc<OwnLog>, ratio_params: RatioParams) -> Result<Option<String>, AnchorError> {
+        let tips = log.store.tips()?;
+        if self.folded_tips.as_ref() == Some(&tips) {
+            return Ok(self.champion.clone());
+        }
+        let snapshot = self.folds.take().map(|folds| {
+            (replay::Snapshot { replay_version: replay::REPLAY_VERSION, folds }, replay::FoldSource::ThisProcess)
+        });
+        let replayed = {
+            let log = log.clone();
+            tokio::task::spawn_blocking(move || {
+                replay::replay(&log.store, &envs::registry(), snapshot, &ratio_params, &mut |_, _, _| {})
+            })
+            .await
+            .expect("replay does not panic")?
+        };
+        self.folds = Some(replayed.folds);
+        // The tips read before the replay: a block appended meanwhile moves them again.
+        self.folded_tips = Some(tips);
+        self.champion = replayed.state.champion.map(|c| c.hotkey);
+        Ok(self.champion.clone())
+    }
+
+    /// `hotkey`'s uid on chain at block `now`, read once per chain block.
+    async fn uid_of(&mut self, chain: &dyn Chain, hotkey: &str, now: u64) -> Result<Option<u16>, AnchorError> {
+        if self.neurons.as_ref().is_none_or(|(block, _)| *block != now) {
+            self.neurons = Some((now, chain.neurons().await?));
+        }
+        let neurons = self.neurons.as_ref().map(|(_, n)| n.as_slice()).unwrap_or_default();
+        Ok(neurons.iter().find(|n| n.hotkey == hotkey).map(|n| n.uid))
+    }
+}
+
 /// The weights replay gives (winner takes all, to the champion's uid on chain now),
 /// sent the way the subnet requires (`set_weights`, or a timelocked commit under
 /// commit-reveal: [`send_weights`], through the validator's one `sent` memory); returns
 /// the event to record. `None` when the chain says wait: the rate limit (checked first,
-/// counting our own sends still in the pool, so no replay is wasted), or our commit for
+/// counting our own sends still in the pool, so no replay is wasted), the same weights
+/// sent less than a tempo ago (checked before anything else is read), or our commit for
 /// this epoch not yet revealed; and when there is no champion yet, or the champion is not
 /// registered.
 pub async fn set_weights(
@@ -77,7 +127,7 @@ pub async fn set_weights(
     chain: &dyn Chain,
     sent: &SentWeights,
     ratio_params: RatioParams,
-    folds: &mut Option<Vec<ChainFold>>,
+    cache: &mut WeightsCache,
     now_ms: u64,
 ) -> Result<Option<Event>, AnchorError> {
     let limits = chain.weight_limits().await?;
@@ -87,21 +137,12 @@ pub async fn set_weights(
         Err(other) => return Err(other.into()),
         Ok(()) => {}
     }
-    let snapshot = folds.take().map(|folds| {
-        (replay::Snapshot { replay_version: replay::REPLAY_VERSION, folds }, replay::FoldSource::ThisProcess)
-    });
-    let replayed = {
-        let log = log.clone();
-        tokio::task::spawn_blocking(move || {
-            replay::replay(&log.store, &envs::registry(), snapshot, &ratio_params, &mut |_, _, _| {})
-        })
-        .await
-        .expect("replay does not panic")?
-    };
-    *folds = Some(replayed.folds);
-    let Some(champion) = replayed.state.champion else { return Ok(None) };
-    let neurons = chain.neurons().await?;
-    let Some(uid) = neurons.iter().find(|n| n.hotkey == champion.hotkey).map(|n| n.uid) else { return Ok(None) };
+    let Some(champion) = cache.champion(log, ratio_params).await? else { return Ok(None) };
+    let Some(uid) = cache.uid_of(chain, &champion, now).await? else { return Ok(None) };
+    if let Err(error) = sent.check_repeat(&[uid], &[u16::MAX], limits.tempo, now).await {
+        tracing::debug!(event = "weights_wait", reason = %error, "weights wait for the chain");
+        return Ok(None);
+    }
     let (uids, weights) = (vec![uid], vec![u16::MAX]);
     let netuid = chain.netuid();
     let sent = match send_weights(chain, sent, &uids, &weights, now_ms).await {
@@ -184,7 +225,7 @@ pub async fn anchor_loop(
     let AnchorClock { check_ms, now_ms } = clock;
     let ChainSender { chain, sent } = to;
     let mut last_commit_block: Option<u64> = None;
-    let mut folds: Option<Vec<ChainFold>> = None;
+    let mut cache = WeightsCache::default();
     metrics.chain_expected(now_ms());
     loop {
         tokio::select! {
@@ -229,7 +270,7 @@ pub async fn anchor_loop(
         }
         // The chain's own rate limit decides, with our sends still in the pool counted
         // (set_weights reads both and waits when they say so).
-        match set_weights(&log, chain.as_ref(), &sent, ratio_params, &mut folds, now_ms()).await {
+        match set_weights(&log, chain.as_ref(), &sent, ratio_params, &mut cache, now_ms()).await {
             Ok(Some(event)) => {
                 metrics.chain_send("weights", "sent", "");
                 let (chain_block, what) = describe_weights(&event);
@@ -246,5 +287,148 @@ pub async fn anchor_loop(
                 tracing::warn!(event = "set_weights_failed", error = %error, "setting weights failed; retrying");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chain::{Axon, CommitmentRecord, TimelockInfo, Timelocked, WeightLimits};
+    use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// A chain at a settable block whose only neuron is `CHAMPION` at uid 3, counting the
+    /// reads and sends an idle anchoring tick must not repeat.
+    #[derive(Default)]
+    struct Counting {
+        block: AtomicU64,
+        limits_reads: AtomicU64,
+        neurons_reads: AtomicU64,
+        sets: AtomicU64,
+    }
+
+    const CHAMPION: &str = "5AnchorTestChampion";
+
+    fn absent<T>() -> Result<T, ChainError> {
+        Err(ChainError::Refused("not used by this test".into()))
+    }
+
+    #[async_trait::async_trait]
+    impl Chain for Counting {
+        fn netuid(&self) -> u16 {
+            1
+        }
+        fn hotkey(&self) -> Option<String> {
+            Some("5AnchorTestValidator".into())
+        }
+        async fn current_block(&self) -> Result<u64, ChainError> {
+            Ok(self.block.load(Ordering::SeqCst))
+        }
+        async fn block_hash(&self, _: u64) -> Result<Option<crate::bytes::Hash32>, ChainError> {
+            absent()
+        }
+        async fn neurons(&self) -> Result<Vec<Neuron>, ChainError> {
+            self.neurons_reads.fetch_add(1, Ordering::SeqCst);
+            Ok(vec![Neuron { uid: 3, hotkey: CHAMPION.into(), registration_block: 0, validator_permit: false }])
+        }
+        async fn commit_fields(&self, _: &[Vec<u8>]) -> Result<u64, ChainError> {
+            absent()
+        }
+        async fn commitments(&self) -> Result<Vec<CommitmentRecord>, ChainError> {
+            absent()
+        }
+        async fn serve_axon(&self, _: std::net::IpAddr, _: u16) -> Result<u64, ChainError> {
+            absent()
+        }
+        async fn axons(&self) -> Result<Vec<Axon>, ChainError> {
+            absent()
+        }
+        async fn set_weights(&self, _: &[u16], _: &[u16], _: u64) -> Result<u64, ChainError> {
+            self.sets.fetch_add(1, Ordering::SeqCst);
+            Ok(self.block.load(Ordering::SeqCst))
+        }
+        async fn weights(&self) -> Result<Vec<(u16, Vec<(u16, u16)>)>, ChainError> {
+            absent()
+        }
+        async fn weight_limits(&self) -> Result<WeightLimits, ChainError> {
+            self.limits_reads.fetch_add(1, Ordering::SeqCst);
+            Ok(WeightLimits {
+                rate_limit_blocks: 10,
+                last_update: None,
+                commit_reveal_enabled: false,
+                version_key: 0,
+                tempo: 50,
+            })
+        }
+        fn payload_hotkey(&self) -> Option<Vec<u8>> {
+            None
+        }
+        async fn timelock_info(&self) -> Result<TimelockInfo, ChainError> {
+            absent()
+        }
+        async fn commit_timelocked_weights(&self, _: &[u8], _: u64, _: u16) -> Result<u64, ChainError> {
+            absent()
+        }
+        async fn timelocked(&self) -> Result<Timelocked, ChainError> {
+            absent()
+        }
+    }
+
+    fn log_with_a_block(dir: &std::path::Path) -> Arc<OwnLog> {
+        let store = crate::ledger::Store::create(dir).unwrap();
+        let log = Arc::new(OwnLog::new(store, crate::ledger::LedgerKey::from_seed([5; 32])));
+        append_demo_block(&log);
+        log
+    }
+
+    fn append_demo_block(log: &OwnLog) {
+        let height = log.tip().unwrap().map_or(0, |t| t.height + 1);
+        log.append(crate::ledger::demo::demo_events(&log.validator(), height, 2, 600), 1_000 + height).unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_champion_is_replayed_only_when_a_tip_moves() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_with_a_block(dir.path());
+        let mut cache = WeightsCache::default();
+        assert_eq!(cache.champion(&log, DEFAULT_RATIO_PARAMS).await.unwrap(), None, "a log with no match");
+        // A replay would set it back to None; with no new block none runs.
+        cache.champion = Some(CHAMPION.into());
+        assert_eq!(cache.champion(&log, DEFAULT_RATIO_PARAMS).await.unwrap().as_deref(), Some(CHAMPION));
+        append_demo_block(&log);
+        assert_eq!(cache.champion(&log, DEFAULT_RATIO_PARAMS).await.unwrap(), None, "a new block is folded");
+    }
+
+    #[tokio::test]
+    async fn an_idle_tick_within_a_tempo_of_the_same_weights_reads_and_sends_nothing_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_with_a_block(dir.path());
+        let chain = Counting::default();
+        let sent = SentWeights::default();
+        let mut cache = WeightsCache::default();
+        cache.champion(&log, DEFAULT_RATIO_PARAMS).await.unwrap();
+        cache.champion = Some(CHAMPION.into());
+        chain.block.store(100, Ordering::SeqCst);
+        let first = set_weights(&log, &chain, &sent, DEFAULT_RATIO_PARAMS, &mut cache, 0).await.unwrap();
+        assert!(matches!(&first, Some(Event::WeightsSet(w)) if w.uids == [3]), "{first:?}");
+        assert_eq!(chain.sets.load(Ordering::SeqCst), 1);
+
+        // Past the rate limit, inside the tempo: one limits read, no send.
+        for block in [111, 111, 149] {
+            chain.block.store(block, Ordering::SeqCst);
+            let before = chain.limits_reads.load(Ordering::SeqCst);
+            assert!(set_weights(&log, &chain, &sent, DEFAULT_RATIO_PARAMS, &mut cache, 0).await.unwrap().is_none());
+            assert_eq!(chain.limits_reads.load(Ordering::SeqCst), before + 1, "at block {block}");
+        }
+        assert_eq!(chain.sets.load(Ordering::SeqCst), 1);
+        // The neurons once per chain block: 100, 111 and 149.
+        assert_eq!(chain.neurons_reads.load(Ordering::SeqCst), 3);
+
+        chain.block.store(150, Ordering::SeqCst);
+        assert!(
+            set_weights(&log, &chain, &sent, DEFAULT_RATIO_PARAMS, &mut cache, 0).await.unwrap().is_some(),
+            "the same weights go again a tempo later"
+        );
+        assert_eq!(chain.sets.load(Ordering::SeqCst), 2);
     }
 }

@@ -433,7 +433,16 @@ pub async fn run(
             }
         }
         let sent = &options.sent_weights;
-        match super::anchor::set_weights(&log, chain.as_ref(), sent, params, &mut None, (options.now_ms)()).await {
+        match super::anchor::set_weights(
+            &log,
+            chain.as_ref(),
+            sent,
+            params,
+            &mut Default::default(),
+            (options.now_ms)(),
+        )
+        .await
+        {
             Ok(Some(event)) => {
                 options.metrics.chain_send("weights", "sent", "");
                 let (chain_block, what) = super::anchor::describe_weights(&event);
