@@ -11,11 +11,21 @@ use std::process::ExitCode;
 
 /// A validator runs for weeks: its resident memory must follow its live heap, which
 /// glibc's per-thread arenas do not (ARCHITECTURE.md, "Memory").
+/// `--features system-allocator` keeps glibc's malloc, for heap profilers that trace it
+/// (heaptrack): the figures in ARCHITECTURE.md's "Memory" came from such a build.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// Without jemalloc there is no heap probe.
+#[cfg(feature = "system-allocator")]
+fn heap_probe() -> Option<(u64, u64)> {
+    None
+}
+
 /// The allocator's (live heap, resident) bytes, as of now: jemalloc caches its statistics
 /// until its epoch is advanced.
+#[cfg(not(feature = "system-allocator"))]
 fn heap_probe() -> Option<(u64, u64)> {
     use tikv_jemalloc_ctl::{epoch, stats};
     epoch::advance().ok()?;

@@ -372,7 +372,7 @@ pub fn run(
             "own_tip": store.tip(&af::bytes::ValidatorKey::from_hex(key)?)?,
             "champion": summary["champion"],
             "ratio_to_beat_ppm": summary["ratio_to_beat_ppm"],
-            "matches": summary["matches"].as_array().map_or(0, Vec::len),
+            "matches": summary["n_matches"],
             "state_hash": replayed.state_hash,
         }));
         if i == 0 {

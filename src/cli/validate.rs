@@ -288,7 +288,7 @@ pub fn validate(
         } else {
             outln!(
                 "{} matches; champion {}; ratio to beat {:.4}; tip {}",
-                summary.matches.len(),
+                summary.n_matches,
                 summary.champion,
                 f64::from(summary.ratio_to_beat_ppm) / 1e6,
                 summary.tip.map_or("(empty)".into(), |t| format!("height {} hash {}", t.height, t.hash))
@@ -436,7 +436,7 @@ pub fn ratio_show(
             "now_block": now_block,
             "now_block_from": now_from,
             "champion": loaded.champion.map(|c| c.hotkey),
-            "matches_decided": loaded.decided.len(),
+            "matches_decided": loaded.n_decided,
         }))?;
     } else {
         outln!("ratio to beat  {:.4}", f64::from(current) / 1e6);

@@ -907,7 +907,7 @@ async fn live(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
                 "envs": open.tallies(),
             })
         });
-        let last = state.decided.last().map(|d| {
+        let last = state.last_decided.as_ref().map(|d| {
             serde_json::json!({ "match_id": d.match_id, "contender_won": d.contender_won, "champion": d.champion_hotkey })
         });
         let anchors: Vec<_> = state.recent_anchors.iter().rev().collect();
@@ -917,7 +917,7 @@ async fn live(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
             "champion": state.champion,
             "ratio_to_beat_ppm": ratio_params.current_ppm(&state.ratio, state.latest_chain_block),
             "chain_block": state.latest_chain_block,
-            "matches_decided": state.decided.len(),
+            "matches_decided": state.n_decided,
             "last_decided": last,
             "match": current,
             "anchors": anchors,

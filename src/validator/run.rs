@@ -19,6 +19,7 @@ use crate::ledger::{OwnLog, StoreError, Tip};
 use crate::metrics::Metrics;
 use crate::miner::client::{ClientError, MinerClient};
 use crate::miner::stats::{RequestStats, StatsSnapshot};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
@@ -48,7 +49,11 @@ pub enum RunError {
 
 #[derive(Debug, serde::Serialize)]
 pub struct RunSummary {
-    pub matches: Vec<MatchReport>,
+    /// Matches this run decided.
+    pub n_matches: u64,
+    /// The reports of the last [`SUMMARY_MATCHES`] of them, oldest first (the log holds
+    /// every one: `af audit`, the pages).
+    pub matches: VecDeque<MatchReport>,
     pub champion: String,
     pub ratio_to_beat_ppm: u32,
     pub interrupted: bool,
@@ -59,6 +64,10 @@ pub struct RunSummary {
     #[serde(skip)]
     pub evidence: Option<mpsc::UnboundedReceiver<Evidence>>,
 }
+
+/// Match reports a run keeps for its summary: a validator runs for weeks, and its memory
+/// must not grow with the matches it plays (ARCHITECTURE.md, "Memory").
+pub const SUMMARY_MATCHES: usize = 256;
 
 /// Told of each decided match: its report, the contender, the champion it played.
 pub type MatchCallback = Box<dyn Fn(&MatchReport, &Contestant, &Contestant) + Send>;
@@ -115,7 +124,7 @@ pub async fn run(
     // `max_matches` counts the matches our log holds decided, so a restarted validator
     // goes on toward the same total rather than starting over (and waiting for a
     // contender it will never need).
-    let decided_before = loaded.decided.len() as u64;
+    let decided_before = loaded.n_decided;
     if options.max_matches.is_some_and(|max| decided_before >= max) {
         return no_match_played(&log, &loaded, &params, &mut options, false);
     }
@@ -164,7 +173,7 @@ pub async fn run(
     let mut ratio = loaded.ratio;
     let mut played = loaded.played_contenders.clone();
     let mut played_models = loaded.played_models.clone();
-    let mut n_decided = loaded.decided.len() as u64;
+    let mut n_decided = loaded.n_decided;
 
     let writer = spawn_writer(
         log.clone(),
@@ -240,14 +249,15 @@ pub async fn run(
         metrics: options.metrics.clone(),
     };
 
-    let mut reports = Vec::new();
+    let mut reports = VecDeque::new();
+    let mut n_reports = 0u64;
     let mut interrupted = false;
     // Set when the writer stopped under a match: its own error, read below, is the cause.
     let mut writer_gone = false;
     let mut pending = loaded.open.clone();
     let mut latest_chain_block = loaded.latest_chain_block;
     loop {
-        if options.max_matches.is_some_and(|max| decided_before + reports.len() as u64 >= max) || *stop.borrow() {
+        if options.max_matches.is_some_and(|max| decided_before + n_reports >= max) || *stop.borrow() {
             interrupted = *stop.borrow();
             break;
         }
@@ -384,7 +394,11 @@ pub async fn run(
                 }
                 n_decided += 1;
                 (options.on_match)(&report, &contender, &defender);
-                reports.push(report);
+                if reports.len() == SUMMARY_MATCHES {
+                    reports.pop_front();
+                }
+                reports.push_back(report);
+                n_reports += 1;
             }
             Err(MatchError::Interrupted) => {
                 interrupted = true;
@@ -473,6 +487,7 @@ pub async fn run(
     // "Now" is the newest chain block this run saw: the summary's ratio is in chain time.
     let ratio_now = params.current_ppm(&ratio, latest_chain_block);
     Ok(RunSummary {
+        n_matches: n_reports,
         matches: reports,
         champion: champion.miner.hotkey,
         ratio_to_beat_ppm: ratio_now,
@@ -517,7 +532,8 @@ fn no_match_played(
     interrupted: bool,
 ) -> Result<RunSummary, RunError> {
     Ok(RunSummary {
-        matches: Vec::new(),
+        n_matches: 0,
+        matches: VecDeque::new(),
         champion: loaded.champion.as_ref().map(|c| c.hotkey.clone()).unwrap_or_default(),
         ratio_to_beat_ppm: params.current_ppm(&loaded.ratio, loaded.latest_chain_block),
         interrupted,

@@ -92,7 +92,10 @@ pub struct ValidatorState {
     pub champion: Option<MinerRef>,
     pub ratio: RatioToBeat,
     pub ratio_set_by: Option<MatchId>,
-    pub decided: Vec<MatchDecided>,
+    /// Matches our log holds decided, and the last of them: a count, not a list, so a
+    /// state kept for weeks (the node's own state) does not grow with the matches.
+    pub n_decided: u64,
+    pub last_decided: Option<MatchDecided>,
     pub open: Option<OpenMatch>,
     /// Hotkeys that have played a match as contender.
     pub played_contenders: std::collections::BTreeSet<String>,
@@ -125,7 +128,8 @@ impl ValidatorState {
             champion: None,
             ratio: params.initial(),
             ratio_set_by: None,
-            decided: Vec::new(),
+            n_decided: 0,
+            last_decided: None,
             open: None,
             played_contenders: Default::default(),
             played_models: Default::default(),
@@ -179,7 +183,8 @@ impl ValidatorState {
                     self.ratio = RatioToBeat { set_ppm: decided.new_ratio_to_beat_ppm, set_at_block };
                     self.ratio_set_by = Some(decided.match_id);
                 }
-                self.decided.push(decided.clone());
+                self.n_decided += 1;
+                self.last_decided = Some(decided.clone());
             }
             Event::WeightsSet(record) => {
                 self.remember(Anchor::Weights { block_time_ms: time_ms, height, record: record.clone() })

@@ -78,6 +78,7 @@ fn validate_runs_the_queue_and_ratio_show_reports_it() {
     let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(summary["champion"], "5Perfect");
     assert_eq!(summary["matches"].as_array().unwrap().len(), 3);
+    assert_eq!(summary["n_matches"], 3, "{summary}");
     // Structured log lines on stderr (it is not a terminal here), one per match.
     let logs: Vec<serde_json::Value> =
         String::from_utf8_lossy(&output.stderr).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();

@@ -116,7 +116,7 @@ fn check_ledger(dir: &std::path::Path, key: &LedgerKey, report: &MatchReport) ->
     let store = Store::open(dir).unwrap();
     assert!(verify::verify_store(&store, &mut |_, _, _| {}).unwrap().ok);
     let loaded = state::load(&store, &key.validator(), &DEFAULT_RATIO_PARAMS).unwrap();
-    assert_eq!(loaded.decided.last(), Some(&report.decided));
+    assert_eq!(loaded.last_decided.as_ref(), Some(&report.decided));
     assert!(loaded.open.is_none());
 
     let registry = envs::registry();
