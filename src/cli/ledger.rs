@@ -233,6 +233,10 @@ pub enum LedgerCommand {
         /// Print `appended HEIGHT` after each block is durable (for crash tests).
         #[arg(long)]
         ack: bool,
+        /// Blocks written per durable transaction (group commit, as the validator's
+        /// writer does when blocks queue up).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
+        blocks_per_commit: u64,
         /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
@@ -274,8 +278,8 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
         LedgerCommand::Prove { data, height, event, validator, json: _ } => prove(&data, height, event, validator),
         LedgerCommand::VerifyProof { file, checkpoint, json } => verify_proof(&file, checkpoint.as_deref(), json),
         LedgerCommand::Find { data, challenge_id, miner, json } => find(&data, challenge_id, miner, json),
-        LedgerCommand::Demo { data, blocks, events_per_block, event_bytes, ack, json } => {
-            let summary = write_demo(&data, blocks, events_per_block, event_bytes, ack)?;
+        LedgerCommand::Demo { data, blocks, events_per_block, event_bytes, ack, blocks_per_commit, json } => {
+            let summary = write_demo(&data, blocks, events_per_block, event_bytes, ack, blocks_per_commit)?;
             if json {
                 print_json(&summary)?;
             } else if !ack {
@@ -794,6 +798,7 @@ pub fn write_demo(
     events_per_block: u32,
     event_bytes: usize,
     ack: bool,
+    blocks_per_commit: u64,
 ) -> anyhow::Result<DemoSummary> {
     let log = open_own_log(data)?;
     let validator = log.validator();
@@ -802,18 +807,21 @@ pub fn write_demo(
     let mut progress = ProgressLine::new();
     let mut bytes = 0u64;
     let mut tip_height = start_height.saturating_sub(1);
-    for height in start_height..start_height + blocks {
-        let events = demo::demo_events(&validator, height, events_per_block, event_bytes);
-        let receipt = log.append(events, super::now_ms())?;
-        let tip = receipt.tip;
-        tip_height = tip.height;
-        bytes += receipt.n_bytes as u64;
-        if ack {
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "appended {}", tip.height)?;
-            out.flush()?;
+    let end = start_height + blocks;
+    for first in (start_height..end).step_by(blocks_per_commit as usize) {
+        let group = (first..end.min(first + blocks_per_commit))
+            .map(|height| (demo::demo_events(&validator, height, events_per_block, event_bytes), super::now_ms()))
+            .collect();
+        for receipt in log.append_many(group)? {
+            tip_height = receipt.tip.height;
+            bytes += receipt.n_bytes as u64;
+            if ack {
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "appended {tip_height}")?;
+                out.flush()?;
+            }
         }
-        progress.update(|| format!("appended block {} of {}", height - start_height + 1, blocks));
+        progress.update(|| format!("appended block {} of {}", tip_height - start_height + 1, blocks));
     }
     progress.finish();
     let seconds = started.elapsed().as_secs_f64();

@@ -80,4 +80,33 @@ impl OwnLog {
             }
         }
     }
+
+    /// Seals each `(events, time_ms)` into the next block, each linked to the one before,
+    /// and stores them all in one durable transaction: one fsync for many blocks (group
+    /// commit). Returns once every block is on disk. On an IO error none of them is; a
+    /// block the store refuses (only another writer of our chain could cause one) is an
+    /// error with the blocks before it stored.
+    pub fn append_many(&self, blocks: Vec<(Vec<Event>, u64)>) -> Result<Vec<Receipt>, AppendError> {
+        let mut prev = self.tip()?;
+        let mut sealed = Vec::with_capacity(blocks.len());
+        for (events, time_ms) in blocks {
+            let block = block::seal(self.key.signing_key(), prev.as_ref(), time_ms, events)?;
+            prev = Some(block.tip());
+            sealed.push(block);
+        }
+        let (appended, refused) = self.store.append_batch(&sealed)?;
+        if let Some((_, error)) = refused {
+            // Only another writer of our chain could make a block we just sealed refused;
+            // the blocks before it are stored, so the caller must not go on as if not.
+            return Err(error.into());
+        }
+        Ok(appended
+            .into_iter()
+            .zip(&sealed)
+            .map(|(done, block)| {
+                assert_eq!(done, Appended::New(block.tip()), "the stored tip is the block just sealed");
+                Receipt { tip: block.tip(), n_bytes: block.bytes().len() }
+            })
+            .collect())
+    }
 }

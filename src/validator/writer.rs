@@ -3,7 +3,9 @@
 //! `block_max_ms`. A group (a challenge's two transcripts) is never split across blocks,
 //! so a crash cannot leave half of a pair on disk; a block is sealed before a group that
 //! would take it over the size or event limits, so every block fits the format's bounds.
-//! Appends are fsync'd, so they run on the blocking pool, never on the async workers.
+//! Appends are fsync'd, so they run on the blocking pool, never on the async workers;
+//! full blocks that queue meanwhile go to disk together in the next transaction (group
+//! commit: one fsync for up to `MAX_BLOCKS_PER_COMMIT` blocks).
 //! A flush request seals what has arrived and answers once it is durable, so callers
 //! say "decided" only of what is on disk. Closing the channel flushes a last block.
 
@@ -58,27 +60,60 @@ fn group_bytes(group: &[Event]) -> Result<u64, WriterError> {
     Ok(total)
 }
 
-struct Buffer {
+/// Blocks written in one durable transaction at most (group commit): the full blocks
+/// that queued while the previous transaction was on its way to disk.
+pub const MAX_BLOCKS_PER_COMMIT: usize = 256;
+
+/// Events waiting for the disk: full blocks, and the block being filled.
+struct Pending {
+    full: Vec<Vec<Event>>,
     events: Vec<Event>,
     n_bytes: u64,
+    /// When the first event of the block being filled arrived: it is sealed
+    /// `block_max_ms` after that, however few events it holds.
+    since: Option<tokio::time::Instant>,
+    block_max_events: usize,
 }
 
-impl Buffer {
-    /// Whether a group of `n_events` events and `n_bytes` bytes must go in a new block.
-    fn needs_new_block(&self, n_events: usize, n_bytes: u64) -> bool {
-        self.n_bytes + n_bytes > SEAL_AT_BYTES || self.events.len() + n_events > MAX_EVENTS_PER_BLOCK as usize
-    }
-
-    fn push(&mut self, group: Vec<Event>, n_bytes: u64) {
+impl Pending {
+    /// Adds a group, closing the block being filled first if the group would take it over
+    /// the size or event limits, and after if it reaches `block_max_events`.
+    fn add(&mut self, group: Vec<Event>, n_bytes: u64) {
+        if self.n_bytes + n_bytes > SEAL_AT_BYTES || self.events.len() + group.len() > MAX_EVENTS_PER_BLOCK as usize {
+            self.close();
+        }
+        self.since.get_or_insert_with(tokio::time::Instant::now);
         self.n_bytes += n_bytes;
         self.events.extend(group);
+        if self.events.len() >= self.block_max_events {
+            self.close();
+        }
+    }
+
+    fn close(&mut self) {
+        if !self.events.is_empty() {
+            self.full.push(std::mem::take(&mut self.events));
+            self.n_bytes = 0;
+            self.since = None;
+        }
+    }
+
+    /// Moves whatever is queued already into blocks, up to [`MAX_BLOCKS_PER_COMMIT`].
+    fn take_queued(&mut self, receiver: &mut mpsc::Receiver<Vec<Event>>) -> Result<(), WriterError> {
+        while self.full.len() < MAX_BLOCKS_PER_COMMIT {
+            let Ok(group) = receiver.try_recv() else { break };
+            let n_bytes = group_bytes(&group)?;
+            self.add(group, n_bytes);
+        }
+        Ok(())
     }
 }
 
 /// Starts the writer; `now_ms` is the clock used for block times (IO at the edge).
 /// `appended` (if given) is told of each new block, so the network can announce it.
 /// `metrics` counts appends, and hears the writer's heartbeat once per `block_max_ms`
-/// (the node's health check) and its failure.
+/// (the node's health check) and its failure. Full blocks that queue while a write is on
+/// its way to disk go to disk together, in one transaction (group commit).
 pub fn spawn_writer(
     log: Arc<OwnLog>,
     block_max_events: usize,
@@ -88,58 +123,66 @@ pub fn spawn_writer(
     metrics: Arc<Metrics>,
 ) -> WriterHandle {
     let block_max_events = block_max_events.clamp(1, MAX_EVENTS_PER_BLOCK as usize);
-    let (sender, mut receiver) = mpsc::channel::<Vec<Event>>(block_max_events * 4);
+    // Room for the groups of a few blocks, and at least for a full group commit of
+    // one-event blocks.
+    let (sender, mut receiver) = mpsc::channel::<Vec<Event>>((block_max_events * 4).max(MAX_BLOCKS_PER_COMMIT));
     let (flush, mut flushes) = mpsc::channel::<FlushRequest>(16);
     let log_validator = log.validator();
     let health = metrics.clone();
+    let max_wait = Duration::from_millis(block_max_ms);
     let work = async move {
-        let mut buffer = Buffer { events: Vec::new(), n_bytes: 0 };
+        let mut pending = Pending { full: Vec::new(), events: Vec::new(), n_bytes: 0, since: None, block_max_events };
         let mut tip = log.tip().ok().flatten();
         // Once every flush sender is gone, flushes are no longer polled.
         let mut flushes_open = true;
-        // Appends `buffer` as one block, if it holds anything.
-        let seal = |buffer: &mut Buffer| {
-            let events = std::mem::take(&mut buffer.events);
-            buffer.n_bytes = 0;
+        // Writes the full blocks in one transaction, and the block being filled too if
+        // `all`; returns the new tip, if anything was written.
+        let write = |pending: &mut Pending, all: bool| {
+            if all {
+                pending.close();
+            }
+            let blocks = std::mem::take(&mut pending.full);
             let log = log.clone();
             let appended = appended.clone();
             let metrics = metrics.clone();
             async move {
-                if events.is_empty() {
+                if blocks.is_empty() {
                     return Ok(None);
                 }
                 let started = std::time::Instant::now();
-                let receipt = tokio::task::spawn_blocking(move || log.append(events, now_ms()))
-                    .await
-                    .map_err(|_| WriterError::Panicked)??;
-                metrics.block_appended(receipt.n_bytes as u64, started.elapsed().as_secs_f64());
-                if let Some(appended) = &appended {
-                    let _ = appended.send((log_validator, receipt.tip.height));
+                let receipts = tokio::task::spawn_blocking(move || {
+                    let time_ms = now_ms();
+                    log.append_many(blocks.into_iter().map(|events| (events, time_ms)).collect())
+                })
+                .await
+                .map_err(|_| WriterError::Panicked)??;
+                let seconds = started.elapsed().as_secs_f64();
+                for receipt in &receipts {
+                    metrics.block_appended(receipt.n_bytes as u64, seconds);
+                    if let Some(appended) = &appended {
+                        let _ = appended.send((log_validator, receipt.tip.height));
+                    }
                 }
-                Ok::<_, WriterError>(Some(receipt.tip))
+                Ok::<_, WriterError>(receipts.last().map(|r| r.tip))
             }
         };
         loop {
             metrics.heartbeat(now_ms());
-            let deadline = tokio::time::sleep(Duration::from_millis(block_max_ms));
+            let deadline = tokio::time::sleep_until(pending.since.unwrap_or_else(tokio::time::Instant::now) + max_wait);
             tokio::pin!(deadline);
             let mut flush_reply = None;
-            let closed = loop {
+            let (closed, all) = loop {
                 tokio::select! {
                     received = receiver.recv() => match received {
                         Some(group) => {
                             let n_bytes = group_bytes(&group)?;
-                            if buffer.needs_new_block(group.len(), n_bytes) {
-                                if let Some(new_tip) = seal(&mut buffer).await? {
-                                    tip = Some(new_tip);
-                                }
-                            }
-                            buffer.push(group, n_bytes);
-                            if buffer.events.len() >= block_max_events {
-                                break false;
+                            pending.add(group, n_bytes);
+                            if !pending.full.is_empty() {
+                                pending.take_queued(&mut receiver)?;
+                                break (false, false);
                             }
                         }
-                        None => break true,
+                        None => break (true, true),
                     },
                     request = flushes.recv(), if flushes_open => {
                         let Some(request) = request else {
@@ -149,20 +192,15 @@ pub fn spawn_writer(
                         // Everything sent before the request is already queued: take it.
                         while let Ok(group) = receiver.try_recv() {
                             let n_bytes = group_bytes(&group)?;
-                            if buffer.needs_new_block(group.len(), n_bytes) {
-                                if let Some(new_tip) = seal(&mut buffer).await? {
-                                    tip = Some(new_tip);
-                                }
-                            }
-                            buffer.push(group, n_bytes);
+                            pending.add(group, n_bytes);
                         }
                         flush_reply = Some(request);
-                        break false;
+                        break (false, true);
                     }
-                    _ = &mut deadline => break false,
+                    _ = &mut deadline => break (false, true),
                 }
             };
-            match seal(&mut buffer).await {
+            match write(&mut pending, all).await {
                 Ok(Some(new_tip)) => tip = Some(new_tip),
                 Ok(None) => {}
                 Err(error) => {
