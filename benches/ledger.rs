@@ -44,8 +44,7 @@ fn writer_throughput(events_per_block: u32, n_blocks: u64) -> f64 {
     let key = LedgerKey::from_seed([3; 32]);
     let validator = key.validator();
     let log = std::sync::Arc::new(OwnLog::new(Store::create(dir.path()).unwrap(), key));
-    let events: Vec<_> =
-        (0..n_blocks).flat_map(|h| demo::demo_events(&validator, h, events_per_block, 1024)).collect();
+    let events: Vec<_> = (0..n_blocks).flat_map(|h| demo::demo_events(&validator, h, events_per_block, 1024)).collect();
     let n_events = events.len();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let seconds = runtime.block_on(async move {

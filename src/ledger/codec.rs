@@ -32,6 +32,11 @@ pub fn encode<T: Serialize>(value: &T, what: &'static str, limit: u64) -> Result
     options(limit).serialize(value).map_err(|e| size_error(what, limit, &e))
 }
 
+/// The length of `value`'s canonical encoding, counted without writing it.
+pub fn encoded_len<T: Serialize>(value: &T) -> u64 {
+    options(u64::MAX).serialized_size(value).unwrap_or(u64::MAX)
+}
+
 /// Appends the canonical encoding of `value` to `out`.
 pub fn encode_into<T: Serialize>(
     value: &T,
@@ -103,4 +108,19 @@ pub fn decode_canonical_prefix<'a, T: Deserialize<'a> + Serialize>(
 
 pub fn first_difference(a: &[u8], b: &[u8]) -> u64 {
     a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len())) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_counted_length_is_the_written_length() {
+        let validator = crate::bytes::ValidatorKey([9; 32]);
+        for (i, event) in crate::ledger::demo::demo_events(&validator, 3, 4, 700).iter().enumerate() {
+            let written = encode(event, "event", u64::MAX).unwrap();
+            assert_eq!(encoded_len(event), written.len() as u64, "event {i}");
+        }
+        assert_eq!(encoded_len(&(1u8, "abc".to_string(), vec![7u16; 5])), 1 + 8 + 3 + 8 + 10);
+    }
 }

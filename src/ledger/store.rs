@@ -472,15 +472,24 @@ impl Store {
                 tips.insert(validator.0.as_slice(), encode_tip(&new_tip).as_slice()).map_err(eng!("writing a tip"))?;
                 let mut by_challenge = txn.open_multimap_table(BY_CHALLENGE).map_err(eng!("opening an index"))?;
                 let mut by_miner = txn.open_multimap_table(BY_MINER).map_err(eng!("opening an index"))?;
-                for (event_idx, event) in block.events.iter().enumerate() {
-                    if let Some((challenge_id, hotkey)) = event.index_keys() {
-                        let location =
-                            Location { validator, height: header.height, event_idx: event_idx as u32 }.encode();
-                        by_challenge
-                            .insert(challenge_id.0.as_slice(), location.as_slice())
-                            .map_err(eng!("indexing"))?;
-                        by_miner.insert(hotkey, location.as_slice()).map_err(eng!("indexing"))?;
-                    }
+                // In key order: consecutive inserts then land in the same B-tree pages.
+                let mut entries: Vec<(&[u8; 32], &str, [u8; 44])> = block
+                    .events
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(event_idx, event)| {
+                        let (challenge_id, hotkey) = event.index_keys()?;
+                        let location = Location { validator, height: header.height, event_idx: event_idx as u32 };
+                        Some((&challenge_id.0, hotkey, location.encode()))
+                    })
+                    .collect();
+                entries.sort_unstable_by(|a, b| (a.0, &a.2).cmp(&(b.0, &b.2)));
+                for (challenge_id, _, location) in &entries {
+                    by_challenge.insert(challenge_id.as_slice(), location.as_slice()).map_err(eng!("indexing"))?;
+                }
+                entries.sort_unstable_by(|a, b| (a.1, &a.2).cmp(&(b.1, &b.2)));
+                for (_, hotkey, location) in &entries {
+                    by_miner.insert(*hotkey, location.as_slice()).map_err(eng!("indexing"))?;
                 }
                 Appended::New(new_tip)
             }

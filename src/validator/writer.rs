@@ -48,7 +48,7 @@ pub struct WriterHandle {
 fn group_bytes(group: &[Event]) -> Result<u64, WriterError> {
     let mut total = 0u64;
     for event in group {
-        let n_bytes = codec::encode(event, "event", u64::MAX).map(|b| b.len() as u64).unwrap_or(u64::MAX);
+        let n_bytes = codec::encoded_len(event);
         if n_bytes > MAX_EVENT_BYTES {
             return Err(WriterError::EventTooLarge { kind: event.kind_name(), n_bytes });
         }
