@@ -83,26 +83,42 @@ impl OwnLog {
 
     /// Seals each `(events, time_ms)` into the next block, each linked to the one before,
     /// and stores them all in one durable transaction: one fsync for many blocks (group
-    /// commit). Returns once every block is on disk. On an IO error none of them is; a
-    /// block the store refuses (only another writer of our chain could cause one) is an
-    /// error with the blocks before it stored.
+    /// commit). Returns once every block is on disk.
     pub fn append_many(&self, blocks: Vec<(Vec<Event>, u64)>) -> Result<Vec<Receipt>, AppendError> {
-        let mut prev = self.tip()?;
+        let sealed = self.seal_many(self.tip()?.as_ref(), blocks)?;
+        self.store_sealed(&sealed)
+    }
+
+    /// Seals each `(events, time_ms)` into a block, the first on `prev` and each next on
+    /// the one before, without storing anything: the writer seals the next blocks while
+    /// the previous ones are on their way to disk.
+    pub fn seal_many(
+        &self,
+        prev: Option<&Tip>,
+        blocks: Vec<(Vec<Event>, u64)>,
+    ) -> Result<Vec<SealedBlock>, AppendError> {
+        let mut prev = prev.copied();
         let mut sealed = Vec::with_capacity(blocks.len());
         for (events, time_ms) in blocks {
             let block = block::seal(self.key.signing_key(), prev.as_ref(), time_ms, events)?;
             prev = Some(block.tip());
             sealed.push(block);
         }
-        let (appended, refused) = self.store.append_batch(&sealed)?;
+        Ok(sealed)
+    }
+
+    /// Stores blocks sealed by [`OwnLog::seal_many`] in one durable transaction. On an IO
+    /// error none of them is stored; a block the store refuses (one not on our stored
+    /// tip: only another writer of our chain could cause that) is an error with the
+    /// blocks before it stored.
+    pub fn store_sealed(&self, sealed: &[SealedBlock]) -> Result<Vec<Receipt>, AppendError> {
+        let (appended, refused) = self.store.append_batch(sealed)?;
         if let Some((_, error)) = refused {
-            // Only another writer of our chain could make a block we just sealed refused;
-            // the blocks before it are stored, so the caller must not go on as if not.
             return Err(error.into());
         }
         Ok(appended
             .into_iter()
-            .zip(&sealed)
+            .zip(sealed)
             .map(|(done, block)| {
                 assert_eq!(done, Appended::New(block.tip()), "the stored tip is the block just sealed");
                 Receipt { tip: block.tip(), n_bytes: block.bytes().len() }

@@ -10,7 +10,7 @@
 //! say "decided" only of what is on disk. Closing the channel flushes a last block.
 
 use crate::ledger::codec;
-use crate::ledger::{Event, OwnLog, Tip, ValidatorKey};
+use crate::ledger::{AppendError, Event, OwnLog, Receipt, SealedBlock, Tip, ValidatorKey};
 use crate::limits::{MAX_BLOCK_BYTES, MAX_EVENTS_PER_BLOCK, MAX_EVENT_BYTES};
 use crate::metrics::Metrics;
 use std::sync::Arc;
@@ -109,11 +109,76 @@ impl Pending {
     }
 }
 
+/// The disk side of the writer: blocks are sealed on the last block sealed, while the
+/// commit before them is still on its way to disk, so signing and hashing overlap the
+/// fsync. A block counts (flush replies, announcements, the tip) only once its commit is
+/// durable.
+struct Disk {
+    log: Arc<OwnLog>,
+    now_ms: fn() -> u64,
+    appended: Option<mpsc::UnboundedSender<(ValidatorKey, u64)>>,
+    metrics: Arc<Metrics>,
+    /// The last block sealed, durable or on its way.
+    sealed_tip: Option<Tip>,
+    /// The last block known durable.
+    durable_tip: Option<Tip>,
+}
+
+/// A commit on its way to disk, and when it started.
+type InFlight = (tokio::task::JoinHandle<Result<Vec<Receipt>, AppendError>>, std::time::Instant);
+
+impl Disk {
+    /// Seals `blocks` (in the blocking pool) and returns them ready to store.
+    async fn seal(&mut self, blocks: Vec<Vec<Event>>) -> Result<Vec<SealedBlock>, WriterError> {
+        let (log, prev, now_ms) = (self.log.clone(), self.sealed_tip, self.now_ms);
+        let sealed = tokio::task::spawn_blocking(move || {
+            let time_ms = now_ms();
+            log.seal_many(prev.as_ref(), blocks.into_iter().map(|events| (events, time_ms)).collect())
+        })
+        .await
+        .map_err(|_| WriterError::Panicked)??;
+        self.sealed_tip = sealed.last().map(SealedBlock::tip).or(self.sealed_tip);
+        Ok(sealed)
+    }
+
+    fn start(&self, sealed: Vec<SealedBlock>) -> InFlight {
+        let log = self.log.clone();
+        (tokio::task::spawn_blocking(move || log.store_sealed(&sealed)), std::time::Instant::now())
+    }
+
+    /// Counts and announces a finished commit's blocks.
+    fn finished(
+        &mut self,
+        outcome: Result<Result<Vec<Receipt>, AppendError>, tokio::task::JoinError>,
+        started: std::time::Instant,
+    ) -> Result<(), WriterError> {
+        let receipts = outcome.map_err(|_| WriterError::Panicked)??;
+        let seconds = started.elapsed().as_secs_f64();
+        for receipt in &receipts {
+            self.metrics.block_appended(receipt.n_bytes as u64, seconds);
+            if let Some(appended) = &self.appended {
+                let _ = appended.send((self.log.validator(), receipt.tip.height));
+            }
+        }
+        self.durable_tip = receipts.last().map(|r| r.tip).or(self.durable_tip);
+        Ok(())
+    }
+
+    /// Waits for the commit on its way, if any.
+    async fn settle(&mut self, in_flight: &mut Option<InFlight>) -> Result<(), WriterError> {
+        if let Some((job, started)) = in_flight.take() {
+            self.finished(job.await, started)?;
+        }
+        Ok(())
+    }
+}
+
 /// Starts the writer; `now_ms` is the clock used for block times (IO at the edge).
-/// `appended` (if given) is told of each new block, so the network can announce it.
-/// `metrics` counts appends, and hears the writer's heartbeat once per `block_max_ms`
-/// (the node's health check) and its failure. Full blocks that queue while a write is on
-/// its way to disk go to disk together, in one transaction (group commit).
+/// `appended` (if given) is told of each new block once it is durable, so the network can
+/// announce it. `metrics` counts appends, and hears the writer's heartbeat once per
+/// `block_max_ms` (the node's health check) and its failure. Full blocks that queue while
+/// a commit is on its way to disk go to disk together in the next one (group commit), and
+/// are sealed while that commit is still being written.
 pub fn spawn_writer(
     log: Arc<OwnLog>,
     block_max_events: usize,
@@ -127,94 +192,84 @@ pub fn spawn_writer(
     // one-event blocks.
     let (sender, mut receiver) = mpsc::channel::<Vec<Event>>((block_max_events * 4).max(MAX_BLOCKS_PER_COMMIT));
     let (flush, mut flushes) = mpsc::channel::<FlushRequest>(16);
-    let log_validator = log.validator();
     let health = metrics.clone();
     let max_wait = Duration::from_millis(block_max_ms);
     let work = async move {
         let mut pending = Pending { full: Vec::new(), events: Vec::new(), n_bytes: 0, since: None, block_max_events };
-        let mut tip = log.tip().ok().flatten();
+        let tip = log.tip().ok().flatten();
+        let mut disk = Disk { log, now_ms, appended, metrics, sealed_tip: tip, durable_tip: tip };
+        let mut in_flight: Option<InFlight> = None;
         // Once every flush sender is gone, flushes are no longer polled.
         let mut flushes_open = true;
-        // Writes the full blocks in one transaction, and the block being filled too if
-        // `all`; returns the new tip, if anything was written.
-        let write = |pending: &mut Pending, all: bool| {
-            if all {
-                pending.close();
-            }
-            let blocks = std::mem::take(&mut pending.full);
-            let log = log.clone();
-            let appended = appended.clone();
-            let metrics = metrics.clone();
-            async move {
-                if blocks.is_empty() {
-                    return Ok(None);
-                }
-                let started = std::time::Instant::now();
-                let receipts = tokio::task::spawn_blocking(move || {
-                    let time_ms = now_ms();
-                    log.append_many(blocks.into_iter().map(|events| (events, time_ms)).collect())
-                })
-                .await
-                .map_err(|_| WriterError::Panicked)??;
-                let seconds = started.elapsed().as_secs_f64();
-                for receipt in &receipts {
-                    metrics.block_appended(receipt.n_bytes as u64, seconds);
-                    if let Some(appended) = &appended {
-                        let _ = appended.send((log_validator, receipt.tip.height));
-                    }
-                }
-                Ok::<_, WriterError>(receipts.last().map(|r| r.tip))
-            }
-        };
         loop {
-            metrics.heartbeat(now_ms());
+            disk.metrics.heartbeat(now_ms());
             let deadline = tokio::time::sleep_until(pending.since.unwrap_or_else(tokio::time::Instant::now) + max_wait);
             tokio::pin!(deadline);
             let mut flush_reply = None;
-            let (closed, all) = loop {
-                tokio::select! {
-                    received = receiver.recv() => match received {
-                        Some(group) => {
-                            let n_bytes = group_bytes(&group)?;
-                            pending.add(group, n_bytes);
-                            if !pending.full.is_empty() {
-                                pending.take_queued(&mut receiver)?;
-                                break (false, false);
+            let step = async {
+                let (closed, all) = loop {
+                    tokio::select! {
+                        received = receiver.recv() => match received {
+                            Some(group) => {
+                                let n_bytes = group_bytes(&group)?;
+                                pending.add(group, n_bytes);
+                                if !pending.full.is_empty() {
+                                    pending.take_queued(&mut receiver)?;
+                                    break (false, false);
+                                }
                             }
+                            None => break (true, true),
+                        },
+                        request = flushes.recv(), if flushes_open => {
+                            let Some(request) = request else {
+                                flushes_open = false;
+                                continue;
+                            };
+                            // Everything sent before the request is already queued: take it.
+                            while let Ok(group) = receiver.try_recv() {
+                                let n_bytes = group_bytes(&group)?;
+                                pending.add(group, n_bytes);
+                            }
+                            flush_reply = Some(request);
+                            break (false, true);
                         }
-                        None => break (true, true),
-                    },
-                    request = flushes.recv(), if flushes_open => {
-                        let Some(request) = request else {
-                            flushes_open = false;
-                            continue;
-                        };
-                        // Everything sent before the request is already queued: take it.
-                        while let Ok(group) = receiver.try_recv() {
-                            let n_bytes = group_bytes(&group)?;
-                            pending.add(group, n_bytes);
+                        // A commit that finishes while nothing else happens is announced now.
+                        outcome = async { (&mut in_flight.as_mut().expect("guarded").0).await }, if in_flight.is_some() => {
+                            let (_, started) = in_flight.take().expect("guarded");
+                            disk.finished(outcome, started)?;
                         }
-                        flush_reply = Some(request);
-                        break (false, true);
+                        _ = &mut deadline => break (false, true),
                     }
-                    _ = &mut deadline => break (false, true),
+                };
+                if all {
+                    pending.close();
                 }
+                let blocks = std::mem::take(&mut pending.full);
+                if !blocks.is_empty() {
+                    let sealed = disk.seal(blocks).await?;
+                    disk.settle(&mut in_flight).await?;
+                    in_flight = Some(disk.start(sealed));
+                }
+                if closed || flush_reply.is_some() {
+                    disk.settle(&mut in_flight).await?;
+                }
+                Ok::<bool, WriterError>(closed)
             };
-            match write(&mut pending, all).await {
-                Ok(Some(new_tip)) => tip = Some(new_tip),
-                Ok(None) => {}
+            match step.await {
+                Ok(closed) => {
+                    if let Some(reply) = flush_reply {
+                        let _ = reply.send(Ok(disk.durable_tip));
+                    }
+                    if closed {
+                        return Ok(disk.durable_tip);
+                    }
+                }
                 Err(error) => {
                     if let Some(reply) = flush_reply {
                         let _ = reply.send(Err(error.to_string()));
                     }
                     return Err(error);
                 }
-            }
-            if let Some(reply) = flush_reply {
-                let _ = reply.send(Ok(tip));
-            }
-            if closed {
-                return Ok(tip);
             }
         }
     };

@@ -193,3 +193,34 @@ async fn failing_miners_are_recorded_with_errors_and_lose() {
         assert!(transcripts.iter().filter(|t| t.miner.uid == 2).all(|t| t.error.is_none()));
     }
 }
+
+/// The writer under a burst: blocks queued during a commit go to disk together and are
+/// sealed while it is written; every block is still announced once, in order, only once
+/// durable, and the log verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_one_event_blocks_is_written_in_order_and_announced_once_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(OwnLog::new(Store::create(dir.path()).unwrap(), LedgerKey::from_seed([9; 32])));
+    let validator = log.validator();
+    let (announce, mut announced) = tokio::sync::mpsc::unbounded_channel();
+    let metrics = Arc::new(af::metrics::Metrics::new());
+    let handle = writer::spawn_writer(log.clone(), 1, 1_000, now_ms, Some(announce), metrics);
+    let events = af::ledger::demo::demo_events(&validator, 0, 600, 300);
+    for event in events {
+        handle.sender.send(vec![event]).await.unwrap();
+    }
+    let tip = writer::flush(&handle.flush).await.unwrap().expect("a tip");
+    assert_eq!(tip.height, 599);
+    assert_eq!(log.tip().unwrap(), Some(tip), "the flush answers with the durable tip");
+    drop(handle.sender);
+    drop(handle.flush);
+    assert_eq!(handle.task.await.unwrap().unwrap(), Some(tip));
+    let mut heights = Vec::new();
+    while let Ok((who, height)) = announced.try_recv() {
+        assert_eq!(who, validator);
+        heights.push(height);
+    }
+    assert_eq!(heights, (0..600).collect::<Vec<_>>());
+    let report = af::ledger::verify::verify_store(&log.store, &mut |_, _, _| {}).unwrap();
+    assert!(report.ok && report.n_blocks == 600 && report.n_events == 600, "{report:?}");
+}
