@@ -22,12 +22,41 @@ pub const PAGES: [(&str, &str); 4] =
 
 pub use crate::audit::report::Identities;
 
-/// Renders page `name` (one of [`PAGES`]); `None` for any other name.
-pub fn render(name: &str, replay: &Replay, identities: &Identities) -> Option<String> {
+/// Matches on one page of `matches.html` as a node serves it.
+pub const MATCHES_PER_PAGE: usize = 100;
+
+/// How the matches page is cut: whole (a published, static copy: no request costs more
+/// than reading a file), or one page of [`MATCHES_PER_PAGE`] as a node serves it, so
+/// what a reader's request costs does not grow with the logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Paging {
+    Whole,
+    /// A 1-based page; `None` for the newest.
+    Page(Option<usize>),
+}
+
+impl Paging {
+    /// Where match `i` (0-based) is shown.
+    fn href(self, i: usize) -> String {
+        match self {
+            Paging::Whole => format!("matches.html#m-{i}"),
+            Paging::Page(_) => format!("matches.html?page={}#m-{i}", i / MATCHES_PER_PAGE + 1),
+        }
+    }
+}
+
+/// The pages of `n` matches (at least one, empty).
+pub fn match_pages(n: usize) -> usize {
+    n.div_ceil(MATCHES_PER_PAGE).max(1)
+}
+
+/// Renders page `name` (one of [`PAGES`]); `None` for any other name, or for a page of
+/// matches past the last.
+pub fn render(name: &str, replay: &Replay, identities: &Identities, paging: Paging) -> Option<String> {
     let body = match name {
         "subnet.html" => subnet(replay, identities),
-        "miners.html" => miners(replay),
-        "matches.html" => matches(replay, identities),
+        "miners.html" => miners(replay, paging),
+        "matches.html" => matches(replay, identities, paging)?,
         "history.html" => history(replay),
         _ => return None,
     };
@@ -173,7 +202,7 @@ struct MinerRow {
     skipped: Vec<String>,
 }
 
-fn miners(replay: &Replay) -> Markup {
+fn miners(replay: &Replay, paging: Paging) -> Markup {
     let state = &replay.state;
     let mut rows: BTreeMap<String, MinerRow> = BTreeMap::new();
     let plays = plays_by_pair(replay);
@@ -229,7 +258,7 @@ fn miners(replay: &Replay) -> Markup {
                     td {
                         @for (i, as_contender, result, envs) in &row.played {
                             div {
-                                a href=(format!("matches.html#m-{i}")) { "match " (i + 1) }
+                                a href=(paging.href(*i)) { "match " (i + 1) }
                                 " as " (if *as_contender { "contender" } else { "champion" }) ": "
                                 (match result { Some(true) => "won", Some(false) => "lost", None => "open" })
                                 @for (env, w, l, d) in envs { " · " (env) " " (w) "/" (l) "/" (d) }
@@ -266,11 +295,32 @@ fn plays_of<'p, 'a>(plays: &'p Plays<'a>, m: &'a NetworkMatch) -> &'p [(Validato
     plays.get(&(m.contender.hotkey.as_str(), m.champion.hotkey.as_str())).map_or(&[], Vec::as_slice)
 }
 
-fn matches(replay: &Replay, identities: &Identities) -> Markup {
+fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<Markup> {
     let state = &replay.state;
     let plays_index = plays_by_pair(replay);
-    html! {
+    let n = state.matches.len();
+    let (first, shown, nav) = match paging {
+        Paging::Whole => (0, n, None),
+        Paging::Page(page) => {
+            let last = match_pages(n);
+            let page = page.unwrap_or(last);
+            if page == 0 || page > last {
+                return None;
+            }
+            let first = (page - 1) * MATCHES_PER_PAGE;
+            (first, MATCHES_PER_PAGE.min(n - first), Some((page, last)))
+        }
+    };
+    Some(html! {
         @if state.matches.is_empty() { p.muted { "No match yet." } }
+        @if let Some((page, last)) = nav {
+            p #match-pages {
+                "Matches " (first + 1) " to " (first + shown) " of " (n) ", oldest first (page " (page) " of " (last) "). "
+                @if page > 1 { a href=(format!("matches.html?page={}", page - 1)) { "older" } " " }
+                @if page < last { a href=(format!("matches.html?page={}", page + 1)) { "newer" } " " }
+                @if page < last { a href="matches.html" { "newest" } }
+            }
+        }
         p.muted {
             "Each validator plays its own challenges, so its tallies and the ratio it sets (the geometric mean of "
             "the contender's win rates over its envs) differ. The network's ratio to beat is the lower median of "
@@ -281,7 +331,7 @@ fn matches(replay: &Replay, identities: &Identities) -> Markup {
                 th { "match" } th { "contender" } th { "champion" } th { "validator" } th { "its verdict" }
                 th { "contender's W/L/D per env (decision)" } th { "challenges" } th { "ratio it set" }
             }
-            @for (n, m) in state.matches.iter().enumerate() {
+            @for (n, m) in state.matches.iter().enumerate().skip(first).take(shown) {
                 @let total = m.for_ppm + m.against_ppm;
                 @let plays = plays_of(&plays_index, m);
                 @let rows = plays.len().max(1);
@@ -320,7 +370,7 @@ fn matches(replay: &Replay, identities: &Identities) -> Markup {
                 } }
             }
         }
-    }
+    })
 }
 
 fn history(replay: &Replay) -> Markup {
@@ -389,5 +439,78 @@ fn ratio_chart(points: &[(u64, u32)]) -> Markup {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::network::NetworkState;
+
+    fn replay_of(n: usize) -> Replay {
+        let miner = |i: usize| MinerRef { hotkey: format!("5Miner{i}"), uid: i as u16, model: format!("m/{i}") };
+        let matches = (0..n)
+            .map(|i| NetworkMatch {
+                contender: miner(i + 1),
+                champion: miner(0),
+                first_started_ms: 1_000 + i as u64,
+                votes: Vec::new(),
+                for_ppm: 0,
+                against_ppm: 0,
+                verdict: None,
+            })
+            .collect();
+        let state = NetworkState {
+            validators: Vec::new(),
+            matches,
+            champion: None,
+            champion_history: Vec::new(),
+            ratio_set_ppm: 500_000,
+            ratio_set_at_block: 0,
+            weights: Vec::new(),
+            discrepancies: Vec::new(),
+        };
+        Replay {
+            folds: Vec::new(),
+            state_hash: crate::replay::state_hash(&state),
+            state,
+            n_blocks_folded: 0,
+            n_bytes_folded: 0,
+            n_chains_from_snapshot: 0,
+        }
+    }
+
+    /// The contenders a rendered matches page shows, by the link to their transcripts.
+    fn shown(html: &str) -> Vec<usize> {
+        html.split("af/v1/transcripts?miner=5Miner")
+            .skip(1)
+            .map(|rest| rest[..rest.find('"').unwrap()].parse().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_node_serves_the_matches_a_page_at_a_time_and_a_published_copy_whole() {
+        let replay = replay_of(250);
+        let page = |paging| render("matches.html", &replay, &Identities::default(), paging);
+        let newest = page(Paging::Page(None)).unwrap();
+        assert_eq!(shown(&newest), (201..=250).collect::<Vec<_>>());
+        assert!(newest.contains("Matches 201 to 250 of 250"), "{newest}");
+        assert!(newest.contains("href=\"matches.html?page=2\">older"));
+        assert_eq!(shown(&page(Paging::Page(Some(1))).unwrap()), (1..=100).collect::<Vec<_>>());
+        assert_eq!(shown(&page(Paging::Page(Some(2))).unwrap()), (101..=200).collect::<Vec<_>>());
+        assert_eq!(page(Paging::Page(Some(0))), None);
+        assert_eq!(page(Paging::Page(Some(4))), None);
+        assert_eq!(shown(&page(Paging::Whole).unwrap()), (1..=250).collect::<Vec<_>>());
+        assert_eq!(match_pages(0), 1);
+        assert!(page(Paging::Page(None)).is_some());
+        assert_eq!(Paging::Page(None).href(150), "matches.html?page=2#m-150");
+        assert_eq!(Paging::Whole.href(150), "matches.html#m-150");
+    }
+
+    #[test]
+    fn an_empty_log_has_one_page_of_matches() {
+        let replay = replay_of(0);
+        let html = render("matches.html", &replay, &Identities::default(), Paging::Page(None)).unwrap();
+        assert!(html.contains("No match yet."));
     }
 }

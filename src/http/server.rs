@@ -130,10 +130,10 @@ pub fn router(
     });
     Router::new()
         .route("/", get(live_page))
-        .route("/subnet.html", get(|s| subnet_page(s, "subnet.html")))
-        .route("/miners.html", get(|s| subnet_page(s, "miners.html")))
-        .route("/matches.html", get(|s| subnet_page(s, "matches.html")))
-        .route("/history.html", get(|s| subnet_page(s, "history.html")))
+        .route("/subnet.html", get(|s| subnet_page(s, "subnet.html", PageQuery::default())))
+        .route("/miners.html", get(|s| subnet_page(s, "miners.html", PageQuery::default())))
+        .route("/matches.html", get(|s, Query(q): Query<PageQuery>| subnet_page(s, "matches.html", q)))
+        .route("/history.html", get(|s| subnet_page(s, "history.html", PageQuery::default())))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
         .route("/af/v1/live", get(live))
@@ -841,11 +841,28 @@ fn wants_openmetrics(request: &HeaderMap) -> bool {
     open > 0.0 && open >= classic
 }
 
-/// One of the subnet's pages (`super::pages`), folded from the latest replay.
-async fn subnet_page(State(served): State<Arc<Served>>, name: &'static str) -> Answer {
+/// Which page of matches a reader asks for (`matches.html?page=K`, 1-based).
+#[derive(Debug, Default, serde::Deserialize)]
+struct PageQuery {
+    page: Option<usize>,
+}
+
+/// One of the subnet's pages (`super::pages`), folded from the latest replay; the matches
+/// page one page at a time.
+async fn subnet_page(State(served): State<Arc<Served>>, name: &'static str, query: PageQuery) -> Answer {
     let replay = replayed(&served).await?;
+    let paging = super::pages::Paging::Page(query.page);
     let html = blocking(move || {
-        super::pages::render(name, &replay, &Default::default()).ok_or_else(|| internal("no such page"))
+        super::pages::render(name, &replay, &Default::default(), paging).ok_or_else(|| {
+            ApiError(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "no page {} of matches: there are {}",
+                    query.page.unwrap_or(0),
+                    super::pages::match_pages(replay.state.matches.len())
+                ),
+            )
+        })
     })
     .await?;
     Ok((
