@@ -33,6 +33,11 @@ pub const MAX_ERROR_TEXT_BYTES: usize = 1024;
 pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
 /// Largest checkpoint note we parse, in bytes.
 pub const MAX_CHECKPOINT_BYTES: usize = 4096;
+/// How far past the receiver's clock a block's `time_ms` may be when it arrives from a
+/// peer or a node (ledger-spec/03, "Reception"): a later block is not taken yet, so one
+/// far-future header cannot make a log's later times freeze at its own.
+pub const FUTURE_TOLERANCE_MS: u64 = 10 * 60 * 1000;
+
 /// Largest JSON file (transcript, proof) the CLI reads, in bytes.
 pub const MAX_JSON_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 

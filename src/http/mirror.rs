@@ -15,6 +15,7 @@ use crate::ledger::block::{check_header_rules, check_link, check_signature, Seal
 use crate::ledger::event::Evidence;
 use crate::ledger::proof::SignedHeader;
 use crate::ledger::store::{Appended, Store, StoreError};
+use crate::limits::FUTURE_TOLERANCE_MS;
 use crate::p2p::blocks::BlockStore;
 use serde::Serialize;
 use std::sync::Arc;
@@ -452,6 +453,18 @@ async fn fetch_bundle(
                     if let Err(e) = check_link(validator, prev.as_ref(), header) {
                         store_pending(store, &mut pending, blocks_new).await?;
                         return Err(refused(format!("block {height}: {e}")));
+                    }
+                    let now_ms = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+                    if header.time_ms > now_ms.saturating_add(FUTURE_TOLERANCE_MS) {
+                        store_pending(store, &mut pending, blocks_new).await?;
+                        return Err(refused(format!(
+                            "block {height} is dated {} ms after this machine's clock, more than the {} ms a \
+                             block may be ahead (ledger-spec/03): not taken yet; the blocks before it are kept",
+                            header.time_ms - now_ms,
+                            FUTURE_TOLERANCE_MS
+                        )));
                     }
                     *prev = Some(sealed.tip());
                     pending.push(sealed);

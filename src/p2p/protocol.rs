@@ -32,6 +32,7 @@ use crate::bytes::ValidatorKey;
 use crate::ledger::block::SealedBlock;
 use crate::ledger::event::Evidence;
 use crate::ledger::store::{Appended, StoreError};
+use crate::limits::FUTURE_TOLERANCE_MS;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -274,10 +275,26 @@ pub struct Sync<P> {
     evidence_given: BTreeSet<(ValidatorKey, u64)>,
     next_request: RequestId,
     next_tips_ms: u64,
+    /// Unix time in ms at the protocol clock's zero, when the caller knows it: what a
+    /// block's `time_ms` is compared with on arrival ([`FUTURE_TOLERANCE_MS`]).
+    wall_at_zero_ms: Option<u64>,
     pub counters: SyncCounters,
 }
 
 impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
+    /// From now on, refuses to take blocks dated more than [`FUTURE_TOLERANCE_MS`] after
+    /// the wall clock, which read `unix_ms` at the protocol clock's zero.
+    pub fn with_wall_clock(mut self, unix_ms: u64) -> Sync<P> {
+        self.wall_at_zero_ms = Some(unix_ms);
+        self
+    }
+
+    /// Whether a block dated `time_ms` arrives too early to take at protocol time `now_ms`.
+    fn too_early(&self, time_ms: u64, now_ms: u64) -> bool {
+        self.wall_at_zero_ms
+            .is_some_and(|zero| time_ms > zero.saturating_add(now_ms).saturating_add(FUTURE_TOLERANCE_MS))
+    }
+
     pub fn new(config: SyncConfig) -> Sync<P> {
         let forked = config.forked.clone();
         let evidence_given = forked.iter().map(|(v, h)| (*v, *h)).collect();
@@ -295,6 +312,7 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
             evidence_unlisted: Bucket::full(EVIDENCE_BURST, 0),
             next_request: 0,
             next_tips_ms: 0,
+            wall_at_zero_ms: None,
             counters: SyncCounters::default(),
         }
     }
@@ -658,6 +676,12 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         if !self.accepts_height(&validator, height) {
             return Ok(HeaderVerdict::Known);
         }
+        if self.too_early(signed.header.time_ms, now_ms) {
+            // Not ours to judge yet (our clock may be the one that is wrong): not
+            // fetched, forwarded or blamed; a tips round offers it again later.
+            self.counters.announcements_ignored += 1;
+            return Ok(HeaderVerdict::NotAllowed);
+        }
         Ok(HeaderVerdict::News)
     }
 
@@ -881,7 +905,10 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                 stop = Some(Some("a block other than the one asked for".into()));
                 break;
             }
-            if !self.allowed(&header.validator) || !self.accepts_height(&header.validator, header.height) {
+            if !self.allowed(&header.validator)
+                || !self.accepts_height(&header.validator, header.height)
+                || self.too_early(header.time_ms, now_ms)
+            {
                 stop = Some(None);
                 break;
             }

@@ -697,3 +697,26 @@ fn a_log_list_naming_a_validator_twice_with_wrong_sizes_is_followed_by_the_signe
     assert!(!report.found_fault() && !report.failed(), "{report:?}");
     assert_eq!(state_hash(&copy), state_hash(&source));
 }
+
+/// A block dated more than `FUTURE_TOLERANCE_MS` after the mirror's clock is not taken
+/// (ledger-spec/03, "Reception"): the mirror says why and keeps the blocks before it.
+#[test]
+fn a_mirror_does_not_take_a_block_dated_far_in_the_future() {
+    let runtime = runtime();
+    let (source, target) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = OwnLog::new(Store::create(source.path()).unwrap(), validator_key(0));
+    let validator = log.validator();
+    let now = now_ms();
+    for (height, time_ms) in [(0, now), (1, now + 1_000), (2, now + af::limits::FUTURE_TOLERANCE_MS + 3_600_000)] {
+        log.append(af::ledger::demo::demo_events(&validator, height, 2, 300), time_ms).unwrap();
+    }
+    let OwnLog { store, .. } = log;
+    let url = serve_node(&runtime, store);
+    let mirror = Arc::new(Store::create(target.path()).unwrap());
+    let options = MirrorOptions { stall_timeout: std::time::Duration::from_secs(5), ..MirrorOptions::default() };
+    let report = runtime.block_on(mirror::mirror(mirror.clone(), &url, options, &mut |_, _, _| {})).unwrap();
+    let message = format!("{:?}", report.chains[0].outcome);
+    assert!(message.contains("Refused") && message.contains("block 2 is dated"), "{message}");
+    assert_eq!(report.chains[0].size_after, 2);
+    assert_eq!(mirror.tip(&validator).unwrap().map(|t| t.height), Some(1), "the blocks before it are kept");
+}

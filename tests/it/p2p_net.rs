@@ -394,3 +394,39 @@ fn a_validator_stopped_by_a_signal_leaves_its_last_block_with_its_peer() {
     let copy = af::ledger::Store::open_read_only(&peer_data).unwrap();
     assert_eq!(copy.tip(&key.validator()).unwrap(), Some(tip), "the peer holds the block sealed at the stop");
 }
+
+/// A header dated past the wall clock plus `FUTURE_TOLERANCE_MS` is not taken yet: not
+/// fetched, not forwarded, not blamed (ledger-spec/03, "Reception"); one inside it is.
+#[test]
+fn an_announcement_dated_far_in_the_future_is_ignored_without_blame() {
+    let store = MemoryStore::default();
+    let wall = 1_800_000_000_000u64;
+    let mut sync: Sync<u8> = Sync::new(SyncConfig::default()).with_wall_clock(wall);
+    let peer: u8 = 7;
+    sync.handle(Input::PeerConnected(peer), 0, &store).unwrap();
+    let key = LedgerKey::from_seed([6; 32]);
+    let validator = key.validator();
+    let announce = |sync: &mut Sync<u8>, token: u64, time_ms: u64| {
+        let block = seal(key.signing_key(), None, time_ms, demo_events(&validator, 0, 1, 100)).unwrap();
+        let signed =
+            SignedHeader { header: block.decoded().block.header.clone(), signature: block.decoded().block.signature };
+        let out = sync
+            .handle(
+                Input::Gossip { from: peer, token, data: wire::encode_gossip(&Gossip::Announce(signed)) },
+                10,
+                &store,
+            )
+            .unwrap();
+        let result = out.iter().find_map(|o| match o {
+            Output::Validate { token: t, result, .. } if *t == token => Some(*result),
+            _ => None,
+        });
+        let fetches = out.iter().any(|o| matches!(o, Output::SendRequest { data, .. } if matches!(wire::decode_request(data).unwrap(), Request::Blocks { .. })));
+        (result, fetches)
+    };
+    let late = wall + af::limits::FUTURE_TOLERANCE_MS + 60_000;
+    assert_eq!(announce(&mut sync, 1, late), (Some(Validation::Ignore), false));
+    assert_eq!(sync.counters.gossip_rejected, 0, "not blamed");
+    let (result, fetches) = announce(&mut sync, 2, wall + 60_000);
+    assert!(result.is_none() && fetches, "a block a minute ahead is fetched (its announcement waits for it)");
+}
