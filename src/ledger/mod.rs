@@ -68,17 +68,8 @@ impl OwnLog {
     /// Seals `events` into the next block and stores it durably; returns once the block
     /// is on disk.
     pub fn append(&self, events: Vec<Event>, time_ms: u64) -> Result<Receipt, AppendError> {
-        let prev = self.tip()?;
-        let sealed = block::seal(self.key.signing_key(), prev.as_ref(), time_ms, events)?;
-        match self.store.append(&sealed)? {
-            Appended::New(tip) => {
-                assert_eq!(tip, sealed.tip(), "the stored tip is the block just sealed");
-                Ok(Receipt { tip, n_bytes: sealed.bytes().len() })
-            }
-            Appended::AlreadyStored => {
-                unreachable!("a freshly sealed block above the tip cannot be stored already")
-            }
-        }
+        let mut receipts = self.append_many(vec![(events, time_ms)])?;
+        Ok(receipts.pop().expect("one block sealed, one receipt"))
     }
 
     /// Seals each `(events, time_ms)` into the next block, each linked to the one before,
