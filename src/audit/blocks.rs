@@ -106,7 +106,7 @@ mod tests {
                     started_time_ms: 0,
                     chain_block,
                     chain_block_hash,
-                    env_folds: BTreeMap::new(),
+                    env_folds: Default::default(),
                     decided: None,
                     n_transcripts: 0,
                 },

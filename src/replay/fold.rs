@@ -180,10 +180,17 @@ pub struct EquivocationFound {
     pub recorded_at: (u64, u32),
 }
 
+/// One env of one match, as its transcripts and decision fold. A validator holds one of
+/// these per env of every match of every log for as long as it runs, so it is kept small:
+/// the two contestants' next indexes inline, and no map node left behind when its last
+/// entry goes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EnvFold {
-    /// Next challenge index due, per miner hotkey.
-    pub next_index: BTreeMap<String, u64>,
+    /// Next challenge index due from the contender, and from the champion.
+    pub next_contender: u64,
+    pub next_champion: u64,
+    /// Next index due from any other miner (a log that names one is already wrong).
+    pub next_other: Vec<(String, u64)>,
     /// Rewards of challenges whose pair is not complete yet: index -> (contender, champion).
     pub pending: BTreeMap<u64, (Option<i32>, Option<i32>)>,
     pub wins: u32,
@@ -192,6 +199,83 @@ pub struct EnvFold {
     pub decision: Option<EnvOutcome>,
     /// (wins, losses) as the env's decision recorded them: the tally its win rate is of.
     pub decided_tally: Option<(u32, u32)>,
+}
+
+impl EnvFold {
+    fn next_index(&mut self, hotkey: &str, is_contender: bool, is_champion: bool) -> &mut u64 {
+        if is_contender {
+            return &mut self.next_contender;
+        }
+        if is_champion {
+            return &mut self.next_champion;
+        }
+        let at = match self.next_other.iter().position(|(h, _)| h == hotkey) {
+            Some(at) => at,
+            None => {
+                self.next_other.push((hotkey.to_string(), 0));
+                self.next_other.len() - 1
+            }
+        };
+        &mut self.next_other[at].1
+    }
+}
+
+/// A match's env folds by env name, in name order: a sorted vector rather than a map,
+/// because a map's node holds room for eleven envs where a match has a handful.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvFolds(Vec<(String, EnvFold)>);
+
+impl EnvFolds {
+    pub fn get(&self, env: &str) -> Option<&EnvFold> {
+        let at = self.0.binary_search_by(|(name, _)| name.as_str().cmp(env)).ok()?;
+        Some(&self.0[at].1)
+    }
+
+    /// The env's fold, made empty if the env had none.
+    pub fn entry(&mut self, env: &str) -> &mut EnvFold {
+        let at = match self.0.binary_search_by(|(name, _)| name.as_str().cmp(env)) {
+            Ok(at) => at,
+            Err(at) => {
+                self.0.insert(at, (env.to_string(), EnvFold::default()));
+                self.0.shrink_to_fit();
+                at
+            }
+        };
+        &mut self.0[at].1
+    }
+
+    pub fn get_mut(&mut self, env: &str) -> Option<&mut EnvFold> {
+        let at = self.0.binary_search_by(|(name, _)| name.as_str().cmp(env)).ok()?;
+        Some(&mut self.0[at].1)
+    }
+
+    /// (env name, fold) in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &EnvFold)> {
+        self.0.iter().map(|(name, fold)| (name, fold))
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &EnvFold> {
+        self.0.iter().map(|(_, fold)| fold)
+    }
+}
+
+impl<'a> IntoIterator for &'a EnvFolds {
+    type Item = (&'a String, &'a EnvFold);
+    type IntoIter =
+        std::iter::Map<std::slice::Iter<'a, (String, EnvFold)>, fn(&'a (String, EnvFold)) -> (&'a String, &'a EnvFold)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(name, fold)| (name, fold))
+    }
+}
+
+impl FromIterator<(String, EnvFold)> for EnvFolds {
+    fn from_iter<I: IntoIterator<Item = (String, EnvFold)>>(items: I) -> EnvFolds {
+        let mut folds = EnvFolds::default();
+        for (name, fold) in items {
+            *folds.entry(&name) = fold;
+        }
+        folds
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,7 +301,7 @@ pub struct MatchFold {
     /// The chain block (and its hash) the match id derives from; 0 without a chain.
     pub chain_block: u64,
     pub chain_block_hash: crate::bytes::Hash32,
-    pub env_folds: BTreeMap<String, EnvFold>,
+    pub env_folds: EnvFolds,
     pub decided: Option<DecidedFold>,
     pub n_transcripts: u64,
 }
@@ -490,7 +574,7 @@ impl ChainFold {
                     started_time_ms: time_ms,
                     chain_block: started.chain_block,
                     chain_block_hash: started.chain_block_hash,
-                    env_folds: BTreeMap::new(),
+                    env_folds: EnvFolds::default(),
                     decided: None,
                     n_transcripts: 0,
                 });
@@ -544,11 +628,13 @@ impl ChainFold {
                     return;
                 };
                 let rederived = rederive_decision(&m.rule, m.ratio_to_beat_ppm, decision);
-                let fold = m.env_folds.entry(env_name.to_string()).or_default();
+                let fold = m.env_folds.entry(env_name);
                 let recorded = (decision.wins, decision.losses, decision.draws);
                 let own = (fold.wins, fold.losses, fold.draws);
                 fold.decision = Some(decision.outcome);
                 fold.decided_tally = Some((decision.wins, decision.losses));
+                // Nothing is tallied past a decision, so unpaired rewards are dropped.
+                fold.pending = BTreeMap::new();
                 if recorded != own {
                     self.push(
                         DiscrepancyKind::FalseTally,
@@ -654,14 +740,8 @@ impl ChainFold {
         let (hotkey, env_name) = (t.miner.hotkey.as_ref(), t.env.name.as_ref());
         let is_contender = hotkey == m.contender.hotkey;
         let is_champion = hotkey == m.champion.hotkey;
-        if !m.env_folds.contains_key(env_name) {
-            m.env_folds.insert(env_name.to_string(), EnvFold::default());
-        }
-        let fold = m.env_folds.get_mut(env_name).expect("inserted above");
-        if !fold.next_index.contains_key(hotkey) {
-            fold.next_index.insert(hotkey.to_string(), 0);
-        }
-        let next = fold.next_index.get_mut(hotkey).expect("inserted above");
+        let fold = m.env_folds.entry(env_name);
+        let next = fold.next_index(hotkey, is_contender, is_champion);
         let schedule = match t.challenge_index.cmp(next) {
             std::cmp::Ordering::Equal => {
                 *next += 1;
@@ -686,6 +766,10 @@ impl ChainFold {
             }
             if let (Some(contender), Some(champion)) = *slot {
                 fold.pending.remove(&t.challenge_index);
+                if fold.pending.is_empty() {
+                    // An emptied map keeps its node; a new one holds none.
+                    fold.pending = BTreeMap::new();
+                }
                 match GameOutcome::of_rewards(contender, champion) {
                     GameOutcome::Win => fold.wins += 1,
                     GameOutcome::Loss => fold.losses += 1,
@@ -790,7 +874,7 @@ mod tests {
                 .envs
                 .iter()
                 .map(|env| {
-                    let (w, l) = m.env_folds[&env.name].decided_tally.unwrap();
+                    let (w, l) = m.env_folds.get(&env.name).unwrap().decided_tally.unwrap();
                     EnvWinRate { env: env.clone(), win_rate_ppm: crate::evaluation::ratio::win_rate_ppm(w, l) }
                 })
                 .collect(),
