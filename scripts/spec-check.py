@@ -54,8 +54,11 @@ class Reader:
     def string(self):
         return self.take(self.u64()).decode("utf-8")
 
-    def vec(self, item):
-        return [item() for _ in range(self.u64())]
+    def vec(self, item, most=None):
+        n = self.u64()
+        # 02 Bounds: a list's count is checked on its length prefix, before any item.
+        bound(most is None or n <= most, f"a list of at most {most} items, by its length prefix")
+        return [item() for _ in range(n)]
 
     def option(self, item):
         tag = self.u8()
@@ -78,9 +81,7 @@ def name(r):
 
 
 def short_list(r, item):
-    items = r.vec(item)
-    bound(len(items) <= 4096, "at most 4096 items")
-    return items
+    return r.vec(item, 4096)
 
 
 def miner(r): return {"hotkey": name(r), "uid": r.u16(), "model": name(r)}
@@ -95,7 +96,9 @@ def event(r: Reader) -> dict:
                                   "envs": short_list(r, lambda: env_ref(r)), "rule": name(r), "ratio_to_beat_ppm": r.u32(),
                                   "chain_block": r.u64(), "chain_block_hash": r.hash()}}
     if tag == 1:
-        return {"transcript": transcript(r)}
+        t = transcript(r)
+        check_miner_texts(t, [])
+        return {"transcript": t}
     if tag == 2:
         outcomes = ["contender_better", "contender_not_better", "inconclusive"]
         return {"env_decision": {"match_id": r.hash(), "env": env_ref(r), "outcome": outcomes[r.u32()], "wins": r.u32(),
@@ -115,7 +118,7 @@ def event(r: Reader) -> dict:
                              "signature_a": r.take(64).hex(), "header_b": header(r), "signature_b": r.take(64).hex()}}
     if tag == 7:
         t = transcript(r)
-        cuts = r.vec(lambda: {"message_idx": r.option(r.u32), "full_bytes": r.u64(), "full_blake3": r.hash()})
+        cuts = r.vec(lambda: {"message_idx": r.option(r.u32), "full_bytes": r.u64(), "full_blake3": r.hash()}, 257)
         check_cuts(t, cuts)
         return {"transcript_cut": {"transcript": t, "cuts": cuts}}
     if tag == 8:
@@ -133,7 +136,7 @@ def event(r: Reader) -> dict:
 def transcript(r: Reader) -> dict:
     t = {"match_id": r.hash(), "env": env_ref(r), "challenge_id": r.hash(), "challenge_index": r.u64(),
          "invocation_id": r.hash(), "miner": miner(r),
-         "messages": r.vec(lambda: {"role": name(r), "content": r.string()}),
+         "messages": r.vec(lambda: {"role": name(r), "content": r.string()}, 256),
          "answer": r.string(), "reward_milli": r.i32(), "latency_ms": r.u64(), "error": r.option(r.string)}
     bound(len(t["messages"]) <= 256, "at most 256 messages")
     for m in t["messages"]:
@@ -144,19 +147,42 @@ def transcript(r: Reader) -> dict:
 
 
 def check_cuts(t: dict, cuts: list):
-    """02-events.md, TranscriptCut: cuts name existing texts in order, once each."""
+    """02-events.md, TranscriptCut: 1 to 257 cuts naming existing texts in order, once
+    each; only miner texts are cut; the answer's cut repeats the last miner text's."""
     bound(1 <= len(cuts) <= 257, "1..=257 cuts")
     last = -1
     for c in cuts:
         position = c["message_idx"] if c["message_idx"] is not None else 1 << 32
         bound(position > last, "cuts in order, each text once")
         last = position
-        if c["message_idx"] is None:
-            recorded = len(t["answer"].encode())
-        else:
+        if c["message_idx"] is not None:
             bound(c["message_idx"] < len(t["messages"]), "a cut names an existing message")
-            recorded = len(t["messages"][c["message_idx"]]["content"].encode())
-        bound(recorded <= 256 * 1024 and c["full_bytes"] > recorded, "a cut text is at most 256 KiB and shorter than the full text")
+            bound(t["messages"][c["message_idx"]]["role"] == "assistant", "only miner texts (assistant) are cut")
+    check_miner_texts(t, cuts)
+    if cuts[-1]["message_idx"] is None:
+        miner = [i for i, m in enumerate(t["messages"]) if m["role"] == "assistant"]
+        cut_of = {c["message_idx"]: c for c in cuts}
+        bound(bool(miner) and miner[-1] in cut_of and t["messages"][miner[-1]]["content"] == t["answer"]
+              and (cut_of[miner[-1]]["full_bytes"], cut_of[miner[-1]]["full_blake3"])
+              == (cuts[-1]["full_bytes"], cuts[-1]["full_blake3"]),
+              "the answer's cut repeats the last miner text's, and the answer is that text")
+
+
+def check_miner_texts(t: dict, cuts: list):
+    """02-events.md, recording rules: miner texts within their caps (256 KiB, and the
+    1 MiB budget left); a cut text is the longest prefix within its cap."""
+    budget = 1 << 20
+    cut_of = {c["message_idx"]: c for c in cuts if c["message_idx"] is not None}
+    for i, m in enumerate(t["messages"]):
+        if m["role"] != "assistant":
+            continue
+        cap = min(256 * 1024, budget)
+        n = len(m["content"].encode())
+        bound(n <= cap, "a miner text is within its cap")
+        if i in cut_of:
+            bound(cut_of[i]["full_bytes"] > cap, "a cut full text is longer than its cap")
+            bound(n + 4 > cap, "a cut text is the longest prefix within its cap")
+        budget -= n
 
 
 def bound(condition: bool, what: str):
@@ -322,6 +348,16 @@ def main():
         decoded = event(r)
         check(r.pos == len(raw) and decoded == e["json"], f"event {i} decodes by the spec to its JSON (02)")
         check(leaf_hash(raw).hex() == e["leaf_hash"], f"event {i} leaf hash (03)")
+
+    for e in v["events_refused"]:
+        raw = bytes.fromhex(e["bytes"])
+        try:
+            r = Reader(raw)
+            event(r)
+            refused = r.pos != len(raw)
+        except ValueError:
+            refused = True
+        check(refused, f"event refused: {e['why']} (02)")
 
     # 02 "Evidence": the vector's placeholder signatures make it false evidence; the same
     # evidence signed by its accused (the vector key, as both headers' validator) is

@@ -25,6 +25,8 @@ pub const MAX_RECORDED_TEXT_BYTES: usize = 256 * 1024;
 /// Most bytes of miner text one transcript records over all its messages; once spent,
 /// later answers are cut to what remains. Bounds a transcript of many turns.
 pub const MAX_TRANSCRIPT_TEXT_BYTES: usize = 1024 * 1024;
+/// Most `TextCut`s in one `TranscriptCut`: one per message and one for the answer.
+pub const MAX_CUTS_PER_TRANSCRIPT: usize = MAX_MESSAGES_PER_TRANSCRIPT + 1;
 /// Longest error text recorded for a failed request (errors quote at most a prefix of
 /// what a miner sent).
 pub const MAX_ERROR_TEXT_BYTES: usize = 1024;

@@ -800,6 +800,12 @@ pub fn write_demo(
     ack: bool,
     blocks_per_commit: u64,
 ) -> anyhow::Result<DemoSummary> {
+    // The demo's padding is one miner text, which ledger-spec/02 caps at 256 KiB.
+    anyhow::ensure!(
+        event_bytes <= af::limits::MAX_RECORDED_TEXT_BYTES,
+        "--event-bytes {event_bytes} is over {}: a demo transcript pads one miner text, which a log records up to that size",
+        af::limits::MAX_RECORDED_TEXT_BYTES
+    );
     let log = open_own_log(data)?;
     let validator = log.validator();
     let start_height = log.tip()?.map_or(0, |t| t.height + 1);

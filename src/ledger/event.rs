@@ -13,12 +13,10 @@
 use super::block::BlockHeader;
 use crate::bytes::{ChallengeId, Hash32, MatchId, SignatureBytes, ValidatorKey};
 use crate::limits::{
-    MAX_LIST_ITEMS, MAX_MESSAGES_PER_TRANSCRIPT, MAX_NAME_BYTES, MAX_RECORDED_TEXT_BYTES, MAX_TEXT_BYTES,
+    MAX_CUTS_PER_TRANSCRIPT, MAX_LIST_ITEMS, MAX_MESSAGES_PER_TRANSCRIPT, MAX_NAME_BYTES, MAX_RECORDED_TEXT_BYTES,
+    MAX_TEXT_BYTES, MAX_TRANSCRIPT_TEXT_BYTES,
 };
 use serde::{Deserialize, Serialize};
-
-/// Number of event kinds this build knows; tags `0..N_EVENT_KINDS`.
-pub const N_EVENT_KINDS: u32 = 8;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -82,7 +80,9 @@ pub struct MinerSkipped<S = String> {
 pub struct WeightsCommitted {
     pub netuid: u16,
     /// The plaintext weights inside the ciphertext.
+    #[serde(deserialize_with = "at_most::<_, _, MAX_LIST_ITEMS>")]
     pub uids: Vec<u16>,
+    #[serde(deserialize_with = "at_most::<_, _, MAX_LIST_ITEMS>")]
     pub weights: Vec<u16>,
     pub version_key: u64,
     /// The chain block the commit was submitted at.
@@ -114,6 +114,7 @@ pub struct TextCut {
 pub struct TranscriptCut<S = String> {
     pub transcript: Transcript<S>,
     /// One per cut text, in order: messages by index, then the answer.
+    #[serde(deserialize_with = "at_most::<_, _, MAX_CUTS_PER_TRANSCRIPT>")]
     pub cuts: Vec<TextCut>,
 }
 
@@ -143,6 +144,7 @@ pub struct MatchStarted<S = String> {
     pub match_id: MatchId,
     pub contender: MinerRef<S>,
     pub champion: MinerRef<S>,
+    #[serde(deserialize_with = "at_most::<_, _, MAX_LIST_ITEMS>")]
     pub envs: Vec<EnvRef<S>>,
     /// The stopping rule and its parameters, as text (`mixture alpha=0.05 prior=4,4`).
     pub rule: S,
@@ -185,6 +187,7 @@ pub struct Transcript<S = String> {
     pub invocation_id: Hash32,
     pub miner: MinerRef<S>,
     /// Every message, prompts and answers, in order.
+    #[serde(deserialize_with = "at_most::<_, _, MAX_MESSAGES_PER_TRANSCRIPT>")]
     pub messages: Vec<ChatMessage<S>>,
     /// The final answer text the score was computed from.
     pub answer: S,
@@ -232,6 +235,7 @@ pub struct MatchDecided<S = String> {
     pub contender_won: bool,
     /// Hotkey of the champion after the match.
     pub champion_hotkey: S,
+    #[serde(deserialize_with = "at_most::<_, _, MAX_LIST_ITEMS>")]
     pub win_rates: Vec<EnvWinRate<S>>,
     pub new_ratio_to_beat_ppm: u32,
 }
@@ -240,7 +244,9 @@ pub struct MatchDecided<S = String> {
 #[serde(deny_unknown_fields)]
 pub struct WeightsSet {
     pub netuid: u16,
+    #[serde(deserialize_with = "at_most::<_, _, MAX_LIST_ITEMS>")]
     pub uids: Vec<u16>,
+    #[serde(deserialize_with = "at_most::<_, _, MAX_LIST_ITEMS>")]
     pub weights: Vec<u16>,
     pub version_key: u64,
     pub chain_block: u64,
@@ -268,14 +274,13 @@ pub struct Evidence {
     pub signature_b: SignatureBytes,
 }
 
-/// A field of a decoded event that is over its bound.
+/// A field of a decoded event that is over its bound, or breaks a rule of ledger-spec/02.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("event field `{field}` has {actual} {unit}, more than the limit of {limit}")]
-pub struct BoundError {
-    pub field: &'static str,
-    pub actual: usize,
-    pub limit: usize,
-    pub unit: &'static str,
+pub enum BoundError {
+    #[error("event field `{field}` has {actual} {unit}, more than the limit of {limit}")]
+    Over { field: &'static str, actual: usize, limit: usize, unit: &'static str },
+    #[error("event field `{field}` (at {at}) breaks a rule of ledger-spec/02: {rule}")]
+    Rule { field: &'static str, at: usize, rule: &'static str },
 }
 
 fn name(field: &'static str, value: &impl AsRef<str>) -> Result<(), BoundError> {
@@ -288,49 +293,117 @@ fn text(field: &'static str, value: &impl AsRef<str>) -> Result<(), BoundError> 
 
 fn bound(field: &'static str, actual: usize, limit: usize, unit: &'static str) -> Result<(), BoundError> {
     if actual > limit {
-        return Err(BoundError { field, actual, limit, unit });
+        return Err(BoundError::Over { field, actual, limit, unit });
     }
     Ok(())
 }
 
-/// Cuts name existing texts, in order, each once; a cut text is no longer than the cap,
-/// and the full text was longer than what is recorded.
-fn check_cuts<S: AsRef<str>>(t: &Transcript<S>, cuts: &[TextCut]) -> Result<(), BoundError> {
-    bound("cuts", cuts.len(), MAX_MESSAGES_PER_TRANSCRIPT + 1, "items")?;
-    if cuts.is_empty() {
-        return Err(BoundError { field: "cuts", actual: 0, limit: 1, unit: "items at least" });
+/// A bounded list, refused when its length prefix is read, before any item is: a count
+/// over the bound costs nothing to reject (ledger-spec/02, Bounds). Readers without a
+/// length prefix (JSON) are refused at the first item past the bound.
+fn at_most<'de, D, T, const N: usize>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Bounded<T, const N: usize>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>, const N: usize> serde::de::Visitor<'de> for Bounded<T, N> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a list of at most {N} items")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let over = |n: usize| serde::de::Error::invalid_length(n, &self);
+            if let Some(n) = seq.size_hint().filter(|n| *n > N) {
+                return Err(over(n));
+            }
+            let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(N).min(4096));
+            while let Some(item) = seq.next_element()? {
+                if items.len() == N {
+                    return Err(over(N + 1));
+                }
+                items.push(item);
+            }
+            Ok(items)
+        }
     }
+    deserializer.deserialize_seq(Bounded::<T, N>(std::marker::PhantomData))
+}
+
+fn cut_error(field: &'static str, at: usize, rule: &'static str) -> BoundError {
+    BoundError::Rule { field, at, rule }
+}
+
+/// The recording rules of ledger-spec/02 ("Texts recorded in part"), checked over the
+/// miner's texts (the `assistant` messages) as the recorder cut them: each is at most
+/// its cap, the smaller of 256 KiB and what remains of the transcript's 1 MiB budget; a
+/// cut text is the longest prefix within its cap, so fewer than 4 bytes (one UTF-8
+/// character) short of it, and its full text was longer than the cap. Only the miner's
+/// texts are cut; the answer's cut, if any, repeats the last miner text's, since the
+/// answer is that text. A tag-1 transcript passes with no cuts, so none of its miner
+/// texts may be over its cap.
+fn check_miner_texts<S: AsRef<str>>(t: &Transcript<S>, cuts: &[TextCut]) -> Result<(), BoundError> {
     let mut previous: Option<u64> = None;
     for cut in cuts {
         // Messages by index, the answer (none) last: as a number, u32::MAX + 1.
         let position = cut.message_idx.map_or(u64::from(u32::MAX) + 1, u64::from);
         if previous.is_some_and(|p| p >= position) {
-            return Err(BoundError {
-                field: "cuts.message_idx",
-                actual: position as usize,
-                limit: 0,
-                unit: "out of order",
-            });
+            return Err(cut_error("cuts.message_idx", position as usize, "cuts are in order, each text at most once"));
         }
         previous = Some(position);
-        let recorded = match cut.message_idx {
-            Some(i) => t.messages.get(i as usize).map(|m| m.content.as_ref().len()).ok_or(BoundError {
-                field: "cuts.message_idx",
-                actual: i as usize,
-                limit: t.messages.len(),
-                unit: "(no such message)",
-            })?,
-            None => t.answer.as_ref().len(),
-        };
-        bound("cuts.recorded text", recorded, MAX_RECORDED_TEXT_BYTES, "bytes")?;
-        if cut.full_bytes <= recorded as u64 {
-            return Err(BoundError {
-                field: "cuts.full_bytes",
-                actual: cut.full_bytes as usize,
-                limit: recorded,
-                unit: "bytes, not more than recorded",
-            });
+        if let Some(i) = cut.message_idx.filter(|i| *i as usize >= t.messages.len()) {
+            return Err(cut_error("cuts.message_idx", i as usize, "a cut names an existing message"));
         }
+    }
+    let mut budget = MAX_TRANSCRIPT_TEXT_BYTES;
+    let mut message_cuts = cuts.iter().filter(|c| c.message_idx.is_some()).peekable();
+    let mut last_miner_text: Option<(&str, Option<&TextCut>)> = None;
+    for (i, message) in t.messages.iter().enumerate() {
+        let cut = message_cuts.next_if(|c| c.message_idx == Some(i as u32));
+        if message.role.as_ref() != "assistant" {
+            if cut.is_some() {
+                return Err(cut_error("cuts.message_idx", i, "only miner texts (`assistant` messages) are cut"));
+            }
+            continue;
+        }
+        let cap = MAX_RECORDED_TEXT_BYTES.min(budget);
+        let recorded = message.content.as_ref().len();
+        check_recorded(recorded, cap, cut)?;
+        budget -= recorded;
+        last_miner_text = Some((message.content.as_ref(), cut));
+    }
+    if let Some(answer_cut) = cuts.last().filter(|c| c.message_idx.is_none()) {
+        match last_miner_text {
+            Some((text, Some(cut)))
+                if text == t.answer.as_ref()
+                    && cut.full_bytes == answer_cut.full_bytes
+                    && cut.full_blake3 == answer_cut.full_blake3 => {}
+            _ => {
+                return Err(cut_error(
+                    "cuts.message_idx",
+                    cuts.len() - 1,
+                    "the answer's cut repeats the last miner text's, and the answer is that text",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One miner text against its cap: uncut, within it; cut, the longest prefix within it.
+fn check_recorded(recorded: usize, cap: usize, cut: Option<&TextCut>) -> Result<(), BoundError> {
+    bound("messages.content", recorded, cap, "bytes (a miner text, over its recording cap)")?;
+    let Some(cut) = cut else { return Ok(()) };
+    if cut.full_bytes <= cap as u64 {
+        return Err(cut_error("cuts.full_bytes", cut.full_bytes as usize, "a cut full text is longer than its cap"));
+    }
+    // The next character (at most 4 bytes) did not fit, or a longer prefix was possible.
+    if recorded + 4 <= cap {
+        return Err(cut_error(
+            "messages.content",
+            recorded,
+            "a cut text is the longest prefix within its cap (fewer than 4 bytes short)",
+        ));
     }
     Ok(())
 }
@@ -416,9 +489,16 @@ impl<S: AsRef<str>> Event<S> {
             }
             Event::TranscriptCut(cut) => {
                 Event::<&str>::check_transcript(&cut.transcript)?;
-                check_cuts(&cut.transcript, &cut.cuts)
+                if cut.cuts.is_empty() {
+                    return Err(cut_error("cuts", 0, "a TranscriptCut has at least one cut"));
+                }
+                bound("cuts", cut.cuts.len(), MAX_CUTS_PER_TRANSCRIPT, "items")?;
+                check_miner_texts(&cut.transcript, &cut.cuts)
             }
-            Event::Transcript(t) => Event::<&str>::check_transcript(t),
+            Event::Transcript(t) => {
+                Event::<&str>::check_transcript(t)?;
+                check_miner_texts(t, &[])
+            }
             Event::EnvDecision(d) => {
                 name("env.name", &d.env.name)?;
                 name("rule", &d.rule)
@@ -465,5 +545,72 @@ impl<S: AsRef<str>> Event<S> {
             Event::Transcript(t) | Event::TranscriptCut(TranscriptCut { transcript: t, .. }) => Some(t),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn transcript(miner_texts: &[String]) -> Transcript {
+        let mut messages = vec![ChatMessage { role: "user".into(), content: "go".into() }];
+        for text in miner_texts {
+            messages.push(ChatMessage { role: "assistant".into(), content: text.clone() });
+            messages.push(ChatMessage { role: "user".into(), content: "more".into() });
+        }
+        Transcript {
+            match_id: Hash32([1; 32]),
+            env: EnvRef { name: "mult".into(), version: 1 },
+            challenge_id: Hash32([2; 32]),
+            challenge_index: 0,
+            invocation_id: Hash32([3; 32]),
+            miner: MinerRef { hotkey: "5H".into(), uid: 0, model: "m".into() },
+            messages,
+            answer: miner_texts.last().cloned().unwrap_or_default(),
+            reward_milli: 0,
+            latency_ms: 0,
+            error: None,
+        }
+    }
+
+    fn cut(message_idx: Option<u32>) -> TextCut {
+        TextCut { message_idx, full_bytes: 2_000_000, full_blake3: Hash32([9; 32]) }
+    }
+
+    #[test]
+    fn the_transcript_budget_caps_later_miner_texts() {
+        let full = "a".repeat(MAX_RECORDED_TEXT_BYTES);
+        // Four full texts spend the 1 MiB budget: a fifth must be empty, or cut to nothing.
+        let mut texts = vec![full.clone(); 4];
+        texts.push("b".into());
+        let over = transcript(&texts);
+        assert!(Event::Transcript(over.clone()).check_bounds().is_err(), "a miner text past the budget, uncut");
+        texts[4] = String::new();
+        let spent = transcript(&texts);
+        Event::Transcript(spent.clone()).check_bounds().unwrap();
+        let cut_to_nothing = TranscriptCut { transcript: spent.clone(), cuts: vec![cut(Some(9)), cut(None)] };
+        // The answer is the last text: empty, cut as the message is.
+        Event::TranscriptCut(cut_to_nothing).check_bounds().unwrap();
+        // A cut of a text within its cap is refused: the third text had the full cap.
+        let within = TranscriptCut { transcript: spent, cuts: vec![TextCut { full_bytes: 10, ..cut(Some(5)) }] };
+        assert!(Event::TranscriptCut(within).check_bounds().is_err(), "a cut whose full text fits its cap");
+    }
+
+    #[test]
+    fn a_cut_text_must_be_the_longest_prefix_within_what_the_budget_left() {
+        // Three full texts leave 256 KiB; after 100 more bytes the fourth's cap is 262,044.
+        let full = "a".repeat(MAX_RECORDED_TEXT_BYTES);
+        let cap = MAX_RECORDED_TEXT_BYTES - 100;
+        let texts = |last: usize| {
+            let mut t = vec![full.clone(); 3];
+            t.push("c".repeat(100));
+            t.push("d".repeat(last));
+            transcript(&t)
+        };
+        let with = |last: usize| TranscriptCut { transcript: texts(last), cuts: vec![cut(Some(9)), cut(None)] };
+        Event::TranscriptCut(with(cap)).check_bounds().unwrap();
+        Event::TranscriptCut(with(cap - 3)).check_bounds().unwrap();
+        assert!(Event::TranscriptCut(with(cap - 4)).check_bounds().is_err(), "4 bytes short: not the longest prefix");
+        assert!(Event::TranscriptCut(with(cap + 1)).check_bounds().is_err(), "over the budget left");
     }
 }

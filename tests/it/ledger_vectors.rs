@@ -114,28 +114,76 @@ pub fn vector_events() -> Vec<Event> {
             header_b: evidence_header(2),
             signature_b: SignatureBytes([0x55; 64]),
         })),
-        Event::TranscriptCut(TranscriptCut {
-            transcript: Transcript {
-                match_id,
-                env: EnvRef { name: "mult".into(), version: 1 },
-                challenge_id,
-                challenge_index: 0,
-                invocation_id: Hash32([0x23; 32]),
-                miner: MinerRef { hotkey: "5Verbose".into(), uid: 4, model: "r".into() },
-                messages: vec![
-                    ChatMessage { role: "user".into(), content: "2x3?".into() },
-                    ChatMessage { role: "assistant".into(), content: "Let me".into() },
-                ],
-                answer: "Let me".into(),
-                reward_milli: -1000,
-                latency_ms: 900,
-                error: None,
-            },
-            cuts: vec![
-                TextCut { message_idx: Some(1), full_bytes: 300_000, full_blake3: Hash32([0x88; 32]) },
-                TextCut { message_idx: None, full_bytes: 300_000, full_blake3: Hash32([0x88; 32]) },
+        Event::TranscriptCut(cut_vector()),
+    ]
+}
+
+/// A miner's answer of 300,000 bytes of "€" (3 bytes each), cut to its longest prefix
+/// within 256 KiB: 87,381 characters, 262,143 bytes, one byte short of the cap because
+/// the next character would not fit. The answer repeats the message's cut.
+fn cut_vector() -> TranscriptCut {
+    let key = LedgerKey::from_seed(VECTOR_SEED);
+    let match_id = Hash32([0x11; 32]);
+    let full = "€".repeat(100_000);
+    let recorded = "€".repeat(87_381);
+    let full_blake3 = Hash32(*blake3::hash(full.as_bytes()).as_bytes());
+    TranscriptCut {
+        transcript: Transcript {
+            match_id,
+            env: EnvRef { name: "mult".into(), version: 1 },
+            challenge_id: derive_challenge_id("mult", 1, &key.validator(), &match_id, 0),
+            challenge_index: 0,
+            invocation_id: Hash32([0x23; 32]),
+            miner: MinerRef { hotkey: "5Verbose".into(), uid: 4, model: "r".into() },
+            messages: vec![
+                ChatMessage { role: "user".into(), content: "2x3?".into() },
+                ChatMessage { role: "assistant".into(), content: recorded.clone() },
             ],
-        }),
+            answer: recorded,
+            reward_milli: -1000,
+            latency_ms: 900,
+            error: None,
+        },
+        cuts: vec![
+            TextCut { message_idx: Some(1), full_bytes: full.len() as u64, full_blake3 },
+            TextCut { message_idx: None, full_bytes: full.len() as u64, full_blake3 },
+        ],
+    }
+}
+
+/// Event bytes that decode but break a rule of ledger-spec/02, each with the rule: a
+/// reader MUST refuse every one.
+fn refused_events() -> Vec<(&'static str, Vec<u8>)> {
+    let encode = |cut: TranscriptCut| codec::encode(&Event::TranscriptCut(cut), "event", 1 << 20).unwrap();
+    let small = |content: &str, cuts: Vec<TextCut>| {
+        let mut cut = cut_vector();
+        cut.transcript.messages[1].content = content.into();
+        cut.transcript.answer = content.into();
+        cut.cuts = cuts;
+        cut
+    };
+    let at = |message_idx: Option<u32>| TextCut { message_idx, full_bytes: 300_000, full_blake3: Hash32([0x88; 32]) };
+    // A cut list whose length prefix says 2^32 items, followed by none: refused on the
+    // prefix, before any item is read.
+    let mut huge_count = encode(small("6", vec![at(Some(1))]));
+    let items = 1 + 4 + 8 + 32;
+    let prefix_at = huge_count.len() - items - 8;
+    huge_count.truncate(prefix_at);
+    huge_count.extend((1u64 << 32).to_le_bytes());
+    let mut over_cap = cut_vector();
+    over_cap.transcript.messages[1].content.push_str("xx");
+    over_cap.transcript.answer.push_str("xx");
+    vec![
+        ("a TranscriptCut with no cuts", encode(small("6", vec![]))),
+        ("a cut list over 257 items, refused on its length prefix", huge_count),
+        ("a cut of a text that is not the miner's (role user)", encode(small("6", vec![at(Some(0))]))),
+        (
+            "a cut text shorter than its cap by 4 bytes or more: not the longest prefix",
+            encode(small("Let me", vec![at(Some(1)), at(None)])),
+        ),
+        ("a cut text over its cap of 256 KiB", encode(over_cap)),
+        ("an answer cut that does not repeat the last miner text's cut", encode(small("6", vec![at(None)]))),
+        ("cuts out of order", encode(small("6", vec![at(None), at(Some(1))]))),
     ]
 }
 
@@ -189,6 +237,7 @@ fn vectors() -> serde_json::Value {
             "match_id": af::envs::derive_match_id(&key.validator(), "5New", "5Old", 3, 4_000_123, &Hash32([0x5c; 32])),
         },
         "events": event_vectors,
+        "events_refused": refused_events().into_iter().map(|(why, bytes)| json!({ "why": why, "bytes": hex::encode(bytes) })).collect::<Vec<_>>(),
         "merkle": {
             "leaf_hashes": leaves,
             "root": merkle::root(leaves),
@@ -208,6 +257,18 @@ fn vectors() -> serde_json::Value {
 fn golden_vectors_match_fixture() {
     let text = serde_json::to_string_pretty(&vectors()).unwrap() + "\n";
     crate::check_fixture("fixtures/ledger/vectors.json", &text);
+}
+
+#[test]
+fn refused_events_are_refused_by_the_decoder() {
+    for (why, bytes) in refused_events() {
+        let decoded = codec::decode_canonical::<Event>(&bytes, "event", 4 << 20);
+        let checked = decoded.map_err(|e| e.to_string()).and_then(|e| e.check_bounds().map_err(|e| e.to_string()));
+        assert!(checked.is_err(), "{why}: decoded and passed the bounds");
+        eprintln!("{why}: {}", checked.unwrap_err());
+    }
+    // The valid cut vector passes, so each refusal above is its one broken rule.
+    Event::TranscriptCut(cut_vector()).check_bounds().unwrap();
 }
 
 #[test]
