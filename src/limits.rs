@@ -40,6 +40,10 @@ pub const MAX_CHECKPOINT_BYTES: usize = 4096;
 /// far-future header cannot make a log's later times freeze at its own.
 pub const FUTURE_TOLERANCE_MS: u64 = 10 * 60 * 1000;
 
+/// Most signed headers in one inclusion proof (ledger-spec/03): at about 480 bytes of
+/// JSON each, a proof this long is just under `MAX_JSON_INPUT_BYTES`.
+pub const MAX_PROOF_HEADERS: usize = 131_072;
+
 /// Largest JSON file (transcript, proof) the CLI reads, in bytes.
 pub const MAX_JSON_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 

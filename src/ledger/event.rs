@@ -301,7 +301,7 @@ fn bound(field: &'static str, actual: usize, limit: usize, unit: &'static str) -
 /// A bounded list, refused when its length prefix is read, before any item is: a count
 /// over the bound costs nothing to reject (ledger-spec/02, Bounds). Readers without a
 /// length prefix (JSON) are refused at the first item past the bound.
-fn at_most<'de, D, T, const N: usize>(deserializer: D) -> Result<Vec<T>, D::Error>
+pub(crate) fn at_most<'de, D, T, const N: usize>(deserializer: D) -> Result<Vec<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: Deserialize<'de>,
@@ -612,5 +612,21 @@ mod tests {
         Event::TranscriptCut(with(cap - 3)).check_bounds().unwrap();
         assert!(Event::TranscriptCut(with(cap - 4)).check_bounds().is_err(), "4 bytes short: not the longest prefix");
         assert!(Event::TranscriptCut(with(cap + 1)).check_bounds().is_err(), "over the budget left");
+    }
+}
+
+#[cfg(test)]
+mod bounded_list_tests {
+    #[derive(Debug, serde::Deserialize)]
+    struct Two {
+        #[serde(deserialize_with = "super::at_most::<_, _, 2>")]
+        items: Vec<u8>,
+    }
+
+    #[test]
+    fn a_bounded_list_is_refused_at_the_item_past_its_bound_without_a_length_prefix() {
+        assert_eq!(serde_json::from_str::<Two>(r#"{"items":[1,2]}"#).unwrap().items, vec![1, 2]);
+        let error = serde_json::from_str::<Two>(r#"{"items":[1,2,3]}"#).unwrap_err().to_string();
+        assert!(error.contains("at most 2 items"), "{error}");
     }
 }

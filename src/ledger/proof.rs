@@ -7,7 +7,7 @@ use super::event::Event;
 use super::merkle::{self, ProofError};
 use super::store::{Store, StoreError};
 use crate::bytes::{Hash32, SignatureBytes, ValidatorKey};
-use crate::limits::MAX_EVENT_BYTES;
+use crate::limits::{MAX_EVENT_BYTES, MAX_PROOF_HEADERS};
 use serde::{Deserialize, Serialize};
 
 /// A header with its signature, as carried in a proof.
@@ -30,7 +30,9 @@ pub struct InclusionProof {
     /// The event decoded, for people; verification uses `event_bytes` only.
     pub event: Event,
     pub merkle_path: Vec<Hash32>,
-    /// Headers from the event's block up to the tip, in height order.
+    /// Headers from the event's block up to the tip, in height order; at most
+    /// `MAX_PROOF_HEADERS`, refused on the count before any is read.
+    #[serde(deserialize_with = "super::event::at_most::<_, _, MAX_PROOF_HEADERS>")]
     pub headers: Vec<SignedHeader>,
 }
 
@@ -44,6 +46,8 @@ pub enum InclusionError {
     NoEvent { height: u64, n_events: u32, event_idx: u32 },
     #[error("proof has no headers")]
     NoHeaders,
+    #[error("proof has {0} headers, more than the limit of {MAX_PROOF_HEADERS}")]
+    TooManyHeaders(usize),
     #[error("event bytes do not decode to the event shown: {0}")]
     EventMismatch(String),
     #[error("merkle path: {0}")]
@@ -67,7 +71,8 @@ pub fn prove(
 }
 
 /// [`prove`] with headers up to `up_to` (a committed or checkpointed height at or above
-/// `height`) instead of the tip.
+/// `height`) instead of the tip; never past `MAX_PROOF_HEADERS` headers, so a proof of an
+/// old event reaches an earlier tip (ledger-spec/03) rather than one no verifier accepts.
 pub fn prove_up_to(
     store: &Store,
     validator: &ValidatorKey,
@@ -77,7 +82,7 @@ pub fn prove_up_to(
 ) -> Result<InclusionProof, InclusionError> {
     let decoded = store.block(validator, height)?.ok_or(InclusionError::NoBlock { validator: *validator, height })?;
     let tip = store.tip(validator)?.ok_or(InclusionError::NoBlock { validator: *validator, height })?;
-    let last = up_to.map_or(tip.height, |h| h.clamp(height, tip.height));
+    let last = up_to.map_or(tip.height, |h| h.clamp(height, tip.height)).min(height + MAX_PROOF_HEADERS as u64 - 1);
     let headers = signed_headers(store, validator, height, last)?;
     prove_in_block(&decoded, event_idx, headers)
 }
@@ -132,6 +137,9 @@ pub fn verify_inclusion_proof(proof: &InclusionProof) -> Result<Tip, InclusionEr
     decoded.check_bounds().map_err(|e| InclusionError::EventMismatch(e.to_string()))?;
     if decoded != proof.event {
         return Err(InclusionError::EventMismatch("the decoded event differs from the one shown".into()));
+    }
+    if proof.headers.len() > MAX_PROOF_HEADERS {
+        return Err(InclusionError::TooManyHeaders(proof.headers.len()));
     }
     let first = proof.headers.first().ok_or(InclusionError::NoHeaders)?;
     if first.header.height != proof.height {
