@@ -7,6 +7,9 @@
 // Shared bounds and byte types.
 pub mod limits;
 
+/// The wall clock, read at the edges.
+pub mod clock;
+
 /// One memory budget for what outside parties can make a node hold.
 pub mod budget;
 

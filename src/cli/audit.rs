@@ -122,7 +122,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
     Ok(AuditReport {
         clean: findings.is_empty(),
         af_version: env!("CARGO_PKG_VERSION").to_string(),
-        generated_at_ms: super::now_ms(),
+        generated_at_ms: af::clock::unix_ms(),
         state_hash: replayed.state_hash,
         from_genesis: replayed.n_chains_from_snapshot == 0,
         n_chains: replayed.folds.len(),

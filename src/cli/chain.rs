@@ -307,7 +307,7 @@ fn tlock(command: TlockCommand) -> anyhow::Result<ExitCode> {
                 Some(last_epoch_block) => EpochSchedule::Stateful { tempo, last_epoch_block, pending_epoch_at },
                 None => EpochSchedule::Legacy { tempo, netuid },
             };
-            let now_ms = now_ms.unwrap_or_else(super::now_ms);
+            let now_ms = now_ms.unwrap_or_else(af::clock::unix_ms);
             let plan = tlock::reveal_plan(&beacon.beacon()?, schedule, reveal_period, block, now_ms, block_ms)?;
             if json {
                 print_json(
@@ -405,7 +405,7 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
                 let Some(commitment) = af::validator::anchor::commit_tip(&log, client.as_ref()).await? else {
                     anyhow::bail!("our log is empty: nothing to commit");
                 };
-                let receipt = log.append(vec![af::ledger::Event::ChainCommitment(commitment.clone())], super::now_ms())?;
+                let receipt = log.append(vec![af::ledger::Event::ChainCommitment(commitment.clone())], af::clock::unix_ms())?;
                 if json {
                     print_json(&serde_json::json!({ "commitment": commitment, "recorded_at_height": receipt.tip.height }))?;
                 } else {
@@ -423,7 +423,7 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
 fn serve(data: PathBuf, listen: &str, block_ms: u64, tempo: u64, json: bool) -> anyhow::Result<ExitCode> {
     anyhow::ensure!((1..=3_600_000).contains(&block_ms), "--block-ms must be in 1..=3600000");
     anyhow::ensure!((1..=65_535).contains(&tempo), "--tempo must be in 1..=65535");
-    let chain = Arc::new(LocalChain::open(&data, block_ms, tempo, super::now_ms)?);
+    let chain = Arc::new(LocalChain::open(&data, block_ms, tempo, af::clock::unix_ms)?);
     runtime()?.block_on(async move {
         // Each block, open the timelocked weight commits that are due, as subtensor does.
         let ticking = chain.clone();

@@ -207,7 +207,7 @@ pub async fn start(
     tracing::info!(event = "http", url = %url, "HTTP API, metrics and live page at {url}");
     let limits = HttpLimits::default();
     let ratio_params = af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
-    let router = server::router(log, status, ratio_params, metrics, budget, super::now_ms, limits.clone());
+    let router = server::router(log, status, ratio_params, metrics, budget, af::clock::unix_ms, limits.clone());
     tokio::spawn(async move {
         if let Err(error) = server::serve(listener, router, &limits, stop).await {
             tracing::error!(event = "http_stopped", error = %error, "the HTTP API stopped");

@@ -816,7 +816,7 @@ pub fn write_demo(
     let end = start_height + blocks;
     for first in (start_height..end).step_by(blocks_per_commit as usize) {
         let group = (first..end.min(first + blocks_per_commit))
-            .map(|height| (demo::demo_events(&validator, height, events_per_block, event_bytes), super::now_ms()))
+            .map(|height| (demo::demo_events(&validator, height, events_per_block, event_bytes), af::clock::unix_ms()))
             .collect();
         for receipt in log.append_many(group)? {
             tip_height = receipt.tip.height;

@@ -373,10 +373,6 @@ pub fn report_parse_failure(json: bool, what: &str, error: &serde_json::Error) -
     Ok(ExitCode::from(EXIT_CHECK_FAILED))
 }
 
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
-
 /// Shows progress on stderr when it is a terminal, at most a few times a second.
 pub struct ProgressLine {
     enabled: bool,

@@ -88,7 +88,7 @@ pub fn start(
 ) -> anyhow::Result<NodeHandle> {
     let mut config = net_config(p2p, log.validator(), budget)?;
     config.chain_peers = chain_peers;
-    let handle = node::spawn_node(log.clone(), config, Some(data.join(STATUS_FILE)), super::now_ms, stop)?;
+    let handle = node::spawn_node(log.clone(), config, Some(data.join(STATUS_FILE)), af::clock::unix_ms, stop)?;
     let mut status = handle.status.clone();
     tokio::spawn(async move {
         while status.changed().await.is_ok() {
@@ -114,9 +114,10 @@ pub async fn record_evidence_directly(
     while let Some(evidence) = evidence.recv().await {
         af::validator::service::warn_equivocation(&evidence);
         let log = log.clone();
-        let appended =
-            tokio::task::spawn_blocking(move || log.append(vec![Event::Evidence(Box::new(evidence))], super::now_ms()))
-                .await;
+        let appended = tokio::task::spawn_blocking(move || {
+            log.append(vec![Event::Evidence(Box::new(evidence))], af::clock::unix_ms())
+        })
+        .await;
         match appended {
             Ok(Ok(receipt)) => {
                 let _ = own_blocks.send((validator, receipt.tip.height));
@@ -219,7 +220,7 @@ pub fn peers(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
         print_json(&status)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let age_s = (super::now_ms().saturating_sub(status["written_ms"].as_u64().unwrap_or(0))) as f64 / 1000.0;
+    let age_s = (af::clock::unix_ms().saturating_sub(status["written_ms"].as_u64().unwrap_or(0))) as f64 / 1000.0;
     outln!("node {} (status written {age_s:.1} s ago)", status["peer_id"].as_str().unwrap_or("?"));
     let net: af::p2p::net::NetStatus =
         serde_json::from_value(status.clone()).context("the status file is not a node's status")?;

@@ -231,7 +231,7 @@ pub fn validate(
         let sent_weights = Arc::new(af::chain::SentWeights::default());
         let options = RunOptions {
             max_matches,
-            now_ms: super::now_ms,
+            now_ms: af::clock::unix_ms,
             progress: Some(Arc::new(progress_sender)),
             on_match: Box::new(move |report, contender, champion| {
                 if terminal {
@@ -316,7 +316,7 @@ pub fn validate(
                     sent: sent_weights.clone(),
                 }),
                 ratio_params: config.evaluation.ratio_params(),
-                now_ms: super::now_ms,
+                now_ms: af::clock::unix_ms,
                 metrics: metrics.clone(),
             };
             af::validator::service::serve_until_stopped(serving, stop.clone()).await;

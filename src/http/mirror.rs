@@ -454,9 +454,7 @@ async fn fetch_bundle(
                         store_pending(store, &mut pending, blocks_new).await?;
                         return Err(refused(format!("block {height}: {e}")));
                     }
-                    let now_ms = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+                    let now_ms = crate::clock::unix_ms();
                     if header.time_ms > now_ms.saturating_add(FUTURE_TOLERANCE_MS) {
                         store_pending(store, &mut pending, blocks_new).await?;
                         return Err(refused(format!(

@@ -252,10 +252,7 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
             .map_err(|e| NetError::Listen { address: address.clone(), message: e.to_string() })?;
     }
     let started = std::time::Instant::now();
-    let unix_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    let mut sync: Sync<PeerId> = Sync::new(config.sync.clone()).with_wall_clock(unix_ms);
+    let mut sync: Sync<PeerId> = Sync::new(config.sync.clone()).with_wall_clock(crate::clock::unix_ms());
     let mut state = ActorState::default();
     let now_ms = || started.elapsed().as_millis() as u64;
     let mut tick = tokio::time::interval(Duration::from_millis(config.tick_ms.max(10)));
