@@ -106,13 +106,13 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
         })
     })?;
     progress.finish();
-    let view = super::chain::read_chain_view(&args.chain, &af::audit::blocks::blocks_to_check(&replayed.folds))?;
+    let view = super::weights::read_chain_view(&args.chain, &af::audit::blocks::blocks_to_check(&replayed.folds))?;
     let chain = af::audit::audit_commitments(
         &replayed.folds,
         &store,
         view.as_ref().map(|v| af::audit::commitments::OnChain { endpoint: &v.endpoint, records: v.records.clone() }),
     )?;
-    let weights = weights_audit(&replayed, &chain, view.as_ref());
+    let weights = super::weights::weights_audit(&replayed, &chain, view.as_ref());
     let blocks =
         af::audit::blocks::audit_blocks(&replayed.folds, view.as_ref().map(|v| (v.endpoint.as_str(), &v.block_hashes)));
     let on_chain: Vec<_> =
@@ -140,19 +140,6 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
     })
 }
 
-/// The weights audit over `replayed`, against the chain where one was read.
-pub fn weights_audit(
-    replayed: &Replay,
-    commitments: &af::audit::CommitmentAudit,
-    view: Option<&super::chain::ChainView>,
-) -> af::audit::WeightsAudit {
-    // A validator whose on-chain tip is past our copy may have sent weights we cannot see.
-    let behind: Vec<_> =
-        commitments.rows.iter().filter(|r| r.status == "ahead_of_our_copy").map(|r| r.commitment.ledger_key).collect();
-    let replay_weights = view.map_or_else(|| replayed.state.weights.clone(), |v| v.replay_weights(&replayed.state));
-    af::audit::audit_weights(&replayed.folds, &replay_weights, &behind, view.map(|v| v.weights_input()))
-}
-
 /// One log's record of not playing a miner, in words (`af audit`, `af mine status`).
 pub fn skip_line(row: &af::audit::SkipRow) -> String {
     let s = &row.skip;
@@ -176,16 +163,6 @@ pub fn skip_line(row: &af::audit::SkipRow) -> String {
 fn short(key: &impl std::fmt::Display) -> String {
     let text = key.to_string();
     text.chars().take(16).collect::<String>() + "…"
-}
-
-/// A row's agreement with replay's winner-takes-all weights, as a suffix.
-pub fn replay_note(agrees: Option<bool>) -> &'static str {
-    match agrees {
-        Some(true) => " (all to replay's champion)",
-        // Not a finding: the champion may have changed since the validator's last send.
-        Some(false) => " (not replay's champion now)",
-        None => "",
-    }
 }
 
 fn ppm(value: u32) -> String {
@@ -273,7 +250,13 @@ fn print_report(report: &AuditReport, json: bool) -> anyhow::Result<()> {
     }
     outln!("weights: {}", report.weights.note);
     for row in report.weights.rows.iter().filter(|r| r.status != "not_checked") {
-        outln!("  {} {:<16} {}{}", short(&row.validator), row.status, row.detail, replay_note(row.agrees_with_replay));
+        outln!(
+            "  {} {:<16} {}{}",
+            short(&row.validator),
+            row.status,
+            row.detail,
+            super::weights::replay_note(row.agrees_with_replay)
+        );
     }
     outln!("");
     if report.findings.is_empty() {

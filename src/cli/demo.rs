@@ -45,11 +45,11 @@ pub fn run(data: &Path, validators: usize, fresh: bool, json: bool) -> anyhow::R
         write_network(&store, &spec)?;
     }
     let key = validator_key(0);
-    key.write_new(&super::ledger::key_path(data))?;
+    key.write_new(&super::data_dir::key_path(data))?;
     say!(
         "   done in {:.2} s; validator 0's key is {}",
         started.elapsed().as_secs_f64(),
-        super::ledger::key_path(data).display()
+        super::data_dir::key_path(data).display()
     );
 
     let store = Store::open_read_only(data)?;

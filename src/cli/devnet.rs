@@ -209,7 +209,7 @@ pub fn run(
         let dir = data.join(format!("v{i}"));
         std::fs::create_dir_all(&dir)?;
         let key = LedgerKey::generate()?;
-        key.write_new(&super::ledger::key_path(&dir))?;
+        key.write_new(&super::data_dir::key_path(&dir))?;
         validators.push((dir, key.validator().to_hex(), free_port()?));
         chain_runtime.block_on(chain_client.register(&validator_hotkey(i), true))?;
     }

@@ -158,7 +158,7 @@ pub fn mirror_command(
 /// `af ledger publish`.
 pub fn publish_command(data: &Path, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let store = open_for_read(data)?;
-    let key_path = super::ledger::key_path(data);
+    let key_path = super::data_dir::key_path(data);
     let own = if key_path.exists() { Some(af::ledger::LedgerKey::load(&key_path)?) } else { None };
     let mut line = ProgressLine::new();
     let report = af::http::publish::publish(&store, own.as_ref(), out, &mut |r| {

@@ -1,13 +1,13 @@
 //! `af ledger`: create, inspect, verify, export, checkpoint and prove block logs.
 
+use super::data_dir::{key_path, open_own_log};
 use super::{print_json, ProgressLine, EXIT_CHECK_FAILED};
 use crate::outln;
 use af::bytes::{Hash32, ValidatorKey};
 use af::ledger::checkpoint::Checkpoint;
-use af::ledger::keys::KEY_FILE;
 use af::ledger::proof::{self, InclusionProof};
 use af::ledger::verify::{self, StoreReport};
-use af::ledger::{demo, Event, LedgerKey, OwnLog, Store};
+use af::ledger::{demo, Event, LedgerKey, Store};
 use anyhow::{anyhow, bail, Context};
 use clap::{Subcommand, ValueEnum};
 use std::io::Write;
@@ -298,10 +298,6 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-pub fn key_path(data: &Path) -> PathBuf {
-    data.join(KEY_FILE)
-}
-
 fn parse_validator(hex: &str) -> anyhow::Result<ValidatorKey> {
     ValidatorKey::from_hex(hex).context("--validator")
 }
@@ -312,19 +308,6 @@ fn validator_or_own(data: &Path, validator: Option<String>) -> anyhow::Result<Va
         Some(hex) => parse_validator(&hex),
         None => Ok(LedgerKey::load(&key_path(data)).context("no --validator given, so using our own key")?.validator()),
     }
-}
-
-pub fn open_own_log(data: &Path) -> anyhow::Result<OwnLog> {
-    let store = Store::create(data)?;
-    let path = key_path(data);
-    let key = if path.exists() {
-        LedgerKey::load(&path)?
-    } else {
-        let key = LedgerKey::generate()?;
-        key.write_new(&path)?;
-        key
-    };
-    Ok(OwnLog::new(store, key))
 }
 
 fn init(data: &Path, json: bool) -> anyhow::Result<ExitCode> {

@@ -254,7 +254,7 @@ fn own_state(
     dir: &std::path::Path,
     store: &af::ledger::Store,
 ) -> anyhow::Result<Option<(af::bytes::ValidatorKey, af::validator::state::ValidatorState)>> {
-    let key_path = super::ledger::key_path(dir);
+    let key_path = super::data_dir::key_path(dir);
     if !key_path.exists() {
         return Ok(None);
     }

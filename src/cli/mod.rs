@@ -2,6 +2,7 @@
 
 mod audit;
 mod chain;
+mod data_dir;
 mod demo;
 mod devnet;
 mod env;
@@ -14,6 +15,7 @@ mod node;
 mod transcripts;
 mod validate;
 mod wallet;
+mod weights;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
@@ -244,7 +246,7 @@ pub fn run(cli: Cli, log_suppressed: prometheus_client::metrics::counter::Counte
         Command::Audit(args) => audit::run(args),
         Command::Transcripts(args) => transcripts::run(args),
         Command::Chain(command) => chain::run(command),
-        Command::Weights(WeightsCommand::Show { data, chain, json }) => chain::weights_show(&data, &chain, json),
+        Command::Weights(WeightsCommand::Show { data, chain, json }) => weights::weights_show(&data, &chain, json),
     }
 }
 

@@ -129,7 +129,7 @@ pub async fn record_evidence_directly(
 }
 
 pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> anyhow::Result<ExitCode> {
-    let log = Arc::new(super::ledger::open_own_log(data)?);
+    let log = Arc::new(super::data_dir::open_own_log(data)?);
     let closing = log.clone();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let outcome = runtime.block_on(async move {

@@ -133,7 +133,7 @@ pub fn validate(
     let RunFlags { max_matches, serve, json, log_suppressed } = flags;
     let watch_only = chain_flags.watch_only;
     let config = effective_config(config_path.as_deref(), &net, &chain_flags)?;
-    let log = Arc::new(super::ledger::open_own_log(data)?);
+    let log = Arc::new(super::data_dir::open_own_log(data)?);
     let closing = log.clone();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let outcome = runtime.block_on(async move {
@@ -411,7 +411,7 @@ pub fn ratio_show(
     let params = config.evaluation.ratio_params();
     // A read command: the store is opened read-only and checked like any other read.
     let store = super::http::open_for_read(data)?;
-    let validator = af::ledger::LedgerKey::load(&super::ledger::key_path(data))?.validator();
+    let validator = af::ledger::LedgerKey::load(&super::data_dir::key_path(data))?.validator();
     let loaded = state::load(&store, &validator, &params)?;
     // Chain time only: the chain's head if one is named, else the newest block the log
     // names (what the validator itself last saw).

@@ -10,7 +10,7 @@
 //! verification decodes `Event<&str>`, borrowing every text from the block's bytes, with
 //! the same schema, the same bytes and the same bounds as the owned form.
 
-use super::block::BlockHeader;
+use super::header::BlockHeader;
 use crate::bytes::{ChallengeId, Hash32, MatchId, SignatureBytes, ValidatorKey};
 use crate::limits::{
     MAX_CUTS_PER_TRANSCRIPT, MAX_LIST_ITEMS, MAX_MESSAGES_PER_TRANSCRIPT, MAX_NAME_BYTES, MAX_RECORDED_TEXT_BYTES,
