@@ -12,6 +12,31 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 /// chain's commitments. Empty without a chain: pages then say so.
 pub type Identities = std::collections::BTreeMap<crate::bytes::ValidatorKey, (Option<u16>, String)>;
 
+/// Each validator's identity on a chain: the hotkey whose newest ledger commitment names
+/// its ledger key, and that hotkey's uid if it is registered. What the chain says, read
+/// at one moment: the pages show it beside the proven keys, never instead of them.
+pub fn identities_from_chain(
+    records: &[crate::chain::CommitmentRecord],
+    neurons: &[crate::chain::Neuron],
+) -> Identities {
+    let mut newest: std::collections::BTreeMap<crate::bytes::ValidatorKey, (u64, &str)> = Default::default();
+    for record in records {
+        if let Some(commitment) = record.ledger() {
+            let slot = newest.entry(commitment.ledger_key).or_insert((record.block, &record.hotkey));
+            if record.block >= slot.0 {
+                *slot = (record.block, &record.hotkey);
+            }
+        }
+    }
+    newest
+        .into_iter()
+        .map(|(validator, (_, hotkey))| {
+            let uid = neurons.iter().find(|n| n.hotkey == hotkey).map(|n| n.uid);
+            (validator, (uid, hotkey.to_string()))
+        })
+        .collect()
+}
+
 /// The identities an audit with `--chain` learned (the hotkey whose commitment names each
 /// ledger key, and its uid).
 pub fn identities(report: &AuditReport) -> Identities {

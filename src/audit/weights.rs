@@ -98,14 +98,12 @@ pub fn audit_weights(
         return audit;
     };
     audit.checked = true;
+    let identities = super::report::identities_from_chain(chain.records, chain.neurons);
     for fold in folds {
-        let hotkey = chain
-            .records
-            .iter()
-            .filter(|r| r.ledger().is_some_and(|c| c.ledger_key == fold.validator))
-            .max_by_key(|r| r.block)
-            .map(|r| r.hotkey.clone());
-        let uid = hotkey.as_ref().and_then(|h| chain.neurons.iter().find(|n| &n.hotkey == h)).map(|n| n.uid);
+        let (uid, hotkey) = match identities.get(&fold.validator) {
+            Some((uid, hotkey)) => (*uid, Some(hotkey.clone())),
+            None => (None, None),
+        };
         let on_chain_row = uid.map(|uid| {
             normalized(
                 chain.weights.iter().filter(|(setter, _)| *setter == uid).flat_map(|(_, row)| row.iter().copied()),

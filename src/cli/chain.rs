@@ -453,6 +453,18 @@ fn serve(data: PathBuf, listen: &str, block_ms: u64, tempo: u64, json: bool) -> 
     })
 }
 
+/// The validators' uids and hotkeys as the chain `args` names says now (none without
+/// `--chain`).
+pub fn read_identities(args: &ChainArgs) -> anyhow::Result<Option<af::audit::report::Identities>> {
+    let Some(spec) = args.spec() else { return Ok(None) };
+    let identities = runtime()?.block_on(async {
+        let chain = chain_mod::connect(&spec).await?;
+        let (records, neurons) = (chain.commitments().await?, chain.neurons().await?);
+        anyhow::Ok(af::audit::report::identities_from_chain(&records, &neurons))
+    })?;
+    Ok(Some(identities))
+}
+
 /// Reads the subnet's commitments and compares the proven tip of `validator` with them.
 pub fn check_commitment_on_chain(
     chain: &ChainArgs,

@@ -156,7 +156,12 @@ pub fn mirror_command(
 }
 
 /// `af ledger publish`.
-pub fn publish_command(data: &Path, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
+pub fn publish_command(
+    data: &Path,
+    out: &Path,
+    chain: &super::chain::ChainArgs,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let store = open_for_read(data)?;
     let key_path = super::data_dir::key_path(data);
     let own = if key_path.exists() { Some(af::ledger::LedgerKey::load(&key_path)?) } else { None };
@@ -167,7 +172,8 @@ pub fn publish_command(data: &Path, out: &Path, json: bool) -> anyhow::Result<Ex
     line.finish();
     // The pages are folded from the logs just published: replayed from the same store.
     let replayed = replay_store(&store, data, false, &mut |_, _, _| {})?;
-    let pages_written = af::http::publish::publish_pages(&replayed, &Default::default(), out)?;
+    let identities = super::chain::read_identities(chain)?.unwrap_or_default();
+    let pages_written = af::http::publish::publish_pages(&replayed, &identities, out)?;
     if json {
         let mut value = serde_json::to_value(&report)?;
         value["pages"] = serde_json::json!(af::http::pages::PAGES.map(|(name, _)| name));
@@ -193,7 +199,7 @@ pub async fn start(
     address: SocketAddr,
     data: &Path,
     log: Arc<OwnLog>,
-    status: Option<tokio::sync::watch::Receiver<af::p2p::net::NetStatus>>,
+    feeds: server::Feeds,
     metrics: Arc<af::metrics::Metrics>,
     budget: Arc<af::budget::MemoryBudget>,
     stop: tokio::sync::watch::Receiver<bool>,
@@ -207,7 +213,7 @@ pub async fn start(
     tracing::info!(event = "http", url = %url, "HTTP API, metrics and live page at {url}");
     let limits = HttpLimits::default();
     let ratio_params = af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
-    let router = server::router(log, status, ratio_params, metrics, budget, af::clock::unix_ms, limits.clone());
+    let router = server::router(log, feeds, ratio_params, metrics, budget, af::clock::unix_ms, limits.clone());
     tokio::spawn(async move {
         if let Err(error) = server::serve(listener, router, &limits, stop).await {
             tracing::error!(event = "http_stopped", error = %error, "the HTTP API stopped");

@@ -162,6 +162,10 @@ pub enum LedgerCommand {
         /// The site's root directory (created if needed).
         #[arg(long)]
         out: PathBuf,
+        /// With `--chain`: the pages name each validator by the uid and hotkey whose
+        /// commitment names its ledger key, as the chain says now.
+        #[command(flatten)]
+        chain: super::chain::ChainArgs,
         /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
@@ -266,7 +270,7 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        LedgerCommand::Publish { data, out, json } => super::http::publish_command(&data, &out, json),
+        LedgerCommand::Publish { data, out, chain, json } => super::http::publish_command(&data, &out, &chain, json),
         LedgerCommand::ProveConsistency { data, validator, old, new, json: _ } => {
             prove_consistency(&data, validator, old, new)
         }

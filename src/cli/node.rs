@@ -142,9 +142,18 @@ pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> 
         let handle = start(&log, &p2p, data, stop.clone(), None, budget.clone())?;
         let NodeHandle { own_blocks, evidence, status, task } = handle;
         let _http = match http.address()? {
-            Some(address) => {
-                Some(super::http::start(address, data, log.clone(), Some(status.clone()), metrics, budget, stop).await?)
-            }
+            Some(address) => Some(
+                super::http::start(
+                    address,
+                    data,
+                    log.clone(),
+                    af::http::server::Feeds { status: Some(status.clone()), chain: None },
+                    metrics,
+                    budget,
+                    stop,
+                )
+                .await?,
+            ),
             None => None,
         };
         tokio::spawn(record_evidence_directly(log.clone(), evidence, own_blocks));

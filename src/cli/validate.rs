@@ -212,7 +212,7 @@ pub fn validate(
                     address,
                     data,
                     log.clone(),
-                    net_status,
+                    af::http::server::Feeds { status: net_status, chain: chain.clone() },
                     metrics.clone(),
                     budget.clone(),
                     stop.clone(),

@@ -14,6 +14,7 @@
 //! so an operator's probes work under load. Every URL has one spelling; others are 404.
 
 use super::layout::{self, LogList, LogSummary, LOG_LIST_FORMAT, TILE_WIDTH};
+use crate::audit::report::Identities;
 use crate::budget::{Held, MemoryBudget};
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
@@ -86,6 +87,8 @@ impl Default for HttpLimits {
 struct Served {
     log: Arc<OwnLog>,
     status: Option<watch::Receiver<NetStatus>>,
+    /// The validators' uids and hotkeys for the pages, when the node reads a chain.
+    identities: Option<IdentityCache>,
     limits: HttpLimits,
     metrics: Arc<Metrics>,
     /// Block bytes waiting for slow readers are reserved here (shared with the network).
@@ -103,10 +106,57 @@ struct Served {
     state_page: tokio::sync::Mutex<Option<(Arc<Replay>, Bytes, String)>>,
 }
 
-/// The routes over `log`'s store; `status` is the network's, when it runs.
+/// What a node feeds its HTTP API besides its store, each when it has one: the network's
+/// status, and the chain it reads (for the validators' uids and hotkeys on the pages).
+#[derive(Clone, Default)]
+pub struct Feeds {
+    pub status: Option<watch::Receiver<NetStatus>>,
+    pub chain: Option<Arc<dyn crate::chain::Chain>>,
+}
+
+/// How often the pages' validator identities are read from the chain again, and how long
+/// one read may take: page requests never cost more than one chain read a minute.
+const IDENTITY_REFRESH: Duration = Duration::from_secs(60);
+const IDENTITY_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The validators' identities as the chain's commitments and neurons give them, read at
+/// most once per [`IDENTITY_REFRESH`]; a failed read keeps the last one (or none) and
+/// waits as long before trying again.
+struct IdentityCache {
+    chain: Arc<dyn crate::chain::Chain>,
+    last: tokio::sync::Mutex<Option<(Instant, Arc<Identities>)>>,
+}
+
+impl IdentityCache {
+    async fn get(&self) -> Arc<Identities> {
+        let mut last = self.last.lock().await;
+        if let Some((_, identities)) = last.as_ref().filter(|(at, _)| at.elapsed() < IDENTITY_REFRESH) {
+            return identities.clone();
+        }
+        let read = tokio::time::timeout(IDENTITY_READ_TIMEOUT, async {
+            Ok::<_, crate::chain::ChainError>((self.chain.commitments().await?, self.chain.neurons().await?))
+        })
+        .await;
+        let identities = match read {
+            Ok(Ok((records, neurons))) => Arc::new(crate::audit::report::identities_from_chain(&records, &neurons)),
+            Ok(Err(error)) => {
+                tracing::warn!(event = "identities_unread", error = %error, "could not read validator identities from the chain");
+                last.as_ref().map(|(_, i)| i.clone()).unwrap_or_default()
+            }
+            Err(_) => {
+                tracing::warn!(event = "identities_unread", "reading validator identities from the chain timed out");
+                last.as_ref().map(|(_, i)| i.clone()).unwrap_or_default()
+            }
+        };
+        *last = Some((Instant::now(), identities.clone()));
+        identities
+    }
+}
+
+/// The routes over `log`'s store, with what `feeds` gives.
 pub fn router(
     log: Arc<OwnLog>,
-    status: Option<watch::Receiver<NetStatus>>,
+    feeds: Feeds,
     ratio_params: RatioParams,
     metrics: Arc<Metrics>,
     budget: Arc<MemoryBudget>,
@@ -115,9 +165,11 @@ pub fn router(
 ) -> Router {
     let timeout = limits.request_timeout;
     let replayer = Replayer::start(log.clone(), ratio_params, limits.state_refresh);
+    let Feeds { status, chain } = feeds;
     let served = Arc::new(Served {
         log,
         status,
+        identities: chain.map(|chain| IdentityCache { chain, last: tokio::sync::Mutex::new(None) }),
         limits,
         metrics,
         budget,
@@ -852,8 +904,12 @@ struct PageQuery {
 async fn subnet_page(State(served): State<Arc<Served>>, name: &'static str, query: PageQuery) -> Answer {
     let replay = replayed(&served).await?;
     let paging = super::pages::Paging::Page(query.page);
+    let identities = match &served.identities {
+        Some(cache) if name == "subnet.html" => cache.get().await,
+        _ => Arc::default(),
+    };
     let html = blocking(move || {
-        super::pages::render(name, &replay, &Default::default(), paging).ok_or_else(|| {
+        super::pages::render(name, &replay, &identities, paging).ok_or_else(|| {
             ApiError(
                 StatusCode::NOT_FOUND,
                 format!(

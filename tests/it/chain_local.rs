@@ -224,3 +224,70 @@ fn terminal_output_escapes_the_chains_strings() {
         assert!(!text.lines().any(|l| l.trim_start().starts_with("7  forged")), "{text:?}");
     }
 }
+
+/// The node's subnet page, and a site published with `--chain`, name each validator by
+/// the uid and hotkey whose commitment on the chain names its ledger key (issue 27: the
+/// node's pages said "not read" for every validator).
+#[test]
+fn the_node_subnet_page_names_validators_by_uid_and_hotkey_from_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("chain"), "127.0.0.1:0");
+    let chain = format!("local:{}", server.1);
+    let data = dir.path().join("v");
+    let data_text = data.to_str().unwrap();
+    assert!(af(&["ledger", "demo", "--data", data_text, "--blocks", "2", "--events-per-block", "2"]).status.success());
+    for hotkey in ["5Other", "5Validator"] {
+        let registered = af(&["chain", "register", "--chain", &chain, "--hotkey", hotkey, "--validator"]);
+        assert!(registered.status.success(), "{}", String::from_utf8_lossy(&registered.stderr));
+    }
+    let committed = af(&["chain", "commit", "--data", data_text, "--chain", &chain, "--hotkey", "5Validator"]);
+    assert!(committed.status.success(), "{}", String::from_utf8_lossy(&committed.stderr));
+    // A published site's page, with --chain, says the same.
+    let site = dir.path().join("site");
+    let published = af(&["ledger", "publish", "--data", data_text, "--out", site.to_str().unwrap(), "--chain", &chain]);
+    assert!(published.status.success(), "{}", String::from_utf8_lossy(&published.stderr));
+    let subnet = std::fs::read_to_string(site.join("subnet.html")).unwrap();
+    assert!(subnet.contains("uid 1") && subnet.contains("hotkey 5Validator"), "{subnet}");
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let store = af::ledger::Store::create(&data).unwrap();
+    let key = af::ledger::LedgerKey::load(&data.join(af::ledger::keys::KEY_FILE)).unwrap();
+    let validator = key.validator();
+    let log = Arc::new(af::ledger::OwnLog::new(store, key));
+    let client: Arc<dyn Chain> = Arc::new(LocalClient::new(&server.1, 1, None).unwrap());
+    let url = runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let limits = af::http::server::HttpLimits::default();
+        let feeds = af::http::server::Feeds { status: None, chain: Some(client) };
+        let router = af::http::server::router(
+            log,
+            feeds,
+            af::evaluation::ratio::DEFAULT_RATIO_PARAMS,
+            Arc::default(),
+            af::budget::MemoryBudget::new(af::budget::DEFAULT_BUDGET_BYTES),
+            af::clock::unix_ms,
+            limits.clone(),
+        );
+        let (stop_sender, stop) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            let _keep = stop_sender;
+            af::http::server::serve(listener, router, &limits, stop).await.unwrap();
+        });
+        url
+    });
+    let page = runtime.block_on(async {
+        // The first replay of the store may not be ready at once: 503 until it is.
+        for _ in 0..100 {
+            let response = reqwest::get(format!("{url}subnet.html")).await.unwrap();
+            if response.status() == 200 {
+                return response.text().await.unwrap();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("subnet.html never answered 200");
+    });
+    let row = page.split("<tr").find(|r| r.contains(&format!("data-validator=\"{validator}\""))).unwrap();
+    assert!(row.contains("5Validator") && row.contains("uid 1"), "{row}");
+    assert!(!row.contains("not read"), "{row}");
+}

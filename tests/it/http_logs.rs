@@ -41,7 +41,15 @@ fn serve_node(runtime: &tokio::runtime::Runtime, store: Store) -> String {
         let url = format!("http://{}/", listener.local_addr().unwrap());
         let limits = server::HttpLimits::default();
         let budget = af::budget::MemoryBudget::new(af::budget::DEFAULT_BUDGET_BYTES);
-        let router = server::router(log, None, DEFAULT_RATIO_PARAMS, Arc::default(), budget, now_ms, limits.clone());
+        let router = server::router(
+            log,
+            Default::default(),
+            DEFAULT_RATIO_PARAMS,
+            Arc::default(),
+            budget,
+            now_ms,
+            limits.clone(),
+        );
         let (_stop_sender, stop) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             let _keep = _stop_sender;
