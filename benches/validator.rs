@@ -129,9 +129,7 @@ fn main() {
     let (stop_sender, stop) = tokio::sync::watch::channel(false);
     let options = RunOptions {
         max_matches: None,
-        now_ms: || {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-        },
+        now_ms: af::clock::unix_ms,
         progress: None,
         on_match: Box::new(|_, _, _| {}),
         request_stats: stats.clone(),
@@ -142,6 +140,7 @@ fn main() {
         anchor: true,
         sent_weights: Arc::default(),
         metrics: Arc::default(),
+        replays: Arc::default(),
     };
     let task = {
         let log = log.clone();

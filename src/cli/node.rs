@@ -147,7 +147,7 @@ pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> 
                     address,
                     data,
                     log.clone(),
-                    af::http::server::Feeds { status: Some(status.clone()), chain: None },
+                    af::http::server::Feeds { status: Some(status.clone()), ..Default::default() },
                     metrics,
                     budget,
                     stop,

@@ -206,13 +206,15 @@ pub fn validate(
             Some(handle) => (Some(handle.own_blocks), Some(handle.evidence), Some(handle.task)),
             None => (None, None, None),
         };
+        // One replay of our store for the anchoring and the HTTP API: one set of folds.
+        let replays = Arc::new(af::replay::latest::LatestReplay::default());
         let _http = match config.http.address()? {
             Some(address) => Some(
                 super::http::start(
                     address,
                     data,
                     log.clone(),
-                    af::http::server::Feeds { status: net_status, chain: chain.clone() },
+                    af::http::server::Feeds { status: net_status, chain: chain.clone(), replays: Some(replays.clone()) },
                     metrics.clone(),
                     budget.clone(),
                     stop.clone(),
@@ -279,6 +281,7 @@ pub fn validate(
             anchor: !watch_only,
             sent_weights: sent_weights.clone(),
             metrics: metrics.clone(),
+            replays: replays.clone(),
         };
         let summary = run::run(log.clone(), &config, stop.clone(), options).await;
         display.abort();
@@ -312,6 +315,7 @@ pub fn validate(
                 own_blocks,
                 evidence: summary.evidence.take(),
                 anchor: chain.clone().filter(|_| !watch_only).map(|chain| af::validator::anchor::ChainSender {
+                    replays: replays.clone(),
                     chain,
                     sent: sent_weights.clone(),
                 }),

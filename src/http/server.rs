@@ -25,7 +25,8 @@ use crate::ledger::store::Location;
 use crate::ledger::OwnLog;
 use crate::metrics::{Metrics, PeerChain};
 use crate::p2p::net::NetStatus;
-use crate::replay::{self, FoldSource, Replay, Snapshot};
+use crate::replay::latest::LatestReplay;
+use crate::replay::Replay;
 use crate::validator::state::{fold_new_blocks, ValidatorState};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, Request, State};
@@ -107,11 +108,15 @@ struct Served {
 }
 
 /// What a node feeds its HTTP API besides its store, each when it has one: the network's
-/// status, and the chain it reads (for the validators' uids and hotkeys on the pages).
+/// status, the chain it reads (for the validators' uids and hotkeys on the pages), and
+/// the replay it shares.
 #[derive(Clone, Default)]
 pub struct Feeds {
     pub status: Option<watch::Receiver<NetStatus>>,
     pub chain: Option<Arc<dyn crate::chain::Chain>>,
+    /// The process's one replay of the store, when others in it replay too (the
+    /// validator's anchoring): one set of folds for both. A fresh one without.
+    pub replays: Option<Arc<LatestReplay>>,
 }
 
 /// How often the pages' validator identities are read from the chain again, and how long
@@ -164,8 +169,8 @@ pub fn router(
     limits: HttpLimits,
 ) -> Router {
     let timeout = limits.request_timeout;
-    let replayer = Replayer::start(log.clone(), ratio_params, limits.state_refresh);
-    let Feeds { status, chain } = feeds;
+    let Feeds { status, chain, replays } = feeds;
+    let replayer = Replayer::start(log.clone(), ratio_params, limits.state_refresh, replays.unwrap_or_default());
     let served = Arc::new(Served {
         log,
         status,
@@ -602,23 +607,22 @@ async fn replayed(served: &Arc<Served>) -> Result<Arc<Replay>, ApiError> {
 
 /// Replays the store on one background thread at the lowest CPU priority, when asked and
 /// at most every `state_refresh`, so that readers of `state` never take the cores the
-/// validator plays on. Folds of the previous replay are reused where their tip is
-/// unchanged: this process holds the store open for writing, so nothing else can have
-/// changed those blocks. The thread ends when the router is dropped.
+/// validator plays on. The replay is the process's shared [`LatestReplay`]: it folds only
+/// blocks that are new since the last replay anyone in the process made. The thread ends
+/// when the router is dropped.
 struct Replayer {
     latest: watch::Receiver<Option<Arc<Replay>>>,
     wanted: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
 }
 
 impl Replayer {
-    fn start(log: Arc<OwnLog>, params: RatioParams, every: Duration) -> Replayer {
+    fn start(log: Arc<OwnLog>, params: RatioParams, every: Duration, replays: Arc<LatestReplay>) -> Replayer {
         let (sender, latest) = watch::channel(None);
         let wanted = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
         let signal = wanted.clone();
         let spawned = std::thread::Builder::new().name("af-http-replay".into()).spawn(move || {
             lower_priority();
             let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build();
-            let mut previous: Option<Arc<Replay>> = None;
             let mut last = Instant::now() - every;
             while !sender.is_closed() {
                 {
@@ -631,20 +635,12 @@ impl Replayer {
                     *asked = false;
                 }
                 last = Instant::now();
-                let snapshot = previous.as_ref().map(|r| {
-                    (
-                        Snapshot { replay_version: replay::REPLAY_VERSION, folds: r.folds.clone() },
-                        FoldSource::ThisProcess,
-                    )
-                });
-                let run = || replay::replay(&log.store, &crate::envs::registry(), snapshot, &params, &mut |_, _, _| {});
+                let run = || replays.get(&log.store, &params);
                 let fresh = match &pool {
                     Ok(pool) => pool.install(run),
                     Err(_) => run(),
                 };
                 if let Ok(fresh) = fresh {
-                    let fresh = Arc::new(fresh);
-                    previous = Some(fresh.clone());
                     let _ = sender.send(Some(fresh));
                 }
             }

@@ -11,6 +11,7 @@
 
 pub mod entries;
 pub mod fold;
+pub mod latest;
 pub mod network;
 pub mod synth;
 

@@ -6,12 +6,12 @@
 use crate::chain::{
     send_weights, Chain, ChainError, LedgerCommitment, Neuron, SentWeights, WeightsSent, COMMIT_EVERY_BLOCKS,
 };
-use crate::envs;
 use crate::evaluation::ratio::RatioParams;
 use crate::ledger::event::{ChainCommitment, WeightsCommitted, WeightsSet};
-use crate::ledger::{Event, OwnLog, StoreError, Tip, ValidatorKey};
+use crate::ledger::{Event, OwnLog, StoreError};
 use crate::metrics::Metrics;
-use crate::replay::{self, fold::ChainFold};
+use crate::replay::latest::LatestReplay;
+use crate::replay::{self, Replay};
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
@@ -68,39 +68,37 @@ pub async fn commit_tip(log: &OwnLog, chain: &dyn Chain) -> Result<Option<ChainC
 }
 
 /// What the anchoring loop keeps between its ticks so that an idle tick costs two chain
-/// reads and no replay: the folds of every log (each replay folds only new blocks), the
-/// tips they were folded to and the champion they gave, and the neurons read at a chain
-/// block (the hotkey to uid map changes only from one chain block to the next).
+/// reads and no replay: the process's one [`LatestReplay`] (replayed only when a tip
+/// moved, folding only new blocks; shared with the HTTP API when it runs), and the
+/// neurons read at a chain block (the hotkey to uid map changes only from one chain block
+/// to the next).
 #[derive(Default)]
 pub struct WeightsCache {
-    folds: Option<Vec<ChainFold>>,
-    folded_tips: Option<Vec<(ValidatorKey, Tip)>>,
+    replays: Arc<LatestReplay>,
+    /// The replay the champion was read from (weak: the folds are the shared replay's to
+    /// keep or drop), and that champion.
+    read_from: std::sync::Weak<Replay>,
     champion: Option<String>,
     neurons: Option<(u64, Vec<Neuron>)>,
 }
 
 impl WeightsCache {
+    /// A cache whose replays are `replays`, shared with other readers of the same store.
+    pub fn sharing(replays: Arc<LatestReplay>) -> WeightsCache {
+        WeightsCache { replays, ..WeightsCache::default() }
+    }
+
     /// The champion's hotkey by a replay of every log, replayed only when a tip moved.
     async fn champion(&mut self, log: &Arc<OwnLog>, ratio_params: RatioParams) -> Result<Option<String>, AnchorError> {
-        let tips = log.store.tips()?;
-        if self.folded_tips.as_ref() == Some(&tips) {
-            return Ok(self.champion.clone());
-        }
-        let snapshot = self.folds.take().map(|folds| {
-            (replay::Snapshot { replay_version: replay::REPLAY_VERSION, folds }, replay::FoldSource::ThisProcess)
-        });
-        let replayed = {
-            let log = log.clone();
-            tokio::task::spawn_blocking(move || {
-                replay::replay(&log.store, &envs::registry(), snapshot, &ratio_params, &mut |_, _, _| {})
-            })
+        let (log, replays) = (log.clone(), self.replays.clone());
+        let replayed = tokio::task::spawn_blocking(move || replays.get(&log.store, &ratio_params))
             .await
-            .expect("replay does not panic")?
-        };
-        self.folds = Some(replayed.folds);
-        // The tips read before the replay: a block appended meanwhile moves them again.
-        self.folded_tips = Some(tips);
-        self.champion = replayed.state.champion.map(|c| c.hotkey);
+            .expect("replay does not panic")?;
+        // A weak pointer keeps its allocation, so an equal address is the same replay.
+        if std::sync::Weak::as_ptr(&self.read_from) != Arc::as_ptr(&replayed) {
+            self.read_from = Arc::downgrade(&replayed);
+            self.champion = replayed.state.champion.as_ref().map(|c| c.hotkey.clone());
+        }
         Ok(self.champion.clone())
     }
 
@@ -195,10 +193,12 @@ pub fn describe_weights(event: &Event) -> (u64, String) {
     }
 }
 
-/// The chain our log is anchored on, and the validator's one memory of its weights sends.
+/// The chain our log is anchored on, the validator's one memory of its weights sends, and
+/// the process's one replay of its store.
 pub struct ChainSender {
     pub chain: Arc<dyn Chain>,
     pub sent: Arc<SentWeights>,
+    pub replays: Arc<LatestReplay>,
 }
 
 /// How often the anchoring loop looks at the chain, and the wall clock it plans reveal
@@ -223,9 +223,9 @@ pub async fn anchor_loop(
     metrics: Arc<Metrics>,
 ) {
     let AnchorClock { check_ms, now_ms } = clock;
-    let ChainSender { chain, sent } = to;
+    let ChainSender { chain, sent, replays } = to;
     let mut last_commit_block: Option<u64> = None;
-    let mut cache = WeightsCache::default();
+    let mut cache = WeightsCache::sharing(replays);
     metrics.chain_expected(now_ms());
     loop {
         tokio::select! {

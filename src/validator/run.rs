@@ -98,6 +98,8 @@ pub struct RunOptions {
     pub sent_weights: Arc<crate::chain::SentWeights>,
     /// What the run counts for the operator (`GET /metrics`) and its health.
     pub metrics: Arc<Metrics>,
+    /// The process's one replay of our store, shared by the anchoring and the HTTP API.
+    pub replays: Arc<crate::replay::latest::LatestReplay>,
 }
 
 pub async fn run(
@@ -223,7 +225,7 @@ pub async fn run(
     let anchor_task = options.chain.clone().filter(|_| options.anchor).map(|chain| {
         tokio::spawn(super::anchor::anchor_loop(
             log.clone(),
-            super::anchor::ChainSender { chain, sent: options.sent_weights.clone() },
+            super::anchor::ChainSender { chain, sent: options.sent_weights.clone(), replays: options.replays.clone() },
             writer.sender.clone(),
             params,
             super::anchor::AnchorClock { check_ms: options.anchor_check_ms, now_ms: options.now_ms },

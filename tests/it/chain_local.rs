@@ -259,7 +259,7 @@ fn the_node_subnet_page_names_validators_by_uid_and_hotkey_from_the_chain() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/", listener.local_addr().unwrap());
         let limits = af::http::server::HttpLimits::default();
-        let feeds = af::http::server::Feeds { status: None, chain: Some(client) };
+        let feeds = af::http::server::Feeds { chain: Some(client), ..Default::default() };
         let router = af::http::server::router(
             log,
             feeds,

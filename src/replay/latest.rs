@@ -1,0 +1,71 @@
+//! The newest replay of a store this process writes, shared by everything in the process
+//! that needs one (the anchoring loop's champion, the HTTP API's state and pages), so a
+//! validator holds one set of folds, not one per reader: the folds of every match are
+//! what grows with history.
+
+use super::{replay, FoldSource, Replay, ReplayError, Snapshot, REPLAY_VERSION};
+use crate::bytes::ValidatorKey;
+use crate::evaluation::ratio::RatioParams;
+use crate::ledger::{Store, Tip};
+use std::sync::{Arc, Mutex};
+
+/// Every chain's tip, as the store lists them.
+type Tips = Vec<(ValidatorKey, Tip)>;
+
+/// The last replay and the tips it was folded to.
+#[derive(Default)]
+pub struct LatestReplay {
+    last: Mutex<Option<(Tips, Arc<Replay>)>>,
+}
+
+impl LatestReplay {
+    /// The replay of `store` as its tips are now: the last one when no tip moved since,
+    /// else one that folds only the new blocks onto the last one's folds. `store` must be
+    /// the one this process holds open for writing (its folds are reused as
+    /// [`FoldSource::ThisProcess`]). One caller replays at a time; the others wait for it
+    /// and then share its result.
+    pub fn get(&self, store: &Store, ratio_params: &RatioParams) -> Result<Arc<Replay>, ReplayError> {
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        // The tips before the replay: a block appended meanwhile moves them again.
+        let tips = store.tips()?;
+        if let Some((_, replayed)) = last.as_ref().filter(|(folded, _)| *folded == tips) {
+            return Ok(replayed.clone());
+        }
+        let snapshot = last.as_ref().map(|(_, previous)| {
+            (Snapshot { replay_version: REPLAY_VERSION, folds: previous.folds.clone() }, FoldSource::ThisProcess)
+        });
+        let fresh = Arc::new(replay(store, &crate::envs::registry(), snapshot, ratio_params, &mut |_, _, _| {})?);
+        *last = Some((tips, fresh.clone()));
+        Ok(fresh)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+    use crate::ledger::{LedgerKey, OwnLog};
+
+    #[test]
+    fn readers_share_one_replay_until_a_tip_moves_and_then_fold_to_what_genesis_gives() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = OwnLog::new(Store::create(dir.path()).unwrap(), LedgerKey::from_seed([5; 32]));
+        let append = |height: u64| {
+            log.append(crate::ledger::demo::demo_events(&log.validator(), height, 4, 600), 1_000 + height).unwrap();
+        };
+        append(0);
+        let latest = LatestReplay::default();
+        let first = latest.get(&log.store, &DEFAULT_RATIO_PARAMS).unwrap();
+        let again = latest.get(&log.store, &DEFAULT_RATIO_PARAMS).unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "no tip moved: the same replay");
+        append(1);
+        let moved = latest.get(&log.store, &DEFAULT_RATIO_PARAMS).unwrap();
+        assert!(!Arc::ptr_eq(&first, &moved));
+        assert_eq!(moved.n_chains_from_snapshot, 1, "the new block is folded onto the last folds");
+        assert_eq!(moved.n_blocks_folded, 1);
+        let genesis =
+            replay(&log.store, &crate::envs::registry(), None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}).unwrap();
+        assert_eq!(moved.state_hash, genesis.state_hash);
+        assert_eq!(moved.folds, genesis.folds);
+    }
+}
