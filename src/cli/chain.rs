@@ -453,16 +453,19 @@ fn serve(data: PathBuf, listen: &str, block_ms: u64, tempo: u64, json: bool) -> 
     })
 }
 
-/// The validators' uids and hotkeys as the chain `args` names says now (none without
-/// `--chain`).
-pub fn read_identities(args: &ChainArgs) -> anyhow::Result<Option<af::audit::report::Identities>> {
+/// What the pages show from the chain `args` names, read now (none without `--chain`):
+/// the validators' identities, and the queue of the validator whose own log folds to
+/// `own`.
+pub fn read_for_pages(
+    args: &ChainArgs,
+    own: Option<&af::validator::state::ValidatorState>,
+) -> anyhow::Result<Option<af::http::pages::FromChain>> {
     let Some(spec) = args.spec() else { return Ok(None) };
-    let identities = runtime()?.block_on(async {
+    let (neurons, records) = runtime()?.block_on(async {
         let chain = chain_mod::connect(&spec).await?;
-        let (records, neurons) = (chain.commitments().await?, chain.neurons().await?);
-        anyhow::Ok(af::audit::report::identities_from_chain(&records, &neurons))
+        anyhow::Ok((chain.neurons().await?, chain.commitments().await?))
     })?;
-    Ok(Some(identities))
+    Ok(Some(af::http::pages::FromChain::read(&neurons, &records, own)))
 }
 
 /// Reads the subnet's commitments and compares the proven tip of `validator` with them.

@@ -172,8 +172,9 @@ pub fn publish_command(
     line.finish();
     // The pages are folded from the logs just published: replayed from the same store.
     let replayed = replay_store(&store, data, false, &mut |_, _, _| {})?;
-    let identities = super::chain::read_identities(chain)?.unwrap_or_default();
-    let pages_written = af::http::publish::publish_pages(&replayed, &identities, out)?;
+    let own = super::data_dir::own_state(data, &store)?;
+    let from_chain = super::chain::read_for_pages(chain, own.as_ref().map(|(_, state)| state))?.unwrap_or_default();
+    let pages_written = af::http::publish::publish_pages(&replayed, &from_chain, out)?;
     if json {
         let mut value = serde_json::to_value(&report)?;
         value["pages"] = serde_json::json!(af::http::pages::PAGES.map(|(name, _)| name));

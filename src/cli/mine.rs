@@ -115,7 +115,7 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
     // The data directory's store is opened (through a running node, mirrored) once.
     let opened = data.map(|dir| super::http::replay_dir(dir).map(|opened| (dir, opened))).transpose()?;
     let own = match &opened {
-        Some((dir, (store, _))) => own_state(dir, store)?,
+        Some((dir, (store, _))) => super::data_dir::own_state(dir, store)?,
         None => None,
     };
     let (champion, played, queue_of) = match &own {
@@ -246,22 +246,6 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The own validator of a data directory (if it has a ledger key) and its log folded
-/// from `store`, that directory's store.
-fn own_state(
-    dir: &std::path::Path,
-    store: &af::ledger::Store,
-) -> anyhow::Result<Option<(af::bytes::ValidatorKey, af::validator::state::ValidatorState)>> {
-    let key_path = super::data_dir::key_path(dir);
-    if !key_path.exists() {
-        return Ok(None);
-    }
-    let validator = af::ledger::LedgerKey::load(&key_path)?.validator();
-    let mut state = af::validator::state::ValidatorState::new(&af::evaluation::ratio::DEFAULT_RATIO_PARAMS);
-    af::validator::state::fold_new_blocks(&mut state, store, &validator)?;
-    Ok(Some((validator, state)))
 }
 
 fn skipped_hotkey(skipped: &Skipped) -> &str {

@@ -22,6 +22,51 @@ pub const PAGES: [(&str, &str); 4] =
 
 pub use crate::audit::report::Identities;
 
+/// What the pages show from a chain, read at one moment beside the logs: who each
+/// validator is, and (for the validator serving or publishing the pages) the contenders
+/// it will play next. Empty when no chain was read; the pages then say so.
+#[derive(Clone, Debug, Default)]
+pub struct FromChain {
+    pub identities: Identities,
+    /// The queue, in the order it will be played; `None` when not read.
+    pub queue: Option<Vec<Queued>>,
+}
+
+/// A contender waiting to play.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Queued {
+    pub hotkey: String,
+    pub uid: u16,
+    /// `MODEL@REVISION`, as the log will record it.
+    pub model: String,
+    pub commit_block: u64,
+}
+
+impl FromChain {
+    /// What a chain read gives: identities, and the queue of the validator whose own log
+    /// folds to `own` (its champion and what it played), by the code `af validate` plays
+    /// it with.
+    pub fn read(
+        neurons: &[crate::chain::Neuron],
+        records: &[crate::chain::CommitmentRecord],
+        own: Option<&crate::validator::state::ValidatorState>,
+    ) -> FromChain {
+        let queue = own.map(|own| {
+            crate::validator::discovery::queue_of(neurons, records, own.champion.as_ref(), &own.played_models)
+                .queue
+                .into_iter()
+                .map(|c| Queued {
+                    model: crate::validator::discovery::recorded_model(&c.commitment),
+                    hotkey: c.hotkey,
+                    uid: c.uid,
+                    commit_block: c.commit_block,
+                })
+                .collect()
+        });
+        FromChain { identities: crate::audit::report::identities_from_chain(records, neurons), queue }
+    }
+}
+
 /// Matches on one page of `matches.html` as a node serves it.
 pub const MATCHES_PER_PAGE: usize = 100;
 
@@ -52,10 +97,11 @@ pub fn match_pages(n: usize) -> usize {
 
 /// Renders page `name` (one of [`PAGES`]); `None` for any other name, or for a page of
 /// matches past the last.
-pub fn render(name: &str, replay: &Replay, identities: &Identities, paging: Paging) -> Option<String> {
+pub fn render(name: &str, replay: &Replay, chain: &FromChain, paging: Paging) -> Option<String> {
+    let identities = &chain.identities;
     let body = match name {
         "subnet.html" => subnet(replay, identities),
-        "miners.html" => miners(replay, paging),
+        "miners.html" => miners(replay, chain.queue.as_deref(), paging),
         "matches.html" => matches(replay, identities, paging)?,
         "history.html" => history(replay),
         _ => return None,
@@ -200,9 +246,11 @@ struct MinerRow {
     /// miner's result, its W/L/D per env).
     played: Vec<(usize, bool, Option<bool>, Vec<EnvRecord>)>,
     skipped: Vec<String>,
+    /// Its place in the queue (1-based) and its commitment's chain block.
+    queued: Option<(usize, u64)>,
 }
 
-fn miners(replay: &Replay, paging: Paging) -> Markup {
+fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
     let state = &replay.state;
     let mut rows: BTreeMap<String, MinerRow> = BTreeMap::new();
     let plays = plays_by_pair(replay);
@@ -246,15 +294,33 @@ fn miners(replay: &Replay, paging: Paging) -> Markup {
     if let Some(champion) = &state.champion {
         rows.entry(champion.hotkey.clone()).or_default().champion = true;
     }
+    for (place, queued) in queue.unwrap_or_default().iter().enumerate() {
+        let row = rows.entry(queued.hotkey.clone()).or_default();
+        row.queued = Some((place + 1, queued.commit_block));
+        row.miner.get_or_insert_with(|| MinerRef {
+            hotkey: queued.hotkey.clone(),
+            uid: queued.uid,
+            model: queued.model.clone(),
+        });
+    }
+    let n_queued = queue.map_or(0, <[Queued]>::len);
     html! {
-        p.muted { "Every miner the logs name. Queued contenders are known only from the chain: see " code { "af mine status" } "." }
+        @match queue {
+            Some(_) => p.muted { "Every miner the logs name, and the " (n_queued) " contender(s) this validator will play next, in order (oldest commitment first), as the chain's commitments said when this page was made." },
+            None => p.muted { "Every miner the logs name. Queued contenders are known only from the chain: see " code { "af mine status" } "." },
+        }
         table #miners {
             tr { th { "miner" } th { "model" } th { "state" } th { "matches (this miner's result; its W/L/D per env)" } }
             @for (hotkey, row) in &rows {
                 tr data-miner=(hotkey) {
                     td { @match &row.miner { Some(m) => (miner_cell(m)), None => code { (hotkey) } } }
                     td { @if let Some(m) = &row.miner { code { (m.model) } } }
-                    td { @if row.champion { b { "champion" } } @else if !row.played.is_empty() { "played" } @else { "skipped" } }
+                    td {
+                        @if row.champion { b { "champion" } }
+                        @else if let Some((place, block)) = row.queued { "queued #" (place) " of " (n_queued) " (committed at block " (block) ")" }
+                        @else if !row.played.is_empty() { "played" }
+                        @else { "skipped" }
+                    }
                     td {
                         @for (i, as_contender, result, envs) in &row.played {
                             div {
@@ -491,7 +557,7 @@ mod tests {
     #[test]
     fn a_node_serves_the_matches_a_page_at_a_time_and_a_published_copy_whole() {
         let replay = replay_of(250);
-        let page = |paging| render("matches.html", &replay, &Identities::default(), paging);
+        let page = |paging| render("matches.html", &replay, &FromChain::default(), paging);
         let newest = page(Paging::Page(None)).unwrap();
         assert_eq!(shown(&newest), (201..=250).collect::<Vec<_>>());
         assert!(newest.contains("Matches 201 to 250 of 250"), "{newest}");
@@ -510,7 +576,7 @@ mod tests {
     #[test]
     fn an_empty_log_has_one_page_of_matches() {
         let replay = replay_of(0);
-        let html = render("matches.html", &replay, &Identities::default(), Paging::Page(None)).unwrap();
+        let html = render("matches.html", &replay, &FromChain::default(), Paging::Page(None)).unwrap();
         assert!(html.contains("No match yet."));
     }
 }

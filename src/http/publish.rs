@@ -92,13 +92,13 @@ pub fn publish(
 /// files changed.
 pub fn publish_pages(
     replay: &crate::replay::Replay,
-    identities: &super::pages::Identities,
+    chain: &super::pages::FromChain,
     site: &Path,
 ) -> Result<u64, PublishError> {
     let mut written = 0;
     for (name, _) in super::pages::PAGES {
-        let html = super::pages::render(name, replay, identities, super::pages::Paging::Whole)
-            .expect("every listed page renders");
+        let html =
+            super::pages::render(name, replay, chain, super::pages::Paging::Whole).expect("every listed page renders");
         written += u64::from(write_if_changed(&site.join(name), html.as_bytes())?);
     }
     Ok(written)

@@ -14,7 +14,6 @@
 //! so an operator's probes work under load. Every URL has one spelling; others are 404.
 
 use super::layout::{self, LogList, LogSummary, LOG_LIST_FORMAT, TILE_WIDTH};
-use crate::audit::report::Identities;
 use crate::budget::{Held, MemoryBudget};
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
@@ -88,8 +87,8 @@ impl Default for HttpLimits {
 struct Served {
     log: Arc<OwnLog>,
     status: Option<watch::Receiver<NetStatus>>,
-    /// The validators' uids and hotkeys for the pages, when the node reads a chain.
-    identities: Option<IdentityCache>,
+    /// The chain's facts for the pages (identities, the queue), when the node reads one.
+    chain_reads: Option<ChainReads>,
     limits: HttpLimits,
     metrics: Arc<Metrics>,
     /// Block bytes waiting for slow readers are reserved here (shared with the network).
@@ -119,42 +118,44 @@ pub struct Feeds {
     pub replays: Option<Arc<LatestReplay>>,
 }
 
-/// How often the pages' validator identities are read from the chain again, and how long
-/// one read may take: page requests never cost more than one chain read a minute.
-const IDENTITY_REFRESH: Duration = Duration::from_secs(60);
-const IDENTITY_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the pages' chain facts (validators' identities, the queue) are read from
+/// the chain again, and how long one read may take: page requests never cost more than
+/// one chain read a minute.
+const CHAIN_REFRESH: Duration = Duration::from_secs(60);
+const CHAIN_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The validators' identities as the chain's commitments and neurons give them, read at
-/// most once per [`IDENTITY_REFRESH`]; a failed read keeps the last one (or none) and
-/// waits as long before trying again.
-struct IdentityCache {
+/// The chain's neurons and commitments, read at most once per [`CHAIN_REFRESH`]; a
+/// failed read keeps the last one (or none) and waits as long before trying again.
+struct ChainReads {
     chain: Arc<dyn crate::chain::Chain>,
-    last: tokio::sync::Mutex<Option<(Instant, Arc<Identities>)>>,
+    last: tokio::sync::Mutex<Option<(Instant, ChainRead)>>,
 }
 
-impl IdentityCache {
-    async fn get(&self) -> Arc<Identities> {
+type ChainRead = Arc<(Vec<crate::chain::Neuron>, Vec<crate::chain::CommitmentRecord>)>;
+
+impl ChainReads {
+    async fn get(&self) -> Option<ChainRead> {
         let mut last = self.last.lock().await;
-        if let Some((_, identities)) = last.as_ref().filter(|(at, _)| at.elapsed() < IDENTITY_REFRESH) {
-            return identities.clone();
+        if let Some((_, read)) = last.as_ref().filter(|(at, _)| at.elapsed() < CHAIN_REFRESH) {
+            return Some(read.clone());
         }
-        let read = tokio::time::timeout(IDENTITY_READ_TIMEOUT, async {
-            Ok::<_, crate::chain::ChainError>((self.chain.commitments().await?, self.chain.neurons().await?))
+        let read = tokio::time::timeout(CHAIN_READ_TIMEOUT, async {
+            Ok::<_, crate::chain::ChainError>((self.chain.neurons().await?, self.chain.commitments().await?))
         })
         .await;
-        let identities = match read {
-            Ok(Ok((records, neurons))) => Arc::new(crate::audit::report::identities_from_chain(&records, &neurons)),
+        let read = match read {
+            Ok(Ok(read)) => Arc::new(read),
             Ok(Err(error)) => {
-                tracing::warn!(event = "identities_unread", error = %error, "could not read validator identities from the chain");
-                last.as_ref().map(|(_, i)| i.clone()).unwrap_or_default()
+                tracing::warn!(event = "chain_unread", error = %error, "could not read the chain for the pages");
+                return last.as_ref().map(|(_, read)| read.clone());
             }
             Err(_) => {
-                tracing::warn!(event = "identities_unread", "reading validator identities from the chain timed out");
-                last.as_ref().map(|(_, i)| i.clone()).unwrap_or_default()
+                tracing::warn!(event = "chain_unread", "reading the chain for the pages timed out");
+                return last.as_ref().map(|(_, read)| read.clone());
             }
         };
-        *last = Some((Instant::now(), identities.clone()));
-        identities
+        *last = Some((Instant::now(), read.clone()));
+        Some(read)
     }
 }
 
@@ -174,7 +175,7 @@ pub fn router(
     let served = Arc::new(Served {
         log,
         status,
-        identities: chain.map(|chain| IdentityCache { chain, last: tokio::sync::Mutex::new(None) }),
+        chain_reads: chain.map(|chain| ChainReads { chain, last: tokio::sync::Mutex::new(None) }),
         limits,
         metrics,
         budget,
@@ -900,12 +901,19 @@ struct PageQuery {
 async fn subnet_page(State(served): State<Arc<Served>>, name: &'static str, query: PageQuery) -> Answer {
     let replay = replayed(&served).await?;
     let paging = super::pages::Paging::Page(query.page);
-    let identities = match &served.identities {
-        Some(cache) if name == "subnet.html" => cache.get().await,
-        _ => Arc::default(),
+    let read = match &served.chain_reads {
+        Some(reads) if name == "subnet.html" || name == "miners.html" => reads.get().await,
+        _ => None,
+    };
+    // The queue is the one this validator plays: its own log's champion and plays.
+    let from_chain = match read {
+        Some(read) => {
+            with_own_state(&served, move |own| super::pages::FromChain::read(&read.0, &read.1, Some(own))).await?
+        }
+        None => super::pages::FromChain::default(),
     };
     let html = blocking(move || {
-        super::pages::render(name, &replay, &identities, paging).ok_or_else(|| {
+        super::pages::render(name, &replay, &from_chain, paging).ok_or_else(|| {
             ApiError(
                 StatusCode::NOT_FOUND,
                 format!(

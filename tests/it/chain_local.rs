@@ -226,10 +226,11 @@ fn terminal_output_escapes_the_chains_strings() {
 }
 
 /// The node's subnet page, and a site published with `--chain`, name each validator by
-/// the uid and hotkey whose commitment on the chain names its ledger key (issue 27: the
-/// node's pages said "not read" for every validator).
+/// the uid and hotkey whose commitment on the chain names its ledger key, and the miners
+/// page gives a waiting contender its place in this validator's queue (issue 27: the
+/// node's pages said "not read" for every validator and knew no queue).
 #[test]
-fn the_node_subnet_page_names_validators_by_uid_and_hotkey_from_the_chain() {
+fn the_pages_name_validators_and_the_queue_from_the_chain() {
     let dir = tempfile::tempdir().unwrap();
     let server = serve(&dir.path().join("chain"), "127.0.0.1:0");
     let chain = format!("local:{}", server.1);
@@ -242,12 +243,35 @@ fn the_node_subnet_page_names_validators_by_uid_and_hotkey_from_the_chain() {
     }
     let committed = af(&["chain", "commit", "--data", data_text, "--chain", &chain, "--hotkey", "5Validator"]);
     assert!(committed.status.success(), "{}", String::from_utf8_lossy(&committed.stderr));
+    // A miner waiting to play: the miners page places it in this validator's queue.
+    assert!(af(&["chain", "register", "--chain", &chain, "--hotkey", "5Waiting"]).status.success());
+    let miner = [
+        "mine",
+        "commit",
+        "--chain",
+        &chain,
+        "--hotkey",
+        "5Waiting",
+        "--model",
+        "org/m",
+        "--revision",
+        "r1",
+        "--endpoint",
+        "http://127.0.0.1:9",
+    ];
+    let mined = af(&miner);
+    assert!(mined.status.success(), "{}", String::from_utf8_lossy(&mined.stderr));
     // A published site's page, with --chain, says the same.
     let site = dir.path().join("site");
     let published = af(&["ledger", "publish", "--data", data_text, "--out", site.to_str().unwrap(), "--chain", &chain]);
     assert!(published.status.success(), "{}", String::from_utf8_lossy(&published.stderr));
     let subnet = std::fs::read_to_string(site.join("subnet.html")).unwrap();
     assert!(subnet.contains("uid 1") && subnet.contains("hotkey 5Validator"), "{subnet}");
+    let queued = |page: &str| {
+        let row = page.split("<tr").find(|r| r.contains("data-miner=\"5Waiting\"")).unwrap_or_default().to_string();
+        assert!(row.contains("queued #1 of 1") && row.contains("org/m@r1"), "{page}");
+    };
+    queued(&std::fs::read_to_string(site.join("miners.html")).unwrap());
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let store = af::ledger::Store::create(&data).unwrap();
@@ -287,6 +311,9 @@ fn the_node_subnet_page_names_validators_by_uid_and_hotkey_from_the_chain() {
         }
         panic!("subnet.html never answered 200");
     });
+    let miners =
+        runtime.block_on(async { reqwest::get(format!("{url}miners.html")).await.unwrap().text().await.unwrap() });
+    queued(&miners);
     let row = page.split("<tr").find(|r| r.contains(&format!("data-validator=\"{validator}\""))).unwrap();
     assert!(row.contains("5Validator") && row.contains("uid 1"), "{row}");
     assert!(!row.contains("not read"), "{row}");
