@@ -110,6 +110,74 @@ pub fn render(name: &str, replay: &Replay, chain: &FromChain, paging: Paging) ->
     Some(page(title, body))
 }
 
+/// Challenges on one page of `match.html`.
+pub const PAIRS_PER_PAGE: usize = 50;
+/// Characters of each answer shown on `match.html` (the entries carry them whole).
+const ANSWER_CHARS: usize = 2_000;
+
+/// `match.html` (a node only): one match of one validator, each challenge's two answers
+/// side by side, [`PAIRS_PER_PAGE`] at a time. `page_number` is 1-based, `total` the
+/// challenges of the match as the index places them.
+pub fn match_page(
+    validator: &ValidatorKey,
+    match_id: &Hash32,
+    played: &MatchFold,
+    pairs: &[crate::replay::entries::ChallengePair],
+    page_number: usize,
+    total: usize,
+) -> String {
+    let pages = total.div_ceil(PAIRS_PER_PAGE).max(1);
+    let id = match_id.to_hex();
+    let answer = |text: &str| {
+        let shown: String = text.chars().take(ANSWER_CHARS).collect();
+        let more = text.len() - shown.len();
+        html! { pre.answer { (shown) } @if more > 0 { span.muted { "… " (more) " more bytes (the whole answer is in the entry)" } } }
+    };
+    let body = html! {
+        p #match-head {
+            (miner_cell(&played.contender)) " " code { (played.contender.model) } " (contender) against "
+            (miner_cell(&played.champion)) " " code { (played.champion.model) } " (champion), as validator "
+            (short(validator)) " played it: match id " code { (id) } ". "
+            b { @match &played.decided {
+                Some(d) => (if d.contender_won { "contender won" } else { "champion stays" }),
+                None => "open",
+            } }
+            " · " @for (env, e) in &played.env_folds { (env) " " (e.wins) "/" (e.losses) "/" (e.draws) " (" (decision(e.decision)) ") " }
+        }
+        p.muted {
+            "Rewards and answers as this validator's signed log records them, not proven on this page: each "
+            "challenge's link gives both transcripts with their inclusion proofs (ledger-spec/09)."
+        }
+        p #pair-pages {
+            "Challenges " (((page_number - 1) * PAIRS_PER_PAGE + 1).min(total)) " to " (((page_number - 1) * PAIRS_PER_PAGE + pairs.len()).min(total))
+            " of " (total) " (page " (page_number) " of " (pages) "). "
+            @if page_number > 1 { a href=(format!("match.html?id={id}&page={}", page_number - 1)) { "earlier" } " " }
+            @if page_number < pages { a href=(format!("match.html?id={id}&page={}", page_number + 1)) { "later" } }
+        }
+        table #pairs {
+            tr { th { "challenge" } th { "result" } th { "contender's answer" } th { "champion's answer" } }
+            @for p in pairs {
+                @let outcome = p.champion.as_ref().map(|c| crate::ledger::entry::outcome(p.contender.0, c.0));
+                tr data-challenge=(p.challenge_id) {
+                    td {
+                        (p.env) " #" (p.challenge_index) br;
+                        a href=(format!("af/v1/transcripts?challenge={}", p.challenge_id)) { "entries with proofs" }
+                        br; span.muted { "block " (p.height) }
+                    }
+                    td { @match outcome { Some("win") => "contender won", Some("loss") => "champion won", Some(_) => "draw", None => "no champion answer in the block" } }
+                    td { "reward " (milli(p.contender.0)) (answer(&p.contender.1)) }
+                    td { @match &p.champion { Some((reward, text)) => { "reward " (milli(*reward)) (answer(text)) }, None => span.muted { "-" } } }
+                }
+            }
+        }
+    };
+    page("Match", body)
+}
+
+fn milli(reward: i32) -> String {
+    format!("{:.3}", f64::from(reward) / 1000.0)
+}
+
 fn page(title: &str, body: Markup) -> String {
     html! {
         (DOCTYPE)
@@ -142,6 +210,7 @@ const PAGE_STYLE: &str = "
 nav{display:flex;gap:1.2em;margin-bottom:.5em}nav a{color:#1565c0}
 th{overflow-wrap:normal}.unproven{color:#8a6d00}
 .nowrap{white-space:nowrap}
+pre.answer{white-space:pre-wrap;overflow-wrap:anywhere;max-height:24em;overflow:auto;margin:.3em 0;font-size:12px}
 svg{background:#fafbfc;border:1px solid #d0d4d9;max-width:100%;height:auto}
 ";
 
@@ -419,7 +488,10 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
                             td rowspan=(rows) { (miner_cell(&m.contender)) br; code { (m.contender.model) } }
                             td rowspan=(rows) { (miner_cell(&m.champion)) br; code { (m.champion.model) } }
                         }
-                        td { (validator_cell(validator, identities)) br; span.muted { "match id " (short(match_id)) } }
+                        td {
+                            (validator_cell(validator, identities)) br; span.muted { "match id " (short(match_id)) }
+                            @if let Paging::Page(_) = paging { br; a href=(format!("match.html?id={}", match_id.to_hex())) { "answers side by side" } }
+                        }
                         td { @match &played.decided { Some(d) => (if d.contender_won { "contender won" } else { "champion stays" }), None => "open" } }
                         td { @for (env, e) in &played.env_folds { div { (env) " " (e.wins) "/" (e.losses) "/" (e.draws) " (" (decision(e.decision)) ")" } } }
                         td.n { (played.env_folds.values().map(|e| u64::from(e.wins + e.losses + e.draws)).sum::<u64>()) }

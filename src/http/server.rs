@@ -192,6 +192,7 @@ pub fn router(
         .route("/miners.html", get(|s| subnet_page(s, "miners.html", PageQuery::default())))
         .route("/matches.html", get(|s, Query(q): Query<PageQuery>| subnet_page(s, "matches.html", q)))
         .route("/history.html", get(|s| subnet_page(s, "history.html", PageQuery::default())))
+        .route("/match.html", get(match_page))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
         .route("/af/v1/live", get(live))
@@ -888,6 +889,64 @@ fn wants_openmetrics(request: &HeaderMap) -> bool {
         }
     }
     open > 0.0 && open >= classic
+}
+
+/// Which match `match.html` shows, and which page of its challenges (1-based).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MatchQuery {
+    id: String,
+    page: Option<usize>,
+}
+
+/// One match's challenges with both answers side by side (`super::pages::match_page`),
+/// read from the store a page at a time.
+async fn match_page(State(served): State<Arc<Served>>, Query(query): Query<MatchQuery>) -> Answer {
+    if query.id.len() > 64 {
+        return Err(problem(StatusCode::BAD_REQUEST, "the match id is longer than 64 hex digits"));
+    }
+    let replay = replayed(&served).await?;
+    let log = served.log.clone();
+    let html = blocking(move || {
+        let match_id = crate::replay::entries::resolve_match_id(&replay.folds, &query.id)
+            .map_err(|why| problem(StatusCode::NOT_FOUND, &why))?;
+        let (validator, played) = replay
+            .folds
+            .iter()
+            .find_map(|f| f.matches.get(&match_id).map(|m| (f.validator, m)))
+            .ok_or_else(|| problem(StatusCode::NOT_FOUND, "no log held names this match"))?;
+        let page = query.page.unwrap_or(1);
+        if page == 0 {
+            return Err(problem(StatusCode::NOT_FOUND, "pages start at 1"));
+        }
+        let offset = (page - 1).saturating_mul(super::pages::PAIRS_PER_PAGE);
+        let (total, pairs) = crate::replay::entries::match_pairs(
+            &log.store,
+            &validator,
+            &match_id,
+            played,
+            offset,
+            super::pages::PAIRS_PER_PAGE,
+        )
+        .map_err(internal)?;
+        if offset > 0 && offset >= total {
+            return Err(problem(
+                StatusCode::NOT_FOUND,
+                &format!("no page {page}: the match has {} page(s)", total.div_ceil(super::pages::PAIRS_PER_PAGE)),
+            ));
+        }
+        Ok(super::pages::match_page(&validator, &match_id, played, &pairs, page, total))
+    })
+    .await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, MUTABLE),
+            (header::CONTENT_SECURITY_POLICY, "default-src 'none'; style-src 'unsafe-inline'"),
+        ],
+        html,
+    )
+        .into_response())
 }
 
 /// Which page of matches a reader asks for (`matches.html?page=K`, 1-based).

@@ -215,3 +215,62 @@ fn prove_commitment(
     }
     Ok(None)
 }
+
+/// One challenge of a match as both players answered it, read from the validator's
+/// signed block (not proven here: the entries of `af/v1/transcripts` carry the proofs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChallengePair {
+    pub env: String,
+    pub challenge_index: u64,
+    pub challenge_id: Hash32,
+    pub height: u64,
+    /// (reward in thousandths, answer) of the contender, and of the champion when its
+    /// answer is in the same block.
+    pub contender: (i32, String),
+    pub champion: Option<(i32, String)>,
+}
+
+/// The challenges of match `match_id` of `validator` (its fold `played`), in log order:
+/// how many the index places in the match's blocks, and those from `offset` on, at most
+/// `limit`, each confirmed against its block (an index hit of another match is left out).
+pub fn match_pairs(
+    store: &Store,
+    validator: &ValidatorKey,
+    match_id: &Hash32,
+    played: &super::fold::MatchFold,
+    offset: usize,
+    limit: usize,
+) -> Result<(usize, Vec<ChallengePair>), EntriesError> {
+    let last = played.decided.as_ref().map_or(u64::MAX, |d| d.height);
+    let locations: Vec<Location> = store
+        .find_miner(&played.contender.hotkey)?
+        .into_iter()
+        .filter(|l| l.validator == *validator && (played.started_height..=last).contains(&l.height))
+        .collect();
+    // Locations come in height order: one block in memory at a time.
+    let mut current: Option<DecodedBlock> = None;
+    let mut pairs = Vec::new();
+    for location in locations.iter().skip(offset).take(limit) {
+        if current.as_ref().is_none_or(|b| b.block.header.height != location.height) {
+            let missing = EntriesError::Missing { validator: *validator, height: location.height };
+            current = Some(store.block(validator, location.height)?.ok_or(missing)?);
+        }
+        let events = &current.as_ref().expect("read just above").block.events;
+        let Some(t) = events.get(location.event_idx as usize).and_then(|e| e.transcript()) else { continue };
+        if t.match_id != *match_id || t.miner.hotkey != played.contender.hotkey {
+            continue;
+        }
+        let champion = events.iter().filter_map(|e| e.transcript()).find(|o| {
+            o.match_id == *match_id && o.challenge_id == t.challenge_id && o.miner.hotkey == played.champion.hotkey
+        });
+        pairs.push(ChallengePair {
+            env: t.env.name.clone(),
+            challenge_index: t.challenge_index,
+            challenge_id: t.challenge_id,
+            height: location.height,
+            contender: (t.reward_milli, t.answer.clone()),
+            champion: champion.map(|o| (o.reward_milli, o.answer.clone())),
+        });
+    }
+    Ok((locations.len(), pairs))
+}

@@ -574,6 +574,21 @@ fn operator_endpoints_agree_with_the_log(data: &Path) {
         assert!(html.contains(&must) && html.contains("<nav>"), "{page} lacks {must}: {html}");
         assert!(!html.contains("undefined") && !html.contains("NaN"), "{page}: {html}");
     }
+    // A match's answers side by side, reached from the matches page, a page at a time.
+    let (_, listing) = fetch(&format!("{base}matches.html"));
+    let link = listing.split("href=\"").find(|s| s.starts_with("match.html?id=")).expect("a link to the match");
+    let link = link.split('"').next().unwrap().to_string();
+    let (status, side) = fetch(&format!("{base}{link}"));
+    assert_eq!(status, 200, "{side}");
+    let counted = side.split("id=\"pair-pages\">Challenges ").nth(1).and_then(|t| t.split(" of ").nth(1)).unwrap();
+    let total: usize = counted.split(' ').next().unwrap().parse().unwrap();
+    let rows = side.matches("data-challenge=").count();
+    assert!(total > 0 && rows == total.min(af::http::pages::PAIRS_PER_PAGE), "{rows} rows of {total}: {side}");
+    assert!(side.contains("af/v1/transcripts?challenge=") && !side.contains("no champion answer"), "{side}");
+    let pages = total.div_ceil(af::http::pages::PAIRS_PER_PAGE);
+    assert_eq!(fetch(&format!("{base}{link}&page={pages}")).0, 200);
+    assert_eq!(fetch(&format!("{base}{link}&page={}", pages + 1)).0, 404);
+    assert_eq!(fetch(&format!("{base}match.html?id=00000000000000000000")).0, 404);
     let ratio: serde_json::Value =
         serde_json::from_slice(&af(&["ratio", "show", "--data", data.to_str().unwrap(), "--json"]).stdout).unwrap();
     assert_eq!(live["champion"]["hotkey"], ratio["champion"]);
