@@ -171,6 +171,24 @@ def anchor_rows(browser, base, live):
     page.close()
 
 
+def match_page(browser, base):
+    """A match's challenges side by side on the node, reached from its matches page."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(base + "matches.html")
+    link = page.locator("a", has_text="answers side by side").first
+    check(link.count() == 1, "matches page: each validator's play links to its answers side by side")
+    link.click()
+    page.wait_for_selector("#pairs")
+    rows = page.evaluate("""() => [...document.querySelectorAll("#pairs tr[data-challenge]")].map(r =>
+        [...r.querySelectorAll("td")].map(td => td.textContent))""")
+    check(len(rows) > 0 and all(len(r) == 4 and "reward" in r[2] and "reward" in r[3] for r in rows),
+          "match page: every challenge shows both players' rewards and answers", rows[:2])
+    check(all("undefined" not in c and "NaN" not in c for r in rows for c in r), "match page: no undefined or NaN")
+    no_sideways_scroll(page, "match page")
+    page.screenshot(path=os.path.join(OUT, "match-page.png"), full_page=True)
+    page.close()
+
+
 def report_page(browser, audit, path):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto("file://" + os.path.abspath(path))
@@ -284,6 +302,7 @@ def main():
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             live_page(browser, base)
+            match_page(browser, base)
             validator.send_signal(signal.SIGTERM)
             check(validator.wait(timeout=60) == 130, "SIGTERM stops the validator with exit 130")
             report = os.path.join(OUT, "audit-report.html")
