@@ -938,7 +938,13 @@ async fn match_page(State(served): State<Arc<Served>>, Query(query): Query<Match
         Ok(super::pages::match_page(&validator, &match_id, played, &pairs, page, total))
     })
     .await?;
-    Ok((
+    Ok(html_page(html))
+}
+
+/// A page rendered on the server: never cached, and it may load nothing (no scripts, no
+/// outside styles or images).
+fn html_page(html: String) -> Response {
+    (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, MUTABLE),
@@ -946,7 +952,7 @@ async fn match_page(State(served): State<Arc<Served>>, Query(query): Query<Match
         ],
         html,
     )
-        .into_response())
+        .into_response()
 }
 
 /// Which page of matches a reader asks for (`matches.html?page=K`, 1-based).
@@ -984,15 +990,7 @@ async fn subnet_page(State(served): State<Arc<Served>>, name: &'static str, quer
         })
     })
     .await?;
-    Ok((
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (header::CACHE_CONTROL, MUTABLE),
-            (header::CONTENT_SECURITY_POLICY, "default-src 'none'; style-src 'unsafe-inline'"),
-        ],
-        html,
-    )
-        .into_response())
+    Ok(html_page(html))
 }
 
 /// The live page: one self-contained HTML file that polls `af/v1/live`.
