@@ -93,13 +93,13 @@ pub fn verify_store(store: &Store, progress: Progress<'_>) -> Result<StoreReport
     let mut validators: BTreeSet<ValidatorKey> = tips.iter().map(|(v, _)| *v).collect();
     validators.extend(store::validators_with_blocks(&txn)?);
     let mut chains = Vec::new();
-    let mut expected = ExpectedIndex::default();
+    let mut expected = ExpectedIndex::new()?;
     for validator in validators {
         let recorded_tip = tips.iter().find(|(v, _)| *v == validator).map(|(_, t)| *t);
         chains.push(verify_chain(&txn, &validator, recorded_tip, None, &mut expected, progress)?);
     }
     let chains_ok = chains.iter().all(|c| c.fault.is_none());
-    let n_entries = expected.by_challenge.len() as u64;
+    let n_entries = expected.by_challenge.count;
     let indexes = if chains_ok {
         IndexReport { checked: true, n_entries, fault: check_indexes(&txn, expected)? }
     } else {
@@ -143,38 +143,69 @@ struct Checked {
     index: ExpectedIndex,
 }
 
-/// Digests of the index entries the verified blocks imply: 128 bits of blake3 over the
-/// index name, key and location. Memory is 32 bytes per transcript, whatever its size.
-#[derive(Default)]
+/// The index entries the verified blocks imply, as a digest of each index's multiset:
+/// how many entries, and the sum mod 2^128 of each entry's blake3 keyed with a key drawn
+/// at random for this run (a store prepared beforehand cannot aim at a collision; an
+/// index is a set, so two different ones collide with probability about 2^-128).
+/// Constant memory, whatever the log's length: only a mismatch costs a second pass.
+#[derive(Clone, Copy, Default)]
 struct ExpectedIndex {
-    by_challenge: Vec<u128>,
-    by_miner: Vec<u128>,
+    key: [u8; 32],
+    by_challenge: IndexSum,
+    by_miner: IndexSum,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct IndexSum {
+    count: u64,
+    sum: u128,
+}
+
+impl IndexSum {
+    fn add(&mut self, digest: u128) {
+        self.count += 1;
+        self.sum = self.sum.wrapping_add(digest);
+    }
+
+    fn merge(&mut self, other: IndexSum) {
+        self.count += other.count;
+        self.sum = self.sum.wrapping_add(other.sum);
+    }
+}
+
+impl ExpectedIndex {
+    fn new() -> Result<ExpectedIndex, StoreError> {
+        let mut key = [0u8; 32];
+        getrandom::getrandom(&mut key)
+            .map_err(|e| StoreError::Engine { doing: "drawing the index check's key", message: e.to_string() })?;
+        Ok(ExpectedIndex { key, ..ExpectedIndex::default() })
+    }
+
+    fn merge(&mut self, other: &ExpectedIndex) {
+        self.by_challenge.merge(other.by_challenge);
+        self.by_miner.merge(other.by_miner);
+    }
 }
 
 const BY_CHALLENGE_TAG: u8 = 0;
 const BY_MINER_TAG: u8 = 1;
 
-fn entry_digest(index: u8, key: &[u8], location: &[u8]) -> u128 {
-    let mut hasher = blake3::Hasher::new();
+fn entry_digest(key: &[u8; 32], index: u8, entry_key: &[u8], location: &[u8]) -> u128 {
+    let mut hasher = blake3::Hasher::new_keyed(key);
     hasher.update(&[index]);
-    hasher.update(&(key.len() as u64).to_le_bytes());
-    hasher.update(key);
+    hasher.update(&(entry_key.len() as u64).to_le_bytes());
+    hasher.update(entry_key);
     hasher.update(location);
     u128::from_le_bytes(hasher.finalize().as_bytes()[..16].try_into().expect("16 bytes"))
 }
 
-/// Compares each index with the entries the blocks imply, exactly: the same digests, as
-/// many of each. On a difference, a second pass names the first entry that is wrong.
+/// Compares each index with the entries the blocks imply: the same count and sum. On a
+/// difference, a second pass over that index names the first entry that is wrong.
 fn check_indexes(txn: &redb::ReadTransaction, expected: ExpectedIndex) -> Result<Option<IndexFault>, StoreError> {
-    let ExpectedIndex { mut by_challenge, mut by_miner } = expected;
-    // The two indexes are independent: each is sorted, scanned and compared on its own core.
+    // The two indexes are independent: each is scanned and compared on its own core.
     let (challenge_fault, miner_fault) = std::thread::scope(|scope| {
-        let miner = scope.spawn(|| {
-            by_miner.sort_unstable();
-            compare_index(txn, "by_miner", BY_MINER_TAG, &by_miner)
-        });
-        by_challenge.sort_unstable();
-        let challenge = compare_index(txn, "by_challenge", BY_CHALLENGE_TAG, &by_challenge);
+        let miner = scope.spawn(|| compare_index(txn, "by_miner", BY_MINER_TAG, &expected));
+        let challenge = compare_index(txn, "by_challenge", BY_CHALLENGE_TAG, &expected);
         (challenge, miner.join().expect("the index check does not panic"))
     });
     Ok(challenge_fault?.or(miner_fault?))
@@ -184,43 +215,93 @@ fn compare_index(
     txn: &redb::ReadTransaction,
     name: &'static str,
     tag: u8,
-    expected: &[u128],
+    expected: &ExpectedIndex,
 ) -> Result<Option<IndexFault>, StoreError> {
-    let mut actual = Vec::with_capacity(expected.len());
+    let want = if tag == BY_MINER_TAG { expected.by_miner } else { expected.by_challenge };
+    let mut actual = IndexSum::default();
     let scanned = store::scan_index(txn, tag == BY_MINER_TAG, &mut |key, location| {
-        actual.push(entry_digest(tag, key, location));
+        actual.add(entry_digest(&expected.key, tag, key, location));
         true
     });
     let fault = |kind, message| Some(IndexFault { index: name, kind, message });
     if let Err(error) = scanned {
         return Ok(fault("index_unreadable", error.to_string()));
     }
-    actual.sort_unstable();
-    if actual == expected {
+    if actual == want {
         return Ok(None);
     }
+    // The index is wrong: the entries the blocks imply, each, to name the first wrong one
+    // (16 bytes per entry of this index, spent only here).
+    let mut implied = implied_digests(txn, &expected.key, tag)?;
+    implied.sort_unstable();
     let mut first_extra = None;
+    let mut present = Vec::with_capacity(implied.len());
     store::scan_index(txn, tag == BY_MINER_TAG, &mut |key, location| {
-        if expected.binary_search(&entry_digest(tag, key, location)).is_err() {
-            first_extra = Some(format!(
-                "entry {} -> {} is not a transcript of the blocks",
-                String::from_utf8(key.to_vec()).unwrap_or_else(|_| hex::encode(key)),
-                store::Location::decode(location).map_or_else(|_| hex::encode(location), |l| l.to_string())
-            ));
-            return false;
+        let digest = entry_digest(&expected.key, tag, key, location);
+        if implied.binary_search(&digest).is_err() {
+            first_extra.get_or_insert_with(|| {
+                format!(
+                    "entry {} -> {} is not a transcript of the blocks",
+                    // Challenge ids are bytes; hotkeys are text unless the entry is garbage.
+                    match std::str::from_utf8(key) {
+                        Ok(hotkey) if tag == BY_MINER_TAG && !hotkey.chars().any(char::is_control) =>
+                            hotkey.to_string(),
+                        _ => hex::encode(key),
+                    },
+                    store::Location::decode(location).map_or_else(|_| hex::encode(location), |l| l.to_string())
+                )
+            });
+        } else {
+            present.push(digest);
         }
         true
     })?;
-    let missing = expected.iter().filter(|d| actual.binary_search(d).is_err()).count();
-    let detail = first_extra.unwrap_or_else(|| format!("{missing} entries the blocks imply are missing"));
+    present.sort_unstable();
+    let missing = implied.iter().filter(|d| present.binary_search(d).is_err()).count();
+    let detail = first_extra.unwrap_or_else(|| match missing {
+        1 => "an entry the blocks imply is missing".to_string(),
+        n => format!("{n} entries the blocks imply are missing"),
+    });
     Ok(fault(
         "index_mismatch",
         format!(
             "the index holds {} entries, the blocks imply {} ({missing} missing): {detail}; rebuild it with `af ledger reindex`",
-            actual.len(),
-            expected.len()
+            actual.count, want.count
         ),
     ))
+}
+
+/// Each entry index `tag` should hold, read again from the stored blocks (already
+/// verified in this run, in the same read transaction).
+fn implied_digests(txn: &redb::ReadTransaction, key: &[u8; 32], tag: u8) -> Result<Vec<u128>, StoreError> {
+    let mut digests = Vec::new();
+    for validator in store::validators_with_blocks(txn)? {
+        let mut failed = None;
+        store::stream_blocks(txn, &validator, VERIFY_BATCH_BYTES, &mut |batch| {
+            for (height, bytes) in &batch {
+                let events = match crate::ledger::block::decode_block_borrowed(bytes) {
+                    Ok((_, events)) => events,
+                    Err(error) => {
+                        failed = Some(StoreError::Corrupt(format!("block {height} of {validator}: {error}")));
+                        return false;
+                    }
+                };
+                for (event_idx, event) in events.iter().enumerate() {
+                    if let Some(t) = event.transcript() {
+                        let location =
+                            store::Location { validator, height: *height, event_idx: event_idx as u32 }.encode();
+                        let entry_key = if tag == BY_MINER_TAG { t.miner.hotkey.as_bytes() } else { &t.challenge_id.0 };
+                        digests.push(entry_digest(key, tag, entry_key, &location));
+                    }
+                }
+            }
+            true
+        })?;
+        if let Some(error) = failed {
+            return Err(error);
+        }
+    }
+    Ok(digests)
 }
 
 /// Checks one batch of consecutive stored blocks: the expensive part (decode, hashes,
@@ -235,13 +316,13 @@ fn check_batch(
     let checked: Vec<Checked> = batch
         .par_iter()
         .map(|(height, bytes)| {
-            let mut index = ExpectedIndex::default();
+            let mut index = ExpectedIndex { key: expected.key, ..ExpectedIndex::default() };
             let mut event_idx = 0u32;
             let result = check_block_with(bytes, &mut |event| {
                 if let Some(t) = event.transcript() {
                     let location = store::Location { validator: *validator, height: *height, event_idx }.encode();
-                    index.by_challenge.push(entry_digest(BY_CHALLENGE_TAG, &t.challenge_id.0, &location));
-                    index.by_miner.push(entry_digest(BY_MINER_TAG, t.miner.hotkey.as_bytes(), &location));
+                    index.by_challenge.add(entry_digest(&index.key, BY_CHALLENGE_TAG, &t.challenge_id.0, &location));
+                    index.by_miner.add(entry_digest(&index.key, BY_MINER_TAG, t.miner.hotkey.as_bytes(), &location));
                 }
                 event_idx += 1;
             })
@@ -269,8 +350,7 @@ fn check_batch(
         });
         match linked {
             Ok((tip, n_events)) => {
-                expected.by_challenge.extend_from_slice(&item.index.by_challenge);
-                expected.by_miner.extend_from_slice(&item.index.by_miner);
+                expected.merge(&item.index);
                 report.verified_tip = Some(tip);
                 report.n_blocks_ok += 1;
                 report.n_events += n_events;
@@ -297,8 +377,9 @@ fn verify_chain(
         ChainReport { validator: *validator, n_blocks_ok: 0, n_events: 0, n_bytes: 0, verified_tip: None, fault: None };
     let mut next_height = 0u64;
     // A reader thread copies blocks out of the store while the rayon pool checks the
-    // previous batch: reading and checking overlap instead of taking turns.
-    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(2);
+    // previous batch: reading and checking overlap instead of taking turns. One batch
+    // waits at most, so block bytes held are three batches whatever the log's length.
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(1);
     std::thread::scope(|scope| -> Result<(), StoreError> {
         let reader = scope.spawn(move || {
             store::stream_blocks(txn, validator, VERIFY_BATCH_BYTES, &mut |mut batch| {

@@ -5,9 +5,9 @@
 use crate::{af, stdout};
 use af::bytes::Hash32;
 use af::ledger::block::{self, HEADER_BYTES};
-use af::ledger::store::{block_key, BLOCKS, STORE_FILE, TIPS};
+use af::ledger::store::{block_key, BLOCKS, BY_CHALLENGE, STORE_FILE, TIPS};
 use af::ledger::{demo, LedgerKey, OwnLog, Store};
-use redb::{Database, ReadableDatabase};
+use redb::{Database, ReadableDatabase, ReadableMultimapTable};
 use std::path::Path;
 
 const N_BLOCKS: u64 = 6;
@@ -244,4 +244,66 @@ fn garbage_file_never_panics() {
             String::from_utf8_lossy(&output.stderr)
         );
     }
+}
+
+/// Edits the store's by-challenge index through redb.
+fn edit_challenge_index(dir: &Path, f: impl FnOnce(&mut redb::MultimapTable<&[u8], &[u8]>)) {
+    let db = Database::open(dir.join(STORE_FILE)).unwrap();
+    let txn = db.begin_write().unwrap();
+    f(&mut txn.open_multimap_table(BY_CHALLENGE).unwrap());
+    txn.commit().unwrap();
+}
+
+/// The first (key, location) of the by-challenge index.
+fn first_challenge_entry(dir: &Path) -> (Vec<u8>, Vec<u8>) {
+    let db = Database::open(dir.join(STORE_FILE)).unwrap();
+    let txn = db.begin_read().unwrap();
+    let table = txn.open_multimap_table(BY_CHALLENGE).unwrap();
+    let (key, mut locations) = table.iter().unwrap().next().unwrap().unwrap();
+    let location = locations.next().unwrap().unwrap().value().to_vec();
+    let key = key.value().to_vec();
+    (key, location)
+}
+
+/// Runs `af ledger verify --json`: the chains verify, the by-challenge index does not,
+/// and the fault's message contains `says`. `af ledger reindex` then mends it.
+fn expect_index_fault(dir: &Path, says: &str) {
+    let data = dir.to_str().unwrap();
+    let output = af(&["ledger", "verify", "--data", data, "--json"]);
+    assert_eq!(output.status.code(), Some(3), "{}", stdout(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(report["chains"].as_array().unwrap().iter().all(|c| c["fault"].is_null()), "{report}");
+    let fault = &report["indexes"]["fault"];
+    assert_eq!(fault["index"], "by_challenge", "{report}");
+    assert_eq!(fault["kind"], "index_mismatch", "{report}");
+    assert!(fault["message"].as_str().unwrap().contains(says), "{report}");
+    let reindexed = af(&["ledger", "reindex", "--data", data]);
+    assert_eq!(reindexed.status.code(), Some(0), "{}", String::from_utf8_lossy(&reindexed.stderr));
+    assert_eq!(af(&["ledger", "verify", "--data", data]).status.code(), Some(0), "reindexed store verifies");
+}
+
+#[test]
+fn index_entries_are_checked_against_the_blocks() {
+    // A missing entry, an entry moved to another event, and an extra entry: each leaves
+    // the blocks intact, so only the index check can catch it.
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let (key, location) = first_challenge_entry(dir.path());
+    edit_challenge_index(dir.path(), |table| {
+        table.remove(key.as_slice(), location.as_slice()).unwrap();
+    });
+    expect_index_fault(dir.path(), "(1 missing): an entry the blocks imply is missing");
+
+    let mut moved = location.clone();
+    *moved.last_mut().unwrap() ^= 2; // event 2 of the block: another challenge
+    edit_challenge_index(dir.path(), |table| {
+        table.remove(key.as_slice(), location.as_slice()).unwrap();
+        table.insert(key.as_slice(), moved.as_slice()).unwrap();
+    });
+    expect_index_fault(dir.path(), "(1 missing): entry");
+
+    edit_challenge_index(dir.path(), |table| {
+        table.insert([7u8; 32].as_slice(), location.as_slice()).unwrap();
+    });
+    expect_index_fault(dir.path(), "(0 missing): entry 0707");
 }
