@@ -1,63 +1,207 @@
-//! Decisions benchmark: for each scenario of `evaluation::scenarios`, at ratio to beat
-//! 0.51 and 0.70, each rule configuration's model calls per match (mean, p50, p90, from
-//! seeded simulations of the real `MatchState` over 4 envs), the chance the contender is
-//! crowned, and the chance of a wrong crown; next to each env's exact false-"better" rate
-//! at `p = p0` from the dynamic program. All configurations run in one process, one run.
+//! Decisions benchmark: the `mixture` plan that logs were written with ("before": decisive
+//! games only, futility on the advantage over 1/2) against the `score` plan ("after": draws
+//! count half, futility against the bar), in one run.
+//!
+//! 1. Seeded whole matches (4 envs, the real `MatchState`) per scenario, with common random
+//!    numbers: each env draws from its own stream, so both plans see the same games.
+//! 2. Exact per-env figures of the score plan from the dynamic programs of
+//!    `evaluation::exact`: the worst adaptive false crown, a contender exactly at the bar
+//!    at several decisive shares, a contender 10 points above it.
+//! 3. Copy-and-patch: the bar a patched champion sets under each plan, and how long a
+//!    broadly better model then waits for a crown (exact: per-env P(better) from the
+//!    dynamic programs, match P = P(at least 3 of 4 envs)).
 
-use af::evaluation::scenarios::{crown_is_right, scenarios, summarize, Config};
-use af::evaluation::stopping::{exact_rates, Futility, DEFAULT_CAP, DEFAULT_FUTILITY, DEFAULT_RULE};
+use af::evaluation::exact::{env_figures, worst_false_crown, Boundaries};
+use af::evaluation::ratio::{RatioParams, RatioToBeat, DEFAULT_RATIO_PARAMS};
+use af::evaluation::scenarios::{crown_is_right_for, patch, rate_of, scenarios, summarize, Config, EnvOdds, Scenario};
+use af::evaluation::stopping::{
+    exact_rates, BarFutility, Futility, DEFAULT_ADVANTAGE_FUTILITY, DEFAULT_CAP, DEFAULT_FUTILITY, DEFAULT_RULE,
+    MIXTURE_RULE,
+};
+use rayon::prelude::*;
 use std::time::Instant;
+
+const MAX_CHALLENGES: u64 = 4 * DEFAULT_CAP as u64;
 
 fn main() {
     // `cargo bench` passes --bench; under `cargo test --all-targets` this is a smoke run.
     let full = std::env::args().any(|a| a == "--bench");
-    let default_n = if full { 400 } else { 2 };
+    let default_n = if full { 10_000 } else { 2 };
     let n: u64 = std::env::var("AF_BENCH_MATCHES").ok().and_then(|v| v.parse().ok()).unwrap_or(default_n);
     let seed: u64 = std::env::var("AF_BENCH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(20261122);
-    let base =
-        Config { rule: DEFAULT_RULE, futility: None, cap: DEFAULT_CAP, max_challenges: 4 * u64::from(DEFAULT_CAP) };
-    let configs = [
-        ("today: mixture, draws dropped, no futility", base),
-        ("mixture + futility A=0.1 alpha=0.05 (new default)", Config { futility: Some(DEFAULT_FUTILITY), ..base }),
-        (
-            "mixture + futility A=0.05 alpha=0.05",
-            Config { futility: Some(Futility { advantage: 0.05, alpha: 0.05 }), ..base },
-        ),
-    ];
+    let exact_cap = if full { MAX_CHALLENGES } else { 200 };
+    let before = Config {
+        rule: MIXTURE_RULE,
+        futility: Some(Futility::Advantage(DEFAULT_ADVANTAGE_FUTILITY)),
+        cap: DEFAULT_CAP,
+        max_challenges: MAX_CHALLENGES,
+    };
+    // AF_BENCH_MARGIN_PPM and AF_BENCH_FUTILITY_ALPHA_PPM try other futility parameters.
+    let env_u32 = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());
+    let futility = match DEFAULT_FUTILITY {
+        Futility::Bar(f) => Futility::Bar(BarFutility {
+            margin_ppm: env_u32("AF_BENCH_MARGIN_PPM").unwrap_or(f.margin_ppm),
+            alpha_ppm: env_u32("AF_BENCH_FUTILITY_ALPHA_PPM").unwrap_or(f.alpha_ppm),
+        }),
+        other => other,
+    };
+    let after =
+        Config { rule: DEFAULT_RULE, futility: Some(futility), cap: DEFAULT_CAP, max_challenges: MAX_CHALLENGES };
     let started = Instant::now();
-    println!(
-        "## decisions ({n} seeded matches per cell, seed {seed}, 4 envs, cap {DEFAULT_CAP}, max_challenges {})\n",
-        base.max_challenges
-    );
-    println!("| ratio | scenario | configuration | calls mean | p50 | p90 | env challenges p50 | P(crowned) | P(wrong crown) |");
-    println!("|---:|---|---|---:|---:|---:|---:|---:|---:|");
-    let mut today_p50 = std::collections::BTreeMap::new();
-    for p0 in [0.51, 0.70] {
-        for scenario in scenarios(4) {
-            let right = crown_is_right(&scenario, p0);
-            for (i, (name, config)) in configs.iter().enumerate() {
-                let summary = summarize(&scenario, config, p0, n, seed);
-                if i == 0 {
-                    today_p50.insert((scenario.name, (p0 * 100.0) as u32), summary.calls_p50);
-                }
-                let ratio = today_p50[&(scenario.name, (p0 * 100.0) as u32)] as f64 / summary.calls_p50.max(1) as f64;
-                println!(
-                    "| {p0} | {} | {name} | {:.0} | {} ({ratio:.1}x fewer) | {} | {} | {:.3} | {} |",
-                    scenario.name,
-                    summary.calls_mean,
-                    summary.calls_p50,
-                    summary.calls_p90,
-                    summary.env_challenges_p50,
-                    summary.p_crowned,
-                    if right { "- (crowning is right)".to_string() } else { format!("{:.3}", summary.p_crowned) }
-                );
-            }
-        }
+    // AF_BENCH_ONLY=simulated|exact|patches runs one part.
+    let only = std::env::var("AF_BENCH_ONLY").unwrap_or_default();
+    if only.is_empty() || only == "simulated" {
+        simulated(n, seed, &before, &after);
     }
-    println!("\nexact per-env false \"better\" at p = p0 (the worst case of the null), base rule; a futility stop only ends paths as \"not better\", so it can only lower this:");
-    for p0 in [0.51, 0.70] {
-        let rates = exact_rates(&DEFAULT_RULE, DEFAULT_CAP, p0, p0);
-        println!("  p0 = {p0}: {:.5} (alpha/2 = 0.025)", rates.better);
+    if only.is_empty() || only == "exact" {
+        exact(exact_cap, &after);
+    }
+    if only.is_empty() || only == "patches" {
+        patches(exact_cap, &after);
     }
     println!("\nran in {:.1} s", started.elapsed().as_secs_f64());
+}
+
+fn all_scenarios() -> Vec<Scenario> {
+    let mut all = scenarios(4);
+    let four = |odds: EnvOdds| vec![odds; 4];
+    all.push(Scenario { name: "8 copy-and-patch 5% (all changed won)", envs: four(patch(0.05, 1.0)) });
+    all.push(Scenario { name: "9 copy-and-patch 10% (90% of changed won)", envs: four(patch(0.10, 0.9)) });
+    all
+}
+
+fn simulated(n: u64, seed: u64, before: &Config, after: &Config) {
+    println!(
+        "## decisions: {n} seeded matches per cell (seed {seed}, common random numbers), 4 envs, {MAX_CHALLENGES} challenges per env\n"
+    );
+    println!("before: {}", af::evaluation::stopping::describe_plan(&before.rule, before.futility.as_ref()));
+    println!("after:  {}\n", af::evaluation::stopping::describe_plan(&after.rule, after.futility.as_ref()));
+    println!(
+        "| ratio | scenario | plan | calls mean | p50 | p90 | env challenges p50 | P(crowned) | crowning right? |"
+    );
+    println!("|---:|---|---|---:|---:|---:|---:|---:|---|");
+    let cells: Vec<(f64, Scenario, &str, Config)> = [0.51, 0.70]
+        .into_iter()
+        .flat_map(|p0| {
+            all_scenarios().into_iter().flat_map(move |s| {
+                [("before", *before), ("after", *after)].into_iter().map(move |(name, c)| (p0, s.clone(), name, c))
+            })
+        })
+        .collect();
+    let rows: Vec<String> = cells
+        .par_iter()
+        .map(|(p0, scenario, name, config)| {
+            let s = summarize(scenario, config, *p0, n, seed);
+            format!(
+                "| {p0} | {} | {name} | {:.0} | {} | {} | {} | {:.4} | {} |",
+                scenario.name,
+                s.calls_mean,
+                s.calls_p50,
+                s.calls_p90,
+                s.env_challenges_p50,
+                s.p_crowned,
+                if crown_is_right_for(scenario, &config.rule, *p0) { "yes" } else { "no" }
+            )
+        })
+        .collect();
+    for row in rows {
+        println!("{row}");
+    }
+}
+
+/// The at-bar contender with decisive share `d`: mean score exactly `p0`. None if no such
+/// contender exists (`d < 2 p0 - 1`).
+fn at_bar(p0: f64, d: f64) -> Option<EnvOdds> {
+    let win = p0 - (1.0 - d) / 2.0;
+    (win >= 0.0 && win <= d).then_some(EnvOdds { win, loss: d - win })
+}
+
+fn exact(cap: u64, after: &Config) {
+    println!(
+        "\n## exact per-env figures of the score plan (dynamic programs over (challenges, half-points), cap {cap})\n"
+    );
+    println!("| p0 | worst adaptive false crown | no draws at p0 | at the bar: decisive share -> median challenges, P(dismissed) | 10 points above (no draws): P(crowned), median |");
+    println!("|---:|---:|---:|---|---|");
+    let rows: Vec<String> = [0.51, 0.60, 0.70, 0.80, 0.85, 0.90]
+        .par_iter()
+        .map(|&p0| {
+            let bounds = Boundaries::new(&after.rule, after.futility.as_ref(), cap, p0);
+            let (worst, plain) = worst_false_crown(&bounds, cap, p0);
+            let mut at = Vec::new();
+            for d in [0.1, 0.3, 0.5, 1.0] {
+                if let Some(odds) = at_bar(p0, d) {
+                    let f = env_figures(&bounds, cap, odds.win, odds.loss);
+                    at.push(format!("{d}: {} / {:.4}", f.median_challenges, f.not_better));
+                }
+            }
+            let above = if p0 + 0.1 < 1.0 {
+                let f = env_figures(&bounds, cap, p0 + 0.1, 1.0 - p0 - 0.1);
+                format!("{:.5} / {}", f.better, f.median_challenges)
+            } else {
+                "-".into()
+            };
+            format!("| {p0} | {worst:.6} | {plain:.6} | {} | {above} |", at.join("; "))
+        })
+        .collect();
+    for row in rows {
+        println!("{row}");
+    }
+    println!("\nalpha/2 = 0.025: every false-crown figure must be at or below it.");
+}
+
+/// P(at least 3 of 4 independent envs better), each with probability `q`.
+fn three_of_four(q: f64) -> f64 {
+    q.powi(4) + 4.0 * q.powi(3) * (1.0 - q)
+}
+
+fn patches(cap: u64, after: &Config) {
+    println!("\n## copy-and-patch, then a broad improver (p 0.6 on 50% decisive challenges), half-life 7200 blocks\n");
+    println!("| patch | plan | bar it sets | improver's rate | blocks until the improver is crowned with P >= 0.5 |");
+    println!("|---|---|---:|---:|---:|");
+    let improver = EnvOdds::new(0.5, 0.6);
+    let float = DEFAULT_RATIO_PARAMS.with_arithmetic(af::evaluation::ratio::Arithmetic::Float);
+    for (name, odds) in [("5%, all won", patch(0.05, 1.0)), ("10%, 90% won", patch(0.10, 0.9))] {
+        for (plan, rule, params) in [("before", MIXTURE_RULE, float), ("after", after.rule, DEFAULT_RATIO_PARAMS)] {
+            let rate = libm::round(rate_of(&odds, &rule) * 1e6) as u32;
+            let bar = params.after_win(&[rate; 4], 0);
+            let improver_rate = rate_of(&improver, &rule);
+            let wait = blocks_until_crowned(&params, &bar, |p0| {
+                let q = if rule.counts_draws() {
+                    let bounds = Boundaries::new(&after.rule, after.futility.as_ref(), cap, p0);
+                    env_figures(&bounds, cap, improver.win, improver.loss).better
+                } else {
+                    exact_rates(&rule, DEFAULT_CAP, improver.win_rate(), p0).better
+                };
+                three_of_four(q)
+            });
+            println!(
+                "| {name} | {plan} | {:.4} | {improver_rate:.4} | {} |",
+                f64::from(bar.set_ppm) / 1e6,
+                wait.map_or("never".into(), |b| format!("{b} ({:.2} days at 12 s)", b as f64 * 12.0 / 86_400.0))
+            );
+        }
+    }
+}
+
+/// The first block (to 60 blocks) at which `crown(p0)` reaches 1/2, the bar decaying from
+/// `bar` (the chance only grows as the bar falls, so a bisection finds it); None within
+/// 20 half-lives.
+fn blocks_until_crowned(params: &RatioParams, bar: &RatioToBeat, crown: impl Fn(f64) -> f64) -> Option<u64> {
+    let at = |block: u64| crown(f64::from(params.current_ppm(bar, block)) / 1e6) >= 0.5;
+    let (mut low, mut high) = (0u64, 20 * params.half_life_blocks);
+    if at(low) {
+        return Some(0);
+    }
+    if !at(high) {
+        return None;
+    }
+    while high - low > 60 {
+        let mid = low + (high - low) / 2;
+        if at(mid) {
+            high = mid;
+        } else {
+            low = mid;
+        }
+    }
+    Some(high)
 }

@@ -30,6 +30,7 @@ cat > "$WORK/v.toml" <<TOML
 cap = 20000
 max_challenges = 40000
 futility_advantage = 0
+futility_margin = 0
 [[miners]]
 hotkey = "5Champion"
 uid = 0

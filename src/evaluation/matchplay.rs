@@ -1,6 +1,7 @@
 //! One match as a pure state machine: contender and champion answer the same
 //! challenges, each pair of rewards is a win, loss or draw for the contender, each
-//! environment's stopping rule runs on its decisive games, and the match is decided by
+//! environment's stopping rule runs on its scores (or, for the `mixture` plans of older
+//! logs, its decisive games), and the match is decided by
 //! majority: the contender needs more than half of the environments. Play in an
 //! environment stops once it is decided, or once the match is decided either way.
 //!
@@ -81,8 +82,9 @@ pub struct MatchState {
     /// The futility stop, if the match uses one.
     pub futility: Option<Futility>,
     pub envs: Vec<EnvTally>,
-    /// Per env, the futility's win-rate bound at the (decisive, wins) it was computed for:
-    /// it changes only with a decisive game, and computing it is the costly part.
+    /// Per env, the advantage futility's win-rate bound at the (decisive, wins) it was
+    /// computed for: it changes only with a decisive game, and computing it is the costly
+    /// part.
     #[serde(skip)]
     win_rate_upper: Vec<Option<(u32, u32, f64)>>,
 }
@@ -144,26 +146,30 @@ impl MatchState {
             GameOutcome::Draw => tally.draws += 1,
         }
         let decisive = tally.wins + tally.losses;
-        let result = match rule.verdict(decisive, tally.wins, p0) {
+        let result = match rule.verdict_on(tally.wins, tally.losses, tally.draws, p0) {
             Verdict::Better => Some(EnvResult::Better),
             Verdict::NotBetter => Some(EnvResult::NotBetter),
             Verdict::Continue
-                if futility.is_some_and(|f| {
-                    let cached = &mut self.win_rate_upper[env];
-                    let p_up = match *cached {
-                        Some((d, w, p_up)) if (d, w) == (decisive, tally.wins) => p_up,
-                        _ => {
-                            let p_up = f.win_rate_upper(decisive, tally.wins);
-                            *cached = Some((decisive, tally.wins, p_up));
-                            p_up
-                        }
-                    };
-                    f.is_futile_given(tally.n_challenges, decisive, p_up)
+                if futility.is_some_and(|f| match f {
+                    Futility::Advantage(f) => {
+                        let cached = &mut self.win_rate_upper[env];
+                        let p_up = match *cached {
+                            Some((d, w, p_up)) if (d, w) == (decisive, tally.wins) => p_up,
+                            _ => {
+                                let p_up = f.win_rate_upper(decisive, tally.wins);
+                                *cached = Some((decisive, tally.wins, p_up));
+                                p_up
+                            }
+                        };
+                        f.is_futile_given(tally.n_challenges, decisive, p_up)
+                    }
+                    Futility::Bar(_) => f.is_futile(tally.wins, tally.losses, tally.draws, p0),
                 }) =>
             {
                 Some(EnvResult::Futile)
             }
-            Verdict::Continue if decisive >= cap || tally.n_challenges >= max_challenges => {
+            // A score rule counts every challenge; the others cap decisive games too.
+            Verdict::Continue if (!rule.counts_draws() && decisive >= cap) || tally.n_challenges >= max_challenges => {
                 Some(EnvResult::Inconclusive)
             }
             Verdict::Continue => None,
@@ -181,7 +187,7 @@ impl MatchState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evaluation::stopping::DEFAULT_RULE;
+    use crate::evaluation::stopping::{DEFAULT_RULE, MIXTURE_RULE};
 
     fn play(state: &mut MatchState, env: usize, outcomes: &[GameOutcome]) {
         for outcome in outcomes {
@@ -222,8 +228,8 @@ mod tests {
     }
 
     #[test]
-    fn draws_do_not_count_and_the_cap_is_inconclusive() {
-        let mut state = MatchState::new(1, DEFAULT_RULE, 20, 600, 0.51);
+    fn mixture_plans_drop_draws_and_the_cap_is_inconclusive() {
+        let mut state = MatchState::new(1, MIXTURE_RULE, 20, 600, 0.51);
         play(&mut state, 0, &[GameOutcome::Draw; 500]);
         assert_eq!(state.envs[0].result, None, "draws alone never decide");
         assert_eq!(state.envs[0].draws, 500);
@@ -234,9 +240,33 @@ mod tests {
         assert_eq!(state.envs[0].wins + state.envs[0].losses, 20);
         assert_eq!(state.verdict(), MatchVerdict::ChampionStays);
         // Endless draws end at the challenge cap.
-        let mut draws = MatchState::new(1, DEFAULT_RULE, 20, 50, 0.51);
+        let mut draws = MatchState::new(1, MIXTURE_RULE, 20, 50, 0.51);
         play(&mut draws, 0, &[GameOutcome::Draw; 80]);
         assert_eq!(draws.envs[0].result, Some(EnvResult::Inconclusive));
         assert_eq!(draws.envs[0].n_challenges, 50);
+    }
+
+    #[test]
+    fn score_plans_count_draws_as_half_and_cap_challenges_only() {
+        // All draws score exactly 1/2: below a bar of 0.51, so the env ends not better.
+        let mut state = MatchState::new(1, DEFAULT_RULE, 20, 100_000, 0.51);
+        play(&mut state, 0, &[GameOutcome::Draw; 100_000]);
+        assert_eq!(state.envs[0].result, Some(EnvResult::NotBetter));
+        assert!(state.envs[0].n_challenges < 100_000);
+        // One win in four, the rest drawn: a score of 0.625 crowns at a bar of 0.51, and the
+        // decisive cap of 20 does not end a score rule's env.
+        let mut patch = MatchState::new(1, DEFAULT_RULE, 20, 4000, 0.51);
+        let games: Vec<GameOutcome> =
+            (0..4000).map(|i| if i % 4 == 0 { GameOutcome::Win } else { GameOutcome::Draw }).collect();
+        play(&mut patch, 0, &games);
+        assert_eq!(patch.envs[0].result, Some(EnvResult::Better));
+        assert!(patch.envs[0].wins > 20);
+        // Alternating wins and losses score 1/2 and end at the challenge cap.
+        let mut even = MatchState::new(1, DEFAULT_RULE, 20, 60, 0.5);
+        let alternating: Vec<GameOutcome> =
+            (0..60).map(|i| if i % 2 == 0 { GameOutcome::Win } else { GameOutcome::Loss }).collect();
+        play(&mut even, 0, &alternating);
+        assert_eq!(even.envs[0].result, Some(EnvResult::Inconclusive));
+        assert_eq!(even.envs[0].n_challenges, 60);
     }
 }

@@ -4,8 +4,10 @@
 //! `stopping` holds the per-environment stopping rules and their exact error rates,
 //! `matchplay` the match state machine (tallies, majority of environments, early stop),
 //! `ratio` the ratio to beat and its decay, `scenarios` seeded whole-match simulations of
-//! what each rule configuration costs in model calls and decides.
+//! what each rule configuration costs in model calls and decides, `exact` the exact
+//! per-env figures of the score rule (adaptive contenders included).
 
+pub mod exact;
 pub mod matchplay;
 pub mod ratio;
 pub mod scenarios;

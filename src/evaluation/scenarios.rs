@@ -37,6 +37,22 @@ pub struct Scenario {
     pub envs: Vec<EnvOdds>,
 }
 
+/// The rate the bar is measured in for `rule`: the mean score (draws half) for a score
+/// rule, the decisive win rate for the others.
+pub fn rate_of(odds: &EnvOdds, rule: &StoppingRule) -> f64 {
+    if rule.counts_draws() {
+        odds.win + (1.0 - odds.win - odds.loss) / 2.0
+    } else {
+        odds.win_rate()
+    }
+}
+
+/// A contender that copies the champion and changes a share `changed` of its answers,
+/// winning a share `won` of those (the rest of the changed ones lost, all others drawn).
+pub fn patch(changed: f64, won: f64) -> EnvOdds {
+    EnvOdds { win: changed * won, loss: changed * (1.0 - won) }
+}
+
 /// The seven scenarios of the decisions benchmark, over `n_envs` environments.
 pub fn scenarios(n_envs: usize) -> Vec<Scenario> {
     let all = |odds: EnvOdds| vec![odds; n_envs];
@@ -98,9 +114,13 @@ pub struct Config {
 }
 
 /// Plays one match of `scenario` at ratio to beat `p0`: envs take turns, one challenge
-/// each, as a validator's windows interleave them.
+/// each, as a validator's windows interleave them. Each env draws from its own stream
+/// (common random numbers): the k-th challenge of an env has the same outcome under every
+/// configuration, so configurations are compared on the same games.
 pub fn play(scenario: &Scenario, config: &Config, p0: f64, seed: u64) -> Played {
-    let mut rng = SplitMix64(seed);
+    let mut streams: Vec<SplitMix64> = (0..scenario.envs.len() as u64)
+        .map(|env| SplitMix64(seed ^ env.wrapping_add(1).wrapping_mul(0xd1b5_4a32_d192_ed03)))
+        .collect();
     let n_envs = scenario.envs.len();
     let mut state =
         MatchState::new(n_envs, config.rule, config.cap, config.max_challenges, p0).with_futility(config.futility);
@@ -109,7 +129,7 @@ pub fn play(scenario: &Scenario, config: &Config, p0: f64, seed: u64) -> Played 
             if !state.wants_more(env) {
                 continue;
             }
-            let u = rng.unit();
+            let u = streams[env].unit();
             let outcome = if u < odds.win {
                 GameOutcome::Win
             } else if u < odds.win + odds.loss {
@@ -168,6 +188,12 @@ pub fn crown_is_right(scenario: &Scenario, p0: f64) -> bool {
     better > scenario.envs.len() / 2
 }
 
+/// Whether crowning would be right under `rule`'s measure of the bar.
+pub fn crown_is_right_for(scenario: &Scenario, rule: &StoppingRule, p0: f64) -> bool {
+    let better = scenario.envs.iter().filter(|odds| odds.win + odds.loss > 0.0 && rate_of(odds, rule) > p0).count();
+    better > scenario.envs.len() / 2
+}
+
 /// Exact outcome probabilities of one env under `config` (futility included) when each
 /// challenge is a win with probability `odds.win` and a loss with `odds.loss`: a dynamic
 /// program over (challenges, decisive, wins), O(max_challenges^3 / 6). For tests of
@@ -202,11 +228,15 @@ pub fn exact_env_rates(config: &Config, odds: EnvOdds, p0: f64) -> super::stoppi
                 if m == 0.0 {
                     continue;
                 }
-                let verdict = config.rule.verdict(d as u32, w as u32, p0);
+                let (wins, losses, draws) = (w as u32, (d - w) as u32, (t - d) as u32);
+                let verdict = config.rule.verdict_on(wins, losses, draws, p0);
                 let futile = verdict == Verdict::Continue
-                    && config.futility.is_some_and(|f| {
-                        let bound = *p_up[d][w].get_or_insert_with(|| f.win_rate_upper(d as u32, w as u32));
-                        f.is_futile_given(t as u64, d as u32, bound)
+                    && config.futility.is_some_and(|f| match f {
+                        Futility::Advantage(f) => {
+                            let bound = *p_up[d][w].get_or_insert_with(|| f.win_rate_upper(d as u32, w as u32));
+                            f.is_futile_given(t as u64, d as u32, bound)
+                        }
+                        Futility::Bar(_) => f.is_futile(wins, losses, draws, p0),
                     });
                 let stop = match verdict {
                     Verdict::Better => {
@@ -221,7 +251,7 @@ pub fn exact_env_rates(config: &Config, odds: EnvOdds, p0: f64) -> super::stoppi
                         not_better += m;
                         true
                     }
-                    Verdict::Continue => d >= cap || t >= n_max,
+                    Verdict::Continue => (!config.rule.counts_draws() && d >= cap) || t >= n_max,
                 };
                 if stop {
                     mass[d][w] = 0.0;

@@ -27,6 +27,14 @@ pub enum Verdict {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "rule")]
 pub enum StoppingRule {
+    /// The default: the contender's score over every challenge, a draw counting half a
+    /// win, against the ratio to beat, by a Beta(a, b) mixture of likelihood ratios at
+    /// level `alpha_ppm / 10^6` (ledger-spec/02, "The score rule"). The bar a winner sets
+    /// is the geometric mean of the same scores, so a patch that changes a few answers
+    /// sets a bar near 1/2 instead of its decisive-only win rate. It also carries the
+    /// network's parameters that replay needs, so no auditor reads them from its own
+    /// config: the challenge cap per env and the ratio's epsilon and half-life.
+    Score { alpha_ppm: u32, prior_a: u32, prior_b: u32, max_challenges: u64, epsilon_ppm: u32, half_life_blocks: u64 },
     /// Beta(a, b)-binomial mixture confidence sequence at level `alpha`. Anytime-valid.
     Mixture { alpha: f64, prior_a: u32, prior_b: u32 },
     /// The seed's rule: a Wilson interval with this `z` checked after every game.
@@ -41,8 +49,99 @@ pub enum StoppingRule {
     Sprt { delta: f64, alpha: f64, beta: f64 },
 }
 
-/// An anytime-valid futility stop: ends an environment as "not better" once the data show
-/// the contender is not meaningfully better per challenge, however the games split.
+/// The futility stop of `score` plans: defined against the bar, not against 1/2.
+///
+/// With `p1 = min(p0 + margin, (1 + p0) / 2)` (in ppm, integer division), the env stops as
+/// "not better" once the contender's mean score is shown below `p1`: its score sum `T`
+/// over `n` challenges is below `n p1` and the Beta(1, 1) mixture of likelihood ratios
+/// against `p1` reaches `ln(10^6 / alpha_ppm)`. For every fixed `q <= p1` the factor
+/// `(q / p1)^x ((1 - q) / (1 - p1))^(1 - x)` is convex in the score `x` in [0, 1], so for
+/// any contender with mean score at least `p1`, draws or not, that part of the mixture is
+/// a supermartingale and Ville's inequality bounds a wrong dismissal by `alpha`. A
+/// contender exactly at the bar is dismissed fast (ledger-spec/02 gives the figures).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct BarFutility {
+    pub margin_ppm: u32,
+    pub alpha_ppm: u32,
+}
+
+/// A futility stop: [`BarFutility`] for `score` plans, [`AdvantageFutility`] for the
+/// `mixture` plans of older logs.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "futility")]
+pub enum Futility {
+    Bar(BarFutility),
+    Advantage(AdvantageFutility),
+}
+
+/// Defaults of the futility stop of `score` plans (`scripts/bench-decisions.sh` prints what
+/// they cost and save; ledger-spec/02 the exact figures).
+pub const DEFAULT_FUTILITY: Futility = Futility::Bar(BarFutility { margin_ppm: 70_000, alpha_ppm: 50_000 });
+/// The futility stop the `mixture` plans were played with.
+pub const DEFAULT_ADVANTAGE_FUTILITY: AdvantageFutility = AdvantageFutility { advantage: 0.1, alpha: 0.05 };
+
+impl Futility {
+    pub fn describe(&self) -> String {
+        match self {
+            Futility::Bar(f) => format!("futility margin_ppm={} alpha_ppm={}", f.margin_ppm, f.alpha_ppm),
+            Futility::Advantage(f) => format!("futility advantage={} alpha={}", f.advantage, f.alpha),
+        }
+    }
+
+    /// Whether the env is futile after these counts, against the ratio to beat `p0`.
+    pub fn is_futile(&self, wins: u32, losses: u32, draws: u32, p0: f64) -> bool {
+        self.is_futile_with_slack(wins, losses, draws, p0, 0.0)
+    }
+
+    /// [`Futility::is_futile`] with a bar futility's threshold moved by `slack` (as
+    /// [`StoppingRule::verdict_with_slack`]).
+    pub fn is_futile_with_slack(&self, wins: u32, losses: u32, draws: u32, p0: f64, slack: f64) -> bool {
+        let n_challenges = u64::from(wins) + u64::from(losses) + u64::from(draws);
+        match self {
+            Futility::Bar(f) => {
+                f.is_futile_with_slack(n_challenges, 2 * u64::from(wins) + u64::from(draws), p0_ppm(p0), slack)
+            }
+            Futility::Advantage(f) => f.is_futile(n_challenges, wins + losses, wins),
+        }
+    }
+}
+
+/// How far replay moves a `score` plan's thresholds (in log units) before it disagrees
+/// with a recorded decision: a stop is accepted if the statistic reaches the threshold
+/// minus this, a continuation if it stays below the threshold plus this (ledger-spec/02).
+/// Far above binary64's error on these sums, far below any effect on the error rates.
+pub const SCORE_SLACK: f64 = 1e-9;
+
+/// `p0` (a ratio read from ppm) back in ppm.
+fn p0_ppm(p0: f64) -> u32 {
+    libm::round(p0 * 1e6) as u32
+}
+
+impl BarFutility {
+    /// The score `p1` the contender is tested against, in ppm.
+    pub fn target_ppm(&self, p0_ppm: u32) -> u32 {
+        (p0_ppm.saturating_add(self.margin_ppm)).min((1_000_000 + p0_ppm) / 2)
+    }
+
+    /// After `n` challenges with `half_points` = 2 wins + draws.
+    pub fn is_futile(&self, n: u64, half_points: u64, p0_ppm: u32) -> bool {
+        self.is_futile_with_slack(n, half_points, p0_ppm, 0.0)
+    }
+
+    fn is_futile_with_slack(&self, n: u64, half_points: u64, p0_ppm: u32, slack: f64) -> bool {
+        let p1_ppm = self.target_ppm(p0_ppm);
+        if n == 0 || u128::from(half_points) * 1_000_000 >= 2 * u128::from(n) * u128::from(p1_ppm) {
+            return false;
+        }
+        let p1 = f64::from(p1_ppm) / 1e6;
+        log_mixture_score(n, half_points, p1, 1, 1) >= libm::log(1e6 / f64::from(self.alpha_ppm)) + slack
+    }
+}
+
+/// The futility stop of `mixture` plans: ends an environment as "not better" once the
+/// data show the contender is not meaningfully better per challenge, however the games
+/// split. Its margin is on the advantage over 1/2, not over the bar, so it does little
+/// at a high bar; `score` plans use [`BarFutility`].
 ///
 /// The advantage per challenge is `A = d (2p - 1)`: `d` the share of challenges that are
 /// decisive, `p` the contender's win rate among them (an exact copy has `d = 0`, an equal
@@ -50,28 +149,16 @@ pub enum StoppingRule {
 /// `alpha / 2`, bound `d` (over all challenges) and `p` (over decisive games) from above at
 /// every time; with probability at least `1 - alpha` both hold forever, so
 /// `A <= d_up * max(2 p_up - 1, 0)`. The env stops once that bound is below `advantage`.
-///
-/// It only ever says "not better": on every sequence of games, a rule with futility says
-/// "better" only when the rule without it says so at the same game, so the chance of a
-/// false crown stays what the base rule's exact dynamic program gives (at most `alpha / 2`
-/// for the default rule). What the margin costs is the chance of dismissing a contender
-/// whose true advantage is above it, at most the futility's own `alpha`.
+/// It only ever says "not better", so the false-crown rate stays the base rule's.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct Futility {
+pub struct AdvantageFutility {
     /// The indifference margin on the advantage per challenge, in (0, 1).
     pub advantage: f64,
     /// Level of the two confidence sequences together, in (0, 1).
     pub alpha: f64,
 }
 
-/// Defaults of the futility stop (see `scripts/bench-decisions.sh` for what they cost and save).
-pub const DEFAULT_FUTILITY: Futility = Futility { advantage: 0.1, alpha: 0.05 };
-
-impl Futility {
-    pub fn describe(&self) -> String {
-        format!("futility advantage={} alpha={}", self.advantage, self.alpha)
-    }
-
+impl AdvantageFutility {
     /// Whether the env is futile after `n_challenges` challenges, `decisive` of them decisive
     /// and `wins` of those won by the contender.
     pub fn is_futile(&self, n_challenges: u64, decisive: u32, wins: u32) -> bool {
@@ -88,10 +175,10 @@ impl Futility {
         }
     }
 
-    /// [`Futility::is_futile`] with `p_up` given. Futile when `p_up <= 1/2`; otherwise
-    /// when `d* = advantage / (2 p_up - 1)` lies above the decisive-rate confidence set,
-    /// that is `d* > decisive / n` and `log M_n(d*) >= ln(2 / alpha)`: then
-    /// `d_up * (2 p_up - 1) < advantage` (one evaluation instead of a second bisection).
+    /// [`AdvantageFutility::is_futile`] with `p_up` given. Futile when `p_up <= 1/2`;
+    /// otherwise when `d* = advantage / (2 p_up - 1)` lies above the decisive-rate
+    /// confidence set, that is `d* > decisive / n` and `log M_n(d*) >= ln(2 / alpha)`:
+    /// then `d_up * (2 p_up - 1) < advantage` (one evaluation instead of a second bisection).
     pub fn is_futile_given(&self, n_challenges: u64, decisive: u32, p_up: f64) -> bool {
         if n_challenges == 0 {
             return false;
@@ -107,6 +194,16 @@ impl Futility {
         let (n, s) = (n_challenges as f64, f64::from(decisive));
         d_star > s / n && log_mixture_uniform(n, s, d_star) >= libm::log(2.0 / self.alpha)
     }
+}
+
+/// log M_n(p) of the Beta(a, b) mixture of likelihood ratios for a score sum
+/// `T = half_points / 2` over `n` challenges:
+/// `lnB(a + T, b + n - T) - lnB(a, b) - T ln p - (n - T) ln(1 - p)`, in binary64 through
+/// libm (ledger-spec/02 says how far another implementation may differ).
+pub fn log_mixture_score(n: u64, half_points: u64, p: f64, a: u32, b: u32) -> f64 {
+    let (n, t) = (n as f64, half_points as f64 / 2.0);
+    let (a, b) = (f64::from(a), f64::from(b));
+    ln_beta(a + t, b + n - t) - ln_beta(a, b) - t * libm::log(p) - (n - t) * libm::log(1.0 - p)
 }
 
 /// log M_n(p) of the Beta(1, 1)-binomial mixture with `s` successes in `n`.
@@ -149,6 +246,15 @@ pub fn plan_in_words(text: &str) -> String {
     let Some((rule, futility)) = parse_plan(text) else { return text.to_string() };
     let percent = |x: f64| format!("{}%", x * 100.0);
     let mut words = match rule {
+        StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges, epsilon_ppm, half_life_blocks } => format!(
+            "scores each challenge 1 for a win, 1/2 for a draw, 0 for a loss, and stops as soon as the scores \
+             prove the contender's mean above or below the ratio to beat, valid at every challenge, with at \
+             most {} chance of a wrong crown (a Beta({prior_a},{prior_b}) mixture test); at most \
+             {max_challenges} challenges per env; a winner's bar decays to 1/2 + {} with a half-life of \
+             {half_life_blocks} blocks",
+            percent(f64::from(alpha_ppm) / 1e6),
+            percent(f64::from(epsilon_ppm) / 1e6)
+        ),
         StoppingRule::Mixture { alpha, prior_a, prior_b } => format!(
             "stops as soon as the decisive games prove the contender's win rate above or below the ratio to \
              beat, valid at every game, with at most {} chance of a wrong crown (a Beta({prior_a},{prior_b}) \
@@ -169,12 +275,19 @@ pub fn plan_in_words(text: &str) -> String {
             percent(beta)
         ),
     };
-    if let Some(f) = futility {
-        words.push_str(&format!(
+    match futility {
+        Some(Futility::Bar(f)) => words.push_str(&format!(
+            "; gives up early when the contender's mean score is shown below the ratio to beat plus {} \
+             (at {} error)",
+            percent(f64::from(f.margin_ppm) / 1e6),
+            percent(f64::from(f.alpha_ppm) / 1e6)
+        )),
+        Some(Futility::Advantage(f)) => words.push_str(&format!(
             "; gives up early when the contender is shown not to be {} better per challenge (at {} error)",
             percent(f.advantage),
             percent(f.alpha)
-        ));
+        )),
+        None => {}
     }
     words
 }
@@ -184,16 +297,23 @@ pub fn plan_in_words(text: &str) -> String {
 pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
     let (rule_text, futility) = match text.split_once(" futility ") {
         Some((rule, rest)) => {
-            let mut advantage = None;
-            let mut alpha = None;
+            let mut fields = std::collections::BTreeMap::new();
             for part in rest.split(' ') {
-                match part.split_once('=')? {
-                    ("advantage", v) => advantage = Some(v.parse().ok()?),
-                    ("alpha", v) => alpha = Some(v.parse().ok()?),
-                    _ => return None,
-                }
+                let (k, v) = part.split_once('=')?;
+                fields.insert(k, v);
             }
-            (rule, Some(Futility { advantage: advantage?, alpha: alpha? }))
+            let futility = if rule.starts_with("score ") {
+                Futility::Bar(BarFutility {
+                    margin_ppm: fields.get("margin_ppm")?.parse().ok()?,
+                    alpha_ppm: fields.get("alpha_ppm")?.parse().ok()?,
+                })
+            } else {
+                Futility::Advantage(AdvantageFutility {
+                    advantage: fields.get("advantage")?.parse().ok()?,
+                    alpha: fields.get("alpha")?.parse().ok()?,
+                })
+            };
+            (rule, Some(futility))
         }
         None => (text, None),
     };
@@ -206,7 +326,19 @@ pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
         fields.insert(k, v);
     }
     let num = |k: &str| fields.get(k).and_then(|v| v.parse::<f64>().ok());
+    let int = |k: &str| fields.get(k).and_then(|v| v.parse::<u64>().ok());
     let rule = match name {
+        "score" => {
+            let (a, b) = fields.get("prior")?.split_once(',')?;
+            StoppingRule::Score {
+                alpha_ppm: u32::try_from(int("alpha_ppm")?).ok()?,
+                prior_a: a.parse().ok()?,
+                prior_b: b.parse().ok()?,
+                max_challenges: int("challenges")?,
+                epsilon_ppm: u32::try_from(int("epsilon_ppm")?).ok()?,
+                half_life_blocks: int("half_life_blocks")?,
+            }
+        }
         "mixture" => {
             let (a, b) = fields.get("prior")?.split_once(',')?;
             StoppingRule::Mixture { alpha: num("alpha")?, prior_a: a.parse().ok()?, prior_b: b.parse().ok()? }
@@ -216,14 +348,48 @@ pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
         "sprt" => StoppingRule::Sprt { delta: num("delta")?, alpha: num("alpha")?, beta: num("beta")? },
         _ => return None,
     };
-    // Only a description this build would write is accepted: one spelling per plan.
-    (describe_plan(&rule, futility.as_ref()) == text).then_some((rule, futility))
+    // Only a description this build would write is accepted (one spelling per plan), with
+    // parameters inside their ranges.
+    let sane = match (rule, futility) {
+        (StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges, epsilon_ppm, .. }, f) => {
+            (1..1_000_000).contains(&alpha_ppm)
+                && (1..=1_000).contains(&prior_a)
+                && (1..=1_000).contains(&prior_b)
+                && (1..=MAX_SCORE_CHALLENGES).contains(&max_challenges)
+                && epsilon_ppm < 500_000
+                && match f {
+                    Some(Futility::Bar(b)) => {
+                        (1..1_000_000).contains(&b.margin_ppm) && (1..1_000_000).contains(&b.alpha_ppm)
+                    }
+                    Some(Futility::Advantage(_)) => false,
+                    None => true,
+                }
+        }
+        (_, Some(Futility::Bar(_))) => false,
+        _ => true,
+    };
+    (sane && describe_plan(&rule, futility.as_ref()) == text).then_some((rule, futility))
 }
 
-/// Defaults: prior Beta(4, 4), alpha 0.05 (so at most 2.5% false "better" at p0 = 1/2).
-pub const DEFAULT_RULE: StoppingRule = StoppingRule::Mixture { alpha: 0.05, prior_a: 4, prior_b: 4 };
-/// Default cap on decisive games per environment; reaching it is inconclusive.
+/// Most challenges per env a `score` plan may name (so a log cannot ask replay for more).
+pub const MAX_SCORE_CHALLENGES: u64 = 1_000_000;
+
+/// Default cap on decisive games per environment (`mixture` plans); reaching it is
+/// inconclusive.
 pub const DEFAULT_CAP: u32 = 1000;
+/// Defaults: the score rule, prior Beta(4, 4), alpha 0.05 (at most 2.5% false crowns per
+/// env, adaptive draws included: ledger-spec/02), 4000 challenges per env, the ratio's
+/// epsilon 1% and half-life 7200 blocks.
+pub const DEFAULT_RULE: StoppingRule = StoppingRule::Score {
+    alpha_ppm: 50_000,
+    prior_a: 4,
+    prior_b: 4,
+    max_challenges: 4 * DEFAULT_CAP as u64,
+    epsilon_ppm: 10_000,
+    half_life_blocks: 7_200,
+};
+/// The rule of `mixture` plans (logs before the score rule): decisive games only.
+pub const MIXTURE_RULE: StoppingRule = StoppingRule::Mixture { alpha: 0.05, prior_a: 4, prior_b: 4 };
 
 /// z for which checking a Wilson interval after every game up to `cap` (p0 = 1/2)
 /// declares an equal contender better at most 2.5% of the time. From
@@ -241,6 +407,12 @@ impl StoppingRule {
     /// One line for the ledger, e.g. `mixture alpha=0.05 prior=4,4`.
     pub fn describe(&self) -> String {
         match self {
+            StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges, epsilon_ppm, half_life_blocks } => {
+                format!(
+                    "score alpha_ppm={alpha_ppm} prior={prior_a},{prior_b} challenges={max_challenges} \
+                     epsilon_ppm={epsilon_ppm} half_life_blocks={half_life_blocks}"
+                )
+            }
             StoppingRule::Mixture { alpha, prior_a, prior_b } => {
                 format!("mixture alpha={alpha} prior={prior_a},{prior_b}")
             }
@@ -250,8 +422,72 @@ impl StoppingRule {
         }
     }
 
+    /// The same rule with a `score` rule's challenge cap set to `n` (other rules as they are).
+    pub fn with_max_challenges(self, n: u64) -> StoppingRule {
+        match self {
+            StoppingRule::Score { alpha_ppm, prior_a, prior_b, epsilon_ppm, half_life_blocks, .. } => {
+                StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges: n, epsilon_ppm, half_life_blocks }
+            }
+            other => other,
+        }
+    }
+
+    /// A `score` rule's challenge cap.
+    pub fn max_challenges(&self) -> Option<u64> {
+        match self {
+            StoppingRule::Score { max_challenges, .. } => Some(*max_challenges),
+            _ => None,
+        }
+    }
+
+    /// Whether the rule reads draws (a `score` rule) or only decisive games.
+    pub fn counts_draws(&self) -> bool {
+        matches!(self, StoppingRule::Score { .. })
+    }
+
+    /// The ratio arithmetic of plans with this rule.
+    pub fn arithmetic(&self) -> crate::evaluation::ratio::Arithmetic {
+        if self.counts_draws() {
+            crate::evaluation::ratio::Arithmetic::Exact
+        } else {
+            crate::evaluation::ratio::Arithmetic::Float
+        }
+    }
+
+    /// The rate an env's counts record in `MatchDecided.win_rates` (and a winner's bar is
+    /// the geometric mean of): the score for a `score` rule, the decisive win rate else.
+    pub fn env_rate_ppm(&self, wins: u32, losses: u32, draws: u32) -> u32 {
+        if self.counts_draws() {
+            crate::evaluation::ratio::score_ppm(wins, losses, draws)
+        } else {
+            crate::evaluation::ratio::win_rate_ppm(wins, losses)
+        }
+    }
+
+    /// The verdict on one env's counts against the ratio to beat `p0`: a `score` rule
+    /// reads every challenge, the others only the decisive games.
+    pub fn verdict_on(&self, wins: u32, losses: u32, draws: u32, p0: f64) -> Verdict {
+        self.verdict_with_slack(wins, losses, draws, p0, 0.0)
+    }
+
+    /// [`StoppingRule::verdict_on`] with a `score` rule's threshold moved by `slack` (in
+    /// log units): replay accepts a stop at `-SCORE_SLACK` and a continuation at
+    /// `+SCORE_SLACK`, so verifiers whose lgamma differs in the last bits agree.
+    pub fn verdict_with_slack(&self, wins: u32, losses: u32, draws: u32, p0: f64, slack: f64) -> Verdict {
+        match *self {
+            StoppingRule::Score { alpha_ppm, prior_a, prior_b, .. } => score_verdict(
+                u64::from(wins) + u64::from(losses) + u64::from(draws),
+                2 * u64::from(wins) + u64::from(draws),
+                p0,
+                (alpha_ppm, prior_a, prior_b),
+                slack,
+            ),
+            _ => self.verdict(wins + losses, wins, p0),
+        }
+    }
+
     /// The verdict after `n` decisive games of which the contender won `wins`, against
-    /// the ratio to beat `p0` (0 < p0 < 1).
+    /// the ratio to beat `p0` (0 < p0 < 1). For a `score` rule, `n` challenges without draws.
     pub fn verdict(&self, n: u32, wins: u32, p0: f64) -> Verdict {
         assert!(wins <= n, "wins {wins} > games {n}");
         assert!(p0 > 0.0 && p0 < 1.0, "ratio to beat {p0} outside (0, 1)");
@@ -259,6 +495,9 @@ impl StoppingRule {
             return Verdict::Continue;
         }
         match *self {
+            StoppingRule::Score { alpha_ppm, prior_a, prior_b, .. } => {
+                score_verdict(u64::from(n), 2 * u64::from(wins), p0, (alpha_ppm, prior_a, prior_b), 0.0)
+            }
             StoppingRule::Mixture { alpha, prior_a, prior_b } => mixture(n, wins, p0, alpha, prior_a, prior_b),
             StoppingRule::Wilson { z } | StoppingRule::WilsonCalibrated { z, .. } => wilson(n, wins, p0, z),
             StoppingRule::Sprt { delta, alpha, beta } => sprt(n, wins, p0, delta, alpha, beta),
@@ -285,6 +524,23 @@ fn mixture(n: u32, wins: u32, p0: f64, alpha: f64, a: u32, b: u32) -> Verdict {
         Verdict::NotBetter
     } else {
         Verdict::Continue
+    }
+}
+
+/// The score rule after `n` challenges with `half_points` = 2 wins + draws: decide once
+/// log M_n(p0) reaches ln(10^6 / alpha_ppm), on the side the score is on (compared in
+/// integers: `half_points * 10^6` against `2 n p0_ppm`).
+fn score_verdict(n: u64, half_points: u64, p0: f64, (alpha_ppm, a, b): (u32, u32, u32), slack: f64) -> Verdict {
+    if n == 0 {
+        return Verdict::Continue;
+    }
+    let (score, bar) = (u128::from(half_points) * 1_000_000, 2 * u128::from(n) * u128::from(p0_ppm(p0)));
+    if score == bar || log_mixture_score(n, half_points, p0, a, b) < libm::log(1e6 / f64::from(alpha_ppm)) + slack {
+        Verdict::Continue
+    } else if score > bar {
+        Verdict::Better
+    } else {
+        Verdict::NotBetter
     }
 }
 

@@ -197,8 +197,8 @@ pub struct EnvFold {
     pub losses: u32,
     pub draws: u32,
     pub decision: Option<EnvOutcome>,
-    /// (wins, losses) as the env's decision recorded them: the tally its win rate is of.
-    pub decided_tally: Option<(u32, u32)>,
+    /// (wins, losses, draws) as the env's decision recorded them: the tally its rate is of.
+    pub decided_tally: Option<(u32, u32, u32)>,
 }
 
 impl EnvFold {
@@ -355,11 +355,14 @@ fn match_decision_error<S: AsRef<str>>(m: &MatchFold, decided: &MatchDecided<S>)
         }
         // The rate is of the tally the env's decision recorded (an env with no decision
         // recorded has nothing to compare with).
-        if let Some((wins, losses)) = m.env_folds.get(name).and_then(|e| e.decided_tally) {
-            let expected = crate::evaluation::ratio::win_rate_ppm(wins, losses);
+        // A plan af does not know leaves nothing to compare with (its decisions are
+        // already reported as unknown rules).
+        let rule = crate::evaluation::stopping::parse_plan(&m.rule).map(|(rule, _)| rule);
+        if let (Some((wins, losses, draws)), Some(rule)) = (m.env_folds.get(name).and_then(|e| e.decided_tally), rule) {
+            let expected = rule.env_rate_ppm(wins, losses, draws);
             if rate.win_rate_ppm != expected {
                 return Some(format!(
-                    "env {name}: win rate {} ppm, but its decision's {wins} wins and {losses} losses give {expected} ppm",
+                    "env {name}: win rate {} ppm, but its decision's {wins} wins, {losses} losses and {draws} draws give {expected} ppm",
                     rate.win_rate_ppm
                 ));
             }
@@ -384,7 +387,7 @@ pub fn rederive_decision<S: AsRef<str>>(
     ratio_to_beat_ppm: u32,
     decision: &crate::ledger::event::EnvDecision<S>,
 ) -> Result<(), String> {
-    use crate::evaluation::stopping::{parse_plan, Verdict};
+    use crate::evaluation::stopping::{parse_plan, Verdict, SCORE_SLACK};
     use crate::ledger::event::EnvOutcome;
     let (rule, futility) = parse_plan(plan).ok_or_else(|| format!("the match's rule {plan:?} is not one af knows"))?;
     if ratio_to_beat_ppm == 0 || ratio_to_beat_ppm >= 1_000_000 {
@@ -396,12 +399,20 @@ pub fn rederive_decision<S: AsRef<str>>(
     if counted != decision.n_challenges {
         return Err(format!("{counted} wins, losses and draws, but {} challenges", decision.n_challenges));
     }
-    let verdict = rule.verdict(decisive, decision.wins, p0);
-    let futile = futility.is_some_and(|f| f.is_futile(decision.n_challenges, decisive, decision.wins));
+    if let Some(cap) = rule.max_challenges().filter(|cap| decision.n_challenges > *cap) {
+        return Err(format!("{} challenges, past the plan's cap of {cap}", decision.n_challenges));
+    }
+    // A stop is judged with the threshold lowered by SCORE_SLACK, a continuation with it
+    // raised (score plans; the others have no slack): binary64 noise never convicts.
+    let (w, l, d) = (decision.wins, decision.losses, decision.draws);
+    let stop = rule.verdict_with_slack(w, l, d, p0, -SCORE_SLACK);
+    let verdict = rule.verdict_with_slack(w, l, d, p0, SCORE_SLACK);
+    let futile = futility.is_some_and(|f| f.is_futile_with_slack(w, l, d, p0, -SCORE_SLACK));
+    let not_futile = !futility.is_some_and(|f| f.is_futile_with_slack(w, l, d, p0, SCORE_SLACK));
     let ok = match decision.outcome {
-        EnvOutcome::ContenderBetter => verdict == Verdict::Better,
-        EnvOutcome::ContenderNotBetter => verdict == Verdict::NotBetter || (verdict == Verdict::Continue && futile),
-        EnvOutcome::Inconclusive => verdict == Verdict::Continue && !futile,
+        EnvOutcome::ContenderBetter => stop == Verdict::Better,
+        EnvOutcome::ContenderNotBetter => stop == Verdict::NotBetter || (verdict == Verdict::Continue && futile),
+        EnvOutcome::Inconclusive => verdict == Verdict::Continue && not_futile,
     };
     if ok {
         return Ok(());
@@ -632,7 +643,7 @@ impl ChainFold {
                 let recorded = (decision.wins, decision.losses, decision.draws);
                 let own = (fold.wins, fold.losses, fold.draws);
                 fold.decision = Some(decision.outcome);
-                fold.decided_tally = Some((decision.wins, decision.losses));
+                fold.decided_tally = Some((decision.wins, decision.losses, decision.draws));
                 // Nothing is tallied past a decision, so unpaired rewards are dropped.
                 fold.pending = BTreeMap::new();
                 if recorded != own {
@@ -837,7 +848,7 @@ mod tests {
         let envs: Vec<EnvRef> = ["a", "b", "c"].iter().map(|n| EnvRef { name: n.to_string(), version: 1 }).collect();
         let decided = |outcome, wins, losses| EnvFold {
             decision: Some(outcome),
-            decided_tally: Some((wins, losses)),
+            decided_tally: Some((wins, losses, 0)),
             wins,
             losses,
             ..EnvFold::default()
@@ -846,7 +857,7 @@ mod tests {
             contender: miner("5New"),
             champion: miner("5Old"),
             envs,
-            rule: "r".into(),
+            rule: crate::evaluation::stopping::MIXTURE_RULE.describe(),
             ratio_to_beat_ppm: 510_000,
             started_height: 0,
             started_event_idx: 0,
@@ -874,7 +885,7 @@ mod tests {
                 .envs
                 .iter()
                 .map(|env| {
-                    let (w, l) = m.env_folds.get(&env.name).unwrap().decided_tally.unwrap();
+                    let (w, l, _) = m.env_folds.get(&env.name).unwrap().decided_tally.unwrap();
                     EnvWinRate { env: env.clone(), win_rate_ppm: crate::evaluation::ratio::win_rate_ppm(w, l) }
                 })
                 .collect(),

@@ -321,12 +321,14 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
 /// block, and a win must set the geometric mean of the win rates it records
 /// (`false_decision` otherwise). Each check takes the log's recorded values forward, so
 /// one false number is one finding, not a cascade.
-pub fn ratio_findings(fold: &ChainFold, params: &RatioParams) -> Vec<Discrepancy> {
+pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Vec<Discrepancy> {
     let mut matches: Vec<&MatchFold> = fold.matches.values().collect();
     matches.sort_by_key(|m| (m.started_height, m.started_event_idx));
     let mut found = Vec::new();
-    let mut ratio = params.initial();
+    // No win yet: the floor of whatever parameters the next match names.
+    let mut ratio = RatioToBeat { set_ppm: 0, set_at_block: 0 };
     for m in matches {
+        let params = plan_ratio_params(&m.rule, legacy);
         let expected = params.current_ppm(&ratio, m.chain_block);
         if m.ratio_to_beat_ppm != expected {
             found.push(Discrepancy {
@@ -359,6 +361,20 @@ pub fn ratio_findings(fold: &ChainFold, params: &RatioParams) -> Vec<Discrepancy
         ratio = RatioToBeat { set_ppm: decided.new_ratio_to_beat_ppm, set_at_block: m.chain_block };
     }
     found
+}
+
+/// The ratio parameters a match was played under: those its `score` plan records (the
+/// network's, the same for every auditor), else, for the `mixture` plans of older logs,
+/// the auditor's `legacy` ones with the binary64 arithmetic those logs were written with.
+pub fn plan_ratio_params(plan: &str, legacy: &RatioParams) -> RatioParams {
+    use crate::evaluation::ratio::Arithmetic;
+    use crate::evaluation::stopping::{parse_plan, StoppingRule};
+    match parse_plan(plan) {
+        Some((StoppingRule::Score { epsilon_ppm, half_life_blocks, .. }, _)) => {
+            RatioParams { epsilon_ppm, half_life_blocks, arithmetic: Arithmetic::Exact }
+        }
+        _ => legacy.with_arithmetic(Arithmetic::Float),
+    }
 }
 
 fn false_reports(fold: &ChainFold) -> u64 {

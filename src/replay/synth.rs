@@ -9,7 +9,7 @@ use crate::bytes::{Hash32, ValidatorKey};
 use crate::envs::derive_match_id;
 use crate::envs::{self, Registry};
 use crate::evaluation::matchplay::{EnvResult, GameOutcome, MatchState, MatchVerdict};
-use crate::evaluation::ratio::{win_rate_ppm, RatioParams};
+use crate::evaluation::ratio::RatioParams;
 use crate::evaluation::stopping::StoppingRule;
 use crate::ledger::block::seal;
 use crate::ledger::event::{
@@ -81,7 +81,7 @@ impl NetworkSpec {
             ],
             matches: vec![(1, 0), (2, 1)],
             envs: vec!["mult".into(), "sat".into(), "coin".into()],
-            rule: crate::evaluation::stopping::DEFAULT_RULE,
+            rule: crate::evaluation::stopping::DEFAULT_RULE.with_max_challenges(400),
             cap: 200,
             max_challenges: 400,
             ratio_params: crate::evaluation::ratio::DEFAULT_RATIO_PARAMS,
@@ -158,7 +158,9 @@ fn validator_events(
     validator: &ValidatorKey,
 ) -> Vec<Event> {
     let mut events = Vec::new();
-    let mut ratio = spec.ratio_params.initial();
+    // A score plan names its own ratio parameters; replay reads them from the plan.
+    let ratio_params = crate::replay::network::plan_ratio_params(&spec.rule.describe(), &spec.ratio_params);
+    let mut ratio = ratio_params.initial();
     let mut n_transcripts = 0u64;
     for (match_number, &(contender_idx, champion_idx)) in spec.matches.iter().enumerate() {
         let (contender, champion) = (&spec.miners[contender_idx], &spec.miners[champion_idx]);
@@ -181,9 +183,9 @@ fn validator_events(
             .iter()
             .map(|name| EnvRef { name: name.clone(), version: registry.get(name).expect("known env").spec().version })
             .collect();
-        let mut ratio_ppm = spec.ratio_params.current_ppm(&ratio, chain_block);
+        let mut ratio_ppm = ratio_params.current_ppm(&ratio, chain_block);
         if spec.faults.low_bar == Some(index) {
-            ratio_ppm = spec.ratio_params.floor_ppm();
+            ratio_ppm = ratio_params.floor_ppm();
         }
         events.push(Event::MatchStarted(MatchStarted {
             match_id,
@@ -278,7 +280,10 @@ fn validator_events(
         let win_rates: Vec<EnvWinRate> = env_refs
             .iter()
             .zip(&state.envs)
-            .map(|(env, t)| EnvWinRate { env: env.clone(), win_rate_ppm: win_rate_ppm(t.wins, t.losses) })
+            .map(|(env, t)| EnvWinRate {
+                env: env.clone(),
+                win_rate_ppm: spec.rule.env_rate_ppm(t.wins, t.losses, t.draws),
+            })
             .collect();
         let mut contender_won = state.verdict() == MatchVerdict::ContenderWins;
         if spec.faults.flip_decisions == Some(index) {
@@ -286,7 +291,7 @@ fn validator_events(
         }
         let new_ratio = if contender_won {
             let rates: Vec<u32> = win_rates.iter().map(|r| r.win_rate_ppm).collect();
-            ratio = spec.ratio_params.after_win(&rates, chain_block);
+            ratio = ratio_params.after_win(&rates, chain_block);
             ratio.set_ppm
         } else {
             ratio_ppm

@@ -2,8 +2,8 @@
 //! environment variables `AF_<SECTION>__<KEY>` that override any field (the value is read
 //! as a TOML literal, else as a string), so containers can be configured without files.
 
-use crate::evaluation::ratio::RatioParams;
-use crate::evaluation::stopping::{StoppingRule, DEFAULT_CAP};
+use crate::evaluation::ratio::{Arithmetic, RatioParams};
+use crate::evaluation::stopping::{AdvantageFutility, BarFutility, Futility, StoppingRule, DEFAULT_CAP};
 use crate::miner::client::{ClientConfig, Endpoint};
 use serde::{Deserialize, Serialize};
 
@@ -202,9 +202,13 @@ pub struct EvaluationConfig {
     pub envs: Vec<String>,
     pub ratio_epsilon_ppm: u32,
     pub ratio_half_life_blocks: u64,
-    /// Futility stop: the indifference margin on the contender's advantage per challenge
-    /// (0 turns the stop off), and the level of its confidence sequences.
+    /// Futility stop of the `score` rule: the margin over the ratio to beat a contender's
+    /// mean score is tested against (0 turns the stop off).
+    pub futility_margin: f64,
+    /// Futility stop of the `mixture` rule: the margin on the contender's advantage per
+    /// challenge over 1/2 (0 turns the stop off).
     pub futility_advantage: f64,
+    /// The futility stop's level (either rule).
     pub futility_alpha: f64,
 }
 
@@ -228,7 +232,7 @@ impl Default for LedgerConfig {
 impl Default for EvaluationConfig {
     fn default() -> Self {
         EvaluationConfig {
-            rule: "mixture".into(),
+            rule: "score".into(),
             alpha: 0.05,
             cap: DEFAULT_CAP,
             max_challenges: 4 * u64::from(DEFAULT_CAP),
@@ -236,8 +240,9 @@ impl Default for EvaluationConfig {
             envs: vec!["tictactoe".into(), "mult".into(), "sat".into(), "coin".into(), "abd".into(), "ded".into()],
             ratio_epsilon_ppm: 10_000,
             ratio_half_life_blocks: 7_200,
-            futility_advantage: crate::evaluation::stopping::DEFAULT_FUTILITY.advantage,
-            futility_alpha: crate::evaluation::stopping::DEFAULT_FUTILITY.alpha,
+            futility_margin: 0.07,
+            futility_advantage: crate::evaluation::stopping::DEFAULT_ADVANTAGE_FUTILITY.advantage,
+            futility_alpha: 0.05,
         }
     }
 }
@@ -261,28 +266,55 @@ impl MinerConfig {
 impl EvaluationConfig {
     pub fn stopping_rule(&self) -> Result<StoppingRule, ConfigError> {
         match self.rule.as_str() {
+            "score" => Ok(StoppingRule::Score {
+                alpha_ppm: ppm(self.alpha),
+                prior_a: 4,
+                prior_b: 4,
+                max_challenges: self.max_challenges,
+                epsilon_ppm: self.ratio_epsilon_ppm,
+                half_life_blocks: self.ratio_half_life_blocks,
+            }),
             "mixture" => Ok(StoppingRule::Mixture { alpha: self.alpha, prior_a: 4, prior_b: 4 }),
             "wilson" => Ok(StoppingRule::Wilson { z: 1.96 }),
             "wilson-calibrated" => Ok(StoppingRule::wilson_calibrated(self.cap)),
             "sprt" => Ok(StoppingRule::Sprt { delta: 0.1, alpha: self.alpha / 2.0, beta: 0.1 }),
             other => Err(ConfigError::Invalid(format!(
-                "evaluation.rule {}: expected mixture, wilson, wilson-calibrated or sprt",
+                "evaluation.rule {}: expected score, mixture, wilson, wilson-calibrated or sprt",
                 crate::bytes::quote_prefix(other)
             ))),
         }
     }
 
-    /// The futility stop, or none when `futility_advantage` is 0.
-    pub fn futility(&self) -> Option<crate::evaluation::stopping::Futility> {
-        (self.futility_advantage > 0.0).then_some(crate::evaluation::stopping::Futility {
-            advantage: self.futility_advantage,
-            alpha: self.futility_alpha,
-        })
+    /// The futility stop: against the bar for the `score` rule (none when
+    /// `futility_margin` is 0), on the advantage for the others (none when
+    /// `futility_advantage` is 0).
+    pub fn futility(&self) -> Option<Futility> {
+        if self.rule == "score" {
+            (self.futility_margin > 0.0).then_some(Futility::Bar(BarFutility {
+                margin_ppm: ppm(self.futility_margin),
+                alpha_ppm: ppm(self.futility_alpha),
+            }))
+        } else {
+            (self.futility_advantage > 0.0).then_some(Futility::Advantage(AdvantageFutility {
+                advantage: self.futility_advantage,
+                alpha: self.futility_alpha,
+            }))
+        }
     }
 
+    /// The ratio's parameters, with the arithmetic of this config's rule.
     pub fn ratio_params(&self) -> RatioParams {
-        RatioParams { epsilon_ppm: self.ratio_epsilon_ppm, half_life_blocks: self.ratio_half_life_blocks }
+        RatioParams {
+            epsilon_ppm: self.ratio_epsilon_ppm,
+            half_life_blocks: self.ratio_half_life_blocks,
+            arithmetic: if self.rule == "score" { Arithmetic::Exact } else { Arithmetic::Float },
+        }
     }
+}
+
+/// A probability in (0, 1) in parts per million, as `score` plans record it.
+fn ppm(x: f64) -> u32 {
+    libm::round(x * 1e6) as u32
 }
 
 /// Parses `text` (empty for all defaults), applies `AF_*` overrides from `vars`, checks.
@@ -378,6 +410,10 @@ impl Config {
             return invalid(format!(
                 "evaluation.futility_advantage = {advantage} is outside its range [0, 0.5] (0: off)"
             ));
+        }
+        let margin = self.evaluation.futility_margin;
+        if !(0.0..=0.5).contains(&margin) {
+            return invalid(format!("evaluation.futility_margin = {margin} is outside its range [0, 0.5] (0: off)"));
         }
         let futility_alpha = self.evaluation.futility_alpha;
         if !(futility_alpha > 0.0 && futility_alpha <= 0.5) {

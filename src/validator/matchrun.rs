@@ -9,7 +9,7 @@ use super::state::OpenMatch;
 use crate::bytes::{Hash32, MatchId, ValidatorKey};
 use crate::envs::{derive_challenge_id, Registry};
 use crate::evaluation::matchplay::{EnvResult, GameOutcome, MatchState, MatchVerdict};
-use crate::evaluation::ratio::{win_rate_ppm, RatioParams};
+use crate::evaluation::ratio::RatioParams;
 use crate::evaluation::stopping::{describe_plan, StoppingRule};
 use crate::ledger::event::{
     ChatMessage, EnvDecision, EnvOutcome, EnvRef, EnvWinRate, MatchDecided, MatchStarted, MinerRef, Transcript,
@@ -179,7 +179,10 @@ pub async fn play_match(
     let win_rates: Vec<EnvWinRate> = env_refs
         .iter()
         .zip(&state.envs)
-        .map(|(env, tally)| EnvWinRate { env: env.clone(), win_rate_ppm: win_rate_ppm(tally.wins, tally.losses) })
+        .map(|(env, t)| EnvWinRate {
+            env: env.clone(),
+            win_rate_ppm: shared.plan.rule.env_rate_ppm(t.wins, t.losses, t.draws),
+        })
         .collect();
     let contender_won = verdict == MatchVerdict::ContenderWins;
     let new_ratio = if contender_won {

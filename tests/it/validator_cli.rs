@@ -152,7 +152,7 @@ fn an_interrupted_validator_resumes_from_its_ledger() {
     let config = config(
         dir.path(),
         // Futility off: with it, two identical miners are dismissed after ~80 challenges.
-        "[evaluation]\nenvs = [\"mult\", \"coin\"]\nmax_challenges = 120\nwindow = 2\nfutility_advantage = 0",
+        "[evaluation]\nenvs = [\"mult\", \"coin\"]\nmax_challenges = 120\nwindow = 2\nfutility_advantage = 0\nfutility_margin = 0",
         &[("5A", &a), ("5B", &b)],
     );
     let data = dir.path().join("data");

@@ -1,0 +1,220 @@
+//! Exact per-environment figures of a `score` plan, by dynamic programs over the state
+//! the rule reads: `(n, h)`, challenges played and half-points (2 wins + draws). No
+//! sampling noise: these are the numbers ledger-spec/02 and the decisions benchmark print.
+//!
+//! For each `n` the rule stops on two intervals of `h`: a crown at `h >= up(n)`, and "not
+//! better" (the rule's lower side, or the bar futility) at `h <= down(n)`. The mixture's
+//! log statistic is convex in the score for fixed `n` (a sum of log-gamma terms), so each
+//! side is one interval, found by bisection; [`Boundaries::check`] confirms the intervals
+//! against the rule state by state for the caps tests use.
+//!
+//! [`worst_false_crown`] is the adaptive case: a contender not better than the bar (mean
+//! score at most `p0`) that picks its outcome distribution at every challenge from
+//! everything seen so far, to maximise the chance of a crown. The best such strategy is a
+//! Markov decision process over `(n, h)`; its value is linear in the distribution, so the
+//! maximum is at a vertex of the set of allowed distributions (for `p0 >= 1/2`: win `p0`
+//! or lose; win `2 p0 - 1` or draw; always lose; always draw).
+
+use super::stopping::{Futility, StoppingRule, Verdict};
+
+/// Where a `score` plan stops at each `n` up to its cap.
+pub struct Boundaries {
+    /// Per `n`: the smallest `h` that crowns (`2n + 1` if none).
+    up: Vec<u64>,
+    /// Per `n`: the largest `h` that stops as not better, or -1 if none.
+    down: Vec<i64>,
+}
+
+impl Boundaries {
+    /// The stopping intervals of `rule` (a `score` rule) with `futility` against `p0`,
+    /// for `n` in `0..=cap`.
+    pub fn new(rule: &StoppingRule, futility: Option<&Futility>, cap: u64, p0: f64) -> Boundaries {
+        assert!(rule.counts_draws(), "exact figures are for score rules");
+        let crowns = |n: u64, h: u64| verdict(rule, n, h, p0) == Verdict::Better;
+        let stops_low = |n: u64, h: u64| {
+            verdict(rule, n, h, p0) == Verdict::NotBetter || futility.is_some_and(|f| futile(f, n, h, p0))
+        };
+        let mut up = Vec::with_capacity(cap as usize + 1);
+        let mut down = Vec::with_capacity(cap as usize + 1);
+        for n in 0..=cap {
+            // Crowns form an upper interval: bisect for its lowest point.
+            let (mut low, mut high) = (0u64, 2 * n + 1); // !crowns(low - 1) boundary; crowns(high) or past the end
+            if n == 0 || !crowns(n, 2 * n) {
+                up.push(2 * n + 1);
+            } else {
+                while high - low > 1 {
+                    let mid = low + (high - low) / 2;
+                    if crowns(n, mid) {
+                        high = mid;
+                    } else {
+                        low = mid;
+                    }
+                }
+                up.push(if crowns(n, low) { low } else { high });
+            }
+            // Low stops form a lower interval: bisect for its highest point.
+            if n == 0 || !stops_low(n, 0) {
+                down.push(-1);
+            } else {
+                let (mut low, mut high) = (0u64, 2 * n + 1);
+                while high - low > 1 {
+                    let mid = low + (high - low) / 2;
+                    if stops_low(n, mid) {
+                        low = mid;
+                    } else {
+                        high = mid;
+                    }
+                }
+                down.push(low as i64);
+            }
+        }
+        Boundaries { up, down }
+    }
+
+    /// Whether the intervals are exactly the rule's stops at every state up to the cap
+    /// (a state-by-state check, O(cap^2) rule evaluations).
+    pub fn check(&self, rule: &StoppingRule, futility: Option<&Futility>, p0: f64) -> Result<(), String> {
+        for n in 1..self.up.len() as u64 {
+            for h in 0..=2 * n {
+                let verdict = verdict(rule, n, h, p0);
+                let low = verdict == Verdict::NotBetter || futility.is_some_and(|f| futile(f, n, h, p0));
+                let (want_up, want_low) = (verdict == Verdict::Better, low && verdict != Verdict::Better);
+                if want_up != (h >= self.up[n as usize]) || want_low != (h as i64 <= self.down[n as usize]) {
+                    return Err(format!("n {n} h {h}: rule says {verdict:?} (low stop {low}), intervals disagree"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn stop(&self, n: usize, h: usize) -> Option<bool> {
+        if h as u64 >= self.up[n] {
+            Some(true)
+        } else if (h as i64) <= self.down[n] {
+            Some(false)
+        } else {
+            None
+        }
+    }
+}
+
+fn verdict(rule: &StoppingRule, n: u64, h: u64, p0: f64) -> Verdict {
+    // Only (n, h) matters to a score rule: any split of h into wins and draws will do.
+    let (wins, draws) = (h / 2, h % 2);
+    rule.verdict_on(wins as u32, (n - wins - draws) as u32, draws as u32, p0)
+}
+
+fn futile(futility: &Futility, n: u64, h: u64, p0: f64) -> bool {
+    let (wins, draws) = (h / 2, h % 2);
+    futility.is_futile(wins as u32, (n - wins - draws) as u32, draws as u32, p0)
+}
+
+/// Exact outcome figures of one env.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct EnvFigures {
+    pub better: f64,
+    pub not_better: f64,
+    /// Reached the challenge cap undecided.
+    pub inconclusive: f64,
+    pub expected_challenges: f64,
+    /// The smallest `n` by which the env has stopped with probability at least 1/2.
+    pub median_challenges: u64,
+}
+
+/// One env played to `cap` challenges, each a win with probability `win` and a loss with
+/// `loss` (a draw otherwise), under the precomputed `bounds`.
+pub fn env_figures(bounds: &Boundaries, cap: u64, win: f64, loss: f64) -> EnvFigures {
+    let draw = 1.0 - win - loss;
+    let mut mass = vec![0.0f64; 2 * cap as usize + 3];
+    mass[0] = 1.0;
+    let (mut better, mut not_better, mut expected) = (0.0, 0.0, 0.0);
+    let mut median = None;
+    for n in 1..=cap as usize {
+        expected += mass[..=2 * (n - 1)].iter().sum::<f64>();
+        for h in (0..=2 * (n - 1)).rev() {
+            let m = mass[h];
+            mass[h] = m * loss;
+            mass[h + 1] += m * draw;
+            mass[h + 2] += m * win;
+        }
+        for (h, m) in mass[..=2 * n].iter_mut().enumerate() {
+            match bounds.stop(n, h) {
+                Some(true) => better += *m,
+                Some(false) => not_better += *m,
+                None => continue,
+            }
+            *m = 0.0;
+        }
+        if median.is_none() && better + not_better >= 0.5 {
+            median = Some(n as u64);
+        }
+    }
+    EnvFigures {
+        better,
+        not_better,
+        inconclusive: (1.0 - better - not_better).max(0.0),
+        expected_challenges: expected,
+        median_challenges: median.unwrap_or(cap),
+    }
+}
+
+/// The highest chance of a crown any contender whose mean score never exceeds `p0`
+/// (`1/2 <= p0 < 1`) can reach in one env within `cap` challenges, choosing its outcome
+/// odds adaptively, and that strategy's figure against a contender that never draws
+/// (`(worst, no_draws)`). Backward induction over `(n, h)`.
+pub fn worst_false_crown(bounds: &Boundaries, cap: u64, p0: f64) -> (f64, f64) {
+    assert!((0.5..1.0).contains(&p0));
+    // (win, draw, loss) vertices of the null set.
+    let actions = [(p0, 0.0, 1.0 - p0), (2.0 * p0 - 1.0, 2.0 - 2.0 * p0, 0.0), (0.0, 0.0, 1.0), (0.0, 1.0, 0.0)];
+    let cap = cap as usize;
+    let mut next = vec![0.0f64; 2 * cap + 1]; // value at n + 1
+    let mut next_plain = vec![0.0f64; 2 * cap + 1];
+    for (h, (v, plain)) in next.iter_mut().zip(next_plain.iter_mut()).enumerate() {
+        let value = if bounds.stop(cap, h) == Some(true) { 1.0 } else { 0.0 };
+        (*v, *plain) = (value, value);
+    }
+    for n in (0..cap).rev() {
+        let mut here = vec![0.0f64; 2 * n + 1];
+        let mut here_plain = vec![0.0f64; 2 * n + 1];
+        for h in 0..=2 * n {
+            if n > 0 {
+                if let Some(crowned) = bounds.stop(n, h) {
+                    let value = if crowned { 1.0 } else { 0.0 };
+                    (here[h], here_plain[h]) = (value, value);
+                    continue;
+                }
+            }
+            here[h] =
+                actions.iter().map(|&(w, d, l)| w * next[h + 2] + d * next[h + 1] + l * next[h]).fold(0.0, f64::max);
+            here_plain[h] = p0 * next_plain[h + 2] + (1.0 - p0) * next_plain[h];
+        }
+        next = here;
+        next_plain = here_plain;
+    }
+    (next[0], next_plain[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evaluation::stopping::{DEFAULT_FUTILITY, DEFAULT_RULE};
+
+    #[test]
+    fn intervals_are_the_rules_stops_state_by_state() {
+        for p0 in [0.51, 0.7, 0.9] {
+            let bounds = Boundaries::new(&DEFAULT_RULE, Some(&DEFAULT_FUTILITY), 300, p0);
+            bounds.check(&DEFAULT_RULE, Some(&DEFAULT_FUTILITY), p0).unwrap();
+        }
+    }
+
+    #[test]
+    fn figures_add_up_and_adaptive_play_is_at_least_fixed_play() {
+        let p0 = 0.7;
+        let bounds = Boundaries::new(&DEFAULT_RULE, Some(&DEFAULT_FUTILITY), 400, p0);
+        let fixed = env_figures(&bounds, 400, p0, 1.0 - p0);
+        assert!((fixed.better + fixed.not_better + fixed.inconclusive - 1.0).abs() < 1e-9);
+        let (worst, plain) = worst_false_crown(&bounds, 400, p0);
+        assert!((plain - fixed.better).abs() < 1e-12, "the no-draw strategy is the fixed one: {plain} {fixed:?}");
+        assert!(worst >= plain - 1e-15 && worst <= 1.0);
+    }
+}
