@@ -76,7 +76,7 @@ pub enum Futility {
 
 /// Defaults of the futility stop of `score` plans (`scripts/bench-decisions.sh` prints what
 /// they cost and save; ledger-spec/02 the exact figures).
-pub const DEFAULT_FUTILITY: Futility = Futility::Bar(BarFutility { margin_ppm: 70_000, alpha_ppm: 50_000 });
+pub const DEFAULT_FUTILITY: Futility = Futility::Bar(BarFutility { margin_ppm: 40_000, alpha_ppm: 50_000 });
 /// The futility stop the `mixture` plans were played with.
 pub const DEFAULT_ADVANTAGE_FUTILITY: AdvantageFutility = AdvantageFutility { advantage: 0.1, alpha: 0.05 };
 

@@ -392,7 +392,7 @@ fn miners_see_their_transcripts_with_proofs_that_break_on_any_changed_byte() {
         assert_eq!(entry["opponent"]["hotkey"], "5SynthPerfect");
         assert_eq!(entry["unproven"]["match_contender_won"], false);
         assert!(entry["unproven"]["match_reason"].as_str().unwrap().starts_with("contender lost: better in"));
-        assert!(entry["unproven"]["rule"].as_str().unwrap().starts_with("mixture"));
+        assert!(entry["unproven"]["rule"].as_str().unwrap().starts_with("score"));
         let tally = &entry["unproven"]["env_tally"];
         let n = ["wins", "losses", "draws"].iter().map(|k| tally[*k].as_u64().unwrap()).sum::<u64>();
         assert_eq!(tally["n_challenges"].as_u64(), Some(n));

@@ -232,7 +232,7 @@ fn print_config_shows_defaults_file_and_overrides() {
     let printed: toml::Table = stdout(&output).parse().expect("TOML");
     assert_eq!(printed["evaluation"]["cap"].as_integer(), Some(321));
     assert_eq!(printed["client"]["timeout_ms"].as_integer(), Some(1234));
-    assert_eq!(printed["evaluation"]["rule"].as_str(), Some("mixture"));
+    assert_eq!(printed["evaluation"]["rule"].as_str(), Some("score"));
     // The printed config is itself a valid config.
     let again = dir.path().join("again.toml");
     std::fs::write(&again, stdout(&output)).unwrap();
@@ -338,15 +338,19 @@ fn verbose_miners_are_recorded_and_the_log_audits_clean() {
     assert_eq!(audit.status.code(), Some(0), "{}", stdout(&audit));
 }
 
-/// With the default futility stop, a contender that answers exactly like the champion is
-/// dismissed within 200 challenges per env (not the 4,000-challenge cap), each decision
-/// records the plan, and the audit re-derives every decision from it.
+/// With the mixture plan's futility stop, a contender that answers exactly like the
+/// champion is dismissed within 200 challenges per env (not the 4,000-challenge cap; the
+/// score plan's stop takes about 1,260 at a bar of 0.51, `evaluation_stopping`), each
+/// decision records the plan, and the audit re-derives every decision from it.
 #[test]
 fn a_copy_of_the_champion_is_dismissed_early_and_the_audit_rederives_it() {
     let (a, b) = (miner("perfect"), miner("perfect"));
     let dir = tempfile::tempdir().unwrap();
-    let config =
-        config(dir.path(), "[evaluation]\nenvs = [\"mult\", \"sat\", \"coin\"]", &[("5Champ", &a), ("5Copy", &b)]);
+    let config = config(
+        dir.path(),
+        "[evaluation]\nrule = \"mixture\"\nenvs = [\"mult\", \"sat\", \"coin\"]",
+        &[("5Champ", &a), ("5Copy", &b)],
+    );
     let data = dir.path().join("data");
     let summary = validate_json(&data, &config);
     assert_eq!(summary["champion"], "5Champ");
