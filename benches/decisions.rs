@@ -4,14 +4,15 @@
 //!
 //! 1. Seeded whole matches (4 envs, the real `MatchState`) per scenario, with common random
 //!    numbers: each env draws from its own stream, so both plans see the same games.
-//! 2. Exact per-env figures of the score plan from the dynamic programs of
-//!    `evaluation::exact`: the worst adaptive false crown, a contender exactly at the bar
-//!    at several decisive shares, a contender 10 points above it.
+//! 2. Per-env figures of the score plan: the worst adaptive false crown, exact from the
+//!    dynamic programs of `evaluation::exact` (the rule alone: futility only removes
+//!    crowns); a contender exactly at the bar at several decisive shares and one 10 points
+//!    above it, simulated with the futility stop.
 //! 3. Copy-and-patch: the bar a patched champion sets under each plan, and how long a
-//!    broadly better model then waits for a crown (exact: per-env P(better) from the
-//!    dynamic programs, match P = P(at least 3 of 4 envs)).
+//!    broadly better model then waits for a crown (before: exact; after: simulated per
+//!    env; a match is crowned when at least 3 of 4 envs are).
 
-use af::evaluation::exact::{env_figures, worst_false_crown, Boundaries};
+use af::evaluation::exact::{worst_false_crown, Boundaries};
 use af::evaluation::ratio::{RatioParams, RatioToBeat, DEFAULT_RATIO_PARAMS};
 use af::evaluation::scenarios::{crown_is_right_for, patch, rate_of, scenarios, summarize, Config, EnvOdds, Scenario};
 use af::evaluation::stopping::{
@@ -53,11 +54,12 @@ fn main() {
     if only.is_empty() || only == "simulated" {
         simulated(n, seed, &before, &after);
     }
+    let runs = if full { 10_000 } else { 4 };
     if only.is_empty() || only == "exact" {
-        exact(exact_cap, &after);
+        exact(exact_cap, runs, &after);
     }
     if only.is_empty() || only == "patches" {
-        patches(exact_cap, &after);
+        patches(runs / 5, &after);
     }
     println!("\nran in {:.1} s", started.elapsed().as_secs_f64());
 }
@@ -116,27 +118,33 @@ fn at_bar(p0: f64, d: f64) -> Option<EnvOdds> {
     (win >= 0.0 && win <= d).then_some(EnvOdds { win, loss: d - win })
 }
 
-fn exact(cap: u64, after: &Config) {
-    println!(
-        "\n## exact per-env figures of the score plan (dynamic programs over (challenges, half-points), cap {cap})\n"
-    );
-    println!("| p0 | worst adaptive false crown | no draws at p0 | at the bar: decisive share -> median challenges, P(dismissed) | 10 points above (no draws): P(crowned), median |");
+/// One env played `runs` times under `config` (seeded, its own stream per run): P(crowned)
+/// and the median challenges played.
+fn env_sim(config: &Config, odds: EnvOdds, p0: f64, runs: u64) -> (f64, u64) {
+    let one = Scenario { name: "one env", envs: vec![odds] };
+    let s = summarize(&one, config, p0, runs, 20261125);
+    (s.p_crowned, s.env_challenges_p50)
+}
+
+fn exact(cap: u64, runs: u64, after: &Config) {
+    println!("\n## per-env figures of the score plan: false crowns exact (dynamic programs over (challenges, half-points), cap {cap}, the rule alone: a futility stop only removes crowns), the rest simulated with the futility stop ({runs} runs each)\n");
+    println!("| p0 | worst adaptive false crown | no draws at p0 | at the bar: decisive share -> median challenges, P(not crowned) | 10 points above (no draws): P(crowned), median |");
     println!("|---:|---:|---:|---|---|");
     let rows: Vec<String> = [0.51, 0.60, 0.70, 0.80, 0.85, 0.90]
         .par_iter()
         .map(|&p0| {
-            let bounds = Boundaries::new(&after.rule, after.futility.as_ref(), cap, p0);
+            let bounds = Boundaries::new(&after.rule, cap, p0);
             let (worst, plain) = worst_false_crown(&bounds, cap, p0);
             let mut at = Vec::new();
             for d in [0.1, 0.3, 0.5, 1.0] {
                 if let Some(odds) = at_bar(p0, d) {
-                    let f = env_figures(&bounds, cap, odds.win, odds.loss);
-                    at.push(format!("{d}: {} / {:.4}", f.median_challenges, f.not_better));
+                    let (crowned, median) = env_sim(after, odds, p0, runs);
+                    at.push(format!("{d}: {median} / {:.4}", 1.0 - crowned));
                 }
             }
             let above = if p0 + 0.1 < 1.0 {
-                let f = env_figures(&bounds, cap, p0 + 0.1, 1.0 - p0 - 0.1);
-                format!("{:.5} / {}", f.better, f.median_challenges)
+                let (crowned, median) = env_sim(after, EnvOdds { win: p0 + 0.1, loss: 0.9 - p0 }, p0, runs);
+                format!("{crowned:.4} / {median}")
             } else {
                 "-".into()
             };
@@ -154,31 +162,36 @@ fn three_of_four(q: f64) -> f64 {
     q.powi(4) + 4.0 * q.powi(3) * (1.0 - q)
 }
 
-fn patches(cap: u64, after: &Config) {
-    println!("\n## copy-and-patch, then a broad improver (p 0.6 on 50% decisive challenges), half-life 7200 blocks\n");
-    println!("| patch | plan | bar it sets | improver's rate | blocks until the improver is crowned with P >= 0.5 |");
-    println!("|---|---|---:|---:|---:|");
-    let improver = EnvOdds::new(0.5, 0.6);
+fn patches(runs: u64, after: &Config) {
+    println!("\n## copy-and-patch, then a broad improver, half-life 7200 blocks (before: exact, the mixture rule without its futility; after: simulated per env, {runs} runs, with the futility stop; a match is crowned when at least 3 of its 4 envs are)");
     let float = DEFAULT_RATIO_PARAMS.with_arithmetic(af::evaluation::ratio::Arithmetic::Float);
-    for (name, odds) in [("5%, all won", patch(0.05, 1.0)), ("10%, 90% won", patch(0.10, 0.9))] {
-        for (plan, rule, params) in [("before", MIXTURE_RULE, float), ("after", after.rule, DEFAULT_RATIO_PARAMS)] {
-            let rate = libm::round(rate_of(&odds, &rule) * 1e6) as u32;
-            let bar = params.after_win(&[rate; 4], 0);
-            let improver_rate = rate_of(&improver, &rule);
-            let wait = blocks_until_crowned(&params, &bar, |p0| {
-                let q = if rule.counts_draws() {
-                    let bounds = Boundaries::new(&after.rule, after.futility.as_ref(), cap, p0);
-                    env_figures(&bounds, cap, improver.win, improver.loss).better
-                } else {
-                    exact_rates(&rule, DEFAULT_CAP, improver.win_rate(), p0).better
-                };
-                three_of_four(q)
-            });
-            println!(
-                "| {name} | {plan} | {:.4} | {improver_rate:.4} | {} |",
-                f64::from(bar.set_ppm) / 1e6,
-                wait.map_or("never".into(), |b| format!("{b} ({:.2} days at 12 s)", b as f64 * 12.0 / 86_400.0))
-            );
+    for (label, improver) in
+        [("p 0.6, all decisive", EnvOdds::new(1.0, 0.6)), ("p 0.6, half decisive", EnvOdds::new(0.5, 0.6))]
+    {
+        println!("\nimprover: {label}\n");
+        println!(
+            "| patch | plan | bar it sets | improver's rate | blocks until the improver is crowned with P >= 0.5 |"
+        );
+        println!("|---|---|---:|---:|---:|");
+        for (name, odds) in [("5%, all won", patch(0.05, 1.0)), ("10%, 90% won", patch(0.10, 0.9))] {
+            for (plan, rule, params) in [("before", MIXTURE_RULE, float), ("after", after.rule, DEFAULT_RATIO_PARAMS)] {
+                let rate = libm::round(rate_of(&odds, &rule) * 1e6) as u32;
+                let bar = params.after_win(&[rate; 4], 0);
+                let improver_rate = rate_of(&improver, &rule);
+                let wait = blocks_until_crowned(&params, &bar, |p0| {
+                    let q = if rule.counts_draws() {
+                        env_sim(after, improver, p0, runs).0
+                    } else {
+                        exact_rates(&rule, DEFAULT_CAP, improver.win_rate(), p0).better
+                    };
+                    three_of_four(q)
+                });
+                println!(
+                    "| {name} | {plan} | {:.4} | {improver_rate:.4} | {} |",
+                    f64::from(bar.set_ppm) / 1e6,
+                    wait.map_or("never".into(), |b| format!("{b} ({:.2} days at 12 s)", b as f64 * 12.0 / 86_400.0))
+                );
+            }
         }
     }
 }

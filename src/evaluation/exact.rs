@@ -3,7 +3,10 @@
 //! sampling noise: these are the numbers ledger-spec/02 and the decisions benchmark print.
 //!
 //! For each `n` the rule stops on two intervals of `h`: a crown at `h >= up(n)`, and "not
-//! better" (the rule's lower side, or the bar futility) at `h <= down(n)`. The mixture's
+//! better" at `h <= down(n)`. The futility stop is left out: it reads wins and draws
+//! apart, and only ever ends a path as "not better", so the false-crown figures here
+//! bound every plan with futility from above (its own figures are simulated by
+//! `scripts/bench-decisions.sh`). The mixture's
 //! log statistic is convex in the score for fixed `n` (a sum of log-gamma terms), so each
 //! side is one interval, found by bisection; [`Boundaries::check`] confirms the intervals
 //! against the rule state by state for the caps tests use.
@@ -15,7 +18,7 @@
 //! maximum is at a vertex of the set of allowed distributions (for `p0 >= 1/2`: win `p0`
 //! or lose; win `2 p0 - 1` or draw; always lose; always draw).
 
-use super::stopping::{Futility, StoppingRule, Verdict};
+use super::stopping::{StoppingRule, Verdict};
 
 /// Where a `score` plan stops at each `n` up to its cap.
 pub struct Boundaries {
@@ -26,14 +29,12 @@ pub struct Boundaries {
 }
 
 impl Boundaries {
-    /// The stopping intervals of `rule` (a `score` rule) with `futility` against `p0`,
-    /// for `n` in `0..=cap`.
-    pub fn new(rule: &StoppingRule, futility: Option<&Futility>, cap: u64, p0: f64) -> Boundaries {
+    /// The stopping intervals of `rule` (a `score` rule) against `p0`, for `n` in
+    /// `0..=cap`.
+    pub fn new(rule: &StoppingRule, cap: u64, p0: f64) -> Boundaries {
         assert!(rule.counts_draws(), "exact figures are for score rules");
         let crowns = |n: u64, h: u64| verdict(rule, n, h, p0) == Verdict::Better;
-        let stops_low = |n: u64, h: u64| {
-            verdict(rule, n, h, p0) == Verdict::NotBetter || futility.is_some_and(|f| futile(f, n, h, p0))
-        };
+        let stops_low = |n: u64, h: u64| verdict(rule, n, h, p0) == Verdict::NotBetter;
         let mut up = Vec::with_capacity(cap as usize + 1);
         let mut down = Vec::with_capacity(cap as usize + 1);
         for n in 0..=cap {
@@ -73,14 +74,13 @@ impl Boundaries {
 
     /// Whether the intervals are exactly the rule's stops at every state up to the cap
     /// (a state-by-state check, O(cap^2) rule evaluations).
-    pub fn check(&self, rule: &StoppingRule, futility: Option<&Futility>, p0: f64) -> Result<(), String> {
+    pub fn check(&self, rule: &StoppingRule, p0: f64) -> Result<(), String> {
         for n in 1..self.up.len() as u64 {
             for h in 0..=2 * n {
                 let verdict = verdict(rule, n, h, p0);
-                let low = verdict == Verdict::NotBetter || futility.is_some_and(|f| futile(f, n, h, p0));
-                let (want_up, want_low) = (verdict == Verdict::Better, low && verdict != Verdict::Better);
+                let (want_up, want_low) = (verdict == Verdict::Better, verdict == Verdict::NotBetter);
                 if want_up != (h >= self.up[n as usize]) || want_low != (h as i64 <= self.down[n as usize]) {
-                    return Err(format!("n {n} h {h}: rule says {verdict:?} (low stop {low}), intervals disagree"));
+                    return Err(format!("n {n} h {h}: rule says {verdict:?}, intervals disagree"));
                 }
             }
         }
@@ -102,11 +102,6 @@ fn verdict(rule: &StoppingRule, n: u64, h: u64, p0: f64) -> Verdict {
     // Only (n, h) matters to a score rule: any split of h into wins and draws will do.
     let (wins, draws) = (h / 2, h % 2);
     rule.verdict_on(wins as u32, (n - wins - draws) as u32, draws as u32, p0)
-}
-
-fn futile(futility: &Futility, n: u64, h: u64, p0: f64) -> bool {
-    let (wins, draws) = (h / 2, h % 2);
-    futility.is_futile(wins as u32, (n - wins - draws) as u32, draws as u32, p0)
 }
 
 /// Exact outcome figures of one env.
@@ -197,20 +192,20 @@ pub fn worst_false_crown(bounds: &Boundaries, cap: u64, p0: f64) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evaluation::stopping::{DEFAULT_FUTILITY, DEFAULT_RULE};
+    use crate::evaluation::stopping::DEFAULT_RULE;
 
     #[test]
     fn intervals_are_the_rules_stops_state_by_state() {
         for p0 in [0.51, 0.7, 0.9] {
-            let bounds = Boundaries::new(&DEFAULT_RULE, Some(&DEFAULT_FUTILITY), 300, p0);
-            bounds.check(&DEFAULT_RULE, Some(&DEFAULT_FUTILITY), p0).unwrap();
+            let bounds = Boundaries::new(&DEFAULT_RULE, 300, p0);
+            bounds.check(&DEFAULT_RULE, p0).unwrap();
         }
     }
 
     #[test]
     fn figures_add_up_and_adaptive_play_is_at_least_fixed_play() {
         let p0 = 0.7;
-        let bounds = Boundaries::new(&DEFAULT_RULE, Some(&DEFAULT_FUTILITY), 400, p0);
+        let bounds = Boundaries::new(&DEFAULT_RULE, 400, p0);
         let fixed = env_figures(&bounds, 400, p0, 1.0 - p0);
         assert!((fixed.better + fixed.not_better + fixed.inconclusive - 1.0).abs() < 1e-9);
         let (worst, plain) = worst_false_crown(&bounds, 400, p0);

@@ -49,21 +49,26 @@ pub enum StoppingRule {
     Sprt { delta: f64, alpha: f64, beta: f64 },
 }
 
-/// The futility stop of `score` plans: defined against the bar, not against 1/2.
+/// The futility stop of `score` plans: defined against the bar, not against 1/2, and
+/// adapting to how much the contender's scores vary (a near-copy that mostly draws is
+/// dismissed in tens of challenges, a contender that never draws in hundreds).
 ///
-/// With `p1 = min(p0 + margin, (1 + p0) / 2)` (in ppm, integer division), the env stops as
-/// "not better" once the contender's mean score is shown below `p1`: its score sum `T`
-/// over `n` challenges is below `n p1` and the Beta(1, 1) mixture of likelihood ratios
-/// against `p1` reaches `ln(10^6 / alpha_ppm)`. For every fixed `q <= p1` the factor
-/// `(q / p1)^x ((1 - q) / (1 - p1))^(1 - x)` is convex in the score `x` in [0, 1], so for
-/// any contender with mean score at least `p1`, draws or not, that part of the mixture is
-/// a supermartingale and Ville's inequality bounds a wrong dismissal by `alpha`. A
-/// contender exactly at the bar is dismissed fast (ledger-spec/02 gives the figures).
+/// With `p1 = min(p0 + margin, (1 + p0) / 2)` (in ppm, integer division), each of eight
+/// bets `lambda_k = 2^-k / (1 - p1)`, k = 1..8, grows a capital
+/// `K_k = prod (1 + lambda_k (p1 - x_i))` over the challenges' scores `x_i` in {0, 1/2, 1}:
+/// `(1 + lambda_k p1)^losses (1 + lambda_k (p1 - 1/2))^draws (1 - lambda_k (1 - p1))^wins`.
+/// For any contender whose mean score is at least `p1`, each factor has expectation at
+/// most 1 whatever it does, so the average of the eight is a nonnegative supermartingale
+/// and Ville's inequality bounds a wrong dismissal by `alpha`. The env stops as "not
+/// better" once the score sum is below `n p1` and the average reaches `10^6 / alpha_ppm`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct BarFutility {
     pub margin_ppm: u32,
     pub alpha_ppm: u32,
 }
+
+/// How many bets the bar futility averages.
+pub const BAR_FUTILITY_BETS: i32 = 8;
 
 /// A futility stop: [`BarFutility`] for `score` plans, [`AdvantageFutility`] for the
 /// `mixture` plans of older logs.
@@ -76,7 +81,7 @@ pub enum Futility {
 
 /// Defaults of the futility stop of `score` plans (`scripts/bench-decisions.sh` prints what
 /// they cost and save; ledger-spec/02 the exact figures).
-pub const DEFAULT_FUTILITY: Futility = Futility::Bar(BarFutility { margin_ppm: 40_000, alpha_ppm: 50_000 });
+pub const DEFAULT_FUTILITY: Futility = Futility::Bar(BarFutility { margin_ppm: 65_000, alpha_ppm: 50_000 });
 /// The futility stop the `mixture` plans were played with.
 pub const DEFAULT_ADVANTAGE_FUTILITY: AdvantageFutility = AdvantageFutility { advantage: 0.1, alpha: 0.05 };
 
@@ -98,9 +103,7 @@ impl Futility {
     pub fn is_futile_with_slack(&self, wins: u32, losses: u32, draws: u32, p0: f64, slack: f64) -> bool {
         let n_challenges = u64::from(wins) + u64::from(losses) + u64::from(draws);
         match self {
-            Futility::Bar(f) => {
-                f.is_futile_with_slack(n_challenges, 2 * u64::from(wins) + u64::from(draws), p0_ppm(p0), slack)
-            }
+            Futility::Bar(f) => f.is_futile(u64::from(wins), u64::from(losses), u64::from(draws), p0_ppm(p0), slack),
             Futility::Advantage(f) => f.is_futile(n_challenges, wins + losses, wins),
         }
     }
@@ -123,18 +126,32 @@ impl BarFutility {
         (p0_ppm.saturating_add(self.margin_ppm)).min((1_000_000 + p0_ppm) / 2)
     }
 
-    /// After `n` challenges with `half_points` = 2 wins + draws.
-    pub fn is_futile(&self, n: u64, half_points: u64, p0_ppm: u32) -> bool {
-        self.is_futile_with_slack(n, half_points, p0_ppm, 0.0)
+    /// `ln` of the average capital of the bets after these counts, against `p1_ppm`.
+    pub fn log_capital(wins: u64, losses: u64, draws: u64, p1_ppm: u32) -> f64 {
+        let p1 = f64::from(p1_ppm) / 1e6;
+        let logs: Vec<f64> = (1..=BAR_FUTILITY_BETS)
+            .map(|k| {
+                let lambda = libm::exp2(-f64::from(k)) / (1.0 - p1);
+                losses as f64 * libm::log(1.0 + lambda * p1)
+                    + draws as f64 * libm::log(1.0 + lambda * (p1 - 0.5))
+                    + wins as f64 * libm::log(1.0 - lambda * (1.0 - p1))
+            })
+            .collect();
+        // ln of the mean of exp(logs), without overflow.
+        let top = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        top + libm::log(logs.iter().map(|l| libm::exp(l - top)).sum::<f64>()) - libm::log(f64::from(BAR_FUTILITY_BETS))
     }
 
-    fn is_futile_with_slack(&self, n: u64, half_points: u64, p0_ppm: u32, slack: f64) -> bool {
+    /// Whether the env is futile after these counts against the ratio to beat `p0_ppm`,
+    /// with the threshold moved by `slack` (as [`StoppingRule::verdict_with_slack`]).
+    pub fn is_futile(&self, wins: u64, losses: u64, draws: u64, p0_ppm: u32, slack: f64) -> bool {
+        let n = wins + losses + draws;
         let p1_ppm = self.target_ppm(p0_ppm);
+        let half_points = 2 * wins + draws;
         if n == 0 || u128::from(half_points) * 1_000_000 >= 2 * u128::from(n) * u128::from(p1_ppm) {
             return false;
         }
-        let p1 = f64::from(p1_ppm) / 1e6;
-        log_mixture_score(n, half_points, p1, 1, 1) >= libm::log(1e6 / f64::from(self.alpha_ppm)) + slack
+        Self::log_capital(wins, losses, draws, p1_ppm) >= libm::log(1e6 / f64::from(self.alpha_ppm)) + slack
     }
 }
 

@@ -240,7 +240,7 @@ impl Default for EvaluationConfig {
             envs: vec!["tictactoe".into(), "mult".into(), "sat".into(), "coin".into(), "abd".into(), "ded".into()],
             ratio_epsilon_ppm: 10_000,
             ratio_half_life_blocks: 7_200,
-            futility_margin: 0.04,
+            futility_margin: 0.065,
             futility_advantage: crate::evaluation::stopping::DEFAULT_ADVANTAGE_FUTILITY.advantage,
             futility_alpha: 0.05,
         }

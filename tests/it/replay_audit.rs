@@ -201,6 +201,35 @@ fn a_match_played_below_the_ratio_its_log_set_is_a_false_decision() {
     assert!(found[1].detail.contains("played at ratio"), "{}", found[1].detail);
 }
 
+/// Score plans carry the network's ratio parameters: two auditors with other local
+/// settings (epsilon, half-life) find the same nothing on honest logs, and the same
+/// false ratio on a forged one. A mixture plan still reads the auditor's settings.
+#[test]
+fn auditors_with_other_settings_reach_the_same_verdicts_on_score_plans() {
+    use af::evaluation::ratio::RatioParams;
+    let spec = NetworkSpec::small(3);
+    let (dir, _) = build(&spec);
+    let replayed = replay_with(dir.path(), 2, None);
+    let other = RatioParams { epsilon_ppm: 50_000, half_life_blocks: 10, ..DEFAULT_RATIO_PARAMS };
+    for fold in &replayed.folds {
+        assert!(replay::network::ratio_findings(fold, &DEFAULT_RATIO_PARAMS).is_empty());
+        assert!(replay::network::ratio_findings(fold, &other).is_empty(), "the auditor's own settings are not read");
+        let mut forged = fold.clone();
+        let winning =
+            forged.matches.values_mut().find(|m| m.decided.as_ref().is_some_and(|d| d.contender_won)).unwrap();
+        winning.decided.as_mut().unwrap().new_ratio_to_beat_ppm += 1;
+        let (a, b) = (
+            replay::network::ratio_findings(&forged, &DEFAULT_RATIO_PARAMS),
+            replay::network::ratio_findings(&forged, &other),
+        );
+        assert!(!a.is_empty());
+        assert_eq!(a, b);
+    }
+    let plan = af::evaluation::stopping::MIXTURE_RULE.describe();
+    assert_eq!(replay::network::plan_ratio_params(&plan, &other).epsilon_ppm, 50_000);
+    assert_eq!(replay::network::plan_ratio_params(&spec.rule.describe(), &other).epsilon_ppm, 10_000);
+}
+
 #[test]
 fn a_validator_against_the_majority_loses_trust_but_not_the_verdict() {
     // An honest log that differs: the miners answered this validator at random.

@@ -338,19 +338,15 @@ fn verbose_miners_are_recorded_and_the_log_audits_clean() {
     assert_eq!(audit.status.code(), Some(0), "{}", stdout(&audit));
 }
 
-/// With the mixture plan's futility stop, a contender that answers exactly like the
-/// champion is dismissed within 200 challenges per env (not the 4,000-challenge cap; the
-/// score plan's stop takes about 1,260 at a bar of 0.51, `evaluation_stopping`), each
-/// decision records the plan, and the audit re-derives every decision from it.
+/// With the default futility stop, a contender that answers exactly like the champion is
+/// dismissed within 200 challenges per env (not the 4,000-challenge cap), each decision
+/// records the plan, and the audit re-derives every decision from it.
 #[test]
 fn a_copy_of_the_champion_is_dismissed_early_and_the_audit_rederives_it() {
     let (a, b) = (miner("perfect"), miner("perfect"));
     let dir = tempfile::tempdir().unwrap();
-    let config = config(
-        dir.path(),
-        "[evaluation]\nrule = \"mixture\"\nenvs = [\"mult\", \"sat\", \"coin\"]",
-        &[("5Champ", &a), ("5Copy", &b)],
-    );
+    let config =
+        config(dir.path(), "[evaluation]\nenvs = [\"mult\", \"sat\", \"coin\"]", &[("5Champ", &a), ("5Copy", &b)]);
     let data = dir.path().join("data");
     let summary = validate_json(&data, &config);
     assert_eq!(summary["champion"], "5Champ");
@@ -358,7 +354,7 @@ fn a_copy_of_the_champion_is_dismissed_early_and_the_audit_rederives_it() {
     for event in own_events(&data) {
         if let Event::EnvDecision(d) = event {
             assert!(d.n_challenges <= 200, "{d:?}");
-            assert!(d.rule.contains("futility advantage=0.1"), "{}", d.rule);
+            assert!(d.rule.contains("futility margin_ppm=65000 alpha_ppm=50000"), "{}", d.rule);
             decisions += 1;
         }
     }
