@@ -130,7 +130,7 @@ fn exact(cap: u64, runs: u64, after: &Config) {
     println!("\n## per-env figures of the score plan: false crowns exact (dynamic programs over (challenges, half-points), cap {cap}, the rule alone: a futility stop only removes crowns), the rest simulated with the futility stop ({runs} runs each)\n");
     println!("| p0 | worst adaptive false crown | no draws at p0 | at the bar: decisive share -> median challenges, P(not crowned) | 10 points above (no draws): P(crowned), median |");
     println!("|---:|---:|---:|---|---|");
-    let rows: Vec<String> = [0.51, 0.60, 0.70, 0.80, 0.85, 0.90]
+    let rows: Vec<String> = [0.51, 0.60, 0.70, 0.80, 0.85, 0.90, 0.95]
         .par_iter()
         .map(|&p0| {
             let bounds = Boundaries::new(&after.rule, cap, p0);

@@ -230,6 +230,20 @@ fn auditors_with_other_settings_reach_the_same_verdicts_on_score_plans() {
     assert_eq!(replay::network::plan_ratio_params(&spec.rule.describe(), &other).epsilon_ppm, 10_000);
 }
 
+/// Migration: logs written with the mixture plan (decisive games only, the advantage
+/// futility, binary64 ratio arithmetic) still replay clean under their recorded plan.
+#[test]
+fn logs_of_the_mixture_plan_still_replay_clean() {
+    let spec = NetworkSpec { rule: af::evaluation::stopping::MIXTURE_RULE, ..NetworkSpec::small(3) };
+    let (dir, keys) = build(&spec);
+    let state = replay_with(dir.path(), 2, None).state;
+    assert!(state.discrepancies.is_empty(), "{:?}", state.discrepancies);
+    assert_eq!(state.champion.as_ref().map(|c| c.hotkey.as_str()), Some("5SynthPerfect"));
+    for key in &keys {
+        assert_eq!(vtrust(&state, key), 1_000_000);
+    }
+}
+
 #[test]
 fn a_validator_against_the_majority_loses_trust_but_not_the_verdict() {
     // An honest log that differs: the miners answered this validator at random.
