@@ -229,6 +229,87 @@ def verify_inclusion(leaf: bytes, index: int, size: int, path: list, root: bytes
 PASSED = []
 
 
+def parse_score_plan(text: str) -> dict:
+    """A score plan as ledger-spec/02 spells it: integers only, one spelling."""
+    import re
+    m = re.fullmatch(
+        r"score alpha_ppm=(0|[1-9][0-9]*) prior=(0|[1-9][0-9]*),(0|[1-9][0-9]*) challenges=(0|[1-9][0-9]*) "
+        r"epsilon_ppm=(0|[1-9][0-9]*) half_life_blocks=(0|[1-9][0-9]*)"
+        r"(?: futility margin_ppm=(0|[1-9][0-9]*) alpha_ppm=(0|[1-9][0-9]*))?",
+        text,
+    )
+    if m is None:
+        raise ValueError(f"not a score plan: {text!r}")
+    keys = ["alpha_ppm", "a", "b", "challenges", "epsilon_ppm", "half_life_blocks", "margin_ppm", "futility_alpha_ppm"]
+    return {k: (int(g) if g is not None else None) for k, g in zip(keys, m.groups())}
+
+
+def score_decision(plan: dict, P: int, w: int, l: int, d: int):
+    """(what the rule says, whether the futility stop applies), by ledger-spec/02's formulas."""
+    import math
+    n, h = w + l + d, 2 * w + d
+    T = h / 2
+
+    def lnB(x, y):
+        return math.lgamma(x) + math.lgamma(y) - math.lgamma(x + y)
+
+    def L(p, a, b):
+        return lnB(a + T, b + n - T) - lnB(a, b) - T * math.log(p) - (n - T) * math.log(1 - p)
+
+    says = "continue"
+    if n > 0 and h * 10**6 != 2 * n * P and L(P / 1e6, plan["a"], plan["b"]) >= math.log(10**6 / plan["alpha_ppm"]):
+        says = "better" if h * 10**6 > 2 * n * P else "not_better"
+    futile = False
+    if plan["margin_ppm"] is not None and n > 0:
+        P1 = min(P + plan["margin_ppm"], (10**6 + P) // 2)
+        p1 = P1 / 1e6
+        caps = []
+        for k in range(1, 9):
+            lam = 2.0 ** -k / (1 - p1)
+            caps.append(l * math.log(1 + lam * p1) + d * math.log(1 + lam * (p1 - 0.5)) + w * math.log(1 - lam * (1 - p1)))
+        top = max(caps)
+        C = top + math.log(sum(math.exp(c - top) for c in caps)) - math.log(8)
+        futile = h * 10**6 < 2 * n * P1 and C >= math.log(10**6 / plan["futility_alpha_ppm"])
+    return says, futile
+
+
+def check_decisions(v: dict):
+    for x in v["decisions"]:
+        plan = parse_score_plan(x["plan"])
+        w, l, d, P = x["wins"], x["losses"], x["draws"], x["ratio_to_beat_ppm"]
+        says, futile = score_decision(plan, P, w, l, d)
+        check(says == x["rule_says"] and futile == x["futile"],
+              f"score plan at {w}/{l}/{d} against {P}: rule {says}, futility {futile} (02)")
+        n = w + l + d
+        check(x["score_ppm"] == ((2 * w + d) * 10**6 + n) // (2 * n), f"score of {w}/{l}/{d} (02)")
+    r = v["ratio"]
+    floor = 500_000 + r["epsilon_ppm"]
+    for x in r["geometric_means"]:
+        rates = [max(1, q) for q in x["rates"]]
+        k, product = len(rates), 1
+        for q in rates:
+            product *= q
+        lo, hi = 1, 1_000_001  # (2 lo - 1)^k <= 2^k product < (2 hi - 1)^k
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if (2 * mid - 1) ** k <= (product << k):
+                lo = mid
+            else:
+                hi = mid
+        check(x["new_ratio_to_beat_ppm"] == min(max(lo, floor), 950_000), f"geometric mean of {x['rates']} (02)")
+    H = r["half_life_blocks"]
+    for x in r["decays"]:
+        S = x["set_ppm"]
+        if S <= floor:
+            want = floor
+        else:
+            e = max(0, x["block"] - x["set_at_block"])
+            q, rem = divmod(e, H)
+            xs = 0 if q >= 32 else (S - floor) >> q
+            want = floor + xs - (xs * rem) // (2 * H)
+        check(x["ppm"] == want, f"ratio {S} set at {x['set_at_block']} read at {x['block']} (02)")
+
+
 def check(condition: bool, what: str):
     if not condition:
         print(f"spec-check: {len(PASSED)} passed, 1 failed")
@@ -443,6 +524,7 @@ def main():
     sloppy = text[:-2] + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[last | 1] + text[-1]
     check(text.endswith("=") and not note_verifies(note.replace(text, sloppy), public),
           "a signature whose base64 has non-zero padding bits is refused (04)")
+    check_decisions(v)
     print("all vectors check out against ledger-spec/")
     print(f"spec-check: {len(PASSED)} passed, 0 failed")
 

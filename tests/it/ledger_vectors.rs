@@ -245,12 +245,87 @@ fn vectors() -> serde_json::Value {
             "proof_of_event_2": merkle::inclusion_path(leaves, 2),
         },
         "blocks": [block_vector(&genesis), block_vector(&next)],
+        "decisions": decision_vectors(),
+        "ratio": ratio_vectors(),
         "checkpoint": {
             "key_name": checkpoint::key_name(&key.validator()),
             "key_id": hex::encode(checkpoint::key_id(&checkpoint::key_name(&key.validator()), &key.validator())),
             "note": checkpoint.sign(&key),
         },
     })
+}
+
+/// Score-plan decisions at the default plan (ledger-spec/02, "The score plan"): what the
+/// rule and the futility stop say on each (wins, losses, draws) against each ratio, and
+/// the score each env records. Counts are chosen around the worked values, none within
+/// 1e-6 of a threshold.
+fn decision_vectors() -> Vec<serde_json::Value> {
+    use af::evaluation::stopping::{describe_plan, Verdict, DEFAULT_FUTILITY, DEFAULT_RULE};
+    let plan = describe_plan(&DEFAULT_RULE, Some(&DEFAULT_FUTILITY));
+    let counts: [(u32, u32, u32, u32); 12] = [
+        (30, 10, 0, 500_000),
+        (29, 11, 0, 500_000),
+        (66, 33, 1, 510_000),
+        (66, 34, 0, 510_000),
+        (85, 14, 1, 700_000),
+        (236, 164, 0, 510_000),
+        (0, 0, 59, 510_000),
+        (0, 0, 58, 510_000),
+        (208, 208, 0, 510_000),
+        (207, 207, 0, 510_000),
+        (90, 90, 80, 510_000),
+        (10, 40, 50, 900_000),
+    ];
+    counts
+        .iter()
+        .map(|&(wins, losses, draws, p)| {
+            let p0 = f64::from(p) / 1e6;
+            let verdict = match DEFAULT_RULE.verdict_on(wins, losses, draws, p0) {
+                Verdict::Better => "better",
+                Verdict::NotBetter => "not_better",
+                Verdict::Continue => "continue",
+            };
+            json!({
+                "plan": plan, "ratio_to_beat_ppm": p, "wins": wins, "losses": losses, "draws": draws,
+                "rule_says": verdict, "futile": DEFAULT_FUTILITY.is_futile(wins, losses, draws, p0),
+                "score_ppm": DEFAULT_RULE.env_rate_ppm(wins, losses, draws),
+            })
+        })
+        .collect()
+}
+
+/// The ratio to beat of score plans in integers (ledger-spec/02): geometric means of
+/// per-env rates and decays of a set ratio.
+fn ratio_vectors() -> serde_json::Value {
+    use af::evaluation::ratio::{RatioToBeat, DEFAULT_RATIO_PARAMS};
+    let params = DEFAULT_RATIO_PARAMS;
+    let means: Vec<_> = [
+        vec![640_000, 810_000],
+        vec![525_000; 4],
+        vec![512_345, 987_654, 600_001],
+        vec![0, 900_000],
+        vec![1_000_000; 6],
+        vec![300_000, 600_000],
+    ]
+    .into_iter()
+    .map(|rates| json!({ "rates": rates, "new_ratio_to_beat_ppm": params.after_win(&rates, 0).set_ppm }))
+    .collect();
+    let decays: Vec<_> = [
+        (710_000u32, 1_000u64, 1_000u64),
+        (710_000, 1_000, 4_600),
+        (710_000, 1_000, 8_199),
+        (710_000, 1_000, 8_200),
+        (654_321, 7, 123_456),
+        (505_000, 0, 99),
+        (950_000, 50, 10),
+    ]
+    .into_iter()
+    .map(|(set, at, block)| {
+        json!({ "set_ppm": set, "set_at_block": at, "block": block,
+                    "ppm": params.current_ppm(&RatioToBeat { set_ppm: set, set_at_block: at }, block) })
+    })
+    .collect();
+    json!({ "epsilon_ppm": params.epsilon_ppm, "half_life_blocks": params.half_life_blocks, "geometric_means": means, "decays": decays })
 }
 
 #[test]
