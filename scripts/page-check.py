@@ -254,6 +254,7 @@ def subnet_pages(browser, audit, site):
                 ({ miner: r.dataset.miner, state: r.cells[2].innerText })),
             matches: new Set([...document.querySelectorAll("#matches tr[data-match]")].map(r => r.dataset.match)).size,
             reigns: document.querySelectorAll("#champions tr").length - 1,
+            vtrust_lines: [...document.querySelectorAll("#vtrust-chart g[data-validator]")].map(g => g.dataset.validator),
         })""")
         check(not errors, f"{name} page: no console errors", errors)
         check(shown[name]["nav"] == ["Subnet", "Miners", "Matches", "History"], f"{name} page: navigation", shown[name]["nav"])
@@ -276,6 +277,13 @@ def subnet_pages(browser, audit, site):
     check(shown["matches"]["matches"] == len(audit["state"]["matches"]), "matches page: a row group per match",
           shown["matches"]["matches"])
     check(shown["history"]["reigns"] == len(audit["state"]["champion_history"]), "history page: a row per reign")
+    lines = shown["history"]["vtrust_lines"]
+    chained = any(v["chain_block"] > 0 for m in audit["state"]["matches"] for v in m["votes"])
+    if chained:
+        check(sorted(lines) == sorted(expected), "history page: a vTrust line per validator", lines)
+    else:
+        check("No match started at a chain block yet." in shown["history"]["text"],
+              "history page: no vTrust chart without chain blocks, said so")
 
 
 def main():
@@ -288,7 +296,7 @@ def main():
         processes += [champion, contender]
         config = os.path.join(work, "v.toml")
         with open(config, "w") as f:
-            f.write("[evaluation]\ncap = 100000\nmax_challenges = 150000\nfutility_advantage = 0\n"
+            f.write("[evaluation]\ncap = 100000\nmax_challenges = 150000\nfutility_advantage = 0\nfutility_margin = 0\n"
                     "[ledger]\nblock_max_events = 32\nblock_max_ms = 200\n")
             for i, (hotkey, url) in enumerate([("5Champion", champion_url), ("5Contender", contender_url)]):
                 f.write(f'\n[[miners]]\nhotkey = "{hotkey}"\nuid = {i}\nbase_url = "{url}"\nmodel = "m"\n')

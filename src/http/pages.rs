@@ -9,6 +9,8 @@
 use crate::audit::report::{date, decision, duration, identity, short, RATIO_NEVER_SET_ON_CHAIN, STYLE};
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::chain::weight_shares;
+// The legacy ratio parameters only reach logs of mixture plans (score plans carry theirs).
+use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use crate::ledger::event::MinerRef;
 use crate::replay::fold::{ChainFold, MatchFold};
 use crate::replay::network::{NetworkMatch, NetworkVerdict};
@@ -538,11 +540,71 @@ fn history(replay: &Replay) -> Markup {
         h2 { "Ratio to beat over chain blocks" }
         @if points.is_empty() { p.muted { "No match decided at a chain block yet." } }
         @else { (ratio_chart(&points)) }
+        h2 { "vTrust over chain blocks" }
+        @let history = crate::replay::network::vtrust_history(&replay.folds, &DEFAULT_RATIO_PARAMS, VTRUST_POINTS);
+        @if history.is_empty() { p.muted { "No match started at a chain block yet." } }
+        @else {
+            p.muted { "Each point replays every log cut back to the matches started at or before that block." }
+            (vtrust_chart(&history))
+        }
         h2 { "vTrust now" }
-        p.muted { "vTrust is recomputed from every log at each replay; its past values are not kept." }
         table #vtrust {
             tr { th { "validator" } th { "vTrust" } }
             @for v in &state.validators { tr { td { (short(&v.validator)) } td.n { (percent(u64::from(v.vtrust_ppm))) } } }
+        }
+    }
+}
+
+/// Points of the vTrust chart (each one a replay of the logs' prefixes).
+const VTRUST_POINTS: usize = 48;
+
+/// Each validator's vTrust over chain blocks, one line per validator, as SVG.
+fn vtrust_chart(history: &[(u64, Vec<(ValidatorKey, u32)>)]) -> Markup {
+    const COLORS: [&str; 6] = ["#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f"];
+    let (width, height, pad) = (720.0, 240.0, 40.0);
+    let first = history.first().map_or(0, |p| p.0);
+    let last = history.last().map_or(1, |p| p.0).max(first + 1);
+    let x = |block: u64| pad + (block - first) as f64 / (last - first) as f64 * (width - 2.0 * pad);
+    let y = |ppm: u32| height - pad - f64::from(ppm) / 1e6 * (height - 2.0 * pad);
+    let mut validators: Vec<ValidatorKey> = history.iter().flat_map(|(_, v)| v.iter().map(|(k, _)| *k)).collect();
+    validators.sort_unstable();
+    validators.dedup();
+    html! {
+        svg #vtrust-chart viewBox=(format!("0 0 {width} {height}")) width=(width) height=(height) role="img" {
+            title { "Each validator's vTrust, by chain block" }
+            line x1=(pad) y1=(height - pad) x2=(width - pad) y2=(height - pad) stroke="#5b6470" {}
+            line x1=(pad) y1=(pad) x2=(pad) y2=(height - pad) stroke="#5b6470" {}
+            @for tick in [0u32, 500_000, 1_000_000] {
+                text x="4" y=(format!("{:.1}", y(tick) + 4.0)) font-size="11" { (percent(u64::from(tick))) }
+            }
+            text x=(pad) y=(height - 8.0) font-size="11" { "block " (first) }
+            text x=(width - pad - 90.0) y=(height - 8.0) font-size="11" { "block " (last) }
+            @for (i, validator) in validators.iter().enumerate() {
+                @let color = COLORS[i % COLORS.len()];
+                @let points: Vec<(u64, u32)> = history
+                    .iter()
+                    .filter_map(|(block, all)| all.iter().find(|(k, _)| k == validator).map(|(_, ppm)| (*block, *ppm)))
+                    .collect();
+                @let path: String = points
+                    .iter()
+                    .enumerate()
+                    .map(|(j, (block, ppm))| format!("{}{:.1},{:.1}", if j == 0 { "M" } else { " L" }, x(*block), y(*ppm)))
+                    .collect();
+                g data-validator=(validator.to_hex()) {
+                    title { (validator.to_hex()) }
+                    path d=(path) fill="none" stroke=(color) stroke-width="2" {}
+                    @for (block, ppm) in &points {
+                        circle cx=(format!("{:.1}", x(*block))) cy=(format!("{:.1}", y(*ppm))) r="2.5" fill=(color) data-block=(block) data-ppm=(ppm) {
+                            title { (short(validator)) " at block " (block) ": " (percent(u64::from(*ppm))) }
+                        }
+                    }
+                }
+            }
+        }
+        p.legend {
+            @for (i, validator) in validators.iter().enumerate() {
+                span style=(format!("color:{}", COLORS[i % COLORS.len()])) { "\u{25a0} " } (short(validator)) " "
+            }
         }
     }
 }
@@ -650,5 +712,16 @@ mod tests {
         let replay = replay_of(0);
         let html = render("matches.html", &replay, &FromChain::default(), Paging::Page(None)).unwrap();
         assert!(html.contains("No match yet."));
+    }
+
+    #[test]
+    fn the_vtrust_chart_draws_a_line_per_validator_with_each_point() {
+        let (a, b) = (ValidatorKey([1; 32]), ValidatorKey([2; 32]));
+        let history = vec![(100, vec![(a, 1_000_000), (b, 1_000_000)]), (250, vec![(a, 1_000_000), (b, 800_000)])];
+        let svg = vtrust_chart(&history).into_string();
+        assert_eq!(svg.matches("<g data-validator=").count(), 2, "{svg}");
+        assert!(svg.contains(&format!("data-validator=\"{}\"", b.to_hex())));
+        assert!(svg.contains("data-block=\"250\" data-ppm=\"800000\""), "{svg}");
+        assert!(svg.contains("block 100") && svg.contains("block 250"));
     }
 }

@@ -363,6 +363,60 @@ pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Vec<Discrepancy
     found
 }
 
+/// Each validator's vTrust as the logs stood at chain block `B`, for up to `max_points`
+/// blocks at which matches started (evenly picked, the last always kept): [`combine`]
+/// over every log cut back to its matches started at or before `B`, and its findings at
+/// or before the last of them. So a point is what a replay of those prefixes computes,
+/// not a sample kept from the past.
+pub fn vtrust_history(
+    folds: &[ChainFold],
+    legacy: &RatioParams,
+    max_points: usize,
+) -> Vec<(u64, Vec<(ValidatorKey, u32)>)> {
+    let mut blocks: Vec<u64> =
+        folds.iter().flat_map(|f| f.matches.values().map(|m| m.chain_block)).filter(|b| *b > 0).collect();
+    blocks.sort_unstable();
+    blocks.dedup();
+    let picked: Vec<u64> = if blocks.len() <= max_points.max(1) {
+        blocks
+    } else {
+        let last = blocks.len() - 1;
+        let step = max_points.max(2) - 1;
+        (0..=step).map(|i| blocks[i * last / step]).collect()
+    };
+    picked
+        .into_iter()
+        .map(|block| {
+            let cut: Vec<ChainFold> = folds.iter().map(|f| fold_at_block(f, block)).collect();
+            let state = combine(&cut, legacy);
+            (block, state.validators.iter().map(|v| (v.validator, v.vtrust_ppm)).collect())
+        })
+        .collect()
+}
+
+/// `fold` as it stood once its last match started at or before chain `block` was
+/// decided: those matches, and the findings at or before that height.
+fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
+    let matches: BTreeMap<_, _> =
+        fold.matches.iter().filter(|(_, m)| m.chain_block <= block).map(|(k, m)| (*k, m.clone())).collect();
+    let height = matches.values().map(|m| m.decided.as_ref().map_or(m.started_height, |d| d.height)).max();
+    let within = |h: u64| height.is_some_and(|cut| h <= cut);
+    ChainFold {
+        validator: fold.validator,
+        tip: None,
+        invalid_at: fold.invalid_at.filter(|h| within(*h)),
+        n_events: 0,
+        n_transcripts: 0,
+        n_bytes: 0,
+        matches,
+        discrepancies: fold.discrepancies.iter().filter(|d| within(d.height)).cloned().collect(),
+        equivocations: fold.equivocations.iter().filter(|e| within(e.recorded_at.0)).cloned().collect(),
+        commitments: Vec::new(),
+        last_weights: None,
+        skipped: Vec::new(),
+    }
+}
+
 /// The ratio parameters a match was played under: those its `score` plan records (the
 /// network's, the same for every auditor), else, for the `mixture` plans of older logs,
 /// the auditor's `legacy` ones with the binary64 arithmetic those logs were written with.

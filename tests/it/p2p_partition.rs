@@ -83,7 +83,7 @@ fn a_two_two_partition_keeps_both_halves_working_and_heals() {
     // Perfect-but-slow miners: every match is all draws and runs to max_challenges, so
     // validators keep writing blocks for the whole test.
     let mut config = String::from(
-        "[evaluation]\ncap = 100\nmax_challenges = 300\nwindow = 2\nenvs = [\"mult\", \"coin\", \"sat\"]\n\
+        "[evaluation]\ncap = 100\nmax_challenges = 300\nwindow = 2\nfutility_margin = 0\nenvs = [\"mult\", \"coin\", \"sat\"]\n\
          [ledger]\nblock_max_events = 16\nblock_max_ms = 200\n",
     );
     for m in 0..6 {

@@ -244,6 +244,29 @@ fn logs_of_the_mixture_plan_still_replay_clean() {
     }
 }
 
+/// vTrust over chain blocks replays the logs' prefixes: a validator that plays its second
+/// match below the ratio its log set has full trust at the first match's block and loses
+/// one proof's worth at the second's; the last point is the state's vTrust now.
+#[test]
+fn vtrust_history_replays_each_prefix() {
+    let spec = NetworkSpec { faults: Faults { low_bar: Some(2), ..Faults::default() }, ..NetworkSpec::small(3) };
+    let (dir, keys) = build(&spec);
+    let replayed = replay_with(dir.path(), 2, None);
+    let history = replay::network::vtrust_history(&replayed.folds, &DEFAULT_RATIO_PARAMS, 48);
+    assert!(history.len() >= 2, "{history:?}");
+    assert!(history.windows(2).all(|w| w[0].0 < w[1].0), "blocks ascend");
+    let at = |i: usize, key| history[i].1.iter().find(|(k, _)| *k == key).map(|(_, ppm)| *ppm);
+    assert_eq!(at(0, keys[2]), Some(1_000_000), "{history:?}");
+    let last = history.len() - 1;
+    for key in &keys {
+        assert_eq!(at(last, *key), Some(vtrust(&replayed.state, key)), "the last point is now");
+    }
+    assert_eq!(at(last, keys[2]), Some(800_000));
+    // Picking fewer points keeps the first and the last.
+    let two = replay::network::vtrust_history(&replayed.folds, &DEFAULT_RATIO_PARAMS, 2);
+    assert_eq!((two[0].0, two[1].0), (history[0].0, history[last].0));
+}
+
 #[test]
 fn a_validator_against_the_majority_loses_trust_but_not_the_verdict() {
     // An honest log that differs: the miners answered this validator at random.
