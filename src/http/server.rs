@@ -104,6 +104,9 @@ struct Served {
     replayer: Replayer,
     /// The first page of `state`, serialized, for the replay it was made from.
     state_page: tokio::sync::Mutex<Option<(Arc<Replay>, Bytes, String)>>,
+    /// `history.html` for the replay it was rendered from: its vTrust chart replays the
+    /// logs' prefixes (up to 48 combines), so it is drawn once per replay, not per reader.
+    history_page: tokio::sync::Mutex<Option<(Arc<Replay>, String)>>,
 }
 
 /// What a node feeds its HTTP API besides its store, each when it has one: the network's
@@ -185,6 +188,7 @@ pub fn router(
         own: Arc::new(std::sync::Mutex::new(ValidatorState::new(&ratio_params))),
         replayer,
         state_page: tokio::sync::Mutex::new(None),
+        history_page: tokio::sync::Mutex::new(None),
     });
     Router::new()
         .route("/", get(live_page))
@@ -965,6 +969,21 @@ struct PageQuery {
 /// page one page at a time.
 async fn subnet_page(State(served): State<Arc<Served>>, name: &'static str, query: PageQuery) -> Answer {
     let replay = replayed(&served).await?;
+    if name == "history.html" {
+        // Held while drawing: concurrent readers wait for the one drawing, not draw again.
+        let mut cached = served.history_page.lock().await;
+        if let Some((_, html)) = cached.as_ref().filter(|(of, _)| Arc::ptr_eq(of, &replay)) {
+            return Ok(html_page(html.clone()));
+        }
+        let for_render = replay.clone();
+        let html = blocking(move || {
+            super::pages::render(name, &for_render, &super::pages::FromChain::default(), super::pages::Paging::Whole)
+                .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, "no history page".into()))
+        })
+        .await?;
+        *cached = Some((replay, html.clone()));
+        return Ok(html_page(html));
+    }
     let paging = super::pages::Paging::Page(query.page);
     let read = match &served.chain_reads {
         Some(reads) if name == "subnet.html" || name == "miners.html" => reads.get().await,
