@@ -558,49 +558,96 @@ fn history(replay: &Replay) -> Markup {
 /// Points of the vTrust chart (each one a replay of the logs' prefixes).
 const VTRUST_POINTS: usize = 48;
 
-/// Each validator's vTrust over chain blocks, one line per validator, as SVG.
-fn vtrust_chart(history: &[(u64, Vec<(ValidatorKey, u32)>)]) -> Markup {
-    const COLORS: [&str; 6] = ["#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f"];
-    let (width, height, pad) = (720.0, 240.0, 40.0);
-    let first = history.first().map_or(0, |p| p.0);
-    let last = history.last().map_or(1, |p| p.0).max(first + 1);
-    let x = |block: u64| pad + (block - first) as f64 / (last - first) as f64 * (width - 2.0 * pad);
-    let y = |ppm: u32| height - pad - f64::from(ppm) / 1e6 * (height - 2.0 * pad);
-    let mut validators: Vec<ValidatorKey> = history.iter().flat_map(|(_, v)| v.iter().map(|(k, _)| *k)).collect();
-    validators.sort_unstable();
-    validators.dedup();
-    html! {
-        svg #vtrust-chart viewBox=(format!("0 0 {width} {height}")) width=(width) height=(height) role="img" {
-            title { "Each validator's vTrust, by chain block" }
-            line x1=(pad) y1=(height - pad) x2=(width - pad) y2=(height - pad) stroke="#5b6470" {}
-            line x1=(pad) y1=(pad) x2=(pad) y2=(height - pad) stroke="#5b6470" {}
-            @for tick in [0u32, 500_000, 1_000_000] {
-                text x="4" y=(format!("{:.1}", y(tick) + 4.0)) font-size="11" { (percent(u64::from(tick))) }
+/// The frame both charts share: chain blocks `first..=last` across, a share in ppm from
+/// `low` to 10^6 up, as SVG coordinates.
+struct Frame {
+    first: u64,
+    last: u64,
+    low: u32,
+}
+
+impl Frame {
+    const WIDTH: f64 = 720.0;
+    const HEIGHT: f64 = 240.0;
+    const PAD: f64 = 40.0;
+
+    fn new(first: u64, last: u64, low: u32) -> Frame {
+        Frame { first, last: last.max(first + 1), low }
+    }
+
+    fn x(&self, block: u64) -> f64 {
+        Self::PAD + (block - self.first) as f64 / (self.last - self.first) as f64 * (Self::WIDTH - 2.0 * Self::PAD)
+    }
+
+    fn y(&self, ppm: u32) -> f64 {
+        let span = f64::from(1_000_000 - self.low);
+        Self::HEIGHT - Self::PAD - (f64::from(ppm) - f64::from(self.low)) / span * (Self::HEIGHT - 2.0 * Self::PAD)
+    }
+
+    /// An SVG path through `points`.
+    fn path(&self, points: &[(u64, u32)]) -> String {
+        points
+            .iter()
+            .enumerate()
+            .map(|(i, (block, ppm))| {
+                format!("{}{:.1},{:.1}", if i == 0 { "M" } else { " L" }, self.x(*block), self.y(*ppm))
+            })
+            .collect()
+    }
+
+    /// An SVG chart with `id` and `title`: axes, the ticks of the share, the first and last
+    /// block, then `content`.
+    fn chart(&self, id: &str, title: &str, content: Markup) -> Markup {
+        let (width, height, pad) = (Self::WIDTH, Self::HEIGHT, Self::PAD);
+        html! {
+            svg id=(id) viewBox=(format!("0 0 {width} {height}")) width=(width) height=(height) role="img" {
+                title { (title) }
+                line x1=(pad) y1=(height - pad) x2=(width - pad) y2=(height - pad) stroke="#5b6470" {}
+                line x1=(pad) y1=(pad) x2=(pad) y2=(height - pad) stroke="#5b6470" {}
+                @for tick in [self.low, (self.low + 1_000_000) / 2, 1_000_000] {
+                    text x="4" y=(format!("{:.1}", self.y(tick) + 4.0)) font-size="11" { (percent(u64::from(tick))) }
+                }
+                text x=(pad) y=(height - 8.0) font-size="11" { "block " (self.first) }
+                text x=(width - pad - 90.0) y=(height - 8.0) font-size="11" { "block " (self.last) }
+                (content)
             }
-            text x=(pad) y=(height - 8.0) font-size="11" { "block " (first) }
-            text x=(width - pad - 90.0) y=(height - 8.0) font-size="11" { "block " (last) }
-            @for (i, validator) in validators.iter().enumerate() {
-                @let color = COLORS[i % COLORS.len()];
-                @let points: Vec<(u64, u32)> = history
-                    .iter()
-                    .filter_map(|(block, all)| all.iter().find(|(k, _)| k == validator).map(|(_, ppm)| (*block, *ppm)))
-                    .collect();
-                @let path: String = points
-                    .iter()
-                    .enumerate()
-                    .map(|(j, (block, ppm))| format!("{}{:.1},{:.1}", if j == 0 { "M" } else { " L" }, x(*block), y(*ppm)))
-                    .collect();
-                g data-validator=(validator.to_hex()) {
-                    title { (validator.to_hex()) }
-                    path d=(path) fill="none" stroke=(color) stroke-width="2" {}
-                    @for (block, ppm) in &points {
-                        circle cx=(format!("{:.1}", x(*block))) cy=(format!("{:.1}", y(*ppm))) r="2.5" fill=(color) data-block=(block) data-ppm=(ppm) {
-                            title { (short(validator)) " at block " (block) ": " (percent(u64::from(*ppm))) }
-                        }
-                    }
+        }
+    }
+
+    /// Dots at `points`, each titled with its block and share.
+    fn dots(&self, points: &[(u64, u32)], color: &str, label: &str) -> Markup {
+        html! {
+            @for (block, ppm) in points {
+                circle cx=(format!("{:.1}", self.x(*block))) cy=(format!("{:.1}", self.y(*ppm))) r="3" fill=(color) data-block=(block) data-ppm=(ppm) {
+                    title { (label) "block " (block) ": " (percent(u64::from(*ppm))) }
                 }
             }
         }
+    }
+}
+
+/// Each validator's vTrust over chain blocks, one line per validator, as SVG.
+fn vtrust_chart(history: &[(u64, Vec<(ValidatorKey, u32)>)]) -> Markup {
+    const COLORS: [&str; 6] = ["#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f"];
+    let frame = Frame::new(history.first().map_or(0, |p| p.0), history.last().map_or(1, |p| p.0), 0);
+    let mut validators: Vec<ValidatorKey> = history.iter().flat_map(|(_, v)| v.iter().map(|(k, _)| *k)).collect();
+    validators.sort_unstable();
+    validators.dedup();
+    let lines = html! {
+        @for (i, validator) in validators.iter().enumerate() {
+            @let points: Vec<(u64, u32)> = history
+                .iter()
+                .filter_map(|(block, all)| all.iter().find(|(k, _)| k == validator).map(|(_, ppm)| (*block, *ppm)))
+                .collect();
+            g data-validator=(validator.to_hex()) {
+                title { (validator.to_hex()) }
+                path d=(frame.path(&points)) fill="none" stroke=(COLORS[i % COLORS.len()]) stroke-width="2" {}
+                (frame.dots(&points, COLORS[i % COLORS.len()], &format!("{} at ", &validator.to_hex()[..16])))
+            }
+        }
+    };
+    html! {
+        (frame.chart("vtrust-chart", "Each validator's vTrust, by chain block", lines))
         p.legend {
             @for (i, validator) in validators.iter().enumerate() {
                 span style=(format!("color:{}", COLORS[i % COLORS.len()])) { "\u{25a0} " } (short(validator)) " "
@@ -611,35 +658,13 @@ fn vtrust_chart(history: &[(u64, Vec<(ValidatorKey, u32)>)]) -> Markup {
 
 /// A step chart of the ratio each match set, over chain blocks, as SVG.
 fn ratio_chart(points: &[(u64, u32)]) -> Markup {
-    let (width, height, pad) = (720.0, 240.0, 40.0);
-    let first = points.first().map_or(0, |p| p.0);
-    let last = points.last().map_or(1, |p| p.0).max(first + 1);
-    let x = |block: u64| pad + (block - first) as f64 / (last - first) as f64 * (width - 2.0 * pad);
     // The ratio lives in [0.5, 1].
-    let y = |ppm: u32| height - pad - (f64::from(ppm) / 1e6 - 0.5) / 0.5 * (height - 2.0 * pad);
-    let path: String = points
-        .iter()
-        .enumerate()
-        .map(|(i, (block, ppm))| format!("{}{:.1},{:.1}", if i == 0 { "M" } else { " L" }, x(*block), y(*ppm)))
-        .collect();
-    html! {
-        svg #ratio-chart viewBox=(format!("0 0 {width} {height}")) width=(width) height=(height) role="img" {
-            title { "Ratio to beat set by each decided match, by chain block" }
-            line x1=(pad) y1=(height - pad) x2=(width - pad) y2=(height - pad) stroke="#5b6470" {}
-            line x1=(pad) y1=(pad) x2=(pad) y2=(height - pad) stroke="#5b6470" {}
-            @for tick in [500_000u32, 750_000, 1_000_000] {
-                text x="4" y=(format!("{:.1}", y(tick) + 4.0)) font-size="11" { (percent(u64::from(tick))) }
-            }
-            text x=(pad) y=(height - 8.0) font-size="11" { "block " (first) }
-            text x=(width - pad - 90.0) y=(height - 8.0) font-size="11" { "block " (last) }
-            path d=(path) fill="none" stroke="#1565c0" stroke-width="2" {}
-            @for (block, ppm) in points {
-                circle cx=(format!("{:.1}", x(*block))) cy=(format!("{:.1}", y(*ppm))) r="3" fill="#1565c0" data-block=(block) data-ppm=(ppm) {
-                    title { "block " (block) ": " (percent(u64::from(*ppm))) }
-                }
-            }
-        }
-    }
+    let frame = Frame::new(points.first().map_or(0, |p| p.0), points.last().map_or(1, |p| p.0), 500_000);
+    let content = html! {
+        path d=(frame.path(points)) fill="none" stroke="#1565c0" stroke-width="2" {}
+        (frame.dots(points, "#1565c0", ""))
+    };
+    frame.chart("ratio-chart", "Ratio to beat set by each decided match, by chain block", content)
 }
 
 #[cfg(test)]
@@ -723,5 +748,9 @@ mod tests {
         assert!(svg.contains(&format!("data-validator=\"{}\"", b.to_hex())));
         assert!(svg.contains("data-block=\"250\" data-ppm=\"800000\""), "{svg}");
         assert!(svg.contains("block 100") && svg.contains("block 250"));
+        // The ratio chart shares the frame, from 50% up: its floor sits on the x axis.
+        let ratio = ratio_chart(&[(100, 500_000), (250, 720_000)]).into_string();
+        assert!(ratio.contains("id=\"ratio-chart\"") && ratio.contains("data-block=\"250\" data-ppm=\"720000\""));
+        assert!(ratio.contains("cx=\"40.0\" cy=\"200.0\""), "{ratio}");
     }
 }
