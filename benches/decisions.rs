@@ -59,7 +59,7 @@ fn main() {
         exact(exact_cap, runs, &after);
     }
     if only.is_empty() || only == "patches" {
-        patches(runs / 5, &after);
+        patches((runs / 5).max(1), &after);
     }
     println!("\nran in {:.1} s", started.elapsed().as_secs_f64());
 }

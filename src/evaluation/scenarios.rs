@@ -159,7 +159,9 @@ pub struct Summary {
     pub p_crowned: f64,
 }
 
+/// Summary of `n` (at least one) seeded matches.
 pub fn summarize(scenario: &Scenario, config: &Config, p0: f64, n: u64, seed: u64) -> Summary {
+    assert!(n > 0, "a summary of no matches");
     let mut calls = Vec::with_capacity(n as usize);
     let mut env_challenges = Vec::with_capacity(n as usize);
     let mut crowned = 0u64;
