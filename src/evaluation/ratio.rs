@@ -208,6 +208,9 @@ mod tests {
         assert_eq!(exact_geometric_mean(&[3, 4]), 3);
         assert_eq!(exact_geometric_mean(&[1_000_000; 64]), 1_000_000);
         assert_eq!(exact_geometric_mean(&[0, 900_000]), 949, "a zero counts as 1 ppm");
+        // The most rates a decision may list.
+        let many = vec![999_999; crate::limits::MAX_LIST_ITEMS];
+        assert_eq!(exact_geometric_mean(&many), 999_999);
     }
 
     #[test]

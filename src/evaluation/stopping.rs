@@ -369,8 +369,9 @@ pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
     // Only a description this build would write is accepted (one spelling per plan), with
     // parameters inside their ranges.
     let sane = match (rule, futility) {
-        (StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges, epsilon_ppm, .. }, f) => {
+        (StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges, epsilon_ppm, half_life_blocks }, f) => {
             (1..1_000_000).contains(&alpha_ppm)
+                && (1..=1_000_000_000).contains(&half_life_blocks)
                 && (1..=1_000).contains(&prior_a)
                 && (1..=1_000).contains(&prior_b)
                 && (1..=MAX_SCORE_CHALLENGES).contains(&max_challenges)

@@ -250,6 +250,7 @@ fn recorded_plans_read_back_and_decisions_are_rederived() {
     assert_eq!(parse_plan(&huge), None, "{huge}");
     assert_eq!(parse_plan(&DEFAULT_RULE.describe().replace("alpha_ppm=50000", "alpha_ppm=0")), None);
     assert_eq!(parse_plan(&DEFAULT_RULE.describe().replace("prior=4,4", "prior=04,4")), None);
+    assert_eq!(parse_plan(&DEFAULT_RULE.describe().replace("half_life_blocks=7200", "half_life_blocks=0")), None);
     let plan = describe_plan(&DEFAULT_RULE, Some(&DEFAULT_FUTILITY));
     let decision = |outcome, wins, losses, draws| EnvDecision {
         match_id: af::bytes::Hash32([1; 32]),
