@@ -459,6 +459,22 @@ impl StoppingRule {
         }
     }
 
+    /// The ratio parameters of plans with this rule: those a `score` rule carries (the
+    /// network's, the same for every reader), else `legacy` with the binary64 arithmetic
+    /// the `mixture` plans of older logs were written with.
+    pub fn ratio_params(
+        &self,
+        legacy: &crate::evaluation::ratio::RatioParams,
+    ) -> crate::evaluation::ratio::RatioParams {
+        use crate::evaluation::ratio::{Arithmetic, RatioParams};
+        match *self {
+            StoppingRule::Score { epsilon_ppm, half_life_blocks, .. } => {
+                RatioParams { epsilon_ppm, half_life_blocks, arithmetic: Arithmetic::Exact }
+            }
+            _ => legacy.with_arithmetic(Arithmetic::Float),
+        }
+    }
+
     /// Whether the rule reads draws (a `score` rule) or only decisive games.
     pub fn counts_draws(&self) -> bool {
         matches!(self, StoppingRule::Score { .. })

@@ -348,6 +348,9 @@ fn match_decision_error<S: AsRef<str>>(m: &MatchFold, decided: &MatchDecided<S>)
     if decided.win_rates.len() != m.envs.len() {
         return Some(format!("gives {} win rates for {} envs", decided.win_rates.len(), m.envs.len()));
     }
+    // A plan af does not know leaves nothing to compare rates with (its decisions are
+    // already reported as unknown rules).
+    let rule = crate::evaluation::stopping::parse_plan(&m.rule).map(|(rule, _)| rule);
     for (rate, env) in decided.win_rates.iter().zip(&m.envs) {
         let name = rate.env.name.as_ref();
         if name != env.name {
@@ -355,9 +358,6 @@ fn match_decision_error<S: AsRef<str>>(m: &MatchFold, decided: &MatchDecided<S>)
         }
         // The rate is of the tally the env's decision recorded (an env with no decision
         // recorded has nothing to compare with).
-        // A plan af does not know leaves nothing to compare with (its decisions are
-        // already reported as unknown rules).
-        let rule = crate::evaluation::stopping::parse_plan(&m.rule).map(|(rule, _)| rule);
         if let (Some((wins, losses, draws)), Some(rule)) = (m.env_folds.get(name).and_then(|e| e.decided_tally), rule) {
             let expected = rule.env_rate_ppm(wins, losses, draws);
             if rate.win_rate_ppm != expected {

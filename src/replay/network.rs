@@ -422,12 +422,9 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
 /// the auditor's `legacy` ones with the binary64 arithmetic those logs were written with.
 pub fn plan_ratio_params(plan: &str, legacy: &RatioParams) -> RatioParams {
     use crate::evaluation::ratio::Arithmetic;
-    use crate::evaluation::stopping::{parse_plan, StoppingRule};
-    match parse_plan(plan) {
-        Some((StoppingRule::Score { epsilon_ppm, half_life_blocks, .. }, _)) => {
-            RatioParams { epsilon_ppm, half_life_blocks, arithmetic: Arithmetic::Exact }
-        }
-        _ => legacy.with_arithmetic(Arithmetic::Float),
+    match crate::evaluation::stopping::parse_plan(plan) {
+        Some((rule, _)) => rule.ratio_params(legacy),
+        None => legacy.with_arithmetic(Arithmetic::Float),
     }
 }
 

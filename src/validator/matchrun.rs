@@ -187,7 +187,8 @@ pub async fn play_match(
     let contender_won = verdict == MatchVerdict::ContenderWins;
     let new_ratio = if contender_won {
         let rates: Vec<u32> = win_rates.iter().map(|r| r.win_rate_ppm).collect();
-        ratio_params.after_win(&rates, chain_block).set_ppm
+        // By the plan's own arithmetic: a resumed match of an older plan keeps its own.
+        shared.plan.rule.ratio_params(&ratio_params).after_win(&rates, chain_block).set_ppm
     } else {
         shared.plan.ratio_to_beat_ppm
     };

@@ -11,7 +11,7 @@ use super::matchrun::{self, Contestant, MatchContext, MatchError, MatchPlan, Mat
 use super::state;
 use super::writer::{spawn_writer, WriterError};
 use crate::evaluation::matchplay::{MatchState, MatchVerdict};
-use crate::evaluation::stopping::describe_plan;
+use crate::evaluation::stopping::{describe_plan, parse_plan};
 use crate::ledger::event::Evidence;
 use crate::ledger::event::MinerRef;
 use crate::ledger::{Event, ValidatorKey};
@@ -43,7 +43,7 @@ pub enum RunError {
     NoMiners,
     #[error("the log names miner {0}, which is not in the config's [[miners]]")]
     UnknownMiner(String),
-    #[error("match {match_id} was started with rule {recorded:?}, but the config now says {configured:?}")]
+    #[error("match {match_id} was started with rule {recorded:?}, which this af does not know (the config says {configured:?}): finish it with the af that started it")]
     RuleChanged { match_id: String, recorded: String, configured: String },
 }
 
@@ -265,23 +265,24 @@ pub async fn run(
         }
         let (plan, resume) = match pending.take() {
             Some(open) => {
-                let configured = describe_plan(&rule, futility.as_ref());
-                if open.started.rule != configured {
+                // An open match ends under the plan it started with, which the log
+                // recorded (an upgrade or a config change applies from the next match).
+                let Some((recorded_rule, recorded_futility)) = parse_plan(&open.started.rule) else {
                     return Err(RunError::RuleChanged {
                         match_id: open.started.match_id.to_hex(),
                         recorded: open.started.rule.clone(),
-                        configured,
+                        configured: describe_plan(&rule, futility.as_ref()),
                     });
-                }
+                };
                 let plan = MatchPlan {
                     match_id: open.started.match_id,
                     contender: contestant(&open.started.contender, &found)?,
                     champion: contestant(&open.started.champion, &found)?,
                     envs: open.started.envs.iter().map(|e| e.name.clone()).collect(),
-                    rule,
-                    futility,
+                    rule: recorded_rule,
+                    futility: recorded_futility,
                     cap: config.evaluation.cap,
-                    max_challenges: config.evaluation.max_challenges,
+                    max_challenges: recorded_rule.max_challenges().unwrap_or(config.evaluation.max_challenges),
                     ratio_to_beat_ppm: open.started.ratio_to_beat_ppm,
                     window: config.evaluation.window,
                     chain_block: open.started.chain_block,

@@ -174,9 +174,24 @@ fn an_interrupted_validator_resumes_from_its_ledger() {
     child.kill().unwrap();
     child.wait().unwrap();
 
-    // 3. Run to the end.
+    // 3. Run to the end, after the config changed the rule (as an upgrade of the default
+    // would): the open match ends under the plan its log recorded.
+    self::config(
+        dir.path(),
+        "[evaluation]\nrule = \"mixture\"\nenvs = [\"mult\", \"coin\"]\nmax_challenges = 120\nwindow = 2\nfutility_advantage = 0",
+        &[("5A", &a), ("5B", &b)],
+    );
     let output = Command::new(af_bin()).args(args).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let plans: Vec<String> = own_events(&data)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::MatchStarted(m) => Some(m.rule),
+            Event::EnvDecision(d) => Some(d.rule),
+            _ => None,
+        })
+        .collect();
+    assert!(plans.iter().all(|p| p.starts_with("score ")), "{plans:?}");
     let (indices, started, decided) = schedule(&data);
     assert_eq!((started, decided), (1, 1), "one match, started once, decided once");
     for ((_, env, miner), list) in &indices {
