@@ -676,6 +676,10 @@ mod words_tests {
         assert!(words.contains("at most 5% chance of a wrong crown"), "{words}");
         assert!(words.contains("not to be 10% better"), "{words}");
         assert_eq!(super::plan_in_words("something else"), "something else");
+        let score = super::plan_in_words(&super::describe_plan(&super::DEFAULT_RULE, Some(&super::DEFAULT_FUTILITY)));
+        assert!(score.contains("1/2 for a draw") && score.contains("at most 5% chance of a wrong crown"), "{score}");
+        assert!(score.contains("below the ratio to beat plus 6.5%"), "{score}");
+        assert!(score.contains("at most 4000 challenges per env"), "{score}");
     }
 }
 
