@@ -95,7 +95,7 @@ mod tests {
             let miner = MinerRef { hotkey: "m".into(), uid: 0, model: "x".into() };
             fold.matches.insert(
                 Hash32([i as u8; 32]),
-                MatchFold {
+                std::sync::Arc::new(MatchFold {
                     contender: miner.clone(),
                     champion: miner,
                     envs: vec![],
@@ -109,7 +109,7 @@ mod tests {
                     env_folds: Default::default(),
                     decided: None,
                     n_transcripts: 0,
-                },
+                }),
             );
         }
         fold

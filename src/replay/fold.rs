@@ -14,6 +14,7 @@ use crate::ledger::block::{check_header_rules, check_signature, BlockHeader, Tip
 use crate::ledger::event::{ChainCommitment, EnvOutcome, EnvRef, Event, Evidence, MatchDecided, MinerRef, Transcript};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// What a log proves against a validator. Ordered from worst to mildest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -437,7 +438,9 @@ pub struct ChainFold {
     pub n_events: u64,
     pub n_transcripts: u64,
     pub n_bytes: u64,
-    pub matches: BTreeMap<MatchId, MatchFold>,
+    /// Shared with earlier replays' folds: a replay that folds new blocks onto the last
+    /// one copies only the matches it changes (`Arc::make_mut`), not every match held.
+    pub matches: BTreeMap<MatchId, Arc<MatchFold>>,
     pub discrepancies: Vec<Discrepancy>,
     pub equivocations: Vec<EquivocationFound>,
     pub commitments: Vec<ChainCommitment>,
@@ -570,24 +573,26 @@ impl ChainFold {
                         ),
                     );
                 }
-                self.matches.entry(started.match_id).or_insert_with(|| MatchFold {
-                    contender: owned_miner(&started.contender),
-                    champion: owned_miner(&started.champion),
-                    envs: started
-                        .envs
-                        .iter()
-                        .map(|e| EnvRef { name: e.name.as_ref().into(), version: e.version })
-                        .collect(),
-                    rule: started.rule.as_ref().into(),
-                    ratio_to_beat_ppm: started.ratio_to_beat_ppm,
-                    started_height: height,
-                    started_event_idx: event_idx,
-                    started_time_ms: time_ms,
-                    chain_block: started.chain_block,
-                    chain_block_hash: started.chain_block_hash,
-                    env_folds: EnvFolds::default(),
-                    decided: None,
-                    n_transcripts: 0,
+                self.matches.entry(started.match_id).or_insert_with(|| {
+                    Arc::new(MatchFold {
+                        contender: owned_miner(&started.contender),
+                        champion: owned_miner(&started.champion),
+                        envs: started
+                            .envs
+                            .iter()
+                            .map(|e| EnvRef { name: e.name.as_ref().into(), version: e.version })
+                            .collect(),
+                        rule: started.rule.as_ref().into(),
+                        ratio_to_beat_ppm: started.ratio_to_beat_ppm,
+                        started_height: height,
+                        started_event_idx: event_idx,
+                        started_time_ms: time_ms,
+                        chain_block: started.chain_block,
+                        chain_block_hash: started.chain_block_hash,
+                        env_folds: EnvFolds::default(),
+                        decided: None,
+                        n_transcripts: 0,
+                    })
                 });
             }
             (
@@ -633,7 +638,7 @@ impl ChainFold {
             }
             (Event::EnvDecision(decision), _) => {
                 let env_name = decision.env.name.as_ref();
-                let Some(m) = self.matches.get_mut(&decision.match_id) else {
+                let Some(m) = self.matches.get_mut(&decision.match_id).map(Arc::make_mut) else {
                     let detail = format!("decision for match {} which was never started", decision.match_id);
                     self.push(DiscrepancyKind::FalseTally, height, at, detail);
                     return;
@@ -671,7 +676,7 @@ impl ChainFold {
                 if let Some(why) = match_decision_error(m, decided) {
                     self.push(DiscrepancyKind::FalseDecision, height, at, format!("match {}: {why}", decided.match_id));
                 }
-                if let Some(m) = self.matches.get_mut(&decided.match_id) {
+                if let Some(m) = self.matches.get_mut(&decided.match_id).map(Arc::make_mut) {
                     m.decided = Some(DecidedFold {
                         contender_won: decided.contender_won,
                         new_ratio_to_beat_ppm: decided.new_ratio_to_beat_ppm,
@@ -742,7 +747,7 @@ impl ChainFold {
 
     /// The schedule check and the tally of this validator's own recorded rewards.
     fn apply_transcript<S: AsRef<str>>(&mut self, height: u64, event_idx: u32, t: &Transcript<S>) {
-        let Some(m) = self.matches.get_mut(&t.match_id) else {
+        let Some(m) = self.matches.get_mut(&t.match_id).map(Arc::make_mut) else {
             let detail = format!("transcript for match {} which was never started", t.match_id);
             self.push(DiscrepancyKind::ScheduleGap, height, Some(event_idx), detail);
             return;

@@ -322,7 +322,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
 /// (`false_decision` otherwise). Each check takes the log's recorded values forward, so
 /// one false number is one finding, not a cascade.
 pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Vec<Discrepancy> {
-    let mut matches: Vec<&MatchFold> = fold.matches.values().collect();
+    let mut matches: Vec<&MatchFold> = fold.matches.values().map(|m| &**m).collect();
     matches.sort_by_key(|m| (m.started_height, m.started_event_idx));
     let mut found = Vec::new();
     // No win yet: the floor of whatever parameters the next match names.

@@ -194,7 +194,7 @@ fn a_match_played_below_the_ratio_its_log_set_is_a_false_decision() {
     assert!(replay::network::ratio_findings(clean, &DEFAULT_RATIO_PARAMS).is_empty());
     let mut forged = clean.clone();
     let winning = forged.matches.values_mut().find(|m| m.decided.as_ref().is_some_and(|d| d.contender_won)).unwrap();
-    winning.decided.as_mut().unwrap().new_ratio_to_beat_ppm -= 1;
+    std::sync::Arc::make_mut(winning).decided.as_mut().unwrap().new_ratio_to_beat_ppm -= 1;
     let found = replay::network::ratio_findings(&forged, &DEFAULT_RATIO_PARAMS);
     assert_eq!(found.len(), 2, "the decision, and the next match played at the true ratio: {found:?}");
     assert!(found[0].detail.contains("geometric mean"), "{}", found[0].detail);
@@ -217,7 +217,7 @@ fn auditors_with_other_settings_reach_the_same_verdicts_on_score_plans() {
         let mut forged = fold.clone();
         let winning =
             forged.matches.values_mut().find(|m| m.decided.as_ref().is_some_and(|d| d.contender_won)).unwrap();
-        winning.decided.as_mut().unwrap().new_ratio_to_beat_ppm += 1;
+        std::sync::Arc::make_mut(winning).decided.as_mut().unwrap().new_ratio_to_beat_ppm += 1;
         let (a, b) = (
             replay::network::ratio_findings(&forged, &DEFAULT_RATIO_PARAMS),
             replay::network::ratio_findings(&forged, &other),
