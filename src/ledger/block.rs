@@ -143,7 +143,7 @@ where
     if n_events != u64::from(header.n_events) {
         return Err(BlockError::EventCount { header: header.n_events, actual: n_events });
     }
-    let mut leaf_hashes = Vec::with_capacity(n_events as usize);
+    let mut event_bytes: Vec<&[u8]> = Vec::with_capacity(n_events as usize);
     let mut scratch = Vec::new();
     let mut offset = EVENTS_OFFSET + 8;
     for _ in 0..n_events {
@@ -152,7 +152,7 @@ where
             codec::decode_canonical_prefix(rest, "event", MAX_EVENT_BYTES.min(rest.len() as u64), &mut scratch)
                 .map_err(|e| shift_offset(e, offset as u64))?;
         event.check_bounds()?;
-        leaf_hashes.push(merkle::leaf_hash(&rest[..used]));
+        event_bytes.push(&rest[..used]);
         on_event(event);
         offset += used;
     }
@@ -163,6 +163,8 @@ where
         }
         .into());
     }
+    // All leaves at once: short events are hashed eight side by side (`merkle::leaf_hashes`).
+    let leaf_hashes = merkle::leaf_hashes(&event_bytes);
     let computed = merkle::root(&leaf_hashes);
     if computed != header.events_root {
         return Err(BlockError::EventsRoot { header: header.events_root, computed });
@@ -277,13 +279,15 @@ pub fn seal(key: &SigningKey, prev: Option<&Tip>, time_ms: u64, events: Vec<Even
         return Err(BlockError::TooManyEvents(events.len() as u64));
     }
     let mut events_bytes = Vec::new();
-    let mut leaf_hashes = Vec::with_capacity(events.len());
+    let mut ends = Vec::with_capacity(events.len());
     for event in &events {
         event.check_bounds()?;
-        let start = events_bytes.len();
         codec::encode_into(event, &mut events_bytes, "event", MAX_EVENT_BYTES)?;
-        leaf_hashes.push(merkle::leaf_hash(&events_bytes[start..]));
+        ends.push(events_bytes.len());
     }
+    let starts = std::iter::once(0).chain(ends.iter().copied());
+    let each: Vec<&[u8]> = starts.zip(&ends).map(|(start, &end)| &events_bytes[start..end]).collect();
+    let leaf_hashes = merkle::leaf_hashes(&each);
     let (height, prev_hash, time_ms) = match prev {
         None => (0, GENESIS_PREV_HASH, time_ms),
         // A clock that stepped back must not make our own chain invalid.

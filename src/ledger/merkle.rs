@@ -25,6 +25,18 @@ pub fn node_hash(left: &Hash32, right: &Hash32) -> Hash32 {
     Hash32(*blake3::hash(&buf).as_bytes())
 }
 
+/// The leaf hash of every event, in order, eight at a time where the CPU allows
+/// (`hash_many`): `out[i] = leaf_hash(events[i])`.
+pub fn leaf_hashes(events: &[&[u8]]) -> Vec<Hash32> {
+    super::hash_many::hash_many(None, &[LEAF_PREFIX], events).into_iter().map(Hash32).collect()
+}
+
+/// The parent of each pair of nodes (left || right), in order: `node_hash(left, right)`.
+pub fn node_hashes(pairs: &[[u8; 64]]) -> Vec<Hash32> {
+    let inputs: Vec<&[u8]> = pairs.iter().map(|p| &p[..]).collect();
+    super::hash_many::hash_many(None, &[NODE_PREFIX], &inputs).into_iter().map(Hash32).collect()
+}
+
 pub fn empty_root() -> Hash32 {
     Hash32(*blake3::hash(b"").as_bytes())
 }
@@ -37,12 +49,14 @@ pub fn root(leaves: &[Hash32]) -> Hash32 {
     }
     let mut level: Vec<Hash32> = leaves.to_vec();
     while level.len() > 1 {
-        let mut next = Vec::with_capacity(level.len().div_ceil(2));
-        for pair in level.chunks(2) {
-            match pair {
-                [left, right] => next.push(node_hash(left, right)),
-                [single] => next.push(*single),
-                _ => unreachable!("chunks(2) yields one or two items"),
+        let pairs: Vec<[u8; 64]> = level
+            .chunks_exact(2)
+            .map(|pair| std::array::from_fn(|i| if i < 32 { pair[0].0[i] } else { pair[1].0[i - 32] }))
+            .collect();
+        let mut next = node_hashes(&pairs);
+        if let [.., single] = level[..] {
+            if level.len() % 2 == 1 {
+                next.push(single);
             }
         }
         level = next;

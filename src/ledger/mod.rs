@@ -13,6 +13,7 @@ pub mod demo;
 pub mod entry;
 pub mod event;
 pub mod export;
+pub mod hash_many;
 pub mod header;
 pub mod keys;
 pub mod merkle;
