@@ -13,8 +13,9 @@ pub mod weights;
 
 use crate::bytes::{Hash32, MatchId, ValidatorKey};
 use crate::ledger::event::{EnvOutcome, MinerRef};
-use crate::ledger::proof::{prove, InclusionProof};
+use crate::ledger::proof::{prove_in_block, signed_headers, InclusionProof, SignedHeader};
 use crate::ledger::{Store, StoreError};
+use crate::limits::MAX_PROOF_HEADERS;
 use crate::replay::fold::{Discrepancy, DiscrepancyKind};
 use crate::replay::network::NetworkState;
 use crate::replay::Replay;
@@ -24,6 +25,10 @@ pub use weights::{audit_weights, WeightsAudit, WeightsOnChain, WeightsRow};
 
 /// Discrepancies that get an inclusion proof; the rest are listed without one.
 pub const MAX_PROOFS: usize = 1000;
+/// Most signed headers all of an audit's proofs hold together (about 50 MB in memory): a
+/// proof runs from its block to the tip, so a thousand proofs into a long chain would
+/// otherwise hold that chain's headers a thousand times. Past it, findings get no proof.
+pub const MAX_PROOF_HEADERS_TOTAL: usize = 262_144;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Finding {
@@ -161,14 +166,66 @@ pub fn findings(store: &Store, replayed: &Replay, on_chain: &[Discrepancy]) -> R
         }
     }
     let mut findings: Vec<Finding> = Vec::new();
+    let mut prover = Prover { store, block: None, headers: None, budget: MAX_PROOF_HEADERS_TOTAL };
     for discrepancy in discrepancies.into_iter().chain(on_chain.iter().cloned()) {
         let proof = match discrepancy.event_idx {
             Some(event_idx) if findings.len() < MAX_PROOFS => {
-                prove(store, &discrepancy.validator, discrepancy.height, event_idx).ok()
+                prover.prove(&discrepancy.validator, discrepancy.height, event_idx)
             }
             _ => None,
         };
         findings.push(Finding { discrepancy, proof });
     }
     Ok(findings)
+}
+
+/// Proofs of many findings, reading each block and each header once: findings cluster
+/// in a few blocks of a few chains, and a header is read by reading its whole block.
+struct Prover<'a> {
+    store: &'a Store,
+    /// The block proven from last, decoded (and checked) once for all its findings.
+    block: Option<(ValidatorKey, u64, crate::ledger::block::DecodedBlock)>,
+    /// The signed headers read so far of the chain proven from last, by height.
+    headers: Option<(ValidatorKey, std::collections::BTreeMap<u64, SignedHeader>)>,
+    /// Headers the proofs may still hold (`MAX_PROOF_HEADERS_TOTAL`).
+    budget: usize,
+}
+
+impl Prover<'_> {
+    /// The proof of one event, to the tip as [`prove`] makes it; `None` when the event or
+    /// its block cannot be proven or the header budget is spent.
+    fn prove(&mut self, validator: &ValidatorKey, height: u64, event_idx: u32) -> Option<InclusionProof> {
+        let tip = self.store.tip(validator).ok()??;
+        let last = tip.height.min(height.saturating_add(MAX_PROOF_HEADERS as u64 - 1));
+        let needed = usize::try_from(last.checked_sub(height)? + 1).ok()?;
+        if needed > self.budget {
+            return None;
+        }
+        if self.block.as_ref().is_none_or(|(v, h, _)| (v, *h) != (validator, height)) {
+            let decoded = self.store.block(validator, height).ok()??;
+            self.block = Some((*validator, height, decoded));
+        }
+        if self.headers.as_ref().is_none_or(|(v, _)| v != validator) {
+            self.headers = Some((*validator, std::collections::BTreeMap::new()));
+        }
+        let (_, cached) = self.headers.as_mut().expect("just set");
+        let mut from = height;
+        while from <= last {
+            if cached.contains_key(&from) {
+                from += 1;
+                continue;
+            }
+            // The run of heights not read yet, read in one pass.
+            let to = cached.range(from..=last).next().map_or(last, |(h, _)| h - 1);
+            for (at, header) in (from..).zip(signed_headers(self.store, validator, from, to).ok()?) {
+                cached.insert(at, header);
+            }
+            from = to + 1;
+        }
+        let headers: Vec<SignedHeader> = cached.range(height..=last).map(|(_, h)| h.clone()).collect();
+        let (_, _, decoded) = self.block.as_ref().expect("just set");
+        let proof = prove_in_block(decoded, event_idx, headers).ok()?;
+        self.budget -= needed;
+        Some(proof)
+    }
 }

@@ -47,6 +47,10 @@ pub fn identities(report: &AuditReport) -> Identities {
 pub const RATIO_NEVER_SET_ON_CHAIN: &str =
     "(its starting value: no match on a chain has set it yet, or the logs name no chain, so it never decays)";
 
+/// Why some findings are counted and not listed (text report and HTML alike).
+pub const DISCREPANCIES_OMITTED: &str =
+    "a replay keeps each chain's first 1,000 findings; the rest are counted in its false reports";
+
 pub(crate) const STYLE: &str = "
 body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:1.5em;color:#1b1f24}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.8em}
@@ -225,6 +229,9 @@ pub fn html(report: &AuditReport) -> String {
                 @if report.findings.is_empty() {
                     p.ok { "None." }
                 } @else {
+                    @if report.state.n_discrepancies_omitted > 0 {
+                        p #omitted { "And " (report.state.n_discrepancies_omitted) " more not listed: " (DISCREPANCIES_OMITTED) "." }
+                    }
                     table #findings {
                         tr { th { "kind" } th { "validator" } th { "height" } th { "event" } th { "detail" } th { "proof" } }
                         @for f in &report.findings {

@@ -8,7 +8,7 @@
 
 use super::{print_json, ProgressLine};
 use crate::outln;
-use af::audit::report::RATIO_NEVER_SET_ON_CHAIN;
+use af::audit::report::{DISCREPANCIES_OMITTED, RATIO_NEVER_SET_ON_CHAIN};
 use af::audit::AuditReport;
 use af::replay::Replay;
 use std::path::PathBuf;
@@ -263,6 +263,9 @@ fn print_report(report: &AuditReport, json: bool) -> anyhow::Result<()> {
         outln!("clean: no discrepancy");
     } else {
         outln!("{} discrepanc{}:", report.findings.len(), if report.findings.len() == 1 { "y" } else { "ies" });
+        if report.state.n_discrepancies_omitted > 0 {
+            outln!("  (and {} more not listed: {})", report.state.n_discrepancies_omitted, DISCREPANCIES_OMITTED);
+        }
         for finding in &report.findings {
             let d = &finding.discrepancy;
             outln!(

@@ -694,6 +694,7 @@ mod tests {
             ratio_set_at_block: 0,
             weights: Vec::new(),
             discrepancies: Vec::new(),
+            n_discrepancies_omitted: 0,
         };
         Replay {
             folds: Vec::new(),

@@ -428,6 +428,12 @@ pub fn rederive_decision<S: AsRef<str>>(
     ))
 }
 
+/// Most findings one chain's fold keeps as records. A chain's log comes from outside:
+/// its findings are bounded like everything else it can make a replay hold. Five
+/// proofs already take a validator's vTrust to zero, so the count past this many
+/// changes no verdict.
+pub const MAX_CHAIN_DISCREPANCIES: usize = 1_000;
+
 /// Everything one validator's chain says, folded up to `tip`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChainFold {
@@ -441,7 +447,13 @@ pub struct ChainFold {
     /// Shared with earlier replays' folds: a replay that folds new blocks onto the last
     /// one copies only the matches it changes (`Arc::make_mut`), not every match held.
     pub matches: BTreeMap<MatchId, Arc<MatchFold>>,
+    /// The first [`MAX_CHAIN_DISCREPANCIES`] findings (and always an invalid block's).
     pub discrepancies: Vec<Discrepancy>,
+    /// Findings past that many: counted (each is a proof of misreporting), not kept, so
+    /// a log of a million bad events costs a replay a count, not a million records.
+    pub n_discrepancies_omitted: u64,
+    /// The height of the first finding not kept.
+    pub first_omitted_height: Option<u64>,
     pub equivocations: Vec<EquivocationFound>,
     pub commitments: Vec<ChainCommitment>,
     /// The last weights this log says it sent to the chain (set, or committed timelocked).
@@ -497,6 +509,8 @@ impl ChainFold {
             n_bytes: 0,
             matches: BTreeMap::new(),
             discrepancies: Vec::new(),
+            n_discrepancies_omitted: 0,
+            first_omitted_height: None,
             equivocations: Vec::new(),
             commitments: Vec::new(),
             last_weights: None,
@@ -518,6 +532,11 @@ impl ChainFold {
     }
 
     fn push(&mut self, kind: DiscrepancyKind, height: u64, event_idx: Option<u32>, detail: String) {
+        if self.discrepancies.len() >= MAX_CHAIN_DISCREPANCIES && kind != DiscrepancyKind::InvalidBlock {
+            self.n_discrepancies_omitted += 1;
+            self.first_omitted_height.get_or_insert(height);
+            return;
+        }
         self.discrepancies.push(Discrepancy { validator: self.validator, kind, height, event_idx, detail });
     }
 

@@ -90,6 +90,9 @@ pub struct NetworkState {
     /// (uid, weight) pairs: winner takes all.
     pub weights: Vec<(u16, u16)>,
     pub discrepancies: Vec<Discrepancy>,
+    /// Findings past the most each chain's fold keeps (`fold::MAX_CHAIN_DISCREPANCIES`):
+    /// counted in their validator's `n_false_reports`, not listed.
+    pub n_discrepancies_omitted: u64,
 }
 
 type MatchKey = (String, String);
@@ -313,6 +316,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
         ratio_set_at_block: ratio.set_at_block,
         weights,
         discrepancies,
+        n_discrepancies_omitted: folds.iter().map(|f| f.n_discrepancies_omitted).sum(),
     }
 }
 
@@ -410,6 +414,14 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
         n_bytes: 0,
         matches,
         discrepancies: fold.discrepancies.iter().filter(|d| within(d.height)).cloned().collect(),
+        // Past the first omitted finding the kept ones already number the most a fold
+        // keeps: vTrust is zero there with any count, so the whole count stands in.
+        n_discrepancies_omitted: if fold.first_omitted_height.is_some_and(within) {
+            fold.n_discrepancies_omitted
+        } else {
+            0
+        },
+        first_omitted_height: fold.first_omitted_height.filter(|h| within(*h)),
         equivocations: fold.equivocations.iter().filter(|e| within(e.recorded_at.0)).cloned().collect(),
         commitments: Vec::new(),
         last_weights: None,
@@ -429,8 +441,11 @@ pub fn plan_ratio_params(plan: &str, legacy: &RatioParams) -> RatioParams {
 }
 
 fn false_reports(fold: &ChainFold) -> u64 {
-    fold.discrepancies
+    let kept = fold
+        .discrepancies
         .iter()
         .filter(|d| !matches!(d.kind, DiscrepancyKind::InvalidBlock | DiscrepancyKind::Disagreement))
-        .count() as u64
+        .count() as u64;
+    // Only an invalid block is ever kept past the limit, so every omitted one is a proof.
+    kept + fold.n_discrepancies_omitted
 }

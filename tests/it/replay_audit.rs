@@ -593,3 +593,36 @@ fn an_edited_snapshot_does_not_hide_a_finding_by_default() {
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     assert!(stdout(&output).contains("false_score"));
 }
+
+/// A log of many bad events costs a replay a count, not a record each: its chain keeps
+/// the first `MAX_CHAIN_DISCREPANCIES` findings and counts the rest as proofs against it;
+/// the audit proves findings within its header budget, each proof checking out.
+#[test]
+fn a_log_of_many_bad_events_is_counted_not_held() {
+    use af::ledger::{demo::demo_events, LedgerKey, OwnLog};
+    use af::replay::fold::MAX_CHAIN_DISCREPANCIES;
+    let dir = tempfile::tempdir().unwrap();
+    let log = OwnLog::new(Store::create(dir.path()).unwrap(), LedgerKey::from_seed([9; 32]));
+    // Transcripts of matches never started: every one is a schedule gap.
+    for height in 0..3 {
+        log.append(demo_events(&log.validator(), height, 500, 300), 1_000 + height).unwrap();
+    }
+    let replayed =
+        replay::replay(&log.store, &envs::registry(), None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}).unwrap();
+    let fold = &replayed.folds[0];
+    assert_eq!(fold.discrepancies.len(), MAX_CHAIN_DISCREPANCIES);
+    assert_eq!(fold.n_discrepancies_omitted, 1_500 - MAX_CHAIN_DISCREPANCIES as u64);
+    assert_eq!(fold.first_omitted_height, Some(2), "the 1,001st bad event is in the third block");
+    assert_eq!(replayed.state.n_discrepancies_omitted, 500);
+    assert_eq!(replayed.state.validators[0].n_false_reports, 1_500, "every bad event is a proof");
+    assert_eq!(replayed.state.validators[0].vtrust_ppm, 0);
+    let findings = af::audit::findings(&log.store, &replayed, &[]).unwrap();
+    assert_eq!(findings.len(), MAX_CHAIN_DISCREPANCIES);
+    let proven: Vec<_> = findings.iter().filter_map(|f| f.proof.as_ref().map(|p| (f, p))).collect();
+    assert_eq!(proven.len(), af::audit::MAX_PROOFS.min(findings.len()), "three blocks: the budget is not reached");
+    for (finding, proof) in proven {
+        let tip = verify_inclusion_proof(proof).unwrap();
+        assert_eq!(tip.height, 2, "each proof runs to the tip");
+        assert_eq!((proof.height, Some(proof.event_idx)), (finding.discrepancy.height, finding.discrepancy.event_idx));
+    }
+}
