@@ -145,7 +145,15 @@ fn a_two_two_partition_keeps_both_halves_working_and_heals() {
                 args.extend(["--peer".into(), format!("/ip4/10.77.0.{}/tcp/4000", j + 1)]);
             }
         }
-        let child = Command::new("ip").args(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let logs = std::env::var_os("AF_PARTITION_LOGDIR").map_or(dir.path().to_path_buf(), PathBuf::from);
+        let log = std::fs::File::create(logs.join(format!("v{i}.log"))).unwrap();
+        let child = Command::new("ip")
+            .args(&args)
+            .env("RUST_LOG", std::env::var("AF_PARTITION_LOG").unwrap_or("warn".into()))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
         guard.children.push(child);
     }
     // Connected: validator 0 holds blocks of validator 3 and 3 of 0.
@@ -166,7 +174,9 @@ fn a_two_two_partition_keeps_both_halves_working_and_heals() {
     let view_0_of_2 = held(&data[0], &keys[2]);
     let view_3_of_1 = held(&data[3], &keys[1]);
     let view_3_of_2 = held(&data[3], &keys[2]).unwrap_or(0);
-    std::thread::sleep(Duration::from_secs(5));
+    std::thread::sleep(Duration::from_secs(
+        std::env::var("AF_PARTITION_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(5),
+    ));
     for (i, before) in before.iter().enumerate() {
         assert!(own(i) > *before, "validator {i} kept writing during the partition ({before} -> {})", own(i));
     }
@@ -181,13 +191,15 @@ fn a_two_two_partition_keeps_both_halves_working_and_heals() {
     for i in [2, 3] {
         ip(&["-n", &bridge_ns, "link", "set", &format!("vb{i}"), "master", "br0"]).unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let healed_at = Instant::now();
+    let deadline = healed_at + Duration::from_secs(120);
     loop {
         let behind: Vec<(usize, usize)> = (0..n)
             .flat_map(|holder| (0..n).map(move |owner| (holder, owner)))
             .filter(|&(holder, owner)| held(&data[holder], &keys[owner]).is_none_or(|h| h < at_heal[owner]))
             .collect();
         if behind.is_empty() {
+            eprintln!("the healed network caught up in {:.1} s", healed_at.elapsed().as_secs_f64());
             break;
         }
         assert!(
