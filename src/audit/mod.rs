@@ -9,6 +9,7 @@
 pub mod blocks;
 pub mod commitments;
 pub mod report;
+pub mod text;
 pub mod weights;
 
 use crate::bytes::{Hash32, MatchId, ValidatorKey};

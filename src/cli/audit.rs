@@ -8,7 +8,6 @@
 
 use super::{print_json, ProgressLine};
 use crate::outln;
-use af::audit::report::{DISCREPANCIES_OMITTED, RATIO_NEVER_SET_ON_CHAIN};
 use af::audit::AuditReport;
 use af::replay::Replay;
 use std::path::PathBuf;
@@ -140,143 +139,12 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
     })
 }
 
-/// One log's record of not playing a miner, in words (`af audit`, `af mine status`).
-pub fn skip_line(row: &af::audit::SkipRow) -> String {
-    let s = &row.skip;
-    format!(
-        "{} skips {} (uid {}) {}@{} of block {}: {} {} (block {})",
-        short(&row.validator),
-        s.hotkey,
-        s.uid,
-        s.model,
-        s.revision,
-        s.commit_block,
-        match s.reason {
-            af::ledger::event::SkipReason::Duplicate => "a duplicate of",
-            af::ledger::event::SkipReason::SameAsChampion => "the model of champion",
-        },
-        s.kept_by,
-        s.kept_block
-    )
-}
-
-fn short(key: &impl std::fmt::Display) -> String {
-    let text = key.to_string();
-    text.chars().take(16).collect::<String>() + "…"
-}
-
-fn ppm(value: u32) -> String {
-    format!("{:.4}", f64::from(value) / 1e6)
-}
-
 fn print_report(report: &AuditReport, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(report);
     }
-    let state = &report.state;
-    outln!(
-        "audited {} chain(s): {} blocks, {:.1} MiB folded in {:.2} s ({} from a snapshot)",
-        report.n_chains,
-        report.n_blocks_folded,
-        report.n_bytes_folded as f64 / 1048576.0,
-        report.seconds,
-        report.n_chains_from_snapshot
-    );
-    outln!("state hash {}", report.state_hash);
-    outln!("");
-    outln!(
-        "{:<18} {:>8} {:>9} {:>8} {:>6} {:>9} {:>8}",
-        "validator",
-        "height",
-        "events",
-        "matches",
-        "false",
-        "disagree",
-        "vtrust"
-    );
-    for v in &state.validators {
-        outln!(
-            "{:<18} {:>8} {:>9} {:>8} {:>6} {:>9} {:>8}{}",
-            short(&v.validator),
-            v.tip_height.map_or("-".into(), |h| h.to_string()),
-            v.n_events,
-            v.n_matches,
-            v.n_false_reports,
-            format!("{}/{}", v.n_disagreements, v.n_compared),
-            ppm(v.vtrust_ppm),
-            if v.equivocated {
-                "  EQUIVOCATED"
-            } else if v.invalid_at.is_some() {
-                "  INVALID"
-            } else {
-                ""
-            }
-        );
-    }
-    outln!("");
-    for m in &state.matches {
-        outln!(
-            "match {} vs {}: {} ({} votes, {} for / {} against)",
-            m.contender.hotkey,
-            m.champion.hotkey,
-            match m.verdict {
-                Some(af::replay::network::NetworkVerdict::ContenderWon) => "contender won",
-                Some(af::replay::network::NetworkVerdict::ChampionStays) => "champion stays",
-                None => "undecided",
-            },
-            m.votes.len(),
-            ppm(m.for_ppm.min(u64::from(u32::MAX)) as u32),
-            ppm(m.against_ppm.min(u64::from(u32::MAX)) as u32)
-        );
-    }
-    outln!(
-        "champion {} (uid {}), ratio to beat {} {}, weights {}",
-        state.champion.as_ref().map_or("(none)", |c| c.hotkey.as_str()),
-        state.champion.as_ref().map_or("-".into(), |c| c.uid.to_string()),
-        ppm(state.ratio_set_ppm),
-        match state.ratio_set_at_block {
-            0 => RATIO_NEVER_SET_ON_CHAIN.to_string(),
-            block => format!("(set at chain block {block})"),
-        },
-        af::chain::weight_shares(state.weights.iter().copied())
-    );
-    outln!("chain commitments: {}", report.chain.note);
-    outln!("match blocks: {}", report.blocks.note);
-    if !report.skipped.is_empty() {
-        outln!("miners not played ({} record(s)):", report.skipped.len());
-        for row in &report.skipped {
-            outln!("  {}", skip_line(row));
-        }
-    }
-    outln!("weights: {}", report.weights.note);
-    for row in report.weights.rows.iter().filter(|r| r.status != "not_checked") {
-        outln!(
-            "  {} {:<16} {}{}",
-            short(&row.validator),
-            row.status,
-            row.detail,
-            super::weights::replay_note(row.agrees_with_replay)
-        );
-    }
-    outln!("");
-    if report.findings.is_empty() {
-        outln!("clean: no discrepancy");
-    } else {
-        outln!("{} discrepanc{}:", report.findings.len(), if report.findings.len() == 1 { "y" } else { "ies" });
-        if report.state.n_discrepancies_omitted > 0 {
-            outln!("  (and {} more not listed: {})", report.state.n_discrepancies_omitted, DISCREPANCIES_OMITTED);
-        }
-        for finding in &report.findings {
-            let d = &finding.discrepancy;
-            outln!(
-                "  {:<16} validator {} height {}{}: {}",
-                d.kind.name(),
-                d.validator,
-                d.height,
-                d.event_idx.map_or(String::new(), |e| format!(" event {e}")),
-                d.detail
-            );
-        }
-    }
+    // The text ends with a newline of its own.
+    let text = af::audit::text::text(report);
+    outln!("{}", text.strip_suffix('\n').unwrap_or(&text));
     Ok(())
 }

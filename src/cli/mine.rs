@@ -230,7 +230,7 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
     if let Some(skips) = &recorded_skips {
         outln!("logs that recorded not playing it: {}", skips.len());
         for row in skips {
-            outln!("  {}", super::audit::skip_line(row));
+            outln!("  {}", af::audit::text::skip_line(row));
         }
     }
     if let Some(rows) = &matches {

@@ -95,16 +95,6 @@ pub fn weights_audit(
     af::audit::audit_weights(&replayed.folds, &replay_weights, &behind, view.map(|v| v.weights_input()))
 }
 
-/// A row's agreement with replay's winner-takes-all weights, as a suffix.
-pub fn replay_note(agrees: Option<bool>) -> &'static str {
-    match agrees {
-        Some(true) => " (all to replay's champion)",
-        // Not a finding: the champion may have changed since the validator's last send.
-        Some(false) => " (not replay's champion now)",
-        None => "",
-    }
-}
-
 /// `af weights show`: what replay says the weights should be, what each log we hold says
 /// it last set or committed, and (with `--chain`) what the chain holds, pending commits
 /// included. Exits 3 when weights on chain past their reveal differ from a log's.
@@ -153,7 +143,7 @@ pub fn weights_show(data: &std::path::Path, chain: &ChainArgs, json: bool) -> an
                 w.chain_block
             ),
         });
-        outln!("log {}: {logged}{}", row.validator, replay_note(row.agrees_with_replay));
+        outln!("log {}: {logged}{}", row.validator, af::audit::text::replay_note(row.agrees_with_replay));
         if row.status != "not_checked" {
             outln!("  {}: {}", row.status, row.detail);
         }
