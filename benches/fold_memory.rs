@@ -7,7 +7,9 @@
 //! validators that play M matches (each a new random contender against the perfect
 //! champion, dismissed after a few challenges: the common case), replayed from genesis;
 //! the live heap the replay's folds and state hold, counted by a global allocator that
-//! tracks live bytes, for two values of M, and the difference per match and per chain.
+//! tracks live bytes, for two values of M, and the difference per match and per chain;
+//! and the time of a replay onto the last folds with no new block, which is what every
+//! moved tip costs beyond its new blocks.
 
 use af::envs;
 use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
@@ -16,6 +18,7 @@ use af::miner::policy::Policy;
 use af::replay::{self, synth};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Instant;
 
 /// The system allocator, counting live bytes.
 struct Counting;
@@ -43,9 +46,24 @@ static ALLOCATOR: Counting = Counting;
 
 const N_VALIDATORS: usize = 4;
 
-/// Live bytes held by a replay of a network of `n_matches` matches, and its state's
-/// encoded size: (folds + state, snapshot bytes, matches in the state).
-fn held(n_matches: usize) -> (i64, u64, usize) {
+// Only the median is used here.
+#[allow(dead_code)]
+mod common;
+use common::median;
+
+/// What a network of `n_matches` matches costs a replay.
+struct Held {
+    /// Live bytes of the folds and the state.
+    live: i64,
+    /// The folds' encoded size (a snapshot).
+    encoded: u64,
+    n_matches: usize,
+    /// Seconds of a replay onto the last folds when no block is new (median of 5): what
+    /// each tip move costs beyond folding its new blocks.
+    again_s: f64,
+}
+
+fn held(n_matches: usize) -> Held {
     let mut spec = synth::NetworkSpec::small(N_VALIDATORS);
     let champion = 1; // 5SynthPerfect
     let first = spec.miners.len();
@@ -69,32 +87,50 @@ fn held(n_matches: usize) -> (i64, u64, usize) {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
     let before = LIVE.load(Ordering::Relaxed);
     let store = Store::open_read_only(dir.path()).unwrap();
-    let out = pool
-        .install(|| replay::replay(&store, &registry, None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}))
-        .unwrap();
+    let out =
+        pool.install(|| replay::replay(&store, &registry, None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {})).unwrap();
+    let again_s = median(
+        (0..5)
+            .map(|_| {
+                let last = replay::Snapshot { replay_version: replay::REPLAY_VERSION, folds: out.folds.clone() };
+                let started = Instant::now();
+                let again = pool
+                    .install(|| {
+                        let from = Some((last, replay::FoldSource::ThisProcess));
+                        replay::replay(&store, &registry, from, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {})
+                    })
+                    .unwrap();
+                let seconds = started.elapsed().as_secs_f64();
+                assert_eq!(again.state_hash, out.state_hash);
+                seconds
+            })
+            .collect(),
+    );
     // The store's page cache is not the folds': it goes with the store.
     drop(store);
     let live = LIVE.load(Ordering::Relaxed) - before;
     let snapshot = replay::Snapshot { replay_version: replay::REPLAY_VERSION, folds: out.folds.clone() };
     let encoded = af::ledger::codec::encode(&snapshot, "snapshot", u64::MAX).unwrap().len() as u64;
-    (live, encoded, out.state.matches.len())
+    Held { live, encoded, n_matches: out.state.matches.len(), again_s }
 }
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let (small, large) = if full { (250, 1_250) } else { (4, 12) };
-    let (live_a, enc_a, n_a) = held(small);
-    let (live_b, enc_b, n_b) = held(large);
-    assert_eq!((n_a, n_b), (small, large), "every match is in the state");
-    println!("## memory a replay holds, by matches played ({N_VALIDATORS} validators, each holding its own fold of every match)\n");
-    println!("| matches | live heap of folds + state, bytes | encoded folds (snapshot), bytes |");
-    println!("|---:|---:|---:|");
-    println!("| {small} | {live_a} | {enc_a} |");
-    println!("| {large} | {live_b} | {enc_b} |");
-    let per_match = (live_b - live_a) as f64 / (large - small) as f64;
+    let (a, b) = (held(small), held(large));
+    assert_eq!((a.n_matches, b.n_matches), (small, large), "every match is in the state");
+    println!("## what a replay holds, by matches played ({N_VALIDATORS} validators, each holding its own fold of every match)\n");
+    println!("| matches | live heap of folds + state, bytes | encoded folds (snapshot), bytes | replay with no new block, ms |");
+    println!("|---:|---:|---:|---:|");
+    for h in [&a, &b] {
+        println!("| {} | {} | {} | {:.2} |", h.n_matches, h.live, h.encoded, h.again_s * 1e3);
+    }
+    let per_match = (b.live - a.live) as f64 / (large - small) as f64;
     let per_chain = per_match / N_VALIDATORS as f64;
-    let enc_per_chain = (enc_b - enc_a) as f64 / (large - small) as f64 / N_VALIDATORS as f64;
+    let enc_per_chain = (b.encoded - a.encoded) as f64 / (large - small) as f64 / N_VALIDATORS as f64;
+    let ms_per_1000 = (b.again_s - a.again_s) * 1e3 / (large - small) as f64 * 1000.0;
     println!(
         "\nper match: {per_match:.0} bytes of live heap; per match per validator's chain: {per_chain:.0} (encoded {enc_per_chain:.0})"
     );
+    println!("each tip move's replay costs {ms_per_1000:.1} ms more per 1,000 matches held ({N_VALIDATORS} chains)");
 }
