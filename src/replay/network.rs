@@ -95,7 +95,8 @@ pub struct NetworkState {
     pub n_discrepancies_omitted: u64,
 }
 
-type MatchKey = (String, String);
+/// (contender, champion) hotkeys, borrowed from the folds being combined.
+type MatchKey<'a> = (&'a str, &'a str);
 
 /// Combines folded chains (in any order; they are sorted here) into the network's state.
 pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState {
@@ -155,7 +156,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
     let mut by_match: BTreeMap<MatchKey, NetworkMatch> = BTreeMap::new();
     for fold in &folds {
         for m in fold.matches.values() {
-            let key = (m.contender.hotkey.clone(), m.champion.hotkey.clone());
+            let key = (m.contender.hotkey.as_str(), m.champion.hotkey.as_str());
             let entry = by_match.entry(key).or_insert_with(|| NetworkMatch {
                 contender: m.contender.clone(),
                 champion: m.champion.clone(),
@@ -331,8 +332,15 @@ pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Vec<Discrepancy
     let mut found = Vec::new();
     // No win yet: the floor of whatever parameters the next match names.
     let mut ratio = RatioToBeat { set_ppm: 0, set_at_block: 0 };
+    // A log's matches name one plan for long stretches: parse it once per change, not
+    // once per match (every replay runs this over every match of every log).
+    let mut last_plan: Option<(&str, RatioParams)> = None;
     for m in matches {
-        let params = plan_ratio_params(&m.rule, legacy);
+        let params = match last_plan {
+            Some((plan, params)) if plan == m.rule => params,
+            _ => plan_ratio_params(&m.rule, legacy),
+        };
+        last_plan = Some((&m.rule, params));
         let expected = params.current_ppm(&ratio, m.chain_block);
         if m.ratio_to_beat_ppm != expected {
             found.push(Discrepancy {
