@@ -21,7 +21,7 @@ use crate::evaluation::ratio::RatioParams;
 use crate::ledger::block::{check_link, check_signature, decode_block_borrowed, CheckedBlock};
 use crate::ledger::codec;
 use crate::ledger::store::{self, Store, StoreError};
-use crate::ledger::Event;
+use crate::ledger::{Event, Tip};
 use crate::limits::VERIFY_BATCH_BYTES;
 use fold::{check_block_events, ChainFold, EventCheck};
 use network::NetworkState;
@@ -104,6 +104,13 @@ pub fn replay(
     validators.sort();
     let mut from_snapshot: BTreeMap<ValidatorKey, ChainFold> = BTreeMap::new();
     if let Some((snapshot, source)) = snapshot.filter(|(s, _)| s.replay_version == REPLAY_VERSION) {
+        // Our own writes are the only ones while this process holds the store: a chain
+        // whose tip record still names the fold's tip has not moved, and its tip block
+        // (up to 32 MiB) need not be read again to say so.
+        let tips: BTreeMap<ValidatorKey, Tip> = match source {
+            FoldSource::ThisProcess => store::tips_in(&txn)?.into_iter().collect(),
+            FoldSource::Untrusted => BTreeMap::new(),
+        };
         for fold in snapshot.folds {
             let Some(tip) = fold.tip else { continue };
             let reusable = match source {
@@ -111,7 +118,10 @@ pub fn replay(
                     crate::ledger::verify::verify_chain_prefix(&txn, &fold.validator, tip.height)? == Ok(tip)
                 }
                 FoldSource::ThisProcess => {
-                    store.block_bytes(&fold.validator, tip.height)?.is_some_and(|b| block_hash_of(&b) == Some(tip.hash))
+                    tips.get(&fold.validator) == Some(&tip)
+                        || store
+                            .block_bytes(&fold.validator, tip.height)?
+                            .is_some_and(|b| block_hash_of(&b) == Some(tip.hash))
                 }
             };
             if reusable {
