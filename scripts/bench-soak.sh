@@ -7,7 +7,7 @@
 # prints each validator's resident memory, file descriptors, threads, store size and the
 # block bytes its store holds; at the end, a least-squares line over the last half of the
 # run (the last hour of a run of two hours or more) for each, and the state hashes of the
-# two stores after a clean stop.
+# two stores after a clean stop: it exits non-zero if they differ.
 #
 # Usage: scripts/bench-soak.sh [MINUTES] [SAMPLE_SECONDS]   (defaults 10 and 30; the
 # issue's figure is a run of 120 minutes or more)
@@ -192,10 +192,20 @@ EOF
 for v in 0 1; do kill -INT "${vpids[$v]}"; done
 for v in 0 1; do wait "${vpids[$v]}" || true; done
 echo
+# (An audit that finds discrepancies exits 1 and still prints the state hash.)
+hashes=()
 for v in 0 1; do
-    printf 'v%s state hash after the stop: ' "$v"
-    "$af" audit --data "$dir/v$v" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin).get("state_hash"))'
+    hashes[v]="$("$af" audit --data "$dir/v$v" --json 2>/dev/null |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["state_hash"])' 2>/dev/null || true)"
+    printf 'v%s state hash after the stop: %s\n' "$v" "${hashes[v]:-(none: the audit could not run)}"
 done
+agree=0
+if [ -n "${hashes[0]}" ] && [ "${hashes[0]}" = "${hashes[1]}" ]; then
+    echo "state hashes agree"
+    agree=1
+else
+    echo "state hashes DIFFER"
+fi
 # Disk: the store against the block bytes it holds, before and after `af ledger compact`.
 echo
 printf '%3s %12s %12s %12s %8s %8s\n' v blocks_b store_b compacted_b ratio ratio_c
@@ -206,3 +216,5 @@ for v in 0 1; do
     printf '%3s %12s %12s %12s %8.2f %8.2f\n' "$v" "$blocks" "$before" "$after" \
         "$(awk -v a="$before" -v b="$blocks" 'BEGIN {print a / b}')" "$(awk -v a="$after" -v b="$blocks" 'BEGIN {print a / b}')"
 done
+# A soak whose validators disagree after a clean stop failed, whatever its figures.
+[ "$agree" = 1 ]
