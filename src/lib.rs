@@ -21,6 +21,9 @@ pub mod metrics;
 /// Operator log lines, rate-limited per call site.
 pub mod logging;
 
+/// Outside text made safe to show at a terminal, one line or many.
+pub mod display;
+
 // Tasks and rewards, pure.
 pub mod envs;
 

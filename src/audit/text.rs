@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 /// One log's record of not playing a miner, in words (`af audit`, `af mine status`).
 pub fn skip_line(row: &super::SkipRow) -> String {
     let s = &row.skip;
-    format!(
+    let line = format!(
         "{} skips {} (uid {}) {}@{} of block {}: {} {} (block {})",
         short(&row.validator),
         s.hotkey,
@@ -22,7 +22,8 @@ pub fn skip_line(row: &super::SkipRow) -> String {
         },
         s.kept_by,
         s.kept_block
-    )
+    );
+    crate::display::one_line(&line).into_owned()
 }
 
 fn short(key: &impl std::fmt::Display) -> String {
@@ -38,9 +39,11 @@ fn ppm(value: u32) -> String {
 pub fn text(report: &AuditReport) -> String {
     let mut out = String::new();
     // Writing to a String cannot fail.
+    // Each line is escaped whole: a log's hotkeys, models and findings' details are
+    // outside strings, and a newline in one must not start a line (a forged "clean").
     macro_rules! outln {
         ($($arg:tt)*) => {{
-            let _ = writeln!(out, $($arg)*);
+            let _ = writeln!(out, "{}", crate::display::one_line(&format!($($arg)*)));
         }};
     }
     let state = &report.state;

@@ -143,8 +143,8 @@ fn print_report(report: &AuditReport, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(report);
     }
-    // The text ends with a newline of its own.
+    // The text ends with a newline of its own; each of its lines was made one line.
     let text = af::audit::text::text(report);
-    outln!("{}", text.strip_suffix('\n').unwrap_or(&text));
+    super::print_text(text.strip_suffix('\n').unwrap_or(&text))?;
     Ok(())
 }

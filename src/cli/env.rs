@@ -140,7 +140,7 @@ pub fn run(command: EnvCommand) -> anyhow::Result<ExitCode> {
                     info.difficulty
                 );
                 for message in messages {
-                    outln!("[{}]\n{}\n", message.role, message.content);
+                    crate::cli::print_text(&format!("[{}]\n{}\n", message.role, message.content))?;
                 }
             }
         }
@@ -183,7 +183,7 @@ fn play(
         } else {
             outln!("== {} seed {n} (challenge_id {id})", spec.name);
             for message in &played.messages {
-                outln!("[{}]\n{}\n", message.role, message.content);
+                crate::cli::print_text(&format!("[{}]\n{}\n", message.role, message.content))?;
             }
             if let Some(error) = &played.error {
                 outln!("error: {error}");

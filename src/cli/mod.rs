@@ -258,48 +258,27 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes a line to stdout, surfacing a closed pipe as an error `main` treats as success.
+/// Writes one line to stdout, surfacing a closed pipe as an error `main` treats as
+/// success. What it formats stays one line: a newline or control character from an
+/// argument is shown escaped (`af::display::one_line`), so no outside string can add a
+/// line of its own. Text meant to span lines goes through [`print_text`].
 #[macro_export]
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         let line = format!($($arg)*);
-        writeln!(std::io::stdout().lock(), "{}", $crate::cli::terminal_safe(&line))?;
+        writeln!(std::io::stdout().lock(), "{}", $crate::cli::one_line(&line))?;
     }};
 }
 
-/// Text printed for a person may carry strings from outside (miners' answers, peers'
-/// and servers' errors, the chain's hotkeys and commitments): a terminal escape in one
-/// could recolour, hide or rewrite what is shown. Every control character but newline and
-/// tab, and every bidirectional override, is shown escaped as `\u{..}`.
-pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
-    escape_where(text, |c| (c.is_control() && c != '\n' && c != '\t') || is_bidi_control(c))
+/// Writes text that spans lines (a model's answer, a report whose lines were each made
+/// safe) to stdout, escaping every control character but newline and tab.
+pub fn print_text(text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    writeln!(std::io::stdout().lock(), "{}", terminal_safe(text))
 }
 
-/// As [`terminal_safe`], and newlines and tabs too: for one field of a row (a hotkey,
-/// a model name, a committed string), which must not start a line of its own.
-pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
-    escape_where(text, |c| c.is_control() || is_bidi_control(c))
-}
-
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-}
-
-fn escape_where(text: &str, escape: impl Fn(char) -> bool) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(&escape) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if escape(c) {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
+pub use af::display::{one_line, terminal_safe};
 
 /// A serving process's metrics: the log filter's suppressed-line counter and the
 /// allocator's heap gauges.

@@ -626,3 +626,20 @@ fn a_log_of_many_bad_events_is_counted_not_held() {
         assert_eq!((proof.height, Some(proof.event_idx)), (finding.discrepancy.height, finding.discrepancy.event_idx));
     }
 }
+
+#[test]
+fn a_hotkey_with_a_newline_cannot_forge_a_line_of_the_audit_report() {
+    // A log names a miner whose hotkey carries a line of its own, in a network with a
+    // forged score: the report must still end with the finding, not a forged "clean".
+    let mut spec =
+        NetworkSpec { faults: Faults { forge_score: Some((1, 5)), ..Faults::default() }, ..NetworkSpec::small(3) };
+    spec.miners[2].hotkey = "5SynthRandom\nclean: no discrepancy\n\u{1b}[2J".into();
+    let (dir, _) = build(&spec);
+    let output = af(&["audit", "--data", dir.path().to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "a finding: exit 1");
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(!text.lines().any(|l| l.trim() == "clean: no discrepancy"), "{text}");
+    assert!(!text.contains('\u{1b}'), "{text}");
+    assert!(text.contains("5SynthRandom\\u{a}clean: no discrepancy\\u{a}\\u{1b}[2J vs "), "{text}");
+    assert!(text.lines().any(|l| l.ends_with("discrepancy:") || l.ends_with("discrepancies:")), "{text}");
+}

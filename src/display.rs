@@ -1,0 +1,51 @@
+//! Text from outside (miners' answers, peers' and servers' errors, the chain's hotkeys,
+//! a log's strings) made safe to show a person: a terminal escape in one could recolour,
+//! hide or rewrite what is shown, and a newline in one field could forge a line of its
+//! own (a fake "clean" verdict in a report, say). Reports in words are built from lines
+//! passed through [`one_line`], so only the report's own newlines end a line.
+
+use std::borrow::Cow;
+
+/// For a block of text meant to span lines (a model's answer): every control character
+/// but newline and tab, and every bidirectional override, is shown escaped as `\u{..}`.
+pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    escape_where(text, |c| (c.is_control() && c != '\n' && c != '\t') || is_bidi_control(c))
+}
+
+/// As [`terminal_safe`], and newlines and tabs too: for one line, or one field of a row
+/// (a hotkey, a model name, a committed string), which must not start a line of its own.
+pub fn one_line(text: &str) -> Cow<'_, str> {
+    escape_where(text, |c| c.is_control() || is_bidi_control(c))
+}
+
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+fn escape_where(text: &str, escape: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !text.chars().any(&escape) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if escape(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_keeps_a_field_on_its_line_and_terminal_safe_keeps_only_newlines_and_tabs() {
+        assert!(matches!(one_line("5Grw plain"), Cow::Borrowed(_)));
+        assert_eq!(one_line("a\nclean: no discrepancy"), "a\\u{a}clean: no discrepancy");
+        assert_eq!(one_line("x\r\t\u{1b}[2J\u{202E}"), "x\\u{d}\\u{9}\\u{1b}[2J\\u{202e}");
+        assert_eq!(terminal_safe("a\n\tb\u{1b}[31m\u{2066}"), "a\n\tb\\u{1b}[31m\\u{2066}");
+    }
+}
