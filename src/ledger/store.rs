@@ -15,8 +15,19 @@ use redb::{
 };
 use std::path::{Path, PathBuf};
 
-/// `validator (32) || height (u64 big-endian)` -> canonical block bytes.
-pub const BLOCKS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("blocks_v1");
+/// `validator (32) || height (u64 BE) || chunk (u16 BE)` -> the block's canonical bytes
+/// from `chunk * BLOCK_CHUNK_BYTES` on, at most [`BLOCK_CHUNK_BYTES`] of them.
+pub const BLOCKS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("blocks_v2");
+/// Schema 1 kept each block as one value. redb gives a value larger than a page a run of
+/// pages rounded up to a power of two (a 42 kB block took 64 kB), so a store was 1.4 to
+/// 1.6x its blocks after compaction; one page-sized chunk per leaf wastes only a block's
+/// last page. A writer's open moves these into [`BLOCKS`].
+const BLOCKS_V1: TableDefinition<&[u8], &[u8]> = TableDefinition::new("blocks_v1");
+/// A chunk and its key fill one 4 KiB redb leaf page (measured: 4,040 still does).
+pub const BLOCK_CHUNK_BYTES: usize = 4000;
+// A block's header and signature sit in its first chunk, and every chunk has a number.
+const _: () = assert!(super::block::EVENTS_OFFSET <= BLOCK_CHUNK_BYTES);
+const _: () = assert!(crate::limits::MAX_BLOCK_BYTES as usize / BLOCK_CHUNK_BYTES < u16::MAX as usize);
 /// `validator (32)` -> `height (u64 LE) || block hash (32) || time_ms (u64 LE)`.
 pub const TIPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tips_v1");
 /// `challenge_id (32)` -> locations (44 bytes each, see [`Location::encode`]).
@@ -26,7 +37,7 @@ pub const BY_MINER: MultimapTableDefinition<&str, &[u8]> = MultimapTableDefiniti
 /// Store-level facts: `schema` -> u32 LE.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 pub const STORE_FILE: &str = "ledger.redb";
 
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +55,10 @@ pub enum StoreError {
     Permission { path: PathBuf, message: String },
     #[error("ledger store {0} was opened read-only and cannot be written")]
     ReadOnly(PathBuf),
-    #[error("ledger store {path} has schema version {found}, this build reads {SCHEMA_VERSION}")]
+    #[error(
+        "ledger store {path} has schema version {found}, this build reads {SCHEMA_VERSION}{}",
+        if *found < SCHEMA_VERSION { " (a writer's open upgrades it: `af ledger compact --data DIR` with the validator stopped, or start the validator)" } else { "" }
+    )]
     Schema { path: PathBuf, found: u32 },
     #[error("storage engine error while {doing}: {message}")]
     Engine { doing: &'static str, message: String },
@@ -62,13 +76,16 @@ pub enum StoreError {
     Conflict { validator: ValidatorKey, height: u64, stored: Hash32, offered: Hash32 },
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A block's chunks are not the one layout the store writes (ledger-spec/05).
+    #[error("block {height} of validator {validator} is stored in bad chunks: {why}")]
+    BadChunks { validator: ValidatorKey, height: u64, why: String },
 }
 
 impl StoreError {
     /// Whether this error is a check that ran and found the store's bytes wrong (exit 3),
     /// as opposed to a store that could not be read at all (exit 1).
     pub fn is_integrity_fault(&self) -> bool {
-        matches!(self, StoreError::Corrupt(_) | StoreError::Rejected { .. })
+        matches!(self, StoreError::Corrupt(_) | StoreError::Rejected { .. } | StoreError::BadChunks { .. })
     }
 }
 
@@ -163,18 +180,148 @@ pub fn scan_index(
     })
 }
 
-pub fn block_key(validator: &ValidatorKey, height: u64) -> [u8; 40] {
-    let mut key = [0u8; 40];
+/// The key of chunk `chunk` of block `height` of `validator` in [`BLOCKS`].
+pub fn chunk_key(validator: &ValidatorKey, height: u64, chunk: u16) -> [u8; 42] {
+    let mut key = [0u8; 42];
     key[..32].copy_from_slice(&validator.0);
-    key[32..].copy_from_slice(&height.to_be_bytes());
+    key[32..40].copy_from_slice(&height.to_be_bytes());
+    key[40..].copy_from_slice(&chunk.to_be_bytes());
     key
 }
 
-pub fn split_block_key(key: &[u8]) -> Result<(ValidatorKey, u64), StoreError> {
-    if key.len() != 40 {
-        return Err(StoreError::Corrupt(format!("block key of {} bytes, expected 40", key.len())));
+fn split_chunk_key(key: &[u8]) -> Result<(ValidatorKey, u64, u16), StoreError> {
+    if key.len() != 42 {
+        return Err(StoreError::Corrupt(format!("block chunk key of {} bytes, expected 42", key.len())));
     }
-    Ok((ValidatorKey(key[..32].try_into().expect("32")), u64::from_be_bytes(key[32..].try_into().expect("8"))))
+    Ok((
+        ValidatorKey(key[..32].try_into().expect("32")),
+        u64::from_be_bytes(key[32..40].try_into().expect("8")),
+        u16::from_be_bytes(key[40..].try_into().expect("2")),
+    ))
+}
+
+/// Writes `bytes` as block `height` of `validator` in chunks, replacing whatever chunks
+/// were stored there (the store's appends never replace; tests that tamper do).
+pub fn put_block(
+    blocks: &mut redb::Table<&[u8], &[u8]>,
+    validator: &ValidatorKey,
+    height: u64,
+    bytes: &[u8],
+) -> Result<(), StoreError> {
+    remove_block(blocks, validator, height)?;
+    for (chunk, piece) in bytes.chunks(BLOCK_CHUNK_BYTES).enumerate() {
+        let key = chunk_key(validator, height, chunk as u16);
+        blocks.insert(key.as_slice(), piece).map_err(eng!("writing a block"))?;
+    }
+    Ok(())
+}
+
+/// Removes every chunk of block `height` of `validator`; whether there was any.
+pub fn remove_block(
+    blocks: &mut redb::Table<&[u8], &[u8]>,
+    validator: &ValidatorKey,
+    height: u64,
+) -> Result<bool, StoreError> {
+    let (start, end) = (chunk_key(validator, height, 0), chunk_key(validator, height, u16::MAX));
+    let mut removed = false;
+    for entry in blocks
+        .extract_from_if::<&[u8], _>(start.as_slice()..=end.as_slice(), |_, _| true)
+        .map_err(eng!("removing a block"))?
+    {
+        entry.map_err(eng!("removing a block"))?;
+        removed = true;
+    }
+    Ok(removed)
+}
+
+/// Block `height` of `validator`, joined from its chunks (checked as [`Joiner`] does).
+pub fn get_block(
+    blocks: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    validator: &ValidatorKey,
+    height: u64,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let mut found = None;
+    for_each_block(blocks, validator, height, Some(height), &mut |_, bytes| {
+        found = Some(bytes);
+        false
+    })?;
+    Ok(found)
+}
+
+/// Calls `sink` with each block of `validator` from `from` to `to` (or its last) in
+/// height order, joined from its chunks; stops when `sink` returns false.
+fn for_each_block(
+    blocks: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    validator: &ValidatorKey,
+    from: u64,
+    to: Option<u64>,
+    sink: &mut dyn FnMut(u64, Vec<u8>) -> bool,
+) -> Result<(), StoreError> {
+    let start = chunk_key(validator, from, 0);
+    let end = chunk_key(validator, to.unwrap_or(u64::MAX), u16::MAX);
+    let mut joiner = Joiner::default();
+    for entry in blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng!("reading blocks"))? {
+        let (key, value) = entry.map_err(eng!("reading blocks"))?;
+        let (_, height, chunk) = split_chunk_key(key.value())?;
+        if let Some((done, bytes)) = joiner.done_before(height) {
+            if !sink(done, bytes) {
+                return Ok(());
+            }
+        }
+        joiner.push(validator, height, chunk, value.value())?;
+    }
+    if let Some((height, bytes)) = joiner.finish() {
+        sink(height, bytes);
+    }
+    Ok(())
+}
+
+/// Joins a chain's chunks, in key order, back into blocks, refusing every layout but the
+/// one [`put_block`] writes: chunks numbered from 0 with no gap, each full but the last,
+/// none empty. So a block has one stored form, and a lost or extra chunk is a fault.
+#[derive(Default)]
+struct Joiner {
+    /// The block being joined: its height, its last chunk's number and length, its bytes.
+    current: Option<(u64, u16, usize, Vec<u8>)>,
+}
+
+impl Joiner {
+    /// The block joined so far, if a chunk of `height` cannot belong to it: complete, as
+    /// far as its chunks tell (a lost last chunk shows as a bad hash or length later).
+    fn done_before(&mut self, height: u64) -> Option<(u64, Vec<u8>)> {
+        match &self.current {
+            Some((at, ..)) if *at != height => self.current.take().map(|(at, _, _, bytes)| (at, bytes)),
+            _ => None,
+        }
+    }
+
+    /// Adds one chunk, after [`Joiner::done_before`] handed out the block before it.
+    fn push(&mut self, validator: &ValidatorKey, height: u64, chunk: u16, piece: &[u8]) -> Result<(), StoreError> {
+        let bad = |why: String| Err(StoreError::BadChunks { validator: *validator, height, why });
+        if piece.is_empty() || piece.len() > BLOCK_CHUNK_BYTES {
+            return bad(format!("chunk {chunk} holds {} bytes", piece.len()));
+        }
+        match &mut self.current {
+            Some((_, last, last_len, bytes)) => {
+                if chunk != *last + 1 {
+                    return bad(format!("chunk {chunk} follows chunk {last}"));
+                }
+                if *last_len != BLOCK_CHUNK_BYTES {
+                    return bad(format!("chunk {last} holds {last_len} bytes and is not the last"));
+                }
+                bytes.extend_from_slice(piece);
+                (*last, *last_len) = (chunk, piece.len());
+            }
+            None if chunk != 0 => return bad(format!("its first chunk is numbered {chunk}")),
+            None => self.current = Some((height, 0, piece.len(), piece.to_vec())),
+        }
+        Ok(())
+    }
+
+    /// The last block, once every chunk was pushed.
+    fn finish(self) -> Option<(u64, Vec<u8>)> {
+        self.current.map(|(at, _, _, bytes)| (at, bytes))
+    }
 }
 
 pub fn encode_tip(tip: &Tip) -> [u8; 48] {
@@ -236,6 +383,7 @@ impl Store {
             builder.set_check_integrity_on_open(existed).create(&path)
         })?;
         let store = Store { db, path, read_only: false, recovery: None };
+        store.upgrade()?;
         store.init_tables()?;
         Ok(store)
     }
@@ -247,8 +395,57 @@ impl Store {
         let path = existing_store_file(dir)?;
         let db = open_database(&path, |builder| builder.set_check_integrity_on_open(true).open(&path))?;
         let store = Store { db, path, read_only: false, recovery: None };
+        store.upgrade()?;
         store.check_schema()?;
         Ok(store)
+    }
+
+    /// A writer's open of a schema 1 store moves each block into chunks ([`BLOCKS`]) and
+    /// records schema 2, in one durable transaction: a crash leaves schema 1 whole, to be
+    /// upgraded at the next open. The file holds both copies until the commit frees the
+    /// old pages (`af ledger compact` then returns them). Returns the blocks moved.
+    fn upgrade(&self) -> Result<u64, StoreError> {
+        let found = {
+            let txn = self.read()?;
+            let meta = match txn.open_table(META) {
+                Ok(meta) => meta,
+                // A new file: `init_tables` writes the current schema.
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+                Err(e) => return Err(engine("opening the store's meta table")(e.into())),
+            };
+            let found = meta.get("schema").map_err(eng!("reading the schema version"))?;
+            found.map(|bytes| bytes.value().to_vec())
+        };
+        if found.as_deref() != Some(1u32.to_le_bytes().as_slice()) {
+            return Ok(0);
+        }
+        let txn = self.db.begin_write().map_err(eng!("starting the schema upgrade"))?;
+        let mut moved = 0u64;
+        {
+            let old = txn.open_table(BLOCKS_V1).map_err(eng!("opening schema 1's blocks"))?;
+            let mut blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
+            for entry in old.iter().map_err(eng!("reading schema 1's blocks"))? {
+                let (key, value) = entry.map_err(eng!("reading schema 1's blocks"))?;
+                let key = key.value();
+                if key.len() != 40 {
+                    return Err(StoreError::Corrupt(format!(
+                        "a schema 1 block key of {} bytes, expected 40",
+                        key.len()
+                    )));
+                }
+                let validator = ValidatorKey(key[..32].try_into().expect("32"));
+                let height = u64::from_be_bytes(key[32..].try_into().expect("8"));
+                put_block(&mut blocks, &validator, height, value.value())?;
+                moved += 1;
+            }
+        }
+        txn.delete_table(BLOCKS_V1).map_err(eng!("dropping schema 1's blocks"))?;
+        {
+            let mut meta = txn.open_table(META).map_err(eng!("opening the store's meta table"))?;
+            meta.insert("schema", SCHEMA_VERSION.to_le_bytes().as_slice()).map_err(eng!("writing schema"))?;
+        }
+        txn.commit().map_err(eng!("committing the schema upgrade"))?;
+        Ok(moved)
     }
 
     /// Opens an existing store in `dir` for reading only: the file is opened read-only
@@ -432,7 +629,6 @@ impl Store {
         let block = &sealed.decoded.block;
         let header = &block.header;
         let validator = header.validator;
-        let key = block_key(&validator, header.height);
         let appended = {
             let mut tips = txn.open_table(TIPS).map_err(eng!("opening tips"))?;
             let mut blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
@@ -444,7 +640,9 @@ impl Store {
             if already_covered {
                 // At or below our tip: the same block again, or a second block at a
                 // stored height (equivocation, if it is validly signed).
-                let stored = blocks.get(key.as_slice()).map_err(eng!("reading a block"))?.ok_or_else(|| {
+                // The header is in the first chunk.
+                let first = chunk_key(&validator, header.height, 0);
+                let stored = blocks.get(first.as_slice()).map_err(eng!("reading a block"))?.ok_or_else(|| {
                     StoreError::Corrupt(format!("tip is past height {} but no block is stored there", header.height))
                 })?;
                 let stored_hash = stored_header_hash(stored.value())?;
@@ -464,10 +662,8 @@ impl Store {
                     height: header.height,
                     source,
                 })?;
-                let previous =
-                    blocks.insert(key.as_slice(), sealed.bytes.as_slice()).map_err(eng!("writing a block"))?;
-                assert!(previous.is_none(), "a block above the tip must not exist");
-                drop(previous);
+                // Above the tip nothing is stored: `put_block` finds no chunk to replace.
+                put_block(&mut blocks, &validator, header.height, &sealed.bytes)?;
                 let new_tip = sealed.tip();
                 tips.insert(validator.0.as_slice(), encode_tip(&new_tip).as_slice()).map_err(eng!("writing a tip"))?;
                 let mut by_challenge = txn.open_multimap_table(BY_CHALLENGE).map_err(eng!("opening an index"))?;
@@ -514,23 +710,28 @@ impl Store {
             let mut by_challenge = txn.open_multimap_table(BY_CHALLENGE).map_err(eng!("opening an index"))?;
             let mut by_miner = txn.open_multimap_table(BY_MINER).map_err(eng!("opening an index"))?;
             for validator in validators {
-                let start = block_key(&validator, 0);
-                let end = block_key(&validator, u64::MAX);
-                for entry in blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng!("reading blocks"))? {
-                    let (key, value) = entry.map_err(eng!("reading blocks"))?;
-                    let (_, height) = split_block_key(key.value())?;
-                    let (_, events) = super::block::decode_block_borrowed(value.value())
-                        .map_err(|source| StoreError::Rejected { validator, height, source })?;
-                    for (event_idx, event) in events.iter().enumerate() {
-                        if let Some((challenge_id, hotkey)) = event.index_keys() {
-                            let location = Location { validator, height, event_idx: event_idx as u32 }.encode();
-                            by_challenge
-                                .insert(challenge_id.0.as_slice(), location.as_slice())
-                                .map_err(eng!("indexing"))?;
-                            by_miner.insert(hotkey, location.as_slice()).map_err(eng!("indexing"))?;
-                            n_entries += 1;
+                let mut failed = None;
+                for_each_block(&blocks, &validator, 0, None, &mut |height, bytes| {
+                    let indexed = (|| {
+                        let (_, events) = super::block::decode_block_borrowed(&bytes)
+                            .map_err(|source| StoreError::Rejected { validator, height, source })?;
+                        for (event_idx, event) in events.iter().enumerate() {
+                            if let Some((challenge_id, hotkey)) = event.index_keys() {
+                                let location = Location { validator, height, event_idx: event_idx as u32 }.encode();
+                                by_challenge
+                                    .insert(challenge_id.0.as_slice(), location.as_slice())
+                                    .map_err(eng!("indexing"))?;
+                                by_miner.insert(hotkey, location.as_slice()).map_err(eng!("indexing"))?;
+                                n_entries += 1;
+                            }
                         }
-                    }
+                        Ok(())
+                    })();
+                    failed = indexed.err();
+                    failed.is_none()
+                })?;
+                if let Some(error) = failed {
+                    return Err(error);
                 }
             }
         }
@@ -554,12 +755,11 @@ impl Store {
     pub fn block_bytes(&self, validator: &ValidatorKey, height: u64) -> Result<Option<Vec<u8>>, StoreError> {
         let txn = self.read()?;
         let blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
-        let value = blocks.get(block_key(validator, height).as_slice()).map_err(eng!("reading a block"))?;
-        Ok(value.map(|v| v.value().to_vec()))
+        get_block(&blocks, validator, height)
     }
 
     /// The signed headers at heights `from..=to` (decoded without the events, in one read
-    /// transaction, without copying the blocks); stops at the first missing height.
+    /// transaction, from each block's first chunk); stops at the first missing height.
     pub fn signed_headers(
         &self,
         validator: &ValidatorKey,
@@ -570,7 +770,8 @@ impl Store {
         let blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
         let mut headers = Vec::new();
         for height in from..=to {
-            let Some(value) = blocks.get(block_key(validator, height).as_slice()).map_err(eng!("reading a block"))?
+            let Some(value) =
+                blocks.get(chunk_key(validator, height, 0).as_slice()).map_err(eng!("reading a block"))?
             else {
                 break;
             };
@@ -806,17 +1007,17 @@ pub fn tips_in(txn: &ReadTransaction) -> Result<Vec<(ValidatorKey, Tip)>, StoreE
 pub fn validators_with_blocks(txn: &ReadTransaction) -> Result<Vec<ValidatorKey>, StoreError> {
     let blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
     let mut out = Vec::new();
-    let mut from = [0u8; 40].to_vec();
+    let mut from = [0u8; 42].to_vec();
     loop {
         let mut range = blocks.range::<&[u8]>(from.as_slice()..).map_err(eng!("scanning blocks"))?;
         let Some(entry) = range.next() else { break };
         let (key, _) = entry.map_err(eng!("scanning blocks"))?;
-        let (validator, _) = split_block_key(key.value())?;
+        let (validator, _, _) = split_chunk_key(key.value())?;
         out.push(validator);
         match next_key_prefix(&validator.0) {
             Some(next) => {
                 from = next.to_vec();
-                from.extend_from_slice(&[0u8; 8]);
+                from.extend_from_slice(&[0u8; 10]);
             }
             None => break,
         }
@@ -858,24 +1059,22 @@ pub fn stream_blocks_from(
     sink: &mut dyn FnMut(Vec<(u64, Vec<u8>)>) -> bool,
 ) -> Result<(), StoreError> {
     let blocks = txn.open_table(BLOCKS).map_err(eng!("opening blocks"))?;
-    let start = block_key(validator, from_height);
-    let end = block_key(validator, u64::MAX);
     let mut batch = Vec::new();
     let mut size = 0;
-    for entry in blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng!("reading blocks"))? {
-        let (key, value) = entry.map_err(eng!("reading blocks"))?;
-        let (_, height) = split_block_key(key.value())?;
-        size += value.value().len();
-        batch.push((height, value.value().to_vec()));
+    let mut stopped = false;
+    let read = for_each_block(&blocks, validator, from_height, None, &mut |height, bytes| {
+        size += bytes.len();
+        batch.push((height, bytes));
         if size >= batch_bytes || batch.len() >= crate::limits::VERIFY_BATCH_BLOCKS {
-            if !sink(std::mem::take(&mut batch)) {
-                return Ok(());
-            }
             size = 0;
+            stopped = !sink(std::mem::take(&mut batch));
         }
-    }
-    if !batch.is_empty() {
+        !stopped
+    });
+    // The blocks joined before a fault are delivered first, so a verifier checks them
+    // and names the fault's height as the first bad one.
+    if !batch.is_empty() && !stopped {
         sink(batch);
     }
-    Ok(())
+    read
 }

@@ -419,7 +419,7 @@ fn verify_chain(
     // previous batch: reading and checking overlap instead of taking turns. One batch
     // waits at most, so block bytes held are three batches whatever the log's length.
     let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(1);
-    std::thread::scope(|scope| -> Result<(), StoreError> {
+    let read = std::thread::scope(|scope| -> Result<(), StoreError> {
         let reader = scope.spawn(move || {
             store::stream_blocks(txn, validator, VERIFY_BATCH_BYTES, &mut |mut batch| {
                 let Some(last) = last_height else { return sender.send(batch).is_ok() };
@@ -437,7 +437,15 @@ fn verify_chain(
         }
         drop(receiver);
         reader.join().expect("the block reader does not panic")
-    })?;
+    });
+    match read {
+        // Chunks that are not the store's layout: a fault of the chain at that height.
+        Err(StoreError::BadChunks { height, why, .. }) if report.fault.is_none() => {
+            report.fault = Some(ChainFault { height, kind: "bad_chunks", message: why });
+        }
+        Err(StoreError::BadChunks { .. }) => {}
+        other => other?,
+    }
     if report.fault.is_some() || last_height.is_some() {
         return Ok(report);
     }

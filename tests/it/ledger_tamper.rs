@@ -5,9 +5,9 @@
 use crate::{af, stdout};
 use af::bytes::Hash32;
 use af::ledger::block::{self, HEADER_BYTES};
-use af::ledger::store::{block_key, BLOCKS, BY_CHALLENGE, STORE_FILE, TIPS};
+use af::ledger::store::{get_block, put_block, remove_block, BLOCKS, BY_CHALLENGE, STORE_FILE, TIPS};
 use af::ledger::{demo, LedgerKey, OwnLog, Store};
-use redb::{Database, ReadableDatabase, ReadableMultimapTable};
+use redb::{Database, ReadableDatabase, ReadableMultimapTable, ReadableTable};
 use std::path::Path;
 
 const N_BLOCKS: u64 = 6;
@@ -37,8 +37,9 @@ fn read_block(dir: &Path, key: &LedgerKey, height: u64) -> Vec<u8> {
     let db = Database::open(dir.join(STORE_FILE)).unwrap();
     let txn = db.begin_read().unwrap();
     let table = txn.open_table(BLOCKS).unwrap();
-    let value = table.get(block_key(&key.validator(), height).as_slice()).unwrap().unwrap().value().to_vec();
-    value
+    let block = get_block(&table, &key.validator(), height).unwrap().unwrap();
+    drop(table);
+    block
 }
 
 /// Runs `af ledger verify --json` and checks it names `height` and `kind`.
@@ -86,7 +87,7 @@ fn flipped_event_byte_is_caught() {
     let last = bytes.len() - 20;
     bytes[last] ^= 0x01; // inside an event's text: decodes, but the root no longer matches
     edit(dir.path(), |blocks, _| {
-        blocks.insert(block_key(&key.validator(), 3).as_slice(), bytes.as_slice()).unwrap();
+        put_block(blocks, &key.validator(), 3, bytes.as_slice()).unwrap();
     });
     expect_fault(dir.path(), &key, 3, "events_root");
 }
@@ -98,7 +99,7 @@ fn flipped_header_byte_breaks_the_signature() {
     let mut bytes = read_block(dir.path(), &key, 2);
     bytes[HEADER_BYTES - 40] ^= 0x80; // inside time_ms
     edit(dir.path(), |blocks, _| {
-        blocks.insert(block_key(&key.validator(), 2).as_slice(), bytes.as_slice()).unwrap();
+        put_block(blocks, &key.validator(), 2, bytes.as_slice()).unwrap();
     });
     expect_fault(dir.path(), &key, 2, "bad_signature");
 }
@@ -110,7 +111,7 @@ fn bad_signature_is_caught() {
     let mut bytes = read_block(dir.path(), &key, 4);
     bytes[HEADER_BYTES + 10] ^= 0x04;
     edit(dir.path(), |blocks, _| {
-        blocks.insert(block_key(&key.validator(), 4).as_slice(), bytes.as_slice()).unwrap();
+        put_block(blocks, &key.validator(), 4, bytes.as_slice()).unwrap();
     });
     expect_fault(dir.path(), &key, 4, "bad_signature");
 }
@@ -123,7 +124,7 @@ fn broken_prev_link_is_caught_even_when_signed() {
     let fake_prev = af::ledger::Tip { height: 2, hash: Hash32([0x66; 32]), time_ms: 0 };
     let forged = block::seal(key.signing_key(), Some(&fake_prev), 5_000, vec![]).unwrap();
     edit(dir.path(), |blocks, _| {
-        blocks.insert(block_key(&key.validator(), 3).as_slice(), forged.bytes()).unwrap();
+        put_block(blocks, &key.validator(), 3, forged.bytes()).unwrap();
     });
     expect_fault(dir.path(), &key, 3, "broken_link");
 }
@@ -134,8 +135,8 @@ fn reordered_blocks_are_caught() {
     let key = build(dir.path());
     let (b2, b3) = (read_block(dir.path(), &key, 2), read_block(dir.path(), &key, 3));
     edit(dir.path(), |blocks, _| {
-        blocks.insert(block_key(&key.validator(), 2).as_slice(), b3.as_slice()).unwrap();
-        blocks.insert(block_key(&key.validator(), 3).as_slice(), b2.as_slice()).unwrap();
+        put_block(blocks, &key.validator(), 2, b3.as_slice()).unwrap();
+        put_block(blocks, &key.validator(), 3, b2.as_slice()).unwrap();
     });
     expect_fault(dir.path(), &key, 2, "wrong_height");
 }
@@ -145,7 +146,7 @@ fn missing_block_is_caught() {
     let dir = tempfile::tempdir().unwrap();
     let key = build(dir.path());
     edit(dir.path(), |blocks, _| {
-        blocks.remove(block_key(&key.validator(), 3).as_slice()).unwrap();
+        remove_block(blocks, &key.validator(), 3).unwrap();
     });
     expect_fault(dir.path(), &key, 3, "missing_block");
 }
@@ -155,7 +156,7 @@ fn missing_last_block_is_caught_through_the_tip_record() {
     let dir = tempfile::tempdir().unwrap();
     let key = build(dir.path());
     edit(dir.path(), |blocks, _| {
-        blocks.remove(block_key(&key.validator(), N_BLOCKS - 1).as_slice()).unwrap();
+        remove_block(blocks, &key.validator(), N_BLOCKS - 1).unwrap();
     });
     expect_fault(dir.path(), &key, N_BLOCKS - 1, "missing_block");
 }
@@ -217,7 +218,7 @@ fn raw_byte_flip_in_the_file_is_caught() {
     let n = block.len();
     block[n - 30] ^= 0x10;
     edit(dir.path(), |blocks, _| {
-        blocks.insert(block_key(&key.validator(), 4).as_slice(), block.as_slice()).unwrap();
+        put_block(blocks, &key.validator(), 4, block.as_slice()).unwrap();
     });
     expect_fault(dir.path(), &key, 4, "events_root");
 }
@@ -306,4 +307,103 @@ fn index_entries_are_checked_against_the_blocks() {
         table.insert([7u8; 32].as_slice(), location.as_slice()).unwrap();
     });
     expect_index_fault(dir.path(), "(0 missing): entry 0707");
+}
+
+/// A store whose blocks span several chunks (8 events of about 2 kB each).
+fn build_chunked(dir: &Path) -> LedgerKey {
+    let key = LedgerKey::from_seed([43; 32]);
+    let log = OwnLog::new(Store::create(dir).unwrap(), LedgerKey::from_seed([43; 32]));
+    for height in 0..N_BLOCKS {
+        log.append(demo::demo_events(&key.validator(), height, 8, 2_000), 1_000 + height).unwrap();
+    }
+    key
+}
+
+#[test]
+fn a_block_is_stored_in_page_sized_chunks_and_any_other_layout_is_a_fault() {
+    use af::ledger::store::{chunk_key, BLOCK_CHUNK_BYTES};
+    let dir = tempfile::tempdir().unwrap();
+    let key = build_chunked(dir.path());
+    let v = key.validator();
+    let block = read_block(dir.path(), &key, 2);
+    assert!(block.len() > 3 * BLOCK_CHUNK_BYTES, "{} bytes: several chunks", block.len());
+    assert_eq!(af(&["ledger", "verify", "--data", dir.path().to_str().unwrap()]).status.code(), Some(0));
+    // Each edit is made on a fresh copy of the clean store, then undone by the next copy.
+    type Change = Box<dyn Fn(&mut redb::Table<&[u8], &[u8]>)>;
+    let cases: Vec<(&str, u64, Change)> = vec![
+        ("a chunk lost", 2, Box::new(move |b| drop(b.remove(chunk_key(&v, 2, 1).as_slice()).unwrap()))),
+        (
+            "a short chunk that is not the last",
+            3,
+            Box::new(move |b| {
+                let first = b.get(chunk_key(&v, 3, 0).as_slice()).unwrap().unwrap().value().to_vec();
+                b.insert(chunk_key(&v, 3, 0).as_slice(), &first[..first.len() - 1]).unwrap();
+            }),
+        ),
+        (
+            "a chunk past the last",
+            4,
+            Box::new(move |b| {
+                let mut n = 0;
+                while b.get(chunk_key(&v, 4, n).as_slice()).unwrap().is_some() {
+                    n += 1;
+                }
+                b.insert(chunk_key(&v, 4, n).as_slice(), [0u8; 8].as_slice()).unwrap();
+            }),
+        ),
+        ("an empty chunk", 1, Box::new(move |b| drop(b.insert(chunk_key(&v, 1, 0).as_slice(), [].as_slice())))),
+        ("a block with no first chunk", 5, Box::new(move |b| drop(b.remove(chunk_key(&v, 5, 0).as_slice())))),
+    ];
+    for (what, height, change) in cases {
+        let copy = tempfile::tempdir().unwrap();
+        std::fs::copy(dir.path().join(STORE_FILE), copy.path().join(STORE_FILE)).unwrap();
+        edit(copy.path(), |blocks, _| change(blocks));
+        let output = af(&["ledger", "verify", "--data", copy.path().to_str().unwrap(), "--json"]);
+        assert_eq!(output.status.code(), Some(3), "{what}: {}", stdout(&output));
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let chain = &report["chains"][0];
+        assert_eq!(
+            (&chain["fault"]["kind"], &chain["fault"]["height"]),
+            (&"bad_chunks".into(), &height.into()),
+            "{what}: {chain}"
+        );
+        assert_eq!(chain["n_blocks_ok"], height, "{what}: the blocks before it verify");
+        // A replay of the same store finds it too: no reader takes a block in bad chunks.
+        let audit = af(&["audit", "--data", copy.path().to_str().unwrap(), "--json"]);
+        assert_ne!(audit.status.code(), Some(0), "{what}: {}", stdout(&audit));
+    }
+}
+
+#[test]
+fn a_schema_1_store_is_upgraded_by_a_writer_and_refused_by_a_reader_until_then() {
+    // Made by hand as schema 1 stored it: each block whole in `blocks_v1`.
+    let dir = tempfile::tempdir().unwrap();
+    let key = build_chunked(dir.path());
+    let before: Vec<Vec<u8>> = (0..N_BLOCKS).map(|h| read_block(dir.path(), &key, h)).collect();
+    {
+        let db = Database::open(dir.path().join(STORE_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut old = txn.open_table(redb::TableDefinition::<&[u8], &[u8]>::new("blocks_v1")).unwrap();
+            for (height, bytes) in before.iter().enumerate() {
+                let mut k = key.validator().0.to_vec();
+                k.extend_from_slice(&(height as u64).to_be_bytes());
+                old.insert(k.as_slice(), bytes.as_slice()).unwrap();
+            }
+            let mut meta = txn.open_table(af::ledger::store::META).unwrap();
+            meta.insert("schema", 1u32.to_le_bytes().as_slice()).unwrap();
+        }
+        txn.delete_table(BLOCKS).unwrap();
+        txn.commit().unwrap();
+    }
+    let data = dir.path().to_str().unwrap();
+    let refused = af(&["ledger", "verify", "--data", data]);
+    assert_ne!(refused.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("schema version 1") && said.contains("af ledger compact"), "{said}");
+    let compacted = af(&["ledger", "compact", "--data", data]);
+    assert_eq!(compacted.status.code(), Some(0), "{}", String::from_utf8_lossy(&compacted.stderr));
+    assert_eq!(af(&["ledger", "verify", "--data", data]).status.code(), Some(0), "the upgraded store verifies");
+    let after: Vec<Vec<u8>> = (0..N_BLOCKS).map(|h| read_block(dir.path(), &key, h)).collect();
+    assert_eq!(after, before, "every block kept byte for byte");
 }

@@ -537,23 +537,21 @@ fn miners_see_their_transcripts_with_proofs_that_break_on_any_changed_byte() {
 /// file itself is found too.
 #[test]
 fn a_snapshot_never_hides_a_changed_block() {
-    use af::ledger::store::{block_key, BLOCKS, STORE_FILE};
-    use redb::ReadableTable;
+    use af::ledger::store::{get_block, put_block, BLOCKS, STORE_FILE};
     let (dir, keys) = build(&NetworkSpec::small(2));
     let data = dir.path().to_str().unwrap();
     assert_eq!(af(&["audit", "--data", data, "--snapshot"]).status.code(), Some(0));
     assert!(dir.path().join(replay::SNAPSHOT_FILE).exists(), "the first audit saved a snapshot");
     {
         let db = redb::Database::open(dir.path().join(STORE_FILE)).unwrap();
-        let key = block_key(&keys[0], 1);
         let txn = db.begin_write().unwrap();
         {
             let mut blocks = txn.open_table(BLOCKS).unwrap();
-            let mut bytes = blocks.get(key.as_slice()).unwrap().unwrap().value().to_vec();
+            let mut bytes = get_block(&blocks, &keys[0], 1).unwrap().unwrap();
             // A byte of an answer in the block's last event.
             let n = bytes.len();
             bytes[n - 40] ^= 0x01;
-            blocks.insert(key.as_slice(), bytes.as_slice()).unwrap();
+            put_block(&mut blocks, &keys[0], 1, &bytes).unwrap();
         }
         txn.commit().unwrap();
     }
