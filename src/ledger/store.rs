@@ -15,19 +15,31 @@ use redb::{
 };
 use std::path::{Path, PathBuf};
 
-/// `validator (32) || height (u64 BE) || chunk (u16 BE)` -> the block's canonical bytes
-/// from `chunk * BLOCK_CHUNK_BYTES` on, at most [`BLOCK_CHUNK_BYTES`] of them.
+/// `validator (32) || height (u64 BE) || chunk (u16 BE)` -> the block's next piece of
+/// canonical bytes, its length as [`chunk_lengths`] says.
 pub const BLOCKS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("blocks_v2");
 /// Schema 1 kept each block as one value. redb gives a value larger than a page a run of
 /// pages rounded up to a power of two (a 42 kB block took 64 kB), so a store was 1.4 to
-/// 1.6x its blocks after compaction; one page-sized chunk per leaf wastes only a block's
-/// last page. A writer's open moves these into [`BLOCKS`].
+/// 1.6x its blocks after compaction. A writer's open moves these into [`BLOCKS`].
 const BLOCKS_V1: TableDefinition<&[u8], &[u8]> = TableDefinition::new("blocks_v1");
-/// A chunk and its key fill one 4 KiB redb leaf page (measured: 4,040 still does).
-pub const BLOCK_CHUNK_BYTES: usize = 4000;
-// A block's header and signature sit in its first chunk, and every chunk has a number.
-const _: () = assert!(super::block::EVENTS_OFFSET <= BLOCK_CHUNK_BYTES);
-const _: () = assert!(crate::limits::MAX_BLOCK_BYTES as usize / BLOCK_CHUNK_BYTES < u16::MAX as usize);
+/// The piece sizes, largest first: each with its key and redb's leaf header (54 bytes)
+/// fills a run of 16, 8, 4, 2 or 1 pages of 4 KiB exactly, so only a block's last piece
+/// under a page wastes anything, and a 1 MB block is 16 pieces, not 256.
+pub const CHUNK_SIZES: [usize; 5] = [65_472, 32_704, 16_320, 8_128, 4_032];
+// A block's header and signature sit in its first piece, and every piece has a number.
+const _: () = assert!(super::block::EVENTS_OFFSET + 8 <= CHUNK_SIZES[4]);
+const _: () = assert!(crate::limits::MAX_BLOCK_BYTES as usize / CHUNK_SIZES[0] + 8 < u16::MAX as usize);
+
+/// The lengths of the pieces a block of `len` bytes is stored in, in order: each is the
+/// largest of [`CHUNK_SIZES`] that fits in what is left, else all that is left.
+pub fn chunk_lengths(len: usize) -> impl Iterator<Item = usize> {
+    let mut left = len;
+    std::iter::from_fn(move || {
+        let piece = CHUNK_SIZES.iter().copied().find(|s| *s <= left).unwrap_or(left);
+        left -= piece;
+        (piece > 0).then_some(piece)
+    })
+}
 /// `validator (32)` -> `height (u64 LE) || block hash (32) || time_ms (u64 LE)`.
 pub const TIPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tips_v1");
 /// `challenge_id (32)` -> locations (44 bytes each, see [`Location::encode`]).
@@ -209,9 +221,27 @@ pub fn put_block(
     bytes: &[u8],
 ) -> Result<(), StoreError> {
     remove_block(blocks, validator, height)?;
-    for (chunk, piece) in bytes.chunks(BLOCK_CHUNK_BYTES).enumerate() {
+    insert_chunks(blocks, validator, height, bytes)
+}
+
+/// Writes the chunks of a block where none is stored (appends write above the tip, the
+/// upgrade into an empty table): a chunk already there is a damaged store.
+fn insert_chunks(
+    blocks: &mut redb::Table<&[u8], &[u8]>,
+    validator: &ValidatorKey,
+    height: u64,
+    bytes: &[u8],
+) -> Result<(), StoreError> {
+    let mut at = 0;
+    for (chunk, len) in chunk_lengths(bytes.len()).enumerate() {
+        let piece = &bytes[at..at + len];
+        at += len;
         let key = chunk_key(validator, height, chunk as u16);
-        blocks.insert(key.as_slice(), piece).map_err(eng!("writing a block"))?;
+        if blocks.insert(key.as_slice(), piece).map_err(eng!("writing a block"))?.is_some() {
+            return Err(StoreError::Corrupt(format!(
+                "block {height} of validator {validator} was already stored where the tip says none is"
+            )));
+        }
     }
     Ok(())
 }
@@ -263,64 +293,71 @@ fn for_each_block(
     for entry in blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng!("reading blocks"))? {
         let (key, value) = entry.map_err(eng!("reading blocks"))?;
         let (_, height, chunk) = split_chunk_key(key.value())?;
-        if let Some((done, bytes)) = joiner.done_before(height) {
+        if let Some((done, bytes)) = joiner.done_before(validator, height)? {
             if !sink(done, bytes) {
                 return Ok(());
             }
         }
         joiner.push(validator, height, chunk, value.value())?;
     }
-    if let Some((height, bytes)) = joiner.finish() {
+    if let Some((height, bytes)) = joiner.finish(validator)? {
         sink(height, bytes);
     }
     Ok(())
 }
 
-/// Joins a chain's chunks, in key order, back into blocks, refusing every layout but the
-/// one [`put_block`] writes: chunks numbered from 0 with no gap, each full but the last,
-/// none empty. So a block has one stored form, and a lost or extra chunk is a fault.
+/// Joins a chain's pieces, in key order, back into blocks, refusing every layout but the
+/// one [`put_block`] writes: pieces numbered from 0 with no gap, of the lengths
+/// [`chunk_lengths`] gives for the block's length. So a block has one stored form, and a
+/// lost, short or extra piece is a fault of that block.
 #[derive(Default)]
 struct Joiner {
-    /// The block being joined: its height, its last chunk's number and length, its bytes.
-    current: Option<(u64, u16, usize, Vec<u8>)>,
+    /// The block being joined: its height, its pieces' lengths, its bytes.
+    current: Option<(u64, Vec<usize>, Vec<u8>)>,
 }
 
 impl Joiner {
-    /// The block joined so far, if a chunk of `height` cannot belong to it: complete, as
-    /// far as its chunks tell (a lost last chunk shows as a bad hash or length later).
-    fn done_before(&mut self, height: u64) -> Option<(u64, Vec<u8>)> {
+    /// The block joined so far, if a piece of `height` cannot belong to it.
+    fn done_before(&mut self, validator: &ValidatorKey, height: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
         match &self.current {
-            Some((at, ..)) if *at != height => self.current.take().map(|(at, _, _, bytes)| (at, bytes)),
-            _ => None,
+            Some((at, ..)) if *at != height => self.finish(validator),
+            _ => Ok(None),
         }
     }
 
-    /// Adds one chunk, after [`Joiner::done_before`] handed out the block before it.
+    /// Adds one piece, after [`Joiner::done_before`] handed out the block before it.
     fn push(&mut self, validator: &ValidatorKey, height: u64, chunk: u16, piece: &[u8]) -> Result<(), StoreError> {
         let bad = |why: String| Err(StoreError::BadChunks { validator: *validator, height, why });
-        if piece.is_empty() || piece.len() > BLOCK_CHUNK_BYTES {
-            return bad(format!("chunk {chunk} holds {} bytes", piece.len()));
+        if piece.is_empty() {
+            return bad(format!("chunk {chunk} is empty"));
         }
         match &mut self.current {
-            Some((_, last, last_len, bytes)) => {
-                if chunk != *last + 1 {
-                    return bad(format!("chunk {chunk} follows chunk {last}"));
+            Some((_, lengths, bytes)) => {
+                if usize::from(chunk) != lengths.len() {
+                    return bad(format!("chunk {chunk} follows chunk {}", lengths.len() - 1));
                 }
-                if *last_len != BLOCK_CHUNK_BYTES {
-                    return bad(format!("chunk {last} holds {last_len} bytes and is not the last"));
-                }
+                lengths.push(piece.len());
                 bytes.extend_from_slice(piece);
-                (*last, *last_len) = (chunk, piece.len());
             }
             None if chunk != 0 => return bad(format!("its first chunk is numbered {chunk}")),
-            None => self.current = Some((height, 0, piece.len(), piece.to_vec())),
+            None => self.current = Some((height, vec![piece.len()], piece.to_vec())),
         }
         Ok(())
     }
 
-    /// The last block, once every chunk was pushed.
-    fn finish(self) -> Option<(u64, Vec<u8>)> {
-        self.current.map(|(at, _, _, bytes)| (at, bytes))
+    /// The last block, once every piece was pushed: its pieces must be the ones its
+    /// length gives.
+    fn finish(&mut self, validator: &ValidatorKey) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        let Some((height, lengths, bytes)) = self.current.take() else { return Ok(None) };
+        if !lengths.iter().copied().eq(chunk_lengths(bytes.len())) {
+            let want: Vec<usize> = chunk_lengths(bytes.len()).collect();
+            return Err(StoreError::BadChunks {
+                validator: *validator,
+                height,
+                why: format!("pieces of {lengths:?} bytes, where a block of {} bytes has {want:?}", bytes.len()),
+            });
+        }
+        Ok(Some((height, bytes)))
     }
 }
 
@@ -435,7 +472,7 @@ impl Store {
                 }
                 let validator = ValidatorKey(key[..32].try_into().expect("32"));
                 let height = u64::from_be_bytes(key[32..].try_into().expect("8"));
-                put_block(&mut blocks, &validator, height, value.value())?;
+                insert_chunks(&mut blocks, &validator, height, value.value())?;
                 moved += 1;
             }
         }
@@ -662,8 +699,7 @@ impl Store {
                     height: header.height,
                     source,
                 })?;
-                // Above the tip nothing is stored: `put_block` finds no chunk to replace.
-                put_block(&mut blocks, &validator, header.height, &sealed.bytes)?;
+                insert_chunks(&mut blocks, &validator, header.height, &sealed.bytes)?;
                 let new_tip = sealed.tip();
                 tips.insert(validator.0.as_slice(), encode_tip(&new_tip).as_slice()).map_err(eng!("writing a tip"))?;
                 let mut by_challenge = txn.open_multimap_table(BY_CHALLENGE).map_err(eng!("opening an index"))?;
@@ -1077,4 +1113,30 @@ pub fn stream_blocks_from(
         sink(batch);
     }
     read
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_is_cut_into_pieces_that_each_fill_whole_pages_but_the_last() {
+        let page_runs = [16, 8, 4, 2, 1];
+        for (size, pages) in CHUNK_SIZES.iter().zip(page_runs) {
+            // redb's leaf: a 4-byte header, two 4-byte offsets, the 42-byte key, the value.
+            assert!(4 + 4 + 4 + 42 + size <= pages * 4096, "{size} fits {pages} pages");
+            assert!(4 + 4 + 4 + 42 + size + 64 > pages * 4096, "{size} nearly fills {pages} pages");
+        }
+        for len in [1, 299, 4_031, 4_032, 4_033, 42_000, 65_471, 65_472, 130_944, 1_000_000, 32 << 20] {
+            let pieces: Vec<usize> = chunk_lengths(len).collect();
+            assert_eq!(pieces.iter().sum::<usize>(), len, "{len}");
+            assert!(pieces.iter().all(|p| *p > 0), "{len}: {pieces:?}");
+            // Only the last piece may be smaller than a page, and sizes never grow.
+            assert!(pieces[..pieces.len() - 1].iter().all(|p| CHUNK_SIZES.contains(p)), "{len}: {pieces:?}");
+            assert!(pieces.windows(2).all(|w| w[0] >= w[1]), "{len}: {pieces:?}");
+            assert!(pieces.len() < usize::from(u16::MAX), "{len}");
+        }
+        assert_eq!(chunk_lengths(42_000).collect::<Vec<_>>(), [32_704, 8_128, 1_168]);
+        assert_eq!(chunk_lengths(0).count(), 0);
+    }
 }
