@@ -2,7 +2,8 @@
 //! over a limit, a refused request) prints at most `LINES_PER_WINDOW` per
 //! `WINDOW` and counts the rest in `af_log_lines_suppressed_total`, so nobody outside can
 //! turn a node's log into a flood that buries the lines an operator needs, or fill its
-//! disk.
+//! disk. And one event is one line: a field from outside (a miner's error, a peer's
+//! reason) cannot start a forged line of its own.
 
 use prometheus_client::metrics::counter::Counter;
 use std::collections::HashMap;
@@ -54,9 +55,59 @@ impl<S> Filter<S> for LineLimiter {
     }
 }
 
+/// A log writer that keeps each event on one line: the text format writes an event with
+/// one `write_all` ending in a newline, and every other line break or control character
+/// in it is written escaped as `\u{..}`. Escape itself is kept: tracing already escapes
+/// it inside fields, so what is left is its own colouring. Tab is kept too. The JSON
+/// format needs none of this: JSON escapes them itself.
+pub struct OneLine<W>(pub W);
+
+impl<W: std::io::Write> std::io::Write for OneLine<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let (body, end) = match buf.strip_suffix(b"\n") {
+            Some(body) => (body, &b"\n"[..]),
+            None => (buf, &b""[..]),
+        };
+        let breaks = |b: u8| b.is_ascii_control() && b != 0x1b && b != b'\t';
+        if !body.iter().copied().any(breaks) {
+            self.0.write_all(buf)?;
+            return Ok(buf.len());
+        }
+        let mut line = Vec::with_capacity(buf.len() + 16);
+        for &b in body {
+            if breaks(b) {
+                line.extend_from_slice(format!("\\u{{{b:x}}}").as_bytes());
+            } else {
+                line.push(b);
+            }
+        }
+        line.extend_from_slice(end);
+        self.0.write_all(&line)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_event_is_one_line_whatever_its_fields_hold() {
+        use std::io::Write;
+        let mut out = OneLine(Vec::new());
+        out.write_all(b"WARN miner answered: bad\nINFO af: champion crowned\r\n").unwrap();
+        out.write_all(b"\x1b[32mINFO\x1b[0m plain\tline\n").unwrap();
+        let text = String::from_utf8(out.0).unwrap();
+        assert_eq!(
+            text,
+            "WARN miner answered: bad\\u{a}INFO af: champion crowned\\u{d}\n\x1b[32mINFO\x1b[0m plain\tline\n"
+        );
+        assert_eq!(text.lines().count(), 2);
+    }
 
     #[test]
     fn a_flood_from_one_site_is_cut_and_counted_and_other_sites_still_print() {

@@ -85,10 +85,11 @@ fn init_logging() -> prometheus_client::metrics::counter::Counter {
     let limiter = af::logging::LineLimiter::new(suppressed.clone());
     // A closed stderr (a log reader gone) must not take the process down: tracing's own
     // report of the failed write would go to that same stderr and panic.
-    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).log_internal_errors(false);
+    let layer = tracing_subscriber::fmt::layer().log_internal_errors(false);
     let layer = if std::io::stderr().is_terminal() {
-        layer.with_target(false).boxed()
+        layer.with_writer(|| af::logging::OneLine(std::io::stderr())).with_target(false).boxed()
     } else {
+        let layer = layer.with_writer(std::io::stderr);
         layer.json().flatten_event(true).with_current_span(false).with_span_list(false).boxed()
     };
     tracing_subscriber::registry().with(layer.with_filter(filter.and(limiter))).init();
