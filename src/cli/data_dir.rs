@@ -14,6 +14,13 @@ pub fn key_path(data: &Path) -> PathBuf {
 /// `data`'s store opened for writing, with its key (a new one on first use).
 pub fn open_own_log(data: &Path) -> anyhow::Result<OwnLog> {
     let store = Store::create(data)?;
+    if store.upgraded_blocks() > 0 {
+        tracing::info!(
+            event = "store_upgraded",
+            blocks = store.upgraded_blocks(),
+            "upgraded the store to schema 2: blocks moved into pieces"
+        );
+    }
     let path = key_path(data);
     let key = if path.exists() {
         LedgerKey::load(&path)?

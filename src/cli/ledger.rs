@@ -262,10 +262,15 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
         LedgerCommand::Import { data, file, json } => import(&data, &file, json),
         LedgerCommand::Reindex { data, json } => reindex(&data, json),
         LedgerCommand::Compact { data, json } => {
-            let (before, after) = Store::compact(&data)?;
+            let (before, after, upgraded) = Store::compact(&data)?;
             if json {
-                print_json(&serde_json::json!({ "ok": true, "bytes_before": before, "bytes_after": after }))?;
+                print_json(&serde_json::json!({
+                    "ok": true, "bytes_before": before, "bytes_after": after, "blocks_upgraded": upgraded
+                }))?;
             } else {
+                if upgraded > 0 {
+                    outln!("upgraded the store to schema 2: {upgraded} blocks moved into pieces");
+                }
                 outln!("compacted the store: {before} bytes before, {after} after");
             }
             Ok(ExitCode::SUCCESS)

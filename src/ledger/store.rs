@@ -400,6 +400,8 @@ pub struct Store {
     /// A read-only open of a store its writer left without closing: why it needs the
     /// recovery a writer's next open makes (the reader made it in memory only).
     recovery: Option<String>,
+    /// Blocks this open moved from schema 1 into pieces (see [`Store::upgrade`]).
+    upgraded: u64,
 }
 
 impl std::fmt::Debug for Store {
@@ -419,8 +421,8 @@ impl Store {
             // A new file has nothing to check; an existing one is checked like any other.
             builder.set_check_integrity_on_open(existed).create(&path)
         })?;
-        let store = Store { db, path, read_only: false, recovery: None };
-        store.upgrade()?;
+        let mut store = Store { db, path, read_only: false, recovery: None, upgraded: 0 };
+        store.upgraded = store.upgrade()?;
         store.init_tables()?;
         Ok(store)
     }
@@ -431,8 +433,8 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         let path = existing_store_file(dir)?;
         let db = open_database(&path, |builder| builder.set_check_integrity_on_open(true).open(&path))?;
-        let store = Store { db, path, read_only: false, recovery: None };
-        store.upgrade()?;
+        let mut store = Store { db, path, read_only: false, recovery: None, upgraded: 0 };
+        store.upgraded = store.upgrade()?;
         store.check_schema()?;
         Ok(store)
     }
@@ -532,7 +534,7 @@ impl Store {
             }
             (None, false) => None,
         };
-        let store = Store { db, path, read_only: true, recovery };
+        let store = Store { db, path, read_only: true, recovery, upgraded: 0 };
         store.check_schema()?;
         Ok(store)
     }
@@ -558,17 +560,24 @@ impl Store {
     /// Rewrites the store in `dir` so its file holds no free pages (redb's compaction),
     /// for a validator that is stopped: redb grows its file in doubling regions and keeps
     /// pages freed by older commits for reuse, so a long-running store can be up to twice
-    /// its data. Every page checksum is verified by the open first. Returns the file's
-    /// size (before, after) in bytes.
-    pub fn compact(dir: &Path) -> Result<(u64, u64), StoreError> {
+    /// its data. Every page checksum is verified by the open first, and a schema 1 store
+    /// is upgraded by it. Returns the file's size (before, after) in bytes and the blocks
+    /// the upgrade moved.
+    pub fn compact(dir: &Path) -> Result<(u64, u64, u64), StoreError> {
         let path = existing_store_file(dir)?;
         let size = |path: &Path| std::fs::metadata(path).map(|m| m.len()).map_err(|e| io_open_error(path, e));
         let before = size(&path)?;
         let mut store = Store::open(dir)?;
         // Each call frees what it can; redb says when nothing more can move.
         while store.db.compact().map_err(|e| StoreError::Engine { doing: "compacting", message: e.to_string() })? {}
+        let upgraded = store.upgraded;
         drop(store);
-        Ok((before, size(&path)?))
+        Ok((before, size(&path)?, upgraded))
+    }
+
+    /// How many blocks this open moved from a schema 1 store into pieces (0 if none).
+    pub fn upgraded_blocks(&self) -> u64 {
+        self.upgraded
     }
 
     pub fn path(&self) -> &Path {

@@ -401,8 +401,10 @@ fn a_schema_1_store_is_upgraded_by_a_writer_and_refused_by_a_reader_until_then()
     assert_ne!(refused.status.code(), Some(0));
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(said.contains("schema version 1") && said.contains("af ledger compact"), "{said}");
-    let compacted = af(&["ledger", "compact", "--data", data]);
+    let compacted = af(&["ledger", "compact", "--data", data, "--json"]);
     assert_eq!(compacted.status.code(), Some(0), "{}", String::from_utf8_lossy(&compacted.stderr));
+    let said: serde_json::Value = serde_json::from_slice(&compacted.stdout).unwrap();
+    assert_eq!(said["blocks_upgraded"], N_BLOCKS, "{said}");
     assert_eq!(af(&["ledger", "verify", "--data", data]).status.code(), Some(0), "the upgraded store verifies");
     let after: Vec<Vec<u8>> = (0..N_BLOCKS).map(|h| read_block(dir.path(), &key, h)).collect();
     assert_eq!(after, before, "every block kept byte for byte");
