@@ -14,10 +14,15 @@ const N_BLOCKS: u64 = 6;
 
 /// A store with `N_BLOCKS` demo blocks of 4 events; returns the key.
 fn build(dir: &Path) -> LedgerKey {
+    build_with(dir, 4, 300)
+}
+
+/// A store with `N_BLOCKS` demo blocks of `events` events of about `bytes` each.
+fn build_with(dir: &Path, events: u32, bytes: usize) -> LedgerKey {
     let key = LedgerKey::from_seed([42; 32]);
     let log = OwnLog::new(Store::create(dir).unwrap(), LedgerKey::from_seed([42; 32]));
     for height in 0..N_BLOCKS {
-        log.append(demo::demo_events(&key.validator(), height, 4, 300), 1_000 + height).unwrap();
+        log.append(demo::demo_events(&key.validator(), height, events, bytes), 1_000 + height).unwrap();
     }
     key
 }
@@ -311,12 +316,7 @@ fn index_entries_are_checked_against_the_blocks() {
 
 /// A store whose blocks span several pieces (8 events of about 5 kB each).
 fn build_chunked(dir: &Path) -> LedgerKey {
-    let key = LedgerKey::from_seed([43; 32]);
-    let log = OwnLog::new(Store::create(dir).unwrap(), LedgerKey::from_seed([43; 32]));
-    for height in 0..N_BLOCKS {
-        log.append(demo::demo_events(&key.validator(), height, 8, 5_000), 1_000 + height).unwrap();
-    }
-    key
+    build_with(dir, 8, 5_000)
 }
 
 #[test]
