@@ -328,13 +328,21 @@ impl Joiner {
     /// Adds one piece, after [`Joiner::done_before`] handed out the block before it.
     fn push(&mut self, validator: &ValidatorKey, height: u64, chunk: u16, piece: &[u8]) -> Result<(), StoreError> {
         let bad = |why: String| Err(StoreError::BadChunks { validator: *validator, height, why });
-        if piece.is_empty() {
-            return bad(format!("chunk {chunk} is empty"));
+        // Checked before anything is copied: a crafted store cannot make a reader hold
+        // more than the largest block.
+        if piece.is_empty() || piece.len() > CHUNK_SIZES[0] {
+            return bad(format!("chunk {chunk} holds {} bytes", piece.len()));
         }
         match &mut self.current {
             Some((_, lengths, bytes)) => {
                 if usize::from(chunk) != lengths.len() {
                     return bad(format!("chunk {chunk} follows chunk {}", lengths.len() - 1));
+                }
+                if (bytes.len() + piece.len()) as u64 > crate::limits::MAX_BLOCK_BYTES {
+                    return bad(format!(
+                        "its pieces hold more than the largest block, {} bytes",
+                        crate::limits::MAX_BLOCK_BYTES
+                    ));
                 }
                 lengths.push(piece.len());
                 bytes.extend_from_slice(piece);

@@ -353,6 +353,21 @@ fn a_block_is_stored_in_page_sized_pieces_and_any_other_layout_is_a_fault() {
         ),
         ("an empty chunk", 1, Box::new(move |b| drop(b.insert(chunk_key(&v, 1, 0).as_slice(), [].as_slice())))),
         ("a block with no first chunk", 5, Box::new(move |b| drop(b.remove(chunk_key(&v, 5, 0).as_slice())))),
+        (
+            "a piece longer than the longest",
+            1,
+            Box::new(move |b| drop(b.insert(chunk_key(&v, 1, 0).as_slice(), vec![0u8; 65_473].as_slice()))),
+        ),
+        (
+            "pieces that add up to more than the largest block",
+            5,
+            Box::new(move |b| {
+                let piece = vec![7u8; 65_472];
+                for n in 0..=(af::limits::MAX_BLOCK_BYTES / 65_472) as u16 {
+                    b.insert(chunk_key(&v, 5, n).as_slice(), piece.as_slice()).unwrap();
+                }
+            }),
+        ),
     ];
     for (what, height, change) in cases {
         let copy = tempfile::tempdir().unwrap();
