@@ -61,9 +61,11 @@ struct Held {
     /// Seconds of a replay onto the last folds when no block is new (median of 5): what
     /// each tip move costs beyond folding its new blocks.
     again_s: f64,
+    /// The bytes of every chain's blocks.
+    log_bytes: u64,
 }
 
-fn held(n_matches: usize) -> Held {
+fn held(n_matches: usize, abandon: bool) -> Held {
     let mut spec = synth::NetworkSpec::small(N_VALIDATORS);
     let champion = 1; // 5SynthPerfect
     let first = spec.miners.len();
@@ -77,6 +79,7 @@ fn held(n_matches: usize) -> Held {
     }
     spec.matches.retain(|&(contender, _)| contender >= first);
     spec.events_per_block = 256;
+    spec.faults.abandon_matches = abandon;
     let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("bench-data");
     std::fs::create_dir_all(&base).unwrap();
     let dir = tempfile::Builder::new().prefix("fold-memory").tempdir_in(base).unwrap();
@@ -111,13 +114,14 @@ fn held(n_matches: usize) -> Held {
     let live = LIVE.load(Ordering::Relaxed) - before;
     let snapshot = replay::Snapshot { replay_version: replay::REPLAY_VERSION, folds: out.folds.clone() };
     let encoded = af::ledger::codec::encode(&snapshot, "snapshot", u64::MAX).unwrap().len() as u64;
-    Held { live, encoded, n_matches: out.state.matches.len(), again_s }
+    let log_bytes = out.folds.iter().map(|f| f.n_bytes).sum();
+    Held { live, encoded, n_matches: out.state.matches.len(), again_s, log_bytes }
 }
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let (small, large) = if full { (250, 1_250) } else { (4, 12) };
-    let (a, b) = (held(small), held(large));
+    let (a, b) = (held(small, false), held(large, false));
     assert_eq!((a.n_matches, b.n_matches), (small, large), "every match is in the state");
     println!("## what a replay holds, by matches played ({N_VALIDATORS} validators, each holding its own fold of every match)\n");
     println!("| matches | live heap of folds + state, bytes | encoded folds (snapshot), bytes | replay with no new block, ms |");
@@ -133,4 +137,15 @@ fn main() {
         "\nper match: {per_match:.0} bytes of live heap; per match per validator's chain: {per_chain:.0} (encoded {enc_per_chain:.0})"
     );
     println!("each tip move's replay costs {ms_per_1000:.1} ms more per 1,000 matches held ({N_VALIDATORS} chains)");
+    // What a log can make its peers hold per byte of it: played matches, and matches
+    // started and never played (a permitted validator's cheapest log per match).
+    let (c, d) = (held(small, true), held(large, true));
+    assert_eq!((c.n_matches, d.n_matches), (small, large), "every started match is in the state");
+    println!("\n| matches | log bytes per match per chain | live heap per log byte |");
+    println!("|---|---:|---:|");
+    for (what, x, y) in [("played", &a, &b), ("started, never played", &c, &d)] {
+        let log = (y.log_bytes - x.log_bytes) as f64 / (large - small) as f64 / N_VALIDATORS as f64;
+        let heap = (y.live - x.live) as f64 / (y.log_bytes - x.log_bytes) as f64;
+        println!("| {what} | {log:.0} | {heap:.2} |");
+    }
 }

@@ -48,6 +48,9 @@ pub struct Faults {
     /// This validator picks its first match's id instead of deriving it from the chain
     /// block (a validator grinding for favourable tasks).
     pub pick_match_id: Option<usize>,
+    /// Every validator starts each match and plays none of it: a log of started matches
+    /// alone, the cheapest log per match a permitted validator can make its peers fold.
+    pub abandon_matches: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -197,6 +200,9 @@ fn validator_events(
             chain_block,
             chain_block_hash,
         }));
+        if spec.faults.abandon_matches {
+            continue;
+        }
         let mut state =
             MatchState::new(env_refs.len(), spec.rule, spec.cap, spec.max_challenges, f64::from(ratio_ppm) / 1e6);
         let mut next_index = vec![0u64; env_refs.len()];
