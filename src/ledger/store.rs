@@ -23,11 +23,12 @@ pub const BLOCKS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("blocks_v
 /// 1.6x its blocks after compaction. A writer's open moves these into [`BLOCKS`].
 const BLOCKS_V1: TableDefinition<&[u8], &[u8]> = TableDefinition::new("blocks_v1");
 /// The piece sizes, largest first: each with its key and redb's leaf header (54 bytes)
-/// fills a run of 16, 8, 4, 2 or 1 pages of 4 KiB exactly, so only a block's last piece
-/// under a page wastes anything, and a 1 MB block is 16 pieces, not 256.
-pub const CHUNK_SIZES: [usize; 5] = [65_472, 32_704, 16_320, 8_128, 4_032];
+/// fills a run of 256, 128, ... 2 or 1 pages of 4 KiB exactly, so only a block's last
+/// piece under a page wastes anything. A 1 MB block is 6 pieces, a 32 MiB one 33: each
+/// piece is one read, and 64 KiB pieces at most made reading out of the store 1.5x slower.
+pub const CHUNK_SIZES: [usize; 9] = [1_048_512, 524_224, 262_080, 131_008, 65_472, 32_704, 16_320, 8_128, 4_032];
 // A block's header and signature sit in its first piece, and every piece has a number.
-const _: () = assert!(super::block::EVENTS_OFFSET + 8 <= CHUNK_SIZES[4]);
+const _: () = assert!(super::block::EVENTS_OFFSET + 8 <= CHUNK_SIZES[8]);
 const _: () = assert!(crate::limits::MAX_BLOCK_BYTES as usize / CHUNK_SIZES[0] + 8 < u16::MAX as usize);
 
 /// The lengths of the pieces a block of `len` bytes is stored in, in order: each is the
@@ -289,7 +290,7 @@ fn for_each_block(
 ) -> Result<(), StoreError> {
     let start = chunk_key(validator, from, 0);
     let end = chunk_key(validator, to.unwrap_or(u64::MAX), u16::MAX);
-    let mut joiner = Joiner::default();
+    let mut joiner = Joiner::new();
     for entry in blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng!("reading blocks"))? {
         let (key, value) = entry.map_err(eng!("reading blocks"))?;
         let (_, height, chunk) = split_chunk_key(key.value())?;
@@ -298,7 +299,7 @@ fn for_each_block(
                 return Ok(());
             }
         }
-        joiner.push(validator, height, chunk, value.value())?;
+        joiner.push(validator, height, chunk, Piece(value))?;
     }
     if let Some((height, bytes)) = joiner.finish(validator)? {
         sink(height, bytes);
@@ -306,64 +307,83 @@ fn for_each_block(
     Ok(())
 }
 
+/// A piece as redb hands it out: its page stays shared until the block is joined.
+struct Piece<'a>(redb::AccessGuard<'a, &'static [u8]>);
+
+impl AsRef<[u8]> for Piece<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self.0.value()
+    }
+}
+
 /// Joins a chain's pieces, in key order, back into blocks, refusing every layout but the
 /// one [`put_block`] writes: pieces numbered from 0 with no gap, of the lengths
 /// [`chunk_lengths`] gives for the block's length. So a block has one stored form, and a
-/// lost, short or extra piece is a fault of that block.
-#[derive(Default)]
-struct Joiner {
-    /// The block being joined: its height, its pieces' lengths, its bytes.
-    current: Option<(u64, Vec<usize>, Vec<u8>)>,
+/// lost, short or extra piece is a fault of that block. It holds a block's pieces as
+/// redb hands them out (no copy) and copies them once, into a buffer of the block's size.
+struct Joiner<P> {
+    /// The block being joined: its height and its pieces.
+    current: Option<(u64, Vec<P>)>,
+    /// The bytes of those pieces.
+    len: usize,
 }
 
-impl Joiner {
+impl<P: AsRef<[u8]>> Joiner<P> {
+    fn new() -> Self {
+        Joiner { current: None, len: 0 }
+    }
+
     /// The block joined so far, if a piece of `height` cannot belong to it.
     fn done_before(&mut self, validator: &ValidatorKey, height: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
         match &self.current {
-            Some((at, ..)) if *at != height => self.finish(validator),
+            Some((at, _)) if *at != height => self.finish(validator),
             _ => Ok(None),
         }
     }
 
     /// Adds one piece, after [`Joiner::done_before`] handed out the block before it.
-    fn push(&mut self, validator: &ValidatorKey, height: u64, chunk: u16, piece: &[u8]) -> Result<(), StoreError> {
+    fn push(&mut self, validator: &ValidatorKey, height: u64, chunk: u16, piece: P) -> Result<(), StoreError> {
         let bad = |why: String| Err(StoreError::BadChunks { validator: *validator, height, why });
-        // Checked before anything is copied: a crafted store cannot make a reader hold
-        // more than the largest block.
-        if piece.is_empty() || piece.len() > CHUNK_SIZES[0] {
-            return bad(format!("chunk {chunk} holds {} bytes", piece.len()));
+        let n = piece.as_ref().len();
+        if n == 0 || n > CHUNK_SIZES[0] {
+            return bad(format!("chunk {chunk} holds {n} bytes"));
         }
         match &mut self.current {
-            Some((_, lengths, bytes)) => {
-                if usize::from(chunk) != lengths.len() {
-                    return bad(format!("chunk {chunk} follows chunk {}", lengths.len() - 1));
+            Some((_, pieces)) => {
+                if usize::from(chunk) != pieces.len() {
+                    return bad(format!("chunk {chunk} follows chunk {}", pieces.len() - 1));
                 }
-                if (bytes.len() + piece.len()) as u64 > crate::limits::MAX_BLOCK_BYTES {
-                    return bad(format!(
-                        "its pieces hold more than the largest block, {} bytes",
-                        crate::limits::MAX_BLOCK_BYTES
-                    ));
+                // A crafted store cannot make a reader hold more than the largest block.
+                if (self.len + n) as u64 > crate::limits::MAX_BLOCK_BYTES {
+                    let limit = crate::limits::MAX_BLOCK_BYTES;
+                    return bad(format!("its pieces hold more than the largest block, {limit} bytes"));
                 }
-                lengths.push(piece.len());
-                bytes.extend_from_slice(piece);
+                pieces.push(piece);
             }
             None if chunk != 0 => return bad(format!("its first chunk is numbered {chunk}")),
-            None => self.current = Some((height, vec![piece.len()], piece.to_vec())),
+            None => self.current = Some((height, vec![piece])),
         }
+        self.len += n;
         Ok(())
     }
 
     /// The last block, once every piece was pushed: its pieces must be the ones its
     /// length gives.
     fn finish(&mut self, validator: &ValidatorKey) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
-        let Some((height, lengths, bytes)) = self.current.take() else { return Ok(None) };
-        if !lengths.iter().copied().eq(chunk_lengths(bytes.len())) {
-            let want: Vec<usize> = chunk_lengths(bytes.len()).collect();
+        let Some((height, pieces)) = self.current.take() else { return Ok(None) };
+        let len = std::mem::take(&mut self.len);
+        if !pieces.iter().map(|p| p.as_ref().len()).eq(chunk_lengths(len)) {
+            let have: Vec<usize> = pieces.iter().map(|p| p.as_ref().len()).collect();
+            let want: Vec<usize> = chunk_lengths(len).collect();
             return Err(StoreError::BadChunks {
                 validator: *validator,
                 height,
-                why: format!("pieces of {lengths:?} bytes, where a block of {} bytes has {want:?}", bytes.len()),
+                why: format!("pieces of {have:?} bytes, where a block of {len} bytes has {want:?}"),
             });
+        }
+        let mut bytes = Vec::with_capacity(len);
+        for piece in &pieces {
+            bytes.extend_from_slice(piece.as_ref());
         }
         Ok(Some((height, bytes)))
     }
@@ -1138,7 +1158,7 @@ mod tests {
 
     #[test]
     fn a_block_is_cut_into_pieces_that_each_fill_whole_pages_but_the_last() {
-        let page_runs = [16, 8, 4, 2, 1];
+        let page_runs = [256, 128, 64, 32, 16, 8, 4, 2, 1];
         for (size, pages) in CHUNK_SIZES.iter().zip(page_runs) {
             // redb's leaf: a 4-byte header, two 4-byte offsets, the 42-byte key, the value.
             assert!(4 + 4 + 4 + 42 + size <= pages * 4096, "{size} fits {pages} pages");
@@ -1154,6 +1174,8 @@ mod tests {
             assert!(pieces.len() < usize::from(u16::MAX), "{len}");
         }
         assert_eq!(chunk_lengths(42_000).collect::<Vec<_>>(), [32_704, 8_128, 1_168]);
+        assert_eq!(chunk_lengths(1_000_000).count(), 6);
+        assert_eq!(chunk_lengths(32 << 20).count(), 33);
         assert_eq!(chunk_lengths(0).count(), 0);
     }
 }

@@ -356,7 +356,7 @@ fn a_block_is_stored_in_page_sized_pieces_and_any_other_layout_is_a_fault() {
         (
             "a piece longer than the longest",
             1,
-            Box::new(move |b| drop(b.insert(chunk_key(&v, 1, 0).as_slice(), vec![0u8; 65_473].as_slice()))),
+            Box::new(move |b| drop(b.insert(chunk_key(&v, 1, 0).as_slice(), vec![0u8; 1_048_513].as_slice()))),
         ),
         (
             "pieces that add up to more than the largest block",
