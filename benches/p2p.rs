@@ -43,9 +43,18 @@ fn main() {
     runtime.block_on(catch_up(catch_up_blocks, 1000, 1024));
 }
 
+/// Stops the nodes and waits for them, so none is still running when the runtime is
+/// dropped (a node's timer polled during the runtime's shutdown panics).
+async fn stop_nodes(stop: tokio::sync::watch::Sender<bool>, tasks: Vec<af::p2p::node::NodeHandle>) {
+    let _ = stop.send(true);
+    for handle in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(10), handle.task).await;
+    }
+}
+
 async fn propagation(n: usize, n_blocks: u64) {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let (_stop_sender, stop) = tokio::sync::watch::channel(false);
+    let (stop_sender, stop) = tokio::sync::watch::channel(false);
     let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
     let mut logs = Vec::new();
     let mut handles = Vec::new();
@@ -110,11 +119,12 @@ async fn propagation(n: usize, n_blocks: u64) {
         all.last().expect("samples")
     );
     println!("(target: p99 < 250 ms)\n");
+    stop_nodes(stop_sender, handles).await;
 }
 
 async fn catch_up(n_blocks: u64, events_per_block: u32, event_bytes: usize) {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let (_stop_sender, stop) = tokio::sync::watch::channel(false);
+    let (stop_sender, stop) = tokio::sync::watch::channel(false);
     let source = new_log(&dir.path().join("source"));
     let validator = source.validator();
     let mut n_bytes = 0u64;
@@ -125,13 +135,13 @@ async fn catch_up(n_blocks: u64, events_per_block: u32, event_bytes: usize) {
     }
     let (source_port, joiner_port) = (free_port(), free_port());
     let config = NetConfig { listen: vec![address(source_port)], ..NetConfig::default() };
-    let _source_node = spawn_node(source.clone(), config, None, now_ms, stop.clone()).expect("a node");
+    let source_node = spawn_node(source.clone(), config, None, now_ms, stop.clone()).expect("a node");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let joiner = new_log(&dir.path().join("joiner"));
     let started = Instant::now();
     let config =
         NetConfig { listen: vec![address(joiner_port)], peers: vec![address(source_port)], ..NetConfig::default() };
-    let _joiner_node = spawn_node(joiner.clone(), config, None, now_ms, stop.clone()).expect("a node");
+    let joiner_node = spawn_node(joiner.clone(), config, None, now_ms, stop.clone()).expect("a node");
     while joiner.store.tip(&validator).expect("readable").is_none_or(|t| t.height + 1 < n_blocks) {
         assert!(started.elapsed() < Duration::from_secs(600), "catch-up stalled");
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -147,4 +157,5 @@ async fn catch_up(n_blocks: u64, events_per_block: u32, event_bytes: usize) {
     println!("| time to hold the whole log | {seconds:.2} s |");
     println!("| blocks/s | {:.0} |", n_blocks as f64 / seconds);
     println!("| **MiB/s** | **{:.1}** (target >= 50) |", mib / seconds);
+    stop_nodes(stop_sender, vec![source_node, joiner_node]).await;
 }
