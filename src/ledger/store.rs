@@ -290,7 +290,7 @@ fn for_each_block(
 ) -> Result<(), StoreError> {
     let start = chunk_key(validator, from, 0);
     let end = chunk_key(validator, to.unwrap_or(u64::MAX), u16::MAX);
-    let mut joiner = Joiner::new();
+    let mut joiner = Joiner::default();
     for entry in blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng!("reading blocks"))? {
         let (key, value) = entry.map_err(eng!("reading blocks"))?;
         let (_, height, chunk) = split_chunk_key(key.value())?;
@@ -299,7 +299,7 @@ fn for_each_block(
                 return Ok(());
             }
         }
-        joiner.push(validator, height, chunk, Piece(value))?;
+        joiner.push(validator, height, chunk, value)?;
     }
     if let Some((height, bytes)) = joiner.finish(validator)? {
         sink(height, bytes);
@@ -307,32 +307,21 @@ fn for_each_block(
     Ok(())
 }
 
-/// A piece as redb hands it out: its page stays shared until the block is joined.
-struct Piece<'a>(redb::AccessGuard<'a, &'static [u8]>);
-
-impl AsRef<[u8]> for Piece<'_> {
-    fn as_ref(&self) -> &[u8] {
-        self.0.value()
-    }
-}
-
 /// Joins a chain's pieces, in key order, back into blocks, refusing every layout but the
 /// one [`put_block`] writes: pieces numbered from 0 with no gap, of the lengths
 /// [`chunk_lengths`] gives for the block's length. So a block has one stored form, and a
 /// lost, short or extra piece is a fault of that block. It holds a block's pieces as
 /// redb hands them out (no copy) and copies them once, into a buffer of the block's size.
-struct Joiner<P> {
-    /// The block being joined: its height and its pieces.
-    current: Option<(u64, Vec<P>)>,
+#[derive(Default)]
+struct Joiner<'a> {
+    /// The block being joined: its height and its pieces, as redb hands them out (their
+    /// pages stay shared until the block is joined).
+    current: Option<(u64, Vec<redb::AccessGuard<'a, &'static [u8]>>)>,
     /// The bytes of those pieces.
     len: usize,
 }
 
-impl<P: AsRef<[u8]>> Joiner<P> {
-    fn new() -> Self {
-        Joiner { current: None, len: 0 }
-    }
-
+impl<'a> Joiner<'a> {
     /// The block joined so far, if a piece of `height` cannot belong to it.
     fn done_before(&mut self, validator: &ValidatorKey, height: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
         match &self.current {
@@ -342,9 +331,15 @@ impl<P: AsRef<[u8]>> Joiner<P> {
     }
 
     /// Adds one piece, after [`Joiner::done_before`] handed out the block before it.
-    fn push(&mut self, validator: &ValidatorKey, height: u64, chunk: u16, piece: P) -> Result<(), StoreError> {
+    fn push(
+        &mut self,
+        validator: &ValidatorKey,
+        height: u64,
+        chunk: u16,
+        piece: redb::AccessGuard<'a, &'static [u8]>,
+    ) -> Result<(), StoreError> {
         let bad = |why: String| Err(StoreError::BadChunks { validator: *validator, height, why });
-        let n = piece.as_ref().len();
+        let n = piece.value().len();
         if n == 0 || n > CHUNK_SIZES[0] {
             return bad(format!("chunk {chunk} holds {n} bytes"));
         }
@@ -372,8 +367,8 @@ impl<P: AsRef<[u8]>> Joiner<P> {
     fn finish(&mut self, validator: &ValidatorKey) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
         let Some((height, pieces)) = self.current.take() else { return Ok(None) };
         let len = std::mem::take(&mut self.len);
-        if !pieces.iter().map(|p| p.as_ref().len()).eq(chunk_lengths(len)) {
-            let have: Vec<usize> = pieces.iter().map(|p| p.as_ref().len()).collect();
+        if !pieces.iter().map(|p| p.value().len()).eq(chunk_lengths(len)) {
+            let have: Vec<usize> = pieces.iter().map(|p| p.value().len()).collect();
             let want: Vec<usize> = chunk_lengths(len).collect();
             return Err(StoreError::BadChunks {
                 validator: *validator,
@@ -383,7 +378,7 @@ impl<P: AsRef<[u8]>> Joiner<P> {
         }
         let mut bytes = Vec::with_capacity(len);
         for piece in &pieces {
-            bytes.extend_from_slice(piece.as_ref());
+            bytes.extend_from_slice(piece.value());
         }
         Ok(Some((height, bytes)))
     }
