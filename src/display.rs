@@ -22,7 +22,9 @@ fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
-fn escape_where(text: &str, escape: impl Fn(char) -> bool) -> Cow<'_, str> {
+/// `text` with every character `escape` picks shown as `\u{..}`; the one escaping every
+/// function here (and the log writer's) shares.
+pub fn escape_where(text: &str, escape: impl Fn(char) -> bool) -> Cow<'_, str> {
     if !text.chars().any(&escape) {
         return Cow::Borrowed(text);
     }

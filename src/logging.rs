@@ -68,19 +68,14 @@ impl<W: std::io::Write> std::io::Write for OneLine<W> {
             Some(body) => (body, &b"\n"[..]),
             None => (buf, &b""[..]),
         };
-        let breaks = |b: u8| b.is_ascii_control() && b != 0x1b && b != b'\t';
-        if !body.iter().copied().any(breaks) {
+        let breaks = |c: char| c.is_ascii_control() && c != '\x1b' && c != '\t';
+        if !body.iter().any(|&b| breaks(char::from(b))) {
             self.0.write_all(buf)?;
             return Ok(buf.len());
         }
-        let mut line = Vec::with_capacity(buf.len() + 16);
-        for &b in body {
-            if breaks(b) {
-                line.extend_from_slice(format!("\\u{{{b:x}}}").as_bytes());
-            } else {
-                line.push(b);
-            }
-        }
+        let text = String::from_utf8_lossy(body);
+        // One write, as the event came: another thread's line cannot land inside it.
+        let mut line = crate::display::escape_where(&text, breaks).into_owned().into_bytes();
         line.extend_from_slice(end);
         self.0.write_all(&line)?;
         Ok(buf.len())
