@@ -18,7 +18,9 @@
 //! validator past the fork is accepted any more.
 //!
 //! Bounded against hostile peers: each peer's requests and announcements are
-//! rate-limited (a peer over the rate is dropped); fetches are capped in total and per
+//! rate-limited (a peer over the request rate is dropped; announcements over the rate
+//! are ignored, and only a peer that stays over twice it is dropped, because an honest
+//! peer bursts when a partition heals); fetches are capped in total and per
 //! peer and handed out round-robin over peers, so no peer's announcements can take the
 //! slots honest chains need; at most `max_chains` logs are held; announcements waiting
 //! for their blocks are capped; and evidence is recorded at most once per peer per
@@ -73,6 +75,8 @@ pub struct SyncConfig {
 pub const MAX_PENDING_GOSSIP: usize = 1024;
 /// Evidence against validators not on an allow-list: at most this many per hour in total.
 pub const EVIDENCE_BURST: u32 = 12;
+/// Seconds of a peer's announcement rate it may send beyond it before it is blocked.
+pub const GOSSIP_EXCESS_SECS: u32 = 60;
 
 impl Default for SyncConfig {
     fn default() -> Self {
@@ -204,6 +208,9 @@ pub struct SyncCounters {
     pub evidence_deferred: u64,
     /// Announcements of chains beyond `max_chains`, or beyond the pending cap, ignored.
     pub announcements_ignored: u64,
+    /// Announcements over their sender's rate, ignored unchecked (tips rounds repair).
+    #[serde(default)]
+    pub announcements_over_rate: u64,
     /// Payload bytes of the responses we answered with, and of those we were answered
     /// with (duplicates and refused ones included): the sync traffic of this node.
     pub bytes_served: u64,
@@ -244,6 +251,9 @@ struct PeerState {
     holds: BTreeMap<ValidatorKey, u64>,
     requests: Bucket,
     gossip: Bucket,
+    /// Announcements over `gossip`, refilled at the same rate: empty only when a peer
+    /// stays over twice the rate (or bursts past `GOSSIP_EXCESS_SECS` of it at once).
+    gossip_excess: Bucket,
     /// Our block requests to it in flight.
     fetching: usize,
     /// Our own requests to it, paced at half the rate we allow a peer, so an honest node
@@ -365,6 +375,7 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
             holds: BTreeMap::new(),
             requests: Bucket::full(config.peer_requests_per_s.saturating_mul(2), now_ms),
             gossip: Bucket::full(config.peer_gossip_per_s.saturating_mul(2), now_ms),
+            gossip_excess: Bucket::full(config.peer_gossip_per_s.saturating_mul(GOSSIP_EXCESS_SECS), now_ms),
             fetching: 0,
             sent: Bucket::full(config.peer_requests_per_s, now_ms),
             seen: BTreeMap::new(),
@@ -726,9 +737,21 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
             out.push(Output::Validate { token, from: from.clone(), result: Validation::Reject });
         };
         let rate = self.config.peer_gossip_per_s;
-        if !self.peer(&from, now_ms).gossip.take(now_ms, rate, 1000, rate.saturating_mul(2)) {
+        let state = self.peer(&from, now_ms);
+        if !state.gossip.take(now_ms, rate, 1000, rate.saturating_mul(2)) {
+            // An honest peer bursts when a partition heals: it forwards at once what it
+            // held back. So the excess is only ignored; a peer is blocked only when it
+            // stays over twice the rate long enough to drain a minute of excess.
+            let sustained = !state.gossip_excess.take(now_ms, rate, 1000, rate.saturating_mul(GOSSIP_EXCESS_SECS));
+            self.counters.announcements_over_rate += 1;
             out.push(Output::Validate { token, from: from.clone(), result: Validation::Ignore });
-            self.misbehaved(from, format!("more than {rate} announcements per second"), out);
+            if sustained {
+                self.misbehaved(
+                    from,
+                    format!("more than twice {rate} announcements per second for {GOSSIP_EXCESS_SECS} s"),
+                    out,
+                );
+            }
             return Ok(());
         }
         let Ok(Gossip::Announce(signed)) = wire::decode_gossip(data) else {

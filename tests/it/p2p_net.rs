@@ -430,3 +430,52 @@ fn an_announcement_dated_far_in_the_future_is_ignored_without_blame() {
     let (result, fetches) = announce(&mut sync, 2, wall + 60_000);
     assert!(result.is_none() && fetches, "a block a minute ahead is fetched (its announcement waits for it)");
 }
+
+/// When a partition heals, an honest peer forwards at once what it held back: a burst
+/// far over the announcement rate. The excess is ignored (tips rounds repair it), not
+/// blamed; only a peer that stays over twice the rate is blocked (README, "Limits").
+#[test]
+fn an_announcement_burst_is_ignored_but_a_sustained_flood_blocks_its_sender() {
+    let store = MemoryStore::default();
+    let config = SyncConfig::default();
+    let rate = u64::from(config.peer_gossip_per_s);
+    let mut sync: Sync<u8> = Sync::new(config);
+    let (honest, flooder): (u8, u8) = (1, 2);
+    sync.handle(Input::PeerConnected(honest), 0, &store).unwrap();
+    sync.handle(Input::PeerConnected(flooder), 0, &store).unwrap();
+    let key = LedgerKey::from_seed([8; 32]);
+    let block = seal(key.signing_key(), None, 1, demo_events(&key.validator(), 0, 1, 100)).unwrap();
+    let signed =
+        SignedHeader { header: block.decoded().block.header.clone(), signature: block.decoded().block.signature };
+    let data = wire::encode_gossip(&Gossip::Announce(signed));
+    let mut token = 0u64;
+    // Returns whether `from` was blocked by this message.
+    let mut send = |sync: &mut Sync<u8>, from: u8, now_ms: u64| {
+        token += 1;
+        let out = sync.handle(Input::Gossip { from, token, data: data.clone() }, now_ms, &store).unwrap();
+        out.iter().any(|o| matches!(o, Output::Misbehaved { peer, .. } if *peer == from))
+    };
+    // 6,000 announcements in one instant: 200 within the burst, the rest ignored.
+    for _ in 0..6_000 {
+        assert!(!send(&mut sync, honest, 1_000), "a burst after a partition is not misbehaviour");
+    }
+    assert_eq!(sync.counters.announcements_over_rate, 6_000 - 2 * rate);
+    assert_eq!(sync.counters.peers_misbehaved, 0);
+    // Three times the rate, every 10 ms for simulated minutes: blocked within about a
+    // minute and a half (excess drains at the rate once twice the rate is spent).
+    let mut blocked_at = None;
+    for step in 0..20_000u64 {
+        let now = 1_000 + step * 10;
+        for _ in 0..3 {
+            if send(&mut sync, flooder, now) {
+                blocked_at = Some(now);
+            }
+        }
+        if blocked_at.is_some() {
+            break;
+        }
+    }
+    let blocked_at = blocked_at.expect("a peer at three times the rate is blocked");
+    assert!((50_000..100_000).contains(&blocked_at), "blocked after {} ms", blocked_at - 1_000);
+    assert_eq!(sync.counters.peers_misbehaved, 1);
+}
