@@ -31,7 +31,7 @@
 use super::blocks::BlockStore;
 use super::wire::{self, Gossip, Request, Response, SignedHeader, MAX_BLOCKS_PER_REQUEST, MAX_TIPS};
 use crate::bytes::ValidatorKey;
-use crate::ledger::block::SealedBlock;
+use crate::ledger::block::{BlockError, SealedBlock};
 use crate::ledger::event::Evidence;
 use crate::ledger::store::{Appended, StoreError};
 use crate::limits::FUTURE_TOLERANCE_MS;
@@ -187,6 +187,9 @@ struct Fetch<P> {
     validator: ValidatorKey,
     from_height: u64,
     deadline_ms: u64,
+    /// A one-block request for our own tip's height, sent after the peer's next block
+    /// did not link to our tip: it finds which of the two the validator forked.
+    probe: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -211,6 +214,10 @@ pub struct SyncCounters {
     /// Announcements over their sender's rate, ignored unchecked (tips rounds repair).
     #[serde(default)]
     pub announcements_over_rate: u64,
+    /// Peers whose next block did not link to our tip, asked for their block at our
+    /// tip's height to prove the fork.
+    #[serde(default)]
+    pub forks_probed: u64,
     /// Payload bytes of the responses we answered with, and of those we were answered
     /// with (duplicates and refused ones included): the sync traffic of this node.
     pub bytes_served: u64,
@@ -617,6 +624,7 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                         validator,
                         from_height: next,
                         deadline_ms: now_ms + self.config.request_timeout_ms,
+                        probe: false,
                     },
                 );
                 let state = self.peers.get_mut(peer).expect("listed above");
@@ -966,10 +974,20 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                     };
                     self.equivocation(&from, evidence, now_ms, out);
                 }
+                // Validly signed, the peer's next block after our tip, but not linking to
+                // it: the validator signed two blocks at our tip's height (or below) and
+                // the peer, honest or not, holds the other branch. Blaming it would let one
+                // forking validator split the honest nodes; instead its block at our tip's
+                // height is asked for, which proves the fork (`Conflict` above).
+                StoreError::Rejected { source: BlockError::BrokenLink { .. }, .. }
+                    if index == 0 && !fetch.probe && fetch.from_height > 0 =>
+                {
+                    self.probe_fork(from, fetch.validator, fetch.from_height - 1, now_ms, out);
+                }
                 StoreError::Rejected { source, .. } => {
-                    // Validly signed but not linking to what we hold: the validator forked
-                    // below this height (evidence comes when the conflicting header does),
-                    // or the peer holds a fork. Either way, not from this peer now.
+                    // A block that does not link to the peer's own previous one, or a
+                    // probe answered with something that does not conflict: not a chain an
+                    // honest peer stores.
                     self.misbehaved(from, format!("block does not link: {source}"), out);
                 }
                 other => return Err(other.into()),
@@ -978,8 +996,35 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         }
         if let Some(Some(reason)) = stop {
             self.misbehaved(from, reason, out);
+        } else if fetch.probe && appended.iter().any(|done| !matches!(done, Appended::New(_))) {
+            // Its block at our tip's height is ours, yet its next block did not link to it.
+            self.misbehaved(from, "a block that does not link to its own previous block".into(), out);
         }
         Ok(())
+    }
+
+    /// Asks `peer` for its block of `validator` at `height` (our tip there), after its
+    /// next block did not link to ours. Neither paced nor counted against fetch slots:
+    /// it replaces the fetch that just ended, at most one per answered fetch.
+    fn probe_fork(&mut self, peer: P, validator: ValidatorKey, height: u64, now_ms: u64, out: &mut Vec<Output<P>>) {
+        self.counters.forks_probed += 1;
+        let Some(state) = self.peers.get_mut(&peer) else { return };
+        // Not fetched from this peer again until a tips round claims it afresh.
+        state.holds.insert(validator, height);
+        state.fetching += 1;
+        let request = self.next_request();
+        self.fetches.insert(
+            request,
+            Fetch {
+                peer: peer.clone(),
+                validator,
+                from_height: height,
+                deadline_ms: now_ms + self.config.request_timeout_ms,
+                probe: true,
+            },
+        );
+        let data = wire::encode_request(&Request::Blocks { validator, from_height: height, max_blocks: 1 });
+        out.push(Output::SendRequest { to: peer, request, data });
     }
 
     /// Gossip messages waiting for their blocks: accept those whose block is now stored.

@@ -479,3 +479,60 @@ fn an_announcement_burst_is_ignored_but_a_sustained_flood_blocks_its_sender() {
     assert!((50_000..100_000).contains(&blocked_at), "blocked after {} ms", blocked_at - 1_000);
     assert_eq!(sync.counters.peers_misbehaved, 1);
 }
+
+/// A peer whose next block does not link to our tip is asked for its block at our tip's
+/// height: answered with the other branch's block, that is evidence and nobody is
+/// blamed; answered with our own block, the peer served a chain that does not link and
+/// is blocked.
+#[test]
+fn a_block_past_our_tip_that_does_not_link_is_probed_before_anyone_is_blamed() {
+    let cheat = LedgerKey::from_seed([97; 32]);
+    let validator = cheat.validator();
+    let genesis = seal(cheat.signing_key(), None, 1, demo_events(&validator, 0, 2, 100)).unwrap();
+    let a1 = seal(cheat.signing_key(), Some(&genesis.tip()), 2, demo_events(&validator, 1, 2, 100)).unwrap();
+    let b1 = seal(cheat.signing_key(), Some(&genesis.tip()), 3, demo_events(&validator, 1, 3, 100)).unwrap();
+    let b2 = seal(cheat.signing_key(), Some(&b1.tip()), 4, demo_events(&validator, 2, 2, 100)).unwrap();
+    let blocks_request = |out: &[Output<u8>]| {
+        out.iter().find_map(|o| match o {
+            Output::SendRequest { request, data, .. } => match wire::decode_request(data).unwrap() {
+                Request::Blocks { from_height, max_blocks, .. } => Some((*request, from_height, max_blocks)),
+                Request::Tips => None,
+            },
+            _ => None,
+        })
+    };
+    for (probe_answer, honest) in [(&b1, true), (&a1, false)] {
+        let store = MemoryStore::default();
+        store.append(&genesis).unwrap();
+        store.append(&a1).unwrap();
+        let mut sync: Sync<u8> = Sync::new(SyncConfig::default());
+        let peer: u8 = 9;
+        let out = sync.handle(Input::PeerConnected(peer), 0, &store).unwrap();
+        let tips_request = out
+            .iter()
+            .find_map(|o| match o {
+                Output::SendRequest { request, .. } => Some(*request),
+                _ => None,
+            })
+            .unwrap();
+        let tip = SignedHeader { header: b2.decoded().block.header.clone(), signature: b2.decoded().block.signature };
+        let response = wire::encode_response(&Response::Tips(vec![tip])).unwrap();
+        let out =
+            sync.handle(Input::Response { from: peer, request: tips_request, data: response }, 10, &store).unwrap();
+        let (request, from_height, _) = blocks_request(&out).expect("the chain past our tip is fetched");
+        assert_eq!(from_height, 2);
+        let response = wire::encode_response(&Response::Blocks(vec![b2.bytes().to_vec()])).unwrap();
+        let out = sync.handle(Input::Response { from: peer, request, data: response }, 20, &store).unwrap();
+        assert!(!out.iter().any(|o| matches!(o, Output::Misbehaved { .. })), "not blamed for the fork: {out:?}");
+        let (request, from_height, max_blocks) = blocks_request(&out).expect("a probe at our tip's height");
+        assert_eq!((from_height, max_blocks), (1, 1));
+        assert_eq!(sync.counters.forks_probed, 1);
+        let response = wire::encode_response(&Response::Blocks(vec![probe_answer.bytes().to_vec()])).unwrap();
+        let out = sync.handle(Input::Response { from: peer, request, data: response }, 30, &store).unwrap();
+        let evidence =
+            out.iter().any(|o| matches!(o, Output::Evidence(e) if e.validator == validator && e.height == 1));
+        let blamed = out.iter().any(|o| matches!(o, Output::Misbehaved { peer: p, .. } if *p == peer));
+        assert_eq!((evidence, blamed), (honest, !honest), "{out:?}");
+        assert_eq!(store.tip(&validator).unwrap().unwrap().height, 1, "nothing past the fork is stored");
+    }
+}

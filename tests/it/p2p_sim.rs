@@ -131,3 +131,40 @@ fn an_equivocating_validator_is_caught_by_every_honest_node() {
         }
     }
 }
+
+/// A fork below the tip: half the nodes hold the cheat's chain `G, A1`, half `G, B1, B2`.
+/// A node holding `A1` that fetches height 2 from an honest peer gets `B2`, which does
+/// not link to `A1`. The peer only relays the cheat's other branch: it must not be
+/// blamed, and the fork must still be proven (evidence at height 1) everywhere.
+#[test]
+fn a_fork_below_the_tip_is_proven_without_blaming_the_honest_peers_that_relay_it() {
+    for seed in seeds(6) {
+        let n = 6;
+        let mut sim = Sim::new(seed, n, 3, 0.1);
+        let honest = keys(n, 3);
+        let cheat = LedgerKey::from_seed([98; 32]);
+        let validator = cheat.validator();
+        let genesis = seal(cheat.signing_key(), None, 1, demo_events(&validator, 0, 2, 100)).unwrap();
+        let a1 = seal(cheat.signing_key(), Some(&genesis.tip()), 2, demo_events(&validator, 1, 2, 100)).unwrap();
+        let b1 = seal(cheat.signing_key(), Some(&genesis.tip()), 3, demo_events(&validator, 1, 3, 100)).unwrap();
+        let b2 = seal(cheat.signing_key(), Some(&b1.tip()), 4, demo_events(&validator, 2, 2, 100)).unwrap();
+        for (node, key) in honest.iter().enumerate() {
+            let branch: Vec<&SealedBlock> = if node % 2 == 0 { vec![&genesis, &a1] } else { vec![&genesis, &b1, &b2] };
+            for block in &branch {
+                sim.stores[node].append(block).unwrap();
+            }
+            sim.input(node, Input::OwnBlock { validator, height: branch.len() as u64 - 1 });
+            sim.own_block(node, key, 2, 200);
+        }
+        sim.run_until(30_000);
+        for node in 0..n {
+            assert_eq!(sim.evidence[node], vec![(validator, 1)], "seed {seed}: node {node} recorded the evidence once");
+            if node % 2 == 0 {
+                // Holding A1, it learned of B1 only by asking for it (B2's tips are higher).
+                assert!(sim.syncs[node].counters.forks_probed > 0, "seed {seed}: node {node} probed");
+            }
+            let honest_tips = sim.tips(node).into_iter().filter(|(v, _)| *v != validator).count();
+            assert_eq!(honest_tips, n, "seed {seed}: node {node}");
+        }
+    }
+}
