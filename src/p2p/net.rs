@@ -197,12 +197,20 @@ fn build_swarm(key: &LedgerKey, config: &NetConfig) -> Result<Swarm<Behaviour>, 
             let message_id = |message: &gossipsub::Message| {
                 gossipsub::MessageId::from(blake3::hash(&message.data).to_hex().to_string())
             };
+            // An announcement waits for its block up to the fetch timeout before we
+            // report on it; gossipsub forgets a message after `history_length`
+            // heartbeats, and a late report is a warning and no forward. So the cache
+            // spans the timeout (only messages waiting or accepted stay in it; the
+            // waiting ones are capped by MAX_PENDING_GOSSIP).
+            let heartbeat_ms = 500;
+            let history = config.sync.request_timeout_ms.div_ceil(heartbeat_ms) as usize + 2;
             let config = gossipsub::ConfigBuilder::default()
+                .history_length(history.max(5))
                 .validate_messages()
                 .validation_mode(gossipsub::ValidationMode::Strict)
                 .message_id_fn(message_id)
                 .max_transmit_size(MAX_GOSSIP_BYTES as usize)
-                .heartbeat_interval(Duration::from_millis(500))
+                .heartbeat_interval(Duration::from_millis(heartbeat_ms))
                 .mesh_n_low(2)
                 .mesh_n(4)
                 .mesh_n_high(8)
