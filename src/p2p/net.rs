@@ -307,7 +307,7 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
                 // A dropped stop sender is a stop too (its owner ended), never a busy loop.
                 if changed.is_err() || *channels.stop.borrow() {
                     draining = Some(std::time::Instant::now());
-                    sync.ask_tips_every_tick();
+                    sync.ask_tips_every(config.tick_ms.max(10));
                 }
                 continue;
             }

@@ -364,10 +364,12 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         behind.len()
     }
 
-    /// From now on, asks every peer for its tips on every turn of the clock, not every
-    /// `tips_interval_ms`: a stopping node learns within a tick that its last block is held.
-    pub fn ask_tips_every_tick(&mut self) {
-        self.config.tips_interval_ms = 0;
+    /// From now on, asks every peer for its tips every `interval_ms` (a tick), not every
+    /// `tips_interval_ms`: a stopping node learns within a tick that its last block is
+    /// held. Not on every input: a round would then follow each answer at once, one per
+    /// round trip, and a peer would block us past its request rate.
+    pub fn ask_tips_every(&mut self, interval_ms: u64) {
+        self.config.tips_interval_ms = interval_ms.max(1);
         self.next_tips_ms = 0;
     }
 

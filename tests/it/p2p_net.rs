@@ -536,3 +536,42 @@ fn a_block_past_our_tip_that_does_not_link_is_probed_before_anyone_is_blamed() {
         assert_eq!(store.tip(&validator).unwrap().unwrap().height, 1, "nothing past the fork is stored");
     }
 }
+
+/// A stopping node asks its peers for their tips once a tick, not once per answer: on
+/// loopback an answer comes back within a millisecond, and a round per answer would pass
+/// the peer's request rate (100/s) and get the stopping node blocked before its last
+/// block is fetched.
+#[test]
+fn a_stopping_node_asks_for_tips_once_a_tick_not_once_per_answer() {
+    let store = MemoryStore::default();
+    let mut sync: Sync<u8> = Sync::new(SyncConfig::default());
+    let peer: u8 = 3;
+    let connected = sync.handle(Input::PeerConnected(peer), 0, &store).unwrap();
+    sync.ask_tips_every(250);
+    let tips_requests = |out: &[Output<u8>]| -> Vec<u64> {
+        out.iter()
+            .filter_map(|o| match o {
+                Output::SendRequest { request, data, .. } if wire::decode_request(data).unwrap() == Request::Tips => {
+                    Some(*request)
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let empty = wire::encode_response(&Response::Tips(Vec::new())).unwrap();
+    let mut sent = 0;
+    let mut pending: Vec<u64> = tips_requests(&connected);
+    assert_eq!(pending.len(), 1, "a new peer is asked at once");
+    // One second of answers, each a millisecond after its request.
+    for now in 1..=1_000u64 {
+        let mut out = sync.handle(Input::Tick, now, &store).unwrap();
+        for request in pending.drain(..) {
+            out.extend(sync.handle(Input::Response { from: peer, request, data: empty.clone() }, now, &store).unwrap());
+        }
+        let asked = tips_requests(&out);
+        sent += asked.len();
+        pending.extend(asked);
+    }
+    assert!((3..=6).contains(&sent), "{sent} tips rounds in one second at a 250 ms tick");
+    assert_eq!(sync.counters.peers_misbehaved, 0);
+}
