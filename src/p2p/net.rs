@@ -107,6 +107,10 @@ impl Default for ConnectionLimits {
 /// Peers blocked for misbehaviour, remembered at most (the oldest is forgotten first, so
 /// a crowd of throwaway identities cannot grow the list without bound).
 pub const MAX_BLOCKED_PEERS: usize = 4096;
+/// How long a block lasts. Not for good: a block that an honest peer earned by a fault of
+/// ours or a rule too tight would otherwise cut it off until we restart, and a hostile
+/// peer gains one reconnect per period, which the limits bound like any other.
+pub const BLOCK_MS: u64 = 600_000;
 
 impl Default for NetConfig {
     fn default() -> Self {
@@ -354,12 +358,17 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
             _ => None,
         };
         let store_ref = store;
+        let now = now_ms();
+        while let Some(peer) = state.blocked.next_expired(now) {
+            swarm.behaviour_mut().blocked.unblock_peer(peer);
+            state.status_dirty = true;
+        }
         // Appends fsync; keep them off the async workers' backs.
-        let outputs = tokio::task::block_in_place(|| sync.handle(input, now_ms(), store_ref))?;
+        let outputs = tokio::task::block_in_place(|| sync.handle(input, now, store_ref))?;
         // The response's bytes stayed reserved until the protocol was done with them.
         drop(held);
         for output in outputs {
-            state.apply(output, &mut swarm, &topic, &channels.evidence, &config.budget);
+            state.apply(output, &mut swarm, &topic, &channels.evidence, &config.budget, now);
         }
         // A request the protocol chose not to answer: free its channel (the peer sees
         // the stream close).
@@ -373,6 +382,44 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
     }
 }
 
+/// Blocked peers and when each block ends, oldest first: at most `MAX_BLOCKED_PEERS`,
+/// each for `BLOCK_MS`.
+#[derive(Debug)]
+struct BlockList<P> {
+    entries: VecDeque<(P, u64)>,
+}
+
+impl<P> Default for BlockList<P> {
+    fn default() -> Self {
+        BlockList { entries: VecDeque::new() }
+    }
+}
+
+impl<P: PartialEq> BlockList<P> {
+    /// Blocks `peer` from `now_ms` on; returns a peer forgotten to make room.
+    fn block(&mut self, peer: P, now_ms: u64) -> Option<P> {
+        self.entries.retain(|(p, _)| *p != peer);
+        self.entries.push_back((peer, now_ms.saturating_add(BLOCK_MS)));
+        if self.entries.len() > MAX_BLOCKED_PEERS {
+            return self.entries.pop_front().map(|(p, _)| p);
+        }
+        None
+    }
+
+    /// A peer whose block has ended by `now_ms`, removed. Every block lasts as long, so
+    /// ends come in blocking order and only the front needs looking at.
+    fn next_expired(&mut self, now_ms: u64) -> Option<P> {
+        if self.entries.front().is_some_and(|(_, until)| *until <= now_ms) {
+            return self.entries.pop_front().map(|(p, _)| p);
+        }
+        None
+    }
+
+    fn peers(&self) -> impl Iterator<Item = &P> {
+        self.entries.iter().map(|(p, _)| p)
+    }
+}
+
 #[derive(Default)]
 struct ActorState {
     next_token: u64,
@@ -380,8 +427,7 @@ struct ActorState {
     channels: HashMap<ChannelToken, ResponseChannel<Held>>,
     requests: HashMap<OutboundRequestId, RequestId>,
     dialled: HashMap<Multiaddr, PeerId>,
-    /// Blocked peers, oldest first, at most `MAX_BLOCKED_PEERS`.
-    blocked: VecDeque<PeerId>,
+    blocked: BlockList<PeerId>,
     status_dirty: bool,
     /// Responses dropped because the memory budget was spent.
     responses_refused: u64,
@@ -492,6 +538,7 @@ impl ActorState {
         topic: &IdentTopic,
         evidence: &mpsc::UnboundedSender<Evidence>,
         budget: &Arc<MemoryBudget>,
+        now_ms: u64,
     ) {
         let behaviour = swarm.behaviour_mut();
         match output {
@@ -532,11 +579,8 @@ impl ActorState {
             Output::Misbehaved { peer, reason } => {
                 tracing::warn!(event = "peer_blocked", peer = %peer, reason = %reason, "blocked peer {peer}: {reason}");
                 behaviour.blocked.block_peer(peer);
-                self.blocked.push_back(peer);
-                if self.blocked.len() > MAX_BLOCKED_PEERS {
-                    if let Some(oldest) = self.blocked.pop_front() {
-                        behaviour.blocked.unblock_peer(oldest);
-                    }
+                if let Some(forgotten) = self.blocked.block(peer, now_ms) {
+                    behaviour.blocked.unblock_peer(forgotten);
                 }
                 self.status_dirty = true;
             }
@@ -568,6 +612,31 @@ fn publish_status(
         tips: store.tips().unwrap_or_default(),
         forked: sync.forked().iter().map(|(v, h)| (*v, *h)).collect(),
         counters: sync.counters.clone(),
-        blocked_peers: state.blocked.iter().map(|p| p.to_string()).collect(),
+        blocked_peers: state.blocked.peers().map(|p| p.to_string()).collect(),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_ends_after_its_period_and_the_list_forgets_its_oldest_past_the_cap() {
+        let mut list: BlockList<u32> = BlockList::default();
+        assert_eq!(list.block(1, 0), None);
+        assert_eq!(list.block(2, 1_000), None);
+        assert_eq!(list.next_expired(BLOCK_MS - 1), None, "still blocked");
+        assert_eq!(list.next_expired(BLOCK_MS), Some(1));
+        assert_eq!(list.next_expired(BLOCK_MS), None, "2 was blocked a second later");
+        // Blocked again: one entry, its period starting afresh.
+        assert_eq!(list.block(2, 5_000), None);
+        assert_eq!(list.peers().count(), 1);
+        assert_eq!(list.next_expired(BLOCK_MS + 1_000), None);
+        assert_eq!(list.next_expired(BLOCK_MS + 5_000), Some(2));
+        for peer in 0..MAX_BLOCKED_PEERS as u32 {
+            assert_eq!(list.block(peer, 10), None);
+        }
+        assert_eq!(list.block(99_999, 10), Some(0), "the oldest is forgotten past the cap");
+        assert_eq!(list.peers().count(), MAX_BLOCKED_PEERS);
+    }
 }
