@@ -85,9 +85,11 @@ pub fn start(
     stop: tokio::sync::watch::Receiver<bool>,
     chain_peers: Option<tokio::sync::watch::Receiver<af::p2p::chain_peers::ChainPeers>>,
     budget: Arc<MemoryBudget>,
+    stopping: Option<tokio::sync::watch::Receiver<bool>>,
 ) -> anyhow::Result<NodeHandle> {
     let mut config = net_config(p2p, log.validator(), budget)?;
     config.chain_peers = chain_peers;
+    config.stopping = stopping;
     let handle = node::spawn_node(log.clone(), config, Some(data.join(STATUS_FILE)), af::clock::unix_ms, stop)?;
     let mut status = handle.status.clone();
     tokio::spawn(async move {
@@ -139,7 +141,7 @@ pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> 
         args.apply(&mut p2p, &mut http);
         let budget = p2p.budget()?;
         let metrics = Arc::new(super::node_metrics(log_suppressed));
-        let handle = start(&log, &p2p, data, stop.clone(), None, budget.clone())?;
+        let handle = start(&log, &p2p, data, stop.clone(), None, budget.clone(), None)?;
         let NodeHandle { own_blocks, evidence, status, task } = handle;
         let _http = match http.address()? {
             Some(address) => Some(

@@ -32,6 +32,12 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 pub const GOSSIP_TOPIC: &str = "af/tips/v1";
+/// Subscribed to (no message is ever sent on them) to tell peers how our stop goes: from
+/// the stop signal on, before our last block is sealed, and once it is sealed and
+/// announced. A stopping peer waits, within its grace, for the last block of every peer
+/// that said it is stopping, even one whose seal takes longer than `STOP_MIN_MS`.
+pub const STOPPING_TOPIC: &str = "af/stopping/v1";
+pub const SEALED_TOPIC: &str = "af/sealed/v1";
 pub const SYNC_PROTOCOL: &str = "/af/sync/1";
 
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +61,9 @@ pub struct NetConfig {
     /// Peers and allow-list read from the chain, added to the configured ones whenever
     /// they change (none: the configuration alone).
     pub chain_peers: Option<watch::Receiver<super::chain_peers::ChainPeers>>,
+    /// The process's stop signal, which comes before `NetChannels::stop` when a last
+    /// block is still to be sealed (a validator); peers hear of it (`STOPPING_TOPIC`).
+    pub stopping: Option<watch::Receiver<bool>>,
     /// What peers may make us hold: responses read and responses waiting to be sent.
     pub budget: Arc<MemoryBudget>,
     pub connections: ConnectionLimits,
@@ -121,6 +130,7 @@ impl Default for NetConfig {
             tick_ms: 250,
             stop_grace_ms: STOP_GRACE_MS,
             chain_peers: None,
+            stopping: None,
             budget: MemoryBudget::new(crate::budget::DEFAULT_BUDGET_BYTES),
             connections: ConnectionLimits::default(),
         }
@@ -266,6 +276,7 @@ pub struct NetChannels {
 pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: NetChannels) -> Result<(), NetError> {
     let (configured_peers, configured_allowed) = (config.peers.clone(), config.sync.allowed.clone());
     let mut chain_peers = config.chain_peers.take();
+    let mut stopping = config.stopping.take();
     let mut swarm = build_swarm(log.key(), &config)?;
     let store: &Store = &log.store;
     let topic = IdentTopic::new(GOSSIP_TOPIC);
@@ -286,20 +297,37 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
     // reaches the peers, and fetching, so a peer stopping at the same moment leaves us its
     // last block too; it asks them for their tips on every tick to know when both hold.
     let mut draining: Option<std::time::Instant> = None;
+    // Whether we told peers we are stopping, and that our last block is sealed.
+    let (mut said_stopping, mut said_sealed) = (false, false);
+    // Since when everything the stop waits for has held (it must hold for a tick: a
+    // peer's sealed subscription is handled before the announcement sent with it).
+    let mut whole_since: Option<std::time::Instant> = None;
+    let (stopping_topic, sealed_topic) = (IdentTopic::new(STOPPING_TOPIC), IdentTopic::new(SEALED_TOPIC));
     loop {
         if let Some(stopped) = draining {
+            // Our last block's announcement is published once its notice is handled.
+            if !said_sealed && channels.own_blocks.is_empty() {
+                let _ = swarm.behaviour_mut().gossipsub.subscribe(&stopping_topic);
+                let _ = swarm.behaviour_mut().gossipsub.subscribe(&sealed_topic);
+                said_sealed = true;
+            }
             let own = log.validator();
             let tip = store.tip(&own).map_err(super::protocol::SyncError::from)?.map(|t| t.height);
             let lacking = tip.map_or(0, |height| sync.peers_lacking(&own, height));
             let behind = sync.chains_behind();
+            let unsealed = peers_still_sealing(&swarm, &stopping_topic, &sealed_topic);
             let waited = stopped.elapsed();
-            let whole = lacking == 0 && behind == 0 && waited >= Duration::from_millis(STOP_MIN_MS);
+            let now_whole = lacking == 0 && behind == 0 && unsealed == 0;
+            whole_since = if now_whole { whole_since.or(Some(std::time::Instant::now())) } else { None };
+            let settled = whole_since.is_some_and(|at| at.elapsed() >= Duration::from_millis(config.tick_ms));
+            let whole = settled && waited >= Duration::from_millis(STOP_MIN_MS);
             if whole || waited >= Duration::from_millis(config.stop_grace_ms) {
                 tracing::info!(
                     event = "net_stopped",
                     peers_lacking_our_tip = lacking,
                     chains_behind_peers = behind,
-                    "networking stopped ({lacking} connected peer(s) still lacking our tip, {behind} chain(s) where a peer is ahead)"
+                    peers_still_sealing = unsealed,
+                    "networking stopped ({lacking} connected peer(s) still lacking our tip, {behind} chain(s) where a peer is ahead, {unsealed} stopping peer(s) not yet sealed)"
                 );
                 // Closed here, inside the runtime, not by a runtime shutting down.
                 drop(swarm);
@@ -312,6 +340,15 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
                 if changed.is_err() || *channels.stop.borrow() {
                     draining = Some(std::time::Instant::now());
                     sync.ask_tips_every(config.tick_ms.max(10));
+                }
+                continue;
+            }
+            changed = async { stopping.as_mut().expect("guarded").changed().await }, if stopping.is_some() && !said_stopping => {
+                if changed.is_err() {
+                    stopping = None;
+                } else if *stopping.as_ref().expect("guarded").borrow() {
+                    let _ = swarm.behaviour_mut().gossipsub.subscribe(&stopping_topic);
+                    said_stopping = true;
                 }
                 continue;
             }
@@ -380,6 +417,18 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
             publish_status(&swarm, &sync, store, &listen_addrs, &state, &channels.status);
         }
     }
+}
+
+/// Connected peers that said they are stopping and not yet that their last block is
+/// sealed: a stop waits for them (within its grace).
+fn peers_still_sealing(swarm: &Swarm<Behaviour>, stopping: &IdentTopic, sealed: &IdentTopic) -> usize {
+    let (stopping, sealed) = (stopping.hash(), sealed.hash());
+    swarm
+        .behaviour()
+        .gossipsub
+        .all_peers()
+        .filter(|(_, topics)| topics.contains(&&stopping) && !topics.contains(&&sealed))
+        .count()
 }
 
 /// Blocked peers and when each block ends, oldest first: at most `MAX_BLOCKED_PEERS`,

@@ -575,3 +575,59 @@ fn a_stopping_node_asks_for_tips_once_a_tick_not_once_per_answer() {
     assert!((3..=6).contains(&sent), "{sent} tips rounds in one second at a 250 ms tick");
     assert_eq!(sync.counters.peers_misbehaved, 0);
 }
+
+/// Two nodes in this process, over real sockets, stopped at the same moment. Node A's
+/// last block comes 2.5 s after its stop signal (a validator waiting for a chain send in
+/// flight), past B's minimum stopping time: B heard that A is stopping and not yet
+/// sealed, waits, and holds A's last block when both are done.
+#[test]
+fn a_stopping_node_waits_for_a_stopping_peer_whose_last_block_is_slow_to_seal() {
+    use af::p2p::net::NetConfig;
+    use tokio::sync::watch;
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (port_a, port_b) = (free_port(), free_port());
+    let log_of = |name: &str, seed: u8| {
+        let store = af::ledger::Store::create(&dir.path().join(name)).unwrap();
+        std::sync::Arc::new(af::ledger::OwnLog::new(store, LedgerKey::from_seed([seed; 32])))
+    };
+    let (a, b) = (log_of("a", 41), log_of("b", 42));
+    let config = |listen: u16, peer: u16| NetConfig {
+        listen: vec![format!("/ip4/127.0.0.1/tcp/{listen}").parse().unwrap()],
+        peers: vec![format!("/ip4/127.0.0.1/tcp/{peer}").parse().unwrap()],
+        ..NetConfig::default()
+    };
+    let a_validator = a.validator();
+    let held_by_b = runtime.block_on(async {
+        let (stop_a_sender, stop_a) = watch::channel(false);
+        let (stopping_a_sender, stopping_a) = watch::channel(false);
+        let (stop_b_sender, stop_b) = watch::channel(false);
+        let mut config_a = config(port_a, port_b);
+        config_a.stopping = Some(stopping_a);
+        let node_a = af::p2p::node::spawn_node(a.clone(), config_a, None, af::clock::unix_ms, stop_a).unwrap();
+        let node_b =
+            af::p2p::node::spawn_node(b.clone(), config(port_b, port_a), None, af::clock::unix_ms, stop_b).unwrap();
+        let append = |n: u64| {
+            let receipt = a.append(demo_events(&a_validator, n, 2, 100), af::clock::unix_ms()).unwrap();
+            node_a.own_blocks.send((a_validator, receipt.tip.height)).unwrap();
+            receipt.tip.height
+        };
+        append(0);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while b.store.tip(&a_validator).unwrap().is_none() {
+            assert!(Instant::now() < deadline, "B never synced A's first block");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // The host goes down: both get the signal; A seals its last block 2.5 s later.
+        stopping_a_sender.send(true).unwrap();
+        stop_b_sender.send(true).unwrap();
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        let last = append(1);
+        stop_a_sender.send(true).unwrap();
+        let (done_a, done_b) = tokio::join!(node_a.task, node_b.task);
+        done_a.unwrap().unwrap();
+        done_b.unwrap().unwrap();
+        (last, b.store.tip(&a_validator).unwrap().map(|t| t.height))
+    });
+    assert_eq!(held_by_b.1, Some(held_by_b.0), "B holds A's last block, sealed after B's own stop");
+}
