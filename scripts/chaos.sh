@@ -21,14 +21,8 @@ dir="${CHAOS_DIR:-/tmp/af-chaos}"
 RANDOM="${CHAOS_SEED:-1}"
 n_validators=3
 
-if [ -z "${AF:-}" ]; then
-    cargo build --release --locked --bin af >&2
-fi
-rm -rf "$dir"
-mkdir -p "$dir"
-cp "${AF:-target/release/af}" "$dir/af"
-af="$dir/af"
-pids=()
+. scripts/stand-in.sh
+prepare_run
 cleanup() {
     for pid in "${pids[@]}" "${vpids[@]:-}"; do
         [ -n "$pid" ] && kill -CONT "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
@@ -37,32 +31,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-first_line() {
-    local file="$1"
-    for _ in $(seq 100); do
-        if [ -s "$file" ]; then head -n1 "$file"; return; fi
-        sleep 0.1
-    done
-    echo "no output in $file" >&2
-    exit 1
-}
+start_stand_in
 
-"$af" chain serve --data "$dir/chain" --listen 127.0.0.1:0 --block-ms 250 --tempo 20 >"$dir/chain.out" 2>"$dir/chain.log" &
-pids+=($!)
-chain_addr="$(first_line "$dir/chain.out" | sed 's/^listening on //')"
-chain="local:$chain_addr"
-curl -fsS -X POST -H 'content-type: application/json' \
-    -d '{"commit_reveal_enabled":true,"rate_limit_blocks":8,"reveal_period_epochs":1}' \
-    "http://$chain_addr/v1/subnets/1/settings" >/dev/null
-
-policies=(perfect noisy:0.1 noisy:0.3 random)
-urls=()
-for i in "${!policies[@]}"; do
-    "$af" miner serve --listen 127.0.0.1:0 --policy "${policies[$i]}" --model "${policies[$i]}" --seed "$i" \
-        >"$dir/miner$i.out" 2>"$dir/miner$i.log" &
-    pids+=($!)
-    urls+=("$(first_line "$dir/miner$i.out" | awk '{print $3}')")
-done
 commit() {
     "$af" chain register --chain "$chain" --hotkey "$1" --json >/dev/null
     "$af" mine commit --chain "$chain" --hotkey "$1" --model "$2" --revision "$3" --endpoint "$4" --json >/dev/null
@@ -89,7 +59,6 @@ done
 commit 5ChaosMiner0 perfect r0 "${urls[0]}"
 commit 5ChaosMiner1 noisy:0.1 r1 "${urls[1]}"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 vpids=()
 ports=()
 start_validator() {
@@ -125,28 +94,29 @@ while [ "$(date +%s)" -lt "$end" ]; do
         v=$((RANDOM % n_validators))
         pause=$((1 + RANDOM % 4))
         pid="${vpids[$v]}"
+        # Says what was done to validator $v, waits, and starts it again.
+        restart_after() {
+            wait "$pid" 2>/dev/null || true
+            printf '%8s %3s %-8s %s\n' $((now - start)) "$v" "$1" "restart after ${pause} s"
+            sleep "$pause"
+            start_validator "$v"
+        }
         case $((RANDOM % 3)) in
             0)
                 kill -9 "$pid" 2>/dev/null || true
-                wait "$pid" 2>/dev/null || true
                 kills=$((kills + 1))
-                printf '%8s %3s %-8s %s\n' $((now - start)) "$v" kill "restart after ${pause} s"
-                sleep "$pause"
-                start_validator "$v"
+                restart_after kill
                 ;;
             1)
                 kill -INT "$pid" 2>/dev/null || true
-                # A clean stop takes at most its grace period and a match's last answer.
+                # A clean stop takes at most its grace period and a chain send in flight.
                 for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
                 if kill -0 "$pid" 2>/dev/null; then
                     echo "validator $v did not stop within 30 s of SIGINT" >&2
                     exit 1
                 fi
-                wait "$pid" 2>/dev/null || true
                 interrupts=$((interrupts + 1))
-                printf '%8s %3s %-8s %s\n' $((now - start)) "$v" sigint "restart after ${pause} s"
-                sleep "$pause"
-                start_validator "$v"
+                restart_after sigint
                 ;;
             2)
                 kill -STOP "$pid" 2>/dev/null || true
