@@ -12,6 +12,20 @@ pub fn terminal_safe(text: &str) -> Cow<'_, str> {
     escape_where(text, |c| (c.is_control() && c != '\n' && c != '\t') || is_bidi_control(c))
 }
 
+/// Whether a format string holds a line break: `outln!` refuses one at compile time,
+/// since it escapes its whole output as one line.
+pub const fn has_line_break(format: &str) -> bool {
+    let bytes = format.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\n' || bytes[i] == b'\r' {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
 /// As [`terminal_safe`], and newlines and tabs too: for one line, or one field of a row
 /// (a hotkey, a model name, a committed string), which must not start a line of its own.
 pub fn one_line(text: &str) -> Cow<'_, str> {

@@ -42,8 +42,9 @@ pub fn text(report: &AuditReport) -> String {
     // Each line is escaped whole: a log's hotkeys, models and findings' details are
     // outside strings, and a newline in one must not start a line (a forged "clean").
     macro_rules! outln {
-        ($($arg:tt)*) => {{
-            let _ = writeln!(out, "{}", crate::display::one_line(&format!($($arg)*)));
+        ($format:literal $($arg:tt)*) => {{
+            const _: () = assert!(!crate::display::has_line_break($format), "outln! prints one line: split it");
+            let _ = writeln!(out, "{}", crate::display::one_line(&format!($format $($arg)*)));
         }};
     }
     let state = &report.state;

@@ -64,7 +64,8 @@ pub fn run(data: &Path, validators: usize, fresh: bool, json: bool) -> anyhow::R
     let tip = store.tip(&key.validator())?.ok_or_else(|| anyhow!("empty chain"))?;
     let note = Checkpoint::of_tip(key.validator(), &tip).sign(&key);
     Checkpoint::verify(&note)?;
-    say!("3. signed checkpoint of validator 0's tip (C2SP signed note), verified:\n");
+    say!("3. signed checkpoint of validator 0's tip (C2SP signed note), verified:");
+    say!("");
     for line in note.lines() {
         say!("     {line}");
     }
@@ -77,8 +78,9 @@ pub fn run(data: &Path, validators: usize, fresh: bool, json: bool) -> anyhow::R
     let inclusion = proof::prove(&store, &key.validator(), location.height, location.event_idx)?;
     let reached = proof::verify_inclusion_proof(&inclusion)?;
     ensure!(reached == tip, "the proof must reach the checkpointed tip");
+    say!("");
     say!(
-        "\n4. proved event {} of block {}: Merkle path of {} hashes, {} headers to the tip",
+        "4. proved event {} of block {}: Merkle path of {} hashes, {} headers to the tip",
         location.event_idx,
         location.height,
         inclusion.merkle_path.len(),
@@ -109,10 +111,8 @@ pub fn run(data: &Path, validators: usize, fresh: bool, json: bool) -> anyhow::R
         replayed.state.champion.as_ref().map_or("(none)", |c| c.hotkey.as_str()),
         replayed.state_hash
     );
-    say!(
-        "\nall checks passed; `af audit --data {0}` re-checks it, `af ledger show --data {0}` lists it",
-        data.display()
-    );
+    say!("");
+    say!("all checks passed; `af audit --data {0}` re-checks it, `af ledger show --data {0}` lists it", data.display());
     if json {
         super::print_json(&serde_json::json!({
             "ok": true,

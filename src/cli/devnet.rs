@@ -563,8 +563,11 @@ pub fn run(
             "peers from the chain: {validators_with_axons}/{n_validators} validators published their address (serve_axon) and found each other there, with no --peer or --allow"
         );
         let dir = data.display();
+        outln!("data in {dir}. The chain stopped with the devnet and kept its state: to re-check against it, run");
+        outln!("  af chain serve --data {dir}/chain --listen 127.0.0.1:9944 &");
+        outln!("  af audit --data {dir}/v0 --chain local:127.0.0.1:9944");
         outln!(
-            "data in {dir}. The chain stopped with the devnet and kept its state: to re-check against it, run\n  af chain serve --data {dir}/chain --listen 127.0.0.1:9944 &\n  af audit --data {dir}/v0 --chain local:127.0.0.1:9944\nor `af audit --data {dir}/v0` offline; `af transcripts --data {dir}/v0 --miner HOTKEY` for a miner's view"
+            "or `af audit --data {dir}/v0` offline; `af transcripts --data {dir}/v0 --miner HOTKEY` for a miner's view"
         );
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) })

@@ -132,13 +132,9 @@ pub fn run(command: EnvCommand) -> anyhow::Result<ExitCode> {
                     &serde_json::json!({ "info": info, "observation": observation.data, "messages": messages }),
                 )?;
             } else {
-                outln!(
-                    "challenge_id {}\nenv {} v{}  difficulty {}\n",
-                    info.challenge_id,
-                    info.env,
-                    info.env_version,
-                    info.difficulty
-                );
+                outln!("challenge_id {}", info.challenge_id);
+                outln!("env {} v{}  difficulty {}", info.env, info.env_version, info.difficulty);
+                outln!("");
                 for message in messages {
                     crate::cli::print_text(&format!("[{}]\n{}\n", message.role, message.content))?;
                 }
@@ -189,11 +185,12 @@ fn play(
                 outln!("error: {error}");
             }
             outln!(
-                "reward {} ({} requests, {} ms)\n",
+                "reward {} ({} requests, {} ms)",
                 envs::reward_text(played.reward_milli),
                 played.n_requests,
                 played.latency_ms
             );
+            outln!("");
         }
     }
     if !json && count > 1 {

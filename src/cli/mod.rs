@@ -264,9 +264,10 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
 /// line of its own. Text meant to span lines goes through [`print_text`].
 #[macro_export]
 macro_rules! outln {
-    ($($arg:tt)*) => {{
+    ($format:literal $($arg:tt)*) => {{
+        const _: () = assert!(!af::display::has_line_break($format), "outln! prints one line: split it");
         use std::io::Write as _;
-        let line = format!($($arg)*);
+        let line = format!($format $($arg)*);
         writeln!(std::io::stdout().lock(), "{}", $crate::cli::one_line(&line))?;
     }};
 }
