@@ -63,6 +63,8 @@ struct Held {
     again_s: f64,
     /// The bytes of every chain's blocks.
     log_bytes: u64,
+    /// Seconds of the replay from genesis.
+    genesis_s: f64,
 }
 
 fn held(n_matches: usize, abandon: bool) -> Held {
@@ -90,8 +92,10 @@ fn held(n_matches: usize, abandon: bool) -> Held {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
     let before = LIVE.load(Ordering::Relaxed);
     let store = Store::open_read_only(dir.path()).unwrap();
+    let started = Instant::now();
     let out =
         pool.install(|| replay::replay(&store, &registry, None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {})).unwrap();
+    let genesis_s = started.elapsed().as_secs_f64();
     let again_s = median(
         (0..5)
             .map(|_| {
@@ -115,7 +119,7 @@ fn held(n_matches: usize, abandon: bool) -> Held {
     let snapshot = replay::Snapshot { replay_version: replay::REPLAY_VERSION, folds: out.folds.clone() };
     let encoded = af::ledger::codec::encode(&snapshot, "snapshot", u64::MAX).unwrap().len() as u64;
     let log_bytes = out.folds.iter().map(|f| f.n_bytes).sum();
-    Held { live, encoded, n_matches: out.state.matches.len(), again_s, log_bytes }
+    Held { live, encoded, n_matches: out.state.matches.len(), again_s, log_bytes, genesis_s }
 }
 
 fn main() {
@@ -148,4 +152,14 @@ fn main() {
         let heap = (y.live - x.live) as f64 / (y.log_bytes - x.log_bytes) as f64;
         println!("| {what} | {log:.0} | {heap:.2} |");
     }
+    // A replay from genesis must be linear in the matches a log holds: a log of matches
+    // started and never played is the cheapest per match to write.
+    let (many, four_times) = if full { (5_000, 20_000) } else { (20, 80) };
+    let (e, f) = (held(many, true), held(four_times, true));
+    println!("\n| matches started, never played | replay from genesis, s | per 1,000 matches, ms |");
+    println!("|---:|---:|---:|");
+    for h in [&e, &f] {
+        println!("| {} | {:.2} | {:.1} |", h.n_matches, h.genesis_s, h.genesis_s / h.n_matches as f64 * 1e6);
+    }
+    println!("4x the matches took {:.2}x the time (linear: 4)", f.genesis_s / e.genesis_s);
 }

@@ -447,6 +447,9 @@ pub struct ChainFold {
     /// Shared with earlier replays' folds: a replay that folds new blocks onto the last
     /// one copies only the matches it changes (`Arc::make_mut`), not every match held.
     pub matches: BTreeMap<MatchId, Arc<MatchFold>>,
+    /// How many of `matches` are decided: a new match's id derives from it, and
+    /// counting them at every start made a log of n matches cost n^2 / 2 steps.
+    pub n_decided: u64,
     /// The first [`MAX_CHAIN_DISCREPANCIES`] findings (and always an invalid block's).
     pub discrepancies: Vec<Discrepancy>,
     /// Findings past that many: counted (each is a proof of misreporting), not kept, so
@@ -508,6 +511,7 @@ impl ChainFold {
             n_transcripts: 0,
             n_bytes: 0,
             matches: BTreeMap::new(),
+            n_decided: 0,
             discrepancies: Vec::new(),
             n_discrepancies_omitted: 0,
             first_omitted_height: None,
@@ -572,7 +576,7 @@ impl ChainFold {
         let at = Some(event_idx);
         match (event, check) {
             (Event::MatchStarted(started), _) => {
-                let n_decided = self.matches.values().filter(|m| m.decided.is_some()).count() as u64;
+                let n_decided = self.n_decided;
                 let expected = crate::envs::derive_match_id(
                     &self.validator,
                     started.contender.hotkey.as_ref(),
@@ -696,6 +700,9 @@ impl ChainFold {
                     self.push(DiscrepancyKind::FalseDecision, height, at, format!("match {}: {why}", decided.match_id));
                 }
                 if let Some(m) = self.matches.get_mut(&decided.match_id).map(Arc::make_mut) {
+                    if m.decided.is_none() {
+                        self.n_decided += 1;
+                    }
                     m.decided = Some(DecidedFold {
                         contender_won: decided.contender_won,
                         new_ratio_to_beat_ppm: decided.new_ratio_to_beat_ppm,

@@ -32,7 +32,7 @@ use std::path::Path;
 
 /// Bumped whenever a change to the fold, the checks or the snapshot layout could make an
 /// old snapshot disagree with a replay from genesis; an old snapshot is then ignored.
-pub const REPLAY_VERSION: u32 = 9;
+pub const REPLAY_VERSION: u32 = 10;
 const SNAPSHOT_MAGIC: &[u8] = b"af-replay-snapshot\n";
 /// Largest snapshot we read back.
 const MAX_SNAPSHOT_BYTES: u64 = 4 * 1024 * 1024 * 1024;

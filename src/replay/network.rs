@@ -420,6 +420,7 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
         n_events: 0,
         n_transcripts: 0,
         n_bytes: 0,
+        n_decided: matches.values().filter(|m| m.decided.is_some()).count() as u64,
         matches,
         discrepancies: fold.discrepancies.iter().filter(|d| within(d.height)).cloned().collect(),
         // Past the first omitted finding the kept ones already number the most a fold
