@@ -181,6 +181,17 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
         }
     }
 
+    // Where each validator's first match (in id order) of each pair was decided: a
+    // disagreement's height. Looked up, not searched for, so a validator that disagrees
+    // on every match costs a replay n steps, not n^2.
+    let mut decided_at: BTreeMap<(ValidatorKey, MatchKey), u64> = BTreeMap::new();
+    for fold in &folds {
+        for m in fold.matches.values() {
+            let key = (m.contender.hotkey.as_str(), m.champion.hotkey.as_str());
+            decided_at.entry((fold.validator, key)).or_insert_with(|| m.decided.as_ref().map_or(0, |d| d.height));
+        }
+    }
+
     // Pass 2: disagreement with the majority of the other validators still trusted.
     let mut compared: BTreeMap<ValidatorKey, (u64, u64)> = BTreeMap::new();
     for (key, m) in &by_match {
@@ -200,13 +211,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
             counts.0 += 1;
             if opposite > same {
                 counts.1 += 1;
-                let fold = folds.iter().find(|f| f.validator == vote.validator).expect("a vote comes from a fold");
-                let height = fold
-                    .matches
-                    .values()
-                    .find(|x| x.contender.hotkey == key.0 && x.champion.hotkey == key.1)
-                    .and_then(|x| x.decided.as_ref())
-                    .map_or(0, |d| d.height);
+                let height = decided_at[&(vote.validator, *key)];
                 discrepancies.push(Discrepancy {
                     validator: vote.validator,
                     kind: DiscrepancyKind::Disagreement,
