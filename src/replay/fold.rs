@@ -190,8 +190,10 @@ pub struct EnvFold {
     /// Next challenge index due from the contender, and from the champion.
     pub next_contender: u64,
     pub next_champion: u64,
-    /// Next index due from any other miner (a log that names one is already wrong).
-    pub next_other: Vec<(String, u64)>,
+    /// Next index due from any other miner (a log that names one is already wrong). A
+    /// map, not a list: a log naming a new miner in each of n transcripts must not cost
+    /// n^2 / 2 comparisons.
+    pub next_other: BTreeMap<String, u64>,
     /// Rewards of challenges whose pair is not complete yet: index -> (contender, champion).
     pub pending: BTreeMap<u64, (Option<i32>, Option<i32>)>,
     pub wins: u32,
@@ -210,14 +212,10 @@ impl EnvFold {
         if is_champion {
             return &mut self.next_champion;
         }
-        let at = match self.next_other.iter().position(|(h, _)| h == hotkey) {
-            Some(at) => at,
-            None => {
-                self.next_other.push((hotkey.to_string(), 0));
-                self.next_other.len() - 1
-            }
-        };
-        &mut self.next_other[at].1
+        if !self.next_other.contains_key(hotkey) {
+            self.next_other.insert(hotkey.to_string(), 0);
+        }
+        self.next_other.get_mut(hotkey).expect("inserted above")
     }
 }
 
