@@ -219,51 +219,76 @@ impl EnvFold {
     }
 }
 
+/// Most envs a match's folds hold in their sorted vector. A log naming more in one match
+/// is already wrong (a match has a handful); past this its folds move to a map, so a log
+/// naming a new env in each of n transcripts costs log n per transcript, not a shift and
+/// a reallocation of everything held.
+const ENV_FOLDS_INLINE: usize = 16;
+
 /// A match's env folds by env name, in name order: a sorted vector rather than a map,
-/// because a map's node holds room for eleven envs where a match has a handful.
+/// because a map's node holds room for eleven envs where a match has a handful. Which
+/// of the two holds them depends only on how many there are, so equal folds compare equal.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EnvFolds(Vec<(String, EnvFold)>);
+pub struct EnvFolds {
+    inline: Vec<(String, EnvFold)>,
+    spilled: Option<Box<BTreeMap<String, EnvFold>>>,
+}
 
 impl EnvFolds {
     pub fn get(&self, env: &str) -> Option<&EnvFold> {
-        let at = self.0.binary_search_by(|(name, _)| name.as_str().cmp(env)).ok()?;
-        Some(&self.0[at].1)
+        if let Some(map) = &self.spilled {
+            return map.get(env);
+        }
+        let at = self.inline.binary_search_by(|(name, _)| name.as_str().cmp(env)).ok()?;
+        Some(&self.inline[at].1)
     }
 
     /// The env's fold, made empty if the env had none.
     pub fn entry(&mut self, env: &str) -> &mut EnvFold {
-        let at = match self.0.binary_search_by(|(name, _)| name.as_str().cmp(env)) {
+        if self.spilled.is_none() && self.inline.len() >= ENV_FOLDS_INLINE && self.get(env).is_none() {
+            self.spilled = Some(Box::new(std::mem::take(&mut self.inline).into_iter().collect()));
+        }
+        if let Some(map) = &mut self.spilled {
+            if !map.contains_key(env) {
+                map.insert(env.to_string(), EnvFold::default());
+            }
+            return map.get_mut(env).expect("inserted above");
+        }
+        let at = match self.inline.binary_search_by(|(name, _)| name.as_str().cmp(env)) {
             Ok(at) => at,
             Err(at) => {
-                self.0.insert(at, (env.to_string(), EnvFold::default()));
-                self.0.shrink_to_fit();
+                self.inline.insert(at, (env.to_string(), EnvFold::default()));
+                self.inline.shrink_to_fit();
                 at
             }
         };
-        &mut self.0[at].1
+        &mut self.inline[at].1
     }
 
     pub fn get_mut(&mut self, env: &str) -> Option<&mut EnvFold> {
-        let at = self.0.binary_search_by(|(name, _)| name.as_str().cmp(env)).ok()?;
-        Some(&mut self.0[at].1)
+        if let Some(map) = &mut self.spilled {
+            return map.get_mut(env);
+        }
+        let at = self.inline.binary_search_by(|(name, _)| name.as_str().cmp(env)).ok()?;
+        Some(&mut self.inline[at].1)
     }
 
     /// (env name, fold) in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&String, &EnvFold)> {
-        self.0.iter().map(|(name, fold)| (name, fold))
+        // At most one of the two holds anything.
+        self.inline.iter().map(|(name, fold)| (name, fold)).chain(self.spilled.iter().flat_map(|map| map.iter()))
     }
 
     pub fn values(&self) -> impl Iterator<Item = &EnvFold> {
-        self.0.iter().map(|(_, fold)| fold)
+        self.iter().map(|(_, fold)| fold)
     }
 }
 
 impl<'a> IntoIterator for &'a EnvFolds {
     type Item = (&'a String, &'a EnvFold);
-    type IntoIter =
-        std::iter::Map<std::slice::Iter<'a, (String, EnvFold)>, fn(&'a (String, EnvFold)) -> (&'a String, &'a EnvFold)>;
+    type IntoIter = Box<dyn Iterator<Item = (&'a String, &'a EnvFold)> + 'a>;
     fn into_iter(self) -> Self::IntoIter {
-        self.0.iter().map(|(name, fold)| (name, fold))
+        Box::new(self.iter())
     }
 }
 
@@ -831,6 +856,28 @@ impl ChainFold {
 mod tests {
     use super::*;
     use crate::ledger::event::EnvWinRate;
+
+    #[test]
+    fn env_folds_past_the_inline_count_move_to_a_map_and_keep_name_order() {
+        let names: Vec<String> = (0..40u32).map(|i| format!("env{:02}", (i * 17) % 40)).collect();
+        let mut folds = EnvFolds::default();
+        for (i, name) in names.iter().enumerate() {
+            folds.entry(name).wins = i as u32;
+            // Looked up again, it is the same fold.
+            assert_eq!(folds.get(name).map(|f| f.wins), Some(i as u32));
+        }
+        assert!(folds.spilled.is_some() && folds.inline.is_empty());
+        let listed: Vec<&String> = folds.iter().map(|(name, _)| name).collect();
+        let mut sorted: Vec<&String> = names.iter().collect();
+        sorted.sort();
+        assert_eq!(listed, sorted, "name order, as with a handful");
+        // Built in another order, the same content is the same value.
+        let again: EnvFolds = names.iter().rev().map(|n| (n.clone(), folds.get(n).unwrap().clone())).collect();
+        assert_eq!(again, folds);
+        // A handful stays in the vector.
+        let few: EnvFolds = names[..ENV_FOLDS_INLINE].iter().map(|n| (n.clone(), EnvFold::default())).collect();
+        assert!(few.spilled.is_none() && few.inline.len() == ENV_FOLDS_INLINE);
+    }
 
     #[test]
     fn evidence_must_meet_the_header_rules_and_be_signed_by_the_accused() {
