@@ -188,8 +188,7 @@ pub fn validate(
         let network = if config.p2p.enabled() {
             let chain_peers = with_chain_peers.then(|| peers_receiver.clone());
             // Peers hear of the stop signal at once, and wait for our last block.
-            let stopping = Some(stop.clone());
-            Some(super::node::start(&log, &config.p2p, data, net_stop, chain_peers, budget.clone(), stopping)?)
+            Some(super::node::start(&log, &config.p2p, data, net_stop, chain_peers, budget.clone(), Some(stop.clone()))?)
         } else {
             None
         };
