@@ -19,8 +19,8 @@
 //!
 //! Bounded against hostile peers: each peer's requests and announcements are
 //! rate-limited (a peer over the request rate is dropped; announcements over the rate
-//! are ignored, and only a peer that stays over twice it is dropped, because an honest
-//! peer bursts when a partition heals); fetches are capped in total and per
+//! are ignored, and only a peer that stays over it past an allowance is dropped,
+//! because an honest peer bursts when a partition heals); fetches are capped in total and per
 //! peer and handed out round-robin over peers, so no peer's announcements can take the
 //! slots honest chains need; at most `max_chains` logs are held; announcements waiting
 //! for their blocks are capped; and evidence is recorded at most once per peer per
@@ -75,7 +75,10 @@ pub struct SyncConfig {
 pub const MAX_PENDING_GOSSIP: usize = 1024;
 /// Evidence against validators not on an allow-list: at most this many per hour in total.
 pub const EVIDENCE_BURST: u32 = 12;
-/// Seconds of a peer's announcement rate it may send beyond it before it is blocked.
+/// A peer may send this many seconds' worth of its announcement rate beyond the rate
+/// (a heal's burst), ignored, before it is blocked. The allowance refills at a tenth of
+/// the rate, so a peer that goes on sending over 1.1 times the rate is blocked in the end,
+/// and a flood within seconds.
 pub const GOSSIP_EXCESS_SECS: u32 = 60;
 
 impl Default for SyncConfig {
@@ -258,8 +261,8 @@ struct PeerState {
     holds: BTreeMap<ValidatorKey, u64>,
     requests: Bucket,
     gossip: Bucket,
-    /// Announcements over `gossip`, refilled at the same rate: empty only when a peer
-    /// stays over twice the rate (or bursts past `GOSSIP_EXCESS_SECS` of it at once).
+    /// Announcements over `gossip`: `GOSSIP_EXCESS_SECS` of the rate, refilled at a
+    /// tenth of it.
     gossip_excess: Bucket,
     /// Our block requests to it in flight.
     fetching: usize,
@@ -750,15 +753,16 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         let state = self.peer(&from, now_ms);
         if !state.gossip.take(now_ms, rate, 1000, rate.saturating_mul(2)) {
             // An honest peer bursts when a partition heals: it forwards at once what it
-            // held back. So the excess is only ignored; a peer is blocked only when it
-            // stays over twice the rate long enough to drain a minute of excess.
-            let sustained = !state.gossip_excess.take(now_ms, rate, 1000, rate.saturating_mul(GOSSIP_EXCESS_SECS));
+            // held back. So the excess is only ignored; a peer is blocked only once it has
+            // spent the allowance faster than a tenth of the rate refills it.
+            let allowance = rate.saturating_mul(GOSSIP_EXCESS_SECS);
+            let sustained = !state.gossip_excess.take(now_ms, rate, 10_000, allowance);
             self.counters.announcements_over_rate += 1;
             out.push(Output::Validate { token, from: from.clone(), result: Validation::Ignore });
             if sustained {
                 self.misbehaved(
                     from,
-                    format!("more than twice {rate} announcements per second for {GOSSIP_EXCESS_SECS} s"),
+                    format!("more than {rate} announcements per second, past an allowance of {allowance} more"),
                     out,
                 );
             }
