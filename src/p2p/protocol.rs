@@ -1010,8 +1010,8 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
     }
 
     /// Asks `peer` for its block of `validator` at `height` (our tip there), after its
-    /// next block did not link to ours. Neither paced nor counted against fetch slots:
-    /// it replaces the fetch that just ended, at most one per answered fetch.
+    /// next block did not link to ours. Not paced: it takes the peer's fetch slot that
+    /// the answered fetch just freed, at most one probe per answered fetch.
     fn probe_fork(&mut self, peer: P, validator: ValidatorKey, height: u64, now_ms: u64, out: &mut Vec<Output<P>>) {
         self.counters.forks_probed += 1;
         let Some(state) = self.peers.get_mut(&peer) else { return };
