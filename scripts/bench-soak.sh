@@ -42,7 +42,8 @@ commit() {
     registered=$((registered + 1))
 }
 
-cat >"$dir/validator.toml" <<EOF
+{
+    cat <<EOF
 [evaluation]
 cap = 300
 max_challenges = 600
@@ -50,13 +51,9 @@ window = 8
 [ledger]
 block_max_events = 64
 block_max_ms = 500
-[client]
-timeout_ms = 10000
-[chain]
-endpoint = "$chain"
-netuid = 1
-discover_every_ms = 500
 EOF
+    stand_in_config
+} >"$dir/validator.toml"
 for v in 0 1; do
     "$af" chain register --chain "$chain" --hotkey "5SoakValidator$v" --validator --json >/dev/null
 done

@@ -38,7 +38,8 @@ commit() {
     "$af" mine commit --chain "$chain" --hotkey "$1" --model "$2" --revision "$3" --endpoint "$4" --json >/dev/null
 }
 
-cat >"$dir/validator.toml" <<EOF
+{
+    cat <<EOF
 [evaluation]
 cap = 200
 max_challenges = 400
@@ -46,13 +47,9 @@ window = 8
 [ledger]
 block_max_events = 32
 block_max_ms = 300
-[client]
-timeout_ms = 10000
-[chain]
-endpoint = "$chain"
-netuid = 1
-discover_every_ms = 500
 EOF
+    stand_in_config
+} >"$dir/validator.toml"
 for v in $(seq 0 $((n_validators - 1))); do
     "$af" chain register --chain "$chain" --hotkey "5ChaosValidator$v" --validator --json >/dev/null
 done

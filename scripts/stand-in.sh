@@ -48,3 +48,15 @@ start_stand_in() {
         urls+=("$(first_line "$dir/miner$i.out" | awk '{print $3}')")
     done
 }
+
+# The [client] and [chain] sections of a validator's config on the stand-in chain.
+stand_in_config() {
+    cat <<EOF
+[client]
+timeout_ms = 10000
+[chain]
+endpoint = "$chain"
+netuid = 1
+discover_every_ms = 500
+EOF
+}
