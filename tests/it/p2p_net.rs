@@ -486,12 +486,7 @@ fn an_announcement_burst_is_ignored_but_a_sustained_flood_blocks_its_sender() {
 /// is blocked.
 #[test]
 fn a_block_past_our_tip_that_does_not_link_is_probed_before_anyone_is_blamed() {
-    let cheat = LedgerKey::from_seed([97; 32]);
-    let validator = cheat.validator();
-    let genesis = seal(cheat.signing_key(), None, 1, demo_events(&validator, 0, 2, 100)).unwrap();
-    let a1 = seal(cheat.signing_key(), Some(&genesis.tip()), 2, demo_events(&validator, 1, 2, 100)).unwrap();
-    let b1 = seal(cheat.signing_key(), Some(&genesis.tip()), 3, demo_events(&validator, 1, 3, 100)).unwrap();
-    let b2 = seal(cheat.signing_key(), Some(&b1.tip()), 4, demo_events(&validator, 2, 2, 100)).unwrap();
+    let crate::p2p_sim::ForkBelowTip { validator, genesis, a1, b1, b2 } = crate::p2p_sim::fork_below_tip(97);
     let blocks_request = |out: &[Output<u8>]| {
         out.iter().find_map(|o| match o {
             Output::SendRequest { request, data, .. } => match wire::decode_request(data).unwrap() {

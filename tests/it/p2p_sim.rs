@@ -132,6 +132,25 @@ fn an_equivocating_validator_is_caught_by_every_honest_node() {
     }
 }
 
+/// A cheat's two branches from one genesis: `A1`, and `B1, B2`.
+pub struct ForkBelowTip {
+    pub validator: af::bytes::ValidatorKey,
+    pub genesis: SealedBlock,
+    pub a1: SealedBlock,
+    pub b1: SealedBlock,
+    pub b2: SealedBlock,
+}
+
+pub fn fork_below_tip(seed: u8) -> ForkBelowTip {
+    let cheat = LedgerKey::from_seed([seed; 32]);
+    let validator = cheat.validator();
+    let genesis = seal(cheat.signing_key(), None, 1, demo_events(&validator, 0, 2, 100)).unwrap();
+    let a1 = seal(cheat.signing_key(), Some(&genesis.tip()), 2, demo_events(&validator, 1, 2, 100)).unwrap();
+    let b1 = seal(cheat.signing_key(), Some(&genesis.tip()), 3, demo_events(&validator, 1, 3, 100)).unwrap();
+    let b2 = seal(cheat.signing_key(), Some(&b1.tip()), 4, demo_events(&validator, 2, 2, 100)).unwrap();
+    ForkBelowTip { validator, genesis, a1, b1, b2 }
+}
+
 /// A fork below the tip: half the nodes hold the cheat's chain `G, A1`, half `G, B1, B2`.
 /// A node holding `A1` that fetches height 2 from an honest peer gets `B2`, which does
 /// not link to `A1`. The peer only relays the cheat's other branch: it must not be
@@ -142,12 +161,7 @@ fn a_fork_below_the_tip_is_proven_without_blaming_the_honest_peers_that_relay_it
         let n = 6;
         let mut sim = Sim::new(seed, n, 3, 0.1);
         let honest = keys(n, 3);
-        let cheat = LedgerKey::from_seed([98; 32]);
-        let validator = cheat.validator();
-        let genesis = seal(cheat.signing_key(), None, 1, demo_events(&validator, 0, 2, 100)).unwrap();
-        let a1 = seal(cheat.signing_key(), Some(&genesis.tip()), 2, demo_events(&validator, 1, 2, 100)).unwrap();
-        let b1 = seal(cheat.signing_key(), Some(&genesis.tip()), 3, demo_events(&validator, 1, 3, 100)).unwrap();
-        let b2 = seal(cheat.signing_key(), Some(&b1.tip()), 4, demo_events(&validator, 2, 2, 100)).unwrap();
+        let ForkBelowTip { validator, genesis, a1, b1, b2 } = fork_below_tip(98);
         for (node, key) in honest.iter().enumerate() {
             let branch: Vec<&SealedBlock> = if node % 2 == 0 { vec![&genesis, &a1] } else { vec![&genesis, &b1, &b2] };
             for block in &branch {
