@@ -55,6 +55,8 @@ use common::median;
 struct Held {
     /// Live bytes of the folds and the state.
     live: i64,
+    /// Live bytes of the state alone (the network's list of matches and the rest).
+    state_live: i64,
     /// The folds' encoded size (a snapshot).
     encoded: u64,
     n_matches: usize,
@@ -119,7 +121,12 @@ fn held(n_matches: usize, abandon: bool) -> Held {
     let snapshot = replay::Snapshot { replay_version: replay::REPLAY_VERSION, folds: out.folds.clone() };
     let encoded = af::ledger::codec::encode(&snapshot, "snapshot", u64::MAX).unwrap().len() as u64;
     let log_bytes = out.folds.iter().map(|f| f.n_bytes).sum();
-    Held { live, encoded, n_matches: out.state.matches.len(), again_s, log_bytes, genesis_s }
+    let n_matches = out.state.matches.len();
+    let state = out.state;
+    drop((out.folds, snapshot));
+    let state_live = LIVE.load(Ordering::Relaxed) - before;
+    drop(state);
+    Held { live, state_live, encoded, n_matches, again_s, log_bytes, genesis_s }
 }
 
 fn main() {
@@ -139,6 +146,10 @@ fn main() {
     let ms_per_1000 = (b.again_s - a.again_s) * 1e3 / (large - small) as f64 * 1000.0;
     println!(
         "\nper match: {per_match:.0} bytes of live heap; per match per validator's chain: {per_chain:.0} (encoded {enc_per_chain:.0})"
+    );
+    println!(
+        "of which the network state's: {:.0} bytes per match",
+        (b.state_live - a.state_live) as f64 / (large - small) as f64
     );
     println!("each tip move's replay costs {ms_per_1000:.1} ms more per 1,000 matches held ({N_VALIDATORS} chains)");
     // What a log can make its peers hold per byte of it: played matches, and matches

@@ -4,7 +4,7 @@
 # reference miners, and a new contender committing every CONTENDER_EVERY seconds (every
 # sixth one a sybil that copies an earlier model and revision). Both validators run with
 # --serve --listen --http and find each other on the chain. Every SAMPLE seconds it
-# prints each validator's resident memory, file descriptors, threads, store size and the
+# prints each validator's resident memory (and its anonymous, file and allocator parts), file descriptors, threads, store size and the
 # block bytes its store holds; at the end, a least-squares line over the last half of the
 # run (the last hour of a run of two hours or more) for each, and the state hashes of the
 # two stores after a clean stop: it exits non-zero if they differ.
@@ -76,18 +76,22 @@ for v in 0 1; do
     pids+=($!)
 done
 
-# One sample of validator $1: RSS KiB, fds, threads, store bytes, block bytes held, and
-# the allocator's live heap in KiB.
+# One sample of validator $1: RSS KiB, fds, threads, store bytes, block bytes held, the
+# allocator's live heap in KiB, and what the RSS is made of (KiB): anonymous pages, pages
+# of mapped files (the binary's code), and the pages the allocator holds resident.
 sample_of() {
-    local pid="${vpids[$1]}" rss threads fds disk metrics blocks heap
+    local pid="${vpids[$1]}" rss threads fds disk metrics blocks heap anon file resident
     rss="$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")"
+    anon="$(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status")"
+    file="$(awk '/^RssFile:/ {print $2}' "/proc/$pid/status")"
     threads="$(awk '/^Threads:/ {print $2}' "/proc/$pid/status")"
     fds="$(ls "/proc/$pid/fd" | wc -l)"
     disk="$(stat -c %s "$dir/v$1/ledger.redb")"
     metrics="$(curl -fsS -m 5 "http://${http[$1]}/metrics" || true)"
     blocks="$(awk '/^af_store_block_bytes / {print $2}' <<<"$metrics")"
     heap="$(awk '/^af_heap_allocated_bytes / {printf "%d", $2 / 1024}' <<<"$metrics")"
-    echo "$rss $fds $threads $disk ${blocks:-0} ${heap:-0}"
+    resident="$(awk '/^af_heap_resident_bytes / {printf "%d", $2 / 1024}' <<<"$metrics")"
+    echo "$rss $fds $threads $disk ${blocks:-0} ${heap:-0} $anon $file ${resident:-0}"
 }
 
 start=$(date +%s)
@@ -120,9 +124,9 @@ while [ "$(date +%s)" -lt "$end" ]; do
     if [ "$now" -ge "$next_sample" ]; then
         minute=$(awk -v s="$start" -v n="$now" 'BEGIN {printf "%.2f", (n - s) / 60}')
         for v in 0 1; do
-            read -r rss fds threads disk blocks heap <<<"$(sample_of "$v")"
+            read -r rss fds threads disk blocks heap anon file resident <<<"$(sample_of "$v")"
             matches="$(grep -c '"event":"match_decided"' "$dir/v$v/validate.log" || true)"
-            echo "$minute $v $rss $fds $threads $disk $blocks $matches $heap" >>"$dir/samples"
+            echo "$minute $v $rss $fds $threads $disk $blocks $matches $heap $anon $file $resident" >>"$dir/samples"
             printf '%8s %3s %9s %9s %5s %5s %10s %10s %7s\n' "$minute" "$v" "$rss" "$heap" "$fds" "$threads" "$disk" "$blocks" "$matches"
         done
         next_sample=$((next_sample + sample))
@@ -137,7 +141,7 @@ rows = [line.split() for line in open(sys.argv[1])]
 minutes = float(sys.argv[2])
 since = minutes - 60 if minutes >= 120 else minutes / 2
 print(f"\nline fit over minutes {since:.0f} to {minutes:.0f} (per hour)")
-print(f"{'v':>3} {'rss MB/h':>10} {'heap MB/h':>10} {'fds/h':>8} {'threads/h':>10} {'store MB/h':>11} {'blocks MB/h':>12} {'store/blocks':>13}")
+print(f"{'v':>3} {'rss MB/h':>10} {'heap MB/h':>10} {'anon MB/h':>10} {'file MB/h':>10} {'res. MB/h':>10} {'fds/h':>8} {'threads/h':>10} {'store MB/h':>11} {'blocks MB/h':>12} {'store/blocks':>13}")
 for v in ("0", "1"):
     pts = [[float(x) for x in r] for r in rows if r[1] == v and float(r[0]) >= since]
     def slope(col):
@@ -147,7 +151,7 @@ for v in ("0", "1"):
         return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
     last = pts[-1]
     ratio = last[5] / last[6] if last[6] else float("nan")
-    print(f"{v:>3} {slope(2) / 1024:>10.2f} {slope(8) / 1024:>10.2f} {slope(3):>8.2f} {slope(4):>10.2f} {slope(5) / 1e6:>11.2f} {slope(6) / 1e6:>12.2f} {ratio:>13.2f}")
+    print(f"{v:>3} {slope(2) / 1024:>10.2f} {slope(8) / 1024:>10.2f} {slope(9) / 1024:>10.2f} {slope(10) / 1024:>10.2f} {slope(11) / 1024:>10.2f} {slope(3):>8.2f} {slope(4):>10.2f} {slope(5) / 1e6:>11.2f} {slope(6) / 1e6:>12.2f} {ratio:>13.2f}")
 EOF
 
 # A clean stop: each validator seals, announces and serves its last block, and then

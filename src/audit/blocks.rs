@@ -98,8 +98,8 @@ mod tests {
                 std::sync::Arc::new(MatchFold {
                     contender: miner.clone(),
                     champion: miner,
-                    envs: vec![],
-                    rule: String::new(),
+                    envs: Vec::new().into(),
+                    rule: "".into(),
                     ratio_to_beat_ppm: 0,
                     started_height: i as u64,
                     started_event_idx: 0,

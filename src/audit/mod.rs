@@ -13,11 +13,11 @@ pub mod text;
 pub mod weights;
 
 use crate::bytes::{Hash32, MatchId, ValidatorKey};
-use crate::ledger::event::{EnvOutcome, MinerRef};
+use crate::ledger::event::EnvOutcome;
 use crate::ledger::proof::{prove_in_block, signed_headers, InclusionProof, SignedHeader};
 use crate::ledger::{Store, StoreError};
 use crate::limits::MAX_PROOF_HEADERS;
-use crate::replay::fold::{Discrepancy, DiscrepancyKind};
+use crate::replay::fold::{Discrepancy, DiscrepancyKind, HeldMiner, Name};
 use crate::replay::network::NetworkState;
 use crate::replay::Replay;
 pub use commitments::{audit_commitments, CommitmentAudit, CommitmentRow};
@@ -43,7 +43,7 @@ pub struct Finding {
 /// One env of one validator's match, as its log recorded the pairs and the decision.
 #[derive(Clone, Debug, Serialize)]
 pub struct EnvRow {
-    pub env: String,
+    pub env: Name,
     pub wins: u32,
     pub losses: u32,
     pub draws: u32,
@@ -55,12 +55,12 @@ pub struct EnvRow {
 pub struct MatchRow {
     pub validator: ValidatorKey,
     pub match_id: MatchId,
-    pub contender: MinerRef,
-    pub champion: MinerRef,
+    pub contender: HeldMiner,
+    pub champion: HeldMiner,
     pub started_time_ms: u64,
     /// The ratio the contender had to beat.
     pub ratio_to_beat_ppm: u32,
-    pub rule: String,
+    pub rule: Name,
     pub envs: Vec<EnvRow>,
     /// `None` while the match is open in this log.
     pub contender_won: Option<bool>,

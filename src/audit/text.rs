@@ -105,7 +105,7 @@ pub fn text(report: &AuditReport) -> String {
     }
     outln!(
         "champion {} (uid {}), ratio to beat {} {}, weights {}",
-        state.champion.as_ref().map_or("(none)", |c| c.hotkey.as_str()),
+        state.champion.as_ref().map_or("(none)", |c| &*c.hotkey),
         state.champion.as_ref().map_or("-".into(), |c| c.uid.to_string()),
         ppm(state.ratio_set_ppm),
         match state.ratio_set_at_block {

@@ -108,7 +108,7 @@ pub fn run(data: &Path, validators: usize, fresh: bool, json: bool) -> anyhow::R
     say!(
         "6. replayed every log as `af audit` does: {} matches, champion {}, 0 discrepancies, state hash {}",
         replayed.folds.iter().map(|f| f.matches.len()).sum::<usize>(),
-        replayed.state.champion.as_ref().map_or("(none)", |c| c.hotkey.as_str()),
+        replayed.state.champion.as_ref().map_or("(none)", |c| &*c.hotkey),
         replayed.state_hash
     );
     say!("");

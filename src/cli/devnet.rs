@@ -405,7 +405,7 @@ pub fn run(
         (0..n_validators).filter(|i| axons.iter().any(|a| a.hotkey == validator_hotkey(*i))).count();
     drop(processes); // the miners and the chain
     let champion_uid =
-        network.state.champion.as_ref().and_then(|c| neurons.iter().find(|n| n.hotkey == c.hotkey)).map(|n| n.uid);
+        network.state.champion.as_ref().and_then(|c| neurons.iter().find(|n| *n.hotkey == *c.hotkey)).map(|n| n.uid);
     let validator_uids: Vec<u16> = (0..n_validators)
         .filter_map(|i| neurons.iter().find(|n| n.hotkey == validator_hotkey(i)).map(|n| n.uid))
         .collect();
@@ -416,11 +416,12 @@ pub fn run(
     });
     // Miners entered through the chain: the late one was played by every validator, the
     // sybil by none, and discovery names whose model it copied.
-    let late_played = network.folds.iter().filter(|f| f.matches.values().any(|m| m.contender.hotkey == late.0)).count();
+    let late_played =
+        network.folds.iter().filter(|f| f.matches.values().any(|m| *m.contender.hotkey == *late.0)).count();
     let sybil_played = network
         .folds
         .iter()
-        .any(|f| f.matches.values().any(|m| m.contender.hotkey == sybil || m.champion.hotkey == sybil));
+        .any(|f| f.matches.values().any(|m| *m.contender.hotkey == *sybil || *m.champion.hotkey == *sybil));
     let found = af::validator::discovery::discover(&neurons, &final_records, None, &Default::default());
     let sybil_kept_by = found.skipped.iter().find_map(|s| match s {
         af::validator::discovery::Skipped::Duplicate { candidate, kept_by, kept_block, .. } if candidate.hotkey == sybil => {
@@ -524,7 +525,7 @@ pub fn run(
             "replay: every validator derives state {} ({}); network champion {}, ratio to beat {:.4}, {} discrepancies",
             network.state_hash,
             if state_hashes.len() == 1 { "all agree" } else { "they DIFFER" },
-            state.champion.as_ref().map_or("(none)", |c| c.hotkey.as_str()),
+            state.champion.as_ref().map_or("(none)", |c| &*c.hotkey),
             f64::from(state.ratio_set_ppm) / 1e6,
             state.discrepancies.len()
         );

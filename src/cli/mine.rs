@@ -141,9 +141,9 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
             let mut rows = Vec::new();
             for fold in &replayed.folds {
                 for (id, m) in &fold.matches {
-                    let role = if m.contender.hotkey == hotkey {
+                    let role = if *m.contender.hotkey == *hotkey {
                         "contender"
-                    } else if m.champion.hotkey == hotkey {
+                    } else if *m.champion.hotkey == *hotkey {
                         "champion"
                     } else {
                         continue;

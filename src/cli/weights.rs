@@ -39,7 +39,7 @@ impl ChainView {
         state
             .champion
             .as_ref()
-            .and_then(|c| self.neurons.iter().find(|n| n.hotkey == c.hotkey))
+            .and_then(|c| self.neurons.iter().find(|n| *n.hotkey == *c.hotkey))
             .map(|n| vec![(n.uid, u16::MAX)])
             .unwrap_or_default()
     }
@@ -125,7 +125,7 @@ pub fn weights_show(data: &std::path::Path, chain: &ChainArgs, json: bool) -> an
     }
     outln!(
         "replay: champion {} → weights {}",
-        state.champion.as_ref().map_or("(none)", |c| c.hotkey.as_str()),
+        state.champion.as_ref().map_or("(none)", |c| &*c.hotkey),
         af::chain::weight_shares(replay_weights.iter().copied())
     );
     for row in &audit.rows {

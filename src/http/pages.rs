@@ -224,8 +224,9 @@ fn validator_cell(validator: &ValidatorKey, identities: &Identities) -> Markup {
     }
 }
 
-fn miner_cell(miner: &MinerRef) -> Markup {
-    identity(Some(miner.uid), &miner.hotkey, &format!("hotkey {}\nmodel {}", miner.hotkey, miner.model))
+fn miner_cell<S: AsRef<str>>(miner: &MinerRef<S>) -> Markup {
+    let (hotkey, model) = (miner.hotkey.as_ref(), miner.model.as_ref());
+    identity(Some(miner.uid), hotkey, &format!("hotkey {hotkey}\nmodel {model}"))
 }
 
 fn percent(ppm: u64) -> String {
@@ -330,12 +331,12 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
         let envs: Vec<EnvRecord> = plays_of(&plays, m)
             .first()
             .map(|(_, _, played)| {
-                played.env_folds.iter().map(|(env, e)| (env.clone(), e.wins, e.losses, e.draws)).collect()
+                played.env_folds.iter().map(|(env, e)| (env.to_string(), e.wins, e.losses, e.draws)).collect()
             })
             .unwrap_or_default();
         for (miner, as_contender) in [(&m.contender, true), (&m.champion, false)] {
-            let row = rows.entry(miner.hotkey.clone()).or_default();
-            row.miner = Some(miner.clone());
+            let row = rows.entry(miner.hotkey.to_string()).or_default();
+            row.miner = Some(miner.to_owned_strings());
             let result = won.map(|won| won == as_contender);
             let own_envs = envs
                 .iter()
@@ -363,7 +364,7 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
         }
     }
     if let Some(champion) = &state.champion {
-        rows.entry(champion.hotkey.clone()).or_default().champion = true;
+        rows.entry(champion.hotkey.to_string()).or_default().champion = true;
     }
     for (place, queued) in queue.unwrap_or_default().iter().enumerate() {
         let row = rows.entry(queued.hotkey.clone()).or_default();
@@ -418,7 +419,7 @@ fn plays_by_pair(replay: &Replay) -> Plays<'_> {
     let mut plays: Plays = BTreeMap::new();
     for fold in &replay.folds {
         for (id, played) in &fold.matches {
-            let list = plays.entry((played.contender.hotkey.as_str(), played.champion.hotkey.as_str())).or_default();
+            let list = plays.entry((&*played.contender.hotkey, &*played.champion.hotkey)).or_default();
             // One fold's entries are pushed together, so its earlier play is the last one.
             if list.last().is_none_or(|(validator, _, _)| *validator != fold.validator) {
                 list.push((fold.validator, *id, played));
@@ -429,7 +430,7 @@ fn plays_by_pair(replay: &Replay) -> Plays<'_> {
 }
 
 fn plays_of<'p, 'a>(plays: &'p Plays<'a>, m: &'a NetworkMatch) -> &'p [(ValidatorKey, Hash32, &'a MatchFold)] {
-    plays.get(&(m.contender.hotkey.as_str(), m.champion.hotkey.as_str())).map_or(&[], Vec::as_slice)
+    plays.get(&(&*m.contender.hotkey, &*m.champion.hotkey)).map_or(&[], Vec::as_slice)
 }
 
 fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<Markup> {
@@ -673,7 +674,8 @@ mod tests {
     use crate::replay::network::NetworkState;
 
     fn replay_of(n: usize) -> Replay {
-        let miner = |i: usize| MinerRef { hotkey: format!("5Miner{i}"), uid: i as u16, model: format!("m/{i}") };
+        let miner =
+            |i: usize| MinerRef { hotkey: format!("5Miner{i}").into(), uid: i as u16, model: format!("m/{i}").into() };
         let matches = (0..n)
             .map(|i| NetworkMatch {
                 contender: miner(i + 1),

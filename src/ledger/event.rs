@@ -409,6 +409,11 @@ fn check_recorded(recorded: usize, cap: usize, cut: Option<&TextCut>) -> Result<
 }
 
 impl<S: AsRef<str>> MinerRef<S> {
+    /// The same miner with its names as owned strings.
+    pub fn to_owned_strings(&self) -> MinerRef {
+        MinerRef { hotkey: self.hotkey.as_ref().into(), uid: self.uid, model: self.model.as_ref().into() }
+    }
+
     fn check(&self) -> Result<(), BoundError> {
         name("miner.hotkey", &self.hotkey)?;
         name("miner.model", &self.model)

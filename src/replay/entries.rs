@@ -131,8 +131,8 @@ pub fn entries_at(
         let fold = folds.get(&location.validator);
         let played = fold.and_then(|f| f.matches.get(&t.match_id));
         let role = match played {
-            Some(m) if m.contender.hotkey == t.miner.hotkey => "contender",
-            Some(m) if m.champion.hotkey == t.miner.hotkey => "champion",
+            Some(m) if *m.contender.hotkey == *t.miner.hotkey => "contender",
+            Some(m) if *m.champion.hotkey == *t.miner.hotkey => "champion",
             _ => "unknown",
         };
         let commitment =
@@ -188,7 +188,7 @@ pub fn entries_at(
                     draws: e.draws,
                     n_challenges: u64::from(e.wins) + u64::from(e.losses) + u64::from(e.draws),
                 }),
-                rule: played.map(|m| m.rule.clone()),
+                rule: played.map(|m| m.rule.to_string()),
                 match_reason: played.and_then(|m| m.verdict_reason()),
             },
             proof: EntryProof { inclusion, opponent: opponent_proof, commitment: commitment_proof },
@@ -257,11 +257,11 @@ pub fn match_pairs(
         }
         let events = &current.as_ref().expect("read just above").block.events;
         let Some(t) = events.get(location.event_idx as usize).and_then(|e| e.transcript()) else { continue };
-        if t.match_id != *match_id || t.miner.hotkey != played.contender.hotkey {
+        if t.match_id != *match_id || *t.miner.hotkey != *played.contender.hotkey {
             continue;
         }
         let champion = events.iter().filter_map(|e| e.transcript()).find(|o| {
-            o.match_id == *match_id && o.challenge_id == t.challenge_id && o.miner.hotkey == played.champion.hotkey
+            o.match_id == *match_id && o.challenge_id == t.challenge_id && *o.miner.hotkey == *played.champion.hotkey
         });
         pairs.push(ChallengePair {
             env: t.env.name.clone(),

@@ -146,8 +146,27 @@ pub fn rescore<S: AsRef<str>>(registry: &Registry, t: &Transcript<S>) -> Result<
     envs::score_transcript(env, &t.challenge_id, &t.messages).map(|s| s.reward_milli).map_err(|e| e.to_string())
 }
 
-fn owned_miner<S: AsRef<str>>(m: &MinerRef<S>) -> MinerRef {
-    MinerRef { hotkey: m.hotkey.as_ref().into(), uid: m.uid, model: m.model.as_ref().into() }
+/// A name a fold holds (a hotkey, model, env or plan). Shared: a match's names are the
+/// match before it's where equal (a champion plays match after match, every match names
+/// the same envs and plan), and the network state's matches share their folds' names.
+pub type Name = Arc<str>;
+
+/// A miner as a fold holds it.
+pub type HeldMiner = MinerRef<Name>;
+
+/// `text` as one of `held`'s names if one is equal to it, else a new name.
+fn shared(text: &str, held: &[&Name]) -> Name {
+    held.iter().copied().find(|name| &***name == text).map_or_else(|| Name::from(text), Name::clone)
+}
+
+/// The names of `last` that the next match of its log may share: its players'.
+fn player_names(last: &MatchFold) -> [&Name; 4] {
+    [&last.contender.hotkey, &last.contender.model, &last.champion.hotkey, &last.champion.model]
+}
+
+/// `m` with its hotkey and model shared with `held`'s where equal.
+fn held_miner<S: AsRef<str>>(m: &MinerRef<S>, held: &[&Name]) -> HeldMiner {
+    MinerRef { hotkey: shared(m.hotkey.as_ref(), held), uid: m.uid, model: shared(m.model.as_ref(), held) }
 }
 
 /// Two validly signed, different headers of the accused validator at one height.
@@ -192,10 +211,14 @@ pub struct EnvFold {
     pub next_champion: u64,
     /// Next index due from any other miner (a log that names one is already wrong). A
     /// map, not a list: a log naming a new miner in each of n transcripts must not cost
-    /// n^2 / 2 comparisons.
-    pub next_other: BTreeMap<String, u64>,
+    /// n^2 / 2 comparisons. Boxed, and only there once a log names one: every env of
+    /// every match pays 8 bytes for it, not a map's 24.
+    #[allow(clippy::box_collection)]
+    pub next_other: Option<Box<BTreeMap<String, u64>>>,
     /// Rewards of challenges whose pair is not complete yet: index -> (contender, champion).
-    pub pending: BTreeMap<u64, (Option<i32>, Option<i32>)>,
+    /// Boxed, and dropped when emptied: a decided env holds none, for good.
+    #[allow(clippy::box_collection)]
+    pub pending: Option<Box<Pending>>,
     pub wins: u32,
     pub losses: u32,
     pub draws: u32,
@@ -203,6 +226,9 @@ pub struct EnvFold {
     /// (wins, losses, draws) as the env's decision recorded them: the tally its rate is of.
     pub decided_tally: Option<(u32, u32, u32)>,
 }
+
+/// Rewards of challenges whose pair is not complete yet: index -> (contender, champion).
+pub type Pending = BTreeMap<u64, (Option<i32>, Option<i32>)>;
 
 impl EnvFold {
     fn next_index(&mut self, hotkey: &str, is_contender: bool, is_champion: bool) -> &mut u64 {
@@ -212,10 +238,11 @@ impl EnvFold {
         if is_champion {
             return &mut self.next_champion;
         }
-        if !self.next_other.contains_key(hotkey) {
-            self.next_other.insert(hotkey.to_string(), 0);
+        let others = self.next_other.get_or_insert_with(Default::default);
+        if !others.contains_key(hotkey) {
+            others.insert(hotkey.to_string(), 0);
         }
-        self.next_other.get_mut(hotkey).expect("inserted above")
+        others.get_mut(hotkey).expect("inserted above")
     }
 }
 
@@ -230,10 +257,10 @@ const ENV_FOLDS_INLINE: usize = 16;
 /// of the two holds them depends only on how many there are, so equal folds compare equal.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EnvFolds {
-    inline: Vec<(String, EnvFold)>,
+    inline: Vec<(Name, EnvFold)>,
     // Boxed so that every match pays 8 bytes for the rare spill, not a map's 24.
     #[allow(clippy::box_collection)]
-    spilled: Option<Box<BTreeMap<String, EnvFold>>>,
+    spilled: Option<Box<BTreeMap<Name, EnvFold>>>,
 }
 
 impl EnvFolds {
@@ -241,25 +268,27 @@ impl EnvFolds {
         if let Some(map) = &self.spilled {
             return map.get(env);
         }
-        let at = self.inline.binary_search_by(|(name, _)| name.as_str().cmp(env)).ok()?;
+        let at = self.inline.binary_search_by(|(name, _)| (**name).cmp(env)).ok()?;
         Some(&self.inline[at].1)
     }
 
-    /// The env's fold, made empty if the env had none.
-    pub fn entry(&mut self, env: &str) -> &mut EnvFold {
+    /// The env's fold, made empty if the env had none (its name then one of `held`'s
+    /// where equal: the match's own env names).
+    pub fn entry(&mut self, env: &str, held: &[EnvRef<Name>]) -> &mut EnvFold {
+        let name = || shared(env, &held.iter().map(|e| &e.name).collect::<Vec<_>>());
         if self.spilled.is_none() && self.inline.len() >= ENV_FOLDS_INLINE && self.get(env).is_none() {
             self.spilled = Some(Box::new(std::mem::take(&mut self.inline).into_iter().collect()));
         }
         if let Some(map) = &mut self.spilled {
             if !map.contains_key(env) {
-                map.insert(env.to_string(), EnvFold::default());
+                map.insert(name(), EnvFold::default());
             }
             return map.get_mut(env).expect("inserted above");
         }
-        let at = match self.inline.binary_search_by(|(name, _)| name.as_str().cmp(env)) {
+        let at = match self.inline.binary_search_by(|(name, _)| (**name).cmp(env)) {
             Ok(at) => at,
             Err(at) => {
-                self.inline.insert(at, (env.to_string(), EnvFold::default()));
+                self.inline.insert(at, (name(), EnvFold::default()));
                 self.inline.shrink_to_fit();
                 at
             }
@@ -271,12 +300,12 @@ impl EnvFolds {
         if let Some(map) = &mut self.spilled {
             return map.get_mut(env);
         }
-        let at = self.inline.binary_search_by(|(name, _)| name.as_str().cmp(env)).ok()?;
+        let at = self.inline.binary_search_by(|(name, _)| (**name).cmp(env)).ok()?;
         Some(&mut self.inline[at].1)
     }
 
     /// (env name, fold) in name order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &EnvFold)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&Name, &EnvFold)> {
         // At most one of the two holds anything.
         self.inline.iter().map(|(name, fold)| (name, fold)).chain(self.spilled.iter().flat_map(|map| map.iter()))
     }
@@ -284,21 +313,32 @@ impl EnvFolds {
     pub fn values(&self) -> impl Iterator<Item = &EnvFold> {
         self.iter().map(|(_, fold)| fold)
     }
+
+    /// Each env's name as one of `held`'s where equal (the match's own env names).
+    fn share_names(&mut self, held: &[EnvRef<Name>]) {
+        let held: Vec<&Name> = held.iter().map(|e| &e.name).collect();
+        for (name, _) in &mut self.inline {
+            *name = shared(name, &held);
+        }
+        if let Some(map) = &mut self.spilled {
+            **map = std::mem::take(&mut **map).into_iter().map(|(name, fold)| (shared(&name, &held), fold)).collect();
+        }
+    }
 }
 
 impl<'a> IntoIterator for &'a EnvFolds {
-    type Item = (&'a String, &'a EnvFold);
-    type IntoIter = Box<dyn Iterator<Item = (&'a String, &'a EnvFold)> + 'a>;
+    type Item = (&'a Name, &'a EnvFold);
+    type IntoIter = Box<dyn Iterator<Item = (&'a Name, &'a EnvFold)> + 'a>;
     fn into_iter(self) -> Self::IntoIter {
         Box::new(self.iter())
     }
 }
 
-impl FromIterator<(String, EnvFold)> for EnvFolds {
-    fn from_iter<I: IntoIterator<Item = (String, EnvFold)>>(items: I) -> EnvFolds {
+impl FromIterator<(Name, EnvFold)> for EnvFolds {
+    fn from_iter<I: IntoIterator<Item = (Name, EnvFold)>>(items: I) -> EnvFolds {
         let mut folds = EnvFolds::default();
         for (name, fold) in items {
-            *folds.entry(&name) = fold;
+            *folds.entry(&name, &[EnvRef { name: name.clone(), version: 0 }]) = fold;
         }
         folds
     }
@@ -315,10 +355,11 @@ pub struct DecidedFold {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MatchFold {
-    pub contender: MinerRef,
-    pub champion: MinerRef,
-    pub envs: Vec<EnvRef>,
-    pub rule: String,
+    pub contender: HeldMiner,
+    pub champion: HeldMiner,
+    /// Shared with the match before it when they name the same envs.
+    pub envs: Arc<[EnvRef<Name>]>,
+    pub rule: Name,
     pub ratio_to_beat_ppm: u32,
     pub started_height: u64,
     /// The `MatchStarted` event's index in its block: with the height, its place in the log.
@@ -368,7 +409,7 @@ fn match_decision_error<S: AsRef<str>>(m: &MatchFold, decided: &MatchDecided<S>)
         ));
     }
     let winner = if decided.contender_won { &m.contender.hotkey } else { &m.champion.hotkey };
-    if decided.champion_hotkey.as_ref() != winner.as_str() {
+    if decided.champion_hotkey.as_ref() != &**winner {
         return Some(format!("names {} the champion, but the winner is {winner}", decided.champion_hotkey.as_ref()));
     }
     if decided.win_rates.len() != m.envs.len() {
@@ -377,9 +418,9 @@ fn match_decision_error<S: AsRef<str>>(m: &MatchFold, decided: &MatchDecided<S>)
     // A plan af does not know leaves nothing to compare rates with (its decisions are
     // already reported as unknown rules).
     let rule = crate::evaluation::stopping::parse_plan(&m.rule).map(|(rule, _)| rule);
-    for (rate, env) in decided.win_rates.iter().zip(&m.envs) {
+    for (rate, env) in decided.win_rates.iter().zip(m.envs.iter()) {
         let name = rate.env.name.as_ref();
-        if name != env.name {
+        if name != &*env.name {
             return Some(format!("gives a win rate for env {name} where the match's env is {}", env.name));
         }
         // The rate is of the tally the env's decision recorded (an env with no decision
@@ -472,6 +513,8 @@ pub struct ChainFold {
     /// Shared with earlier replays' folds: a replay that folds new blocks onto the last
     /// one copies only the matches it changes (`Arc::make_mut`), not every match held.
     pub matches: BTreeMap<MatchId, Arc<MatchFold>>,
+    /// The match this log started last: a new match shares its names where equal.
+    pub last_started: Option<MatchId>,
     /// How many of `matches` are decided: a new match's id derives from it, and
     /// counting them at every start made a log of n matches cost n^2 / 2 steps.
     pub n_decided: u64,
@@ -536,6 +579,7 @@ impl ChainFold {
             n_transcripts: 0,
             n_bytes: 0,
             matches: BTreeMap::new(),
+            last_started: None,
             n_decided: 0,
             discrepancies: Vec::new(),
             n_discrepancies_omitted: 0,
@@ -544,6 +588,30 @@ impl ChainFold {
             commitments: Vec::new(),
             last_weights: None,
             skipped: Vec::new(),
+        }
+    }
+
+    /// Shares each match's names with the match its log started before it where equal,
+    /// as folding does: a fold decoded from a snapshot holds a copy of every name.
+    pub fn share_names(&mut self) {
+        let mut order: Vec<(u64, u32, MatchId)> =
+            self.matches.iter().map(|(id, m)| (m.started_height, m.started_event_idx, *id)).collect();
+        order.sort_unstable();
+        let mut last: Option<Arc<MatchFold>> = None;
+        for (_, _, id) in order {
+            let Some(held) = self.matches.get_mut(&id) else { continue };
+            let m = Arc::make_mut(held);
+            if let Some(last) = &last {
+                let names = player_names(last);
+                m.contender = held_miner(&m.contender, &names);
+                m.champion = held_miner(&m.champion, &names);
+                if m.envs == last.envs {
+                    m.envs = last.envs.clone();
+                }
+                m.rule = shared(&m.rule, &[&last.rule]);
+            }
+            m.env_folds.share_names(&m.envs);
+            last = Some(held.clone());
         }
     }
 
@@ -621,27 +689,46 @@ impl ChainFold {
                         ),
                     );
                 }
-                self.matches.entry(started.match_id).or_insert_with(|| {
-                    Arc::new(MatchFold {
-                        contender: owned_miner(&started.contender),
-                        champion: owned_miner(&started.champion),
-                        envs: started
+                if self.matches.contains_key(&started.match_id) {
+                    return;
+                }
+                let last = self.last_started.and_then(|id| self.matches.get(&id));
+                let names: Vec<&Name> = last.map(|m| player_names(m).to_vec()).unwrap_or_default();
+                let same_envs = last.filter(|m| {
+                    m.envs.len() == started.envs.len()
+                        && m.envs
+                            .iter()
+                            .zip(&started.envs)
+                            .all(|(a, b)| *a.name == *b.name.as_ref() && a.version == b.version)
+                });
+                let envs = same_envs.map_or_else(
+                    || {
+                        started
                             .envs
                             .iter()
                             .map(|e| EnvRef { name: e.name.as_ref().into(), version: e.version })
-                            .collect(),
-                        rule: started.rule.as_ref().into(),
-                        ratio_to_beat_ppm: started.ratio_to_beat_ppm,
-                        started_height: height,
-                        started_event_idx: event_idx,
-                        started_time_ms: time_ms,
-                        chain_block: started.chain_block,
-                        chain_block_hash: started.chain_block_hash,
-                        env_folds: EnvFolds::default(),
-                        decided: None,
-                        n_transcripts: 0,
-                    })
-                });
+                            .collect()
+                    },
+                    |m| m.envs.clone(),
+                );
+                let rule = shared(started.rule.as_ref(), &last.map(|m| vec![&m.rule]).unwrap_or_default());
+                let fold = MatchFold {
+                    contender: held_miner(&started.contender, &names),
+                    champion: held_miner(&started.champion, &names),
+                    envs,
+                    rule,
+                    ratio_to_beat_ppm: started.ratio_to_beat_ppm,
+                    started_height: height,
+                    started_event_idx: event_idx,
+                    started_time_ms: time_ms,
+                    chain_block: started.chain_block,
+                    chain_block_hash: started.chain_block_hash,
+                    env_folds: EnvFolds::default(),
+                    decided: None,
+                    n_transcripts: 0,
+                };
+                self.matches.insert(started.match_id, Arc::new(fold));
+                self.last_started = Some(started.match_id);
             }
             (
                 Event::Transcript(t) | Event::TranscriptCut(crate::ledger::event::TranscriptCut { transcript: t, .. }),
@@ -692,13 +779,13 @@ impl ChainFold {
                     return;
                 };
                 let rederived = rederive_decision(&m.rule, m.ratio_to_beat_ppm, decision);
-                let fold = m.env_folds.entry(env_name);
+                let fold = m.env_folds.entry(env_name, &m.envs);
                 let recorded = (decision.wins, decision.losses, decision.draws);
                 let own = (fold.wins, fold.losses, fold.draws);
                 fold.decision = Some(decision.outcome);
                 fold.decided_tally = Some((decision.wins, decision.losses, decision.draws));
                 // Nothing is tallied past a decision, so unpaired rewards are dropped.
-                fold.pending = BTreeMap::new();
+                fold.pending = None;
                 if recorded != own {
                     self.push(
                         DiscrepancyKind::FalseTally,
@@ -805,9 +892,9 @@ impl ChainFold {
         };
         m.n_transcripts += 1;
         let (hotkey, env_name) = (t.miner.hotkey.as_ref(), t.env.name.as_ref());
-        let is_contender = hotkey == m.contender.hotkey;
-        let is_champion = hotkey == m.champion.hotkey;
-        let fold = m.env_folds.entry(env_name);
+        let is_contender = hotkey == &*m.contender.hotkey;
+        let is_champion = hotkey == &*m.champion.hotkey;
+        let fold = m.env_folds.entry(env_name, &m.envs);
         let next = fold.next_index(hotkey, is_contender, is_champion);
         let schedule = match t.challenge_index.cmp(next) {
             std::cmp::Ordering::Equal => {
@@ -825,17 +912,18 @@ impl ChainFold {
         // counts. A repeated index would count one challenge twice: it does not.
         let repeated = matches!(schedule, Some((DiscrepancyKind::ScheduleRepeat, _)));
         if fold.decision.is_none() && !repeated && (is_contender || is_champion) {
-            let slot = fold.pending.entry(t.challenge_index).or_default();
+            let pending = fold.pending.get_or_insert_with(Default::default);
+            let slot = pending.entry(t.challenge_index).or_default();
             if is_contender {
                 slot.0 = Some(t.reward_milli);
             } else {
                 slot.1 = Some(t.reward_milli);
             }
             if let (Some(contender), Some(champion)) = *slot {
-                fold.pending.remove(&t.challenge_index);
-                if fold.pending.is_empty() {
-                    // An emptied map keeps its node; a new one holds none.
-                    fold.pending = BTreeMap::new();
+                pending.remove(&t.challenge_index);
+                if pending.is_empty() {
+                    // An emptied map keeps its node and its box: neither is held for good.
+                    fold.pending = None;
                 }
                 match GameOutcome::of_rewards(contender, champion) {
                     GameOutcome::Win => fold.wins += 1,
@@ -864,20 +952,20 @@ mod tests {
         let names: Vec<String> = (0..40u32).map(|i| format!("env{:02}", (i * 17) % 40)).collect();
         let mut folds = EnvFolds::default();
         for (i, name) in names.iter().enumerate() {
-            folds.entry(name).wins = i as u32;
+            folds.entry(name, &[]).wins = i as u32;
             // Looked up again, it is the same fold.
             assert_eq!(folds.get(name).map(|f| f.wins), Some(i as u32));
         }
         assert!(folds.spilled.is_some() && folds.inline.is_empty());
-        let listed: Vec<&String> = folds.iter().map(|(name, _)| name).collect();
-        let mut sorted: Vec<&String> = names.iter().collect();
+        let listed: Vec<&str> = folds.iter().map(|(name, _)| &**name).collect();
+        let mut sorted: Vec<&str> = names.iter().map(String::as_str).collect();
         sorted.sort();
         assert_eq!(listed, sorted, "name order, as with a handful");
         // Built in another order, the same content is the same value.
-        let again: EnvFolds = names.iter().rev().map(|n| (n.clone(), folds.get(n).unwrap().clone())).collect();
+        let again: EnvFolds = names.iter().rev().map(|n| (Name::from(&**n), folds.get(n).unwrap().clone())).collect();
         assert_eq!(again, folds);
         // A handful stays in the vector.
-        let few: EnvFolds = names[..ENV_FOLDS_INLINE].iter().map(|n| (n.clone(), EnvFold::default())).collect();
+        let few: EnvFolds = names[..ENV_FOLDS_INLINE].iter().map(|n| (Name::from(&**n), EnvFold::default())).collect();
         assert!(few.spilled.is_none() && few.inline.len() == ENV_FOLDS_INLINE);
     }
 
@@ -917,13 +1005,14 @@ mod tests {
         assert!(check_evidence(&forged).is_err());
     }
 
-    fn miner(hotkey: &str) -> MinerRef {
+    fn miner(hotkey: &str) -> HeldMiner {
         MinerRef { hotkey: hotkey.into(), uid: 0, model: "m@1".into() }
     }
 
     /// A 3-env match whose env decisions say: better in a and b (so the contender won).
     fn played() -> MatchFold {
-        let envs: Vec<EnvRef> = ["a", "b", "c"].iter().map(|n| EnvRef { name: n.to_string(), version: 1 }).collect();
+        let envs: Arc<[EnvRef<Name>]> =
+            ["a", "b", "c"].iter().map(|n| EnvRef { name: Name::from(*n), version: 1 }).collect();
         let decided = |outcome, wins, losses| EnvFold {
             decision: Some(outcome),
             decided_tally: Some((wins, losses, 0)),
@@ -935,7 +1024,7 @@ mod tests {
             contender: miner("5New"),
             champion: miner("5Old"),
             envs,
-            rule: crate::evaluation::stopping::MIXTURE_RULE.describe(),
+            rule: crate::evaluation::stopping::MIXTURE_RULE.describe().into(),
             ratio_to_beat_ppm: 510_000,
             started_height: 0,
             started_event_idx: 0,
@@ -943,9 +1032,9 @@ mod tests {
             chain_block: 10,
             chain_block_hash: Hash32([0; 32]),
             env_folds: [
-                ("a".to_string(), decided(EnvOutcome::ContenderBetter, 30, 10)),
-                ("b".to_string(), decided(EnvOutcome::ContenderBetter, 20, 5)),
-                ("c".to_string(), decided(EnvOutcome::Inconclusive, 1, 1)),
+                (Name::from("a"), decided(EnvOutcome::ContenderBetter, 30, 10)),
+                (Name::from("b"), decided(EnvOutcome::ContenderBetter, 20, 5)),
+                (Name::from("c"), decided(EnvOutcome::Inconclusive, 1, 1)),
             ]
             .into_iter()
             .collect(),
@@ -964,7 +1053,10 @@ mod tests {
                 .iter()
                 .map(|env| {
                     let (w, l, _) = m.env_folds.get(&env.name).unwrap().decided_tally.unwrap();
-                    EnvWinRate { env: env.clone(), win_rate_ppm: crate::evaluation::ratio::win_rate_ppm(w, l) }
+                    EnvWinRate {
+                        env: EnvRef { name: env.name.to_string(), version: env.version },
+                        win_rate_ppm: crate::evaluation::ratio::win_rate_ppm(w, l),
+                    }
                 })
                 .collect(),
             new_ratio_to_beat_ppm: 0,

@@ -32,7 +32,7 @@ use std::path::Path;
 
 /// Bumped whenever a change to the fold, the checks or the snapshot layout could make an
 /// old snapshot disagree with a replay from genesis; an old snapshot is then ignored.
-pub const REPLAY_VERSION: u32 = 10;
+pub const REPLAY_VERSION: u32 = 11;
 const SNAPSHOT_MAGIC: &[u8] = b"af-replay-snapshot\n";
 /// Largest snapshot we read back.
 const MAX_SNAPSHOT_BYTES: u64 = 4 * 1024 * 1024 * 1024;
@@ -238,13 +238,16 @@ pub fn load_snapshot(dir: &Path) -> Result<Option<Snapshot>, ReplayError> {
     if blake3::hash(payload).as_bytes() != checksum {
         return Err(err("checksum mismatch: the file is damaged".into()));
     }
-    let snapshot: Snapshot =
+    let mut snapshot: Snapshot =
         codec::decode_canonical(payload, "replay snapshot", MAX_SNAPSHOT_BYTES).map_err(|e| err(e.to_string()))?;
     if snapshot.replay_version != REPLAY_VERSION {
         return Err(err(format!(
             "made by replay version {}, this build is version {REPLAY_VERSION}",
             snapshot.replay_version
         )));
+    }
+    for fold in &mut snapshot.folds {
+        fold.share_names();
     }
     Ok(Some(snapshot))
 }

@@ -14,10 +14,9 @@
 //! A match is "the same match" across validators when it has the same contender and
 //! champion hotkeys: each validator derives its own match id and challenge schedule.
 
-use super::fold::{ChainFold, Discrepancy, DiscrepancyKind, MatchFold};
+use super::fold::{ChainFold, Discrepancy, DiscrepancyKind, HeldMiner, MatchFold, Name};
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::{RatioParams, RatioToBeat};
-use crate::ledger::event::MinerRef;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,8 +59,9 @@ pub struct Vote {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetworkMatch {
-    pub contender: MinerRef,
-    pub champion: MinerRef,
+    /// The names are the folds': shared, not copied.
+    pub contender: HeldMiner,
+    pub champion: HeldMiner,
     /// Earliest start over every validator that played it: orders matches.
     pub first_started_ms: u64,
     pub votes: Vec<Vote>,
@@ -73,9 +73,9 @@ pub struct NetworkMatch {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChampionChange {
-    pub champion: MinerRef,
-    /// Contender hotkey of the match that crowned it (none for the first champion).
-    pub by_match: Option<(String, String)>,
+    pub champion: HeldMiner,
+    /// (Contender, champion) hotkeys of the match that crowned it (none for the first champion).
+    pub by_match: Option<(Name, Name)>,
     pub at_time_ms: u64,
 }
 
@@ -83,7 +83,7 @@ pub struct ChampionChange {
 pub struct NetworkState {
     pub validators: Vec<ValidatorSummary>,
     pub matches: Vec<NetworkMatch>,
-    pub champion: Option<MinerRef>,
+    pub champion: Option<HeldMiner>,
     pub champion_history: Vec<ChampionChange>,
     pub ratio_set_ppm: u32,
     pub ratio_set_at_block: u64,
@@ -156,7 +156,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
     let mut by_match: BTreeMap<MatchKey, NetworkMatch> = BTreeMap::new();
     for fold in &folds {
         for m in fold.matches.values() {
-            let key = (m.contender.hotkey.as_str(), m.champion.hotkey.as_str());
+            let key = (&*m.contender.hotkey, &*m.champion.hotkey);
             let entry = by_match.entry(key).or_insert_with(|| NetworkMatch {
                 contender: m.contender.clone(),
                 champion: m.champion.clone(),
@@ -187,7 +187,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
     let mut decided_at: BTreeMap<(ValidatorKey, MatchKey), u64> = BTreeMap::new();
     for fold in &folds {
         for m in fold.matches.values() {
-            let key = (m.contender.hotkey.as_str(), m.champion.hotkey.as_str());
+            let key = (&*m.contender.hotkey, &*m.champion.hotkey);
             decided_at.entry((fold.validator, key)).or_insert_with(|| m.decided.as_ref().map_or(0, |d| d.height));
         }
     }
@@ -259,7 +259,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
 
     // The champion: the first match's champion, replaced by each contender the network
     // says beat the champion of the moment.
-    let mut champion: Option<MinerRef> = None;
+    let mut champion: Option<HeldMiner> = None;
     let mut history = Vec::new();
     let mut ratio = ratio_params.initial();
     for m in &matches {
@@ -342,7 +342,7 @@ pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Vec<Discrepancy
     let mut last_plan: Option<(&str, RatioParams)> = None;
     for m in matches {
         let params = match last_plan {
-            Some((plan, params)) if plan == m.rule => params,
+            Some((plan, params)) if plan == &*m.rule => params,
             _ => plan_ratio_params(&m.rule, legacy),
         };
         last_plan = Some((&m.rule, params));
@@ -416,6 +416,7 @@ pub fn vtrust_history(
 fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
     let matches: BTreeMap<_, _> =
         fold.matches.iter().filter(|(_, m)| m.chain_block <= block).map(|(k, m)| (*k, m.clone())).collect();
+    // (The cut fold folds nothing more, so it needs no last match to share names with.)
     let height = matches.values().map(|m| m.decided.as_ref().map_or(m.started_height, |d| d.height)).max();
     let within = |h: u64| height.is_some_and(|cut| h <= cut);
     ChainFold {
@@ -427,6 +428,7 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
         n_bytes: 0,
         n_decided: matches.values().filter(|m| m.decided.is_some()).count() as u64,
         matches,
+        last_started: None,
         discrepancies: fold.discrepancies.iter().filter(|d| within(d.height)).cloned().collect(),
         // Past the first omitted finding the kept ones already number the most a fold
         // keeps: vTrust is zero there with any count, so the whole count stands in.

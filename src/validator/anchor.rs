@@ -97,7 +97,7 @@ impl WeightsCache {
         // A weak pointer keeps its allocation, so an equal address is the same replay.
         if std::sync::Weak::as_ptr(&self.read_from) != Arc::as_ptr(&replayed) {
             self.read_from = Arc::downgrade(&replayed);
-            self.champion = replayed.state.champion.as_ref().map(|c| c.hotkey.clone());
+            self.champion = replayed.state.champion.as_ref().map(|c| c.hotkey.to_string());
         }
         Ok(self.champion.clone())
     }

@@ -117,7 +117,7 @@ pub async fn run(
     let rule = config.evaluation.stopping_rule()?;
     let futility = config.evaluation.futility();
     let validator = log.validator();
-    let loaded = {
+    let mut loaded = {
         let log = log.clone();
         tokio::task::spawn_blocking(move || state::load(&log.store, &log.validator(), &params))
             .await
@@ -173,8 +173,9 @@ pub async fn run(
         (None, None) => from_config(0),
     };
     let mut ratio = loaded.ratio;
-    let mut played = loaded.played_contenders.clone();
-    let mut played_models = loaded.played_models.clone();
+    // Taken, not copied: the sets grow with every match for as long as the run lasts.
+    let mut played = std::mem::take(&mut loaded.played_contenders);
+    let mut played_models = std::mem::take(&mut loaded.played_models);
     let mut n_decided = loaded.n_decided;
 
     let writer = spawn_writer(
@@ -186,7 +187,7 @@ pub async fn run(
         options.metrics.clone(),
     );
     // Each duplicate or copy of the champion discovery finds goes into our log once.
-    let mut skips_recorded = loaded.skips_recorded.clone();
+    let mut skips_recorded = std::mem::take(&mut loaded.skips_recorded);
     let netuid = options.chain.as_ref().map_or(0, |c| c.netuid());
     let skip_events = |found: &Discovery, recorded: &mut std::collections::BTreeSet<(String, u64)>| -> Vec<Event> {
         discovery::skip_events(found, netuid, found.read_at_block, recorded)
@@ -256,7 +257,7 @@ pub async fn run(
     let mut interrupted = false;
     // Set when the writer stopped under a match: its own error, read below, is the cause.
     let mut writer_gone = false;
-    let mut pending = loaded.open.clone();
+    let mut pending = loaded.open.take();
     let mut latest_chain_block = loaded.latest_chain_block;
     loop {
         if options.max_matches.is_some_and(|max| decided_before + n_reports >= max) || *stop.borrow() {

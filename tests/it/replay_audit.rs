@@ -72,7 +72,7 @@ fn a_clean_network_crowns_the_perfect_miner_with_full_trust() {
     let state = replay_with(dir.path(), 2, None).state;
     assert!(state.discrepancies.is_empty(), "{:?}", state.discrepancies);
     assert!(keys.iter().all(|k| vtrust(&state, k) == 1_000_000));
-    assert_eq!(state.champion.as_ref().unwrap().hotkey, "5SynthPerfect");
+    assert_eq!(&*state.champion.as_ref().unwrap().hotkey, "5SynthPerfect");
     assert_eq!(state.weights, vec![(1, u16::MAX)], "winner takes all, to the champion's uid");
     assert_eq!(state.champion_history.len(), 2, "noisy first, then perfect");
     assert!(state.ratio_set_ppm > DEFAULT_RATIO_PARAMS.floor_ppm(), "a win raised the ratio to beat");
@@ -145,7 +145,7 @@ fn equivocation_evidence_zeroes_the_equivocator() {
     assert_eq!((found[0].validator, found[0].height), (keys[2], 1));
     // The reporter is not blamed, and the network still decides with the others.
     assert_eq!(vtrust(&state, &keys[0]), 1_000_000);
-    assert_eq!(state.champion.as_ref().unwrap().hotkey, "5SynthPerfect");
+    assert_eq!(&*state.champion.as_ref().unwrap().hotkey, "5SynthPerfect");
     // The report draws vTrust 0 as a visible marker, not as nothing.
     let report = dir.path().join("report.html");
     af(&["audit", "--data", dir.path().to_str().unwrap(), "--report", report.to_str().unwrap()]);
@@ -171,7 +171,7 @@ fn a_verdict_its_own_env_decisions_contradict_is_proven_false_and_outvoted() {
     for key in &keys[..3] {
         assert_eq!(vtrust(&state, key), 1_000_000);
     }
-    assert_eq!(state.champion.as_ref().unwrap().hotkey, "5SynthPerfect");
+    assert_eq!(&*state.champion.as_ref().unwrap().hotkey, "5SynthPerfect");
 }
 
 #[test]
@@ -238,7 +238,7 @@ fn logs_of_the_mixture_plan_still_replay_clean() {
     let (dir, keys) = build(&spec);
     let state = replay_with(dir.path(), 2, None).state;
     assert!(state.discrepancies.is_empty(), "{:?}", state.discrepancies);
-    assert_eq!(state.champion.as_ref().map(|c| c.hotkey.as_str()), Some("5SynthPerfect"));
+    assert_eq!(state.champion.as_ref().map(|c| &*c.hotkey), Some("5SynthPerfect"));
     for key in &keys {
         assert_eq!(vtrust(&state, key), 1_000_000);
     }
@@ -284,7 +284,7 @@ fn a_validator_against_the_majority_loses_trust_but_not_the_verdict() {
     for key in &keys[..3] {
         assert_eq!(vtrust(&state, key), 1_000_000);
     }
-    assert_eq!(state.champion.as_ref().unwrap().hotkey, "5SynthPerfect", "3 x 1.0 outweighs 1 x 0.75");
+    assert_eq!(&*state.champion.as_ref().unwrap().hotkey, "5SynthPerfect", "3 x 1.0 outweighs 1 x 0.75");
 }
 
 #[test]
@@ -335,6 +335,40 @@ fn folding_from_a_snapshot_gives_the_state_of_a_replay_from_genesis() {
     bytes[last] ^= 1;
     std::fs::write(&path, bytes).unwrap();
     assert!(replay::load_snapshot(partial_dir.path()).unwrap_err().to_string().contains("checksum"));
+}
+
+/// Names are held once: a match's hotkeys, envs and plan are the match before it's where
+/// equal, the state's matches hold their folds' names, and a fold read back from a
+/// snapshot shares them again (decoding makes a copy of each).
+#[test]
+fn a_replay_holds_each_name_once_and_so_does_a_fold_read_from_a_snapshot() {
+    use std::sync::Arc;
+    let (dir, _) = build(&NetworkSpec::small(2));
+    let replayed = replay_with(dir.path(), 1, None);
+    let shared = |fold: &af::replay::fold::ChainFold| {
+        let mut matches: Vec<_> = fold.matches.values().collect();
+        matches.sort_by_key(|m| (m.started_height, m.started_event_idx));
+        let [first, second] = matches[..] else { panic!("two matches, not {}", matches.len()) };
+        // The first match's contender is the second's champion.
+        assert!(Arc::ptr_eq(&first.contender.hotkey, &second.champion.hotkey));
+        assert!(Arc::ptr_eq(&first.contender.model, &second.champion.model));
+        assert!(Arc::ptr_eq(&first.envs, &second.envs));
+        assert!(Arc::ptr_eq(&first.rule, &second.rule));
+        for (env, _) in &second.env_folds {
+            assert!(second.envs.iter().any(|e| Arc::ptr_eq(&e.name, env)), "{env}");
+        }
+    };
+    replayed.folds.iter().for_each(shared);
+    for m in &replayed.state.matches {
+        let held = |f: &af::replay::fold::ChainFold| {
+            f.matches.values().any(|p| Arc::ptr_eq(&p.contender.hotkey, &m.contender.hotkey))
+        };
+        assert!(replayed.folds.iter().any(held), "the state's match of {} holds a copy", m.contender.hotkey);
+    }
+    replay::save_snapshot(dir.path(), &replayed.folds).unwrap();
+    let loaded = replay::load_snapshot(dir.path()).unwrap().expect("saved above");
+    assert_eq!(loaded.folds, replayed.folds);
+    loaded.folds.iter().for_each(shared);
 }
 
 fn json(output: &std::process::Output) -> serde_json::Value {
