@@ -27,7 +27,7 @@ pub use crate::audit::report::Identities;
 /// What the pages show from a chain, read at one moment beside the logs: who each
 /// validator is, and (for the validator serving or publishing the pages) the contenders
 /// it will play next. Empty when no chain was read; the pages then say so.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FromChain {
     pub identities: Identities,
     /// The queue, in the order it will be played; `None` when not read.

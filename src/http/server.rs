@@ -102,11 +102,12 @@ struct Served {
     /// Our own chain folded so far (`live`): each request folds only the new blocks.
     own: Arc<std::sync::Mutex<ValidatorState>>,
     replayer: Replayer,
-    /// The first page of `state`, serialized, for the replay it was made from.
-    state_page: tokio::sync::Mutex<Option<(Arc<Replay>, Bytes, String)>>,
-    /// `history.html` for the replay it was rendered from: its vTrust chart replays the
-    /// logs' prefixes (up to 48 combines), so it is drawn once per replay, not per reader.
-    history_page: tokio::sync::Mutex<Option<(Arc<Replay>, String)>>,
+    /// The first page of `state`, serialized, for the replay it was made from (weak: it
+    /// must not keep an old replay alive).
+    state_page: tokio::sync::Mutex<Option<(std::sync::Weak<Replay>, Bytes, String)>>,
+    /// The subnet pages, drawn once per replay by a few readers at a time (`history.html`
+    /// replays the logs' prefixes, up to 48 combines; the others walk every match).
+    pages: super::drawn::DrawnPages,
 }
 
 /// What a node feeds its HTTP API besides its store, each when it has one: the network's
@@ -188,7 +189,7 @@ pub fn router(
         own: Arc::new(std::sync::Mutex::new(ValidatorState::new(&ratio_params))),
         replayer,
         state_page: tokio::sync::Mutex::new(None),
-        history_page: tokio::sync::Mutex::new(None),
+        pages: Default::default(),
     });
     Router::new()
         .route("/", get(live_page))
@@ -689,7 +690,8 @@ async fn state(State(served): State<Arc<Served>>, Query(page): Query<Page>, requ
     if first_page {
         let cached = served.state_page.lock().await;
         if let Some((of, body, etag)) = cached.as_ref() {
-            if Arc::ptr_eq(of, &replay) {
+            // A weak pointer keeps its allocation, so an equal address is the same replay.
+            if std::ptr::eq(of.as_ptr(), Arc::as_ptr(&replay)) {
                 return Ok(self::cached(&request, etag, MUTABLE, "application/json", Body::from(body.clone())));
             }
         }
@@ -716,7 +718,7 @@ async fn state(State(served): State<Arc<Served>>, Query(page): Query<Page>, requ
     let body = Bytes::from(serde_json::to_vec(&value).map_err(internal)?);
     let etag = blake3::hash(&body).to_hex()[..32].to_string();
     if first_page {
-        *served.state_page.lock().await = Some((replay.clone(), body.clone(), etag.clone()));
+        *served.state_page.lock().await = Some((Arc::downgrade(&replay), body.clone(), etag.clone()));
     }
     Ok(cached(&request, &etag, MUTABLE, "application/json", Body::from(body)))
 }
@@ -947,14 +949,14 @@ async fn match_page(State(served): State<Arc<Served>>, Query(query): Query<Match
 
 /// A page rendered on the server: never cached, and it may load nothing (no scripts, no
 /// outside styles or images).
-fn html_page(html: String) -> Response {
+fn html_page(html: impl Into<Body>) -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, MUTABLE),
             (header::CONTENT_SECURITY_POLICY, "default-src 'none'; style-src 'unsafe-inline'"),
         ],
-        html,
+        html.into(),
     )
         .into_response()
 }
@@ -966,49 +968,46 @@ struct PageQuery {
 }
 
 /// One of the subnet's pages (`super::pages`), folded from the latest replay; the matches
-/// page one page at a time.
+/// page one page at a time. Drawn once per replay and chain read, by at most
+/// `drawn::PAGE_DRAWS` readers at a time; every other reader gets the same bytes.
 async fn subnet_page(State(served): State<Arc<Served>>, name: &'static str, query: PageQuery) -> Answer {
+    use super::pages::{FromChain, Paging};
     let replay = replayed(&served).await?;
-    if name == "history.html" {
-        // Held while drawing: concurrent readers wait for the one drawing, not draw again.
-        let mut cached = served.history_page.lock().await;
-        if let Some((_, html)) = cached.as_ref().filter(|(of, _)| Arc::ptr_eq(of, &replay)) {
-            return Ok(html_page(html.clone()));
-        }
-        let for_render = replay.clone();
-        let html = blocking(move || {
-            super::pages::render(name, &for_render, &super::pages::FromChain::default(), super::pages::Paging::Whole)
-                .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, "no history page".into()))
-        })
-        .await?;
-        *cached = Some((replay, html.clone()));
-        return Ok(html_page(html));
-    }
-    let paging = super::pages::Paging::Page(query.page);
     let read = match &served.chain_reads {
         Some(reads) if name == "subnet.html" || name == "miners.html" => reads.get().await,
         _ => None,
     };
     // The queue is the one this validator plays: its own log's champion and plays.
-    let from_chain = match read {
-        Some(read) => {
-            with_own_state(&served, move |own| super::pages::FromChain::read(&read.0, &read.1, Some(own))).await?
-        }
-        None => super::pages::FromChain::default(),
+    let chain = match read {
+        Some(read) => with_own_state(&served, move |own| FromChain::read(&read.0, &read.1, Some(own))).await?,
+        None => FromChain::default(),
     };
+    let key = super::drawn::PageKey { name, number: query.page, chain };
+    if let Some(html) = served.pages.get(&key, &replay) {
+        return Ok(html_page(html));
+    }
+    let _turn = served.pages.turn().await;
+    // Another reader may have drawn it while this one waited for its turn.
+    if let Some(html) = served.pages.get(&key, &replay) {
+        return Ok(html_page(html));
+    }
+    let paging = if name == "history.html" { Paging::Whole } else { Paging::Page(query.page) };
+    let (for_render, chain) = (replay.clone(), key.chain.clone());
     let html = blocking(move || {
-        super::pages::render(name, &replay, &from_chain, paging).ok_or_else(|| {
+        super::pages::render(name, &for_render, &chain, paging).ok_or_else(|| {
             ApiError(
                 StatusCode::NOT_FOUND,
                 format!(
                     "no page {} of matches: there are {}",
                     query.page.unwrap_or(0),
-                    super::pages::match_pages(replay.state.matches.len())
+                    super::pages::match_pages(for_render.state.matches.len())
                 ),
             )
         })
     })
     .await?;
+    let html = Bytes::from(html);
+    served.pages.keep(key, &replay, html.clone());
     Ok(html_page(html))
 }
 
