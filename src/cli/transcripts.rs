@@ -11,6 +11,7 @@ use af::ledger::event::Event;
 use af::limits::MAX_JSON_INPUT_BYTES;
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -73,7 +74,8 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
-    let locations = store.find_miner(&miner)?;
+    // The index's hits, each confirmed against its block as its entry is built.
+    let locations = store.locate_miner(&miner)?;
     if locations.is_empty() {
         anyhow::bail!(
             "no log held in {} has a transcript of miner {miner:?}: check the hotkey, or fetch more logs (af mirror, af node)",
@@ -91,23 +93,52 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
     }
     let filter =
         af::replay::entries::Filter { env: args.env.clone(), match_id: match_filter, result: args.result.clone() };
-    let entries = af::replay::entries::entries_at(&store, &replayed.folds, &locations, Some(&miner), &filter)?;
+    // Each entry is written as it is built: a miner's entries in every log held can be
+    // far more than memory, and their blocks are read one at a time.
+    let mut text = Text::default();
+    let (mut written, mut failed) = (0usize, None);
+    let found = af::replay::entries::Found::Miner(&miner);
+    af::replay::entries::for_each_entry(&store, &replayed.folds, &locations, found, &filter, &mut |entry| {
+        let done = if args.json {
+            json_element(written, &entry)
+        } else if args.jsonl {
+            serde_json::to_string(&entry).map_err(Into::into).and_then(|line| {
+                outln!("{line}");
+                Ok(())
+            })
+        } else {
+            text.print(&entry)
+        };
+        written += 1;
+        done.map_err(|error| failed = Some(error)).is_ok()
+    })?;
+    if let Some(error) = failed {
+        return Err(error);
+    }
     if args.json {
-        print_json(&entries)?;
-    } else if args.jsonl {
-        for entry in &entries {
-            outln!("{}", serde_json::to_string(entry)?);
-        }
-    } else {
-        print_entries(&entries)?;
+        // The closing of the array `json_element` opened (serde_json's pretty layout).
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", if written == 0 { "[]" } else { "\n]" })?;
+    } else if !args.jsonl {
         outln!(
-            "{} transcript(s) of {}; --json for the messages and proofs. Roles, rules, tallies and results are \
+            "{written} transcript(s) of {}; --json for the messages and proofs. Roles, rules, tallies and results are \
              replay's context, not proven by the entries",
-            entries.len(),
             one_line(&miner)
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Entry `n` of a JSON array written one element at a time, laid out as serde_json's
+/// pretty printer lays out the whole array.
+fn json_element(n: usize, entry: &TranscriptEntry) -> anyhow::Result<()> {
+    let pretty = serde_json::to_string_pretty(entry)?;
+    let mut out = std::io::stdout().lock();
+    write!(out, "{}", if n == 0 { "[\n" } else { ",\n" })?;
+    for (i, line) in pretty.lines().enumerate() {
+        write!(out, "{}  {line}", if i == 0 { "" } else { "\n" })?;
+    }
+    Ok(())
 }
 
 /// The most characters of one answer shown in text (`--json` has every byte).
@@ -115,91 +146,101 @@ const ANSWER_SHOWN: usize = 2_000;
 
 /// The entries as text, grouped: a header per match (validator, roles, rule in words),
 /// a line per env with its tally and decision, then each challenge with the result and
-/// both answers in full (every turn of a multi-turn game), up to `ANSWER_SHOWN`.
-fn print_entries(entries: &[TranscriptEntry]) -> anyhow::Result<()> {
-    let short = |text: &str| text.chars().take(16).collect::<String>();
-    let mut current: Option<(af::bytes::ValidatorKey, af::bytes::Hash32)> = None;
-    let mut current_env: Option<String> = None;
-    for e in entries {
-        let t = &e.transcript;
-        if current != Some((e.validator, t.match_id)) {
-            if current.is_some() {
-                outln!("");
+/// both answers in full (every turn of a multi-turn game), up to `ANSWER_SHOWN`. Fed one
+/// entry at a time; it keeps the match and env it is in.
+#[derive(Default)]
+struct Text {
+    current: Option<(af::bytes::ValidatorKey, af::bytes::Hash32)>,
+    current_env: Option<String>,
+}
+
+impl Text {
+    fn print(&mut self, e: &TranscriptEntry) -> anyhow::Result<()> {
+        let short = |text: &str| text.chars().take(16).collect::<String>();
+        let Text { current, current_env } = self;
+        {
+            let t = &e.transcript;
+            if *current != Some((e.validator, t.match_id)) {
+                if current.is_some() {
+                    outln!("");
+                }
+                *current = Some((e.validator, t.match_id));
+                *current_env = None;
+                let against = match (e.unproven.role.as_str(), &e.opponent) {
+                    ("contender", Some(o)) => format!(" against the champion {}", one_line(&o.hotkey)),
+                    ("champion", Some(o)) => format!(" against the contender {}", one_line(&o.hotkey)),
+                    (_, Some(o)) => format!(" against {}", one_line(&o.hotkey)),
+                    (_, None) => String::new(),
+                };
+                outln!("match {}  in the log of validator {}", t.match_id, e.validator);
+                outln!(
+                    "  {} ({}) played as {}{against}",
+                    one_line(&t.miner.hotkey),
+                    one_line(&t.miner.model),
+                    e.unproven.role
+                );
+                if let Some(rule) = &e.unproven.rule {
+                    outln!("  rule: {}", af::evaluation::stopping::plan_in_words(rule));
+                }
+                if let Some(reason) = &e.unproven.match_reason {
+                    outln!("  result: {reason}");
+                }
             }
-            current = Some((e.validator, t.match_id));
-            current_env = None;
-            let against = match (e.unproven.role.as_str(), &e.opponent) {
-                ("contender", Some(o)) => format!(" against the champion {}", one_line(&o.hotkey)),
-                ("champion", Some(o)) => format!(" against the contender {}", one_line(&o.hotkey)),
-                (_, Some(o)) => format!(" against {}", one_line(&o.hotkey)),
-                (_, None) => String::new(),
-            };
-            outln!("match {}  in the log of validator {}", t.match_id, e.validator);
-            outln!(
-                "  {} ({}) played as {}{against}",
-                one_line(&t.miner.hotkey),
-                one_line(&t.miner.model),
-                e.unproven.role
-            );
-            if let Some(rule) = &e.unproven.rule {
-                outln!("  rule: {}", af::evaluation::stopping::plan_in_words(rule));
+            if current_env.as_deref() != Some(t.env.name.as_str()) {
+                *current_env = Some(t.env.name.clone());
+                let tally = match &e.unproven.env_tally {
+                    Some(tally) => format!(
+                        "the contender won {}, lost {}, drew {} of {} challenges",
+                        tally.wins, tally.losses, tally.draws, tally.n_challenges
+                    ),
+                    None => "no tally (the match's start is not in the logs held)".into(),
+                };
+                let decision = e.unproven.env_decision.map_or("undecided".to_string(), env_decision_words);
+                outln!("  env {} v{}: {tally}: {decision}", t.env.name, t.env.version);
             }
-            if let Some(reason) = &e.unproven.match_reason {
-                outln!("  result: {reason}");
-            }
-        }
-        if current_env.as_deref() != Some(t.env.name.as_str()) {
-            current_env = Some(t.env.name.clone());
-            let tally = match &e.unproven.env_tally {
-                Some(tally) => format!(
-                    "the contender won {}, lost {}, drew {} of {} challenges",
-                    tally.wins, tally.losses, tally.draws, tally.n_challenges
+            let result = match (&e.outcome, &e.opponent) {
+                (Some(outcome), Some(o)) => format!(
+                    "{outcome:<4}  {} vs {}",
+                    af::envs::reward_text(t.reward_milli),
+                    af::envs::reward_text(o.reward_milli)
                 ),
-                None => "no tally (the match's start is not in the logs held)".into(),
+                _ => format!("      {}, no opponent answer in this block", af::envs::reward_text(t.reward_milli)),
             };
-            let decision = e.unproven.env_decision.map_or("undecided".to_string(), env_decision_words);
-            outln!("  env {} v{}: {tally}: {decision}", t.env.name, t.env.version);
-        }
-        let result = match (&e.outcome, &e.opponent) {
-            (Some(outcome), Some(o)) => format!(
-                "{outcome:<4}  {} vs {}",
-                af::envs::reward_text(t.reward_milli),
-                af::envs::reward_text(o.reward_milli)
-            ),
-            _ => format!("      {}, no opponent answer in this block", af::envs::reward_text(t.reward_milli)),
-        };
-        let proof = match &e.proof.commitment {
-            Some(p) => match &p.event {
-                Event::ChainCommitment(c) => format!("proven to the tip committed at chain block {}", c.chain_block),
-                _ => "proven to the tip".into(),
-            },
-            None => "proven to the tip; no commitment covers it yet".into(),
-        };
-        outln!(
-            "    #{:<4} {result}  challenge {}  (block {} event {}, {proof})",
-            t.challenge_index,
-            short(&t.challenge_id.to_hex()),
-            e.height,
-            e.event_idx
-        );
-        let turns: Vec<&str> =
-            t.messages.iter().filter(|m| m.role == "assistant").map(|m| m.content.as_str()).collect();
-        if turns.len() > 1 {
-            for (turn, content) in turns.iter().enumerate() {
-                print_answer(&format!("ours, turn {}", turn + 1), content)?;
+            let proof = match &e.proof.commitment {
+                Some(p) => match &p.event {
+                    Event::ChainCommitment(c) => {
+                        format!("proven to the tip committed at chain block {}", c.chain_block)
+                    }
+                    _ => "proven to the tip".into(),
+                },
+                None => "proven to the tip; no commitment covers it yet".into(),
+            };
+            outln!(
+                "    #{:<4} {result}  challenge {}  (block {} event {}, {proof})",
+                t.challenge_index,
+                short(&t.challenge_id.to_hex()),
+                e.height,
+                e.event_idx
+            );
+            let turns: Vec<&str> =
+                t.messages.iter().filter(|m| m.role == "assistant").map(|m| m.content.as_str()).collect();
+            if turns.len() > 1 {
+                for (turn, content) in turns.iter().enumerate() {
+                    print_answer(&format!("ours, turn {}", turn + 1), content)?;
+                }
+            } else {
+                print_answer("ours", &t.answer)?;
             }
-        } else {
-            print_answer("ours", &t.answer)?;
+            if let Some(error) = &t.error {
+                outln!("          error: {}", one_line(error));
+            }
+            if let Some(o) = &e.opponent {
+                let label = if turns.len() > 1 { "theirs, last turn" } else { "theirs" };
+                print_answer(label, &o.answer)?;
+            }
         }
-        if let Some(error) = &t.error {
-            outln!("          error: {}", one_line(error));
-        }
-        if let Some(o) = &e.opponent {
-            let label = if turns.len() > 1 { "theirs, last turn" } else { "theirs" };
-            print_answer(label, &o.answer)?;
-        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// An env decision in words (the JSON keeps its snake_case name).

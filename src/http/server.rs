@@ -20,7 +20,6 @@ use crate::evaluation::ratio::RatioParams;
 use crate::ledger::checkpoint::Checkpoint;
 use crate::ledger::consistency;
 use crate::ledger::proof::signed_headers;
-use crate::ledger::store::Location;
 use crate::ledger::OwnLog;
 use crate::metrics::{Metrics, PeerChain};
 use crate::p2p::net::NetStatus;
@@ -48,6 +47,9 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 /// The largest page of transcript entries (each carries its proofs).
 pub const MAX_ENTRIES_PAGE: usize = 100;
+/// The most bytes of JSON a transcripts page holds: a page ends after the entry that
+/// takes it past this (an entry is never split; one entry is at most a few MiB).
+pub const MAX_ENTRIES_PAGE_BYTES: usize = 8 << 20;
 /// The largest page of matches in `state`.
 pub const MAX_MATCHES_PAGE: usize = 1000;
 const IMMUTABLE: &str = "public, max-age=31536000, immutable";
@@ -533,6 +535,11 @@ async fn bundle(
     Ok(cached(&request, &etag.to_hex(), IMMUTABLE, "application/octet-stream", Body::from_stream(stream)))
 }
 
+/// What a reader is told when the memory budget has no room for its answer in time.
+fn budget_spent() -> ApiError {
+    problem(StatusCode::SERVICE_UNAVAILABLE, "the node's memory budget for readers is spent; try again")
+}
+
 /// One block's bytes (as a bundle record, with its length prefix, if `record`), read with
 /// one of the few store-read permits and held against the memory budget until written.
 /// A reader that cannot get room within the request timeout is told the node is busy.
@@ -542,7 +549,6 @@ async fn read_held(
     height: u64,
     record: bool,
 ) -> Result<Option<Held>, ApiError> {
-    let busy = || problem(StatusCode::SERVICE_UNAVAILABLE, "the node's memory budget for readers is spent; try again");
     let _permit = served.block_reads.clone().acquire_owned().await.map_err(internal)?;
     let log = served.log.clone();
     let Some(block) = blocking(move || log.store.block_bytes(&validator, height).map_err(internal)).await? else {
@@ -555,8 +561,11 @@ async fn read_held(
     } else {
         block
     };
-    let reservation =
-        served.budget.reserve_within(bytes.len() as u64, served.limits.request_timeout).await.ok_or_else(busy)?;
+    let reservation = served
+        .budget
+        .reserve_within(bytes.len() as u64, served.limits.request_timeout)
+        .await
+        .ok_or_else(budget_spent)?;
     Ok(Some(Held::new(bytes, reservation)))
 }
 
@@ -750,30 +759,39 @@ async fn transcripts(
     let replay = replayed(&served).await?;
     let log = served.log.clone();
     let limit = query.limit.unwrap_or(20).min(MAX_ENTRIES_PAGE);
-    let (total, entries) = blocking(move || {
+    // A page reads its blocks one at a time, with one of the store-read permits: a crowd
+    // of readers builds that many pages at once, each at most MAX_ENTRIES_PAGE_BYTES.
+    let permit = served.block_reads.clone().acquire_owned().await.map_err(internal)?;
+    let body = blocking(move || {
+        use crate::replay::entries::{resolve_challenge_id, Found};
         // 64 hex digits, or a unique prefix of at least 16, as on the command line.
-        let challenge = match &query.challenge {
-            Some(text) => Some(
-                crate::replay::entries::resolve_challenge_id(&log.store, text)
-                    .map_err(|why| problem(StatusCode::BAD_REQUEST, &why))?,
+        let found = match (&query.miner, &query.challenge) {
+            (Some(miner), _) => Found::Miner(miner),
+            (None, Some(text)) => Found::Challenge(
+                resolve_challenge_id(&log.store, text).map_err(|why| problem(StatusCode::BAD_REQUEST, &why))?,
             ),
-            None => None,
+            (None, None) => return Err(problem(StatusCode::BAD_REQUEST, "give ?miner=HOTKEY or ?challenge=ID")),
         };
-        let locations: Vec<Location> = match (&query.miner, challenge) {
-            (Some(miner), _) => log.store.find_miner(miner),
-            (None, Some(id)) => log.store.find_challenge(&id),
-            (None, None) => Ok(Vec::new()),
-        }
-        .map_err(internal)?;
-        let page: Vec<Location> = locations.iter().skip(query.offset).take(limit).cloned().collect();
-        let filter = crate::replay::entries::Filter::default();
-        let entries =
-            crate::replay::entries::entries_at(&log.store, &replay.folds, &page, query.miner.as_deref(), &filter)
-                .map_err(internal)?;
-        Ok((locations.len(), entries))
+        crate::replay::entries::entries_page(
+            &log.store,
+            &replay.folds,
+            found,
+            query.offset,
+            limit,
+            MAX_ENTRIES_PAGE_BYTES,
+        )
+        .map_err(internal)
     })
     .await?;
-    json_cached(&request, &serde_json::json!({ "total": total, "offset": query.offset, "entries": entries }))
+    drop(permit);
+    let etag = blake3::hash(&body).to_hex()[..32].to_string();
+    let reservation = served
+        .budget
+        .reserve_within(body.len() as u64, served.limits.request_timeout)
+        .await
+        .ok_or_else(budget_spent)?;
+    let held = Held::new(body, reservation);
+    Ok(cached(&request, &etag, MUTABLE, "application/json", Body::from(Bytes::from_owner(held))))
 }
 
 /// A heartbeat older than this (the writer beats once per block interval) is a stalled loop.

@@ -963,6 +963,29 @@ impl Store {
             Ok(out)
         })
     }
+
+    /// How many transcripts the miner index lists for `hotkey`, and the `limit` after
+    /// the first `offset` of them (in index order: validator, height, event), unconfirmed:
+    /// a reader confirms each against its block. Reads `offset + limit` index entries at
+    /// most, whatever the miner's count.
+    pub fn locate_miner_page(
+        &self,
+        hotkey: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(u64, Vec<Location>), StoreError> {
+        guarded("reading the miner index", || {
+            let txn = self.read()?;
+            let table = txn.open_multimap_table(BY_MINER).map_err(eng!("opening an index"))?;
+            let values = table.get(hotkey).map_err(eng!("reading an index"))?;
+            let total = values.len();
+            let mut out = Vec::new();
+            for value in values.skip(offset).take(limit) {
+                out.push(Location::decode(value.map_err(eng!("reading an index"))?.value())?);
+            }
+            Ok((total, out))
+        })
+    }
 }
 
 /// The first bytes of the store file (redb's header), fewer if the file is shorter.

@@ -4,7 +4,7 @@
 //! and the node's HTTP API, so both hand out the same documents.
 
 use super::fold::ChainFold;
-use crate::bytes::{Hash32, ValidatorKey};
+use crate::bytes::{ChallengeId, Hash32, ValidatorKey};
 use crate::ledger::block::DecodedBlock;
 use crate::ledger::entry::{outcome, EntryProof, EnvTallyShown, Opponent, TranscriptEntry, Unproven};
 use crate::ledger::event::{ChainCommitment, Event};
@@ -21,6 +21,18 @@ pub enum EntriesError {
     Proof(#[from] InclusionError),
     #[error("validator {validator}: block {height} is indexed but missing")]
     Missing { validator: ValidatorKey, height: u64 },
+    #[error("the {index} index points at {location}, which holds no such transcript (`af ledger verify` checks the indexes)")]
+    WrongIndex { index: &'static str, location: Location },
+    #[error("encoding an entry: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+/// What the locations were found by. Each must hold a transcript of it: one that does
+/// not is a wrong index entry, and an error (an index never answers on its own).
+#[derive(Clone, Copy, Debug)]
+pub enum Found<'a> {
+    Miner(&'a str),
+    Challenge(ChallengeId),
 }
 
 /// Which transcripts to build entries for.
@@ -86,36 +98,42 @@ pub fn resolve_challenge_id(store: &Store, text: &str) -> Result<Hash32, String>
     }
 }
 
-/// Entries for the transcripts at `locations` (index hits, each confirmed against its
-/// block here: an index never answers on its own) played by `miner` (`None`: whoever
-/// played), with headers up to the validator's committed tip where a commitment covers
-/// the block, else its tip.
-pub fn entries_at(
+/// Entries for the transcripts at `locations`, index hits of `found`, each confirmed
+/// against its block here, with headers up to the validator's committed tip where a commitment covers
+/// the block, else its tip. Each entry goes to `emit` as it is built, and none after
+/// `emit` says it has enough (returns false).
+///
+/// What it holds does not grow with `locations`: one block (the current one: locations
+/// come in log order, and neighbours share a block), the current validator's headers
+/// from the current height on, and the commitment proofs from there on.
+pub fn for_each_entry(
     store: &Store,
     folds: &[ChainFold],
     locations: &[Location],
-    miner: Option<&str>,
+    found: Found<'_>,
     filter: &Filter,
-) -> Result<Vec<TranscriptEntry>, EntriesError> {
+    emit: &mut dyn FnMut(TranscriptEntry) -> bool,
+) -> Result<(), EntriesError> {
     let folds: BTreeMap<_, &ChainFold> = folds.iter().map(|f| (f.validator, f)).collect();
-    let mut blocks: BTreeMap<(ValidatorKey, u64), DecodedBlock> = BTreeMap::new();
-    let mut headers: BTreeMap<ValidatorKey, BTreeMap<u64, SignedHeader>> = BTreeMap::new();
+    let mut current: Option<((ValidatorKey, u64), DecodedBlock)> = None;
+    let mut headers: Option<(ValidatorKey, BTreeMap<u64, SignedHeader>)> = None;
     let mut commitment_proofs: BTreeMap<(ValidatorKey, u64), Option<InclusionProof>> = BTreeMap::new();
-    let mut entries = Vec::new();
     for location in locations {
         let key = (location.validator, location.height);
-        if let Entry::Vacant(slot) = blocks.entry(key) {
+        if current.as_ref().map(|(at, _)| *at) != Some(key) {
             let missing = EntriesError::Missing { validator: location.validator, height: location.height };
-            slot.insert(store.block(&location.validator, location.height)?.ok_or(missing)?);
+            current = Some((key, store.block(&location.validator, location.height)?.ok_or(missing)?));
         }
-        let block = &blocks[&key];
-        let Some(t) = block.block.events.get(location.event_idx as usize).and_then(|e| e.transcript()) else {
-            continue;
+        let block = &current.as_ref().expect("read just above").1;
+        let t = block.block.events.get(location.event_idx as usize).and_then(|e| e.transcript());
+        let (index, held) = match found {
+            Found::Miner(miner) => ("miner", t.filter(|t| t.miner.hotkey == miner)),
+            Found::Challenge(id) => ("challenge", t.filter(|t| t.challenge_id == id)),
         };
-        if miner.is_some_and(|m| m != t.miner.hotkey)
-            || filter.env.as_ref().is_some_and(|e| *e != t.env.name)
-            || filter.match_id.is_some_and(|m| m != t.match_id)
-        {
+        let Some(t) = held else {
+            return Err(EntriesError::WrongIndex { index, location: *location });
+        };
+        if filter.env.as_ref().is_some_and(|e| *e != t.env.name) || filter.match_id.is_some_and(|m| m != t.match_id) {
             continue;
         }
         // The opponent answered the same challenge; both transcripts share a block.
@@ -142,7 +160,16 @@ pub fn entries_at(
         let missing = EntriesError::Missing { validator: location.validator, height: location.height };
         let tip_height = store.tip(&location.validator)?.ok_or(missing)?.height;
         let last = commitment.as_ref().map_or(tip_height, |c| c.committed_height.clamp(location.height, tip_height));
-        let known = headers.entry(location.validator).or_default();
+        // Headers below this block are for entries already built (a later location lower
+        // down is read again, never wrong).
+        if headers.as_ref().is_none_or(|(of, _)| *of != location.validator) {
+            headers = Some((location.validator, BTreeMap::new()));
+        }
+        let known = &mut headers.as_mut().expect("set just above").1;
+        if known.keys().next().is_some_and(|first| *first < location.height) {
+            *known = known.split_off(&location.height);
+        }
+        commitment_proofs.retain(|(of, height), _| *of == location.validator && *height >= location.height);
         for height in location.height..=last {
             if let Entry::Vacant(slot) = known.entry(height) {
                 slot.insert(signed_headers(store, &location.validator, height, height)?.remove(0));
@@ -171,7 +198,7 @@ pub fn entries_at(
             answer: o.answer.clone(),
         });
         let env_fold = played.and_then(|m| m.env_folds.get(&t.env.name));
-        entries.push(TranscriptEntry {
+        let more = emit(TranscriptEntry {
             validator: location.validator,
             height: location.height,
             event_idx: location.event_idx,
@@ -193,8 +220,53 @@ pub fn entries_at(
             },
             proof: EntryProof { inclusion, opponent: opponent_proof, commitment: commitment_proof },
         });
+        if !more {
+            break;
+        }
     }
-    Ok(entries)
+    Ok(())
+}
+
+/// One page of the entries `found` names, as the node's API serves it (ledger-spec/11):
+/// `{"entries":[...],"offset":n,"total":n}` with at most `limit` entries from `offset`
+/// on, ending after the entry that takes the page past `max_bytes` (an entry is never
+/// split), and the index's count of them all. Reads `offset + limit` index entries and
+/// the page's blocks, one at a time, whatever the miner's history.
+pub fn entries_page(
+    store: &Store,
+    folds: &[ChainFold],
+    found: Found<'_>,
+    offset: usize,
+    limit: usize,
+    max_bytes: usize,
+) -> Result<Vec<u8>, EntriesError> {
+    let (total, page) = match found {
+        Found::Miner(miner) => store.locate_miner_page(miner, offset, limit)?,
+        Found::Challenge(id) => {
+            let all = store.locate_challenge(&id)?;
+            (all.len() as u64, all.into_iter().skip(offset).take(limit).collect())
+        }
+    };
+    let mut body = b"{\"entries\":[".to_vec();
+    let (mut written, mut failed) = (0usize, None);
+    for_each_entry(store, folds, &page, found, &Filter::default(), &mut |entry| {
+        if written > 0 {
+            body.push(b',');
+        }
+        written += 1;
+        match serde_json::to_writer(&mut body, &entry) {
+            Ok(()) => body.len() < max_bytes,
+            Err(error) => {
+                failed = Some(error);
+                false
+            }
+        }
+    })?;
+    if let Some(error) = failed {
+        return Err(error.into());
+    }
+    body.extend_from_slice(format!("],\"offset\":{offset},\"total\":{total}}}").as_bytes());
+    Ok(body)
 }
 
 /// The inclusion proof of the validator's own `ChainCommitment` event `c`, found in the

@@ -371,6 +371,43 @@ fn a_replay_holds_each_name_once_and_so_does_a_fold_read_from_a_snapshot() {
     loaded.folds.iter().for_each(shared);
 }
 
+/// A node's transcripts page (ledger-spec/11) ends early once its JSON passes the byte
+/// cap, never inside an entry: a reader that goes on from `offset` plus the entries it got
+/// reads every entry once, in log order, whatever the cap.
+#[test]
+fn a_transcripts_page_past_its_byte_cap_ends_after_an_entry_and_the_next_page_goes_on() {
+    use af::replay::entries::{entries_page, for_each_entry, Filter, Found};
+    let (dir, _) = build(&NetworkSpec::small(2));
+    let replayed = replay_with(dir.path(), 1, None);
+    let store = Store::open_read_only(dir.path()).unwrap();
+    let miner = Found::Miner("5SynthRandom");
+    let mut all = Vec::new();
+    let (total, locations) = store.locate_miner_page("5SynthRandom", 0, usize::MAX).unwrap();
+    for_each_entry(&store, &replayed.folds, &locations, miner, &Filter::default(), &mut |e| {
+        all.push(serde_json::to_value(e).unwrap());
+        true
+    })
+    .unwrap();
+    assert!(all.len() > 10 && all.len() as u64 == total, "{} of {total}", all.len());
+    let page = |offset, limit, cap| -> serde_json::Value {
+        serde_json::from_slice(&entries_page(&store, &replayed.folds, miner, offset, limit, cap).unwrap()).unwrap()
+    };
+    for (limit, cap, per_page) in [(7, usize::MAX, 7), (7, 1, 1)] {
+        let (mut offset, mut read) = (0, Vec::new());
+        while offset < all.len() {
+            let got = page(offset, limit, cap);
+            assert_eq!((got["offset"].as_u64(), got["total"].as_u64()), (Some(offset as u64), Some(total)));
+            let entries = got["entries"].as_array().unwrap();
+            assert_eq!(entries.len(), per_page.min(all.len() - offset), "limit {limit}, cap {cap}, offset {offset}");
+            offset += entries.len();
+            read.extend(entries.iter().cloned());
+        }
+        assert_eq!(read, all, "every entry once, in order (limit {limit}, cap {cap})");
+    }
+    let past = page(all.len() + 5, 7, usize::MAX);
+    assert_eq!((past["entries"].as_array().map(Vec::len), past["total"].as_u64()), (Some(0), Some(total)));
+}
+
 fn json(output: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(output)))
 }
@@ -442,6 +479,9 @@ fn miners_see_their_transcripts_with_proofs_that_break_on_any_changed_byte() {
     let entries = json(&output);
     let entries = entries.as_array().unwrap();
     assert!(!entries.is_empty());
+    // Written one entry at a time, the array is laid out as serde_json lays out the whole.
+    let typed: Vec<af::ledger::entry::TranscriptEntry> = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(String::from_utf8_lossy(&output.stdout), serde_json::to_string_pretty(&typed).unwrap() + "\n");
     // A 16-hex prefix of a match id picks that match; an unknown hotkey is an error.
     let match_id = entries[0]["transcript"]["match_id"].as_str().unwrap();
     let by_prefix =
