@@ -115,7 +115,7 @@ pub fn render(name: &str, replay: &Replay, chain: &FromChain, paging: Paging) ->
 /// Challenges on one page of `match.html`.
 pub const PAIRS_PER_PAGE: usize = 50;
 /// Characters of each answer shown on `match.html` (the entries carry them whole).
-const ANSWER_CHARS: usize = 2_000;
+pub const ANSWER_CHARS: usize = 2_000;
 
 /// `match.html` (a node only): one match of one validator, each challenge's two answers
 /// side by side, [`PAIRS_PER_PAGE`] at a time. `page_number` is 1-based, `total` the
@@ -130,10 +130,9 @@ pub fn match_page(
 ) -> String {
     let pages = total.div_ceil(PAIRS_PER_PAGE).max(1);
     let id = match_id.to_hex();
-    let answer = |text: &str| {
-        let shown: String = text.chars().take(ANSWER_CHARS).collect();
-        let more = text.len() - shown.len();
-        html! { pre.answer { (shown) } @if more > 0 { span.muted { "… " (more) " more bytes (the whole answer is in the entry)" } } }
+    let answer = |shown: &crate::replay::entries::ShownAnswer| {
+        let more = shown.bytes.saturating_sub(shown.start.len());
+        html! { pre.answer { (shown.start) } @if more > 0 { span.muted { "… " (more) " more bytes (the whole answer is in the entry)" } } }
     };
     let body = html! {
         p #match-head {

@@ -931,6 +931,8 @@ async fn match_page(State(served): State<Arc<Served>>, Query(query): Query<Match
     }
     let replay = replayed(&served).await?;
     let log = served.log.clone();
+    // Its blocks are read one at a time, with one of the store-read permits.
+    let _permit = served.block_reads.clone().acquire_owned().await.map_err(internal)?;
     let html = blocking(move || {
         let match_id = crate::replay::entries::resolve_match_id(&replay.folds, &query.id)
             .map_err(|why| problem(StatusCode::NOT_FOUND, &why))?;
@@ -949,8 +951,8 @@ async fn match_page(State(served): State<Arc<Served>>, Query(query): Query<Match
             &validator,
             &match_id,
             played,
-            offset,
-            super::pages::PAIRS_PER_PAGE,
+            (offset, super::pages::PAIRS_PER_PAGE),
+            super::pages::ANSWER_CHARS,
         )
         .map_err(internal)?;
         if offset > 0 && offset >= total {

@@ -964,6 +964,33 @@ impl Store {
         })
     }
 
+    /// How many of the transcripts the miner index lists for `hotkey` are at locations
+    /// `keep` takes, and the `limit` of those after the first `offset`, unconfirmed. Reads
+    /// the miner's index entries, one at a time, and holds only the page.
+    pub fn locate_miner_where(
+        &self,
+        hotkey: &str,
+        keep: &dyn Fn(&Location) -> bool,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(usize, Vec<Location>), StoreError> {
+        guarded("reading the miner index", || {
+            let txn = self.read()?;
+            let table = txn.open_multimap_table(BY_MINER).map_err(eng!("opening an index"))?;
+            let (mut kept, mut out) = (0usize, Vec::new());
+            for value in table.get(hotkey).map_err(eng!("reading an index"))? {
+                let location = Location::decode(value.map_err(eng!("reading an index"))?.value())?;
+                if keep(&location) {
+                    if kept >= offset && out.len() < limit {
+                        out.push(location);
+                    }
+                    kept += 1;
+                }
+            }
+            Ok((kept, out))
+        })
+    }
+
     /// How many transcripts the miner index lists for `hotkey`, and the `limit` after
     /// the first `offset` of them (in index order: validator, height, event), unconfirmed:
     /// a reader confirms each against its block. Reads `offset + limit` index entries at

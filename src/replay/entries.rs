@@ -298,31 +298,49 @@ pub struct ChallengePair {
     pub height: u64,
     /// (reward in thousandths, answer) of the contender, and of the champion when its
     /// answer is in the same block.
-    pub contender: (i32, String),
-    pub champion: Option<(i32, String)>,
+    pub contender: (i32, ShownAnswer),
+    pub champion: Option<(i32, ShownAnswer)>,
+}
+
+/// The start of an answer, and the whole answer's length: a page shows the start, the
+/// entries carry it whole (an answer can be 256 KiB, and a page has fifty pairs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShownAnswer {
+    pub start: String,
+    pub bytes: usize,
+}
+
+impl ShownAnswer {
+    fn of(answer: &str, chars: usize) -> ShownAnswer {
+        ShownAnswer { start: answer.chars().take(chars).collect(), bytes: answer.len() }
+    }
 }
 
 /// The challenges of match `match_id` of `validator` (its fold `played`), in log order:
 /// how many the index places in the match's blocks, and those from `offset` on, at most
-/// `limit`, each confirmed against its block (an index hit of another match is left out).
+/// `limit`, each confirmed against its block (an index hit of another match is left out),
+/// with the first `chars` characters of each answer. Reads the contender's index entries
+/// and the page's blocks, one at a time, not the contender's other transcripts.
 pub fn match_pairs(
     store: &Store,
     validator: &ValidatorKey,
     match_id: &Hash32,
     played: &super::fold::MatchFold,
-    offset: usize,
-    limit: usize,
+    (offset, limit): (usize, usize),
+    chars: usize,
 ) -> Result<(usize, Vec<ChallengePair>), EntriesError> {
     let last = played.decided.as_ref().map_or(u64::MAX, |d| d.height);
-    let locations: Vec<Location> = store
-        .find_miner(&played.contender.hotkey)?
-        .into_iter()
-        .filter(|l| l.validator == *validator && (played.started_height..=last).contains(&l.height))
-        .collect();
+    let heights = played.started_height..=last;
+    let (total, locations) = store.locate_miner_where(
+        &played.contender.hotkey,
+        &|l| l.validator == *validator && heights.contains(&l.height),
+        offset,
+        limit,
+    )?;
     // Locations come in height order: one block in memory at a time.
     let mut current: Option<DecodedBlock> = None;
     let mut pairs = Vec::new();
-    for location in locations.iter().skip(offset).take(limit) {
+    for location in &locations {
         if current.as_ref().is_none_or(|b| b.block.header.height != location.height) {
             let missing = EntriesError::Missing { validator: *validator, height: location.height };
             current = Some(store.block(validator, location.height)?.ok_or(missing)?);
@@ -340,9 +358,9 @@ pub fn match_pairs(
             challenge_index: t.challenge_index,
             challenge_id: t.challenge_id,
             height: location.height,
-            contender: (t.reward_milli, t.answer.clone()),
-            champion: champion.map(|o| (o.reward_milli, o.answer.clone())),
+            contender: (t.reward_milli, ShownAnswer::of(&t.answer, chars)),
+            champion: champion.map(|o| (o.reward_milli, ShownAnswer::of(&o.answer, chars))),
         });
     }
-    Ok((locations.len(), pairs))
+    Ok((total, pairs))
 }
