@@ -9,7 +9,8 @@
 #
 # Usage: scripts/bench-http-crowd.sh DATA [AF_BINARY ...]
 # Environment: READERS (default 250), HOLD (default 8), MINER (the hotkey whose
-# transcripts are asked for; default 5SoakMiner0, the soak's first champion).
+# transcripts are asked for; default 5SoakMiner0, the soak's first champion), PATHS
+# (space-separated paths to ask instead of the default three).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data="${1:?usage: scripts/bench-http-crowd.sh DATA [AF_BINARY ...]}"
@@ -24,7 +25,7 @@ hold="${HOLD:-8}"
 miner="${MINER:-5SoakMiner0}"
 work="$(mktemp -d)"
 trap 'kill "${pid:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
-paths=("/miners.html" "/matches.html" "/af/v1/transcripts?miner=$miner&limit=100")
+read -r -a paths <<<"${PATHS:-/miners.html /matches.html /af/v1/transcripts?miner=$miner&limit=100}"
 
 printf '%-28s %-48s %8s %9s %9s %s\n' binary path readers rss_mib peak_mib first_answer
 for bin in "${binaries[@]}"; do

@@ -724,12 +724,28 @@ async fn state(State(served): State<Arc<Served>>, Query(page): Query<Page>, requ
             "matches_offset": page.offset,
             "matches": matches,
     });
-    let body = Bytes::from(serde_json::to_vec(&value).map_err(internal)?);
+    let body = serde_json::to_vec(&value).map_err(internal)?;
     let etag = blake3::hash(&body).to_hex()[..32].to_string();
     if first_page {
+        let body = Bytes::from(body);
         *served.state_page.lock().await = Some((Arc::downgrade(&replay), body.clone(), etag.clone()));
+        return Ok(cached(&request, &etag, MUTABLE, "application/json", Body::from(body)));
     }
-    Ok(cached(&request, &etag, MUTABLE, "application/json", Body::from(body)))
+    // Any other page is this reader's own (up to 1,000 matches, each with every vote):
+    // held against the memory budget until written.
+    let body = held_body(&served, body).await?;
+    Ok(cached(&request, &etag, MUTABLE, "application/json", body))
+}
+
+/// `bytes` as a response body held against the memory budget until it is written; a
+/// reader that cannot get room within the request timeout is told the node is busy.
+async fn held_body(served: &Served, bytes: Vec<u8>) -> Result<Body, ApiError> {
+    let reservation = served
+        .budget
+        .reserve_within(bytes.len() as u64, served.limits.request_timeout)
+        .await
+        .ok_or_else(budget_spent)?;
+    Ok(Body::from(Bytes::from_owner(Held::new(bytes, reservation))))
 }
 
 #[derive(Deserialize)]
@@ -785,13 +801,8 @@ async fn transcripts(
     .await?;
     drop(permit);
     let etag = blake3::hash(&body).to_hex()[..32].to_string();
-    let reservation = served
-        .budget
-        .reserve_within(body.len() as u64, served.limits.request_timeout)
-        .await
-        .ok_or_else(budget_spent)?;
-    let held = Held::new(body, reservation);
-    Ok(cached(&request, &etag, MUTABLE, "application/json", Body::from(Bytes::from_owner(held))))
+    let body = held_body(&served, body).await?;
+    Ok(cached(&request, &etag, MUTABLE, "application/json", body))
 }
 
 /// A heartbeat older than this (the writer beats once per block interval) is a stalled loop.
