@@ -47,8 +47,8 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 /// The largest page of transcript entries (each carries its proofs).
 pub const MAX_ENTRIES_PAGE: usize = 100;
-/// The most bytes of JSON a transcripts page holds: a page ends after the entry that
-/// takes it past this (an entry is never split; one entry is at most a few MiB).
+/// The most bytes of JSON a transcripts page holds: it stops before an entry that would
+/// take it past this (but always holds its first entry; an entry is never split).
 pub const MAX_ENTRIES_PAGE_BYTES: usize = 8 << 20;
 /// The largest page of matches in `state`.
 pub const MAX_MATCHES_PAGE: usize = 1000;
@@ -775,11 +775,13 @@ async fn transcripts(
     let replay = replayed(&served).await?;
     let log = served.log.clone();
     let limit = query.limit.unwrap_or(20).min(MAX_ENTRIES_PAGE);
-    // A page reads its blocks one at a time, with one of the store-read permits: a crowd
-    // of readers builds that many pages at once, each at most MAX_ENTRIES_PAGE_BYTES.
+    // A page reads its blocks one at a time, with one of the store-read permits (a crowd
+    // of readers builds that many pages at once), and holds each entry against the memory
+    // budget before it adds it, until the page is written.
     let permit = served.block_reads.clone().acquire_owned().await.map_err(internal)?;
-    let body = blocking(move || {
-        use crate::replay::entries::{resolve_challenge_id, Found};
+    let mut reservation = served.budget.try_reserve(0).ok_or_else(budget_spent)?;
+    let (body, reservation) = blocking(move || {
+        use crate::replay::entries::{entries_page, resolve_challenge_id, EntriesError, Filter, Found};
         // 64 hex digits, or a unique prefix of at least 16, as on the command line.
         let found = match (&query.miner, &query.challenge) {
             (Some(miner), _) => Found::Miner(miner),
@@ -788,20 +790,19 @@ async fn transcripts(
             ),
             (None, None) => return Err(problem(StatusCode::BAD_REQUEST, "give ?miner=HOTKEY or ?challenge=ID")),
         };
-        crate::replay::entries::entries_page(
-            &log.store,
-            &replay.folds,
-            found,
-            query.offset,
-            limit,
-            MAX_ENTRIES_PAGE_BYTES,
-        )
-        .map_err(internal)
+        let filter = Filter::default();
+        let mut room = |bytes: usize| reservation.grow(bytes as u64);
+        let page = (query.offset, limit);
+        match entries_page(&log.store, &replay.folds, (found, &filter), page, MAX_ENTRIES_PAGE_BYTES, &mut room) {
+            Ok(body) => Ok((body, reservation)),
+            Err(EntriesError::NoRoom) => Err(budget_spent()),
+            Err(error) => Err(internal(error)),
+        }
     })
     .await?;
     drop(permit);
     let etag = blake3::hash(&body).to_hex()[..32].to_string();
-    let body = held_body(&served, body).await?;
+    let body = Body::from(Bytes::from_owner(Held::new(body, reservation)));
     Ok(cached(&request, &etag, MUTABLE, "application/json", body))
 }
 

@@ -25,6 +25,8 @@ pub enum EntriesError {
     WrongIndex { index: &'static str, location: Location },
     #[error("encoding an entry: {0}")]
     Encode(#[from] serde_json::Error),
+    #[error("no room for the page's first entry in the memory budget")]
+    NoRoom,
 }
 
 /// What the locations were found by. Each must hold a transcript of it: one that does
@@ -229,16 +231,18 @@ pub fn for_each_entry(
 
 /// One page of the entries `found` names, as the node's API serves it (ledger-spec/11):
 /// `{"entries":[...],"offset":n,"total":n}` with at most `limit` entries from `offset`
-/// on, ending after the entry that takes the page past `max_bytes` (an entry is never
-/// split), and the index's count of them all. Reads `offset + limit` index entries and
-/// the page's blocks, one at a time, whatever the miner's history.
+/// on, and the index's count of them all. The page stops before an entry that would take
+/// it past `max_bytes` (it always holds its first entry, however long) or that `room`
+/// refuses: `room` is asked for each entry's bytes before they are added (the node's
+/// memory budget), and a page it refuses its first entry is `NoRoom`. Reads `offset +
+/// limit` index entries and the page's blocks, one at a time, whatever the history.
 pub fn entries_page(
     store: &Store,
     folds: &[ChainFold],
-    found: Found<'_>,
-    offset: usize,
-    limit: usize,
+    (found, filter): (Found<'_>, &Filter),
+    (offset, limit): (usize, usize),
     max_bytes: usize,
+    room: &mut dyn FnMut(usize) -> bool,
 ) -> Result<Vec<u8>, EntriesError> {
     let (total, page) = match found {
         Found::Miner(miner) => store.locate_miner_page(miner, offset, limit)?,
@@ -248,22 +252,35 @@ pub fn entries_page(
         }
     };
     let mut body = b"{\"entries\":[".to_vec();
-    let (mut written, mut failed) = (0usize, None);
-    for_each_entry(store, folds, &page, found, &Filter::default(), &mut |entry| {
+    let (mut written, mut failed, mut refused) = (0usize, None, false);
+    for_each_entry(store, folds, &page, found, filter, &mut |entry| {
+        let encoded = match serde_json::to_vec(&entry) {
+            Ok(encoded) => encoded,
+            Err(error) => {
+                failed = Some(error);
+                return false;
+            }
+        };
+        let separator = usize::from(written > 0);
+        if written > 0 && body.len() + separator + encoded.len() > max_bytes {
+            return false;
+        }
+        if !room(separator + encoded.len()) {
+            refused = written == 0;
+            return false;
+        }
         if written > 0 {
             body.push(b',');
         }
+        body.extend_from_slice(&encoded);
         written += 1;
-        match serde_json::to_writer(&mut body, &entry) {
-            Ok(()) => body.len() < max_bytes,
-            Err(error) => {
-                failed = Some(error);
-                false
-            }
-        }
+        true
     })?;
     if let Some(error) = failed {
         return Err(error.into());
+    }
+    if refused {
+        return Err(EntriesError::NoRoom);
     }
     body.extend_from_slice(format!("],\"offset\":{offset},\"total\":{total}}}").as_bytes());
     Ok(body)

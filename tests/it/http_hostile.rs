@@ -130,6 +130,65 @@ fn slow_readers_of_big_blocks_are_held_within_the_memory_budget() {
     node.interrupt();
 }
 
+/// 160 readers of a page of 100 transcript entries of 256 KiB each (with their proofs,
+/// some 25 MB of JSON were it built whole), from five source addresses, that never read:
+/// a page ends at 8 MiB, a few are built at a time, each is held against the budget, and
+/// health probes still answer. A reader that reads gets every entry over the pages.
+#[test]
+fn slow_readers_of_pages_of_long_transcripts_are_held_within_the_memory_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, _) = big_blocks(dir.path());
+    let node = HttpNode::start(&data);
+    let (idle, _) = node.memory();
+    let path = format!("/af/v1/transcripts?miner={}&limit=100", af::ledger::demo::DEMO_CONTENDER);
+    let mut readers = Vec::new();
+    for i in 0..160u32 {
+        let Some(mut stream) = connect_from([127, 0, 0, 2 + (i % 5) as u8], node.address) else { continue };
+        if write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").is_ok() {
+            readers.push(stream);
+        }
+    }
+    let mut probes_ok = 0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(6) {
+        if get(node.address, "/healthz", Duration::from_secs(2)) == Some(200) {
+            probes_ok += 1;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let (during, peak) = node.memory();
+    eprintln!(
+        "transcript page readers: {} connected, idle {} MiB, during {} MiB, peak {} MiB, {probes_ok} probes ok",
+        readers.len(),
+        idle >> 20,
+        during >> 20,
+        peak >> 20
+    );
+    assert!(readers.len() >= 128, "only {} readers connected", readers.len());
+    assert!(peak < idle + BUDGET_BYTES, "peak RSS {} MiB over idle {} MiB + budget", peak >> 20, idle >> 20);
+    assert!(probes_ok >= 20, "health probes under slow readers: {probes_ok} answered");
+    drop(readers);
+    std::thread::sleep(Duration::from_secs(1));
+    let (mut offset, mut pages) = (0u64, 0);
+    loop {
+        let mut stream = TcpStream::connect(node.address).unwrap();
+        write!(stream, "GET {path}&offset={offset} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).unwrap();
+        let body = answer.windows(4).position(|w| w == b"\r\n\r\n").map(|at| &answer[at + 4..]).unwrap();
+        let page: serde_json::Value = serde_json::from_slice(body).unwrap();
+        let n = page["entries"].as_array().unwrap().len() as u64;
+        assert!(n > 0 && n < 48, "a page ends at its byte cap: {n} entries");
+        offset += n;
+        pages += 1;
+        if offset >= page["total"].as_u64().unwrap() {
+            break;
+        }
+    }
+    assert_eq!((offset, pages > 2), (48, true), "every entry once, over several pages");
+    node.interrupt();
+}
+
 /// Case 10: 300 connections that send one header byte every 2 s, from ten addresses,
 /// take every slot; each is cut by the header deadline, and `/healthz` answers
 /// throughout from the reserved slots.

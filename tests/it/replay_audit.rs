@@ -390,7 +390,9 @@ fn a_transcripts_page_past_its_byte_cap_ends_after_an_entry_and_the_next_page_go
     .unwrap();
     assert!(all.len() > 10 && all.len() as u64 == total, "{} of {total}", all.len());
     let page = |offset, limit, cap| -> serde_json::Value {
-        serde_json::from_slice(&entries_page(&store, &replayed.folds, miner, offset, limit, cap).unwrap()).unwrap()
+        let filter = Filter::default();
+        let body = entries_page(&store, &replayed.folds, (miner, &filter), (offset, limit), cap, &mut |_| true);
+        serde_json::from_slice(&body.unwrap()).unwrap()
     };
     for (limit, cap, per_page) in [(7, usize::MAX, 7), (7, 1, 1)] {
         let (mut offset, mut read) = (0, Vec::new());
@@ -406,6 +408,19 @@ fn a_transcripts_page_past_its_byte_cap_ends_after_an_entry_and_the_next_page_go
     }
     let past = page(all.len() + 5, 7, usize::MAX);
     assert_eq!((past["entries"].as_array().map(Vec::len), past["total"].as_u64()), (Some(0), Some(total)));
+    // Each entry is asked room for before it is added: a page stops where the room ends,
+    // and one with no room for its first entry is refused.
+    let filter = Filter::default();
+    let mut granted = 0;
+    let mut room_for_two = |bytes: usize| {
+        granted += 1;
+        granted <= 2 && bytes > 0
+    };
+    let two = entries_page(&store, &replayed.folds, (miner, &filter), (0, 7), usize::MAX, &mut room_for_two);
+    let two: serde_json::Value = serde_json::from_slice(&two.unwrap()).unwrap();
+    assert_eq!(two["entries"].as_array().unwrap()[..], all[..2]);
+    let none = entries_page(&store, &replayed.folds, (miner, &filter), (0, 7), usize::MAX, &mut |_| false);
+    assert!(matches!(none, Err(af::replay::entries::EntriesError::NoRoom)), "{none:?}");
 }
 
 fn json(output: &std::process::Output) -> serde_json::Value {
