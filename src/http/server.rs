@@ -6,10 +6,12 @@
 //! Bounded against slow or hostile clients: at most `max_connections` connections and
 //! `max_connections_per_ip` from one address; a request head must arrive within
 //! `header_timeout`; a connection with no progress for `idle_timeout` is dropped; a
-//! request's handler gets `request_timeout`; block bytes waiting for a reader are
-//! reserved from the node's memory budget (a reader that cannot get room within
-//! `request_timeout` is answered 503), bundles stream one block at a time, and every list
-//! is paginated with a hard maximum page. When every slot is taken, `reserved_connections`
+//! request's handler gets `request_timeout`; what is read or built for one reader (a
+//! block, a page of transcripts or of state, a match page) is made by at most
+//! `ANSWER_BUILDS` at once and reserved from the node's memory budget until written (a
+//! reader that cannot get room within `request_timeout` is answered 503); bundles stream
+//! one block at a time; every list is paginated with a hard maximum page; the subnet
+//! pages are drawn once per replay (`super::drawn`). When every slot is taken, `reserved_connections`
 //! more are kept for `/healthz` and `/metrics` (one request each, a short head deadline),
 //! so an operator's probes work under load. Every URL has one spelling; others are 404.
 
@@ -53,8 +55,10 @@ pub const MAX_ENTRIES_PAGE_BYTES: usize = 8 << 20;
 /// The largest page of matches in `state`.
 pub const MAX_MATCHES_PAGE: usize = 1000;
 const IMMUTABLE: &str = "public, max-age=31536000, immutable";
-/// Whole blocks read out of the store at once for HTTP readers.
-const BLOCK_READS: usize = 4;
+/// Answers read or built for one reader at a time, at most this many at once (blocks,
+/// pages of transcripts or of state, match pages): each is held against the memory
+/// budget before its permit goes, so a crowd waits instead of piling up answers.
+const ANSWER_BUILDS: usize = 4;
 const MUTABLE: &str = "no-cache";
 
 #[derive(Clone, Debug)]
@@ -97,7 +101,7 @@ struct Served {
     budget: Arc<MemoryBudget>,
     /// Store reads of whole blocks at once: a block is read before its size is known, so
     /// at most this many are in memory unreserved.
-    block_reads: Arc<Semaphore>,
+    builds: Arc<Semaphore>,
     ratio_params: RatioParams,
     /// The clock (IO at the edge): the ratio's decay and the health check's heartbeat age.
     now_ms: fn() -> u64,
@@ -185,7 +189,7 @@ pub fn router(
         limits,
         metrics,
         budget,
-        block_reads: Arc::new(Semaphore::new(BLOCK_READS)),
+        builds: Arc::new(Semaphore::new(ANSWER_BUILDS)),
         ratio_params,
         now_ms,
         own: Arc::new(std::sync::Mutex::new(ValidatorState::new(&ratio_params))),
@@ -541,7 +545,7 @@ fn budget_spent() -> ApiError {
 }
 
 /// One block's bytes (as a bundle record, with its length prefix, if `record`), read with
-/// one of the few store-read permits and held against the memory budget until written.
+/// one of the few answer permits and held against the memory budget until written.
 /// A reader that cannot get room within the request timeout is told the node is busy.
 async fn read_held(
     served: &Arc<Served>,
@@ -549,7 +553,7 @@ async fn read_held(
     height: u64,
     record: bool,
 ) -> Result<Option<Held>, ApiError> {
-    let _permit = served.block_reads.clone().acquire_owned().await.map_err(internal)?;
+    let _permit = served.builds.clone().acquire_owned().await.map_err(internal)?;
     let log = served.log.clone();
     let Some(block) = blocking(move || log.store.block_bytes(&validator, height).map_err(internal)).await? else {
         return Ok(None);
@@ -705,6 +709,9 @@ async fn state(State(served): State<Arc<Served>>, Query(page): Query<Page>, requ
             }
         }
     }
+    // Any other page is this reader's own (up to 1,000 matches, each with every vote):
+    // built with a permit and held against the memory budget until written.
+    let permit = if first_page { None } else { Some(served.builds.clone().acquire_owned().await.map_err(internal)?) };
     let state = &replay.state;
     let limit = page.limit.unwrap_or(100).min(MAX_MATCHES_PAGE);
     let matches: Vec<_> = state.matches.iter().skip(page.offset).take(limit).collect();
@@ -731,9 +738,8 @@ async fn state(State(served): State<Arc<Served>>, Query(page): Query<Page>, requ
         *served.state_page.lock().await = Some((Arc::downgrade(&replay), body.clone(), etag.clone()));
         return Ok(cached(&request, &etag, MUTABLE, "application/json", Body::from(body)));
     }
-    // Any other page is this reader's own (up to 1,000 matches, each with every vote):
-    // held against the memory budget until written.
     let body = held_body(&served, body).await?;
+    drop(permit);
     Ok(cached(&request, &etag, MUTABLE, "application/json", body))
 }
 
@@ -775,10 +781,10 @@ async fn transcripts(
     let replay = replayed(&served).await?;
     let log = served.log.clone();
     let limit = query.limit.unwrap_or(20).min(MAX_ENTRIES_PAGE);
-    // A page reads its blocks one at a time, with one of the store-read permits (a crowd
+    // A page reads its blocks one at a time, with one of the answer permits (a crowd
     // of readers builds that many pages at once), and holds each entry against the memory
     // budget before it adds it, until the page is written.
-    let permit = served.block_reads.clone().acquire_owned().await.map_err(internal)?;
+    let permit = served.builds.clone().acquire_owned().await.map_err(internal)?;
     let mut reservation = served.budget.try_reserve(0).ok_or_else(budget_spent)?;
     let (body, reservation) = blocking(move || {
         use crate::replay::entries::{entries_page, resolve_challenge_id, EntriesError, Filter, Found};
@@ -943,8 +949,8 @@ async fn match_page(State(served): State<Arc<Served>>, Query(query): Query<Match
     }
     let replay = replayed(&served).await?;
     let log = served.log.clone();
-    // Its blocks are read one at a time, with one of the store-read permits.
-    let _permit = served.block_reads.clone().acquire_owned().await.map_err(internal)?;
+    // Its blocks are read one at a time, with one of the answer permits.
+    let permit = served.builds.clone().acquire_owned().await.map_err(internal)?;
     let html = blocking(move || {
         let match_id = crate::replay::entries::resolve_match_id(&replay.folds, &query.id)
             .map_err(|why| problem(StatusCode::NOT_FOUND, &why))?;
@@ -976,6 +982,9 @@ async fn match_page(State(served): State<Arc<Served>>, Query(query): Query<Match
         Ok(super::pages::match_page(&validator, &match_id, played, &pairs, page, total))
     })
     .await?;
+    // Up to fifty pairs of answers' first 2,000 characters: this reader's own page.
+    let html = held_body(&served, html.into_bytes()).await?;
+    drop(permit);
     Ok(html_page(html))
 }
 
