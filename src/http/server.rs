@@ -16,7 +16,7 @@
 //! so an operator's probes work under load. Every URL has one spelling; others are 404.
 
 use super::layout::{self, LogList, LogSummary, LOG_LIST_FORMAT, TILE_WIDTH};
-use crate::budget::{Held, MemoryBudget};
+use crate::budget::{Held, MemoryBudget, Reservation};
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
 use crate::ledger::checkpoint::Checkpoint;
@@ -565,12 +565,14 @@ async fn read_held(
     } else {
         block
     };
-    let reservation = served
-        .budget
-        .reserve_within(bytes.len() as u64, served.limits.request_timeout)
-        .await
-        .ok_or_else(budget_spent)?;
+    let reservation = room_for(served, bytes.len()).await?;
     Ok(Some(Held::new(bytes, reservation)))
+}
+
+/// Room in the memory budget for an answer of `bytes`, waiting up to the request timeout
+/// for it; a reader that cannot get it is told the node is busy.
+async fn room_for(served: &Served, bytes: usize) -> Result<Reservation, ApiError> {
+    served.budget.reserve_within(bytes as u64, served.limits.request_timeout).await.ok_or_else(budget_spent)
 }
 
 async fn block(
@@ -743,14 +745,9 @@ async fn state(State(served): State<Arc<Served>>, Query(page): Query<Page>, requ
     Ok(cached(&request, &etag, MUTABLE, "application/json", body))
 }
 
-/// `bytes` as a response body held against the memory budget until it is written; a
-/// reader that cannot get room within the request timeout is told the node is busy.
+/// `bytes` as a response body held against the memory budget until it is written.
 async fn held_body(served: &Served, bytes: Vec<u8>) -> Result<Body, ApiError> {
-    let reservation = served
-        .budget
-        .reserve_within(bytes.len() as u64, served.limits.request_timeout)
-        .await
-        .ok_or_else(budget_spent)?;
+    let reservation = room_for(served, bytes.len()).await?;
     Ok(Body::from(Bytes::from_owner(Held::new(bytes, reservation))))
 }
 

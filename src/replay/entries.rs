@@ -101,9 +101,9 @@ pub fn resolve_challenge_id(store: &Store, text: &str) -> Result<Hash32, String>
 }
 
 /// Entries for the transcripts at `locations`, index hits of `found`, each confirmed
-/// against its block here, with headers up to the validator's committed tip where a commitment covers
-/// the block, else its tip. Each entry goes to `emit` as it is built, and none after
-/// `emit` says it has enough (returns false).
+/// against its block here, with headers up to the validator's committed tip where a
+/// commitment covers the block, else its tip. Each entry goes to `emit` as it is built,
+/// and none after `emit` says it has enough (returns false).
 ///
 /// What it holds does not grow with `locations`: one block (the current one: locations
 /// come in log order, and neighbours share a block), the current validator's headers
