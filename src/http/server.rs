@@ -1021,14 +1021,15 @@ async fn subnet_page(State(served): State<Arc<Served>>, name: &'static str, quer
         None => FromChain::default(),
     };
     let key = super::drawn::PageKey { name, number: query.page, chain };
-    if let Some(html) = served.pages.get(&key, &replay) {
+    if let Some(html) = served.pages.get(&key, &replay, Instant::now()) {
         return Ok(html_page(html));
     }
     let _turn = served.pages.turn().await;
     // Another reader may have drawn it while this one waited for its turn.
-    if let Some(html) = served.pages.get(&key, &replay) {
+    if let Some(html) = served.pages.get(&key, &replay, Instant::now()) {
         return Ok(html_page(html));
     }
+    let drawn_at = Instant::now();
     let paging = if name == "history.html" { Paging::Whole } else { Paging::Page(query.page) };
     let (for_render, chain) = (replay.clone(), key.chain.clone());
     let html = blocking(move || {
@@ -1045,7 +1046,7 @@ async fn subnet_page(State(served): State<Arc<Served>>, name: &'static str, quer
     })
     .await?;
     let html = Bytes::from(html);
-    served.pages.keep(key, &replay, html.clone());
+    served.pages.keep(key, &replay, html.clone(), drawn_at, drawn_at.elapsed());
     Ok(html_page(html))
 }
 
