@@ -84,23 +84,15 @@ fn big_blocks(dir: &Path) -> (std::path::PathBuf, af::bytes::ValidatorKey) {
     (data, validator)
 }
 
-/// Case 9: 160 readers of a 16 MiB bundle and of single 1 MiB blocks, from five source
-/// addresses, that never read: the node holds at most its budget for them, and health
-/// probes still answer.
-#[test]
-fn slow_readers_of_big_blocks_are_held_within_the_memory_budget() {
-    let dir = tempfile::tempdir().unwrap();
-    let (data, validator) = big_blocks(dir.path());
-    let node = HttpNode::start(&data);
+/// 160 readers from five source addresses, each asking `path(i)` and never reading,
+/// then six seconds of health probes: the node must stay within its budget above idle
+/// and keep answering the probes. Returns the readers: dropping them lets them go.
+fn hold_slow_readers(node: &HttpNode, what: &str, path: impl Fn(u32) -> String) -> Vec<TcpStream> {
     let (idle, _) = node.memory();
-    let bundle = format!("/{}", layout::bundle_path(&validator, 0, layout::TILE_WIDTH));
     let mut readers = Vec::new();
     for i in 0..160u32 {
-        let from = [127, 0, 0, 2 + (i % 5) as u8];
-        let Some(mut stream) = connect_from(from, node.address) else { continue };
-        let path =
-            if i % 2 == 0 { bundle.clone() } else { format!("/{}/block/{}", layout::log_dir(&validator), i % 24) };
-        if write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").is_ok() {
+        let Some(mut stream) = connect_from([127, 0, 0, 2 + (i % 5) as u8], node.address) else { continue };
+        if write!(stream, "GET {} HTTP/1.1\r\nHost: test\r\n\r\n", path(i)).is_ok() {
             readers.push(stream);
         }
     }
@@ -114,7 +106,7 @@ fn slow_readers_of_big_blocks_are_held_within_the_memory_budget() {
     }
     let (during, peak) = node.memory();
     eprintln!(
-        "slow readers: {} connected, idle {} MiB, during {} MiB, peak {} MiB, {probes_ok} probes ok",
+        "{what}: {} connected, idle {} MiB, during {} MiB, peak {} MiB, {probes_ok} probes ok",
         readers.len(),
         idle >> 20,
         during >> 20,
@@ -123,6 +115,20 @@ fn slow_readers_of_big_blocks_are_held_within_the_memory_budget() {
     assert!(readers.len() >= 128, "only {} readers connected", readers.len());
     assert!(peak < idle + BUDGET_BYTES, "peak RSS {} MiB over idle {} MiB + budget", peak >> 20, idle >> 20);
     assert!(probes_ok >= 20, "health probes under slow readers: {probes_ok} answered");
+    readers
+}
+
+/// Case 9: 160 readers of a 16 MiB bundle and of single 1 MiB blocks, from five source
+/// addresses, that never read: the node holds at most its budget for them, and health
+/// probes still answer.
+#[test]
+fn slow_readers_of_big_blocks_are_held_within_the_memory_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, validator) = big_blocks(dir.path());
+    let node = HttpNode::start(&data);
+    let bundle = format!("/{}", layout::bundle_path(&validator, 0, layout::TILE_WIDTH));
+    let block = |i: u32| format!("/{}/block/{}", layout::log_dir(&validator), i % 24);
+    let readers = hold_slow_readers(&node, "slow readers", |i| if i % 2 == 0 { bundle.clone() } else { block(i) });
     drop(readers);
     // Readers gone: a reader is served in full again.
     std::thread::sleep(Duration::from_secs(1));
@@ -132,41 +138,16 @@ fn slow_readers_of_big_blocks_are_held_within_the_memory_budget() {
 
 /// 160 readers of a page of 100 transcript entries of 256 KiB each (with their proofs,
 /// some 25 MB of JSON were it built whole), from five source addresses, that never read:
-/// a page ends at 8 MiB, a few are built at a time, each is held against the budget, and
-/// health probes still answer. A reader that reads gets every entry over the pages.
+/// a page stops before 8 MiB, a few are built at a time, each entry is held against the
+/// budget, and health probes still answer. A reader that reads gets every entry over the
+/// pages.
 #[test]
 fn slow_readers_of_pages_of_long_transcripts_are_held_within_the_memory_budget() {
     let dir = tempfile::tempdir().unwrap();
     let (data, _) = big_blocks(dir.path());
     let node = HttpNode::start(&data);
-    let (idle, _) = node.memory();
     let path = format!("/af/v1/transcripts?miner={}&limit=100", af::ledger::demo::DEMO_CONTENDER);
-    let mut readers = Vec::new();
-    for i in 0..160u32 {
-        let Some(mut stream) = connect_from([127, 0, 0, 2 + (i % 5) as u8], node.address) else { continue };
-        if write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").is_ok() {
-            readers.push(stream);
-        }
-    }
-    let mut probes_ok = 0;
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(6) {
-        if get(node.address, "/healthz", Duration::from_secs(2)) == Some(200) {
-            probes_ok += 1;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    let (during, peak) = node.memory();
-    eprintln!(
-        "transcript page readers: {} connected, idle {} MiB, during {} MiB, peak {} MiB, {probes_ok} probes ok",
-        readers.len(),
-        idle >> 20,
-        during >> 20,
-        peak >> 20
-    );
-    assert!(readers.len() >= 128, "only {} readers connected", readers.len());
-    assert!(peak < idle + BUDGET_BYTES, "peak RSS {} MiB over idle {} MiB + budget", peak >> 20, idle >> 20);
-    assert!(probes_ok >= 20, "health probes under slow readers: {probes_ok} answered");
+    let readers = hold_slow_readers(&node, "transcript page readers", |_| path.clone());
     drop(readers);
     std::thread::sleep(Duration::from_secs(1));
     let (mut offset, mut pages) = (0u64, 0);
