@@ -422,10 +422,23 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work).await.map_err(internal)?
 }
 
+/// A JSON answer built for one reader on the blocking pool: built with one of the answer
+/// permits, and held against the memory budget (reserved before the permit goes) until
+/// written. For answers that grow with the logs (the log list, consistency proofs).
+async fn built_json<T: serde::Serialize>(
+    served: &Served,
+    request: &HeaderMap,
+    build: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Answer {
+    let _permit = served.builds.clone().acquire_owned().await.map_err(internal)?;
+    let body = blocking(move || serde_json::to_vec(&build()?).map_err(internal)).await?;
+    let etag = blake3::hash(&body).to_hex()[..32].to_string();
+    Ok(cached(request, &etag, MUTABLE, "application/json", held_body(served, body).await?))
+}
+
 async fn logs(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
     let log = served.log.clone();
-    let list = blocking(move || log_list(&log)).await?;
-    json_cached(&request, &list)
+    built_json(&served, &request, move || log_list(&log)).await
 }
 
 /// The log list of a store: every chain and its tip.
@@ -607,12 +620,12 @@ async fn consistency_proof(
 ) -> Answer {
     let validator = parse_validator(&validator)?;
     let log = served.log.clone();
-    let proof = blocking(move || {
+    // Up to MAX_CONSISTENCY_HEADERS headers: about 16 MiB of JSON.
+    built_json(&served, &request, move || {
         consistency::prove(&log.store, &validator, query.old, query.new)
             .map_err(|e| problem(StatusCode::BAD_REQUEST, &e.to_string()))
     })
-    .await?;
-    json_cached(&request, &proof)
+    .await
 }
 
 /// The latest replay of the store, made by the background replayer. A request only
