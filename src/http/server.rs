@@ -7,7 +7,8 @@
 //! `max_connections_per_ip` from one address; a request head must arrive within
 //! `header_timeout`; a connection with no progress for `idle_timeout` is dropped; a
 //! request's handler gets `request_timeout`; what is read or built for one reader (a
-//! block, a page of transcripts or of state, a match page) is made by at most
+//! block, a page of transcripts or of state, a match page, a consistency proof, the log
+//! list) is made by at most
 //! `ANSWER_BUILDS` at once and reserved from the node's memory budget until written (a
 //! reader that cannot get room within `request_timeout` is answered 503); bundles stream
 //! one block at a time; every list is paginated with a hard maximum page; the subnet
@@ -56,7 +57,8 @@ pub const MAX_ENTRIES_PAGE_BYTES: usize = 8 << 20;
 pub const MAX_MATCHES_PAGE: usize = 1000;
 const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 /// Answers read or built for one reader at a time, at most this many at once (blocks,
-/// pages of transcripts or of state, match pages): each is held against the memory
+/// pages of transcripts or of state, match pages, consistency proofs, the log list):
+/// each is held against the memory
 /// budget before its permit goes, so a crowd waits instead of piling up answers.
 const ANSWER_BUILDS: usize = 4;
 const MUTABLE: &str = "no-cache";
