@@ -8,12 +8,11 @@
 //! `header_timeout`; a connection with no progress for `idle_timeout` is dropped; a
 //! request's handler gets `request_timeout`; what is read or built for one reader (a
 //! block, a page of transcripts or of state, a match page, a consistency proof, the log
-//! list) is made by at most
-//! `ANSWER_BUILDS` at once and reserved from the node's memory budget until written (a
-//! reader that cannot get room within `request_timeout` is answered 503); bundles stream
-//! one block at a time; every list is paginated with a hard maximum page; the subnet
-//! pages are drawn once per replay (`super::drawn`). When every slot is taken, `reserved_connections`
-//! more are kept for `/healthz` and `/metrics` (one request each, a short head deadline),
+//! list) is made by at most `ANSWER_BUILDS` at once and reserved from the node's memory
+//! budget until written (a reader that cannot get room within `request_timeout` is
+//! answered 503); bundles stream one block at a time; every list is paginated with a
+//! hard maximum page; the subnet pages are drawn once per replay (`super::drawn`). When
+//! every slot is taken, `reserved_connections` more are kept for `/healthz` and `/metrics` (one request each, a short head deadline),
 //! so an operator's probes work under load. Every URL has one spelling; others are 404.
 
 use super::layout::{self, LogList, LogSummary, LOG_LIST_FORMAT, TILE_WIDTH};
