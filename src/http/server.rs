@@ -12,8 +12,9 @@
 //! budget until written (a reader that cannot get room within `request_timeout` is
 //! answered 503); bundles stream one block at a time; every list is paginated with a
 //! hard maximum page; the subnet pages are drawn once per replay (`super::drawn`). When
-//! every slot is taken, `reserved_connections` more are kept for `/healthz` and `/metrics` (one request each, a short head deadline),
-//! so an operator's probes work under load. Every URL has one spelling; others are 404.
+//! every slot is taken, `reserved_connections` more are kept for `/healthz` and
+//! `/metrics` (one request each, a short head deadline), so an operator's probes work
+//! under load. Every URL has one spelling; others are 404.
 
 use super::layout::{self, LogList, LogSummary, LOG_LIST_FORMAT, TILE_WIDTH};
 use crate::budget::{Held, MemoryBudget, Reservation};
