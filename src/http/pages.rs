@@ -109,7 +109,7 @@ pub fn render(name: &str, replay: &Replay, chain: &FromChain, paging: Paging) ->
         _ => return None,
     };
     let title = PAGES.iter().find(|(file, _)| *file == name).map_or("", |(_, title)| title);
-    Some(page(title, body))
+    Some(page(title, body, Some(&replay.state_hash)))
 }
 
 /// Challenges on one page of `match.html`.
@@ -172,14 +172,16 @@ pub fn match_page(
             }
         }
     };
-    page("Match", body)
+    page("Match", body, None)
 }
 
 fn milli(reward: i32) -> String {
     format!("{:.3}", f64::from(reward) / 1000.0)
 }
 
-fn page(title: &str, body: Markup) -> String {
+/// A whole page: `body` under the navigation, with the state hash of the replay it was
+/// folded from (`af audit` of the same logs gives the same), if it was.
+fn page(title: &str, body: Markup, state: Option<&crate::bytes::Hash32>) -> String {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -199,6 +201,9 @@ fn page(title: &str, body: Markup) -> String {
                 p.muted {
                     "Folded from the signed logs this copy holds; a value the logs do not prove is marked. "
                     "To check it all, mirror the logs and run " code { "af audit" } "."
+                    @if let Some(state) = state {
+                        " Drawn from the replay whose state hash is " code.state-hash { (state) } "."
+                    }
                 }
                 (body)
             }

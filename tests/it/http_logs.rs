@@ -572,6 +572,11 @@ fn operator_endpoints_agree_with_the_log(data: &Path) {
         let (status, html) = fetch(&format!("{base}{page}"));
         assert_eq!(status, 200, "{page}: {html}");
         assert!(html.contains(&must) && html.contains("<nav>"), "{page} lacks {must}: {html}");
+        // Each page names the replay it was drawn from: the state the API serves.
+        let (_, state) = fetch(&format!("{base}af/v1/state"));
+        let state: serde_json::Value = serde_json::from_str(&state).unwrap();
+        let hash = format!("<code class=\"state-hash\">{}</code>", state["state_hash"].as_str().unwrap());
+        assert!(html.contains(&hash), "{page} lacks {hash}");
         assert!(!html.contains("undefined") && !html.contains("NaN"), "{page}: {html}");
     }
     // A match's answers side by side, reached from the matches page, a page at a time.
