@@ -166,5 +166,10 @@ if [ "$failed" = 0 ]; then
     echo "every store verifies, every audit is clean and gives the same state hash, no peer was blocked, nothing panicked"
 else
     echo "CHAOS RUN FAILED (logs in $dir)"
+    # What each validator's networking saw when it stopped for the last time, for a
+    # reader of CI's output who has no logs: a stop past its grace shows here.
+    for v in $(seq 0 $((n_validators - 1))); do
+        echo "v$v: $(grep '"event":"net_stopped"' "$dir/v$v/validate.log" | tail -1)"
+    done
     exit 1
 fi
