@@ -273,9 +273,10 @@ impl EnvFolds {
     }
 
     /// The env's fold, made empty if the env had none (its name then one of `held`'s
-    /// where equal: the match's own env names).
+    /// where equal: the match's own env names; only the first few are looked at, so a
+    /// match naming thousands of envs costs no more per transcript than one with a few).
     pub fn entry(&mut self, env: &str, held: &[EnvRef<Name>]) -> &mut EnvFold {
-        let name = || shared(env, &held.iter().map(|e| &e.name).collect::<Vec<_>>());
+        let name = || shared(env, &held.iter().take(ENV_FOLDS_INLINE).map(|e| &e.name).collect::<Vec<_>>());
         if self.spilled.is_none() && self.inline.len() >= ENV_FOLDS_INLINE && self.get(env).is_none() {
             self.spilled = Some(Box::new(std::mem::take(&mut self.inline).into_iter().collect()));
         }
@@ -316,7 +317,7 @@ impl EnvFolds {
 
     /// Each env's name as one of `held`'s where equal (the match's own env names).
     fn share_names(&mut self, held: &[EnvRef<Name>]) {
-        let held: Vec<&Name> = held.iter().map(|e| &e.name).collect();
+        let held: Vec<&Name> = held.iter().take(ENV_FOLDS_INLINE).map(|e| &e.name).collect();
         for (name, _) in &mut self.inline {
             *name = shared(name, &held);
         }
