@@ -4,10 +4,11 @@
 # reference miners, and a new contender committing every CONTENDER_EVERY seconds (every
 # sixth one a sybil that copies an earlier model and revision). Both validators run with
 # --serve --listen --http and find each other on the chain. Every SAMPLE seconds it
-# prints each validator's resident memory (and its anonymous, file and allocator parts), file descriptors, threads, store size and the
-# block bytes its store holds; at the end, a least-squares line over the last half of the
-# run (the last hour of a run of two hours or more) for each, and the state hashes of the
-# two stores after a clean stop: it exits non-zero if they differ.
+# prints each validator's resident memory (and its anonymous, file and allocator parts),
+# file descriptors, threads, store size and the block bytes its store holds; at the end,
+# a least-squares line over the last half of the run (the last hour of a run of two
+# hours or more) for each, and the state hashes of the two stores after a clean stop: it
+# exits non-zero if they differ.
 #
 # Usage: scripts/bench-soak.sh [MINUTES] [SAMPLE_SECONDS]   (defaults 10 and 30; the
 # issue's figure is a run of 120 minutes or more)
