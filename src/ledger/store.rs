@@ -951,17 +951,9 @@ impl Store {
         Ok(())
     }
 
+    /// Every transcript the miner index lists for `hotkey`, unconfirmed.
     pub fn locate_miner(&self, hotkey: &str) -> Result<Vec<Location>, StoreError> {
-        guarded("reading the miner index", || {
-            let txn = self.read()?;
-            let table = txn.open_multimap_table(BY_MINER).map_err(eng!("opening an index"))?;
-            let values = table.get(hotkey).map_err(eng!("reading an index"))?;
-            let mut out = Vec::new();
-            for value in values {
-                out.push(Location::decode(value.map_err(eng!("reading an index"))?.value())?);
-            }
-            Ok(out)
-        })
+        Ok(self.locate_miner_page(hotkey, 0, usize::MAX)?.1)
     }
 
     /// How many of the transcripts the miner index lists for `hotkey` are at locations
