@@ -159,11 +159,6 @@ fn shared(text: &str, held: &[&Name]) -> Name {
     held.iter().copied().find(|name| &***name == text).map_or_else(|| Name::from(text), Name::clone)
 }
 
-/// The names of `last` that the next match of its log may share: its players'.
-fn player_names(last: &MatchFold) -> [&Name; 4] {
-    [&last.contender.hotkey, &last.contender.model, &last.champion.hotkey, &last.champion.model]
-}
-
 /// `m` with its hotkey and model shared with `held`'s where equal.
 fn held_miner<S: AsRef<str>>(m: &MinerRef<S>, held: &[&Name]) -> HeldMiner {
     MinerRef { hotkey: shared(m.hotkey.as_ref(), held), uid: m.uid, model: shared(m.model.as_ref(), held) }
@@ -375,6 +370,18 @@ pub struct MatchFold {
 }
 
 impl MatchFold {
+    /// Shares this match's names with `last`'s where they are equal: the players'
+    /// hotkeys and models, the env list and the plan (the match its log started before).
+    fn share_names_with(&mut self, last: &MatchFold) {
+        let names = [&last.contender.hotkey, &last.contender.model, &last.champion.hotkey, &last.champion.model];
+        self.contender = held_miner(&self.contender, &names);
+        self.champion = held_miner(&self.champion, &names);
+        if self.envs == last.envs {
+            self.envs = last.envs.clone();
+        }
+        self.rule = shared(&self.rule, &[&last.rule]);
+    }
+
     /// (envs the recorded env decisions say the contender was better in, the majority of
     /// the match's envs it needs to win).
     pub fn better_and_needed(&self) -> (usize, usize) {
@@ -603,13 +610,7 @@ impl ChainFold {
             let Some(held) = self.matches.get_mut(&id) else { continue };
             let m = Arc::make_mut(held);
             if let Some(last) = &last {
-                let names = player_names(last);
-                m.contender = held_miner(&m.contender, &names);
-                m.champion = held_miner(&m.champion, &names);
-                if m.envs == last.envs {
-                    m.envs = last.envs.clone();
-                }
-                m.rule = shared(&m.rule, &[&last.rule]);
+                m.share_names_with(last);
             }
             m.env_folds.share_names(&m.envs);
             last = Some(held.clone());
@@ -693,31 +694,15 @@ impl ChainFold {
                 if self.matches.contains_key(&started.match_id) {
                     return;
                 }
-                let last = self.last_started.and_then(|id| self.matches.get(&id));
-                let names: Vec<&Name> = last.map(|m| player_names(m).to_vec()).unwrap_or_default();
-                let same_envs = last.filter(|m| {
-                    m.envs.len() == started.envs.len()
-                        && m.envs
-                            .iter()
-                            .zip(&started.envs)
-                            .all(|(a, b)| *a.name == *b.name.as_ref() && a.version == b.version)
-                });
-                let envs = same_envs.map_or_else(
-                    || {
-                        started
-                            .envs
-                            .iter()
-                            .map(|e| EnvRef { name: e.name.as_ref().into(), version: e.version })
-                            .collect()
-                    },
-                    |m| m.envs.clone(),
-                );
-                let rule = shared(started.rule.as_ref(), &last.map(|m| vec![&m.rule]).unwrap_or_default());
-                let fold = MatchFold {
-                    contender: held_miner(&started.contender, &names),
-                    champion: held_miner(&started.champion, &names),
-                    envs,
-                    rule,
+                let mut fold = MatchFold {
+                    contender: held_miner(&started.contender, &[]),
+                    champion: held_miner(&started.champion, &[]),
+                    envs: started
+                        .envs
+                        .iter()
+                        .map(|e| EnvRef { name: e.name.as_ref().into(), version: e.version })
+                        .collect(),
+                    rule: started.rule.as_ref().into(),
                     ratio_to_beat_ppm: started.ratio_to_beat_ppm,
                     started_height: height,
                     started_event_idx: event_idx,
@@ -728,6 +713,9 @@ impl ChainFold {
                     decided: None,
                     n_transcripts: 0,
                 };
+                if let Some(last) = self.last_started.and_then(|id| self.matches.get(&id)) {
+                    fold.share_names_with(last);
+                }
                 self.matches.insert(started.match_id, Arc::new(fold));
                 self.last_started = Some(started.match_id);
             }
