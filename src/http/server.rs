@@ -726,14 +726,23 @@ async fn state(State(served): State<Arc<Served>>, Query(page): Query<Page>, requ
             }
         }
     }
-    // Any other page is this reader's own (up to 1,000 matches, each with every vote):
-    // built with a permit and held against the memory budget until written.
-    let permit = if first_page { None } else { Some(served.builds.clone().acquire_owned().await.map_err(internal)?) };
-    let state = &replay.state;
     let limit = page.limit.unwrap_or(100).min(MAX_MATCHES_PAGE);
-    let matches: Vec<_> = state.matches.iter().skip(page.offset).take(limit).collect();
+    if !first_page {
+        // This reader's own page (up to 1,000 matches, each with every vote).
+        return built_json(&served, &request, move || Ok(state_page(&replay, page.offset, limit))).await;
+    }
+    let body = Bytes::from(serde_json::to_vec(&state_page(&replay, page.offset, limit)).map_err(internal)?);
+    let etag = blake3::hash(&body).to_hex()[..32].to_string();
+    *served.state_page.lock().await = Some((Arc::downgrade(&replay), body.clone(), etag.clone()));
+    Ok(cached(&request, &etag, MUTABLE, "application/json", Body::from(body)))
+}
+
+/// `af/v1/state` with the page of `limit` matches from `offset`.
+fn state_page(replay: &Replay, offset: usize, limit: usize) -> serde_json::Value {
+    let state = &replay.state;
+    let matches: Vec<_> = state.matches.iter().skip(offset).take(limit).collect();
     let tips: Vec<_> = replay.folds.iter().map(|f| (f.validator, f.tip)).collect();
-    let value = serde_json::json!({
+    serde_json::json!({
             "note": "computed by this node from the logs it holds; mirror them and run `af audit` to check",
             "state_hash": replay.state_hash,
             "tips": tips,
@@ -745,19 +754,9 @@ async fn state(State(served): State<Arc<Served>>, Query(page): Query<Page>, requ
             "weights": state.weights,
             "discrepancies": state.discrepancies.len(),
             "matches_total": state.matches.len(),
-            "matches_offset": page.offset,
+            "matches_offset": offset,
             "matches": matches,
-    });
-    let body = serde_json::to_vec(&value).map_err(internal)?;
-    let etag = blake3::hash(&body).to_hex()[..32].to_string();
-    if first_page {
-        let body = Bytes::from(body);
-        *served.state_page.lock().await = Some((Arc::downgrade(&replay), body.clone(), etag.clone()));
-        return Ok(cached(&request, &etag, MUTABLE, "application/json", Body::from(body)));
-    }
-    let body = held_body(&served, body).await?;
-    drop(permit);
-    Ok(cached(&request, &etag, MUTABLE, "application/json", body))
+    })
 }
 
 /// `bytes` as a response body held against the memory budget until it is written.
