@@ -2,7 +2,10 @@
 # A chaos run: three validators on the stand-in chain (commit-reveal on) with four
 # reference miners and a new contender every CONTENDER_EVERY seconds, while every
 # CHAOS_EVERY seconds one validator, picked at random, is killed with SIGKILL, stopped
-# with SIGINT, or frozen with SIGSTOP for a few seconds, and then restarted (or thawed).
+# with SIGINT, frozen with SIGSTOP for a few seconds, or put in a crash loop (killed
+# with SIGKILL CRASH_LOOP times, each 0.1 to 2.9 s after it started: in its store's
+# open, its replay, its first blocks or its networking's start), and then restarted (or
+# thawed).
 # At the end every validator is stopped with SIGINT at once, and the run fails unless:
 # every store verifies, every audit gives the same state hash (no copy by hand), no
 # every audit is clean, no validator blocked a peer (every peer here is honest), and no
@@ -10,13 +13,14 @@
 #
 # Usage: scripts/chaos.sh [MINUTES] (default 5)
 # Environment: CHAOS_DIR (default /tmp/af-chaos, replaced), CHAOS_EVERY (default 12),
-# CONTENDER_EVERY (default 15), CHAOS_SEED (default 1), AF (a built af binary to run
-# instead of building this checkout's).
+# CONTENDER_EVERY (default 15), CHAOS_SEED (default 1), CRASH_LOOP (default 4), AF (a
+# built af binary to run instead of building this checkout's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes="${1:-5}"
 every="${CHAOS_EVERY:-12}"
 contender_every="${CONTENDER_EVERY:-15}"
+crash_loop="${CRASH_LOOP:-4}"
 dir="${CHAOS_DIR:-/tmp/af-chaos}"
 RANDOM="${CHAOS_SEED:-1}"
 n_validators=3
@@ -77,7 +81,7 @@ end=$((start + minutes * 60))
 next_commit=$((start + contender_every))
 next_chaos=$((start + every))
 n=2
-kills=0; interrupts=0; freezes=0
+kills=0; interrupts=0; freezes=0; loops=0
 printf '%8s %3s %-8s %s\n' second v action detail
 while [ "$(date +%s)" -lt "$end" ]; do
     now=$(date +%s)
@@ -98,7 +102,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
             sleep "$pause"
             start_validator "$v"
         }
-        case $((RANDOM % 3)) in
+        case $((RANDOM % 4)) in
             0)
                 kill -9 "$pid" 2>/dev/null || true
                 kills=$((kills + 1))
@@ -121,6 +125,18 @@ while [ "$(date +%s)" -lt "$end" ]; do
                 printf '%8s %3s %-8s %s\n' $((now - start)) "$v" freeze "for $((pause * 2)) s"
                 sleep $((pause * 2))
                 kill -CONT "$pid" 2>/dev/null || true
+                ;;
+            3)
+                for _ in $(seq "$crash_loop"); do
+                    kill -9 "${vpids[$v]}" 2>/dev/null || true
+                    wait "${vpids[$v]}" 2>/dev/null || true
+                    start_validator "$v"
+                    sleep "$((RANDOM % 25 / 10)).$((1 + RANDOM % 9))"
+                done
+                kill -9 "${vpids[$v]}" 2>/dev/null || true
+                loops=$((loops + 1))
+                pid="${vpids[$v]}"
+                restart_after "crash loop"
                 ;;
         esac
         next_chaos=$(($(date +%s) + every))
@@ -158,7 +174,7 @@ for v in $(seq 0 $((n_validators - 1))); do
     [ "$blocked" = 0 ] && [ "$panics" = 0 ] || failed=1
     printf '%3s %8s %8s %8s %9s %8s %7s %s\n' "$v" "$verify" "$audit" "$matches" "$blocked" "$warn" "$panics" "${hashes[v]}"
 done
-echo "chaos: $kills SIGKILL, $interrupts SIGINT, $freezes SIGSTOP in $minutes minutes"
+echo "chaos: $kills SIGKILL, $interrupts SIGINT, $freezes SIGSTOP, $loops crash loops of $crash_loop kills in $minutes minutes"
 for v in $(seq 1 $((n_validators - 1))); do
     if [ "${hashes[v]}" = none ] || [ "${hashes[v]}" != "${hashes[0]}" ]; then failed=1; fi
 done

@@ -11,7 +11,8 @@
 //! `GET /v1/subnets/N/commitments`, `POST /v1/subnets/N/weights {hotkey, uids, weights,
 //! version_key}`, `GET /v1/subnets/N/weights`, `GET /v1/subnets/N/limits?hotkey=H`,
 //! `POST /v1/subnets/N/settings {commit_reveal_enabled?, rate_limit_blocks?, version_key?,
-//! reveal_period_epochs?}`.
+//! reveal_period_epochs?, send_delay_ms?}` (`send_delay_ms`: sends are applied, then
+//! answered that much later, as a slow node's).
 //!
 //! Commit-reveal v4 as subtensor runs it (ledger-spec/12): `GET /v1/subnets/N/timelock?hotkey=H`
 //! (version, reveal period, epoch schedule, beacon), `POST /v1/subnets/N/timelocked {hotkey,
@@ -65,7 +66,14 @@ pub struct Subnet {
     /// Published network addresses, by hotkey (`serve_axon`).
     #[serde(default)]
     pub axons: BTreeMap<String, super::Axon>,
+    /// How long a send (commit, weights, timelocked commit) waits after it is applied
+    /// before its answer: a slow node, whose sends land before the sender hears so.
+    #[serde(default)]
+    pub send_delay_ms: u64,
 }
+
+/// Longest `send_delay_ms` the stand-in takes (the stand-in's clients give up at 30 s).
+pub const MAX_SEND_DELAY_MS: u64 = 60_000;
 
 fn one() -> u64 {
     1
@@ -373,6 +381,7 @@ struct SettingsRequest {
     rate_limit_blocks: Option<u64>,
     version_key: Option<u64>,
     reveal_period_epochs: Option<u64>,
+    send_delay_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -484,7 +493,7 @@ async fn commit(
     if fields.len() > 3 || fields.iter().any(|f| f.len() > 128) {
         return Err(refuse(StatusCode::BAD_REQUEST, "at most 3 fields of at most 128 bytes (BoundedVec<Data, 3>)"));
     }
-    chain
+    let applied = chain
         .change(|state, block| {
             let tempo = state.tempo;
             let subnet = subnet_mut(state, netuid);
@@ -509,8 +518,22 @@ async fn commit(
             subnet.commitments.insert(request.hotkey.clone(), record.clone());
             subnet.history.push(record);
             Ok(BlockReply { block })
-        })
-        .map(Json)
+        });
+    answer_late(&chain, netuid, applied).await
+}
+
+/// A send's answer, `send_delay_ms` (settings) after it was applied.
+async fn answer_late(
+    chain: &LocalChain,
+    netuid: u16,
+    applied: Result<BlockReply, Refusal>,
+) -> Result<Json<BlockReply>, Refusal> {
+    let reply = applied?;
+    let delay = chain.read(|s, _| s.subnets.get(&netuid).map_or(0, |n| n.send_delay_ms));
+    if delay > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+    }
+    Ok(Json(reply))
 }
 
 async fn commitments(State(chain): Shared, UrlPath(netuid): UrlPath<u16>) -> Json<Vec<CommitmentRecord>> {
@@ -528,39 +551,35 @@ async fn set_weights(
     if request.uids.len() != request.weights.len() {
         return Err(refuse(StatusCode::BAD_REQUEST, "uids and weights differ in length"));
     }
-    chain
-        .change(|state, block| {
-            let subnet = subnet_mut(state, netuid);
-            let uid = registered(subnet, &request.hotkey)?.uid;
-            if subnet.commit_reveal_enabled {
+    let applied = chain.change(|state, block| {
+        let subnet = subnet_mut(state, netuid);
+        let uid = registered(subnet, &request.hotkey)?.uid;
+        if subnet.commit_reveal_enabled {
+            return Err(refuse(StatusCode::FORBIDDEN, "CommitRevealEnabled: set_weights is refused on this subnet"));
+        }
+        if request.version_key < subnet.version_key {
+            return Err(refuse(
+                StatusCode::FORBIDDEN,
+                format!("IncorrectWeightVersionKey: {} < {}", request.version_key, subnet.version_key),
+            ));
+        }
+        if let Some(&last) = subnet.last_update.get(&uid) {
+            if block < last + subnet.rate_limit_blocks {
                 return Err(refuse(
-                    StatusCode::FORBIDDEN,
-                    "CommitRevealEnabled: set_weights is refused on this subnet",
+                    StatusCode::TOO_MANY_REQUESTS,
+                    format!("SettingWeightsTooFast: last at {last}, limit {} blocks", subnet.rate_limit_blocks),
                 ));
             }
-            if request.version_key < subnet.version_key {
-                return Err(refuse(
-                    StatusCode::FORBIDDEN,
-                    format!("IncorrectWeightVersionKey: {} < {}", request.version_key, subnet.version_key),
-                ));
-            }
-            if let Some(&last) = subnet.last_update.get(&uid) {
-                if block < last + subnet.rate_limit_blocks {
-                    return Err(refuse(
-                        StatusCode::TOO_MANY_REQUESTS,
-                        format!("SettingWeightsTooFast: last at {last}, limit {} blocks", subnet.rate_limit_blocks),
-                    ));
-                }
-            }
-            let n = subnet.neurons.len() as u16;
-            if let Some(bad) = request.uids.iter().find(|&&u| u >= n) {
-                return Err(refuse(StatusCode::BAD_REQUEST, format!("UidVecContainInvalidOne: uid {bad}")));
-            }
-            subnet.weights.insert(uid, request.uids.iter().copied().zip(request.weights.iter().copied()).collect());
-            subnet.last_update.insert(uid, block);
-            Ok(BlockReply { block })
-        })
-        .map(Json)
+        }
+        let n = subnet.neurons.len() as u16;
+        if let Some(bad) = request.uids.iter().find(|&&u| u >= n) {
+            return Err(refuse(StatusCode::BAD_REQUEST, format!("UidVecContainInvalidOne: uid {bad}")));
+        }
+        subnet.weights.insert(uid, request.uids.iter().copied().zip(request.weights.iter().copied()).collect());
+        subnet.last_update.insert(uid, block);
+        Ok(BlockReply { block })
+    });
+    answer_late(&chain, netuid, applied).await
 }
 
 async fn weights(State(chain): Shared, UrlPath(netuid): UrlPath<u16>) -> Json<Vec<(u16, Vec<(u16, u16)>)>> {
@@ -611,6 +630,15 @@ async fn settings(
                 }
                 subnet.reveal_period_epochs = v;
             }
+            if let Some(v) = request.send_delay_ms {
+                if v > MAX_SEND_DELAY_MS {
+                    return Err(refuse(
+                        StatusCode::BAD_REQUEST,
+                        format!("send_delay_ms must be at most {MAX_SEND_DELAY_MS}"),
+                    ));
+                }
+                subnet.send_delay_ms = v;
+            }
             Ok(BlockReply { block })
         })
         .map(Json)
@@ -647,45 +675,43 @@ async fn commit_timelocked(
     if bytes.len() > tlock::MAX_COMMIT_BYTES {
         return Err(refuse(StatusCode::BAD_REQUEST, format!("commit over {} bytes", tlock::MAX_COMMIT_BYTES)));
     }
-    chain
-        .change(|state, block| {
-            let epoch = state.epoch(netuid, block);
-            let subnet = subnet_mut(state, netuid);
-            let uid = registered(subnet, &request.hotkey)?.uid;
-            if !subnet.commit_reveal_enabled {
-                return Err(refuse(StatusCode::FORBIDDEN, "CommitRevealDisabled: commit-reveal is off on this subnet"));
-            }
-            if request.version != COMMIT_REVEAL_VERSION {
+    let applied = chain.change(|state, block| {
+        let epoch = state.epoch(netuid, block);
+        let subnet = subnet_mut(state, netuid);
+        let uid = registered(subnet, &request.hotkey)?.uid;
+        if !subnet.commit_reveal_enabled {
+            return Err(refuse(StatusCode::FORBIDDEN, "CommitRevealDisabled: commit-reveal is off on this subnet"));
+        }
+        if request.version != COMMIT_REVEAL_VERSION {
+            return Err(refuse(
+                StatusCode::FORBIDDEN,
+                format!("IncorrectCommitRevealVersion: {} is not {COMMIT_REVEAL_VERSION}", request.version),
+            ));
+        }
+        if let Some(&last) = subnet.last_update.get(&uid) {
+            if block < last + subnet.rate_limit_blocks {
                 return Err(refuse(
-                    StatusCode::FORBIDDEN,
-                    format!("IncorrectCommitRevealVersion: {} is not {COMMIT_REVEAL_VERSION}", request.version),
+                    StatusCode::TOO_MANY_REQUESTS,
+                    format!("CommittingWeightsTooFast: last at {last}, limit {} blocks", subnet.rate_limit_blocks),
                 ));
             }
-            if let Some(&last) = subnet.last_update.get(&uid) {
-                if block < last + subnet.rate_limit_blocks {
-                    return Err(refuse(
-                        StatusCode::TOO_MANY_REQUESTS,
-                        format!("CommittingWeightsTooFast: last at {last}, limit {} blocks", subnet.rate_limit_blocks),
-                    ));
-                }
-            }
-            let unrevealed =
-                subnet.timelocked.iter().filter(|c| c.hotkey == request.hotkey && c.epoch == epoch).count();
-            if unrevealed >= tlock::MAX_UNREVEALED_COMMITS as usize {
-                return Err(refuse(StatusCode::TOO_MANY_REQUESTS, "TooManyUnrevealedCommits"));
-            }
-            subnet.timelocked.push(LocalCommit {
-                hotkey: request.hotkey.clone(),
-                uid,
-                commit_block: block,
-                epoch,
-                reveal_round: request.reveal_round,
-                commit: request.commit.clone(),
-            });
-            subnet.last_update.insert(uid, block);
-            Ok(BlockReply { block })
-        })
-        .map(Json)
+        }
+        let unrevealed = subnet.timelocked.iter().filter(|c| c.hotkey == request.hotkey && c.epoch == epoch).count();
+        if unrevealed >= tlock::MAX_UNREVEALED_COMMITS as usize {
+            return Err(refuse(StatusCode::TOO_MANY_REQUESTS, "TooManyUnrevealedCommits"));
+        }
+        subnet.timelocked.push(LocalCommit {
+            hotkey: request.hotkey.clone(),
+            uid,
+            commit_block: block,
+            epoch,
+            reveal_round: request.reveal_round,
+            commit: request.commit.clone(),
+        });
+        subnet.last_update.insert(uid, block);
+        Ok(BlockReply { block })
+    });
+    answer_late(&chain, netuid, applied).await
 }
 
 async fn timelocked(State(chain): Shared, UrlPath(netuid): UrlPath<u16>) -> Json<Timelocked> {

@@ -54,6 +54,13 @@ fn tip_has_news(log: &OwnLog) -> Result<bool, StoreError> {
         .any(|e| !matches!(e, Event::ChainCommitment(_) | Event::WeightsSet(_) | Event::WeightsCommitted(_))))
 }
 
+/// Longest a stop waits for its last commitment of our tip (`run`'s final anchoring).
+/// Past it the send is cut, which loses nothing: a commitment that lands unrecorded names
+/// a block of ours, and the next start commits the tip again. A weights send is never
+/// cut (one that lands unrecorded is a `mismatch` in the weights audit), but none is
+/// started past this deadline either.
+pub const STOP_CHAIN_MS: u64 = 5_000;
+
 /// Commits our current tip; returns the event to record, or `None` with nothing to commit.
 pub async fn commit_tip(log: &OwnLog, chain: &dyn Chain) -> Result<Option<ChainCommitment>, AnchorError> {
     let Some(tip) = log.tip()? else { return Ok(None) };
@@ -232,7 +239,14 @@ pub async fn anchor_loop(
             _ = tokio::time::sleep(std::time::Duration::from_millis(check_ms)) => {}
             _ = stop.changed() => return,
         }
-        let block = match chain.current_block().await {
+        // A read, and a commitment, give way to a stop: cutting either loses nothing (a
+        // commitment that lands unrecorded names a block of ours). A weights send does
+        // not: one that lands unrecorded is a mismatch the weights audit reports.
+        let read = tokio::select! {
+            read = chain.current_block() => read,
+            _ = stop.changed() => return,
+        };
+        let block = match read {
             Ok(block) => {
                 metrics.chain_read(block, now_ms());
                 block
@@ -245,7 +259,14 @@ pub async fn anchor_loop(
         };
         let due = last_commit_block.is_none_or(|last| block >= last + COMMIT_EVERY_BLOCKS);
         if due && tip_has_news(&log).unwrap_or(false) {
-            match commit_tip(&log, chain.as_ref()).await {
+            let sent = tokio::select! {
+                sent = commit_tip(&log, chain.as_ref()) => sent,
+                _ = stop.changed() => {
+                    tracing::warn!(event = "commit_cut", "stopping: the commitment in flight is cut; the next start commits our tip");
+                    return;
+                }
+            };
+            match sent {
                 Ok(Some(commitment)) => {
                     metrics.chain_send("commitment", "sent", "");
                     tracing::info!(

@@ -439,28 +439,39 @@ pub async fn run(
     // weights once more, and record both in one last block.
     if let Some(chain) = &options.chain {
         let mut anchored = Vec::new();
-        match super::anchor::commit_tip(&log, chain.as_ref()).await {
-            Ok(Some(commitment)) => {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(super::anchor::STOP_CHAIN_MS);
+        match tokio::time::timeout_at(deadline, super::anchor::commit_tip(&log, chain.as_ref())).await {
+            Ok(Ok(Some(commitment))) => {
                 options.metrics.chain_send("commitment", "sent", "");
                 anchored.push(Event::ChainCommitment(commitment))
             }
-            Ok(None) => {}
-            Err(error) => {
+            Ok(Ok(None)) => {}
+            Ok(Err(error)) => {
                 error.count(&options.metrics, "commitment");
                 tracing::warn!(event = "commit_failed", error = %error, "committing our final tip failed");
             }
+            Err(_) => {
+                options.metrics.chain_send("commitment", "failed", "stop_deadline");
+                tracing::warn!(
+                    event = "commit_cut",
+                    deadline_ms = super::anchor::STOP_CHAIN_MS,
+                    "committing our final tip took past the stop's deadline; cut: the next start commits it"
+                );
+            }
         }
         let sent = &options.sent_weights;
-        match super::anchor::set_weights(
-            &log,
-            chain.as_ref(),
-            sent,
-            params,
-            &mut Default::default(),
-            (options.now_ms)(),
-        )
-        .await
-        {
+        let weights = if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(
+                event = "weights_skipped",
+                deadline_ms = super::anchor::STOP_CHAIN_MS,
+                "no final weights: the stop's chain deadline has passed; the next start sends them when due"
+            );
+            Ok(None)
+        } else {
+            super::anchor::set_weights(&log, chain.as_ref(), sent, params, &mut Default::default(), (options.now_ms)())
+                .await
+        };
+        match weights {
             Ok(Some(event)) => {
                 options.metrics.chain_send("weights", "sent", "");
                 let (chain_block, what) = super::anchor::describe_weights(&event);

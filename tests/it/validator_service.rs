@@ -208,3 +208,91 @@ fn a_chain_unreachable_at_start_is_waited_for_and_a_bad_chain_spec_is_refused() 
     assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("expected finney, test, local"));
 }
+
+/// A stop on a chain whose sends are slow to answer: the commitment in flight is cut at
+/// the signal, the last one at `STOP_CHAIN_MS`, and no weights send starts past it, so
+/// the validator exits within that deadline, not after every send's answer (59 s here
+/// before). A commitment cut after it landed names a block of ours: the audit against
+/// the chain stays clean.
+#[test]
+fn a_stop_on_a_slow_chain_ends_within_its_chain_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let endpoint = format!("local:127.0.0.1:{port}");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = af::chain::local::LocalClient::new(&format!("127.0.0.1:{port}"), 1, None).unwrap();
+    let chain_process = chain(&dir.path().join("chain"), port);
+    // One weights send, then none for 100 s: what is in flight at the stop is a commitment.
+    runtime.block_on(client.settings(serde_json::json!({ "rate_limit_blocks": 1000 }))).unwrap();
+    // Two equal slow miners draw every challenge: the match is going on at the stop, and
+    // each sealed block is news to commit.
+    let (champion, contender) = (miner("slow:500"), miner("slow:500"));
+    enter(&endpoint, "5Champion", "champion", &champion.1);
+    std::thread::sleep(Duration::from_millis(150));
+    enter(&endpoint, "5Contender", "contender", &contender.1);
+    assert!(af(&["chain", "register", "--chain", &endpoint, "--hotkey", "5Validator", "--validator"]).status.success());
+    let config = dir.path().join("validator.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[evaluation]\ncap = 4000\nmax_challenges = 8000\n[ledger]\nblock_max_ms = 200\n\
+             [chain]\nendpoint = \"{endpoint}\"\nhotkey = \"5Validator\"\ndiscover_every_ms = 200\n"
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("v");
+    let mut validator = Command::new(af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let reader = {
+        let lines = lines.clone();
+        let stderr = validator.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        })
+    };
+    wait_for(&lines, "a match, a commitment and the weights", 60, |l| {
+        count(l, "match_started") == 1 && count(l, "committed") >= 1 && count(l, "weights_set") == 1
+    });
+    // From now on every send lands, and is answered 30 s later.
+    runtime.block_on(client.settings(serde_json::json!({ "send_delay_ms": 30_000 }))).unwrap();
+    let committed = count(&lines.lock().unwrap(), "committed");
+    // A commitment is due every 12 blocks (1.2 s) while blocks are sealed: one is in flight.
+    std::thread::sleep(Duration::from_millis(2_500));
+    let stopped = Instant::now();
+    assert!(Command::new("kill").args(["-INT", &validator.id().to_string()]).status().unwrap().success());
+    let status = validator.wait().unwrap();
+    let took = stopped.elapsed();
+    reader.join().unwrap();
+    let log = lines.lock().unwrap().join("\n");
+    assert_eq!(status.code(), Some(130), "{log}");
+    assert_eq!(count(&lines.lock().unwrap(), "match_decided"), 0, "the match was going on at the stop: {log}");
+    let deadline = Duration::from_millis(af::validator::anchor::STOP_CHAIN_MS);
+    assert!(took >= deadline, "the last commitment was given its deadline: {took:?}\n{log}");
+    assert!(took < deadline + Duration::from_secs(5), "the stop took {took:?}\n{log}");
+    let log_lines = lines.lock().unwrap();
+    assert_eq!(count(&log_lines, "committed"), committed, "no slow send was recorded: {log}");
+    assert_eq!(count(&log_lines, "commit_cut"), 2, "the loop's send and the last one: {log}");
+    assert_eq!(count(&log_lines, "weights_skipped"), 1, "{log}");
+    drop(log_lines);
+
+    // The cut commitments landed: the chain names a tip of ours the log was not told of,
+    // and the audit against the chain finds nothing wrong with it.
+    let verify = af(&["ledger", "verify", "--data", data.to_str().unwrap(), "--json"]);
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stderr));
+    runtime.block_on(client.settings(serde_json::json!({ "send_delay_ms": 0 }))).unwrap();
+    let audit = af(&["audit", "--data", data.to_str().unwrap(), "--chain", &endpoint, "--json"]);
+    assert!(
+        audit.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&audit.stdout),
+        String::from_utf8_lossy(&audit.stderr)
+    );
+    drop(chain_process);
+}
