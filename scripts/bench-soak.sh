@@ -15,7 +15,10 @@
 # Environment: SOAK_DIR (default /tmp/af-soak, replaced), CONTENDER_EVERY (default 20),
 # SUBNET_UIDS (miner uids before registration replaces the oldest; default 64), AF (a
 # built af binary to run instead of building this checkout's), WRAP (a command to run
-# validator 0 under, such as heaptrack; its samples are then the wrapper's).
+# validator 0 under, such as heaptrack; its samples are then the wrapper's),
+# DASHBOARD_EVERY (seconds; when set, a reader asks validator 0 for every page and a
+# page of each API that grows with the logs that often, as a dashboard or an explorer
+# would: its caches are then part of what is measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes="${1:-10}"
@@ -76,6 +79,28 @@ for v in 0 1; do
     vpids+=($!)
     pids+=($!)
 done
+
+# A dashboard on validator 0: every page, the state's first and second pages, the log
+# list, the first champion's newest transcripts, and a consistency proof over its log.
+if [ -n "${DASHBOARD_EVERY:-}" ]; then
+    (
+        base="http://${http[0]}"
+        while sleep "$DASHBOARD_EVERY"; do
+            for path in / /subnet.html /miners.html /matches.html /history.html /af/v1/state \
+                '/af/v1/state?offset=100&limit=100' /af/v1/logs /af/v1/live \
+                '/af/v1/transcripts?miner=5SoakMiner0&limit=20'; do
+                curl -fsS -m 30 -o /dev/null "$base$path" 2>/dev/null || echo "dashboard: $path failed" >>"$dir/dashboard.err"
+            done
+            validator="$(curl -fsS -m 5 "$base/af/v1/logs" 2>/dev/null |
+                python3 -c 'import json,sys; print(json.load(sys.stdin)["logs"][0]["validator"])' 2>/dev/null || true)"
+            if [ -n "$validator" ]; then
+                curl -fsS -m 30 -o /dev/null "$base/af/v1/log/$validator/consistency?old=1" 2>/dev/null ||
+                    echo "dashboard: consistency failed" >>"$dir/dashboard.err"
+            fi
+        done
+    ) &
+    pids+=($!)
+fi
 
 # One sample of validator $1: RSS KiB, fds, threads, store bytes, block bytes held, the
 # allocator's live heap in KiB, and what the RSS is made of (KiB): anonymous pages, pages
