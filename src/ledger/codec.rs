@@ -47,6 +47,15 @@ pub fn encode_into<T: Serialize>(
     options(limit).serialize_into(out, value).map_err(|e| size_error(what, limit, &e))
 }
 
+/// blake3 of the canonical encoding of `value`, streamed into the hasher: a value of n
+/// bytes costs no n-byte buffer (the network state's grows with its matches).
+pub fn hash_encoding<T: Serialize>(value: &T) -> blake3::Hash {
+    let mut hasher = blake3::Hasher::new();
+    // Writing to a hasher cannot fail, and there is no limit to exceed.
+    options(u64::MAX).serialize_into(&mut hasher, value).expect("a hasher takes every byte");
+    hasher.finalize()
+}
+
 fn decode_error(what: &'static str, e: &bincode::Error) -> CodecError {
     match &**e {
         bincode::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => CodecError::Truncated { what },
@@ -122,5 +131,14 @@ mod tests {
             assert_eq!(encoded_len(event), written.len() as u64, "event {i}");
         }
         assert_eq!(encoded_len(&(1u8, "abc".to_string(), vec![7u16; 5])), 1 + 8 + 3 + 8 + 10);
+    }
+
+    #[test]
+    fn the_streamed_hash_is_the_hash_of_the_encoding() {
+        let validator = crate::bytes::ValidatorKey([9; 32]);
+        let events = crate::ledger::demo::demo_events(&validator, 3, 40, 700);
+        let written = encode(&events, "events", u64::MAX).unwrap();
+        assert!(written.len() > 16 * 1024, "past a buffer's worth of bytes: {}", written.len());
+        assert_eq!(hash_encoding(&events), blake3::hash(&written));
     }
 }

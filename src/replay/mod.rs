@@ -72,8 +72,7 @@ pub type Progress<'a> = &'a mut dyn FnMut(&ValidatorKey, u64, u64);
 
 /// The state hash: blake3 over the canonical encoding of the state.
 pub fn state_hash(state: &NetworkState) -> Hash32 {
-    let bytes = codec::encode(state, "network state", u64::MAX).expect("no limit");
-    Hash32(*blake3::hash(&bytes).as_bytes())
+    Hash32(*codec::hash_encoding(state).as_bytes())
 }
 
 /// Where the folds handed to [`replay`] come from, which decides what must be checked
