@@ -15,6 +15,26 @@ fn chain(dir: &std::path::Path, port: u16) -> Server {
     serve_with(dir, &format!("127.0.0.1:{port}"), &["--tempo", "20"])
 }
 
+/// A port for the stand-in chain, its endpoint, and a client to change its settings with.
+struct Subnet {
+    port: u16,
+    endpoint: String,
+    runtime: tokio::runtime::Runtime,
+    client: af::chain::local::LocalClient,
+}
+
+impl Subnet {
+    fn new() -> Subnet {
+        let port = free_port();
+        Subnet {
+            port,
+            endpoint: format!("local:127.0.0.1:{port}"),
+            runtime: tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap(),
+            client: af::chain::local::LocalClient::new(&format!("127.0.0.1:{port}"), 1, None).unwrap(),
+        }
+    }
+}
+
 /// Registers `hotkey` and commits model "m" (what `miner()` serves) at `revision` and
 /// `url` through `af mine commit`.
 fn enter(endpoint: &str, hotkey: &str, revision: &str, url: &str) {
@@ -36,6 +56,39 @@ fn enter(endpoint: &str, hotkey: &str, revision: &str, url: &str) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// `af validate` on `config`, its log lines collected as they come.
+fn spawn_validator(
+    data: &std::path::Path,
+    config: &std::path::Path,
+) -> (std::process::Child, Arc<Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
+    let mut validator = Command::new(af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let reader = {
+        let lines = lines.clone();
+        let stderr = validator.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        })
+    };
+    (validator, lines, reader)
+}
+
+/// Commits the champion's model, then the contender's (the older commitment is the
+/// champion), and registers the validator 5Validator.
+fn enter_players(endpoint: &str, champion: &str, contender: &str) {
+    enter(endpoint, "5Champion", "champion", champion);
+    std::thread::sleep(Duration::from_millis(150));
+    enter(endpoint, "5Contender", "contender", contender);
+    assert!(af(&["chain", "register", "--chain", endpoint, "--hotkey", "5Validator", "--validator"]).status.success());
+}
+
 /// Waits until `lines` (the validator's log lines) satisfy `done`.
 fn wait_for(lines: &Arc<Mutex<Vec<String>>>, what: &str, seconds: u64, done: impl Fn(&[String]) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(seconds);
@@ -52,18 +105,12 @@ fn count(lines: &[String], event: &str) -> usize {
 #[test]
 fn a_validator_service_outlives_the_chain_and_a_dead_miner_and_sets_weights_while_idle() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let endpoint = format!("local:127.0.0.1:{port}");
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let client = af::chain::local::LocalClient::new(&format!("127.0.0.1:{port}"), 1, None).unwrap();
+    let Subnet { port, endpoint, runtime, client } = Subnet::new();
     let mut chain_process = Some(chain(&dir.path().join("chain"), port));
     // Weights may go in every 5 blocks (half a second here).
     runtime.block_on(client.settings(serde_json::json!({ "rate_limit_blocks": 5 }))).unwrap();
     let (champion, contender) = (miner("random"), miner("perfect"));
-    enter(&endpoint, "5Champion", "champion", &champion.1);
-    std::thread::sleep(Duration::from_millis(150));
-    enter(&endpoint, "5Contender", "contender", &contender.1);
-    assert!(af(&["chain", "register", "--chain", &endpoint, "--hotkey", "5Validator", "--validator"]).status.success());
+    enter_players(&endpoint, &champion.1, &contender.1);
     let config = dir.path().join("validator.toml");
     std::fs::write(
         &config,
@@ -76,23 +123,8 @@ fn a_validator_service_outlives_the_chain_and_a_dead_miner_and_sets_weights_whil
     .unwrap();
     let data = dir.path().join("v");
     // No --max-matches: a service, ended only by a signal.
-    let mut validator = Command::new(af_bin())
-        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (mut validator, lines, reader) = spawn_validator(&data, &config);
     let validator_guard_pid = validator.id();
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let reader = {
-        let lines = lines.clone();
-        let stderr = validator.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                lines.lock().unwrap().push(line);
-            }
-        })
-    };
     // The contender plays the champion (the oldest commitment), then the queue is empty
     // and the validator waits for commitments instead of ending.
     wait_for(&lines, "the first match and an idle queue", 60, |l| {
@@ -217,20 +249,14 @@ fn a_chain_unreachable_at_start_is_waited_for_and_a_bad_chain_spec_is_refused() 
 #[test]
 fn a_stop_on_a_slow_chain_ends_within_its_chain_deadline() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let endpoint = format!("local:127.0.0.1:{port}");
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let client = af::chain::local::LocalClient::new(&format!("127.0.0.1:{port}"), 1, None).unwrap();
+    let Subnet { port, endpoint, runtime, client } = Subnet::new();
     let chain_process = chain(&dir.path().join("chain"), port);
     // One weights send, then none for 100 s: what is in flight at the stop is a commitment.
     runtime.block_on(client.settings(serde_json::json!({ "rate_limit_blocks": 1000 }))).unwrap();
     // Two equal slow miners draw every challenge: the match is going on at the stop, and
     // each sealed block is news to commit.
     let (champion, contender) = (miner("slow:500"), miner("slow:500"));
-    enter(&endpoint, "5Champion", "champion", &champion.1);
-    std::thread::sleep(Duration::from_millis(150));
-    enter(&endpoint, "5Contender", "contender", &contender.1);
-    assert!(af(&["chain", "register", "--chain", &endpoint, "--hotkey", "5Validator", "--validator"]).status.success());
+    enter_players(&endpoint, &champion.1, &contender.1);
     let config = dir.path().join("validator.toml");
     std::fs::write(
         &config,
@@ -241,22 +267,7 @@ fn a_stop_on_a_slow_chain_ends_within_its_chain_deadline() {
     )
     .unwrap();
     let data = dir.path().join("v");
-    let mut validator = Command::new(af_bin())
-        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let reader = {
-        let lines = lines.clone();
-        let stderr = validator.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                lines.lock().unwrap().push(line);
-            }
-        })
-    };
+    let (mut validator, lines, reader) = spawn_validator(&data, &config);
     wait_for(&lines, "a match, a commitment and the weights", 60, |l| {
         count(l, "match_started") == 1 && count(l, "committed") >= 1 && count(l, "weights_set") == 1
     });
