@@ -240,6 +240,9 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
     // Verdicts, weighted by vTrust. A tie keeps the champion: the incumbent is the older
     // registration.
     for m in by_match.values_mut() {
+        // Held for as long as the state is: at its size, not at a growing vector's
+        // capacity (four votes' room for two validators' votes).
+        m.votes.shrink_to_fit();
         m.for_ppm = m.votes.iter().filter(|v| v.contender_won).map(|v| u64::from(vtrust[&v.validator])).sum();
         m.against_ppm = m.votes.iter().filter(|v| !v.contender_won).map(|v| u64::from(vtrust[&v.validator])).sum();
         m.verdict = match (m.votes.is_empty(), m.for_ppm > m.against_ppm) {
