@@ -18,7 +18,7 @@ module.exports = {
       ],
       interpreter: "none",
       autorestart: true,
-      kill_timeout: 60000,
+      kill_timeout: 90000,
       env: { RUST_LOG: "warn,af=info" },
     },
   ],

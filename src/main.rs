@@ -60,14 +60,28 @@ fn main() -> ExitCode {
         // A store whose bytes failed a check is a check that ran and failed, whichever
         // command found it; a store that could not be opened at all is not.
         Err(error) if is_integrity_fault(&error) => {
-            eprintln!("FAIL: {}", cli::terminal_safe(&format!("{error:#}")));
+            eprintln!("FAIL: {}", cli::terminal_safe(&error_text(&error)));
             ExitCode::from(cli::EXIT_CHECK_FAILED)
         }
         Err(error) => {
-            eprintln!("error: {}", cli::terminal_safe(&format!("{error:#}")));
+            eprintln!("error: {}", cli::terminal_safe(&error_text(&error)));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and each cause it does not already say: our error types put their cause in
+/// their own message, so `{:#}` would say each cause again after it.
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// Operator logs on stderr: `RUST_LOG` filters (default: our info, others' warnings);
@@ -108,4 +122,26 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
         cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == BrokenPipe)
             || cause.downcast_ref::<serde_json::Error>().is_some_and(|e| e.io_error_kind() == Some(BrokenPipe))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("appending failed: {0}")]
+    struct Outer(#[from] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("disk full")]
+    struct Inner;
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let error = anyhow::Error::from(Outer(Inner));
+        assert_eq!(format!("{error:#}"), "appending failed: disk full: disk full");
+        assert_eq!(error_text(&error), "appending failed: disk full");
+        let context = anyhow::Error::from(Inner).context("opening the store");
+        assert_eq!(error_text(&context), "opening the store: disk full");
+    }
 }

@@ -75,6 +75,12 @@ pub enum StoreError {
     Schema { path: PathBuf, found: u32 },
     #[error("storage engine error while {doing}: {message}")]
     Engine { doing: &'static str, message: String },
+    /// The file system holding the store has no room left (ENOSPC): redb's commit failed
+    /// whole, so what was durable before stays so.
+    #[error(
+        "the disk holding the ledger store is full (while {doing}): nothing already recorded is lost; free space, then run the same command to go on"
+    )]
+    DiskFull { doing: &'static str },
     #[error("block {height} of validator {validator} rejected: {source}")]
     Rejected {
         validator: ValidatorKey,
@@ -109,8 +115,15 @@ fn engine(doing: &'static str) -> impl Fn(redb::Error) -> StoreError {
             "the store file is damaged: a page read while {doing} fails its checksum; restore it from a backup, \
              or fetch the logs again (af mirror, af ledger import)"
         )),
+        redb::Error::Io(io) if is_disk_full(&io) => StoreError::DiskFull { doing },
         other => StoreError::Engine { doing, message: other.to_string() },
     }
+}
+
+/// ENOSPC, and the quota form of it (EDQUOT), by kind or by number.
+fn is_disk_full(error: &std::io::Error) -> bool {
+    matches!(error.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
+        || matches!(error.raw_os_error(), Some(28 | 122))
 }
 
 macro_rules! eng {
@@ -1192,6 +1205,17 @@ pub fn stream_blocks_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_disk_is_named_and_other_io_errors_are_not() {
+        let full = engine("committing an append")(redb::Error::Io(std::io::Error::from_raw_os_error(28)));
+        assert!(matches!(full, StoreError::DiskFull { doing: "committing an append" }), "{full:?}");
+        assert!(full.to_string().contains("nothing already recorded is lost"), "{full}");
+        let quota = engine("x")(redb::Error::Io(std::io::ErrorKind::QuotaExceeded.into()));
+        assert!(matches!(quota, StoreError::DiskFull { .. }), "{quota:?}");
+        let other = engine("x")(redb::Error::Io(std::io::Error::from_raw_os_error(5)));
+        assert!(matches!(other, StoreError::Engine { .. }), "{other:?}");
+    }
 
     #[test]
     fn a_block_is_cut_into_pieces_that_each_fill_whole_pages_but_the_last() {
