@@ -138,10 +138,12 @@ pub fn validate(
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let outcome = runtime.block_on(async move {
         let (stop_sender, stop) = tokio::sync::watch::channel(false);
+        let stop_sender = Arc::new(stop_sender);
         // Networking stops last, on its own signal: after our last block is sealed, so
         // it can announce and serve that block to its peers before it closes.
         let (net_stop_sender, net_stop) = tokio::sync::watch::channel(false);
         let signal = super::stop_signal();
+        let stop_on_signal = stop_sender.clone();
         tokio::spawn(async move {
             let signal = signal.await;
             tracing::info!(
@@ -149,7 +151,7 @@ pub fn validate(
                 signal,
                 "stopping on {signal}: sealing the events recorded so far (run the same command to resume)"
             );
-            let _ = stop_sender.send(true);
+            let _ = stop_on_signal.send(true);
         });
         let metrics = Arc::new(super::node_metrics(log_suppressed));
         let budget = config.p2p.budget()?;
@@ -203,8 +205,12 @@ pub fn validate(
                 stop.clone(),
             ));
         }
+        let net_failure: Arc<std::sync::OnceLock<String>> = Arc::default();
         let (own_blocks, evidence, net_task) = match network {
-            Some(handle) => (Some(handle.own_blocks), Some(handle.evidence), Some(handle.task)),
+            Some(handle) => {
+                let watched = watch_network(handle.task, stop_sender.clone(), net_failure.clone());
+                (Some(handle.own_blocks), Some(handle.evidence), Some(watched))
+            }
             None => (None, None, None),
         };
         // One replay of our store for the anchoring and the HTTP API: one set of folds.
@@ -286,7 +292,13 @@ pub fn validate(
         };
         let summary = run::run(log.clone(), &config, stop.clone(), options).await;
         display.abort();
-        let mut summary = summary?;
+        // A run that failed after networking did (a store refusing writes after a peer's
+        // block found the disk full, say) names the first failure, then its own.
+        let mut summary = match (summary, net_failure.get()) {
+            (Ok(summary), _) => summary,
+            (Err(error), Some(failure)) => anyhow::bail!("networking stopped: {failure}; then the run: {error}"),
+            (Err(error), None) => return Err(error.into()),
+        };
         if json {
             print_json(&summary)?;
         } else {
@@ -335,11 +347,35 @@ pub fn validate(
             let grace = std::time::Duration::from_millis(af::p2p::net::STOP_GRACE_MS);
             let _ = tokio::time::timeout(grace + std::time::Duration::from_secs(10), task).await;
         }
+        if let Some(failure) = net_failure.get() {
+            anyhow::bail!("networking stopped: {failure} (the validator stopped with it; run the same command to go on)");
+        }
         // Stopped by a signal, while playing or while serving: 130, as the README says.
         Ok(if summary.interrupted || *stop.borrow() { ExitCode::from(EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
     });
     af::validator::service::close(runtime, closing);
     outcome
+}
+
+/// The network task, watched: a validator must not go on for weeks with its networking
+/// dead and nobody told. If it fails (a store error while keeping a peer's block, a full
+/// disk say), the failure is set in `failed` and the validator stops as on a signal,
+/// sealing its last block if the store still takes it.
+fn watch_network(
+    task: tokio::task::JoinHandle<Result<(), af::p2p::net::NetError>>,
+    stop: Arc<tokio::sync::watch::Sender<bool>>,
+    failed: Arc<std::sync::OnceLock<String>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let failure = match task.await {
+            Ok(Ok(())) => return,
+            Ok(Err(error)) => error.to_string(),
+            Err(join) => format!("the network task failed: {join}"),
+        };
+        tracing::error!(event = "net_failed", error = %failure, "networking stopped: {failure}; stopping the validator");
+        let _ = failed.set(failure);
+        let _ = stop.send(true);
+    })
 }
 
 /// A validator with a chain must be able to sign on it: its hotkey given and registered

@@ -81,6 +81,12 @@ pub enum StoreError {
         "the disk holding the ledger store is full (while {doing}): nothing already recorded is lost; free space, then run the same command to go on"
     )]
     DiskFull { doing: &'static str },
+    /// An earlier write to this open store failed (a full disk, say): redb refuses every
+    /// write from then on, until the store is opened again.
+    #[error(
+        "the ledger store refuses writes (while {doing}) since an earlier write failed: nothing already recorded is lost; fix the cause, then run the same command to go on"
+    )]
+    EarlierWriteFailed { doing: &'static str },
     #[error("block {height} of validator {validator} rejected: {source}")]
     Rejected {
         validator: ValidatorKey,
@@ -116,6 +122,8 @@ fn engine(doing: &'static str) -> impl Fn(redb::Error) -> StoreError {
              or fetch the logs again (af mirror, af ledger import)"
         )),
         redb::Error::Io(io) if is_disk_full(&io) => StoreError::DiskFull { doing },
+        // redb refuses every write after one failed until the store is opened again.
+        redb::Error::PreviousIo => StoreError::EarlierWriteFailed { doing },
         other => StoreError::Engine { doing, message: other.to_string() },
     }
 }
@@ -1213,6 +1221,8 @@ mod tests {
         assert!(full.to_string().contains("nothing already recorded is lost"), "{full}");
         let quota = engine("x")(redb::Error::Io(std::io::ErrorKind::QuotaExceeded.into()));
         assert!(matches!(quota, StoreError::DiskFull { .. }), "{quota:?}");
+        let after = engine("starting an append")(redb::Error::PreviousIo);
+        assert!(matches!(after, StoreError::EarlierWriteFailed { .. }), "{after:?}");
         let other = engine("x")(redb::Error::Io(std::io::Error::from_raw_os_error(5)));
         assert!(matches!(other, StoreError::Engine { .. }), "{other:?}");
     }
