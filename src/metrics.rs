@@ -109,6 +109,10 @@ pub struct Metrics {
     pub tip_height: Gauge,
     /// Block bytes of every log the store holds, as the last replay folded them.
     pub store_block_bytes: Gauge,
+    /// The store file's size, and the bytes an unprivileged writer may still use on its
+    /// file system: a validator that runs for weeks must be told before its disk fills.
+    pub store_file_bytes: Gauge,
+    pub store_disk_free_bytes: Gauge,
     pub vtrust: Family<PeerChain, Gauge<f64, AtomicU64>>,
     /// The allocator's live heap and the pages it holds, read by `heap_probe` when
     /// `/metrics` is read: RSS growth with a flat live heap is fragmentation, not a leak.
@@ -225,6 +229,8 @@ impl Metrics {
             ratio_to_beat: Gauge::default(),
             tip_height: Gauge::default(),
             store_block_bytes: Gauge::default(),
+            store_file_bytes: Gauge::default(),
+            store_disk_free_bytes: Gauge::default(),
             vtrust: Family::default(),
             heap_allocated_bytes: Gauge::default(),
             heap_resident_bytes: Gauge::default(),
@@ -296,6 +302,12 @@ impl Metrics {
             "Bytes of the blocks of every log the store holds, as the last replay folded them",
             metrics.store_block_bytes.clone(),
         );
+        r.register("store_file_bytes", "Bytes of the store's file on disk", metrics.store_file_bytes.clone());
+        r.register(
+            "store_disk_free_bytes",
+            "Bytes still free to the validator on the file system holding its store",
+            metrics.store_disk_free_bytes.clone(),
+        );
         r.register(
             "vtrust",
             "Each validator's vTrust (0 to 1) in the latest replay of every log held, by ledger key",
@@ -328,6 +340,18 @@ impl Metrics {
         );
         self.heap_probe = Some(probe);
         self
+    }
+
+    /// Sets the disk gauges from the store file at `path` (left as they were if it cannot
+    /// be read).
+    pub fn sample_disk(&self, path: &std::path::Path) {
+        if let Ok(meta) = std::fs::metadata(path) {
+            self.store_file_bytes.set(i64::try_from(meta.len()).unwrap_or(i64::MAX));
+        }
+        if let Ok(fs) = rustix::fs::statvfs(path) {
+            let free = fs.f_bavail.saturating_mul(fs.f_frsize);
+            self.store_disk_free_bytes.set(i64::try_from(free).unwrap_or(i64::MAX));
+        }
     }
 
     /// Sets the heap gauges from the probe, if there is one and it answers.

@@ -891,6 +891,7 @@ async fn metrics_text(State(served): State<Arc<Served>>, request: HeaderMap) -> 
     metrics.budget_used_bytes.set(served.budget.used() as i64);
     metrics.budget_limit_bytes.set(served.budget.limit() as i64);
     metrics.sample_heap();
+    metrics.sample_disk(served.log.store.path());
     if let Some(status) = &served.status {
         let status = status.borrow().clone();
         metrics.peers.set(status.peers.len() as i64);

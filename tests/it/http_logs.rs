@@ -560,6 +560,12 @@ fn operator_endpoints_agree_with_the_log(data: &Path) {
     assert_eq!(gauge("af_champion_uid "), live["champion"]["uid"].as_f64().unwrap());
     assert_eq!(gauge("af_tip_height "), live["size"].as_f64().unwrap() - 1.0);
     assert_eq!(gauge("af_ratio_to_beat "), live["ratio_to_beat_ppm"].as_f64().unwrap() / 1e6);
+    // The disk: the store file as it was at the scrape (it only grows while running, so
+    // at most its size now), and room left on its file system.
+    let file = gauge("af_store_file_bytes ");
+    let store_len = std::fs::metadata(data.join("ledger.redb")).unwrap().len() as f64;
+    assert!(file > 0.0 && file <= store_len, "{file} against {store_len}");
+    assert!(gauge("af_store_disk_free_bytes ") > 0.0, "{metrics}");
     // The subnet's pages, folded from the same log: our validator, both miners, the match.
     let own = live["validator"].as_str().unwrap();
     let champion = live["champion"]["hotkey"].as_str().unwrap();
