@@ -292,12 +292,19 @@ pub fn validate(
         };
         let summary = run::run(log.clone(), &config, stop.clone(), options).await;
         display.abort();
-        // A run that failed after networking did (a store refusing writes after a peer's
-        // block found the disk full, say) names the first failure, then its own.
-        let mut summary = match (summary, net_failure.get()) {
-            (Ok(summary), _) => summary,
-            (Err(error), Some(failure)) => anyhow::bail!("networking stopped: {failure}; then the run: {error}"),
-            (Err(error), None) => return Err(error.into()),
+        let mut net_task = net_task;
+        let mut summary = match summary {
+            Ok(summary) => summary,
+            Err(error) => {
+                // Networking ends first, in bounds. A run that failed because networking
+                // did (a store refusing writes once a peer's block found the disk full,
+                // say) names that failure first.
+                stop_network(net_task.take(), &net_stop_sender).await;
+                match net_failure.get() {
+                    Some(failure) => anyhow::bail!("networking stopped: {failure}; then the run: {error}"),
+                    None => return Err(error.into()),
+                }
+            }
         };
         if json {
             print_json(&summary)?;
@@ -318,7 +325,6 @@ pub fn validate(
                 r.latency_p99_us as f64 / 1e3
             );
         }
-        let mut net_task = net_task;
         let serving = if serve && !summary.interrupted { net_task.take() } else { None };
         if let (Some(task), Some(own_blocks)) = (serving, own_blocks) {
             // The queue is done: one appender is now our log's single writer, for evidence
@@ -342,11 +348,7 @@ pub fn validate(
         // The network ends inside the runtime, before the runtime does (dropping a running
         // swarm with the runtime panicked in its timers). Our last block is sealed by now:
         // the node announces it and serves it for up to its grace period.
-        if let Some(task) = net_task {
-            let _ = net_stop_sender.send(true);
-            let grace = std::time::Duration::from_millis(af::p2p::net::STOP_GRACE_MS);
-            let _ = tokio::time::timeout(grace + std::time::Duration::from_secs(10), task).await;
-        }
+        stop_network(net_task, &net_stop_sender).await;
         if let Some(failure) = net_failure.get() {
             anyhow::bail!("networking stopped: {failure} (the validator stopped with it; run the same command to go on)");
         }
@@ -355,6 +357,16 @@ pub fn validate(
     });
     af::validator::service::close(runtime, closing);
     outcome
+}
+
+/// Tells networking to stop and waits for it: its grace to leave our last block with
+/// peers, and 10 s more at most.
+async fn stop_network(task: Option<tokio::task::JoinHandle<()>>, stop: &tokio::sync::watch::Sender<bool>) {
+    if let Some(task) = task {
+        let _ = stop.send(true);
+        let grace = std::time::Duration::from_millis(af::p2p::net::STOP_GRACE_MS);
+        let _ = tokio::time::timeout(grace + std::time::Duration::from_secs(10), task).await;
+    }
 }
 
 /// The network task, watched: a validator must not go on for weeks with its networking
