@@ -2,7 +2,7 @@
 
 use super::print_json;
 use crate::outln;
-use af::evaluation::matchplay::{EnvResult, MatchState, MatchVerdict};
+use af::evaluation::matchplay::{MatchState, MatchVerdict};
 use af::validator::config;
 use af::validator::run::{self, RunOptions};
 use af::validator::state;
@@ -208,7 +208,7 @@ pub fn validate(
         let net_failure: Arc<std::sync::OnceLock<String>> = Arc::default();
         let (own_blocks, evidence, net_task) = match network {
             Some(handle) => {
-                let watched = watch_network(handle.task, stop_sender.clone(), net_failure.clone());
+                let watched = af::p2p::node::watch(handle.task, stop_sender.clone(), net_failure.clone());
                 (Some(handle.own_blocks), Some(handle.evidence), Some(watched))
             }
             None => (None, None, None),
@@ -246,13 +246,7 @@ pub fn validate(
                 if terminal {
                     eprint!("\r\x1b[2K");
                 }
-                let tallies: Vec<String> = report
-                    .state
-                    .envs
-                    .iter()
-                    .zip(&envs_for_log)
-                    .map(|(t, name)| format!("{name} {}W/{}L/{}D", t.wins, t.losses, t.draws))
-                    .collect();
+                let tallies = report.state.tallies(&envs_for_log);
                 tracing::info!(
                     event = "match_decided",
                     match_id = %report.match_id,
@@ -260,13 +254,13 @@ pub fn validate(
                     champion = %champion.miner.hotkey,
                     contender_won = report.decided.contender_won,
                     new_ratio_to_beat_ppm = report.decided.new_ratio_to_beat_ppm,
-                    envs = %tallies.join(", "),
+                    envs = %tallies,
                     "match {}: {} vs champion {}: {} ({})",
                     &report.match_id.to_hex()[..16],
                     contender.miner.hotkey,
                     champion.miner.hotkey,
                     if report.verdict == MatchVerdict::ContenderWins { "contender wins" } else { "champion stays" },
-                    tallies.join(", ")
+                    tallies
                 );
                 for (miner, why) in &report.failures {
                     let summary: Vec<String> = why.iter().map(|(class, n)| format!("{n} {class}")).collect();
@@ -299,7 +293,7 @@ pub fn validate(
                 // Networking ends first, in bounds. A run that failed because networking
                 // did (a store refusing writes once a peer's block found the disk full,
                 // say) names that failure first.
-                stop_network(net_task.take(), &net_stop_sender).await;
+                af::p2p::node::stop_and_wait(net_task.take(), &net_stop_sender).await;
                 match net_failure.get() {
                     Some(failure) => anyhow::bail!("networking stopped: {failure}; then the run: {error}"),
                     None => return Err(error.into()),
@@ -348,7 +342,7 @@ pub fn validate(
         // The network ends inside the runtime, before the runtime does (dropping a running
         // swarm with the runtime panicked in its timers). Our last block is sealed by now:
         // the node announces it and serves it for up to its grace period.
-        stop_network(net_task, &net_stop_sender).await;
+        af::p2p::node::stop_and_wait(net_task, &net_stop_sender).await;
         if let Some(failure) = net_failure.get() {
             anyhow::bail!("networking stopped: {failure} (the validator stopped with it; run the same command to go on)");
         }
@@ -357,37 +351,6 @@ pub fn validate(
     });
     af::validator::service::close(runtime, closing);
     outcome
-}
-
-/// Tells networking to stop and waits for it: its grace to leave our last block with
-/// peers, and 10 s more at most.
-async fn stop_network(task: Option<tokio::task::JoinHandle<()>>, stop: &tokio::sync::watch::Sender<bool>) {
-    if let Some(task) = task {
-        let _ = stop.send(true);
-        let grace = std::time::Duration::from_millis(af::p2p::net::STOP_GRACE_MS);
-        let _ = tokio::time::timeout(grace + std::time::Duration::from_secs(10), task).await;
-    }
-}
-
-/// The network task, watched: a validator must not go on for weeks with its networking
-/// dead and nobody told. If it fails (a store error while keeping a peer's block, a full
-/// disk say), the failure is set in `failed` and the validator stops as on a signal,
-/// sealing its last block if the store still takes it.
-fn watch_network(
-    task: tokio::task::JoinHandle<Result<(), af::p2p::net::NetError>>,
-    stop: Arc<tokio::sync::watch::Sender<bool>>,
-    failed: Arc<std::sync::OnceLock<String>>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let failure = match task.await {
-            Ok(Ok(())) => return,
-            Ok(Err(error)) => error.to_string(),
-            Err(join) => format!("the network task failed: {join}"),
-        };
-        tracing::error!(event = "net_failed", error = %failure, "networking stopped: {failure}; stopping the validator");
-        let _ = failed.set(failure);
-        let _ = stop.send(true);
-    })
 }
 
 /// A validator with a chain must be able to sign on it: its hotkey given and registered
@@ -436,20 +399,8 @@ async fn show_progress(mut progress: tokio::sync::watch::Receiver<MatchState>, e
         return; // structured lines come from on_match
     }
     while progress.changed().await.is_ok() {
-        let state = progress.borrow_and_update().clone();
-        let parts: Vec<String> = envs
-            .iter()
-            .zip(&state.envs)
-            .map(|(name, tally)| match tally.result {
-                Some(EnvResult::Better) => format!("{name} better"),
-                Some(EnvResult::NotBetter) => format!("{name} not better"),
-                Some(EnvResult::Futile) => format!("{name} not better (futility)"),
-                Some(EnvResult::Inconclusive) => format!("{name} inconclusive"),
-                Some(EnvResult::Abandoned) => format!("{name} -"),
-                None => format!("{name} {}W/{}L/{}D", tally.wins, tally.losses, tally.draws),
-            })
-            .collect();
-        eprint!("\r\x1b[2K{}", parts.join(" · "));
+        let line = progress.borrow_and_update().progress_line(&envs);
+        eprint!("\r\x1b[2K{line}");
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
 }

@@ -90,6 +90,35 @@ pub struct MatchState {
 }
 
 impl MatchState {
+    /// Each env (named by `names`, in order) with its wins, losses and draws:
+    /// `tictactoe 3W/1L/0D, mult ...`, as a decided match is logged.
+    pub fn tallies(&self, names: &[String]) -> String {
+        let parts: Vec<String> = names
+            .iter()
+            .zip(&self.envs)
+            .map(|(name, t)| format!("{name} {}W/{}L/{}D", t.wins, t.losses, t.draws))
+            .collect();
+        parts.join(", ")
+    }
+
+    /// One line for a terminal: each env (named by `names`, in order) with its tally, or
+    /// its result once it has one.
+    pub fn progress_line(&self, names: &[String]) -> String {
+        let parts: Vec<String> = names
+            .iter()
+            .zip(&self.envs)
+            .map(|(name, tally)| match tally.result {
+                Some(EnvResult::Better) => format!("{name} better"),
+                Some(EnvResult::NotBetter) => format!("{name} not better"),
+                Some(EnvResult::Futile) => format!("{name} not better (futility)"),
+                Some(EnvResult::Inconclusive) => format!("{name} inconclusive"),
+                Some(EnvResult::Abandoned) => format!("{name} -"),
+                None => format!("{name} {}W/{}L/{}D", tally.wins, tally.losses, tally.draws),
+            })
+            .collect();
+        parts.join(" · ")
+    }
+
     pub fn new(n_envs: usize, rule: StoppingRule, cap: u32, max_challenges: u64, p0: f64) -> MatchState {
         assert!(n_envs > 0 && cap > 0 && max_challenges > 0);
         let tally = EnvTally { wins: 0, losses: 0, draws: 0, n_challenges: 0, result: None };
@@ -188,6 +217,16 @@ impl MatchState {
 mod tests {
     use super::*;
     use crate::evaluation::stopping::{DEFAULT_RULE, MIXTURE_RULE};
+
+    #[test]
+    fn a_match_is_shown_as_its_tallies_and_results() {
+        let mut state = MatchState::new(2, DEFAULT_RULE, 10, 20, 0.5);
+        state.envs[0] = EnvTally { wins: 3, losses: 1, draws: 2, n_challenges: 6, result: None };
+        state.envs[1].result = Some(EnvResult::Futile);
+        let names = ["sat".to_string(), "mult".to_string()];
+        assert_eq!(state.tallies(&names), "sat 3W/1L/2D, mult 0W/0L/0D");
+        assert_eq!(state.progress_line(&names), "sat 3W/1L/2D · mult not better (futility)");
+    }
 
     fn play(state: &mut MatchState, env: usize, outcomes: &[GameOutcome]) {
         for outcome in outcomes {

@@ -70,6 +70,37 @@ pub fn spawn_node(
     Ok(NodeHandle { own_blocks: own_sender, evidence, status, task })
 }
 
+/// Tells networking to stop and waits for it: its grace to leave our last block with
+/// peers, and 10 s more at most.
+pub async fn stop_and_wait(task: Option<tokio::task::JoinHandle<()>>, stop: &watch::Sender<bool>) {
+    if let Some(task) = task {
+        let _ = stop.send(true);
+        let grace = std::time::Duration::from_millis(net::STOP_GRACE_MS);
+        let _ = tokio::time::timeout(grace + std::time::Duration::from_secs(10), task).await;
+    }
+}
+
+/// A validator's network task, watched: a validator must not go on for weeks with its networking
+/// dead and nobody told. If it fails (a store error while keeping a peer's block, a full
+/// disk say), the failure is set in `failed` and the validator stops as on a signal,
+/// sealing its last block if the store still takes it.
+pub fn watch(
+    task: tokio::task::JoinHandle<Result<(), NetError>>,
+    stop: Arc<watch::Sender<bool>>,
+    failed: Arc<std::sync::OnceLock<String>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let failure = match task.await {
+            Ok(Ok(())) => return,
+            Ok(Err(error)) => error.to_string(),
+            Err(join) => format!("the network task failed: {join}"),
+        };
+        tracing::error!(event = "net_failed", error = %failure, "networking stopped: {failure}; stopping the validator");
+        let _ = failed.set(failure);
+        let _ = stop.send(true);
+    })
+}
+
 /// Rewrites the status file (atomically) whenever the status changes, at most every
 /// 200 ms.
 async fn write_status(path: PathBuf, mut status: watch::Receiver<NetStatus>, now_ms: fn() -> u64) {
