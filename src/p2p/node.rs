@@ -1,8 +1,9 @@
 //! A running node: the libp2p actor plus what surrounds it in a process: the
 //! equivocation validators already proven in our own log (so a restart keeps refusing
 //! their forks), a status file other processes can read while the store is locked
-//! (`af peers`, the devnet), and the channel through which evidence reaches whoever
-//! writes our log.
+//! (`af peers`, the devnet), the channel through which evidence reaches whoever writes
+//! our log, and, for a validator, a watch on the network task: a validator never plays
+//! on with its networking dead.
 
 use super::net::{self, NetChannels, NetConfig, NetError, NetStatus};
 use crate::bytes::ValidatorKey;
