@@ -89,6 +89,17 @@ fn enter_players(endpoint: &str, champion: &str, contender: &str) {
     assert!(af(&["chain", "register", "--chain", endpoint, "--hotkey", "5Validator", "--validator"]).status.success());
 }
 
+/// `validator.toml` in `dir`: the `sections` given, blocks sealed every 200 ms, and the
+/// stand-in chain at `endpoint` as 5Validator, read every 200 ms.
+fn validator_config(dir: &std::path::Path, endpoint: &str, sections: &str) -> std::path::PathBuf {
+    let config = dir.join("validator.toml");
+    let chain = format!(
+        "[ledger]\nblock_max_ms = 200\n[chain]\nendpoint = \"{endpoint}\"\nhotkey = \"5Validator\"\ndiscover_every_ms = 200\n"
+    );
+    std::fs::write(&config, format!("{sections}{chain}")).unwrap();
+    config
+}
+
 /// Waits until `lines` (the validator's log lines) satisfy `done`.
 fn wait_for(lines: &Arc<Mutex<Vec<String>>>, what: &str, seconds: u64, done: impl Fn(&[String]) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(seconds);
@@ -111,16 +122,12 @@ fn a_validator_service_outlives_the_chain_and_a_dead_miner_and_sets_weights_whil
     runtime.block_on(client.settings(serde_json::json!({ "rate_limit_blocks": 5 }))).unwrap();
     let (champion, contender) = (miner("random"), miner("perfect"));
     enter_players(&endpoint, &champion.1, &contender.1);
-    let config = dir.path().join("validator.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[evaluation]\ncap = 200\nmax_challenges = 400\nwindow = 8\n[ledger]\nblock_max_ms = 200\n\
-             [client]\ntimeout_ms = 2000\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 50\n\
-             [chain]\nendpoint = \"{endpoint}\"\nhotkey = \"5Validator\"\ndiscover_every_ms = 200\n"
-        ),
-    )
-    .unwrap();
+    let config = validator_config(
+        dir.path(),
+        &endpoint,
+        "[evaluation]\ncap = 200\nmax_challenges = 400\nwindow = 8\n\
+         [client]\ntimeout_ms = 2000\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 50\n",
+    );
     let data = dir.path().join("v");
     // No --max-matches: a service, ended only by a signal.
     let (mut validator, lines, reader) = spawn_validator(&data, &config);
@@ -257,15 +264,7 @@ fn a_stop_on_a_slow_chain_ends_within_its_chain_deadline() {
     // each sealed block is news to commit.
     let (champion, contender) = (miner("slow:500"), miner("slow:500"));
     enter_players(&endpoint, &champion.1, &contender.1);
-    let config = dir.path().join("validator.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[evaluation]\ncap = 4000\nmax_challenges = 8000\n[ledger]\nblock_max_ms = 200\n\
-             [chain]\nendpoint = \"{endpoint}\"\nhotkey = \"5Validator\"\ndiscover_every_ms = 200\n"
-        ),
-    )
-    .unwrap();
+    let config = validator_config(dir.path(), &endpoint, "[evaluation]\ncap = 4000\nmax_challenges = 8000\n");
     let data = dir.path().join("v");
     let (mut validator, lines, reader) = spawn_validator(&data, &config);
     wait_for(&lines, "a match, a commitment and the weights", 60, |l| {
