@@ -159,9 +159,16 @@ fn shared(text: &str, held: &[&Name]) -> Name {
     held.iter().copied().find(|name| &***name == text).map_or_else(|| Name::from(text), Name::clone)
 }
 
-/// `m` with its hotkey and model shared with `held`'s where equal.
-fn held_miner<S: AsRef<str>>(m: &MinerRef<S>, held: &[&Name]) -> HeldMiner {
-    MinerRef { hotkey: shared(m.hotkey.as_ref(), held), uid: m.uid, model: shared(m.model.as_ref(), held) }
+/// `name` made one of `held`'s if one is equal to it; left as it is (not copied) if none is.
+fn share(name: &mut Name, held: &[&Name]) {
+    if let Some(same) = held.iter().copied().find(|h| **h == *name) {
+        *name = Name::clone(same);
+    }
+}
+
+/// `m` as a fold holds it.
+fn held_miner<S: AsRef<str>>(m: &MinerRef<S>) -> HeldMiner {
+    MinerRef { hotkey: m.hotkey.as_ref().into(), uid: m.uid, model: m.model.as_ref().into() }
 }
 
 /// Two validly signed, different headers of the accused validator at one height.
@@ -314,10 +321,16 @@ impl EnvFolds {
     fn share_names(&mut self, held: &[EnvRef<Name>]) {
         let held: Vec<&Name> = held.iter().take(ENV_FOLDS_INLINE).map(|e| &e.name).collect();
         for (name, _) in &mut self.inline {
-            *name = shared(name, &held);
+            share(name, &held);
         }
         if let Some(map) = &mut self.spilled {
-            **map = std::mem::take(&mut **map).into_iter().map(|(name, fold)| (shared(&name, &held), fold)).collect();
+            **map = std::mem::take(&mut **map)
+                .into_iter()
+                .map(|(mut name, fold)| {
+                    share(&mut name, &held);
+                    (name, fold)
+                })
+                .collect();
         }
     }
 }
@@ -374,12 +387,15 @@ impl MatchFold {
     /// hotkeys and models, the env list and the plan (the match its log started before).
     fn share_names_with(&mut self, last: &MatchFold) {
         let names = [&last.contender.hotkey, &last.contender.model, &last.champion.hotkey, &last.champion.model];
-        self.contender = held_miner(&self.contender, &names);
-        self.champion = held_miner(&self.champion, &names);
+        for name in
+            [&mut self.contender.hotkey, &mut self.contender.model, &mut self.champion.hotkey, &mut self.champion.model]
+        {
+            share(name, &names);
+        }
         if self.envs == last.envs {
             self.envs = last.envs.clone();
         }
-        self.rule = shared(&self.rule, &[&last.rule]);
+        share(&mut self.rule, &[&last.rule]);
     }
 
     /// (envs the recorded env decisions say the contender was better in, the majority of
@@ -695,8 +711,8 @@ impl ChainFold {
                     return;
                 }
                 let mut fold = MatchFold {
-                    contender: held_miner(&started.contender, &[]),
-                    champion: held_miner(&started.champion, &[]),
+                    contender: held_miner(&started.contender),
+                    champion: held_miner(&started.champion),
                     envs: started
                         .envs
                         .iter()
