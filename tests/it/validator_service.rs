@@ -56,17 +56,22 @@ fn enter(endpoint: &str, hotkey: &str, revision: &str, url: &str) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// `af validate` on `config`, its log on a pipe.
+fn start_validator(data: &std::path::Path, config: &std::path::Path) -> std::process::Child {
+    Command::new(af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// `af validate` on `config`, its log lines collected as they come.
 fn spawn_validator(
     data: &std::path::Path,
     config: &std::path::Path,
 ) -> (std::process::Child, Arc<Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
-    let mut validator = Command::new(af_bin())
-        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut validator = start_validator(data, config);
     let lines = Arc::new(Mutex::new(Vec::new()));
     let reader = {
         let lines = lines.clone();
@@ -219,12 +224,7 @@ fn a_chain_unreachable_at_start_is_waited_for_and_a_bad_chain_spec_is_refused() 
     let closed = free_port();
     std::fs::write(&config, format!("[chain]\nendpoint = \"subtensor:ws://127.0.0.1:{closed}\"\n")).unwrap();
     let data = dir.path().join("v");
-    let mut validator = Command::new(af_bin())
-        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut validator = start_validator(&data, &config);
     let stderr = validator.stderr.take().unwrap();
     let mut retries = 0;
     for line in BufReader::new(stderr).lines().map_while(Result::ok) {
