@@ -42,7 +42,7 @@ pub fn audit_blocks(folds: &[ChainFold], hashes: Option<(&str, &BTreeMap<u64, Op
     audit.checked = true;
     let (mut unchecked, mut without_chain) = (0usize, 0usize);
     for fold in folds {
-        for (match_id, m) in &fold.matches {
+        for (match_id, m) in fold.matches.iter() {
             if m.chain_block_hash == Hash32([0; 32]) {
                 without_chain += 1;
                 continue;
@@ -95,7 +95,7 @@ mod tests {
             let miner = MinerRef { hotkey: "m".into(), uid: 0, model: "x".into() };
             fold.matches.insert(
                 Hash32([i as u8; 32]),
-                std::sync::Arc::new(MatchFold {
+                MatchFold {
                     contender: miner.clone(),
                     champion: miner,
                     envs: Vec::new().into(),
@@ -109,7 +109,7 @@ mod tests {
                     env_folds: Default::default(),
                     decided: None,
                     n_transcripts: 0,
-                }),
+                },
             );
         }
         fold

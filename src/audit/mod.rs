@@ -114,7 +114,7 @@ pub fn match_rows(replayed: &Replay) -> Vec<MatchRow> {
         .flat_map(|fold| {
             fold.matches.iter().map(|(match_id, m)| MatchRow {
                 validator: fold.validator,
-                match_id: *match_id,
+                match_id,
                 contender: m.contender.clone(),
                 champion: m.champion.clone(),
                 started_time_ms: m.started_time_ms,

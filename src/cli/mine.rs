@@ -140,7 +140,7 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
             skips.retain(|row| row.skip.hotkey == hotkey);
             let mut rows = Vec::new();
             for fold in &replayed.folds {
-                for (id, m) in &fold.matches {
+                for (id, m) in fold.matches.iter() {
                     let role = if *m.contender.hotkey == *hotkey {
                         "contender"
                     } else if *m.champion.hotkey == *hotkey {

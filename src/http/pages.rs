@@ -12,11 +12,12 @@ use crate::chain::weight_shares;
 // The legacy ratio parameters only reach logs of mixture plans (score plans carry theirs).
 use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use crate::ledger::event::MinerRef;
-use crate::replay::fold::{ChainFold, MatchFold};
+use crate::replay::fold::{ChainFold, MatchFold, Name};
 use crate::replay::network::{NetworkMatch, NetworkVerdict};
 use crate::replay::Replay;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The pages, by file name.
 pub const PAGES: [(&str, &str); 4] =
@@ -417,24 +418,25 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
 /// Each log's own play of each network match, found by contender and champion as the
 /// network groups them: (validator, its match id, its fold of the match), a log's first
 /// play of a pair only. Indexed once per page, not searched per match.
-type Plays<'a> = BTreeMap<(&'a str, &'a str), Vec<(ValidatorKey, Hash32, &'a MatchFold)>>;
+type Plays = BTreeMap<(Name, Name), Vec<(ValidatorKey, Hash32, Arc<MatchFold>)>>;
 
-fn plays_by_pair(replay: &Replay) -> Plays<'_> {
+fn plays_by_pair(replay: &Replay) -> Plays {
     let mut plays: Plays = BTreeMap::new();
     for fold in &replay.folds {
-        for (id, played) in &fold.matches {
-            let list = plays.entry((&*played.contender.hotkey, &*played.champion.hotkey)).or_default();
+        for (id, played) in fold.matches.iter() {
+            let pair = (played.contender.hotkey.clone(), played.champion.hotkey.clone());
+            let list = plays.entry(pair).or_default();
             // One fold's entries are pushed together, so its earlier play is the last one.
             if list.last().is_none_or(|(validator, _, _)| *validator != fold.validator) {
-                list.push((fold.validator, *id, played));
+                list.push((fold.validator, id, played));
             }
         }
     }
     plays
 }
 
-fn plays_of<'p, 'a>(plays: &'p Plays<'a>, m: &'a NetworkMatch) -> &'p [(ValidatorKey, Hash32, &'a MatchFold)] {
-    plays.get(&(&*m.contender.hotkey, &*m.champion.hotkey)).map_or(&[], Vec::as_slice)
+fn plays_of<'p>(plays: &'p Plays, m: &NetworkMatch) -> &'p [(ValidatorKey, Hash32, Arc<MatchFold>)] {
+    plays.get(&(m.contender.hotkey.clone(), m.champion.hotkey.clone())).map_or(&[], Vec::as_slice)
 }
 
 fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<Markup> {

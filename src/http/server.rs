@@ -980,7 +980,7 @@ async fn match_page(State(served): State<Arc<Served>>, Query(query): Query<Match
             &log.store,
             &validator,
             &match_id,
-            played,
+            &played,
             (offset, super::pages::PAIRS_PER_PAGE),
             super::pages::ANSWER_CHARS,
         )
@@ -991,7 +991,7 @@ async fn match_page(State(served): State<Arc<Served>>, Query(query): Query<Match
                 &format!("no page {page}: the match has {} page(s)", total.div_ceil(super::pages::PAIRS_PER_PAGE)),
             ));
         }
-        Ok(super::pages::match_page(&validator, &match_id, played, &pairs, page, total))
+        Ok(super::pages::match_page(&validator, &match_id, &played, &pairs, page, total))
     })
     .await?;
     // Up to fifty pairs of answers' first 2,000 characters: this reader's own page.

@@ -61,7 +61,7 @@ pub fn resolve_match_id(folds: &[crate::replay::fold::ChainFold], text: &str) ->
         return Err(format!("the match id prefix {text:?} is shorter than 16 hex digits"));
     }
     let found: std::collections::BTreeSet<Hash32> =
-        folds.iter().flat_map(|f| f.matches.keys()).filter(|id| id.to_hex().starts_with(&text)).copied().collect();
+        folds.iter().flat_map(|f| f.matches.ids()).filter(|id| id.to_hex().starts_with(&text)).collect();
     match found.len() {
         1 => Ok(*found.first().expect("one")),
         0 => Err(format!("no match id in the logs held starts with {text}")),
@@ -150,6 +150,7 @@ pub fn for_each_entry(
         }
         let fold = folds.get(&location.validator);
         let played = fold.and_then(|f| f.matches.get(&t.match_id));
+        let played = played.as_deref();
         let role = match played {
             Some(m) if *m.contender.hotkey == *t.miner.hotkey => "contender",
             Some(m) if *m.champion.hotkey == *t.miner.hotkey => "champion",

@@ -7,6 +7,7 @@
 //! ids) happens before it in parallel, in [`check_block_events`]; the fold only consumes
 //! those results, so the outcome does not depend on how many threads did that work.
 
+use super::matches::MatchTable;
 use crate::bytes::{ChallengeId, Hash32, MatchId, ValidatorKey};
 use crate::envs::{self, Registry};
 use crate::evaluation::matchplay::GameOutcome;
@@ -534,9 +535,7 @@ pub struct ChainFold {
     pub n_events: u64,
     pub n_transcripts: u64,
     pub n_bytes: u64,
-    /// Shared with earlier replays' folds: a replay that folds new blocks onto the last
-    /// one copies only the matches it changes (`Arc::make_mut`), not every match held.
-    pub matches: BTreeMap<MatchId, Arc<MatchFold>>,
+    pub matches: MatchTable,
     /// The match this log started last: a new match shares its names where equal.
     pub last_started: Option<MatchId>,
     /// How many of `matches` are decided: a new match's id derives from it, and
@@ -602,7 +601,7 @@ impl ChainFold {
             n_events: 0,
             n_transcripts: 0,
             n_bytes: 0,
-            matches: BTreeMap::new(),
+            matches: MatchTable::default(),
             last_started: None,
             n_decided: 0,
             discrepancies: Vec::new(),
@@ -618,18 +617,15 @@ impl ChainFold {
     /// Shares each match's names with the match its log started before it where equal,
     /// as folding does: a fold decoded from a snapshot holds a copy of every name.
     pub fn share_names(&mut self) {
-        let mut order: Vec<(u64, u32, MatchId)> =
-            self.matches.iter().map(|(id, m)| (m.started_height, m.started_event_idx, *id)).collect();
-        order.sort_unstable();
+        let order: Vec<MatchId> = self.matches.in_log_order().map(|(id, _)| id).collect();
         let mut last: Option<Arc<MatchFold>> = None;
-        for (_, _, id) in order {
-            let Some(held) = self.matches.get_mut(&id) else { continue };
-            let m = Arc::make_mut(held);
+        for id in order {
+            let Some(m) = self.matches.update(&id) else { continue };
             if let Some(last) = &last {
                 m.share_names_with(last);
             }
             m.env_folds.share_names(&m.envs);
-            last = Some(held.clone());
+            last = self.matches.get(&id);
         }
     }
 
@@ -696,7 +692,7 @@ impl ChainFold {
                     started.chain_block,
                     &started.chain_block_hash,
                 );
-                if started.match_id != expected && !self.matches.contains_key(&started.match_id) {
+                if started.match_id != expected && !self.matches.contains(&started.match_id) {
                     self.push(
                         DiscrepancyKind::BadMatchId,
                         height,
@@ -707,7 +703,7 @@ impl ChainFold {
                         ),
                     );
                 }
-                if self.matches.contains_key(&started.match_id) {
+                if self.matches.contains(&started.match_id) {
                     return;
                 }
                 let mut fold = MatchFold {
@@ -730,9 +726,9 @@ impl ChainFold {
                     n_transcripts: 0,
                 };
                 if let Some(last) = self.last_started.and_then(|id| self.matches.get(&id)) {
-                    fold.share_names_with(last);
+                    fold.share_names_with(&last);
                 }
-                self.matches.insert(started.match_id, Arc::new(fold));
+                self.matches.insert(started.match_id, fold);
                 self.last_started = Some(started.match_id);
             }
             (
@@ -778,7 +774,7 @@ impl ChainFold {
             }
             (Event::EnvDecision(decision), _) => {
                 let env_name = decision.env.name.as_ref();
-                let Some(m) = self.matches.get_mut(&decision.match_id).map(Arc::make_mut) else {
+                let Some(m) = self.matches.update(&decision.match_id) else {
                     let detail = format!("decision for match {} which was never started", decision.match_id);
                     self.push(DiscrepancyKind::FalseTally, height, at, detail);
                     return;
@@ -813,10 +809,10 @@ impl ChainFold {
                     self.push(DiscrepancyKind::FalseDecision, height, at, detail);
                     return;
                 };
-                if let Some(why) = match_decision_error(m, decided) {
+                if let Some(why) = match_decision_error(&m, decided) {
                     self.push(DiscrepancyKind::FalseDecision, height, at, format!("match {}: {why}", decided.match_id));
                 }
-                if let Some(m) = self.matches.get_mut(&decided.match_id).map(Arc::make_mut) {
+                if let Some(m) = self.matches.update(&decided.match_id) {
                     if m.decided.is_none() {
                         self.n_decided += 1;
                     }
@@ -890,7 +886,7 @@ impl ChainFold {
 
     /// The schedule check and the tally of this validator's own recorded rewards.
     fn apply_transcript<S: AsRef<str>>(&mut self, height: u64, event_idx: u32, t: &Transcript<S>) {
-        let Some(m) = self.matches.get_mut(&t.match_id).map(Arc::make_mut) else {
+        let Some(m) = self.matches.update(&t.match_id) else {
             let detail = format!("transcript for match {} which was never started", t.match_id);
             self.push(DiscrepancyKind::ScheduleGap, height, Some(event_idx), detail);
             return;

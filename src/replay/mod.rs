@@ -12,6 +12,7 @@
 pub mod entries;
 pub mod fold;
 pub mod latest;
+pub mod matches;
 pub mod network;
 pub mod synth;
 

@@ -14,7 +14,7 @@
 //! A match is "the same match" across validators when it has the same contender and
 //! champion hotkeys: each validator derives its own match id and challenge schedule.
 
-use super::fold::{ChainFold, Discrepancy, DiscrepancyKind, HeldMiner, MatchFold, Name};
+use super::fold::{ChainFold, Discrepancy, DiscrepancyKind, HeldMiner, Name};
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::{RatioParams, RatioToBeat};
 use serde::{Deserialize, Serialize};
@@ -95,8 +95,8 @@ pub struct NetworkState {
     pub n_discrepancies_omitted: u64,
 }
 
-/// (contender, champion) hotkeys, borrowed from the folds being combined.
-type MatchKey<'a> = (&'a str, &'a str);
+/// (contender, champion) hotkeys, shared with the folds being combined.
+type MatchKey = (Name, Name);
 
 /// Combines folded chains (in any order; they are sorted here) into the network's state.
 pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState {
@@ -156,7 +156,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
     let mut by_match: BTreeMap<MatchKey, NetworkMatch> = BTreeMap::new();
     for fold in &folds {
         for m in fold.matches.values() {
-            let key = (&*m.contender.hotkey, &*m.champion.hotkey);
+            let key = (m.contender.hotkey.clone(), m.champion.hotkey.clone());
             let entry = by_match.entry(key).or_insert_with(|| NetworkMatch {
                 contender: m.contender.clone(),
                 champion: m.champion.clone(),
@@ -187,7 +187,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
     let mut decided_at: BTreeMap<(ValidatorKey, MatchKey), u64> = BTreeMap::new();
     for fold in &folds {
         for m in fold.matches.values() {
-            let key = (&*m.contender.hotkey, &*m.champion.hotkey);
+            let key = (m.contender.hotkey.clone(), m.champion.hotkey.clone());
             decided_at.entry((fold.validator, key)).or_insert_with(|| m.decided.as_ref().map_or(0, |d| d.height));
         }
     }
@@ -211,7 +211,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
             counts.0 += 1;
             if opposite > same {
                 counts.1 += 1;
-                let height = decided_at[&(vote.validator, *key)];
+                let height = decided_at[&(vote.validator, key.clone())];
                 discrepancies.push(Discrepancy {
                     validator: vote.validator,
                     kind: DiscrepancyKind::Disagreement,
@@ -335,20 +335,18 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
 /// (`false_decision` otherwise). Each check takes the log's recorded values forward, so
 /// one false number is one finding, not a cascade.
 pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Vec<Discrepancy> {
-    let mut matches: Vec<&MatchFold> = fold.matches.values().map(|m| &**m).collect();
-    matches.sort_by_key(|m| (m.started_height, m.started_event_idx));
     let mut found = Vec::new();
     // No win yet: the floor of whatever parameters the next match names.
     let mut ratio = RatioToBeat { set_ppm: 0, set_at_block: 0 };
     // A log's matches name one plan for long stretches: parse it once per change, not
     // once per match (every replay runs this over every match of every log).
-    let mut last_plan: Option<(&str, RatioParams)> = None;
-    for m in matches {
-        let params = match last_plan {
-            Some((plan, params)) if plan == &*m.rule => params,
+    let mut last_plan: Option<(Name, RatioParams)> = None;
+    for (_, m) in fold.matches.in_log_order() {
+        let params = match &last_plan {
+            Some((plan, params)) if *plan == m.rule => *params,
             _ => plan_ratio_params(&m.rule, legacy),
         };
-        last_plan = Some((&m.rule, params));
+        last_plan = Some((m.rule.clone(), params));
         let expected = params.current_ppm(&ratio, m.chain_block);
         if m.ratio_to_beat_ppm != expected {
             found.push(Discrepancy {
@@ -417,8 +415,7 @@ pub fn vtrust_history(
 /// `fold` as it stood once its last match started at or before chain `block` was
 /// decided: those matches, and the findings at or before that height.
 fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
-    let matches: BTreeMap<_, _> =
-        fold.matches.iter().filter(|(_, m)| m.chain_block <= block).map(|(k, m)| (*k, m.clone())).collect();
+    let matches = fold.matches.filtered(|m| m.chain_block <= block);
     // (The cut fold folds nothing more, so it needs no last match to share names with.)
     let height = matches.values().map(|m| m.decided.as_ref().map_or(m.started_height, |d| d.height)).max();
     let within = |h: u64| height.is_some_and(|cut| h <= cut);

@@ -193,8 +193,9 @@ fn a_match_played_below_the_ratio_its_log_set_is_a_false_decision() {
     let clean = replayed.folds.iter().find(|f| f.validator == keys[0]).unwrap();
     assert!(replay::network::ratio_findings(clean, &DEFAULT_RATIO_PARAMS).is_empty());
     let mut forged = clean.clone();
-    let winning = forged.matches.values_mut().find(|m| m.decided.as_ref().is_some_and(|d| d.contender_won)).unwrap();
-    std::sync::Arc::make_mut(winning).decided.as_mut().unwrap().new_ratio_to_beat_ppm -= 1;
+    let (winning, _) =
+        forged.matches.iter().find(|(_, m)| m.decided.as_ref().is_some_and(|d| d.contender_won)).unwrap();
+    forged.matches.update(&winning).unwrap().decided.as_mut().unwrap().new_ratio_to_beat_ppm -= 1;
     let found = replay::network::ratio_findings(&forged, &DEFAULT_RATIO_PARAMS);
     assert_eq!(found.len(), 2, "the decision, and the next match played at the true ratio: {found:?}");
     assert!(found[0].detail.contains("geometric mean"), "{}", found[0].detail);
@@ -215,9 +216,9 @@ fn auditors_with_other_settings_reach_the_same_verdicts_on_score_plans() {
         assert!(replay::network::ratio_findings(fold, &DEFAULT_RATIO_PARAMS).is_empty());
         assert!(replay::network::ratio_findings(fold, &other).is_empty(), "the auditor's own settings are not read");
         let mut forged = fold.clone();
-        let winning =
-            forged.matches.values_mut().find(|m| m.decided.as_ref().is_some_and(|d| d.contender_won)).unwrap();
-        std::sync::Arc::make_mut(winning).decided.as_mut().unwrap().new_ratio_to_beat_ppm += 1;
+        let (winning, _) =
+            forged.matches.iter().find(|(_, m)| m.decided.as_ref().is_some_and(|d| d.contender_won)).unwrap();
+        forged.matches.update(&winning).unwrap().decided.as_mut().unwrap().new_ratio_to_beat_ppm += 1;
         let (a, b) = (
             replay::network::ratio_findings(&forged, &DEFAULT_RATIO_PARAMS),
             replay::network::ratio_findings(&forged, &other),
@@ -346,9 +347,8 @@ fn a_replay_holds_each_name_once_and_so_does_a_fold_read_from_a_snapshot() {
     let (dir, _) = build(&NetworkSpec::small(2));
     let replayed = replay_with(dir.path(), 1, None);
     let shared = |fold: &af::replay::fold::ChainFold| {
-        let mut matches: Vec<_> = fold.matches.values().collect();
-        matches.sort_by_key(|m| (m.started_height, m.started_event_idx));
-        let [first, second] = matches[..] else { panic!("two matches, not {}", matches.len()) };
+        let matches: Vec<_> = fold.matches.in_log_order().map(|(_, m)| m).collect();
+        let [first, second] = &matches[..] else { panic!("two matches, not {}", matches.len()) };
         // The first match's contender is the second's champion.
         assert!(Arc::ptr_eq(&first.contender.hotkey, &second.champion.hotkey));
         assert!(Arc::ptr_eq(&first.contender.model, &second.champion.model));
