@@ -1,9 +1,11 @@
 //! The newest replay of a store this process writes, shared by everything in the process
 //! that needs one (the anchoring loop's champion, the HTTP API's state and pages), so a
 //! validator holds one set of folds, not one per reader: the folds of every match are
-//! what grows with history.
+//! what grows with history. A validator's spill them to the replay's match file as they
+//! pile up (`cold`), so what stays in memory does not.
 
-use super::{replay, FoldSource, Replay, ReplayError, Snapshot, REPLAY_VERSION};
+use super::cold::{ColdError, ColdStore};
+use super::{replay_spilling, FoldSource, Replay, ReplayError, Snapshot, REPLAY_VERSION};
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
 use crate::ledger::{Store, Tip};
@@ -16,9 +18,16 @@ type Tips = Vec<(ValidatorKey, Tip)>;
 #[derive(Default)]
 pub struct LatestReplay {
     last: Mutex<Option<(Tips, Arc<Replay>)>>,
+    /// Where settled matches go; none keeps every match in memory.
+    cold: Option<ColdStore>,
 }
 
 impl LatestReplay {
+    /// Replays that spill settled matches to a match file at `path` (created afresh).
+    pub fn spilling_to(path: &std::path::Path) -> Result<LatestReplay, ColdError> {
+        Ok(LatestReplay { last: Mutex::default(), cold: Some(ColdStore::create(path)?) })
+    }
+
     /// The replay of `store` as its tips are now: the last one when no tip moved since,
     /// else one that folds only the new blocks onto the last one's folds. `store` must be
     /// the one this process holds open for writing (its folds are reused as
@@ -34,7 +43,19 @@ impl LatestReplay {
         let snapshot = last.as_ref().map(|(_, previous)| {
             (Snapshot { replay_version: REPLAY_VERSION, folds: previous.folds.clone() }, FoldSource::ThisProcess)
         });
-        let fresh = Arc::new(replay(store, &crate::envs::registry(), snapshot, ratio_params, &mut |_, _, _| {})?);
+        let registry = crate::envs::registry();
+        let fresh = replay_spilling(store, &registry, snapshot, ratio_params, &mut |_, _, _| {}, self.cold.as_ref());
+        let fresh = match fresh {
+            Ok(fresh) => Arc::new(fresh),
+            Err(e) => {
+                // A match the file failed to give back may be missing from the last folds
+                // too: the next replay starts from genesis.
+                if matches!(e, ReplayError::ColdRead(_)) {
+                    *last = None;
+                }
+                return Err(e);
+            }
+        };
         *last = Some((tips, fresh.clone()));
         Ok(fresh)
     }
@@ -64,7 +85,8 @@ mod tests {
         assert_eq!(moved.n_chains_from_snapshot, 1, "the new block is folded onto the last folds");
         assert_eq!(moved.n_blocks_folded, 1);
         let genesis =
-            replay(&log.store, &crate::envs::registry(), None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}).unwrap();
+            crate::replay::replay(&log.store, &crate::envs::registry(), None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {})
+                .unwrap();
         assert_eq!(moved.state_hash, genesis.state_hash);
         assert_eq!(moved.folds, genesis.folds);
     }

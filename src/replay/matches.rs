@@ -1,78 +1,238 @@
 //! A log's matches as its fold holds them, behind one interface so that where they are
-//! kept is this module's business: readers get each match as an owned `Arc` and walk
-//! them in id or log order without borrowing the table, which is what lets settled
-//! matches live somewhere other than the heap (ARCHITECTURE's "Memory").
+//! kept is this module's business: in memory, or spilled to the replay's match file
+//! (`cold`) and read back one at a time. Readers get each match as an owned `Arc` and
+//! walk them in id or log order without borrowing the table.
 
+use super::cold::ColdSnapshot;
 use super::fold::MatchFold;
-use crate::bytes::MatchId;
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use crate::bytes::{MatchId, ValidatorKey};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::{BTreeMap, BTreeSet};
+use std::iter::Peekable;
 use std::sync::Arc;
 
-/// Match folds by id. Shared with earlier replays' folds: a replay that folds new blocks
-/// onto the last one copies only the matches it changes (`Arc::make_mut`), not every
-/// match held. Encoded as the map it is, so snapshots keep their bytes.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
+/// Match folds by id. Those in memory are shared with earlier replays' folds: a replay
+/// that folds new blocks onto the last one copies only the matches it changes
+/// (`Arc::make_mut`), not every match held. Encoded as the map of every match, in id
+/// order, so snapshots keep their bytes wherever the matches are kept.
+#[derive(Clone, Default)]
 pub struct MatchTable {
-    held: BTreeMap<MatchId, Arc<MatchFold>>,
+    hot: BTreeMap<MatchId, Arc<MatchFold>>,
+    cold: Option<Cold>,
+    /// Only matches whose chain block is at most this are seen: a log cut back in time.
+    until_block: Option<u64>,
+}
+
+/// The matches spilled to the match file, as one snapshot of it holds them.
+#[derive(Clone)]
+struct Cold {
+    snapshot: Arc<ColdSnapshot>,
+    validator: ValidatorKey,
+    /// How many matches of this log the snapshot holds.
+    n: usize,
+    /// Spilled matches read back into memory to be changed: the copy in memory is the one seen.
+    shadowed: BTreeSet<MatchId>,
 }
 
 impl MatchTable {
+    fn visible(&self, m: &MatchFold) -> bool {
+        self.until_block.is_none_or(|block| m.chain_block <= block)
+    }
+
     pub fn len(&self) -> usize {
-        self.held.len()
+        match (&self.cold, self.until_block) {
+            (_, Some(_)) => self.iter().count(),
+            (None, None) => self.hot.len(),
+            (Some(cold), None) => self.hot.len() + cold.n - cold.shadowed.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.held.is_empty()
+        self.len() == 0
     }
 
     pub fn contains(&self, id: &MatchId) -> bool {
-        self.held.contains_key(id)
+        self.get(id).is_some()
     }
 
     pub fn get(&self, id: &MatchId) -> Option<Arc<MatchFold>> {
-        self.held.get(id).cloned()
+        let found = match (self.hot.get(id), &self.cold) {
+            (Some(m), _) => m.clone(),
+            (None, Some(cold)) => Arc::new(cold.snapshot.get(&cold.validator, id)?),
+            (None, None) => return None,
+        };
+        self.visible(&found).then_some(found)
     }
 
-    /// The match to change, copied first if an earlier replay still shares it.
+    /// The match to change, read back into memory if it was spilled, and copied first if
+    /// an earlier replay still shares it.
     pub fn update(&mut self, id: &MatchId) -> Option<&mut MatchFold> {
-        self.held.get_mut(id).map(Arc::make_mut)
+        if !self.hot.contains_key(id) {
+            let cold = self.cold.as_mut()?;
+            let m = cold.snapshot.get(&cold.validator, id)?;
+            cold.shadowed.insert(*id);
+            self.hot.insert(*id, Arc::new(m));
+        }
+        self.hot.get_mut(id).map(Arc::make_mut)
     }
 
+    /// Adds a match this table does not hold (callers ask [`Self::contains`] first).
     pub fn insert(&mut self, id: MatchId, fold: MatchFold) {
-        self.held.insert(id, Arc::new(fold));
+        if let Some(cold) = self.cold.as_mut().filter(|c| c.snapshot.contains(&c.validator, &id)) {
+            cold.shadowed.insert(id);
+        }
+        self.hot.insert(id, Arc::new(fold));
     }
 
     /// Every match, in id order.
     pub fn iter(&self) -> impl Iterator<Item = (MatchId, Arc<MatchFold>)> + '_ {
-        self.held.iter().map(|(id, m)| (*id, m.clone()))
+        let hot = self.hot.iter().map(|(id, m)| (*id, m.clone()));
+        let cold = self.cold.iter().flat_map(|cold| {
+            let unshadowed = cold.snapshot.ids(&cold.validator).filter(|id| !cold.shadowed.contains(id));
+            unshadowed.filter_map(|id| Some((id, Arc::new(cold.snapshot.get(&cold.validator, &id)?))))
+        });
+        Merge { a: hot.peekable(), b: cold.peekable(), key: |(id, _): &(MatchId, _)| *id }
+            .filter(|(_, m)| self.visible(m))
     }
 
     pub fn values(&self) -> impl Iterator<Item = Arc<MatchFold>> + '_ {
-        self.held.values().cloned()
+        self.iter().map(|(_, m)| m)
     }
 
-    pub fn ids(&self) -> impl Iterator<Item = MatchId> + '_ {
-        self.held.keys().copied()
+    /// Every match id, in id order.
+    pub fn ids(&self) -> Box<dyn Iterator<Item = MatchId> + '_> {
+        match (&self.cold, self.until_block) {
+            (Some(cold), None) => {
+                let unshadowed = cold.snapshot.ids(&cold.validator).filter(|id| !cold.shadowed.contains(id));
+                Box::new(Merge {
+                    a: self.hot.keys().copied().peekable(),
+                    b: unshadowed.peekable(),
+                    key: |id: &MatchId| *id,
+                })
+            }
+            _ => Box::new(self.iter().map(|(id, _)| id)),
+        }
     }
 
     /// Every match in the order its log started them (height, then event index).
     pub fn in_log_order(&self) -> impl Iterator<Item = (MatchId, Arc<MatchFold>)> + '_ {
-        let mut order: Vec<(u64, u32, MatchId)> =
-            self.held.iter().map(|(id, m)| (m.started_height, m.started_event_idx, *id)).collect();
-        order.sort_unstable();
-        order.into_iter().filter_map(|(_, _, id)| self.held.get(&id).map(|m| (id, m.clone())))
+        let mut hot: Vec<(MatchId, Arc<MatchFold>)> = self.hot.iter().map(|(id, m)| (*id, m.clone())).collect();
+        hot.sort_unstable_by_key(|(_, m)| (m.started_height, m.started_event_idx));
+        let cold = self.cold.iter().flat_map(|cold| {
+            let stored = cold.snapshot.in_log_order(&cold.validator);
+            stored.filter(|(id, _)| !cold.shadowed.contains(id)).map(|(id, m)| (id, Arc::new(m)))
+        });
+        let place = |(_, m): &(MatchId, Arc<MatchFold>)| (m.started_height, m.started_event_idx);
+        Merge { a: hot.into_iter().peekable(), b: cold.peekable(), key: place }.filter(|(_, m)| self.visible(m))
     }
 
-    /// The matches `keep` accepts, shared with this table.
-    pub fn filtered(&self, keep: impl Fn(&MatchFold) -> bool) -> MatchTable {
-        MatchTable { held: self.held.iter().filter(|(_, m)| keep(m)).map(|(id, m)| (*id, m.clone())).collect() }
+    /// This log cut back to the matches whose chain block is at most `block`, sharing
+    /// what this table holds.
+    pub fn until_block(&self, block: u64) -> MatchTable {
+        MatchTable { until_block: Some(self.until_block.map_or(block, |b| b.min(block))), ..self.clone() }
+    }
+
+    /// How many matches are held in memory.
+    pub fn held_in_memory(&self) -> usize {
+        self.hot.len()
+    }
+
+    /// The matches held in memory, in id order.
+    pub(super) fn in_memory(&self) -> impl Iterator<Item = (MatchId, &Arc<MatchFold>)> + '_ {
+        self.hot.iter().map(|(id, m)| (*id, m))
+    }
+
+    /// `ids` were written to the match file, which `snapshot` now shows: they leave memory.
+    pub(super) fn spilled(&mut self, ids: &[MatchId], validator: ValidatorKey, snapshot: Arc<ColdSnapshot>) {
+        let (mut n, mut shadowed) = self.cold.take().map_or((0, BTreeSet::new()), |c| (c.n, c.shadowed));
+        for id in ids {
+            if self.hot.remove(id).is_some() && !shadowed.remove(id) {
+                n += 1;
+            }
+        }
+        self.cold = Some(Cold { snapshot, validator, n, shadowed });
+    }
+
+    /// Whether a read of a spilled match failed: what was made from this table is incomplete.
+    pub fn faulted(&self) -> bool {
+        self.cold.as_ref().is_some_and(|c| c.snapshot.faulted())
+    }
+}
+
+/// Two iterators, each in `key` order, merged; on equal keys `a`'s item is taken and
+/// `b`'s dropped (`a` holds the copies in memory, which shadow spilled ones).
+struct Merge<A: Iterator, B: Iterator<Item = A::Item>, F> {
+    a: Peekable<A>,
+    b: Peekable<B>,
+    key: F,
+}
+
+impl<A, B, K, F> Iterator for Merge<A, B, F>
+where
+    A: Iterator,
+    B: Iterator<Item = A::Item>,
+    K: Ord,
+    F: Fn(&A::Item) -> K,
+{
+    type Item = A::Item;
+
+    fn next(&mut self) -> Option<A::Item> {
+        let order = match (self.a.peek(), self.b.peek()) {
+            (Some(a), Some(b)) => (self.key)(a).cmp(&(self.key)(b)),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, _) => return self.b.next(),
+        };
+        match order {
+            std::cmp::Ordering::Less => self.a.next(),
+            std::cmp::Ordering::Greater => self.b.next(),
+            std::cmp::Ordering::Equal => {
+                self.b.next();
+                self.a.next()
+            }
+        }
+    }
+}
+
+impl PartialEq for MatchTable {
+    fn eq(&self, other: &MatchTable) -> bool {
+        let (mut a, mut b) = (self.iter(), other.iter());
+        loop {
+            match (a.next(), b.next()) {
+                (None, None) => return true,
+                (Some((ia, ma)), Some((ib, mb))) if ia == ib && *ma == *mb => {}
+                _ => return false,
+            }
+        }
+    }
+}
+
+impl Eq for MatchTable {}
+
+impl std::fmt::Debug for MatchTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for MatchTable {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.len()))?;
+        for (id, m) in self.iter() {
+            map.serialize_entry(&id, &*m)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for MatchTable {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<MatchTable, D::Error> {
+        Ok(MatchTable { hot: BTreeMap::deserialize(deserializer)?, cold: None, until_block: None })
     }
 }
 
 impl FromIterator<(MatchId, MatchFold)> for MatchTable {
     fn from_iter<I: IntoIterator<Item = (MatchId, MatchFold)>>(items: I) -> MatchTable {
-        MatchTable { held: items.into_iter().map(|(id, m)| (id, Arc::new(m))).collect() }
+        MatchTable { hot: items.into_iter().map(|(id, m)| (id, Arc::new(m))).collect(), cold: None, until_block: None }
     }
 }

@@ -9,6 +9,7 @@
 //! verification, weak keys refused first), then fold in height order. The fold is the
 //! only sequential step, so the state is the same whatever the thread count.
 
+pub mod cold;
 pub mod entries;
 pub mod fold;
 pub mod latest;
@@ -45,6 +46,10 @@ pub enum ReplayError {
     Store(#[from] StoreError),
     #[error("snapshot {path}: {message}")]
     Snapshot { path: String, message: String },
+    #[error("{0}")]
+    Cold(#[from] cold::ColdError),
+    #[error("reading a spilled match back from {0} failed (see the log): the replay is incomplete and was dropped")]
+    ColdRead(String),
 }
 
 /// The folds of every chain, each at its own tip, as a snapshot holds them.
@@ -99,6 +104,19 @@ pub fn replay(
     ratio_params: &RatioParams,
     progress: Progress<'_>,
 ) -> Result<Replay, ReplayError> {
+    replay_spilling(store, registry, snapshot, ratio_params, progress, None)
+}
+
+/// [`replay`], with each log's matches spilled to `cold` as they pile up in memory
+/// (`cold::HOT_MATCHES`), so that folding a long log holds a bounded number of them.
+pub fn replay_spilling(
+    store: &Store,
+    registry: &Registry,
+    snapshot: Option<(Snapshot, FoldSource)>,
+    ratio_params: &RatioParams,
+    progress: Progress<'_>,
+    cold: Option<&cold::ColdStore>,
+) -> Result<Replay, ReplayError> {
     let txn = store.read()?;
     let mut validators: Vec<ValidatorKey> = store::validators_with_blocks(&txn)?;
     validators.sort();
@@ -140,6 +158,7 @@ pub fn replay(
         if fold.invalid_at.is_none() {
             let from = fold.next_height();
             let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(2);
+            let mut spill_failed = None;
             std::thread::scope(|scope| -> Result<(), StoreError> {
                 let txn = &txn;
                 let reader = scope.spawn(move || {
@@ -150,7 +169,18 @@ pub fn replay(
                 for batch in receiver.iter() {
                     let before = fold.n_bytes;
                     n_blocks_folded += batch.len() as u64;
-                    fold_batch(&mut fold, registry, &batch);
+                    // Spilled after each block, so a batch of small matches is never
+                    // all in memory at once.
+                    fold_batch(&mut fold, registry, &batch, &mut |fold| match cold.map(|c| c.spill_if_due(fold)) {
+                        Some(Err(e)) => {
+                            spill_failed = Some(e);
+                            false
+                        }
+                        _ => true,
+                    });
+                    if spill_failed.is_some() {
+                        break;
+                    }
                     n_bytes_folded += fold.n_bytes - before;
                     progress(&validator, fold.next_height(), n_bytes_folded);
                     if fold.invalid_at.is_some() {
@@ -160,18 +190,30 @@ pub fn replay(
                 drop(receiver);
                 reader.join().expect("the block reader does not panic")
             })?;
+            if let Some(e) = spill_failed {
+                return Err(e.into());
+            }
         }
         folds.push(fold);
     }
     let state = network::combine(&folds, ratio_params);
+    if let Some(cold) = cold.filter(|_| folds.iter().any(|f| f.matches.faulted())) {
+        return Err(ReplayError::ColdRead(cold.path().display().to_string()));
+    }
     let state_hash = state_hash(&state);
     Ok(Replay { folds, state, state_hash, n_blocks_folded, n_bytes_folded, n_chains_from_snapshot })
 }
 
 /// Folds consecutive stored blocks of one chain: decodes them and checks their
-/// signatures in parallel, then links and folds them in height order.
+/// signatures in parallel, then links and folds them in height order, calling
+/// `after_block` after each (it returns false to stop there).
 /// Stops at the first block that fails (recorded as an invalid block).
-pub fn fold_batch(fold: &mut ChainFold, registry: &Registry, batch: &[(u64, Vec<u8>)]) {
+pub fn fold_batch(
+    fold: &mut ChainFold,
+    registry: &Registry,
+    batch: &[(u64, Vec<u8>)],
+    after_block: &mut dyn FnMut(&mut ChainFold) -> bool,
+) {
     if fold.invalid_at.is_some() {
         return;
     }
@@ -212,6 +254,9 @@ pub fn fold_batch(fold: &mut ChainFold, registry: &Registry, batch: &[(u64, Vec<
             return;
         }
         fold.apply_block(header, checked.hash, n_bytes, &events, &checks);
+        if !after_block(fold) {
+            return;
+        }
     }
 }
 

@@ -154,12 +154,15 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
 
     // Every validator's decided vote per match (contender, champion).
     let mut by_match: BTreeMap<MatchKey, NetworkMatch> = BTreeMap::new();
+    // Matches read back from the match file hold their own copies of each name: the
+    // state's matches share one copy of each, as the folds in memory do.
+    let mut names: BTreeSet<Name> = BTreeSet::new();
     for fold in &folds {
         for m in fold.matches.values() {
             let key = (m.contender.hotkey.clone(), m.champion.hotkey.clone());
             let entry = by_match.entry(key).or_insert_with(|| NetworkMatch {
-                contender: m.contender.clone(),
-                champion: m.champion.clone(),
+                contender: shared_miner(&mut names, &m.contender),
+                champion: shared_miner(&mut names, &m.champion),
                 first_started_ms: m.started_time_ms,
                 votes: Vec::new(),
                 for_ppm: 0,
@@ -415,7 +418,7 @@ pub fn vtrust_history(
 /// `fold` as it stood once its last match started at or before chain `block` was
 /// decided: those matches, and the findings at or before that height.
 fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
-    let matches = fold.matches.filtered(|m| m.chain_block <= block);
+    let matches = fold.matches.until_block(block);
     // (The cut fold folds nothing more, so it needs no last match to share names with.)
     let height = matches.values().map(|m| m.decided.as_ref().map_or(m.started_height, |d| d.height)).max();
     let within = |h: u64| height.is_some_and(|cut| h <= cut);
@@ -454,6 +457,18 @@ pub fn plan_ratio_params(plan: &str, legacy: &RatioParams) -> RatioParams {
         Some((rule, _)) => rule.ratio_params(legacy),
         None => legacy.with_arithmetic(Arithmetic::Float),
     }
+}
+
+/// `miner` with its names replaced by equal ones already in `names` (added otherwise).
+fn shared_miner(names: &mut BTreeSet<Name>, miner: &HeldMiner) -> HeldMiner {
+    let mut share = |name: &Name| match names.get(name) {
+        Some(held) => held.clone(),
+        None => {
+            names.insert(name.clone());
+            name.clone()
+        }
+    };
+    HeldMiner { hotkey: share(&miner.hotkey), uid: miner.uid, model: share(&miner.model) }
 }
 
 fn false_reports(fold: &ChainFold) -> u64 {

@@ -9,9 +9,10 @@ use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use af::ledger::block::SealedBlock;
 use af::ledger::proof::{verify_inclusion_proof, InclusionProof};
 use af::ledger::Store;
+use af::miner::policy::Policy;
 use af::replay::fold::DiscrepancyKind;
 use af::replay::network::NetworkState;
-use af::replay::synth::{write_network, Faults, NetworkSpec};
+use af::replay::synth::{write_network, Faults, NetworkSpec, SynthMiner};
 use af::replay::{self, Replay};
 
 fn build(spec: &NetworkSpec) -> (tempfile::TempDir, Vec<af::bytes::ValidatorKey>) {
@@ -729,4 +730,75 @@ fn a_hotkey_with_a_newline_cannot_forge_a_line_of_the_audit_report() {
     assert!(!text.contains('\u{1b}'), "{text}");
     assert!(text.contains("5SynthRandom\\u{a}clean: no discrepancy\\u{a}\\u{1b}[2J vs "), "{text}");
     assert!(text.lines().any(|l| l.ends_with("discrepancy:") || l.ends_with("discrepancies:")), "{text}");
+}
+
+/// A validator's replays spill settled matches to its match file as they pile up: what
+/// they combine from them is, at every step of a log's growth, byte for byte what a
+/// replay from genesis holding every match in memory gives, on logs with false scores,
+/// flipped verdicts and a lowered bar; and each log keeps a bounded number in memory.
+#[test]
+fn replays_that_spill_matches_give_the_states_of_replays_that_hold_them() {
+    use af::replay::cold::{COLD_FILE, HOT_MATCHES};
+    use af::replay::latest::LatestReplay;
+    let mut spec = NetworkSpec {
+        faults: Faults { forge_score: Some((1, 40)), flip_decisions: Some(2), low_bar: Some(0), ..Faults::default() },
+        ..NetworkSpec::small(3)
+    };
+    let champion = 1; // perfect: each random contender loses quickly
+    for i in 0..150 {
+        let uid = spec.miners.len() as u16;
+        spec.miners.push(SynthMiner { hotkey: format!("5Contender{i:03}"), uid, policy: Policy::Random });
+        spec.matches.push((uid as usize, champion));
+    }
+    let (source, keys) = build(&spec);
+    let whole = replay_with(source.path(), 2, None);
+    assert!(whole.folds.iter().all(|f| f.matches.len() > 2 * HOT_MATCHES), "enough matches to spill twice");
+
+    let source = Store::open_read_only(source.path()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(&dir.path().join("ledger")).unwrap();
+    let latest = LatestReplay::spilling_to(&dir.path().join(COLD_FILE)).unwrap();
+    let tips: Vec<u64> = keys.iter().map(|k| source.tip(k).unwrap().unwrap().height).collect();
+    let mut next = vec![0u64; keys.len()];
+    let mut rounds = 0;
+    while next.iter().zip(&tips).any(|(n, tip)| n <= tip) {
+        rounds += 1;
+        for (i, key) in keys.iter().enumerate() {
+            // Each log grows at its own pace, as peers' logs arrive.
+            for _ in 0..(5 + 3 * i) {
+                if next[i] > tips[i] {
+                    break;
+                }
+                let bytes = source.block_bytes(key, next[i]).unwrap().unwrap();
+                store.append(&SealedBlock::from_bytes(bytes).unwrap()).unwrap();
+                next[i] += 1;
+            }
+        }
+        let spilled = latest.get(&store, &DEFAULT_RATIO_PARAMS).unwrap();
+        for fold in &spilled.folds {
+            assert!(
+                fold.matches.held_in_memory() <= HOT_MATCHES + 1,
+                "round {rounds}: {}",
+                fold.matches.held_in_memory()
+            );
+            assert!(!fold.matches.faulted());
+        }
+        // Against a replay from genesis now and then: each costs the whole log so far.
+        if rounds % 6 == 0 {
+            let held =
+                replay::replay(&store, &envs::registry(), None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}).unwrap();
+            assert_eq!(spilled.state_hash, held.state_hash, "round {rounds}");
+            assert_eq!(spilled.folds, held.folds, "round {rounds}");
+            let history = |r: &Replay| replay::network::vtrust_history(&r.folds, &DEFAULT_RATIO_PARAMS, 8);
+            assert_eq!(history(&spilled), history(&held), "round {rounds}");
+        }
+    }
+    let last = latest.get(&store, &DEFAULT_RATIO_PARAMS).unwrap();
+    assert_eq!(last.state_hash, whole.state_hash);
+    assert_eq!(last.folds, whole.folds);
+    assert!(rounds > 12, "{rounds} rounds");
+    let n_matches: usize = last.folds.iter().map(|f| f.matches.len()).sum();
+    let n_held: usize = last.folds.iter().map(|f| f.matches.held_in_memory()).sum();
+    assert!(n_held * 4 < n_matches, "{n_held} of {n_matches} held in memory");
+    assert!(!kinds(&last.state).is_empty(), "the faults were found: {:?}", kinds(&last.state));
 }

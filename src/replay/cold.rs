@@ -1,0 +1,394 @@
+//! Settled matches off the heap: a running validator moves the match folds it holds into
+//! a redb file of its own, so what it keeps in memory stops growing with the matches its
+//! logs hold. The file is derived (rebuilt from the logs at every start, never read by
+//! anything else) and read through snapshots, so a replay that readers still hold keeps
+//! seeing exactly the matches it was combined from while the next one spills more.
+
+use super::fold::{ChainFold, MatchFold};
+use crate::bytes::{MatchId, ValidatorKey};
+use crate::ledger::codec;
+use redb::{Database, ReadOnlyTable, ReadableDatabase, TableDefinition};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// (validator, match id) -> the match's place in its log: started height (big-endian),
+/// then event index. Keys sort as the ids do, so a scan walks a log's matches in id order.
+const BY_ID: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_place_by_id");
+/// (validator, started height, event index) -> match id, then the fold's encoding.
+const BY_PLACE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_by_place");
+
+/// The file beside the store it is derived from.
+pub const COLD_FILE: &str = "replay-cold.redb";
+/// redb's cache for the file: what reading settled matches may hold in memory.
+pub const COLD_CACHE_BYTES: usize = 4 * 1024 * 1024;
+/// Matches a log holds in memory before they are spilled (those the fold touched last,
+/// and open ones, are spilled too: folding a block that names one reads it back).
+pub const HOT_MATCHES: usize = 64;
+/// Largest encoded match fold read back (a fold's own writes, bounded the same way).
+const MAX_FOLD_BYTES: u64 = 64 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ColdError {
+    #[error("the replay's match file {path}: {message}")]
+    Engine { path: String, message: String },
+}
+
+/// The file settled matches are spilled to, open for this process alone.
+pub struct ColdStore {
+    db: Arc<Database>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for ColdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ColdStore").field("path", &self.path).finish()
+    }
+}
+
+/// One committed view of the file: what the folds that hold it read their spilled
+/// matches from. A read that fails marks it faulted (the reader then sees fewer
+/// matches), and whoever publishes a result made from it must check [`Self::faulted`].
+pub struct ColdSnapshot {
+    /// redb stops serving reads once its database is dropped: a snapshot keeps it open.
+    _db: Arc<Database>,
+    by_id: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    by_place: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    fault: AtomicBool,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for ColdSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ColdSnapshot").field("path", &self.path).field("faulted", &self.faulted()).finish()
+    }
+}
+
+fn id_key(validator: &ValidatorKey, id: &MatchId) -> [u8; 64] {
+    let mut key = [0; 64];
+    key[..32].copy_from_slice(&validator.0);
+    key[32..].copy_from_slice(&id.0);
+    key
+}
+
+fn place_key(validator: &ValidatorKey, height: u64, event_idx: u32) -> [u8; 44] {
+    let mut key = [0; 44];
+    key[..32].copy_from_slice(&validator.0);
+    key[32..40].copy_from_slice(&height.to_be_bytes());
+    key[40..].copy_from_slice(&event_idx.to_be_bytes());
+    key
+}
+
+/// Every key of `validator` in a table keyed by validator first.
+fn of_validator(validator: &ValidatorKey) -> ([u8; 32], Option<[u8; 32]>) {
+    let mut next = validator.0;
+    // The next validator key up, if any: the end of this one's range.
+    for byte in next.iter_mut().rev() {
+        if *byte == u8::MAX {
+            *byte = 0;
+        } else {
+            *byte += 1;
+            return (validator.0, Some(next));
+        }
+    }
+    (validator.0, None)
+}
+
+impl ColdStore {
+    /// Creates the file at `path`, replacing one an earlier run left.
+    pub fn create(path: &Path) -> Result<ColdStore, ColdError> {
+        let fail = |message: String| ColdError::Engine { path: path.display().to_string(), message };
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(fail(format!("removing the last run's copy: {e}"))),
+        }
+        let db = Database::builder()
+            .set_cache_size(COLD_CACHE_BYTES)
+            .create(path)
+            .map_err(|e| fail(redb::Error::from(e).to_string()))?;
+        Ok(ColdStore { db: Arc::new(db), path: path.to_owned() })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Moves every match `fold` holds in memory into the file, but the one its log
+    /// started last (the next match shares its names), when it holds more than
+    /// `HOT_MATCHES` of them. Returns whether it spilled.
+    pub fn spill_if_due(&self, fold: &mut ChainFold) -> Result<bool, ColdError> {
+        if fold.matches.held_in_memory() <= HOT_MATCHES {
+            return Ok(false);
+        }
+        self.spill(std::slice::from_mut(fold))?;
+        Ok(true)
+    }
+
+    /// Moves the matches the folds hold in memory (but each log's last started) into the
+    /// file, in one transaction; each fold then reads them from the new snapshot.
+    pub fn spill(&self, folds: &mut [ChainFold]) -> Result<(), ColdError> {
+        let fail = |e: &dyn std::fmt::Display| ColdError::Engine {
+            path: self.path.display().to_string(),
+            message: format!("spilling matches: {e}"),
+        };
+        let mut txn = self.db.begin_write().map_err(|e| fail(&e))?;
+        // Derived and deleted at every start: a crash loses nothing the logs do not hold.
+        txn.set_durability(redb::Durability::None).map_err(|e| fail(&e))?;
+        let mut spilled: Vec<Vec<MatchId>> = Vec::with_capacity(folds.len());
+        {
+            let mut by_id = txn.open_table(BY_ID).map_err(|e| fail(&e))?;
+            let mut by_place = txn.open_table(BY_PLACE).map_err(|e| fail(&e))?;
+            for fold in folds.iter() {
+                let mut ids = Vec::new();
+                for (id, m) in fold.matches.in_memory() {
+                    if Some(id) == fold.last_started {
+                        continue;
+                    }
+                    let place = place_key(&fold.validator, m.started_height, m.started_event_idx);
+                    let mut value = id.0.to_vec();
+                    codec::encode_into(&**m, &mut value, "match fold", MAX_FOLD_BYTES).map_err(|e| fail(&e))?;
+                    by_id.insert(&id_key(&fold.validator, &id)[..], &place[32..]).map_err(|e| fail(&e))?;
+                    by_place.insert(&place[..], &value[..]).map_err(|e| fail(&e))?;
+                    ids.push(id);
+                }
+                spilled.push(ids);
+            }
+        }
+        txn.commit().map_err(|e| fail(&e))?;
+        let snapshot = Arc::new(self.snapshot().map_err(|e| fail(&e))?);
+        for (fold, ids) in folds.iter_mut().zip(spilled) {
+            fold.matches.spilled(&ids, fold.validator, snapshot.clone());
+        }
+        Ok(())
+    }
+
+    fn snapshot(&self) -> Result<ColdSnapshot, redb::Error> {
+        let txn = self.db.begin_read()?;
+        Ok(ColdSnapshot {
+            _db: self.db.clone(),
+            by_id: txn.open_table(BY_ID)?,
+            by_place: txn.open_table(BY_PLACE)?,
+            fault: AtomicBool::new(false),
+            path: self.path.clone(),
+        })
+    }
+}
+
+impl Drop for ColdStore {
+    /// The file is of no use to anyone once its process is done with it. Snapshots still
+    /// held keep reading their open file; removal only unlinks it.
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl ColdSnapshot {
+    /// Whether a read from this snapshot failed: results made from it are incomplete.
+    pub fn faulted(&self) -> bool {
+        self.fault.load(Ordering::Relaxed)
+    }
+
+    fn fault<T>(&self, why: impl std::fmt::Display) -> Option<T> {
+        if !self.fault.swap(true, Ordering::Relaxed) {
+            tracing::error!(target: "af::replay", event = "cold_read_failed", path = %self.path.display(), "{why}");
+        }
+        None
+    }
+
+    pub(super) fn contains(&self, validator: &ValidatorKey, id: &MatchId) -> bool {
+        match self.by_id.get(&id_key(validator, id)[..]) {
+            Ok(found) => found.is_some(),
+            Err(e) => self.fault(e).unwrap_or(false),
+        }
+    }
+
+    pub(super) fn get(&self, validator: &ValidatorKey, id: &MatchId) -> Option<MatchFold> {
+        let place = match self.by_id.get(&id_key(validator, id)[..]) {
+            Ok(found) => found?.value().to_vec(),
+            Err(e) => return self.fault(e),
+        };
+        let mut key = validator.0.to_vec();
+        key.extend_from_slice(&place);
+        match self.by_place.get(&key[..]) {
+            Ok(Some(value)) => self.decode(value.value()).map(|(_, m)| m),
+            Ok(None) => self.fault(format!("match {id} is indexed but not stored")),
+            Err(e) => self.fault(e),
+        }
+    }
+
+    fn decode(&self, value: &[u8]) -> Option<(MatchId, MatchFold)> {
+        let Some((id, encoded)) = value.split_first_chunk::<32>() else {
+            return self.fault("a stored match is shorter than its id");
+        };
+        match codec::decode_canonical(encoded, "match fold", MAX_FOLD_BYTES) {
+            Ok(m) => Some((crate::bytes::Hash32(*id), m)),
+            Err(e) => self.fault(e),
+        }
+    }
+
+    /// `validator`'s spilled match ids, in id order.
+    pub(super) fn ids(&self, validator: &ValidatorKey) -> impl Iterator<Item = MatchId> + '_ {
+        let (from, to) = of_validator(validator);
+        let range = match to {
+            Some(to) => self.by_id.range::<&[u8]>(&from[..]..&to[..]),
+            None => self.by_id.range::<&[u8]>(&from[..]..),
+        };
+        let range = range.map_err(|e| self.fault::<()>(e)).ok();
+        range.into_iter().flatten().map_while(move |entry| match entry {
+            Ok((key, _)) => key.value().last_chunk::<32>().map(|id| crate::bytes::Hash32(*id)),
+            Err(e) => self.fault(e),
+        })
+    }
+
+    /// `validator`'s spilled matches in log order.
+    pub(super) fn in_log_order(&self, validator: &ValidatorKey) -> impl Iterator<Item = (MatchId, MatchFold)> + '_ {
+        let (from, to) = of_validator(validator);
+        let range = match to {
+            Some(to) => self.by_place.range::<&[u8]>(&from[..]..&to[..]),
+            None => self.by_place.range::<&[u8]>(&from[..]..),
+        };
+        let range = range.map_err(|e| self.fault::<()>(e)).ok();
+        range.into_iter().flatten().map_while(move |entry| match entry {
+            Ok((_, value)) => self.decode(value.value()),
+            Err(e) => self.fault(e),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytes::Hash32;
+    use crate::ledger::event::MinerRef;
+    use crate::replay::fold::DecidedFold;
+
+    fn played(i: u64) -> MatchFold {
+        let miner =
+            |hotkey: String| MinerRef { hotkey: hotkey.into(), uid: i as u16, model: format!("model{}", i % 3).into() };
+        MatchFold {
+            contender: miner(format!("5Contender{i}")),
+            champion: miner("5Champion".into()),
+            envs: Vec::new().into(),
+            rule: "score".into(),
+            ratio_to_beat_ppm: 500_000,
+            started_height: i / 2,
+            started_event_idx: (i % 2) as u32,
+            started_time_ms: 1_000 * i,
+            chain_block: 10 * i,
+            chain_block_hash: Hash32([1; 32]),
+            env_folds: Default::default(),
+            decided: (!i.is_multiple_of(5)).then(|| DecidedFold {
+                contender_won: i.is_multiple_of(3),
+                new_ratio_to_beat_ppm: 600_000,
+                win_rates_ppm: vec![700_000],
+                height: i / 2 + 1,
+                time_ms: 1_000 * i + 500,
+            }),
+            n_transcripts: i,
+        }
+    }
+
+    /// A fold of `n` matches whose ids do not follow their log order.
+    fn fold_of(n: u64) -> ChainFold {
+        let mut fold = ChainFold::new(ValidatorKey([7; 32]));
+        for i in 0..n {
+            let id = Hash32(*blake3::hash(&i.to_le_bytes()).as_bytes());
+            fold.matches.insert(id, played(i));
+            fold.last_started = Some(id);
+        }
+        fold
+    }
+
+    fn listed(fold: &ChainFold) -> (Vec<MatchId>, Vec<MatchId>) {
+        (fold.matches.ids().collect(), fold.matches.in_log_order().map(|(id, _)| id).collect())
+    }
+
+    #[test]
+    fn spilled_matches_read_back_as_the_same_table_in_both_orders_and_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(COLD_FILE), b"a file the last run left").unwrap();
+        let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
+        let plain = fold_of(100);
+        let mut fold = plain.clone();
+        assert!(cold.spill_if_due(&mut fold).unwrap());
+        assert_eq!(fold.matches.held_in_memory(), 1, "only the match started last stays");
+        assert_eq!(fold.matches.len(), 100);
+        assert_eq!(fold, plain);
+        assert_eq!(listed(&fold), listed(&plain));
+        let (ids, _) = listed(&plain);
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        for id in &ids {
+            assert_eq!(fold.matches.get(id), plain.matches.get(id));
+        }
+        assert!(!fold.matches.contains(&Hash32([9; 32])));
+        let encoded = |f: &ChainFold| codec::encode(f, "fold", u64::MAX).unwrap();
+        assert_eq!(encoded(&fold), encoded(&plain), "a snapshot of spilled folds has the same bytes");
+        for block in [0, 5, 10, 455, 2_000] {
+            assert_eq!(fold.matches.until_block(block), plain.matches.until_block(block));
+            let n = (0..100).filter(|i| i * 10 <= block).count();
+            assert_eq!(fold.matches.until_block(block).len(), n);
+        }
+        assert!(!fold.matches.faulted());
+        drop(cold);
+        assert!(!dir.path().join(COLD_FILE).exists(), "the file goes with its process");
+        assert_eq!(fold, plain, "tables made from it still read it");
+    }
+
+    #[test]
+    fn a_spilled_match_that_changes_is_read_back_shadows_its_copy_and_is_spilled_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
+        let mut plain = fold_of(80);
+        let mut fold = plain.clone();
+        cold.spill(std::slice::from_mut(&mut fold)).unwrap();
+        let (ids, _) = listed(&plain);
+        let before = fold.clone();
+        let original = plain.matches.get(&ids[3]).unwrap().n_transcripts;
+        for table in [&mut fold, &mut plain] {
+            table.matches.update(&ids[3]).unwrap().n_transcripts = 1_000;
+        }
+        assert_eq!(fold.matches.held_in_memory(), 2);
+        assert_eq!(fold.matches.len(), 80, "the copy read back is not counted twice");
+        assert_eq!(fold, plain);
+        assert_eq!(fold.matches.get(&ids[3]).unwrap().n_transcripts, 1_000);
+        assert_ne!(before, fold, "the earlier table still sees the match as it was spilled");
+        assert_eq!(before.matches.get(&ids[3]).unwrap().n_transcripts, original);
+        // A new match, then everything spilled again: counted once each.
+        let new_id = Hash32([3; 32]);
+        for table in [&mut fold, &mut plain] {
+            table.matches.insert(new_id, played(500));
+        }
+        cold.spill(std::slice::from_mut(&mut fold)).unwrap();
+        assert_eq!(fold.matches.len(), 81);
+        assert_eq!(fold.matches.held_in_memory(), 1);
+        assert_eq!(fold, plain);
+        assert_eq!(listed(&fold), listed(&plain));
+        assert_ne!(before, fold);
+    }
+
+    #[test]
+    fn a_stored_match_that_does_not_decode_faults_the_snapshot_and_is_never_passed_off_as_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
+        let mut fold = fold_of(70);
+        cold.spill(std::slice::from_mut(&mut fold)).unwrap();
+        let (_, in_order) = listed(&fold);
+        let m = fold.matches.get(&in_order[10]).unwrap();
+        let txn = cold.db.begin_write().unwrap();
+        {
+            let mut by_place = txn.open_table(BY_PLACE).unwrap();
+            let mut damaged = in_order[10].0.to_vec();
+            damaged.extend_from_slice(b"not a fold");
+            let key = place_key(&fold.validator, m.started_height, m.started_event_idx);
+            by_place.insert(&key[..], &damaged[..]).unwrap();
+        }
+        txn.commit().unwrap();
+        assert!(!fold.matches.faulted(), "the fold's snapshot predates the damage");
+        cold.spill(std::slice::from_mut(&mut fold)).unwrap();
+        assert!(fold.matches.get(&in_order[10]).is_none());
+        assert!(fold.matches.faulted());
+        assert!(fold.matches.iter().count() < fold.matches.len());
+    }
+}
