@@ -45,6 +45,8 @@ unsafe impl GlobalAlloc for Counting {
 static ALLOCATOR: Counting = Counting;
 
 const N_VALIDATORS: usize = 4;
+/// The match file's page cache in the spilled runs (a validator's is `COLD_CACHE_BYTES`).
+const COLD_CACHE_BYTES: usize = 128 * 1024;
 
 // Only the median is used here.
 #[allow(dead_code)]
@@ -69,7 +71,8 @@ struct Held {
     genesis_s: f64,
 }
 
-fn held(n_matches: usize, abandon: bool) -> Held {
+/// `spill`: replay as a validator does, its matches spilled to a match file (`replay::cold`).
+fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
     let mut spec = synth::NetworkSpec::small(N_VALIDATORS);
     let champion = 1; // 5SynthPerfect
     let first = spec.miners.len();
@@ -94,28 +97,30 @@ fn held(n_matches: usize, abandon: bool) -> Held {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
     let before = LIVE.load(Ordering::Relaxed);
     let store = Store::open_read_only(dir.path()).unwrap();
+    // A cache both sizes fill: what differs between them is what grows with the matches.
+    let cold_file = dir.path().join(replay::cold::COLD_FILE);
+    let cold = spill.then(|| replay::cold::ColdStore::with_cache(&cold_file, COLD_CACHE_BYTES).unwrap());
+    let run = |from| {
+        let progress = &mut |_: &_, _, _| {};
+        replay::replay_spilling(&store, &registry, from, &DEFAULT_RATIO_PARAMS, progress, cold.as_ref())
+    };
     let started = Instant::now();
-    let out =
-        pool.install(|| replay::replay(&store, &registry, None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {})).unwrap();
+    let out = pool.install(|| run(None)).unwrap();
     let genesis_s = started.elapsed().as_secs_f64();
     let again_s = median(
         (0..5)
             .map(|_| {
                 let last = replay::Snapshot { replay_version: replay::REPLAY_VERSION, folds: out.folds.clone() };
                 let started = Instant::now();
-                let again = pool
-                    .install(|| {
-                        let from = Some((last, replay::FoldSource::ThisProcess));
-                        replay::replay(&store, &registry, from, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {})
-                    })
-                    .unwrap();
+                let again = pool.install(|| run(Some((last, replay::FoldSource::ThisProcess)))).unwrap();
                 let seconds = started.elapsed().as_secs_f64();
                 assert_eq!(again.state_hash, out.state_hash);
                 seconds
             })
             .collect(),
     );
-    // The store's page cache is not the folds': it goes with the store.
+    // The store's page cache is not the folds': it goes with the store. (The match
+    // file's cache, at most `COLD_CACHE_BYTES`, stays: the folds read through it.)
     drop(store);
     let live = LIVE.load(Ordering::Relaxed) - before;
     let snapshot = replay::Snapshot { replay_version: replay::REPLAY_VERSION, folds: out.folds.clone() };
@@ -126,13 +131,14 @@ fn held(n_matches: usize, abandon: bool) -> Held {
     drop((out.folds, snapshot));
     let state_live = LIVE.load(Ordering::Relaxed) - before;
     drop(state);
+    drop(cold);
     Held { live, state_live, encoded, n_matches, again_s, log_bytes, genesis_s }
 }
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let (small, large) = if full { (250, 1_250) } else { (4, 12) };
-    let (a, b) = (held(small, false), held(large, false));
+    let (a, b) = (held(small, false, false), held(large, false, false));
     assert_eq!((a.n_matches, b.n_matches), (small, large), "every match is in the state");
     println!("## what a replay holds, by matches played ({N_VALIDATORS} validators, each holding its own fold of every match)\n");
     println!("| matches | live heap of folds + state, bytes | encoded folds (snapshot), bytes | replay with no new block, ms |");
@@ -152,9 +158,30 @@ fn main() {
         (b.state_live - a.state_live) as f64 / (large - small) as f64
     );
     println!("each tip move's replay costs {ms_per_1000:.1} ms more per 1,000 matches held ({N_VALIDATORS} chains)");
+    // The same networks replayed as a validator replays them: matches spilled.
+    let (g, h) = (held(small, false, true), held(large, false, true));
+    assert_eq!((g.n_matches, h.n_matches), (small, large));
+    println!(
+        "\n## the same, replayed as a validator does: each log's matches spilled to its match file past {} in memory\n",
+        replay::cold::HOT_MATCHES
+    );
+    println!("| matches | live heap of folds + state, bytes | of which the state's | replay with no new block, ms |");
+    println!("|---:|---:|---:|---:|");
+    for x in [&g, &h] {
+        println!("| {} | {} | {} | {:.2} |", x.n_matches, x.live, x.state_live, x.again_s * 1e3);
+    }
+    let spilled_per_match = (h.live - g.live) as f64 / (large - small) as f64;
+    println!(
+        "\nper match: {spilled_per_match:.0} bytes of live heap against {per_match:.0} held ({:.1}x less), of which the state's {:.0}; \
+         each tip move's replay costs {:.1} ms more per 1,000 matches ({:.1}x the held folds')",
+        per_match / spilled_per_match,
+        (h.state_live - g.state_live) as f64 / (large - small) as f64,
+        (h.again_s - g.again_s) * 1e6 / (large - small) as f64,
+        (h.again_s - g.again_s) / (b.again_s - a.again_s),
+    );
     // What a log can make its peers hold per byte of it: played matches, and matches
     // started and never played (a permitted validator's cheapest log per match).
-    let (c, d) = (held(small, true), held(large, true));
+    let (c, d) = (held(small, true, false), held(large, true, false));
     assert_eq!((c.n_matches, d.n_matches), (small, large), "every started match is in the state");
     println!("\n| matches | log bytes per match per chain | live heap per log byte |");
     println!("|---|---:|---:|");
@@ -166,7 +193,7 @@ fn main() {
     // A replay from genesis must be linear in the matches a log holds: a log of matches
     // started and never played is the cheapest per match to write.
     let (many, four_times) = if full { (5_000, 20_000) } else { (20, 80) };
-    let (e, f) = (held(many, true), held(four_times, true));
+    let (e, f) = (held(many, true, false), held(four_times, true, false));
     println!("\n| matches started, never played | replay from genesis, s | per 1,000 matches, ms |");
     println!("|---:|---:|---:|");
     for h in [&e, &f] {

@@ -335,7 +335,8 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
         let won = m.verdict.map(|v| v == NetworkVerdict::ContenderWon);
         let envs: Vec<EnvRecord> = plays_of(&plays, m)
             .first()
-            .map(|(_, _, played)| {
+            .and_then(|(validator, id)| played(replay, validator, id))
+            .map(|played| {
                 played.env_folds.iter().map(|(env, e)| (env.to_string(), e.wins, e.losses, e.draws)).collect()
             })
             .unwrap_or_default();
@@ -416,9 +417,10 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
 }
 
 /// Each log's own play of each network match, found by contender and champion as the
-/// network groups them: (validator, its match id, its fold of the match), a log's first
-/// play of a pair only. Indexed once per page, not searched per match.
-type Plays = BTreeMap<(Name, Name), Vec<(ValidatorKey, Hash32, Arc<MatchFold>)>>;
+/// network groups them: (validator, its match id), a log's first play of a pair only.
+/// Indexed once per page, not searched per match; the folds themselves are read one at
+/// a time as the page needs them ([`played`]), since a log's matches may be spilled.
+type Plays = BTreeMap<(Name, Name), Vec<(ValidatorKey, Hash32)>>;
 
 fn plays_by_pair(replay: &Replay) -> Plays {
     let mut plays: Plays = BTreeMap::new();
@@ -427,16 +429,21 @@ fn plays_by_pair(replay: &Replay) -> Plays {
             let pair = (played.contender.hotkey.clone(), played.champion.hotkey.clone());
             let list = plays.entry(pair).or_default();
             // One fold's entries are pushed together, so its earlier play is the last one.
-            if list.last().is_none_or(|(validator, _, _)| *validator != fold.validator) {
-                list.push((fold.validator, id, played));
+            if list.last().is_none_or(|(validator, _)| *validator != fold.validator) {
+                list.push((fold.validator, id));
             }
         }
     }
     plays
 }
 
-fn plays_of<'p>(plays: &'p Plays, m: &NetworkMatch) -> &'p [(ValidatorKey, Hash32, Arc<MatchFold>)] {
+fn plays_of<'p>(plays: &'p Plays, m: &NetworkMatch) -> &'p [(ValidatorKey, Hash32)] {
     plays.get(&(m.contender.hotkey.clone(), m.champion.hotkey.clone())).map_or(&[], Vec::as_slice)
+}
+
+/// `validator`'s fold of match `id`.
+fn played(replay: &Replay, validator: &ValidatorKey, id: &Hash32) -> Option<Arc<MatchFold>> {
+    replay.folds.iter().find(|f| f.validator == *validator)?.matches.get(id)
 }
 
 fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<Markup> {
@@ -479,7 +486,8 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
                 @let total = m.for_ppm + m.against_ppm;
                 @let plays = plays_of(&plays_index, m);
                 @let rows = plays.len().max(1);
-                @for (i, (validator, match_id, played)) in plays.iter().enumerate() {
+                @for (i, (validator, match_id)) in plays.iter().enumerate() {
+                    @let Some(played) = played(replay, validator, match_id) else { continue };
                     tr id=[(i == 0).then(|| format!("m-{n}"))] data-match=(n) data-validator=(validator) {
                         @if i == 0 {
                             td rowspan=(rows) {
@@ -509,7 +517,7 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
                 }
                 tr.muted { td colspan="8" {
                     "Transcripts, both answers of each challenge with proofs: "
-                    @for (_, match_id, _) in plays {
+                    @for (_, match_id) in plays {
                         code { "af transcripts --miner " (m.contender.hotkey) " --match " (match_id.to_hex()[..16]) } " "
                     }
                     "(from a running node: "

@@ -385,6 +385,15 @@ fn problem(status: StatusCode, message: &str) -> ApiError {
 
 type Answer = Result<Response, ApiError>;
 
+/// Refuses what was drawn from `replay` if a spilled match failed to read back meanwhile:
+/// a page short of a match is never served as whole.
+fn whole(replay: &Replay) -> Result<(), ApiError> {
+    match replay.folds.iter().any(|f| f.matches.faulted()) {
+        true => Err(internal("a spilled match failed to read back from the replay's match file (see the log)")),
+        false => Ok(()),
+    }
+}
+
 fn internal(error: impl std::fmt::Display) -> ApiError {
     problem(StatusCode::INTERNAL_SERVER_ERROR, &error.to_string())
 }
@@ -811,7 +820,7 @@ async fn transcripts(
         let mut room = |bytes: usize| reservation.grow(bytes as u64);
         let page = (query.offset, limit);
         match entries_page(&log.store, &replay.folds, (found, &filter), page, MAX_ENTRIES_PAGE_BYTES, &mut room) {
-            Ok(body) => Ok((body, reservation)),
+            Ok(body) => whole(&replay).map(|()| (body, reservation)),
             Err(EntriesError::NoRoom) => Err(budget_spent()),
             Err(error) => Err(internal(error)),
         }
@@ -991,6 +1000,7 @@ async fn match_page(State(served): State<Arc<Served>>, Query(query): Query<Match
                 &format!("no page {page}: the match has {} page(s)", total.div_ceil(super::pages::PAIRS_PER_PAGE)),
             ));
         }
+        whole(&replay)?;
         Ok(super::pages::match_page(&validator, &match_id, &played, &pairs, page, total))
     })
     .await?;
@@ -1048,16 +1058,18 @@ async fn subnet_page(State(served): State<Arc<Served>>, name: &'static str, quer
     let paging = if name == "history.html" { Paging::Whole } else { Paging::Page(query.page) };
     let (for_render, chain) = (replay.clone(), key.chain.clone());
     let html = blocking(move || {
-        super::pages::render(name, &for_render, &chain, paging).ok_or_else(|| {
-            ApiError(
-                StatusCode::NOT_FOUND,
-                format!(
-                    "no page {} of matches: there are {}",
-                    query.page.unwrap_or(0),
-                    super::pages::match_pages(for_render.state.matches.len())
-                ),
-            )
-        })
+        super::pages::render(name, &for_render, &chain, paging)
+            .ok_or_else(|| {
+                ApiError(
+                    StatusCode::NOT_FOUND,
+                    format!(
+                        "no page {} of matches: there are {}",
+                        query.page.unwrap_or(0),
+                        super::pages::match_pages(for_render.state.matches.len())
+                    ),
+                )
+            })
+            .and_then(|html| whole(&for_render).map(|()| html))
     })
     .await?;
     let html = Bytes::from(html);

@@ -97,6 +97,12 @@ fn of_validator(validator: &ValidatorKey) -> ([u8; 32], Option<[u8; 32]>) {
 impl ColdStore {
     /// Creates the file at `path`, replacing one an earlier run left.
     pub fn create(path: &Path) -> Result<ColdStore, ColdError> {
+        ColdStore::with_cache(path, COLD_CACHE_BYTES)
+    }
+
+    /// [`Self::create`] with a page cache of `cache_bytes` (a benchmark fills a small one
+    /// to measure what grows past it).
+    pub fn with_cache(path: &Path, cache_bytes: usize) -> Result<ColdStore, ColdError> {
         let fail = |message: String| ColdError::Engine { path: path.display().to_string(), message };
         match std::fs::remove_file(path) {
             Ok(()) => {}
@@ -104,7 +110,7 @@ impl ColdStore {
             Err(e) => return Err(fail(format!("removing the last run's copy: {e}"))),
         }
         let db = Database::builder()
-            .set_cache_size(COLD_CACHE_BYTES)
+            .set_cache_size(cache_bytes)
             .create(path)
             .map_err(|e| fail(redb::Error::from(e).to_string()))?;
         Ok(ColdStore { db: Arc::new(db), path: path.to_owned() })
