@@ -102,7 +102,7 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
     let cold = spill.then(|| replay::cold::ColdStore::with_cache(&cold_file, COLD_CACHE_BYTES).unwrap());
     let run = |from| {
         let progress = &mut |_: &_, _, _| {};
-        replay::replay_spilling(&store, &registry, from, &DEFAULT_RATIO_PARAMS, progress, cold.as_ref())
+        replay::replay_spilling(&store, &registry, from, &DEFAULT_RATIO_PARAMS, progress, cold.as_ref(), None)
     };
     let started = Instant::now();
     let out = pool.install(|| run(None)).unwrap();

@@ -719,6 +719,8 @@ mod tests {
             n_blocks_folded: 0,
             n_bytes_folded: 0,
             n_chains_from_snapshot: 0,
+            ratio_params: DEFAULT_RATIO_PARAMS,
+            recounted: false,
         }
     }
 

@@ -541,6 +541,13 @@ pub struct ChainFold {
     /// How many of `matches` are decided: a new match's id derives from it, and
     /// counting them at every start made a log of n matches cost n^2 / 2 steps.
     pub n_decided: u64,
+    /// How many times folding changed what `network::combine` reads from this fold
+    /// besides its counts (tip, events, transcripts): a match started or decided, a
+    /// finding, an equivocation. A replay whose folds all show the number the last
+    /// replay's did reuses its state and recounts only those counts
+    /// (`network::recount`): most blocks hold transcripts alone, and a combine reads
+    /// every match held.
+    pub combine_changes: u64,
     /// The first [`MAX_CHAIN_DISCREPANCIES`] findings (and always an invalid block's).
     pub discrepancies: Vec<Discrepancy>,
     /// Findings past that many: counted (each is a proof of misreporting), not kept, so
@@ -604,6 +611,7 @@ impl ChainFold {
             matches: MatchTable::default(),
             last_started: None,
             n_decided: 0,
+            combine_changes: 0,
             discrepancies: Vec::new(),
             n_discrepancies_omitted: 0,
             first_omitted_height: None,
@@ -643,6 +651,7 @@ impl ChainFold {
     }
 
     fn push(&mut self, kind: DiscrepancyKind, height: u64, event_idx: Option<u32>, detail: String) {
+        self.combine_changes += 1;
         if self.discrepancies.len() >= MAX_CHAIN_DISCREPANCIES && kind != DiscrepancyKind::InvalidBlock {
             self.n_discrepancies_omitted += 1;
             self.first_omitted_height.get_or_insert(height);
@@ -729,6 +738,7 @@ impl ChainFold {
                     fold.share_names_with(&last);
                 }
                 self.matches.insert(started.match_id, fold);
+                self.combine_changes += 1;
                 self.last_started = Some(started.match_id);
             }
             (
@@ -812,6 +822,7 @@ impl ChainFold {
                 if let Some(why) = match_decision_error(&m, decided) {
                     self.push(DiscrepancyKind::FalseDecision, height, at, format!("match {}: {why}", decided.match_id));
                 }
+                self.combine_changes += 1;
                 if let Some(m) = self.matches.update(&decided.match_id) {
                     if m.decided.is_none() {
                         self.n_decided += 1;
@@ -826,13 +837,16 @@ impl ChainFold {
                 }
             }
             (Event::Evidence(evidence), EventCheck::Evidence { proven }) => match proven {
-                Ok(()) => self.equivocations.push(EquivocationFound {
-                    accused: evidence.validator,
-                    height: evidence.height,
-                    hash_a: evidence.header_a.hash(),
-                    hash_b: evidence.header_b.hash(),
-                    recorded_at: (height, event_idx),
-                }),
+                Ok(()) => {
+                    self.combine_changes += 1;
+                    self.equivocations.push(EquivocationFound {
+                        accused: evidence.validator,
+                        height: evidence.height,
+                        hash_a: evidence.header_a.hash(),
+                        hash_b: evidence.header_b.hash(),
+                        recorded_at: (height, event_idx),
+                    })
+                }
                 Err(why) => self.push(
                     DiscrepancyKind::FalseEvidence,
                     height,

@@ -44,7 +44,17 @@ impl LatestReplay {
             (Snapshot { replay_version: REPLAY_VERSION, folds: previous.folds.clone() }, FoldSource::ThisProcess)
         });
         let registry = crate::envs::registry();
-        let fresh = replay_spilling(store, &registry, snapshot, ratio_params, &mut |_, _, _| {}, self.cold.as_ref());
+        let previous = last.as_ref().map(|(_, previous)| previous.clone());
+        let progress = &mut |_: &_, _, _| {};
+        let fresh = replay_spilling(
+            store,
+            &registry,
+            snapshot,
+            ratio_params,
+            progress,
+            self.cold.as_ref(),
+            previous.as_deref(),
+        );
         let fresh = match fresh {
             Ok(fresh) => Arc::new(fresh),
             Err(e) => {

@@ -34,7 +34,7 @@ use std::path::Path;
 
 /// Bumped whenever a change to the fold, the checks or the snapshot layout could make an
 /// old snapshot disagree with a replay from genesis; an old snapshot is then ignored.
-pub const REPLAY_VERSION: u32 = 11;
+pub const REPLAY_VERSION: u32 = 12;
 const SNAPSHOT_MAGIC: &[u8] = b"af-replay-snapshot\n";
 /// Largest snapshot we read back.
 const MAX_SNAPSHOT_BYTES: u64 = 4 * 1024 * 1024 * 1024;
@@ -71,6 +71,10 @@ pub struct Replay {
     pub n_bytes_folded: u64,
     /// Chains whose snapshot fold was reused (the rest were folded from genesis).
     pub n_chains_from_snapshot: usize,
+    /// What the state was combined with.
+    pub ratio_params: RatioParams,
+    /// Whether the state was the last replay's, recounted (`network::recount`).
+    pub recounted: bool,
 }
 
 /// Progress after each batch: (validator, its height reached, bytes folded this run).
@@ -104,11 +108,14 @@ pub fn replay(
     ratio_params: &RatioParams,
     progress: Progress<'_>,
 ) -> Result<Replay, ReplayError> {
-    replay_spilling(store, registry, snapshot, ratio_params, progress, None)
+    replay_spilling(store, registry, snapshot, ratio_params, progress, None, None)
 }
 
 /// [`replay`], with each log's matches spilled to `cold` as they pile up in memory
-/// (`cold::HOT_MATCHES`), so that folding a long log holds a bounded number of them.
+/// (`cold::HOT_MATCHES`), so that folding a long log holds a bounded number of them;
+/// and, when `last` is the replay whose folds `snapshot` holds (this process's own) and
+/// folding its new blocks changed nothing the state reads but counts, its state
+/// recounted rather than combined again.
 pub fn replay_spilling(
     store: &Store,
     registry: &Registry,
@@ -116,6 +123,7 @@ pub fn replay_spilling(
     ratio_params: &RatioParams,
     progress: Progress<'_>,
     cold: Option<&cold::ColdStore>,
+    last: Option<&Replay>,
 ) -> Result<Replay, ReplayError> {
     let txn = store.read()?;
     let mut validators: Vec<ValidatorKey> = store::validators_with_blocks(&txn)?;
@@ -196,12 +204,37 @@ pub fn replay_spilling(
         }
         folds.push(fold);
     }
-    let state = network::combine(&folds, ratio_params);
+    // Logs are append-only: the same chains, each grown with no change counted, give
+    // the combine the same matches and findings.
+    let unchanged = last.filter(|last| {
+        last.ratio_params == *ratio_params
+            && last.folds.len() == folds.len()
+            && last.folds.iter().zip(&folds).all(|(a, b)| {
+                a.validator == b.validator
+                    && a.combine_changes == b.combine_changes
+                    && a.tip.map(|t| t.height) <= b.tip.map(|t| t.height)
+                    && a.invalid_at.is_none()
+                    && b.invalid_at.is_none()
+            })
+    });
+    let state = match unchanged {
+        Some(last) => network::recount(&last.state, &folds),
+        None => network::combine(&folds, ratio_params),
+    };
     if let Some(cold) = cold.filter(|_| folds.iter().any(|f| f.matches.faulted())) {
         return Err(ReplayError::ColdRead(cold.path().display().to_string()));
     }
     let state_hash = state_hash(&state);
-    Ok(Replay { folds, state, state_hash, n_blocks_folded, n_bytes_folded, n_chains_from_snapshot })
+    Ok(Replay {
+        folds,
+        state,
+        state_hash,
+        n_blocks_folded,
+        n_bytes_folded,
+        n_chains_from_snapshot,
+        ratio_params: *ratio_params,
+        recounted: unchanged.is_some(),
+    })
 }
 
 /// Folds consecutive stored blocks of one chain: decodes them and checks their

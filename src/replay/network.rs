@@ -332,6 +332,22 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
     }
 }
 
+/// What [`combine`] gives for `folds` when it gave `previous` for the folds they grew
+/// from, and folding changed nothing it reads but counts (each fold's
+/// `combine_changes` unchanged): `previous`, with each validator's tip, events and
+/// transcripts taken from `folds`. No match is read.
+pub fn recount(previous: &NetworkState, folds: &[ChainFold]) -> NetworkState {
+    let mut state = previous.clone();
+    for summary in &mut state.validators {
+        if let Some(fold) = folds.iter().find(|f| f.validator == summary.validator) {
+            summary.tip_height = fold.tip.map(|t| t.height);
+            summary.n_events = fold.n_events;
+            summary.n_transcripts = fold.n_transcripts;
+        }
+    }
+    state
+}
+
 /// The ratio to beat, replayed through one log's own matches in log order: each match
 /// must be played at the ratio its log's last win set, decayed to the match's start
 /// block, and a win must set the geometric mean of the win rates it records
@@ -430,6 +446,7 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
         n_transcripts: 0,
         n_bytes: 0,
         n_decided: matches.values().filter(|m| m.decided.is_some()).count() as u64,
+        combine_changes: 0,
         matches,
         last_started: None,
         discrepancies: fold.discrepancies.iter().filter(|d| within(d.height)).cloned().collect(),

@@ -732,10 +732,11 @@ fn a_hotkey_with_a_newline_cannot_forge_a_line_of_the_audit_report() {
     assert!(text.lines().any(|l| l.ends_with("discrepancy:") || l.ends_with("discrepancies:")), "{text}");
 }
 
-/// A validator's replays spill settled matches to its match file as they pile up: what
-/// they combine from them is, at every step of a log's growth, byte for byte what a
-/// replay from genesis holding every match in memory gives, on logs with false scores,
-/// flipped verdicts and a lowered bar; and each log keeps a bounded number in memory.
+/// A validator's replays spill settled matches to its match file as they pile up, and
+/// recount the last state when new blocks changed only counts: what they give is, at
+/// every step of a log's growth, byte for byte what a replay from genesis holding every
+/// match in memory gives, on logs with false scores, flipped verdicts and a lowered bar;
+/// and each log keeps a bounded number of matches in memory.
 #[test]
 fn replays_that_spill_matches_give_the_states_of_replays_that_hold_them() {
     use af::replay::cold::{COLD_FILE, HOT_MATCHES};
@@ -760,12 +761,14 @@ fn replays_that_spill_matches_give_the_states_of_replays_that_hold_them() {
     let latest = LatestReplay::spilling_to(&dir.path().join(COLD_FILE)).unwrap();
     let tips: Vec<u64> = keys.iter().map(|k| source.tip(k).unwrap().unwrap().height).collect();
     let mut next = vec![0u64; keys.len()];
-    let mut rounds = 0;
+    let (mut rounds, mut recounted) = (0, 0);
     while next.iter().zip(&tips).any(|(n, tip)| n <= tip) {
         rounds += 1;
         for (i, key) in keys.iter().enumerate() {
-            // Each log grows at its own pace, as peers' logs arrive.
-            for _ in 0..(5 + 3 * i) {
+            // Each log grows at its own pace, as peers' logs arrive; every other round
+            // one block of one log, which mostly holds transcripts alone.
+            let blocks = if rounds % 2 == 0 { usize::from(i == 0) } else { 5 + 3 * i };
+            for _ in 0..blocks {
                 if next[i] > tips[i] {
                     break;
                 }
@@ -784,7 +787,8 @@ fn replays_that_spill_matches_give_the_states_of_replays_that_hold_them() {
             assert!(!fold.matches.faulted());
         }
         // Against a replay from genesis now and then: each costs the whole log so far.
-        if rounds % 6 == 0 {
+        recounted += usize::from(spilled.recounted);
+        if rounds % 6 == 0 || (spilled.recounted && recounted % 3 == 1) {
             let held =
                 replay::replay(&store, &envs::registry(), None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}).unwrap();
             assert_eq!(spilled.state_hash, held.state_hash, "round {rounds}");
@@ -797,8 +801,42 @@ fn replays_that_spill_matches_give_the_states_of_replays_that_hold_them() {
     assert_eq!(last.state_hash, whole.state_hash);
     assert_eq!(last.folds, whole.folds);
     assert!(rounds > 12, "{rounds} rounds");
+    assert!(recounted >= 3, "{recounted} of {rounds} replays recounted the last state");
     let n_matches: usize = last.folds.iter().map(|f| f.matches.len()).sum();
     let n_held: usize = last.folds.iter().map(|f| f.matches.held_in_memory()).sum();
     assert!(n_held * 4 < n_matches, "{n_held} of {n_matches} held in memory");
     assert!(!kinds(&last.state).is_empty(), "the faults were found: {:?}", kinds(&last.state));
+}
+
+/// A replay whose new blocks hold transcripts alone recounts the last state instead of
+/// combining every match again, and gives what a replay from genesis gives, block after
+/// block of a long match.
+#[test]
+fn replays_of_transcript_blocks_recount_the_last_state_to_what_genesis_gives() {
+    use af::replay::latest::LatestReplay;
+    let spec = NetworkSpec { events_per_block: 16, ..NetworkSpec::small(2) };
+    let (source, keys) = build(&spec);
+    let source = Store::open_read_only(source.path()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(&dir.path().join("ledger")).unwrap();
+    let latest = LatestReplay::spilling_to(&dir.path().join(af::replay::cold::COLD_FILE)).unwrap();
+    let (mut recounted, mut combined) = (0, 0);
+    for key in &keys {
+        let tip = source.tip(key).unwrap().unwrap().height;
+        for height in 0..=tip {
+            let bytes = source.block_bytes(key, height).unwrap().unwrap();
+            store.append(&SealedBlock::from_bytes(bytes).unwrap()).unwrap();
+            let replayed = latest.get(&store, &DEFAULT_RATIO_PARAMS).unwrap();
+            let genesis =
+                replay::replay(&store, &envs::registry(), None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}).unwrap();
+            assert_eq!(replayed.state, genesis.state, "{key} height {height}");
+            assert_eq!(replayed.state_hash, genesis.state_hash);
+            if replayed.recounted {
+                recounted += 1;
+            } else {
+                combined += 1;
+            }
+        }
+    }
+    assert!(recounted > 4 * combined, "{recounted} recounted, {combined} combined");
 }
