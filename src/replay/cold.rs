@@ -38,6 +38,8 @@ pub enum ColdError {
 pub struct ColdStore {
     db: Arc<Database>,
     path: PathBuf,
+    /// The snapshot the last spill made.
+    newest: std::sync::Mutex<Option<Arc<ColdSnapshot>>>,
 }
 
 impl std::fmt::Debug for ColdStore {
@@ -113,7 +115,7 @@ impl ColdStore {
             .set_cache_size(cache_bytes)
             .create(path)
             .map_err(|e| fail(redb::Error::from(e).to_string()))?;
-        Ok(ColdStore { db: Arc::new(db), path: path.to_owned() })
+        Ok(ColdStore { db: Arc::new(db), path: path.to_owned(), newest: Default::default() })
     }
 
     /// The file's path.
@@ -167,7 +169,18 @@ impl ColdStore {
         for (fold, ids) in folds.iter_mut().zip(spilled) {
             fold.matches.spilled(&ids, fold.validator, snapshot.clone());
         }
+        *self.newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(snapshot);
         Ok(())
+    }
+
+    /// Points every fold that has spilled matches at the newest snapshot. Only this
+    /// store's spills write a log's matches, each spill writing those of the folds it is
+    /// given: a fold's matches in the newest snapshot are those its own shows.
+    pub fn read_newest(&self, folds: &mut [ChainFold]) {
+        let Some(newest) = self.newest.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return };
+        for fold in folds {
+            fold.matches.read_from(&newest);
+        }
     }
 
     fn snapshot(&self) -> Result<ColdSnapshot, redb::Error> {
@@ -264,13 +277,13 @@ impl ColdSnapshot {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests_support {
     use super::*;
     use crate::bytes::Hash32;
     use crate::ledger::event::MinerRef;
     use crate::replay::fold::DecidedFold;
 
-    fn played(i: u64) -> MatchFold {
+    pub fn played(i: u64) -> MatchFold {
         let miner =
             |hotkey: String| MinerRef { hotkey: hotkey.into(), uid: i as u16, model: format!("model{}", i % 3).into() };
         MatchFold {
@@ -295,6 +308,13 @@ mod tests {
             n_transcripts: i,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::played;
+    use super::*;
+    use crate::bytes::Hash32;
 
     /// A fold of `n` matches whose ids do not follow their log order.
     fn fold_of(n: u64) -> ChainFold {
@@ -396,5 +416,36 @@ mod tests {
         assert!(fold.matches.get(&in_order[10]).is_none());
         assert!(fold.matches.faulted());
         assert!(fold.matches.iter().count() < fold.matches.len());
+    }
+}
+
+#[cfg(test)]
+mod growth {
+    use super::tests_support::played;
+    use super::*;
+
+    /// A validator spills every few matches for weeks, each spill a commit with no
+    /// fsync: the pages each commit frees must be reused, or the file would grow with
+    /// the commits rather than with the matches.
+    #[test]
+    fn a_match_file_written_by_thousands_of_spills_stays_near_what_it_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(COLD_FILE);
+        let cold = ColdStore::create(&path).unwrap();
+        let mut fold = ChainFold::new(ValidatorKey([7; 32]));
+        let mut held_back = None;
+        for i in 0..3_000u64 {
+            let id = crate::bytes::Hash32(*blake3::hash(&i.to_le_bytes()).as_bytes());
+            fold.matches.insert(id, played(i));
+            cold.spill(std::slice::from_mut(&mut fold)).unwrap();
+            // LatestReplay holds the last replay (and its snapshot) while the next spills.
+            held_back = Some(fold.clone());
+        }
+        assert_eq!(fold.matches.len(), 3_000);
+        assert_eq!(held_back.map(|f| f.matches.len()), Some(3_000));
+        // Each match's encoding, its two keys and its place.
+        let data: u64 = fold.matches.values().map(|m| codec::encoded_len(&*m) + 32 + 44 + 64 + 12).sum();
+        let file = std::fs::metadata(&path).unwrap().len();
+        assert!(file <= 3 * data + (1 << 20), "{file} bytes of file for {data} bytes of data");
     }
 }

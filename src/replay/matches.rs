@@ -154,6 +154,13 @@ impl MatchTable {
         self.cold = Some(Cold { snapshot, validator, n, shadowed });
     }
 
+    /// Reads spilled matches from `snapshot`, which must show them as the one read now.
+    pub(super) fn read_from(&mut self, snapshot: &Arc<ColdSnapshot>) {
+        if let Some(cold) = self.cold.as_mut() {
+            cold.snapshot = snapshot.clone();
+        }
+    }
+
     /// Whether a read of a spilled match failed: what was made from this table is incomplete.
     pub fn faulted(&self) -> bool {
         self.cold.as_ref().is_some_and(|c| c.snapshot.faulted())

@@ -204,6 +204,15 @@ pub fn replay_spilling(
         }
         folds.push(fold);
     }
+    if let Some(cold) = cold {
+        if folds.iter().any(|f| f.matches.faulted()) {
+            return Err(ReplayError::ColdRead(cold.path().display().to_string()));
+        }
+        // Each fold reads the newest snapshot from here on (its own matches there are
+        // what its own snapshot shows): an older one held would keep every page the
+        // spills since freed.
+        cold.read_newest(&mut folds);
+    }
     // Logs are append-only: the same chains, each grown with no change counted, give
     // the combine the same matches and findings.
     let unchanged = last.filter(|last| {
