@@ -2,14 +2,16 @@
 //! or `cargo bench --bench fold_memory`). Not a timed test: figures go in ARCHITECTURE.md
 //! and the closing notes.
 //!
-//! The folds of every match are the one part of a validator's memory that grows with
-//! history (ARCHITECTURE.md, invariants). This measures it: synthetic networks of 4
-//! validators that play M matches (each a new random contender against the perfect
+//! The folds of every match, and the network state's list of matches, are what grows
+//! with history (ARCHITECTURE.md, invariants). This measures them: synthetic networks of
+//! 4 validators that play M matches (each a new random contender against the perfect
 //! champion, dismissed after a few challenges: the common case), replayed from genesis;
 //! the live heap the replay's folds and state hold, counted by a global allocator that
 //! tracks live bytes, for two values of M, and the difference per match and per chain;
-//! and the time of a replay onto the last folds with no new block, which is what every
-//! moved tip costs beyond its new blocks.
+//! and the time of a replay onto the last folds with no new block that combines them
+//! again, which is what a moved tip costs beyond its new blocks when they start or
+//! decide a match. Then the same with matches spilled to a match file, as a validator
+//! replays (`replay::cold`).
 
 use af::envs;
 use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
@@ -62,8 +64,9 @@ struct Held {
     /// The folds' encoded size (a snapshot).
     encoded: u64,
     n_matches: usize,
-    /// Seconds of a replay onto the last folds when no block is new (median of 5): what
-    /// each tip move costs beyond folding its new blocks.
+    /// Seconds of a replay onto the last folds when no block is new, combining again
+    /// (median of 5): what a tip move that starts or decides a match costs beyond
+    /// folding its new blocks.
     again_s: f64,
     /// The bytes of every chain's blocks.
     log_bytes: u64,
@@ -141,7 +144,7 @@ fn main() {
     let (a, b) = (held(small, false, false), held(large, false, false));
     assert_eq!((a.n_matches, b.n_matches), (small, large), "every match is in the state");
     println!("## what a replay holds, by matches played ({N_VALIDATORS} validators, each holding its own fold of every match)\n");
-    println!("| matches | live heap of folds + state, bytes | encoded folds (snapshot), bytes | replay with no new block, ms |");
+    println!("| matches | live heap of folds + state, bytes | encoded folds (snapshot), bytes | combine again (no new block), ms |");
     println!("|---:|---:|---:|---:|");
     for h in [&a, &b] {
         println!("| {} | {} | {} | {:.2} |", h.n_matches, h.live, h.encoded, h.again_s * 1e3);
@@ -157,7 +160,10 @@ fn main() {
         "of which the network state's: {:.0} bytes per match",
         (b.state_live - a.state_live) as f64 / (large - small) as f64
     );
-    println!("each tip move's replay costs {ms_per_1000:.1} ms more per 1,000 matches held ({N_VALIDATORS} chains)");
+    println!(
+        "each replay that combines again (a match started or decided, a finding: other blocks recount) costs \
+         {ms_per_1000:.1} ms more per 1,000 matches held ({N_VALIDATORS} chains)"
+    );
     // The same networks replayed as a validator replays them: matches spilled.
     let (g, h) = (held(small, false, true), held(large, false, true));
     assert_eq!((g.n_matches, h.n_matches), (small, large));
@@ -165,7 +171,9 @@ fn main() {
         "\n## the same, replayed as a validator does: each log's matches spilled to its match file past {} in memory\n",
         replay::cold::HOT_MATCHES
     );
-    println!("| matches | live heap of folds + state, bytes | of which the state's | replay with no new block, ms |");
+    println!(
+        "| matches | live heap of folds + state, bytes | of which the state's | combine again (no new block), ms |"
+    );
     println!("|---:|---:|---:|---:|");
     for x in [&g, &h] {
         println!("| {} | {} | {} | {:.2} |", x.n_matches, x.live, x.state_live, x.again_s * 1e3);
@@ -173,7 +181,7 @@ fn main() {
     let spilled_per_match = (h.live - g.live) as f64 / (large - small) as f64;
     println!(
         "\nper match: {spilled_per_match:.0} bytes of live heap against {per_match:.0} held ({:.1}x less), of which the state's {:.0}; \
-         each tip move's replay costs {:.1} ms more per 1,000 matches ({:.1}x the held folds')",
+         each combine costs {:.1} ms more per 1,000 matches ({:.1}x the held folds')",
         per_match / spilled_per_match,
         (h.state_live - g.state_live) as f64 / (large - small) as f64,
         (h.again_s - g.again_s) * 1e6 / (large - small) as f64,

@@ -2,7 +2,8 @@
 # What a replay's folds hold per match, and what a replay with nothing new costs, as a
 # table: synthetic networks of 4 validators playing 250 and 1,250 matches, replayed from
 # genesis, the live heap counted by the benchmark's own allocator; the difference per
-# match and per validator's chain.
+# match and per validator's chain; then the same replayed as a validator does, each
+# log's matches spilled to a match file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo bench --locked --bench fold_memory
