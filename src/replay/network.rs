@@ -152,14 +152,21 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
         })
         .collect();
 
-    // Every validator's decided vote per match (contender, champion).
+    // Every validator's decided vote per match (contender, champion); and where each
+    // validator's first match (in id order) of each pair was decided: a disagreement's
+    // height. Looked up, not searched for, so a validator that disagrees on every match
+    // costs a replay n steps, not n^2. One pass: a spilled match is read back once.
     let mut by_match: BTreeMap<MatchKey, NetworkMatch> = BTreeMap::new();
+    let mut decided_at: BTreeMap<(ValidatorKey, MatchKey), u64> = BTreeMap::new();
     // Matches read back from the match file hold their own copies of each name: the
     // state's matches share one copy of each, as the folds in memory do.
     let mut names: BTreeSet<Name> = BTreeSet::new();
     for fold in &folds {
         for m in fold.matches.values() {
             let key = (m.contender.hotkey.clone(), m.champion.hotkey.clone());
+            decided_at
+                .entry((fold.validator, key.clone()))
+                .or_insert_with(|| m.decided.as_ref().map_or(0, |d| d.height));
             let entry = by_match.entry(key).or_insert_with(|| NetworkMatch {
                 contender: shared_miner(&mut names, &m.contender),
                 champion: shared_miner(&mut names, &m.champion),
@@ -181,17 +188,6 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
                     chain_block: m.chain_block,
                 });
             }
-        }
-    }
-
-    // Where each validator's first match (in id order) of each pair was decided: a
-    // disagreement's height. Looked up, not searched for, so a validator that disagrees
-    // on every match costs a replay n steps, not n^2.
-    let mut decided_at: BTreeMap<(ValidatorKey, MatchKey), u64> = BTreeMap::new();
-    for fold in &folds {
-        for m in fold.matches.values() {
-            let key = (m.contender.hotkey.clone(), m.champion.hotkey.clone());
-            decided_at.entry((fold.validator, key)).or_insert_with(|| m.decided.as_ref().map_or(0, |d| d.height));
         }
     }
 
