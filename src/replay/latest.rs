@@ -1,7 +1,7 @@
 //! The newest replay of a store this process writes, shared by everything in the process
 //! that needs one (the anchoring loop's champion, the HTTP API's state and pages), so a
 //! validator holds one set of folds, not one per reader: the folds of every match are
-//! what grows with history. A validator's spill them to the replay's match file as they
+//! what grows with history. A validator's replays spill them to its match file as they
 //! pile up (`cold`), so what stays in memory does not.
 
 use super::cold::{ColdError, ColdStore};
