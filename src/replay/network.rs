@@ -19,6 +19,7 @@ use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::{RatioParams, RatioToBeat};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 pub const VTRUST_FULL_PPM: u32 = 1_000_000;
 pub const PENALTY_PER_PROOF_PPM: u64 = 200_000;
@@ -49,7 +50,9 @@ pub enum NetworkVerdict {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Vote {
-    pub validator: ValidatorKey,
+    /// One copy per validator, shared by all its votes: a state of many matches holds a
+    /// vote per validator per match. Encoded as the key itself.
+    pub validator: Arc<ValidatorKey>,
     pub contender_won: bool,
     pub new_ratio_to_beat_ppm: u32,
     pub decided_time_ms: u64,
@@ -162,6 +165,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
     // state's matches share one copy of each, as the folds in memory do.
     let mut names: BTreeSet<Name> = BTreeSet::new();
     for fold in &folds {
+        let voter = Arc::new(fold.validator);
         for m in fold.matches.values() {
             let key = (m.contender.hotkey.clone(), m.champion.hotkey.clone());
             decided_at
@@ -179,9 +183,9 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
             entry.first_started_ms = entry.first_started_ms.min(m.started_time_ms);
             if let Some(decided) = &m.decided {
                 // A validator that played the same pair twice counts once: its last word.
-                entry.votes.retain(|v| v.validator != fold.validator);
+                entry.votes.retain(|v| *v.validator != fold.validator);
                 entry.votes.push(Vote {
-                    validator: fold.validator,
+                    validator: voter.clone(),
                     contender_won: decided.contender_won,
                     new_ratio_to_beat_ppm: decided.new_ratio_to_beat_ppm,
                     decided_time_ms: decided.time_ms,
@@ -195,7 +199,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
     let mut compared: BTreeMap<ValidatorKey, (u64, u64)> = BTreeMap::new();
     for (key, m) in &by_match {
         for vote in &m.votes {
-            let others = m.votes.iter().filter(|o| o.validator != vote.validator && base[&o.validator] > 0);
+            let others = m.votes.iter().filter(|o| o.validator != vote.validator && base[&*o.validator] > 0);
             let (same, opposite) = others.fold((0u64, 0u64), |(s, o), other| {
                 if other.contender_won == vote.contender_won {
                     (s + 1, o)
@@ -206,13 +210,13 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
             if same + opposite == 0 {
                 continue;
             }
-            let counts = compared.entry(vote.validator).or_default();
+            let counts = compared.entry(*vote.validator).or_default();
             counts.0 += 1;
             if opposite > same {
                 counts.1 += 1;
-                let height = decided_at[&(vote.validator, key.clone())];
+                let height = decided_at[&(*vote.validator, key.clone())];
                 discrepancies.push(Discrepancy {
-                    validator: vote.validator,
+                    validator: *vote.validator,
                     kind: DiscrepancyKind::Disagreement,
                     height,
                     event_idx: None,
@@ -242,8 +246,8 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
         // Held for as long as the state is: at its size, not at a growing vector's
         // capacity (four votes' room for two validators' votes).
         m.votes.shrink_to_fit();
-        m.for_ppm = m.votes.iter().filter(|v| v.contender_won).map(|v| u64::from(vtrust[&v.validator])).sum();
-        m.against_ppm = m.votes.iter().filter(|v| !v.contender_won).map(|v| u64::from(vtrust[&v.validator])).sum();
+        m.for_ppm = m.votes.iter().filter(|v| v.contender_won).map(|v| u64::from(vtrust[&*v.validator])).sum();
+        m.against_ppm = m.votes.iter().filter(|v| !v.contender_won).map(|v| u64::from(vtrust[&*v.validator])).sum();
         m.verdict = match (m.votes.is_empty(), m.for_ppm > m.against_ppm) {
             (true, _) => None,
             (false, true) => Some(NetworkVerdict::ContenderWon),
@@ -275,7 +279,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
         }
         let current = champion.as_ref().expect("set above");
         if m.verdict == Some(NetworkVerdict::ContenderWon) && m.champion.hotkey == current.hotkey {
-            let winners: Vec<&Vote> = m.votes.iter().filter(|v| v.contender_won && vtrust[&v.validator] > 0).collect();
+            let winners: Vec<&Vote> = m.votes.iter().filter(|v| v.contender_won && vtrust[&*v.validator] > 0).collect();
             let mut ratios: Vec<u32> = winners.iter().map(|v| v.new_ratio_to_beat_ppm).collect();
             ratios.sort_unstable();
             let at_ms = winners.iter().map(|v| v.decided_time_ms).min().unwrap_or(m.first_started_ms);
