@@ -410,6 +410,11 @@ pub fn vtrust_history(
     legacy: &RatioParams,
     max_points: usize,
 ) -> Vec<(u64, Vec<(ValidatorKey, u32)>)> {
+    // Every point below combines every log again: the logs' matches are read once and
+    // held for this call without their env tallies (no combine reads them), rather than
+    // read back from a validator's match file at every point.
+    let folds: Vec<ChainFold> = folds.iter().map(without_env_tallies).collect();
+    let folds = &folds[..];
     let mut blocks: Vec<u64> =
         folds.iter().flat_map(|f| f.matches.values().map(|m| m.chain_block)).filter(|b| *b > 0).collect();
     blocks.sort_unstable();
@@ -429,6 +434,21 @@ pub fn vtrust_history(
             (block, state.validators.iter().map(|v| (v.validator, v.vtrust_ppm)).collect())
         })
         .collect()
+}
+
+/// `fold` with its matches held in memory, each without its env tallies.
+fn without_env_tallies(fold: &ChainFold) -> ChainFold {
+    let mut light = fold.clone();
+    light.matches = fold
+        .matches
+        .iter()
+        .map(|(id, m)| {
+            let mut m = (*m).clone();
+            m.env_folds = Default::default();
+            (id, m)
+        })
+        .collect();
+    light
 }
 
 /// `fold` as it stood once its last match started at or before chain `block` was
