@@ -288,7 +288,7 @@ fn network_matches(state: &NetworkState) -> Markup {
         @else {
             table #network-matches {
                 tr { th { "started" } th { "contender" } th { "champion" } th { "votes" } th { "vTrust for the contender" } th { "vTrust against" } th { "verdict" } }
-                @for m in &state.matches {
+                @for m in state.matches.iter() {
                     tr {
                         td { (date(m.first_started_ms)) }
                         td { (m.contender.hotkey) }

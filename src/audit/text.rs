@@ -88,7 +88,7 @@ pub fn text(report: &AuditReport) -> String {
         );
     }
     outln!("");
-    for m in &state.matches {
+    for m in state.matches.iter() {
         outln!(
             "match {} vs {}: {} ({} votes, {} for / {} against)",
             m.contender.hotkey,

@@ -85,7 +85,9 @@ pub struct ChampionChange {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetworkState {
     pub validators: Vec<ValidatorSummary>,
-    pub matches: Vec<NetworkMatch>,
+    /// Shared by the replays that recount this one (`recount`): a tip move that changes
+    /// only counts copies no match. Encoded as the list it is.
+    pub matches: Arc<[NetworkMatch]>,
     pub champion: Option<HeldMiner>,
     pub champion_history: Vec<ChampionChange>,
     pub ratio_set_ppm: u32,
@@ -321,7 +323,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
     discrepancies.sort();
     NetworkState {
         validators,
-        matches,
+        matches: matches.into(),
         champion,
         champion_history: history,
         ratio_set_ppm: ratio.set_ppm,

@@ -360,7 +360,7 @@ fn a_replay_holds_each_name_once_and_so_does_a_fold_read_from_a_snapshot() {
         }
     };
     replayed.folds.iter().for_each(shared);
-    for m in &replayed.state.matches {
+    for m in replayed.state.matches.iter() {
         let held = |f: &af::replay::fold::ChainFold| {
             f.matches.values().any(|p| Arc::ptr_eq(&p.contender.hotkey, &m.contender.hotkey))
         };
