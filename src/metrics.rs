@@ -113,6 +113,10 @@ pub struct Metrics {
     /// file system: a validator that runs for weeks must be told before its disk fills.
     pub store_file_bytes: Gauge,
     pub store_disk_free_bytes: Gauge,
+    /// Matches of every log the last replay holds, and how many of them it holds in
+    /// memory (the rest are in the match file): the second stays bounded for weeks.
+    pub replay_matches: Gauge,
+    pub replay_matches_in_memory: Gauge,
     pub vtrust: Family<PeerChain, Gauge<f64, AtomicU64>>,
     /// The allocator's live heap and the pages it holds, read by `heap_probe` when
     /// `/metrics` is read: RSS growth with a flat live heap is fragmentation, not a leak.
@@ -231,6 +235,8 @@ impl Metrics {
             store_block_bytes: Gauge::default(),
             store_file_bytes: Gauge::default(),
             store_disk_free_bytes: Gauge::default(),
+            replay_matches: Gauge::default(),
+            replay_matches_in_memory: Gauge::default(),
             vtrust: Family::default(),
             heap_allocated_bytes: Gauge::default(),
             heap_resident_bytes: Gauge::default(),
@@ -303,6 +309,16 @@ impl Metrics {
             metrics.store_block_bytes.clone(),
         );
         r.register("store_file_bytes", "Bytes of the store's file on disk", metrics.store_file_bytes.clone());
+        r.register(
+            "replay_matches",
+            "Matches of every log the latest replay holds, each log's own play counted",
+            metrics.replay_matches.clone(),
+        );
+        r.register(
+            "replay_matches_in_memory",
+            "Of those, the matches held in memory; the rest are in the match file",
+            metrics.replay_matches_in_memory.clone(),
+        );
         r.register(
             "store_disk_free_bytes",
             "Bytes still free to the validator on the file system holding its store",

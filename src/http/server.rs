@@ -921,6 +921,10 @@ async fn metrics_text(State(served): State<Arc<Served>>, request: HeaderMap) -> 
     served.replayer.demand();
     if let Some(replay) = served.replayer.latest.borrow().as_ref() {
         metrics.store_block_bytes.set(replay.folds.iter().map(|f| f.n_bytes).sum::<u64>() as i64);
+        metrics.replay_matches.set(replay.folds.iter().map(|f| f.matches.len()).sum::<usize>() as i64);
+        metrics
+            .replay_matches_in_memory
+            .set(replay.folds.iter().map(|f| f.matches.held_in_memory()).sum::<usize>() as i64);
         for v in &replay.state.validators {
             let labels = PeerChain { validator: v.validator.to_hex() };
             metrics.vtrust.get_or_create(&labels).set(f64::from(v.vtrust_ppm) / 1e6);

@@ -585,6 +585,15 @@ fn operator_endpoints_agree_with_the_log(data: &Path) {
         assert!(html.contains(&hash), "{page} lacks {hash}");
         assert!(!html.contains("undefined") && !html.contains("NaN"), "{page}: {html}");
     }
+    // The replay the pages were drawn from, in the metrics: the match played, held in
+    // memory (a log keeps 64 there before spilling).
+    let (_, metrics) = fetch(&format!("{base}metrics"));
+    let gauge = |name: &str| {
+        let line = metrics.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name} in {metrics}"));
+        line.rsplit(' ').next().unwrap().parse::<f64>().unwrap()
+    };
+    let (held, in_memory) = (gauge("af_replay_matches "), gauge("af_replay_matches_in_memory "));
+    assert!(held >= 1.0 && in_memory == held, "{held} matches, {in_memory} in memory");
     // A match's answers side by side, reached from the matches page, a page at a time.
     let (_, listing) = fetch(&format!("{base}matches.html"));
     let link = listing.split("href=\"").find(|s| s.starts_with("match.html?id=")).expect("a link to the match");
