@@ -43,7 +43,7 @@ pub fn audit_commitments(
     let mut audit = CommitmentAudit::default();
     // A log's own commitment records must name its own blocks.
     for fold in folds {
-        for c in &fold.commitments {
+        for c in fold.commitments.iter() {
             if fold.tip.is_some_and(|t| c.committed_height <= t.height) {
                 let hash = store.block(&fold.validator, c.committed_height)?.map(|b| b.hash);
                 if hash != Some(c.committed_hash) {

@@ -7,6 +7,7 @@
 use super::fold::{ChainFold, MatchFold};
 use crate::bytes::{MatchId, ValidatorKey};
 use crate::ledger::codec;
+use crate::ledger::event::ChainCommitment;
 use redb::{Database, ReadOnlyTable, ReadableDatabase, TableDefinition};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +18,8 @@ use std::sync::Arc;
 const BY_ID: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_place_by_id");
 /// (validator, started height, event index) -> match id, then the fold's encoding.
 const BY_PLACE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_by_place");
+/// (validator, place in the log's list of them, big-endian) -> a commitment record.
+const COMMITMENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("commitments");
 
 /// The file beside the store it is derived from.
 pub const COLD_FILE: &str = "replay-cold.redb";
@@ -25,6 +28,8 @@ pub const COLD_CACHE_BYTES: usize = 4 * 1024 * 1024;
 /// Matches a log holds in memory before they are spilled (those the fold touched last,
 /// and open ones, are spilled too: folding a block that names one reads it back).
 pub const HOT_MATCHES: usize = 64;
+/// Commitment records a log holds in memory before they are spilled (its last stays).
+pub const HOT_COMMITMENTS: usize = 256;
 /// Largest encoded match fold read back (a fold's own writes, bounded the same way).
 const MAX_FOLD_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -56,6 +61,7 @@ pub struct ColdSnapshot {
     _db: Arc<Database>,
     by_id: ReadOnlyTable<&'static [u8], &'static [u8]>,
     by_place: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    commitments: ReadOnlyTable<&'static [u8], &'static [u8]>,
     fault: AtomicBool,
     path: PathBuf,
 }
@@ -78,6 +84,13 @@ fn place_key(validator: &ValidatorKey, height: u64, event_idx: u32) -> [u8; 44] 
     key[..32].copy_from_slice(&validator.0);
     key[32..40].copy_from_slice(&height.to_be_bytes());
     key[40..].copy_from_slice(&event_idx.to_be_bytes());
+    key
+}
+
+fn index_key(validator: &ValidatorKey, index: u64) -> [u8; 40] {
+    let mut key = [0; 40];
+    key[..32].copy_from_slice(&validator.0);
+    key[32..].copy_from_slice(&index.to_be_bytes());
     key
 }
 
@@ -124,18 +137,20 @@ impl ColdStore {
     }
 
     /// Moves every match `fold` holds in memory into the file, but the one its log
-    /// started last (the next match shares its names), when it holds more than
-    /// `HOT_MATCHES` of them. Returns whether it spilled.
+    /// started last (the next match shares its names), and every commitment record but
+    /// the last, when it holds more than `HOT_MATCHES` matches or `HOT_COMMITMENTS`
+    /// records. Returns whether it spilled.
     pub fn spill_if_due(&self, fold: &mut ChainFold) -> Result<bool, ColdError> {
-        if fold.matches.held_in_memory() <= HOT_MATCHES {
+        if fold.matches.held_in_memory() <= HOT_MATCHES && fold.commitments.held_in_memory() <= HOT_COMMITMENTS {
             return Ok(false);
         }
         self.spill(std::slice::from_mut(fold))?;
         Ok(true)
     }
 
-    /// Moves the matches the folds hold in memory (but each log's last started) into the
-    /// file, in one transaction; each fold then reads them from the new snapshot.
+    /// Moves the matches the folds hold in memory (but each log's last started) and their
+    /// commitment records (but each log's last) into the file, in one transaction; each
+    /// fold then reads them from the new snapshot.
     pub fn spill(&self, folds: &mut [ChainFold]) -> Result<(), ColdError> {
         let fail = |e: &dyn std::fmt::Display| ColdError::Engine {
             path: self.path.display().to_string(),
@@ -145,10 +160,19 @@ impl ColdStore {
         // Derived and deleted at every start: a crash loses nothing the logs do not hold.
         txn.set_durability(redb::Durability::None).map_err(|e| fail(&e))?;
         let mut spilled: Vec<Vec<MatchId>> = Vec::with_capacity(folds.len());
+        let mut records_spilled: Vec<usize> = Vec::with_capacity(folds.len());
         {
             let mut by_id = txn.open_table(BY_ID).map_err(|e| fail(&e))?;
             let mut by_place = txn.open_table(BY_PLACE).map_err(|e| fail(&e))?;
+            let mut commitments = txn.open_table(COMMITMENTS).map_err(|e| fail(&e))?;
             for fold in folds.iter() {
+                let mut count = 0;
+                for (place, record) in fold.commitments.to_spill() {
+                    let value = codec::encode(record, "commitment record", MAX_FOLD_BYTES).map_err(|e| fail(&e))?;
+                    commitments.insert(&index_key(&fold.validator, place)[..], &value[..]).map_err(|e| fail(&e))?;
+                    count += 1;
+                }
+                records_spilled.push(count);
                 let mut ids = Vec::new();
                 for (id, m) in fold.matches.in_memory() {
                     if Some(id) == fold.last_started {
@@ -166,8 +190,9 @@ impl ColdStore {
         }
         txn.commit().map_err(|e| fail(&e))?;
         let snapshot = Arc::new(self.snapshot().map_err(|e| fail(&e))?);
-        for (fold, ids) in folds.iter_mut().zip(spilled) {
+        for ((fold, ids), count) in folds.iter_mut().zip(spilled).zip(records_spilled) {
             fold.matches.spilled(&ids, fold.validator, snapshot.clone());
+            fold.commitments.spilled(count, fold.validator, snapshot.clone());
         }
         *self.newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(snapshot);
         Ok(())
@@ -180,6 +205,7 @@ impl ColdStore {
         let Some(newest) = self.newest.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return };
         for fold in folds {
             fold.matches.read_from(&newest);
+            fold.commitments.read_from(&newest);
         }
     }
 
@@ -189,6 +215,7 @@ impl ColdStore {
             _db: self.db.clone(),
             by_id: txn.open_table(BY_ID)?,
             by_place: txn.open_table(BY_PLACE)?,
+            commitments: txn.open_table(COMMITMENTS)?,
             fault: AtomicBool::new(false),
             path: self.path.clone(),
         })
@@ -257,6 +284,33 @@ impl ColdSnapshot {
         let range = range.map_err(|e| self.fault::<()>(e)).ok();
         range.into_iter().flatten().map_while(move |entry| match entry {
             Ok((key, _)) => key.value().last_chunk::<32>().map(|id| crate::bytes::Hash32(*id)),
+            Err(e) => self.fault(e),
+        })
+    }
+
+    /// `validator`'s commitment record at `index` of its list.
+    pub(super) fn commitment(&self, validator: &ValidatorKey, index: u64) -> Option<ChainCommitment> {
+        match self.commitments.get(&index_key(validator, index)[..]) {
+            Ok(Some(value)) => self.decode_commitment(value.value()),
+            Ok(None) => self.fault(format!("commitment record {index} is not stored")),
+            Err(e) => self.fault(e),
+        }
+    }
+
+    fn decode_commitment(&self, value: &[u8]) -> Option<ChainCommitment> {
+        codec::decode_canonical(value, "commitment record", MAX_FOLD_BYTES).map_err(|e| self.fault::<()>(e)).ok()
+    }
+
+    /// `validator`'s spilled commitment records, in log order.
+    pub(super) fn commitments(&self, validator: &ValidatorKey) -> impl Iterator<Item = ChainCommitment> + '_ {
+        let (from, to) = of_validator(validator);
+        let range = match to {
+            Some(to) => self.commitments.range::<&[u8]>(&from[..]..&to[..]),
+            None => self.commitments.range::<&[u8]>(&from[..]..),
+        };
+        let range = range.map_err(|e| self.fault::<()>(e)).ok();
+        range.into_iter().flatten().map_while(move |entry| match entry {
+            Ok((_, value)) => self.decode_commitment(value.value()),
             Err(e) => self.fault(e),
         })
     }
@@ -416,6 +470,57 @@ mod tests {
         assert!(fold.matches.get(&in_order[10]).is_none());
         assert!(fold.matches.faulted());
         assert!(fold.matches.iter().count() < fold.matches.len());
+    }
+}
+
+#[cfg(test)]
+mod records {
+    use super::*;
+    use crate::bytes::Hash32;
+
+    fn record(i: u64) -> ChainCommitment {
+        ChainCommitment {
+            netuid: 7,
+            chain_block: 100 + 12 * i,
+            committed_height: 3 * i,
+            committed_hash: Hash32([i as u8; 32]),
+        }
+    }
+
+    #[test]
+    fn commitment_records_spill_alone_and_read_back_in_order_with_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
+        let mut fold = ChainFold::new(ValidatorKey([9; 32]));
+        // Another log's records in the same file, keyed apart.
+        let mut other = ChainFold::new(ValidatorKey([8; 32]));
+        let mut plain = fold.clone();
+        for i in 0..600 {
+            for f in [&mut fold, &mut plain, &mut other] {
+                f.commitments.push(record(i));
+            }
+            // An idle validator's log: records and no matches, spilled all the same.
+            cold.spill_if_due(&mut fold).unwrap();
+        }
+        cold.spill(std::slice::from_mut(&mut other)).unwrap();
+        assert!(fold.commitments.held_in_memory() <= HOT_COMMITMENTS, "{}", fold.commitments.held_in_memory());
+        assert!(fold.commitments.held_in_memory() < 600);
+        cold.spill(std::slice::from_mut(&mut fold)).unwrap();
+        assert_eq!(fold.commitments.held_in_memory(), 1, "the last stays");
+        assert_eq!(fold.commitments.len(), 600);
+        assert_eq!(fold, plain);
+        assert_eq!(fold.commitments.last(), Some(record(599)));
+        assert!(fold.commitments.iter().eq((0..600).map(record)));
+        let found = fold.commitments.iter().find(|c| c.committed_height >= 1_000);
+        assert_eq!(found, Some(record(334)));
+        let encoded = |f: &ChainFold| codec::encode(f, "fold", u64::MAX).unwrap();
+        assert_eq!(encoded(&fold), encoded(&plain), "a snapshot of spilled records has the same bytes");
+        // More records after a spill follow the spilled ones.
+        for f in [&mut fold, &mut plain] {
+            f.commitments.push(record(600));
+        }
+        assert_eq!(fold, plain);
+        assert!(!fold.commitments.faulted());
     }
 }
 

@@ -156,8 +156,7 @@ pub fn for_each_entry(
             Some(m) if *m.champion.hotkey == *t.miner.hotkey => "champion",
             _ => "unknown",
         };
-        let commitment =
-            fold.and_then(|f| f.commitments.iter().find(|c| c.committed_height >= location.height)).cloned();
+        let commitment = fold.and_then(|f| f.commitments.iter().find(|c| c.committed_height >= location.height));
         // Headers up to the committed tip (else the current one), each read from the store
         // once however many transcripts it covers.
         let missing = EntriesError::Missing { validator: location.validator, height: location.height };

@@ -7,12 +7,13 @@
 //! ids) happens before it in parallel, in [`check_block_events`]; the fold only consumes
 //! those results, so the outcome does not depend on how many threads did that work.
 
+use super::commitments::CommitmentList;
 use super::matches::MatchTable;
 use crate::bytes::{ChallengeId, Hash32, MatchId, ValidatorKey};
 use crate::envs::{self, Registry};
 use crate::evaluation::matchplay::GameOutcome;
 use crate::ledger::block::{check_header_rules, check_signature, BlockHeader, Tip};
-use crate::ledger::event::{ChainCommitment, EnvOutcome, EnvRef, Event, Evidence, MatchDecided, MinerRef, Transcript};
+use crate::ledger::event::{EnvOutcome, EnvRef, Event, Evidence, MatchDecided, MinerRef, Transcript};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -556,7 +557,7 @@ pub struct ChainFold {
     /// The height of the first finding not kept.
     pub first_omitted_height: Option<u64>,
     pub equivocations: Vec<EquivocationFound>,
-    pub commitments: Vec<ChainCommitment>,
+    pub commitments: CommitmentList,
     /// The last weights this log says it sent to the chain (set, or committed timelocked).
     pub last_weights: Option<LoggedWeights>,
     /// The miners this validator recorded not playing, and why (ledger-spec/13).
@@ -616,7 +617,7 @@ impl ChainFold {
             n_discrepancies_omitted: 0,
             first_omitted_height: None,
             equivocations: Vec::new(),
-            commitments: Vec::new(),
+            commitments: CommitmentList::default(),
             last_weights: None,
             skipped: Vec::new(),
         }

@@ -481,7 +481,7 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
         },
         first_omitted_height: fold.first_omitted_height.filter(|h| within(*h)),
         equivocations: fold.equivocations.iter().filter(|e| within(e.recorded_at.0)).cloned().collect(),
-        commitments: Vec::new(),
+        commitments: Default::default(),
         last_weights: None,
         skipped: Vec::new(),
     }
