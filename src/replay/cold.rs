@@ -276,14 +276,25 @@ impl ColdSnapshot {
 
     /// `validator`'s spilled match ids, in id order.
     pub(super) fn ids(&self, validator: &ValidatorKey) -> impl Iterator<Item = MatchId> + '_ {
+        self.scan(&self.by_id, validator, |key, _| key.last_chunk::<32>().map(|id| crate::bytes::Hash32(*id)))
+    }
+
+    /// Every entry of `validator` in `table` (keyed by validator first), in key order,
+    /// through `read` (key, value); the first failed read or decode ends it, faulted.
+    fn scan<'s, T: 's>(
+        &'s self,
+        table: &'s ReadOnlyTable<&'static [u8], &'static [u8]>,
+        validator: &ValidatorKey,
+        read: impl Fn(&[u8], &[u8]) -> Option<T> + 's,
+    ) -> impl Iterator<Item = T> + 's {
         let (from, to) = of_validator(validator);
         let range = match to {
-            Some(to) => self.by_id.range::<&[u8]>(&from[..]..&to[..]),
-            None => self.by_id.range::<&[u8]>(&from[..]..),
+            Some(to) => table.range::<&[u8]>(&from[..]..&to[..]),
+            None => table.range::<&[u8]>(&from[..]..),
         };
         let range = range.map_err(|e| self.fault::<()>(e)).ok();
         range.into_iter().flatten().map_while(move |entry| match entry {
-            Ok((key, _)) => key.value().last_chunk::<32>().map(|id| crate::bytes::Hash32(*id)),
+            Ok((key, value)) => read(key.value(), value.value()),
             Err(e) => self.fault(e),
         })
     }
@@ -303,30 +314,12 @@ impl ColdSnapshot {
 
     /// `validator`'s spilled commitment records, in log order.
     pub(super) fn commitments(&self, validator: &ValidatorKey) -> impl Iterator<Item = ChainCommitment> + '_ {
-        let (from, to) = of_validator(validator);
-        let range = match to {
-            Some(to) => self.commitments.range::<&[u8]>(&from[..]..&to[..]),
-            None => self.commitments.range::<&[u8]>(&from[..]..),
-        };
-        let range = range.map_err(|e| self.fault::<()>(e)).ok();
-        range.into_iter().flatten().map_while(move |entry| match entry {
-            Ok((_, value)) => self.decode_commitment(value.value()),
-            Err(e) => self.fault(e),
-        })
+        self.scan(&self.commitments, validator, |_, value| self.decode_commitment(value))
     }
 
     /// `validator`'s spilled matches in log order.
     pub(super) fn in_log_order(&self, validator: &ValidatorKey) -> impl Iterator<Item = (MatchId, MatchFold)> + '_ {
-        let (from, to) = of_validator(validator);
-        let range = match to {
-            Some(to) => self.by_place.range::<&[u8]>(&from[..]..&to[..]),
-            None => self.by_place.range::<&[u8]>(&from[..]..),
-        };
-        let range = range.map_err(|e| self.fault::<()>(e)).ok();
-        range.into_iter().flatten().map_while(move |entry| match entry {
-            Ok((_, value)) => self.decode(value.value()),
-            Err(e) => self.fault(e),
-        })
+        self.scan(&self.by_place, validator, |_, value| self.decode(value))
     }
 }
 
