@@ -5,7 +5,9 @@
 # sixth one a sybil that copies an earlier model and revision). Both validators run with
 # --serve --listen --http and find each other on the chain. Every SAMPLE seconds it
 # prints each validator's resident memory (and its anonymous, file and allocator parts),
-# file descriptors, threads, store size and the block bytes its store holds; at the end,
+# file descriptors, threads, store size, the block bytes its store holds, and the matches
+# its replay holds with how many of them are in memory (`replayed`, `in_mem`: the rest
+# are in its match file); at the end,
 # a least-squares line over the last half of the run (the last hour of a run of two
 # hours or more) for each, and the state hashes of the two stores after a clean stop: it
 # exits non-zero if they differ.
@@ -103,10 +105,12 @@ if [ -n "${DASHBOARD_EVERY:-}" ]; then
 fi
 
 # One sample of validator $1: RSS KiB, fds, threads, store bytes, block bytes held, the
-# allocator's live heap in KiB, and what the RSS is made of (KiB): anonymous pages, pages
-# of mapped files (the binary's code), and the pages the allocator holds resident.
+# allocator's live heap in KiB, what the RSS is made of (KiB): anonymous pages, pages of
+# mapped files (the binary's code), and the pages the allocator holds resident; and the
+# matches of every log its latest replay holds, and of those the ones in memory (the
+# rest are in its match file).
 sample_of() {
-    local pid="${vpids[$1]}" rss threads fds disk metrics blocks heap anon file resident
+    local pid="${vpids[$1]}" rss threads fds disk metrics blocks heap anon file resident replayed in_memory
     rss="$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")"
     anon="$(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status")"
     file="$(awk '/^RssFile:/ {print $2}' "/proc/$pid/status")"
@@ -117,7 +121,9 @@ sample_of() {
     blocks="$(awk '/^af_store_block_bytes / {print $2}' <<<"$metrics")"
     heap="$(awk '/^af_heap_allocated_bytes / {printf "%d", $2 / 1024}' <<<"$metrics")"
     resident="$(awk '/^af_heap_resident_bytes / {printf "%d", $2 / 1024}' <<<"$metrics")"
-    echo "$rss $fds $threads $disk ${blocks:-0} ${heap:-0} $anon $file ${resident:-0}"
+    replayed="$(awk '/^af_replay_matches / {print $2}' <<<"$metrics")"
+    in_memory="$(awk '/^af_replay_matches_in_memory / {print $2}' <<<"$metrics")"
+    echo "$rss $fds $threads $disk ${blocks:-0} ${heap:-0} $anon $file ${resident:-0} ${replayed:-0} ${in_memory:-0}"
 }
 
 start=$(date +%s)
@@ -125,7 +131,7 @@ end=$((start + minutes * 60))
 next_commit=$((start + every))
 next_sample=$start
 n=2
-printf '%8s %3s %9s %9s %5s %5s %10s %10s %7s\n' minute v rss_kib heap_kib fds thr store_b blocks_b matches
+printf '%8s %3s %9s %9s %5s %5s %10s %10s %7s %8s %6s\n' minute v rss_kib heap_kib fds thr store_b blocks_b matches replayed in_mem
 : >"$dir/samples"
 while [ "$(date +%s)" -lt "$end" ]; do
     now=$(date +%s)
@@ -150,10 +156,10 @@ while [ "$(date +%s)" -lt "$end" ]; do
     if [ "$now" -ge "$next_sample" ]; then
         minute=$(awk -v s="$start" -v n="$now" 'BEGIN {printf "%.2f", (n - s) / 60}')
         for v in 0 1; do
-            read -r rss fds threads disk blocks heap anon file resident <<<"$(sample_of "$v")"
+            read -r rss fds threads disk blocks heap anon file resident replayed in_memory <<<"$(sample_of "$v")"
             matches="$(grep -c '"event":"match_decided"' "$dir/v$v/validate.log" || true)"
-            echo "$minute $v $rss $fds $threads $disk $blocks $matches $heap $anon $file $resident" >>"$dir/samples"
-            printf '%8s %3s %9s %9s %5s %5s %10s %10s %7s\n' "$minute" "$v" "$rss" "$heap" "$fds" "$threads" "$disk" "$blocks" "$matches"
+            echo "$minute $v $rss $fds $threads $disk $blocks $matches $heap $anon $file $resident $replayed $in_memory" >>"$dir/samples"
+            printf '%8s %3s %9s %9s %5s %5s %10s %10s %7s %8s %6s\n' "$minute" "$v" "$rss" "$heap" "$fds" "$threads" "$disk" "$blocks" "$matches" "$replayed" "$in_memory"
         done
         next_sample=$((next_sample + sample))
     fi
