@@ -102,7 +102,7 @@ pub fn skip_rows(replayed: &Replay) -> Vec<SkipRow> {
     replayed
         .folds
         .iter()
-        .flat_map(|fold| fold.skipped.iter().map(|skip| SkipRow { validator: fold.validator, skip: skip.clone() }))
+        .flat_map(|fold| fold.skipped.iter().map(|skip| SkipRow { validator: fold.validator, skip }))
         .collect()
 }
 

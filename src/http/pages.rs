@@ -352,7 +352,7 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
         }
     }
     for fold in &replay.folds {
-        for skip in &fold.skipped {
+        for skip in fold.skipped.iter() {
             let row = rows.entry(skip.hotkey.clone()).or_default();
             let why = match skip.reason {
                 crate::ledger::event::SkipReason::Duplicate => "a duplicate of an earlier commitment",

@@ -388,7 +388,7 @@ type Answer = Result<Response, ApiError>;
 /// Refuses what was drawn from `replay` if a spilled match failed to read back meanwhile:
 /// a page short of a match is never served as whole.
 fn whole(replay: &Replay) -> Result<(), ApiError> {
-    match replay.folds.iter().any(|f| f.matches.faulted()) {
+    match replay.folds.iter().any(crate::replay::fold::ChainFold::spill_faulted) {
         true => Err(internal("a spilled match failed to read back from the replay's match file (see the log)")),
         false => Ok(()),
     }

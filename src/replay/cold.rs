@@ -5,9 +5,9 @@
 //! seeing exactly the matches it was combined from while the next one spills more.
 
 use super::fold::{ChainFold, MatchFold};
+use super::lists::{Record, RecordList, RECORD_TABLES};
 use crate::bytes::{MatchId, ValidatorKey};
 use crate::ledger::codec;
-use crate::ledger::event::ChainCommitment;
 use redb::{Database, ReadOnlyTable, ReadableDatabase, TableDefinition};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,8 +18,11 @@ use std::sync::Arc;
 const BY_ID: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_place_by_id");
 /// (validator, started height, event index) -> match id, then the fold's encoding.
 const BY_PLACE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_by_place");
-/// (validator, place in the log's list of them, big-endian) -> a commitment record.
-const COMMITMENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("commitments");
+/// Each kind of listed record (`lists::RECORD_TABLES`): (validator, place in the log's
+/// list, big-endian) -> the record.
+fn list_table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
+    TableDefinition::new(name)
+}
 
 /// The file beside the store it is derived from.
 pub const COLD_FILE: &str = "replay-cold.redb";
@@ -28,8 +31,8 @@ pub const COLD_CACHE_BYTES: usize = 4 * 1024 * 1024;
 /// Matches a log holds in memory before they are spilled (those the fold touched last,
 /// and open ones, are spilled too: folding a block that names one reads it back).
 pub const HOT_MATCHES: usize = 64;
-/// Commitment records a log holds in memory before they are spilled (its last stays).
-pub const HOT_COMMITMENTS: usize = 256;
+/// Records of one kind a log holds in memory before they are spilled (its last stays).
+pub const HOT_RECORDS: usize = 256;
 /// Largest encoded match fold read back (a fold's own writes, bounded the same way).
 const MAX_FOLD_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -61,7 +64,8 @@ pub struct ColdSnapshot {
     _db: Arc<Database>,
     by_id: ReadOnlyTable<&'static [u8], &'static [u8]>,
     by_place: ReadOnlyTable<&'static [u8], &'static [u8]>,
-    commitments: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    /// One per kind of listed record, by `Record::SLOT`.
+    lists: Vec<ReadOnlyTable<&'static [u8], &'static [u8]>>,
     fault: AtomicBool,
     path: PathBuf,
 }
@@ -137,11 +141,12 @@ impl ColdStore {
     }
 
     /// Moves every match `fold` holds in memory into the file, but the one its log
-    /// started last (the next match shares its names), and every commitment record but
-    /// the last, when it holds more than `HOT_MATCHES` matches or `HOT_COMMITMENTS`
-    /// records. Returns whether it spilled.
+    /// started last (the next match shares its names), and every listed record but the
+    /// last of each kind, when it holds more than `HOT_MATCHES` matches or `HOT_RECORDS`
+    /// records of a kind. Returns whether it spilled.
     pub fn spill_if_due(&self, fold: &mut ChainFold) -> Result<bool, ColdError> {
-        if fold.matches.held_in_memory() <= HOT_MATCHES && fold.commitments.held_in_memory() <= HOT_COMMITMENTS {
+        let records = fold.commitments.held_in_memory().max(fold.skipped.held_in_memory());
+        if fold.matches.held_in_memory() <= HOT_MATCHES && records <= HOT_RECORDS {
             return Ok(false);
         }
         self.spill(std::slice::from_mut(fold))?;
@@ -149,8 +154,8 @@ impl ColdStore {
     }
 
     /// Moves the matches the folds hold in memory (but each log's last started) and their
-    /// commitment records (but each log's last) into the file, in one transaction; each
-    /// fold then reads them from the new snapshot.
+    /// listed records (but each log's last of each kind) into the file, in one
+    /// transaction; each fold then reads them from the new snapshot.
     pub fn spill(&self, folds: &mut [ChainFold]) -> Result<(), ColdError> {
         let fail = |e: &dyn std::fmt::Display| ColdError::Engine {
             path: self.path.display().to_string(),
@@ -160,19 +165,14 @@ impl ColdStore {
         // Derived and deleted at every start: a crash loses nothing the logs do not hold.
         txn.set_durability(redb::Durability::None).map_err(|e| fail(&e))?;
         let mut spilled: Vec<Vec<MatchId>> = Vec::with_capacity(folds.len());
-        let mut records_spilled: Vec<usize> = Vec::with_capacity(folds.len());
+        let mut records_spilled: Vec<(usize, usize)> = Vec::with_capacity(folds.len());
         {
             let mut by_id = txn.open_table(BY_ID).map_err(|e| fail(&e))?;
             let mut by_place = txn.open_table(BY_PLACE).map_err(|e| fail(&e))?;
-            let mut commitments = txn.open_table(COMMITMENTS).map_err(|e| fail(&e))?;
             for fold in folds.iter() {
-                let mut count = 0;
-                for (place, record) in fold.commitments.to_spill() {
-                    let value = codec::encode(record, "commitment record", MAX_FOLD_BYTES).map_err(|e| fail(&e))?;
-                    commitments.insert(&index_key(&fold.validator, place)[..], &value[..]).map_err(|e| fail(&e))?;
-                    count += 1;
-                }
-                records_spilled.push(count);
+                let commitments = write_records(&txn, &fold.validator, &fold.commitments).map_err(|e| fail(&e))?;
+                let skips = write_records(&txn, &fold.validator, &fold.skipped).map_err(|e| fail(&e))?;
+                records_spilled.push((commitments, skips));
                 let mut ids = Vec::new();
                 for (id, m) in fold.matches.in_memory() {
                     if Some(id) == fold.last_started {
@@ -190,9 +190,10 @@ impl ColdStore {
         }
         txn.commit().map_err(|e| fail(&e))?;
         let snapshot = Arc::new(self.snapshot().map_err(|e| fail(&e))?);
-        for ((fold, ids), count) in folds.iter_mut().zip(spilled).zip(records_spilled) {
+        for ((fold, ids), (commitments, skips)) in folds.iter_mut().zip(spilled).zip(records_spilled) {
             fold.matches.spilled(&ids, fold.validator, snapshot.clone());
-            fold.commitments.spilled(count, fold.validator, snapshot.clone());
+            fold.commitments.spilled(commitments, fold.validator, snapshot.clone());
+            fold.skipped.spilled(skips, fold.validator, snapshot.clone());
         }
         *self.newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(snapshot);
         Ok(())
@@ -206,6 +207,7 @@ impl ColdStore {
         for fold in folds {
             fold.matches.read_from(&newest);
             fold.commitments.read_from(&newest);
+            fold.skipped.read_from(&newest);
         }
     }
 
@@ -215,11 +217,27 @@ impl ColdStore {
             _db: self.db.clone(),
             by_id: txn.open_table(BY_ID)?,
             by_place: txn.open_table(BY_PLACE)?,
-            commitments: txn.open_table(COMMITMENTS)?,
+            lists: RECORD_TABLES.iter().map(|name| txn.open_table(list_table(name))).collect::<Result<_, _>>()?,
             fault: AtomicBool::new(false),
             path: self.path.clone(),
         })
     }
+}
+
+/// Writes `list`'s records held in memory but its last; returns how many.
+fn write_records<T: Record>(
+    txn: &redb::WriteTransaction,
+    validator: &ValidatorKey,
+    list: &RecordList<T>,
+) -> Result<usize, String> {
+    let mut table = txn.open_table(list_table(T::TABLE)).map_err(|e| e.to_string())?;
+    let mut count = 0;
+    for (place, record) in list.to_spill() {
+        let value = codec::encode(record, "listed record", MAX_FOLD_BYTES).map_err(|e| e.to_string())?;
+        table.insert(&index_key(validator, place)[..], &value[..]).map_err(|e| e.to_string())?;
+        count += 1;
+    }
+    Ok(count)
 }
 
 impl Drop for ColdStore {
@@ -299,22 +317,27 @@ impl ColdSnapshot {
         })
     }
 
-    /// `validator`'s commitment record at `index` of its list.
-    pub(super) fn commitment(&self, validator: &ValidatorKey, index: u64) -> Option<ChainCommitment> {
-        match self.commitments.get(&index_key(validator, index)[..]) {
-            Ok(Some(value)) => self.decode_commitment(value.value()),
-            Ok(None) => self.fault(format!("commitment record {index} is not stored")),
+    /// The table of `T` records.
+    fn list<T: Record>(&self) -> &ReadOnlyTable<&'static [u8], &'static [u8]> {
+        &self.lists[T::SLOT]
+    }
+
+    /// `validator`'s `T` record at `index` of its list.
+    pub(super) fn record<T: Record>(&self, validator: &ValidatorKey, index: u64) -> Option<T> {
+        match self.list::<T>().get(&index_key(validator, index)[..]) {
+            Ok(Some(value)) => self.decode_record(value.value()),
+            Ok(None) => self.fault(format!("{} record {index} is not stored", T::TABLE)),
             Err(e) => self.fault(e),
         }
     }
 
-    fn decode_commitment(&self, value: &[u8]) -> Option<ChainCommitment> {
-        codec::decode_canonical(value, "commitment record", MAX_FOLD_BYTES).map_err(|e| self.fault::<()>(e)).ok()
+    fn decode_record<T: Record>(&self, value: &[u8]) -> Option<T> {
+        codec::decode_canonical(value, "listed record", MAX_FOLD_BYTES).map_err(|e| self.fault::<()>(e)).ok()
     }
 
-    /// `validator`'s spilled commitment records, in log order.
-    pub(super) fn commitments(&self, validator: &ValidatorKey) -> impl Iterator<Item = ChainCommitment> + '_ {
-        self.scan(&self.commitments, validator, |_, value| self.decode_commitment(value))
+    /// `validator`'s spilled `T` records, in log order.
+    pub(super) fn records<T: Record>(&self, validator: &ValidatorKey) -> impl Iterator<Item = T> + '_ {
+        self.scan(self.list::<T>(), validator, |_, value| self.decode_record(value))
     }
 
     /// `validator`'s spilled matches in log order.
@@ -470,6 +493,22 @@ mod tests {
 mod records {
     use super::*;
     use crate::bytes::Hash32;
+    use crate::ledger::event::{ChainCommitment, SkipReason};
+    use crate::replay::fold::SkipFold;
+
+    fn skip(i: u64) -> SkipFold {
+        SkipFold {
+            height: i,
+            hotkey: format!("5Sybil{i}"),
+            uid: i as u16,
+            model: "perfect".into(),
+            revision: "r1".into(),
+            commit_block: 10 * i,
+            reason: SkipReason::Duplicate,
+            kept_by: "5Kept".into(),
+            kept_block: 1,
+        }
+    }
 
     fn record(i: u64) -> ChainCommitment {
         ChainCommitment {
@@ -481,7 +520,7 @@ mod records {
     }
 
     #[test]
-    fn commitment_records_spill_alone_and_read_back_in_order_with_the_same_bytes() {
+    fn listed_records_spill_alone_and_read_back_in_order_with_the_same_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
         let mut fold = ChainFold::new(ValidatorKey([9; 32]));
@@ -491,15 +530,21 @@ mod records {
         for i in 0..600 {
             for f in [&mut fold, &mut plain, &mut other] {
                 f.commitments.push(record(i));
+                if i % 2 == 0 {
+                    f.skipped.push(skip(i));
+                }
             }
             // An idle validator's log: records and no matches, spilled all the same.
             cold.spill_if_due(&mut fold).unwrap();
         }
         cold.spill(std::slice::from_mut(&mut other)).unwrap();
-        assert!(fold.commitments.held_in_memory() <= HOT_COMMITMENTS, "{}", fold.commitments.held_in_memory());
+        assert!(fold.commitments.held_in_memory() <= HOT_RECORDS, "{}", fold.commitments.held_in_memory());
         assert!(fold.commitments.held_in_memory() < 600);
         cold.spill(std::slice::from_mut(&mut fold)).unwrap();
         assert_eq!(fold.commitments.held_in_memory(), 1, "the last stays");
+        assert_eq!((fold.skipped.held_in_memory(), fold.skipped.len()), (1, 300));
+        assert!(fold.skipped.iter().eq((0..600).step_by(2).map(skip)));
+        assert_eq!(fold.skipped.last(), Some(skip(598)));
         assert_eq!(fold.commitments.len(), 600);
         assert_eq!(fold, plain);
         assert_eq!(fold.commitments.last(), Some(record(599)));
@@ -513,7 +558,7 @@ mod records {
             f.commitments.push(record(600));
         }
         assert_eq!(fold, plain);
-        assert!(!fold.commitments.faulted());
+        assert!(!fold.commitments.faulted() && !fold.skipped.faulted());
     }
 }
 

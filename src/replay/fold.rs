@@ -7,7 +7,7 @@
 //! ids) happens before it in parallel, in [`check_block_events`]; the fold only consumes
 //! those results, so the outcome does not depend on how many threads did that work.
 
-use super::commitments::CommitmentList;
+use super::lists::{CommitmentList, SkipList};
 use super::matches::MatchTable;
 use crate::bytes::{ChallengeId, Hash32, MatchId, ValidatorKey};
 use crate::envs::{self, Registry};
@@ -561,7 +561,7 @@ pub struct ChainFold {
     /// The last weights this log says it sent to the chain (set, or committed timelocked).
     pub last_weights: Option<LoggedWeights>,
     /// The miners this validator recorded not playing, and why (ledger-spec/13).
-    pub skipped: Vec<SkipFold>,
+    pub skipped: SkipList,
 }
 
 /// A `MinerSkipped` event at `height` of a log.
@@ -619,7 +619,7 @@ impl ChainFold {
             equivocations: Vec::new(),
             commitments: CommitmentList::default(),
             last_weights: None,
-            skipped: Vec::new(),
+            skipped: SkipList::default(),
         }
     }
 
@@ -636,6 +636,12 @@ impl ChainFold {
             m.env_folds.share_names(&m.envs);
             last = self.matches.get(&id);
         }
+    }
+
+    /// Whether reading back anything this fold spilled to the match file failed: what
+    /// was made from it is incomplete.
+    pub fn spill_faulted(&self) -> bool {
+        self.matches.faulted() || self.commitments.faulted() || self.skipped.faulted()
     }
 
     /// The height the next block must have.

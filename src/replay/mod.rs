@@ -10,10 +10,10 @@
 //! only sequential step, so the state is the same whatever the thread count.
 
 pub mod cold;
-pub mod commitments;
 pub mod entries;
 pub mod fold;
 pub mod latest;
+pub mod lists;
 pub mod matches;
 pub mod network;
 pub mod synth;
@@ -206,7 +206,7 @@ pub fn replay_spilling(
         folds.push(fold);
     }
     if let Some(cold) = cold {
-        if folds.iter().any(|f| f.matches.faulted() || f.commitments.faulted()) {
+        if folds.iter().any(ChainFold::spill_faulted) {
             return Err(ReplayError::ColdRead(cold.path().display().to_string()));
         }
         // Each fold reads the newest snapshot from here on (its own matches there are
@@ -231,7 +231,7 @@ pub fn replay_spilling(
         Some(last) => network::recount(&last.state, &folds),
         None => network::combine(&folds, ratio_params),
     };
-    if let Some(cold) = cold.filter(|_| folds.iter().any(|f| f.matches.faulted() || f.commitments.faulted())) {
+    if let Some(cold) = cold.filter(|_| folds.iter().any(ChainFold::spill_faulted)) {
         return Err(ReplayError::ColdRead(cold.path().display().to_string()));
     }
     let state_hash = state_hash(&state);

@@ -483,7 +483,7 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
         equivocations: fold.equivocations.iter().filter(|e| within(e.recorded_at.0)).cloned().collect(),
         commitments: Default::default(),
         last_weights: None,
-        skipped: Vec::new(),
+        skipped: Default::default(),
     }
 }
 

@@ -1,21 +1,55 @@
-//! A log's records of the tip hashes it committed on chain, in log order, as its fold
-//! holds them: in memory, or spilled to the replay's match file (`cold`) with its
-//! matches. A busy validator commits up to 600 times a day, so a list held in memory
-//! would grow with time while the log has news.
+//! A log's lists of records that only grow, in log order, as its fold holds them: in
+//! memory, or spilled to the replay's match file (`cold`) with its matches. A busy
+//! validator commits its tip up to 600 times a day, and records each duplicate
+//! commitment it does not play: lists held in memory would grow with time.
 
 use super::cold::ColdSnapshot;
+use super::fold::SkipFold;
 use crate::bytes::ValidatorKey;
 use crate::ledger::event::ChainCommitment;
+use serde::de::DeserializeOwned;
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::sync::Arc;
 
+/// A kind of record a fold lists, and the match file's table for it.
+pub trait Record: Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeOwned + 'static {
+    /// The table's name in the match file.
+    const TABLE: &'static str;
+    /// Its place in [`RECORD_TABLES`].
+    const SLOT: usize;
+}
+
+/// Every kind's table, by slot.
+pub const RECORD_TABLES: [&str; 2] = [ChainCommitment::TABLE, SkipFold::TABLE];
+
+impl Record for ChainCommitment {
+    const TABLE: &'static str = "commitments";
+    const SLOT: usize = 0;
+}
+
+impl Record for SkipFold {
+    const TABLE: &'static str = "skips";
+    const SLOT: usize = 1;
+}
+
+/// A log's commitment records.
+pub type CommitmentList = RecordList<ChainCommitment>;
+/// A log's records of miners it did not play (ledger-spec/13).
+pub type SkipList = RecordList<SkipFold>;
+
 /// The records in log order. Encoded as the list of every record wherever it is kept.
-#[derive(Clone, Default)]
-pub struct CommitmentList {
+#[derive(Clone)]
+pub struct RecordList<T> {
     /// The records not spilled, which follow the spilled ones.
-    hot: Vec<ChainCommitment>,
+    hot: Vec<T>,
     cold: Option<Cold>,
+}
+
+impl<T> Default for RecordList<T> {
+    fn default() -> RecordList<T> {
+        RecordList { hot: Vec::new(), cold: None }
+    }
 }
 
 #[derive(Clone)]
@@ -26,7 +60,7 @@ struct Cold {
     n: u64,
 }
 
-impl CommitmentList {
+impl<T: Record> RecordList<T> {
     fn n_cold(&self) -> u64 {
         self.cold.as_ref().map_or(0, |c| c.n)
     }
@@ -39,22 +73,22 @@ impl CommitmentList {
         self.len() == 0
     }
 
-    pub fn push(&mut self, record: ChainCommitment) {
+    pub fn push(&mut self, record: T) {
         self.hot.push(record);
     }
 
     /// The last record.
-    pub fn last(&self) -> Option<ChainCommitment> {
+    pub fn last(&self) -> Option<T> {
         match (self.hot.last(), &self.cold) {
             (Some(last), _) => Some(last.clone()),
-            (None, Some(cold)) => cold.n.checked_sub(1).and_then(|i| cold.snapshot.commitment(&cold.validator, i)),
+            (None, Some(cold)) => cold.n.checked_sub(1).and_then(|i| cold.snapshot.record(&cold.validator, i)),
             (None, None) => None,
         }
     }
 
     /// Every record, in log order.
-    pub fn iter(&self) -> impl Iterator<Item = ChainCommitment> + '_ {
-        let cold = self.cold.iter().flat_map(|c| c.snapshot.commitments(&c.validator).take(c.n as usize));
+    pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
+        let cold = self.cold.iter().flat_map(|c| c.snapshot.records(&c.validator).take(c.n as usize));
         cold.chain(self.hot.iter().cloned())
     }
 
@@ -64,8 +98,8 @@ impl CommitmentList {
     }
 
     /// The records held in memory but the last, with their places in the list: what a
-    /// spill writes (the last stays, for the pages and the weights audit).
-    pub(super) fn to_spill(&self) -> impl Iterator<Item = (u64, &ChainCommitment)> + '_ {
+    /// spill writes (the last stays: the pages show a log's last commitment).
+    pub(super) fn to_spill(&self) -> impl Iterator<Item = (u64, &T)> + '_ {
         let n = self.n_cold();
         self.hot.iter().enumerate().take(self.hot.len().saturating_sub(1)).map(move |(i, c)| (n + i as u64, c))
     }
@@ -91,27 +125,27 @@ impl CommitmentList {
     }
 }
 
-impl From<Vec<ChainCommitment>> for CommitmentList {
-    fn from(hot: Vec<ChainCommitment>) -> CommitmentList {
-        CommitmentList { hot, cold: None }
+impl<T> From<Vec<T>> for RecordList<T> {
+    fn from(hot: Vec<T>) -> RecordList<T> {
+        RecordList { hot, cold: None }
     }
 }
 
-impl PartialEq for CommitmentList {
-    fn eq(&self, other: &CommitmentList) -> bool {
+impl<T: Record> PartialEq for RecordList<T> {
+    fn eq(&self, other: &RecordList<T>) -> bool {
         self.len() == other.len() && self.iter().eq(other.iter())
     }
 }
 
-impl Eq for CommitmentList {}
+impl<T: Record + Eq> Eq for RecordList<T> {}
 
-impl std::fmt::Debug for CommitmentList {
+impl<T: Record> std::fmt::Debug for RecordList<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.iter()).finish()
     }
 }
 
-impl Serialize for CommitmentList {
+impl<T: Record> Serialize for RecordList<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.len() as usize))?;
         for record in self.iter() {
@@ -121,8 +155,8 @@ impl Serialize for CommitmentList {
     }
 }
 
-impl<'de> Deserialize<'de> for CommitmentList {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<CommitmentList, D::Error> {
+impl<'de, T: Record> Deserialize<'de> for RecordList<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<RecordList<T>, D::Error> {
         Ok(Vec::deserialize(deserializer)?.into())
     }
 }
