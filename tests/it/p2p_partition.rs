@@ -167,7 +167,19 @@ fn a_two_two_partition_keeps_both_halves_working_and_heals() {
     for i in [2, 3] {
         ip(&["-n", &bridge_ns, "link", "set", &format!("vb{i}"), "master", "br1"]).unwrap();
     }
-    std::thread::sleep(Duration::from_secs(2)); // in-flight messages drain
+    // In-flight messages drain: a block already in a socket, or a status file not yet
+    // rewritten, may still move a view across the cut on a loaded machine. Wait until
+    // the views across it hold still for 3 s (at most 20 s).
+    let across =
+        || [held(&data[0], &keys[2]), held(&data[0], &keys[3]), held(&data[3], &keys[0]), held(&data[3], &keys[1])];
+    let (mut last, mut still_since, give_up) = (across(), Instant::now(), Instant::now() + Duration::from_secs(20));
+    while still_since.elapsed() < Duration::from_secs(3) && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(250));
+        let now = across();
+        if now != last {
+            (last, still_since) = (now, Instant::now());
+        }
+    }
     let own = |i: usize| held(&data[i], &keys[i]).unwrap_or(0);
     let before: Vec<u64> = (0..n).map(own).collect();
     let view_0_of_1 = held(&data[0], &keys[1]).unwrap_or(0);
