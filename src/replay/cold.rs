@@ -1,6 +1,6 @@
-//! Settled matches off the heap: a running validator moves the match folds it holds into
-//! a redb file of its own, so what it keeps in memory stops growing with the matches its
-//! logs hold. The file is derived (rebuilt from the logs at every start, never read by
+//! Logs' matches and records off the heap: a running validator moves the match folds and
+//! listed records it holds into a redb file of its own, so what it keeps in memory stops
+//! growing with what its logs hold. The file is derived (rebuilt from the logs at every start, never read by
 //! anything else) and read through snapshots, so a replay that readers still hold keeps
 //! seeing exactly the matches it was combined from while the next one spills more.
 
@@ -26,7 +26,8 @@ fn list_table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
 
 /// The file beside the store it is derived from.
 pub const COLD_FILE: &str = "replay-cold.redb";
-/// redb's cache for the file: what reading settled matches may hold in memory.
+/// redb's cache for the file: all it may hold in memory, reads and (up to half of it)
+/// writes not yet in the file, which are written without fsync.
 pub const COLD_CACHE_BYTES: usize = 4 * 1024 * 1024;
 /// Matches a log holds in memory before they are spilled (those the fold touched last,
 /// and open ones, are spilled too: folding a block that names one reads it back).
@@ -42,7 +43,7 @@ pub enum ColdError {
     Engine { path: String, message: String },
 }
 
-/// The file settled matches are spilled to, open for this process alone.
+/// The file matches and records are spilled to, open for this process alone.
 pub struct ColdStore {
     db: Arc<Database>,
     path: PathBuf,
