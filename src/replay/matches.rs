@@ -53,7 +53,13 @@ impl MatchTable {
     }
 
     pub fn contains(&self, id: &MatchId) -> bool {
-        self.get(id).is_some()
+        match (self.hot.get(id), &self.cold, self.until_block) {
+            (Some(m), _, _) => self.visible(m),
+            // Uncut, the index answers without reading the fold back.
+            (None, Some(cold), None) => cold.snapshot.contains(&cold.validator, id),
+            (None, Some(_), Some(_)) => self.get(id).is_some(),
+            (None, None, _) => false,
+        }
     }
 
     pub fn get(&self, id: &MatchId) -> Option<Arc<MatchFold>> {
@@ -203,14 +209,7 @@ where
 
 impl PartialEq for MatchTable {
     fn eq(&self, other: &MatchTable) -> bool {
-        let (mut a, mut b) = (self.iter(), other.iter());
-        loop {
-            match (a.next(), b.next()) {
-                (None, None) => return true,
-                (Some((ia, ma)), Some((ib, mb))) if ia == ib && *ma == *mb => {}
-                _ => return false,
-            }
-        }
+        self.iter().eq(other.iter())
     }
 }
 
