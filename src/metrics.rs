@@ -117,6 +117,8 @@ pub struct Metrics {
     /// memory (the rest are in the match file): the second stays bounded for weeks.
     pub replay_matches: Gauge,
     pub replay_matches_in_memory: Gauge,
+    pub state_matches: Gauge,
+    pub state_matches_in_memory: Gauge,
     pub vtrust: Family<PeerChain, Gauge<f64, AtomicU64>>,
     /// The allocator's live heap and the pages it holds, read by `heap_probe` when
     /// `/metrics` is read: RSS growth with a flat live heap is fragmentation, not a leak.
@@ -237,6 +239,8 @@ impl Metrics {
             store_disk_free_bytes: Gauge::default(),
             replay_matches: Gauge::default(),
             replay_matches_in_memory: Gauge::default(),
+            state_matches: Gauge::default(),
+            state_matches_in_memory: Gauge::default(),
             vtrust: Family::default(),
             heap_allocated_bytes: Gauge::default(),
             heap_resident_bytes: Gauge::default(),
@@ -318,6 +322,16 @@ impl Metrics {
             "replay_matches_in_memory",
             "Of those, the matches held in memory; the rest are in the match file",
             metrics.replay_matches_in_memory.clone(),
+        );
+        r.register(
+            "state_matches",
+            "Matches of the network state the latest replay combined, one per pair of miners",
+            metrics.state_matches.clone(),
+        );
+        r.register(
+            "state_matches_in_memory",
+            "Of those, the matches held in memory; the rest are in the match file",
+            metrics.state_matches_in_memory.clone(),
         );
         r.register(
             "store_disk_free_bytes",

@@ -345,7 +345,7 @@ fn reigns(state: &NetworkState) -> Markup {
     let last_activity = state
         .matches
         .iter()
-        .flat_map(|m| std::iter::once(m.first_started_ms).chain(m.votes.iter().map(|v| v.decided_time_ms)))
+        .flat_map(|m| m.votes.iter().map(|v| v.decided_time_ms).chain([m.first_started_ms]).max())
         .chain(history.iter().map(|c| c.at_time_ms))
         .max()
         .unwrap_or(t0);

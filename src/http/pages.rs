@@ -333,7 +333,7 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
     let plays = plays_by_pair(replay);
     for (i, m) in state.matches.iter().enumerate() {
         let won = m.verdict.map(|v| v == NetworkVerdict::ContenderWon);
-        let envs: Vec<EnvRecord> = plays_of(&plays, m)
+        let envs: Vec<EnvRecord> = plays_of(&plays, &m)
             .first()
             .and_then(|(validator, id)| played(replay, validator, id))
             .map(|played| {
@@ -482,9 +482,9 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
                 th { "match" } th { "contender" } th { "champion" } th { "validator" } th { "its verdict" }
                 th { "contender's W/L/D per env (decision)" } th { "challenges" } th { "ratio it set" }
             }
-            @for (n, m) in state.matches.iter().enumerate().skip(first).take(shown) {
+            @for (n, m) in (first..).zip(state.matches.iter_from(first).take(shown)) {
                 @let total = m.for_ppm + m.against_ppm;
-                @let plays = plays_of(&plays_index, m);
+                @let plays = plays_of(&plays_index, &m);
                 @let rows = plays.len().max(1);
                 @for (i, (validator, match_id)) in plays.iter().enumerate() {
                     @let Some(played) = played(replay, validator, match_id) else { continue };
@@ -534,7 +534,13 @@ fn history(replay: &Replay) -> Markup {
     let mut points: Vec<(u64, u32)> = state
         .matches
         .iter()
-        .flat_map(|m| m.votes.iter().filter(|v| v.chain_block > 0).map(|v| (v.chain_block, v.new_ratio_to_beat_ppm)))
+        .flat_map(|m| {
+            m.votes
+                .iter()
+                .filter(|v| v.chain_block > 0)
+                .map(|v| (v.chain_block, v.new_ratio_to_beat_ppm))
+                .collect::<Vec<_>>()
+        })
         .collect();
     points.sort_unstable();
     html! {
@@ -714,7 +720,7 @@ mod tests {
         };
         Replay {
             folds: Vec::new(),
-            state_hash: crate::replay::state_hash(&state),
+            state_hash: crate::replay::state_hash(&state).unwrap(),
             state,
             n_blocks_folded: 0,
             n_bytes_folded: 0,

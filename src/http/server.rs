@@ -385,10 +385,13 @@ fn problem(status: StatusCode, message: &str) -> ApiError {
 
 type Answer = Result<Response, ApiError>;
 
-/// Refuses what was drawn from `replay` if a spilled match failed to read back meanwhile:
+/// Refuses what was drawn from `replay` if a spilled match (a log's, or one of the
+/// state's) failed to read back meanwhile:
 /// a page short of a match is never served as whole.
 fn whole(replay: &Replay) -> Result<(), ApiError> {
-    match replay.folds.iter().any(crate::replay::fold::ChainFold::spill_faulted) {
+    let faulted =
+        replay.folds.iter().any(crate::replay::fold::ChainFold::spill_faulted) || replay.state.matches.faulted();
+    match faulted {
         true => Err(internal("a spilled match failed to read back from the replay's match file (see the log)")),
         false => Ok(()),
     }
@@ -738,20 +741,21 @@ async fn state(State(served): State<Arc<Served>>, Query(page): Query<Page>, requ
     let limit = page.limit.unwrap_or(100).min(MAX_MATCHES_PAGE);
     if !first_page {
         // This reader's own page (up to 1,000 matches, each with every vote).
-        return built_json(&served, &request, move || Ok(state_page(&replay, page.offset, limit))).await;
+        return built_json(&served, &request, move || state_page(&replay, page.offset, limit)).await;
     }
-    let body = Bytes::from(serde_json::to_vec(&state_page(&replay, page.offset, limit)).map_err(internal)?);
+    let body = Bytes::from(serde_json::to_vec(&state_page(&replay, page.offset, limit)?).map_err(internal)?);
     let etag = blake3::hash(&body).to_hex()[..32].to_string();
     *served.state_page.lock().await = Some((Arc::downgrade(&replay), body.clone(), etag.clone()));
     Ok(cached(&request, &etag, MUTABLE, "application/json", Body::from(body)))
 }
 
 /// `af/v1/state` with the page of `limit` matches from `offset`.
-fn state_page(replay: &Replay, offset: usize, limit: usize) -> serde_json::Value {
+fn state_page(replay: &Replay, offset: usize, limit: usize) -> Result<serde_json::Value, ApiError> {
     let state = &replay.state;
-    let matches: Vec<_> = state.matches.iter().skip(offset).take(limit).collect();
+    let matches: Vec<_> = state.matches.iter_from(offset).take(limit).collect();
+    whole(replay)?;
     let tips: Vec<_> = replay.folds.iter().map(|f| (f.validator, f.tip)).collect();
-    serde_json::json!({
+    Ok(serde_json::json!({
             "note": "computed by this node from the logs it holds; mirror them and run `af audit` to check",
             "state_hash": replay.state_hash,
             "tips": tips,
@@ -765,7 +769,7 @@ fn state_page(replay: &Replay, offset: usize, limit: usize) -> serde_json::Value
             "matches_total": state.matches.len(),
             "matches_offset": offset,
             "matches": matches,
-    })
+    }))
 }
 
 /// `bytes` as a response body held against the memory budget until it is written.
@@ -925,6 +929,8 @@ async fn metrics_text(State(served): State<Arc<Served>>, request: HeaderMap) -> 
         metrics
             .replay_matches_in_memory
             .set(replay.folds.iter().map(|f| f.matches.held_in_memory()).sum::<usize>() as i64);
+        metrics.state_matches.set(replay.state.matches.len() as i64);
+        metrics.state_matches_in_memory.set(replay.state.matches.held_in_memory() as i64);
         for v in &replay.state.validators {
             let labels = PeerChain { validator: v.validator.to_hex() };
             metrics.vtrust.get_or_create(&labels).set(f64::from(v.vtrust_ppm) / 1e6);

@@ -56,6 +56,16 @@ pub fn hash_encoding<T: Serialize>(value: &T) -> blake3::Hash {
     hasher.finalize()
 }
 
+/// [`hash_encoding`] of a value whose encoding may fail: one that reads its parts from
+/// a file as it is encoded.
+pub fn try_hash_encoding<T: Serialize>(value: &T, what: &'static str) -> Result<blake3::Hash, CodecError> {
+    let mut hasher = blake3::Hasher::new();
+    options(u64::MAX)
+        .serialize_into(&mut hasher, value)
+        .map_err(|e| CodecError::Malformed { what, message: e.to_string() })?;
+    Ok(hasher.finalize())
+}
+
 fn decode_error(what: &'static str, e: &bincode::Error) -> CodecError {
     match &**e {
         bincode::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => CodecError::Truncated { what },

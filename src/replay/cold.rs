@@ -6,9 +6,10 @@
 
 use super::fold::{ChainFold, MatchFold};
 use super::lists::{Record, RecordList, RECORD_TABLES};
+use super::network::NetworkMatch;
 use crate::bytes::{MatchId, ValidatorKey};
 use crate::ledger::codec;
-use redb::{Database, ReadOnlyTable, ReadableDatabase, TableDefinition};
+use redb::{Database, ReadOnlyTable, ReadableDatabase, TableDefinition, WriteTransaction};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,6 +19,9 @@ use std::sync::Arc;
 const BY_ID: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_place_by_id");
 /// (validator, started height, event index) -> match id, then the fold's encoding.
 const BY_PLACE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_by_place");
+/// The network state's matches, in the state's order, as the last combine wrote them
+/// (each combine replaces the list; replays still held read theirs through their snapshot).
+const STATE_LIST: TableDefinition<u64, &[u8]> = TableDefinition::new("network_matches");
 /// Each kind of listed record (`lists::RECORD_TABLES`): (validator, place in the log's
 /// list, big-endian) -> the record.
 fn list_table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
@@ -67,6 +71,7 @@ pub struct ColdSnapshot {
     by_place: ReadOnlyTable<&'static [u8], &'static [u8]>,
     /// One per kind of listed record, by `Record::SLOT`.
     lists: Vec<ReadOnlyTable<&'static [u8], &'static [u8]>>,
+    state_list: ReadOnlyTable<u64, &'static [u8]>,
     fault: AtomicBool,
     path: PathBuf,
 }
@@ -133,6 +138,19 @@ impl ColdStore {
             .set_cache_size(cache_bytes)
             .create(path)
             .map_err(|e| fail(redb::Error::from(e).to_string()))?;
+        // Every table exists from the start, so any snapshot can open them all.
+        let made = (|| -> Result<(), redb::Error> {
+            let txn = db.begin_write()?;
+            txn.open_table(BY_ID)?;
+            txn.open_table(BY_PLACE)?;
+            txn.open_table(STATE_LIST)?;
+            for name in RECORD_TABLES {
+                txn.open_table(list_table(name))?;
+            }
+            txn.commit()?;
+            Ok(())
+        })();
+        made.map_err(|e| fail(e.to_string()))?;
         Ok(ColdStore { db: Arc::new(db), path: path.to_owned(), newest: Default::default() })
     }
 
@@ -212,6 +230,53 @@ impl ColdStore {
         }
     }
 
+    /// A transaction for a combine: its working sets (`bag::Bag`) and the state's new list
+    /// of matches (`append_state_match`), with the last list gone. Written without fsync,
+    /// as spills are.
+    pub(super) fn begin_combine(&self) -> Result<WriteTransaction, ColdError> {
+        let mut txn = self.db.begin_write().map_err(|e| self.fail("combining", e))?;
+        txn.set_durability(redb::Durability::None).map_err(|e| self.fail("combining", e))?;
+        txn.delete_table(STATE_LIST).map_err(|e| self.fail("combining", e))?;
+        txn.open_table(STATE_LIST).map_err(|e| self.fail("combining", e))?;
+        Ok(txn)
+    }
+
+    /// Writes `matches` at the end of the state's list in `txn`, the first at place `at`.
+    pub(super) fn append_state_matches(
+        &self,
+        txn: &WriteTransaction,
+        at: u64,
+        matches: &[NetworkMatch],
+    ) -> Result<(), ColdError> {
+        let mut table = txn.open_table(STATE_LIST).map_err(|e| self.fail("writing the state", e))?;
+        for (place, m) in (at..).zip(matches) {
+            let value =
+                codec::encode(m, "network match", MAX_FOLD_BYTES).map_err(|e| self.fail("writing the state", e))?;
+            table.insert(place, &value[..]).map_err(|e| self.fail("writing the state", e))?;
+        }
+        Ok(())
+    }
+
+    /// Commits a combine's `txn` without its working sets (the tables named `scratch`):
+    /// the snapshot it returns is the one its state's list reads from, and the newest.
+    pub(super) fn commit_combine(
+        &self,
+        txn: WriteTransaction,
+        scratch: &[&str],
+    ) -> Result<Arc<ColdSnapshot>, ColdError> {
+        for name in scratch {
+            txn.delete_table(list_table(name)).map_err(|e| self.fail("combining", e))?;
+        }
+        txn.commit().map_err(|e| self.fail("combining", e))?;
+        let snapshot = Arc::new(self.snapshot().map_err(|e| self.fail("combining", e))?);
+        *self.newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(snapshot.clone());
+        Ok(snapshot)
+    }
+
+    fn fail(&self, doing: &str, e: impl std::fmt::Display) -> ColdError {
+        ColdError::Engine { path: self.path.display().to_string(), message: format!("{doing}: {e}") }
+    }
+
     fn snapshot(&self) -> Result<ColdSnapshot, redb::Error> {
         let txn = self.db.begin_read()?;
         Ok(ColdSnapshot {
@@ -219,6 +284,7 @@ impl ColdStore {
             by_id: txn.open_table(BY_ID)?,
             by_place: txn.open_table(BY_PLACE)?,
             lists: RECORD_TABLES.iter().map(|name| txn.open_table(list_table(name))).collect::<Result<_, _>>()?,
+            state_list: txn.open_table(STATE_LIST)?,
             fault: AtomicBool::new(false),
             path: self.path.clone(),
         })
@@ -339,6 +405,17 @@ impl ColdSnapshot {
     /// `validator`'s spilled `T` records, in log order.
     pub(super) fn records<T: Record>(&self, validator: &ValidatorKey) -> impl Iterator<Item = T> + '_ {
         self.scan(self.list::<T>(), validator, |_, value| self.decode_record(value))
+    }
+
+    /// The state's list of matches from place `from` on, in order.
+    pub(super) fn state_matches(&self, from: u64) -> impl Iterator<Item = NetworkMatch> + '_ {
+        let range = self.state_list.range(from..).map_err(|e| self.fault::<()>(e)).ok();
+        range.into_iter().flatten().map_while(move |entry| match entry {
+            Ok((_, value)) => codec::decode_canonical(value.value(), "network match", MAX_FOLD_BYTES)
+                .map_err(|e| self.fault::<()>(e))
+                .ok(),
+            Err(e) => self.fault(e),
+        })
     }
 
     /// `validator`'s spilled matches in log order.
@@ -487,6 +564,40 @@ mod tests {
         assert!(fold.matches.get(&in_order[10]).is_none());
         assert!(fold.matches.faulted());
         assert!(fold.matches.iter().count() < fold.matches.len());
+    }
+
+    /// A combine over spilled matches writes the state's list to the file, where it
+    /// reads back as the list a combine in memory holds; a damaged entry faults the list,
+    /// and a state holding it has no hash.
+    #[test]
+    fn the_state_list_in_the_file_reads_back_as_the_held_one_and_a_damaged_entry_faults_it() {
+        use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+        use crate::replay::network::{combine, combine_stored};
+        use crate::replay::network_list::NetworkMatches;
+        let dir = tempfile::tempdir().unwrap();
+        let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
+        let held = combine(&[fold_of(700)], &DEFAULT_RATIO_PARAMS);
+        let mut fold = fold_of(700);
+        cold.spill_if_due(&mut fold).unwrap();
+        let stored = combine_stored(std::slice::from_ref(&fold), &DEFAULT_RATIO_PARAMS, &cold).unwrap();
+        assert_eq!(stored.matches.held_in_memory(), 0);
+        assert_eq!(stored.matches.len(), 700);
+        assert_eq!(stored, held);
+        assert_eq!(crate::replay::state_hash(&stored).unwrap(), crate::replay::state_hash(&held).unwrap());
+        // The combine's scratch tables are not left in the file.
+        let txn = cold.db.begin_read().unwrap();
+        assert!(txn.list_tables().unwrap().all(|t| !redb::TableHandle::name(&t).starts_with("combine_")));
+
+        let txn = cold.db.begin_write().unwrap();
+        txn.open_table(STATE_LIST).unwrap().insert(300, &b"not a match"[..]).unwrap();
+        txn.commit().unwrap();
+        assert!(!stored.matches.faulted(), "the state's snapshot predates the damage");
+        let mut damaged = stored.clone();
+        damaged.matches = NetworkMatches::stored(Arc::new(cold.snapshot().unwrap()), 700);
+        assert_eq!(damaged.matches.iter().count(), 300);
+        assert!(damaged.matches.faulted());
+        assert!(crate::replay::state_hash(&damaged).is_err());
+        assert_ne!(damaged, held);
     }
 }
 

@@ -9,6 +9,7 @@
 //! verification, weak keys refused first), then fold in height order. The fold is the
 //! only sequential step, so the state is the same whatever the thread count.
 
+pub mod bag;
 pub mod cold;
 pub mod entries;
 pub mod fold;
@@ -16,6 +17,7 @@ pub mod latest;
 pub mod lists;
 pub mod matches;
 pub mod network;
+pub mod network_list;
 pub mod synth;
 
 use crate::bytes::{Hash32, ValidatorKey};
@@ -82,8 +84,9 @@ pub struct Replay {
 pub type Progress<'a> = &'a mut dyn FnMut(&ValidatorKey, u64, u64);
 
 /// The state hash: blake3 over the canonical encoding of the state.
-pub fn state_hash(state: &NetworkState) -> Hash32 {
-    Hash32(*codec::hash_encoding(state).as_bytes())
+/// Fails only when the state's matches are in the match file and one does not read back.
+pub fn state_hash(state: &NetworkState) -> Result<Hash32, codec::CodecError> {
+    Ok(Hash32(*codec::try_hash_encoding(state, "network state")?.as_bytes()))
 }
 
 /// Where the folds handed to [`replay`] come from, which decides what must be checked
@@ -227,14 +230,22 @@ pub fn replay_spilling(
                     && b.invalid_at.is_none()
             })
     });
-    let state = match unchanged {
-        Some(last) => network::recount(&last.state, &folds),
-        None => network::combine(&folds, ratio_params),
+    let state = match (unchanged, cold) {
+        (Some(last), _) => network::recount(&last.state, &folds),
+        (None, Some(cold)) => network::combine_stored(&folds, ratio_params, cold)?,
+        (None, None) => network::combine(&folds, ratio_params),
     };
-    if let Some(cold) = cold.filter(|_| folds.iter().any(ChainFold::spill_faulted)) {
-        return Err(ReplayError::ColdRead(cold.path().display().to_string()));
-    }
     let state_hash = state_hash(&state);
+    if let Some(cold) = cold {
+        if folds.iter().any(ChainFold::spill_faulted) || state.matches.faulted() {
+            return Err(ReplayError::ColdRead(cold.path().display().to_string()));
+        }
+        // The combine's snapshot is now the newest: the folds read it too, so the replay
+        // holds one.
+        cold.read_newest(&mut folds);
+    }
+    let state_hash = state_hash
+        .map_err(|_| ReplayError::ColdRead(cold.map_or_else(String::new, |c| c.path().display().to_string())))?;
     Ok(Replay {
         folds,
         state,

@@ -14,9 +14,14 @@
 //! A match is "the same match" across validators when it has the same contender and
 //! champion hotkeys: each validator derives its own match id and challenge schedule.
 
-use super::fold::{ChainFold, Discrepancy, DiscrepancyKind, HeldMiner, Name};
+use super::bag::{Bag, Space};
+use super::cold::{ColdError, ColdStore};
+use super::fold::{ChainFold, Discrepancy, DiscrepancyKind, HeldMiner, MatchFold, Name};
+pub use super::network_list::NetworkMatches;
+use crate::bytes::MatchId;
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::{RatioParams, RatioToBeat};
+use redb::WriteTransaction;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -87,7 +92,7 @@ pub struct NetworkState {
     pub validators: Vec<ValidatorSummary>,
     /// Shared by the replays that recount this one (`recount`): a tip move that changes
     /// only counts copies no match. Encoded as the list it is.
-    pub matches: Arc<[NetworkMatch]>,
+    pub matches: NetworkMatches,
     pub champion: Option<HeldMiner>,
     pub champion_history: Vec<ChampionChange>,
     pub ratio_set_ppm: u32,
@@ -100,11 +105,33 @@ pub struct NetworkState {
     pub n_discrepancies_omitted: u64,
 }
 
-/// (contender, champion) hotkeys, shared with the folds being combined.
-type MatchKey = (Name, Name);
-
-/// Combines folded chains (in any order; they are sorted here) into the network's state.
+/// Combines folded chains (in any order; they are sorted here) into the network's state,
+/// its working sets and matches held in memory.
 pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState {
+    combine_in(folds, ratio_params, None).expect("a combine in memory reads and writes no file")
+}
+
+/// [`combine`], with its working sets and the state's matches in `cold`'s file: what it
+/// holds in memory is one pair's matches, whatever the logs hold. The state's matches are
+/// read back through the snapshot its transaction committed.
+pub fn combine_stored(
+    folds: &[ChainFold],
+    ratio_params: &RatioParams,
+    cold: &ColdStore,
+) -> Result<NetworkState, ColdError> {
+    combine_in(folds, ratio_params, Some(cold))
+}
+
+fn combine_in(
+    folds: &[ChainFold],
+    ratio_params: &RatioParams,
+    cold: Option<&ColdStore>,
+) -> Result<NetworkState, ColdError> {
+    let txn = cold.map(ColdStore::begin_combine).transpose()?;
+    let space = match (cold, &txn) {
+        (Some(cold), Some(txn)) => Space::Stored { txn, path: cold.path() },
+        _ => Space::Memory,
+    };
     let mut folds: Vec<&ChainFold> = folds.iter().collect();
     folds.sort_by_key(|f| f.validator);
 
@@ -157,81 +184,36 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
         })
         .collect();
 
-    // Every validator's decided vote per match (contender, champion); and where each
-    // validator's first match (in id order) of each pair was decided: a disagreement's
-    // height. Looked up, not searched for, so a validator that disagrees on every match
-    // costs a replay n steps, not n^2. One pass: a spilled match is read back once.
-    let mut by_match: BTreeMap<MatchKey, NetworkMatch> = BTreeMap::new();
-    let mut decided_at: BTreeMap<(ValidatorKey, MatchKey), u64> = BTreeMap::new();
-    // Matches read back from the match file hold their own copies of each name: the
-    // state's matches share one copy of each, as the folds in memory do.
-    let mut names: BTreeSet<Name> = BTreeSet::new();
+    // Every log's matches grouped by pair (contender, champion), each validator's in id
+    // order: its first of a pair dates a disagreement, its last decided one is its vote.
+    let voters: BTreeMap<ValidatorKey, Arc<ValidatorKey>> =
+        folds.iter().map(|f| (f.validator, Arc::new(f.validator))).collect();
+    let mut plays: Bag<'_, PlayKey, Play> = Bag::new(space, PLAYS);
     for fold in &folds {
-        let voter = Arc::new(fold.validator);
-        for m in fold.matches.values() {
-            let key = (m.contender.hotkey.clone(), m.champion.hotkey.clone());
-            decided_at
-                .entry((fold.validator, key.clone()))
-                .or_insert_with(|| m.decided.as_ref().map_or(0, |d| d.height));
-            let entry = by_match.entry(key).or_insert_with(|| NetworkMatch {
-                contender: shared_miner(&mut names, &m.contender),
-                champion: shared_miner(&mut names, &m.champion),
-                first_started_ms: m.started_time_ms,
-                votes: Vec::new(),
-                for_ppm: 0,
-                against_ppm: 0,
-                verdict: None,
-            });
-            entry.first_started_ms = entry.first_started_ms.min(m.started_time_ms);
-            if let Some(decided) = &m.decided {
-                // A validator that played the same pair twice counts once: its last word.
-                entry.votes.retain(|v| *v.validator != fold.validator);
-                entry.votes.push(Vote {
-                    validator: voter.clone(),
-                    contender_won: decided.contender_won,
-                    new_ratio_to_beat_ppm: decided.new_ratio_to_beat_ppm,
-                    decided_time_ms: decided.time_ms,
-                    chain_block: m.chain_block,
-                });
-            }
+        for (id, m) in fold.matches.iter() {
+            let key = (m.contender.hotkey.clone(), m.champion.hotkey.clone(), fold.validator, id);
+            plays.put(key, Play::of(&m))?;
         }
     }
 
-    // Pass 2: disagreement with the majority of the other validators still trusted.
+    // Pass 2, a pair at a time: disagreement with the majority of the other validators
+    // still trusted. Each pair then waits, keyed by its place in the state, for vTrust.
     let mut compared: BTreeMap<ValidatorKey, (u64, u64)> = BTreeMap::new();
-    for (key, m) in &by_match {
-        for vote in &m.votes {
-            let others = m.votes.iter().filter(|o| o.validator != vote.validator && base[&*o.validator] > 0);
-            let (same, opposite) = others.fold((0u64, 0u64), |(s, o), other| {
-                if other.contender_won == vote.contender_won {
-                    (s + 1, o)
-                } else {
-                    (s, o + 1)
-                }
-            });
-            if same + opposite == 0 {
-                continue;
-            }
-            let counts = compared.entry(*vote.validator).or_default();
-            counts.0 += 1;
-            if opposite > same {
-                counts.1 += 1;
-                let height = decided_at[&(*vote.validator, key.clone())];
-                discrepancies.push(Discrepancy {
-                    validator: *vote.validator,
-                    kind: DiscrepancyKind::Disagreement,
-                    height,
-                    event_idx: None,
-                    detail: format!(
-                        "match {} vs {}: said the contender {}, {opposite} of {} other validators said otherwise",
-                        key.0,
-                        key.1,
-                        if vote.contender_won { "won" } else { "did not win" },
-                        same + opposite
-                    ),
-                });
-            }
+    let mut pairs: Bag<'_, PairOrder, NetworkMatch> = Bag::new(space, PAIRS);
+    let mut pair: Option<PairPlays> = None;
+    plays.drain(&mut |(contender, champion, validator, _), play| {
+        if pair.as_ref().is_some_and(|p| p.key != (contender.clone(), champion.clone())) {
+            let done = pair.take().expect("checked above");
+            let m = done.compare(&base, &mut compared, &mut discrepancies);
+            pairs.put((m.first_started_ms, m.contender.hotkey.clone(), m.champion.hotkey.clone()), m)?;
         }
+        let entry = pair.get_or_insert_with(|| PairPlays::new((contender, champion), &play));
+        entry.add(&voters[&validator], play);
+        Ok(())
+    })?;
+    if let Some(done) = pair.take() {
+        let m = done.compare(&base, &mut compared, &mut discrepancies);
+        pairs.put((m.first_started_ms, m.contender.hotkey.clone(), m.champion.hotkey.clone()), m)?;
     }
     let vtrust: BTreeMap<ValidatorKey, u32> = base
         .iter()
@@ -242,12 +224,15 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
         })
         .collect();
 
-    // Verdicts, weighted by vTrust. A tie keeps the champion: the incumbent is the older
-    // registration.
-    for m in by_match.values_mut() {
-        // Held for as long as the state is: at its size, not at a growing vector's
-        // capacity (four votes' room for two validators' votes).
-        m.votes.shrink_to_fit();
+    // In the state's order (earliest start first): verdicts, weighted by vTrust (a tie
+    // keeps the champion: the incumbent is the older registration); and the champion:
+    // the first match's champion, replaced by each contender the network says beat the
+    // champion of the moment.
+    let mut champion: Option<HeldMiner> = None;
+    let mut history = Vec::new();
+    let mut ratio = ratio_params.initial();
+    let mut list = StateList::new(cold, txn.as_ref());
+    pairs.drain(&mut |_, mut m| {
         m.for_ppm = m.votes.iter().filter(|v| v.contender_won).map(|v| u64::from(vtrust[&*v.validator])).sum();
         m.against_ppm = m.votes.iter().filter(|v| !v.contender_won).map(|v| u64::from(vtrust[&*v.validator])).sum();
         m.verdict = match (m.votes.is_empty(), m.for_ppm > m.against_ppm) {
@@ -255,22 +240,6 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
             (false, true) => Some(NetworkVerdict::ContenderWon),
             (false, false) => Some(NetworkVerdict::ChampionStays),
         };
-    }
-    let mut matches: Vec<NetworkMatch> = by_match.into_values().collect();
-    matches.sort_by(|a, b| {
-        (a.first_started_ms, &a.contender.hotkey, &a.champion.hotkey).cmp(&(
-            b.first_started_ms,
-            &b.contender.hotkey,
-            &b.champion.hotkey,
-        ))
-    });
-
-    // The champion: the first match's champion, replaced by each contender the network
-    // says beat the champion of the moment.
-    let mut champion: Option<HeldMiner> = None;
-    let mut history = Vec::new();
-    let mut ratio = ratio_params.initial();
-    for m in &matches {
         if champion.is_none() {
             champion = Some(m.champion.clone());
             history.push(ChampionChange {
@@ -298,7 +267,15 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
                 at_time_ms: at_ms,
             });
         }
-    }
+        list.push(m)
+    })?;
+    let matches = match (list.close()?, cold, txn) {
+        (Ok(held), _, _) => held.into(),
+        (Err(len), Some(cold), Some(txn)) => NetworkMatches::stored(cold.commit_combine(txn, &[PLAYS, PAIRS])?, len),
+        (Err(_), _, None) | (Err(_), None, _) => {
+            return Err(ColdError::Engine { path: String::new(), message: "a stored list without its file".into() })
+        }
+    };
     let weights = champion.as_ref().map(|c| vec![(c.uid, u16::MAX)]).unwrap_or_default();
 
     let validators = folds
@@ -321,9 +298,9 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
         })
         .collect();
     discrepancies.sort();
-    NetworkState {
+    Ok(NetworkState {
         validators,
-        matches: matches.into(),
+        matches,
         champion,
         champion_history: history,
         ratio_set_ppm: ratio.set_ppm,
@@ -331,6 +308,176 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState 
         weights,
         discrepancies,
         n_discrepancies_omitted: folds.iter().map(|f| f.n_discrepancies_omitted).sum(),
+    })
+}
+
+/// The combine's scratch tables in the match file.
+const PLAYS: &str = "combine_plays";
+const PAIRS: &str = "combine_pairs";
+
+/// (contender, champion, validator, match id): a log's match, grouped by pair.
+type PlayKey = (Name, Name, ValidatorKey, MatchId);
+/// (earliest start, contender, champion): a pair's place in the state.
+type PairOrder = (u64, Name, Name);
+
+/// What the combine reads of a log's match.
+#[derive(Serialize, Deserialize)]
+struct Play {
+    contender: HeldMiner,
+    champion: HeldMiner,
+    started_time_ms: u64,
+    chain_block: u64,
+    /// (height, contender won, new ratio to beat, time).
+    decided: Option<(u64, bool, u32, u64)>,
+}
+
+impl Play {
+    fn of(m: &MatchFold) -> Play {
+        Play {
+            contender: m.contender.clone(),
+            champion: m.champion.clone(),
+            started_time_ms: m.started_time_ms,
+            chain_block: m.chain_block,
+            decided: m.decided.as_ref().map(|d| (d.height, d.contender_won, d.new_ratio_to_beat_ppm, d.time_ms)),
+        }
+    }
+}
+
+/// One pair's matches, as the combine gathers them.
+struct PairPlays {
+    key: (Name, Name),
+    m: NetworkMatch,
+    /// Where each validator's first match of the pair (in id order) was decided (0 if
+    /// it was not): a disagreement's height.
+    decided_at: BTreeMap<ValidatorKey, u64>,
+}
+
+impl PairPlays {
+    fn new(key: (Name, Name), first: &Play) -> PairPlays {
+        let m = NetworkMatch {
+            contender: first.contender.clone(),
+            champion: first.champion.clone(),
+            first_started_ms: first.started_time_ms,
+            votes: Vec::new(),
+            for_ppm: 0,
+            against_ppm: 0,
+            verdict: None,
+        };
+        PairPlays { key, m, decided_at: BTreeMap::new() }
+    }
+
+    fn add(&mut self, voter: &Arc<ValidatorKey>, play: Play) {
+        self.decided_at.entry(**voter).or_insert(play.decided.map_or(0, |d| d.0));
+        self.m.first_started_ms = self.m.first_started_ms.min(play.started_time_ms);
+        if let Some((_, contender_won, new_ratio_to_beat_ppm, decided_time_ms)) = play.decided {
+            // A validator that played the same pair twice counts once: its last word.
+            self.m.votes.retain(|v| v.validator != *voter);
+            self.m.votes.push(Vote {
+                validator: voter.clone(),
+                contender_won,
+                new_ratio_to_beat_ppm,
+                decided_time_ms,
+                chain_block: play.chain_block,
+            });
+        }
+    }
+
+    /// Counts each vote against the others of validators still trusted (`base`), and
+    /// finds each that went against their majority; gives the pair's match.
+    fn compare(
+        mut self,
+        base: &BTreeMap<ValidatorKey, u32>,
+        compared: &mut BTreeMap<ValidatorKey, (u64, u64)>,
+        discrepancies: &mut Vec<Discrepancy>,
+    ) -> NetworkMatch {
+        // Held for as long as the state is: at its size, not at a growing vector's
+        // capacity (four votes' room for two validators' votes).
+        self.m.votes.shrink_to_fit();
+        let votes = &self.m.votes;
+        for vote in votes {
+            let others = votes.iter().filter(|o| o.validator != vote.validator && base[&*o.validator] > 0);
+            let (same, opposite) = others.fold((0u64, 0u64), |(s, o), other| {
+                if other.contender_won == vote.contender_won {
+                    (s + 1, o)
+                } else {
+                    (s, o + 1)
+                }
+            });
+            if same + opposite == 0 {
+                continue;
+            }
+            let counts = compared.entry(*vote.validator).or_default();
+            counts.0 += 1;
+            if opposite > same {
+                counts.1 += 1;
+                discrepancies.push(Discrepancy {
+                    validator: *vote.validator,
+                    kind: DiscrepancyKind::Disagreement,
+                    height: self.decided_at[&*vote.validator],
+                    event_idx: None,
+                    detail: format!(
+                        "match {} vs {}: said the contender {}, {opposite} of {} other validators said otherwise",
+                        self.key.0,
+                        self.key.1,
+                        if vote.contender_won { "won" } else { "did not win" },
+                        same + opposite
+                    ),
+                });
+            }
+        }
+        self.m
+    }
+}
+
+/// The state's list of matches as the combine makes it: in memory, names shared among
+/// them; or written to the match file in batches.
+enum StateList<'t> {
+    Held { matches: Vec<NetworkMatch>, names: BTreeSet<Name> },
+    Stored { cold: &'t ColdStore, txn: &'t WriteTransaction, n: u64, batch: Vec<NetworkMatch> },
+}
+
+/// Matches the state's list buffers before it writes them.
+const LIST_BATCH: usize = 256;
+
+impl<'t> StateList<'t> {
+    fn new(cold: Option<&'t ColdStore>, txn: Option<&'t WriteTransaction>) -> StateList<'t> {
+        match (cold, txn) {
+            (Some(cold), Some(txn)) => StateList::Stored { cold, txn, n: 0, batch: Vec::new() },
+            _ => StateList::Held { matches: Vec::new(), names: BTreeSet::new() },
+        }
+    }
+
+    fn push(&mut self, mut m: NetworkMatch) -> Result<(), ColdError> {
+        match self {
+            StateList::Held { matches, names } => {
+                // Matches read back from the match file hold their own copies of each
+                // name: the state's share one copy of each, as the folds in memory do.
+                m.contender = shared_miner(names, &m.contender);
+                m.champion = shared_miner(names, &m.champion);
+                matches.push(m);
+            }
+            StateList::Stored { cold, txn, n, batch } => {
+                batch.push(m);
+                if batch.len() >= LIST_BATCH {
+                    cold.append_state_matches(txn, *n, batch)?;
+                    *n += batch.len() as u64;
+                    batch.clear();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes what is left: the list held, or how many were written (the list is the
+    /// transaction's, to be read once it is committed).
+    fn close(self) -> Result<Result<Vec<NetworkMatch>, usize>, ColdError> {
+        match self {
+            StateList::Held { matches, .. } => Ok(Ok(matches)),
+            StateList::Stored { cold, txn, n, batch } => {
+                cold.append_state_matches(txn, n, &batch)?;
+                Ok(Err(n as usize + batch.len()))
+            }
+        }
     }
 }
 

@@ -80,7 +80,7 @@ fn a_clean_network_crowns_the_perfect_miner_with_full_trust() {
     // Chain time, not a clock: the winning match (the first) started at synthetic chain
     // block 1000 in every log.
     assert_eq!(state.ratio_set_at_block, 1_000);
-    assert!(state.matches[0].votes.iter().all(|v| v.chain_block == 1_000));
+    assert!(state.matches.iter().next().unwrap().votes.iter().all(|v| v.chain_block == 1_000));
     assert_eq!(state.matches.len(), 2);
     assert!(state.validators.iter().all(|v| v.n_compared == 2 && v.n_disagreements == 0));
 }
@@ -806,6 +806,14 @@ fn replays_that_spill_matches_give_the_states_of_replays_that_hold_them() {
     let n_held: usize = last.folds.iter().map(|f| f.matches.held_in_memory()).sum();
     assert!(n_held * 4 < n_matches, "{n_held} of {n_matches} held in memory");
     assert!(!kinds(&last.state).is_empty(), "the faults were found: {:?}", kinds(&last.state));
+    // The state's matches too are in the file, and read back as the held list.
+    assert!(kinds(&last.state).iter().any(|(_, k)| *k == DiscrepancyKind::Disagreement));
+    assert_eq!(last.state.matches.held_in_memory(), 0);
+    assert!(last.state.matches.len() > 150);
+    assert_eq!(last.state, whole.state);
+    let page: Vec<_> = last.state.matches.iter_from(100).take(7).map(|m| m.into_owned()).collect();
+    let held_page: Vec<_> = whole.state.matches.iter().skip(100).take(7).map(|m| m.into_owned()).collect();
+    assert_eq!(page, held_page);
 }
 
 /// A replay whose new blocks hold transcripts alone recounts the last state instead of

@@ -1,0 +1,211 @@
+//! A bag that hands back what was put in it in key order: a `BTreeMap` for a one-shot
+//! audit, or a table of the replay's match file for a validator. The combine groups
+//! every log's matches by pair and orders the pairs through two of these, so a
+//! validator's combine holds one pair at a time, not every pair of the network.
+
+use super::cold::ColdError;
+use super::fold::Name;
+use crate::bytes::Hash32;
+use crate::ledger::codec;
+use redb::{ReadableTable, TableDefinition, WriteTransaction};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Largest entry a bag writes or reads back (a match's votes, one per validator).
+const MAX_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
+/// Entries a stored bag buffers before it writes them (one table opening per batch).
+const BATCH: usize = 1024;
+
+/// A key whose bytes sort as the key does (`Ord`): the same order in memory and on disk.
+pub trait SortKey: Ord {
+    fn write_sorted(&self, out: &mut Vec<u8>);
+}
+
+impl SortKey for u64 {
+    fn write_sorted(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_be_bytes());
+    }
+}
+
+impl SortKey for Hash32 {
+    fn write_sorted(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.0);
+    }
+}
+
+impl SortKey for crate::bytes::ValidatorKey {
+    fn write_sorted(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.0);
+    }
+}
+
+impl SortKey for Name {
+    /// Each 0 byte doubled as 0 255, then 0 0: a prefix sorts first and no name's bytes
+    /// run into the next field's, whatever bytes a log's names hold.
+    fn write_sorted(&self, out: &mut Vec<u8>) {
+        for &byte in self.as_bytes() {
+            out.push(byte);
+            if byte == 0 {
+                out.push(u8::MAX);
+            }
+        }
+        out.extend_from_slice(&[0, 0]);
+    }
+}
+
+impl<A: SortKey, B: SortKey, C: SortKey> SortKey for (A, B, C) {
+    fn write_sorted(&self, out: &mut Vec<u8>) {
+        self.0.write_sorted(out);
+        self.1.write_sorted(out);
+        self.2.write_sorted(out);
+    }
+}
+
+impl<A: SortKey, B: SortKey, C: SortKey, D: SortKey> SortKey for (A, B, C, D) {
+    fn write_sorted(&self, out: &mut Vec<u8>) {
+        self.0.write_sorted(out);
+        self.1.write_sorted(out);
+        self.2.write_sorted(out);
+        self.3.write_sorted(out);
+    }
+}
+
+/// Where a combine keeps its working sets: in memory, or in a transaction on the match
+/// file that is never committed with them (`cold::ColdStore::commit_combine` drops them).
+#[derive(Clone, Copy)]
+pub enum Space<'t> {
+    Memory,
+    Stored { txn: &'t WriteTransaction, path: &'t std::path::Path },
+}
+
+/// Entries by key; a key put twice keeps its last value.
+pub enum Bag<'t, K, V> {
+    Memory(BTreeMap<K, V>),
+    Stored { txn: &'t WriteTransaction, path: &'t std::path::Path, table: &'static str, batch: Vec<(Vec<u8>, Vec<u8>)> },
+}
+
+fn table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
+    TableDefinition::new(name)
+}
+
+impl<'t, K: SortKey + Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> Bag<'t, K, V> {
+    /// An empty bag in `space`, in the scratch table `name` there.
+    pub fn new(space: Space<'t>, name: &'static str) -> Bag<'t, K, V> {
+        match space {
+            Space::Memory => Bag::Memory(BTreeMap::new()),
+            Space::Stored { txn, path } => Bag::Stored { txn, path, table: name, batch: Vec::new() },
+        }
+    }
+
+    pub fn put(&mut self, key: K, value: V) -> Result<(), ColdError> {
+        match self {
+            Bag::Memory(map) => {
+                map.insert(key, value);
+                Ok(())
+            }
+            Bag::Stored { path, batch, .. } => {
+                let mut sorted = Vec::new();
+                key.write_sorted(&mut sorted);
+                let entry =
+                    codec::encode(&(key, value), "combine entry", MAX_ENTRY_BYTES).map_err(|e| fail(path, e))?;
+                batch.push((sorted, entry));
+                if batch.len() >= BATCH {
+                    self.flush()?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), ColdError> {
+        let Bag::Stored { txn, path, table: name, batch } = self else { return Ok(()) };
+        let mut table = txn.open_table(table(name)).map_err(|e| fail(path, e))?;
+        for (key, entry) in batch.drain(..) {
+            table.insert(&key[..], &entry[..]).map_err(|e| fail(path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Hands every entry to `each` in key order; stops at the first error.
+    pub fn drain(mut self, each: &mut dyn FnMut(K, V) -> Result<(), ColdError>) -> Result<(), ColdError> {
+        self.flush()?;
+        match self {
+            Bag::Memory(map) => map.into_iter().try_for_each(|(k, v)| each(k, v)),
+            Bag::Stored { txn, path, table: name, .. } => {
+                let table = match txn.open_table(table(name)) {
+                    Ok(table) => table,
+                    Err(e) => return Err(fail(path, e)),
+                };
+                for entry in table.iter().map_err(|e| fail(path, e))? {
+                    let (_, entry) = entry.map_err(|e| fail(path, e))?;
+                    let (k, v) = codec::decode_canonical(entry.value(), "combine entry", MAX_ENTRY_BYTES)
+                        .map_err(|e| fail(path, e))?;
+                    each(k, v)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn fail(path: &std::path::Path, e: impl std::fmt::Display) -> ColdError {
+    ColdError::Engine { path: path.display().to_string(), message: format!("combining: {e}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sorted<K: SortKey>(key: &K) -> Vec<u8> {
+        let mut out = Vec::new();
+        key.write_sorted(&mut out);
+        out
+    }
+
+    #[test]
+    fn name_bytes_sort_as_the_names_do_whatever_bytes_they_hold() {
+        let names = ["", "\0", "\0\0", "\0a", "a", "a\0", "a\0b", "ab", "b", "\u{ff}", "é"];
+        for a in names {
+            for b in names {
+                for c in names {
+                    let (x, y): ((Name, Name, u64), (Name, Name, u64)) =
+                        ((a.into(), b.into(), 1), (b.into(), c.into(), 0));
+                    assert_eq!(sorted(&x).cmp(&sorted(&y)), x.cmp(&y), "{x:?} {y:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_stored_bag_hands_back_what_a_memory_bag_does_in_the_same_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bag.redb");
+        let db = redb::Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        let mut stored: Bag<(Name, u64, Hash32), String> = Bag::new(Space::Stored { txn: &txn, path: &path }, "t");
+        let mut held: Bag<(Name, u64, Hash32), String> = Bag::new(Space::Memory, "t");
+        // More than a batch, with keys put twice.
+        for i in 0..3_000u64 {
+            let j = i % 1_500;
+            let key = (Name::from(format!("n{}\0{}", j % 7, j % 3)), j % 500, Hash32([(j % 11) as u8; 32]));
+            stored.put(key.clone(), format!("v{i}")).unwrap();
+            held.put(key, format!("v{i}")).unwrap();
+        }
+        let mut from_stored = Vec::new();
+        stored
+            .drain(&mut |k, v| {
+                from_stored.push((k, v));
+                Ok(())
+            })
+            .unwrap();
+        let mut from_held = Vec::new();
+        held.drain(&mut |k, v| {
+            from_held.push((k, v));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(from_held.len(), 1_500);
+        assert_eq!(from_stored, from_held);
+    }
+}
