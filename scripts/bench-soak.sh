@@ -7,7 +7,8 @@
 # prints each validator's resident memory (and its anonymous, file and allocator parts),
 # file descriptors, threads, store size, the block bytes its store holds, and the matches
 # its replay holds with how many of them are in memory (`replayed`, `in_mem`: the rest
-# are in its match file); at the end,
+# are in its match file), and the network state's matches (one per pair) with how many of
+# them are in memory (`state`, `st_mem`); at the end,
 # a least-squares line over the last half of the run (the last hour of a run of two
 # hours or more) for each, and the state hashes of the two stores after a clean stop: it
 # exits non-zero if they differ.
@@ -110,7 +111,7 @@ fi
 # matches of every log its latest replay holds, and of those the ones in memory (the
 # rest are in its match file).
 sample_of() {
-    local pid="${vpids[$1]}" rss threads fds disk metrics blocks heap anon file resident replayed in_memory
+    local pid="${vpids[$1]}" rss threads fds disk metrics blocks heap anon file resident replayed in_memory state state_mem
     rss="$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")"
     anon="$(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status")"
     file="$(awk '/^RssFile:/ {print $2}' "/proc/$pid/status")"
@@ -123,7 +124,9 @@ sample_of() {
     resident="$(awk '/^af_heap_resident_bytes / {printf "%d", $2 / 1024}' <<<"$metrics")"
     replayed="$(awk '/^af_replay_matches / {print $2}' <<<"$metrics")"
     in_memory="$(awk '/^af_replay_matches_in_memory / {print $2}' <<<"$metrics")"
-    echo "$rss $fds $threads $disk ${blocks:-0} ${heap:-0} $anon $file ${resident:-0} ${replayed:-0} ${in_memory:-0}"
+    state="$(awk '/^af_state_matches / {print $2}' <<<"$metrics")"
+    state_mem="$(awk '/^af_state_matches_in_memory / {print $2}' <<<"$metrics")"
+    echo "$rss $fds $threads $disk ${blocks:-0} ${heap:-0} $anon $file ${resident:-0} ${replayed:-0} ${in_memory:-0} ${state:-0} ${state_mem:-0}"
 }
 
 start=$(date +%s)
@@ -131,7 +134,7 @@ end=$((start + minutes * 60))
 next_commit=$((start + every))
 next_sample=$start
 n=2
-printf '%8s %3s %9s %9s %5s %5s %10s %10s %7s %8s %6s\n' minute v rss_kib heap_kib fds thr store_b blocks_b matches replayed in_mem
+printf '%8s %3s %9s %9s %5s %5s %10s %10s %7s %8s %6s %6s %6s\n' minute v rss_kib heap_kib fds thr store_b blocks_b matches replayed in_mem state st_mem
 : >"$dir/samples"
 while [ "$(date +%s)" -lt "$end" ]; do
     now=$(date +%s)
@@ -156,10 +159,10 @@ while [ "$(date +%s)" -lt "$end" ]; do
     if [ "$now" -ge "$next_sample" ]; then
         minute=$(awk -v s="$start" -v n="$now" 'BEGIN {printf "%.2f", (n - s) / 60}')
         for v in 0 1; do
-            read -r rss fds threads disk blocks heap anon file resident replayed in_memory <<<"$(sample_of "$v")"
+            read -r rss fds threads disk blocks heap anon file resident replayed in_memory state state_mem <<<"$(sample_of "$v")"
             matches="$(grep -c '"event":"match_decided"' "$dir/v$v/validate.log" || true)"
-            echo "$minute $v $rss $fds $threads $disk $blocks $matches $heap $anon $file $resident $replayed $in_memory" >>"$dir/samples"
-            printf '%8s %3s %9s %9s %5s %5s %10s %10s %7s %8s %6s\n' "$minute" "$v" "$rss" "$heap" "$fds" "$threads" "$disk" "$blocks" "$matches" "$replayed" "$in_memory"
+            echo "$minute $v $rss $fds $threads $disk $blocks $matches $heap $anon $file $resident $replayed $in_memory $state $state_mem" >>"$dir/samples"
+            printf '%8s %3s %9s %9s %5s %5s %10s %10s %7s %8s %6s %6s %6s\n' "$minute" "$v" "$rss" "$heap" "$fds" "$threads" "$disk" "$blocks" "$matches" "$replayed" "$in_memory" "$state" "$state_mem"
         done
         next_sample=$((next_sample + sample))
     fi
