@@ -26,11 +26,18 @@ use std::time::Instant;
 struct Counting;
 
 static LIVE: AtomicI64 = AtomicI64::new(0);
+/// The most `LIVE` has been since it was last reset.
+static PEAK: AtomicI64 = AtomicI64::new(0);
+
+fn grew(by: i64) {
+    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
 
 // SAFETY: every call is passed to the system allocator unchanged; only a counter is added.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        grew(layout.size() as i64);
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -38,7 +45,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
+        grew(new_size as i64 - layout.size() as i64);
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -68,6 +75,8 @@ struct Held {
     /// (median of 5): what a tip move that starts or decides a match costs beyond
     /// folding its new blocks.
     again_s: f64,
+    /// The most live heap those replays added, above what the last replay held.
+    again_peak: i64,
     /// The bytes of every chain's blocks.
     log_bytes: u64,
     /// Seconds of the replay from genesis.
@@ -110,6 +119,8 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
     let started = Instant::now();
     let out = pool.install(|| run(None)).unwrap();
     let genesis_s = started.elapsed().as_secs_f64();
+    let resting = LIVE.load(Ordering::Relaxed);
+    PEAK.store(resting, Ordering::Relaxed);
     let again_s = median(
         (0..5)
             .map(|_| {
@@ -122,6 +133,7 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
             })
             .collect(),
     );
+    let again_peak = PEAK.load(Ordering::Relaxed) - resting;
     // The store's page cache is not the folds': it goes with the store. (The match
     // file's cache, at most `COLD_CACHE_BYTES`, stays: the folds read through it.)
     drop(store);
@@ -135,7 +147,7 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
     let state_live = LIVE.load(Ordering::Relaxed) - before;
     drop(state);
     drop(cold);
-    Held { live, state_live, encoded, n_matches, again_s, log_bytes, genesis_s }
+    Held { live, state_live, encoded, n_matches, again_s, again_peak, log_bytes, genesis_s }
 }
 
 fn main() {
@@ -144,10 +156,10 @@ fn main() {
     let (a, b) = (held(small, false, false), held(large, false, false));
     assert_eq!((a.n_matches, b.n_matches), (small, large), "every match is in the state");
     println!("## what a replay holds, by matches played ({N_VALIDATORS} validators, each holding its own fold of every match)\n");
-    println!("| matches | live heap of folds + state, bytes | encoded folds (snapshot), bytes | combine again (no new block), ms |");
-    println!("|---:|---:|---:|---:|");
+    println!("| matches | live heap of folds + state, bytes | encoded folds (snapshot), bytes | combine again (no new block), ms | its peak heap, bytes |");
+    println!("|---:|---:|---:|---:|---:|");
     for h in [&a, &b] {
-        println!("| {} | {} | {} | {:.2} |", h.n_matches, h.live, h.encoded, h.again_s * 1e3);
+        println!("| {} | {} | {} | {:.2} | {} |", h.n_matches, h.live, h.encoded, h.again_s * 1e3, h.again_peak);
     }
     let per_match = (b.live - a.live) as f64 / (large - small) as f64;
     let per_chain = per_match / N_VALIDATORS as f64;
@@ -172,20 +184,23 @@ fn main() {
         replay::cold::HOT_MATCHES
     );
     println!(
-        "| matches | live heap of folds + state, bytes | of which the state's | combine again (no new block), ms |"
+        "| matches | live heap of folds + state, bytes | of which the state's | combine again (no new block), ms | its peak heap, bytes |"
     );
-    println!("|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|");
     for x in [&g, &h] {
-        println!("| {} | {} | {} | {:.2} |", x.n_matches, x.live, x.state_live, x.again_s * 1e3);
+        println!("| {} | {} | {} | {:.2} | {} |", x.n_matches, x.live, x.state_live, x.again_s * 1e3, x.again_peak);
     }
     let spilled_per_match = (h.live - g.live) as f64 / (large - small) as f64;
     println!(
         "\nper match: {spilled_per_match:.0} bytes of live heap against {per_match:.0} held ({:.1}x less), of which the state's {:.0}; \
-         each combine costs {:.1} ms more per 1,000 matches ({:.1}x the held folds')",
+         each combine costs {:.1} ms more per 1,000 matches ({:.1}x the held folds'); \
+         a combine's peak heap grows by {:.0} bytes per match ({:.0} with folds held)",
         per_match / spilled_per_match,
         (h.state_live - g.state_live) as f64 / (large - small) as f64,
         (h.again_s - g.again_s) * 1e6 / (large - small) as f64,
         (h.again_s - g.again_s) / (b.again_s - a.again_s),
+        (h.again_peak - g.again_peak) as f64 / (large - small) as f64,
+        (b.again_peak - a.again_peak) as f64 / (large - small) as f64,
     );
     // What a log can make its peers hold per byte of it: played matches, and matches
     // started and never played (a permitted validator's cheapest log per match).

@@ -49,7 +49,7 @@ pub const RATIO_NEVER_SET_ON_CHAIN: &str =
 
 /// Why some findings are counted and not listed (text report and HTML alike).
 pub const DISCREPANCIES_OMITTED: &str =
-    "a replay keeps each chain's first 1,000 findings; the rest are counted in its false reports";
+    "a replay lists each chain's first 1,000 findings in its log and 1,000 more found across logs; the rest are counted in its false reports or disagreements";
 
 pub(crate) const STYLE: &str = "
 body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:1.5em;color:#1b1f24}

@@ -425,7 +425,7 @@ impl ColdSnapshot {
 }
 
 #[cfg(test)]
-mod tests_support {
+pub(super) mod tests_support {
     use super::*;
     use crate::bytes::Hash32;
     use crate::ledger::event::MinerRef;

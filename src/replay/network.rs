@@ -16,7 +16,7 @@
 
 use super::bag::{Bag, Space};
 use super::cold::{ColdError, ColdStore};
-use super::fold::{ChainFold, Discrepancy, DiscrepancyKind, HeldMiner, MatchFold, Name};
+use super::fold::{ChainFold, Discrepancy, DiscrepancyKind, HeldMiner, MatchFold, Name, MAX_CHAIN_DISCREPANCIES};
 pub use super::network_list::NetworkMatches;
 use crate::bytes::MatchId;
 use crate::bytes::ValidatorKey;
@@ -135,7 +135,12 @@ fn combine_in(
     let mut folds: Vec<&ChainFold> = folds.iter().collect();
     folds.sort_by_key(|f| f.validator);
 
-    let mut discrepancies: Vec<Discrepancy> = folds.iter().flat_map(|f| f.discrepancies.iter().cloned()).collect();
+    // Each fold keeps its own first findings; the state lists, per validator, at most
+    // as many again of those the combine finds, and counts the rest.
+    let mut discrepancies = Findings::default();
+    for fold in &folds {
+        discrepancies.kept.extend(fold.discrepancies.iter().cloned());
+    }
     // Proven equivocation, wherever it was recorded; one finding per accused and height.
     let mut equivocated: BTreeSet<ValidatorKey> = BTreeSet::new();
     let mut seen = BTreeSet::new();
@@ -165,9 +170,12 @@ fn combine_in(
     // The ratio each log played at and set, against the ratio parameters.
     let mut ratio_false: BTreeMap<ValidatorKey, u64> = BTreeMap::new();
     for fold in &folds {
-        let found = ratio_findings(fold, ratio_params);
-        ratio_false.insert(fold.validator, found.len() as u64);
-        discrepancies.extend(found);
+        let mut n = 0;
+        each_ratio_finding(fold, ratio_params, &mut |found| {
+            n += 1;
+            discrepancies.push(found);
+        });
+        ratio_false.insert(fold.validator, n);
     }
 
     // Pass 1: vTrust from proofs alone.
@@ -297,6 +305,7 @@ fn combine_in(
             }
         })
         .collect();
+    let Findings { kept: mut discrepancies, omitted, .. } = discrepancies;
     discrepancies.sort();
     Ok(NetworkState {
         validators,
@@ -307,8 +316,31 @@ fn combine_in(
         ratio_set_at_block: ratio.set_at_block,
         weights,
         discrepancies,
-        n_discrepancies_omitted: folds.iter().map(|f| f.n_discrepancies_omitted).sum(),
+        n_discrepancies_omitted: folds.iter().map(|f| f.n_discrepancies_omitted).sum::<u64>() + omitted,
     })
+}
+
+/// The state's findings: each fold's own (each keeps at most
+/// `fold::MAX_CHAIN_DISCREPANCIES`), then, per validator, the first as many again of those
+/// the combine finds (equivocations, ratio findings in log order, disagreements in pair
+/// order), the rest counted. A log of a million false matches lists a thousand.
+#[derive(Default)]
+struct Findings {
+    kept: Vec<Discrepancy>,
+    found: BTreeMap<ValidatorKey, usize>,
+    omitted: u64,
+}
+
+impl Findings {
+    fn push(&mut self, found: Discrepancy) {
+        let n = self.found.entry(found.validator).or_default();
+        if *n < MAX_CHAIN_DISCREPANCIES {
+            *n += 1;
+            self.kept.push(found);
+        } else {
+            self.omitted += 1;
+        }
+    }
 }
 
 /// The combine's scratch tables in the match file.
@@ -388,7 +420,7 @@ impl PairPlays {
         mut self,
         base: &BTreeMap<ValidatorKey, u32>,
         compared: &mut BTreeMap<ValidatorKey, (u64, u64)>,
-        discrepancies: &mut Vec<Discrepancy>,
+        discrepancies: &mut Findings,
     ) -> NetworkMatch {
         // Held for as long as the state is: at its size, not at a growing vector's
         // capacity (four votes' room for two validators' votes).
@@ -504,6 +536,12 @@ pub fn recount(previous: &NetworkState, folds: &[ChainFold]) -> NetworkState {
 /// one false number is one finding, not a cascade.
 pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Vec<Discrepancy> {
     let mut found = Vec::new();
+    each_ratio_finding(fold, legacy, &mut |d| found.push(d));
+    found
+}
+
+/// [`ratio_findings`], each handed to `found` as it is made (a log may hold millions).
+pub fn each_ratio_finding(fold: &ChainFold, legacy: &RatioParams, found: &mut dyn FnMut(Discrepancy)) {
     // No win yet: the floor of whatever parameters the next match names.
     let mut ratio = RatioToBeat { set_ppm: 0, set_at_block: 0 };
     // A log's matches name one plan for long stretches: parse it once per change, not
@@ -517,7 +555,7 @@ pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Vec<Discrepancy
         last_plan = Some((m.rule.clone(), params));
         let expected = params.current_ppm(&ratio, m.chain_block);
         if m.ratio_to_beat_ppm != expected {
-            found.push(Discrepancy {
+            found(Discrepancy {
                 validator: fold.validator,
                 kind: DiscrepancyKind::FalseDecision,
                 height: m.started_height,
@@ -532,7 +570,7 @@ pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Vec<Discrepancy
         if !decided.win_rates_ppm.is_empty() {
             let set = params.after_win(&decided.win_rates_ppm, m.chain_block).set_ppm;
             if decided.new_ratio_to_beat_ppm != set {
-                found.push(Discrepancy {
+                found(Discrepancy {
                     validator: fold.validator,
                     kind: DiscrepancyKind::FalseDecision,
                     height: decided.height,
@@ -546,7 +584,6 @@ pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Vec<Discrepancy
         }
         ratio = RatioToBeat { set_ppm: decided.new_ratio_to_beat_ppm, set_at_block: m.chain_block };
     }
-    found
 }
 
 /// Each validator's vTrust as the logs stood at chain block `B`, for up to `max_points`
@@ -665,4 +702,30 @@ fn false_reports(fold: &ChainFold) -> u64 {
         .count() as u64;
     // Only an invalid block is ever kept past the limit, so every omitted one is a proof.
     kept + fold.n_discrepancies_omitted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytes::Hash32;
+    use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+    use crate::replay::cold::tests_support::played;
+
+    /// A log whose every match is played at a ratio no win set, and sets one its win
+    /// rates do not give: two findings a match, each counted, a thousand listed.
+    #[test]
+    fn a_log_of_false_ratios_lists_a_thousand_findings_and_counts_every_one() {
+        let mut fold = ChainFold::new(ValidatorKey([9; 32]));
+        for i in 0..1_500u64 {
+            fold.matches.insert(Hash32(*blake3::hash(&i.to_le_bytes()).as_bytes()), played(i));
+        }
+        let mut n = 0u64;
+        each_ratio_finding(&fold, &DEFAULT_RATIO_PARAMS, &mut |_| n += 1);
+        assert!(n > 1_500, "{n} findings");
+        let state = combine(std::slice::from_ref(&fold), &DEFAULT_RATIO_PARAMS);
+        assert_eq!(state.discrepancies.len(), MAX_CHAIN_DISCREPANCIES);
+        assert_eq!(state.n_discrepancies_omitted, n - MAX_CHAIN_DISCREPANCIES as u64);
+        assert_eq!(state.validators[0].n_false_reports, n);
+        assert_eq!(state.validators[0].vtrust_ppm, 0);
+    }
 }
