@@ -422,7 +422,8 @@ pub fn run(
         .folds
         .iter()
         .any(|f| f.matches.values().any(|m| *m.contender.hotkey == *sybil || *m.champion.hotkey == *sybil));
-    let found = af::validator::discovery::discover(&neurons, &final_records, None, &Default::default());
+    let found =
+        af::validator::discovery::discover(&neurons, &final_records, None, &af::validator::state::Played::default());
     let sybil_kept_by = found.skipped.iter().find_map(|s| match s {
         af::validator::discovery::Skipped::Duplicate { candidate, kept_by, kept_block, .. } if candidate.hotkey == sybil => {
             Some(serde_json::json!({ "kept_by": kept_by, "kept_block": kept_block, "sybil_block": candidate.commit_block }))

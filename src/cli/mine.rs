@@ -118,11 +118,12 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
         Some((dir, (store, _))) => super::data_dir::own_state(dir, store)?,
         None => None,
     };
+    let nothing_played = af::validator::state::Played::default();
     let (champion, played, queue_of) = match &own {
-        Some((validator, state)) => (state.champion.as_ref(), state.played_models.clone(), Some(*validator)),
-        None => (None, Default::default(), None),
+        Some((validator, state)) => (state.champion.as_ref(), &state.played, Some(*validator)),
+        None => (None, &nothing_played, None),
     };
-    let found = discovery::queue_of(&neurons, &records, champion, &played);
+    let found = discovery::queue_of(&neurons, &records, champion, played);
     let is_champion = champion.is_some_and(|c| c.hotkey == hotkey);
     let queue_position = found.queue.iter().position(|c| c.hotkey == hotkey);
     let skipped = found.skipped.iter().find(|s| skipped_hotkey(s) == hotkey).cloned();

@@ -55,7 +55,7 @@ impl FromChain {
         own: Option<&crate::validator::state::ValidatorState>,
     ) -> FromChain {
         let queue = own.map(|own| {
-            crate::validator::discovery::queue_of(neurons, records, own.champion.as_ref(), &own.played_models)
+            crate::validator::discovery::queue_of(neurons, records, own.champion.as_ref(), &own.played)
                 .queue
                 .into_iter()
                 .map(|c| Queued {

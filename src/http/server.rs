@@ -183,7 +183,13 @@ pub fn router(
 ) -> Router {
     let timeout = limits.request_timeout;
     let Feeds { status, chain, replays } = feeds;
-    let replayer = Replayer::start(log.clone(), ratio_params, limits.state_refresh, replays.unwrap_or_default());
+    let replays = replays.unwrap_or_default();
+    // Our own log's sets of who played go to the match file, as the validator's do.
+    let mut own = ValidatorState::new(&ratio_params);
+    if let Some(cold) = replays.cold() {
+        own.played = crate::validator::state::Played::spilling_to(cold);
+    }
+    let replayer = Replayer::start(log.clone(), ratio_params, limits.state_refresh, replays);
     let served = Arc::new(Served {
         log,
         status,
@@ -194,7 +200,7 @@ pub fn router(
         builds: Arc::new(Semaphore::new(ANSWER_BUILDS)),
         ratio_params,
         now_ms,
-        own: Arc::new(std::sync::Mutex::new(ValidatorState::new(&ratio_params))),
+        own: Arc::new(std::sync::Mutex::new(own)),
         replayer,
         state_page: tokio::sync::Mutex::new(None),
         pages: Default::default(),

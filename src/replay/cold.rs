@@ -22,6 +22,9 @@ const BY_PLACE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_by_p
 /// The network state's matches, in the state's order, as the last combine wrote them
 /// (each combine replaces the list; replays still held read theirs through their snapshot).
 const STATE_LIST: TableDefinition<u64, &[u8]> = TableDefinition::new("network_matches");
+/// Members of the sets a validator keeps of what its own log holds (`key_set::KeySet`):
+/// (set, key) -> nothing.
+const KEY_SETS: TableDefinition<&[u8], ()> = TableDefinition::new("key_sets");
 /// Each kind of listed record (`lists::RECORD_TABLES`): (validator, place in the log's
 /// list, big-endian) -> the record.
 fn list_table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
@@ -53,6 +56,8 @@ pub struct ColdStore {
     path: PathBuf,
     /// The snapshot the last spill made.
     newest: std::sync::Mutex<Option<Arc<ColdSnapshot>>>,
+    /// The last key set made.
+    sets: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for ColdStore {
@@ -104,6 +109,12 @@ fn index_key(validator: &ValidatorKey, index: u64) -> [u8; 40] {
     key
 }
 
+fn set_key(set: u64, key: &[u8]) -> Vec<u8> {
+    let mut out = set.to_be_bytes().to_vec();
+    out.extend_from_slice(key);
+    out
+}
+
 /// Every key of `validator` in a table keyed by validator first.
 fn of_validator(validator: &ValidatorKey) -> ([u8; 32], Option<[u8; 32]>) {
     let mut next = validator.0;
@@ -144,6 +155,7 @@ impl ColdStore {
             txn.open_table(BY_ID)?;
             txn.open_table(BY_PLACE)?;
             txn.open_table(STATE_LIST)?;
+            txn.open_table(KEY_SETS)?;
             for name in RECORD_TABLES {
                 txn.open_table(list_table(name))?;
             }
@@ -151,7 +163,7 @@ impl ColdStore {
             Ok(())
         })();
         made.map_err(|e| fail(e.to_string()))?;
-        Ok(ColdStore { db: Arc::new(db), path: path.to_owned(), newest: Default::default() })
+        Ok(ColdStore { db: Arc::new(db), path: path.to_owned(), newest: Default::default(), sets: Default::default() })
     }
 
     /// The file's path.
@@ -271,6 +283,32 @@ impl ColdStore {
         let snapshot = Arc::new(self.snapshot().map_err(|e| self.fail("combining", e))?);
         *self.newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(snapshot.clone());
         Ok(snapshot)
+    }
+
+    /// A new, empty key set's number.
+    pub(super) fn new_set(&self) -> u64 {
+        self.sets.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Adds `keys` to set `set`.
+    pub(super) fn add_keys<'k>(&self, set: u64, keys: impl Iterator<Item = &'k [u8]>) -> Result<(), ColdError> {
+        let mut txn = self.db.begin_write().map_err(|e| self.fail("adding to a set", e))?;
+        txn.set_durability(redb::Durability::None).map_err(|e| self.fail("adding to a set", e))?;
+        {
+            let mut table = txn.open_table(KEY_SETS).map_err(|e| self.fail("adding to a set", e))?;
+            for key in keys {
+                table.insert(&set_key(set, key)[..], ()).map_err(|e| self.fail("adding to a set", e))?;
+            }
+        }
+        txn.commit().map_err(|e| self.fail("adding to a set", e))
+    }
+
+    /// Whether set `set` holds `key`, as the file stands now.
+    pub(super) fn has_key(&self, set: u64, key: &[u8]) -> Result<bool, ColdError> {
+        let txn = self.db.begin_read().map_err(|e| self.fail("reading a set", e))?;
+        let table = txn.open_table(KEY_SETS).map_err(|e| self.fail("reading a set", e))?;
+        let found = table.get(&set_key(set, key)[..]).map_err(|e| self.fail("reading a set", e))?;
+        Ok(found.is_some())
     }
 
     fn fail(&self, doing: &str, e: impl std::fmt::Display) -> ColdError {

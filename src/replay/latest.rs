@@ -19,13 +19,19 @@ type Tips = Vec<(ValidatorKey, Tip)>;
 pub struct LatestReplay {
     last: Mutex<Option<(Tips, Arc<Replay>)>>,
     /// Where settled matches go; none keeps every match in memory.
-    cold: Option<ColdStore>,
+    cold: Option<Arc<ColdStore>>,
 }
 
 impl LatestReplay {
     /// Replays that spill settled matches to a match file at `path` (created afresh).
     pub fn spilling_to(path: &std::path::Path) -> Result<LatestReplay, ColdError> {
-        Ok(LatestReplay { last: Mutex::default(), cold: Some(ColdStore::create(path)?) })
+        Ok(LatestReplay { last: Mutex::default(), cold: Some(Arc::new(ColdStore::create(path)?)) })
+    }
+
+    /// The match file its replays spill to, if any: where the validator's other sets that
+    /// grow with its log go too (`key_set::KeySet`).
+    pub fn cold(&self) -> Option<Arc<ColdStore>> {
+        self.cold.clone()
     }
 
     /// The replay of `store` as its tips are now: the last one when no tip moved since,
@@ -52,7 +58,7 @@ impl LatestReplay {
             snapshot,
             ratio_params,
             progress,
-            self.cold.as_ref(),
+            self.cold.as_deref(),
             previous.as_deref(),
         );
         let fresh = match fresh {

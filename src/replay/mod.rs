@@ -13,6 +13,7 @@ pub mod bag;
 pub mod cold;
 pub mod entries;
 pub mod fold;
+pub mod key_set;
 pub mod latest;
 pub mod lists;
 pub mod matches;

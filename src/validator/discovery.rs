@@ -90,11 +90,35 @@ pub fn recorded_identity(model: &str) -> Option<ModelIdentity> {
     Some(ModelIdentity { model: model.into(), revision: revision.into() })
 }
 
-/// The (hotkey, identity) pairs of recorded (hotkey, model) pairs that name one.
-pub fn played_identities<'a>(
-    played: impl IntoIterator<Item = &'a (String, String)>,
-) -> BTreeSet<(String, ModelIdentity)> {
-    played.into_iter().filter_map(|(hotkey, model)| Some((hotkey.clone(), recorded_identity(model)?))).collect()
+/// The miners a log says played: (hotkey, model identity) pairs.
+pub trait PlayedModels {
+    fn played(&self, hotkey: &str, identity: &ModelIdentity) -> bool;
+}
+
+impl PlayedModels for BTreeSet<(String, ModelIdentity)> {
+    fn played(&self, hotkey: &str, identity: &ModelIdentity) -> bool {
+        self.contains(&(hotkey.to_string(), identity.clone()))
+    }
+}
+
+/// The skipped commitments a log recorded: (hotkey, commitment block) pairs.
+pub trait SkipsRecorded {
+    /// Adds the pair; whether it was new.
+    fn record(&mut self, hotkey: &str, commit_block: u64) -> bool;
+}
+
+impl SkipsRecorded for BTreeSet<(String, u64)> {
+    fn record(&mut self, hotkey: &str, commit_block: u64) -> bool {
+        self.insert((hotkey.to_string(), commit_block))
+    }
+}
+
+/// The model a commitment of `identity` is recorded as, if recording it and reading it
+/// back gives `identity` (a revision holding an `@` does not: it was never recorded as
+/// itself, so it never played).
+pub fn identity_recorded(identity: &ModelIdentity) -> Option<String> {
+    let recorded = format!("{}@{}", identity.model, identity.revision);
+    (recorded_identity(&recorded).as_ref() == Some(identity)).then_some(recorded)
 }
 
 /// The champion as discovery needs it: its hotkey and model identity (none for a
@@ -111,11 +135,11 @@ pub fn queue_of(
     neurons: &[Neuron],
     records: &[CommitmentRecord],
     champion: Option<&crate::ledger::event::MinerRef>,
-    played: &BTreeSet<(String, String)>,
+    played: &dyn PlayedModels,
 ) -> Discovery {
     let identity = champion.and_then(|c| recorded_identity(&c.model));
     let champion_ref = champion.map(|c| ChampionRef { hotkey: c.hotkey.as_str(), identity: identity.as_ref() });
-    discover(neurons, records, champion_ref, &played_identities(played))
+    discover(neurons, records, champion_ref, played)
 }
 
 /// Decides the queue. `played` holds (hotkey, model identity) pairs our log says played
@@ -125,7 +149,7 @@ pub fn discover(
     neurons: &[Neuron],
     records: &[CommitmentRecord],
     champion: Option<ChampionRef<'_>>,
-    played: &BTreeSet<(String, ModelIdentity)>,
+    played: &dyn PlayedModels,
 ) -> Discovery {
     let by_hotkey: BTreeMap<&str, &Neuron> = neurons.iter().map(|n| (n.hotkey.as_str(), n)).collect();
     let mut discovery = Discovery::default();
@@ -187,7 +211,7 @@ pub fn discover(
             let champion = champion.as_ref().map_or(String::new(), |c| c.hotkey.to_string());
             let champion_block = valid.iter().find(|c| c.hotkey == champion).map_or(0, |c| c.commit_block);
             discovery.skipped.push(Skipped::SameAsChampion { candidate: candidate.clone(), champion, champion_block });
-        } else if played.contains(&(candidate.hotkey.clone(), identity)) {
+        } else if played.played(&candidate.hotkey, &identity) {
             discovery.skipped.push(Skipped::AlreadyPlayed { candidate: candidate.clone() });
         } else {
             discovery.queue.push(candidate.clone());
@@ -203,7 +227,7 @@ pub fn skip_events(
     found: &Discovery,
     netuid: u16,
     chain_block: u64,
-    recorded: &mut BTreeSet<(String, u64)>,
+    recorded: &mut dyn SkipsRecorded,
 ) -> Vec<crate::ledger::event::MinerSkipped> {
     use crate::ledger::event::{MinerSkipped, SkipReason};
     let mut events = Vec::new();
@@ -217,7 +241,7 @@ pub fn skip_events(
             }
             _ => continue,
         };
-        if !recorded.insert((candidate.hotkey.clone(), candidate.commit_block)) {
+        if !recorded.record(&candidate.hotkey, candidate.commit_block) {
             continue;
         }
         events.push(MinerSkipped {
@@ -242,6 +266,10 @@ mod tests {
     use crate::bytes::{Hash32, ValidatorKey};
     use crate::chain::LedgerCommitment;
 
+    fn none() -> BTreeSet<(String, ModelIdentity)> {
+        BTreeSet::new()
+    }
+
     fn neuron(uid: u16, hotkey: &str, registered: u64) -> Neuron {
         Neuron { uid, hotkey: hotkey.into(), registration_block: registered, validator_permit: false }
     }
@@ -259,7 +287,7 @@ mod tests {
     fn the_queue_is_oldest_commitment_first_and_a_recommit_with_a_new_model_queues_again() {
         let neurons = [neuron(1, "a", 10), neuron(2, "b", 10), neuron(3, "c", 10)];
         let records = [commit("c", 50, "m/c", "1"), commit("a", 70, "m/a", "1"), commit("b", 50, "m/b", "1")];
-        let d = discover(&neurons, &records, None, &BTreeSet::new());
+        let d = discover(&neurons, &records, None, &none());
         // Same block: lower uid first.
         assert_eq!(hotkeys(&d.queue), ["b", "c", "a"]);
         // b has played m/b; a new revision from b queues it again, at its new block.
@@ -276,7 +304,7 @@ mod tests {
         let neurons = [neuron(1, "early", 10), neuron(2, "late", 10), neuron(3, "other", 10)];
         let records =
             [commit("late", 80, "m/x", "r"), commit("early", 60, "m/x", "r"), commit("other", 70, "m/x", "r2")];
-        let d = discover(&neurons, &records, None, &BTreeSet::new());
+        let d = discover(&neurons, &records, None, &none());
         assert_eq!(hotkeys(&d.queue), ["early", "other"]);
         match &d.skipped[..] {
             [Skipped::Duplicate { candidate, kept_by, kept_uid, kept_block }] => {
@@ -310,7 +338,7 @@ mod tests {
             commit("champ", 5, "m/champ-self", "1"),
         ];
         let champion = ChampionRef { hotkey: "champ", identity: Some(&identity) };
-        let d = discover(&neurons, &records, Some(champion), &BTreeSet::new());
+        let d = discover(&neurons, &records, Some(champion), &none());
         assert_eq!(hotkeys(&d.queue), ["new"]);
         assert!(d
             .skipped
@@ -330,7 +358,7 @@ mod tests {
             CommitmentRecord::new("v", 5, ledger.fields()),
             CommitmentRecord::new("junk", 5, vec![b"{\"model\":".to_vec()]),
         ];
-        let d = discover(&neurons, &records, None, &BTreeSet::new());
+        let d = discover(&neurons, &records, None, &none());
         assert!(d.queue.is_empty());
         assert!(matches!(&d.skipped[..], [Skipped::Invalid { hotkey, .. }] if hotkey == "junk"));
     }
@@ -339,8 +367,8 @@ mod tests {
     fn each_skipped_commitment_is_recorded_once() {
         let neurons = [neuron(1, "early", 10), neuron(2, "late", 10)];
         let records = [commit("early", 60, "m/x", "r"), commit("late", 80, "m/x", "r")];
-        let found = discover(&neurons, &records, None, &BTreeSet::new());
-        let mut recorded = BTreeSet::new();
+        let found = discover(&neurons, &records, None, &none());
+        let mut recorded: BTreeSet<(String, u64)> = BTreeSet::new();
         let events = skip_events(&found, 1, 99, &mut recorded);
         assert_eq!(events.len(), 1);
         let e = &events[0];
@@ -352,7 +380,7 @@ mod tests {
         assert!(skip_events(&found, 1, 100, &mut recorded).is_empty(), "already recorded");
         // A new commitment by the same hotkey is a new skip.
         let again = [commit("early", 60, "m/x", "r"), commit("late", 90, "m/x", "r")];
-        let found = discover(&neurons, &again, None, &BTreeSet::new());
+        let found = discover(&neurons, &again, None, &none());
         assert_eq!(skip_events(&found, 1, 101, &mut recorded).len(), 1);
     }
 }

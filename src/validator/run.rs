@@ -119,7 +119,12 @@ pub async fn run(
     let validator = log.validator();
     let mut loaded = {
         let log = log.clone();
-        tokio::task::spawn_blocking(move || state::load(&log.store, &log.validator(), &params))
+        // A validator's sets of who played go to its match file past a few hundred keys.
+        let mut fresh = state::ValidatorState::new(&params);
+        if let Some(cold) = options.replays.cold() {
+            fresh.played = state::Played::spilling_to(cold);
+        }
+        tokio::task::spawn_blocking(move || state::load_into(fresh, &log.store, &log.validator()))
             .await
             .expect("no panic")?
     };
@@ -135,10 +140,10 @@ pub async fn run(
     if let Some(chain) = &discovering {
         let read = match &loaded.champion {
             Some(champion) => {
-                Some(discover_until_found(chain.as_ref(), Some(champion), &loaded.played_models, &stop, config).await)
+                Some(discover_until_found(chain.as_ref(), Some(champion), &loaded.played, &stop, config).await)
             }
             // No champion yet: wait for the first valid commitment, the first champion.
-            None => discover_until_contender(chain.as_ref(), None, &loaded.played_models, &stop, config).await,
+            None => discover_until_contender(chain.as_ref(), None, &loaded.played, &stop, config).await,
         };
         let Some(read) = read.filter(|_| !*stop.borrow()) else {
             return no_match_played(&log, &loaded, &params, &mut options, true);
@@ -174,8 +179,7 @@ pub async fn run(
     };
     let mut ratio = loaded.ratio;
     // Taken, not copied: the sets grow with every match for as long as the run lasts.
-    let mut played = std::mem::take(&mut loaded.played_contenders);
-    let mut played_models = std::mem::take(&mut loaded.played_models);
+    let mut played = std::mem::take(&mut loaded.played);
     let mut n_decided = loaded.n_decided;
 
     let writer = spawn_writer(
@@ -186,17 +190,17 @@ pub async fn run(
         options.own_blocks.clone(),
         options.metrics.clone(),
     );
-    // Each duplicate or copy of the champion discovery finds goes into our log once.
-    let mut skips_recorded = std::mem::take(&mut loaded.skips_recorded);
+    // Each duplicate or copy of the champion discovery finds goes into our log once
+    // (`played` holds the skips recorded).
     let netuid = options.chain.as_ref().map_or(0, |c| c.netuid());
-    let skip_events = |found: &Discovery, recorded: &mut std::collections::BTreeSet<(String, u64)>| -> Vec<Event> {
+    let skip_events = |found: &Discovery, recorded: &mut state::Played| -> Vec<Event> {
         discovery::skip_events(found, netuid, found.read_at_block, recorded)
             .into_iter()
             .map(Event::MinerSkipped)
             .collect()
     };
     if let Some(found) = &found {
-        let events = skip_events(found, &mut skips_recorded);
+        let events = skip_events(found, &mut played);
         if !events.is_empty() {
             let _ = writer.sender.send(events).await;
         }
@@ -296,14 +300,9 @@ pub async fn run(
                     Some(chain) => {
                         // Read the chain again before each match: new commitments join the
                         // queue, and the champion's endpoint is its current commitment's.
-                        let now = discover_until_contender(
-                            chain.as_ref(),
-                            Some(&champion.miner),
-                            &played_models,
-                            &stop,
-                            config,
-                        )
-                        .await;
+                        let now =
+                            discover_until_contender(chain.as_ref(), Some(&champion.miner), &played, &stop, config)
+                                .await;
                         let Some(now) = now else {
                             interrupted = true;
                             break;
@@ -311,7 +310,7 @@ pub async fn run(
                         if let Ok(current) = from_chain(&now, &champion.miner) {
                             champion = current;
                         }
-                        let events = skip_events(&now, &mut skips_recorded);
+                        let events = skip_events(&now, &mut played);
                         if !events.is_empty() {
                             let _ = writer.sender.send(events).await;
                         }
@@ -323,7 +322,7 @@ pub async fn run(
                         let next = config
                             .miners
                             .iter()
-                            .position(|m| m.hotkey != champion.miner.hotkey && !played.contains(&m.hotkey));
+                            .position(|m| m.hotkey != champion.miner.hotkey && !played.contender(&m.hotkey));
                         let Some(next) = next else {
                             tracing::info!(event = "queue_done", decided = n_decided, "every contender has played");
                             break;
@@ -367,9 +366,7 @@ pub async fn run(
                 (plan, None)
             }
         };
-        played.insert(plan.contender.miner.hotkey.clone());
-        played_models.insert((plan.contender.miner.hotkey.clone(), plan.contender.miner.model.clone()));
-        played_models.insert((plan.champion.miner.hotkey.clone(), plan.champion.miner.model.clone()));
+        played.add_match(&plan.contender.miner, &plan.champion.miner);
         tracing::info!(
             event = "match_started",
             match_id = %plan.match_id,
@@ -563,7 +560,7 @@ fn no_match_played(
 async fn discover_until_found(
     chain: &dyn crate::chain::Chain,
     champion: Option<&MinerRef>,
-    played: &std::collections::BTreeSet<(String, String)>,
+    played: &(dyn discovery::PlayedModels + Sync),
     stop: &watch::Receiver<bool>,
     config: &Config,
 ) -> Discovery {
@@ -587,7 +584,7 @@ async fn discover_until_found(
 async fn discover_until_contender(
     chain: &dyn crate::chain::Chain,
     champion: Option<&MinerRef>,
-    played: &std::collections::BTreeSet<(String, String)>,
+    played: &(dyn discovery::PlayedModels + Sync),
     stop: &watch::Receiver<bool>,
     config: &Config,
 ) -> Option<Discovery> {
@@ -617,7 +614,7 @@ async fn discover_until_contender(
 async fn discover_once(
     chain: &dyn crate::chain::Chain,
     champion: Option<&MinerRef>,
-    played: &std::collections::BTreeSet<(String, String)>,
+    played: &(dyn discovery::PlayedModels + Sync),
 ) -> Result<Discovery, crate::chain::ChainError> {
     let block = chain.current_block().await?;
     let neurons = chain.neurons().await?;

@@ -6,15 +6,20 @@
 //! Chain time is the chain blocks the log names (ledger-spec/06): the ratio is dated by
 //! its winning match's start block and read at the newest block the log names.
 
+use super::discovery::{identity_recorded, PlayedModels, SkipsRecorded};
 use crate::bytes::MatchId;
+use crate::chain::miner::ModelIdentity;
 use crate::evaluation::matchplay::GameOutcome;
 use crate::evaluation::ratio::{RatioParams, RatioToBeat};
 use crate::ledger::event::{
     ChainCommitment, EnvDecision, EnvOutcome, MatchDecided, MatchStarted, MinerRef, WeightsSet,
 };
 use crate::ledger::{Event, Store, StoreError, ValidatorKey};
+use crate::replay::cold::ColdStore;
+use crate::replay::key_set::KeySet;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 /// How many of the last chain records (commitments, weights) the state keeps.
 pub const RECENT_ANCHORS: usize = 10;
@@ -87,7 +92,74 @@ pub enum Anchor {
     WeightsCommitted { block_time_ms: u64, height: u64, record: crate::ledger::event::WeightsCommitted },
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// What our log says played, and the skips it recorded: each only grows, by a key or two
+/// a match, so a validator keeps them in its match file past a few hundred
+/// (`replay::key_set`); a one-shot reader keeps them in memory.
+#[derive(Debug, Default)]
+pub struct Played {
+    /// Hotkeys that have played a match as contender.
+    contenders: KeySet,
+    /// (hotkey, recorded model) of every miner that has played a match, either side: a
+    /// miner from the chain plays each model and revision once (ledger-spec/13).
+    models: KeySet,
+    /// (hotkey, commitment block) of every `MinerSkipped` in our log: each skip of a
+    /// commitment is recorded once.
+    skips: KeySet,
+}
+
+/// `hotkey` then `rest`, unambiguously: the hotkey's length first.
+fn key(hotkey: &str, rest: &[u8]) -> Vec<u8> {
+    let mut key = (hotkey.len() as u64).to_be_bytes().to_vec();
+    key.extend_from_slice(hotkey.as_bytes());
+    key.extend_from_slice(rest);
+    key
+}
+
+impl Played {
+    /// Sets whose keys go to `cold`'s file past `key_set::HOT_KEYS` each.
+    pub fn spilling_to(cold: Arc<ColdStore>) -> Played {
+        Played {
+            contenders: KeySet::spilling_to(cold.clone()),
+            models: KeySet::spilling_to(cold.clone()),
+            skips: KeySet::spilling_to(cold),
+        }
+    }
+
+    pub fn add_match(&mut self, contender: &MinerRef, champion: &MinerRef) {
+        self.contenders.insert(contender.hotkey.as_bytes());
+        self.models.insert(&key(&contender.hotkey, contender.model.as_bytes()));
+        self.models.insert(&key(&champion.hotkey, champion.model.as_bytes()));
+    }
+
+    /// Whether `hotkey` has played a match as contender.
+    pub fn contender(&self, hotkey: &str) -> bool {
+        self.contenders.contains(hotkey.as_bytes())
+    }
+
+    /// Whether `hotkey` has played a match with the recorded model `model`.
+    pub fn model(&self, hotkey: &str, model: &str) -> bool {
+        self.models.contains(&key(hotkey, model.as_bytes()))
+    }
+
+    /// Keys held in memory, of all three sets.
+    pub fn held_in_memory(&self) -> usize {
+        self.contenders.held_in_memory() + self.models.held_in_memory() + self.skips.held_in_memory()
+    }
+}
+
+impl PlayedModels for Played {
+    fn played(&self, hotkey: &str, identity: &ModelIdentity) -> bool {
+        identity_recorded(identity).is_some_and(|model| self.model(hotkey, &model))
+    }
+}
+
+impl SkipsRecorded for Played {
+    fn record(&mut self, hotkey: &str, commit_block: u64) -> bool {
+        self.skips.insert(&key(hotkey, &commit_block.to_be_bytes()))
+    }
+}
+
+#[derive(Debug)]
 pub struct ValidatorState {
     pub champion: Option<MinerRef>,
     pub ratio: RatioToBeat,
@@ -97,14 +169,8 @@ pub struct ValidatorState {
     pub n_decided: u64,
     pub last_decided: Option<MatchDecided>,
     pub open: Option<OpenMatch>,
-    /// Hotkeys that have played a match as contender.
-    pub played_contenders: std::collections::BTreeSet<String>,
-    /// (hotkey, recorded model) of every miner that has played a match, either side: a
-    /// miner from the chain plays each model and revision once (ledger-spec/13).
-    pub played_models: std::collections::BTreeSet<(String, String)>,
-    /// (hotkey, commitment block) of every `MinerSkipped` in our log: each skip of a
-    /// commitment is recorded once.
-    pub skips_recorded: std::collections::BTreeSet<(String, u64)>,
+    /// Who played and what was skipped: sets that grow with the log.
+    pub played: Played,
     pub n_events: u64,
     /// The last `RECENT_ANCHORS` commitments and weights, oldest first.
     pub recent_anchors: VecDeque<Anchor>,
@@ -131,9 +197,7 @@ impl ValidatorState {
             n_decided: 0,
             last_decided: None,
             open: None,
-            played_contenders: Default::default(),
-            played_models: Default::default(),
-            skips_recorded: Default::default(),
+            played: Played::default(),
             n_events: 0,
             recent_anchors: VecDeque::new(),
             next_height: 0,
@@ -152,9 +216,7 @@ impl ValidatorState {
                 if self.champion.is_none() {
                     self.champion = Some(started.champion.clone());
                 }
-                self.played_contenders.insert(started.contender.hotkey.clone());
-                self.played_models.insert((started.contender.hotkey.clone(), started.contender.model.clone()));
-                self.played_models.insert((started.champion.hotkey.clone(), started.champion.model.clone()));
+                self.played.add_match(&started.contender, &started.champion);
                 self.open =
                     Some(OpenMatch { started: started.clone(), pairs: BTreeMap::new(), env_decisions: Vec::new() });
             }
@@ -196,7 +258,7 @@ impl ValidatorState {
                 self.remember(Anchor::Commitment { block_time_ms: time_ms, height, record: record.clone() })
             }
             Event::MinerSkipped(skipped) => {
-                self.skips_recorded.insert((skipped.hotkey.clone(), skipped.commit_block));
+                self.played.record(&skipped.hotkey, skipped.commit_block);
             }
             Event::Evidence(_) => {}
         }
@@ -205,7 +267,16 @@ impl ValidatorState {
 
 /// Folds our whole chain from the store.
 pub fn load(store: &Store, validator: &ValidatorKey, params: &RatioParams) -> Result<ValidatorState, StoreError> {
-    let mut state = ValidatorState::new(params);
+    load_into(ValidatorState::new(params), store, validator)
+}
+
+/// Folds our whole chain from the store onto `state` (a new one, such as one whose sets
+/// spill: [`Played::spilling_to`]).
+pub fn load_into(
+    mut state: ValidatorState,
+    store: &Store,
+    validator: &ValidatorKey,
+) -> Result<ValidatorState, StoreError> {
     fold_new_blocks(&mut state, store, validator)?;
     Ok(state)
 }
@@ -290,5 +361,36 @@ mod tests {
         state.apply(4, 0, &decided(2, false));
         assert_eq!(state.ratio.set_at_block, 5_000);
         assert_eq!(state.latest_chain_block, 5_000 + params.half_life_blocks);
+    }
+
+    /// Who played, kept past `HOT_KEYS` in a match file, answers as the set in memory
+    /// does, for hotkeys, recorded models, model identities and skips, and holds few keys.
+    #[test]
+    fn who_played_answers_the_same_from_the_match_file() {
+        use crate::replay::key_set::HOT_KEYS;
+        let dir = tempfile::tempdir().unwrap();
+        let cold = Arc::new(ColdStore::create(&dir.path().join("cold.redb")).unwrap());
+        let (mut spilling, mut held) = (Played::spilling_to(cold), Played::default());
+        let miner = |i: u32| MinerRef { hotkey: format!("5M{i}"), uid: 0, model: format!("org/m{i}@rev{}", i % 3) };
+        for i in 0..600 {
+            spilling.add_match(&miner(i), &miner(0));
+            held.add_match(&miner(i), &miner(0));
+            assert_eq!(spilling.record(&format!("5S{}", i % 400), 7), held.record(&format!("5S{}", i % 400), 7));
+            assert!(spilling.held_in_memory() <= 3 * HOT_KEYS);
+        }
+        for i in 0..700 {
+            let m = miner(i);
+            assert_eq!(spilling.contender(&m.hotkey), i < 600);
+            assert_eq!(held.contender(&m.hotkey), i < 600);
+            assert_eq!(spilling.model(&m.hotkey, &m.model), i < 600);
+            assert!(!spilling.model(&m.hotkey, "org/other@rev0"));
+            let identity = ModelIdentity { model: format!("org/m{i}"), revision: format!("rev{}", i % 3) };
+            assert_eq!(spilling.played(&m.hotkey, &identity), i < 600);
+            assert_eq!(held.played(&m.hotkey, &identity), i < 600);
+        }
+        assert!(!spilling.record("5S3", 7) && spilling.record("5S3", 8));
+        // A revision holding '@' was never recorded as itself: it never played.
+        let odd = ModelIdentity { model: "org/m1".into(), revision: "a@b".into() };
+        assert!(!held.played("5M1", &odd));
     }
 }

@@ -138,7 +138,7 @@ async fn commitments_of_every_data_variant_and_field_count_read_back_exactly_or_
     }
     // A miner whose JSON is one Raw81 field is a contender, as one spread over three is.
     let neurons = client.neurons().await.unwrap();
-    let found = af::validator::discovery::discover(&neurons, &records, None, &Default::default());
+    let found = af::validator::discovery::discover(&neurons, &records, None, &af::validator::state::Played::default());
     let spec_uid = variants.len() as u16;
     assert!(found.valid.iter().any(|c| c.uid == spec_uid), "the one-field miner is valid: {found:?}");
     let refused = found
@@ -245,7 +245,8 @@ async fn the_subtensor_backend_reads_and_submits_through_a_strict_loopback_node(
     let of = |who: [u8; 32]| commitments.iter().find(|c| c.hotkey == subtensor::ss58(&who)).unwrap().clone();
     assert_eq!((of(ours).block, of(ours).ledger()), (4_321, Some(committed)));
     assert_eq!((of(account(3)).block, &of(account(3)).fields), (4_500, &miner_fields));
-    let found = af::validator::discovery::discover(&neurons, &commitments, None, &Default::default());
+    let found =
+        af::validator::discovery::discover(&neurons, &commitments, None, &af::validator::state::Played::default());
     assert_eq!(found.queue.len(), 1, "{found:?}");
     assert_eq!((found.queue[0].uid, found.queue[0].commitment.clone()), (2, miner_commitment));
 
