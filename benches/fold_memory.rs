@@ -75,6 +75,8 @@ struct Held {
     /// (median of 5): what a tip move that starts or decides a match costs beyond
     /// folding its new blocks.
     again_s: f64,
+    /// Live bytes of the match file's handle alone (its cache and redb's own state).
+    cold_live: i64,
     /// The most live heap those replays added, above what the last replay held.
     again_peak: i64,
     /// The bytes of every chain's blocks.
@@ -146,8 +148,9 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
     drop((out.folds, snapshot));
     let state_live = LIVE.load(Ordering::Relaxed) - before;
     drop(state);
+    let cold_live = LIVE.load(Ordering::Relaxed) - before;
     drop(cold);
-    Held { live, state_live, encoded, n_matches, again_s, again_peak, log_bytes, genesis_s }
+    Held { live, state_live, cold_live, encoded, n_matches, again_s, again_peak, log_bytes, genesis_s }
 }
 
 fn main() {
@@ -192,11 +195,13 @@ fn main() {
     }
     let spilled_per_match = (h.live - g.live) as f64 / (large - small) as f64;
     println!(
-        "\nper match: {spilled_per_match:.0} bytes of live heap against {per_match:.0} held ({:.1}x less), of which the state's {:.0}; \
+        "\nper match: {spilled_per_match:.0} bytes of live heap against {per_match:.0} held ({:.1}x less), of which the state's {:.0} \
+         (the match file's handle's {:.0}); \
          each combine costs {:.1} ms more per 1,000 matches ({:.1}x the held folds'); \
          a combine's peak heap grows by {:.0} bytes per match ({:.0} with folds held)",
         per_match / spilled_per_match,
         (h.state_live - g.state_live) as f64 / (large - small) as f64,
+        (h.cold_live - g.cold_live) as f64 / (large - small) as f64,
         (h.again_s - g.again_s) * 1e6 / (large - small) as f64,
         (h.again_s - g.again_s) / (b.again_s - a.again_s),
         (h.again_peak - g.again_peak) as f64 / (large - small) as f64,
