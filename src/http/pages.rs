@@ -418,27 +418,39 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
 
 /// Each log's own play of each network match, found by contender and champion as the
 /// network groups them: (validator, its match id), a log's first play of a pair only.
-/// Indexed once per page, not searched per match; the folds themselves are read one at
-/// a time as the page needs them ([`played`]), since a log's matches may be spilled.
-type Plays = BTreeMap<(Name, Name), Vec<(ValidatorKey, Hash32)>>;
+/// Looked up, not searched per match: in the state's own index when its list is in the
+/// match file (a validator's), else in one made once per page from the folds held. The
+/// folds themselves are read one at a time as the page needs them ([`played`]).
+enum Plays<'r> {
+    Stored(&'r crate::replay::network::NetworkMatches),
+    Held(BTreeMap<(Name, Name), Vec<(ValidatorKey, Hash32)>>),
+}
 
-fn plays_by_pair(replay: &Replay) -> Plays {
-    let mut plays: Plays = BTreeMap::new();
+fn plays_by_pair(replay: &Replay) -> Plays<'_> {
+    if replay.state.matches.held_in_memory() < replay.state.matches.len() {
+        return Plays::Stored(&replay.state.matches);
+    }
+    let mut plays = BTreeMap::new();
     for fold in &replay.folds {
         for (id, played) in fold.matches.iter() {
             let pair = (played.contender.hotkey.clone(), played.champion.hotkey.clone());
-            let list = plays.entry(pair).or_default();
+            let list: &mut Vec<(ValidatorKey, Hash32)> = plays.entry(pair).or_default();
             // One fold's entries are pushed together, so its earlier play is the last one.
             if list.last().is_none_or(|(validator, _)| *validator != fold.validator) {
                 list.push((fold.validator, id));
             }
         }
     }
-    plays
+    Plays::Held(plays)
 }
 
-fn plays_of<'p>(plays: &'p Plays, m: &NetworkMatch) -> &'p [(ValidatorKey, Hash32)] {
-    plays.get(&(m.contender.hotkey.clone(), m.champion.hotkey.clone())).map_or(&[], Vec::as_slice)
+fn plays_of(plays: &Plays<'_>, m: &NetworkMatch) -> Vec<(ValidatorKey, Hash32)> {
+    match plays {
+        Plays::Stored(matches) => matches.plays(&m.contender.hotkey, &m.champion.hotkey).unwrap_or_default(),
+        Plays::Held(plays) => {
+            plays.get(&(m.contender.hotkey.clone(), m.champion.hotkey.clone())).cloned().unwrap_or_default()
+        }
+    }
 }
 
 /// `validator`'s fold of match `id`.

@@ -54,6 +54,13 @@ impl SortKey for Name {
     }
 }
 
+impl<A: SortKey, B: SortKey> SortKey for (A, B) {
+    fn write_sorted(&self, out: &mut Vec<u8>) {
+        self.0.write_sorted(out);
+        self.1.write_sorted(out);
+    }
+}
+
 impl<A: SortKey, B: SortKey, C: SortKey> SortKey for (A, B, C) {
     fn write_sorted(&self, out: &mut Vec<u8>) {
         self.0.write_sorted(out);

@@ -22,6 +22,9 @@ const BY_PLACE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_by_p
 /// The network state's matches, in the state's order, as the last combine wrote them
 /// (each combine replaces the list; replays still held read theirs through their snapshot).
 const STATE_LIST: TableDefinition<u64, &[u8]> = TableDefinition::new("network_matches");
+/// The last combine's plays by pair (`network::PlayKey` as `bag::SortKey` bytes -> the
+/// play): which logs played each of the state's matches, for the pages.
+pub(super) const STATE_PLAYS: &str = "state_plays";
 /// Members of the sets a validator keeps of what its own log holds (`key_set::KeySet`):
 /// (set, key) -> nothing.
 const KEY_SETS: TableDefinition<&[u8], ()> = TableDefinition::new("key_sets");
@@ -77,6 +80,7 @@ pub struct ColdSnapshot {
     /// One per kind of listed record, by `Record::SLOT`.
     lists: Vec<ReadOnlyTable<&'static [u8], &'static [u8]>>,
     state_list: ReadOnlyTable<u64, &'static [u8]>,
+    state_plays: ReadOnlyTable<&'static [u8], &'static [u8]>,
     fault: AtomicBool,
     path: PathBuf,
 }
@@ -156,6 +160,7 @@ impl ColdStore {
             txn.open_table(BY_PLACE)?;
             txn.open_table(STATE_LIST)?;
             txn.open_table(KEY_SETS)?;
+            txn.open_table(list_table(STATE_PLAYS))?;
             for name in RECORD_TABLES {
                 txn.open_table(list_table(name))?;
             }
@@ -250,6 +255,8 @@ impl ColdStore {
         txn.set_durability(redb::Durability::None).map_err(|e| self.fail("combining", e))?;
         txn.delete_table(STATE_LIST).map_err(|e| self.fail("combining", e))?;
         txn.open_table(STATE_LIST).map_err(|e| self.fail("combining", e))?;
+        txn.delete_table(list_table(STATE_PLAYS)).map_err(|e| self.fail("combining", e))?;
+        txn.open_table(list_table(STATE_PLAYS)).map_err(|e| self.fail("combining", e))?;
         Ok(txn)
     }
 
@@ -323,6 +330,7 @@ impl ColdStore {
             by_place: txn.open_table(BY_PLACE)?,
             lists: RECORD_TABLES.iter().map(|name| txn.open_table(list_table(name))).collect::<Result<_, _>>()?,
             state_list: txn.open_table(STATE_LIST)?,
+            state_plays: txn.open_table(list_table(STATE_PLAYS))?,
             fault: AtomicBool::new(false),
             path: self.path.clone(),
         })
@@ -454,6 +462,31 @@ impl ColdSnapshot {
                 .ok(),
             Err(e) => self.fault(e),
         })
+    }
+
+    /// The (validator, match id) of every play whose key starts with `pair` (a pair's
+    /// `SortKey` bytes), in key order.
+    pub(super) fn state_plays(&self, pair: &[u8]) -> Vec<(ValidatorKey, MatchId)> {
+        let mut end = pair.to_vec();
+        // A pair's bytes end in the name terminator 0 0: one past it bounds the range.
+        if let Some(last) = end.last_mut() {
+            *last = last.saturating_add(1);
+        }
+        let range = self.state_plays.range::<&[u8]>(pair..&end[..]).map_err(|e| self.fault::<()>(e)).ok();
+        range
+            .into_iter()
+            .flatten()
+            .map_while(|entry| match entry {
+                Ok((key, _)) => match key.value().last_chunk::<64>() {
+                    Some(tail) => {
+                        let (validator, id) = tail.split_at(32);
+                        Some((ValidatorKey(validator.try_into().ok()?), crate::bytes::Hash32(id.try_into().ok()?)))
+                    }
+                    None => self.fault("a play's key is shorter than its validator and id"),
+                },
+                Err(e) => self.fault(e),
+            })
+            .collect()
     }
 
     /// `validator`'s spilled matches in log order.

@@ -196,7 +196,8 @@ fn combine_in(
     // order: its first of a pair dates a disagreement, its last decided one is its vote.
     let voters: BTreeMap<ValidatorKey, Arc<ValidatorKey>> =
         folds.iter().map(|f| (f.validator, Arc::new(f.validator))).collect();
-    let mut plays: Bag<'_, PlayKey, Play> = Bag::new(space, PLAYS);
+    // Kept in the file with the state's list: the pages read which logs played a pair.
+    let mut plays: Bag<'_, PlayKey, Play> = Bag::new(space, super::cold::STATE_PLAYS);
     for fold in &folds {
         for (id, m) in fold.matches.iter() {
             let key = (m.contender.hotkey.clone(), m.champion.hotkey.clone(), fold.validator, id);
@@ -279,7 +280,7 @@ fn combine_in(
     })?;
     let matches = match (list.close()?, cold, txn) {
         (Ok(held), _, _) => held.into(),
-        (Err(len), Some(cold), Some(txn)) => NetworkMatches::stored(cold.commit_combine(txn, &[PLAYS, PAIRS])?, len),
+        (Err(len), Some(cold), Some(txn)) => NetworkMatches::stored(cold.commit_combine(txn, &[PAIRS])?, len),
         (Err(_), _, None) | (Err(_), None, _) => {
             return Err(ColdError::Engine { path: String::new(), message: "a stored list without its file".into() })
         }
@@ -343,8 +344,7 @@ impl Findings {
     }
 }
 
-/// The combine's scratch tables in the match file.
-const PLAYS: &str = "combine_plays";
+/// The combine's scratch table in the match file.
 const PAIRS: &str = "combine_pairs";
 
 /// (contender, champion, validator, match id): a log's match, grouped by pair.

@@ -3,8 +3,11 @@
 //! at a time. Either way they encode as the list they are, so the state's bytes and hash
 //! do not depend on where they are kept.
 
+use super::bag::SortKey;
 use super::cold::ColdSnapshot;
+use super::fold::Name;
 use super::network::NetworkMatch;
+use crate::bytes::{MatchId, ValidatorKey};
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::Cow;
@@ -77,6 +80,18 @@ impl NetworkMatches {
                 Box::new(snapshot.state_matches(offset as u64).take(len.saturating_sub(offset)).map(Cow::Owned))
             }
         }
+    }
+
+    /// The logs that played the pair (contender, champion), each with its first match of
+    /// it (in id order), for a stored list (`None` for a held one: its reader indexes the
+    /// folds it holds).
+    pub fn plays(&self, contender: &Name, champion: &Name) -> Option<Vec<(ValidatorKey, MatchId)>> {
+        let Kept::Stored { snapshot, .. } = &self.0 else { return None };
+        let mut pair = Vec::new();
+        (contender.clone(), champion.clone()).write_sorted(&mut pair);
+        let mut plays = snapshot.state_plays(&pair);
+        plays.dedup_by_key(|(validator, _)| *validator);
+        Some(plays)
     }
 
     /// Whether a stored match failed to read back: anything drawn from this list since may
