@@ -61,6 +61,8 @@ pub struct ColdStore {
     newest: std::sync::Mutex<Option<Arc<ColdSnapshot>>>,
     /// The last key set made.
     sets: std::sync::atomic::AtomicU64,
+    /// Combines committed: the state's list in the file is the one of this number.
+    combines: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for ColdStore {
@@ -168,7 +170,13 @@ impl ColdStore {
             Ok(())
         })();
         made.map_err(|e| fail(e.to_string()))?;
-        Ok(ColdStore { db: Arc::new(db), path: path.to_owned(), newest: Default::default(), sets: Default::default() })
+        Ok(ColdStore {
+            db: Arc::new(db),
+            path: path.to_owned(),
+            newest: Default::default(),
+            sets: Default::default(),
+            combines: Default::default(),
+        })
     }
 
     /// The file's path.
@@ -277,19 +285,29 @@ impl ColdStore {
     }
 
     /// Commits a combine's `txn` without its working sets (the tables named `scratch`):
-    /// the snapshot it returns is the one its state's list reads from, and the newest.
+    /// the snapshot it returns is the one its state's list reads from, and the newest; with it,
+    /// the combine's number (`newest_for`).
     pub(super) fn commit_combine(
         &self,
         txn: WriteTransaction,
         scratch: &[&str],
-    ) -> Result<Arc<ColdSnapshot>, ColdError> {
+    ) -> Result<(Arc<ColdSnapshot>, u64), ColdError> {
         for name in scratch {
             txn.delete_table(list_table(name)).map_err(|e| self.fail("combining", e))?;
         }
         txn.commit().map_err(|e| self.fail("combining", e))?;
+        let combine = self.combines.fetch_add(1, Ordering::Relaxed) + 1;
         let snapshot = Arc::new(self.snapshot().map_err(|e| self.fail("combining", e))?);
         *self.newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(snapshot.clone());
-        Ok(snapshot)
+        Ok((snapshot, combine))
+    }
+
+    /// The newest snapshot, if the state's list it holds is still that of combine number
+    /// `combine`: a state recounted from it may read its list there, and no older
+    /// snapshot need be kept for it.
+    pub(super) fn newest_for(&self, combine: u64) -> Option<Arc<ColdSnapshot>> {
+        let newest = self.newest.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        newest.filter(|_| self.combines.load(Ordering::Relaxed) == combine)
     }
 
     /// A new, empty key set's number.
@@ -664,7 +682,7 @@ mod tests {
         txn.commit().unwrap();
         assert!(!stored.matches.faulted(), "the state's snapshot predates the damage");
         let mut damaged = stored.clone();
-        damaged.matches = NetworkMatches::stored(Arc::new(cold.snapshot().unwrap()), 700);
+        damaged.matches = NetworkMatches::stored(Arc::new(cold.snapshot().unwrap()), 700, 1);
         assert_eq!(damaged.matches.iter().count(), 300);
         assert!(damaged.matches.faulted());
         assert!(crate::replay::state_hash(&damaged).is_err());

@@ -231,7 +231,7 @@ pub fn replay_spilling(
                     && b.invalid_at.is_none()
             })
     });
-    let state = match (unchanged, cold) {
+    let mut state = match (unchanged, cold) {
         (Some(last), _) => network::recount(&last.state, &folds),
         (None, Some(cold)) => network::combine_stored(&folds, ratio_params, cold)?,
         (None, None) => network::combine(&folds, ratio_params),
@@ -241,9 +241,10 @@ pub fn replay_spilling(
         if folds.iter().any(ChainFold::spill_faulted) || state.matches.faulted() {
             return Err(ReplayError::ColdRead(cold.path().display().to_string()));
         }
-        // The combine's snapshot is now the newest: the folds read it too, so the replay
-        // holds one.
+        // The folds and the state's list read the newest snapshot (the combine's, if
+        // this replay combined), so the replay holds one.
         cold.read_newest(&mut folds);
+        state.matches.read_newest(cold);
     }
     let state_hash = state_hash
         .map_err(|_| ReplayError::ColdRead(cold.map_or_else(String::new, |c| c.path().display().to_string())))?;

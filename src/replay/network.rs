@@ -280,7 +280,10 @@ fn combine_in(
     })?;
     let matches = match (list.close()?, cold, txn) {
         (Ok(held), _, _) => held.into(),
-        (Err(len), Some(cold), Some(txn)) => NetworkMatches::stored(cold.commit_combine(txn, &[PAIRS])?, len),
+        (Err(len), Some(cold), Some(txn)) => {
+            let (snapshot, combine) = cold.commit_combine(txn, &[PAIRS])?;
+            NetworkMatches::stored(snapshot, len, combine)
+        }
         (Err(_), _, None) | (Err(_), None, _) => {
             return Err(ColdError::Engine { path: String::new(), message: "a stored list without its file".into() })
         }

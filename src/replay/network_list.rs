@@ -21,7 +21,7 @@ enum Kept {
     /// Shared by the replays that recount this one (`network::recount`).
     Held(Arc<[NetworkMatch]>),
     /// Read through the snapshot the combine committed; a failed read faults it.
-    Stored { snapshot: Arc<ColdSnapshot>, len: usize },
+    Stored { snapshot: Arc<ColdSnapshot>, len: usize, combine: u64 },
 }
 
 impl Default for NetworkMatches {
@@ -43,8 +43,20 @@ impl FromIterator<NetworkMatch> for NetworkMatches {
 }
 
 impl NetworkMatches {
-    pub(super) fn stored(snapshot: Arc<ColdSnapshot>, len: usize) -> NetworkMatches {
-        NetworkMatches(Kept::Stored { snapshot, len })
+    /// The list combine number `combine` wrote, as `snapshot` holds it.
+    pub(super) fn stored(snapshot: Arc<ColdSnapshot>, len: usize, combine: u64) -> NetworkMatches {
+        NetworkMatches(Kept::Stored { snapshot, len, combine })
+    }
+
+    /// Reads the list from `cold`'s newest snapshot from here on, if that still holds it:
+    /// a state recounted across spills would otherwise keep an old snapshot, and with it
+    /// every page the spills since freed.
+    pub(super) fn read_newest(&mut self, cold: &super::cold::ColdStore) {
+        if let Kept::Stored { snapshot, combine, .. } = &mut self.0 {
+            if let Some(newest) = cold.newest_for(*combine) {
+                *snapshot = newest;
+            }
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -76,7 +88,7 @@ impl NetworkMatches {
     pub fn iter_from(&self, offset: usize) -> Box<dyn Iterator<Item = Cow<'_, NetworkMatch>> + '_> {
         match &self.0 {
             Kept::Held(held) => Box::new(held.iter().skip(offset).map(Cow::Borrowed)),
-            Kept::Stored { snapshot, len } => {
+            Kept::Stored { snapshot, len, .. } => {
                 Box::new(snapshot.state_matches(offset as u64).take(len.saturating_sub(offset)).map(Cow::Owned))
             }
         }
