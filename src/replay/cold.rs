@@ -37,13 +37,16 @@ fn list_table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
 /// The file beside the store it is derived from.
 pub const COLD_FILE: &str = "replay-cold.redb";
 /// redb's cache for the file: all it may hold in memory, reads and (up to half of it)
-/// writes not yet in the file, which are written without fsync.
+/// writes not yet in the file, which are written without fsync (but every
+/// `DURABLE_EVERY`th commit).
 pub const COLD_CACHE_BYTES: usize = 4 * 1024 * 1024;
 /// Matches a log holds in memory before they are spilled (those the fold touched last,
 /// and open ones, are spilled too: folding a block that names one reads it back).
 pub const HOT_MATCHES: usize = 64;
 /// Records of one kind a log holds in memory before they are spilled (its last stays).
 pub const HOT_RECORDS: usize = 256;
+/// One transaction in this many on the file is committed with fsync (`durability`).
+const DURABLE_EVERY: u64 = 16;
 /// Largest encoded match fold read back (a fold's own writes, bounded the same way).
 const MAX_FOLD_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -61,6 +64,8 @@ pub struct ColdStore {
     newest: std::sync::Mutex<Option<Arc<ColdSnapshot>>>,
     /// The last key set made.
     sets: std::sync::atomic::AtomicU64,
+    /// Transactions begun, for `durability`.
+    commits: std::sync::atomic::AtomicU64,
     /// Combines committed: the state's list in the file is the one of this number.
     combines: std::sync::atomic::AtomicU64,
 }
@@ -175,6 +180,7 @@ impl ColdStore {
             path: path.to_owned(),
             newest: Default::default(),
             sets: Default::default(),
+            commits: Default::default(),
             combines: Default::default(),
         })
     }
@@ -207,7 +213,7 @@ impl ColdStore {
         };
         let mut txn = self.db.begin_write().map_err(|e| fail(&e))?;
         // Derived and deleted at every start: a crash loses nothing the logs do not hold.
-        txn.set_durability(redb::Durability::None).map_err(|e| fail(&e))?;
+        txn.set_durability(self.durability()).map_err(|e| fail(&e))?;
         let mut spilled: Vec<Vec<MatchId>> = Vec::with_capacity(folds.len());
         let mut records_spilled: Vec<(usize, usize)> = Vec::with_capacity(folds.len());
         {
@@ -256,11 +262,11 @@ impl ColdStore {
     }
 
     /// A transaction for a combine: its working sets (`bag::Bag`) and the state's new list
-    /// of matches (`append_state_match`), with the last list gone. Written without fsync,
+    /// of matches (`append_state_matches`), with the last list gone. Written without fsync,
     /// as spills are.
     pub(super) fn begin_combine(&self) -> Result<WriteTransaction, ColdError> {
         let mut txn = self.db.begin_write().map_err(|e| self.fail("combining", e))?;
-        txn.set_durability(redb::Durability::None).map_err(|e| self.fail("combining", e))?;
+        txn.set_durability(self.durability()).map_err(|e| self.fail("combining", e))?;
         txn.delete_table(STATE_LIST).map_err(|e| self.fail("combining", e))?;
         txn.open_table(STATE_LIST).map_err(|e| self.fail("combining", e))?;
         txn.delete_table(list_table(STATE_PLAYS)).map_err(|e| self.fail("combining", e))?;
@@ -310,6 +316,16 @@ impl ColdStore {
         newest.filter(|_| self.combines.load(Ordering::Relaxed) == combine)
     }
 
+    /// Without fsync, but every `DURABLE_EVERY`th: the file is derived, so a crash loses
+    /// nothing, but redb tracks in memory every page that commits without fsync wrote
+    /// and freed until one with fsync, which a validator running for weeks must not grow.
+    fn durability(&self) -> redb::Durability {
+        match self.commits.fetch_add(1, Ordering::Relaxed) % DURABLE_EVERY {
+            0 => redb::Durability::Immediate,
+            _ => redb::Durability::None,
+        }
+    }
+
     /// A new, empty key set's number.
     pub(super) fn new_set(&self) -> u64 {
         self.sets.fetch_add(1, Ordering::Relaxed)
@@ -318,7 +334,7 @@ impl ColdStore {
     /// Adds `keys` to set `set`.
     pub(super) fn add_keys<'k>(&self, set: u64, keys: impl Iterator<Item = &'k [u8]>) -> Result<(), ColdError> {
         let mut txn = self.db.begin_write().map_err(|e| self.fail("adding to a set", e))?;
-        txn.set_durability(redb::Durability::None).map_err(|e| self.fail("adding to a set", e))?;
+        txn.set_durability(self.durability()).map_err(|e| self.fail("adding to a set", e))?;
         {
             let mut table = txn.open_table(KEY_SETS).map_err(|e| self.fail("adding to a set", e))?;
             for key in keys {
