@@ -195,7 +195,11 @@ impl ColdStore {
     /// last of each kind, when it holds more than `HOT_MATCHES` matches or `HOT_RECORDS`
     /// records of a kind. Returns whether it spilled.
     pub fn spill_if_due(&self, fold: &mut ChainFold) -> Result<bool, ColdError> {
-        let records = fold.commitments.held_in_memory().max(fold.skipped.held_in_memory());
+        let records = fold
+            .commitments
+            .held_in_memory()
+            .max(fold.skipped.held_in_memory())
+            .max(fold.equivocations.held_in_memory());
         if fold.matches.held_in_memory() <= HOT_MATCHES && records <= HOT_RECORDS {
             return Ok(false);
         }
@@ -215,14 +219,15 @@ impl ColdStore {
         // Derived and deleted at every start: a crash loses nothing the logs do not hold.
         txn.set_durability(self.durability()).map_err(|e| fail(&e))?;
         let mut spilled: Vec<Vec<MatchId>> = Vec::with_capacity(folds.len());
-        let mut records_spilled: Vec<(usize, usize)> = Vec::with_capacity(folds.len());
+        let mut records_spilled: Vec<(usize, usize, usize)> = Vec::with_capacity(folds.len());
         {
             let mut by_id = txn.open_table(BY_ID).map_err(|e| fail(&e))?;
             let mut by_place = txn.open_table(BY_PLACE).map_err(|e| fail(&e))?;
             for fold in folds.iter() {
                 let commitments = write_records(&txn, &fold.validator, &fold.commitments).map_err(|e| fail(&e))?;
                 let skips = write_records(&txn, &fold.validator, &fold.skipped).map_err(|e| fail(&e))?;
-                records_spilled.push((commitments, skips));
+                let equivocations = write_records(&txn, &fold.validator, &fold.equivocations).map_err(|e| fail(&e))?;
+                records_spilled.push((commitments, skips, equivocations));
                 let mut ids = Vec::new();
                 for (id, m) in fold.matches.in_memory() {
                     if Some(id) == fold.last_started {
@@ -240,10 +245,11 @@ impl ColdStore {
         }
         txn.commit().map_err(|e| fail(&e))?;
         let snapshot = Arc::new(self.snapshot().map_err(|e| fail(&e))?);
-        for ((fold, ids), (commitments, skips)) in folds.iter_mut().zip(spilled).zip(records_spilled) {
+        for ((fold, ids), (commitments, skips, equivocations)) in folds.iter_mut().zip(spilled).zip(records_spilled) {
             fold.matches.spilled(&ids, fold.validator, snapshot.clone());
             fold.commitments.spilled(commitments, fold.validator, snapshot.clone());
             fold.skipped.spilled(skips, fold.validator, snapshot.clone());
+            fold.equivocations.spilled(equivocations, fold.validator, snapshot.clone());
         }
         *self.newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(snapshot);
         Ok(())
@@ -258,6 +264,7 @@ impl ColdStore {
             fold.matches.read_from(&newest);
             fold.commitments.read_from(&newest);
             fold.skipped.read_from(&newest);
+            fold.equivocations.read_from(&newest);
         }
     }
 
@@ -736,6 +743,16 @@ mod records {
         }
     }
 
+    fn equivocation(i: u64) -> crate::replay::fold::EquivocationFound {
+        crate::replay::fold::EquivocationFound {
+            accused: ValidatorKey([i as u8; 32]),
+            height: i,
+            hash_a: Hash32([1; 32]),
+            hash_b: Hash32([2; 32]),
+            recorded_at: (i, 0),
+        }
+    }
+
     #[test]
     fn listed_records_spill_alone_and_read_back_in_order_with_the_same_bytes() {
         let dir = tempfile::tempdir().unwrap();
@@ -750,6 +767,7 @@ mod records {
                 if i % 2 == 0 {
                     f.skipped.push(skip(i));
                 }
+                f.equivocations.push(equivocation(i));
             }
             // An idle validator's log: records and no matches, spilled all the same.
             cold.spill_if_due(&mut fold).unwrap();
@@ -762,6 +780,8 @@ mod records {
         assert_eq!((fold.skipped.held_in_memory(), fold.skipped.len()), (1, 300));
         assert!(fold.skipped.iter().eq((0..600).step_by(2).map(skip)));
         assert_eq!(fold.skipped.last(), Some(skip(598)));
+        assert_eq!((fold.equivocations.held_in_memory(), fold.equivocations.len()), (1, 600));
+        assert!(fold.equivocations.iter().eq((0..600).map(equivocation)));
         assert_eq!(fold.commitments.len(), 600);
         assert_eq!(fold, plain);
         assert_eq!(fold.commitments.last(), Some(record(599)));
@@ -775,7 +795,7 @@ mod records {
             f.commitments.push(record(600));
         }
         assert_eq!(fold, plain);
-        assert!(!fold.commitments.faulted() && !fold.skipped.faulted());
+        assert!(!fold.commitments.faulted() && !fold.skipped.faulted() && !fold.equivocations.faulted());
     }
 }
 

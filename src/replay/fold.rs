@@ -556,7 +556,7 @@ pub struct ChainFold {
     pub n_discrepancies_omitted: u64,
     /// The height of the first finding not kept.
     pub first_omitted_height: Option<u64>,
-    pub equivocations: Vec<EquivocationFound>,
+    pub equivocations: super::lists::EquivocationList,
     pub commitments: CommitmentList,
     /// The last weights this log says it sent to the chain (set, or committed timelocked).
     pub last_weights: Option<LoggedWeights>,
@@ -616,7 +616,7 @@ impl ChainFold {
             discrepancies: Vec::new(),
             n_discrepancies_omitted: 0,
             first_omitted_height: None,
-            equivocations: Vec::new(),
+            equivocations: Default::default(),
             commitments: CommitmentList::default(),
             last_weights: None,
             skipped: SkipList::default(),
@@ -641,7 +641,7 @@ impl ChainFold {
     /// Whether reading back anything this fold spilled to the match file failed: what
     /// was made from it is incomplete.
     pub fn spill_faulted(&self) -> bool {
-        self.matches.faulted() || self.commitments.faulted() || self.skipped.faulted()
+        self.matches.faulted() || self.commitments.faulted() || self.skipped.faulted() || self.equivocations.faulted()
     }
 
     /// The height the next block must have.

@@ -1,10 +1,11 @@
 //! A log's lists of records that only grow, in log order, as its fold holds them: in
 //! memory, or spilled to the replay's match file (`cold`) with its matches. A busy
 //! validator commits its tip up to 600 times a day, and records each duplicate
-//! commitment it does not play: lists held in memory would grow with time.
+//! commitment it does not play, and a log may hold any number of proven equivocations:
+//! lists held in memory would grow with time.
 
 use super::cold::ColdSnapshot;
-use super::fold::SkipFold;
+use super::fold::{EquivocationFound, SkipFold};
 use crate::bytes::ValidatorKey;
 use crate::ledger::event::ChainCommitment;
 use serde::de::DeserializeOwned;
@@ -21,7 +22,7 @@ pub trait Record: Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeO
 }
 
 /// Every kind's table, by slot.
-pub const RECORD_TABLES: [&str; 2] = [ChainCommitment::TABLE, SkipFold::TABLE];
+pub const RECORD_TABLES: [&str; 3] = [ChainCommitment::TABLE, SkipFold::TABLE, EquivocationFound::TABLE];
 
 impl Record for ChainCommitment {
     const TABLE: &'static str = "commitments";
@@ -33,10 +34,18 @@ impl Record for SkipFold {
     const SLOT: usize = 1;
 }
 
+impl Record for EquivocationFound {
+    const TABLE: &'static str = "equivocations";
+    const SLOT: usize = 2;
+}
+
 /// A log's commitment records.
 pub type CommitmentList = RecordList<ChainCommitment>;
 /// A log's records of miners it did not play (ledger-spec/13).
 pub type SkipList = RecordList<SkipFold>;
+/// The equivocations a log's evidence proves (each evidence event costs a log about 370
+/// bytes; a log may hold millions).
+pub type EquivocationList = RecordList<EquivocationFound>;
 
 /// The records in log order. Encoded as the list of every record wherever it is kept.
 #[derive(Clone)]
@@ -122,6 +131,12 @@ impl<T: Record> RecordList<T> {
     /// Whether a read of a spilled record failed.
     pub fn faulted(&self) -> bool {
         self.cold.as_ref().is_some_and(|c| c.snapshot.faulted())
+    }
+}
+
+impl<T> FromIterator<T> for RecordList<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> RecordList<T> {
+        iter.into_iter().collect::<Vec<_>>().into()
     }
 }
 

@@ -145,7 +145,7 @@ fn combine_in(
     let mut equivocated: BTreeSet<ValidatorKey> = BTreeSet::new();
     let mut seen = BTreeSet::new();
     for fold in &folds {
-        for found in &fold.equivocations {
+        for found in fold.equivocations.iter() {
             equivocated.insert(found.accused);
             if seen.insert((found.accused, found.height)) {
                 discrepancies.push(Discrepancy {
@@ -667,7 +667,7 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
             0
         },
         first_omitted_height: fold.first_omitted_height.filter(|h| within(*h)),
-        equivocations: fold.equivocations.iter().filter(|e| within(e.recorded_at.0)).cloned().collect(),
+        equivocations: fold.equivocations.iter().filter(|e| within(e.recorded_at.0)).collect(),
         commitments: Default::default(),
         last_weights: None,
         skipped: Default::default(),
