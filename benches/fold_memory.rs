@@ -182,6 +182,10 @@ fn main() {
     // The same networks replayed as a validator replays them: matches spilled.
     let (g, h) = (held(small, false, true), held(large, false, true));
     assert_eq!((g.n_matches, h.n_matches), (small, large));
+    // A third size: what still grows per match from the second to it is what does not
+    // level off at a cache's size.
+    let larger = 2 * large;
+    let k = held(larger, false, true);
     println!(
         "\n## the same, replayed as a validator does: each log's matches spilled to its match file past {} in memory\n",
         replay::cold::HOT_MATCHES
@@ -190,9 +194,14 @@ fn main() {
         "| matches | live heap of folds + state, bytes | of which the state's | combine again (no new block), ms | its peak heap, bytes |"
     );
     println!("|---:|---:|---:|---:|---:|");
-    for x in [&g, &h] {
+    for x in [&g, &h, &k] {
         println!("| {} | {} | {} | {:.2} | {} |", x.n_matches, x.live, x.state_live, x.again_s * 1e3, x.again_peak);
     }
+    println!(
+        "\nfrom {large} to {larger} matches: {:.0} bytes of live heap per match, of which the match file's handle's {:.0}",
+        (k.live - h.live) as f64 / (larger - large) as f64,
+        (k.cold_live - h.cold_live) as f64 / (larger - large) as f64,
+    );
     let spilled_per_match = (h.live - g.live) as f64 / (large - small) as f64;
     println!(
         "\nper match: {spilled_per_match:.0} bytes of live heap against {per_match:.0} held ({:.1}x less), of which the state's {:.0} \
