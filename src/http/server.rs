@@ -185,10 +185,7 @@ pub fn router(
     let Feeds { status, chain, replays } = feeds;
     let replays = replays.unwrap_or_default();
     // Our own log's sets of who played go to the match file, as the validator's do.
-    let mut own = ValidatorState::new(&ratio_params);
-    if let Some(cold) = replays.cold() {
-        own.played = crate::validator::state::Played::spilling_to(cold);
-    }
+    let own = ValidatorState::spilling_to(&ratio_params, replays.cold());
     let replayer = Replayer::start(log.clone(), ratio_params, limits.state_refresh, replays);
     let served = Arc::new(Served {
         log,

@@ -211,10 +211,7 @@ impl ColdStore {
     /// listed records (but each log's last of each kind) into the file, in one
     /// transaction; each fold then reads them from the new snapshot.
     pub fn spill(&self, folds: &mut [ChainFold]) -> Result<(), ColdError> {
-        let fail = |e: &dyn std::fmt::Display| ColdError::Engine {
-            path: self.path.display().to_string(),
-            message: format!("spilling matches: {e}"),
-        };
+        let fail = |e: &dyn std::fmt::Display| self.fail("spilling matches", e);
         let mut txn = self.db.begin_write().map_err(|e| fail(&e))?;
         // Derived and deleted at every start: a crash loses nothing the logs do not hold.
         txn.set_durability(self.durability()).map_err(|e| fail(&e))?;

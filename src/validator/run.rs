@@ -119,11 +119,7 @@ pub async fn run(
     let validator = log.validator();
     let mut loaded = {
         let log = log.clone();
-        // A validator's sets of who played go to its match file past a few hundred keys.
-        let mut fresh = state::ValidatorState::new(&params);
-        if let Some(cold) = options.replays.cold() {
-            fresh.played = state::Played::spilling_to(cold);
-        }
+        let fresh = state::ValidatorState::spilling_to(&params, options.replays.cold());
         tokio::task::spawn_blocking(move || state::load_into(fresh, &log.store, &log.validator()))
             .await
             .expect("no panic")?

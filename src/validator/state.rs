@@ -189,6 +189,16 @@ impl ValidatorState {
         self.recent_anchors.push_back(anchor);
     }
 
+    /// [`Self::new`], with its sets of who played kept in `cold`'s match file past a few
+    /// hundred keys when there is one (a validator's: its run and its HTTP server).
+    pub fn spilling_to(params: &RatioParams, cold: Option<Arc<ColdStore>>) -> ValidatorState {
+        let mut state = ValidatorState::new(params);
+        if let Some(cold) = cold {
+            state.played = Played::spilling_to(cold);
+        }
+        state
+    }
+
     pub fn new(params: &RatioParams) -> ValidatorState {
         ValidatorState {
             champion: None,
