@@ -542,19 +542,7 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
 
 fn history(replay: &Replay) -> Markup {
     let state = &replay.state;
-    // The ratio each decided match set, at the chain block its vote names (per validator).
-    let mut points: Vec<(u64, u32)> = state
-        .matches
-        .iter()
-        .flat_map(|m| {
-            m.votes
-                .iter()
-                .filter(|v| v.chain_block > 0)
-                .map(|v| (v.chain_block, v.new_ratio_to_beat_ppm))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    points.sort_unstable();
+    let points = ratio_points(&state.matches, RATIO_POINTS);
     html! {
         h2 { "Champions" }
         @if state.champion_history.is_empty() { p.muted { "No champion yet." } }
@@ -590,6 +578,57 @@ fn history(replay: &Replay) -> Markup {
 
 /// Points of the vTrust chart (each one a replay of the logs' prefixes).
 const VTRUST_POINTS: usize = 48;
+
+/// The most points the ratio chart draws: two per pixel column of its plot, whatever the
+/// history holds.
+const RATIO_POINTS: usize = 1_280;
+
+/// The ratio each vote set, at the chain block it names, in block order: every one if
+/// there are at most `max` (at least 2), else, for each of `max / 2` equal spans of chain
+/// blocks, the lowest and the highest ratio set in it, so the chart keeps each step's
+/// reach. Two passes over the state's list (which may be in the match file), holding
+/// at most `max` points.
+fn ratio_points(matches: &crate::replay::network::NetworkMatches, max: usize) -> Vec<(u64, u32)> {
+    let max = max.max(2);
+    let each = |f: &mut dyn FnMut(u64, u32)| {
+        for m in matches.iter() {
+            for v in m.votes.iter().filter(|v| v.chain_block > 0) {
+                f(v.chain_block, v.new_ratio_to_beat_ppm);
+            }
+        }
+    };
+    let (mut n, mut first, mut last) = (0usize, u64::MAX, 0u64);
+    each(&mut |block, _| {
+        n += 1;
+        first = first.min(block);
+        last = last.max(block);
+    });
+    let mut points = Vec::with_capacity(n.min(max));
+    if n <= max {
+        each(&mut |block, ppm| points.push((block, ppm)));
+    } else {
+        let spans = (max / 2) as u64;
+        let width = (last - first) / spans + 1;
+        // Per span: its lowest and its highest point, by (ratio, block).
+        let mut reach: Vec<Option<((u32, u64), (u32, u64))>> = vec![None; spans as usize];
+        each(&mut |block, ppm| {
+            let slot = &mut reach[((block - first) / width) as usize];
+            let point = (ppm, block);
+            *slot = Some(match *slot {
+                None => (point, point),
+                Some((low, high)) => (low.min(point), high.max(point)),
+            });
+        });
+        for (low, high) in reach.into_iter().flatten() {
+            points.push((low.1, low.0));
+            if high != low {
+                points.push((high.1, high.0));
+            }
+        }
+    }
+    points.sort_unstable();
+    points
+}
 
 /// The frame both charts share: chain blocks `first..=last` across, a share in ppm from
 /// `low` to 10^6 up, as SVG coordinates.
@@ -774,6 +813,47 @@ mod tests {
         let replay = replay_of(0);
         let html = render("matches.html", &replay, &FromChain::default(), Paging::Page(None)).unwrap();
         assert!(html.contains("No match yet."));
+    }
+
+    #[test]
+    fn the_ratio_chart_keeps_each_spans_reach_and_no_more_points_than_its_bound() {
+        let validator = Arc::new(ValidatorKey([1; 32]));
+        let vote = |block: u64, ppm: u32| crate::replay::network::Vote {
+            validator: validator.clone(),
+            contender_won: true,
+            new_ratio_to_beat_ppm: ppm,
+            decided_time_ms: 0,
+            chain_block: block,
+        };
+        let mut replay = replay_of(5_000);
+        let matches: Vec<NetworkMatch> = replay
+            .state
+            .matches
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let mut m = m.into_owned();
+                let i = i as u64;
+                // A sawtooth, with one spike at block 7_000, and a vote without a chain.
+                let ppm = if i == 3_000 { 999_999 } else { 500_000 + (i % 97) as u32 * 1_000 };
+                m.votes = vec![vote(1_000 + i * 2, ppm), vote(0, 1)];
+                m
+            })
+            .collect();
+        replay.state.matches = matches.into();
+        let all = ratio_points(&replay.state.matches, 20_000);
+        assert_eq!(all.len(), 5_000, "every vote at a chain block, none without");
+        assert!(all.windows(2).all(|w| w[0] <= w[1]));
+        let few = ratio_points(&replay.state.matches, 100);
+        assert!(few.len() <= 100 && few.len() > 50, "{}", few.len());
+        assert!(few.windows(2).all(|w| w[0] <= w[1]));
+        assert!(few.iter().all(|p| all.binary_search(p).is_ok()), "only points that were set");
+        assert!(few.contains(&(7_000, 999_999)), "the spike is its span's highest");
+        assert_eq!(few.first().map(|p| p.0), Some(1_000));
+        // 50 spans of 200 blocks: the last span's points are in the last 200 blocks.
+        assert!(few.last().unwrap().0 + 200 > all.last().unwrap().0);
+        let html = render("history.html", &replay, &FromChain::default(), Paging::Page(None)).unwrap();
+        assert!(html.matches("<circle").count() <= RATIO_POINTS);
     }
 
     #[test]
