@@ -562,11 +562,13 @@ fn history(replay: &Replay) -> Markup {
         @if points.is_empty() { p.muted { "No match decided at a chain block yet." } }
         @else { (ratio_chart(&points)) }
         h2 { "vTrust over chain blocks" }
-        @let history = crate::replay::network::vtrust_history(&replay.folds, &DEFAULT_RATIO_PARAMS, VTRUST_POINTS);
-        @if history.is_empty() { p.muted { "No match started at a chain block yet." } }
-        @else {
-            p.muted { "Each point replays every log cut back to the matches started at or before that block." }
-            (vtrust_chart(&history))
+        @match crate::replay::vtrust_history::vtrust_history(&replay.folds, &state.matches, &DEFAULT_RATIO_PARAMS, VTRUST_POINTS) {
+            Err(e) => p.muted { "The vTrust history could not be read: " (e) },
+            Ok(history) if history.is_empty() => p.muted { "No match started at a chain block yet." },
+            Ok(history) => {
+                p.muted { "Each point is what a replay of every log cut back to the matches started at or before that block gives." }
+                (vtrust_chart(&history))
+            }
         }
         h2 { "vTrust now" }
         table #vtrust {

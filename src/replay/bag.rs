@@ -13,7 +13,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// Largest entry a bag writes or reads back (a match's votes, one per validator).
-const MAX_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
+pub(super) const MAX_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
 /// Entries a stored bag buffers before it writes them (one table opening per batch).
 const BATCH: usize = 1024;
 

@@ -527,6 +527,23 @@ impl ColdSnapshot {
             .collect()
     }
 
+    /// Every play of the state's combine, in key order: entries as its bag wrote them
+    /// (`bag::Bag`), decoded as `T`.
+    pub(super) fn state_play_entries<T: serde::de::DeserializeOwned + serde::Serialize>(&self) -> impl Iterator<Item = T> + '_ {
+        let range = redb::ReadableTable::iter(&self.state_plays).map_err(|e| self.fault::<()>(e)).ok();
+        range.into_iter().flatten().map_while(move |entry| match entry {
+            Ok((_, value)) => codec::decode_canonical(value.value(), "combine entry", super::bag::MAX_ENTRY_BYTES)
+                .map_err(|e| self.fault::<()>(e))
+                .ok(),
+            Err(e) => self.fault(e),
+        })
+    }
+
+    /// The error a reader gives once this snapshot is faulted.
+    pub(super) fn faulted_error(&self) -> ColdError {
+        ColdError::Engine { path: self.path.display().to_string(), message: "a read failed (logged)".into() }
+    }
+
     /// `validator`'s spilled matches in log order.
     pub(super) fn in_log_order(&self, validator: &ValidatorKey) -> impl Iterator<Item = (MatchId, MatchFold)> + '_ {
         self.scan(&self.by_place, validator, |_, value| self.decode(value))

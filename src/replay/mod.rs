@@ -20,6 +20,7 @@ pub mod matches;
 pub mod network;
 pub mod network_list;
 pub mod synth;
+pub mod vtrust_history;
 
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::envs::Registry;

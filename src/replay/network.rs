@@ -351,23 +351,23 @@ impl Findings {
 const PAIRS: &str = "combine_pairs";
 
 /// (contender, champion, validator, match id): a log's match, grouped by pair.
-type PlayKey = (Name, Name, ValidatorKey, MatchId);
+pub(super) type PlayKey = (Name, Name, ValidatorKey, MatchId);
 /// (earliest start, contender, champion): a pair's place in the state.
 type PairOrder = (u64, Name, Name);
 
 /// What the combine reads of a log's match.
 #[derive(Serialize, Deserialize)]
-struct Play {
+pub(super) struct Play {
     contender: HeldMiner,
     champion: HeldMiner,
     started_time_ms: u64,
-    chain_block: u64,
+    pub(super) chain_block: u64,
     /// (height, contender won, new ratio to beat, time).
-    decided: Option<(u64, bool, u32, u64)>,
+    pub(super) decided: Option<(u64, bool, u32, u64)>,
 }
 
 impl Play {
-    fn of(m: &MatchFold) -> Play {
+    pub(super) fn of(m: &MatchFold) -> Play {
         Play {
             contender: m.contender.clone(),
             champion: m.champion.clone(),
@@ -428,39 +428,46 @@ impl PairPlays {
         // Held for as long as the state is: at its size, not at a growing vector's
         // capacity (four votes' room for two validators' votes).
         self.m.votes.shrink_to_fit();
-        let votes = &self.m.votes;
-        for vote in votes {
-            let others = votes.iter().filter(|o| o.validator != vote.validator && base[&*o.validator] > 0);
-            let (same, opposite) = others.fold((0u64, 0u64), |(s, o), other| {
-                if other.contender_won == vote.contender_won {
-                    (s + 1, o)
-                } else {
-                    (s, o + 1)
-                }
-            });
-            if same + opposite == 0 {
-                continue;
-            }
-            let counts = compared.entry(*vote.validator).or_default();
+        let votes: Vec<(ValidatorKey, bool)> = self.m.votes.iter().map(|v| (*v.validator, v.contender_won)).collect();
+        against_others(&votes, &|v| base[v] > 0, &mut |validator, contender_won, same, opposite| {
+            let counts = compared.entry(*validator).or_default();
             counts.0 += 1;
             if opposite > same {
                 counts.1 += 1;
                 discrepancies.push(Discrepancy {
-                    validator: *vote.validator,
+                    validator: *validator,
                     kind: DiscrepancyKind::Disagreement,
-                    height: self.decided_at[&*vote.validator],
+                    height: self.decided_at[validator],
                     event_idx: None,
                     detail: format!(
                         "match {} vs {}: said the contender {}, {opposite} of {} other validators said otherwise",
                         self.key.0,
                         self.key.1,
-                        if vote.contender_won { "won" } else { "did not win" },
+                        if contender_won { "won" } else { "did not win" },
                         same + opposite
                     ),
                 });
             }
-        }
+        });
         self.m
+    }
+}
+
+/// For each of a pair's `votes` (validator, contender won) that validators still
+/// `trusted` other than its own also cast: its validator and word, and how many of
+/// theirs were the same and the opposite.
+pub(super) fn against_others(
+    votes: &[(ValidatorKey, bool)],
+    trusted: &dyn Fn(&ValidatorKey) -> bool,
+    each: &mut dyn FnMut(&ValidatorKey, bool, u64, u64),
+) {
+    for (validator, contender_won) in votes {
+        let others = votes.iter().filter(|(other, _)| other != validator && trusted(other));
+        let (same, opposite) =
+            others.fold((0u64, 0u64), |(s, o), (_, won)| if won == contender_won { (s + 1, o) } else { (s, o + 1) });
+        if same + opposite > 0 {
+            each(validator, *contender_won, same, opposite);
+        }
     }
 }
 
@@ -545,99 +552,103 @@ pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Vec<Discrepancy
 
 /// [`ratio_findings`], each handed to `found` as it is made (a log may hold millions).
 pub fn each_ratio_finding(fold: &ChainFold, legacy: &RatioParams, found: &mut dyn FnMut(Discrepancy)) {
-    // No win yet: the floor of whatever parameters the next match names.
-    let mut ratio = RatioToBeat { set_ppm: 0, set_at_block: 0 };
-    // A log's matches name one plan for long stretches: parse it once per change, not
-    // once per match (every replay runs this over every match of every log).
-    let mut last_plan: Option<(Name, RatioParams)> = None;
+    let mut walk = RatioWalk::default();
     for (_, m) in fold.matches.in_log_order() {
-        let params = match &last_plan {
+        walk.step(fold.validator, &m, legacy, Some(&mut *found));
+    }
+}
+
+/// The ratio to beat as one log's matches set it, taken a match at a time in log order
+/// ([`each_ratio_finding`]); cloned where walks over different cuts of a log part.
+#[derive(Clone)]
+pub(super) struct RatioWalk {
+    ratio: RatioToBeat,
+    /// A log's matches name one plan for long stretches: parsed once per change, not
+    /// once per match (every replay runs this over every match of every log).
+    last_plan: Option<(Name, RatioParams)>,
+}
+
+impl Default for RatioWalk {
+    fn default() -> RatioWalk {
+        // No win yet: the floor of whatever parameters the next match names.
+        RatioWalk { ratio: RatioToBeat { set_ppm: 0, set_at_block: 0 }, last_plan: None }
+    }
+}
+
+impl RatioWalk {
+    /// Takes `validator`'s next match `m`: counts the findings it makes, and hands each
+    /// to `found` if there is one to take them.
+    pub(super) fn step(
+        &mut self,
+        validator: ValidatorKey,
+        m: &MatchFold,
+        legacy: &RatioParams,
+        mut found: Option<&mut dyn FnMut(Discrepancy)>,
+    ) -> u64 {
+        let mut n = 0;
+        let params = match &self.last_plan {
             Some((plan, params)) if *plan == m.rule => *params,
             _ => plan_ratio_params(&m.rule, legacy),
         };
-        last_plan = Some((m.rule.clone(), params));
+        self.last_plan = Some((m.rule.clone(), params));
+        let ratio = self.ratio;
         let expected = params.current_ppm(&ratio, m.chain_block);
         if m.ratio_to_beat_ppm != expected {
-            found(Discrepancy {
-                validator: fold.validator,
-                kind: DiscrepancyKind::FalseDecision,
-                height: m.started_height,
-                event_idx: Some(m.started_event_idx),
-                detail: format!(
-                    "{} vs {}: played at ratio {} ppm, but the ratio set at chain block {} ({} ppm) is {expected} ppm at its start block {}",
-                    m.contender.hotkey, m.champion.hotkey, m.ratio_to_beat_ppm, ratio.set_at_block, ratio.set_ppm, m.chain_block
-                ),
-            });
-        }
-        let Some(decided) = m.decided.as_ref().filter(|d| d.contender_won) else { continue };
-        if !decided.win_rates_ppm.is_empty() {
-            let set = params.after_win(&decided.win_rates_ppm, m.chain_block).set_ppm;
-            if decided.new_ratio_to_beat_ppm != set {
+            n += 1;
+            if let Some(found) = found.as_mut() {
                 found(Discrepancy {
-                    validator: fold.validator,
+                    validator,
                     kind: DiscrepancyKind::FalseDecision,
-                    height: decided.height,
-                    event_idx: None,
+                    height: m.started_height,
+                    event_idx: Some(m.started_event_idx),
                     detail: format!(
-                        "{} beat {}: the new ratio is {} ppm, but the geometric mean of its win rates {:?} gives {set} ppm",
-                        m.contender.hotkey, m.champion.hotkey, decided.new_ratio_to_beat_ppm, decided.win_rates_ppm
+                        "{} vs {}: played at ratio {} ppm, but the ratio set at chain block {} ({} ppm) is {expected} ppm at its start block {}",
+                        m.contender.hotkey, m.champion.hotkey, m.ratio_to_beat_ppm, ratio.set_at_block, ratio.set_ppm, m.chain_block
                     ),
                 });
             }
         }
-        ratio = RatioToBeat { set_ppm: decided.new_ratio_to_beat_ppm, set_at_block: m.chain_block };
+        let Some(decided) = m.decided.as_ref().filter(|d| d.contender_won) else { return n };
+        if !decided.win_rates_ppm.is_empty() {
+            let set = params.after_win(&decided.win_rates_ppm, m.chain_block).set_ppm;
+            if decided.new_ratio_to_beat_ppm != set {
+                n += 1;
+                if let Some(found) = found.as_mut() {
+                    found(Discrepancy {
+                        validator,
+                        kind: DiscrepancyKind::FalseDecision,
+                        height: decided.height,
+                        event_idx: None,
+                        detail: format!(
+                            "{} beat {}: the new ratio is {} ppm, but the geometric mean of its win rates {:?} gives {set} ppm",
+                            m.contender.hotkey, m.champion.hotkey, decided.new_ratio_to_beat_ppm, decided.win_rates_ppm
+                        ),
+                    });
+                }
+            }
+        }
+        self.ratio = RatioToBeat { set_ppm: decided.new_ratio_to_beat_ppm, set_at_block: m.chain_block };
+        n
     }
 }
 
-/// Each validator's vTrust as the logs stood at chain block `B`, for up to `max_points`
-/// blocks at which matches started (evenly picked, the last always kept): [`combine`]
-/// over every log cut back to its matches started at or before `B`, and its findings at
-/// or before the last of them. So a point is what a replay of those prefixes computes,
-/// not a sample kept from the past.
-pub fn vtrust_history(
+/// Each validator's vTrust as the logs stood at each of `blocks`: [`combine`] over every
+/// log cut back to its matches started at or before the block, and its findings at or
+/// before the last of them. This is the definition `vtrust_history::vtrust_history`
+/// computes in one pass; it costs a combine per block, and holds the cut logs' matches.
+pub fn vtrust_by_combines(
     folds: &[ChainFold],
     legacy: &RatioParams,
-    max_points: usize,
+    blocks: &[u64],
 ) -> Vec<(u64, Vec<(ValidatorKey, u32)>)> {
-    // Every point below combines every log again: the logs' matches are read once and
-    // held for this call without their env tallies (no combine reads them), rather than
-    // read back from a validator's match file at every point.
-    let folds: Vec<ChainFold> = folds.iter().map(without_env_tallies).collect();
-    let folds = &folds[..];
-    let mut blocks: Vec<u64> =
-        folds.iter().flat_map(|f| f.matches.values().map(|m| m.chain_block)).filter(|b| *b > 0).collect();
-    blocks.sort_unstable();
-    blocks.dedup();
-    let picked: Vec<u64> = if blocks.len() <= max_points.max(1) {
-        blocks
-    } else {
-        let last = blocks.len() - 1;
-        let step = max_points.max(2) - 1;
-        (0..=step).map(|i| blocks[i * last / step]).collect()
-    };
-    picked
-        .into_iter()
-        .map(|block| {
+    blocks
+        .iter()
+        .map(|&block| {
             let cut: Vec<ChainFold> = folds.iter().map(|f| fold_at_block(f, block)).collect();
             let state = combine(&cut, legacy);
             (block, state.validators.iter().map(|v| (v.validator, v.vtrust_ppm)).collect())
         })
         .collect()
-}
-
-/// `fold` with its matches held in memory, each without its env tallies.
-fn without_env_tallies(fold: &ChainFold) -> ChainFold {
-    let mut light = fold.clone();
-    light.matches = fold
-        .matches
-        .iter()
-        .map(|(id, m)| {
-            let mut m = (*m).clone();
-            m.env_folds = Default::default();
-            (id, m)
-        })
-        .collect();
-    light
 }
 
 /// `fold` as it stood once its last match started at or before chain `block` was
@@ -697,7 +708,7 @@ fn shared_miner(names: &mut BTreeSet<Name>, miner: &HeldMiner) -> HeldMiner {
     HeldMiner { hotkey: share(&miner.hotkey), uid: miner.uid, model: share(&miner.model) }
 }
 
-fn false_reports(fold: &ChainFold) -> u64 {
+pub(super) fn false_reports(fold: &ChainFold) -> u64 {
     let kept = fold
         .discrepancies
         .iter()

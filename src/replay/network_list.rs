@@ -106,6 +106,14 @@ impl NetworkMatches {
         Some(plays)
     }
 
+    /// The snapshot a stored list is read through (its combine's plays are there too).
+    pub(super) fn snapshot(&self) -> Option<&Arc<ColdSnapshot>> {
+        match &self.0 {
+            Kept::Held(_) => None,
+            Kept::Stored { snapshot, .. } => Some(snapshot),
+        }
+    }
+
     /// Whether a stored match failed to read back: anything drawn from this list since may
     /// be short of a match, and must not be published.
     pub fn faulted(&self) -> bool {

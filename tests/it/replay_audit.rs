@@ -13,6 +13,7 @@ use af::miner::policy::Policy;
 use af::replay::fold::DiscrepancyKind;
 use af::replay::network::NetworkState;
 use af::replay::synth::{write_network, Faults, NetworkSpec, SynthMiner};
+use af::replay::vtrust_history::vtrust_history;
 use af::replay::{self, Replay};
 
 fn build(spec: &NetworkSpec) -> (tempfile::TempDir, Vec<af::bytes::ValidatorKey>) {
@@ -254,7 +255,7 @@ fn vtrust_history_replays_each_prefix() {
     let spec = NetworkSpec { faults: Faults { low_bar: Some(2), ..Faults::default() }, ..NetworkSpec::small(3) };
     let (dir, keys) = build(&spec);
     let replayed = replay_with(dir.path(), 2, None);
-    let history = replay::network::vtrust_history(&replayed.folds, &DEFAULT_RATIO_PARAMS, 48);
+    let history = vtrust_history(&replayed.folds, &replayed.state.matches, &DEFAULT_RATIO_PARAMS, 48).unwrap();
     assert!(history.len() >= 2, "{history:?}");
     assert!(history.windows(2).all(|w| w[0].0 < w[1].0), "blocks ascend");
     let at = |i: usize, key| history[i].1.iter().find(|(k, _)| *k == key).map(|(_, ppm)| *ppm);
@@ -265,8 +266,35 @@ fn vtrust_history_replays_each_prefix() {
     }
     assert_eq!(at(last, keys[2]), Some(800_000));
     // Picking fewer points keeps the first and the last.
-    let two = replay::network::vtrust_history(&replayed.folds, &DEFAULT_RATIO_PARAMS, 2);
+    let two = vtrust_history(&replayed.folds, &replayed.state.matches, &DEFAULT_RATIO_PARAMS, 2).unwrap();
     assert_eq!((two[0].0, two[1].0), (history[0].0, history[last].0));
+}
+
+/// The history's one pass gives what a combine over each cut gives, on logs with every
+/// kind of finding: proofs, disagreements, equivocation, an invalid block.
+#[test]
+fn vtrust_history_in_one_pass_is_a_combine_at_each_point() {
+    let specs = [
+        Faults { low_bar: Some(2), ..Faults::default() },
+        Faults { sandbagged: Some(3), ..Faults::default() },
+        Faults { flip_decisions: Some(1), forge_score: Some((0, 5)), ..Faults::default() },
+        Faults { equivocate: Some((1, 2)), low_bar: Some(0), ..Faults::default() },
+        Faults { skip_index: Some(2), pick_match_id: Some(3), ..Faults::default() },
+    ];
+    for faults in specs {
+        let spec = NetworkSpec { faults: faults.clone(), ..NetworkSpec::small(4) };
+        let (dir, _) = build(&spec);
+        let replayed = replay_with(dir.path(), 2, None);
+        for points in [2, 3, 7, 48] {
+            let history =
+                vtrust_history(&replayed.folds, &replayed.state.matches, &DEFAULT_RATIO_PARAMS, points).unwrap();
+            assert!(history.len() >= 2 && history.len() <= points, "{faults:?}: {history:?}");
+            let blocks: Vec<u64> = history.iter().map(|(block, _)| *block).collect();
+            assert!(blocks.windows(2).all(|w| w[0] < w[1]));
+            let by_combines = replay::network::vtrust_by_combines(&replayed.folds, &DEFAULT_RATIO_PARAMS, &blocks);
+            assert_eq!(history, by_combines, "{faults:?}, {points} points");
+        }
+    }
 }
 
 #[test]
@@ -793,7 +821,7 @@ fn replays_that_spill_matches_give_the_states_of_replays_that_hold_them() {
                 replay::replay(&store, &envs::registry(), None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}).unwrap();
             assert_eq!(spilled.state_hash, held.state_hash, "round {rounds}");
             assert_eq!(spilled.folds, held.folds, "round {rounds}");
-            let history = |r: &Replay| replay::network::vtrust_history(&r.folds, &DEFAULT_RATIO_PARAMS, 8);
+            let history = |r: &Replay| vtrust_history(&r.folds, &r.state.matches, &DEFAULT_RATIO_PARAMS, 8).unwrap();
             assert_eq!(history(&spilled), history(&held), "round {rounds}");
         }
     }
