@@ -612,7 +612,8 @@ fn ratio_points(matches: &crate::replay::network::NetworkMatches, max: usize) ->
         let spans = (max / 2) as u64;
         let width = (last - first) / spans + 1;
         // Per span: its lowest and its highest point, by (ratio, block).
-        let mut reach: Vec<Option<((u32, u64), (u32, u64))>> = vec![None; spans as usize];
+        type Point = (u32, u64);
+        let mut reach: Vec<Option<(Point, Point)>> = vec![None; spans as usize];
         each(&mut |block, ppm| {
             let slot = &mut reach[((block - first) / width) as usize];
             let point = (ppm, block);

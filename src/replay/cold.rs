@@ -529,7 +529,9 @@ impl ColdSnapshot {
 
     /// Every play of the state's combine, in key order: entries as its bag wrote them
     /// (`bag::Bag`), decoded as `T`.
-    pub(super) fn state_play_entries<T: serde::de::DeserializeOwned + serde::Serialize>(&self) -> impl Iterator<Item = T> + '_ {
+    pub(super) fn state_play_entries<T: serde::de::DeserializeOwned + serde::Serialize>(
+        &self,
+    ) -> impl Iterator<Item = T> + '_ {
         let range = redb::ReadableTable::iter(&self.state_plays).map_err(|e| self.fault::<()>(e)).ok();
         range.into_iter().flatten().map_while(move |entry| match entry {
             Ok((_, value)) => codec::decode_canonical(value.value(), "combine entry", super::bag::MAX_ENTRY_BYTES)

@@ -7,8 +7,8 @@
 use super::cold::ColdError;
 use super::fold::{ChainFold, DiscrepancyKind, Name};
 use super::network::{
-    against_others, NetworkMatches, Play, PlayKey, RatioWalk, PENALTY_FULL_DISAGREEMENT_PPM,
-    PENALTY_PER_PROOF_PPM, VTRUST_FULL_PPM,
+    against_others, NetworkMatches, Play, PlayKey, RatioWalk, PENALTY_FULL_DISAGREEMENT_PPM, PENALTY_PER_PROOF_PPM,
+    VTRUST_FULL_PPM,
 };
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
@@ -37,10 +37,10 @@ pub fn vtrust_history(
     let mut folds: Vec<&ChainFold> = folds.iter().collect();
     folds.sort_by_key(|f| f.validator);
     let cuts: Vec<Cut> = folds.iter().map(|f| Cut::of(f, &blocks, legacy)).collect();
-    if let Some(snapshot) = folds.iter().find_map(|f| f.matches.faulted().then_some(f)) {
+    if let Some(faulted) = folds.iter().find(|f| f.matches.faulted()) {
         return Err(ColdError::Engine {
             path: String::new(),
-            message: format!("the spilled matches of {} did not read back", snapshot.validator),
+            message: format!("the spilled matches of {} did not read back", faulted.validator),
         });
     }
 
@@ -81,10 +81,8 @@ pub fn vtrust_history(
         if pair.as_ref().is_some_and(|p| (&p.key.0, &p.key.1) != (contender, champion)) {
             pair.take().expect("checked above").compare(&base, &mut compared);
         }
-        let votes = pair.get_or_insert_with(|| PairVotes {
-            key: (contender.clone(), champion.clone()),
-            votes: BTreeMap::new(),
-        });
+        let votes = pair
+            .get_or_insert_with(|| PairVotes { key: (contender.clone(), champion.clone()), votes: BTreeMap::new() });
         if let Some((_, contender_won, _, _)) = play.decided {
             let at = votes.votes.entry(*validator).or_insert_with(|| vec![None; blocks.len()]);
             for word in &mut at[first_point(&blocks, play.chain_block)..] {
@@ -170,8 +168,7 @@ fn pick_blocks(plays: &Plays<'_>, max_points: usize) -> Result<Vec<u64>, ColdErr
         return Ok(Vec::new());
     }
     let step = max_points.max(2) as u128 - 1;
-    let targets: Vec<u64> =
-        (0..=step).map(|i| first + (u128::from(last - first) * i / step) as u64).collect();
+    let targets: Vec<u64> = (0..=step).map(|i| first + (u128::from(last - first) * i / step) as u64).collect();
     let mut picked: Vec<u64> = vec![0; targets.len()];
     plays.each(&mut |_, play| {
         let b = play.chain_block;
