@@ -13,7 +13,7 @@ use crate::chain::weight_shares;
 use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use crate::ledger::event::MinerRef;
 use crate::replay::fold::{ChainFold, MatchFold, Name};
-use crate::replay::network::{NetworkMatch, NetworkVerdict};
+use crate::replay::network::NetworkVerdict;
 use crate::replay::Replay;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use std::collections::BTreeMap;
@@ -314,14 +314,34 @@ fn subnet(replay: &Replay, identities: &Identities) -> Markup {
 /// A record in one env: (env, wins, losses, draws) of the miner it belongs to.
 type EnvRecord = (String, u32, u32, u32);
 
+/// The most matches a node's miners page lists per miner: its newest ones (a champion
+/// plays every match; the matches page has them all).
+pub const MATCHES_PER_MINER: usize = 8;
+
+/// One of a miner's matches as its row shows it.
+struct MinerMatch {
+    /// The match's row on the matches page.
+    i: usize,
+    as_contender: bool,
+    /// The network's verdict as this miner's result (`None`: open).
+    result: Option<bool>,
+    /// (contender, champion): where its env tallies are looked up.
+    pair: (Name, Name),
+    /// Its W/L/D per env, once looked up.
+    envs: Vec<EnvRecord>,
+}
+
 /// One miner's row: what it is now and what it did.
 #[derive(Default)]
 struct MinerRow {
     miner: Option<MinerRef>,
     champion: bool,
-    /// (match's row on the matches page, as contender?, the network's verdict as this
-    /// miner's result, its W/L/D per env).
-    played: Vec<(usize, bool, Option<bool>, Vec<EnvRecord>)>,
+    /// Its matches: how many, won, lost.
+    n_played: usize,
+    n_won: usize,
+    n_lost: usize,
+    /// Its newest matches (all of them on a published copy).
+    played: std::collections::VecDeque<MinerMatch>,
     skipped: Vec<String>,
     /// Its place in the queue (1-based) and its commitment's chain block.
     queued: Option<(usize, u64)>,
@@ -330,26 +350,41 @@ struct MinerRow {
 fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
     let state = &replay.state;
     let mut rows: BTreeMap<String, MinerRow> = BTreeMap::new();
-    let plays = plays_by_pair(replay);
+    let keep = match paging {
+        Paging::Whole => usize::MAX,
+        Paging::Page(_) => MATCHES_PER_MINER,
+    };
     for (i, m) in state.matches.iter().enumerate() {
         let won = m.verdict.map(|v| v == NetworkVerdict::ContenderWon);
-        let envs: Vec<EnvRecord> = plays_of(&plays, &m)
+        for (miner, as_contender) in [(&m.contender, true), (&m.champion, false)] {
+            let row = rows.entry(miner.hotkey.to_string()).or_default();
+            row.miner = Some(miner.to_owned_strings());
+            let result = won.map(|won| won == as_contender);
+            row.n_played += 1;
+            row.n_won += usize::from(result == Some(true));
+            row.n_lost += usize::from(result == Some(false));
+            if row.played.len() == keep {
+                row.played.pop_front();
+            }
+            let pair = (m.contender.hotkey.clone(), m.champion.hotkey.clone());
+            row.played.push_back(MinerMatch { i, as_contender, result, pair, envs: Vec::new() });
+        }
+    }
+    // Env tallies only for the matches shown: each is a read of a log's match.
+    let plays = plays_by_pair(replay);
+    for shown in rows.values_mut().flat_map(|row| row.played.iter_mut()) {
+        let (contender, champion) = &shown.pair;
+        let envs: Vec<EnvRecord> = plays_of(&plays, contender, champion)
             .first()
             .and_then(|(validator, id)| played(replay, validator, id))
             .map(|played| {
                 played.env_folds.iter().map(|(env, e)| (env.to_string(), e.wins, e.losses, e.draws)).collect()
             })
             .unwrap_or_default();
-        for (miner, as_contender) in [(&m.contender, true), (&m.champion, false)] {
-            let row = rows.entry(miner.hotkey.to_string()).or_default();
-            row.miner = Some(miner.to_owned_strings());
-            let result = won.map(|won| won == as_contender);
-            let own_envs = envs
-                .iter()
-                .map(|(env, w, l, d)| if as_contender { (env.clone(), *w, *l, *d) } else { (env.clone(), *l, *w, *d) })
-                .collect();
-            row.played.push((i, as_contender, result, own_envs));
-        }
+        shown.envs = envs
+            .into_iter()
+            .map(|(env, w, l, d)| if shown.as_contender { (env, w, l, d) } else { (env, l, w, d) })
+            .collect();
     }
     for fold in &replay.folds {
         for skip in fold.skipped.iter() {
@@ -396,16 +431,22 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
                     td {
                         @if row.champion { b { "champion" } }
                         @else if let Some((place, block)) = row.queued { "queued #" (place) " of " (n_queued) " (committed at block " (block) ")" }
-                        @else if !row.played.is_empty() { "played" }
+                        @else if row.n_played > 0 { "played" }
                         @else { "skipped" }
                     }
                     td {
-                        @for (i, as_contender, result, envs) in &row.played {
+                        @if row.n_played > row.played.len() {
+                            div.muted {
+                                (row.n_played) " matches: " (row.n_won) " won, " (row.n_lost) " lost; the newest "
+                                (row.played.len()) " (all on the matches page):"
+                            }
+                        }
+                        @for shown in &row.played {
                             div {
-                                a href=(paging.href(*i)) { "match " (i + 1) }
-                                " as " (if *as_contender { "contender" } else { "champion" }) ": "
-                                (match result { Some(true) => "won", Some(false) => "lost", None => "open" })
-                                @for (env, w, l, d) in envs { " · " (env) " " (w) "/" (l) "/" (d) }
+                                a href=(paging.href(shown.i)) { "match " (shown.i + 1) }
+                                " as " (if shown.as_contender { "contender" } else { "champion" }) ": "
+                                (match shown.result { Some(true) => "won", Some(false) => "lost", None => "open" })
+                                @for (env, w, l, d) in &shown.envs { " · " (env) " " (w) "/" (l) "/" (d) }
                             }
                         }
                         @for why in &row.skipped { div.muted { "not played: " (why) } }
@@ -444,12 +485,10 @@ fn plays_by_pair(replay: &Replay) -> Plays<'_> {
     Plays::Held(plays)
 }
 
-fn plays_of(plays: &Plays<'_>, m: &NetworkMatch) -> Vec<(ValidatorKey, Hash32)> {
+fn plays_of(plays: &Plays<'_>, contender: &Name, champion: &Name) -> Vec<(ValidatorKey, Hash32)> {
     match plays {
-        Plays::Stored(matches) => matches.plays(&m.contender.hotkey, &m.champion.hotkey).unwrap_or_default(),
-        Plays::Held(plays) => {
-            plays.get(&(m.contender.hotkey.clone(), m.champion.hotkey.clone())).cloned().unwrap_or_default()
-        }
+        Plays::Stored(matches) => matches.plays(contender, champion).unwrap_or_default(),
+        Plays::Held(plays) => plays.get(&(contender.clone(), champion.clone())).cloned().unwrap_or_default(),
     }
 }
 
@@ -496,7 +535,7 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
             }
             @for (n, m) in (first..).zip(state.matches.iter_from(first).take(shown)) {
                 @let total = m.for_ppm + m.against_ppm;
-                @let plays = plays_of(&plays_index, &m);
+                @let plays = plays_of(&plays_index, &m.contender.hotkey, &m.champion.hotkey);
                 @let rows = plays.len().max(1);
                 @for (i, (validator, match_id)) in plays.iter().enumerate() {
                     @let Some(played) = played(replay, validator, match_id) else { continue };
@@ -745,7 +784,7 @@ fn ratio_chart(points: &[(u64, u32)]) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::network::NetworkState;
+    use crate::replay::network::{NetworkMatch, NetworkState};
 
     fn replay_of(n: usize) -> Replay {
         let miner =
@@ -816,6 +855,27 @@ mod tests {
         let replay = replay_of(0);
         let html = render("matches.html", &replay, &FromChain::default(), Paging::Page(None)).unwrap();
         assert!(html.contains("No match yet."));
+    }
+
+    #[test]
+    fn a_nodes_miners_page_lists_each_miners_newest_matches_and_counts_them_all() {
+        let replay = replay_of(300);
+        let champion_row = |html: &str| {
+            let start = html.find("data-miner=\"5Miner0\"").unwrap();
+            let end = html[start..].find("</tr>").unwrap();
+            html[start..start + end].to_string()
+        };
+        let node = render("miners.html", &replay, &FromChain::default(), Paging::Page(None)).unwrap();
+        let row = champion_row(&node);
+        assert_eq!(row.matches("as champion").count(), MATCHES_PER_MINER, "{row}");
+        assert!(row.contains("300 matches: 0 won, 0 lost; the newest 8"), "{row}");
+        assert!(row.contains("matches.html?page=3#m-299") && !row.contains("#m-291\""), "{row}");
+        // Every contender's row, with its one match.
+        assert_eq!(node.matches("as contender").count(), 300);
+        let whole = render("miners.html", &replay, &FromChain::default(), Paging::Whole).unwrap();
+        let row = champion_row(&whole);
+        assert_eq!(row.matches("as champion").count(), 300);
+        assert!(!row.contains("the newest"));
     }
 
     #[test]
