@@ -17,6 +17,7 @@ use af::envs;
 use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use af::ledger::Store;
 use af::miner::policy::Policy;
+use af::replay::vtrust_history::vtrust_history;
 use af::replay::{self, synth};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -83,6 +84,10 @@ struct Held {
     log_bytes: u64,
     /// Seconds of the replay from genesis.
     genesis_s: f64,
+    /// The history page's 48 vTrust points: (seconds, peak heap above the replay's) in
+    /// one pass (`vtrust_history`), and as a combine per point (`vtrust_by_combines`).
+    history: (f64, i64),
+    by_combines: (f64, i64),
 }
 
 /// `spill`: replay as a validator does, its matches spilled to a match file (`replay::cold`).
@@ -136,6 +141,21 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
             .collect(),
     );
     let again_peak = PEAK.load(Ordering::Relaxed) - resting;
+    let measured = |f: &mut dyn FnMut() -> Vec<u64>| {
+        let resting = LIVE.load(Ordering::Relaxed);
+        PEAK.store(resting, Ordering::Relaxed);
+        let started = Instant::now();
+        let blocks = f();
+        ((started.elapsed().as_secs_f64(), PEAK.load(Ordering::Relaxed) - resting), blocks)
+    };
+    let (history, blocks) = measured(&mut || {
+        let points = vtrust_history(&out.folds, &out.state.matches, &DEFAULT_RATIO_PARAMS, 48).unwrap();
+        points.into_iter().map(|(block, _)| block).collect()
+    });
+    let (by_combines, _) = measured(&mut || {
+        replay::network::vtrust_by_combines(&out.folds, &DEFAULT_RATIO_PARAMS, &blocks);
+        Vec::new()
+    });
     // The store's page cache is not the folds': it goes with the store. (The match
     // file's cache, at most `COLD_CACHE_BYTES`, stays: the folds read through it.)
     drop(store);
@@ -150,7 +170,7 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
     drop(state);
     let cold_live = LIVE.load(Ordering::Relaxed) - before;
     drop(cold);
-    Held { live, state_live, cold_live, encoded, n_matches, again_s, again_peak, log_bytes, genesis_s }
+    Held { live, state_live, cold_live, encoded, n_matches, again_s, again_peak, log_bytes, genesis_s, history, by_combines }
 }
 
 fn main() {
@@ -215,6 +235,24 @@ fn main() {
         (h.again_s - g.again_s) / (b.again_s - a.again_s),
         (h.again_peak - g.again_peak) as f64 / (large - small) as f64,
         (b.again_peak - a.again_peak) as f64 / (large - small) as f64,
+    );
+    println!("\n## the history page's 48 vTrust points\n");
+    println!("| replay | matches | one pass, ms | its peak heap, bytes | a combine per point, ms | its peak heap, bytes |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (what, x) in [("folds held", &a), ("folds held", &b), ("spilled", &g), ("spilled", &h), ("spilled", &k)] {
+        println!(
+            "| {what} | {} | {:.1} | {} | {:.1} | {} |",
+            x.n_matches,
+            x.history.0 * 1e3,
+            x.history.1,
+            x.by_combines.0 * 1e3,
+            x.by_combines.1
+        );
+    }
+    println!(
+        "spilled, from {large} to {larger} matches: one pass {:.0} bytes of peak heap per match, a combine per point {:.0}",
+        (k.history.1 - h.history.1) as f64 / (larger - large) as f64,
+        (k.by_combines.1 - h.by_combines.1) as f64 / (larger - large) as f64,
     );
     // What a log can make its peers hold per byte of it: played matches, and matches
     // started and never played (a permitted validator's cheapest log per match).
