@@ -170,7 +170,19 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
     drop(state);
     let cold_live = LIVE.load(Ordering::Relaxed) - before;
     drop(cold);
-    Held { live, state_live, cold_live, encoded, n_matches, again_s, again_peak, log_bytes, genesis_s, history, by_combines }
+    Held {
+        live,
+        state_live,
+        cold_live,
+        encoded,
+        n_matches,
+        again_s,
+        again_peak,
+        log_bytes,
+        genesis_s,
+        history,
+        by_combines,
+    }
 }
 
 fn main() {
@@ -237,7 +249,9 @@ fn main() {
         (b.again_peak - a.again_peak) as f64 / (large - small) as f64,
     );
     println!("\n## the history page's 48 vTrust points\n");
-    println!("| replay | matches | one pass, ms | its peak heap, bytes | a combine per point, ms | its peak heap, bytes |");
+    println!(
+        "| replay | matches | one pass, ms | its peak heap, bytes | a combine per point, ms | its peak heap, bytes |"
+    );
     println!("|---|---:|---:|---:|---:|---:|");
     for (what, x) in [("folds held", &a), ("folds held", &b), ("spilled", &g), ("spilled", &h), ("spilled", &k)] {
         println!(
