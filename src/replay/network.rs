@@ -198,11 +198,8 @@ fn combine_in(
         folds.iter().map(|f| (f.validator, Arc::new(f.validator))).collect();
     // Kept in the file with the state's list: the pages read which logs played a pair.
     let mut plays: Bag<'_, PlayKey, Play> = Bag::new(space, super::cold::STATE_PLAYS);
-    for fold in &folds {
-        for (id, m) in fold.matches.iter() {
-            let key = (m.contender.hotkey.clone(), m.champion.hotkey.clone(), fold.validator, id);
-            plays.put(key, Play::of(&m))?;
-        }
+    for (key, play) in play_entries(folds.iter().copied()) {
+        plays.put(key, play)?;
     }
 
     // Pass 2, a pair at a time: disagreement with the majority of the other validators
@@ -364,6 +361,18 @@ pub(super) struct Play {
     pub(super) chain_block: u64,
     /// (height, contender won, new ratio to beat, time).
     pub(super) decided: Option<(u64, bool, u32, u64)>,
+}
+
+/// Every match of `folds` as the combine keys its plays (also what the vTrust history
+/// reads when the state's list is held).
+pub(super) fn play_entries<'f>(
+    folds: impl Iterator<Item = &'f ChainFold> + 'f,
+) -> impl Iterator<Item = (PlayKey, Play)> + 'f {
+    folds.flat_map(|fold| {
+        fold.matches.iter().map(move |(id, m)| {
+            ((m.contender.hotkey.clone(), m.champion.hotkey.clone(), fold.validator, id), Play::of(&m))
+        })
+    })
 }
 
 impl Play {

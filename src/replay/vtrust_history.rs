@@ -7,8 +7,8 @@
 use super::cold::ColdError;
 use super::fold::{ChainFold, DiscrepancyKind, Name};
 use super::network::{
-    against_others, NetworkMatches, Play, PlayKey, RatioWalk, PENALTY_FULL_DISAGREEMENT_PPM, PENALTY_PER_PROOF_PPM,
-    VTRUST_FULL_PPM,
+    against_others, play_entries, NetworkMatches, Play, PlayKey, RatioWalk, PENALTY_FULL_DISAGREEMENT_PPM,
+    PENALTY_PER_PROOF_PPM, VTRUST_FULL_PPM,
 };
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
@@ -128,13 +128,7 @@ impl<'a> Plays<'a> {
         if let Some(snapshot) = matches.snapshot() {
             return Plays::Stored(snapshot);
         }
-        let mut plays = BTreeMap::new();
-        for fold in folds {
-            for (id, m) in fold.matches.iter() {
-                plays.insert((m.contender.hotkey.clone(), m.champion.hotkey.clone(), fold.validator, id), Play::of(&m));
-            }
-        }
-        Plays::Held(plays)
+        Plays::Held(play_entries(folds.iter()).collect())
     }
 
     /// Hands every play to `each` in key order; an error if one did not read back.
