@@ -102,7 +102,8 @@ if [ -n "${DASHBOARD_EVERY:-}" ]; then
             fi
         done
     ) &
-    pids+=($!)
+    reader=$!
+    pids+=("$reader")
 fi
 
 # One sample of validator $1: RSS KiB, fds, threads, store bytes, block bytes held, the
@@ -190,7 +191,13 @@ for v in ("0", "1"):
 EOF
 
 # A clean stop: each validator seals, announces and serves its last block, and then
-# both stores must hold the same logs and replay to the same state.
+# both stores must hold the same logs and replay to the same state. The reader stops
+# first: its reads of a stopping validator would fail for that reason alone.
+if [ -n "${reader:-}" ]; then
+    kill "$reader" 2>/dev/null || true
+    wait "$reader" 2>/dev/null || true
+    echo "dashboard: $(cat "$dir/dashboard.err" 2>/dev/null | wc -l) failed reads (each named in $dir/dashboard.err)"
+fi
 for v in 0 1; do kill -INT "${vpids[$v]}"; done
 for v in 0 1; do wait "${vpids[$v]}" || true; done
 echo

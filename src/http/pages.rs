@@ -16,7 +16,7 @@ use crate::replay::fold::{ChainFold, MatchFold, Name};
 use crate::replay::network::NetworkVerdict;
 use crate::replay::Replay;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// The pages, by file name.
@@ -73,13 +73,14 @@ impl FromChain {
 /// Matches on one page of `matches.html` as a node serves it.
 pub const MATCHES_PER_PAGE: usize = 100;
 
-/// How the matches page is cut: whole (a published, static copy: no request costs more
-/// than reading a file), or one page of [`MATCHES_PER_PAGE`] as a node serves it, so
-/// what a reader's request costs does not grow with the logs.
+/// How the matches and miners pages are cut: whole (a published, static copy: no request
+/// costs more than reading a file), or one page of [`MATCHES_PER_PAGE`] matches or
+/// [`MINERS_PER_PAGE`] miners as a node serves it, so what a reader's request costs does
+/// not grow with the logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Paging {
     Whole,
-    /// A 1-based page; `None` for the newest.
+    /// A 1-based page; `None` for the default: the newest matches, the first miners.
     Page(Option<usize>),
 }
 
@@ -99,12 +100,12 @@ pub fn match_pages(n: usize) -> usize {
 }
 
 /// Renders page `name` (one of [`PAGES`]); `None` for any other name, or for a page of
-/// matches past the last.
+/// matches or miners past the last.
 pub fn render(name: &str, replay: &Replay, chain: &FromChain, paging: Paging) -> Option<String> {
     let identities = &chain.identities;
     let body = match name {
         "subnet.html" => subnet(replay, identities),
-        "miners.html" => miners(replay, chain.queue.as_deref(), paging),
+        "miners.html" => miners(replay, chain.queue.as_deref(), paging)?,
         "matches.html" => matches(replay, identities, paging)?,
         "history.html" => history(replay),
         _ => return None,
@@ -318,6 +319,9 @@ type EnvRecord = (String, u32, u32, u32);
 /// plays every match; the matches page has them all).
 pub const MATCHES_PER_MINER: usize = 8;
 
+/// Miners on one page of `miners.html` as a node serves it.
+pub const MINERS_PER_PAGE: usize = 100;
+
 /// One of a miner's matches as its row shows it.
 struct MinerMatch {
     /// The match's row on the matches page.
@@ -347,8 +351,57 @@ struct MinerRow {
     queued: Option<(usize, u64)>,
 }
 
-fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
+/// Every miner the logs and the queue name, by hotkey: what the miners page lists.
+fn miners_named(replay: &Replay, queue: Option<&[Queued]>) -> BTreeSet<String> {
+    let mut named = BTreeSet::new();
+    for m in replay.state.matches.iter() {
+        for miner in [&m.contender, &m.champion] {
+            if !named.contains(&*miner.hotkey) {
+                named.insert(miner.hotkey.to_string());
+            }
+        }
+    }
+    named.extend(replay.folds.iter().flat_map(|fold| fold.skipped.iter().map(|skip| skip.hotkey.clone())));
+    named.extend(replay.state.champion.iter().map(|champion| champion.hotkey.to_string()));
+    named.extend(queue.unwrap_or_default().iter().map(|queued| queued.hotkey.clone()));
+    named
+}
+
+/// The pages of the miners page as a node serves it (at least one, empty).
+fn miner_pages(named: usize) -> usize {
+    named.div_ceil(MINERS_PER_PAGE).max(1)
+}
+
+/// How many pages page `name` has as a node serves it: what a reader asking for a page
+/// past the last is told.
+pub fn pages_of(name: &str, replay: &Replay, chain: &FromChain) -> usize {
+    match name {
+        "matches.html" => match_pages(replay.state.matches.len()),
+        "miners.html" => miner_pages(miners_named(replay, chain.queue.as_deref()).len()),
+        _ => 1,
+    }
+}
+
+/// `None` for a page past the last.
+fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Option<Markup> {
     let state = &replay.state;
+    // The rows shown: every miner on a published copy, one page of hotkeys on a node, so
+    // the rows (each with its matches and their env tallies) do not grow with the logs;
+    // only the hotkeys are gathered whole, to find the page's window.
+    let named = miners_named(replay, queue);
+    let n_named = named.len();
+    let (window, nav): (BTreeSet<String>, _) = match paging {
+        Paging::Whole => (named, None),
+        Paging::Page(page) => {
+            let last = miner_pages(n_named);
+            let page = page.unwrap_or(1);
+            if page == 0 || page > last {
+                return None;
+            }
+            let first = (page - 1) * MINERS_PER_PAGE;
+            (named.into_iter().skip(first).take(MINERS_PER_PAGE).collect(), Some((page, last, first)))
+        }
+    };
     let mut rows: BTreeMap<String, MinerRow> = BTreeMap::new();
     let keep = match paging {
         Paging::Whole => usize::MAX,
@@ -357,6 +410,9 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
     for (i, m) in state.matches.iter().enumerate() {
         let won = m.verdict.map(|v| v == NetworkVerdict::ContenderWon);
         for (miner, as_contender) in [(&m.contender, true), (&m.champion, false)] {
+            if !window.contains(&*miner.hotkey) {
+                continue;
+            }
             let row = rows.entry(miner.hotkey.to_string()).or_default();
             row.miner = Some(miner.to_owned_strings());
             let result = won.map(|won| won == as_contender);
@@ -387,7 +443,7 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
             .collect();
     }
     for fold in &replay.folds {
-        for skip in fold.skipped.iter() {
+        for skip in fold.skipped.iter().filter(|skip| window.contains(&skip.hotkey)) {
             let row = rows.entry(skip.hotkey.clone()).or_default();
             let why = match skip.reason {
                 crate::ledger::event::SkipReason::Duplicate => "a duplicate of an earlier commitment",
@@ -404,10 +460,13 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
             });
         }
     }
-    if let Some(champion) = &state.champion {
+    if let Some(champion) = state.champion.as_ref().filter(|champion| window.contains(&*champion.hotkey)) {
         rows.entry(champion.hotkey.to_string()).or_default().champion = true;
     }
     for (place, queued) in queue.unwrap_or_default().iter().enumerate() {
+        if !window.contains(&queued.hotkey) {
+            continue;
+        }
         let row = rows.entry(queued.hotkey.clone()).or_default();
         row.queued = Some((place + 1, queued.commit_block));
         row.miner.get_or_insert_with(|| MinerRef {
@@ -417,7 +476,14 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
         });
     }
     let n_queued = queue.map_or(0, <[Queued]>::len);
-    html! {
+    Some(html! {
+        @if let Some((page, last, first)) = nav {
+            p #miner-pages {
+                "Miners " ((first + 1).min(n_named)) " to " (first + rows.len()) " of " (n_named) ", by hotkey (page " (page) " of " (last) "). "
+                @if page > 1 { a href=(format!("miners.html?page={}", page - 1)) { "previous" } " " }
+                @if page < last { a href=(format!("miners.html?page={}", page + 1)) { "next" } }
+            }
+        }
         @match queue {
             Some(_) => p.muted { "Every miner the logs name, and the " (n_queued) " contender(s) this validator will play next, in order (oldest commitment first), as the chain's commitments said when this page was made." },
             None => p.muted { "Every miner the logs name. Queued contenders are known only from the chain: see " code { "af mine status" } "." },
@@ -454,7 +520,7 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Markup {
                 }
             }
         }
-    }
+    })
 }
 
 /// Each log's own play of each network match, found by contender and champion as the
@@ -858,7 +924,7 @@ mod tests {
     }
 
     #[test]
-    fn a_nodes_miners_page_lists_each_miners_newest_matches_and_counts_them_all() {
+    fn a_nodes_miners_page_lists_a_page_of_miners_each_with_its_newest_matches_and_counts_them_all() {
         let replay = replay_of(300);
         let champion_row = |html: &str| {
             let start = html.find("data-miner=\"5Miner0\"").unwrap();
@@ -870,8 +936,27 @@ mod tests {
         assert_eq!(row.matches("as champion").count(), MATCHES_PER_MINER, "{row}");
         assert!(row.contains("300 matches: 0 won, 0 lost; the newest 8"), "{row}");
         assert!(row.contains("matches.html?page=3#m-299") && !row.contains("#m-291\""), "{row}");
-        // Every contender's row, with its one match.
-        assert_eq!(node.matches("as contender").count(), 300);
+        // 301 miners, 100 rows a page in hotkey order: every contender's row, with its
+        // one match, on exactly one page.
+        assert!(node.contains("Miners 1 to 100 of 301, by hotkey (page 1 of 4)"), "{node}");
+        let page = |k| render("miners.html", &replay, &FromChain::default(), Paging::Page(Some(k)));
+        assert_eq!(node, page(1).unwrap());
+        let mut rows = Vec::new();
+        for k in 1..=4 {
+            let html = page(k).unwrap();
+            let on_page: Vec<String> =
+                html.split("data-miner=\"").skip(1).map(|rest| rest[..rest.find('"').unwrap()].to_string()).collect();
+            assert_eq!(on_page.len(), if k < 4 { 100 } else { 1 }, "page {k}");
+            assert_eq!(html.matches("as contender").count(), on_page.iter().filter(|m| *m != "5Miner0").count());
+            rows.extend(on_page);
+        }
+        let mut every: Vec<String> = (0..=300).map(|i| format!("5Miner{i}")).collect();
+        every.sort();
+        assert_eq!(rows, every);
+        assert!(page(4).unwrap().contains("href=\"miners.html?page=3\">previous"));
+        assert_eq!(page(0), None);
+        assert_eq!(page(5), None);
+        assert_eq!(pages_of("miners.html", &replay, &FromChain::default()), 4);
         let whole = render("miners.html", &replay, &FromChain::default(), Paging::Whole).unwrap();
         let row = champion_row(&whole);
         assert_eq!(row.matches("as champion").count(), 300);

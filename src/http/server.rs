@@ -205,7 +205,7 @@ pub fn router(
     Router::new()
         .route("/", get(live_page))
         .route("/subnet.html", get(|s| subnet_page(s, "subnet.html", PageQuery::default())))
-        .route("/miners.html", get(|s| subnet_page(s, "miners.html", PageQuery::default())))
+        .route("/miners.html", get(|s, Query(q): Query<PageQuery>| subnet_page(s, "miners.html", q)))
         .route("/matches.html", get(|s, Query(q): Query<PageQuery>| subnet_page(s, "matches.html", q)))
         .route("/history.html", get(|s| subnet_page(s, "history.html", PageQuery::default())))
         .route("/match.html", get(match_page))
@@ -1037,14 +1037,14 @@ fn html_page(html: impl Into<Body>) -> Response {
         .into_response()
 }
 
-/// Which page of matches a reader asks for (`matches.html?page=K`, 1-based).
+/// Which page of matches or miners a reader asks for (`matches.html?page=K`, 1-based).
 #[derive(Debug, Default, serde::Deserialize)]
 struct PageQuery {
     page: Option<usize>,
 }
 
 /// One of the subnet's pages (`super::pages`), folded from the latest replay; the matches
-/// page one page at a time. Drawn once per replay and chain read, by at most
+/// and miners pages one page at a time. Drawn once per replay and chain read, by at most
 /// `drawn::PAGE_DRAWS` readers at a time; every other reader gets the same bytes.
 async fn subnet_page(State(served): State<Arc<Served>>, name: &'static str, query: PageQuery) -> Answer {
     use super::pages::{FromChain, Paging};
@@ -1076,9 +1076,9 @@ async fn subnet_page(State(served): State<Arc<Served>>, name: &'static str, quer
                 ApiError(
                     StatusCode::NOT_FOUND,
                     format!(
-                        "no page {} of matches: there are {}",
+                        "no page {} of {name}: there are {}",
                         query.page.unwrap_or(0),
-                        super::pages::match_pages(for_render.state.matches.len())
+                        super::pages::pages_of(name, &for_render, &chain)
                     ),
                 )
             })

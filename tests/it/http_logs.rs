@@ -585,6 +585,12 @@ fn operator_endpoints_agree_with_the_log(data: &Path) {
         assert!(html.contains(&hash), "{page} lacks {hash}");
         assert!(!html.contains("undefined") && !html.contains("NaN"), "{page}: {html}");
     }
+    // The miners page is served a page at a time too: one page for these few miners, and
+    // a page past it is refused with how many there are.
+    let (status, first) = fetch(&format!("{base}miners.html?page=1"));
+    assert!(status == 200 && first.contains(&format!("data-miner=\"{champion}\"")), "{first}");
+    let (status, past) = fetch(&format!("{base}miners.html?page=2"));
+    assert!(status == 404 && past.contains("no page 2 of miners.html: there are 1"), "{status}: {past}");
     // The replay the pages were drawn from, in the metrics: the match played, held in
     // memory (a log keeps 64 there before spilling).
     let (_, metrics) = fetch(&format!("{base}metrics"));
