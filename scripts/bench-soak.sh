@@ -108,11 +108,11 @@ fi
 
 # One sample of validator $1: RSS KiB, fds, threads, store bytes, block bytes held, the
 # allocator's live heap in KiB, what the RSS is made of (KiB): anonymous pages, pages of
-# mapped files (the binary's code), and the pages the allocator holds resident; and the
+# mapped files (the binary's code), and the pages the allocator holds resident; the
 # matches of every log its latest replay holds, and of those the ones in memory (the
-# rest are in its match file).
+# rest are in its match file); and the allocator's active pages and metadata (KiB).
 sample_of() {
-    local pid="${vpids[$1]}" rss threads fds disk metrics blocks heap anon file resident replayed in_memory state state_mem
+    local pid="${vpids[$1]}" rss threads fds disk metrics blocks heap anon file resident replayed in_memory state state_mem active meta
     rss="$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")"
     anon="$(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status")"
     file="$(awk '/^RssFile:/ {print $2}' "/proc/$pid/status")"
@@ -123,11 +123,13 @@ sample_of() {
     blocks="$(awk '/^af_store_block_bytes / {print $2}' <<<"$metrics")"
     heap="$(awk '/^af_heap_allocated_bytes / {printf "%d", $2 / 1024}' <<<"$metrics")"
     resident="$(awk '/^af_heap_resident_bytes / {printf "%d", $2 / 1024}' <<<"$metrics")"
+    active="$(awk '/^af_heap_active_bytes / {printf "%d", $2 / 1024}' <<<"$metrics")"
+    meta="$(awk '/^af_heap_metadata_bytes / {printf "%d", $2 / 1024}' <<<"$metrics")"
     replayed="$(awk '/^af_replay_matches / {print $2}' <<<"$metrics")"
     in_memory="$(awk '/^af_replay_matches_in_memory / {print $2}' <<<"$metrics")"
     state="$(awk '/^af_state_matches / {print $2}' <<<"$metrics")"
     state_mem="$(awk '/^af_state_matches_in_memory / {print $2}' <<<"$metrics")"
-    echo "$rss $fds $threads $disk ${blocks:-0} ${heap:-0} $anon $file ${resident:-0} ${replayed:-0} ${in_memory:-0} ${state:-0} ${state_mem:-0}"
+    echo "$rss $fds $threads $disk ${blocks:-0} ${heap:-0} $anon $file ${resident:-0} ${replayed:-0} ${in_memory:-0} ${state:-0} ${state_mem:-0} ${active:-0} ${meta:-0}"
 }
 
 start=$(date +%s)
@@ -160,9 +162,9 @@ while [ "$(date +%s)" -lt "$end" ]; do
     if [ "$now" -ge "$next_sample" ]; then
         minute=$(awk -v s="$start" -v n="$now" 'BEGIN {printf "%.2f", (n - s) / 60}')
         for v in 0 1; do
-            read -r rss fds threads disk blocks heap anon file resident replayed in_memory state state_mem <<<"$(sample_of "$v")"
+            read -r rss fds threads disk blocks heap anon file resident replayed in_memory state state_mem active meta <<<"$(sample_of "$v")"
             matches="$(grep -c '"event":"match_decided"' "$dir/v$v/validate.log" || true)"
-            echo "$minute $v $rss $fds $threads $disk $blocks $matches $heap $anon $file $resident $replayed $in_memory $state $state_mem" >>"$dir/samples"
+            echo "$minute $v $rss $fds $threads $disk $blocks $matches $heap $anon $file $resident $replayed $in_memory $state $state_mem $active $meta" >>"$dir/samples"
             printf '%8s %3s %9s %9s %5s %5s %10s %10s %7s %8s %6s %6s %6s\n' "$minute" "$v" "$rss" "$heap" "$fds" "$threads" "$disk" "$blocks" "$matches" "$replayed" "$in_memory" "$state" "$state_mem"
         done
         next_sample=$((next_sample + sample))
@@ -177,7 +179,7 @@ rows = [line.split() for line in open(sys.argv[1])]
 minutes = float(sys.argv[2])
 since = minutes - 60 if minutes >= 120 else minutes / 2
 print(f"\nline fit over minutes {since:.0f} to {minutes:.0f} (per hour)")
-print(f"{'v':>3} {'rss MB/h':>10} {'heap MB/h':>10} {'anon MB/h':>10} {'file MB/h':>10} {'res. MB/h':>10} {'fds/h':>8} {'threads/h':>10} {'store MB/h':>11} {'blocks MB/h':>12} {'store/blocks':>13}")
+print(f"{'v':>3} {'rss MB/h':>10} {'heap MB/h':>10} {'anon MB/h':>10} {'file MB/h':>10} {'res. MB/h':>10} {'active MB/h':>12} {'meta MB/h':>10} {'fds/h':>8} {'threads/h':>10} {'store MB/h':>11} {'blocks MB/h':>12} {'store/blocks':>13}")
 for v in ("0", "1"):
     pts = [[float(x) for x in r] for r in rows if r[1] == v and float(r[0]) >= since]
     def slope(col):
@@ -187,7 +189,7 @@ for v in ("0", "1"):
         return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
     last = pts[-1]
     ratio = last[5] / last[6] if last[6] else float("nan")
-    print(f"{v:>3} {slope(2) / 1024:>10.2f} {slope(8) / 1024:>10.2f} {slope(9) / 1024:>10.2f} {slope(10) / 1024:>10.2f} {slope(11) / 1024:>10.2f} {slope(3):>8.2f} {slope(4):>10.2f} {slope(5) / 1e6:>11.2f} {slope(6) / 1e6:>12.2f} {ratio:>13.2f}")
+    print(f"{v:>3} {slope(2) / 1024:>10.2f} {slope(8) / 1024:>10.2f} {slope(9) / 1024:>10.2f} {slope(10) / 1024:>10.2f} {slope(11) / 1024:>10.2f} {slope(16) / 1024:>12.2f} {slope(17) / 1024:>10.2f} {slope(3):>8.2f} {slope(4):>10.2f} {slope(5) / 1e6:>11.2f} {slope(6) / 1e6:>12.2f} {ratio:>13.2f}")
 EOF
 
 # A clean stop: each validator seals, announces and serves its last block, and then

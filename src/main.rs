@@ -38,17 +38,22 @@ unsafe impl Sync for JemallocConf {}
 
 /// Without jemalloc there is no heap probe.
 #[cfg(feature = "system-allocator")]
-fn heap_probe() -> Option<(u64, u64)> {
+fn heap_probe() -> Option<af::metrics::HeapSample> {
     None
 }
 
-/// The allocator's (live heap, resident) bytes, as of now: jemalloc caches its statistics
-/// until its epoch is advanced.
+/// What the allocator holds, as of now: jemalloc caches its statistics until its epoch
+/// is advanced.
 #[cfg(not(feature = "system-allocator"))]
-fn heap_probe() -> Option<(u64, u64)> {
+fn heap_probe() -> Option<af::metrics::HeapSample> {
     use tikv_jemalloc_ctl::{epoch, stats};
     epoch::advance().ok()?;
-    Some((stats::allocated::read().ok()? as u64, stats::resident::read().ok()? as u64))
+    Some(af::metrics::HeapSample {
+        allocated: stats::allocated::read().ok()? as u64,
+        active: stats::active::read().ok()? as u64,
+        metadata: stats::metadata::read().ok()? as u64,
+        resident: stats::resident::read().ok()? as u64,
+    })
 }
 
 fn main() -> ExitCode {

@@ -123,13 +123,28 @@ pub struct Metrics {
     /// The allocator's live heap and the pages it holds, read by `heap_probe` when
     /// `/metrics` is read: RSS growth with a flat live heap is fragmentation, not a leak.
     pub heap_allocated_bytes: Gauge,
+    pub heap_active_bytes: Gauge,
+    pub heap_metadata_bytes: Gauge,
     pub heap_resident_bytes: Gauge,
     heap_probe: Option<HeapProbe>,
 }
 
-/// Reads (live heap bytes, resident bytes) from the process's allocator; the binary
-/// picks the allocator, so it supplies the probe.
-pub type HeapProbe = fn() -> Option<(u64, u64)>;
+/// Reads the process's allocator; the binary picks the allocator, so it supplies the probe.
+pub type HeapProbe = fn() -> Option<HeapSample>;
+
+/// What the allocator holds, in bytes. Where RSS grows with a flat live heap, these say
+/// why: `active - allocated` is room in partly used pages (fragmentation), `metadata` the
+/// allocator's own books, and `resident - active - metadata` freed pages not yet given back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeapSample {
+    /// Handed out and not had back: the live heap.
+    pub allocated: u64,
+    /// In pages that hold at least one live allocation.
+    pub active: u64,
+    pub metadata: u64,
+    /// In physical pages.
+    pub resident: u64,
+}
 
 /// Miners with label sets at once: a validator meets new miners for weeks, so the
 /// least recently labelled miner's series are dropped past this (the subnet has 256 uids;
@@ -243,6 +258,8 @@ impl Metrics {
             state_matches_in_memory: Gauge::default(),
             vtrust: Family::default(),
             heap_allocated_bytes: Gauge::default(),
+            heap_active_bytes: Gauge::default(),
+            heap_metadata_bytes: Gauge::default(),
             heap_resident_bytes: Gauge::default(),
             heap_probe: None,
             registry: Registry::default(),
@@ -364,6 +381,16 @@ impl Metrics {
             self.heap_allocated_bytes.clone(),
         );
         self.registry.register(
+            "heap_active_bytes",
+            "Bytes in the allocator's pages that hold at least one live allocation (above the live heap: fragmentation)",
+            self.heap_active_bytes.clone(),
+        );
+        self.registry.register(
+            "heap_metadata_bytes",
+            "Bytes the allocator uses for its own bookkeeping",
+            self.heap_metadata_bytes.clone(),
+        );
+        self.registry.register(
             "heap_resident_bytes",
             "Bytes of memory the process's allocator holds in physical pages",
             self.heap_resident_bytes.clone(),
@@ -386,9 +413,12 @@ impl Metrics {
 
     /// Sets the heap gauges from the probe, if there is one and it answers.
     pub fn sample_heap(&self) {
-        if let Some((allocated, resident)) = self.heap_probe.and_then(|probe| probe()) {
-            self.heap_allocated_bytes.set(i64::try_from(allocated).unwrap_or(i64::MAX));
-            self.heap_resident_bytes.set(i64::try_from(resident).unwrap_or(i64::MAX));
+        if let Some(heap) = self.heap_probe.and_then(|probe| probe()) {
+            let set = |gauge: &Gauge, bytes: u64| gauge.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+            set(&self.heap_allocated_bytes, heap.allocated);
+            set(&self.heap_active_bytes, heap.active);
+            set(&self.heap_metadata_bytes, heap.metadata);
+            set(&self.heap_resident_bytes, heap.resident);
         }
     }
 
@@ -691,7 +721,9 @@ mod tests {
     #[test]
     fn the_shipped_dashboard_and_alerts_name_only_exported_series() {
         // As the binary built with its default allocator exports them, heap gauges included.
-        let text = Metrics::with_log_counter(Counter::default()).with_heap_probe(|| Some((1, 1))).encode_classic();
+        let text = Metrics::with_log_counter(Counter::default())
+            .with_heap_probe(|| Some(HeapSample::default()))
+            .encode_classic();
         let mut families: Vec<&str> =
             text.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next()).collect();
         families.sort();
