@@ -17,14 +17,14 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// jemalloc's options, read once at its start (jemalloc's `malloc_conf` symbol: jemalloc
-/// is unprefixed, the process's only malloc). Resident memory must follow the live heap:
+/// jemalloc's options, read once at its start (jemalloc's `malloc_conf` symbol, prefixed
+/// `_rjem_` by tikv-jemallocator). Resident memory must follow the live heap:
 /// - `background_thread`: freed pages are returned on time even in arenas that see no
 ///   more allocations (decay otherwise advances only when an arena allocates);
 /// - `muzzy_decay_ms:0`: freed pages are given back with MADV_DONTNEED, not MADV_FREE,
 ///   whose pages Linux keeps counting as resident until it runs short of memory.
 #[cfg(not(feature = "system-allocator"))]
-#[export_name = "malloc_conf"]
+#[export_name = "_rjem_malloc_conf"]
 static MALLOC_CONF: JemallocConf =
     JemallocConf(c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0".as_ptr());
 
