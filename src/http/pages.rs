@@ -390,8 +390,9 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Option<M
     // only the hotkeys are gathered whole, to find the page's window.
     let named = miners_named(replay, queue);
     let n_named = named.len();
-    let (window, nav): (BTreeSet<String>, _) = match paging {
-        Paging::Whole => (named, None),
+    // With the matches each row keeps: all on a published copy, the newest on a node.
+    let (window, nav, keep): (BTreeSet<String>, _, _) = match paging {
+        Paging::Whole => (named, None, usize::MAX),
         Paging::Page(page) => {
             let last = miner_pages(n_named);
             let page = page.unwrap_or(1);
@@ -399,14 +400,11 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Option<M
                 return None;
             }
             let first = (page - 1) * MINERS_PER_PAGE;
-            (named.into_iter().skip(first).take(MINERS_PER_PAGE).collect(), Some((page, last, first)))
+            let window = named.into_iter().skip(first).take(MINERS_PER_PAGE).collect();
+            (window, Some((page, last, first)), MATCHES_PER_MINER)
         }
     };
     let mut rows: BTreeMap<String, MinerRow> = BTreeMap::new();
-    let keep = match paging {
-        Paging::Whole => usize::MAX,
-        Paging::Page(_) => MATCHES_PER_MINER,
-    };
     for (i, m) in state.matches.iter().enumerate() {
         let won = m.verdict.map(|v| v == NetworkVerdict::ContenderWon);
         for (miner, as_contender) in [(&m.contender, true), (&m.champion, false)] {
