@@ -47,12 +47,18 @@ pub const MAX_PROOF_HEADERS: usize = 131_072;
 /// Largest JSON file (transcript, proof) the CLI reads, in bytes.
 pub const MAX_JSON_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 
-/// redb's page cache. Small on purpose: logs are written once and read in order, and a
-/// large cache makes every read of a big block fault in fresh memory (measured: reading
-/// a 1 GiB log ran at 200 MiB/s with redb's default cache, 1.6 GiB/s with 16 MiB). It
-/// also bounds a writer's memory: redb keeps freshly written pages cached up to this size,
-/// and with its 1 GiB default a validator grew by its write rate for minutes.
-pub const STORE_CACHE_BYTES: usize = 32 * 1024 * 1024;
+/// redb's page cache for a reader (`af ledger verify`, `af audit`, a stopped store's
+/// server). Small on purpose: logs are written once and read in order, and a large
+/// cache makes every read of a big block fault in fresh memory (measured: reading a
+/// 1 GiB log ran at 200 MiB/s with redb's default cache, 1.6 GiB/s with 16 MiB).
+pub const STORE_READ_CACHE_BYTES: usize = 32 * 1024 * 1024;
+/// redb's page cache for a writer (a validator's store, import, compact). It bounds a
+/// writer's memory: redb keeps freshly written pages cached up to this size (with its
+/// 1 GiB default a validator grew by its write rate for minutes). A validator runs for
+/// weeks, and this cache's pages, each in its own allocation, come and go with every
+/// block: in a 2-hour soak, 32 MiB of them left the allocator's partly used pages
+/// growing after the heap had levelled off (ARCHITECTURE.md, known gaps).
+pub const STORE_WRITE_CACHE_BYTES: usize = 8 * 1024 * 1024;
 /// Bytes of blocks read ahead of verification (the reader thread's queue holds two).
 pub const VERIFY_BATCH_BYTES: usize = 32 * 1024 * 1024;
 

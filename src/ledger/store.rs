@@ -461,7 +461,7 @@ impl Store {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Open { path: dir.to_owned(), message: e.to_string() })?;
         let path = dir.join(STORE_FILE);
         let existed = path.exists();
-        let db = open_database(&path, |builder| {
+        let db = open_database(&path, crate::limits::STORE_WRITE_CACHE_BYTES, |builder| {
             // A new file has nothing to check; an existing one is checked like any other.
             builder.set_check_integrity_on_open(existed).create(&path)
         })?;
@@ -476,7 +476,9 @@ impl Store {
     /// by a power loss, as its crash recovery does.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         let path = existing_store_file(dir)?;
-        let db = open_database(&path, |builder| builder.set_check_integrity_on_open(true).open(&path))?;
+        let db = open_database(&path, crate::limits::STORE_WRITE_CACHE_BYTES, |builder| {
+            builder.set_check_integrity_on_open(true).open(&path)
+        })?;
         let mut store = Store { db, path, read_only: false, recovery: None, upgraded: 0 };
         store.upgraded = store.upgrade()?;
         store.check_schema()?;
@@ -547,7 +549,7 @@ impl Store {
         let backend = super::readonly::ReadOnlyFile::new(file).map_err(|e| io_open_error(&path, e))?;
         let torn = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let seen_torn = torn.clone();
-        let db = open_database(&path, move |builder| {
+        let db = open_database(&path, crate::limits::STORE_READ_CACHE_BYTES, move |builder| {
             builder
                 .set_check_integrity_on_open(true)
                 .set_repair_callback(move |session| {
@@ -1059,15 +1061,16 @@ fn io_open_error(path: &Path, error: std::io::Error) -> StoreError {
     }
 }
 
-/// Runs one redb open with our cache size and sorts its failure: locked, no permission,
+/// Runs one redb open with a page cache of `cache_bytes` and sorts its failure: locked, no permission,
 /// corrupt (a check that ran and failed) or other. The engine is not ours, so a panic in
 /// it is caught and reported as corruption rather than ending the process.
 fn open_database(
     path: &Path,
+    cache_bytes: usize,
     open: impl FnOnce(&mut redb::Builder) -> Result<Database, redb::DatabaseError>,
 ) -> Result<Database, StoreError> {
     let mut builder = redb::Builder::new();
-    builder.set_cache_size(crate::limits::STORE_CACHE_BYTES);
+    builder.set_cache_size(cache_bytes);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| open(&mut builder)));
     let error = match result {
         Ok(Ok(db)) => return Ok(db),
