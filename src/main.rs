@@ -22,11 +22,15 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// - `background_thread`: freed pages are returned on time even in arenas that see no
 ///   more allocations (decay otherwise advances only when an arena allocates);
 /// - `muzzy_decay_ms:0`: freed pages are given back with MADV_DONTNEED, not MADV_FREE,
-///   whose pages Linux keeps counting as resident until it runs short of memory.
+///   whose pages Linux keeps counting as resident until it runs short of memory;
+/// - `narenas:1`: one arena, not four per core, so partly used pages are not kept in
+///   every arena a thread was handed (a validator's resident memory kept rising with
+///   eight while its live heap fell; ARCHITECTURE.md, known gaps). Threads still
+///   allocate from their own caches, and `af audit` took the same time either way.
 #[cfg(not(feature = "system-allocator"))]
 #[export_name = "_rjem_malloc_conf"]
 static MALLOC_CONF: JemallocConf =
-    JemallocConf(c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0".as_ptr());
+    JemallocConf(c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:1".as_ptr());
 
 /// A C string pointer that may be a `static`: it points at a literal, never written.
 #[cfg(not(feature = "system-allocator"))]
