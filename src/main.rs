@@ -26,7 +26,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// - `narenas:1`: one arena, not four per core, so partly used pages are not kept in
 ///   every arena a thread was handed (a validator's resident memory kept rising with
 ///   eight while its live heap fell; ARCHITECTURE.md, known gaps). Threads still
-///   allocate from their own caches, and `af audit` took the same time either way.
+///   allocate from their own caches, and `af audit` took the same time either way
+///   (one run on two cores; not measured on many).
 #[cfg(not(feature = "system-allocator"))]
 #[export_name = "_rjem_malloc_conf"]
 static MALLOC_CONF: JemallocConf =
