@@ -220,7 +220,7 @@ fn main() {
     let k = held(larger, false, true);
     println!(
         "\n## the same, replayed as a validator does: each log's matches spilled to its match file past {} in memory\n",
-        replay::cold::HOT_MATCHES
+        replay::spill::HOT_MATCHES
     );
     println!(
         "| matches | live heap of folds + state, bytes | of which the state's | combine again (no new block), ms | its peak heap, bytes |"

@@ -3,7 +3,8 @@
 //! recorded hash against the chain. Pure over the folds and the hashes the caller read.
 
 use crate::bytes::Hash32;
-use crate::replay::fold::{ChainFold, Discrepancy, DiscrepancyKind};
+use crate::replay::fold::ChainFold;
+use crate::replay::model::{Discrepancy, DiscrepancyKind};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -87,7 +88,7 @@ mod tests {
     use super::*;
     use crate::bytes::ValidatorKey;
     use crate::ledger::event::MinerRef;
-    use crate::replay::fold::MatchFold;
+    use crate::replay::model::MatchFold;
 
     fn fold_with(blocks: &[(u64, Hash32)]) -> ChainFold {
         let mut fold = ChainFold::new(ValidatorKey([1; 32]));

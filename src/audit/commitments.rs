@@ -4,7 +4,8 @@
 
 use crate::chain::{CommitmentRecord, LedgerCommitment};
 use crate::ledger::{Store, StoreError};
-use crate::replay::fold::{ChainFold, Discrepancy, DiscrepancyKind};
+use crate::replay::fold::ChainFold;
+use crate::replay::model::{Discrepancy, DiscrepancyKind};
 use serde::Serialize;
 
 /// What the audit found on chain.

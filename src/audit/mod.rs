@@ -17,7 +17,7 @@ use crate::ledger::event::EnvOutcome;
 use crate::ledger::proof::{prove_in_block, signed_headers, InclusionProof, SignedHeader};
 use crate::ledger::{Store, StoreError};
 use crate::limits::MAX_PROOF_HEADERS;
-use crate::replay::fold::{Discrepancy, DiscrepancyKind, HeldMiner, Name};
+use crate::replay::model::{Discrepancy, DiscrepancyKind, HeldMiner, Name};
 use crate::replay::network::NetworkState;
 use crate::replay::Replay;
 pub use commitments::{audit_commitments, CommitmentAudit, CommitmentRow};
@@ -94,7 +94,7 @@ pub struct AuditReport {
 pub struct SkipRow {
     pub validator: ValidatorKey,
     #[serde(flatten)]
-    pub skip: crate::replay::fold::SkipFold,
+    pub skip: crate::replay::model::SkipFold,
 }
 
 /// Every `MinerSkipped` in every log, by validator then height.

@@ -5,7 +5,8 @@
 
 use super::{AuditReport, EnvRow, MatchRow};
 use crate::ledger::event::EnvOutcome;
-use crate::replay::network::{NetworkState, NetworkVerdict};
+use crate::replay::model::NetworkVerdict;
+use crate::replay::network::NetworkState;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 /// What is known of each validator beyond its ledger key: its uid and hotkey, from a

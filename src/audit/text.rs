@@ -94,8 +94,8 @@ pub fn text(report: &AuditReport) -> String {
             m.contender.hotkey,
             m.champion.hotkey,
             match m.verdict {
-                Some(crate::replay::network::NetworkVerdict::ContenderWon) => "contender won",
-                Some(crate::replay::network::NetworkVerdict::ChampionStays) => "champion stays",
+                Some(crate::replay::model::NetworkVerdict::ContenderWon) => "contender won",
+                Some(crate::replay::model::NetworkVerdict::ChampionStays) => "champion stays",
                 None => "undecided",
             },
             m.votes.len(),

@@ -5,7 +5,8 @@
 
 use crate::bytes::ValidatorKey;
 use crate::chain::{CommitmentRecord, Neuron, Timelocked};
-use crate::replay::fold::{ChainFold, Discrepancy, DiscrepancyKind, LoggedWeights};
+use crate::replay::fold::ChainFold;
+use crate::replay::model::{Discrepancy, DiscrepancyKind, LoggedWeights};
 use serde::Serialize;
 
 /// What the caller read from the chain, all at about one block.
@@ -243,7 +244,7 @@ mod tests {
     use super::*;
     use crate::bytes::Hash32;
     use crate::chain::{LedgerCommitment, PendingCommit, RevealedCommit};
-    use crate::replay::fold::LoggedCommit;
+    use crate::replay::model::LoggedCommit;
 
     fn key(byte: u8) -> ValidatorKey {
         ValidatorKey([byte; 32])

@@ -7,6 +7,11 @@
 use subxt::config::SubstrateConfig;
 use subxt::utils::{AccountId32, MultiSignature};
 
+/// ss58 (generic substrate prefix 42, as Bittensor uses) of a 32-byte account.
+pub fn ss58(account: &[u8; 32]) -> String {
+    AccountId32(*account).to_string()
+}
+
 /// The signing context of every Substrate sr25519 signature.
 const SUBSTRATE_SIGNING_CONTEXT: &[u8] = b"substrate";
 
@@ -20,7 +25,7 @@ pub enum Hotkey {
 
 impl std::fmt::Debug for Hotkey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Hotkey({})", super::subtensor::ss58(&self.public_key()))
+        write!(f, "Hotkey({})", ss58(&self.public_key()))
     }
 }
 
@@ -91,7 +96,7 @@ mod tests {
         let from_uri = subxt_signer::sr25519::Keypair::from_uri(&"//Alice".parse().unwrap()).unwrap();
         assert_eq!(hotkey.public_key(), from_uri.public_key().0);
         assert_eq!(
-            super::super::subtensor::ss58(&hotkey.public_key()),
+            ss58(&hotkey.public_key()),
             "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
         );
         let signature = subxt_signer::sr25519::Signature(hotkey.sign(b"payload"));

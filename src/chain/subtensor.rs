@@ -17,6 +17,7 @@ use super::{
 
 /// Subtensor's block time.
 pub const SUBTENSOR_BLOCK_MS: u64 = 12_000;
+pub use super::hotkey::ss58;
 use super::hotkey::Hotkey;
 use subxt::dynamic::Value;
 use subxt::ext::scale_value::{Composite, Primitive, ValueDef};
@@ -164,10 +165,6 @@ pub fn hotkey_from_env() -> Option<Result<Hotkey, ChainError>> {
     })
 }
 
-/// ss58 (generic substrate prefix 42, as Bittensor uses) of a 32-byte account.
-pub fn ss58(account: &[u8; 32]) -> String {
-    subxt::utils::AccountId32(*account).to_string()
-}
 
 pub fn parse_ss58(text: &str) -> Result<[u8; 32], ChainError> {
     text.parse::<subxt::utils::AccountId32>().map(|a| a.0).map_err(|e| ChainError::Key(format!("{text}: {e}")))

@@ -345,7 +345,7 @@ pub fn run(
     for process in &mut validator_processes {
         let status = process.child.wait()?;
         // A validator stopped by a signal seals its log and exits 130, as documented.
-        if status.code() != Some(i32::from(super::validate::EXIT_INTERRUPTED)) {
+        if status.code() != Some(i32::from(super::EXIT_INTERRUPTED)) {
             bail!("{} exited with {status} (expected 130 after SIGINT)", process.name);
         }
     }

@@ -187,7 +187,7 @@ pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> 
             );
         }
         // Stopped by a signal: 130, as `af validate` (README).
-        Ok(if interrupted { ExitCode::from(super::validate::EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
+        Ok(if interrupted { ExitCode::from(super::EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
     });
     af::validator::service::close(runtime, closing);
     outcome

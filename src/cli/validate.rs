@@ -12,9 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-/// Exit code after Ctrl-C: the last block was sealed; run again to resume.
-pub const EXIT_INTERRUPTED: u8 = 130;
-
 pub fn load_config(path: Option<&Path>) -> anyhow::Result<config::Config> {
     let text = match path {
         Some(path) => super::read_input(path, 1024 * 1024)?,
@@ -170,7 +167,7 @@ pub fn validate(
                             _ = stop.changed() => {}
                         }
                         if *stop.borrow() {
-                            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+                            return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
                         }
                         wait_ms = (wait_ms * 2).min(30_000);
                     }
@@ -347,7 +344,7 @@ pub fn validate(
             anyhow::bail!("networking stopped: {failure} (the validator stopped with it; run the same command to go on)");
         }
         // Stopped by a signal, while playing or while serving: 130, as the README says.
-        Ok(if summary.interrupted || *stop.borrow() { ExitCode::from(EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
+        Ok(if summary.interrupted || *stop.borrow() { ExitCode::from(super::EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
     });
     af::validator::service::close(runtime, closing);
     outcome

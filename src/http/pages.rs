@@ -12,8 +12,8 @@ use crate::chain::weight_shares;
 // The legacy ratio parameters only reach logs of mixture plans (score plans carry theirs).
 use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use crate::ledger::event::MinerRef;
-use crate::replay::fold::{ChainFold, MatchFold, Name};
-use crate::replay::network::NetworkVerdict;
+use crate::replay::fold::ChainFold;
+use crate::replay::model::{MatchFold, Name, NetworkVerdict};
 use crate::replay::Replay;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use std::collections::{BTreeMap, BTreeSet};
@@ -848,7 +848,8 @@ fn ratio_chart(points: &[(u64, u32)]) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::network::{NetworkMatch, NetworkState};
+    use crate::replay::model::NetworkMatch;
+    use crate::replay::network::NetworkState;
 
     fn replay_of(n: usize) -> Replay {
         let miner =
@@ -964,7 +965,7 @@ mod tests {
     #[test]
     fn the_ratio_chart_keeps_each_spans_reach_and_no_more_points_than_its_bound() {
         let validator = Arc::new(ValidatorKey([1; 32]));
-        let vote = |block: u64, ppm: u32| crate::replay::network::Vote {
+        let vote = |block: u64, ppm: u32| crate::replay::model::Vote {
             validator: validator.clone(),
             contender_won: true,
             new_ratio_to_beat_ppm: ppm,

@@ -3,8 +3,8 @@
 //! every log's matches by pair and orders the pairs through two of these, so a
 //! validator's combine holds one pair at a time, not every pair of the network.
 
-use super::cold::ColdError;
-use super::fold::Name;
+use super::cold::{ColdError, MAX_ENTRY_BYTES};
+use super::model::Name;
 use crate::bytes::Hash32;
 use crate::ledger::codec;
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
@@ -12,8 +12,6 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Largest entry a bag writes or reads back (a match's votes, one per validator).
-pub(super) const MAX_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
 /// Entries a stored bag buffers before it writes them (one table opening per batch).
 const BATCH: usize = 1024;
 

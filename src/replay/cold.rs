@@ -4,12 +4,12 @@
 //! anything else) and read through snapshots, so a replay that readers still hold keeps
 //! seeing exactly the matches it was combined from while the next one spills more.
 
-use super::fold::{ChainFold, MatchFold};
-use super::lists::{Record, RecordList, RECORD_TABLES};
-use super::network::NetworkMatch;
+use super::model::{MatchFold, NetworkMatch};
 use crate::bytes::{MatchId, ValidatorKey};
 use crate::ledger::codec;
-use redb::{Database, ReadOnlyTable, ReadableDatabase, TableDefinition, WriteTransaction};
+use redb::{Database, ReadOnlyTable, ReadableDatabase, Table, TableDefinition, WriteTransaction};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,13 +18,15 @@ use std::sync::Arc;
 /// then event index. Keys sort as the ids do, so a scan walks a log's matches in id order.
 const BY_ID: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_place_by_id");
 /// (validator, started height, event index) -> match id, then the fold's encoding.
-const BY_PLACE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_by_place");
+pub(super) const BY_PLACE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_by_place");
 /// The network state's matches, in the state's order, as the last combine wrote them
 /// (each combine replaces the list; replays still held read theirs through their snapshot).
-const STATE_LIST: TableDefinition<u64, &[u8]> = TableDefinition::new("network_matches");
+pub(super) const STATE_LIST: TableDefinition<u64, &[u8]> = TableDefinition::new("network_matches");
 /// The last combine's plays by pair (`network::PlayKey` as `bag::SortKey` bytes -> the
 /// play): which logs played each of the state's matches, for the pages.
 pub(super) const STATE_PLAYS: &str = "state_plays";
+/// Largest entry a combine's bag writes or reads back (a match's votes, one per validator).
+pub(super) const MAX_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
 /// Members of the sets a validator keeps of what its own log holds (`key_set::KeySet`):
 /// (set, key) -> nothing.
 const KEY_SETS: TableDefinition<&[u8], ()> = TableDefinition::new("key_sets");
@@ -34,6 +36,17 @@ fn list_table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
     TableDefinition::new(name)
 }
 
+/// A kind of record a log lists, kept in its own table of the file (`lists::RecordList`).
+pub trait Record: Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeOwned + 'static {
+    /// Its place in [`RECORD_TABLES`].
+    const SLOT: usize;
+    /// The table's name in the file.
+    const TABLE: &'static str = RECORD_TABLES[Self::SLOT];
+}
+
+/// Every kind of listed record's table, by slot: commitments, skips, equivocations.
+pub const RECORD_TABLES: [&str; 3] = ["commitments", "skips", "equivocations"];
+
 /// The file beside the store it is derived from.
 pub const COLD_FILE: &str = "replay-cold.redb";
 /// redb's cache for the file: all it may hold in memory, reads and (up to half of it)
@@ -42,11 +55,6 @@ pub const COLD_FILE: &str = "replay-cold.redb";
 /// was still filling an hour in (heaptrack), and the file's pages are in the OS's
 /// page cache anyway.
 pub const COLD_CACHE_BYTES: usize = 1024 * 1024;
-/// Matches a log holds in memory before they are spilled (those the fold touched last,
-/// and open ones, are spilled too: folding a block that names one reads it back).
-pub const HOT_MATCHES: usize = 64;
-/// Records of one kind a log holds in memory before they are spilled (its last stays).
-pub const HOT_RECORDS: usize = 256;
 /// One transaction in this many on the file is committed with fsync (`durability`).
 const DURABLE_EVERY: u64 = 16;
 /// Largest encoded match fold read back (a fold's own writes, bounded the same way).
@@ -60,7 +68,7 @@ pub enum ColdError {
 
 /// The file matches and records are spilled to, open for this process alone.
 pub struct ColdStore {
-    db: Arc<Database>,
+    pub(super) db: Arc<Database>,
     path: PathBuf,
     /// The snapshot the last spill made.
     newest: std::sync::Mutex<Option<Arc<ColdSnapshot>>>,
@@ -107,7 +115,7 @@ fn id_key(validator: &ValidatorKey, id: &MatchId) -> [u8; 64] {
     key
 }
 
-fn place_key(validator: &ValidatorKey, height: u64, event_idx: u32) -> [u8; 44] {
+pub(super) fn place_key(validator: &ValidatorKey, height: u64, event_idx: u32) -> [u8; 44] {
     let mut key = [0; 44];
     key[..32].copy_from_slice(&validator.0);
     key[32..40].copy_from_slice(&height.to_be_bytes());
@@ -192,79 +200,36 @@ impl ColdStore {
         &self.path
     }
 
-    /// Moves every match `fold` holds in memory into the file, but the one its log
-    /// started last (the next match shares its names), and every listed record but the
-    /// last of each kind, when it holds more than `HOT_MATCHES` matches or `HOT_RECORDS`
-    /// records of a kind. Returns whether it spilled.
-    pub fn spill_if_due(&self, fold: &mut ChainFold) -> Result<bool, ColdError> {
-        let records = fold
-            .commitments
-            .held_in_memory()
-            .max(fold.skipped.held_in_memory())
-            .max(fold.equivocations.held_in_memory());
-        if fold.matches.held_in_memory() <= HOT_MATCHES && records <= HOT_RECORDS {
-            return Ok(false);
-        }
-        self.spill(std::slice::from_mut(fold))?;
-        Ok(true)
-    }
-
-    /// Moves the matches the folds hold in memory (but each log's last started) and their
-    /// listed records (but each log's last of each kind) into the file, in one
-    /// transaction; each fold then reads them from the new snapshot.
-    pub fn spill(&self, folds: &mut [ChainFold]) -> Result<(), ColdError> {
+    /// Writes one spill (`spill::spill`) in one transaction, without fsync (but every
+    /// `DURABLE_EVERY`th); returns what `write` gave and the snapshot that shows it, now
+    /// the newest.
+    pub fn write_spill<R>(
+        &self,
+        write: impl FnOnce(&mut SpillWriter<'_>) -> Result<R, ColdError>,
+    ) -> Result<(R, Arc<ColdSnapshot>), ColdError> {
         let fail = |e: &dyn std::fmt::Display| self.fail("spilling matches", e);
         let mut txn = self.db.begin_write().map_err(|e| fail(&e))?;
         // Derived and deleted at every start: a crash loses nothing the logs do not hold.
         txn.set_durability(self.durability()).map_err(|e| fail(&e))?;
-        let mut spilled: Vec<Vec<MatchId>> = Vec::with_capacity(folds.len());
-        let mut records_spilled: Vec<(usize, usize, usize)> = Vec::with_capacity(folds.len());
-        {
-            let mut by_id = txn.open_table(BY_ID).map_err(|e| fail(&e))?;
-            let mut by_place = txn.open_table(BY_PLACE).map_err(|e| fail(&e))?;
-            for fold in folds.iter() {
-                let commitments = write_records(&txn, &fold.validator, &fold.commitments).map_err(|e| fail(&e))?;
-                let skips = write_records(&txn, &fold.validator, &fold.skipped).map_err(|e| fail(&e))?;
-                let equivocations = write_records(&txn, &fold.validator, &fold.equivocations).map_err(|e| fail(&e))?;
-                records_spilled.push((commitments, skips, equivocations));
-                let mut ids = Vec::new();
-                for (id, m) in fold.matches.in_memory() {
-                    if Some(id) == fold.last_started {
-                        continue;
-                    }
-                    let place = place_key(&fold.validator, m.started_height, m.started_event_idx);
-                    let mut value = id.0.to_vec();
-                    codec::encode_into(&**m, &mut value, "match fold", MAX_FOLD_BYTES).map_err(|e| fail(&e))?;
-                    by_id.insert(&id_key(&fold.validator, &id)[..], &place[32..]).map_err(|e| fail(&e))?;
-                    by_place.insert(&place[..], &value[..]).map_err(|e| fail(&e))?;
-                    ids.push(id);
-                }
-                spilled.push(ids);
-            }
-        }
+        let written = {
+            let lists = RECORD_TABLES.iter().map(|name| txn.open_table(list_table(name))).collect::<Result<_, _>>();
+            let mut writer = SpillWriter {
+                by_id: txn.open_table(BY_ID).map_err(|e| fail(&e))?,
+                by_place: txn.open_table(BY_PLACE).map_err(|e| fail(&e))?,
+                lists: lists.map_err(|e| fail(&e))?,
+                store: self,
+            };
+            write(&mut writer)?
+        };
         txn.commit().map_err(|e| fail(&e))?;
         let snapshot = Arc::new(self.snapshot().map_err(|e| fail(&e))?);
-        for ((fold, ids), (commitments, skips, equivocations)) in folds.iter_mut().zip(spilled).zip(records_spilled) {
-            fold.matches.spilled(&ids, fold.validator, snapshot.clone());
-            fold.commitments.spilled(commitments, fold.validator, snapshot.clone());
-            fold.skipped.spilled(skips, fold.validator, snapshot.clone());
-            fold.equivocations.spilled(equivocations, fold.validator, snapshot.clone());
-        }
-        *self.newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(snapshot);
-        Ok(())
+        *self.newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(snapshot.clone());
+        Ok((written, snapshot))
     }
 
-    /// Points every fold that has spilled matches at the newest snapshot. Only this
-    /// store's spills write a log's matches, each spill writing those of the folds it is
-    /// given: a fold's matches in the newest snapshot are those its own shows.
-    pub fn read_newest(&self, folds: &mut [ChainFold]) {
-        let Some(newest) = self.newest.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return };
-        for fold in folds {
-            fold.matches.read_from(&newest);
-            fold.commitments.read_from(&newest);
-            fold.skipped.read_from(&newest);
-            fold.equivocations.read_from(&newest);
-        }
+    /// The snapshot the last spill or combine made, if any.
+    pub fn newest(&self) -> Option<Arc<ColdSnapshot>> {
+        self.newest.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// A transaction for a combine: its working sets (`bag::Bag`) and the state's new list
@@ -362,7 +327,7 @@ impl ColdStore {
         ColdError::Engine { path: self.path.display().to_string(), message: format!("{doing}: {e}") }
     }
 
-    fn snapshot(&self) -> Result<ColdSnapshot, redb::Error> {
+    pub(super) fn snapshot(&self) -> Result<ColdSnapshot, redb::Error> {
         let txn = self.db.begin_read()?;
         Ok(ColdSnapshot {
             _db: self.db.clone(),
@@ -377,20 +342,34 @@ impl ColdStore {
     }
 }
 
-/// Writes `list`'s records held in memory but its last; returns how many.
-fn write_records<T: Record>(
-    txn: &redb::WriteTransaction,
-    validator: &ValidatorKey,
-    list: &RecordList<T>,
-) -> Result<usize, String> {
-    let mut table = txn.open_table(list_table(T::TABLE)).map_err(|e| e.to_string())?;
-    let mut count = 0;
-    for (place, record) in list.to_spill() {
-        let value = codec::encode(record, "listed record", MAX_FOLD_BYTES).map_err(|e| e.to_string())?;
-        table.insert(&index_key(validator, place)[..], &value[..]).map_err(|e| e.to_string())?;
-        count += 1;
+/// The tables one spill writes, open in its transaction.
+pub struct SpillWriter<'t> {
+    by_id: Table<'t, &'static [u8], &'static [u8]>,
+    by_place: Table<'t, &'static [u8], &'static [u8]>,
+    /// One per kind of listed record, by `Record::SLOT`.
+    lists: Vec<Table<'t, &'static [u8], &'static [u8]>>,
+    store: &'t ColdStore,
+}
+
+impl SpillWriter<'_> {
+    /// Writes `validator`'s match `id`, found by id and by its place in the log.
+    pub fn put_match(&mut self, validator: &ValidatorKey, id: &MatchId, m: &MatchFold) -> Result<(), ColdError> {
+        let fail = |e: &dyn std::fmt::Display| self.store.fail("spilling matches", e);
+        let place = place_key(validator, m.started_height, m.started_event_idx);
+        let mut value = id.0.to_vec();
+        codec::encode_into(m, &mut value, "match fold", MAX_FOLD_BYTES).map_err(|e| fail(&e))?;
+        self.by_id.insert(&id_key(validator, id)[..], &place[32..]).map_err(|e| fail(&e))?;
+        self.by_place.insert(&place[..], &value[..]).map_err(|e| fail(&e))?;
+        Ok(())
     }
-    Ok(count)
+
+    /// Writes `validator`'s `T` record at `index` of its list.
+    pub fn put_record<T: Record>(&mut self, validator: &ValidatorKey, index: u64, record: &T) -> Result<(), ColdError> {
+        let fail = |e: &dyn std::fmt::Display| self.store.fail("spilling records", e);
+        let value = codec::encode(record, "listed record", MAX_FOLD_BYTES).map_err(|e| fail(&e))?;
+        self.lists[T::SLOT].insert(&index_key(validator, index)[..], &value[..]).map_err(|e| fail(&e))?;
+        Ok(())
+    }
 }
 
 impl Drop for ColdStore {
@@ -531,12 +510,12 @@ impl ColdSnapshot {
 
     /// Every play of the state's combine, in key order: entries as its bag wrote them
     /// (`bag::Bag`), decoded as `T`.
-    pub(super) fn state_play_entries<T: serde::de::DeserializeOwned + serde::Serialize>(
+    pub(super) fn state_play_entries<T: DeserializeOwned + Serialize>(
         &self,
     ) -> impl Iterator<Item = T> + '_ {
         let range = redb::ReadableTable::iter(&self.state_plays).map_err(|e| self.fault::<()>(e)).ok();
         range.into_iter().flatten().map_while(move |entry| match entry {
-            Ok((_, value)) => codec::decode_canonical(value.value(), "combine entry", super::bag::MAX_ENTRY_BYTES)
+            Ok((_, value)) => codec::decode_canonical(value.value(), "combine entry", MAX_ENTRY_BYTES)
                 .map_err(|e| self.fault::<()>(e))
                 .ok(),
             Err(e) => self.fault(e),
@@ -554,296 +533,3 @@ impl ColdSnapshot {
     }
 }
 
-#[cfg(test)]
-pub(super) mod tests_support {
-    use super::*;
-    use crate::bytes::Hash32;
-    use crate::ledger::event::MinerRef;
-    use crate::replay::fold::DecidedFold;
-
-    pub fn played(i: u64) -> MatchFold {
-        let miner =
-            |hotkey: String| MinerRef { hotkey: hotkey.into(), uid: i as u16, model: format!("model{}", i % 3).into() };
-        MatchFold {
-            contender: miner(format!("5Contender{i}")),
-            champion: miner("5Champion".into()),
-            envs: Vec::new().into(),
-            rule: "score".into(),
-            ratio_to_beat_ppm: 500_000,
-            started_height: i / 2,
-            started_event_idx: (i % 2) as u32,
-            started_time_ms: 1_000 * i,
-            chain_block: 10 * i,
-            chain_block_hash: Hash32([1; 32]),
-            env_folds: Default::default(),
-            decided: (!i.is_multiple_of(5)).then(|| DecidedFold {
-                contender_won: i.is_multiple_of(3),
-                new_ratio_to_beat_ppm: 600_000,
-                win_rates_ppm: vec![700_000],
-                height: i / 2 + 1,
-                time_ms: 1_000 * i + 500,
-            }),
-            n_transcripts: i,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::tests_support::played;
-    use super::*;
-    use crate::bytes::Hash32;
-
-    /// A fold of `n` matches whose ids do not follow their log order.
-    fn fold_of(n: u64) -> ChainFold {
-        let mut fold = ChainFold::new(ValidatorKey([7; 32]));
-        for i in 0..n {
-            let id = Hash32(*blake3::hash(&i.to_le_bytes()).as_bytes());
-            fold.matches.insert(id, played(i));
-            fold.last_started = Some(id);
-        }
-        fold
-    }
-
-    fn listed(fold: &ChainFold) -> (Vec<MatchId>, Vec<MatchId>) {
-        (fold.matches.ids().collect(), fold.matches.in_log_order().map(|(id, _)| id).collect())
-    }
-
-    #[test]
-    fn spilled_matches_read_back_as_the_same_table_in_both_orders_and_the_same_bytes() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(COLD_FILE), b"a file the last run left").unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
-        let plain = fold_of(100);
-        let mut fold = plain.clone();
-        assert!(cold.spill_if_due(&mut fold).unwrap());
-        assert_eq!(fold.matches.held_in_memory(), 1, "only the match started last stays");
-        assert_eq!(fold.matches.len(), 100);
-        assert_eq!(fold, plain);
-        assert_eq!(listed(&fold), listed(&plain));
-        let (ids, _) = listed(&plain);
-        assert!(ids.windows(2).all(|w| w[0] < w[1]));
-        for id in &ids {
-            assert_eq!(fold.matches.get(id), plain.matches.get(id));
-        }
-        assert!(!fold.matches.contains(&Hash32([9; 32])));
-        let encoded = |f: &ChainFold| codec::encode(f, "fold", u64::MAX).unwrap();
-        assert_eq!(encoded(&fold), encoded(&plain), "a snapshot of spilled folds has the same bytes");
-        for block in [0, 5, 10, 455, 2_000] {
-            assert_eq!(fold.matches.until_block(block), plain.matches.until_block(block));
-            let n = (0..100).filter(|i| i * 10 <= block).count();
-            assert_eq!(fold.matches.until_block(block).len(), n);
-        }
-        assert!(!fold.matches.faulted());
-        drop(cold);
-        assert!(!dir.path().join(COLD_FILE).exists(), "the file goes with its process");
-        assert_eq!(fold, plain, "tables made from it still read it");
-    }
-
-    #[test]
-    fn a_spilled_match_that_changes_is_read_back_shadows_its_copy_and_is_spilled_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
-        let mut plain = fold_of(80);
-        let mut fold = plain.clone();
-        cold.spill(std::slice::from_mut(&mut fold)).unwrap();
-        let (ids, _) = listed(&plain);
-        let before = fold.clone();
-        let original = plain.matches.get(&ids[3]).unwrap().n_transcripts;
-        for table in [&mut fold, &mut plain] {
-            table.matches.update(&ids[3]).unwrap().n_transcripts = 1_000;
-        }
-        assert_eq!(fold.matches.held_in_memory(), 2);
-        assert_eq!(fold.matches.len(), 80, "the copy read back is not counted twice");
-        assert_eq!(fold, plain);
-        assert_eq!(fold.matches.get(&ids[3]).unwrap().n_transcripts, 1_000);
-        assert_ne!(before, fold, "the earlier table still sees the match as it was spilled");
-        assert_eq!(before.matches.get(&ids[3]).unwrap().n_transcripts, original);
-        // A new match, then everything spilled again: counted once each.
-        let new_id = Hash32([3; 32]);
-        for table in [&mut fold, &mut plain] {
-            table.matches.insert(new_id, played(500));
-        }
-        cold.spill(std::slice::from_mut(&mut fold)).unwrap();
-        assert_eq!(fold.matches.len(), 81);
-        assert_eq!(fold.matches.held_in_memory(), 1);
-        assert_eq!(fold, plain);
-        assert_eq!(listed(&fold), listed(&plain));
-        assert_ne!(before, fold);
-    }
-
-    #[test]
-    fn a_stored_match_that_does_not_decode_faults_the_snapshot_and_is_never_passed_off_as_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
-        let mut fold = fold_of(70);
-        cold.spill(std::slice::from_mut(&mut fold)).unwrap();
-        let (_, in_order) = listed(&fold);
-        let m = fold.matches.get(&in_order[10]).unwrap();
-        let txn = cold.db.begin_write().unwrap();
-        {
-            let mut by_place = txn.open_table(BY_PLACE).unwrap();
-            let mut damaged = in_order[10].0.to_vec();
-            damaged.extend_from_slice(b"not a fold");
-            let key = place_key(&fold.validator, m.started_height, m.started_event_idx);
-            by_place.insert(&key[..], &damaged[..]).unwrap();
-        }
-        txn.commit().unwrap();
-        assert!(!fold.matches.faulted(), "the fold's snapshot predates the damage");
-        cold.spill(std::slice::from_mut(&mut fold)).unwrap();
-        assert!(fold.matches.get(&in_order[10]).is_none());
-        assert!(fold.matches.faulted());
-        assert!(fold.matches.iter().count() < fold.matches.len());
-    }
-
-    /// A combine over spilled matches writes the state's list to the file, where it
-    /// reads back as the list a combine in memory holds; a damaged entry faults the list,
-    /// and a state holding it has no hash.
-    #[test]
-    fn the_state_list_in_the_file_reads_back_as_the_held_one_and_a_damaged_entry_faults_it() {
-        use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
-        use crate::replay::network::{combine, combine_stored};
-        use crate::replay::network_list::NetworkMatches;
-        let dir = tempfile::tempdir().unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
-        let held = combine(&[fold_of(700)], &DEFAULT_RATIO_PARAMS);
-        let mut fold = fold_of(700);
-        cold.spill_if_due(&mut fold).unwrap();
-        let stored = combine_stored(std::slice::from_ref(&fold), &DEFAULT_RATIO_PARAMS, &cold).unwrap();
-        assert_eq!(stored.matches.held_in_memory(), 0);
-        assert_eq!(stored.matches.len(), 700);
-        assert_eq!(stored, held);
-        assert_eq!(crate::replay::state_hash(&stored).unwrap(), crate::replay::state_hash(&held).unwrap());
-        // The combine's scratch tables are not left in the file.
-        let txn = cold.db.begin_read().unwrap();
-        assert!(txn.list_tables().unwrap().all(|t| !redb::TableHandle::name(&t).starts_with("combine_")));
-
-        let txn = cold.db.begin_write().unwrap();
-        txn.open_table(STATE_LIST).unwrap().insert(300, &b"not a match"[..]).unwrap();
-        txn.commit().unwrap();
-        assert!(!stored.matches.faulted(), "the state's snapshot predates the damage");
-        let mut damaged = stored.clone();
-        damaged.matches = NetworkMatches::stored(Arc::new(cold.snapshot().unwrap()), 700, 1);
-        assert_eq!(damaged.matches.iter().count(), 300);
-        assert!(damaged.matches.faulted());
-        assert!(crate::replay::state_hash(&damaged).is_err());
-        assert_ne!(damaged, held);
-    }
-}
-
-#[cfg(test)]
-mod records {
-    use super::*;
-    use crate::bytes::Hash32;
-    use crate::ledger::event::{ChainCommitment, SkipReason};
-    use crate::replay::fold::SkipFold;
-
-    fn skip(i: u64) -> SkipFold {
-        SkipFold {
-            height: i,
-            hotkey: format!("5Sybil{i}"),
-            uid: i as u16,
-            model: "perfect".into(),
-            revision: "r1".into(),
-            commit_block: 10 * i,
-            reason: SkipReason::Duplicate,
-            kept_by: "5Kept".into(),
-            kept_block: 1,
-        }
-    }
-
-    fn record(i: u64) -> ChainCommitment {
-        ChainCommitment {
-            netuid: 7,
-            chain_block: 100 + 12 * i,
-            committed_height: 3 * i,
-            committed_hash: Hash32([i as u8; 32]),
-        }
-    }
-
-    fn equivocation(i: u64) -> crate::replay::fold::EquivocationFound {
-        crate::replay::fold::EquivocationFound {
-            accused: ValidatorKey([i as u8; 32]),
-            height: i,
-            hash_a: Hash32([1; 32]),
-            hash_b: Hash32([2; 32]),
-            recorded_at: (i, 0),
-        }
-    }
-
-    #[test]
-    fn listed_records_spill_alone_and_read_back_in_order_with_the_same_bytes() {
-        let dir = tempfile::tempdir().unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
-        let mut fold = ChainFold::new(ValidatorKey([9; 32]));
-        // Another log's records in the same file, keyed apart.
-        let mut other = ChainFold::new(ValidatorKey([8; 32]));
-        let mut plain = fold.clone();
-        for i in 0..600 {
-            for f in [&mut fold, &mut plain, &mut other] {
-                f.commitments.push(record(i));
-                if i % 2 == 0 {
-                    f.skipped.push(skip(i));
-                }
-                f.equivocations.push(equivocation(i));
-            }
-            // An idle validator's log: records and no matches, spilled all the same.
-            cold.spill_if_due(&mut fold).unwrap();
-        }
-        cold.spill(std::slice::from_mut(&mut other)).unwrap();
-        assert!(fold.commitments.held_in_memory() <= HOT_RECORDS, "{}", fold.commitments.held_in_memory());
-        assert!(fold.commitments.held_in_memory() < 600);
-        cold.spill(std::slice::from_mut(&mut fold)).unwrap();
-        assert_eq!(fold.commitments.held_in_memory(), 1, "the last stays");
-        assert_eq!((fold.skipped.held_in_memory(), fold.skipped.len()), (1, 300));
-        assert!(fold.skipped.iter().eq((0..600).step_by(2).map(skip)));
-        assert_eq!(fold.skipped.last(), Some(skip(598)));
-        assert_eq!((fold.equivocations.held_in_memory(), fold.equivocations.len()), (1, 600));
-        assert!(fold.equivocations.iter().eq((0..600).map(equivocation)));
-        assert_eq!(fold.commitments.len(), 600);
-        assert_eq!(fold, plain);
-        assert_eq!(fold.commitments.last(), Some(record(599)));
-        assert!(fold.commitments.iter().eq((0..600).map(record)));
-        let found = fold.commitments.iter().find(|c| c.committed_height >= 1_000);
-        assert_eq!(found, Some(record(334)));
-        let encoded = |f: &ChainFold| codec::encode(f, "fold", u64::MAX).unwrap();
-        assert_eq!(encoded(&fold), encoded(&plain), "a snapshot of spilled records has the same bytes");
-        // More records after a spill follow the spilled ones.
-        for f in [&mut fold, &mut plain] {
-            f.commitments.push(record(600));
-        }
-        assert_eq!(fold, plain);
-        assert!(!fold.commitments.faulted() && !fold.skipped.faulted() && !fold.equivocations.faulted());
-    }
-}
-
-#[cfg(test)]
-mod growth {
-    use super::tests_support::played;
-    use super::*;
-
-    /// A validator spills every few matches for weeks, each spill a commit with no
-    /// fsync: the pages each commit frees must be reused, or the file would grow with
-    /// the commits rather than with the matches.
-    #[test]
-    fn a_match_file_written_by_thousands_of_spills_stays_near_what_it_holds() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(COLD_FILE);
-        let cold = ColdStore::create(&path).unwrap();
-        let mut fold = ChainFold::new(ValidatorKey([7; 32]));
-        let mut held_back = None;
-        for i in 0..3_000u64 {
-            let id = crate::bytes::Hash32(*blake3::hash(&i.to_le_bytes()).as_bytes());
-            fold.matches.insert(id, played(i));
-            cold.spill(std::slice::from_mut(&mut fold)).unwrap();
-            // LatestReplay holds the last replay (and its snapshot) while the next spills.
-            held_back = Some(fold.clone());
-        }
-        assert_eq!(fold.matches.len(), 3_000);
-        assert_eq!(held_back.map(|f| f.matches.len()), Some(3_000));
-        // Each match's encoding, its two keys and its place.
-        let data: u64 = fold.matches.values().map(|m| codec::encoded_len(&*m) + 32 + 44 + 64 + 12).sum();
-        let file = std::fs::metadata(&path).unwrap().len();
-        assert!(file <= 3 * data + (1 << 20), "{file} bytes of file for {data} bytes of data");
-    }
-}

@@ -342,7 +342,7 @@ pub fn match_pairs(
     store: &Store,
     validator: &ValidatorKey,
     match_id: &Hash32,
-    played: &super::fold::MatchFold,
+    played: &super::model::MatchFold,
     (offset, limit): (usize, usize),
     chars: usize,
 ) -> Result<(usize, Vec<ChallengePair>), EntriesError> {

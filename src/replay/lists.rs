@@ -4,38 +4,23 @@
 //! commitment it does not play, and a log may hold any number of proven equivocations:
 //! lists held in memory would grow with time.
 
-use super::cold::ColdSnapshot;
-use super::fold::{EquivocationFound, SkipFold};
+use super::cold::{ColdSnapshot, Record};
+use super::model::{EquivocationFound, SkipFold};
 use crate::bytes::ValidatorKey;
 use crate::ledger::event::ChainCommitment;
-use serde::de::DeserializeOwned;
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::sync::Arc;
 
-/// A kind of record a fold lists, and the match file's table for it.
-pub trait Record: Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeOwned + 'static {
-    /// The table's name in the match file.
-    const TABLE: &'static str;
-    /// Its place in [`RECORD_TABLES`].
-    const SLOT: usize;
-}
-
-/// Every kind's table, by slot.
-pub const RECORD_TABLES: [&str; 3] = [ChainCommitment::TABLE, SkipFold::TABLE, EquivocationFound::TABLE];
-
 impl Record for ChainCommitment {
-    const TABLE: &'static str = "commitments";
     const SLOT: usize = 0;
 }
 
 impl Record for SkipFold {
-    const TABLE: &'static str = "skips";
     const SLOT: usize = 1;
 }
 
 impl Record for EquivocationFound {
-    const TABLE: &'static str = "equivocations";
     const SLOT: usize = 2;
 }
 

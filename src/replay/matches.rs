@@ -4,7 +4,7 @@
 //! walk them in id or log order without borrowing the table.
 
 use super::cold::ColdSnapshot;
-use super::fold::MatchFold;
+use super::model::MatchFold;
 use crate::bytes::{MatchId, ValidatorKey};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

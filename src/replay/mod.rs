@@ -17,9 +17,12 @@ pub mod key_set;
 pub mod latest;
 pub mod lists;
 pub mod matches;
+pub mod model;
 pub mod network;
 pub mod network_list;
+pub mod spill;
 pub mod synth;
+pub mod vtrust;
 pub mod vtrust_history;
 
 use crate::bytes::{Hash32, ValidatorKey};
@@ -118,7 +121,7 @@ pub fn replay(
 }
 
 /// [`replay`], with each log's matches spilled to `cold` as they pile up in memory
-/// (`cold::HOT_MATCHES`), so that folding a long log holds a bounded number of them;
+/// (`spill::HOT_MATCHES`), so that folding a long log holds a bounded number of them;
 /// and, when `last` is the replay whose folds `snapshot` holds (this process's own) and
 /// folding its new blocks changed nothing the state reads but counts, its state
 /// recounted rather than combined again.
@@ -185,7 +188,7 @@ pub fn replay_spilling(
                     n_blocks_folded += batch.len() as u64;
                     // Spilled after each block, so a batch of small matches is never
                     // all in memory at once.
-                    fold_batch(&mut fold, registry, &batch, &mut |fold| match cold.map(|c| c.spill_if_due(fold)) {
+                    fold_batch(&mut fold, registry, &batch, &mut |fold| match cold.map(|c| spill::spill_if_due(c, fold)) {
                         Some(Err(e)) => {
                             spill_failed = Some(e);
                             false
@@ -217,7 +220,7 @@ pub fn replay_spilling(
         // Each fold reads the newest snapshot from here on (its own matches there are
         // what its own snapshot shows): an older one held would keep every page the
         // spills since freed.
-        cold.read_newest(&mut folds);
+        spill::read_newest(cold, &mut folds);
     }
     // Logs are append-only: the same chains, each grown with no change counted, give
     // the combine the same matches and findings.
@@ -244,7 +247,7 @@ pub fn replay_spilling(
         }
         // The folds and the state's list read the newest snapshot (the combine's, if
         // this replay combined), so the replay holds one.
-        cold.read_newest(&mut folds);
+        spill::read_newest(cold, &mut folds);
         state.matches.read_newest(cold);
     }
     let state_hash = state_hash

@@ -2,21 +2,16 @@
 //! the vTrust-weighted verdict on every match, the champion and its history, the ratio
 //! to beat, and the winner-takes-all weights. Pure and cheap: it reads only the folds.
 //!
-//! vTrust, in parts per million (the README explains the amounts):
-//! - an invalid block or proven equivocation: 0, whatever else;
-//! - each false score, false tally, bad challenge id, schedule gap or repeat, or false
-//!   evidence: minus 200,000 (five such proofs zero a validator: scoring and schedules are
-//!   deterministic, so an honest validator never makes one);
-//! - disagreement: minus 500,000 times the share of compared matches on which it voted
-//!   against the majority of the other validators (a share, because honest validators
-//!   facing noisy miners can legitimately land on different sides now and then).
+//! vTrust's formula is `vtrust`'s; this module gathers its inputs.
 //!
 //! A match is "the same match" across validators when it has the same contender and
 //! champion hotkeys: each validator derives its own match id and challenge schedule.
 
 use super::bag::{Bag, Space};
 use super::cold::{ColdError, ColdStore};
-use super::fold::{ChainFold, Discrepancy, DiscrepancyKind, HeldMiner, MatchFold, Name, MAX_CHAIN_DISCREPANCIES};
+use super::fold::{ChainFold, MAX_CHAIN_DISCREPANCIES};
+use super::vtrust;
+use super::model::{Discrepancy, DiscrepancyKind, HeldMiner, MatchFold, Name, NetworkMatch, NetworkVerdict, Vote};
 pub use super::network_list::NetworkMatches;
 use crate::bytes::MatchId;
 use crate::bytes::ValidatorKey;
@@ -26,9 +21,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-pub const VTRUST_FULL_PPM: u32 = 1_000_000;
-pub const PENALTY_PER_PROOF_PPM: u64 = 200_000;
-pub const PENALTY_FULL_DISAGREEMENT_PPM: u64 = 500_000;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ValidatorSummary {
@@ -46,38 +38,6 @@ pub struct ValidatorSummary {
     pub vtrust_ppm: u32,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NetworkVerdict {
-    ContenderWon,
-    ChampionStays,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Vote {
-    /// One copy per validator, shared by all its votes: a state of many matches holds a
-    /// vote per validator per match. Encoded as the key itself.
-    pub validator: Arc<ValidatorKey>,
-    pub contender_won: bool,
-    pub new_ratio_to_beat_ppm: u32,
-    pub decided_time_ms: u64,
-    /// The chain block this validator's match started at (0 without a chain).
-    pub chain_block: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NetworkMatch {
-    /// The names are the folds': shared, not copied.
-    pub contender: HeldMiner,
-    pub champion: HeldMiner,
-    /// Earliest start over every validator that played it: orders matches.
-    pub first_started_ms: u64,
-    pub votes: Vec<Vote>,
-    /// Sums of vTrust (ppm) for and against the contender.
-    pub for_ppm: u64,
-    pub against_ppm: u64,
-    pub verdict: Option<NetworkVerdict>,
-}
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChampionChange {
@@ -182,13 +142,8 @@ fn combine_in(
     let base: BTreeMap<ValidatorKey, u32> = folds
         .iter()
         .map(|f| {
-            let proofs = false_reports(f) + ratio_false[&f.validator];
-            let ppm = if f.invalid_at.is_some() || equivocated.contains(&f.validator) {
-                0
-            } else {
-                u64::from(VTRUST_FULL_PPM).saturating_sub(proofs * PENALTY_PER_PROOF_PPM) as u32
-            };
-            (f.validator, ppm)
+            let proofs = vtrust::proofs_kept(f) + ratio_false[&f.validator];
+            (f.validator, vtrust::from_proofs(f.invalid_at.is_some() || equivocated.contains(&f.validator), proofs))
         })
         .collect();
 
@@ -225,8 +180,7 @@ fn combine_in(
         .iter()
         .map(|(validator, &ppm)| {
             let (n, bad) = compared.get(validator).copied().unwrap_or((0, 0));
-            let penalty = (PENALTY_FULL_DISAGREEMENT_PPM * bad).checked_div(n).unwrap_or(0);
-            (*validator, u64::from(ppm).saturating_sub(penalty) as u32)
+            (*validator, vtrust::after_disagreement(ppm, n, bad))
         })
         .collect();
 
@@ -299,7 +253,7 @@ fn combine_in(
                 n_matches: f.matches.len() as u64,
                 invalid_at: f.invalid_at,
                 equivocated: equivocated.contains(&f.validator),
-                n_false_reports: false_reports(f) + ratio_false[&f.validator],
+                n_false_reports: vtrust::proofs_kept(f) + ratio_false[&f.validator],
                 n_compared,
                 n_disagreements,
                 vtrust_ppm: vtrust[&f.validator],
@@ -717,22 +671,13 @@ fn shared_miner(names: &mut BTreeSet<Name>, miner: &HeldMiner) -> HeldMiner {
     HeldMiner { hotkey: share(&miner.hotkey), uid: miner.uid, model: share(&miner.model) }
 }
 
-pub(super) fn false_reports(fold: &ChainFold) -> u64 {
-    let kept = fold
-        .discrepancies
-        .iter()
-        .filter(|d| !matches!(d.kind, DiscrepancyKind::InvalidBlock | DiscrepancyKind::Disagreement))
-        .count() as u64;
-    // Only an invalid block is ever kept past the limit, so every omitted one is a proof.
-    kept + fold.n_discrepancies_omitted
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::bytes::Hash32;
     use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
-    use crate::replay::cold::tests_support::played;
+    use crate::replay::model::tests_support::played;
 
     /// A log whose every match is played at a ratio no win set, and sets one its win
     /// rates do not give: two findings a match, each counted, a thousand listed.

@@ -5,8 +5,7 @@
 
 use super::bag::SortKey;
 use super::cold::ColdSnapshot;
-use super::fold::Name;
-use super::network::NetworkMatch;
+use super::model::{Name, NetworkMatch};
 use crate::bytes::{MatchId, ValidatorKey};
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

@@ -5,11 +5,10 @@
 //! combine per point would hold every cut log's matches, and read them once per point.
 
 use super::cold::ColdError;
-use super::fold::{ChainFold, DiscrepancyKind, Name};
-use super::network::{
-    against_others, play_entries, NetworkMatches, Play, PlayKey, RatioWalk, PENALTY_FULL_DISAGREEMENT_PPM,
-    PENALTY_PER_PROOF_PPM, VTRUST_FULL_PPM,
-};
+use super::fold::ChainFold;
+use super::model::Name;
+use super::network::{against_others, play_entries, NetworkMatches, Play, PlayKey, RatioWalk};
+use super::vtrust;
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
 use std::collections::BTreeMap;
@@ -62,12 +61,7 @@ pub fn vtrust_history(
                 .zip(&cuts)
                 .map(|(fold, cut)| {
                     let equivocated = equivocated_from.get(&fold.validator).is_some_and(|from| *from <= k);
-                    let ppm = if cut.invalid[k] || equivocated {
-                        0
-                    } else {
-                        u64::from(VTRUST_FULL_PPM).saturating_sub(cut.proofs[k] * PENALTY_PER_PROOF_PPM) as u32
-                    };
-                    (fold.validator, ppm)
+                    (fold.validator, vtrust::from_proofs(cut.invalid[k] || equivocated, cut.proofs[k]))
                 })
                 .collect()
         })
@@ -102,8 +96,7 @@ pub fn vtrust_history(
                 .iter()
                 .map(|fold| {
                     let (n, bad) = compared[k].get(&fold.validator).copied().unwrap_or((0, 0));
-                    let penalty = (PENALTY_FULL_DISAGREEMENT_PPM * bad).checked_div(n).unwrap_or(0);
-                    (fold.validator, u64::from(base[k][&fold.validator]).saturating_sub(penalty) as u32)
+                    (fold.validator, vtrust::after_disagreement(base[k][&fold.validator], n, bad))
                 })
                 .collect();
             (*block, vtrust)
@@ -224,12 +217,10 @@ impl Cut {
         let mut from = |height: u64, count: u64| {
             proofs_from[cut.first_within(height).unwrap_or(n)] += count;
         };
-        for d in fold.discrepancies.iter() {
-            if !matches!(d.kind, DiscrepancyKind::InvalidBlock | DiscrepancyKind::Disagreement) {
-                from(d.height, 1);
-            }
+        // The proofs `vtrust::proofs_kept` counts, each from where it was found.
+        for d in fold.discrepancies.iter().filter(|d| vtrust::is_proof(d.kind)) {
+            from(d.height, 1);
         }
-        // Only an invalid block is ever kept past the limit, so every omitted one is a proof.
         if let Some(h) = fold.first_omitted_height {
             from(h, fold.n_discrepancies_omitted);
         }
@@ -276,7 +267,7 @@ mod tests {
     use super::*;
     use crate::bytes::Hash32;
     use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
-    use crate::replay::cold::tests_support::played;
+    use crate::replay::model::tests_support::played;
     use crate::replay::network::{combine, vtrust_by_combines};
 
     /// Logs whose start blocks go back and forth (so a cut holds matches from all over a

@@ -10,7 +10,7 @@ use af::ledger::block::SealedBlock;
 use af::ledger::proof::{verify_inclusion_proof, InclusionProof};
 use af::ledger::Store;
 use af::miner::policy::Policy;
-use af::replay::fold::DiscrepancyKind;
+use af::replay::model::DiscrepancyKind;
 use af::replay::network::NetworkState;
 use af::replay::synth::{write_network, Faults, NetworkSpec, SynthMiner};
 use af::replay::vtrust_history::vtrust_history;
@@ -767,7 +767,8 @@ fn a_hotkey_with_a_newline_cannot_forge_a_line_of_the_audit_report() {
 /// and each log keeps a bounded number of matches in memory.
 #[test]
 fn replays_that_spill_matches_give_the_states_of_replays_that_hold_them() {
-    use af::replay::cold::{COLD_FILE, HOT_MATCHES};
+    use af::replay::cold::COLD_FILE;
+    use af::replay::spill::HOT_MATCHES;
     use af::replay::latest::LatestReplay;
     let mut spec = NetworkSpec {
         faults: Faults { forge_score: Some((1, 40)), flip_decisions: Some(2), low_bar: Some(0), ..Faults::default() },

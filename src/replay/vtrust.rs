@@ -1,0 +1,72 @@
+//! vTrust: the one formula for how much the network trusts a validator's word, used by
+//! the combine (`network`) and by the history of past points (`vtrust_history`) alike,
+//! so that a change to the formula is made here and nowhere else.
+//!
+//! vTrust, in parts per million (the README explains the amounts):
+//! - an invalid block or proven equivocation: 0, whatever else;
+//! - each false score, false tally, bad challenge id, schedule gap or repeat, false
+//!   evidence or false ratio: minus 200,000 (five such proofs zero a validator: scoring
+//!   and schedules are deterministic, so an honest validator never makes one);
+//! - disagreement: minus 500,000 times the share of compared matches on which it voted
+//!   against the majority of the other validators (a share, because honest validators
+//!   facing noisy miners can legitimately land on different sides now and then).
+//!
+//! It is computed in two passes: proofs first ([`from_proofs`]), because only validators
+//! still trusted by their proofs count in the majority a vote is compared with; then the
+//! disagreements ([`after_disagreement`]).
+
+use super::fold::ChainFold;
+use super::model::DiscrepancyKind;
+
+pub const VTRUST_FULL_PPM: u32 = 1_000_000;
+pub const PENALTY_PER_PROOF_PPM: u64 = 200_000;
+pub const PENALTY_FULL_DISAGREEMENT_PPM: u64 = 500_000;
+
+/// Whether a finding of `kind` is a proof of misreporting. An invalid block zeroes vTrust
+/// on its own; a disagreement is weighed as a share, not counted as a proof.
+pub fn is_proof(kind: DiscrepancyKind) -> bool {
+    !matches!(kind, DiscrepancyKind::InvalidBlock | DiscrepancyKind::Disagreement)
+}
+
+/// The proofs a fold's own findings hold: those it kept, and every one it counted past
+/// the most it keeps (only an invalid block is ever kept past the limit, so every omitted
+/// finding is a proof). The combine adds the ratio findings it makes.
+pub fn proofs_kept(fold: &ChainFold) -> u64 {
+    fold.discrepancies.iter().filter(|d| is_proof(d.kind)).count() as u64 + fold.n_discrepancies_omitted
+}
+
+/// vTrust from proofs alone: 0 for a `zeroed` validator (an invalid block or a proven
+/// equivocation), else full less a penalty per proof.
+pub fn from_proofs(zeroed: bool, n_proofs: u64) -> u32 {
+    if zeroed {
+        return 0;
+    }
+    u64::from(VTRUST_FULL_PPM).saturating_sub(n_proofs.saturating_mul(PENALTY_PER_PROOF_PPM)) as u32
+}
+
+/// vTrust once `n_disagreements` of `n_compared` votes went against the majority of the
+/// other trusted validators: `base_ppm` ([`from_proofs`]) less the share of the penalty.
+pub fn after_disagreement(base_ppm: u32, n_compared: u64, n_disagreements: u64) -> u32 {
+    let penalty = PENALTY_FULL_DISAGREEMENT_PPM.saturating_mul(n_disagreements).checked_div(n_compared).unwrap_or(0);
+    u64::from(base_ppm).saturating_sub(penalty) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn five_proofs_zero_a_validator_and_disagreement_costs_its_share() {
+        assert_eq!(from_proofs(false, 0), VTRUST_FULL_PPM);
+        assert_eq!(from_proofs(false, 1), 800_000);
+        assert_eq!(from_proofs(false, 5), 0);
+        assert_eq!(from_proofs(false, u64::MAX), 0, "no overflow on a log's count");
+        assert_eq!(from_proofs(true, 0), 0);
+        assert_eq!(after_disagreement(1_000_000, 0, 0), 1_000_000, "nothing compared, nothing taken");
+        assert_eq!(after_disagreement(1_000_000, 4, 1), 875_000);
+        assert_eq!(after_disagreement(1_000_000, 4, 4), 500_000);
+        assert_eq!(after_disagreement(200_000, 1, 1), 0);
+        assert!(!is_proof(DiscrepancyKind::Disagreement) && !is_proof(DiscrepancyKind::InvalidBlock));
+        assert!(is_proof(DiscrepancyKind::FalseScore) && is_proof(DiscrepancyKind::FalseDecision));
+    }
+}
