@@ -17,6 +17,7 @@ use af::envs;
 use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use af::ledger::Store;
 use af::miner::policy::Policy;
+use af::replay::cold::CacheSize;
 use af::replay::vtrust_history::vtrust_history;
 use af::replay::{self, synth};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -55,7 +56,8 @@ unsafe impl GlobalAlloc for Counting {
 static ALLOCATOR: Counting = Counting;
 
 const N_VALIDATORS: usize = 4;
-/// The match file's page cache in the spilled runs (a validator's is `COLD_CACHE_BYTES`).
+/// The replay's file's page cache in the spilled runs (a validator's is
+/// `CacheSize::VALIDATOR.page_bytes`).
 const COLD_CACHE_BYTES: usize = 128 * 1024;
 
 // Only the median is used here.
@@ -90,7 +92,8 @@ struct Held {
     by_combines: (f64, i64),
 }
 
-/// `spill`: replay as a validator does, its matches spilled to a match file (`replay::cold`).
+/// `spill`: replay as a validator does, its matches spilled to its file (`replay::cold`);
+/// otherwise as an audit does, with an audit's cache.
 fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
     let mut spec = synth::NetworkSpec::small(N_VALIDATORS);
     let champion = 1; // 5SynthPerfect
@@ -118,10 +121,14 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
     let store = Store::open_read_only(dir.path()).unwrap();
     // A cache both sizes fill: what differs between them is what grows with the matches.
     let cold_file = dir.path().join(replay::cold::COLD_FILE);
-    let cold = spill.then(|| replay::cold::ColdStore::with_cache(&cold_file, COLD_CACHE_BYTES).unwrap());
+    let cache = match spill {
+        true => CacheSize { page_bytes: COLD_CACHE_BYTES, ..CacheSize::VALIDATOR },
+        false => CacheSize::AUDIT,
+    };
+    let cold = replay::cold::ColdStore::create(&cold_file, cache).unwrap();
     let run = |from| {
         let progress = &mut |_: &_, _, _| {};
-        replay::replay_spilling(&store, &registry, from, &DEFAULT_RATIO_PARAMS, progress, cold.as_ref(), None)
+        replay::replay_in(&cold, &store, &registry, from, &DEFAULT_RATIO_PARAMS, progress, None)
     };
     let started = Instant::now();
     let out = pool.install(|| run(None)).unwrap();
@@ -153,7 +160,7 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
         points.into_iter().map(|(block, _)| block).collect()
     });
     let (by_combines, _) = measured(&mut || {
-        replay::network::vtrust_by_combines(&out.folds, &DEFAULT_RATIO_PARAMS, &blocks);
+        replay::network::vtrust_by_combines(&out.folds, &DEFAULT_RATIO_PARAMS, &blocks).unwrap();
         Vec::new()
     });
     // The store's page cache is not the folds': it goes with the store. (The match
@@ -220,7 +227,7 @@ fn main() {
     let k = held(larger, false, true);
     println!(
         "\n## the same, replayed as a validator does: each log's matches spilled to its match file past {} in memory\n",
-        replay::spill::HOT_MATCHES
+        CacheSize::VALIDATOR.matches_per_log
     );
     println!(
         "| matches | live heap of folds + state, bytes | of which the state's | combine again (no new block), ms | its peak heap, bytes |"

@@ -114,11 +114,11 @@ pub struct Metrics {
     pub store_file_bytes: Gauge,
     pub store_disk_free_bytes: Gauge,
     /// Matches of every log the last replay holds, and how many of them it holds in
-    /// memory (the rest are in the match file): the second stays bounded for weeks.
+    /// memory (the rest are in the replay's file): the second stays bounded for weeks.
+    /// The state's matches are always in the file.
     pub replay_matches: Gauge,
     pub replay_matches_in_memory: Gauge,
     pub state_matches: Gauge,
-    pub state_matches_in_memory: Gauge,
     pub vtrust: Family<PeerChain, Gauge<f64, AtomicU64>>,
     /// The allocator's live heap and the pages it holds, read by `heap_probe` when
     /// `/metrics` is read: RSS growth with a flat live heap is fragmentation, not a leak.
@@ -255,7 +255,6 @@ impl Metrics {
             replay_matches: Gauge::default(),
             replay_matches_in_memory: Gauge::default(),
             state_matches: Gauge::default(),
-            state_matches_in_memory: Gauge::default(),
             vtrust: Family::default(),
             heap_allocated_bytes: Gauge::default(),
             heap_active_bytes: Gauge::default(),
@@ -337,18 +336,13 @@ impl Metrics {
         );
         r.register(
             "replay_matches_in_memory",
-            "Of those, the matches held in memory; the rest are in the match file",
+            "Of those, the matches held in memory; the rest are in the replay's file",
             metrics.replay_matches_in_memory.clone(),
         );
         r.register(
             "state_matches",
             "Matches of the network state the latest replay combined, one per pair of miners",
             metrics.state_matches.clone(),
-        );
-        r.register(
-            "state_matches_in_memory",
-            "Of those, the matches held in memory; the rest are in the match file",
-            metrics.state_matches_in_memory.clone(),
         );
         r.register(
             "store_disk_free_bytes",

@@ -95,10 +95,7 @@ mod tests {
         let hotkey = Hotkey::from_private_key(&bytes::<64>(ALICE_PRIVATE), &public).expect("Alice's key");
         let from_uri = subxt_signer::sr25519::Keypair::from_uri(&"//Alice".parse().unwrap()).unwrap();
         assert_eq!(hotkey.public_key(), from_uri.public_key().0);
-        assert_eq!(
-            ss58(&hotkey.public_key()),
-            "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
-        );
+        assert_eq!(ss58(&hotkey.public_key()), "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY");
         let signature = subxt_signer::sr25519::Signature(hotkey.sign(b"payload"));
         assert!(subxt_signer::sr25519::verify(&signature, b"payload", &from_uri.public_key()));
         assert!(!subxt_signer::sr25519::verify(&signature, b"other", &from_uri.public_key()));

@@ -165,7 +165,6 @@ pub fn hotkey_from_env() -> Option<Result<Hotkey, ChainError>> {
     })
 }
 
-
 pub fn parse_ss58(text: &str) -> Result<[u8; 32], ChainError> {
     text.parse::<subxt::utils::AccountId32>().map(|a| a.0).map_err(|e| ChainError::Key(format!("{text}: {e}")))
 }

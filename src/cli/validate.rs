@@ -211,7 +211,10 @@ pub fn validate(
             None => (None, None, None),
         };
         // One replay of our store for the anchoring and the HTTP API: one set of folds.
-        let replays = Arc::new(af::replay::latest::LatestReplay::spilling_to(&data.join(af::replay::cold::COLD_FILE))?);
+        let replays = Arc::new(af::replay::latest::LatestReplay::create(
+            &data.join(af::replay::cold::COLD_FILE),
+            af::replay::cold::CacheSize::VALIDATOR,
+        )?);
         let _http = match config.http.address()? {
             Some(address) => Some(
                 super::http::start(

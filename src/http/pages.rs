@@ -425,10 +425,12 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Option<M
         }
     }
     // Env tallies only for the matches shown: each is a read of a log's match.
-    let plays = plays_by_pair(replay);
     for shown in rows.values_mut().flat_map(|row| row.played.iter_mut()) {
         let (contender, champion) = &shown.pair;
-        let envs: Vec<EnvRecord> = plays_of(&plays, contender, champion)
+        let envs: Vec<EnvRecord> = replay
+            .state
+            .matches
+            .plays(contender, champion)
             .first()
             .and_then(|(validator, id)| played(replay, validator, id))
             .map(|played| {
@@ -521,41 +523,6 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Option<M
     })
 }
 
-/// Each log's own play of each network match, found by contender and champion as the
-/// network groups them: (validator, its match id), a log's first play of a pair only.
-/// Looked up, not searched per match: in the state's own index when its list is in the
-/// match file (a validator's), else in one made once per page from the folds held. The
-/// folds themselves are read one at a time as the page needs them ([`played`]).
-enum Plays<'r> {
-    Stored(&'r crate::replay::network::NetworkMatches),
-    Held(BTreeMap<(Name, Name), Vec<(ValidatorKey, Hash32)>>),
-}
-
-fn plays_by_pair(replay: &Replay) -> Plays<'_> {
-    if replay.state.matches.held_in_memory() < replay.state.matches.len() {
-        return Plays::Stored(&replay.state.matches);
-    }
-    let mut plays = BTreeMap::new();
-    for fold in &replay.folds {
-        for (id, played) in fold.matches.iter() {
-            let pair = (played.contender.hotkey.clone(), played.champion.hotkey.clone());
-            let list: &mut Vec<(ValidatorKey, Hash32)> = plays.entry(pair).or_default();
-            // One fold's entries are pushed together, so its earlier play is the last one.
-            if list.last().is_none_or(|(validator, _)| *validator != fold.validator) {
-                list.push((fold.validator, id));
-            }
-        }
-    }
-    Plays::Held(plays)
-}
-
-fn plays_of(plays: &Plays<'_>, contender: &Name, champion: &Name) -> Vec<(ValidatorKey, Hash32)> {
-    match plays {
-        Plays::Stored(matches) => matches.plays(contender, champion).unwrap_or_default(),
-        Plays::Held(plays) => plays.get(&(contender.clone(), champion.clone())).cloned().unwrap_or_default(),
-    }
-}
-
 /// `validator`'s fold of match `id`.
 fn played(replay: &Replay, validator: &ValidatorKey, id: &Hash32) -> Option<Arc<MatchFold>> {
     replay.folds.iter().find(|f| f.validator == *validator)?.matches.get(id)
@@ -563,7 +530,6 @@ fn played(replay: &Replay, validator: &ValidatorKey, id: &Hash32) -> Option<Arc<
 
 fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<Markup> {
     let state = &replay.state;
-    let plays_index = plays_by_pair(replay);
     let n = state.matches.len();
     let (first, shown, nav) = match paging {
         Paging::Whole => (0, n, None),
@@ -599,7 +565,7 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
             }
             @for (n, m) in (first..).zip(state.matches.iter_from(first).take(shown)) {
                 @let total = m.for_ppm + m.against_ppm;
-                @let plays = plays_of(&plays_index, &m.contender.hotkey, &m.champion.hotkey);
+                @let plays = replay.state.matches.plays(&m.contender.hotkey, &m.champion.hotkey);
                 @let rows = plays.len().max(1);
                 @for (i, (validator, match_id)) in plays.iter().enumerate() {
                     @let Some(played) = played(replay, validator, match_id) else { continue };
@@ -848,13 +814,14 @@ fn ratio_chart(points: &[(u64, u32)]) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::replay::cold::{CacheSize, ColdStore};
     use crate::replay::model::NetworkMatch;
-    use crate::replay::network::NetworkState;
+    use crate::replay::network::{NetworkMatches, NetworkState};
 
     fn replay_of(n: usize) -> Replay {
         let miner =
             |i: usize| MinerRef { hotkey: format!("5Miner{i}").into(), uid: i as u16, model: format!("m/{i}").into() };
-        let matches = (0..n)
+        let matches: Vec<NetworkMatch> = (0..n)
             .map(|i| NetworkMatch {
                 contender: miner(i + 1),
                 champion: miner(0),
@@ -865,9 +832,10 @@ mod tests {
                 verdict: None,
             })
             .collect();
+        let cold = ColdStore::temporary(CacheSize::AUDIT).unwrap();
         let state = NetworkState {
             validators: Vec::new(),
-            matches,
+            matches: NetworkMatches::written(&cold, &matches).unwrap(),
             champion: None,
             champion_history: Vec::new(),
             ratio_set_ppm: 500_000,
@@ -979,7 +947,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, m)| {
-                let mut m = m.into_owned();
+                let mut m = m;
                 let i = i as u64;
                 // A sawtooth, with one spike at block 7_000, and a vote without a chain.
                 let ppm = if i == 3_000 { 999_999 } else { 500_000 + (i % 97) as u32 * 1_000 };
@@ -987,7 +955,8 @@ mod tests {
                 m
             })
             .collect();
-        replay.state.matches = matches.into();
+        let cold = ColdStore::temporary(CacheSize::AUDIT).unwrap();
+        replay.state.matches = NetworkMatches::written(&cold, &matches).unwrap();
         let all = ratio_points(&replay.state.matches, 20_000);
         assert_eq!(all.len(), 5_000, "every vote at a chain block, none without");
         assert!(all.windows(2).all(|w| w[0] <= w[1]));

@@ -1,5 +1,5 @@
-//! A bag that hands back what was put in it in key order: a `BTreeMap` for a one-shot
-//! audit, or a table of the replay's match file for a validator. The combine groups
+//! A bag that hands back what was put in it in key order, in a scratch table of the
+//! replay's file (`cold`). The combine groups
 //! every log's matches by pair and orders the pairs through two of these, so a
 //! validator's combine holds one pair at a time, not every pair of the network.
 
@@ -10,7 +10,6 @@ use crate::ledger::codec;
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::collections::BTreeMap;
 
 /// Entries a stored bag buffers before it writes them (one table opening per batch).
 const BATCH: usize = 1024;
@@ -76,18 +75,16 @@ impl<A: SortKey, B: SortKey, C: SortKey, D: SortKey> SortKey for (A, B, C, D) {
     }
 }
 
-/// Where a combine keeps its working sets: in memory, or in a transaction on the match
-/// file that is never committed with them (`cold::ColdStore::commit_combine` drops them).
-#[derive(Clone, Copy)]
-pub enum Space<'t> {
-    Memory,
-    Stored { txn: &'t WriteTransaction, path: &'t std::path::Path },
-}
-
-/// Entries by key; a key put twice keeps its last value.
-pub enum Bag<'t, K, V> {
-    Memory(BTreeMap<K, V>),
-    Stored { txn: &'t WriteTransaction, path: &'t std::path::Path, table: &'static str, batch: Vec<(Vec<u8>, Vec<u8>)> },
+/// Entries by key in a scratch table of the replay's file, in a transaction that is
+/// never committed with them (`cold::ColdStore::commit_combine` drops them); a key put
+/// twice keeps its last value. Batches wait in memory; the table's pages are the file's
+/// cache, so a one-shot audit's bag stays in memory and a validator's does not.
+pub struct Bag<'t, K, V> {
+    txn: &'t WriteTransaction,
+    path: &'t std::path::Path,
+    table: &'static str,
+    batch: Vec<(Vec<u8>, Vec<u8>)>,
+    _entries: std::marker::PhantomData<(K, V)>,
 }
 
 fn table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
@@ -95,39 +92,26 @@ fn table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
 }
 
 impl<'t, K: SortKey + Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> Bag<'t, K, V> {
-    /// An empty bag in `space`, in the scratch table `name` there.
-    pub fn new(space: Space<'t>, name: &'static str) -> Bag<'t, K, V> {
-        match space {
-            Space::Memory => Bag::Memory(BTreeMap::new()),
-            Space::Stored { txn, path } => Bag::Stored { txn, path, table: name, batch: Vec::new() },
-        }
+    /// An empty bag in the scratch table `name` of `txn`, on the file at `path`.
+    pub fn new(txn: &'t WriteTransaction, path: &'t std::path::Path, name: &'static str) -> Bag<'t, K, V> {
+        Bag { txn, path, table: name, batch: Vec::new(), _entries: std::marker::PhantomData }
     }
 
     pub fn put(&mut self, key: K, value: V) -> Result<(), ColdError> {
-        match self {
-            Bag::Memory(map) => {
-                map.insert(key, value);
-                Ok(())
-            }
-            Bag::Stored { path, batch, .. } => {
-                let mut sorted = Vec::new();
-                key.write_sorted(&mut sorted);
-                let entry =
-                    codec::encode(&(key, value), "combine entry", MAX_ENTRY_BYTES).map_err(|e| fail(path, e))?;
-                batch.push((sorted, entry));
-                if batch.len() >= BATCH {
-                    self.flush()?;
-                }
-                Ok(())
-            }
+        let mut sorted = Vec::new();
+        key.write_sorted(&mut sorted);
+        let entry = codec::encode(&(key, value), "combine entry", MAX_ENTRY_BYTES).map_err(|e| fail(self.path, e))?;
+        self.batch.push((sorted, entry));
+        if self.batch.len() >= BATCH {
+            self.flush()?;
         }
+        Ok(())
     }
 
     fn flush(&mut self) -> Result<(), ColdError> {
-        let Bag::Stored { txn, path, table: name, batch } = self else { return Ok(()) };
-        let mut table = txn.open_table(table(name)).map_err(|e| fail(path, e))?;
-        for (key, entry) in batch.drain(..) {
-            table.insert(&key[..], &entry[..]).map_err(|e| fail(path, e))?;
+        let mut table = self.txn.open_table(table(self.table)).map_err(|e| fail(self.path, e))?;
+        for (key, entry) in self.batch.drain(..) {
+            table.insert(&key[..], &entry[..]).map_err(|e| fail(self.path, e))?;
         }
         Ok(())
     }
@@ -135,22 +119,14 @@ impl<'t, K: SortKey + Serialize + DeserializeOwned, V: Serialize + DeserializeOw
     /// Hands every entry to `each` in key order; stops at the first error.
     pub fn drain(mut self, each: &mut dyn FnMut(K, V) -> Result<(), ColdError>) -> Result<(), ColdError> {
         self.flush()?;
-        match self {
-            Bag::Memory(map) => map.into_iter().try_for_each(|(k, v)| each(k, v)),
-            Bag::Stored { txn, path, table: name, .. } => {
-                let table = match txn.open_table(table(name)) {
-                    Ok(table) => table,
-                    Err(e) => return Err(fail(path, e)),
-                };
-                for entry in table.iter().map_err(|e| fail(path, e))? {
-                    let (_, entry) = entry.map_err(|e| fail(path, e))?;
-                    let (k, v) = codec::decode_canonical(entry.value(), "combine entry", MAX_ENTRY_BYTES)
-                        .map_err(|e| fail(path, e))?;
-                    each(k, v)?;
-                }
-                Ok(())
-            }
+        let table = self.txn.open_table(table(self.table)).map_err(|e| fail(self.path, e))?;
+        for entry in table.iter().map_err(|e| fail(self.path, e))? {
+            let (_, entry) = entry.map_err(|e| fail(self.path, e))?;
+            let (k, v) = codec::decode_canonical(entry.value(), "combine entry", MAX_ENTRY_BYTES)
+                .map_err(|e| fail(self.path, e))?;
+            each(k, v)?;
         }
+        Ok(())
     }
 }
 
@@ -183,19 +159,19 @@ mod tests {
     }
 
     #[test]
-    fn a_stored_bag_hands_back_what_a_memory_bag_does_in_the_same_order() {
+    fn a_bag_hands_back_what_a_btree_map_holds_in_the_same_order() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bag.redb");
         let db = redb::Database::create(&path).unwrap();
         let txn = db.begin_write().unwrap();
-        let mut stored: Bag<(Name, u64, Hash32), String> = Bag::new(Space::Stored { txn: &txn, path: &path }, "t");
-        let mut held: Bag<(Name, u64, Hash32), String> = Bag::new(Space::Memory, "t");
+        let mut stored: Bag<(Name, u64, Hash32), String> = Bag::new(&txn, &path, "t");
+        let mut model = std::collections::BTreeMap::new();
         // More than a batch, with keys put twice.
         for i in 0..3_000u64 {
             let j = i % 1_500;
             let key = (Name::from(format!("n{}\0{}", j % 7, j % 3)), j % 500, Hash32([(j % 11) as u8; 32]));
             stored.put(key.clone(), format!("v{i}")).unwrap();
-            held.put(key, format!("v{i}")).unwrap();
+            model.insert(key, format!("v{i}"));
         }
         let mut from_stored = Vec::new();
         stored
@@ -204,13 +180,7 @@ mod tests {
                 Ok(())
             })
             .unwrap();
-        let mut from_held = Vec::new();
-        held.drain(&mut |k, v| {
-            from_held.push((k, v));
-            Ok(())
-        })
-        .unwrap();
-        assert_eq!(from_held.len(), 1_500);
-        assert_eq!(from_stored, from_held);
+        assert_eq!(model.len(), 1_500);
+        assert_eq!(from_stored, model.into_iter().collect::<Vec<_>>());
     }
 }

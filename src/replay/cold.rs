@@ -1,8 +1,12 @@
-//! Logs' matches and records off the heap: a running validator moves the match folds and
-//! listed records it holds into a redb file of its own, so what it keeps in memory stops
-//! growing with what its logs hold. The file is derived (rebuilt from the logs at every start, never read by
-//! anything else) and read through snapshots, so a replay that readers still hold keeps
-//! seeing exactly the matches it was combined from while the next one spills more.
+//! The replay's file: where a replay keeps what it derives from the logs past what its
+//! cache holds (match folds and listed records past a few per log, the sets a validator
+//! keeps of its own log, the combine's working sets, the network state's matches and its
+//! plays by pair). Every replay has one: a validator's beside its store with a small
+//! cache, a one-shot audit's in the temporary directory with a large one ([`CacheSize`]),
+//! so the same code runs in both and only the cache size differs. The file is derived
+//! (made afresh by every process, never read by another) and read through snapshots, so a
+//! replay that readers still hold keeps seeing exactly the matches it was combined from
+//! while the next one spills more. This is the only module of the replay that knows redb.
 
 use super::model::{MatchFold, NetworkMatch};
 use crate::bytes::{MatchId, ValidatorKey};
@@ -47,14 +51,42 @@ pub trait Record: Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeO
 /// Every kind of listed record's table, by slot: commitments, skips, equivocations.
 pub const RECORD_TABLES: [&str; 3] = ["commitments", "skips", "equivocations"];
 
-/// The file beside the store it is derived from.
+/// A validator's file, beside the store it is derived from.
 pub const COLD_FILE: &str = "replay-cold.redb";
-/// redb's cache for the file: all it may hold in memory, reads and (up to half of it)
-/// writes not yet in the file, which are written without fsync (but every
-/// `DURABLE_EVERY`th commit). Small, so that it is full early: in a soak a 4 MiB cache
-/// was still filling an hour in (heaptrack), and the file's pages are in the OS's
-/// page cache anyway.
-pub const COLD_CACHE_BYTES: usize = 1024 * 1024;
+
+/// How much of what a replay derives stays in memory; the rest is in the file. The one
+/// setting that tells a validator's replay from an audit's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheSize {
+    /// Match folds a log holds in memory before they are spilled (those the fold touched
+    /// last, and open ones, are spilled too: folding a block that names one reads it back).
+    pub matches_per_log: usize,
+    /// Records of one kind a log holds in memory before they are spilled (its last stays).
+    pub records_per_log: usize,
+    /// Keys one of a validator's sets of its own log holds before they go to the file.
+    pub keys_per_set: usize,
+    /// redb's cache for the file: all it may hold in memory, reads and (up to half of it)
+    /// writes not yet in the file, which are written without fsync (but every
+    /// `DURABLE_EVERY`th commit).
+    pub page_bytes: usize,
+}
+
+impl CacheSize {
+    /// A running validator's: small, so that its memory stops growing with its logs, and
+    /// full early (in a soak a 4 MiB page cache was still filling an hour in, heaptrack;
+    /// the file's pages are in the OS's page cache anyway).
+    pub const VALIDATOR: CacheSize =
+        CacheSize { matches_per_log: 64, records_per_log: 256, keys_per_set: 256, page_bytes: 1024 * 1024 };
+    /// A one-shot audit's: every match of a log of a million matches in memory, as the
+    /// fold reads them back most, and the combine's sets and the state's list in 64 MiB of
+    /// pages; what is past that goes to the temporary file, not to swap.
+    pub const AUDIT: CacheSize = CacheSize {
+        matches_per_log: 1 << 20,
+        records_per_log: 1 << 20,
+        keys_per_set: 1 << 20,
+        page_bytes: 64 * 1024 * 1024,
+    };
+}
 /// One transaction in this many on the file is committed with fsync (`durability`).
 const DURABLE_EVERY: u64 = 16;
 /// Largest encoded match fold read back (a fold's own writes, bounded the same way).
@@ -72,6 +104,9 @@ pub struct ColdStore {
     path: PathBuf,
     /// The snapshot the last spill made.
     newest: std::sync::Mutex<Option<Arc<ColdSnapshot>>>,
+    cache: CacheSize,
+    /// The directory of a temporary file, removed with it.
+    _temporary: Option<tempfile::TempDir>,
     /// The last key set made.
     sets: std::sync::atomic::AtomicU64,
     /// Transactions begun, for `durability`.
@@ -153,13 +188,21 @@ fn of_validator(validator: &ValidatorKey) -> ([u8; 32], Option<[u8; 32]>) {
 
 impl ColdStore {
     /// Creates the file at `path`, replacing one an earlier run left.
-    pub fn create(path: &Path) -> Result<ColdStore, ColdError> {
-        ColdStore::with_cache(path, COLD_CACHE_BYTES)
+    pub fn create(path: &Path, cache: CacheSize) -> Result<ColdStore, ColdError> {
+        ColdStore::make(path, cache, None)
     }
 
-    /// [`Self::create`] with a page cache of `cache_bytes` (a benchmark fills a small one
-    /// to measure what grows past it).
-    pub fn with_cache(path: &Path, cache_bytes: usize) -> Result<ColdStore, ColdError> {
+    /// A file of its own in the temporary directory (`TMPDIR`), removed when it is
+    /// dropped and no snapshot of it is held: a one-shot replay's.
+    pub fn temporary(cache: CacheSize) -> Result<ColdStore, ColdError> {
+        let dir = tempfile::Builder::new().prefix("af-replay-").tempdir().map_err(|e| ColdError::Engine {
+            path: std::env::temp_dir().display().to_string(),
+            message: format!("making a temporary directory: {e}"),
+        })?;
+        ColdStore::make(&dir.path().join(COLD_FILE), cache, Some(dir))
+    }
+
+    fn make(path: &Path, cache: CacheSize, temporary: Option<tempfile::TempDir>) -> Result<ColdStore, ColdError> {
         let fail = |message: String| ColdError::Engine { path: path.display().to_string(), message };
         match std::fs::remove_file(path) {
             Ok(()) => {}
@@ -167,7 +210,7 @@ impl ColdStore {
             Err(e) => return Err(fail(format!("removing the last run's copy: {e}"))),
         }
         let db = Database::builder()
-            .set_cache_size(cache_bytes)
+            .set_cache_size(cache.page_bytes)
             .create(path)
             .map_err(|e| fail(redb::Error::from(e).to_string()))?;
         // Every table exists from the start, so any snapshot can open them all.
@@ -188,6 +231,8 @@ impl ColdStore {
         Ok(ColdStore {
             db: Arc::new(db),
             path: path.to_owned(),
+            cache,
+            _temporary: temporary,
             newest: Default::default(),
             sets: Default::default(),
             commits: Default::default(),
@@ -198,6 +243,11 @@ impl ColdStore {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// How much stays in memory.
+    pub fn cache(&self) -> CacheSize {
+        self.cache
     }
 
     /// Writes one spill (`spill::spill`) in one transaction, without fsync (but every
@@ -510,9 +560,7 @@ impl ColdSnapshot {
 
     /// Every play of the state's combine, in key order: entries as its bag wrote them
     /// (`bag::Bag`), decoded as `T`.
-    pub(super) fn state_play_entries<T: DeserializeOwned + Serialize>(
-        &self,
-    ) -> impl Iterator<Item = T> + '_ {
+    pub(super) fn state_play_entries<T: DeserializeOwned + Serialize>(&self) -> impl Iterator<Item = T> + '_ {
         let range = redb::ReadableTable::iter(&self.state_plays).map_err(|e| self.fault::<()>(e)).ok();
         range.into_iter().flatten().map_while(move |entry| match entry {
             Ok((_, value)) => codec::decode_canonical(value.value(), "combine entry", MAX_ENTRY_BYTES)
@@ -532,4 +580,3 @@ impl ColdSnapshot {
         self.scan(&self.by_place, validator, |_, value| self.decode(value))
     }
 }
-

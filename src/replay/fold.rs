@@ -249,7 +249,6 @@ pub struct ChainFold {
     pub skipped: SkipList,
 }
 
-
 impl ChainFold {
     pub fn new(validator: ValidatorKey) -> ChainFold {
         ChainFold {

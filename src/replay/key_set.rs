@@ -1,14 +1,11 @@
 //! A set of byte keys that only grows, for what a validator must remember of its own log
 //! for as long as it runs (the miners that played, the commitments it recorded skipping):
-//! held in memory up to `HOT_KEYS`, and past that in the replay's match file, so that a
+//! held in memory up to the file's `CacheSize::keys_per_set`, and past that in the replay's file, so that a
 //! validator's memory does not grow with its matches.
 
 use super::cold::ColdStore;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-
-/// Keys a set holds in memory before it moves them to the file.
-pub const HOT_KEYS: usize = 256;
 
 /// Keys added since the last move to the file, and the file's part of the set.
 #[derive(Default)]
@@ -24,7 +21,7 @@ impl std::fmt::Debug for KeySet {
 }
 
 impl KeySet {
-    /// An empty set whose keys past `HOT_KEYS` go to `cold`'s file.
+    /// An empty set whose keys past `cold`'s cache size go to its file.
     pub fn spilling_to(cold: Arc<ColdStore>) -> KeySet {
         let set = cold.new_set();
         KeySet { hot: BTreeSet::new(), cold: Some((cold, set)) }
@@ -52,7 +49,7 @@ impl KeySet {
             return false;
         }
         self.hot.insert(key.into());
-        if let Some((cold, set)) = self.cold.as_ref().filter(|_| self.hot.len() > HOT_KEYS) {
+        if let Some((cold, set)) = self.cold.as_ref().filter(|(cold, _)| self.hot.len() > cold.cache().keys_per_set) {
             // Kept in memory if the file refuses them: the set stays whole.
             match cold.add_keys(*set, self.hot.iter().map(|k| &**k)) {
                 Ok(()) => self.hot.clear(),
@@ -71,17 +68,18 @@ impl KeySet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::replay::cold::CacheSize;
 
     #[test]
     fn a_spilling_set_answers_as_a_set_in_memory_and_holds_few_keys() {
         let dir = tempfile::tempdir().unwrap();
-        let cold = Arc::new(ColdStore::create(&dir.path().join("cold.redb")).unwrap());
+        let cold = Arc::new(ColdStore::create(&dir.path().join("cold.redb"), CacheSize::VALIDATOR).unwrap());
         let (mut spilling, mut other, mut held) =
             (KeySet::spilling_to(cold.clone()), KeySet::spilling_to(cold), KeySet::default());
         for i in 0..2_000u32 {
             let key = (i % 1_500).to_be_bytes();
             assert_eq!(spilling.insert(&key), held.insert(&key), "{i}");
-            assert!(spilling.held_in_memory() <= HOT_KEYS);
+            assert!(spilling.held_in_memory() <= CacheSize::VALIDATOR.keys_per_set);
         }
         assert!(other.insert(&7u32.to_be_bytes()), "sets in one file are apart");
         for i in 0..1_600u32 {

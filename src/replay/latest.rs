@@ -2,36 +2,53 @@
 //! that needs one (the anchoring loop's champion, the HTTP API's state and pages), so a
 //! validator holds one set of folds, not one per reader: the folds of every match are
 //! what grows with history. A validator's replays spill them to its match file as they
-//! pile up (`cold`), so what stays in memory does not.
+//! pile up (`spill`), so what stays in memory does not.
 
-use super::cold::{ColdError, ColdStore};
-use super::{replay_spilling, FoldSource, Replay, ReplayError, Snapshot, REPLAY_VERSION};
+use super::cold::{CacheSize, ColdError, ColdStore};
+use super::{replay_in, FoldSource, Replay, ReplayError, Snapshot, REPLAY_VERSION};
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
 use crate::ledger::{Store, Tip};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Every chain's tip, as the store lists them.
 type Tips = Vec<(ValidatorKey, Tip)>;
 
 /// The last replay and the tips it was folded to.
-#[derive(Default)]
 pub struct LatestReplay {
     last: Mutex<Option<(Tips, Arc<Replay>)>>,
-    /// Where settled matches go; none keeps every match in memory.
-    cold: Option<Arc<ColdStore>>,
+    /// Where what the replays derive past the cache goes; made at the first need when
+    /// the default (a temporary file with a validator's cache).
+    cold: OnceLock<Arc<ColdStore>>,
+}
+
+impl Default for LatestReplay {
+    fn default() -> LatestReplay {
+        LatestReplay { last: Mutex::default(), cold: OnceLock::new() }
+    }
 }
 
 impl LatestReplay {
-    /// Replays that spill settled matches to a match file at `path` (created afresh).
-    pub fn spilling_to(path: &std::path::Path) -> Result<LatestReplay, ColdError> {
-        Ok(LatestReplay { last: Mutex::default(), cold: Some(Arc::new(ColdStore::create(path)?)) })
+    /// Replays that keep what they derive past `cache` in a file at `path` (created
+    /// afresh): a validator's, beside its store.
+    pub fn create(path: &std::path::Path, cache: CacheSize) -> Result<LatestReplay, ColdError> {
+        Ok(LatestReplay { last: Mutex::default(), cold: Arc::new(ColdStore::create(path, cache)?).into() })
     }
 
-    /// The match file its replays spill to, if any: where the validator's other sets that
+    /// Replays with a temporary file (a test's, or a process that serves a store it does
+    /// not write for long).
+    pub fn temporary(cache: CacheSize) -> Result<LatestReplay, ColdError> {
+        Ok(LatestReplay { last: Mutex::default(), cold: Arc::new(ColdStore::temporary(cache)?).into() })
+    }
+
+    /// The file its replays keep their state in: where the validator's other sets that
     /// grow with its log go too (`key_set::KeySet`).
-    pub fn cold(&self) -> Option<Arc<ColdStore>> {
-        self.cold.clone()
+    pub fn cold(&self) -> Result<Arc<ColdStore>, ColdError> {
+        if let Some(cold) = self.cold.get() {
+            return Ok(cold.clone());
+        }
+        let made = Arc::new(ColdStore::temporary(CacheSize::VALIDATOR)?);
+        Ok(self.cold.get_or_init(|| made).clone())
     }
 
     /// The replay of `store` as its tips are now: the last one when no tip moved since,
@@ -52,15 +69,8 @@ impl LatestReplay {
         let registry = crate::envs::registry();
         let previous = last.as_ref().map(|(_, previous)| previous.clone());
         let progress = &mut |_: &_, _, _| {};
-        let fresh = replay_spilling(
-            store,
-            &registry,
-            snapshot,
-            ratio_params,
-            progress,
-            self.cold.as_deref(),
-            previous.as_deref(),
-        );
+        let cold = self.cold()?;
+        let fresh = replay_in(&cold, store, &registry, snapshot, ratio_params, progress, previous.as_deref());
         let fresh = match fresh {
             Ok(fresh) => Arc::new(fresh),
             Err(e) => {
@@ -91,7 +101,7 @@ mod tests {
             log.append(crate::ledger::demo::demo_events(&log.validator(), height, 4, 600), 1_000 + height).unwrap();
         };
         append(0);
-        let latest = LatestReplay::default();
+        let latest = LatestReplay::temporary(CacheSize::VALIDATOR).unwrap();
         let first = latest.get(&log.store, &DEFAULT_RATIO_PARAMS).unwrap();
         let again = latest.get(&log.store, &DEFAULT_RATIO_PARAMS).unwrap();
         assert!(Arc::ptr_eq(&first, &again), "no tip moved: the same replay");

@@ -20,8 +20,6 @@ use std::sync::Arc;
 pub struct MatchTable {
     hot: BTreeMap<MatchId, Arc<MatchFold>>,
     cold: Option<Cold>,
-    /// Only matches whose chain block is at most this are seen: a log cut back in time.
-    until_block: Option<u64>,
 }
 
 /// The matches spilled to the match file, as one snapshot of it holds them.
@@ -36,15 +34,10 @@ struct Cold {
 }
 
 impl MatchTable {
-    fn visible(&self, m: &MatchFold) -> bool {
-        self.until_block.is_none_or(|block| m.chain_block <= block)
-    }
-
     pub fn len(&self) -> usize {
-        match (&self.cold, self.until_block) {
-            (_, Some(_)) => self.iter().count(),
-            (None, None) => self.hot.len(),
-            (Some(cold), None) => self.hot.len() + cold.n - cold.shadowed.len(),
+        match &self.cold {
+            None => self.hot.len(),
+            Some(cold) => self.hot.len() + cold.n - cold.shadowed.len(),
         }
     }
 
@@ -53,22 +46,20 @@ impl MatchTable {
     }
 
     pub fn contains(&self, id: &MatchId) -> bool {
-        match (self.hot.get(id), &self.cold, self.until_block) {
-            (Some(m), _, _) => self.visible(m),
-            // Uncut, the index answers without reading the fold back.
-            (None, Some(cold), None) => cold.snapshot.contains(&cold.validator, id),
-            (None, Some(_), Some(_)) => self.get(id).is_some(),
-            (None, None, _) => false,
+        match (self.hot.contains_key(id), &self.cold) {
+            (true, _) => true,
+            // The index answers without reading the fold back.
+            (false, Some(cold)) => cold.snapshot.contains(&cold.validator, id),
+            (false, None) => false,
         }
     }
 
     pub fn get(&self, id: &MatchId) -> Option<Arc<MatchFold>> {
-        let found = match (self.hot.get(id), &self.cold) {
-            (Some(m), _) => m.clone(),
-            (None, Some(cold)) => Arc::new(cold.snapshot.get(&cold.validator, id)?),
-            (None, None) => return None,
-        };
-        self.visible(&found).then_some(found)
+        match (self.hot.get(id), &self.cold) {
+            (Some(m), _) => Some(m.clone()),
+            (None, Some(cold)) => Some(Arc::new(cold.snapshot.get(&cold.validator, id)?)),
+            (None, None) => None,
+        }
     }
 
     /// The match to change, read back into memory if it was spilled, and copied first if
@@ -99,7 +90,6 @@ impl MatchTable {
             unshadowed.filter_map(|id| Some((id, Arc::new(cold.snapshot.get(&cold.validator, &id)?))))
         });
         Merge { a: hot.peekable(), b: cold.peekable(), key: |(id, _): &(MatchId, _)| *id }
-            .filter(|(_, m)| self.visible(m))
     }
 
     pub fn values(&self) -> impl Iterator<Item = Arc<MatchFold>> + '_ {
@@ -107,18 +97,12 @@ impl MatchTable {
     }
 
     /// Every match id, in id order.
-    pub fn ids(&self) -> Box<dyn Iterator<Item = MatchId> + '_> {
-        match (&self.cold, self.until_block) {
-            (Some(cold), None) => {
-                let unshadowed = cold.snapshot.ids(&cold.validator).filter(|id| !cold.shadowed.contains(id));
-                Box::new(Merge {
-                    a: self.hot.keys().copied().peekable(),
-                    b: unshadowed.peekable(),
-                    key: |id: &MatchId| *id,
-                })
-            }
-            _ => Box::new(self.iter().map(|(id, _)| id)),
-        }
+    pub fn ids(&self) -> impl Iterator<Item = MatchId> + '_ {
+        let unshadowed = self
+            .cold
+            .iter()
+            .flat_map(|cold| cold.snapshot.ids(&cold.validator).filter(|id| !cold.shadowed.contains(id)));
+        Merge { a: self.hot.keys().copied().peekable(), b: unshadowed.peekable(), key: |id: &MatchId| *id }
     }
 
     /// Every match in the order its log started them (height, then event index).
@@ -130,13 +114,7 @@ impl MatchTable {
             stored.filter(|(id, _)| !cold.shadowed.contains(id)).map(|(id, m)| (id, Arc::new(m)))
         });
         let place = |(_, m): &(MatchId, Arc<MatchFold>)| (m.started_height, m.started_event_idx);
-        Merge { a: hot.into_iter().peekable(), b: cold.peekable(), key: place }.filter(|(_, m)| self.visible(m))
-    }
-
-    /// This log cut back to the matches whose chain block is at most `block`, sharing
-    /// what this table holds.
-    pub fn until_block(&self, block: u64) -> MatchTable {
-        MatchTable { until_block: Some(self.until_block.map_or(block, |b| b.min(block))), ..self.clone() }
+        Merge { a: hot.into_iter().peekable(), b: cold.peekable(), key: place }
     }
 
     /// How many matches are held in memory.
@@ -233,12 +211,19 @@ impl Serialize for MatchTable {
 
 impl<'de> Deserialize<'de> for MatchTable {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<MatchTable, D::Error> {
-        Ok(MatchTable { hot: BTreeMap::deserialize(deserializer)?, cold: None, until_block: None })
+        Ok(MatchTable { hot: BTreeMap::deserialize(deserializer)?, cold: None })
     }
 }
 
 impl FromIterator<(MatchId, MatchFold)> for MatchTable {
     fn from_iter<I: IntoIterator<Item = (MatchId, MatchFold)>>(items: I) -> MatchTable {
-        MatchTable { hot: items.into_iter().map(|(id, m)| (id, Arc::new(m))).collect(), cold: None, until_block: None }
+        MatchTable { hot: items.into_iter().map(|(id, m)| (id, Arc::new(m))).collect(), cold: None }
+    }
+}
+
+impl FromIterator<(MatchId, Arc<MatchFold>)> for MatchTable {
+    /// Shares the folds: a log cut back in time (`network::vtrust_by_combines`) copies no match.
+    fn from_iter<I: IntoIterator<Item = (MatchId, Arc<MatchFold>)>>(items: I) -> MatchTable {
+        MatchTable { hot: items.into_iter().collect(), cold: None }
     }
 }

@@ -89,7 +89,7 @@ pub struct Replay {
 pub type Progress<'a> = &'a mut dyn FnMut(&ValidatorKey, u64, u64);
 
 /// The state hash: blake3 over the canonical encoding of the state.
-/// Fails only when the state's matches are in the match file and one does not read back.
+/// Fails only when one of the state's matches does not read back from the replay's file.
 pub fn state_hash(state: &NetworkState) -> Result<Hash32, codec::CodecError> {
     Ok(Hash32(*codec::try_hash_encoding(state, "network state")?.as_bytes()))
 }
@@ -109,7 +109,9 @@ pub enum FoldSource {
 }
 
 /// Folds every chain of `store`, starting each from its fold in `snapshot` when that fold
-/// may be reused (see [`FoldSource`]), from genesis otherwise; then combines.
+/// may be reused (see [`FoldSource`]), from genesis otherwise; then combines. What the
+/// replay derives past an audit's cache (`CacheSize::AUDIT`) is kept in a temporary
+/// file, removed once the replay and its readers are done with it.
 pub fn replay(
     store: &Store,
     registry: &Registry,
@@ -117,21 +119,22 @@ pub fn replay(
     ratio_params: &RatioParams,
     progress: Progress<'_>,
 ) -> Result<Replay, ReplayError> {
-    replay_spilling(store, registry, snapshot, ratio_params, progress, None, None)
+    let cold = cold::ColdStore::temporary(cold::CacheSize::AUDIT)?;
+    replay_in(&cold, store, registry, snapshot, ratio_params, progress, None)
 }
 
-/// [`replay`], with each log's matches spilled to `cold` as they pile up in memory
-/// (`spill::HOT_MATCHES`), so that folding a long log holds a bounded number of them;
-/// and, when `last` is the replay whose folds `snapshot` holds (this process's own) and
-/// folding its new blocks changed nothing the state reads but counts, its state
-/// recounted rather than combined again.
-pub fn replay_spilling(
+/// [`replay`], keeping what it derives past `cold`'s cache in `cold`'s file: each log's
+/// matches spilled as they pile up (`spill::spill_if_due`), the combine's working sets
+/// and the state's matches. When `last` is the replay whose folds `snapshot` holds (this
+/// process's own) and folding its new blocks changed nothing the state reads but
+/// counts, its state is recounted rather than combined again.
+pub fn replay_in(
+    cold: &cold::ColdStore,
     store: &Store,
     registry: &Registry,
     snapshot: Option<(Snapshot, FoldSource)>,
     ratio_params: &RatioParams,
     progress: Progress<'_>,
-    cold: Option<&cold::ColdStore>,
     last: Option<&Replay>,
 ) -> Result<Replay, ReplayError> {
     let txn = store.read()?;
@@ -188,12 +191,12 @@ pub fn replay_spilling(
                     n_blocks_folded += batch.len() as u64;
                     // Spilled after each block, so a batch of small matches is never
                     // all in memory at once.
-                    fold_batch(&mut fold, registry, &batch, &mut |fold| match cold.map(|c| spill::spill_if_due(c, fold)) {
-                        Some(Err(e)) => {
+                    fold_batch(&mut fold, registry, &batch, &mut |fold| match spill::spill_if_due(cold, fold) {
+                        Err(e) => {
                             spill_failed = Some(e);
                             false
                         }
-                        _ => true,
+                        Ok(_) => true,
                     });
                     if spill_failed.is_some() {
                         break;
@@ -213,15 +216,13 @@ pub fn replay_spilling(
         }
         folds.push(fold);
     }
-    if let Some(cold) = cold {
-        if folds.iter().any(ChainFold::spill_faulted) {
-            return Err(ReplayError::ColdRead(cold.path().display().to_string()));
-        }
-        // Each fold reads the newest snapshot from here on (its own matches there are
-        // what its own snapshot shows): an older one held would keep every page the
-        // spills since freed.
-        spill::read_newest(cold, &mut folds);
+    if folds.iter().any(ChainFold::spill_faulted) {
+        return Err(ReplayError::ColdRead(cold.path().display().to_string()));
     }
+    // Each fold reads the newest snapshot from here on (its own matches there are what
+    // its own snapshot shows): an older one held would keep every page the spills since
+    // freed.
+    spill::read_newest(cold, &mut folds);
     // Logs are append-only: the same chains, each grown with no change counted, give
     // the combine the same matches and findings.
     let unchanged = last.filter(|last| {
@@ -235,23 +236,19 @@ pub fn replay_spilling(
                     && b.invalid_at.is_none()
             })
     });
-    let mut state = match (unchanged, cold) {
-        (Some(last), _) => network::recount(&last.state, &folds),
-        (None, Some(cold)) => network::combine_stored(&folds, ratio_params, cold)?,
-        (None, None) => network::combine(&folds, ratio_params),
+    let mut state = match unchanged {
+        Some(last) => network::recount(&last.state, &folds),
+        None => network::combine(&folds, ratio_params, cold)?,
     };
     let state_hash = state_hash(&state);
-    if let Some(cold) = cold {
-        if folds.iter().any(ChainFold::spill_faulted) || state.matches.faulted() {
-            return Err(ReplayError::ColdRead(cold.path().display().to_string()));
-        }
-        // The folds and the state's list read the newest snapshot (the combine's, if
-        // this replay combined), so the replay holds one.
-        spill::read_newest(cold, &mut folds);
-        state.matches.read_newest(cold);
+    if folds.iter().any(ChainFold::spill_faulted) || state.matches.faulted() {
+        return Err(ReplayError::ColdRead(cold.path().display().to_string()));
     }
-    let state_hash = state_hash
-        .map_err(|_| ReplayError::ColdRead(cold.map_or_else(String::new, |c| c.path().display().to_string())))?;
+    // The folds and the state's list read the newest snapshot (the combine's, if this
+    // replay combined), so the replay holds one.
+    spill::read_newest(cold, &mut folds);
+    state.matches.read_newest(cold);
+    let state_hash = state_hash.map_err(|_| ReplayError::ColdRead(cold.path().display().to_string()))?;
     Ok(Replay {
         folds,
         state,

@@ -7,12 +7,13 @@
 //! A match is "the same match" across validators when it has the same contender and
 //! champion hotkeys: each validator derives its own match id and challenge schedule.
 
-use super::bag::{Bag, Space};
-use super::cold::{ColdError, ColdStore};
+use super::bag::Bag;
+use super::cold::{CacheSize, ColdError, ColdStore};
 use super::fold::{ChainFold, MAX_CHAIN_DISCREPANCIES};
-use super::vtrust;
+use super::matches::MatchTable;
 use super::model::{Discrepancy, DiscrepancyKind, HeldMiner, MatchFold, Name, NetworkMatch, NetworkVerdict, Vote};
 pub use super::network_list::NetworkMatches;
+use super::vtrust;
 use crate::bytes::MatchId;
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::{RatioParams, RatioToBeat};
@@ -20,7 +21,6 @@ use redb::WriteTransaction;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ValidatorSummary {
@@ -38,7 +38,6 @@ pub struct ValidatorSummary {
     pub vtrust_ppm: u32,
 }
 
-
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChampionChange {
     pub champion: HeldMiner,
@@ -47,7 +46,7 @@ pub struct ChampionChange {
     pub at_time_ms: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NetworkState {
     pub validators: Vec<ValidatorSummary>,
     /// Shared by the replays that recount this one (`recount`): a tip move that changes
@@ -66,32 +65,11 @@ pub struct NetworkState {
 }
 
 /// Combines folded chains (in any order; they are sorted here) into the network's state,
-/// its working sets and matches held in memory.
-pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams) -> NetworkState {
-    combine_in(folds, ratio_params, None).expect("a combine in memory reads and writes no file")
-}
-
-/// [`combine`], with its working sets and the state's matches in `cold`'s file: what it
-/// holds in memory is one pair's matches, whatever the logs hold. The state's matches are
-/// read back through the snapshot its transaction committed.
-pub fn combine_stored(
-    folds: &[ChainFold],
-    ratio_params: &RatioParams,
-    cold: &ColdStore,
-) -> Result<NetworkState, ColdError> {
-    combine_in(folds, ratio_params, Some(cold))
-}
-
-fn combine_in(
-    folds: &[ChainFold],
-    ratio_params: &RatioParams,
-    cold: Option<&ColdStore>,
-) -> Result<NetworkState, ColdError> {
-    let txn = cold.map(ColdStore::begin_combine).transpose()?;
-    let space = match (cold, &txn) {
-        (Some(cold), Some(txn)) => Space::Stored { txn, path: cold.path() },
-        _ => Space::Memory,
-    };
+/// with its working sets and the state's matches in `cold`'s file: what it holds in
+/// memory past the file's cache is one pair's matches, whatever the logs hold. The
+/// state's matches are read back through the snapshot its transaction committed.
+pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore) -> Result<NetworkState, ColdError> {
+    let txn = cold.begin_combine()?;
     let mut folds: Vec<&ChainFold> = folds.iter().collect();
     folds.sort_by_key(|f| f.validator);
 
@@ -152,7 +130,7 @@ fn combine_in(
     let voters: BTreeMap<ValidatorKey, Arc<ValidatorKey>> =
         folds.iter().map(|f| (f.validator, Arc::new(f.validator))).collect();
     // Kept in the file with the state's list: the pages read which logs played a pair.
-    let mut plays: Bag<'_, PlayKey, Play> = Bag::new(space, super::cold::STATE_PLAYS);
+    let mut plays: Bag<'_, PlayKey, Play> = Bag::new(&txn, cold.path(), super::cold::STATE_PLAYS);
     for (key, play) in play_entries(folds.iter().copied()) {
         plays.put(key, play)?;
     }
@@ -160,7 +138,7 @@ fn combine_in(
     // Pass 2, a pair at a time: disagreement with the majority of the other validators
     // still trusted. Each pair then waits, keyed by its place in the state, for vTrust.
     let mut compared: BTreeMap<ValidatorKey, (u64, u64)> = BTreeMap::new();
-    let mut pairs: Bag<'_, PairOrder, NetworkMatch> = Bag::new(space, PAIRS);
+    let mut pairs: Bag<'_, PairOrder, NetworkMatch> = Bag::new(&txn, cold.path(), PAIRS);
     let mut pair: Option<PairPlays> = None;
     plays.drain(&mut |(contender, champion, validator, _), play| {
         if pair.as_ref().is_some_and(|p| p.key != (contender.clone(), champion.clone())) {
@@ -191,7 +169,7 @@ fn combine_in(
     let mut champion: Option<HeldMiner> = None;
     let mut history = Vec::new();
     let mut ratio = ratio_params.initial();
-    let mut list = StateList::new(cold, txn.as_ref());
+    let mut list = StateList { cold, txn: &txn, n: 0, batch: Vec::new() };
     pairs.drain(&mut |_, mut m| {
         m.for_ppm = m.votes.iter().filter(|v| v.contender_won).map(|v| u64::from(vtrust[&*v.validator])).sum();
         m.against_ppm = m.votes.iter().filter(|v| !v.contender_won).map(|v| u64::from(vtrust[&*v.validator])).sum();
@@ -229,16 +207,9 @@ fn combine_in(
         }
         list.push(m)
     })?;
-    let matches = match (list.close()?, cold, txn) {
-        (Ok(held), _, _) => held.into(),
-        (Err(len), Some(cold), Some(txn)) => {
-            let (snapshot, combine) = cold.commit_combine(txn, &[PAIRS])?;
-            NetworkMatches::stored(snapshot, len, combine)
-        }
-        (Err(_), _, None) | (Err(_), None, _) => {
-            return Err(ColdError::Engine { path: String::new(), message: "a stored list without its file".into() })
-        }
-    };
+    let len = list.close()?;
+    let (snapshot, combine) = cold.commit_combine(txn, &[PAIRS])?;
+    let matches = NetworkMatches::stored(snapshot, len, combine);
     let weights = champion.as_ref().map(|c| vec![(c.uid, u16::MAX)]).unwrap_or_default();
 
     let validators = folds
@@ -434,55 +405,33 @@ pub(super) fn against_others(
     }
 }
 
-/// The state's list of matches as the combine makes it: in memory, names shared among
-/// them; or written to the match file in batches.
-enum StateList<'t> {
-    Held { matches: Vec<NetworkMatch>, names: BTreeSet<Name> },
-    Stored { cold: &'t ColdStore, txn: &'t WriteTransaction, n: u64, batch: Vec<NetworkMatch> },
+/// The state's list of matches as the combine writes it to the file, in batches.
+struct StateList<'t> {
+    cold: &'t ColdStore,
+    txn: &'t WriteTransaction,
+    n: u64,
+    batch: Vec<NetworkMatch>,
 }
 
 /// Matches the state's list buffers before it writes them.
 const LIST_BATCH: usize = 256;
 
-impl<'t> StateList<'t> {
-    fn new(cold: Option<&'t ColdStore>, txn: Option<&'t WriteTransaction>) -> StateList<'t> {
-        match (cold, txn) {
-            (Some(cold), Some(txn)) => StateList::Stored { cold, txn, n: 0, batch: Vec::new() },
-            _ => StateList::Held { matches: Vec::new(), names: BTreeSet::new() },
-        }
-    }
-
-    fn push(&mut self, mut m: NetworkMatch) -> Result<(), ColdError> {
-        match self {
-            StateList::Held { matches, names } => {
-                // Matches read back from the match file hold their own copies of each
-                // name: the state's share one copy of each, as the folds in memory do.
-                m.contender = shared_miner(names, &m.contender);
-                m.champion = shared_miner(names, &m.champion);
-                matches.push(m);
-            }
-            StateList::Stored { cold, txn, n, batch } => {
-                batch.push(m);
-                if batch.len() >= LIST_BATCH {
-                    cold.append_state_matches(txn, *n, batch)?;
-                    *n += batch.len() as u64;
-                    batch.clear();
-                }
-            }
+impl StateList<'_> {
+    fn push(&mut self, m: NetworkMatch) -> Result<(), ColdError> {
+        self.batch.push(m);
+        if self.batch.len() >= LIST_BATCH {
+            self.cold.append_state_matches(self.txn, self.n, &self.batch)?;
+            self.n += self.batch.len() as u64;
+            self.batch.clear();
         }
         Ok(())
     }
 
-    /// Writes what is left: the list held, or how many were written (the list is the
-    /// transaction's, to be read once it is committed).
-    fn close(self) -> Result<Result<Vec<NetworkMatch>, usize>, ColdError> {
-        match self {
-            StateList::Held { matches, .. } => Ok(Ok(matches)),
-            StateList::Stored { cold, txn, n, batch } => {
-                cold.append_state_matches(txn, n, &batch)?;
-                Ok(Err(n as usize + batch.len()))
-            }
-        }
+    /// Writes what is left; gives how many were written (the list is the transaction's,
+    /// to be read once it is committed).
+    fn close(self) -> Result<usize, ColdError> {
+        self.cold.append_state_matches(self.txn, self.n, &self.batch)?;
+        Ok(self.n as usize + self.batch.len())
     }
 }
 
@@ -598,18 +547,20 @@ impl RatioWalk {
 /// Each validator's vTrust as the logs stood at each of `blocks`: [`combine`] over every
 /// log cut back to its matches started at or before the block, and its findings at or
 /// before the last of them. This is the definition `vtrust_history::vtrust_history`
-/// computes in one pass; it costs a combine per block, and holds the cut logs' matches.
+/// computes in one pass; it costs a combine per block (in a temporary file), and holds
+/// the cut logs' matches.
 pub fn vtrust_by_combines(
     folds: &[ChainFold],
     legacy: &RatioParams,
     blocks: &[u64],
-) -> Vec<(u64, Vec<(ValidatorKey, u32)>)> {
+) -> Result<Vec<(u64, Vec<(ValidatorKey, u32)>)>, ColdError> {
+    let cold = ColdStore::temporary(CacheSize::AUDIT)?;
     blocks
         .iter()
         .map(|&block| {
             let cut: Vec<ChainFold> = folds.iter().map(|f| fold_at_block(f, block)).collect();
-            let state = combine(&cut, legacy);
-            (block, state.validators.iter().map(|v| (v.validator, v.vtrust_ppm)).collect())
+            let state = combine(&cut, legacy, &cold)?;
+            Ok((block, state.validators.iter().map(|v| (v.validator, v.vtrust_ppm)).collect()))
         })
         .collect()
 }
@@ -617,7 +568,7 @@ pub fn vtrust_by_combines(
 /// `fold` as it stood once its last match started at or before chain `block` was
 /// decided: those matches, and the findings at or before that height.
 fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
-    let matches = fold.matches.until_block(block);
+    let matches: MatchTable = fold.matches.iter().filter(|(_, m)| m.chain_block <= block).collect();
     // (The cut fold folds nothing more, so it needs no last match to share names with.)
     let height = matches.values().map(|m| m.decided.as_ref().map_or(m.started_height, |d| d.height)).max();
     let within = |h: u64| height.is_some_and(|cut| h <= cut);
@@ -659,19 +610,6 @@ pub fn plan_ratio_params(plan: &str, legacy: &RatioParams) -> RatioParams {
     }
 }
 
-/// `miner` with its names replaced by equal ones already in `names` (added otherwise).
-fn shared_miner(names: &mut BTreeSet<Name>, miner: &HeldMiner) -> HeldMiner {
-    let mut share = |name: &Name| match names.get(name) {
-        Some(held) => held.clone(),
-        None => {
-            names.insert(name.clone());
-            name.clone()
-        }
-    };
-    HeldMiner { hotkey: share(&miner.hotkey), uid: miner.uid, model: share(&miner.model) }
-}
-
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -690,7 +628,8 @@ mod tests {
         let mut n = 0u64;
         each_ratio_finding(&fold, &DEFAULT_RATIO_PARAMS, &mut |_| n += 1);
         assert!(n > 1_500, "{n} findings");
-        let state = combine(std::slice::from_ref(&fold), &DEFAULT_RATIO_PARAMS);
+        let cold = ColdStore::temporary(CacheSize::AUDIT).unwrap();
+        let state = combine(std::slice::from_ref(&fold), &DEFAULT_RATIO_PARAMS, &cold).unwrap();
         assert_eq!(state.discrepancies.len(), MAX_CHAIN_DISCREPANCIES);
         assert_eq!(state.n_discrepancies_omitted, n - MAX_CHAIN_DISCREPANCIES as u64);
         assert_eq!(state.validators[0].n_false_reports, n);

@@ -8,20 +8,15 @@ use super::fold::ChainFold;
 use super::lists::RecordList;
 use crate::bytes::{MatchId, ValidatorKey};
 
-/// Matches a log holds in memory before they are spilled (those the fold touched last,
-/// and open ones, are spilled too: folding a block that names one reads it back).
-pub const HOT_MATCHES: usize = 64;
-/// Records of one kind a log holds in memory before they are spilled (its last stays).
-pub const HOT_RECORDS: usize = 256;
-
 /// Moves every match `fold` holds in memory into the file, but the one its log started
 /// last (the next match shares its names), and every listed record but the last of each
-/// kind, when it holds more than `HOT_MATCHES` matches or `HOT_RECORDS` records of a
-/// kind. Returns whether it spilled.
+/// kind, when it holds more matches or records of a kind than the file's cache keeps
+/// (`CacheSize`). Returns whether it spilled.
 pub fn spill_if_due(cold: &ColdStore, fold: &mut ChainFold) -> Result<bool, ColdError> {
     let records =
         fold.commitments.held_in_memory().max(fold.skipped.held_in_memory()).max(fold.equivocations.held_in_memory());
-    if fold.matches.held_in_memory() <= HOT_MATCHES && records <= HOT_RECORDS {
+    let cache = cold.cache();
+    if fold.matches.held_in_memory() <= cache.matches_per_log && records <= cache.records_per_log {
         return Ok(false);
     }
     spill(cold, std::slice::from_mut(fold))?;
@@ -89,12 +84,12 @@ fn write_records<T: Record>(
 
 #[cfg(test)]
 mod tests {
-    use crate::replay::model::tests_support::played;
     use super::*;
-    use crate::replay::cold::*;
-    use crate::ledger::codec;
-    use redb::ReadableDatabase;
     use crate::bytes::Hash32;
+    use crate::ledger::codec;
+    use crate::replay::cold::*;
+    use crate::replay::model::tests_support::played;
+    use redb::ReadableDatabase;
 
     /// A fold of `n` matches whose ids do not follow their log order.
     fn fold_of(n: u64) -> ChainFold {
@@ -115,7 +110,7 @@ mod tests {
     fn spilled_matches_read_back_as_the_same_table_in_both_orders_and_the_same_bytes() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(COLD_FILE), b"a file the last run left").unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
+        let cold = ColdStore::create(&dir.path().join(COLD_FILE), CacheSize::VALIDATOR).unwrap();
         let plain = fold_of(100);
         let mut fold = plain.clone();
         assert!(spill_if_due(&cold, &mut fold).unwrap());
@@ -131,11 +126,6 @@ mod tests {
         assert!(!fold.matches.contains(&Hash32([9; 32])));
         let encoded = |f: &ChainFold| codec::encode(f, "fold", u64::MAX).unwrap();
         assert_eq!(encoded(&fold), encoded(&plain), "a snapshot of spilled folds has the same bytes");
-        for block in [0, 5, 10, 455, 2_000] {
-            assert_eq!(fold.matches.until_block(block), plain.matches.until_block(block));
-            let n = (0..100).filter(|i| i * 10 <= block).count();
-            assert_eq!(fold.matches.until_block(block).len(), n);
-        }
         assert!(!fold.matches.faulted());
         drop(cold);
         assert!(!dir.path().join(COLD_FILE).exists(), "the file goes with its process");
@@ -145,7 +135,7 @@ mod tests {
     #[test]
     fn a_spilled_match_that_changes_is_read_back_shadows_its_copy_and_is_spilled_again() {
         let dir = tempfile::tempdir().unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
+        let cold = ColdStore::create(&dir.path().join(COLD_FILE), CacheSize::VALIDATOR).unwrap();
         let mut plain = fold_of(80);
         let mut fold = plain.clone();
         spill(&cold, std::slice::from_mut(&mut fold)).unwrap();
@@ -177,7 +167,7 @@ mod tests {
     #[test]
     fn a_stored_match_that_does_not_decode_faults_the_snapshot_and_is_never_passed_off_as_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
+        let cold = ColdStore::create(&dir.path().join(COLD_FILE), CacheSize::VALIDATOR).unwrap();
         let mut fold = fold_of(70);
         spill(&cold, std::slice::from_mut(&mut fold)).unwrap();
         let (_, in_order) = listed(&fold);
@@ -198,21 +188,24 @@ mod tests {
         assert!(fold.matches.iter().count() < fold.matches.len());
     }
 
-    /// A combine over spilled matches writes the state's list to the file, where it
-    /// reads back as the list a combine in memory holds; a damaged entry faults the list,
-    /// and a state holding it has no hash.
+    /// A combine over spilled matches gives the state a combine over matches in memory
+    /// gives (an audit's cache holds them all); a damaged entry of its list faults the
+    /// list, and a state holding it has no hash.
     #[test]
-    fn the_state_list_in_the_file_reads_back_as_the_held_one_and_a_damaged_entry_faults_it() {
+    fn a_combine_over_spilled_matches_is_the_combine_over_held_ones_and_a_damaged_entry_faults_it() {
         use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
-        use crate::replay::network::{combine, combine_stored};
+        use crate::replay::network::combine;
         use crate::replay::network_list::NetworkMatches;
         let dir = tempfile::tempdir().unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
-        let held = combine(&[fold_of(700)], &DEFAULT_RATIO_PARAMS);
+        let cold = ColdStore::create(&dir.path().join(COLD_FILE), CacheSize::VALIDATOR).unwrap();
+        let audit = ColdStore::temporary(CacheSize::AUDIT).unwrap();
+        let mut held_fold = fold_of(700);
+        assert!(!spill_if_due(&audit, &mut held_fold).unwrap(), "an audit's cache holds them");
+        let held = combine(&[held_fold], &DEFAULT_RATIO_PARAMS, &audit).unwrap();
         let mut fold = fold_of(700);
-        spill_if_due(&cold, &mut fold).unwrap();
-        let stored = combine_stored(std::slice::from_ref(&fold), &DEFAULT_RATIO_PARAMS, &cold).unwrap();
-        assert_eq!(stored.matches.held_in_memory(), 0);
+        assert!(spill_if_due(&cold, &mut fold).unwrap());
+        assert_eq!(fold.matches.held_in_memory(), 1);
+        let stored = combine(std::slice::from_ref(&fold), &DEFAULT_RATIO_PARAMS, &cold).unwrap();
         assert_eq!(stored.matches.len(), 700);
         assert_eq!(stored, held);
         assert_eq!(crate::replay::state_hash(&stored).unwrap(), crate::replay::state_hash(&held).unwrap());
@@ -226,6 +219,7 @@ mod tests {
         assert!(!stored.matches.faulted(), "the state's snapshot predates the damage");
         let mut damaged = stored.clone();
         damaged.matches = NetworkMatches::stored(std::sync::Arc::new(cold.snapshot().unwrap()), 700, 1);
+        assert!(!held.matches.faulted(), "another file's list is whole");
         assert_eq!(damaged.matches.iter().count(), 300);
         assert!(damaged.matches.faulted());
         assert!(crate::replay::state_hash(&damaged).is_err());
@@ -236,10 +230,10 @@ mod tests {
 #[cfg(test)]
 mod records {
     use super::*;
-    use crate::replay::cold::*;
-    use crate::ledger::codec;
     use crate::bytes::Hash32;
+    use crate::ledger::codec;
     use crate::ledger::event::{ChainCommitment, SkipReason};
+    use crate::replay::cold::*;
     use crate::replay::model::SkipFold;
 
     fn skip(i: u64) -> SkipFold {
@@ -278,7 +272,7 @@ mod records {
     #[test]
     fn listed_records_spill_alone_and_read_back_in_order_with_the_same_bytes() {
         let dir = tempfile::tempdir().unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE)).unwrap();
+        let cold = ColdStore::create(&dir.path().join(COLD_FILE), CacheSize::VALIDATOR).unwrap();
         let mut fold = ChainFold::new(ValidatorKey([9; 32]));
         // Another log's records in the same file, keyed apart.
         let mut other = ChainFold::new(ValidatorKey([8; 32]));
@@ -295,7 +289,11 @@ mod records {
             spill_if_due(&cold, &mut fold).unwrap();
         }
         spill(&cold, std::slice::from_mut(&mut other)).unwrap();
-        assert!(fold.commitments.held_in_memory() <= HOT_RECORDS, "{}", fold.commitments.held_in_memory());
+        assert!(
+            fold.commitments.held_in_memory() <= CacheSize::VALIDATOR.records_per_log,
+            "{}",
+            fold.commitments.held_in_memory()
+        );
         assert!(fold.commitments.held_in_memory() < 600);
         spill(&cold, std::slice::from_mut(&mut fold)).unwrap();
         assert_eq!(fold.commitments.held_in_memory(), 1, "the last stays");
@@ -323,10 +321,10 @@ mod records {
 
 #[cfg(test)]
 mod growth {
-    use crate::replay::model::tests_support::played;
     use super::*;
-    use crate::replay::cold::*;
     use crate::ledger::codec;
+    use crate::replay::cold::*;
+    use crate::replay::model::tests_support::played;
 
     /// A validator spills every few matches for weeks, each spill a commit with no
     /// fsync: the pages each commit frees must be reused, or the file would grow with
@@ -335,7 +333,7 @@ mod growth {
     fn a_match_file_written_by_thousands_of_spills_stays_near_what_it_holds() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(COLD_FILE);
-        let cold = ColdStore::create(&path).unwrap();
+        let cold = ColdStore::create(&path, CacheSize::VALIDATOR).unwrap();
         let mut fold = ChainFold::new(ValidatorKey([7; 32]));
         let mut held_back = None;
         for i in 0..3_000u64 {

@@ -7,7 +7,7 @@
 use super::cold::ColdError;
 use super::fold::ChainFold;
 use super::model::Name;
-use super::network::{against_others, play_entries, NetworkMatches, Play, PlayKey, RatioWalk};
+use super::network::{against_others, NetworkMatches, Play, PlayKey, RatioWalk};
 use super::vtrust;
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
@@ -19,8 +19,7 @@ pub type VtrustPoint = (u64, Vec<(ValidatorKey, u32)>);
 /// Each validator's vTrust at up to `max_points` (at least 2) chain blocks at which a
 /// match started: the first and the last such block, and between them the last such
 /// block at or before each of evenly spaced blocks. `matches` is the state combined from
-/// `folds`: when its list is in the match file, the combine's plays are read from there,
-/// else they are gathered from `folds`. Equal to
+/// `folds`, whose combine's plays are read from the file. Equal to
 /// `network::vtrust_by_combines(folds, legacy, blocks)` over the blocks it picks.
 pub fn vtrust_history(
     folds: &[ChainFold],
@@ -28,7 +27,7 @@ pub fn vtrust_history(
     legacy: &RatioParams,
     max_points: usize,
 ) -> Result<Vec<VtrustPoint>, ColdError> {
-    let plays = Plays::of(folds, matches);
+    let plays = Plays(matches.snapshot());
     let blocks = pick_blocks(&plays, max_points)?;
     if blocks.is_empty() {
         return Ok(Vec::new());
@@ -110,32 +109,18 @@ fn first_point(blocks: &[u64], block: u64) -> usize {
     blocks.partition_point(|b| *b < block)
 }
 
-/// The combine's plays, keyed as it keys them (by pair, then validator, then id).
-enum Plays<'a> {
-    Stored(&'a super::cold::ColdSnapshot),
-    Held(BTreeMap<PlayKey, Play>),
-}
+/// The combine's plays by pair, as its snapshot holds them (by pair, then validator,
+/// then id): the same index the pages read.
+struct Plays<'a>(&'a super::cold::ColdSnapshot);
 
-impl<'a> Plays<'a> {
-    fn of(folds: &[ChainFold], matches: &'a NetworkMatches) -> Plays<'a> {
-        if let Some(snapshot) = matches.snapshot() {
-            return Plays::Stored(snapshot);
-        }
-        Plays::Held(play_entries(folds.iter()).collect())
-    }
-
+impl Plays<'_> {
     /// Hands every play to `each` in key order; an error if one did not read back.
     fn each(&self, each: &mut dyn FnMut(&PlayKey, &Play)) -> Result<(), ColdError> {
-        match self {
-            Plays::Held(plays) => plays.iter().for_each(|(key, play)| each(key, play)),
-            Plays::Stored(snapshot) => {
-                for (key, play) in snapshot.state_play_entries::<(PlayKey, Play)>() {
-                    each(&key, &play);
-                }
-                if snapshot.faulted() {
-                    return Err(snapshot.faulted_error());
-                }
-            }
+        for (key, play) in self.0.state_play_entries::<(PlayKey, Play)>() {
+            each(&key, &play);
+        }
+        if self.0.faulted() {
+            return Err(self.0.faulted_error());
         }
         Ok(())
     }
@@ -289,14 +274,15 @@ mod tests {
                 fold
             })
             .collect();
-        let state = combine(&folds, &DEFAULT_RATIO_PARAMS);
+        let cold = crate::replay::cold::ColdStore::temporary(crate::replay::cold::CacheSize::AUDIT).unwrap();
+        let state = combine(&folds, &DEFAULT_RATIO_PARAMS, &cold).unwrap();
         let mut seen = std::collections::BTreeSet::new();
         for points in [2, 5, 13, 48] {
             let history = vtrust_history(&folds, &state.matches, &DEFAULT_RATIO_PARAMS, points).unwrap();
             assert!(history.len() >= 2 && history.len() <= points, "{history:?}");
             let blocks: Vec<u64> = history.iter().map(|(block, _)| *block).collect();
             assert_eq!((blocks[0], *blocks.last().unwrap()), (10, 402));
-            assert_eq!(history, vtrust_by_combines(&folds, &DEFAULT_RATIO_PARAMS, &blocks), "{points} points");
+            assert_eq!(history, vtrust_by_combines(&folds, &DEFAULT_RATIO_PARAMS, &blocks).unwrap(), "{points} points");
             seen.extend(history.iter().flat_map(|(_, v)| v.iter().map(|(_, ppm)| *ppm)));
         }
         // Full trust, a proof's cost, and disagreement's: the cuts differ.

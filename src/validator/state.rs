@@ -116,7 +116,7 @@ fn key(hotkey: &str, rest: &[u8]) -> Vec<u8> {
 }
 
 impl Played {
-    /// Sets whose keys go to `cold`'s file past `key_set::HOT_KEYS` each.
+    /// Sets whose keys go to `cold`'s file past its cache size each (`CacheSize::keys_per_set`).
     pub fn spilling_to(cold: Arc<ColdStore>) -> Played {
         Played {
             contenders: KeySet::spilling_to(cold.clone()),
@@ -373,20 +373,20 @@ mod tests {
         assert_eq!(state.latest_chain_block, 5_000 + params.half_life_blocks);
     }
 
-    /// Who played, kept past `HOT_KEYS` in a match file, answers as the set in memory
+    /// Who played, kept past its cache size in a match file, answers as the set in memory
     /// does, for hotkeys, recorded models, model identities and skips, and holds few keys.
     #[test]
     fn who_played_answers_the_same_from_the_match_file() {
-        use crate::replay::key_set::HOT_KEYS;
+        use crate::replay::cold::CacheSize;
         let dir = tempfile::tempdir().unwrap();
-        let cold = Arc::new(ColdStore::create(&dir.path().join("cold.redb")).unwrap());
+        let cold = Arc::new(ColdStore::create(&dir.path().join("cold.redb"), CacheSize::VALIDATOR).unwrap());
         let (mut spilling, mut held) = (Played::spilling_to(cold), Played::default());
         let miner = |i: u32| MinerRef { hotkey: format!("5M{i}"), uid: 0, model: format!("org/m{i}@rev{}", i % 3) };
         for i in 0..600 {
             spilling.add_match(&miner(i), &miner(0));
             held.add_match(&miner(i), &miner(0));
             assert_eq!(spilling.record(&format!("5S{}", i % 400), 7), held.record(&format!("5S{}", i % 400), 7));
-            assert!(spilling.held_in_memory() <= 3 * HOT_KEYS);
+            assert!(spilling.held_in_memory() <= 3 * CacheSize::VALIDATOR.keys_per_set);
         }
         for i in 0..700 {
             let m = miner(i);

@@ -1,0 +1,175 @@
+//! What an operator probes: `/healthz` (the network and chain sides), `/metrics`
+//! (Prometheus text or OpenMetrics), and the peers the node is connected to.
+
+use super::common::*;
+use crate::metrics::PeerChain;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+
+/// A heartbeat older than this (the writer beats once per block interval) is a stalled loop.
+pub const HEARTBEAT_STALE_MS: u64 = 60_000;
+/// The chain unanswered, or its head unmoved, for longer than this is unhealthy
+/// (subtensor makes a block every 12 s).
+pub const CHAIN_STALE_MS: u64 = 60_000;
+/// A due commitment, or weights, failing for more chain blocks than this is unhealthy
+/// (commitments are due every `COMMIT_EVERY_BLOCKS`; weights once per tempo of 360).
+pub const ANCHOR_FAILING_BLOCKS: u64 = 720;
+
+/// Why the chain side of a validator is unhealthy, if it is.
+pub fn chain_trouble(seen: &crate::metrics::ChainSeen, now_ms: u64) -> Option<String> {
+    let head = seen.head.unwrap_or(0);
+    match (seen.last_read_ms, seen.head_since_ms) {
+        (None, _) if now_ms.saturating_sub(seen.expected_ms) > CHAIN_STALE_MS => {
+            return Some(format!(
+                "the chain has not answered in the {} s since start",
+                now_ms.saturating_sub(seen.expected_ms) / 1000
+            ))
+        }
+        (None, _) => {}
+        (Some(read), _) if now_ms.saturating_sub(read) > CHAIN_STALE_MS => {
+            return Some(format!("the chain has not answered for {} s", now_ms.saturating_sub(read) / 1000))
+        }
+        (_, Some(since)) if now_ms.saturating_sub(since) > CHAIN_STALE_MS => {
+            return Some(format!(
+                "the chain's head has stayed at block {head} for {} s",
+                now_ms.saturating_sub(since) / 1000
+            ))
+        }
+        _ => {}
+    }
+    for (what, failing) in
+        [("committing our tip", seen.commitment_failing_since), ("setting weights", seen.weights_failing_since)]
+    {
+        if let Some(since) = failing.filter(|since| head.saturating_sub(*since) > ANCHOR_FAILING_BLOCKS) {
+            return Some(format!("{what} has failed since chain block {since} ({} blocks)", head - since));
+        }
+    }
+    None
+}
+
+/// 200 `ok` while our log is writable and the validator loop (if this node runs one)
+/// beat recently; 503 with the reason otherwise.
+pub(super) async fn healthz(State(served): State<Arc<Served>>) -> Response {
+    let now = (served.now_ms)();
+    let failing = match (served.metrics.log_failure(), served.metrics.last_heartbeat_ms()) {
+        (Some(why), _) => Some(format!("our log is not writable: {why}")),
+        (None, Some(beat)) if now.saturating_sub(beat) > HEARTBEAT_STALE_MS => {
+            Some(format!("the validator loop last showed life {} s ago", now.saturating_sub(beat) / 1000))
+        }
+        _ => None,
+    };
+    // A validator that anchors on a chain is unhealthy when it cannot.
+    let failing = failing.or_else(|| served.metrics.chain_seen().and_then(|seen| chain_trouble(&seen, now)));
+    match failing {
+        None => (StatusCode::OK, [(header::CACHE_CONTROL, MUTABLE)], "ok\n").into_response(),
+        Some(why) => problem(StatusCode::SERVICE_UNAVAILABLE, &why).into_response(),
+    }
+}
+
+/// Prometheus text exposition: OpenMetrics when the scraper asks for it, else the
+/// classic 0.0.4 format. Gauges of the network's status, our own log (folded now) and
+/// the latest replay are set just before encoding.
+pub(super) async fn metrics_text(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
+    let metrics = &served.metrics;
+    metrics.budget_used_bytes.set(served.budget.used() as i64);
+    metrics.budget_limit_bytes.set(served.budget.limit() as i64);
+    metrics.sample_heap();
+    metrics.sample_disk(served.log.store.path());
+    if let Some(status) = &served.status {
+        let status = status.borrow().clone();
+        metrics.peers.set(status.peers.len() as i64);
+        for (validator, _, lag) in status.lags() {
+            let labels = PeerChain { validator: validator.to_hex() };
+            metrics.chain_lag_blocks.get_or_create(&labels).set(lag as i64);
+        }
+    }
+    let ratio_params = served.ratio_params;
+    let (champion_uid, ratio_ppm, size) = with_own_state(&served, move |state| {
+        let ratio_ppm = ratio_params.current_ppm(&state.ratio, state.latest_chain_block);
+        (state.champion.as_ref().map(|c| c.uid), ratio_ppm, state.next_height)
+    })
+    .await?;
+    metrics.champion_uid.set(champion_uid.map_or(-1, i64::from));
+    metrics.ratio_to_beat.set(f64::from(ratio_ppm) / 1e6);
+    metrics.tip_height.set(size as i64 - 1);
+    served.replayer.demand();
+    if let Some(replay) = served.replayer.latest.borrow().as_ref() {
+        metrics.store_block_bytes.set(replay.folds.iter().map(|f| f.n_bytes).sum::<u64>() as i64);
+        metrics.replay_matches.set(replay.folds.iter().map(|f| f.matches.len()).sum::<usize>() as i64);
+        metrics
+            .replay_matches_in_memory
+            .set(replay.folds.iter().map(|f| f.matches.held_in_memory()).sum::<usize>() as i64);
+        metrics.state_matches.set(replay.state.matches.len() as i64);
+        for v in &replay.state.validators {
+            let labels = PeerChain { validator: v.validator.to_hex() };
+            metrics.vtrust.get_or_create(&labels).set(f64::from(v.vtrust_ppm) / 1e6);
+        }
+    }
+    let (content_type, text) = if wants_openmetrics(&request) {
+        ("application/openmetrics-text; version=1.0.0; charset=utf-8", metrics.encode())
+    } else {
+        ("text/plain; version=0.0.4; charset=utf-8", metrics.encode_classic())
+    };
+    Ok(([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, MUTABLE)], text).into_response())
+}
+
+/// Whether `Accept` names OpenMetrics with a non-zero quality at least that of the
+/// classic text format (Prometheus sends both, OpenMetrics preferred).
+fn wants_openmetrics(request: &HeaderMap) -> bool {
+    let mut open = 0.0f32;
+    let mut classic = 0.0f32;
+    for value in request.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()) {
+        for range in value.split(',') {
+            let mut parts = range.split(';').map(str::trim);
+            let kind = parts.next().unwrap_or("").to_ascii_lowercase();
+            let quality = parts.filter_map(|p| p.strip_prefix("q=")).find_map(|q| q.parse::<f32>().ok()).unwrap_or(1.0);
+            match kind.as_str() {
+                "application/openmetrics-text" => open = open.max(quality),
+                "text/plain" | "*/*" | "text/*" => classic = classic.max(quality),
+                _ => {}
+            }
+        }
+    }
+    open > 0.0 && open >= classic
+}
+pub(super) async fn peers(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
+    let Some(status) = &served.status else {
+        return Err(problem(StatusCode::NOT_FOUND, "this node runs without networking"));
+    };
+    let status = status.borrow().clone();
+    json_cached(&request, &status)
+}
+#[cfg(test)]
+mod health_tests {
+    use super::*;
+    use crate::metrics::ChainSeen;
+
+    #[test]
+    fn the_chain_side_is_unhealthy_when_unanswered_stalled_or_failing_to_anchor() {
+        let now = 1_000_000;
+        let fresh = ChainSeen { expected_ms: now - 1_000, ..ChainSeen::default() };
+        assert_eq!(chain_trouble(&fresh, now), None, "just started");
+        let silent = ChainSeen { expected_ms: now - 61_000, ..ChainSeen::default() };
+        assert!(chain_trouble(&silent, now).unwrap().contains("not answered"));
+        let good = ChainSeen {
+            expected_ms: 0,
+            last_read_ms: Some(now - 1_000),
+            head: Some(5_000),
+            head_since_ms: Some(now - 5_000),
+            first_head: Some(4_000),
+            ..ChainSeen::default()
+        };
+        assert_eq!(chain_trouble(&good, now), None);
+        assert_eq!(good.blocks_since_commitment(), Some(1_000), "from the first head seen");
+        let gone = ChainSeen { last_read_ms: Some(now - 61_000), ..good.clone() };
+        assert!(chain_trouble(&gone, now).unwrap().contains("has not answered for 61 s"));
+        let stalled = ChainSeen { head_since_ms: Some(now - 70_000), ..good.clone() };
+        assert!(chain_trouble(&stalled, now).unwrap().contains("stayed at block 5000"));
+        let failing = ChainSeen { weights_failing_since: Some(5_000 - ANCHOR_FAILING_BLOCKS - 1), ..good.clone() };
+        assert!(chain_trouble(&failing, now).unwrap().contains("setting weights has failed"));
+        let recent = ChainSeen { commitment_failing_since: Some(4_900), ..good };
+        assert_eq!(chain_trouble(&recent, now), None, "a failure younger than the threshold is retried quietly");
+    }
+}
