@@ -13,11 +13,11 @@ use crate::chain::weight_shares;
 use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use crate::ledger::event::MinerRef;
 use crate::replay::fold::ChainFold;
-use crate::replay::model::{MatchFold, Name, NetworkVerdict};
+use crate::replay::model::{MatchFold, NetworkVerdict, SkipFold};
+use crate::replay::view::{miner_rows, miners_named, newest_chain_block, played, ratio_points};
 use crate::replay::Replay;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 /// The pages, by file name.
 pub const PAGES: [(&str, &str); 4] =
@@ -239,23 +239,6 @@ fn percent(ppm: u64) -> String {
     format!("{:.1}%", ppm as f64 / 1e4)
 }
 
-/// The newest chain block any log names: the pages' "now" for blocks-since figures
-/// (a page folded from logs has no chain head of its own).
-fn newest_chain_block(replay: &Replay) -> u64 {
-    replay
-        .folds
-        .iter()
-        .flat_map(|f| {
-            f.commitments
-                .iter()
-                .map(|c| c.chain_block)
-                .chain(f.last_weights.iter().map(|w| w.chain_block))
-                .chain(f.matches.values().map(|m| m.chain_block))
-        })
-        .max()
-        .unwrap_or(0)
-}
-
 fn subnet(replay: &Replay, identities: &Identities) -> Markup {
     let state = &replay.state;
     let newest = newest_chain_block(replay);
@@ -312,9 +295,6 @@ fn subnet(replay: &Replay, identities: &Identities) -> Markup {
     }
 }
 
-/// A record in one env: (env, wins, losses, draws) of the miner it belongs to.
-type EnvRecord = (String, u32, u32, u32);
-
 /// The most matches a node's miners page lists per miner: its newest ones (a champion
 /// plays every match; the matches page has them all).
 pub const MATCHES_PER_MINER: usize = 8;
@@ -322,49 +302,9 @@ pub const MATCHES_PER_MINER: usize = 8;
 /// Miners on one page of `miners.html` as a node serves it.
 pub const MINERS_PER_PAGE: usize = 100;
 
-/// One of a miner's matches as its row shows it.
-struct MinerMatch {
-    /// The match's row on the matches page.
-    i: usize,
-    as_contender: bool,
-    /// The network's verdict as this miner's result (`None`: open).
-    result: Option<bool>,
-    /// (contender, champion): where its env tallies are looked up.
-    pair: (Name, Name),
-    /// Its W/L/D per env, once looked up.
-    envs: Vec<EnvRecord>,
-}
-
-/// One miner's row: what it is now and what it did.
-#[derive(Default)]
-struct MinerRow {
-    miner: Option<MinerRef>,
-    champion: bool,
-    /// Its matches: how many, won, lost.
-    n_played: usize,
-    n_won: usize,
-    n_lost: usize,
-    /// Its newest matches (all of them on a published copy).
-    played: std::collections::VecDeque<MinerMatch>,
-    skipped: Vec<String>,
-    /// Its place in the queue (1-based) and its commitment's chain block.
-    queued: Option<(usize, u64)>,
-}
-
-/// Every miner the logs and the queue name, by hotkey: what the miners page lists.
-fn miners_named(replay: &Replay, queue: Option<&[Queued]>) -> BTreeSet<String> {
-    let mut named = BTreeSet::new();
-    for m in replay.state.matches.iter() {
-        for miner in [&m.contender, &m.champion] {
-            if !named.contains(&*miner.hotkey) {
-                named.insert(miner.hotkey.to_string());
-            }
-        }
-    }
-    named.extend(replay.folds.iter().flat_map(|fold| fold.skipped.iter().map(|skip| skip.hotkey.clone())));
-    named.extend(replay.state.champion.iter().map(|champion| champion.hotkey.to_string()));
-    named.extend(queue.unwrap_or_default().iter().map(|queued| queued.hotkey.clone()));
-    named
+/// The hotkeys of the queue, if it is known.
+fn queued_hotkeys(queue: Option<&[Queued]>) -> impl Iterator<Item = String> + '_ {
+    queue.unwrap_or_default().iter().map(|queued| queued.hotkey.clone())
 }
 
 /// The pages of the miners page as a node serves it (at least one, empty).
@@ -377,9 +317,18 @@ fn miner_pages(named: usize) -> usize {
 pub fn pages_of(name: &str, replay: &Replay, chain: &FromChain) -> usize {
     match name {
         "matches.html" => match_pages(replay.state.matches.len()),
-        "miners.html" => miner_pages(miners_named(replay, chain.queue.as_deref()).len()),
+        "miners.html" => miner_pages(miners_named(replay, queued_hotkeys(chain.queue.as_deref())).len()),
         _ => 1,
     }
+}
+
+/// Why a commitment was not played, in words.
+fn skip_reason(skip: &SkipFold) -> String {
+    let why = match skip.reason {
+        crate::ledger::event::SkipReason::Duplicate => "a duplicate of an earlier commitment",
+        crate::ledger::event::SkipReason::SameAsChampion => "the champion's own model",
+    };
+    format!("{}@{} (block {}): {why}", skip.model, skip.revision, skip.commit_block)
 }
 
 /// `None` for a page past the last.
@@ -388,7 +337,7 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Option<M
     // The rows shown: every miner on a published copy, one page of hotkeys on a node, so
     // the rows (each with its matches and their env tallies) do not grow with the logs;
     // only the hotkeys are gathered whole, to find the page's window.
-    let named = miners_named(replay, queue);
+    let named = miners_named(replay, queued_hotkeys(queue));
     let n_named = named.len();
     // With the matches each row keeps: all on a published copy, the newest on a node.
     let (window, nav, keep): (BTreeSet<String>, _, _) = match paging {
@@ -404,62 +353,7 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Option<M
             (window, Some((page, last, first)), MATCHES_PER_MINER)
         }
     };
-    let mut rows: BTreeMap<String, MinerRow> = BTreeMap::new();
-    for (i, m) in state.matches.iter().enumerate() {
-        let won = m.verdict.map(|v| v == NetworkVerdict::ContenderWon);
-        for (miner, as_contender) in [(&m.contender, true), (&m.champion, false)] {
-            if !window.contains(&*miner.hotkey) {
-                continue;
-            }
-            let row = rows.entry(miner.hotkey.to_string()).or_default();
-            row.miner = Some(miner.to_owned_strings());
-            let result = won.map(|won| won == as_contender);
-            row.n_played += 1;
-            row.n_won += usize::from(result == Some(true));
-            row.n_lost += usize::from(result == Some(false));
-            if row.played.len() == keep {
-                row.played.pop_front();
-            }
-            let pair = (m.contender.hotkey.clone(), m.champion.hotkey.clone());
-            row.played.push_back(MinerMatch { i, as_contender, result, pair, envs: Vec::new() });
-        }
-    }
-    // Env tallies only for the matches shown: each is a read of a log's match.
-    for shown in rows.values_mut().flat_map(|row| row.played.iter_mut()) {
-        let (contender, champion) = &shown.pair;
-        let envs: Vec<EnvRecord> = replay
-            .state
-            .matches
-            .plays(contender, champion)
-            .first()
-            .and_then(|(validator, id)| played(replay, validator, id))
-            .map(|played| {
-                played.env_folds.iter().map(|(env, e)| (env.to_string(), e.wins, e.losses, e.draws)).collect()
-            })
-            .unwrap_or_default();
-        shown.envs = envs
-            .into_iter()
-            .map(|(env, w, l, d)| if shown.as_contender { (env, w, l, d) } else { (env, l, w, d) })
-            .collect();
-    }
-    for fold in &replay.folds {
-        for skip in fold.skipped.iter().filter(|skip| window.contains(&skip.hotkey)) {
-            let row = rows.entry(skip.hotkey.clone()).or_default();
-            let why = match skip.reason {
-                crate::ledger::event::SkipReason::Duplicate => "a duplicate of an earlier commitment",
-                crate::ledger::event::SkipReason::SameAsChampion => "the champion's own model",
-            };
-            let text = format!("{}@{} (block {}): {why}", skip.model, skip.revision, skip.commit_block);
-            if !row.skipped.contains(&text) {
-                row.skipped.push(text);
-            }
-            row.miner.get_or_insert_with(|| MinerRef {
-                hotkey: skip.hotkey.clone(),
-                uid: skip.uid,
-                model: format!("{}@{}", skip.model, skip.revision),
-            });
-        }
-    }
+    let mut rows = miner_rows(replay, &window, keep);
     if let Some(champion) = state.champion.as_ref().filter(|champion| window.contains(&*champion.hotkey)) {
         rows.entry(champion.hotkey.to_string()).or_default().champion = true;
     }
@@ -515,17 +409,12 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Option<M
                                 @for (env, w, l, d) in &shown.envs { " · " (env) " " (w) "/" (l) "/" (d) }
                             }
                         }
-                        @for why in &row.skipped { div.muted { "not played: " (why) } }
+                        @for skip in &row.skipped { div.muted { "not played: " (skip_reason(skip)) } }
                     }
                 }
             }
         }
     })
-}
-
-/// `validator`'s fold of match `id`.
-fn played(replay: &Replay, validator: &ValidatorKey, id: &Hash32) -> Option<Arc<MatchFold>> {
-    replay.folds.iter().find(|f| f.validator == *validator)?.matches.get(id)
 }
 
 fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<Markup> {
@@ -653,54 +542,6 @@ const VTRUST_POINTS: usize = 48;
 /// The most points the ratio chart draws: two per pixel column of its plot, whatever the
 /// history holds.
 const RATIO_POINTS: usize = 1_280;
-
-/// The ratio each vote set, at the chain block it names, in block order: every one if
-/// there are at most `max` (at least 2), else, for each of `max / 2` equal spans of chain
-/// blocks, the lowest and the highest ratio set in it, so the chart keeps each step's
-/// reach. Two passes over the state's list (which may be in the match file), holding
-/// at most `max` points.
-fn ratio_points(matches: &crate::replay::network::NetworkMatches, max: usize) -> Vec<(u64, u32)> {
-    let max = max.max(2);
-    let each = |f: &mut dyn FnMut(u64, u32)| {
-        for m in matches.iter() {
-            for v in m.votes.iter().filter(|v| v.chain_block > 0) {
-                f(v.chain_block, v.new_ratio_to_beat_ppm);
-            }
-        }
-    };
-    let (mut n, mut first, mut last) = (0usize, u64::MAX, 0u64);
-    each(&mut |block, _| {
-        n += 1;
-        first = first.min(block);
-        last = last.max(block);
-    });
-    let mut points = Vec::with_capacity(n.min(max));
-    if n <= max {
-        each(&mut |block, ppm| points.push((block, ppm)));
-    } else {
-        let spans = (max / 2) as u64;
-        let width = (last - first) / spans + 1;
-        // Per span: its lowest and its highest point, by (ratio, block).
-        type Point = (u32, u64);
-        let mut reach: Vec<Option<(Point, Point)>> = vec![None; spans as usize];
-        each(&mut |block, ppm| {
-            let slot = &mut reach[((block - first) / width) as usize];
-            let point = (ppm, block);
-            *slot = Some(match *slot {
-                None => (point, point),
-                Some((low, high)) => (low.min(point), high.max(point)),
-            });
-        });
-        for (low, high) in reach.into_iter().flatten() {
-            points.push((low.1, low.0));
-            if high != low {
-                points.push((high.1, high.0));
-            }
-        }
-    }
-    points.sort_unstable();
-    points
-}
 
 /// The frame both charts share: chain blocks `first..=last` across, a share in ppm from
 /// `low` to 10^6 up, as SVG coordinates.
@@ -931,43 +772,9 @@ mod tests {
     }
 
     #[test]
-    fn the_ratio_chart_keeps_each_spans_reach_and_no_more_points_than_its_bound() {
-        let validator = Arc::new(ValidatorKey([1; 32]));
-        let vote = |block: u64, ppm: u32| crate::replay::model::Vote {
-            validator: validator.clone(),
-            contender_won: true,
-            new_ratio_to_beat_ppm: ppm,
-            decided_time_ms: 0,
-            chain_block: block,
-        };
-        let mut replay = replay_of(5_000);
-        let matches: Vec<NetworkMatch> = replay
-            .state
-            .matches
-            .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                let mut m = m;
-                let i = i as u64;
-                // A sawtooth, with one spike at block 7_000, and a vote without a chain.
-                let ppm = if i == 3_000 { 999_999 } else { 500_000 + (i % 97) as u32 * 1_000 };
-                m.votes = vec![vote(1_000 + i * 2, ppm), vote(0, 1)];
-                m
-            })
-            .collect();
-        let cold = ColdStore::temporary(CacheSize::AUDIT).unwrap();
-        replay.state.matches = NetworkMatches::written(&cold, &matches).unwrap();
-        let all = ratio_points(&replay.state.matches, 20_000);
-        assert_eq!(all.len(), 5_000, "every vote at a chain block, none without");
-        assert!(all.windows(2).all(|w| w[0] <= w[1]));
-        let few = ratio_points(&replay.state.matches, 100);
-        assert!(few.len() <= 100 && few.len() > 50, "{}", few.len());
-        assert!(few.windows(2).all(|w| w[0] <= w[1]));
-        assert!(few.iter().all(|p| all.binary_search(p).is_ok()), "only points that were set");
-        assert!(few.contains(&(7_000, 999_999)), "the spike is its span's highest");
-        assert_eq!(few.first().map(|p| p.0), Some(1_000));
-        // 50 spans of 200 blocks: the last span's points are in the last 200 blocks.
-        assert!(few.last().unwrap().0 + 200 > all.last().unwrap().0);
+    fn the_ratio_chart_draws_no_more_points_than_its_bound() {
+        let mut replay = replay_of(3_000);
+        replay.state.matches = crate::replay::view::tests::sawtooth(3_000);
         let html = render("history.html", &replay, &FromChain::default(), Paging::Page(None)).unwrap();
         assert!(html.matches("<circle").count() <= RATIO_POINTS);
     }

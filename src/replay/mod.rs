@@ -22,6 +22,7 @@ pub mod network;
 pub mod network_list;
 pub mod spill;
 pub mod synth;
+pub mod view;
 pub mod vtrust;
 pub mod vtrust_history;
 

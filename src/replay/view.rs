@@ -1,0 +1,248 @@
+//! Queries over a finished replay that the pages, the CLI and the audit read: a log's
+//! play of a match, the newest chain block the logs name, the ratio each vote set, and
+//! each miner's matches with their results and env tallies. They read through the
+//! replay's folds and the state's list (and its index of plays by pair) and format
+//! nothing: what to print is the reader's.
+
+use super::model::{MatchFold, Name, NetworkVerdict, SkipFold};
+use super::network_list::NetworkMatches;
+use super::Replay;
+use crate::bytes::{Hash32, ValidatorKey};
+use crate::ledger::event::MinerRef;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+/// A record in one env: (env, wins, losses, draws) of the miner it belongs to.
+pub type EnvRecord = (String, u32, u32, u32);
+
+/// One of a miner's matches as its row shows it.
+pub struct MinerMatch {
+    /// The match's row on the matches page.
+    pub i: usize,
+    pub as_contender: bool,
+    /// The network's verdict as this miner's result (`None`: open).
+    pub result: Option<bool>,
+    /// (contender, champion): where its env tallies are looked up.
+    pub pair: (Name, Name),
+    /// Its W/L/D per env, once looked up.
+    pub envs: Vec<EnvRecord>,
+}
+
+/// One miner's row: what it is now and what it did.
+#[derive(Default)]
+pub struct MinerRow {
+    pub miner: Option<MinerRef>,
+    pub champion: bool,
+    /// Its matches: how many, won, lost.
+    pub n_played: usize,
+    pub n_won: usize,
+    pub n_lost: usize,
+    /// Its newest matches (all of them on a published copy).
+    pub played: VecDeque<MinerMatch>,
+    /// The commitments of it the logs recorded not playing, each once.
+    pub skipped: Vec<SkipFold>,
+    /// Its place in the queue (1-based) and its commitment's chain block.
+    pub queued: Option<(usize, u64)>,
+}
+
+/// The rows of the miners in `window` (by hotkey): each one's matches in the state's
+/// order (the newest `keep` listed, with the env tallies of its first log's play; all
+/// counted), and the commitments the logs recorded not playing (each once).
+pub fn miner_rows(replay: &Replay, window: &BTreeSet<String>, keep: usize) -> BTreeMap<String, MinerRow> {
+    let mut rows: BTreeMap<String, MinerRow> = BTreeMap::new();
+    for (i, m) in replay.state.matches.iter().enumerate() {
+        let won = m.verdict.map(|v| v == NetworkVerdict::ContenderWon);
+        for (miner, as_contender) in [(&m.contender, true), (&m.champion, false)] {
+            if !window.contains(&*miner.hotkey) {
+                continue;
+            }
+            let row = rows.entry(miner.hotkey.to_string()).or_default();
+            row.miner = Some(miner.to_owned_strings());
+            let result = won.map(|won| won == as_contender);
+            row.n_played += 1;
+            row.n_won += usize::from(result == Some(true));
+            row.n_lost += usize::from(result == Some(false));
+            if row.played.len() == keep {
+                row.played.pop_front();
+            }
+            let pair = (m.contender.hotkey.clone(), m.champion.hotkey.clone());
+            row.played.push_back(MinerMatch { i, as_contender, result, pair, envs: Vec::new() });
+        }
+    }
+    // Env tallies only for the matches shown: each is a read of a log's match.
+    for shown in rows.values_mut().flat_map(|row| row.played.iter_mut()) {
+        let (contender, champion) = &shown.pair;
+        let envs: Vec<EnvRecord> = replay
+            .state
+            .matches
+            .plays(contender, champion)
+            .first()
+            .and_then(|(validator, id)| played(replay, validator, id))
+            .map(|played| {
+                played.env_folds.iter().map(|(env, e)| (env.to_string(), e.wins, e.losses, e.draws)).collect()
+            })
+            .unwrap_or_default();
+        shown.envs = envs
+            .into_iter()
+            .map(|(env, w, l, d)| if shown.as_contender { (env, w, l, d) } else { (env, l, w, d) })
+            .collect();
+    }
+    for fold in &replay.folds {
+        for skip in fold.skipped.iter().filter(|skip| window.contains(&skip.hotkey)) {
+            let row = rows.entry(skip.hotkey.clone()).or_default();
+            // Each validator records its own skip of a commitment: listed once.
+            let same = |s: &SkipFold| {
+                (&s.model, &s.revision, s.commit_block, s.reason)
+                    == (&skip.model, &skip.revision, skip.commit_block, skip.reason)
+            };
+            if !row.skipped.iter().any(same) {
+                row.skipped.push(skip.clone());
+            }
+            row.miner.get_or_insert_with(|| MinerRef {
+                hotkey: skip.hotkey.clone(),
+                uid: skip.uid,
+                model: format!("{}@{}", skip.model, skip.revision),
+            });
+        }
+    }
+    rows
+}
+
+/// `validator`'s fold of match `id`.
+pub fn played(replay: &Replay, validator: &ValidatorKey, id: &Hash32) -> Option<Arc<MatchFold>> {
+    replay.folds.iter().find(|f| f.validator == *validator)?.matches.get(id)
+}
+
+/// The newest chain block any log names: the pages' "now" for blocks-since figures
+/// (a page folded from logs has no chain head of its own).
+pub fn newest_chain_block(replay: &Replay) -> u64 {
+    replay
+        .folds
+        .iter()
+        .flat_map(|f| {
+            f.commitments
+                .iter()
+                .map(|c| c.chain_block)
+                .chain(f.last_weights.iter().map(|w| w.chain_block))
+                .chain(f.matches.values().map(|m| m.chain_block))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The ratio each vote set, at the chain block it names, in block order: every one if
+/// there are at most `max` (at least 2), else, for each of `max / 2` equal spans of chain
+/// blocks, the lowest and the highest ratio set in it, so the chart keeps each step's
+/// reach. Two passes over the state's list (which may be in the match file), holding
+/// at most `max` points.
+pub fn ratio_points(matches: &NetworkMatches, max: usize) -> Vec<(u64, u32)> {
+    let max = max.max(2);
+    let each = |f: &mut dyn FnMut(u64, u32)| {
+        for m in matches.iter() {
+            for v in m.votes.iter().filter(|v| v.chain_block > 0) {
+                f(v.chain_block, v.new_ratio_to_beat_ppm);
+            }
+        }
+    };
+    let (mut n, mut first, mut last) = (0usize, u64::MAX, 0u64);
+    each(&mut |block, _| {
+        n += 1;
+        first = first.min(block);
+        last = last.max(block);
+    });
+    let mut points = Vec::with_capacity(n.min(max));
+    if n <= max {
+        each(&mut |block, ppm| points.push((block, ppm)));
+    } else {
+        let spans = (max / 2) as u64;
+        let width = (last - first) / spans + 1;
+        // Per span: its lowest and its highest point, by (ratio, block).
+        type Point = (u32, u64);
+        let mut reach: Vec<Option<(Point, Point)>> = vec![None; spans as usize];
+        each(&mut |block, ppm| {
+            let slot = &mut reach[((block - first) / width) as usize];
+            let point = (ppm, block);
+            *slot = Some(match *slot {
+                None => (point, point),
+                Some((low, high)) => (low.min(point), high.max(point)),
+            });
+        });
+        for (low, high) in reach.into_iter().flatten() {
+            points.push((low.1, low.0));
+            if high != low {
+                points.push((high.1, high.0));
+            }
+        }
+    }
+    points.sort_unstable();
+    points
+}
+
+/// Every miner the logs name, and the `queued` ones, by hotkey: what the miners page lists.
+pub fn miners_named(replay: &Replay, queued: impl Iterator<Item = String>) -> BTreeSet<String> {
+    let mut named = BTreeSet::new();
+    for m in replay.state.matches.iter() {
+        for miner in [&m.contender, &m.champion] {
+            if !named.contains(&*miner.hotkey) {
+                named.insert(miner.hotkey.to_string());
+            }
+        }
+    }
+    named.extend(replay.folds.iter().flat_map(|fold| fold.skipped.iter().map(|skip| skip.hotkey.clone())));
+    named.extend(replay.state.champion.iter().map(|champion| champion.hotkey.to_string()));
+    named.extend(queued);
+    named
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::replay::cold::{CacheSize, ColdStore};
+    use crate::replay::model::{NetworkMatch, Vote};
+
+    /// `n` matches whose votes set a sawtooth of ratios, one a match at blocks 1,000 up
+    /// by 2, with a spike at block 7,000, and a vote without a chain in each.
+    pub(crate) fn sawtooth(n: u64) -> NetworkMatches {
+        let validator = Arc::new(ValidatorKey([1; 32]));
+        let vote = |block: u64, ppm: u32| Vote {
+            validator: validator.clone(),
+            contender_won: true,
+            new_ratio_to_beat_ppm: ppm,
+            decided_time_ms: 0,
+            chain_block: block,
+        };
+        let miner = |i: u64| MinerRef { hotkey: format!("5Miner{i}").into(), uid: i as u16, model: "m".into() };
+        let matches: Vec<NetworkMatch> = (0..n)
+            .map(|i| {
+                let ppm = if i == 3_000 { 999_999 } else { 500_000 + (i % 97) as u32 * 1_000 };
+                NetworkMatch {
+                    contender: miner(i + 1),
+                    champion: miner(0),
+                    first_started_ms: 1_000 + i,
+                    votes: vec![vote(1_000 + i * 2, ppm), vote(0, 1)],
+                    for_ppm: 0,
+                    against_ppm: 0,
+                    verdict: None,
+                }
+            })
+            .collect();
+        let cold = ColdStore::temporary(CacheSize::AUDIT).unwrap();
+        NetworkMatches::written(&cold, &matches).unwrap()
+    }
+
+    #[test]
+    fn the_ratio_points_keep_each_spans_reach_and_no_more_than_their_bound() {
+        let matches = sawtooth(5_000);
+        let all = ratio_points(&matches, 20_000);
+        assert_eq!(all.len(), 5_000, "every vote at a chain block, none without");
+        assert!(all.windows(2).all(|w| w[0] <= w[1]));
+        let few = ratio_points(&matches, 100);
+        assert!(few.len() <= 100 && few.len() > 50, "{}", few.len());
+        assert!(few.windows(2).all(|w| w[0] <= w[1]));
+        assert!(few.iter().all(|p| all.binary_search(p).is_ok()), "only points that were set");
+        assert!(few.contains(&(7_000, 999_999)), "the spike is its span's highest");
+        assert_eq!(few.first().map(|p| p.0), Some(1_000));
+        // 50 spans of 200 blocks: the last span's points are in the last 200 blocks.
+        assert!(few.last().unwrap().0 + 200 > all.last().unwrap().0);
+    }
+}
