@@ -12,6 +12,7 @@
 
 pub mod hotkey;
 pub mod local;
+pub mod local_client;
 pub mod miner;
 pub mod subtensor;
 pub mod tlock;
@@ -656,7 +657,7 @@ pub fn local_hotkey(spec: &ChainSpec) -> Result<Option<String>, ChainError> {
 
 pub async fn connect(spec: &ChainSpec) -> Result<Box<dyn Chain>, ChainError> {
     if let Some(addr) = spec.endpoint.strip_prefix("local:") {
-        return Ok(Box::new(local::LocalClient::new(addr, spec.netuid, local_hotkey(spec)?)?));
+        return Ok(Box::new(local_client::LocalClient::new(addr, spec.netuid, local_hotkey(spec)?)?));
     }
     if let Some(network) = spec.endpoint.strip_prefix("subtensor:") {
         let url = subtensor_url(network)?;

@@ -4,7 +4,8 @@
 
 use super::{one_line, print_json};
 use crate::outln;
-use af::chain::local::{self, LocalChain, LocalClient};
+use af::chain::local::{self, LocalChain};
+use af::chain::local_client::LocalClient;
 use af::chain::{self as chain_mod, Chain, ChainSpec};
 use anyhow::Context;
 use clap::{Args, Subcommand};

@@ -2,8 +2,10 @@
 //! own log (created with a fresh key on first use), in one place so that the commands
 //! that write (`validate`, `node`, `ledger`, `chain`) and those that read agree on them.
 
+use af::bytes::ValidatorKey;
 use af::ledger::keys::KEY_FILE;
 use af::ledger::{LedgerKey, OwnLog, Store};
+use anyhow::Context;
 use std::path::{Path, PathBuf};
 
 /// Where `data`'s ledger key lives.
@@ -46,4 +48,16 @@ pub fn own_state(
     let mut state = af::validator::state::ValidatorState::new(&af::evaluation::ratio::DEFAULT_RATIO_PARAMS);
     af::validator::state::fold_new_blocks(&mut state, store, &validator)?;
     Ok(Some((validator, state)))
+}
+
+pub fn parse_validator(hex: &str) -> anyhow::Result<ValidatorKey> {
+    ValidatorKey::from_hex(hex).context("--validator")
+}
+
+/// `--validator` if given, else our own key's public half.
+pub fn validator_or_own(data: &Path, validator: Option<String>) -> anyhow::Result<ValidatorKey> {
+    match validator {
+        Some(hex) => parse_validator(&hex),
+        None => Ok(LedgerKey::load(&key_path(data)).context("no --validator given, so using our own key")?.validator()),
+    }
 }

@@ -38,7 +38,7 @@ impl Drop for Process {
 fn mine_commit(
     exe: &Path,
     runtime: &tokio::runtime::Runtime,
-    chain: &af::chain::local::LocalClient,
+    chain: &af::chain::local_client::LocalClient,
     endpoint: &str,
     hotkey: &str,
     model: &str,
@@ -156,7 +156,7 @@ pub fn run(
     processes.push(chain_process);
     let chain_endpoint = format!("local:{chain_addr}");
     eprintln!("local chain at {chain_addr}");
-    let chain_client = af::chain::local::LocalClient::new(&chain_addr, DEVNET_NETUID, None)?;
+    let chain_client = af::chain::local_client::LocalClient::new(&chain_addr, DEVNET_NETUID, None)?;
     let chain_runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     // Commit-reveal on, as on most subnets: validators commit timelocked weights and the
     // chain reveals them with its beacon's round signatures. A short rate limit lets each

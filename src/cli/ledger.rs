@@ -1,13 +1,14 @@
 //! `af ledger`: create, inspect, verify, export, checkpoint and prove block logs.
 
-use super::data_dir::{key_path, open_own_log};
+use super::data_dir::{key_path, open_own_log, parse_validator, validator_or_own};
+use super::proofs::{
+    checkpoint, prove, prove_consistency, report_check, verify_checkpoint, verify_consistency, verify_proof,
+};
 use super::{print_json, ProgressLine, EXIT_CHECK_FAILED};
 use crate::outln;
-use af::bytes::{Hash32, ValidatorKey};
-use af::ledger::checkpoint::Checkpoint;
-use af::ledger::proof::{self, InclusionProof};
+use af::bytes::ValidatorKey;
 use af::ledger::verify::{self, StoreReport};
-use af::ledger::{demo, Event, LedgerKey, Store};
+use af::ledger::{demo, Event, Store};
 use anyhow::{anyhow, bail, Context};
 use clap::{Subcommand, ValueEnum};
 use std::io::Write;
@@ -304,18 +305,6 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-    }
-}
-
-fn parse_validator(hex: &str) -> anyhow::Result<ValidatorKey> {
-    ValidatorKey::from_hex(hex).context("--validator")
-}
-
-/// `--validator` if given, else our own key's public half.
-fn validator_or_own(data: &Path, validator: Option<String>) -> anyhow::Result<ValidatorKey> {
-    match validator {
-        Some(hex) => parse_validator(&hex),
-        None => Ok(LedgerKey::load(&key_path(data)).context("no --validator given, so using our own key")?.validator()),
     }
 }
 
@@ -646,114 +635,6 @@ fn reindex(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn checkpoint(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let store = super::http::open_for_read(data)?;
-    let key = LedgerKey::load(&key_path(data))?;
-    let tip = store.tip(&key.validator())?.ok_or_else(|| anyhow!("our chain is empty: nothing to checkpoint"))?;
-    let note = Checkpoint::of_tip(key.validator(), &tip).sign(&key);
-    if json {
-        print_json(&serde_json::json!({
-            "validator": key.validator(), "height": tip.height, "hash": tip.hash, "note": note,
-        }))?;
-    } else {
-        std::io::stdout().lock().write_all(note.as_bytes())?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn report_check(json: bool, ok: bool, value: serde_json::Value, text: &str) -> anyhow::Result<ExitCode> {
-    if json {
-        let mut value = value;
-        value["ok"] = serde_json::json!(ok);
-        print_json(&value)?;
-    } else {
-        outln!("{}{text}", if ok { "ok: " } else { "FAIL: " });
-    }
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(EXIT_CHECK_FAILED) })
-}
-
-fn verify_checkpoint(file: &Path, data: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
-    let bytes = super::read_input_bytes(file, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
-    // A note that is not UTF-8 fails the check like any other malformed note.
-    let Ok(note) = String::from_utf8(bytes) else {
-        let why = "checkpoint is malformed: the note is not UTF-8";
-        return report_check(json, false, serde_json::json!({ "error": why }), why);
-    };
-    let checkpoint = match Checkpoint::verify(&note) {
-        Ok(checkpoint) => checkpoint,
-        Err(error) => {
-            return report_check(json, false, serde_json::json!({ "error": error.to_string() }), &error.to_string())
-        }
-    };
-    if let Some(data) = data {
-        let store = super::http::open_for_read(data)?;
-        let height = checkpoint.size.checked_sub(1).ok_or_else(|| anyhow!("checkpoint of an empty chain"))?;
-        let stored = store
-            .block_bytes(&checkpoint.validator, height)?
-            .map(|bytes| Hash32(*blake3::hash(&bytes[..af::ledger::block::HEADER_BYTES.min(bytes.len())]).as_bytes()));
-        if stored != Some(checkpoint.tip_hash) {
-            let why = format!(
-                "the store does not hold block {} with hash {} for validator {}",
-                height, checkpoint.tip_hash, checkpoint.validator
-            );
-            return report_check(json, false, serde_json::json!({ "checkpoint": checkpoint, "error": why }), &why);
-        }
-    }
-    let text = format!(
-        "checkpoint of validator {} at {} blocks, tip {}, signature valid",
-        checkpoint.validator, checkpoint.size, checkpoint.tip_hash
-    );
-    report_check(json, true, serde_json::json!({ "checkpoint": checkpoint }), &text)
-}
-
-fn prove(data: &Path, height: u64, event: u32, validator: Option<String>) -> anyhow::Result<ExitCode> {
-    let store = super::http::open_for_read(data)?;
-    let validator = validator_or_own(data, validator)?;
-    let proof = proof::prove(&store, &validator, height, event)?;
-    print_json(&proof)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-fn verify_proof(file: &Path, checkpoint: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
-    let text = super::read_input(file, af::limits::MAX_JSON_INPUT_BYTES)?;
-    let proof: InclusionProof = match serde_json::from_str(&text) {
-        Ok(proof) => proof,
-        Err(error) => return super::report_parse_failure(json, "inclusion proof", &error),
-    };
-    let tip = match proof::verify_inclusion_proof(&proof) {
-        Ok(tip) => tip,
-        Err(error) => {
-            return report_check(json, false, serde_json::json!({ "error": error.to_string() }), &error.to_string())
-        }
-    };
-    if let Some(path) = checkpoint {
-        let note = super::read_input(path, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
-        let verdict = Checkpoint::verify(&note).map_err(|e| e.to_string()).and_then(|c| {
-            if c.validator == proof.validator && c.size == tip.height + 1 && c.tip_hash == tip.hash {
-                Ok(())
-            } else {
-                Err(format!(
-                    "proof reaches height {} hash {}, the checkpoint says {} blocks, tip {}",
-                    tip.height, tip.hash, c.size, c.tip_hash
-                ))
-            }
-        });
-        if let Err(why) = verdict {
-            return report_check(json, false, serde_json::json!({ "error": why }), &why);
-        }
-    }
-    let text = format!(
-        "event {} of block {} (validator {}) is included, and the block chains to tip {} at height {}",
-        proof.event_idx, proof.height, proof.validator, tip.hash, tip.height
-    );
-    report_check(
-        json,
-        true,
-        serde_json::json!({ "validator": proof.validator, "height": proof.height, "event_idx": proof.event_idx, "tip": tip }),
-        &text,
-    )
-}
-
 fn find(data: &Path, challenge_id: Option<String>, miner: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
     let store = super::http::open_for_read(data)?;
     let locations = match (challenge_id, miner) {
@@ -832,71 +713,4 @@ pub fn write_demo(
         events_per_second: (blocks * u64::from(events_per_block)) as f64 / seconds,
         tip_height,
     })
-}
-
-fn prove_consistency(data: &Path, validator: Option<String>, old: u64, new: Option<u64>) -> anyhow::Result<ExitCode> {
-    let store = super::http::open_for_read(data)?;
-    let validator = validator_or_own(data, validator)?;
-    let proof = af::ledger::consistency::prove(&store, &validator, old, new)?;
-    print_json(&proof)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-fn verify_consistency(proof: &Path, old: Option<&Path>, new: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
-    use af::ledger::consistency::{self, ConsistencyProof, MAX_CONSISTENCY_HEADERS};
-    // A proof of the most headers is about 700 bytes of JSON per header.
-    let text = super::read_input(proof, MAX_CONSISTENCY_HEADERS * 1024)?;
-    let parsed: ConsistencyProof = match serde_json::from_str(&text) {
-        Ok(parsed) => parsed,
-        Err(error) => return super::report_parse_failure(json, "consistency proof", &error),
-    };
-    let mut verdict = consistency::verify(&parsed).map_err(|e| e.to_string());
-    if let (Ok(()), Some(old), Some(new)) = (&verdict, old, new) {
-        for (which, path, claimed) in [("old", old, parsed.old), ("new", new, parsed.new)] {
-            let note = super::read_input(path, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
-            let checked = Checkpoint::verify(&note).map_err(|e| format!("the {which} checkpoint: {e}")).and_then(|c| {
-                if c.validator != parsed.validator || c.size != claimed.size || c.tip_hash != claimed.hash {
-                    Err(format!(
-                        "the {which} checkpoint names validator {} size {} hash {}, not the proof's size {} hash {}",
-                        c.validator, c.size, c.tip_hash, claimed.size, claimed.hash
-                    ))
-                } else {
-                    Ok(())
-                }
-            });
-            if let Err(why) = checked {
-                verdict = Err(why);
-                break;
-            }
-        }
-    }
-    let checked_notes = old.is_some();
-    if json {
-        print_json(&serde_json::json!({
-            "ok": verdict.is_ok(),
-            "validator": parsed.validator,
-            "old": parsed.old,
-            "new": parsed.new,
-            "checkpoints_checked": checked_notes,
-            "error": verdict.as_ref().err(),
-        }))?;
-    } else {
-        match &verdict {
-            Ok(()) => {
-                outln!(
-                    "ok: validator {}: size {} (hash {}) extends size {} (hash {})",
-                    parsed.validator,
-                    parsed.new.size,
-                    parsed.new.hash,
-                    parsed.old.size,
-                    parsed.old.hash
-                );
-                if !checked_notes {
-                    outln!("the sizes and hashes are the proof's own: give --old and --new checkpoints to check them");
-                }
-            }
-            Err(why) => outln!("FAIL: {why}"),
-        }
-    }
-    Ok(if verdict.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_CHECK_FAILED) })
 }

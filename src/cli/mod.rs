@@ -12,6 +12,7 @@ mod ledger;
 mod mine;
 mod miner;
 mod node;
+mod proofs;
 mod transcripts;
 mod validate;
 mod wallet;

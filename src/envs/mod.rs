@@ -17,6 +17,7 @@ pub mod mult;
 pub mod parse;
 pub mod programs;
 pub mod pyprog;
+pub mod pyprog_gen;
 pub mod rng;
 pub mod sat;
 pub mod tictactoe;

@@ -10,7 +10,8 @@
 //! after normalisation (`pyprog::normalize_output`: CRLF as LF, trailing whitespace of
 //! each line and the whole text ignored; DED also ignores leading blank lines).
 
-use super::pyprog::{self, normalize_output, parse_input, Difficulty, Task};
+use super::pyprog::{self, normalize_output, parse_input};
+use super::pyprog_gen::{self, Difficulty, Task};
 use super::rng::Prng;
 use super::{
     info, single_turn_step, Action, EnvSpec, Environment, Episode, Info, Observation, ObservationData, Space, Turns,
@@ -80,7 +81,7 @@ impl Programs {
 /// The task of a challenge at the default difficulty (the same generator for both envs;
 /// their ids differ).
 pub fn task(challenge_id: &ChallengeId) -> Task {
-    pyprog::generate(&mut Prng::new(challenge_id), &Difficulty::DEFAULT)
+    pyprog_gen::generate(&mut Prng::new(challenge_id), &Difficulty::DEFAULT)
 }
 
 fn input_line(input: &[i128]) -> String {
@@ -125,7 +126,7 @@ impl Environment for Programs {
     }
 
     fn reset(&self, challenge_id: &ChallengeId) -> (Box<dyn Episode + '_>, Observation, Info) {
-        let task = pyprog::generate(&mut Prng::new(challenge_id), &self.difficulty);
+        let task = pyprog_gen::generate(&mut Prng::new(challenge_id), &self.difficulty);
         let observation = Observation {
             data: ObservationData::Program {
                 source: task.program.source(),

@@ -5,7 +5,8 @@
 
 use crate::{af, af_bin, stdout};
 use af::bytes::{Hash32, ValidatorKey};
-use af::chain::local::{router, LocalChain, LocalClient};
+use af::chain::local::{router, LocalChain};
+use af::chain::local_client::LocalClient;
 use af::chain::{Chain, LedgerCommitment};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -184,7 +185,7 @@ fn a_block_hash_exists_only_once_its_block_does_and_survives_a_restart() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (head, future, hash) = {
         let server = serve(&dir.path().join("chain"), "127.0.0.1:0");
-        let client = af::chain::local::LocalClient::new(&server.1, 1, None).unwrap();
+        let client = af::chain::local_client::LocalClient::new(&server.1, 1, None).unwrap();
         let head = runtime.block_on(client.current_block()).unwrap();
         let hash = runtime.block_on(client.block_hash(head)).unwrap().expect("the head has a hash");
         // Five blocks ahead (100 ms each) nobody can know the hash: a match id derived
@@ -199,7 +200,7 @@ fn a_block_hash_exists_only_once_its_block_does_and_survives_a_restart() {
     };
     // The chain keeps its seed across a restart: the same blocks, the same hashes.
     let server = serve(&dir.path().join("chain"), "127.0.0.1:0");
-    let client = af::chain::local::LocalClient::new(&server.1, 1, None).unwrap();
+    let client = af::chain::local_client::LocalClient::new(&server.1, 1, None).unwrap();
     assert_eq!(runtime.block_on(client.block_hash(future)).unwrap(), Some(hash));
     assert!(runtime.block_on(client.block_hash(head)).unwrap().is_some());
 }

@@ -20,7 +20,7 @@ struct Subnet {
     port: u16,
     endpoint: String,
     runtime: tokio::runtime::Runtime,
-    client: af::chain::local::LocalClient,
+    client: af::chain::local_client::LocalClient,
 }
 
 impl Subnet {
@@ -30,7 +30,7 @@ impl Subnet {
             port,
             endpoint: format!("local:127.0.0.1:{port}"),
             runtime: tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap(),
-            client: af::chain::local::LocalClient::new(&format!("127.0.0.1:{port}"), 1, None).unwrap(),
+            client: af::chain::local_client::LocalClient::new(&format!("127.0.0.1:{port}"), 1, None).unwrap(),
         }
     }
 }
@@ -162,7 +162,7 @@ fn a_validator_service_outlives_the_chain_and_a_dead_miner_and_sets_weights_whil
         l[decided_at..].iter().any(|line| line.contains("\"event\":\"weights_set\""))
     });
     // A fresh client: the first one's pooled connection died with the first chain process.
-    let client = af::chain::local::LocalClient::new(&format!("127.0.0.1:{port}"), 1, None).unwrap();
+    let client = af::chain::local_client::LocalClient::new(&format!("127.0.0.1:{port}"), 1, None).unwrap();
     let neurons = runtime.block_on(af::chain::Chain::neurons(&client)).unwrap();
     let uid = |hotkey: &str| neurons.iter().find(|n| n.hotkey == hotkey).unwrap().uid;
     let weights = runtime.block_on(af::chain::Chain::weights(&client)).unwrap();
