@@ -123,7 +123,11 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
     let cold_file = dir.path().join(replay::cold::COLD_FILE);
     let cache = match spill {
         true => CacheSize { page_bytes: COLD_CACHE_BYTES, ..CacheSize::VALIDATOR },
-        false => CacheSize::AUDIT,
+        // AF_BENCH_AUDIT_PAGE_MIB tries another page cache for the audit's file (MiB).
+        false => match std::env::var("AF_BENCH_AUDIT_PAGE_MIB").ok().and_then(|v| v.parse::<usize>().ok()) {
+            Some(mib) => CacheSize { page_bytes: mib << 20, ..CacheSize::AUDIT },
+            None => CacheSize::AUDIT,
+        },
     };
     let cold = replay::cold::ColdStore::create(&cold_file, cache).unwrap();
     let run = |from| {

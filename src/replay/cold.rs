@@ -77,14 +77,16 @@ impl CacheSize {
     /// the file's pages are in the OS's page cache anyway).
     pub const VALIDATOR: CacheSize =
         CacheSize { matches_per_log: 64, records_per_log: 256, keys_per_set: 256, page_bytes: 1024 * 1024 };
-    /// A one-shot audit's: every match of a log of a million matches in memory, as the
-    /// fold reads them back most, and the combine's sets and the state's list in 64 MiB of
-    /// pages; what is past that goes to the temporary file, not to swap.
+    /// A one-shot audit's: every match of a log of up to a million matches in memory, as
+    /// the fold reads them back most; the combine's sets and the state's list through
+    /// 1 MiB of pages, like a validator's (in `scripts/bench-fold-memory.sh` a 64 MiB page
+    /// cache held 17.6 kB of heap per state match and combined no faster: encoding and
+    /// the B-tree cost the time, not reads). What is past that is in the temporary file.
     pub const AUDIT: CacheSize = CacheSize {
         matches_per_log: 1 << 20,
         records_per_log: 1 << 20,
         keys_per_set: 1 << 20,
-        page_bytes: 64 * 1024 * 1024,
+        page_bytes: 1024 * 1024,
     };
 }
 /// One transaction in this many on the file is committed with fsync (`durability`).

@@ -553,7 +553,7 @@ pub fn vtrust_by_combines(
     folds: &[ChainFold],
     legacy: &RatioParams,
     blocks: &[u64],
-) -> Result<Vec<(u64, Vec<(ValidatorKey, u32)>)>, ColdError> {
+) -> Result<Vec<vtrust::VtrustPoint>, ColdError> {
     let cold = ColdStore::temporary(CacheSize::AUDIT)?;
     blocks
         .iter()

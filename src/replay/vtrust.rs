@@ -18,6 +18,9 @@
 use super::fold::ChainFold;
 use super::model::DiscrepancyKind;
 
+/// One point of a vTrust history: a chain block, and each validator's vTrust (ppm) at it.
+pub type VtrustPoint = (u64, Vec<(crate::bytes::ValidatorKey, u32)>);
+
 pub const VTRUST_FULL_PPM: u32 = 1_000_000;
 pub const PENALTY_PER_PROOF_PPM: u64 = 200_000;
 pub const PENALTY_FULL_DISAGREEMENT_PPM: u64 = 500_000;

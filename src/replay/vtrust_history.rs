@@ -8,13 +8,10 @@ use super::cold::ColdError;
 use super::fold::ChainFold;
 use super::model::Name;
 use super::network::{against_others, NetworkMatches, Play, PlayKey, RatioWalk};
-use super::vtrust;
+use super::vtrust::{self, VtrustPoint};
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
 use std::collections::BTreeMap;
-
-/// One point: a chain block, and each validator's vTrust (ppm) at it, by validator.
-pub type VtrustPoint = (u64, Vec<(ValidatorKey, u32)>);
 
 /// Each validator's vTrust at up to `max_points` (at least 2) chain blocks at which a
 /// match started: the first and the last such block, and between them the last such

@@ -8,6 +8,7 @@ mod envs_golden;
 mod envs_programs;
 mod envs_props;
 mod evaluation_stopping;
+mod house;
 mod http_hostile;
 mod http_logs;
 mod ledger_crash;
