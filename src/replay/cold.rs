@@ -96,7 +96,7 @@ const MAX_FOLD_BYTES: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ColdError {
-    #[error("the replay's match file {path}: {message}")]
+    #[error("the replay's file {path}: {message}")]
     Engine { path: String, message: String },
 }
 

@@ -51,13 +51,13 @@ pub const SNAPSHOT_FILE: &str = "replay-snapshot.bin";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
-    #[error("{0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
     #[error("snapshot {path}: {message}")]
     Snapshot { path: String, message: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Cold(#[from] cold::ColdError),
-    #[error("reading a spilled match back from {0} failed (see the log): the replay is incomplete and was dropped")]
+    #[error("reading a match back from the replay's file {0} failed (see the log): the replay is incomplete and was dropped")]
     ColdRead(String),
 }
 

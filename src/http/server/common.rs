@@ -109,7 +109,7 @@ pub(super) fn whole(replay: &Replay) -> Result<(), ApiError> {
     let faulted =
         replay.folds.iter().any(crate::replay::fold::ChainFold::spill_faulted) || replay.state.matches.faulted();
     match faulted {
-        true => Err(internal("a spilled match failed to read back from the replay's match file (see the log)")),
+        true => Err(internal("a match failed to read back from the replay's file (see the log)")),
         false => Ok(()),
     }
 }
