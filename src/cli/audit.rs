@@ -46,12 +46,28 @@ pub struct AuditArgs {
 
 pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     match audit(&args) {
-        Ok(report) => {
+        Ok((report, replayed)) => {
             let code = if report.clean { EXIT_CLEAN } else { EXIT_FOUND };
-            print_report(&report, args.json)?;
-            if let Some(path) = &args.report {
-                std::fs::write(path, af::audit::report::html(&report))
-                    .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+            // Drawn whole before anything is said, then asked once: a read of the
+            // replay's file that failed meanwhile leaves no report passed off as whole.
+            let html = args.report.as_ref().map(|_| af::audit::report::html(&report));
+            let text = (!args.json).then(|| af::audit::text::text(&report));
+            let json = args.json.then(|| serde_json::to_value(&report));
+            let whole = replayed.check_whole().map_err(anyhow::Error::from);
+            let json = match whole.and_then(|()| json.transpose().map_err(anyhow::Error::from)) {
+                Ok(json) => json,
+                Err(error) => {
+                    eprintln!("af audit: could not run: {error:#}");
+                    return Ok(ExitCode::from(EXIT_COULD_NOT_RUN));
+                }
+            };
+            match (json, text) {
+                (Some(json), _) => print_json(&json)?,
+                (None, Some(text)) => super::print_text(text.strip_suffix('\n').unwrap_or(&text))?,
+                (None, None) => {}
+            }
+            if let (Some(path), Some(html)) = (&args.report, html) {
+                std::fs::write(path, html).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
                 if !args.json {
                     outln!("report written to {}", path.display());
                 }
@@ -84,7 +100,8 @@ fn is_integrity_fault(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| cause.downcast_ref::<af::ledger::StoreError>().is_some_and(|e| e.is_integrity_fault()))
 }
 
-fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
+/// The report, and the replay it was drawn from (whose file the report still reads).
+fn audit(args: &AuditArgs) -> anyhow::Result<(AuditReport, Replay)> {
     let started = Instant::now();
     let data = &args.data;
     if !data.join(af::ledger::store::STORE_FILE).is_file() {
@@ -118,7 +135,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
         chain.discrepancies.iter().chain(&weights.discrepancies).chain(&blocks.discrepancies).cloned().collect();
     let findings = af::audit::findings(&store, &replayed, &on_chain)?;
     let skipped = af::audit::skip_rows(&replayed);
-    Ok(AuditReport {
+    let report = AuditReport {
         clean: findings.is_empty(),
         af_version: env!("CARGO_PKG_VERSION").to_string(),
         generated_at_ms: af::clock::unix_ms(),
@@ -130,21 +147,13 @@ fn audit(args: &AuditArgs) -> anyhow::Result<AuditReport> {
         n_bytes_folded: replayed.n_bytes_folded,
         seconds: started.elapsed().as_secs_f64(),
         matches: af::audit::match_rows(&replayed),
-        state: replayed.state,
+        // Shares the replay's file: the state's matches are read from it as they are drawn.
+        state: replayed.state.clone(),
         chain,
         weights,
         blocks,
         skipped,
         findings,
-    })
-}
-
-fn print_report(report: &AuditReport, json: bool) -> anyhow::Result<()> {
-    if json {
-        return print_json(report);
-    }
-    // The text ends with a newline of its own; each of its lines was made one line.
-    let text = af::audit::text::text(report);
-    super::print_text(text.strip_suffix('\n').unwrap_or(&text))?;
-    Ok(())
+    };
+    Ok((report, replayed))
 }

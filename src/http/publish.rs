@@ -30,6 +30,8 @@ pub enum PublishError {
     },
     #[error("validator {validator} is missing block {height}")]
     Missing { validator: ValidatorKey, height: u64 },
+    #[error("{0}: no page was written short")]
+    Replay(#[from] crate::replay::ReplayError),
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -99,6 +101,8 @@ pub fn publish_pages(
     for (name, _) in super::pages::PAGES {
         let html =
             super::pages::render(name, replay, chain, super::pages::Paging::Whole).expect("every listed page renders");
+        // A page drawn while a read of the replay's file failed may be short a match.
+        replay.check_whole()?;
         written += u64::from(write_if_changed(&site.join(name), html.as_bytes())?);
     }
     Ok(written)

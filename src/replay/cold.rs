@@ -433,6 +433,11 @@ impl Drop for ColdStore {
 }
 
 impl ColdSnapshot {
+    /// The file this snapshot reads.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Whether a read from this snapshot failed: results made from it are incomplete.
     pub fn faulted(&self) -> bool {
         self.fault.load(Ordering::Relaxed)

@@ -86,6 +86,24 @@ pub struct Replay {
     pub recounted: bool,
 }
 
+impl Replay {
+    /// Whether a read from the replay's file failed since the replay was made (a log's
+    /// spilled match or record, or one of the state's matches): whatever was drawn from
+    /// it may be short of a match. The one fault flag: every reader that reports,
+    /// publishes or serves what it drew asks this after drawing it.
+    pub fn faulted(&self) -> bool {
+        self.folds.iter().any(ChainFold::spill_faulted) || self.state.matches.faulted()
+    }
+
+    /// An error naming the replay's file if [`Self::faulted`].
+    pub fn check_whole(&self) -> Result<(), ReplayError> {
+        match self.faulted() {
+            true => Err(ReplayError::ColdRead(self.state.matches.snapshot().path().display().to_string())),
+            false => Ok(()),
+        }
+    }
+}
+
 /// Progress after each batch: (validator, its height reached, bytes folded this run).
 pub type Progress<'a> = &'a mut dyn FnMut(&ValidatorKey, u64, u64);
 

@@ -351,3 +351,49 @@ mod growth {
         assert!(file <= 3 * data + (1 << 20), "{file} bytes of file for {data} bytes of data");
     }
 }
+
+#[cfg(test)]
+mod whole {
+    use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+    use crate::ledger::Store;
+    use crate::replay::cold::{CacheSize, ColdStore, COLD_FILE, STATE_LIST};
+    use crate::replay::network_list::NetworkMatches;
+    use crate::replay::synth::{write_network, NetworkSpec};
+
+    /// A read of the replay's file that fails after the replay was made faults it: the
+    /// replay says so in one place, and nothing drawn from it is published as whole.
+    #[test]
+    fn a_replay_whose_file_fails_a_read_is_not_whole_and_publishes_no_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(&dir.path().join("ledger")).unwrap();
+        write_network(&store, &NetworkSpec::small(2)).unwrap();
+        let cold = ColdStore::create(&dir.path().join(COLD_FILE), CacheSize::VALIDATOR).unwrap();
+        let registry = crate::envs::registry();
+        let mut replayed =
+            crate::replay::replay_in(&cold, &store, &registry, None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}, None)
+                .unwrap();
+        let n = replayed.state.matches.len();
+        assert!(n >= 1 && !replayed.faulted());
+        replayed.check_whole().unwrap();
+        let site = dir.path().join("site");
+        let chain = crate::http::pages::FromChain::default();
+        assert!(crate::http::publish::publish_pages(&replayed, &chain, &site).unwrap() > 0);
+
+        // The state's first match damaged in the file, read through a fresh snapshot.
+        let txn = cold.db.begin_write().unwrap();
+        txn.open_table(STATE_LIST).unwrap().insert(0, &b"not a match"[..]).unwrap();
+        txn.commit().unwrap();
+        let combine = 1;
+        replayed.state.matches = NetworkMatches::stored(std::sync::Arc::new(cold.snapshot().unwrap()), n, combine);
+        assert!(!replayed.faulted(), "nothing read yet");
+        let other_site = dir.path().join("other");
+        let refused = crate::http::publish::publish_pages(&replayed, &chain, &other_site);
+        assert!(refused.is_err(), "a page drawn short is not written");
+        assert!(replayed.faulted());
+        assert!(replayed.check_whole().unwrap_err().to_string().contains(COLD_FILE));
+        // The matches page reads every match: it is not written. (A page drawn before the
+        // failed read, without the damaged match, is whole and may be.)
+        assert!(!other_site.join("matches.html").exists());
+        assert!(site.join("matches.html").exists());
+    }
+}

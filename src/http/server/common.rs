@@ -106,12 +106,7 @@ pub(super) type Answer = Result<Response, ApiError>;
 /// state's) failed to read back meanwhile:
 /// a page short of a match is never served as whole.
 pub(super) fn whole(replay: &Replay) -> Result<(), ApiError> {
-    let faulted =
-        replay.folds.iter().any(crate::replay::fold::ChainFold::spill_faulted) || replay.state.matches.faulted();
-    match faulted {
-        true => Err(internal("a match failed to read back from the replay's file (see the log)")),
-        false => Ok(()),
-    }
+    replay.check_whole().map_err(internal)
 }
 
 pub(super) fn internal(error: impl std::fmt::Display) -> ApiError {
