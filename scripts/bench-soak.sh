@@ -7,8 +7,8 @@
 # prints each validator's resident memory (and its anonymous, file and allocator parts),
 # file descriptors, threads, store size, the block bytes its store holds, and the matches
 # its replay holds with how many of them are in memory (`replayed`, `in_mem`: the rest
-# are in its match file), and the network state's matches (one per pair) with how many of
-# them are in memory (`state`, `st_mem`); at the end,
+# are in its match file), and the network state's matches (one per pair: `state`; `st_mem`
+# read a gauge gone since every combine writes them to the file, and stays 0); at the end,
 # a least-squares line over the last half of the run (the last hour of a run of two
 # hours or more) for each, and the state hashes of the two stores after a clean stop: it
 # exits non-zero if they differ.
