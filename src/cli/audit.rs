@@ -52,9 +52,12 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             // replay's file that failed meanwhile leaves no report passed off as whole.
             let html = args.report.as_ref().map(|_| af::audit::report::html(&report));
             let text = (!args.json).then(|| af::audit::text::text(&report));
-            let json = args.json.then(|| serde_json::to_value(&report));
-            let whole = replayed.check_whole().map_err(anyhow::Error::from);
-            let json = match whole.and_then(|()| json.transpose().map_err(anyhow::Error::from)) {
+            let drawn = (|| -> anyhow::Result<Option<serde_json::Value>> {
+                let json = args.json.then(|| serde_json::to_value(&report)).transpose()?;
+                replayed.check_whole()?;
+                Ok(json)
+            })();
+            let json = match drawn {
                 Ok(json) => json,
                 Err(error) => {
                     eprintln!("af audit: could not run: {error:#}");

@@ -15,17 +15,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 type Tips = Vec<(ValidatorKey, Tip)>;
 
 /// The last replay and the tips it was folded to.
+#[derive(Default)]
 pub struct LatestReplay {
     last: Mutex<Option<(Tips, Arc<Replay>)>>,
     /// Where what the replays derive past the cache goes; made at the first need when
     /// the default (a temporary file with a validator's cache).
     cold: OnceLock<Arc<ColdStore>>,
-}
-
-impl Default for LatestReplay {
-    fn default() -> LatestReplay {
-        LatestReplay { last: Mutex::default(), cold: OnceLock::new() }
-    }
 }
 
 impl LatestReplay {

@@ -92,7 +92,7 @@ impl Replay {
     /// it may be short of a match. The one fault flag: every reader that reports,
     /// publishes or serves what it drew asks this after drawing it.
     pub fn faulted(&self) -> bool {
-        self.folds.iter().any(ChainFold::spill_faulted) || self.state.matches.faulted()
+        faulted(&self.folds, &self.state.matches)
     }
 
     /// An error naming the replay's file if [`Self::faulted`].
@@ -102,6 +102,11 @@ impl Replay {
             false => Ok(()),
         }
     }
+}
+
+/// Whether a read of the replay's file failed for `folds` or the state's `matches`.
+fn faulted(folds: &[ChainFold], matches: &network::NetworkMatches) -> bool {
+    folds.iter().any(ChainFold::spill_faulted) || matches.faulted()
 }
 
 /// Progress after each batch: (validator, its height reached, bytes folded this run).
@@ -260,7 +265,7 @@ pub fn replay_in(
         None => network::combine(&folds, ratio_params, cold)?,
     };
     let state_hash = state_hash(&state);
-    if folds.iter().any(ChainFold::spill_faulted) || state.matches.faulted() {
+    if faulted(&folds, &state.matches) {
         return Err(ReplayError::ColdRead(cold.path().display().to_string()));
     }
     // The folds and the state's list read the newest snapshot (the combine's, if this
