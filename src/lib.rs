@@ -53,3 +53,6 @@ pub mod http;
 
 // Commitments and weights on chain.
 pub mod chain;
+
+// The devnet: the whole system on loopback, run and checked end to end.
+pub mod devnet;

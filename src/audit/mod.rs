@@ -7,6 +7,7 @@
 //! (opening, the chain, printing, the HTML file).
 
 pub mod blocks;
+pub mod chain_view;
 pub mod commitments;
 pub mod report;
 pub mod text;

@@ -131,7 +131,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<(AuditReport, Replay)> {
         &store,
         view.as_ref().map(|v| af::audit::commitments::OnChain { endpoint: &v.endpoint, records: v.records.clone() }),
     )?;
-    let weights = super::weights::weights_audit(&replayed, &chain, view.as_ref());
+    let weights = af::audit::chain_view::weights_audit(&replayed, &chain, view.as_ref());
     let blocks =
         af::audit::blocks::audit_blocks(&replayed.folds, view.as_ref().map(|v| (v.endpoint.as_str(), &v.block_hashes)));
     let on_chain: Vec<_> =

@@ -6,84 +6,26 @@ use super::{print_json, ProgressLine, EXIT_CHECK_FAILED};
 use crate::outln;
 use af::bytes::ValidatorKey;
 use af::http::mirror::{self, ChainOutcome, MirrorOptions, MirrorReport};
-use af::http::server::{self, HttpLimits};
-use af::http::ADDRESS_FILE;
-use af::ledger::{OwnLog, Store, StoreError};
+use af::http::read_store::{self, ReadError, ReadStore};
+use af::ledger::Store;
 use anyhow::Context;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-/// A store opened for reading: the data directory's own, or, while a running node holds
-/// that one, a verified copy mirrored from the node (removed when dropped).
-pub struct ReadStore {
-    store: Store,
-    /// Removed after the store is closed (fields drop in order).
-    _temporary: Option<tempfile::TempDir>,
-}
-
-impl std::ops::Deref for ReadStore {
-    type Target = Store;
-    fn deref(&self) -> &Store {
-        &self.store
-    }
-}
-
-/// Opens `data`'s store read-only; if a running node holds it and serves HTTP (it wrote
-/// `DATA/http.addr`), mirrors every chain from that node into a temporary store, with
-/// every check `af mirror` makes, and reads that instead. The answers are those of the
-/// stopped store at the moment of the copy.
-pub fn open_for_read(data: &Path) -> anyhow::Result<ReadStore> {
-    match Store::open_read_only(data) {
-        Ok(store) => {
-            if let Some(why) = store.recovery_needed() {
-                eprintln!(
-                    "af: {} needs recovery: {}; nothing was written (the next `af validate` or `af node` on it recovers it)",
-                    store.path().display(),
-                    crate::cli::terminal_safe(why)
-                );
-            }
-            Ok(ReadStore { store, _temporary: None })
-        }
-        Err(StoreError::Locked(path)) => {
-            let Some(url) = node_address(data) else {
-                anyhow::bail!(
-                    "{} is locked by a running process; start it with --http to read its logs while it runs, or stop it",
-                    path.display()
-                );
-            };
-            eprintln!("af: the store is held by a running node; reading it through {url} (every block verified)");
-            let temporary =
-                tempfile::Builder::new().prefix("af-read-").tempdir().context("creating a temporary store")?;
-            let store = Arc::new(Store::create(temporary.path())?);
-            let report = run_mirror(store.clone(), &url, MirrorOptions::default())?;
-            if report.found_fault() || report.failed() {
-                let why: Vec<String> = report.chains.iter().filter_map(outcome_error).collect();
-                anyhow::bail!("reading through {url} failed: {}", why.join("; "));
-            }
-            let store = Arc::try_unwrap(store).map_err(|_| anyhow::anyhow!("the mirror still holds the store"))?;
-            Ok(ReadStore { store, _temporary: Some(temporary) })
-        }
-        Err(error) => Err(error.into()),
-    }
-}
-
-/// The URL a running node wrote into its data directory.
-fn node_address(data: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(data.join(ADDRESS_FILE)).ok()?;
-    let url = text.lines().next()?.trim().to_string();
-    (url.starts_with("http://") && url.len() < 256).then_some(url)
-}
-
-fn outcome_error(chain: &mirror::ChainReport) -> Option<String> {
-    match &chain.outcome {
-        ChainOutcome::Failed { error, .. } | ChainOutcome::Refused { error, .. } => Some(error.clone()),
-        ChainOutcome::Equivocation { evidence } => {
-            Some(format!("validator {} equivocated at height {}", evidence.validator, evidence.height))
-        }
-        _ => None,
-    }
+/// Opens `data`'s store for reading (`af::http::read_store::open_for_read`), saying on
+/// stderr what a reader should know and showing the mirror's progress.
+pub fn open_for_read(data: &Path) -> Result<ReadStore, ReadError> {
+    let mut line = ProgressLine::new();
+    let store = read_store::open_for_read(
+        data,
+        &mut |note| eprintln!("af: {}", super::terminal_safe(note)),
+        &mut |validator, held, size| {
+            line.update(|| format!("mirroring {}…: {held}/{size} blocks", &validator.to_hex()[..16]));
+        },
+    );
+    line.finish();
+    store
 }
 
 fn run_mirror(store: Arc<Store>, url: &str, options: MirrorOptions) -> anyhow::Result<MirrorReport> {
@@ -195,78 +137,16 @@ pub fn publish_command(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Binds the node's HTTP API, writes `DATA/http.addr`, and serves until `stop`.
-pub async fn start(
-    address: SocketAddr,
-    data: &Path,
-    log: Arc<OwnLog>,
-    feeds: server::Feeds,
-    metrics: Arc<af::metrics::Metrics>,
-    budget: Arc<af::budget::MemoryBudget>,
-    stop: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<AddressFile> {
-    let listener =
-        tokio::net::TcpListener::bind(address).await.with_context(|| format!("binding the HTTP API to {address}"))?;
-    let bound = listener.local_addr()?;
-    let url = format!("http://{bound}/");
-    let file = AddressFile(data.join(ADDRESS_FILE));
-    std::fs::write(&file.0, format!("{url}\n")).context("writing the HTTP address file")?;
-    tracing::info!(event = "http", url = %url, "HTTP API, metrics and live page at {url}");
-    let limits = HttpLimits::default();
-    let ratio_params = af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
-    let router = server::router(log, feeds, ratio_params, metrics, budget, af::clock::unix_ms, limits.clone());
-    tokio::spawn(async move {
-        if let Err(error) = server::serve(listener, router, &limits, stop).await {
-            tracing::error!(event = "http_stopped", error = %error, "the HTTP API stopped");
-        }
-    });
-    Ok(file)
-}
-
-/// Removes the address file when the node stops, so no reader is sent to a dead port.
-pub struct AddressFile(PathBuf);
-
-impl Drop for AddressFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Replays the store in `data` from genesis, re-verifying, re-scoring and re-deriving
-/// everything. With `use_snapshot`, a chain's fold from `DIR/replay-snapshot.bin` is reused
-/// when the freshly verified chain reaches exactly its recorded tip (a snapshot that
-/// cannot be used is reported, then ignored), and the new folds are saved. The one replay
-/// behind `af audit`, `af transcripts` and `af weights show` (the last two never use a
-/// snapshot: a cache never stands in for a check).
+/// Replays the store in `data` (`af::replay::replay_with_snapshot`), saying on stderr
+/// why a snapshot was not used or saved.
 pub fn replay_store(
     store: &Store,
     data: &Path,
     use_snapshot: bool,
     progress: af::replay::Progress<'_>,
 ) -> anyhow::Result<af::replay::Replay> {
-    let snapshot = if use_snapshot {
-        af::replay::load_snapshot(data).unwrap_or_else(|error| {
-            eprintln!("af: {error}; replaying from genesis");
-            None
-        })
-    } else {
-        None
-    };
-    let snapshot = snapshot.map(|s| (s, af::replay::FoldSource::Untrusted));
-    let replayed = af::replay::replay(
-        store,
-        &af::envs::registry(),
-        snapshot,
-        &af::evaluation::ratio::DEFAULT_RATIO_PARAMS,
-        progress,
-    )?;
-    if use_snapshot {
-        // A read-only copy has nowhere to keep a snapshot: the next run replays from genesis.
-        if let Err(error) = af::replay::save_snapshot(data, &replayed.folds) {
-            eprintln!("af: could not save the replay snapshot (the next run replays from genesis): {error}");
-        }
-    }
-    Ok(replayed)
+    let note = &mut |note: &str| eprintln!("af: {}", super::terminal_safe(note));
+    Ok(af::replay::replay_with_snapshot(store, data, use_snapshot, progress, note)?)
 }
 
 /// Opens the store in `data` and replays it (see [`replay_store`]).

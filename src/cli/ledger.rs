@@ -8,7 +8,7 @@ use super::{print_json, ProgressLine, EXIT_CHECK_FAILED};
 use crate::outln;
 use af::bytes::ValidatorKey;
 use af::ledger::verify::{self, StoreReport};
-use af::ledger::{demo, Event, Store};
+use af::ledger::{Event, Store};
 use anyhow::{anyhow, bail, Context};
 use clap::{Subcommand, ValueEnum};
 use std::io::Write;
@@ -289,7 +289,25 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
         LedgerCommand::VerifyProof { file, checkpoint, json } => verify_proof(&file, checkpoint.as_deref(), json),
         LedgerCommand::Find { data, challenge_id, miner, json } => find(&data, challenge_id, miner, json),
         LedgerCommand::Demo { data, blocks, events_per_block, event_bytes, ack, blocks_per_commit, json } => {
-            let summary = write_demo(&data, blocks, events_per_block, event_bytes, ack, blocks_per_commit)?;
+            // The demo's padding is one miner text, which ledger-spec/02 caps at 256 KiB.
+            anyhow::ensure!(
+                event_bytes <= af::limits::MAX_RECORDED_TEXT_BYTES,
+                "--event-bytes {event_bytes} is over {}: a demo transcript pads one miner text, which a log records up to that size",
+                af::limits::MAX_RECORDED_TEXT_BYTES
+            );
+            let log = open_own_log(&data)?;
+            let mut progress = ProgressLine::new();
+            let shape = af::ledger::demo::DemoShape { blocks, events_per_block, event_bytes, blocks_per_commit };
+            let summary = af::ledger::demo::write_demo(&log, shape, &mut |done, tip_height| {
+                if ack {
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "appended {tip_height}")?;
+                    out.flush()?;
+                }
+                progress.update(|| format!("appended block {done} of {blocks}"));
+                Ok(())
+            })?;
+            progress.finish();
             if json {
                 print_json(&summary)?;
             } else if !ack {
@@ -470,7 +488,8 @@ fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     // A store that failed its checks on open is a finding; any other failure to open is not.
     let opened = match super::http::open_for_read(data) {
         Ok(store) => Ok(store),
-        Err(error) => Err(error.downcast::<af::ledger::StoreError>()?),
+        Err(af::http::read_store::ReadError::Store(error)) => Err(error),
+        Err(error) => return Err(error.into()),
     };
     let mut recovery_needed = None;
     let report = opened.and_then(|store| {
@@ -652,65 +671,4 @@ fn find(data: &Path, challenge_id: Option<String>, miner: Option<String>, json: 
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[derive(serde::Serialize)]
-pub struct DemoSummary {
-    pub validator: ValidatorKey,
-    pub blocks: u64,
-    pub events_per_block: u32,
-    pub bytes: u64,
-    pub seconds: f64,
-    pub events_per_second: f64,
-    pub tip_height: u64,
-}
-
-pub fn write_demo(
-    data: &Path,
-    blocks: u64,
-    events_per_block: u32,
-    event_bytes: usize,
-    ack: bool,
-    blocks_per_commit: u64,
-) -> anyhow::Result<DemoSummary> {
-    // The demo's padding is one miner text, which ledger-spec/02 caps at 256 KiB.
-    anyhow::ensure!(
-        event_bytes <= af::limits::MAX_RECORDED_TEXT_BYTES,
-        "--event-bytes {event_bytes} is over {}: a demo transcript pads one miner text, which a log records up to that size",
-        af::limits::MAX_RECORDED_TEXT_BYTES
-    );
-    let log = open_own_log(data)?;
-    let validator = log.validator();
-    let start_height = log.tip()?.map_or(0, |t| t.height + 1);
-    let started = Instant::now();
-    let mut progress = ProgressLine::new();
-    let mut bytes = 0u64;
-    let mut tip_height = start_height.saturating_sub(1);
-    let end = start_height + blocks;
-    for first in (start_height..end).step_by(blocks_per_commit as usize) {
-        let group = (first..end.min(first + blocks_per_commit))
-            .map(|height| (demo::demo_events(&validator, height, events_per_block, event_bytes), af::clock::unix_ms()))
-            .collect();
-        for receipt in log.append_many(group)? {
-            tip_height = receipt.tip.height;
-            bytes += receipt.n_bytes as u64;
-            if ack {
-                let mut out = std::io::stdout().lock();
-                writeln!(out, "appended {tip_height}")?;
-                out.flush()?;
-            }
-        }
-        progress.update(|| format!("appended block {} of {}", tip_height - start_height + 1, blocks));
-    }
-    progress.finish();
-    let seconds = started.elapsed().as_secs_f64();
-    Ok(DemoSummary {
-        validator,
-        blocks,
-        events_per_block,
-        bytes,
-        seconds,
-        events_per_second: (blocks * u64::from(events_per_block)) as f64 / seconds,
-        tip_height,
-    })
 }

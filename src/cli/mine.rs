@@ -5,7 +5,7 @@ use super::chain::{runtime, ChainArgs};
 use super::{one_line, print_json};
 use crate::outln;
 use af::chain::miner::MinerCommitment;
-use af::validator::discovery::{self, Skipped};
+use af::validator::discovery;
 use anyhow::Context;
 use clap::Subcommand;
 use std::path::PathBuf;
@@ -126,7 +126,7 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
     let found = discovery::queue_of(&neurons, &records, champion, played);
     let is_champion = champion.is_some_and(|c| c.hotkey == hotkey);
     let queue_position = found.queue.iter().position(|c| c.hotkey == hotkey);
-    let skipped = found.skipped.iter().find(|s| skipped_hotkey(s) == hotkey).cloned();
+    let skipped = found.skipped.iter().find(|s| s.hotkey() == hotkey).cloned();
     let models = match &decoded {
         Some(Ok(c)) if !c.endpoint.starts_with("chutes:") => {
             let endpoint = discovery::endpoint_of(c);
@@ -139,25 +139,7 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
             // What each log recorded about not playing this miner (ledger-spec/13).
             let mut skips = af::audit::skip_rows(replayed);
             skips.retain(|row| row.skip.hotkey == hotkey);
-            let mut rows = Vec::new();
-            for fold in &replayed.folds {
-                for (id, m) in fold.matches.iter() {
-                    let role = if *m.contender.hotkey == *hotkey {
-                        "contender"
-                    } else if *m.champion.hotkey == *hotkey {
-                        "champion"
-                    } else {
-                        continue;
-                    };
-                    let verdict =
-                        m.decided.as_ref().map(|d| if d.contender_won { "contender won" } else { "champion stayed" });
-                    rows.push(serde_json::json!({
-                        "validator": fold.validator, "match_id": id, "role": role,
-                        "opponent": if role == "contender" { &m.champion.hotkey } else { &m.contender.hotkey },
-                        "verdict": verdict, "reason": m.verdict_reason(),
-                    }));
-                }
-            }
+            let rows = af::replay::view::matches_in_logs(replayed, &hotkey);
             (Some(rows), Some(skips))
         }
         None => (None, None),
@@ -216,7 +198,7 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
                 found.queue.len()
             )
         }
-        (false, None, Some(s)) => outln!("validators: not played: {} ({whose})", describe_skip(s)),
+        (false, None, Some(s)) => outln!("validators: not played: {} ({whose})", s.describe()),
         (false, None, None) => outln!("validators: nothing to play ({whose})"),
     }
     match &models {
@@ -239,37 +221,12 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
         for row in rows {
             outln!(
                 "  {} as {} vs {}: {}",
-                row["match_id"].as_str().unwrap_or_default(),
-                row["role"].as_str().unwrap_or_default(),
-                row["opponent"].as_str().unwrap_or_default(),
-                row["verdict"].as_str().unwrap_or("open")
+                row.match_id,
+                row.role,
+                one_line(&row.opponent),
+                row.verdict.unwrap_or("open")
             );
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn skipped_hotkey(skipped: &Skipped) -> &str {
-    match skipped {
-        Skipped::Duplicate { candidate, .. }
-        | Skipped::SameAsChampion { candidate, .. }
-        | Skipped::AlreadyPlayed { candidate } => &candidate.hotkey,
-        Skipped::Stale { hotkey, .. } | Skipped::Invalid { hotkey, .. } => hotkey,
-    }
-}
-
-fn describe_skip(skipped: &Skipped) -> String {
-    match skipped {
-        Skipped::Duplicate { kept_by, kept_uid, kept_block, .. } => {
-            format!(
-                "the same model and revision was committed earlier by {kept_by} (uid {kept_uid}, block {kept_block})"
-            )
-        }
-        Skipped::SameAsChampion { .. } => "it is the champion's model".into(),
-        Skipped::AlreadyPlayed { .. } => "already played with this model".into(),
-        Skipped::Stale { commit_block, registration_block, .. } => {
-            format!("its commitment (block {commit_block}) predates its registration (block {registration_block}): commit again")
-        }
-        Skipped::Invalid { error, .. } => format!("its commitment does not read: {error}"),
-    }
 }

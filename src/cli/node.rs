@@ -4,16 +4,12 @@
 
 use super::print_json;
 use crate::outln;
-use af::budget::MemoryBudget;
-use af::bytes::ValidatorKey;
-use af::ledger::{Event, OwnLog};
-use af::p2p::net::NetConfig;
-use af::p2p::node::{self, NodeHandle, STATUS_FILE};
+use af::p2p::node::STATUS_FILE;
 use af::validator::config::{HttpConfig, P2pConfig};
+use af::validator::launch::{self, NodeEnd};
 use anyhow::Context;
 use clap::Args;
 use prometheus_client::metrics::counter::Counter;
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -62,121 +58,16 @@ impl NetArgs {
     }
 }
 
-/// The network settings of `p2p` for validator `own` (always allowed when a list is given).
-pub fn net_config(p2p: &P2pConfig, own: ValidatorKey, budget: Arc<MemoryBudget>) -> anyhow::Result<NetConfig> {
-    let parsed = p2p.parsed()?;
-    let mut config = NetConfig { listen: parsed.listen, peers: parsed.peers, budget, ..NetConfig::default() };
-    if !parsed.allow.is_empty() {
-        let mut allowed = BTreeSet::from([own]);
-        allowed.extend(parsed.allow);
-        config.sync.allowed = Some(allowed);
-    }
-    if config.listen.is_empty() {
-        config.listen.push("/ip4/127.0.0.1/tcp/0".parse().expect("a valid multiaddr"));
-    }
-    Ok(config)
-}
-
-/// Starts the network for `log`, printing where it listens once known.
-pub fn start(
-    log: &Arc<OwnLog>,
-    p2p: &P2pConfig,
-    data: &Path,
-    stop: tokio::sync::watch::Receiver<bool>,
-    chain_peers: Option<tokio::sync::watch::Receiver<af::p2p::chain_peers::ChainPeers>>,
-    budget: Arc<MemoryBudget>,
-    stopping: Option<tokio::sync::watch::Receiver<bool>>,
-) -> anyhow::Result<NodeHandle> {
-    let mut config = net_config(p2p, log.validator(), budget)?;
-    config.chain_peers = chain_peers;
-    config.stopping = stopping;
-    let handle = node::spawn_node(log.clone(), config, Some(data.join(STATUS_FILE)), af::clock::unix_ms, stop)?;
-    let mut status = handle.status.clone();
-    tokio::spawn(async move {
-        while status.changed().await.is_ok() {
-            let listen = status.borrow_and_update().listen.clone();
-            if !listen.is_empty() {
-                for address in listen {
-                    tracing::info!(event = "listening", address = %address, "libp2p listening on {address}");
-                }
-                break;
-            }
-        }
-    });
-    Ok(handle)
-}
-
-/// Appends evidence to our own log (when nothing else writes it) and announces the block.
-pub async fn record_evidence_directly(
-    log: Arc<OwnLog>,
-    mut evidence: tokio::sync::mpsc::UnboundedReceiver<af::ledger::event::Evidence>,
-    own_blocks: tokio::sync::mpsc::UnboundedSender<(ValidatorKey, u64)>,
-) {
-    let validator = log.validator();
-    while let Some(evidence) = evidence.recv().await {
-        af::validator::service::warn_equivocation(&evidence);
-        let log = log.clone();
-        let appended = tokio::task::spawn_blocking(move || {
-            log.append(vec![Event::Evidence(Box::new(evidence))], af::clock::unix_ms())
-        })
-        .await;
-        match appended {
-            Ok(Ok(receipt)) => {
-                let _ = own_blocks.send((validator, receipt.tip.height));
-            }
-            Ok(Err(e)) => tracing::error!(event = "evidence_failed", error = %e, "recording evidence failed"),
-            Err(_) => tracing::error!(event = "evidence_failed", "recording evidence panicked"),
-        }
-    }
-}
-
 pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> anyhow::Result<ExitCode> {
     let log = Arc::new(super::data_dir::open_own_log(data)?);
     let closing = log.clone();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let outcome = runtime.block_on(async move {
         let signal = super::stop_signal();
-        let (stop_sender, stop) = tokio::sync::watch::channel(false);
         let (mut p2p, mut http) = (P2pConfig::default(), HttpConfig::default());
         args.apply(&mut p2p, &mut http);
-        let budget = p2p.budget()?;
         let metrics = Arc::new(super::node_metrics(log_suppressed));
-        let handle = start(&log, &p2p, data, stop.clone(), None, budget.clone(), None)?;
-        let NodeHandle { own_blocks, evidence, status, task } = handle;
-        let _http = match http.address()? {
-            Some(address) => Some(
-                super::http::start(
-                    address,
-                    data,
-                    log.clone(),
-                    af::http::server::Feeds { status: Some(status.clone()), ..Default::default() },
-                    metrics,
-                    budget,
-                    stop,
-                )
-                .await?,
-            ),
-            None => None,
-        };
-        tokio::spawn(record_evidence_directly(log.clone(), evidence, own_blocks));
-        let mut task = task;
-        let interrupted = tokio::select! {
-            signal = signal => {
-                tracing::info!(event = "stopping", signal, "stopping on {signal}");
-                let _ = stop_sender.send(true);
-                // The network closes its connections inside the runtime before it ends.
-                match tokio::time::timeout(std::time::Duration::from_secs(10), &mut task).await {
-                    Ok(result) => result.context("the network task panicked")??,
-                    Err(_) => tracing::warn!(event = "stop_slow", "the network did not stop within 10 s"),
-                }
-                true
-            }
-            result = &mut task => {
-                result.context("the network task panicked")??;
-                false
-            }
-        };
-        let status = status.borrow().clone();
+        let NodeEnd { status, interrupted } = launch::run_node(log, data, &p2p, &http, metrics, signal).await?;
         if json {
             print_json(&status)?;
         } else {
@@ -187,7 +78,7 @@ pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> 
             );
         }
         // Stopped by a signal: 130, as `af validate` (README).
-        Ok(if interrupted { ExitCode::from(super::EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
+        anyhow::Ok(if interrupted { ExitCode::from(super::EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
     });
     af::validator::service::close(runtime, closing);
     outcome

@@ -2,9 +2,9 @@
 
 use super::print_json;
 use crate::outln;
-use af::evaluation::matchplay::{MatchState, MatchVerdict};
+use af::evaluation::matchplay::MatchState;
 use af::validator::config;
-use af::validator::run::{self, RunOptions};
+use af::validator::launch::{self, Launch, Validator};
 use af::validator::state;
 use anyhow::Context;
 use std::io::IsTerminal;
@@ -128,178 +128,35 @@ pub fn validate(
     flags: RunFlags,
 ) -> anyhow::Result<ExitCode> {
     let RunFlags { max_matches, serve, json, log_suppressed } = flags;
-    let watch_only = chain_flags.watch_only;
     let config = effective_config(config_path.as_deref(), &net, &chain_flags)?;
     let log = Arc::new(super::data_dir::open_own_log(data)?);
     let closing = log.clone();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let outcome = runtime.block_on(async move {
-        let (stop_sender, stop) = tokio::sync::watch::channel(false);
-        let stop_sender = Arc::new(stop_sender);
-        // Networking stops last, on its own signal: after our last block is sealed, so
-        // it can announce and serve that block to its peers before it closes.
-        let (net_stop_sender, net_stop) = tokio::sync::watch::channel(false);
-        let signal = super::stop_signal();
-        let stop_on_signal = stop_sender.clone();
-        tokio::spawn(async move {
-            let signal = signal.await;
-            tracing::info!(
-                event = "stopping",
-                signal,
-                "stopping on {signal}: sealing the events recorded so far (run the same command to resume)"
-            );
-            let _ = stop_on_signal.send(true);
-        });
-        let metrics = Arc::new(super::node_metrics(log_suppressed));
-        let budget = config.p2p.budget()?;
-        // A chain that cannot be reached at start is retried with backoff (a service
-        // waits for it); a bad key or spec is an error at once.
-        let chain: Option<Arc<dyn af::chain::Chain>> = if config.chain.is_set() {
-            let mut wait_ms = 500u64;
-            loop {
-                match af::chain::connect(&config.chain).await {
-                    Ok(chain) => break Some(Arc::from(chain)),
-                    Err(error @ af::chain::ChainError::Transport { .. }) => {
-                        tracing::warn!(event = "chain_unreachable", error = %error, retry_ms = wait_ms, "cannot reach the chain; retrying");
-                        let mut stop = stop.clone();
-                        tokio::select! {
-                            _ = tokio::time::sleep(std::time::Duration::from_millis(wait_ms)) => {}
-                            _ = stop.changed() => {}
-                        }
-                        if *stop.borrow() {
-                            return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
-                        }
-                        wait_ms = (wait_ms * 2).min(30_000);
-                    }
-                    Err(error) => return Err(anyhow::Error::from(error).context("connecting to the chain")),
-                }
-            }
-        } else {
-            None
-        };
-        if let (Some(chain), false) = (&chain, watch_only) {
-            check_chain_identity(chain.as_ref(), &config.chain).await?;
-        }
-        // With a chain, peers and the allow-list also come from it: validators holding a
-        // permit, their axons and their committed ledger keys (ledger-spec/13).
-        let (peers_sender, peers_receiver) = tokio::sync::watch::channel(Default::default());
-        let with_chain_peers = chain.is_some() && config.p2p.enabled();
-        let network = if config.p2p.enabled() {
-            let chain_peers = with_chain_peers.then(|| peers_receiver.clone());
-            // Peers hear of the stop signal at once, and wait for our last block.
-            Some(super::node::start(&log, &config.p2p, data, net_stop, chain_peers, budget.clone(), Some(stop.clone()))?)
-        } else {
-            None
-        };
-        let net_status = network.as_ref().map(|handle| handle.status.clone());
-        if let (true, Some(chain), Some(status)) = (with_chain_peers, &chain, &net_status) {
-            tokio::spawn(af::p2p::node::chain_peers_loop(
-                chain.clone(),
-                status.clone(),
-                config.p2p.parsed()?.external,
-                peers_sender,
-                config.chain.discover_every_ms,
-                stop.clone(),
-            ));
-        }
-        let net_failure: Arc<std::sync::OnceLock<String>> = Arc::default();
-        let (own_blocks, evidence, net_task) = match network {
-            Some(handle) => {
-                let watched = af::p2p::node::watch(handle.task, stop_sender.clone(), net_failure.clone());
-                (Some(handle.own_blocks), Some(handle.evidence), Some(watched))
-            }
-            None => (None, None, None),
-        };
-        // One replay of our store for the anchoring and the HTTP API: one set of folds.
-        let replays = Arc::new(af::replay::latest::LatestReplay::create(
-            &data.join(af::replay::cold::COLD_FILE),
-            af::replay::cold::CacheSize::VALIDATOR,
-        )?);
-        let _http = match config.http.address()? {
-            Some(address) => Some(
-                super::http::start(
-                    address,
-                    data,
-                    log.clone(),
-                    af::http::server::Feeds { status: net_status, chain: chain.clone(), replays: Some(replays.clone()) },
-                    metrics.clone(),
-                    budget.clone(),
-                    stop.clone(),
-                )
-                .await?,
-            ),
-            None => None,
-        };
         let (progress_sender, progress) =
             tokio::sync::watch::channel(MatchState::new(1, config.evaluation.stopping_rule()?, 1, 1, 0.5));
         let envs = config.evaluation.envs.clone();
-        let envs_for_log = envs.clone();
+        let launch = Launch {
+            data: data.to_owned(),
+            log,
+            config,
+            watch_only: chain_flags.watch_only,
+            metrics: Arc::new(super::node_metrics(log_suppressed)),
+        };
+        let Some(mut validator) = Validator::start(launch, super::stop_signal()).await? else {
+            return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
+        };
         let terminal = std::io::stderr().is_terminal();
-        let display = tokio::spawn(show_progress(progress, envs, terminal));
-        // One memory of our weights sends for the run and the serving loop after it.
-        let sent_weights = Arc::new(af::chain::SentWeights::default());
-        let options = RunOptions {
-            max_matches,
-            now_ms: af::clock::unix_ms,
-            progress: Some(Arc::new(progress_sender)),
-            on_match: Box::new(move |report, contender, champion| {
-                if terminal {
-                    eprint!("\r\x1b[2K");
-                }
-                let tallies = report.state.tallies(&envs_for_log);
-                tracing::info!(
-                    event = "match_decided",
-                    match_id = %report.match_id,
-                    contender = %contender.miner.hotkey,
-                    champion = %champion.miner.hotkey,
-                    contender_won = report.decided.contender_won,
-                    new_ratio_to_beat_ppm = report.decided.new_ratio_to_beat_ppm,
-                    envs = %tallies,
-                    "match {}: {} vs champion {}: {} ({})",
-                    &report.match_id.to_hex()[..16],
-                    contender.miner.hotkey,
-                    champion.miner.hotkey,
-                    if report.verdict == MatchVerdict::ContenderWins { "contender wins" } else { "champion stays" },
-                    tallies
-                );
-                for (miner, why) in &report.failures {
-                    let summary: Vec<String> = why.iter().map(|(class, n)| format!("{n} {class}")).collect();
-                    tracing::warn!(
-                        event = "miner_failures",
-                        match_id = %report.match_id,
-                        miner = %miner,
-                        failures = %summary.join(", "),
-                        "miner {miner} gave no answer to some challenges: {}",
-                        summary.join(", ")
-                    );
-                }
-            }),
-            request_stats: Arc::default(),
-            own_blocks: own_blocks.clone(),
-            evidence,
-            chain: chain.clone(),
-            anchor_check_ms: 1_000,
-            anchor: !watch_only,
-            sent_weights: sent_weights.clone(),
-            metrics: metrics.clone(),
-            replays: replays.clone(),
-        };
-        let summary = run::run(log.clone(), &config, stop.clone(), options).await;
-        display.abort();
-        let mut net_task = net_task;
-        let mut summary = match summary {
-            Ok(summary) => summary,
-            Err(error) => {
-                // Networking ends first, in bounds. A run that failed because networking
-                // did (a store refusing writes once a peer's block found the disk full,
-                // say) names that failure first.
-                af::p2p::node::stop_and_wait(net_task.take(), &net_stop_sender).await;
-                match net_failure.get() {
-                    Some(failure) => anyhow::bail!("networking stopped: {failure}; then the run: {error}"),
-                    None => return Err(error.into()),
-                }
+        let display = tokio::spawn(show_progress(progress, envs.clone(), terminal));
+        let on_match = Box::new(move |report: &_, contender: &_, champion: &_| {
+            if terminal {
+                eprint!("\r\x1b[2K");
             }
-        };
+            launch::log_match(report, contender, champion, &envs);
+        });
+        let summary = validator.play(max_matches, Some(Arc::new(progress_sender)), on_match).await;
+        display.abort();
+        let mut summary = summary?;
         if json {
             print_json(&summary)?;
         } else {
@@ -319,78 +176,15 @@ pub fn validate(
                 r.latency_p99_us as f64 / 1e3
             );
         }
-        let serving = if serve && !summary.interrupted { net_task.take() } else { None };
-        if let (Some(task), Some(own_blocks)) = (serving, own_blocks) {
-            // The queue is done: one appender is now our log's single writer, for evidence
-            // against peers and for anchoring, which goes on while serving.
-            let serving = af::validator::service::Serving {
-                log: log.clone(),
-                own_blocks,
-                evidence: summary.evidence.take(),
-                anchor: chain.clone().filter(|_| !watch_only).map(|chain| af::validator::anchor::ChainSender {
-                    replays: replays.clone(),
-                    chain,
-                    sent: sent_weights.clone(),
-                }),
-                ratio_params: config.evaluation.ratio_params(),
-                now_ms: af::clock::unix_ms,
-                metrics: metrics.clone(),
-            };
-            af::validator::service::serve_until_stopped(serving, stop.clone()).await;
-            net_task = Some(task);
+        if serve && !summary.interrupted {
+            validator.serve(&mut summary).await;
         }
-        // The network ends inside the runtime, before the runtime does (dropping a running
-        // swarm with the runtime panicked in its timers). Our last block is sealed by now:
-        // the node announces it and serves it for up to its grace period.
-        af::p2p::node::stop_and_wait(net_task, &net_stop_sender).await;
-        if let Some(failure) = net_failure.get() {
-            anyhow::bail!("networking stopped: {failure} (the validator stopped with it; run the same command to go on)");
-        }
+        let stopped = validator.stop().await?;
         // Stopped by a signal, while playing or while serving: 130, as the README says.
-        Ok(if summary.interrupted || *stop.borrow() { ExitCode::from(super::EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
+        Ok(if summary.interrupted || stopped { ExitCode::from(super::EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
     });
     af::validator::service::close(runtime, closing);
     outcome
-}
-
-/// A validator with a chain must be able to sign on it: its hotkey given and registered
-/// on the subnet. Refused otherwise, saying which flags to pass and how to register
-/// (`--watch-only` runs without an identity on purpose).
-async fn check_chain_identity(chain: &dyn af::chain::Chain, spec: &af::chain::ChainSpec) -> anyhow::Result<()> {
-    let local = spec.endpoint.starts_with("local:");
-    let Some(hotkey) = chain.hotkey() else {
-        let flags = if local {
-            "--hotkey HOTKEY (the local chain names hotkeys directly)"
-        } else {
-            "--wallet NAME --hotkey NAME (btcli's wallet files; --wallets-dir if not ~/.bittensor/wallets), or AF_HOTKEY_PHRASE"
-        };
-        anyhow::bail!(
-            "a chain is set ({}) but no hotkey to sign with: pass {flags}; or pass --watch-only to play and record without committing or setting weights",
-            spec.endpoint
-        );
-    };
-    match chain.neurons().await {
-        Ok(neurons) if !neurons.iter().any(|n| n.hotkey == hotkey) => {
-            let register = if local {
-                format!(
-                    "af chain register --chain {} --netuid {} --hotkey {hotkey} --validator",
-                    spec.endpoint, spec.netuid
-                )
-            } else {
-                format!("btcli subnets register --netuid {} (then stake for a validator permit)", spec.netuid)
-            };
-            anyhow::bail!(
-                "hotkey {hotkey} is not registered on subnet {}: register it first ({register}), or pass --watch-only",
-                spec.netuid
-            )
-        }
-        Ok(_) => Ok(()),
-        // Reachable but the read failed: the loops retry it; the identity was given.
-        Err(error) => {
-            tracing::warn!(event = "chain_read_failed", error = %error, "could not check that {hotkey} is registered; going on");
-            Ok(())
-        }
-    }
 }
 
 /// One line per running match on a terminal: each env's tally or result.

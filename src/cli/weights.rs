@@ -4,95 +4,14 @@
 use super::chain::ChainArgs;
 use super::{one_line, print_json};
 use crate::outln;
-use af::chain as chain_mod;
-use af::replay::Replay;
+use af::audit::chain_view::{self, ChainView};
+
 use std::process::ExitCode;
 
-/// What the audit and `af weights show` read from the chain `args` names.
-pub struct ChainView {
-    pub endpoint: String,
-    pub block: u64,
-    pub tempo: u64,
-    pub neurons: Vec<af::chain::Neuron>,
-    pub weights: Vec<(u16, Vec<(u16, u16)>)>,
-    pub timelocked: af::chain::Timelocked,
-    pub records: Vec<af::chain::CommitmentRecord>,
-    /// The chain's hash of each block asked for (`None`: no such block).
-    pub block_hashes: std::collections::BTreeMap<u64, Option<af::bytes::Hash32>>,
-}
-
-impl ChainView {
-    pub fn weights_input(&self) -> af::audit::WeightsOnChain<'_> {
-        af::audit::WeightsOnChain {
-            endpoint: &self.endpoint,
-            block: self.block,
-            tempo: self.tempo,
-            neurons: &self.neurons,
-            weights: &self.weights,
-            timelocked: &self.timelocked,
-            records: &self.records,
-        }
-    }
-
-    /// Replay's winner-takes-all weights with the champion's uid on this chain now.
-    pub fn replay_weights(&self, state: &af::replay::network::NetworkState) -> Vec<(u16, u16)> {
-        state
-            .champion
-            .as_ref()
-            .and_then(|c| self.neurons.iter().find(|n| *n.hotkey == *c.hotkey))
-            .map(|n| vec![(n.uid, u16::MAX)])
-            .unwrap_or_default()
-    }
-}
-
-/// Reads the chain `args` names (none without `--chain`): block, neurons, weights,
-/// pending timelocked commits and every commitment. A chain without timelocked commits
-/// in its metadata has none pending.
+/// Reads the chain `args` names, if any (`af::audit::chain_view::read`).
 pub fn read_chain_view(args: &ChainArgs, blocks: &[u64]) -> anyhow::Result<Option<ChainView>> {
     let Some(spec) = args.spec() else { return Ok(None) };
-    let view = super::chain::runtime()?.block_on(async {
-        let chain = chain_mod::connect(&spec).await?;
-        let block = chain.current_block().await?;
-        let (tempo, timelocked) = match chain.timelock_info().await {
-            Ok(info) => {
-                let tempo = match info.schedule {
-                    af::chain::tlock::EpochSchedule::Legacy { tempo, .. } => tempo,
-                    af::chain::tlock::EpochSchedule::Stateful { tempo, .. } => tempo,
-                };
-                (tempo, chain.timelocked().await?)
-            }
-            Err(af::chain::ChainError::CommitRevealUnsupported { .. }) => (0, af::chain::Timelocked::default()),
-            Err(error) => return Err(error.into()),
-        };
-        let mut block_hashes = std::collections::BTreeMap::new();
-        for &number in blocks {
-            block_hashes.insert(number, chain.block_hash(number).await?);
-        }
-        anyhow::Ok(ChainView {
-            block_hashes,
-            endpoint: spec.endpoint.clone(),
-            block,
-            tempo,
-            neurons: chain.neurons().await?,
-            weights: chain.weights().await?,
-            timelocked,
-            records: chain.commitments().await?,
-        })
-    })?;
-    Ok(Some(view))
-}
-
-/// The weights audit over `replayed`, against the chain where one was read.
-pub fn weights_audit(
-    replayed: &Replay,
-    commitments: &af::audit::CommitmentAudit,
-    view: Option<&ChainView>,
-) -> af::audit::WeightsAudit {
-    // A validator whose on-chain tip is past our copy may have sent weights we cannot see.
-    let behind: Vec<_> =
-        commitments.rows.iter().filter(|r| r.status == "ahead_of_our_copy").map(|r| r.commitment.ledger_key).collect();
-    let replay_weights = view.map_or_else(|| replayed.state.weights.clone(), |v| v.replay_weights(&replayed.state));
-    af::audit::audit_weights(&replayed.folds, &replay_weights, &behind, view.map(|v| v.weights_input()))
+    Ok(Some(super::chain::runtime()?.block_on(chain_view::read(&spec, blocks))?))
 }
 
 /// `af weights show`: what replay says the weights should be, what each log we hold says
@@ -107,7 +26,7 @@ pub fn weights_show(data: &std::path::Path, chain: &ChainArgs, json: bool) -> an
         &store,
         view.as_ref().map(|v| af::audit::commitments::OnChain { endpoint: &v.endpoint, records: v.records.clone() }),
     )?;
-    let audit = weights_audit(&replayed, &commitments, view.as_ref());
+    let audit = chain_view::weights_audit(&replayed, &commitments, view.as_ref());
     let replay_weights = view.as_ref().map_or_else(|| state.weights.clone(), |v| v.replay_weights(state));
     let code =
         if audit.discrepancies.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) };

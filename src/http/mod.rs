@@ -7,6 +7,7 @@ pub mod layout;
 pub mod mirror;
 pub mod pages;
 pub mod publish;
+pub mod read_store;
 pub mod server;
 
 /// The file in a data directory that names a running node's HTTP address, so read

@@ -3,6 +3,7 @@
 //! to a chosen event size. Deterministic in (validator, height, index).
 
 use super::event::{ChatMessage, EnvRef, Event, MinerRef, Transcript};
+use super::{AppendError, OwnLog};
 use crate::bytes::{Hash32, MatchId, ValidatorKey};
 use crate::envs::{self, mult, Environment};
 
@@ -64,4 +65,73 @@ pub fn demo_events(validator: &ValidatorKey, height: u64, n_events: u32, event_b
             })
         })
         .collect()
+}
+
+/// The shape of a demo log to append.
+pub struct DemoShape {
+    pub blocks: u64,
+    pub events_per_block: u32,
+    /// About how large each transcript is (its padding is one miner text).
+    pub event_bytes: usize,
+    /// Blocks appended per commit (each commit one fsync).
+    pub blocks_per_commit: u64,
+}
+
+/// What appending a demo log did, and how fast.
+#[derive(serde::Serialize)]
+pub struct DemoSummary {
+    pub validator: ValidatorKey,
+    pub blocks: u64,
+    pub events_per_block: u32,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub events_per_second: f64,
+    pub tip_height: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("{0}")]
+    Append(#[from] AppendError),
+    #[error("{0}")]
+    Store(#[from] super::StoreError),
+    /// `each_block` failed (its output closed, say).
+    #[error("{0}")]
+    Told(#[from] std::io::Error),
+}
+
+/// Appends `shape.blocks` demo blocks to `log` after its tip; `each_block` hears of each
+/// block once it is durable (blocks appended so far, the new tip's height).
+pub fn write_demo(
+    log: &OwnLog,
+    shape: DemoShape,
+    each_block: &mut dyn FnMut(u64, u64) -> std::io::Result<()>,
+) -> Result<DemoSummary, DemoError> {
+    let DemoShape { blocks, events_per_block, event_bytes, blocks_per_commit } = shape;
+    let validator = log.validator();
+    let start_height = log.tip()?.map_or(0, |t| t.height + 1);
+    let started = std::time::Instant::now();
+    let mut bytes = 0u64;
+    let mut tip_height = start_height.saturating_sub(1);
+    let end = start_height + blocks;
+    for first in (start_height..end).step_by(blocks_per_commit.max(1) as usize) {
+        let group = (first..end.min(first + blocks_per_commit))
+            .map(|height| (demo_events(&validator, height, events_per_block, event_bytes), crate::clock::unix_ms()))
+            .collect();
+        for receipt in log.append_many(group)? {
+            tip_height = receipt.tip.height;
+            bytes += receipt.n_bytes as u64;
+            each_block(tip_height - start_height + 1, tip_height)?;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(DemoSummary {
+        validator,
+        blocks,
+        events_per_block,
+        bytes,
+        seconds,
+        events_per_second: (blocks * u64::from(events_per_block)) as f64 / seconds,
+        tip_height,
+    })
 }

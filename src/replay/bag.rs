@@ -3,16 +3,14 @@
 //! every log's matches by pair and orders the pairs through two of these, so a
 //! validator's combine holds one pair at a time, not every pair of the network.
 
-use super::cold::{ColdError, MAX_ENTRY_BYTES};
+use super::cold::{ColdError, ColdStore, MAX_ENTRY_BYTES};
 use super::model::Name;
 use crate::bytes::Hash32;
 use crate::ledger::codec;
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-
-/// Entries a stored bag buffers before it writes them (one table opening per batch).
-const BATCH: usize = 1024;
+use std::collections::BTreeMap;
 
 /// A key whose bytes sort as the key does (`Ord`): the same order in memory and on disk.
 pub trait SortKey: Ord {
@@ -75,16 +73,21 @@ impl<A: SortKey, B: SortKey, C: SortKey, D: SortKey> SortKey for (A, B, C, D) {
     }
 }
 
-/// Entries by key in a scratch table of the replay's file, in a transaction that is
-/// never committed with them (`cold::ColdStore::commit_combine` drops them); a key put
-/// twice keeps its last value. Batches wait in memory; the table's pages are the file's
-/// cache, so a one-shot audit's bag stays in memory and a validator's does not.
+/// Entries by key, in memory up to a count, then in a table of the replay's file, in a
+/// transaction the combine commits; a key put twice keeps its last value. A scratch bag
+/// (`Bag::scratch`) is dropped with its table at the commit (`cold::ColdStore::commit_combine`)
+/// and, while it fits in memory, never touches the file; a kept one (`Bag::kept`) is in
+/// its table once drained, for the readers of the snapshot. The count is the file's
+/// `CacheSize::combine_entries`: an audit's bags stay in memory, a validator's do not.
 pub struct Bag<'t, K, V> {
     txn: &'t WriteTransaction,
     path: &'t std::path::Path,
     table: &'static str,
-    batch: Vec<(Vec<u8>, Vec<u8>)>,
-    _entries: std::marker::PhantomData<(K, V)>,
+    kept: bool,
+    hold: usize,
+    held: BTreeMap<K, V>,
+    /// Whether any entry went to the table: then the table is what is drained.
+    spilled: bool,
 }
 
 fn table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
@@ -92,17 +95,24 @@ fn table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
 }
 
 impl<'t, K: SortKey + Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> Bag<'t, K, V> {
-    /// An empty bag in the scratch table `name` of `txn`, on the file at `path`.
-    pub fn new(txn: &'t WriteTransaction, path: &'t std::path::Path, name: &'static str) -> Bag<'t, K, V> {
-        Bag { txn, path, table: name, batch: Vec::new(), _entries: std::marker::PhantomData }
+    /// An empty bag in the scratch table `name` of `txn`, on `cold`'s file.
+    pub fn scratch(txn: &'t WriteTransaction, cold: &'t ColdStore, name: &'static str) -> Bag<'t, K, V> {
+        Bag::new(txn, cold.path(), name, cold.cache().combine_entries, false)
+    }
+
+    /// An empty bag whose entries are in table `name` of `txn` once drained.
+    pub fn kept(txn: &'t WriteTransaction, cold: &'t ColdStore, name: &'static str) -> Bag<'t, K, V> {
+        Bag::new(txn, cold.path(), name, cold.cache().combine_entries, true)
+    }
+
+    fn new(txn: &'t WriteTransaction, path: &'t std::path::Path, table: &'static str, hold: usize, kept: bool) -> Self {
+        Bag { txn, path, table, kept, hold: hold.max(1), held: BTreeMap::new(), spilled: false }
     }
 
     pub fn put(&mut self, key: K, value: V) -> Result<(), ColdError> {
-        let mut sorted = Vec::new();
-        key.write_sorted(&mut sorted);
-        let entry = codec::encode(&(key, value), "combine entry", MAX_ENTRY_BYTES).map_err(|e| fail(self.path, e))?;
-        self.batch.push((sorted, entry));
-        if self.batch.len() >= BATCH {
+        self.held.insert(key, value);
+        if self.held.len() >= self.hold {
+            self.spilled = true;
             self.flush()?;
         }
         Ok(())
@@ -110,14 +120,37 @@ impl<'t, K: SortKey + Serialize + DeserializeOwned, V: Serialize + DeserializeOw
 
     fn flush(&mut self) -> Result<(), ColdError> {
         let mut table = self.txn.open_table(table(self.table)).map_err(|e| fail(self.path, e))?;
-        for (key, entry) in self.batch.drain(..) {
-            table.insert(&key[..], &entry[..]).map_err(|e| fail(self.path, e))?;
+        let mut sorted = Vec::new();
+        for (key, value) in std::mem::take(&mut self.held) {
+            sorted.clear();
+            key.write_sorted(&mut sorted);
+            let entry =
+                codec::encode(&(key, value), "combine entry", MAX_ENTRY_BYTES).map_err(|e| fail(self.path, e))?;
+            table.insert(&sorted[..], &entry[..]).map_err(|e| fail(self.path, e))?;
         }
         Ok(())
     }
 
     /// Hands every entry to `each` in key order; stops at the first error.
     pub fn drain(mut self, each: &mut dyn FnMut(K, V) -> Result<(), ColdError>) -> Result<(), ColdError> {
+        if !self.spilled {
+            if self.kept {
+                // Written in key order, the B-tree's cheapest; then handed on from memory.
+                let mut table = self.txn.open_table(table(self.table)).map_err(|e| fail(self.path, e))?;
+                let mut sorted = Vec::new();
+                for (key, value) in &self.held {
+                    sorted.clear();
+                    key.write_sorted(&mut sorted);
+                    let entry = codec::encode(&(key, value), "combine entry", MAX_ENTRY_BYTES)
+                        .map_err(|e| fail(self.path, e))?;
+                    table.insert(&sorted[..], &entry[..]).map_err(|e| fail(self.path, e))?;
+                }
+            }
+            for (key, value) in std::mem::take(&mut self.held) {
+                each(key, value)?;
+            }
+            return Ok(());
+        }
         self.flush()?;
         let table = self.txn.open_table(table(self.table)).map_err(|e| fail(self.path, e))?;
         for entry in table.iter().map_err(|e| fail(self.path, e))? {
@@ -159,28 +192,42 @@ mod tests {
     }
 
     #[test]
-    fn a_bag_hands_back_what_a_btree_map_holds_in_the_same_order() {
+    fn a_bag_hands_back_what_a_btree_map_holds_in_the_same_order_held_or_spilled() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bag.redb");
         let db = redb::Database::create(&path).unwrap();
-        let txn = db.begin_write().unwrap();
-        let mut stored: Bag<(Name, u64, Hash32), String> = Bag::new(&txn, &path, "t");
-        let mut model = std::collections::BTreeMap::new();
-        // More than a batch, with keys put twice.
-        for i in 0..3_000u64 {
-            let j = i % 1_500;
-            let key = (Name::from(format!("n{}\0{}", j % 7, j % 3)), j % 500, Hash32([(j % 11) as u8; 32]));
-            stored.put(key.clone(), format!("v{i}")).unwrap();
-            model.insert(key, format!("v{i}"));
+        // Spilled at once, spilled part way, never spilled; scratch and kept.
+        for (hold, kept) in [(1, false), (700, true), (700, false), (10_000, true), (10_000, false)] {
+            let txn = db.begin_write().unwrap();
+            let mut stored: Bag<(Name, u64, Hash32), String> = Bag::new(&txn, &path, "t", hold, kept);
+            let mut model = std::collections::BTreeMap::new();
+            // More than a batch, with keys put twice, some across a spill.
+            for i in 0..3_000u64 {
+                let j = i % 1_500;
+                let key = (Name::from(format!("n{}\0{}", j % 7, j % 3)), j % 500, Hash32([(j % 11) as u8; 32]));
+                stored.put(key.clone(), format!("v{i}")).unwrap();
+                model.insert(key, format!("v{i}"));
+            }
+            let mut from_stored = Vec::new();
+            stored
+                .drain(&mut |k, v| {
+                    from_stored.push((k, v));
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(model.len(), 1_500);
+            let expected: Vec<_> = model.into_iter().collect();
+            assert_eq!(from_stored, expected, "hold {hold}");
+            // A kept bag's table holds every entry once drained; a scratch one's holds
+            // what it spilled, or nothing if it never did.
+            let table = txn.open_table(table("t")).unwrap();
+            let in_table = redb::ReadableTableMetadata::len(&table).unwrap();
+            match (kept, hold > 3_000) {
+                (true, _) | (false, false) => assert_eq!(in_table, 1_500, "hold {hold} kept {kept}"),
+                (false, true) => assert_eq!(in_table, 0, "hold {hold}"),
+            }
+            drop(table);
+            txn.abort().unwrap();
         }
-        let mut from_stored = Vec::new();
-        stored
-            .drain(&mut |k, v| {
-                from_stored.push((k, v));
-                Ok(())
-            })
-            .unwrap();
-        assert_eq!(model.len(), 1_500);
-        assert_eq!(from_stored, model.into_iter().collect::<Vec<_>>());
     }
 }

@@ -65,6 +65,9 @@ pub struct CacheSize {
     pub records_per_log: usize,
     /// Keys one of a validator's sets of its own log holds before they go to the file.
     pub keys_per_set: usize,
+    /// Entries one of the combine's working sets (`bag::Bag`) holds before it goes to the
+    /// file: one that never does is never encoded, and a scratch one never written.
+    pub combine_entries: usize,
     /// redb's cache for the file: all it may hold in memory, reads and (up to half of it)
     /// writes not yet in the file, which are written without fsync (but every
     /// `DURABLE_EVERY`th commit).
@@ -75,8 +78,13 @@ impl CacheSize {
     /// A running validator's: small, so that its memory stops growing with its logs, and
     /// full early (in a soak a 4 MiB page cache was still filling an hour in, heaptrack;
     /// the file's pages are in the OS's page cache anyway).
-    pub const VALIDATOR: CacheSize =
-        CacheSize { matches_per_log: 64, records_per_log: 256, keys_per_set: 256, page_bytes: 1024 * 1024 };
+    pub const VALIDATOR: CacheSize = CacheSize {
+        matches_per_log: 64,
+        records_per_log: 256,
+        keys_per_set: 256,
+        combine_entries: 1024,
+        page_bytes: 1024 * 1024,
+    };
     /// A one-shot audit's: every match of a log of up to a million matches in memory, as
     /// the fold reads them back most; the combine's sets and the state's list through
     /// 1 MiB of pages, like a validator's (in `scripts/bench-fold-memory.sh` a 64 MiB page
@@ -86,6 +94,7 @@ impl CacheSize {
         matches_per_log: 1 << 20,
         records_per_log: 1 << 20,
         keys_per_set: 1 << 20,
+        combine_entries: 1 << 20,
         page_bytes: 1024 * 1024,
     };
 }

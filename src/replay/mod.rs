@@ -397,3 +397,36 @@ pub fn save_snapshot(dir: &Path, folds: &[ChainFold]) -> Result<(), ReplayError>
     std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
     Ok(())
 }
+
+/// Replays `store`, the one in data directory `data`, from genesis, re-verifying,
+/// re-scoring and re-deriving everything. With `use_snapshot`, a chain's fold from
+/// `DIR/replay-snapshot.bin` is reused when the freshly verified chain reaches exactly
+/// its recorded tip (a snapshot that cannot be used is told to `note`, then ignored),
+/// and the new folds are saved. The one replay behind `af audit`, `af transcripts` and
+/// `af weights show` (the last two never use a snapshot: a cache never stands in for a
+/// check).
+pub fn replay_with_snapshot(
+    store: &Store,
+    data: &Path,
+    use_snapshot: bool,
+    progress: Progress<'_>,
+    note: &mut dyn FnMut(&str),
+) -> Result<Replay, ReplayError> {
+    let snapshot = match use_snapshot {
+        true => load_snapshot(data).unwrap_or_else(|error| {
+            note(&format!("{error}; replaying from genesis"));
+            None
+        }),
+        false => None,
+    };
+    let snapshot = snapshot.map(|s| (s, FoldSource::Untrusted));
+    let registry = crate::envs::registry();
+    let replayed = replay(store, &registry, snapshot, &crate::evaluation::ratio::DEFAULT_RATIO_PARAMS, progress)?;
+    if use_snapshot {
+        // A read-only copy has nowhere to keep a snapshot: the next run replays from genesis.
+        if let Err(error) = save_snapshot(data, &replayed.folds) {
+            note(&format!("could not save the replay snapshot (the next run replays from genesis): {error}"));
+        }
+    }
+    Ok(replayed)
+}

@@ -130,7 +130,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
     let voters: BTreeMap<ValidatorKey, Arc<ValidatorKey>> =
         folds.iter().map(|f| (f.validator, Arc::new(f.validator))).collect();
     // Kept in the file with the state's list: the pages read which logs played a pair.
-    let mut plays: Bag<'_, PlayKey, Play> = Bag::new(&txn, cold.path(), super::cold::STATE_PLAYS);
+    let mut plays: Bag<'_, PlayKey, Play> = Bag::kept(&txn, cold, super::cold::STATE_PLAYS);
     for (key, play) in play_entries(folds.iter().copied()) {
         plays.put(key, play)?;
     }
@@ -138,7 +138,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
     // Pass 2, a pair at a time: disagreement with the majority of the other validators
     // still trusted. Each pair then waits, keyed by its place in the state, for vTrust.
     let mut compared: BTreeMap<ValidatorKey, (u64, u64)> = BTreeMap::new();
-    let mut pairs: Bag<'_, PairOrder, NetworkMatch> = Bag::new(&txn, cold.path(), PAIRS);
+    let mut pairs: Bag<'_, PairOrder, NetworkMatch> = Bag::scratch(&txn, cold, PAIRS);
     let mut pair: Option<PairPlays> = None;
     plays.drain(&mut |(contender, champion, validator, _), play| {
         if pair.as_ref().is_some_and(|p| p.key != (contender.clone(), champion.clone())) {

@@ -246,3 +246,41 @@ pub(crate) mod tests {
         assert!(few.last().unwrap().0 + 200 > all.last().unwrap().0);
     }
 }
+
+/// A miner's match as one log played it (`af mine status`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LogMatch {
+    pub validator: ValidatorKey,
+    pub match_id: Hash32,
+    /// "contender" or "champion".
+    pub role: &'static str,
+    pub opponent: Name,
+    /// "contender won", "champion stayed", or none while open.
+    pub verdict: Option<&'static str>,
+    pub reason: Option<String>,
+}
+
+/// Every match `hotkey` played in every log, log by log, each in its log's id order.
+pub fn matches_in_logs(replay: &Replay, hotkey: &str) -> Vec<LogMatch> {
+    let mut rows = Vec::new();
+    for fold in &replay.folds {
+        for (id, m) in fold.matches.iter() {
+            let (role, opponent) = if *m.contender.hotkey == *hotkey {
+                ("contender", &m.champion.hotkey)
+            } else if *m.champion.hotkey == *hotkey {
+                ("champion", &m.contender.hotkey)
+            } else {
+                continue;
+            };
+            rows.push(LogMatch {
+                validator: fold.validator,
+                match_id: id,
+                role,
+                opponent: opponent.clone(),
+                verdict: m.decided.as_ref().map(|d| if d.contender_won { "contender won" } else { "champion stayed" }),
+                reason: m.verdict_reason(),
+            });
+        }
+    }
+    rows
+}

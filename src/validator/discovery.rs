@@ -64,6 +64,33 @@ pub enum Skipped {
     Invalid { hotkey: String, uid: u16, commit_block: u64, error: String },
 }
 
+impl Skipped {
+    /// The hotkey whose commitment was skipped.
+    pub fn hotkey(&self) -> &str {
+        match self {
+            Skipped::Duplicate { candidate, .. }
+            | Skipped::SameAsChampion { candidate, .. }
+            | Skipped::AlreadyPlayed { candidate } => &candidate.hotkey,
+            Skipped::Stale { hotkey, .. } | Skipped::Invalid { hotkey, .. } => hotkey,
+        }
+    }
+
+    /// Why, in words for the miner.
+    pub fn describe(&self) -> String {
+        match self {
+            Skipped::Duplicate { kept_by, kept_uid, kept_block, .. } => {
+                format!("the same model and revision was committed earlier by {kept_by} (uid {kept_uid}, block {kept_block})")
+            }
+            Skipped::SameAsChampion { .. } => "it is the champion's model".into(),
+            Skipped::AlreadyPlayed { .. } => "already played with this model".into(),
+            Skipped::Stale { commit_block, registration_block, .. } => format!(
+                "its commitment (block {commit_block}) predates its registration (block {registration_block}): commit again"
+            ),
+            Skipped::Invalid { error, .. } => format!("its commitment does not read: {error}"),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Discovery {
     /// Contenders to play, oldest commitment first (then lower uid, then hotkey).

@@ -6,6 +6,7 @@ pub mod anchor;
 pub mod config;
 pub mod discovery;
 pub mod episode;
+pub mod launch;
 pub mod matchrun;
 pub mod run;
 pub mod service;

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Modules over the limit today, with their lines when they were listed: one that grows
-/// past its figure, or a new one over the limit, fails.
-const KNOWN_LARGE: [(&str, usize); 2] = [("ledger/store.rs", 1_255), ("p2p/protocol.rs", 1_080)];
+/// past its figure, or a new one over the limit, fails. None now.
+const KNOWN_LARGE: [(&str, usize); 0] = [];
 const MAX_MODULE_LINES: usize = 800;
 
 type Module = Vec<String>;

@@ -1,0 +1,99 @@
+//! How read commands reach a data directory's store: opened read-only, or, while a
+//! running node holds it locked, through that node's HTTP API, mirrored (every block
+//! verified, as `af mirror` does) into a temporary store removed when done.
+
+use super::mirror::{self, ChainOutcome, MirrorError, MirrorOptions};
+use super::ADDRESS_FILE;
+use crate::bytes::ValidatorKey;
+use crate::ledger::{Store, StoreError};
+use std::path::Path;
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Mirror(#[from] MirrorError),
+    #[error("{} is locked by a running process; start it with --http to read its logs while it runs, or stop it", .0.display())]
+    LockedNoHttp(std::path::PathBuf),
+    #[error("reading through {url} failed: {why}")]
+    ThroughNode { url: String, why: String },
+    #[error("{what}: {source}")]
+    Io { what: &'static str, source: std::io::Error },
+}
+
+/// A store opened for reading: the data directory's own, or, while a running node holds
+/// that one, a verified copy mirrored from the node (removed when dropped).
+pub struct ReadStore {
+    store: Store,
+    /// Removed after the store is closed (fields drop in order).
+    _temporary: Option<tempfile::TempDir>,
+}
+
+impl std::ops::Deref for ReadStore {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        &self.store
+    }
+}
+
+/// Opens `data`'s store read-only; if a running node holds it and serves HTTP (it wrote
+/// `DATA/http.addr`), mirrors every chain from that node into a temporary store, with
+/// every check `af mirror` makes, and reads that instead. The answers are those of the
+/// stopped store at the moment of the copy.
+pub fn open_for_read(
+    data: &Path,
+    note: &mut dyn FnMut(&str),
+    progress: &mut (dyn FnMut(&ValidatorKey, u64, u64) + Send),
+) -> Result<ReadStore, ReadError> {
+    match Store::open_read_only(data) {
+        Ok(store) => {
+            if let Some(why) = store.recovery_needed() {
+                note(&format!(
+                    "{} needs recovery: {why}; nothing was written (the next `af validate` or `af node` on it recovers it)",
+                    store.path().display(),
+                ));
+            }
+            Ok(ReadStore { store, _temporary: None })
+        }
+        Err(StoreError::Locked(path)) => {
+            let Some(url) = node_address(data) else { return Err(ReadError::LockedNoHttp(path)) };
+            note(&format!("the store is held by a running node; reading it through {url} (every block verified)"));
+            let temporary = tempfile::Builder::new()
+                .prefix("af-read-")
+                .tempdir()
+                .map_err(|source| ReadError::Io { what: "creating a temporary store", source })?;
+            let store = Arc::new(Store::create(temporary.path())?);
+            let runtime = tokio::runtime::Runtime::new()
+                .map_err(|source| ReadError::Io { what: "starting the async runtime", source })?;
+            let report = runtime.block_on(mirror::mirror(store.clone(), &url, MirrorOptions::default(), progress))?;
+            if report.found_fault() || report.failed() {
+                let why: Vec<String> = report.chains.iter().filter_map(outcome_error).collect();
+                return Err(ReadError::ThroughNode { url, why: why.join("; ") });
+            }
+            drop(runtime);
+            let store = Arc::try_unwrap(store)
+                .map_err(|_| ReadError::ThroughNode { url, why: "the mirror still holds the store".into() })?;
+            Ok(ReadStore { store, _temporary: Some(temporary) })
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The URL a running node wrote into its data directory.
+fn node_address(data: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(data.join(ADDRESS_FILE)).ok()?;
+    let url = text.lines().next()?.trim().to_string();
+    (url.starts_with("http://") && url.len() < 256).then_some(url)
+}
+
+fn outcome_error(chain: &mirror::ChainReport) -> Option<String> {
+    match &chain.outcome {
+        ChainOutcome::Failed { error, .. } | ChainOutcome::Refused { error, .. } => Some(error.clone()),
+        ChainOutcome::Equivocation { evidence } => {
+            Some(format!("validator {} equivocated at height {}", evidence.validator, evidence.height))
+        }
+        _ => None,
+    }
+}
