@@ -181,6 +181,29 @@ pub struct SubtensorClient {
     sending: tokio::sync::Mutex<()>,
 }
 
+/// The largest reply taken from a node; one over it is refused and its connection
+/// replaced. The largest a subtensor node sends us is its metadata (under 1 MiB, 2 as hex).
+pub const MAX_RPC_REPLY_BYTES: u32 = 10 << 20;
+/// Storage keys asked for in one `state_queryStorageAt`.
+const QUERY_KEYS: usize = 256;
+
+/// One block's answer to `state_queryStorageAt`: each key asked for, with its value's hex
+/// or null.
+#[derive(serde::Deserialize)]
+struct ChangeSet {
+    changes: Vec<(String, Option<String>)>,
+}
+
+/// One request's answer is waited for this long on the connection.
+pub const RPC_TIMEOUT_MS: u64 = 30_000;
+/// One read, made again by subxt across reconnections, is given up after this.
+pub const READ_TIMEOUT_MS: u64 = 10_000;
+/// The first connection is waited for this long (a caller retries: `connect_chain`).
+pub const FIRST_CONNECT_MS: u64 = 10_000;
+/// A lost connection is tried again after this, doubling up to `RECONNECT_MAX_MS`.
+const RECONNECT_FIRST_MS: u64 = 100;
+const RECONNECT_MAX_MS: u64 = 5_000;
+
 /// How many times one extrinsic is sent, a block apart, while the pool holds another of
 /// ours on its nonce.
 pub const SUBMIT_ATTEMPTS: u32 = 3;
@@ -247,12 +270,27 @@ impl SubtensorClient {
     /// Connects to a node (`ws://`, `wss://`; plain `ws://` only for loopback tests).
     pub async fn connect(url: &str, netuid: u16, signer: Option<Hotkey>) -> Result<SubtensorClient, ChainError> {
         let transport = |message: String| ChainError::Transport { endpoint: url.into(), message };
-        let rpc = if url.starts_with("wss://") {
-            subxt::rpcs::RpcClient::from_url(url).await
-        } else {
-            subxt::rpcs::RpcClient::from_insecure_url(url).await
+        if !(url.starts_with("wss://") || url.starts_with("ws://")) {
+            return Err(transport("not a ws:// or wss:// URL".into()));
         }
-        .map_err(|e| transport(e.to_string()))?;
+        // A client that reconnects by itself, with backoff, for as long as it lives: RPC
+        // nodes restart and load-balancers move connections all the time, and a reply
+        // over the size limit closes the connection, not the client. The first connection
+        // is bounded in time here; a caller that must wait for the node retries.
+        let builder = subxt::rpcs::client::ReconnectingRpcClient::builder()
+            .retry_policy(
+                subxt::rpcs::client::reconnecting_rpc_client::ExponentialBackoff::from_millis(RECONNECT_FIRST_MS)
+                    .max_delay(std::time::Duration::from_millis(RECONNECT_MAX_MS)),
+            )
+            .max_response_size(MAX_RPC_REPLY_BYTES)
+            .request_timeout(std::time::Duration::from_millis(RPC_TIMEOUT_MS))
+            .connection_timeout(std::time::Duration::from_millis(RPC_TIMEOUT_MS));
+        let first = std::time::Duration::from_millis(FIRST_CONNECT_MS);
+        let rpc = match tokio::time::timeout(first, builder.build(url)).await {
+            Ok(Ok(client)) => subxt::rpcs::RpcClient::new(client),
+            Ok(Err(e)) => return Err(transport(e.to_string())),
+            Err(_) => return Err(transport(format!("no connection within {FIRST_CONNECT_MS} ms"))),
+        };
         let client = OnlineClient::<SubstrateConfig>::from_rpc_client(rpc.clone())
             .await
             .map_err(|e| transport(e.to_string()))?;
@@ -263,19 +301,22 @@ impl SubtensorClient {
         ChainError::Transport { endpoint: self.endpoint.clone(), message: e.to_string() }
     }
 
-    async fn at(&self) -> Result<subxt::OnlineClientAtBlock<SubstrateConfig>, ChainError> {
-        self.client.at_current_block().await.map_err(|e| self.transport(e))
+    /// `call`, given up after `READ_TIMEOUT_MS`: while a lost connection is remade, subxt
+    /// makes a call again and again, and a validator must hear that the chain does not
+    /// answer (and say so, and report it unhealthy) rather than wait on it.
+    async fn timed<T, E: std::fmt::Display>(
+        &self,
+        what: &str,
+        call: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, ChainError> {
+        match tokio::time::timeout(std::time::Duration::from_millis(READ_TIMEOUT_MS), call).await {
+            Ok(result) => result.map_err(|e| self.transport(e)),
+            Err(_) => Err(self.transport(format!("{what}: no answer within {READ_TIMEOUT_MS} ms"))),
+        }
     }
 
-    async fn fetch(
-        &self,
-        at: &subxt::OnlineClientAtBlock<SubstrateConfig>,
-        entry: &str,
-        keys: Vec<Value>,
-    ) -> Result<Option<Value>, ChainError> {
-        let address = subxt::dynamic::storage::<Vec<Value>, Value>(pallet_of(entry), entry);
-        let value = at.storage().try_fetch(address, keys).await.map_err(|e| self.transport(e))?;
-        value.map(|v| v.decode().map_err(|e| decode(entry, e))).transpose()
+    async fn at(&self) -> Result<subxt::OnlineClientAtBlock<SubstrateConfig>, ChainError> {
+        self.timed("the current block", self.client.at_current_block()).await
     }
 
     async fn fetch_or_default(
@@ -285,8 +326,116 @@ impl SubtensorClient {
         keys: Vec<Value>,
     ) -> Result<Value, ChainError> {
         let address = subxt::dynamic::storage::<Vec<Value>, Value>(pallet_of(entry), entry);
-        let value = at.storage().fetch(address, keys).await.map_err(|e| self.transport(e))?;
+        let value = self.timed(entry, at.storage().fetch(address, keys)).await?;
         value.decode().map_err(|e| decode(entry, e))
+    }
+
+    /// The values of many storage entries at `at` (each entry's default where it holds
+    /// none; `None` where it has no default either), in one `state_queryStorageAt` per
+    /// `QUERY_KEYS` keys: the metagraph is read in a few calls whatever the subnet's size,
+    /// not two per uid. Each value must decode as its entry's type, to its last byte.
+    async fn fetch_many(
+        &self,
+        at: &subxt::OnlineClientAtBlock<SubstrateConfig>,
+        wanted: &[(&str, Vec<Value>)],
+    ) -> Result<Vec<Option<Value>>, ChainError> {
+        let metadata = at.metadata_ref();
+        let mut keys = Vec::with_capacity(wanted.len());
+        for (entry, parts) in wanted {
+            let address = subxt::dynamic::storage::<Vec<Value>, Value>(pallet_of(entry), *entry);
+            let storage = at.storage();
+            let found = storage.entry(address).map_err(|e| decode(entry, e))?;
+            keys.push(format!("0x{}", hex::encode(found.fetch_key(parts.clone()).map_err(|e| decode(entry, e))?)));
+        }
+        let hash = format!("0x{}", hex::encode(at.block_hash().0));
+        let mut values = Vec::with_capacity(wanted.len());
+        for (chunk, entries) in keys.chunks(QUERY_KEYS).zip(wanted.chunks(QUERY_KEYS)) {
+            let params = subxt::rpcs::rpc_params![chunk, &hash];
+            let sets: Vec<ChangeSet> =
+                self.timed("state_queryStorageAt", self.rpc.request("state_queryStorageAt", params)).await?;
+            let mut answered: std::collections::HashMap<&str, Option<&str>> = std::collections::HashMap::new();
+            for (key, value) in sets.iter().flat_map(|set| &set.changes) {
+                answered.insert(key.as_str(), value.as_deref());
+            }
+            for (key, (entry, _)) in chunk.iter().zip(entries) {
+                let info = metadata
+                    .pallet_by_name(pallet_of(entry))
+                    .and_then(|p| p.storage())
+                    .and_then(|s| s.entry_by_name(entry))
+                    .ok_or_else(|| decode(entry, "not in the chain's metadata"))?;
+                let bytes = match answered.get(key.as_str()).copied().flatten() {
+                    Some(text) => Some(
+                        hex::decode(text.trim_start_matches("0x"))
+                            .map_err(|e| decode(entry, format!("not hex: {e}")))?,
+                    ),
+                    None => info.default_value().map(<[u8]>::to_vec),
+                };
+                let value = bytes
+                    .map(|bytes| {
+                        let mut rest = &bytes[..];
+                        let value = subxt::ext::scale_value::scale::decode_as_type(
+                            &mut rest,
+                            info.value_ty(),
+                            metadata.types(),
+                        )
+                        .map_err(|e| decode(entry, e))?;
+                        match rest.is_empty() {
+                            true => Ok(value.remove_context()),
+                            false => Err(decode(entry, format!("{} bytes past the value", rest.len()))),
+                        }
+                    })
+                    .transpose()?;
+                values.push(value);
+            }
+        }
+        Ok(values)
+    }
+
+    /// The neurons of our subnet at `at`: three calls (the subnet's size and permits, then
+    /// every uid's hotkey and registration block).
+    async fn neurons_at(&self, at: &subxt::OnlineClientAtBlock<SubstrateConfig>) -> Result<Vec<Neuron>, ChainError> {
+        let subnet = || vec![netuid_key(self.netuid)];
+        let head = self.fetch_many(at, &[("SubnetworkN", subnet()), ("ValidatorPermit", subnet())]).await?;
+        let n = head[0].as_ref().and_then(as_u128).ok_or_else(|| decode("SubnetworkN", "not a number"))?;
+        let n = u16::try_from(n).map_err(|_| decode("SubnetworkN", format!("{n} uids")))?;
+        let permits: Vec<bool> =
+            head[1].as_ref().map(items).unwrap_or_default().into_iter().map(|v| as_u128(v) == Some(1)).collect();
+        let mut wanted = Vec::with_capacity(2 * usize::from(n));
+        for uid in 0..n {
+            let keys = vec![netuid_key(self.netuid), Value::u128(u128::from(uid))];
+            wanted.push(("Keys", keys.clone()));
+            wanted.push(("BlockAtRegistration", keys));
+        }
+        let values = self.fetch_many(at, &wanted).await?;
+        let mut neurons = Vec::with_capacity(usize::from(n));
+        for (uid, pair) in (0..n).zip(values.chunks(2)) {
+            let Some(account) = &pair[0] else { continue };
+            let account: [u8; 32] = byte_sequence(account)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| decode("Keys", "not a 32-byte account"))?;
+            neurons.push(Neuron {
+                uid,
+                hotkey: ss58(&account),
+                registration_block: pair[1].as_ref().and_then(as_u128).unwrap_or(0) as u64,
+                validator_permit: permits.get(usize::from(uid)).copied().unwrap_or(false),
+            });
+        }
+        Ok(neurons)
+    }
+
+    /// For each neuron, the value of `entry` under (netuid, its `key`), read in a few calls.
+    async fn per_neuron(
+        &self,
+        at: &subxt::OnlineClientAtBlock<SubstrateConfig>,
+        neurons: &[Neuron],
+        entry: &'static str,
+        key: impl Fn(&Neuron) -> Result<Value, ChainError>,
+    ) -> Result<Vec<Option<Value>>, ChainError> {
+        let wanted = neurons
+            .iter()
+            .map(|n| Ok((entry, vec![netuid_key(self.netuid), key(n)?])))
+            .collect::<Result<Vec<(&str, Vec<Value>)>, ChainError>>()?;
+        self.fetch_many(at, &wanted).await
     }
 
     /// The nonce our next extrinsic takes: `system_accountNextIndex`, which counts our
@@ -502,35 +651,17 @@ impl Chain for SubtensorClient {
 
     /// `chain_getBlockHash(number)`: `None` for a block the node does not have yet.
     async fn block_hash(&self, number: u64) -> Result<Option<crate::bytes::Hash32>, ChainError> {
-        match self.client.at_block(number).await {
-            Ok(at) => Ok(Some(crate::bytes::Hash32(at.block_hash().0))),
-            Err(subxt::error::OnlineClientAtBlockError::BlockNotFound { .. }) => Ok(None),
-            Err(error) => Err(self.transport(error)),
+        let deadline = std::time::Duration::from_millis(READ_TIMEOUT_MS);
+        match tokio::time::timeout(deadline, self.client.at_block(number)).await {
+            Ok(Ok(at)) => Ok(Some(crate::bytes::Hash32(at.block_hash().0))),
+            Ok(Err(subxt::error::OnlineClientAtBlockError::BlockNotFound { .. })) => Ok(None),
+            Ok(Err(error)) => Err(self.transport(error)),
+            Err(_) => Err(self.transport(format!("block {number}'s hash: no answer within {READ_TIMEOUT_MS} ms"))),
         }
     }
 
     async fn neurons(&self) -> Result<Vec<Neuron>, ChainError> {
-        let at = self.at().await?;
-        let n = self.fetch_or_default(&at, "SubnetworkN", vec![netuid_key(self.netuid)]).await?;
-        let n = as_u128(&n).ok_or_else(|| decode("SubnetworkN", "not a number"))? as u16;
-        let permits = self.fetch_or_default(&at, "ValidatorPermit", vec![netuid_key(self.netuid)]).await?;
-        let permits: Vec<bool> = items(&permits).into_iter().map(|v| as_u128(v) == Some(1)).collect();
-        let mut neurons = Vec::with_capacity(usize::from(n));
-        for uid in 0..n {
-            let keys = vec![netuid_key(self.netuid), Value::u128(u128::from(uid))];
-            let Some(account) = self.fetch(&at, "Keys", keys.clone()).await? else { continue };
-            let account: [u8; 32] = byte_sequence(&account)
-                .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| decode("Keys", "not a 32-byte account"))?;
-            let registered = self.fetch_or_default(&at, "BlockAtRegistration", keys).await?;
-            neurons.push(Neuron {
-                uid,
-                hotkey: ss58(&account),
-                registration_block: as_u128(&registered).unwrap_or(0) as u64,
-                validator_permit: permits.get(usize::from(uid)).copied().unwrap_or(false),
-            });
-        }
-        Ok(neurons)
+        self.neurons_at(&self.at().await?).await
     }
 
     async fn commit_fields(&self, fields: &[Vec<u8>]) -> Result<u64, ChainError> {
@@ -544,11 +675,11 @@ impl Chain for SubtensorClient {
 
     async fn axons(&self) -> Result<Vec<super::Axon>, ChainError> {
         let at = self.at().await?;
+        let neurons = self.neurons_at(&at).await?;
+        let infos = self.per_neuron(&at, &neurons, "Axons", |n| Ok(Value::from_bytes(parse_ss58(&n.hotkey)?))).await?;
         let mut out = Vec::new();
-        for neuron in self.neurons().await? {
-            let account = parse_ss58(&neuron.hotkey)?;
-            let keys = vec![netuid_key(self.netuid), Value::from_bytes(account)];
-            let Some(info) = self.fetch(&at, "Axons", keys).await? else { continue };
+        for (neuron, info) in neurons.iter().zip(infos) {
+            let Some(info) = info else { continue };
             let number = |name: &str| field(&info, name).and_then(as_u128);
             let (Some(ip), Some(ip_type), Some(port)) = (number("ip"), number("ip_type"), number("port")) else {
                 return Err(decode("Axons", "not an AxonInfo"));
@@ -567,11 +698,12 @@ impl Chain for SubtensorClient {
 
     async fn commitments(&self) -> Result<Vec<CommitmentRecord>, ChainError> {
         let at = self.at().await?;
+        let neurons = self.neurons_at(&at).await?;
+        let values =
+            self.per_neuron(&at, &neurons, "CommitmentOf", |n| Ok(Value::from_bytes(parse_ss58(&n.hotkey)?))).await?;
         let mut out = Vec::new();
-        for neuron in self.neurons().await? {
-            let account = parse_ss58(&neuron.hotkey)?;
-            let keys = vec![netuid_key(self.netuid), Value::from_bytes(account)];
-            if let Some(value) = self.fetch(&at, "CommitmentOf", keys).await? {
+        for (neuron, value) in neurons.iter().zip(values) {
+            if let Some(value) = value {
                 out.extend(commitment_record(neuron.hotkey.clone(), &value));
             }
         }
@@ -592,11 +724,14 @@ impl Chain for SubtensorClient {
 
     async fn weights(&self) -> Result<Vec<(u16, Vec<(u16, u16)>)>, ChainError> {
         let at = self.at().await?;
+        let neurons = self.neurons_at(&at).await?;
+        let values = self.per_neuron(&at, &neurons, "Weights", |n| Ok(Value::u128(u128::from(n.uid)))).await?;
         let mut out = Vec::new();
-        for neuron in self.neurons().await? {
-            let keys = vec![netuid_key(self.netuid), Value::u128(u128::from(neuron.uid))];
-            let value = self.fetch_or_default(&at, "Weights", keys).await?;
-            let pairs: Vec<(u16, u16)> = items(&value)
+        for (neuron, value) in neurons.iter().zip(values) {
+            let pairs: Vec<(u16, u16)> = value
+                .as_ref()
+                .map(items)
+                .unwrap_or_default()
                 .into_iter()
                 .filter_map(|pair| {
                     let xs = items(pair);
@@ -613,26 +748,31 @@ impl Chain for SubtensorClient {
     async fn weight_limits(&self) -> Result<WeightLimits, ChainError> {
         let at = self.at().await?;
         let key = || vec![netuid_key(self.netuid)];
-        let rate = self.fetch_or_default(&at, "WeightsSetRateLimit", key()).await?;
-        let reveal = self.fetch_or_default(&at, "CommitRevealWeightsEnabled", key()).await?;
-        let version = self.fetch_or_default(&at, "WeightsVersionKey", key()).await?;
-        let tempo = self.fetch_or_default(&at, "Tempo", key()).await?;
-        let tempo = as_u128(&tempo).map(|n| n as u64).ok_or_else(|| decode("Tempo", "not a number"))?;
-        let last_update = match self.hotkey() {
-            Some(hotkey) => {
-                let uid = self.neurons().await?.into_iter().find(|n| n.hotkey == hotkey).map(|n| n.uid);
-                let last = self.fetch_or_default(&at, "LastUpdate", key()).await?;
-                uid.and_then(|u| items(&last).get(usize::from(u)).and_then(|v| as_u128(v)))
-                    .map(|b| b as u64)
-                    .filter(|&b| b > 0)
-            }
-            None => None,
-        };
+        // Our uid from `Uids` (hotkey -> uid), in the same one call: no metagraph read.
+        let ours = self.hotkey().map(|hotkey| parse_ss58(&hotkey)).transpose()?;
+        let mut wanted = vec![
+            ("WeightsSetRateLimit", key()),
+            ("CommitRevealWeightsEnabled", key()),
+            ("WeightsVersionKey", key()),
+            ("Tempo", key()),
+            ("LastUpdate", key()),
+        ];
+        if let Some(account) = ours {
+            wanted.push(("Uids", vec![netuid_key(self.netuid), Value::from_bytes(account)]));
+        }
+        let values = self.fetch_many(&at, &wanted).await?;
+        let number = |i: usize| values[i].as_ref().and_then(as_u128);
+        let tempo = number(3).map(|n| n as u64).ok_or_else(|| decode("Tempo", "not a number"))?;
+        let uid = values.get(5).and_then(|v| v.as_ref()).and_then(as_u128);
+        let last_update = uid
+            .and_then(|u| values[4].as_ref().map(items).unwrap_or_default().get(u as usize).and_then(|v| as_u128(v)))
+            .map(|b| b as u64)
+            .filter(|&b| b > 0);
         Ok(WeightLimits {
-            rate_limit_blocks: as_u128(&rate).unwrap_or(100) as u64,
+            rate_limit_blocks: number(0).unwrap_or(100) as u64,
             last_update,
-            commit_reveal_enabled: as_u128(&reveal) == Some(1),
-            version_key: as_u128(&version).unwrap_or(0) as u64,
+            commit_reveal_enabled: number(1) == Some(1),
+            version_key: number(2).unwrap_or(0) as u64,
             tempo,
         })
     }

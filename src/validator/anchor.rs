@@ -234,6 +234,8 @@ pub async fn anchor_loop(
     let mut last_commit_block: Option<u64> = None;
     let mut cache = WeightsCache::sharing(replays);
     metrics.chain_expected(now_ms());
+    // An outage is said twice, when it starts and when it ends, not at every tick.
+    let mut unreachable_since: Option<u64> = None;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(check_ms)) => {}
@@ -249,11 +251,27 @@ pub async fn anchor_loop(
         let block = match read {
             Ok(block) => {
                 metrics.chain_read(block, now_ms());
+                if let Some(since) = unreachable_since.take() {
+                    let down_s = now_ms().saturating_sub(since) as f64 / 1e3;
+                    tracing::info!(
+                        event = "chain_reachable",
+                        down_s,
+                        block,
+                        "the chain answers again after {down_s:.1} s (block {block})"
+                    );
+                }
                 block
             }
             Err(error) => {
                 metrics.chain_rpc_error("current_block");
-                tracing::warn!(event = "chain_unreachable", error = %error, "chain unreachable; retrying");
+                if unreachable_since.is_none() {
+                    unreachable_since = Some(now_ms());
+                    tracing::warn!(
+                        event = "chain_unreachable",
+                        error = %error,
+                        "the chain does not answer: commitments and weights wait; retrying every {check_ms} ms"
+                    );
+                }
                 continue;
             }
         };

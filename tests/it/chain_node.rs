@@ -537,3 +537,52 @@ fn serve_against_the_strict_node(commit_reveal: bool) {
         calls(weights_call)
     );
 }
+
+/// Reads until the node answers again; how long it took.
+async fn until_answered(client: &SubtensorClient, within: std::time::Duration) -> std::time::Duration {
+    let started = std::time::Instant::now();
+    loop {
+        if client.current_block().await.is_ok() && client.neurons().await.is_ok() {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < within, "no answer within {within:?} of the node coming back");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_reconnects_by_itself_after_an_oversized_reply_and_after_the_node_restarts() {
+    let Some(metadata) = finney_metadata() else { return };
+    let node = Node::new(metadata, BEST_BLOCK);
+    node.register(NETUID, 0, account(1), 10);
+    let (url, handle) = subtensor_node::serve(node.clone(), "127.0.0.1:0").await;
+    let client = SubtensorClient::connect(&url, NETUID, None).await.unwrap();
+    assert_eq!(client.current_block().await.unwrap(), BEST_BLOCK);
+    assert_eq!(client.neurons().await.unwrap().len(), 1);
+
+    // A reply over the client's limit (hex doubles the bytes) closes its connection, not
+    // the client: the read is made again on a new one, or fails as a transport failure.
+    node.oversize_next_answer(subtensor::MAX_RPC_REPLY_BYTES as usize);
+    let asked_before = node.asked.lock().unwrap().len();
+    let read = client.neurons().await;
+    assert!(matches!(read, Ok(_) | Err(ChainError::Transport { .. })), "{read:?}");
+    assert!(node.oversize_next.load(std::sync::atomic::Ordering::SeqCst) == 0, "the oversized answer was sent");
+    assert!(node.asked.lock().unwrap().len() > asked_before);
+    let took = until_answered(&client, std::time::Duration::from_secs(30)).await;
+    assert!(took < std::time::Duration::from_secs(10), "answered again after {took:?}");
+
+    // The node stops, and comes back at the same address: the client finds it again
+    // without being made anew.
+    let address = url.trim_start_matches("ws://").to_string();
+    handle.stop().unwrap();
+    handle.stopped().await;
+    let asked_before = node.asked.lock().unwrap().len();
+    // A read while the node is away fails in bounded time, as a transport failure.
+    let down = tokio::time::timeout(std::time::Duration::from_secs(20), client.current_block()).await;
+    assert!(matches!(down, Ok(Err(ChainError::Transport { .. }))), "{down:?}");
+    let (_, _handle) = subtensor_node::serve(node.clone(), &address).await;
+    let took = until_answered(&client, std::time::Duration::from_secs(30)).await;
+    assert!(took < std::time::Duration::from_secs(10), "answered again {took:?} after the node came back");
+    assert!(node.asked.lock().unwrap().len() > asked_before, "the answers came from the node restarted");
+    assert_eq!(client.neurons().await.unwrap()[0].uid, 0);
+}

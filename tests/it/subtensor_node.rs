@@ -103,6 +103,9 @@ pub struct Node {
     admission: Mutex<()>,
     /// Answer `system_accountNextIndex` from state alone, as a lagging RPC endpoint may.
     lagging: std::sync::atomic::AtomicBool,
+    /// Bytes the next storage answer (one key's or many's) is made of instead of the value (0: none), for a
+    /// node whose reply is over any client's limit.
+    pub oversize_next: std::sync::atomic::AtomicUsize,
     pub asked: Mutex<Vec<String>>,
 }
 
@@ -150,8 +153,14 @@ impl Node {
             state: Mutex::new(State { best, ..State::default() }),
             admission: Mutex::default(),
             lagging: Default::default(),
+            oversize_next: Default::default(),
             asked: Mutex::default(),
         })
+    }
+
+    /// The next storage read is answered with `bytes` bytes, whatever it asked for.
+    pub fn oversize_next_answer(&self, bytes: usize) {
+        self.oversize_next.store(bytes, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn best(&self) -> u64 {
@@ -667,6 +676,22 @@ fn runtime_version_scale() -> Vec<u8> {
 
 /// Serves `node` on a loopback port; with `block_ms`, a new block every `block_ms`.
 pub async fn start(node: Arc<Node>, block_ms: Option<u64>) -> String {
+    let (url, handle) = serve(node.clone(), "127.0.0.1:0").await;
+    std::mem::forget(handle); // serves until the test process ends
+    if let Some(block_ms) = block_ms {
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(block_ms)).await;
+                node.produce_block();
+            }
+        });
+    }
+    url
+}
+
+/// Serves `node` at `address` until the handle is stopped: a node that restarts is
+/// served again at the same address.
+pub async fn serve(node: Arc<Node>, address: &str) -> (String, jsonrpsee::server::ServerHandle) {
     let mut module = RpcModule::from_arc(node.clone());
     let methods: &[&'static str] = &[
         "rpc_methods",
@@ -676,6 +701,7 @@ pub async fn start(node: Arc<Node>, block_ms: Option<u64>) -> String {
         "state_getRuntimeVersion",
         "state_call",
         "state_getStorage",
+        "state_queryStorageAt",
         "state_getMetadata",
         "system_accountNextIndex",
         "author_submitExtrinsic",
@@ -740,10 +766,42 @@ pub async fn start(node: Arc<Node>, block_ms: Option<u64>) -> String {
                     }
                     "state_getStorage" => {
                         let key = hex_arg(0)?;
+                        let oversize = node.oversize_next.swap(0, std::sync::atomic::Ordering::SeqCst);
+                        if oversize > 0 {
+                            return Ok(serde_json::json!(hex0x(&vec![7u8; oversize])));
+                        }
                         match node.state.lock().unwrap().storage.get(&key) {
                             Some(value) => serde_json::json!(hex0x(value)),
                             None => serde_json::Value::Null,
                         }
+                    }
+                    // Many keys at one block, as a node answers: one change set, each key
+                    // with its value or null; a block the node does not have is an error.
+                    "state_queryStorageAt" => {
+                        let keys = arg(0);
+                        let keys = keys.as_array().ok_or_else(|| rpc_error(-32602, "keys: not a list", None))?;
+                        let at = match arg(1).as_str() {
+                            Some(_) => node
+                                .block_number_of(&hex_arg(1)?)
+                                .ok_or_else(|| rpc_error(4003, "Client error: UnknownBlock", None))?,
+                            None => node.best(),
+                        };
+                        let oversize = node.oversize_next.swap(0, std::sync::atomic::Ordering::SeqCst);
+                        if oversize > 0 {
+                            let huge = hex0x(&vec![7u8; oversize]);
+                            return Ok(
+                                serde_json::json!([{ "block": hex0x(&block_hash(at)), "changes": [[keys[0], huge]] }]),
+                            );
+                        }
+                        let state = node.state.lock().unwrap();
+                        let mut changes = Vec::with_capacity(keys.len());
+                        for key in keys {
+                            let text = key.as_str().ok_or_else(|| rpc_error(-32602, "key: not a string", None))?;
+                            let bytes = unhex(text).ok_or_else(|| rpc_error(-32602, "key: not hex", None))?;
+                            let value = state.storage.get(&bytes).map(|v| hex0x(v));
+                            changes.push(serde_json::json!([text, value]));
+                        }
+                        serde_json::json!([{ "block": hex0x(&block_hash(at)), "changes": changes }])
                     }
                     "system_accountNextIndex" => {
                         let who = arg(0).as_str().and_then(|s| af::chain::subtensor::parse_ss58(s).ok());
@@ -783,17 +841,9 @@ pub async fn start(node: Arc<Node>, block_ms: Option<u64>) -> String {
             },
         )
         .unwrap();
-    let server = Server::builder().build("127.0.0.1:0").await.unwrap();
+    // As a public node is: answers up to 64 MiB (a client bounds what it takes).
+    let config = jsonrpsee::server::ServerConfig::builder().max_response_body_size(64 << 20).build();
+    let server = Server::builder().set_config(config).build(address).await.unwrap();
     let addr = server.local_addr().unwrap();
-    let handle = server.start(module);
-    std::mem::forget(handle); // serves until the test process ends
-    if let Some(block_ms) = block_ms {
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(std::time::Duration::from_millis(block_ms)).await;
-                node.produce_block();
-            }
-        });
-    }
-    format!("ws://{addr}")
+    (format!("ws://{addr}"), server.start(module))
 }
