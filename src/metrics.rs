@@ -100,6 +100,8 @@ pub struct Metrics {
     /// What the anchoring task last saw of the chain (none: no chain to anchor on).
     chain: Mutex<Option<ChainSeen>>,
     pub chain_head_block: Gauge,
+    /// 1 while our hotkey holds a uid on the subnet, 0 once it does not (-1: not known).
+    pub chain_registered: Gauge,
     pub chain_blocks_since_commitment: Gauge,
     pub chain_blocks_since_weights: Gauge,
     /// Folded from our own log when `/metrics` is read: the champion, the ratio to beat
@@ -183,6 +185,8 @@ pub struct ChainSeen {
     /// when setting weights first failed; cleared by the next success.
     pub commitment_failing_since: Option<u64>,
     pub weights_failing_since: Option<u64>,
+    /// Why our hotkey holds no uid on the subnet, if it does not.
+    pub deregistered: Option<String>,
 }
 
 impl ChainSeen {
@@ -244,6 +248,11 @@ impl Metrics {
             log_failure: Mutex::new(None),
             chain: Mutex::new(None),
             chain_head_block: Gauge::default(),
+            chain_registered: {
+                let g = Gauge::default();
+                g.set(-1);
+                g
+            },
             chain_blocks_since_commitment: Gauge::default(),
             chain_blocks_since_weights: Gauge::default(),
             champion_uid: Gauge::default(),
@@ -305,6 +314,11 @@ impl Metrics {
             "chain_head_block",
             "The chain's head block as the anchoring task last read it",
             metrics.chain_head_block.clone(),
+        );
+        r.register(
+            "chain_registered",
+            "1 while our hotkey holds a uid on the subnet, 0 once it does not (deregistered: nothing is sent), -1 not known yet",
+            metrics.chain_registered.clone(),
         );
         r.register(
             "chain_blocks_since_commitment",
@@ -524,6 +538,13 @@ impl Metrics {
             }
             seen.first_head.get_or_insert(block);
         });
+    }
+
+    /// Whether our hotkey holds a uid on the subnet, as of the chain's head: `None` once
+    /// registered, else why not.
+    pub fn chain_registration(&self, deregistered: Option<String>) {
+        self.chain_registered.set(if deregistered.is_some() { 0 } else { 1 });
+        self.update_chain(|seen| seen.deregistered = deregistered);
     }
 
     /// Our commitment (or weights) landed at chain block `block`.

@@ -5,14 +5,12 @@
 //! 3100 per tempo, weights respect the rate limit, commit-reveal and the version key.
 //! It trusts the hotkey a caller names (no signatures): it listens on loopback only.
 //!
-//! API (JSON; errors are `{"error": "..."}` with status 400, 403, 404 or 429):
-//! `GET /v1/status`, `POST /v1/register {netuid, hotkey, validator_permit}`,
-//! `GET /v1/subnets/N/neurons`, `POST /v1/subnets/N/commit {hotkey, fields: [hex]}`,
-//! `GET /v1/subnets/N/commitments`, `POST /v1/subnets/N/weights {hotkey, uids, weights,
-//! version_key}`, `GET /v1/subnets/N/weights`, `GET /v1/subnets/N/limits?hotkey=H`,
-//! `POST /v1/subnets/N/settings {commit_reveal_enabled?, rate_limit_blocks?, version_key?,
-//! reveal_period_epochs?, send_delay_ms?}` (`send_delay_ms`: sends are applied, then
-//! answered that much later, as a slow node's).
+//! API (JSON; errors are `{"error": "..."}` with status 400, 403, 404 or 429): `GET /v1/status`, `POST
+//! /v1/register {netuid, hotkey, validator_permit}`, `GET /v1/subnets/N/neurons`, `POST /v1/subnets/N/commit
+//! {hotkey, fields: [hex]}`, `GET /v1/subnets/N/commitments`, `POST /v1/subnets/N/weights {hotkey, uids,
+//! weights, version_key}`, `GET /v1/subnets/N/weights`, `GET /v1/subnets/N/limits?hotkey=H`, `POST
+//! /v1/subnets/N/settings {commit_reveal_enabled?, rate_limit_blocks?, version_key?, reveal_period_epochs?,
+//! send_delay_ms?}` (`send_delay_ms`: sends are applied, then answered that much later, as a slow node's).
 //!
 //! Commit-reveal v4 as subtensor runs it (ledger-spec/12): `GET /v1/subnets/N/timelock?hotkey=H`
 //! (version, reveal period, epoch schedule, beacon), `POST /v1/subnets/N/timelocked {hotkey,
@@ -20,10 +18,10 @@
 //! revealed commits), `GET /v1/beacon/rounds/R` (a round's signature, once its time has
 //! come), `GET /v1/blocks/N` (`{number, hash}` once block N exists; 404 before),
 //! `POST /v1/subnets/N/axons {hotkey, ip, port}` and `GET /v1/subnets/N/axons`
-//! (`serve_axon` and `Axons`). The chain runs its own beacon: a BLS12-381 key of
-//! quicknet's scheme signing one round per second. Each block it opens the commits whose reveal epoch has come with
-//! their round's signature (real timelock decryption, the code subtensor uses) and applies
-//! the weights inside; a commit still closed when its reveal epoch ends is dropped.
+//! (`serve_axon` and `Axons`). Its own beacon (a BLS12-381 key of quicknet's scheme) signs a
+//! round a second; each block opens the commits whose reveal epoch has come with their
+//! round's signature (real timelock decryption, subtensor's code) and applies the weights
+//! inside; a commit still closed when its reveal epoch ends is dropped.
 
 use super::tlock::{self, Beacon, BeaconKey, EpochSchedule, WeightsTlockPayload};
 use super::{
@@ -595,13 +593,15 @@ async fn limits(
     Json(chain.read(|s, _| {
         let default = Subnet { rate_limit_blocks: DEFAULT_WEIGHTS_RATE_LIMIT, ..Subnet::default() };
         let subnet = s.subnets.get(&netuid).unwrap_or(&default);
-        let uid = query.hotkey.and_then(|h| subnet.neurons.iter().find(|n| n.hotkey == h).map(|n| n.uid));
+        let uid = query.hotkey.as_ref().and_then(|h| subnet.neurons.iter().find(|n| n.hotkey == *h).map(|n| n.uid));
         WeightLimits {
             rate_limit_blocks: subnet.rate_limit_blocks,
             last_update: uid.and_then(|u| subnet.last_update.get(&u).copied()),
             commit_reveal_enabled: subnet.commit_reveal_enabled,
             version_key: subnet.version_key,
             tempo: s.tempo,
+            registered: query.hotkey.as_ref().map(|_| uid.is_some()),
+            in_pool: 0, // the local chain applies a send as it answers: nothing waits
         }
     }))
 }

@@ -225,6 +225,15 @@ impl CommitmentRecord {
     pub fn ledger(&self) -> Option<LedgerCommitment> {
         LedgerCommitment::from_fields(&self.fields)
     }
+
+    /// The record read as a miner's commitment (ledger-spec/13): unreadable, with the
+    /// field and variant named, where a field holds no bytes; else what its bytes say.
+    pub fn miner(&self) -> Result<miner::MinerCommitment, String> {
+        match &self.unreadable {
+            Some(reason) => Err(format!("unreadable: {reason}")),
+            None => miner::MinerCommitment::from_fields(&self.fields).map_err(|e| e.to_string()),
+        }
+    }
 }
 
 /// What governs weight setting for this subnet and hotkey.
@@ -238,6 +247,15 @@ pub struct WeightLimits {
     /// Blocks per epoch: weights that repeat our last send wait this long after it.
     #[serde(default = "default_tempo")]
     pub tempo: u64,
+    /// Whether our hotkey holds a uid on the subnet (none: no hotkey of ours). A
+    /// validator whose uid went to another hotkey sends nothing until registered again.
+    #[serde(default)]
+    pub registered: Option<bool>,
+    /// Extrinsics of ours the node's pool holds that no block has taken yet (a send of
+    /// a process that restarted, say): nothing more is sent until a block takes them, so
+    /// a restart never sends the same commit twice.
+    #[serde(default)]
+    pub in_pool: u64,
 }
 
 fn default_tempo() -> u64 {
@@ -258,6 +276,8 @@ pub enum ChainError {
     Tlock(#[from] tlock::TlockError),
     #[error("our timelocked weights commit for this epoch waits for its reveal (at block {reveal_block}): no second commit before it")]
     CommitPending { reveal_block: u64 },
+    #[error("{n} extrinsic(s) of ours still wait in the node's pool: nothing more is sent until a block takes them")]
+    InPool { n: u64 },
     #[error("weights were set at block {last} and the rate limit is {limit} blocks: next allowed at block {next}")]
     RateLimited { last: u64, limit: u64, next: u64 },
     #[error("the same weights were sent at block {last}: sent again once an epoch has passed, at block {next}")]
@@ -285,6 +305,7 @@ impl ChainError {
             ChainError::CommitPending { .. } => "commit_pending",
             ChainError::Tlock(_) => "timelock",
             ChainError::RateLimited { .. } => "rate_limited",
+            ChainError::InPool { .. } => "in_pool",
             ChainError::Unchanged { .. } => "unchanged",
             ChainError::NoSigner => "no_signer",
             ChainError::Metadata(_) => "metadata",
@@ -553,6 +574,9 @@ pub async fn send_weights(
 /// Refuses a weight update (set or commit) that the rate limit would refuse, with the
 /// block it is next allowed at.
 pub fn check_weight_limits(limits: &WeightLimits, _netuid: u16, now: u64) -> Result<(), ChainError> {
+    if limits.in_pool > 0 {
+        return Err(ChainError::InPool { n: limits.in_pool });
+    }
     if let Some(last) = limits.last_update {
         let next = last + limits.rate_limit_blocks;
         if now < next {
@@ -740,6 +764,8 @@ mod tests {
             commit_reveal_enabled: false,
             version_key: 0,
             tempo: 360,
+            registered: Some(true),
+            in_pool: 0,
         };
         assert!(matches!(check_weight_limits(&limits, 1, 1050), Err(ChainError::RateLimited { next: 1100, .. })));
         assert!(check_weight_limits(&limits, 1, 1100).is_ok());

@@ -383,17 +383,18 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
             if json {
                 let rows: Vec<serde_json::Value> = records
                     .iter()
-                    .map(|r| serde_json::json!({ "hotkey": r.hotkey, "block": r.block, "fields": r.fields.iter().map(hex::encode).collect::<Vec<_>>(), "ledger": r.ledger() }))
+                    .map(|r| serde_json::json!({ "hotkey": r.hotkey, "block": r.block, "fields": r.fields.iter().map(hex::encode).collect::<Vec<_>>(), "unreadable": r.unreadable, "ledger": r.ledger() }))
                     .collect();
                 print_json(&rows)?;
             } else {
                 for r in &records {
-                    match r.ledger() {
-                        Some(c) => outln!(
+                    match (r.ledger(), &r.unreadable) {
+                        (_, Some(why)) => outln!("{}  block {}: unreadable: {}", one_line(&r.hotkey), r.block, one_line(why)),
+                        (Some(c), None) => outln!(
                             "{}  block {}: ledger {} tip height {} hash {}",
                             one_line(&r.hotkey), r.block, c.ledger_key, c.tip_height, c.tip_hash
                         ),
-                        None => outln!("{}  block {}: {} field(s), not an af ledger commitment", one_line(&r.hotkey), r.block, r.fields.len()),
+                        (None, None) => outln!("{}  block {}: {} field(s), not an af ledger commitment", one_line(&r.hotkey), r.block, r.fields.len()),
                     }
                 }
             }

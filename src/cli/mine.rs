@@ -108,7 +108,7 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
     })?;
     let neuron = neurons.iter().find(|n| n.hotkey == hotkey);
     let record = records.iter().find(|r| r.hotkey == hotkey);
-    let decoded = record.map(|r| MinerCommitment::from_fields(&r.fields));
+    let decoded = record.map(af::chain::CommitmentRecord::miner);
     // The queue the validator whose data directory this is will play (its champion and
     // what already played, folded from its own log), by the function `af validate` calls;
     // without one, the queue of a validator that has played nothing yet.
@@ -182,7 +182,7 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
                 one_line(&c.endpoint)
             )
         }
-        (Some(Err(e)), Some(r)) => outln!("commitment (block {}): not a miner commitment: {e}", r.block),
+        (Some(Err(e)), Some(r)) => outln!("commitment (block {}): {}", r.block, one_line(e)),
         _ => outln!("commitment: none"),
     }
     let whose = match queue_of {

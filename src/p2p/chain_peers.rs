@@ -36,9 +36,12 @@ pub fn chain_peers(neurons: &[Neuron], records: &[CommitmentRecord], axons: &[Ax
         .filter(|r| validators.contains(r.hotkey.as_str()))
         .filter_map(|r| r.ledger().map(|c| c.ledger_key))
         .collect();
+    // An address subtensor would not take as an axon (unspecified, 127.0.0.1, ::1) names
+    // no one else's machine: it is not dialled, whatever a node serves.
     let mut peers: Vec<Multiaddr> = axons
         .iter()
         .filter(|a| validators.contains(a.hotkey.as_str()) && Some(a.hotkey.as_str()) != own)
+        .filter(|a| crate::chain::check_published_axon(a.ip, a.port).is_ok())
         .map(axon_multiaddr)
         .collect();
     peers.sort();
@@ -73,12 +76,24 @@ mod tests {
             CommitmentRecord::new("miner", 5, ledger(12).fields()),
         ];
         let axon =
-            |hotkey: &str, port| Axon { hotkey: hotkey.into(), block: 3, ip: "127.0.0.1".parse().unwrap(), port };
-        let axons = [axon("v0", 4000), axon("v1", 4001), axon("miner", 4002), axon("v3", 4003), axon("gone", 4004)];
+            |hotkey: &str, port| Axon { hotkey: hotkey.into(), block: 3, ip: "127.0.0.2".parse().unwrap(), port };
+        let at = |hotkey: &str, ip: &str| Axon { hotkey: hotkey.into(), block: 3, ip: ip.parse().unwrap(), port: 9 };
+        let axons = [
+            axon("v0", 4000),
+            axon("v1", 4001),
+            axon("miner", 4002),
+            axon("v3", 4003),
+            axon("gone", 4004),
+            // Addresses no validator can be reached at: never dialled.
+            at("v1", "127.0.0.1"),
+            at("v3", "::1"),
+            at("v1", "0.0.0.0"),
+            at("v3", "::"),
+        ];
         let found = chain_peers(&neurons, &records, &axons, Some("v0"));
         let peers: Vec<String> = found.peers.iter().map(ToString::to_string).collect();
         // v3 has no ledger commitment yet: dialled, but its log is not kept until it has.
-        assert_eq!(peers, ["/ip4/127.0.0.1/tcp/4001", "/ip4/127.0.0.1/tcp/4003"]);
+        assert_eq!(peers, ["/ip4/127.0.0.2/tcp/4001", "/ip4/127.0.0.2/tcp/4003"]);
         assert_eq!(found.allowed, BTreeSet::from([ValidatorKey([10; 32]), ValidatorKey([11; 32])]));
         let v6 = Axon { hotkey: "v1".into(), block: 1, ip: "::1".parse().unwrap(), port: 9 };
         assert_eq!(axon_multiaddr(&v6).to_string(), "/ip6/::1/tcp/9");

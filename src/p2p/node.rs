@@ -123,6 +123,16 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&temporary, path)
 }
 
+/// Whether the chain's axon for our hotkey is `ip:port` already (a failed read: not known
+/// to be, so it is sent).
+async fn already_served(chain: &dyn crate::chain::Chain, ip: std::net::IpAddr, port: u16) -> bool {
+    let Some(own) = chain.hotkey() else { return false };
+    match chain.axons().await {
+        Ok(axons) => axons.iter().any(|a| a.hotkey == own && a.ip == ip && a.port == port),
+        Err(_) => false,
+    }
+}
+
 /// Publishes our address on the chain once the node listens (`serve_axon`), then keeps
 /// the node's chain peers and allow-list current: every `every_ms` it reads the
 /// metagraph, the commitments and the axons (ledger-spec/13). A chain read that fails is
@@ -149,6 +159,13 @@ pub async fn chain_peers_loop(
                 Some((ip, port)) => match crate::chain::check_published_axon(ip, port) {
                     Err(why) => {
                         tracing::warn!(event = "axon_not_published", %ip, port, "not publishing {ip}:{port} on chain: {why}; set --external-addr ([p2p] external) for other validators to find this one");
+                        published = Some((ip, port));
+                    }
+                    // Sent only as a change: after a restart the chain holds our axon
+                    // already, and subtensor refuses a second serve_axon within its
+                    // serving rate limit.
+                    Ok(()) if already_served(chain.as_ref(), ip, port).await => {
+                        tracing::info!(event = "axon_published", %ip, port, "{ip}:{port} is our axon on chain already");
                         published = Some((ip, port));
                     }
                     Ok(()) => match chain.serve_axon(ip, port).await {

@@ -138,7 +138,7 @@ pub async fn set_weights(
     let limits = chain.weight_limits().await?;
     let now = chain.current_block().await?;
     match sent.check_rate(&limits, chain.netuid(), now).await {
-        Err(ChainError::RateLimited { .. }) => return Ok(None),
+        Err(ChainError::RateLimited { .. } | ChainError::InPool { .. }) => return Ok(None),
         Err(other) => return Err(other.into()),
         Ok(()) => {}
     }
@@ -236,6 +236,8 @@ pub async fn anchor_loop(
     metrics.chain_expected(now_ms());
     // An outage is said twice, when it starts and when it ends, not at every tick.
     let mut unreachable_since: Option<u64> = None;
+    let mut last_block_seen: Option<u64> = None;
+    let mut deregistered = false;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(check_ms)) => {}
@@ -275,6 +277,50 @@ pub async fn anchor_loop(
                 continue;
             }
         };
+        // Nothing on chain changes between blocks: a tick on the same block reads nothing
+        // more (an idle validator asks the chain one thing a tick).
+        if last_block_seen == Some(block) {
+            continue;
+        }
+        last_block_seen = Some(block);
+        // A hotkey whose uid went to another (or that was never registered) sends nothing:
+        // each send would be refused (HotKeyNotRegisteredInNetwork). Said once, and once
+        // again when it holds a uid anew.
+        match chain.weight_limits().await.map(|limits| limits.registered) {
+            Ok(Some(false)) => {
+                if !deregistered {
+                    deregistered = true;
+                    let why = format!(
+                        "our hotkey {} holds no uid on subnet {} (deregistered, or its uid went to another hotkey): nothing is committed or set until it is registered again",
+                        chain.hotkey().unwrap_or_default(),
+                        chain.netuid()
+                    );
+                    tracing::error!(event = "deregistered", block, "{why}");
+                    metrics.chain_registration(Some(why));
+                }
+                continue;
+            }
+            Ok(_) if deregistered => {
+                deregistered = false;
+                tracing::info!(
+                    event = "registered",
+                    block,
+                    "our hotkey holds a uid on subnet {} again",
+                    chain.netuid()
+                );
+                metrics.chain_registration(None);
+            }
+            Ok(Some(true)) => {
+                metrics.chain_registered.set(1);
+            }
+            Ok(None) => {}
+            Err(error) => {
+                metrics.chain_rpc_error("weight_limits");
+                tracing::warn!(event = "chain_read_failed", error = %error, "reading the subnet's weight limits failed; retrying");
+                last_block_seen = None;
+                continue;
+            }
+        }
         let due = last_commit_block.is_none_or(|last| block >= last + COMMIT_EVERY_BLOCKS);
         if due && tip_has_news(&log).unwrap_or(false) {
             let sent = tokio::select! {
@@ -397,6 +443,8 @@ mod tests {
                 commit_reveal_enabled: false,
                 version_key: 0,
                 tempo: 50,
+                registered: Some(true),
+                in_pool: 0,
             })
         }
         fn payload_hotkey(&self) -> Option<Vec<u8>> {

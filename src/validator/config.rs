@@ -431,7 +431,12 @@ impl Config {
                 Some((_, None)) => (1, "p2p.external"),
                 None => (1, "p2p.listen"),
             };
-            if let Err(why) = crate::chain::check_published_axon(ip, port) {
+            // An unspecified address (0.0.0.0) listens everywhere and is simply not
+            // published (ledger-spec/13); one subtensor refuses would never be found.
+            if let Err(why) = crate::chain::check_published_axon(ip, port).or_else(|why| match ip.is_unspecified() {
+                true => Ok(()),
+                false => Err(why),
+            }) {
                 return invalid(format!(
                     "{named} would be published on chain (serve_axon) as {ip}: {why}; listen on an address other validators can reach, or name it with --external-addr IP[:PORT] ([p2p] external)"
                 ));

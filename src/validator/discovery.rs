@@ -195,10 +195,7 @@ pub fn discover(
             });
             continue;
         }
-        let read = match &record.unreadable {
-            Some(reason) => Err(reason.clone()),
-            None => MinerCommitment::from_fields(&record.fields).map_err(|e| e.to_string()),
-        };
+        let read = record.miner();
         match read {
             Ok(commitment) => valid.push(Candidate {
                 hotkey: record.hotkey.clone(),

@@ -586,3 +586,129 @@ async fn the_client_reconnects_by_itself_after_an_oversized_reply_and_after_the_
     assert!(node.asked.lock().unwrap().len() > asked_before, "the answers came from the node restarted");
     assert_eq!(client.neurons().await.unwrap()[0].uid, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metagraph_of_256_uids_is_read_in_a_few_calls_not_two_per_uid() {
+    let Some((node, url)) = strict_node(None).await else { return };
+    let n: u16 = 256;
+    for uid in 0..n {
+        let mut who = [0u8; 32];
+        who[..2].copy_from_slice(&uid.to_le_bytes());
+        who[2] = 0xa5;
+        node.register(NETUID, uid, who, 10 + u64::from(uid));
+        if uid % 2 == 0 {
+            let keys = [Value::u128(u128::from(NETUID)), Value::from_bytes(who)];
+            node.put("Commitments", "CommitmentOf", &keys, registration(20, vec![raw(&[uid as u8; 8])]));
+        }
+    }
+    let client = SubtensorClient::connect(&url, NETUID, None).await.unwrap();
+    let asked = || node.asked.lock().unwrap().len();
+    let counted = |before: usize| asked() - before;
+
+    let before = asked();
+    let neurons = client.neurons().await.unwrap();
+    let for_neurons = counted(before);
+    assert_eq!(neurons.len(), usize::from(n));
+    assert!(neurons.iter().enumerate().all(|(i, x)| x.uid as usize == i && x.registration_block == 10 + i as u64));
+
+    let before = asked();
+    let records = client.commitments().await.unwrap();
+    let for_commitments = counted(before);
+    assert_eq!(records.len(), usize::from(n) / 2);
+    assert!(records.iter().all(|r| r.fields.len() == 1 && r.fields[0].len() == 8), "{:?}", &records[..1]);
+
+    let before = asked();
+    client.weight_limits().await.unwrap();
+    let for_limits = counted(before);
+    // Two per uid was 514 and 770; the bound is 10 each.
+    assert!(for_neurons < 10, "af chain neurons on {n} uids: {for_neurons} requests");
+    assert!(for_commitments < 10, "af chain commitments on {n} uids: {for_commitments} requests");
+    assert!(for_limits < 6, "the weight limits, read every anchoring tick: {for_limits} requests");
+
+    // A validator's client learns from the same one call whether its hotkey holds a uid.
+    let mut ours = [0u8; 32];
+    ours[..2].copy_from_slice(&7u16.to_le_bytes());
+    ours[2] = 0xa5;
+    let signer = seed_keypair(&"11".repeat(32));
+    let mine = SubtensorClient::connect(&url, NETUID, Some(signer.clone())).await.unwrap();
+    assert_eq!(mine.weight_limits().await.unwrap().registered, Some(false), "not registered yet");
+    node.register(NETUID, 7, signer.public_key(), 30);
+    assert_eq!(mine.weight_limits().await.unwrap().registered, Some(true));
+    node.register(NETUID, 7, ours, 40);
+    assert_eq!(mine.weight_limits().await.unwrap().registered, Some(false), "its uid went to another hotkey");
+    assert_eq!(client.weight_limits().await.unwrap().registered, None, "no hotkey, nothing to say");
+    eprintln!("requests on {n} uids: neurons {for_neurons}, commitments {for_commitments}, weight limits {for_limits}");
+}
+
+/// A process that restarts while a send of its own still waits in the pool sees it there,
+/// and sends no weights until a block takes it: no second commit of the same weights.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_still_in_the_pool_after_a_restart_holds_back_the_next_one() {
+    let Some((node, url)) = strict_node(None).await else { return };
+    let keypair = seed_keypair(&"5c".repeat(32));
+    node.register(NETUID, 0, keypair.public_key(), 1);
+    node.register(NETUID, 1, account(9), 2);
+    node.put("SubtensorModule", "WeightsSetRateLimit", &subnet_key(), Value::u128(0));
+    node.put("SubtensorModule", "CommitRevealWeightsEnabled", &subnet_key(), Value::bool(false));
+    let before = SubtensorClient::connect(&url, NETUID, Some(keypair.clone())).await.unwrap();
+    assert_eq!(before.weight_limits().await.unwrap().in_pool, 0);
+    before.set_weights(&[1], &[u16::MAX], 0).await.unwrap();
+    drop(before);
+
+    // "After the restart": a new client, with no memory of what it sent.
+    let after = SubtensorClient::connect(&url, NETUID, Some(keypair)).await.unwrap();
+    assert_eq!(after.weight_limits().await.unwrap().in_pool, 1, "our set_weights waits in the pool");
+    let held = after.set_weights(&[1], &[u16::MAX], 0).await;
+    assert!(matches!(held, Err(ChainError::InPool { n: 1 })), "{held:?}");
+    assert_eq!(node.accepted().len(), 1, "nothing more was sent");
+    node.produce_block();
+    assert_eq!(after.weight_limits().await.unwrap().in_pool, 0, "a block took it");
+    after.set_weights(&[1], &[u16::MAX], 0).await.unwrap();
+    assert_eq!(node.accepted().len(), 2);
+}
+
+/// A value larger than its entry can hold on subtensor is refused by name before it is
+/// decoded (a lying node must not size our memory), and the next read goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_over_what_its_entry_holds_is_refused_by_name_before_decoding() {
+    let Some((node, url)) = strict_node(None).await else { return };
+    node.register(NETUID, 0, account(3), 1);
+    let client = SubtensorClient::connect(&url, NETUID, None).await.unwrap();
+    // 4 MiB: under the reply limit (8 MiB as hex), far over a subnet's size.
+    node.oversize_next_answer(4 << 20);
+    let refused = client.neurons().await;
+    match refused {
+        Err(ChainError::Decode { what, message }) => {
+            assert_eq!(what, "SubnetworkN");
+            assert!(message.contains("4194304 bytes, over the 4096"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(client.neurons().await.unwrap().len(), 1);
+}
+
+/// `af chain commitments` and `af mine status` say a commitment of a field that holds no
+/// bytes is unreadable, naming the field and its variant (ledger-spec/13).
+#[test]
+fn commands_name_an_unreadable_commitment_by_its_field_and_variant() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let Some((node, url)) = runtime.block_on(strict_node(None)) else { return };
+    let keypair = seed_keypair(&"5d".repeat(32));
+    let who = keypair.public_key();
+    node.register(NETUID, 0, who, 10);
+    let keys = [Value::u128(u128::from(NETUID)), Value::from_bytes(who)];
+    node.put("Commitments", "CommitmentOf", &keys, registration(20, vec![raw(&[1; 4]), sample("Sha256").0]));
+    let chain = ["--chain".to_string(), format!("subtensor:{url}"), "--netuid".into(), NETUID.to_string()];
+    let out = crate::af(
+        &[&["chain", "commitments"][..], &chain.iter().map(String::as_str).collect::<Vec<_>>(), &["--json"]].concat(),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reason = rows[0]["unreadable"].as_str().unwrap_or_default();
+    assert!(reason.contains("field 2 of 2 is Sha256"), "{rows}");
+    let text =
+        crate::af(&[&["chain", "commitments"][..], &chain.iter().map(String::as_str).collect::<Vec<_>>()].concat());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("unreadable: field 2 of 2 is Sha256"), "{text}");
+    assert!(!text.contains("0 field(s)"), "{text}");
+}

@@ -225,8 +225,17 @@ impl Node {
 
     /// Registers `who` as `uid` of `netuid` (Keys, Uids, BlockAtRegistration) and grows
     /// `SubnetworkN` to cover it.
+    /// `who` takes `uid` on `netuid`; a hotkey that held it is deregistered, as
+    /// subtensor's `replace_neuron` does (its `Uids` entry removed).
     pub fn register(&self, netuid: u16, uid: u16, who: [u8; 32], block: u64) {
         let (subnet, uid_value) = (Value::u128(u128::from(netuid)), Value::u128(u128::from(uid)));
+        if let Some(old) = self.get("SubtensorModule", "Keys", &[subnet.clone(), uid_value.clone()]) {
+            let old: [u8; 32] = bytes(&old).try_into().unwrap();
+            let key = self.key("SubtensorModule", "Uids", &[subnet.clone(), Value::from_bytes(old)]);
+            let mut state = self.state.lock().unwrap();
+            state.storage.remove(&key);
+            state.uids.remove(&(netuid, old));
+        }
         self.put("SubtensorModule", "Keys", &[subnet.clone(), uid_value.clone()], Value::from_bytes(who));
         self.put("SubtensorModule", "Uids", &[subnet.clone(), Value::from_bytes(who)], uid_value.clone());
         self.put(

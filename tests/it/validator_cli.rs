@@ -285,6 +285,12 @@ fn print_config_shows_defaults_file_and_overrides() {
     assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
     let error = String::from_utf8_lossy(&output.stderr);
     assert!(error.contains("InvalidIpAddress") && error.contains("--external-addr"), "{error}");
+    // Listening on every address (0.0.0.0) is fine: it is simply not published
+    // (ledger-spec/13).
+    let everywhere: Vec<&str> =
+        flags.iter().map(|f| if *f == "/ip4/127.0.0.1/tcp/4001" { "/ip4/0.0.0.0/tcp/4001" } else { f }).collect();
+    let output = af(&everywhere);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let flags: Vec<&str> = flags.iter().copied().chain(["--external-addr", "203.0.113.7:4001"]).collect();
     let output = af(&flags);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));

@@ -306,3 +306,105 @@ fn a_stop_on_a_slow_chain_ends_within_its_chain_deadline() {
     );
     drop(chain_process);
 }
+
+/// One plain HTTP/1.1 GET on loopback: the status and the body.
+fn http_get(port: u16, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, text.split_once("\r\n\r\n").map_or(String::new(), |(_, body)| body.to_string()))
+}
+
+#[test]
+fn a_deregistered_validator_says_so_once_turns_unhealthy_and_sends_nothing_until_registered_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let Subnet { port, endpoint, runtime, client } = Subnet::new();
+    let _chain = chain(&dir.path().join("chain"), port);
+    runtime.block_on(client.settings(serde_json::json!({ "rate_limit_blocks": 5 }))).unwrap();
+    let (champion, contender) = (miner("random"), miner("perfect"));
+    enter_players(&endpoint, &champion.1, &contender.1);
+    let http_port = free_port();
+    let config = validator_config(
+        dir.path(),
+        &endpoint,
+        &format!(
+            "[evaluation]\ncap = 200\nmax_challenges = 400\nwindow = 8\n[http]\nlisten = \"127.0.0.1:{http_port}\"\n\
+             [client]\ntimeout_ms = 2000\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 50\n"
+        ),
+    );
+    let data = dir.path().join("v");
+    let (mut validator, lines, reader) = spawn_validator(&data, &config);
+    wait_for(&lines, "weights sent while idle", 90, |l| count(l, "match_decided") == 1 && count(l, "weights_set") >= 1);
+    assert_eq!(http_get(http_port, "/healthz").0, 200);
+
+    // Another hotkey takes the validator's uid, as subtensor does to a full subnet's
+    // lowest-ranked neuron.
+    let neurons = runtime.block_on(af::chain::Chain::neurons(&client)).unwrap();
+    let uid = neurons.iter().find(|n| n.hotkey == "5Validator").unwrap().uid.to_string();
+    let taken = af(&["chain", "register", "--chain", &endpoint, "--hotkey", "5Usurper", "--replace-uid", &uid]);
+    assert!(taken.status.success(), "{}", String::from_utf8_lossy(&taken.stderr));
+    wait_for(&lines, "the deregistration", 30, |l| count(l, "deregistered") == 1);
+    let sent_before = count(&lines.lock().unwrap(), "weights_set");
+    // Blocks go by (4 a second here): still said once, and nothing sent.
+    std::thread::sleep(Duration::from_secs(3));
+    let (status, body) = http_get(http_port, "/healthz");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("holds no uid") && body.contains("5Validator"), "{body}");
+    let (_, metrics) = http_get(http_port, "/metrics");
+    assert!(metrics.lines().any(|l| l.starts_with("af_chain_registered ") && l.ends_with(" 0")), "{metrics}");
+    {
+        let lines = lines.lock().unwrap();
+        assert_eq!(count(&lines, "deregistered"), 1, "said once");
+        assert_eq!(count(&lines, "weights_set"), sent_before, "no weights sent while deregistered");
+        assert_eq!(count(&lines, "set_weights_failed"), 0, "no send refused: none was made");
+    }
+
+    // Registered again (a new uid): said once, healthy, and weights go out again.
+    assert!(af(&["chain", "register", "--chain", &endpoint, "--hotkey", "5Validator", "--validator"]).status.success());
+    wait_for(&lines, "registered again and weights sent", 30, |l| {
+        count(l, "registered") == 1 && count(l, "weights_set") > sent_before
+    });
+    let (_, metrics) = http_get(http_port, "/metrics");
+    assert!(metrics.lines().any(|l| l.starts_with("af_chain_registered ") && l.ends_with(" 1")), "{metrics}");
+    assert!(Command::new("kill").args(["-INT", &validator.id().to_string()]).status().unwrap().success());
+    assert_eq!(validator.wait().unwrap().code(), Some(130));
+    reader.join().unwrap();
+}
+
+/// A validator that restarts finds its axon on chain already and does not send it again
+/// (subtensor refuses a second `serve_axon` within its serving rate limit).
+#[test]
+fn a_restarted_validator_sends_its_axon_only_if_it_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let Subnet { port, endpoint, runtime, client } = Subnet::new();
+    let _chain = chain(&dir.path().join("chain"), port);
+    assert!(af(&["chain", "register", "--chain", &endpoint, "--hotkey", "5Validator", "--validator"]).status.success());
+    let p2p_port = free_port();
+    let config =
+        validator_config(dir.path(), &endpoint, &format!("[p2p]\nlisten = [\"/ip4/127.0.0.2/tcp/{p2p_port}\"]\n"));
+    let data = dir.path().join("v");
+    let axon_block = || {
+        let axons = runtime.block_on(af::chain::Chain::axons(&client)).unwrap();
+        axons.iter().find(|a| a.hotkey == "5Validator").map(|a| (a.block, a.port))
+    };
+    for run in 0..2 {
+        let (mut validator, lines, reader) = spawn_validator(&data, &config);
+        wait_for(&lines, "the axon on chain", 30, |l| count(l, "axon_published") == 1);
+        let (block, published_port) = axon_block().expect("our axon is on chain");
+        assert_eq!(published_port, p2p_port);
+        if run == 0 {
+            std::fs::write(dir.path().join("axon_block"), block.to_string()).unwrap();
+        } else {
+            let first: u64 = std::fs::read_to_string(dir.path().join("axon_block")).unwrap().parse().unwrap();
+            assert_eq!(block, first, "not sent again: {}", lines.lock().unwrap().join("\n"));
+            assert!(lines.lock().unwrap().iter().any(|l| l.contains("is our axon on chain already")));
+        }
+        assert!(Command::new("kill").args(["-INT", &validator.id().to_string()]).status().unwrap().success());
+        validator.wait().unwrap();
+        reader.join().unwrap();
+    }
+}

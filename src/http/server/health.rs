@@ -19,6 +19,9 @@ pub const ANCHOR_FAILING_BLOCKS: u64 = 720;
 
 /// Why the chain side of a validator is unhealthy, if it is.
 pub fn chain_trouble(seen: &crate::metrics::ChainSeen, now_ms: u64) -> Option<String> {
+    if let Some(why) = &seen.deregistered {
+        return Some(why.clone());
+    }
     let head = seen.head.unwrap_or(0);
     match (seen.last_read_ms, seen.head_since_ms) {
         (None, _) if now_ms.saturating_sub(seen.expected_ms) > CHAIN_STALE_MS => {

@@ -9,6 +9,12 @@
 //! [`set_weights_call`]), so the golden-bytes tests on the real finney metadata check
 //! what a live validator submits.
 
+mod calls;
+mod values;
+
+pub use calls::*;
+use values::*;
+
 use super::tlock::{Beacon, EpochSchedule};
 use super::{
     check_weight_limits, Chain, ChainError, CommitmentRecord, Neuron, PendingCommit, TimelockInfo, Timelocked,
@@ -20,154 +26,10 @@ pub const SUBTENSOR_BLOCK_MS: u64 = 12_000;
 pub use super::hotkey::ss58;
 use super::hotkey::Hotkey;
 use subxt::dynamic::Value;
-use subxt::ext::scale_value::{Composite, Primitive, ValueDef};
-use subxt::{ArcMetadata, Metadata, OnlineClient, SubstrateConfig};
-use subxt_signer::sr25519::Keypair;
+use subxt::{OnlineClient, SubstrateConfig};
 
-/// Env var holding a hotkey's seed phrase or secret URI (instead of a wallet file).
-pub const HOTKEY_PHRASE_ENV: &str = "AF_HOTKEY_PHRASE";
 /// Env var naming a metadata file for the offline tests (else ../shared/fixtures/subtensor/).
 pub const METADATA_ENV: &str = "AF_SUBTENSOR_METADATA";
-
-pub fn load_metadata(bytes: &[u8]) -> Result<ArcMetadata, ChainError> {
-    Metadata::decode_from(bytes).map(Metadata::arc).map_err(|e| ChainError::Metadata(e.to_string()))
-}
-
-fn raw_data(bytes: &[u8]) -> Value {
-    Value::unnamed_variant(format!("Raw{}", bytes.len()), [Value::from_bytes(bytes)])
-}
-
-/// `Commitments.set_commitment(netuid, CommitmentInfo { fields })` with one
-/// `Data::Raw<len>` per field.
-pub fn set_commitment_payload(netuid: u16, fields: &[Vec<u8>]) -> subxt::tx::DynamicPayload<Vec<Value>> {
-    let info = Value::named_composite([("fields", Value::unnamed_composite(fields.iter().map(|f| raw_data(f))))]);
-    subxt::dynamic::tx("Commitments", "set_commitment", vec![Value::u128(u128::from(netuid)), info])
-}
-
-/// `SubtensorModule.serve_axon(netuid, version, ip, port, ip_type, protocol, 0, 0)`.
-pub fn serve_axon_payload(netuid: u16, ip: std::net::IpAddr, port: u16) -> subxt::tx::DynamicPayload<Vec<Value>> {
-    let (ip, ip_type) = super::axon_ip_parts(ip);
-    subxt::dynamic::tx(
-        "SubtensorModule",
-        "serve_axon",
-        vec![
-            Value::u128(u128::from(netuid)),
-            Value::u128(u128::from(super::AXON_VERSION)),
-            Value::u128(ip),
-            Value::u128(u128::from(port)),
-            Value::u128(u128::from(ip_type)),
-            Value::u128(u128::from(super::AXON_PROTOCOL_TCP)),
-            Value::u128(0),
-            Value::u128(0),
-        ],
-    )
-}
-
-/// `SubtensorModule.set_weights(netuid, dests, weights, version_key)`.
-pub fn set_weights_payload(
-    netuid: u16,
-    uids: &[u16],
-    weights: &[u16],
-    version_key: u64,
-) -> subxt::tx::DynamicPayload<Vec<Value>> {
-    let list = |xs: &[u16]| Value::unnamed_composite(xs.iter().map(|&x| Value::u128(u128::from(x))));
-    subxt::dynamic::tx(
-        "SubtensorModule",
-        "set_weights",
-        vec![Value::u128(u128::from(netuid)), list(uids), list(weights), Value::u128(u128::from(version_key))],
-    )
-}
-
-/// The timelocked weights commit this metadata has: `commit_timelocked_mechanism_weights`
-/// (mecid 0, the main mechanism) where present, else `commit_timelocked_weights`; `None`
-/// when it has neither (a chain without commit-reveal v4).
-pub fn timelocked_call_name(metadata: &Metadata) -> Option<&'static str> {
-    let pallet = metadata.pallet_by_name("SubtensorModule")?;
-    ["commit_timelocked_mechanism_weights", "commit_timelocked_weights"]
-        .into_iter()
-        .find(|name| pallet.call_variant_by_name(name).is_some())
-}
-
-/// The call `name` (one of [`timelocked_call_name`]'s) carrying a timelocked commit.
-pub fn commit_timelocked_payload_named(
-    name: &'static str,
-    netuid: u16,
-    commit: &[u8],
-    reveal_round: u64,
-    version: u16,
-) -> subxt::tx::DynamicPayload<Vec<Value>> {
-    let (netuid, commit) = (Value::u128(u128::from(netuid)), Value::from_bytes(commit));
-    let (round, version) = (Value::u128(u128::from(reveal_round)), Value::u128(u128::from(version)));
-    let args = if name == "commit_timelocked_mechanism_weights" {
-        vec![netuid, Value::u128(0), commit, round, version]
-    } else {
-        vec![netuid, commit, round, version]
-    };
-    subxt::dynamic::tx("SubtensorModule", name, args)
-}
-
-/// The timelocked commit call this metadata takes, or `None` without one.
-pub fn commit_timelocked_payload(
-    metadata: &Metadata,
-    netuid: u16,
-    commit: &[u8],
-    reveal_round: u64,
-    version: u16,
-) -> Option<subxt::tx::DynamicPayload<Vec<Value>>> {
-    Some(commit_timelocked_payload_named(timelocked_call_name(metadata)?, netuid, commit, reveal_round, version))
-}
-
-/// Whether the metadata has the stateful epoch schedule (`LastEpochBlock`, ...).
-pub fn has_stateful_epochs(metadata: &Metadata) -> bool {
-    metadata
-        .pallet_by_name("SubtensorModule")
-        .and_then(|p| p.storage().map(|s| s.entry_by_name("LastEpochBlock").is_some()))
-        .unwrap_or(false)
-}
-
-/// An offline client for `metadata` (spec version and genesis hash as given).
-pub fn offline_client(
-    metadata: ArcMetadata,
-    spec_version: u32,
-    transaction_version: u32,
-    genesis_hash: [u8; 32],
-) -> subxt::OfflineClient<SubstrateConfig> {
-    let config = SubstrateConfig::builder()
-        .set_genesis_hash(genesis_hash.into())
-        .set_metadata_for_spec_versions([(spec_version, metadata)])
-        .set_spec_version_for_block_ranges([subxt::config::substrate::SpecVersionForRange {
-            block_range: 0..u64::MAX,
-            spec_version,
-            transaction_version,
-        }])
-        .build();
-    subxt::OfflineClient::new_with_config(config)
-}
-
-/// Call bytes (pallet index, call index, arguments) of a payload, encoded offline.
-pub fn call_data(
-    client: &subxt::OfflineClient<SubstrateConfig>,
-    payload: &subxt::tx::DynamicPayload<Vec<Value>>,
-) -> Result<Vec<u8>, ChainError> {
-    let at = client.at_block(0u64).map_err(|e| ChainError::Metadata(e.to_string()))?;
-    at.transactions().call_data(payload).map_err(|e| ChainError::Metadata(e.to_string()))
-}
-
-/// The hotkey in `AF_HOTKEY_PHRASE` (a seed phrase or secret URI), if that is set.
-pub fn hotkey_from_env() -> Option<Result<Hotkey, ChainError>> {
-    let phrase = std::env::var(HOTKEY_PHRASE_ENV).ok()?;
-    let uri: Result<subxt_signer::SecretUri, _> = phrase.parse();
-    Some(match uri {
-        Ok(uri) => {
-            Keypair::from_uri(&uri).map(Hotkey::from).map_err(|e| ChainError::Key(format!("{HOTKEY_PHRASE_ENV}: {e}")))
-        }
-        Err(_) => Err(ChainError::Key(format!("{HOTKEY_PHRASE_ENV} is not a seed phrase or secret URI"))),
-    })
-}
-
-pub fn parse_ss58(text: &str) -> Result<[u8; 32], ChainError> {
-    text.parse::<subxt::utils::AccountId32>().map(|a| a.0).map_err(|e| ChainError::Key(format!("{text}: {e}")))
-}
 
 /// The subtensor backend.
 pub struct SubtensorClient {
@@ -184,6 +46,7 @@ pub struct SubtensorClient {
 /// The largest reply taken from a node; one over it is refused and its connection
 /// replaced. The largest a subtensor node sends us is its metadata (under 1 MiB, 2 as hex).
 pub const MAX_RPC_REPLY_BYTES: u32 = 10 << 20;
+
 /// Storage keys asked for in one `state_queryStorageAt`.
 const QUERY_KEYS: usize = 256;
 
@@ -196,75 +59,24 @@ struct ChangeSet {
 
 /// One request's answer is waited for this long on the connection.
 pub const RPC_TIMEOUT_MS: u64 = 30_000;
+
 /// One read, made again by subxt across reconnections, is given up after this.
 pub const READ_TIMEOUT_MS: u64 = 10_000;
+
 /// The first connection is waited for this long (a caller retries: `connect_chain`).
 pub const FIRST_CONNECT_MS: u64 = 10_000;
+
 /// A lost connection is tried again after this, doubling up to `RECONNECT_MAX_MS`.
 const RECONNECT_FIRST_MS: u64 = 100;
+
 const RECONNECT_MAX_MS: u64 = 5_000;
 
 /// How many times one extrinsic is sent, a block apart, while the pool holds another of
 /// ours on its nonce.
 pub const SUBMIT_ATTEMPTS: u32 = 3;
+
 /// How long a send waits for the next block before trying again.
 pub const WAIT_FOR_BLOCK_MS: u64 = 3 * SUBTENSOR_BLOCK_MS;
-
-/// What the node said when it refused an extrinsic at submission.
-#[derive(Debug, PartialEq, Eq)]
-pub enum PoolRefusal {
-    /// Another extrinsic of ours holds this nonce in the pool ("1014 Priority is too
-    /// low"), or this very one is there already ("1013"), or a block took the nonce
-    /// ("1010 ... Stale"/outdated): send again on a fresh nonce after a block.
-    NonceTaken(String),
-    /// The runtime refuses the call itself (a `CustomTransactionError`, named).
-    Invalid(String),
-}
-
-/// Subtensor's `CustomTransactionError` codes (common/src/transaction_error.rs), named.
-fn custom_error_name(code: u8) -> &'static str {
-    match code {
-        1 => "StakeAmountTooLow",
-        2 => "BalanceTooLow",
-        3 => "SubnetNotExists",
-        4 => "HotkeyAccountDoesntExist",
-        6 => "RateLimitExceeded",
-        10 => "HotKeyNotRegisteredInNetwork",
-        11 => "InvalidIpAddress",
-        12 => "ServingRateLimitExceeded",
-        13 => "InvalidPort",
-        14 => "BadRequest",
-        16 => "InvalidRevealRound",
-        20 => "UidNotFound",
-        _ => "a custom transaction error",
-    }
-}
-
-/// Reads a submission error the way a substrate node words it (author RPC codes 1010 to
-/// 1014, the reason in the error's data); `None` for anything else (the node could not
-/// be asked). `message` is the error's Display and Debug: only Debug shows the data.
-pub fn pool_refusal(message: &str) -> Option<PoolRefusal> {
-    let nonce_taken = [
-        "code: 1014",
-        "(1014)",
-        "Priority is too low",
-        "code: 1013",
-        "(1013)",
-        "Already Imported",
-        "outdated",
-        "Stale",
-    ];
-    if nonce_taken.iter().any(|needle| message.contains(needle)) {
-        return Some(PoolRefusal::NonceTaken(message.to_string()));
-    }
-    if let Some(at) = message.find("Custom error: ") {
-        let digits: String = message[at + 14..].chars().take_while(char::is_ascii_digit).collect();
-        let name = digits.parse::<u8>().map_or("a custom transaction error", custom_error_name);
-        return Some(PoolRefusal::Invalid(format!("{name} (Custom error: {digits})")));
-    }
-    (message.contains("code: 1010") || message.contains("Invalid Transaction"))
-        .then(|| PoolRefusal::Invalid(message.to_string()))
-}
 
 impl SubtensorClient {
     /// Connects to a node (`ws://`, `wss://`; plain `ws://` only for loopback tests).
@@ -364,6 +176,17 @@ impl SubtensorClient {
                     .and_then(|s| s.entry_by_name(entry))
                     .ok_or_else(|| decode(entry, "not in the chain's metadata"))?;
                 let bytes = match answered.get(key.as_str()).copied().flatten() {
+                    // Bounded before it is decoded: a node that lies must not size our memory.
+                    Some(text) if text.len() > 2 + 2 * max_value_bytes(entry) => {
+                        return Err(decode(
+                            entry,
+                            format!(
+                                "{} bytes, over the {} this entry holds on subtensor",
+                                text.len().saturating_sub(2) / 2,
+                                max_value_bytes(entry)
+                            ),
+                        ))
+                    }
                     Some(text) => Some(
                         hex::decode(text.trim_start_matches("0x"))
                             .map_err(|e| decode(entry, format!("not hex: {e}")))?,
@@ -438,6 +261,27 @@ impl SubtensorClient {
         self.fetch_many(at, &wanted).await
     }
 
+    /// How many of our extrinsics the pool holds that no block has taken: the nonce the
+    /// pool would give our next one (`system_accountNextIndex`) less the one the chain's
+    /// state gives (`AccountNonceApi_account_nonce`, which ignores the pool).
+    async fn in_pool(
+        &self,
+        signer: &Hotkey,
+        at: &subxt::OnlineClientAtBlock<SubstrateConfig>,
+    ) -> Result<u64, ChainError> {
+        let next = self.next_nonce(signer).await?;
+        let hash = format!("0x{}", hex::encode(at.block_hash().0));
+        let account = format!("0x{}", hex::encode(signer.public_key()));
+        let params = subxt::rpcs::rpc_params!["AccountNonceApi_account_nonce", account, hash];
+        let reply: String = self.timed("AccountNonceApi_account_nonce", self.rpc.request("state_call", params)).await?;
+        let bytes =
+            hex::decode(reply.trim_start_matches("0x")).map_err(|e| decode("AccountNonceApi_account_nonce", e))?;
+        let nonce: [u8; 4] = bytes
+            .try_into()
+            .map_err(|b: Vec<u8>| decode("AccountNonceApi_account_nonce", format!("{} bytes, not a u32", b.len())))?;
+        Ok(next.saturating_sub(u64::from(u32::from_le_bytes(nonce))))
+    }
+
     /// The nonce our next extrinsic takes: `system_accountNextIndex`, which counts our
     /// extrinsics waiting in the pool (the runtime API subxt asks by default does not).
     async fn next_nonce(&self, signer: &Hotkey) -> Result<u64, ChainError> {
@@ -502,139 +346,6 @@ impl SubtensorClient {
     }
 }
 
-fn pallet_of(entry: &str) -> &'static str {
-    if entry == "CommitmentOf" {
-        "Commitments"
-    } else {
-        "SubtensorModule"
-    }
-}
-
-fn decode(what: &str, e: impl std::fmt::Display) -> ChainError {
-    ChainError::Decode { what: what.into(), message: e.to_string() }
-}
-
-fn netuid_key(netuid: u16) -> Value {
-    Value::u128(u128::from(netuid))
-}
-
-/// Unwraps single-field composites (newtypes such as `NetUid`, `Compact<T>`).
-fn unwrap_newtype(value: &Value) -> &Value {
-    match &value.value {
-        ValueDef::Composite(Composite::Unnamed(v)) if v.len() == 1 => unwrap_newtype(&v[0]),
-        ValueDef::Composite(Composite::Named(v)) if v.len() == 1 => unwrap_newtype(&v[0].1),
-        _ => value,
-    }
-}
-
-fn as_u128(value: &Value) -> Option<u128> {
-    match &unwrap_newtype(value).value {
-        ValueDef::Primitive(Primitive::U128(n)) => Some(*n),
-        ValueDef::Primitive(Primitive::Bool(b)) => Some(u128::from(*b)),
-        _ => None,
-    }
-}
-
-fn items(value: &Value) -> Vec<&Value> {
-    match &value.value {
-        ValueDef::Composite(c) => c.values().collect(),
-        _ => Vec::new(),
-    }
-}
-
-fn field<'a>(value: &'a Value, name: &str) -> Option<&'a Value> {
-    match &value.value {
-        ValueDef::Composite(Composite::Named(fields)) => fields.iter().find(|(n, _)| n == name).map(|(_, v)| v),
-        _ => None,
-    }
-}
-
-/// The items of a list however many newtypes wrap it. `BoundedVec<T>` decodes as a
-/// one-field composite around the list, and a list of one item is also a one-field
-/// composite: only the item's own shape (`is_item`) tells the two apart, so a wrapper is
-/// unwrapped only when its one value is not itself an item.
-fn sequence(value: &Value, is_item: fn(&Value) -> bool) -> Option<Vec<&Value>> {
-    let ValueDef::Composite(composite) = &value.value else { return None };
-    let values: Vec<&Value> = composite.values().collect();
-    if values.iter().all(|v| is_item(v)) {
-        return Some(values);
-    }
-    match values.as_slice() {
-        [inner] => sequence(inner, is_item),
-        _ => None,
-    }
-}
-
-fn is_variant(value: &Value) -> bool {
-    matches!(value.value, ValueDef::Variant(_))
-}
-
-fn is_byte(value: &Value) -> bool {
-    matches!(value.value, ValueDef::Primitive(Primitive::U128(n)) if n <= 255)
-}
-
-/// A `[u8; N]`, `Vec<u8>` or `BoundedVec<u8>` as bytes, whatever its length.
-fn byte_sequence(value: &Value) -> Option<Vec<u8>> {
-    sequence(value, is_byte)?.into_iter().map(|v| as_u128(v).and_then(|n| u8::try_from(n).ok())).collect()
-}
-
-/// Most bytes a `BigRaw` field holds (`MAX_BIGRAW_COMMITMENT_SIZE_BYTES`).
-pub const MAX_BIGRAW_BYTES: usize = 512;
-
-/// The bytes one `Data` field holds (`Raw0`..`Raw128`, `BigRaw`), or why it holds none,
-/// with the variant named: a hash, a timelocked blob, a flag or `None` is not data.
-fn data_bytes(data: &Value) -> Result<Vec<u8>, String> {
-    let ValueDef::Variant(variant) = &data.value else { return Err("not a Data variant".into()) };
-    let name = variant.name.as_str();
-    let inner: Vec<&Value> = variant.values.values().collect();
-    let raw_len = name.strip_prefix("Raw").and_then(|n| n.parse::<usize>().ok()).filter(|&n| n <= 128);
-    let (max, exact) = match (name, raw_len) {
-        (_, Some(n)) => (n, true),
-        ("BigRaw", None) => (MAX_BIGRAW_BYTES, false),
-        ("None", None) => return Err("None (an empty field)".into()),
-        ("BlakeTwo256" | "Sha256" | "Keccak256" | "ShaThree256", None) => {
-            return Err(format!("{name} (only a hash of the data is on chain)"))
-        }
-        ("TimelockEncrypted", None) => {
-            return Err("TimelockEncrypted (encrypted until the chain reveals it in RevealedCommitments)".into())
-        }
-        ("ResetBondsFlag", None) => return Err("ResetBondsFlag (a flag, no data)".into()),
-        (other, None) => return Err(format!("{other} (a Data variant af does not know)")),
-    };
-    let bytes = match inner.as_slice() {
-        [one] => byte_sequence(one),
-        _ => None,
-    }
-    .ok_or_else(|| format!("{name} does not hold bytes"))?;
-    if (exact && bytes.len() != max) || bytes.len() > max {
-        return Err(format!("{name} holds {} bytes", bytes.len()));
-    }
-    Ok(bytes)
-}
-
-/// `Registration { deposit, block, info: CommitmentInfo { fields: [Data] } }` into a
-/// record: every field's bytes, or, if any field holds no bytes, none and the reason.
-fn commitment_record(hotkey: String, value: &Value) -> Option<CommitmentRecord> {
-    let block = as_u128(field(value, "block")?)? as u64;
-    let fields = field(field(value, "info")?, "fields")?;
-    let read: Result<Vec<Vec<u8>>, String> = match sequence(fields, is_variant) {
-        Some(list) => list
-            .iter()
-            .enumerate()
-            .map(|(i, data)| {
-                data_bytes(data).map_err(|reason| format!("field {} of {} is {reason}", i + 1, list.len()))
-            })
-            .collect(),
-        None => Err("its fields are not a list of Data".into()),
-    };
-    Some(match read {
-        Ok(fields) => CommitmentRecord::new(hotkey, block, fields),
-        Err(reason) => {
-            CommitmentRecord { unreadable: Some(reason), ..CommitmentRecord::new(hotkey, block, Vec::new()) }
-        }
-    })
-}
-
 #[async_trait::async_trait]
 impl Chain for SubtensorClient {
     fn netuid(&self) -> u16 {
@@ -645,8 +356,18 @@ impl Chain for SubtensorClient {
         self.signer.as_ref().map(|k| ss58(&k.public_key()))
     }
 
+    /// The best block's number, in one call (`chain_getHeader`): what the anchoring loop
+    /// asks every tick to see whether the chain moved.
     async fn current_block(&self) -> Result<u64, ChainError> {
-        Ok(self.at().await?.block_number())
+        #[derive(serde::Deserialize)]
+        struct Header {
+            number: String,
+        }
+        let params = subxt::rpcs::rpc_params![];
+        let header: Header = self.timed("chain_getHeader", self.rpc.request("chain_getHeader", params)).await?;
+        let digits = header.number.trim_start_matches("0x");
+        u64::from_str_radix(digits, 16)
+            .map_err(|e| decode("chain_getHeader", format!("block number {:?}: {e}", header.number)))
     }
 
     /// `chain_getBlockHash(number)`: `None` for a block the node does not have yet.
@@ -774,6 +495,11 @@ impl Chain for SubtensorClient {
             commit_reveal_enabled: number(1) == Some(1),
             version_key: number(2).unwrap_or(0) as u64,
             tempo,
+            registered: ours.map(|_| uid.is_some()),
+            in_pool: match self.signer.as_ref() {
+                Some(signer) => self.in_pool(signer, &at).await?,
+                None => 0,
+            },
         })
     }
 
@@ -876,8 +602,4 @@ impl Chain for SubtensorClient {
         }
         Ok(Timelocked { pending, revealed: Vec::new() })
     }
-}
-
-fn number_or_zero(value: &Value) -> u64 {
-    as_u128(value).unwrap_or(0) as u64
 }
