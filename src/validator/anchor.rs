@@ -286,7 +286,13 @@ pub async fn anchor_loop(
         // A hotkey whose uid went to another (or that was never registered) sends nothing:
         // each send would be refused (HotKeyNotRegisteredInNetwork). Said once, and once
         // again when it holds a uid anew.
-        match chain.weight_limits().await.map(|limits| limits.registered) {
+        let limits = chain.weight_limits().await;
+        // A send of ours still in the pool (one made before a restart, say) goes first:
+        // nothing more is sent until a block takes it.
+        if limits.as_ref().is_ok_and(|l| l.in_pool > 0) {
+            continue;
+        }
+        match limits.map(|limits| limits.registered) {
             Ok(Some(false)) => {
                 if !deregistered {
                     deregistered = true;

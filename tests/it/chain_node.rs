@@ -712,3 +712,112 @@ fn commands_name_an_unreadable_commitment_by_its_field_and_variant() {
     assert!(text.contains("unreadable: field 2 of 2 is Sha256"), "{text}");
     assert!(!text.contains("0 field(s)"), "{text}");
 }
+
+/// The strict node restarts under a serving validator: it says so once, finds the node
+/// again by itself when it is back at its address, says that once, and goes on anchoring
+/// (a new commitment of its tip lands after the restart).
+#[test]
+fn a_serving_validator_rides_out_a_node_restart() {
+    use crate::validator_cli::miner;
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let Some(metadata) = finney_metadata() else { return };
+    let node = Node::new(metadata, BEST_BLOCK);
+    let (url, handle) = runtime.block_on(subtensor_node::serve(node.clone(), "127.0.0.1:0"));
+    let blocks = {
+        let node = node.clone();
+        runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                node.produce_block();
+            }
+        })
+    };
+    let uri = "//AfRestartCheck";
+    let validator = subxt_signer::sr25519::Keypair::from_uri(&uri.parse().unwrap()).unwrap().public_key().0;
+    let (champion, contender) = (miner("random"), miner("perfect"));
+    node.register(NETUID, 0, account(50), 10);
+    node.register(NETUID, 1, account(51), 20);
+    node.register(NETUID, 2, validator, 30);
+    node.put("SubtensorModule", "CommitRevealWeightsEnabled", &subnet_key(), Value::bool(false));
+    node.put("SubtensorModule", "WeightsSetRateLimit", &subnet_key(), Value::u128(5));
+    node.put("SubtensorModule", "Tempo", &subnet_key(), Value::u128(20));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("v.toml");
+    let mut text = String::from(
+        "[evaluation]\ncap = 200\nmax_challenges = 400\nwindow = 8\n[ledger]\nblock_max_ms = 200\n\
+         [client]\ntimeout_ms = 2000\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 50\n",
+    );
+    for (uid, (who, url)) in [(account(50), &champion.1), (account(51), &contender.1)].into_iter().enumerate() {
+        let hotkey = subtensor::ss58(&who);
+        text += &format!("\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {uid}\nbase_url = \"{url}\"\nmodel = \"m\"\n");
+    }
+    std::fs::write(&config, text).unwrap();
+    let data = dir.path().join("v");
+    let mut process = Command::new(crate::af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--serve"])
+        .args(["--chain", &format!("subtensor:{url}"), "--netuid", &NETUID.to_string()])
+        .args(["--listen", "/ip4/127.0.0.2/tcp/0"])
+        .env("AF_HOTKEY_PHRASE", uri)
+        .env("RUST_LOG", "warn,af=info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let (lines, stderr) = (lines.clone(), process.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            BufReader::new(stderr).lines().map_while(Result::ok).for_each(|l| lines.lock().unwrap().push(l))
+        })
+    };
+    let count =
+        |event: &str| lines.lock().unwrap().iter().filter(|l| l.contains(&format!("\"event\":\"{event}\""))).count();
+    let wait = |what: &str, seconds: u64, done: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+        while !done() {
+            if std::time::Instant::now() >= deadline {
+                let sent: Vec<String> = node
+                    .submissions()
+                    .iter()
+                    .map(|s| {
+                        format!("{:?} {:?} {:?}", s.decoded.as_ref().map(|d| (&d.call, d.nonce)), s.pool, s.dispatch)
+                    })
+                    .collect();
+                panic!("waited for {what}:\n{}\nsent: {sent:#?}", lines.lock().unwrap().join("\n"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    let ours = || {
+        node.submissions()
+            .iter()
+            .filter(|s| {
+                s.decoded.as_ref().is_some_and(|d| d.signer == validator) && matches!(s.dispatch, Some((_, Ok(()))))
+            })
+            .count()
+    };
+    wait("serving after weights", 60, &|| count("serving") >= 1 && count("weights_set") >= 1);
+
+    handle.stop().unwrap();
+    runtime.block_on(handle.stopped());
+    wait("the outage said", 30, &|| count("chain_unreachable") == 1);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(count("chain_unreachable"), 1, "said once, not at every tick");
+    let address = url.trim_start_matches("ws://").to_string();
+    let back = std::time::Instant::now();
+    let (_, _handle) = runtime.block_on(subtensor_node::serve(node.clone(), &address));
+    wait("the chain back", 30, &|| count("chain_reachable") == 1);
+    let took = back.elapsed();
+    // It anchors again once the chain is back: its log moved (weights recorded), so a
+    // commitment of its tip, and the same weights again after an epoch (20 blocks).
+    let applied_before = ours();
+    wait("a send applied after the restart", 60, &|| ours() > applied_before);
+    eprintln!("node restart: the validator read the chain again {took:?} after it came back");
+    assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+    assert!(Command::new("kill").args(["-TERM", &process.id().to_string()]).status().unwrap().success());
+    assert_eq!(process.wait().unwrap().code(), Some(130));
+    reader.join().unwrap();
+    blocks.abort();
+}
