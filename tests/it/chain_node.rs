@@ -432,10 +432,54 @@ fn a_serving_validator_sends_each_extrinsic_once_and_the_strict_node_accepts_eve
     }
 }
 
-fn serve_against_the_strict_node(commit_reveal: bool) {
-    use crate::validator_cli::miner;
+type LogLines = Arc<std::sync::Mutex<Vec<String>>>;
+
+/// `af validate --serve` in `dir` against the strict node at `url`, signing as `uri`,
+/// playing the two `miners` (account, URL) from its config and listening on 127.0.0.2;
+/// its log lines collected as they come.
+fn serve_on_strict_node(
+    dir: &std::path::Path,
+    url: &str,
+    uri: &str,
+    miners: [([u8; 32], &str); 2],
+) -> (std::process::Child, LogLines, std::thread::JoinHandle<()>) {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
+    let config = dir.join("v.toml");
+    let mut text = String::from(
+        "[evaluation]\ncap = 200\nmax_challenges = 400\nwindow = 8\n[ledger]\nblock_max_ms = 200\n\
+         [client]\ntimeout_ms = 2000\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 50\n",
+    );
+    for (uid, (who, url)) in miners.into_iter().enumerate() {
+        let hotkey = subtensor::ss58(&who);
+        text += &format!("\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {uid}\nbase_url = \"{url}\"\nmodel = \"m\"\n");
+    }
+    std::fs::write(&config, text).unwrap();
+    let data = dir.join("v");
+    let mut process = Command::new(crate::af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--serve"])
+        .args(["--chain", &format!("subtensor:{url}"), "--netuid", &NETUID.to_string()])
+        .args(["--listen", "/ip4/127.0.0.2/tcp/0"])
+        .env("AF_HOTKEY_PHRASE", uri)
+        .env("RUST_LOG", "warn,af=info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines: LogLines = Arc::default();
+    let reader = {
+        let (lines, stderr) = (lines.clone(), process.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            BufReader::new(stderr).lines().map_while(Result::ok).for_each(|l| lines.lock().unwrap().push(l))
+        })
+    };
+    (process, lines, reader)
+}
+
+fn serve_against_the_strict_node(commit_reveal: bool) {
+    use crate::validator_cli::miner;
+
+    use std::process::Command;
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let Some((node, url)) = runtime.block_on(strict_node(Some(300))) else { return };
     let uri = "//AfServeCheck";
@@ -448,34 +492,8 @@ fn serve_against_the_strict_node(commit_reveal: bool) {
     node.put("SubtensorModule", "WeightsSetRateLimit", &subnet_key(), Value::u128(5));
     node.put("SubtensorModule", "Tempo", &subnet_key(), Value::u128(20));
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("v.toml");
-    let mut text = String::from(
-        "[evaluation]\ncap = 200\nmax_challenges = 400\nwindow = 8\n[ledger]\nblock_max_ms = 200\n\
-         [client]\ntimeout_ms = 2000\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 50\n",
-    );
-    for (uid, (who, url)) in [(account(40), &champion.1), (account(41), &contender.1)].into_iter().enumerate() {
-        let hotkey = subtensor::ss58(&who);
-        text += &format!("\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {uid}\nbase_url = \"{url}\"\nmodel = \"m\"\n");
-    }
-    std::fs::write(&config, text).unwrap();
-    let data = dir.path().join("v");
-    let mut process = Command::new(crate::af_bin())
-        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--serve"])
-        .args(["--chain", &format!("subtensor:{url}"), "--netuid", &NETUID.to_string()])
-        .args(["--listen", "/ip4/127.0.0.2/tcp/0"])
-        .env("AF_HOTKEY_PHRASE", uri)
-        .env("RUST_LOG", "warn,af=info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let reader = {
-        let (lines, stderr) = (lines.clone(), process.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            BufReader::new(stderr).lines().map_while(Result::ok).for_each(|l| lines.lock().unwrap().push(l))
-        })
-    };
+    let miners = [(account(40), champion.1.as_str()), (account(41), contender.1.as_str())];
+    let (mut process, lines, reader) = serve_on_strict_node(dir.path(), &url, uri, miners);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !lines.lock().unwrap().iter().any(|l| l.contains("\"event\":\"serving\"")) {
         assert!(std::time::Instant::now() < deadline, "no serving line:\n{}", lines.lock().unwrap().join("\n"));
@@ -719,8 +737,8 @@ fn commands_name_an_unreadable_commitment_by_its_field_and_variant() {
 #[test]
 fn a_serving_validator_rides_out_a_node_restart() {
     use crate::validator_cli::miner;
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
+
+    use std::process::Command;
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let Some(metadata) = finney_metadata() else { return };
     let node = Node::new(metadata, BEST_BLOCK);
@@ -744,34 +762,8 @@ fn a_serving_validator_rides_out_a_node_restart() {
     node.put("SubtensorModule", "WeightsSetRateLimit", &subnet_key(), Value::u128(5));
     node.put("SubtensorModule", "Tempo", &subnet_key(), Value::u128(20));
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("v.toml");
-    let mut text = String::from(
-        "[evaluation]\ncap = 200\nmax_challenges = 400\nwindow = 8\n[ledger]\nblock_max_ms = 200\n\
-         [client]\ntimeout_ms = 2000\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 50\n",
-    );
-    for (uid, (who, url)) in [(account(50), &champion.1), (account(51), &contender.1)].into_iter().enumerate() {
-        let hotkey = subtensor::ss58(&who);
-        text += &format!("\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {uid}\nbase_url = \"{url}\"\nmodel = \"m\"\n");
-    }
-    std::fs::write(&config, text).unwrap();
-    let data = dir.path().join("v");
-    let mut process = Command::new(crate::af_bin())
-        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--serve"])
-        .args(["--chain", &format!("subtensor:{url}"), "--netuid", &NETUID.to_string()])
-        .args(["--listen", "/ip4/127.0.0.2/tcp/0"])
-        .env("AF_HOTKEY_PHRASE", uri)
-        .env("RUST_LOG", "warn,af=info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let reader = {
-        let (lines, stderr) = (lines.clone(), process.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            BufReader::new(stderr).lines().map_while(Result::ok).for_each(|l| lines.lock().unwrap().push(l))
-        })
-    };
+    let miners = [(account(50), champion.1.as_str()), (account(51), contender.1.as_str())];
+    let (mut process, lines, reader) = serve_on_strict_node(dir.path(), &url, uri, miners);
     let count =
         |event: &str| lines.lock().unwrap().iter().filter(|l| l.contains(&format!("\"event\":\"{event}\""))).count();
     let wait = |what: &str, seconds: u64, done: &dyn Fn() -> bool| {
