@@ -2,7 +2,9 @@
 //! responses read from peers, responses we send them, blocks buffered for HTTP readers.
 //! Each holder reserves the bytes before it allocates them and the reservation is
 //! returned when the bytes are dropped, so the sum of what strangers pin is bounded by
-//! one documented figure (`[p2p] memory_budget_mb`) however many of them arrive.
+//! one documented figure (`[p2p] memory_budget_mb`) however many of them arrive. Peers'
+//! sync and HTTP readers each have their own part of it (`Budgets`), so neither crowd
+//! can take the other's room.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -10,6 +12,21 @@ use std::sync::Arc;
 /// The default budget counted byte for byte: half of the default `[p2p]
 /// memory_budget_mb` (256), the other half being what connection limits bound.
 pub const DEFAULT_BUDGET_BYTES: u64 = 128 * 1024 * 1024;
+
+/// The node's two budgets: what peers' sync can make it hold, and what HTTP readers can.
+/// Apart, so a crowd of readers cannot starve sync of room (nor peers the readers).
+#[derive(Clone, Debug)]
+pub struct Budgets {
+    pub network: Arc<MemoryBudget>,
+    pub http: Arc<MemoryBudget>,
+}
+
+impl Budgets {
+    /// `bytes` split evenly between the two.
+    pub fn split(bytes: u64) -> Budgets {
+        Budgets { network: MemoryBudget::new(bytes - bytes / 2), http: MemoryBudget::new(bytes / 2) }
+    }
+}
 
 /// A shared count of reserved bytes against a fixed limit.
 #[derive(Debug)]
@@ -125,6 +142,18 @@ impl AsRef<[u8]> for Held {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn readers_spending_their_whole_budget_leave_syncs_untouched() {
+        let budgets = Budgets::split(128 << 20);
+        assert_eq!(budgets.network.limit() + budgets.http.limit(), 128 << 20);
+        let readers = budgets.http.try_reserve(budgets.http.limit()).expect("the readers' whole budget");
+        assert!(budgets.http.try_reserve(1).is_none(), "readers wait for readers");
+        let sync = budgets.network.try_reserve(33 << 20).expect("a 33 MiB sync answer still fits");
+        assert_eq!(budgets.network.used(), 33 << 20);
+        drop((readers, sync));
+        assert_eq!((budgets.network.used(), budgets.http.used()), (0, 0));
+    }
 
     #[test]
     fn reservations_add_up_to_the_limit_and_return_when_dropped() {

@@ -64,14 +64,17 @@ impl Default for P2pConfig {
 
 impl P2pConfig {
     /// The budget counted byte for byte: half of `memory_budget_mb`.
-    pub fn budget(&self) -> Result<std::sync::Arc<crate::budget::MemoryBudget>, ConfigError> {
+    /// The budgets of `memory_budget_mb`: half counted byte for byte, split evenly between
+    /// libp2p sync and HTTP readers, so readers can slow readers but never take the room
+    /// sync needs (the other half is what the connection limits bound).
+    pub fn budgets(&self) -> Result<crate::budget::Budgets, ConfigError> {
         if !(16..=1 << 20).contains(&self.memory_budget_mb) {
             return Err(ConfigError::Invalid(format!(
                 "p2p.memory_budget_mb = {} is outside 16..=1048576",
                 self.memory_budget_mb
             )));
         }
-        Ok(crate::budget::MemoryBudget::new(self.memory_budget_mb * 1024 * 1024 / 2))
+        Ok(crate::budget::Budgets::split(self.memory_budget_mb * 1024 * 1024 / 2))
     }
 
     pub fn enabled(&self) -> bool {

@@ -192,13 +192,14 @@ pub async fn run_node(
     signal: impl Future<Output = &'static str>,
 ) -> Result<NodeEnd, LaunchError> {
     let (stop_sender, stop) = watch::channel(false);
-    let budget = p2p.budget()?;
-    let start = NetStart { stop: stop.clone(), chain_peers: None, budget: budget.clone(), stopping: None };
+    let budgets = p2p.budgets()?;
+    let start = NetStart { stop: stop.clone(), chain_peers: None, budget: budgets.network.clone(), stopping: None };
     let NodeHandle { own_blocks, evidence, status, mut task } = start_network(&log, p2p, data, start)?;
     let _http = match http.address()? {
         Some(address) => {
-            let feeds = Feeds { status: Some(status.clone()), ..Default::default() };
-            Some(start_http(address, data, log.clone(), feeds, metrics, budget, stop).await?)
+            let feeds =
+                Feeds { status: Some(status.clone()), network_budget: Some(budgets.network), ..Default::default() };
+            Some(start_http(address, data, log.clone(), feeds, metrics, budgets.http, stop).await?)
         }
         None => None,
     };
@@ -345,7 +346,7 @@ impl Validator {
             let _ = stop_on_signal.send(true);
         });
         let config = &launch.config;
-        let budget = config.p2p.budget()?;
+        let budgets = config.p2p.budgets()?;
         let chain = match config.chain.is_set() {
             true => match connect_chain(&config.chain, &stop).await? {
                 Some(chain) => Some(chain),
@@ -366,7 +367,7 @@ impl Validator {
                 let start = NetStart {
                     stop: net_stop,
                     chain_peers: with_chain_peers.then(|| peers_receiver.clone()),
-                    budget: budget.clone(),
+                    budget: budgets.network.clone(),
                     stopping: Some(stop.clone()),
                 };
                 Some(start_network(&launch.log, &config.p2p, &launch.data, start)?)
@@ -396,9 +397,14 @@ impl Validator {
         let replays = Arc::new(LatestReplay::create(&launch.data.join(COLD_FILE), CacheSize::VALIDATOR)?);
         let http = match config.http.address()? {
             Some(address) => {
-                let feeds = Feeds { status: net_status, chain: chain.clone(), replays: Some(replays.clone()) };
+                let feeds = Feeds {
+                    status: net_status,
+                    chain: chain.clone(),
+                    replays: Some(replays.clone()),
+                    network_budget: Some(budgets.network.clone()),
+                };
                 let (log, metrics) = (launch.log.clone(), launch.metrics.clone());
-                Some(start_http(address, &launch.data, log, feeds, metrics, budget, stop.clone()).await?)
+                Some(start_http(address, &launch.data, log, feeds, metrics, budgets.http, stop.clone()).await?)
             }
             None => None,
         };

@@ -69,8 +69,11 @@ pub(super) struct Served {
     pub(super) chain_reads: Option<ChainReads>,
     pub(super) limits: HttpLimits,
     pub(super) metrics: Arc<Metrics>,
-    /// Block bytes waiting for slow readers are reserved here (shared with the network).
+    /// Block bytes waiting for slow readers are reserved here: the readers' own budget,
+    /// apart from the network's, so readers cannot starve sync.
     pub(super) budget: Arc<MemoryBudget>,
+    /// The network's budget, shown in the metrics beside the readers'.
+    pub(super) network_budget: Option<Arc<MemoryBudget>>,
     /// Store reads of whole blocks at once: a block is read before its size is known, so
     /// at most this many are in memory unreserved.
     pub(super) builds: Arc<Semaphore>,

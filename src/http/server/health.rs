@@ -76,8 +76,10 @@ pub(super) async fn healthz(State(served): State<Arc<Served>>) -> Response {
 /// the latest replay are set just before encoding.
 pub(super) async fn metrics_text(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
     let metrics = &served.metrics;
-    metrics.budget_used_bytes.set(served.budget.used() as i64);
-    metrics.budget_limit_bytes.set(served.budget.limit() as i64);
+    let budgets = std::iter::once(&served.budget).chain(served.network_budget.as_ref());
+    let (used, limit) = budgets.fold((0, 0), |(used, limit), b| (used + b.used(), limit + b.limit()));
+    metrics.budget_used_bytes.set(used as i64);
+    metrics.budget_limit_bytes.set(limit as i64);
     metrics.sample_heap();
     metrics.sample_disk(served.log.store.path());
     if let Some(status) = &served.status {

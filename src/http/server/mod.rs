@@ -64,6 +64,9 @@ pub struct Feeds {
     /// The process's one replay of the store, when others in it replay too (the
     /// validator's anchoring): one set of folds for both. A fresh one without.
     pub replays: Option<Arc<LatestReplay>>,
+    /// The network's budget, apart from the readers' (`budget::Budgets`): shown in the
+    /// metrics with theirs.
+    pub network_budget: Option<Arc<MemoryBudget>>,
 }
 /// The routes over `log`'s store, with what `feeds` gives.
 pub fn router(
@@ -76,7 +79,7 @@ pub fn router(
     limits: HttpLimits,
 ) -> Router {
     let timeout = limits.request_timeout;
-    let Feeds { status, chain, replays } = feeds;
+    let Feeds { status, chain, replays, network_budget } = feeds;
     let replays = replays.unwrap_or_default();
     // Our own log's sets of who played go to the match file, as the validator's do.
     let own = ValidatorState::spilling_to(&ratio_params, replays.cold().ok());
@@ -88,6 +91,7 @@ pub fn router(
         limits,
         metrics,
         budget,
+        network_budget,
         builds: Arc::new(Semaphore::new(ANSWER_BUILDS)),
         ratio_params,
         now_ms,
