@@ -46,6 +46,23 @@ impl LatestReplay {
         Ok(self.cold.get_or_init(|| made).clone())
     }
 
+    /// The file for a validator's sets of its own log (`cold`), or, where it cannot be
+    /// made, none, said as a warning: the sets then stay in memory, and grow with the
+    /// log, which an operator must hear of rather than find in a graph.
+    pub fn sets_file(&self) -> Option<Arc<ColdStore>> {
+        match self.cold() {
+            Ok(cold) => Some(cold),
+            Err(error) => {
+                tracing::warn!(
+                    event = "replay_file_failed",
+                    error = %error,
+                    "the replay's file could not be made: our own log's sets stay in memory and grow with it"
+                );
+                None
+            }
+        }
+    }
+
     /// The replay of `store` as its tips are now: the last one when no tip moved since,
     /// else one that folds only the new blocks onto the last one's folds. `store` must be
     /// the one this process holds open for writing (its folds are reused as

@@ -119,7 +119,7 @@ pub async fn run(
     let validator = log.validator();
     let mut loaded = {
         let log = log.clone();
-        let fresh = state::ValidatorState::spilling_to(&params, options.replays.cold().ok());
+        let fresh = state::ValidatorState::spilling_to(&params, options.replays.sets_file());
         tokio::task::spawn_blocking(move || state::load_into(fresh, &log.store, &log.validator()))
             .await
             .expect("no panic")?

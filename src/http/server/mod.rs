@@ -82,7 +82,7 @@ pub fn router(
     let Feeds { status, chain, replays, network_budget } = feeds;
     let replays = replays.unwrap_or_default();
     // Our own log's sets of who played go to the match file, as the validator's do.
-    let own = ValidatorState::spilling_to(&ratio_params, replays.cold().ok());
+    let own = ValidatorState::spilling_to(&ratio_params, replays.sets_file());
     let replayer = Replayer::start(log.clone(), ratio_params, limits.state_refresh, replays);
     let served = Arc::new(Served {
         log,
