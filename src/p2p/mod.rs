@@ -8,6 +8,7 @@ pub mod chain_peers;
 pub mod codec;
 pub mod net;
 pub mod node;
+pub mod pending;
 pub mod protocol;
 pub mod sim;
 pub mod wire;

@@ -178,6 +178,9 @@ pub struct PeerStatus {
 
 #[derive(NetworkBehaviour)]
 struct Behaviour {
+    // First: an address over its share of handshakes is refused before it takes one of
+    // the slots all addresses share.
+    per_address: super::pending::PendingPerAddress,
     limits: connection_limits::Behaviour,
     blocked: allow_block_list::Behaviour<allow_block_list::BlockedPeers>,
     gossipsub: gossipsub::Behaviour,
@@ -198,13 +201,27 @@ pub fn peer_validator(peer: &PeerId) -> Option<ValidatorKey> {
     Some(ValidatorKey(public.try_into_ed25519().ok()?.to_bytes()))
 }
 
+/// How long an incoming or outgoing connection may take to finish its handshake (noise,
+/// then yamux) before it is dropped and its pending slot freed.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
+
 fn build_swarm(key: &LedgerKey, config: &NetConfig) -> Result<Swarm<Behaviour>, NetError> {
     let limits = config.connections;
     let codec = BytesCodec::new(config.budget.clone());
     let transport = |e: &dyn std::fmt::Display| NetError::Transport(e.to_string());
     let swarm = libp2p::SwarmBuilder::with_existing_identity(keypair(key))
         .with_tokio()
-        .with_tcp(tcp::Config::default().nodelay(true), noise::Config::new, yamux::Config::default)
+        // A connection that has not finished noise and yamux within `HANDSHAKE_TIMEOUT`
+        // is dropped: a socket that never speaks must not hold a pending slot for long
+        // (libp2p's own TCP builder sets no deadline).
+        .with_other_transport(|key| -> Result<_, Box<dyn std::error::Error + Send + std::marker::Sync>> {
+            use libp2p::Transport;
+            Ok(tcp::tokio::Transport::new(tcp::Config::default().nodelay(true))
+                .upgrade(libp2p::core::upgrade::Version::V1Lazy)
+                .authenticate(noise::Config::new(key)?)
+                .multiplex(yamux::Config::default())
+                .timeout(HANDSHAKE_TIMEOUT))
+        })
         .map_err(|e| transport(&e))?
         .with_behaviour(|key| {
             // Content-addressed ids: the same announcement from two sources is one message.
@@ -252,7 +269,8 @@ fn build_swarm(key: &LedgerKey, config: &NetConfig) -> Result<Swarm<Behaviour>, 
             );
             let ping =
                 ping::Behaviour::new(ping::Config::new().with_interval(PING_INTERVAL).with_timeout(PING_TIMEOUT));
-            Ok(Behaviour { limits, blocked: Default::default(), gossipsub, sync, identify, ping })
+            let per_address = super::pending::PendingPerAddress::new(super::pending::PENDING_PER_ADDRESS);
+            Ok(Behaviour { per_address, limits, blocked: Default::default(), gossipsub, sync, identify, ping })
         })
         .map_err(|e| transport(&e))?
         .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(120)))

@@ -488,3 +488,72 @@ fn junk_chains_and_made_up_equivocations_neither_stall_sync_nor_grow_our_log() {
     verifies(&dir.path().join("target"));
     verifies(&dir.path().join("follower"));
 }
+
+/// Issue 53, case 1: sockets from one machine that open a TCP connection and never
+/// finish the handshake (20 of them, reopened as soon as the node drops them) hold at most
+/// their address's share of pending slots, each for at most the handshake deadline, so an
+/// honest peer from another machine still gets in and syncs its 40 blocks.
+#[test]
+fn sockets_that_never_finish_the_handshake_do_not_keep_honest_peers_out() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let target = Node::start(&dir.path().join("target"), &[], &[]);
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], target.port));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dropped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let holders: Vec<_> = (0..20)
+        .map(|_| {
+            let (stop, dropped) = (stop.clone(), dropped.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    // From another machine than the honest peer's (another loopback
+                    // address), as an attacker's sockets would be.
+                    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+                    socket.bind(&std::net::SocketAddr::from(([127, 0, 0, 9], 0)).into()).unwrap();
+                    if socket.connect(&address.into()).is_err() {
+                        continue;
+                    }
+                    let mut socket: std::net::TcpStream = socket.into();
+                    socket.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+                    // Say nothing; read what the node says until it hangs up.
+                    let mut buffer = [0u8; 1024];
+                    loop {
+                        match socket.read(&mut buffer) {
+                            Ok(0) => break,
+                            Ok(_) => {}
+                            Err(e)
+                                if e.kind() == std::io::ErrorKind::WouldBlock
+                                    || e.kind() == std::io::ErrorKind::TimedOut =>
+                            {
+                                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                                    return;
+                                }
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let (_source, honest) = honest_source(dir.path(), "honest", &[target.port]);
+    let took = wait_synced(&target, &honest, "an honest peer while 20 sockets hold handshakes open");
+    let dropped_by_node = dropped.load(std::sync::atomic::Ordering::Relaxed);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for holder in holders {
+        holder.join().unwrap();
+    }
+    eprintln!("handshake slowloris: the honest chain synced in {took:?}; {dropped_by_node} silent sockets dropped");
+    assert!(dropped_by_node >= 20, "the node hangs up on silent sockets: {dropped_by_node}");
+    // One silent socket alone is hung up on at the handshake deadline, not held.
+    let mut silent = std::net::TcpStream::connect(address).unwrap();
+    silent.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let opened = Instant::now();
+    let mut rest = Vec::new();
+    let _ = silent.read_to_end(&mut rest);
+    let held = opened.elapsed();
+    assert!(held < af::p2p::net::HANDSHAKE_TIMEOUT + Duration::from_secs(5), "a silent socket held for {held:?}");
+    target.interrupt();
+}
