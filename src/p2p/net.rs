@@ -26,7 +26,7 @@ use libp2p::{
     allow_block_list, connection_limits, identify, noise, ping, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm,
 };
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -195,6 +195,27 @@ pub fn keypair(key: &LedgerKey) -> libp2p::identity::Keypair {
 }
 
 /// The validator a peer id stands for, if the peer's identity is an ed25519 key.
+/// The peer id a validator's node has (its libp2p identity is its ledger key).
+pub fn validator_peer(validator: &ValidatorKey) -> Option<PeerId> {
+    let public = libp2p::identity::ed25519::PublicKey::try_from_bytes(&validator.0).ok()?;
+    Some(PeerId::from_public_key(&libp2p::identity::PublicKey::from(public)))
+}
+
+/// Reserved room: the validators we keep logs of (the allow-list: the chain's and the
+/// configured) are let in past the connection limits strangers share, so no crowd of
+/// throwaway identities can keep them out. The ones no longer listed lose it.
+fn reserve_room(swarm: &mut Swarm<Behaviour>, reserved: &mut BTreeSet<PeerId>, allowed: &BTreeSet<ValidatorKey>) {
+    let now: BTreeSet<PeerId> = allowed.iter().filter_map(validator_peer).collect();
+    let limits = &mut swarm.behaviour_mut().limits;
+    for gone in reserved.difference(&now) {
+        limits.remove_peer_id(gone);
+    }
+    for peer in &now {
+        limits.bypass_peer_id(peer);
+    }
+    *reserved = now;
+}
+
 pub fn peer_validator(peer: &PeerId) -> Option<ValidatorKey> {
     // An ed25519 peer id is the identity multihash of the protobuf-encoded public key.
     let public = libp2p::identity::PublicKey::try_decode_protobuf(peer.as_ref().digest()).ok()?;
@@ -304,6 +325,10 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
             .listen_on(address.clone())
             .map_err(|e| NetError::Listen { address: address.clone(), message: e.to_string() })?;
     }
+    let mut reserved = BTreeSet::new();
+    if let Some(allowed) = &configured_allowed {
+        reserve_room(&mut swarm, &mut reserved, allowed);
+    }
     let started = std::time::Instant::now();
     let mut sync: Sync<PeerId> = Sync::new(config.sync.clone()).with_wall_clock(crate::clock::unix_ms());
     let mut state = ActorState::default();
@@ -388,6 +413,7 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
                 let mut allowed = update.allowed;
                 allowed.extend(configured_allowed.iter().flatten().copied());
                 allowed.insert(log.validator());
+                reserve_room(&mut swarm, &mut reserved, &allowed);
                 sync.set_allowed(Some(allowed));
                 None
             }

@@ -316,8 +316,17 @@ fn answers_over_any_limit_are_refused_and_blamed_within_the_memory_budget() {
             bytes
         };
         let versioned_tips = wire::encode_response(&Response::Tips(vec![versioned.clone()])).unwrap();
-        // Wait for the connections, then flood from the last attacker.
-        drive(&mut attackers, Duration::from_millis(500), &mut |_, _| None).await;
+        // Wait for the connections (one machine has 4 handshakes at a time: those turned
+        // away dial again), then flood from the last attacker.
+        for _ in 0..20 {
+            drive(&mut attackers, Duration::from_millis(250), &mut |_, _| None).await;
+            if attackers.iter().all(|s| s.network_info().num_peers() > 0) {
+                break;
+            }
+            for swarm in attackers.iter_mut().filter(|s| s.network_info().num_peers() == 0) {
+                let _ = swarm.dial(target.address());
+            }
+        }
         for _ in 0..2000 {
             let target_id = peer_id_of(&target);
             attackers[11].behaviour_mut().sync.send_request(&target_id, wire::encode_request(&Request::Tips));
@@ -555,5 +564,52 @@ fn sockets_that_never_finish_the_handshake_do_not_keep_honest_peers_out() {
     let _ = silent.read_to_end(&mut rest);
     let held = opened.elapsed();
     assert!(held < af::p2p::net::HANDSHAKE_TIMEOUT + Duration::from_secs(5), "a silent socket held for {held:?}");
+    target.interrupt();
+}
+
+/// Issue 53, case 2: 300 throwaway identities take every incoming slot strangers share
+/// and stay connected; a validator on the allow-list still gets in (its room is reserved)
+/// and its 40 blocks sync.
+#[test]
+fn a_crowd_of_throwaway_identities_does_not_keep_an_allowed_validator_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let honest_data = dir.path().join("honest");
+    let honest = crate::demo_log(&honest_data, 40, 8, 2048);
+    let target = Node::start(&dir.path().join("target"), &[], &["--allow", &honest.to_hex()]);
+    let limits = af::p2p::net::ConnectionLimits::default();
+    let address = target.address();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let crowd_done = done.clone();
+    let crowd = std::thread::spawn(move || {
+        let runtime = runtime();
+        let mut crowd: Vec<Swarm<Attacker>> = (0..300).map(|_| runtime.block_on(async { attacker() })).collect();
+        // Those refused dial again every half second, as an attacker would, until every
+        // slot strangers share is taken; the rest keep trying.
+        runtime.block_on(async {
+            for _ in 0..120 {
+                if crowd_done.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                for swarm in crowd.iter_mut().filter(|s| s.network_info().num_peers() == 0) {
+                    let _ = swarm.dial(address.clone());
+                }
+                drive(&mut crowd, Duration::from_millis(500), &mut |_, request| is_tips(request).then(Vec::new)).await;
+            }
+        });
+        crowd.iter().filter(|s| s.network_info().num_peers() > 0).count()
+    });
+    // The crowd holds the strangers' slots first.
+    let peers = || target.status().map_or(0, |s| s["peers"].as_array().map_or(0, Vec::len));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while peers() < limits.established_incoming as usize {
+        assert!(Instant::now() < deadline, "the crowd took {} of {} slots", peers(), limits.established_incoming);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _source = Node::start(&honest_data, &[target.port], &[]);
+    let took = wait_synced(&target, &honest, "an allowed validator behind a crowd of 300 identities");
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let connected = crowd.join().unwrap();
+    eprintln!("identity crowd: {connected} of 300 held slots; the allowed validator synced 40 blocks in {took:?}");
+    assert!(connected <= limits.established_incoming as usize, "{connected} strangers held slots");
     target.interrupt();
 }
