@@ -49,9 +49,6 @@ pub struct Devnet {
     pub ok: bool,
 }
 
-/// The exit status a validator stopped by SIGINT ends with (README).
-pub const EXIT_INTERRUPTED: u8 = 130;
-
 /// Policies handed to miners in turn: the first is the initial champion.
 const POLICIES: [&str; 5] = ["noisy:0.3", "perfect", "random", "noisy:0.1", "flaky:0.2"];
 
@@ -416,7 +413,7 @@ pub fn run(spec: &DevnetSpec) -> Result<Devnet, DevnetError> {
     for process in &mut validator_processes {
         let status = process.child.wait().map_err(io(format!("waiting for {}", process.name)))?;
         // A validator stopped by a signal seals its log and exits 130, as documented.
-        if status.code() != Some(i32::from(EXIT_INTERRUPTED)) {
+        if status.code() != Some(i32::from(crate::validator::launch::EXIT_INTERRUPTED)) {
             return Err(DevnetError::Failed(format!(
                 "{} exited with {status} (expected 130 after SIGINT)",
                 process.name

@@ -26,7 +26,7 @@ use std::process::ExitCode;
 /// Exit code for "the check ran and found a problem".
 pub const EXIT_CHECK_FAILED: u8 = 3;
 /// Exit code after Ctrl-C: the last block was sealed; run again to resume.
-pub const EXIT_INTERRUPTED: u8 = 130;
+pub use af::validator::launch::EXIT_INTERRUPTED;
 
 #[derive(Parser, Debug)]
 #[command(

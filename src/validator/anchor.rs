@@ -137,7 +137,21 @@ pub async fn set_weights(
 ) -> Result<Option<Event>, AnchorError> {
     let limits = chain.weight_limits().await?;
     let now = chain.current_block().await?;
-    match sent.check_rate(&limits, chain.netuid(), now).await {
+    set_weights_at(log, chain, sent, ratio_params, cache, (&limits, now), now_ms).await
+}
+
+/// [`set_weights`] with the weight limits and head block already read (the anchoring
+/// loop reads them once a block, for the registration and the pool too).
+async fn set_weights_at(
+    log: &Arc<OwnLog>,
+    chain: &dyn Chain,
+    sent: &SentWeights,
+    ratio_params: RatioParams,
+    cache: &mut WeightsCache,
+    (limits, now): (&crate::chain::WeightLimits, u64),
+    now_ms: u64,
+) -> Result<Option<Event>, AnchorError> {
+    match sent.check_rate(limits, chain.netuid(), now).await {
         Err(ChainError::RateLimited { .. } | ChainError::InPool { .. }) => return Ok(None),
         Err(other) => return Err(other.into()),
         Ok(()) => {}
@@ -286,14 +300,22 @@ pub async fn anchor_loop(
         // A hotkey whose uid went to another (or that was never registered) sends nothing:
         // each send would be refused (HotKeyNotRegisteredInNetwork). Said once, and once
         // again when it holds a uid anew.
-        let limits = chain.weight_limits().await;
+        let limits = match chain.weight_limits().await {
+            Ok(limits) => limits,
+            Err(error) => {
+                metrics.chain_rpc_error("weight_limits");
+                tracing::warn!(event = "chain_read_failed", error = %error, "reading the subnet's weight limits failed; retrying");
+                last_block_seen = None;
+                continue;
+            }
+        };
         // A send of ours still in the pool (one made before a restart, say) goes first:
         // nothing more is sent until a block takes it.
-        if limits.as_ref().is_ok_and(|l| l.in_pool > 0) {
+        if limits.in_pool > 0 {
             continue;
         }
-        match limits.map(|limits| limits.registered) {
-            Ok(Some(false)) => {
+        match limits.registered {
+            Some(false) => {
                 if !deregistered {
                     deregistered = true;
                     let why = format!(
@@ -306,7 +328,7 @@ pub async fn anchor_loop(
                 }
                 continue;
             }
-            Ok(_) if deregistered => {
+            _ if deregistered => {
                 deregistered = false;
                 tracing::info!(
                     event = "registered",
@@ -316,16 +338,10 @@ pub async fn anchor_loop(
                 );
                 metrics.chain_registration(None);
             }
-            Ok(Some(true)) => {
+            Some(true) => {
                 metrics.chain_registered.set(1);
             }
-            Ok(None) => {}
-            Err(error) => {
-                metrics.chain_rpc_error("weight_limits");
-                tracing::warn!(event = "chain_read_failed", error = %error, "reading the subnet's weight limits failed; retrying");
-                last_block_seen = None;
-                continue;
-            }
+            None => {}
         }
         let due = last_commit_block.is_none_or(|last| block >= last + COMMIT_EVERY_BLOCKS);
         if due && tip_has_news(&log).unwrap_or(false) {
@@ -361,7 +377,8 @@ pub async fn anchor_loop(
         }
         // The chain's own rate limit decides, with our sends still in the pool counted
         // (set_weights reads both and waits when they say so).
-        match set_weights(&log, chain.as_ref(), &sent, ratio_params, &mut cache, now_ms()).await {
+        let at = (&limits, block);
+        match set_weights_at(&log, chain.as_ref(), &sent, ratio_params, &mut cache, at, now_ms()).await {
             Ok(Some(event)) => {
                 metrics.chain_send("weights", "sent", "");
                 let (chain_block, what) = describe_weights(&event);

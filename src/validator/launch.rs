@@ -29,6 +29,10 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+/// The exit status of a service stopped by a signal (SIGINT, SIGTERM), its last block
+/// sealed (README): `af validate`, `af node`, and what the devnet expects of them.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
     #[error("{0}")]

@@ -432,6 +432,17 @@ fn a_serving_validator_sends_each_extrinsic_once_and_the_strict_node_accepts_eve
     }
 }
 
+/// Two miners (`account(base)`, `account(base + 1)`) and `validator` registered, weights
+/// every 5 blocks, a 20-block tempo, commit-reveal as asked.
+fn small_subnet(node: &Node, base: u8, validator: [u8; 32], commit_reveal: bool) {
+    node.register(NETUID, 0, account(base), 10);
+    node.register(NETUID, 1, account(base + 1), 20);
+    node.register(NETUID, 2, validator, 30);
+    node.put("SubtensorModule", "CommitRevealWeightsEnabled", &subnet_key(), Value::bool(commit_reveal));
+    node.put("SubtensorModule", "WeightsSetRateLimit", &subnet_key(), Value::u128(5));
+    node.put("SubtensorModule", "Tempo", &subnet_key(), Value::u128(20));
+}
+
 type LogLines = Arc<std::sync::Mutex<Vec<String>>>;
 
 /// `af validate --serve` in `dir` against the strict node at `url`, signing as `uri`,
@@ -485,12 +496,7 @@ fn serve_against_the_strict_node(commit_reveal: bool) {
     let uri = "//AfServeCheck";
     let validator = subxt_signer::sr25519::Keypair::from_uri(&uri.parse().unwrap()).unwrap().public_key().0;
     let (champion, contender) = (miner("random"), miner("perfect"));
-    node.register(NETUID, 0, account(40), 10);
-    node.register(NETUID, 1, account(41), 20);
-    node.register(NETUID, 2, validator, 30);
-    node.put("SubtensorModule", "CommitRevealWeightsEnabled", &subnet_key(), Value::bool(commit_reveal));
-    node.put("SubtensorModule", "WeightsSetRateLimit", &subnet_key(), Value::u128(5));
-    node.put("SubtensorModule", "Tempo", &subnet_key(), Value::u128(20));
+    small_subnet(&node, 40, validator, commit_reveal);
     let dir = tempfile::tempdir().unwrap();
     let miners = [(account(40), champion.1.as_str()), (account(41), contender.1.as_str())];
     let (mut process, lines, reader) = serve_on_strict_node(dir.path(), &url, uri, miners);
@@ -755,12 +761,7 @@ fn a_serving_validator_rides_out_a_node_restart() {
     let uri = "//AfRestartCheck";
     let validator = subxt_signer::sr25519::Keypair::from_uri(&uri.parse().unwrap()).unwrap().public_key().0;
     let (champion, contender) = (miner("random"), miner("perfect"));
-    node.register(NETUID, 0, account(50), 10);
-    node.register(NETUID, 1, account(51), 20);
-    node.register(NETUID, 2, validator, 30);
-    node.put("SubtensorModule", "CommitRevealWeightsEnabled", &subnet_key(), Value::bool(false));
-    node.put("SubtensorModule", "WeightsSetRateLimit", &subnet_key(), Value::u128(5));
-    node.put("SubtensorModule", "Tempo", &subnet_key(), Value::u128(20));
+    small_subnet(&node, 50, validator, false);
     let dir = tempfile::tempdir().unwrap();
     let miners = [(account(50), champion.1.as_str()), (account(51), contender.1.as_str())];
     let (mut process, lines, reader) = serve_on_strict_node(dir.path(), &url, uri, miners);
