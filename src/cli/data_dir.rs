@@ -4,7 +4,7 @@
 
 use af::bytes::ValidatorKey;
 use af::ledger::keys::KEY_FILE;
-use af::ledger::{LedgerKey, OwnLog, Store};
+use af::ledger::{LedgerKey, OwnLog};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
@@ -13,25 +13,18 @@ pub fn key_path(data: &Path) -> PathBuf {
     data.join(KEY_FILE)
 }
 
-/// `data`'s store opened for writing, with its key (a new one on first use).
+/// `data`'s store opened for writing, with its key (a new one on first use), checked
+/// against its signing record ([`OwnLog::open`]).
 pub fn open_own_log(data: &Path) -> anyhow::Result<OwnLog> {
-    let store = Store::create(data)?;
-    if store.upgraded_blocks() > 0 {
+    let log = OwnLog::open(data)?;
+    if log.store.upgraded_blocks() > 0 {
         tracing::info!(
             event = "store_upgraded",
-            blocks = store.upgraded_blocks(),
+            blocks = log.store.upgraded_blocks(),
             "upgraded the store to schema 2: blocks moved into pieces"
         );
     }
-    let path = key_path(data);
-    let key = if path.exists() {
-        LedgerKey::load(&path)?
-    } else {
-        let key = LedgerKey::generate()?;
-        key.write_new(&path)?;
-        key
-    };
-    Ok(OwnLog::new(store, key))
+    Ok(log)
 }
 
 /// The validator whose data directory `dir` is, and its own log folded (its champion and

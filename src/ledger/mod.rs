@@ -19,6 +19,7 @@ pub mod keys;
 pub mod merkle;
 pub mod proof;
 pub mod readonly;
+pub mod signed;
 pub mod store;
 pub mod verify;
 
@@ -40,6 +41,34 @@ pub struct Receipt {
 pub struct OwnLog {
     pub store: Store,
     key: LedgerKey,
+    /// The signing record (`signed`) this log keeps current; `None` for a log made
+    /// with [`OwnLog::new`] (tests, benchmarks and stores that are not a data directory).
+    record: Option<Record>,
+}
+
+struct Record {
+    path: std::path::PathBuf,
+    validator: ValidatorKey,
+    /// When the record was last written (`None` before the first write), and the newest
+    /// stored block it does not name yet.
+    state: std::sync::Mutex<RecordState>,
+}
+
+#[derive(Default)]
+struct RecordState {
+    written: Option<std::time::Instant>,
+    unrecorded: Option<Tip>,
+}
+
+/// Why a data directory's own log cannot be opened for signing.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenLogError {
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Key(#[from] keys::KeyError),
+    #[error("{0}")]
+    Signed(#[from] signed::SignedError),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -51,8 +80,30 @@ pub enum AppendError {
 }
 
 impl OwnLog {
+    /// A log with no signing record: for stores that are not a validator's data
+    /// directory (tests, benchmarks). A validator's own log is [`OwnLog::open`]'s.
     pub fn new(store: Store, key: LedgerKey) -> OwnLog {
-        OwnLog { store, key }
+        OwnLog { store, key, record: None }
+    }
+
+    /// The data directory `data`'s own log: its store (created if missing), its key (a
+    /// new one on first use) and its signing record, checked first: a store that lost
+    /// blocks this key stored is refused ([`signed::SignedError::Behind`]), never signed on.
+    pub fn open(data: &std::path::Path) -> Result<OwnLog, OpenLogError> {
+        let store = Store::create(data)?;
+        let key_path = data.join(keys::KEY_FILE);
+        let key = if key_path.exists() {
+            LedgerKey::load(&key_path)?
+        } else {
+            let key = LedgerKey::generate()?;
+            key.write_new(&key_path)?;
+            key
+        };
+        let path = data.join(signed::SIGNED_FILE);
+        let validator = key.validator();
+        let tip = signed::check_store(&path, &store, &validator)?;
+        let state = RecordState { written: tip.map(|_| std::time::Instant::now()), unrecorded: None };
+        Ok(OwnLog { store, key, record: Some(Record { path, validator, state: std::sync::Mutex::new(state) }) })
     }
 
     pub fn validator(&self) -> ValidatorKey {
@@ -106,6 +157,9 @@ impl OwnLog {
     /// blocks before it stored.
     pub fn store_sealed(&self, sealed: &[SealedBlock]) -> Result<Vec<Receipt>, AppendError> {
         let (appended, refused) = self.store.append_batch(sealed)?;
+        if let Some(last) = sealed.get(appended.len().wrapping_sub(1)) {
+            self.note_stored(last.tip());
+        }
         if let Some((_, error)) = refused {
             return Err(error.into());
         }
@@ -117,5 +171,43 @@ impl OwnLog {
                 Receipt { tip: block.tip(), n_bytes: block.bytes().len() }
             })
             .collect())
+    }
+
+    /// Brings the signing record up to `tip`, just stored durably: at once for the first
+    /// block, then at most every [`signed::RECORD_EVERY`]. A record that cannot be written
+    /// is said and tried again at the next commit: the blocks are stored, and the record
+    /// only lags (it is checked, and must be whole, when the log is next opened).
+    fn note_stored(&self, tip: Tip) {
+        let Some(record) = &self.record else {
+            return;
+        };
+        let mut state = record.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.unrecorded = Some(tip);
+        if state.written.is_some_and(|at| at.elapsed() < signed::RECORD_EVERY) {
+            return;
+        }
+        record.write(&mut state);
+    }
+}
+
+impl Record {
+    fn write(&self, state: &mut RecordState) {
+        let Some(tip) = state.unrecorded else {
+            return;
+        };
+        match signed::write(&self.path, &signed::SignedRecord::of(self.validator, &tip)) {
+            Ok(()) => *state = RecordState { written: Some(std::time::Instant::now()), unrecorded: None },
+            Err(error) => {
+                tracing::error!(event = "signing_record_failed", %error, "could not update the signing record")
+            }
+        }
+    }
+}
+
+/// A log closed cleanly leaves its record at its tip, not up to a second behind it.
+impl Drop for Record {
+    fn drop(&mut self) {
+        let mut state = std::mem::take(self.state.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        self.write(&mut state);
     }
 }

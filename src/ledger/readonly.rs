@@ -176,7 +176,7 @@ pub fn check_magic(header: &[u8]) -> Result<(), String> {
 /// Checks the header's magic and reads its commit slots as redb's recovery reads them,
 /// returning why the store needs recovery, if it does. A writer marks the file "recovery
 /// required" while it has it open, so a file still marked was left by a writer that did
-/// not close it (a crash or a kill). A header naming the older of its two commits as
+/// not close it (a crash, a kill, or a close that could not write). A header naming the older of its two commits as
 /// current was left mid-commit (the slot written, the switch to it not yet): redb's
 /// recovery then reads the newer one if its pages check out, else the older, and so does
 /// this reader, in memory only. Neither is damage: nothing acknowledged is lost by a crash.
@@ -195,7 +195,10 @@ pub fn check_header(header: &[u8]) -> Result<Option<String>, String> {
             txn(1 - primary)
         )));
     }
-    Ok((god & RECOVERY_REQUIRED != 0).then(|| "its writer did not close it (a crash or a kill)".to_string()))
+    Ok((god & RECOVERY_REQUIRED != 0).then(|| {
+        "its writer did not close it cleanly (a crash, a kill, or a close that could not write, as on a full disk)"
+            .to_string()
+    }))
 }
 
 #[cfg(test)]

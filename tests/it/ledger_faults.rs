@@ -277,3 +277,70 @@ fn stores_that_cannot_be_opened_say_why_and_read_only_copies_work() {
     assert_eq!(std::fs::read(copy.join(STORE_FILE)).unwrap(), before, "reading never writes the file");
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+/// The repro: a store emptied (a failed copy or restore) or put back from an older
+/// copy must never become a new history signed with the old key; each writer refuses,
+/// naming the recovery, and an import of the chain's export brings it back.
+#[test]
+fn a_store_that_lost_our_chain_is_never_signed_on_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    let d = data.to_str().unwrap();
+    let demo = |blocks: &str| {
+        run_af(&["ledger", "demo", "--data", d, "--blocks", blocks, "--events-per-block", "1", "--json"])
+    };
+    assert!(demo("3").status.success());
+    let older = std::fs::read(data.join(STORE_FILE)).unwrap();
+    assert!(demo("2").status.success());
+    let export = run_af(&["ledger", "export", "--data", d, "--format", "blocks"]);
+    assert!(export.status.success());
+    let export_file = dir.path().join("chain.afblocks");
+    std::fs::write(&export_file, &export.stdout).unwrap();
+
+    let refused = |args: &[&str], holds: &str| {
+        let output = run_af(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(holds) && stderr.contains("up to height 4"), "{args:?}: {stderr}");
+        assert!(stderr.contains("equivocation") && stderr.contains("af ledger import"), "{stderr}");
+        assert!(!String::from_utf8_lossy(&output.stdout).contains("appended"), "{args:?} signed a block");
+    };
+    // Emptied: 0 bytes.
+    std::fs::write(data.join(STORE_FILE), b"").unwrap();
+    for args in [
+        vec!["ledger", "demo", "--data", d, "--blocks", "1", "--events-per-block", "1", "--ack"],
+        vec!["ledger", "init", "--data", d],
+    ] {
+        refused(&args, "holds none of our chain");
+    }
+    // Put back from a copy taken at height 2.
+    std::fs::write(data.join(STORE_FILE), &older).unwrap();
+    refused(&["ledger", "demo", "--data", d, "--blocks", "1", "--events-per-block", "1"], "only up to height 2");
+
+    // The recovery the message names: import the export, then the chain goes on at 5.
+    let import = run_af(&["ledger", "import", "--data", d, "--file", export_file.to_str().unwrap()]);
+    assert!(import.status.success(), "{}", String::from_utf8_lossy(&import.stderr));
+    let next = demo("1");
+    assert!(next.status.success(), "{}", String::from_utf8_lossy(&next.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&next.stdout).unwrap();
+    assert_eq!(summary["tip_height"], 5);
+    assert_eq!(run_af(&["ledger", "verify", "--data", d]).status.code(), Some(0));
+
+    // A record that is not whole, or another key's, stops the writer too.
+    let record = data.join(af::ledger::signed::SIGNED_FILE);
+    let whole = std::fs::read(&record).unwrap();
+    std::fs::write(&record, &whole[..whole.len() / 2]).unwrap();
+    let output = run_af(&["ledger", "init", "--data", d]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unreadable"));
+    let other = LedgerKey::from_seed([3; 32]).validator().to_hex();
+    let mine = String::from_utf8(whole).unwrap();
+    let theirs = mine.replace(
+        &serde_json::from_str::<serde_json::Value>(&mine).unwrap()["validator"].as_str().unwrap().to_owned(),
+        &other,
+    );
+    std::fs::write(&record, theirs).unwrap();
+    let output = run_af(&["ledger", "init", "--data", d]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("belongs to validator"));
+}
