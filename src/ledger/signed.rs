@@ -39,23 +39,28 @@ pub enum SignedError {
     Invalid { path: PathBuf, reason: String },
     #[error("the signing record {path} belongs to validator {recorded}, not to this key ({key}): the key file was replaced; put back the key that signed this data directory's chain")]
     OtherKey { path: PathBuf, recorded: ValidatorKey, key: ValidatorKey },
-    #[error(
-        "the store {store} {holds}, but this key ({validator}) stored its chain up to height {height} (block {hash}; the signing record {record} says so): the store was emptied, replaced or restored from an older copy. \
+    #[error("{0}")]
+    Behind(Box<Behind>),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// A store that does not hold the block the record names.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the store {store} {holds}, but this key ({validator}) stored its chain up to height {height} (block {hash}; the signing record {record} says so): the store was emptied, replaced or restored from an older copy. \
 Signing now would put a second block at a height peers already hold from us, which is proof of equivocation (vTrust 0). Nothing was signed. \
 Bring the chain back first: `af ledger import --data {data} --file EXPORT` (a block export of this chain), or `af mirror --from URL --data {data} --validator {validator}` (a peer or an archive that holds it); then start again. \
 If no block of this key ever left this machine, remove {record} to start a new chain; otherwise use a new key (`af key generate`)"
-    )]
-    Behind {
-        store: PathBuf,
-        data: String,
-        holds: String,
-        validator: ValidatorKey,
-        height: u64,
-        hash: Hash32,
-        record: PathBuf,
-    },
-    #[error("{0}")]
-    Store(#[from] StoreError),
+)]
+pub struct Behind {
+    pub store: PathBuf,
+    pub data: String,
+    pub holds: String,
+    pub validator: ValidatorKey,
+    pub height: u64,
+    pub hash: Hash32,
+    pub record: PathBuf,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -151,14 +156,16 @@ pub fn check_store(path: &Path, store: &Store, validator: &ValidatorKey) -> Resu
     if record.validator != *validator {
         return Err(SignedError::OtherKey { path: path.into(), recorded: record.validator, key: *validator });
     }
-    let behind = |holds: String| SignedError::Behind {
-        store: store.path().to_owned(),
-        data: store.path().parent().map_or(".".into(), |d| d.display().to_string()),
-        holds,
-        validator: *validator,
-        height: record.height,
-        hash: record.hash,
-        record: path.to_owned(),
+    let behind = |holds: String| {
+        SignedError::Behind(Box::new(Behind {
+            store: store.path().to_owned(),
+            data: store.path().parent().map_or(".".into(), |d| d.display().to_string()),
+            holds,
+            validator: *validator,
+            height: record.height,
+            hash: record.hash,
+            record: path.to_owned(),
+        }))
     };
     let Some(stored) = tip else {
         return Err(behind("holds none of our chain".into()));
@@ -214,7 +221,7 @@ mod tests {
         // The same key's other history, as long or longer: not the recorded block.
         let other = chain(b.path(), 5_000, 4);
         let refused = check_store(&record, &other.store, &validator).unwrap_err();
-        assert!(matches!(refused, SignedError::Behind { height: 2, .. }), "{refused}");
+        assert!(matches!(&refused, SignedError::Behind(b) if b.height == 2), "{refused}");
         assert!(refused.to_string().contains("another block at height 2"), "{refused}");
 
         // Our own chain grown by one: accepted, and the record follows it.
