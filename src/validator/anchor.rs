@@ -87,6 +87,12 @@ pub struct WeightsCache {
     read_from: std::sync::Weak<Replay>,
     champion: Option<String>,
     neurons: Option<(u64, Vec<Neuron>)>,
+    /// The champion whose weights this process last sent, and the one whose weights it
+    /// last said wait for the rate limit: that wait is said once per champion, not once a
+    /// block (and counted once, [`WeightsCache::take_new_hold`]).
+    sent_to: Option<String>,
+    held_for: Option<String>,
+    new_hold: bool,
 }
 
 impl WeightsCache {
@@ -107,6 +113,12 @@ impl WeightsCache {
             self.champion = replayed.state.champion.as_ref().map(|c| c.hotkey.to_string());
         }
         Ok(self.champion.clone())
+    }
+
+    /// Whether weights were held back by the rate limit for a new champion since the last
+    /// call: the anchoring loop counts each such hold once.
+    pub fn take_new_hold(&mut self) -> bool {
+        std::mem::take(&mut self.new_hold)
     }
 
     /// `hotkey`'s uid on chain at block `now`, read once per chain block.
@@ -152,7 +164,25 @@ async fn set_weights_at(
     now_ms: u64,
 ) -> Result<Option<Event>, AnchorError> {
     match sent.check_rate(limits, chain.netuid(), now).await {
-        Err(ChainError::RateLimited { .. } | ChainError::InPool { .. }) => return Ok(None),
+        Err(ChainError::RateLimited { last, limit, next }) => {
+            // Said when a champion's weights start to wait, never silent for a whole
+            // limit (a subnet's can be days): the replay is the shared one, read anyway.
+            let champion = cache.champion(log, ratio_params).await?;
+            if let Some(champion) = champion.filter(|c| cache.sent_to.as_ref() != Some(c)) {
+                if cache.held_for.as_ref() != Some(&champion) {
+                    tracing::info!(
+                        event = "weights_held",
+                        champion = %champion,
+                        next,
+                        "weights for the champion {champion} wait for the chain's rate limit: last set at block {last}, one set per {limit} blocks, next at block {next}"
+                    );
+                    cache.held_for = Some(champion);
+                    cache.new_hold = true;
+                }
+            }
+            return Ok(None);
+        }
+        Err(ChainError::InPool { .. }) => return Ok(None),
         Err(other) => return Err(other.into()),
         Ok(()) => {}
     }
@@ -165,7 +195,11 @@ async fn set_weights_at(
     let (uids, weights) = (vec![uid], vec![u16::MAX]);
     let netuid = chain.netuid();
     let sent = match send_weights(chain, sent, &uids, &weights, now_ms).await {
-        Ok(sent) => sent,
+        Ok(sent) => {
+            cache.sent_to = Some(champion);
+            cache.held_for = None;
+            sent
+        }
         Err(error) if error.is_wait() => {
             tracing::debug!(event = "weights_wait", reason = %error, "weights wait for the chain");
             return Ok(None);
@@ -388,7 +422,11 @@ pub async fn anchor_loop(
                     return;
                 }
             }
-            Ok(None) => {}
+            Ok(None) => {
+                if cache.take_new_hold() {
+                    metrics.chain_send("weights", "refused", "rate_limited");
+                }
+            }
             Err(error) => {
                 error.count(&metrics, "weights");
                 metrics.chain_send_failed(true, block);
@@ -540,5 +578,30 @@ mod tests {
             "the same weights go again a tempo later"
         );
         assert_eq!(chain.sets.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn weights_held_back_by_the_rate_limit_are_said_once_per_new_champion() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_with_a_block(dir.path());
+        let chain = Counting::default();
+        let sent = SentWeights::default();
+        let mut cache = WeightsCache::default();
+        cache.champion(&log, DEFAULT_RATIO_PARAMS).await.unwrap();
+        cache.champion = Some(CHAMPION.into());
+        chain.block.store(100, Ordering::SeqCst);
+        assert!(set_weights(&log, &chain, &sent, DEFAULT_RATIO_PARAMS, &mut cache, 0).await.unwrap().is_some());
+        // Inside the limit with the weights just sent: nothing waits.
+        chain.block.store(104, Ordering::SeqCst);
+        assert!(set_weights(&log, &chain, &sent, DEFAULT_RATIO_PARAMS, &mut cache, 0).await.unwrap().is_none());
+        assert!(!cache.take_new_hold());
+        // A new champion inside the limit: held, and said once however many blocks pass.
+        cache.champion = Some("5NewChampion".into());
+        for block in [105, 106, 107] {
+            chain.block.store(block, Ordering::SeqCst);
+            assert!(set_weights(&log, &chain, &sent, DEFAULT_RATIO_PARAMS, &mut cache, 0).await.unwrap().is_none());
+            assert_eq!(cache.take_new_hold(), block == 105, "at block {block}");
+        }
+        assert_eq!(chain.sets.load(Ordering::SeqCst), 1);
     }
 }
