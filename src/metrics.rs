@@ -100,6 +100,9 @@ pub struct Metrics {
     /// What the anchoring task last saw of the chain (none: no chain to anchor on).
     chain: Mutex<Option<ChainSeen>>,
     pub chain_head_block: Gauge,
+    /// Seconds the chain has given us nothing new (`ChainSeen::head_age_ms`), set when
+    /// scraped: the age `/healthz` judges, so one alert can fire when it does.
+    pub chain_head_age_seconds: Gauge<f64, AtomicU64>,
     /// 1 while our hotkey holds a uid on the subnet, 0 once it does not (-1: not known).
     pub chain_registered: Gauge,
     pub chain_blocks_since_commitment: Gauge,
@@ -195,6 +198,13 @@ impl ChainSeen {
         Some(self.head?.saturating_sub(self.last_commitment_block.or(self.first_head)?))
     }
 
+    /// How long the chain's head has stood at `now_ms`: since it was first read at its
+    /// height (a chain that stops answering stands too: the head is read only from an
+    /// answer), or since anchoring started when it never answered.
+    pub fn head_age_ms(&self, now_ms: u64) -> u64 {
+        now_ms.saturating_sub(self.head_since_ms.unwrap_or(self.expected_ms))
+    }
+
     pub fn blocks_since_weights(&self) -> Option<u64> {
         Some(self.head?.saturating_sub(self.last_weights_block.or(self.first_head)?))
     }
@@ -248,6 +258,7 @@ impl Metrics {
             log_failure: Mutex::new(None),
             chain: Mutex::new(None),
             chain_head_block: Gauge::default(),
+            chain_head_age_seconds: Gauge::default(),
             chain_registered: {
                 let g = Gauge::default();
                 g.set(-1);
@@ -314,6 +325,11 @@ impl Metrics {
             "chain_head_block",
             "The chain's head block as the anchoring task last read it",
             metrics.chain_head_block.clone(),
+        );
+        r.register(
+            "chain_head_age_seconds",
+            "Seconds the chain head has stood (unmoved or unanswered; since start if the chain never answered); /healthz fails past 60",
+            metrics.chain_head_age_seconds.clone(),
         );
         r.register(
             "chain_registered",
@@ -585,6 +601,18 @@ impl Metrics {
         }
         if let Some(head) = seen.head {
             self.chain_head_block.set(head as i64);
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_chain_seen(&self, seen: ChainSeen) {
+        *self.chain.lock().unwrap() = Some(seen);
+    }
+
+    /// Sets the chain's head age as of `now_ms` (nothing without a chain).
+    pub fn sample_chain(&self, now_ms: u64) {
+        if let Some(seen) = self.chain_seen() {
+            self.chain_head_age_seconds.set(seen.head_age_ms(now_ms) as f64 / 1e3);
         }
     }
 

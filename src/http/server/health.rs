@@ -23,6 +23,10 @@ pub fn chain_trouble(seen: &crate::metrics::ChainSeen, now_ms: u64) -> Option<St
         return Some(why.clone());
     }
     let head = seen.head.unwrap_or(0);
+    // The same age as the `af_chain_head_age_seconds` gauge, so its alert fires with this.
+    if seen.head_age_ms(now_ms) <= CHAIN_STALE_MS {
+        return anchor_trouble(seen, head);
+    }
     match (seen.last_read_ms, seen.head_since_ms) {
         (None, _) if now_ms.saturating_sub(seen.expected_ms) > CHAIN_STALE_MS => {
             return Some(format!(
@@ -42,6 +46,11 @@ pub fn chain_trouble(seen: &crate::metrics::ChainSeen, now_ms: u64) -> Option<St
         }
         _ => {}
     }
+    anchor_trouble(seen, head)
+}
+
+/// Why our anchors are unhealthy: a due commitment, or weights, failing too long.
+fn anchor_trouble(seen: &crate::metrics::ChainSeen, head: u64) -> Option<String> {
     for (what, failing) in
         [("committing our tip", seen.commitment_failing_since), ("setting weights", seen.weights_failing_since)]
     {
@@ -82,6 +91,7 @@ pub(super) async fn metrics_text(State(served): State<Arc<Served>>, request: Hea
     metrics.budget_limit_bytes.set(limit as i64);
     metrics.sample_heap();
     metrics.sample_disk(served.log.store.path());
+    metrics.sample_chain((served.now_ms)());
     if let Some(status) = &served.status {
         let status = status.borrow().clone();
         metrics.peers.set(status.peers.len() as i64);
@@ -168,13 +178,25 @@ mod health_tests {
         };
         assert_eq!(chain_trouble(&good, now), None);
         assert_eq!(good.blocks_since_commitment(), Some(1_000), "from the first head seen");
-        let gone = ChainSeen { last_read_ms: Some(now - 61_000), ..good.clone() };
+        // A head is read only from an answer, so it has stood at least as long as the chain
+        // has been silent.
+        let gone = ChainSeen { last_read_ms: Some(now - 61_000), head_since_ms: Some(now - 65_000), ..good.clone() };
         assert!(chain_trouble(&gone, now).unwrap().contains("has not answered for 61 s"));
         let stalled = ChainSeen { head_since_ms: Some(now - 70_000), ..good.clone() };
         assert!(chain_trouble(&stalled, now).unwrap().contains("stayed at block 5000"));
         let failing = ChainSeen { weights_failing_since: Some(5_000 - ANCHOR_FAILING_BLOCKS - 1), ..good.clone() };
         assert!(chain_trouble(&failing, now).unwrap().contains("setting weights has failed"));
-        let recent = ChainSeen { commitment_failing_since: Some(4_900), ..good };
+        let recent = ChainSeen { commitment_failing_since: Some(4_900), ..good.clone() };
         assert_eq!(chain_trouble(&recent, now), None, "a failure younger than the threshold is retried quietly");
+
+        // The gauge an alert reads crosses 60 s exactly when /healthz fails on the chain.
+        for (seen, stale) in [(&fresh, false), (&silent, true), (&good, false), (&gone, true), (&stalled, true)] {
+            let metrics = crate::metrics::Metrics::new();
+            metrics.set_chain_seen(seen.clone());
+            metrics.sample_chain(now);
+            let age = metrics.chain_head_age_seconds.get();
+            assert_eq!(age > CHAIN_STALE_MS as f64 / 1e3, stale, "{seen:?}: {age} s");
+            assert_eq!(chain_trouble(seen, now).is_some(), stale, "{seen:?}");
+        }
     }
 }
