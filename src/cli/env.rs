@@ -3,7 +3,7 @@
 
 use crate::outln;
 use af::bytes::Hash32;
-use af::envs::{self, Environment, Message};
+use af::envs::{self, Environment};
 use af::miner::client::{ClientConfig, Endpoint, MinerClient};
 use af::validator::episode::play_episode;
 use anyhow::{anyhow, bail, Context};
@@ -208,8 +208,13 @@ fn score(
     transcript: Option<PathBuf>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
+    let wanted = challenge_id.as_deref().map(parse_id).transpose()?;
     let recorded = match &transcript {
-        Some(path) => Some(read_conversation(path)?),
+        Some(path) => {
+            let text = super::read_input(path, af::limits::MAX_JSON_INPUT_BYTES)?;
+            let read = af::ledger::conversation::read_conversation(&text, wanted.as_ref());
+            Some(read.with_context(|| format!("reading {}", path.display()))?)
+        }
         None => None,
     };
     // What the file recorded and what the flags say must agree: scoring one challenge's
@@ -219,11 +224,11 @@ fn score(
         (Some(name), _) | (None, Some(name)) => name.clone(),
         (None, None) => bail!("give --env: the transcript file does not say which environment it is"),
     };
-    let id = match (&challenge_id, recorded.as_ref().and_then(|r| r.challenge_id)) {
-        (Some(flag), Some(file)) if parse_id(flag)? != file => {
+    let id = match (wanted, recorded.as_ref().and_then(|r| r.challenge_id)) {
+        (Some(flag), Some(file)) if flag != file => {
             bail!("--challenge-id {flag} but the transcript is of challenge {file}")
         }
-        (Some(flag), _) => parse_id(flag)?,
+        (Some(flag), _) => flag,
         (None, Some(file)) => file,
         (None, None) => bail!("give --challenge-id: the transcript file does not say which challenge it is"),
     };
@@ -260,52 +265,4 @@ fn score(
         outln!("{}", serde_json::to_string(&detail)?);
     }
     Ok(if agrees { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) })
-}
-
-/// A conversation to re-score, and what the file says about it when it is a recorded one.
-struct Conversation {
-    messages: Vec<Message>,
-    env: Option<String>,
-    challenge_id: Option<Hash32>,
-    reward_milli: Option<i32>,
-}
-
-/// Reads `af transcripts` entries, exported transcripts and bare message lists alike,
-/// telling by shape which one it is.
-fn read_conversation(path: &std::path::Path) -> anyhow::Result<Conversation> {
-    use af::ledger::entry::TranscriptEntry;
-    use af::ledger::event::Transcript;
-    let text = super::read_input(path, af::limits::MAX_JSON_INPUT_BYTES)?;
-    let mut value: serde_json::Value = serde_json::from_str(&text).context("the transcript file is not JSON")?;
-    // `af transcripts --json` prints a list of entries; one of them is what is meant.
-    if let Some(list) = value.as_array() {
-        if list.first().is_some_and(|v| v.get("proof").is_some()) {
-            if list.len() != 1 {
-                bail!("the file holds {} transcript entries; pick one (e.g. jq '.[0]')", list.len());
-            }
-            value = list[0].clone();
-        }
-    }
-    let recorded = |t: Transcript| Conversation {
-        env: Some(t.env.name),
-        challenge_id: Some(t.challenge_id),
-        reward_milli: Some(t.reward_milli),
-        messages: t.messages.into_iter().map(|m| Message { role: m.role, content: m.content }).collect(),
-    };
-    if value.get("proof").is_some() {
-        let entry: TranscriptEntry = serde_json::from_value(value).context("not a well-formed transcript entry")?;
-        return Ok(recorded(entry.transcript));
-    }
-    if let Some(inner) = value.get("event").and_then(|e| e.get("transcript")) {
-        let t: Transcript = serde_json::from_value(inner.clone()).context("not a well-formed exported transcript")?;
-        return Ok(recorded(t));
-    }
-    if value.get("messages").is_some() {
-        let t: Transcript = serde_json::from_value(value).context("not a well-formed transcript")?;
-        return Ok(recorded(t));
-    }
-    let messages = serde_json::from_value(value).context(
-        "the file must be a transcript entry, an exported transcript, or a JSON list of {\"role\", \"content\"} objects",
-    )?;
-    Ok(Conversation { messages, env: None, challenge_id: None, reward_milli: None })
 }

@@ -9,6 +9,7 @@ pub mod block;
 pub mod checkpoint;
 pub mod codec;
 pub mod consistency;
+pub mod conversation;
 pub mod demo;
 pub mod entry;
 pub mod event;
