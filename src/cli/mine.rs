@@ -144,9 +144,21 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
         }
         None => (None, None),
     };
+    // "Already played": the match that played this model in the queue's own log.
+    let last_played = match (&skipped, &matches, queue_of) {
+        (Some(discovery::Skipped::AlreadyPlayed { candidate }), Some(rows), Some(validator)) => {
+            af::replay::view::LogMatch::last_as_contender(
+                rows,
+                &validator,
+                &discovery::recorded_model(&candidate.commitment),
+            )
+        }
+        _ => None,
+    };
     if json {
         print_json(&serde_json::json!({
             "hotkey": hotkey,
+            "already_played_in": last_played,
             "registered": neuron.is_some(),
             "uid": neuron.map(|n| n.uid),
             "registration_block": neuron.map(|n| n.registration_block),
@@ -198,7 +210,19 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
                 found.queue.len()
             )
         }
-        (false, None, Some(s)) => outln!("validators: not played: {} ({whose})", s.describe()),
+        (false, None, Some(s)) => match (s, last_played) {
+            (discovery::Skipped::AlreadyPlayed { .. }, Some(row)) => outln!(
+                "validators: not played again: this model played as contender in match {} against {}: {} ({whose})",
+                row.match_id,
+                one_line(&row.opponent),
+                match row.verdict {
+                    Some("champion stayed") => "it lost, the champion stayed",
+                    Some(_) => "it won and was crowned",
+                    None => "still open",
+                }
+            ),
+            _ => outln!("validators: not played: {} ({whose})", s.describe()),
+        },
         (false, None, None) => outln!("validators: nothing to play ({whose})"),
     }
     match &models {

@@ -254,10 +254,24 @@ pub struct LogMatch {
     pub match_id: Hash32,
     /// "contender" or "champion".
     pub role: &'static str,
+    /// The model (`MODEL@REVISION`) it played with, and its opponent.
+    pub model: Name,
     pub opponent: Name,
+    /// Where the match started in its log (height, event index): log order.
+    pub started_at: (u64, u32),
     /// "contender won", "champion stayed", or none while open.
     pub verdict: Option<&'static str>,
     pub reason: Option<String>,
+}
+
+impl LogMatch {
+    /// The newest match of `validator`'s log in which the miner played `model` as the
+    /// contender: what that validator's queue means by "already played with this model".
+    pub fn last_as_contender<'a>(rows: &'a [LogMatch], validator: &ValidatorKey, model: &str) -> Option<&'a LogMatch> {
+        rows.iter()
+            .filter(|row| row.validator == *validator && row.role == "contender" && *row.model == *model)
+            .max_by_key(|row| row.started_at)
+    }
 }
 
 /// Every match `hotkey` played in every log, log by log, each in its log's id order.
@@ -265,10 +279,10 @@ pub fn matches_in_logs(replay: &Replay, hotkey: &str) -> Vec<LogMatch> {
     let mut rows = Vec::new();
     for fold in &replay.folds {
         for (id, m) in fold.matches.iter() {
-            let (role, opponent) = if *m.contender.hotkey == *hotkey {
-                ("contender", &m.champion.hotkey)
+            let (role, own, opponent) = if *m.contender.hotkey == *hotkey {
+                ("contender", &m.contender, &m.champion)
             } else if *m.champion.hotkey == *hotkey {
-                ("champion", &m.contender.hotkey)
+                ("champion", &m.champion, &m.contender)
             } else {
                 continue;
             };
@@ -276,7 +290,9 @@ pub fn matches_in_logs(replay: &Replay, hotkey: &str) -> Vec<LogMatch> {
                 validator: fold.validator,
                 match_id: id,
                 role,
-                opponent: opponent.clone(),
+                model: own.model.clone(),
+                opponent: opponent.hotkey.clone(),
+                started_at: (m.started_height, m.started_event_idx),
                 verdict: m.decided.as_ref().map(|d| if d.contender_won { "contender won" } else { "champion stayed" }),
                 reason: m.verdict_reason(),
             });

@@ -188,6 +188,18 @@ fn status_shows_the_queue_the_validator_will_play_after_its_matches() {
     assert_eq!(loser["queue_position"], serde_json::Value::Null, "{loser}");
     assert_eq!(loser["skipped"]["reason"], "already_played", "{loser}");
     assert_eq!(loser["matches"].as_array().unwrap().len(), 1);
+    // Said as what happened: it lost, to whom, in which match.
+    let played_in = &loser["already_played_in"];
+    assert_eq!(played_in["match_id"], loser["matches"][0]["match_id"], "{loser}");
+    assert_eq!(
+        (played_in["opponent"].as_str(), played_in["verdict"].as_str()),
+        (Some("5Champ"), Some("champion stayed"))
+    );
+    assert_eq!(played_in["model"], "m@r2");
+    let text = af(&["mine", "status", "--chain", &chain, "--hotkey", "5Loser", "--data", data.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let match_id = played_in["match_id"].as_str().unwrap();
+    assert!(text.contains(&format!("in match {match_id} against 5Champ: it lost")), "{text}");
     assert!(commit("5Late", "r3", &perfect.1).status.success());
     let late = status("5Late");
     assert_eq!(late["queue_position"], 0, "the only one queued is first: {late}");
