@@ -383,18 +383,36 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
             if json {
                 let rows: Vec<serde_json::Value> = records
                     .iter()
-                    .map(|r| serde_json::json!({ "hotkey": r.hotkey, "block": r.block, "fields": r.fields.iter().map(hex::encode).collect::<Vec<_>>(), "unreadable": r.unreadable, "ledger": r.ledger() }))
+                    .map(|r| {
+                        let miner = r.ledger().is_none().then(|| r.miner());
+                        serde_json::json!({
+                            "hotkey": r.hotkey, "block": r.block, "fields": r.fields.iter().map(hex::encode).collect::<Vec<_>>(),
+                            "unreadable": r.unreadable, "ledger": r.ledger(),
+                            "miner": miner.as_ref().and_then(|m| m.as_ref().ok()),
+                            "miner_error": miner.as_ref().and_then(|m| m.as_ref().err()),
+                        })
+                    })
                     .collect();
                 print_json(&rows)?;
             } else {
                 for r in &records {
+                    let (hotkey, block) = (one_line(&r.hotkey), r.block);
                     match (r.ledger(), &r.unreadable) {
-                        (_, Some(why)) => outln!("{}  block {}: unreadable: {}", one_line(&r.hotkey), r.block, one_line(why)),
+                        (_, Some(why)) => outln!("{hotkey}  block {block}: unreadable: {}", one_line(why)),
                         (Some(c), None) => outln!(
-                            "{}  block {}: ledger {} tip height {} hash {}",
-                            one_line(&r.hotkey), r.block, c.ledger_key, c.tip_height, c.tip_hash
+                            "{hotkey}  block {block}: ledger {} tip height {} hash {}",
+                            c.ledger_key, c.tip_height, c.tip_hash
                         ),
-                        (None, None) => outln!("{}  block {}: {} field(s), not an af ledger commitment", one_line(&r.hotkey), r.block, r.fields.len()),
+                        (None, None) => match r.miner() {
+                            Ok(m) => outln!(
+                                "{hotkey}  block {block}: miner {}@{} at {}",
+                                one_line(&m.model), one_line(&m.revision), one_line(&m.endpoint)
+                            ),
+                            Err(why) => outln!(
+                                "{hotkey}  block {block}: {} field(s), neither a ledger nor a miner commitment: {}",
+                                r.fields.len(), one_line(&why)
+                            ),
+                        },
                     }
                 }
             }

@@ -55,6 +55,10 @@ fn miners_commit_and_see_the_queue_validators_will_build() {
         String::from_utf8(bytes).unwrap(),
         format!(r#"{{"model":"m","revision":"r1","endpoint":"{}"}}"#, served.1)
     );
+    // ... and reads them back as the miner wrote them, in JSON and in words.
+    assert_eq!(mine["miner"], serde_json::json!({"model": "m", "revision": "r1", "endpoint": served.1}));
+    let text = stdout(&crate::af(&["chain", "commitments", "--chain", &chain]));
+    assert!(text.contains(&format!("5First  block {}: miner m@r1 at {}", mine["block"], served.1)), "{text}");
 
     let status = json(&["mine", "status", "--chain", &chain, "--hotkey", "5First", "--json"]);
     assert_eq!(status["registered"], true);
