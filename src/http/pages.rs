@@ -202,7 +202,7 @@ fn page(title: &str, body: Markup, state: Option<&crate::bytes::Hash32>) -> Stri
                 h1 { (title) }
                 p.muted {
                     "Folded from the signed logs this copy holds; a value the logs do not prove is marked. "
-                    "To check it all, mirror the logs and run " code { "af audit" } "."
+                    "To check it all, mirror the logs and run " code { "af mirror --from URL --data DIR" } " and " code { "af audit --data DIR" } "."
                     @if let Some(state) = state {
                         " Drawn from the replay whose state hash is " code.state-hash { (state) } "."
                     }
@@ -380,7 +380,7 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Option<M
         }
         @match queue {
             Some(_) => p.muted { "Every miner the logs name, and the " (n_queued) " contender(s) this validator will play next, in order (oldest commitment first), as the chain's commitments said when this page was made." },
-            None => p.muted { "Every miner the logs name. Queued contenders are known only from the chain: see " code { "af mine status" } "." },
+            None => p.muted { "Every miner the logs name. Queued contenders are known only from the chain: see " code { "af mine status --chain SPEC --hotkey HOTKEY" } "." },
         }
         table #miners {
             tr { th { "miner" } th { "model" } th { "state" } th { "matches (this miner's result; its W/L/D per env)" } }
@@ -485,13 +485,16 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
                         td.n { @match &played.decided { Some(d) => (percent(u64::from(d.new_ratio_to_beat_ppm))), None => "-" } }
                     }
                 }
-                tr.muted { td colspan="8" {
-                    "Transcripts, both answers of each challenge with proofs: "
+                tr.muted data-contender=(m.contender.hotkey) { td colspan="8" {
+                    "Transcripts, both answers of each challenge with proofs, offline: "
+                    code { "af mirror --from URL --data DIR" } " (URL: this site's address, the folder holding af/v1/), then "
                     @for (_, match_id) in plays {
-                        code { "af transcripts --miner " (m.contender.hotkey) " --match " (match_id.to_hex()[..16]) } " "
+                        code { "af transcripts --data DIR --miner " (m.contender.hotkey) " --match " (match_id.to_hex()[..16]) } " "
                     }
-                    "(from a running node: "
-                    a href=(format!("af/v1/transcripts?miner={}", url::form_urlencoded::byte_serialize(m.contender.hotkey.as_bytes()).collect::<String>())) { "the contender's entries as JSON" } ")."
+                    @if let Paging::Page(_) = paging {
+                        "(from this node: "
+                        a href=(format!("af/v1/transcripts?miner={}", url::form_urlencoded::byte_serialize(m.contender.hotkey.as_bytes()).collect::<String>())) { "the contender's entries as JSON" } ")."
+                    }
                 } }
             }
         }
@@ -697,9 +700,9 @@ mod tests {
         }
     }
 
-    /// The contenders a rendered matches page shows, by the link to their transcripts.
+    /// The contenders a rendered matches page shows.
     fn shown(html: &str) -> Vec<usize> {
-        html.split("af/v1/transcripts?miner=5Miner")
+        html.split("data-contender=\"5Miner")
             .skip(1)
             .map(|rest| rest[..rest.find('"').unwrap()].parse().unwrap())
             .collect()
@@ -717,7 +720,9 @@ mod tests {
         assert_eq!(shown(&page(Paging::Page(Some(2))).unwrap()), (101..=200).collect::<Vec<_>>());
         assert_eq!(page(Paging::Page(Some(0))), None);
         assert_eq!(page(Paging::Page(Some(4))), None);
-        assert_eq!(shown(&page(Paging::Whole).unwrap()), (1..=250).collect::<Vec<_>>());
+        let whole = page(Paging::Whole).unwrap();
+        assert_eq!(shown(&whole), (1..=250).collect::<Vec<_>>());
+        assert!(!whole.contains("af/v1/transcripts?") && newest.contains("af/v1/transcripts?miner=5Miner250"));
         assert_eq!(match_pages(0), 1);
         assert!(page(Paging::Page(None)).is_some());
         assert_eq!(Paging::Page(None).href(150), "matches.html?page=2#m-150");
