@@ -202,7 +202,7 @@ fn page(title: &str, body: Markup, state: Option<&crate::bytes::Hash32>) -> Stri
                 h1 { (title) }
                 p.muted {
                     "Folded from the signed logs this copy holds; a value the logs do not prove is marked. "
-                    "To check it all, mirror the logs and run " code { "af mirror --from URL --data DIR" } " and " code { "af audit --data DIR" } "."
+                    "To check it all, run " code { "af mirror --from URL --data DIR" } " and " code { "af audit --data DIR" } "."
                     @if let Some(state) = state {
                         " Drawn from the replay whose state hash is " code.state-hash { (state) } "."
                     }
