@@ -84,11 +84,12 @@ pub enum ClientError {
     Build(String),
 }
 
+#[derive(Clone)]
 pub struct MinerClient {
     http: reqwest::Client,
     config: ClientConfig,
     total: Arc<Semaphore>,
-    per_miner: Mutex<BTreeMap<String, Arc<Semaphore>>>,
+    per_miner: Arc<Mutex<BTreeMap<String, Arc<Semaphore>>>>,
     stats: Arc<RequestStats>,
     metrics: Arc<Metrics>,
 }
@@ -192,7 +193,7 @@ impl MinerClient {
         Ok(MinerClient {
             http,
             total: Arc::new(Semaphore::new(config.max_concurrent_total.max(1))),
-            per_miner: Mutex::new(BTreeMap::new()),
+            per_miner: Arc::default(),
             config,
             stats,
             metrics: Arc::default(),
@@ -228,10 +229,32 @@ impl MinerClient {
         completion
     }
 
+    /// Waits for room under both limits, then makes the exchange. A caller that gives up
+    /// (its env decided: the task is aborted) cancels a request still waiting for room,
+    /// which is never sent; one already sent runs on to its answer or timeout, unread,
+    /// with its room held: many miners go on working on a request whose connection
+    /// closed, and the limits count the requests a miner is working on, not the ones a
+    /// caller still waits for.
     async fn ask(&self, miner_label: &str, endpoint: &Endpoint, messages: &[Message]) -> Completion {
         let miner = self.miner_semaphore(&endpoint.base_url);
-        let _miner_permit = miner.acquire().await.expect("semaphores are never closed");
-        let _total_permit = self.total.acquire().await.expect("semaphores are never closed");
+        let miner_permit = miner.acquire_owned().await.expect("semaphores are never closed");
+        let total_permit = self.total.clone().acquire_owned().await.expect("semaphores are never closed");
+        let (client, label, endpoint, messages) =
+            (self.clone(), miner_label.to_owned(), endpoint.clone(), messages.to_vec());
+        let exchange = tokio::spawn(async move {
+            let completion = client.exchange(&label, &endpoint, &messages).await;
+            drop((miner_permit, total_permit));
+            completion
+        });
+        exchange.await.unwrap_or_else(|failed| Completion {
+            answer: Err(format!("the request's task failed: {failed}")),
+            attempts: Vec::new(),
+            latency_ms: 0,
+        })
+    }
+
+    /// One request's attempts, with retries, under the permits its caller holds.
+    async fn exchange(&self, miner_label: &str, endpoint: &Endpoint, messages: &[Message]) -> Completion {
         let started = Instant::now();
         let url = format!("{}{COMPLETIONS_PATH}", endpoint.base_url.trim_end_matches('/'));
         let body = ChatRequest {

@@ -158,6 +158,58 @@ async fn concurrency_per_miner_is_bounded() {
     assert!((1..=3).contains(&peak), "peak in flight {peak}");
 }
 
+/// Requests abandoned by their caller (an env decided while they were in flight) still
+/// hold the miner when the miner does not stop on a closed connection, as many servers do
+/// not: the per-miner limit must count them until they end, or the miner sees more than
+/// the limit. Requests still waiting for room are cancelled and never sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_requests_count_against_the_limit_until_the_miner_is_done() {
+    use axum::routing::post;
+    let (in_flight, peak, received) =
+        (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let counters = (in_flight.clone(), peak.clone(), received.clone());
+    let router = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move || {
+            let (in_flight, peak, received) = counters.clone();
+            async move {
+                received.fetch_add(1, Ordering::SeqCst);
+                // The work goes on whether or not the client is still there.
+                let work = tokio::spawn(async move {
+                    let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                });
+                let _ = work.await;
+                axum::Json(serde_json::json!({ "id": "x", "choices": [{ "message": { "role": "assistant", "content": "1" } }] }))
+            }
+        }),
+    );
+    let endpoint = Endpoint { base_url: spawn(router).await, model: "x".into(), api_key_env: None };
+    let client = Arc::new(MinerClient::new(ClientConfig { max_concurrent_per_miner: 3, ..fast_config() }).unwrap());
+    let messages = mult_prompt().1;
+    let ask = |n: usize| -> Vec<tokio::task::JoinHandle<_>> {
+        (0..n)
+            .map(|_| {
+                let (client, endpoint, messages) = (client.clone(), endpoint.clone(), messages.clone());
+                tokio::spawn(async move { client.complete(&endpoint, &messages).await })
+            })
+            .collect()
+    };
+    let abandoned = ask(6);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    for task in abandoned {
+        task.abort();
+    }
+    for task in ask(6) {
+        assert_eq!(task.await.unwrap().answer.unwrap(), "1");
+    }
+    let peak = peak.load(Ordering::SeqCst);
+    assert!((1..=3).contains(&peak), "the miner saw {peak} requests at once, over the limit of 3");
+    assert_eq!(received.load(Ordering::SeqCst), 9, "the 3 abandoned while waiting for room were never sent");
+}
+
 /// A raw TCP server that reads a request, then does `respond` with the socket.
 async fn raw_server(respond: fn(std::net::TcpStream)) -> Endpoint {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
