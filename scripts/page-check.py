@@ -13,6 +13,7 @@ Usage: page-check.py AF_BINARY OUT_DIR   (needs playwright and /usr/bin/chromium
 """
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -107,7 +108,11 @@ def live_page(browser, base):
                  size: Number(value("size")), match_id: head.matchId, contender: head.contender,
                  match_champion: head.champion, envs, vtrust, lag,
                  role: document.getElementById("role").textContent, title: document.title,
-                 champion_text: document.getElementById("champion").textContent };
+                 champion_text: document.getElementById("champion").textContent,
+                 match_contender_text: document.querySelector("#match-head b.contender").textContent,
+                 match_champion_text: document.querySelector("#match-head b.champion").textContent,
+                 ratio_text: document.getElementById("ratio").textContent,
+                 vtrust_text: [...document.querySelectorAll("#vtrust td.vtrust")].map(td => td.textContent) };
     }""")
     after = get_json(base + "af/v1/live")
     check(not errors, "live page: no script errors", errors)
@@ -125,6 +130,14 @@ def live_page(browser, base):
     m = after["match"]
     check((shown["match_id"], shown["contender"], shown["match_champion"]) ==
           (m["match_id"], m["contender"]["hotkey"], m["champion"]["hotkey"]), "live page: the current match")
+    for role in ("contender", "champion"):
+        text, miner = shown[f"match_{role}_text"], m[role]
+        check(text == f"uid {miner['uid']} {miner['hotkey'][:16]}… {miner['model']}",
+              f"live page: the match's {role} as uid, short hotkey and model@revision", (text, miner))
+    # One unit everywhere: shares in percent with one decimal, as the subnet pages.
+    percent = re.compile(r"^\d{1,3}\.\d%$")
+    check(percent.match(shown["ratio_text"]) and all(percent.match(t) for t in shown["vtrust_text"]),
+          "live page: ratio and vTrust in percent, one decimal", (shown["ratio_text"], shown["vtrust_text"]))
     by_env = lambda live: {e["env"]: [e["wins"], e["losses"], e["draws"], e["n_challenges"]]
                            for e in live["match"]["envs"]}
     b, a = by_env(before), by_env(after)
@@ -218,7 +231,7 @@ def report_page(browser, audit, path):
     expected = {v["validator"]: v["vtrust_ppm"] for v in audit["state"]["validators"]}
     check({r["validator"]: r["ppm"] for r in shown["rows"]} == expected, "report: every validator's vTrust")
     for row in shown["rows"]:
-        check(row["text"] == f"{row['ppm'] / 1e6:.4f}", "report: vTrust text", row)
+        check(row["text"] == f"{row['ppm'] / 1e4:.1f}%", "report: vTrust text, in percent as on every page", row)
         check(row["inside"] and row["visible"], "report: vTrust bar visible and inside its track", row)
     check(len(shown["reigns"]) == len(audit["state"]["champion_history"]), "report: a bar per reign")
     for reign in shown["reigns"]:
@@ -254,6 +267,7 @@ def subnet_pages(browser, audit, site):
                 ({ miner: r.dataset.miner, state: r.cells[2].innerText })),
             matches: new Set([...document.querySelectorAll("#matches tr[data-match]")].map(r => r.dataset.match)).size,
             reigns: document.querySelectorAll("#champions tr").length - 1,
+            played_logs: [...document.querySelectorAll("#miners div.played")].map(d => d.querySelectorAll("[data-log]").length),
             vtrust_lines: [...document.querySelectorAll("#vtrust-chart g[data-validator]")].map(g => g.dataset.validator),
         })""")
         check(not errors, f"{name} page: no console errors", errors)
@@ -274,6 +288,9 @@ def subnet_pages(browser, audit, site):
     check(set(miners) >= seen, "miners page: every miner a match names", (miners, seen))
     if champion:
         check(miners.get(champion) == "champion", "miners page: the champion", miners)
+    played_logs = shown["miners"]["played_logs"]
+    check(played_logs and all(n >= 1 for n in played_logs),
+          "miners page: each match's tallies labelled with the log they are from", played_logs)
     check(shown["matches"]["matches"] == len(audit["state"]["matches"]), "matches page: a row group per match",
           shown["matches"]["matches"])
     check(shown["history"]["reigns"] == len(audit["state"]["champion_history"]), "history page: a row per reign")

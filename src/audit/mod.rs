@@ -107,9 +107,9 @@ pub fn skip_rows(replayed: &Replay) -> Vec<SkipRow> {
         .collect()
 }
 
-/// Every validator's matches from the replay's folds, in start order.
+/// Every validator's matches from the replay's folds, each match's rows together.
 pub fn match_rows(replayed: &Replay) -> Vec<MatchRow> {
-    let mut rows: Vec<MatchRow> = replayed
+    let rows: Vec<MatchRow> = replayed
         .folds
         .iter()
         .flat_map(|fold| {
@@ -140,8 +140,28 @@ pub fn match_rows(replayed: &Replay) -> Vec<MatchRow> {
             })
         })
         .collect();
-    rows.sort_by_key(|r| (r.started_time_ms, r.validator, r.match_id));
-    rows
+    // Each match's rows together (the same contender and champion: every log that played
+    // it), matches in the order they first started, then the logs in start order.
+    let mut first_start: std::collections::BTreeMap<(&str, &str), u64> = std::collections::BTreeMap::new();
+    for r in &rows {
+        let first = first_start.entry((&r.contender.hotkey, &r.champion.hotkey)).or_insert(u64::MAX);
+        *first = (*first).min(r.started_time_ms);
+    }
+    let keys: Vec<(u64, String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                first_start[&(&*r.contender.hotkey, &*r.champion.hotkey)],
+                r.contender.hotkey.to_string(),
+                r.champion.hotkey.to_string(),
+            )
+        })
+        .collect();
+    let mut keyed: Vec<_> = keys.into_iter().zip(rows).collect();
+    keyed.sort_by(|(a, x), (b, y)| {
+        (a, x.started_time_ms, x.validator, x.match_id).cmp(&(b, y.started_time_ms, y.validator, y.match_id))
+    });
+    keyed.into_iter().map(|(_, row)| row).collect()
 }
 
 /// Everything the audit found: the replay's discrepancies, tip records past the end of

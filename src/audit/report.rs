@@ -57,8 +57,10 @@ body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:1.5
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.8em}
 table{border-collapse:collapse;margin:.6em 0;width:100%}
 td,th{border:1px solid #d0d4d9;padding:4px 6px;text-align:left;font-size:14px;vertical-align:top;overflow-wrap:anywhere}
-th{background:#f1f3f5}td.n{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f1f3f5;overflow-wrap:normal}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 code{font-size:12px;overflow-wrap:anywhere}
+code.key{white-space:nowrap}
+.model{font-size:12px;font-family:monospace;overflow-wrap:normal}
 .bad{color:#b00020;font-weight:bold}.ok{color:#0a7d32;font-weight:bold}.muted{color:#5b6470}
 .track{position:relative;height:14px;background:#eef0f3;border-radius:2px;min-width:40px}
 .fill{position:absolute;left:0;top:0;bottom:0;background:#2e7d32;border-radius:2px}
@@ -66,6 +68,7 @@ code{font-size:12px;overflow-wrap:anywhere}
 .fill.zero{width:3px!important;background:#b00020}
 .reign{position:absolute;top:0;bottom:0;background:#1565c0;border-radius:2px;min-width:3px}
 .meta{display:flex;flex-wrap:wrap;gap:.4em 2em}
+@media (max-width:960px){th{overflow-wrap:anywhere}}
 ";
 
 /// A miner or validator as people know it: its uid (when known) and the first 8
@@ -79,15 +82,31 @@ pub(crate) fn identity(uid: Option<u16>, hotkey: &str, hover: &str) -> Markup {
     }
 }
 
+/// A miner as the pages show one: its short hotkey (the whole in the tooltip) over its
+/// `model@revision`, which breaks only after a `/` or before the `@`, never mid-word.
+fn miner(m: &crate::replay::model::HeldMiner) -> Markup {
+    let model = m.model.to_string();
+    html! {
+        (short(&m.hotkey)) br;
+        span.model title=(model) {
+            @for (i, part) in model.split_inclusive('/').enumerate() {
+                @if i > 0 { wbr; }
+                @match part.split_once('@') { Some((name, revision)) => { (name) wbr; "@" (revision) }, None => (part) }
+            }
+        }
+    }
+}
+
 /// Shows a key or id as its first 16 hex digits, the whole in the tooltip.
 pub(crate) fn short(value: &impl std::fmt::Display) -> Markup {
     let text = value.to_string();
     let prefix: String = text.chars().take(16).collect();
-    html! { code title=(text) { (prefix) "…" } }
+    html! { code.key title=(text) { (prefix) "…" } }
 }
 
+/// A share in percent with one decimal: the unit of every page (subnet pages, live page).
 fn ratio(ppm: u32) -> String {
-    format!("{:.4}", f64::from(ppm) / 1e6)
+    format!("{:.1}%", f64::from(ppm) / 1e4)
 }
 
 /// A duration in the largest unit that keeps it readable.
@@ -292,8 +311,8 @@ fn network_matches(state: &NetworkState) -> Markup {
                 @for m in state.matches.iter() {
                     tr {
                         td { (date(m.first_started_ms)) }
-                        td { (m.contender.hotkey) }
-                        td { (m.champion.hotkey) }
+                        td { (miner(&m.contender)) }
+                        td { (miner(&m.champion)) }
                         td.n { (m.votes.len()) }
                         @let total = (m.for_ppm + m.against_ppm).max(1);
                         td.n { (format!("{:.1}%", m.for_ppm as f64 * 100.0 / total as f64)) }
@@ -320,8 +339,8 @@ fn match_rows(rows: &[MatchRow]) -> Markup {
                     tr data-match-id=(m.match_id) {
                         td { (short(&m.match_id)) }
                         td { (short(&m.validator)) }
-                        td { (m.contender.hotkey) }
-                        td { (m.champion.hotkey) }
+                        td { (miner(&m.contender)) }
+                        td { (miner(&m.champion)) }
                         td.n { (ratio(m.ratio_to_beat_ppm)) }
                         td { @for env in &m.envs { (env_tally(env)) } }
                         td { @match m.contender_won { Some(true) => "contender won", Some(false) => "champion stays", None => "open" } }

@@ -31,8 +31,9 @@ fn short(key: &impl std::fmt::Display) -> String {
     text.chars().take(16).collect::<String>() + "…"
 }
 
+/// A share in percent with one decimal, as the pages print it.
 fn ppm(value: u32) -> String {
-    format!("{:.4}", f64::from(value) / 1e6)
+    format!("{:.1}%", f64::from(value) / 1e4)
 }
 
 /// The report as `af audit` prints it for a person (`--json` prints the report itself).

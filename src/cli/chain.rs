@@ -481,11 +481,12 @@ pub fn read_for_pages(
     own: Option<&af::validator::state::ValidatorState>,
 ) -> anyhow::Result<Option<af::http::pages::FromChain>> {
     let Some(spec) = args.spec() else { return Ok(None) };
-    let (neurons, records) = runtime()?.block_on(async {
+    let (neurons, records, head) = runtime()?.block_on(async {
         let chain = chain_mod::connect(&spec).await?;
-        anyhow::Ok((chain.neurons().await?, chain.commitments().await?))
+        let head = chain.current_block().await?;
+        anyhow::Ok((chain.neurons().await?, chain.commitments().await?, head))
     })?;
-    Ok(Some(af::http::pages::FromChain::read(&neurons, &records, own)))
+    Ok(Some(af::http::pages::FromChain::read(&neurons, &records, head, own)))
 }
 
 /// Reads the subnet's commitments and compares the proven tip of `validator` with them.

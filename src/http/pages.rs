@@ -33,6 +33,8 @@ pub struct FromChain {
     pub identities: Identities,
     /// The queue, in the order it will be played; `None` when not read.
     pub queue: Option<Vec<Queued>>,
+    /// The chain's head block when read: what "blocks since" counts to.
+    pub head: Option<u64>,
 }
 
 /// A contender waiting to play.
@@ -52,6 +54,7 @@ impl FromChain {
     pub fn read(
         neurons: &[crate::chain::Neuron],
         records: &[crate::chain::CommitmentRecord],
+        head: u64,
         own: Option<&crate::validator::state::ValidatorState>,
     ) -> FromChain {
         let queue = own.map(|own| {
@@ -66,7 +69,7 @@ impl FromChain {
                 })
                 .collect()
         });
-        FromChain { identities: crate::audit::report::identities_from_chain(records, neurons), queue }
+        FromChain { identities: crate::audit::report::identities_from_chain(records, neurons), queue, head: Some(head) }
     }
 }
 
@@ -104,7 +107,7 @@ pub fn match_pages(n: usize) -> usize {
 pub fn render(name: &str, replay: &Replay, chain: &FromChain, paging: Paging) -> Option<String> {
     let identities = &chain.identities;
     let body = match name {
-        "subnet.html" => subnet(replay, identities),
+        "subnet.html" => subnet(replay, identities, chain.head),
         "miners.html" => miners(replay, chain.queue.as_deref(), paging)?,
         "matches.html" => matches(replay, identities, paging)?,
         "history.html" => history(replay),
@@ -202,7 +205,7 @@ fn page(title: &str, body: Markup, state: Option<&crate::bytes::Hash32>) -> Stri
                 h1 { (title) }
                 p.muted {
                     "Folded from the signed logs this copy holds; a value the logs do not prove is marked. "
-                    "To check it all, run " code { "af mirror --from URL --data DIR" } " and " code { "af audit --data DIR" } "."
+                    "To check it all, run " code.nowrap { "af mirror --from URL --data DIR" } " and " code.nowrap { "af audit --data DIR" } "."
                     @if let Some(state) = state {
                         " Drawn from the replay whose state hash is " code.state-hash { (state) } "."
                     }
@@ -239,9 +242,10 @@ fn percent(ppm: u64) -> String {
     format!("{:.1}%", ppm as f64 / 1e4)
 }
 
-fn subnet(replay: &Replay, identities: &Identities) -> Markup {
+fn subnet(replay: &Replay, identities: &Identities, head: Option<u64>) -> Markup {
     let state = &replay.state;
-    let newest = newest_chain_block(replay);
+    // The chain's head where one was read; else the newest block a log names, said so.
+    let newest = head.unwrap_or_else(|| newest_chain_block(replay));
     let folds: BTreeMap<ValidatorKey, &ChainFold> = replay.folds.iter().map(|f| (f.validator, f)).collect();
     let since = |block: Option<u64>| match block {
         Some(block) if newest > 0 => format!("{} (block {block})", newest.saturating_sub(block)),
@@ -262,9 +266,10 @@ fn subnet(replay: &Replay, identities: &Identities) -> Markup {
         @if identities.is_empty() {
             p.unproven { "Uids and hotkeys are not shown: this page was made without reading a chain's commitments." }
         }
-        p.muted {
-            "Blocks since are counted to chain block " (newest) ", the newest any log names (not a chain head read now)."
-        }
+        p.muted { "Blocks since are counted to chain block " (newest) @match head {
+            Some(_) => ", the chain's head when this page was made.",
+            None => ", the newest any log names: no chain was read, so it may be behind the chain's head.",
+        } }
         table #validators {
             tr {
                 th { "validator" } th { "ledger key" } th { "tip" } th { "vTrust" } th { "blocks since commitment" }
@@ -380,10 +385,10 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Option<M
         }
         @match queue {
             Some(_) => p.muted { "Every miner the logs name, and the " (n_queued) " contender(s) this validator will play next, in order (oldest commitment first), as the chain's commitments said when this page was made." },
-            None => p.muted { "Every miner the logs name. Queued contenders are known only from the chain: see " code { "af mine status --chain SPEC --hotkey HOTKEY" } "." },
+            None => p.muted { "Every miner the logs name. Queued contenders are known only from the chain: see " code.nowrap { "af mine status --chain SPEC --hotkey HOTKEY" } "." },
         }
         table #miners {
-            tr { th { "miner" } th { "model" } th { "state" } th { "matches (this miner's result; its W/L/D per env)" } }
+            tr { th { "miner" } th { "model" } th { "state" } th { "matches (the network's verdict as this miner's result; its W/L/D per env in each validator's log)" } }
             @for (hotkey, row) in &rows {
                 tr data-miner=(hotkey) {
                     td { @match &row.miner { Some(m) => (miner_cell(m)), None => code { (hotkey) } } }
@@ -402,11 +407,17 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Option<M
                             }
                         }
                         @for shown in &row.played {
-                            div {
+                            div.played {
                                 a href=(paging.href(shown.i)) { "match " (shown.i + 1) }
                                 " as " (if shown.as_contender { "contender" } else { "champion" }) ": "
-                                (match shown.result { Some(true) => "won", Some(false) => "lost", None => "open" })
-                                @for (env, w, l, d) in &shown.envs { " · " (env) " " (w) "/" (l) "/" (d) }
+                                (match shown.result { Some(true) => "won", Some(false) => "lost", None => "open" }) " (the network's verdict)"
+                                @for (validator, envs) in &shown.logs {
+                                    div.muted data-log=(validator) {
+                                        "in " (short(validator)) "'s log: "
+                                        @for (k, (env, w, l, d)) in envs.iter().enumerate() { @if k > 0 { " · " } (env) " " (w) "/" (l) "/" (d) }
+                                    }
+                                }
+                                @if shown.n_logs > shown.logs.len() { div.muted { "and " (shown.n_logs - shown.logs.len()) " more logs (the matches page has each)" } }
                             }
                         }
                         @for skip in &row.skipped { div.muted { "not played: " (skip_reason(skip)) } }
@@ -487,7 +498,7 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
                 }
                 tr.muted data-contender=(m.contender.hotkey) { td colspan="8" {
                     "Transcripts, both answers of each challenge with proofs, offline: "
-                    code { "af mirror --from URL --data DIR" } " (URL: this site's address, the folder holding af/v1/), then "
+                    code.nowrap { "af mirror --from URL --data DIR" } " (URL: this site's address, the folder holding af/v1/), then "
                     @for (_, match_id) in plays {
                         code { "af transcripts --data DIR --miner " (m.contender.hotkey) " --match " (match_id.to_hex()[..16]) } " "
                     }
@@ -656,146 +667,5 @@ fn ratio_chart(points: &[(u64, u32)]) -> Markup {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::replay::cold::{CacheSize, ColdStore};
-    use crate::replay::model::NetworkMatch;
-    use crate::replay::network::{NetworkMatches, NetworkState};
-
-    fn replay_of(n: usize) -> Replay {
-        let miner =
-            |i: usize| MinerRef { hotkey: format!("5Miner{i}").into(), uid: i as u16, model: format!("m/{i}").into() };
-        let matches: Vec<NetworkMatch> = (0..n)
-            .map(|i| NetworkMatch {
-                contender: miner(i + 1),
-                champion: miner(0),
-                first_started_ms: 1_000 + i as u64,
-                votes: Vec::new(),
-                for_ppm: 0,
-                against_ppm: 0,
-                verdict: None,
-            })
-            .collect();
-        let cold = ColdStore::temporary(CacheSize::AUDIT).unwrap();
-        let state = NetworkState {
-            validators: Vec::new(),
-            matches: NetworkMatches::written(&cold, &matches).unwrap(),
-            champion: None,
-            champion_history: Vec::new(),
-            ratio_set_ppm: 500_000,
-            ratio_set_at_block: 0,
-            weights: Vec::new(),
-            discrepancies: Vec::new(),
-            n_discrepancies_omitted: 0,
-        };
-        Replay {
-            folds: Vec::new(),
-            state_hash: crate::replay::state_hash(&state).unwrap(),
-            state,
-            n_blocks_folded: 0,
-            n_bytes_folded: 0,
-            n_chains_from_snapshot: 0,
-            ratio_params: DEFAULT_RATIO_PARAMS,
-            recounted: false,
-        }
-    }
-
-    /// The contenders a rendered matches page shows.
-    fn shown(html: &str) -> Vec<usize> {
-        html.split("data-contender=\"5Miner")
-            .skip(1)
-            .map(|rest| rest[..rest.find('"').unwrap()].parse().unwrap())
-            .collect()
-    }
-
-    #[test]
-    fn a_node_serves_the_matches_a_page_at_a_time_and_a_published_copy_whole() {
-        let replay = replay_of(250);
-        let page = |paging| render("matches.html", &replay, &FromChain::default(), paging);
-        let newest = page(Paging::Page(None)).unwrap();
-        assert_eq!(shown(&newest), (201..=250).collect::<Vec<_>>());
-        assert!(newest.contains("Matches 201 to 250 of 250"), "{newest}");
-        assert!(newest.contains("href=\"matches.html?page=2\">older"));
-        assert_eq!(shown(&page(Paging::Page(Some(1))).unwrap()), (1..=100).collect::<Vec<_>>());
-        assert_eq!(shown(&page(Paging::Page(Some(2))).unwrap()), (101..=200).collect::<Vec<_>>());
-        assert_eq!(page(Paging::Page(Some(0))), None);
-        assert_eq!(page(Paging::Page(Some(4))), None);
-        let whole = page(Paging::Whole).unwrap();
-        assert_eq!(shown(&whole), (1..=250).collect::<Vec<_>>());
-        assert!(!whole.contains("af/v1/transcripts?") && newest.contains("af/v1/transcripts?miner=5Miner250"));
-        assert_eq!(match_pages(0), 1);
-        assert!(page(Paging::Page(None)).is_some());
-        assert_eq!(Paging::Page(None).href(150), "matches.html?page=2#m-150");
-        assert_eq!(Paging::Whole.href(150), "matches.html#m-150");
-    }
-
-    #[test]
-    fn an_empty_log_has_one_page_of_matches() {
-        let replay = replay_of(0);
-        let html = render("matches.html", &replay, &FromChain::default(), Paging::Page(None)).unwrap();
-        assert!(html.contains("No match yet."));
-    }
-
-    #[test]
-    fn a_nodes_miners_page_lists_a_page_of_miners_each_with_its_newest_matches_and_counts_them_all() {
-        let replay = replay_of(300);
-        let champion_row = |html: &str| {
-            let start = html.find("data-miner=\"5Miner0\"").unwrap();
-            let end = html[start..].find("</tr>").unwrap();
-            html[start..start + end].to_string()
-        };
-        let node = render("miners.html", &replay, &FromChain::default(), Paging::Page(None)).unwrap();
-        let row = champion_row(&node);
-        assert_eq!(row.matches("as champion").count(), MATCHES_PER_MINER, "{row}");
-        assert!(row.contains("300 matches: 0 won, 0 lost; the newest 8"), "{row}");
-        assert!(row.contains("matches.html?page=3#m-299") && !row.contains("#m-291\""), "{row}");
-        // 301 miners, 100 rows a page in hotkey order: every contender's row, with its
-        // one match, on exactly one page.
-        assert!(node.contains("Miners 1 to 100 of 301, by hotkey (page 1 of 4)"), "{node}");
-        let page = |k| render("miners.html", &replay, &FromChain::default(), Paging::Page(Some(k)));
-        assert_eq!(node, page(1).unwrap());
-        let mut rows = Vec::new();
-        for k in 1..=4 {
-            let html = page(k).unwrap();
-            let on_page: Vec<String> =
-                html.split("data-miner=\"").skip(1).map(|rest| rest[..rest.find('"').unwrap()].to_string()).collect();
-            assert_eq!(on_page.len(), if k < 4 { 100 } else { 1 }, "page {k}");
-            assert_eq!(html.matches("as contender").count(), on_page.iter().filter(|m| *m != "5Miner0").count());
-            rows.extend(on_page);
-        }
-        let mut every: Vec<String> = (0..=300).map(|i| format!("5Miner{i}")).collect();
-        every.sort();
-        assert_eq!(rows, every);
-        assert!(page(4).unwrap().contains("href=\"miners.html?page=3\">previous"));
-        assert_eq!(page(0), None);
-        assert_eq!(page(5), None);
-        assert_eq!(pages_of("miners.html", &replay, &FromChain::default()), 4);
-        let whole = render("miners.html", &replay, &FromChain::default(), Paging::Whole).unwrap();
-        let row = champion_row(&whole);
-        assert_eq!(row.matches("as champion").count(), 300);
-        assert!(!row.contains("the newest"));
-    }
-
-    #[test]
-    fn the_ratio_chart_draws_no_more_points_than_its_bound() {
-        let mut replay = replay_of(3_000);
-        replay.state.matches = crate::replay::view::tests::sawtooth(3_000);
-        let html = render("history.html", &replay, &FromChain::default(), Paging::Page(None)).unwrap();
-        assert!(html.matches("<circle").count() <= RATIO_POINTS);
-    }
-
-    #[test]
-    fn the_vtrust_chart_draws_a_line_per_validator_with_each_point() {
-        let (a, b) = (ValidatorKey([1; 32]), ValidatorKey([2; 32]));
-        let history = vec![(100, vec![(a, 1_000_000), (b, 1_000_000)]), (250, vec![(a, 1_000_000), (b, 800_000)])];
-        let svg = vtrust_chart(&history).into_string();
-        assert_eq!(svg.matches("<g data-validator=").count(), 2, "{svg}");
-        assert!(svg.contains(&format!("data-validator=\"{}\"", b.to_hex())));
-        assert!(svg.contains("data-block=\"250\" data-ppm=\"800000\""), "{svg}");
-        assert!(svg.contains("block 100") && svg.contains("block 250"));
-        // The ratio chart shares the frame, from 50% up: its floor sits on the x axis.
-        let ratio = ratio_chart(&[(100, 500_000), (250, 720_000)]).into_string();
-        assert!(ratio.contains("id=\"ratio-chart\"") && ratio.contains("data-block=\"250\" data-ppm=\"720000\""));
-        assert!(ratio.contains("cx=\"40.0\" cy=\"200.0\""), "{ratio}");
-    }
-}
+#[path = "pages_tests.rs"]
+mod tests;

@@ -24,9 +24,16 @@ pub struct MinerMatch {
     pub result: Option<bool>,
     /// (contender, champion): where its env tallies are looked up.
     pub pair: (Name, Name),
-    /// Its W/L/D per env, once looked up.
-    pub envs: Vec<EnvRecord>,
+    /// Its W/L/D per env as each log played it (up to [`LOGS_PER_MATCH`] logs), once
+    /// looked up: each validator plays its own challenges, so their tallies differ.
+    pub logs: Vec<(ValidatorKey, Vec<EnvRecord>)>,
+    /// How many logs played it.
+    pub n_logs: usize,
 }
+
+/// The most logs whose env tallies a miner's row lists per match (the matches page has
+/// every log's).
+pub const LOGS_PER_MATCH: usize = 4;
 
 /// One miner's row: what it is now and what it did.
 #[derive(Default)]
@@ -66,26 +73,22 @@ pub fn miner_rows(replay: &Replay, window: &BTreeSet<String>, keep: usize) -> BT
                 row.played.pop_front();
             }
             let pair = (m.contender.hotkey.clone(), m.champion.hotkey.clone());
-            row.played.push_back(MinerMatch { i, as_contender, result, pair, envs: Vec::new() });
+            row.played.push_back(MinerMatch { i, as_contender, result, pair, logs: Vec::new(), n_logs: 0 });
         }
     }
     // Env tallies only for the matches shown: each is a read of a log's match.
     for shown in rows.values_mut().flat_map(|row| row.played.iter_mut()) {
         let (contender, champion) = &shown.pair;
-        let envs: Vec<EnvRecord> = replay
-            .state
-            .matches
-            .plays(contender, champion)
-            .first()
-            .and_then(|(validator, id)| played(replay, validator, id))
-            .map(|played| {
-                played.env_folds.iter().map(|(env, e)| (env.to_string(), e.wins, e.losses, e.draws)).collect()
-            })
-            .unwrap_or_default();
-        shown.envs = envs
-            .into_iter()
-            .map(|(env, w, l, d)| if shown.as_contender { (env, w, l, d) } else { (env, l, w, d) })
-            .collect();
+        let plays = replay.state.matches.plays(contender, champion);
+        shown.n_logs = plays.len();
+        for (validator, id) in plays.iter().take(LOGS_PER_MATCH) {
+            let Some(played) = played(replay, validator, id) else { continue };
+            let envs = played.env_folds.iter().map(|(env, e)| {
+                let (w, l) = if shown.as_contender { (e.wins, e.losses) } else { (e.losses, e.wins) };
+                (env.to_string(), w, l, e.draws)
+            });
+            shown.logs.push((*validator, envs.collect()));
+        }
     }
     for fold in &replay.folds {
         for skip in fold.skipped.iter().filter(|skip| window.contains(&skip.hotkey)) {

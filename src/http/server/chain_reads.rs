@@ -1,4 +1,4 @@
-//! The chain's facts the pages show (validators' identities, the queue), read at most
+//! The chain's facts the pages show (validators' identities, the queue, the head), read at most
 //! once a minute whatever the number of page requests.
 
 use std::sync::Arc;
@@ -17,7 +17,8 @@ pub(super) struct ChainReads {
     pub(super) last: tokio::sync::Mutex<Option<(Instant, ChainRead)>>,
 }
 
-pub(super) type ChainRead = Arc<(Vec<crate::chain::Neuron>, Vec<crate::chain::CommitmentRecord>)>;
+/// Neurons, commitments and the head block they were read at (or just before).
+pub(super) type ChainRead = Arc<(Vec<crate::chain::Neuron>, Vec<crate::chain::CommitmentRecord>, u64)>;
 
 impl ChainReads {
     pub(super) async fn get(&self) -> Option<ChainRead> {
@@ -26,7 +27,8 @@ impl ChainReads {
             return Some(read.clone());
         }
         let read = tokio::time::timeout(CHAIN_READ_TIMEOUT, async {
-            Ok::<_, crate::chain::ChainError>((self.chain.neurons().await?, self.chain.commitments().await?))
+            let head = self.chain.current_block().await?;
+            Ok::<_, crate::chain::ChainError>((self.chain.neurons().await?, self.chain.commitments().await?, head))
         })
         .await;
         let read = match read {

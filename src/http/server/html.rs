@@ -101,7 +101,7 @@ pub(super) async fn subnet_page(State(served): State<Arc<Served>>, name: &'stati
     };
     // The queue is the one this validator plays: its own log's champion and plays.
     let chain = match read {
-        Some(read) => with_own_state(&served, move |own| FromChain::read(&read.0, &read.1, Some(own))).await?,
+        Some(read) => with_own_state(&served, move |own| FromChain::read(&read.0, &read.1, read.2, Some(own))).await?,
         None => FromChain::default(),
     };
     let key = crate::http::drawn::PageKey { name, number: query.page, chain };
