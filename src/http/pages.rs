@@ -14,7 +14,7 @@ use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use crate::ledger::event::MinerRef;
 use crate::replay::fold::ChainFold;
 use crate::replay::model::{MatchFold, NetworkVerdict, SkipFold};
-use crate::replay::view::{miner_rows, miners_named, newest_chain_block, played, ratio_points};
+use crate::replay::view::{miner_rows, miners_named, network_ratio_steps, newest_chain_block, played, ratio_points};
 use crate::replay::Replay;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use std::collections::{BTreeMap, BTreeSet};
@@ -515,6 +515,10 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
 fn history(replay: &Replay) -> Markup {
     let state = &replay.state;
     let points = ratio_points(&state.matches, RATIO_POINTS);
+    let steps = network_ratio_steps(replay);
+    // One color per validator on both charts, in the state's order.
+    let colors: BTreeMap<ValidatorKey, usize> =
+        state.validators.iter().enumerate().map(|(i, v)| (v.validator, i)).collect();
     html! {
         h2 { "Champions" }
         @if state.champion_history.is_empty() { p.muted { "No champion yet." } }
@@ -532,14 +536,14 @@ fn history(replay: &Replay) -> Markup {
         }
         h2 { "Ratio to beat over chain blocks" }
         @if points.is_empty() { p.muted { "No match decided at a chain block yet." } }
-        @else { (ratio_chart(&points)) }
+        @else { (ratio_chart(&points, &steps, &colors)) }
         h2 { "vTrust over chain blocks" }
         @match crate::replay::vtrust_history::vtrust_history(&replay.folds, &state.matches, &DEFAULT_RATIO_PARAMS, VTRUST_POINTS) {
             Err(e) => p.muted { "The vTrust history could not be read: " (e) },
             Ok(history) if history.is_empty() => p.muted { "No match started at a chain block yet." },
             Ok(history) => {
                 p.muted { "Each point is what a replay of every log cut back to the matches started at or before that block gives." }
-                (vtrust_chart(&history))
+                (vtrust_chart(&history, &colors))
             }
         }
         h2 { "vTrust now" }
@@ -607,7 +611,7 @@ impl Frame {
                     text x="4" y=(format!("{:.1}", self.y(tick) + 4.0)) font-size="11" { (percent(u64::from(tick))) }
                 }
                 text x=(pad) y=(height - 8.0) font-size="11" { "block " (self.first) }
-                text x=(width - pad - 90.0) y=(height - 8.0) font-size="11" { "block " (self.last) }
+                text x=(width - pad) y=(height - 8.0) font-size="11" text-anchor="end" { "block " (self.last) }
                 (content)
             }
         }
@@ -625,45 +629,85 @@ impl Frame {
     }
 }
 
+/// Colors and dash patterns by a validator's place: lines that coincide (equal vTrust)
+/// still show each other's dashes.
+const COLORS: [&str; 6] = ["#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f"];
+const DASHES: [&str; 4] = ["none", "10 5", "3 4", "14 4 3 4"];
+
+fn color(colors: &BTreeMap<ValidatorKey, usize>, validator: &ValidatorKey) -> (&'static str, &'static str) {
+    let i = colors.get(validator).copied().unwrap_or(colors.len());
+    (COLORS[i % COLORS.len()], DASHES[i % DASHES.len()])
+}
+
+/// The legend of both charts: each validator's color and short key.
+fn legend<'a>(colors: &BTreeMap<ValidatorKey, usize>, validators: impl Iterator<Item = &'a ValidatorKey>) -> Markup {
+    html! {
+        @for validator in validators {
+            span style=(format!("color:{}", color(colors, validator).0)) { "\u{25a0} " } (short(validator)) " "
+        }
+    }
+}
+
 /// Each validator's vTrust over chain blocks, one line per validator, as SVG.
-fn vtrust_chart(history: &[(u64, Vec<(ValidatorKey, u32)>)]) -> Markup {
-    const COLORS: [&str; 6] = ["#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f"];
+fn vtrust_chart(history: &[(u64, Vec<(ValidatorKey, u32)>)], colors: &BTreeMap<ValidatorKey, usize>) -> Markup {
     let frame = Frame::new(history.first().map_or(0, |p| p.0), history.last().map_or(1, |p| p.0), 0);
     let mut validators: Vec<ValidatorKey> = history.iter().flat_map(|(_, v)| v.iter().map(|(k, _)| *k)).collect();
     validators.sort_unstable();
     validators.dedup();
     let lines = html! {
-        @for (i, validator) in validators.iter().enumerate() {
+        @for validator in &validators {
             @let points: Vec<(u64, u32)> = history
                 .iter()
                 .filter_map(|(block, all)| all.iter().find(|(k, _)| k == validator).map(|(_, ppm)| (*block, *ppm)))
                 .collect();
+            @let (stroke, dash) = color(colors, validator);
             g data-validator=(validator.to_hex()) {
                 title { (validator.to_hex()) }
-                path d=(frame.path(&points)) fill="none" stroke=(COLORS[i % COLORS.len()]) stroke-width="2" {}
-                (frame.dots(&points, COLORS[i % COLORS.len()], &format!("{} at ", &validator.to_hex()[..16])))
+                path d=(frame.path(&points)) fill="none" stroke=(stroke) stroke-width="2" stroke-dasharray=(dash) {}
+                (frame.dots(&points, stroke, &format!("{} at ", &validator.to_hex()[..16])))
             }
         }
     };
     html! {
         (frame.chart("vtrust-chart", "Each validator's vTrust, by chain block", lines))
-        p.legend {
-            @for (i, validator) in validators.iter().enumerate() {
-                span style=(format!("color:{}", COLORS[i % COLORS.len()])) { "\u{25a0} " } (short(validator)) " "
-            }
-        }
+        p.legend { (legend(colors, validators.iter())) }
     }
 }
 
-/// A step chart of the ratio each match set, over chain blocks, as SVG.
-fn ratio_chart(points: &[(u64, u32)]) -> Markup {
+/// The ratio each validator's votes set (dots, one color per validator: each plays its
+/// own challenges, so they differ) and the network's ratio to beat as each crowning set
+/// it (a black step line, before decay), over chain blocks, as SVG.
+fn ratio_chart(
+    points: &[(ValidatorKey, Vec<(u64, u32)>)],
+    steps: &[(u64, u32)],
+    colors: &BTreeMap<ValidatorKey, usize>,
+) -> Markup {
+    let blocks = points.iter().flat_map(|(_, p)| p.iter().map(|p| p.0)).chain(steps.iter().map(|s| s.0));
+    let (first, last) = blocks.fold((u64::MAX, 0), |(lo, hi), b| (lo.min(b), hi.max(b)));
     // The ratio lives in [0.5, 1].
-    let frame = Frame::new(points.first().map_or(0, |p| p.0), points.last().map_or(1, |p| p.0), 500_000);
+    let frame = Frame::new(first.min(last), last, 500_000);
+    let mut step_path = String::new();
+    for (i, (block, ppm)) in steps.iter().enumerate() {
+        let (x, y) = (frame.x(*block), frame.y(*ppm));
+        step_path += &if i == 0 { format!("M{x:.1},{y:.1}") } else { format!(" H{x:.1} V{y:.1}") };
+    }
+    if !steps.is_empty() {
+        step_path += &format!(" H{:.1}", frame.x(frame.last));
+    }
     let content = html! {
-        path d=(frame.path(points)) fill="none" stroke="#1565c0" stroke-width="2" {}
-        (frame.dots(points, "#1565c0", ""))
+        @for (validator, set) in points {
+            g data-validator=(validator.to_hex()) { (frame.dots(set, color(colors, validator).0, &format!("{} set at ", &validator.to_hex()[..16]))) }
+        }
+        @if !steps.is_empty() { path #network-ratio d=(step_path) fill="none" stroke="#1b1f24" stroke-width="2" {} }
     };
-    frame.chart("ratio-chart", "Ratio to beat set by each decided match, by chain block", content)
+    html! {
+        (frame.chart("ratio-chart", "The ratio each validator's votes set, and the network's ratio to beat, by chain block", content))
+        p.legend {
+            (legend(colors, points.iter().map(|(v, _)| v)))
+            @if !steps.is_empty() { span { "\u{2014} the network's ratio to beat, as each crowning set it (before decay)" } }
+            @else { span.muted { "no crowning at a chain block yet: the network's ratio to beat is its starting value" } }
+        }
+    }
 }
 
 #[cfg(test)]

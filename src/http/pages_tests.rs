@@ -5,9 +5,11 @@ use crate::replay::cold::{CacheSize, ColdStore};
 use crate::replay::model::NetworkMatch;
 use crate::replay::network::{NetworkMatches, NetworkState};
 
+fn miner(i: usize) -> MinerRef<crate::replay::model::Name> {
+    MinerRef { hotkey: format!("5Miner{i}").into(), uid: i as u16, model: format!("m/{i}").into() }
+}
+
 fn replay_of(n: usize) -> Replay {
-    let miner =
-        |i: usize| MinerRef { hotkey: format!("5Miner{i}").into(), uid: i as u16, model: format!("m/{i}").into() };
     let matches: Vec<NetworkMatch> = (0..n)
         .map(|i| NetworkMatch {
             contender: miner(i + 1),
@@ -19,6 +21,10 @@ fn replay_of(n: usize) -> Replay {
             verdict: None,
         })
         .collect();
+    replay_with(matches)
+}
+
+fn replay_with(matches: Vec<NetworkMatch>) -> Replay {
     let cold = ColdStore::temporary(CacheSize::AUDIT).unwrap();
     let state = NetworkState {
         validators: Vec::new(),
@@ -128,13 +134,16 @@ fn the_ratio_chart_draws_no_more_points_than_its_bound() {
 fn the_vtrust_chart_draws_a_line_per_validator_with_each_point() {
     let (a, b) = (ValidatorKey([1; 32]), ValidatorKey([2; 32]));
     let history = vec![(100, vec![(a, 1_000_000), (b, 1_000_000)]), (250, vec![(a, 1_000_000), (b, 800_000)])];
-    let svg = vtrust_chart(&history).into_string();
+    let colors = [(a, 0), (b, 1)].into_iter().collect();
+    let svg = vtrust_chart(&history, &colors).into_string();
     assert_eq!(svg.matches("<g data-validator=").count(), 2, "{svg}");
     assert!(svg.contains(&format!("data-validator=\"{}\"", b.to_hex())));
     assert!(svg.contains("data-block=\"250\" data-ppm=\"800000\""), "{svg}");
     assert!(svg.contains("block 100") && svg.contains("block 250"));
+    // Equal lines do not hide each other: the second is dashed.
+    assert!(svg.contains("stroke-dasharray=\"none\"") && svg.contains("stroke-dasharray=\"10 5\""), "{svg}");
     // The ratio chart shares the frame, from 50% up: its floor sits on the x axis.
-    let ratio = ratio_chart(&[(100, 500_000), (250, 720_000)]).into_string();
+    let ratio = ratio_chart(&[(a, vec![(100, 500_000), (250, 720_000)])], &[], &colors).into_string();
     assert!(ratio.contains("id=\"ratio-chart\"") && ratio.contains("data-block=\"250\" data-ppm=\"720000\""));
     assert!(ratio.contains("cx=\"40.0\" cy=\"200.0\""), "{ratio}");
 }
@@ -147,4 +156,59 @@ fn blocks_since_count_to_the_chain_head_where_one_was_read() {
     assert!(html.contains("counted to chain block 104, the chain's head"), "{html}");
     let html = render("subnet.html", &replay, &FromChain::default(), Paging::Whole).unwrap();
     assert!(html.contains("the newest any log names: no chain was read"), "{html}");
+}
+
+/// The history's ratio chart: each validator's votes as its own dots (two validators
+/// setting 61.8% and 65.6% in one match are not one line rising), and the network's
+/// ratio to beat as the combine's rule sets it: the lower median of the winning votes.
+#[test]
+fn the_ratio_chart_draws_each_validators_votes_apart_and_the_networks_ratio() {
+    use crate::replay::model::{NetworkVerdict, Vote};
+    use crate::replay::network::{ChampionChange, ValidatorSummary};
+    let (a, b) = (ValidatorKey([1; 32]), ValidatorKey([2; 32]));
+    let vote = |v: ValidatorKey, ppm: u32, block: u64| Vote {
+        validator: std::sync::Arc::new(v),
+        contender_won: true,
+        new_ratio_to_beat_ppm: ppm,
+        decided_time_ms: 5_000,
+        chain_block: block,
+    };
+    let crowning = NetworkMatch {
+        contender: miner(1),
+        champion: miner(0),
+        first_started_ms: 1_000,
+        votes: vec![vote(a, 618_000, 800), vote(b, 656_000, 818)],
+        for_ppm: 2_000_000,
+        against_ppm: 0,
+        verdict: Some(NetworkVerdict::ContenderWon),
+    };
+    let mut replay = replay_with(vec![crowning]);
+    let summary = |validator| ValidatorSummary {
+        validator,
+        tip_height: Some(1),
+        n_events: 1,
+        n_transcripts: 0,
+        n_matches: 1,
+        invalid_at: None,
+        equivocated: false,
+        n_false_reports: 0,
+        n_compared: 1,
+        n_disagreements: 0,
+        vtrust_ppm: 1_000_000,
+    };
+    replay.state.validators = vec![summary(a), summary(b)];
+    replay.state.champion_history = vec![
+        ChampionChange { champion: miner(0), by_match: None, at_time_ms: 1_000 },
+        ChampionChange { champion: miner(1), by_match: Some(("5Miner1".into(), "5Miner0".into())), at_time_ms: 5_000 },
+    ];
+    assert_eq!(crate::replay::view::network_ratio_steps(&replay), vec![(800, 618_000)], "the lower median");
+    let html = render("history.html", &replay, &FromChain::default(), Paging::Whole).unwrap();
+    let chart = &html[html.find("id=\"ratio-chart\"").unwrap()..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    for v in [a, b] {
+        assert!(chart.contains(&format!("<g data-validator=\"{}\"", v.to_hex())), "{chart}");
+    }
+    assert!(chart.contains("id=\"network-ratio\""), "{chart}");
+    assert!(html.contains("the network's ratio to beat, as each crowning set it"), "a legend");
+    assert!(chart.contains("text-anchor=\"end\">block 818"), "the last block's label ends at the axis: {chart}");
 }

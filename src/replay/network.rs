@@ -38,6 +38,29 @@ pub struct ValidatorSummary {
     pub vtrust_ppm: u32,
 }
 
+/// What a match that crowned its contender sets: the network's ratio to beat (the lower
+/// median of the ratios the winning votes of validators with vTrust above zero set; none
+/// without such a vote), at the earliest chain block and time among those votes.
+pub struct Crowning {
+    pub set_ppm: Option<u32>,
+    pub at_block: u64,
+    pub at_ms: u64,
+}
+
+/// The [`Crowning`] of `m` under `vtrust`: the combine's, and the history chart's.
+pub fn crowning(m: &NetworkMatch, vtrust: impl Fn(&ValidatorKey) -> u32) -> Crowning {
+    let winners: Vec<&Vote> = m.votes.iter().filter(|v| v.contender_won && vtrust(&v.validator) > 0).collect();
+    let mut ratios: Vec<u32> = winners.iter().map(|v| v.new_ratio_to_beat_ppm).collect();
+    ratios.sort_unstable();
+    Crowning {
+        set_ppm: ratios.get((ratios.len().max(1) - 1) / 2).copied(),
+        // Chain time, as each validator's log proves it: the earliest start block among
+        // the winning votes (ledger-spec/06).
+        at_block: winners.iter().map(|v| v.chain_block).min().unwrap_or(0),
+        at_ms: winners.iter().map(|v| v.decided_time_ms).min().unwrap_or(m.first_started_ms),
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChampionChange {
     pub champion: HeldMiner,
@@ -188,16 +211,11 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
         }
         let current = champion.as_ref().expect("set above");
         if m.verdict == Some(NetworkVerdict::ContenderWon) && m.champion.hotkey == current.hotkey {
-            let winners: Vec<&Vote> = m.votes.iter().filter(|v| v.contender_won && vtrust[&*v.validator] > 0).collect();
-            let mut ratios: Vec<u32> = winners.iter().map(|v| v.new_ratio_to_beat_ppm).collect();
-            ratios.sort_unstable();
-            let at_ms = winners.iter().map(|v| v.decided_time_ms).min().unwrap_or(m.first_started_ms);
-            // Chain time, as each validator's log proves it: the earliest start block
-            // among the winning votes (ledger-spec/06).
-            let at_block = winners.iter().map(|v| v.chain_block).min().unwrap_or(0);
-            if let Some(&median) = ratios.get((ratios.len().max(1) - 1) / 2) {
-                ratio = RatioToBeat { set_ppm: median, set_at_block: at_block };
+            let crowned = crowning(&m, |v| vtrust[v]);
+            if let Some(set_ppm) = crowned.set_ppm {
+                ratio = RatioToBeat { set_ppm, set_at_block: crowned.at_block };
             }
+            let at_ms = crowned.at_ms;
             champion = Some(m.contender.clone());
             history.push(ChampionChange {
                 champion: m.contender.clone(),

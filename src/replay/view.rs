@@ -133,52 +133,70 @@ pub fn newest_chain_block(replay: &Replay) -> u64 {
         .unwrap_or(0)
 }
 
-/// The ratio each vote set, at the chain block it names, in block order: every one if
-/// there are at most `max` (at least 2), else, for each of `max / 2` equal spans of chain
-/// blocks, the lowest and the highest ratio set in it, so the chart keeps each step's
-/// reach. Two passes over the state's list (which may be in the match file), holding
-/// at most `max` points.
-pub fn ratio_points(matches: &NetworkMatches, max: usize) -> Vec<(u64, u32)> {
-    let max = max.max(2);
-    let each = |f: &mut dyn FnMut(u64, u32)| {
+/// The ratio each validator's votes set, at the chain block each names, per validator (in
+/// key order) and in block order: every one if there are at most `max` in all (at least
+/// 2 a validator), else each validator gets an equal share of `max` and, for each of
+/// that many halves of equal spans of chain blocks, keeps the lowest and the highest
+/// ratio it set there, so its chart keeps each step's reach. Two passes over the state's
+/// list (which may be in the match file), holding at most `max` points.
+pub fn ratio_points(matches: &NetworkMatches, max: usize) -> Vec<(ValidatorKey, Vec<(u64, u32)>)> {
+    let each = |f: &mut dyn FnMut(&ValidatorKey, u64, u32)| {
         for m in matches.iter() {
             for v in m.votes.iter().filter(|v| v.chain_block > 0) {
-                f(v.chain_block, v.new_ratio_to_beat_ppm);
+                f(&v.validator, v.chain_block, v.new_ratio_to_beat_ppm);
             }
         }
     };
-    let (mut n, mut first, mut last) = (0usize, u64::MAX, 0u64);
-    each(&mut |block, _| {
-        n += 1;
+    let (mut counts, mut first, mut last) = (BTreeMap::<ValidatorKey, usize>::new(), u64::MAX, 0u64);
+    each(&mut |validator, block, _| {
+        *counts.entry(*validator).or_default() += 1;
         first = first.min(block);
         last = last.max(block);
     });
-    let mut points = Vec::with_capacity(n.min(max));
-    if n <= max {
-        each(&mut |block, ppm| points.push((block, ppm)));
-    } else {
-        let spans = (max / 2) as u64;
-        let width = (last - first) / spans + 1;
-        // Per span: its lowest and its highest point, by (ratio, block).
-        type Point = (u32, u64);
-        let mut reach: Vec<Option<(Point, Point)>> = vec![None; spans as usize];
-        each(&mut |block, ppm| {
+    let share = (max / counts.len().max(1)).max(2);
+    let spans = (share / 2) as u64;
+    let width = last.saturating_sub(first) / spans.max(1) + 1;
+    // Per validator: every point, or per span its lowest and highest, by (ratio, block).
+    type Point = (u32, u64);
+    enum Kept {
+        All(Vec<(u64, u32)>),
+        Reach(Vec<Option<(Point, Point)>>),
+    }
+    let mut kept: BTreeMap<ValidatorKey, Kept> = counts
+        .iter()
+        .map(|(v, &n)| {
+            (*v, if n <= share { Kept::All(Vec::with_capacity(n)) } else { Kept::Reach(vec![None; spans as usize]) })
+        })
+        .collect();
+    each(&mut |validator, block, ppm| match kept.get_mut(validator) {
+        Some(Kept::All(points)) => points.push((block, ppm)),
+        Some(Kept::Reach(reach)) => {
             let slot = &mut reach[((block - first) / width) as usize];
             let point = (ppm, block);
             *slot = Some(match *slot {
                 None => (point, point),
                 Some((low, high)) => (low.min(point), high.max(point)),
             });
-        });
-        for (low, high) in reach.into_iter().flatten() {
-            points.push((low.1, low.0));
-            if high != low {
-                points.push((high.1, high.0));
-            }
         }
-    }
-    points.sort_unstable();
-    points
+        // A validator the first pass did not see: the list changed between passes.
+        None => {}
+    });
+    kept.into_iter()
+        .map(|(validator, kept)| {
+            let mut points = match kept {
+                Kept::All(points) => points,
+                Kept::Reach(reach) => reach
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|(low, high)| {
+                        std::iter::once((low.1, low.0)).chain((high != low).then_some((high.1, high.0)))
+                    })
+                    .collect(),
+            };
+            points.sort_unstable();
+            (validator, points)
+        })
+        .collect()
 }
 
 /// Every miner the logs name, and the `queued` ones, by hotkey: what the miners page lists.
@@ -195,6 +213,28 @@ pub fn miners_named(replay: &Replay, queued: impl Iterator<Item = String>) -> BT
     named.extend(replay.state.champion.iter().map(|champion| champion.hotkey.to_string()));
     named.extend(queued);
     named
+}
+
+/// The network's ratio to beat as each crowning set it (before decay), at the chain block
+/// it was set, in block order: the combine's own rule ([`super::network::crowning`]) over
+/// the matches that crowned a champion, with every validator's vTrust. One point per
+/// champion; crownings at no chain block are left out.
+pub fn network_ratio_steps(replay: &Replay) -> Vec<(u64, u32)> {
+    let state = &replay.state;
+    let vtrust: BTreeMap<ValidatorKey, u32> = state.validators.iter().map(|v| (v.validator, v.vtrust_ppm)).collect();
+    let crowned: BTreeSet<(&str, &str)> =
+        state.champion_history.iter().filter_map(|c| c.by_match.as_ref()).map(|(c, ch)| (&**c, &**ch)).collect();
+    let mut steps: Vec<(u64, u32)> = state
+        .matches
+        .iter()
+        .filter(|m| crowned.contains(&(&*m.contender.hotkey, &*m.champion.hotkey)))
+        .filter_map(|m| {
+            let set = super::network::crowning(&m, |v| vtrust.get(v).copied().unwrap_or(0));
+            set.set_ppm.filter(|_| set.at_block > 0).map(|ppm| (set.at_block, ppm))
+        })
+        .collect();
+    steps.sort_unstable();
+    steps
 }
 
 #[cfg(test)]
@@ -236,10 +276,14 @@ pub(crate) mod tests {
     #[test]
     fn the_ratio_points_keep_each_spans_reach_and_no_more_than_their_bound() {
         let matches = sawtooth(5_000);
-        let all = ratio_points(&matches, 20_000);
+        let one = |points: Vec<(ValidatorKey, Vec<(u64, u32)>)>| {
+            assert_eq!(points.len(), 1, "one validator voted at chain blocks");
+            points.into_iter().next().unwrap().1
+        };
+        let all = one(ratio_points(&matches, 20_000));
         assert_eq!(all.len(), 5_000, "every vote at a chain block, none without");
         assert!(all.windows(2).all(|w| w[0] <= w[1]));
-        let few = ratio_points(&matches, 100);
+        let few = one(ratio_points(&matches, 100));
         assert!(few.len() <= 100 && few.len() > 50, "{}", few.len());
         assert!(few.windows(2).all(|w| w[0] <= w[1]));
         assert!(few.iter().all(|p| all.binary_search(p).is_ok()), "only points that were set");
