@@ -264,7 +264,8 @@ def subnet_pages(browser, audit, site):
             validators: [...document.querySelectorAll("#validators tr[data-validator]")].map(r =>
                 ({ validator: r.dataset.validator, ppm: Number(r.dataset.vtrustPpm), cells: [...r.cells].map(c => c.innerText) })),
             miners: [...document.querySelectorAll("#miners tr[data-miner]")].map(r =>
-                ({ miner: r.dataset.miner, state: r.cells[2].innerText })),
+                ({ miner: r.dataset.miner, state: r.cells[2].innerText,
+                   score: (r.querySelector("td.score b") || {}).textContent || null })),
             matches: new Set([...document.querySelectorAll("#matches tr[data-match]")].map(r => r.dataset.match)).size,
             reigns: document.querySelectorAll("#champions tr").length - 1,
             played_logs: [...document.querySelectorAll("#miners div.played")].map(d => d.querySelectorAll("[data-log]").length),
@@ -288,6 +289,9 @@ def subnet_pages(browser, audit, site):
     check(set(miners) >= seen, "miners page: every miner a match names", (miners, seen))
     if champion:
         check(miners.get(champion) == "champion", "miners page: the champion", miners)
+    scores = {m["miner"]: m["score"] for m in shown["miners"]["miners"]}
+    check(all(scores.get(h) and re.match(r"^\d{1,3}\.\d% \(\d+\)$", scores[h]) for h in seen),
+          "miners page: each miner that played has a score against the other side, with its count", scores)
     played_logs = shown["miners"]["played_logs"]
     check(played_logs and all(n >= 1 for n in played_logs),
           "miners page: each match's tallies labelled with the log they are from", played_logs)

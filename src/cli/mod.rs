@@ -112,6 +112,10 @@ pub enum Command {
         data: PathBuf,
         #[command(flatten)]
         net: node::NetArgs,
+        /// A chain to read for the pages (validators' uids and hotkeys, the miners' queue
+        /// and commitment blocks, the head); nothing is sent to it.
+        #[command(flatten)]
+        chain: chain::ChainArgs,
         /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
@@ -238,7 +242,7 @@ pub fn run(cli: Cli, log_suppressed: prometheus_client::metrics::counter::Counte
         Command::Ratio(RatioCommand::Show { data, config, chain, json }) => {
             validate::ratio_show(&data, config, &chain, json)
         }
-        Command::Node { data, net, json } => node::node(&data, net, json, log_suppressed),
+        Command::Node { data, net, chain, json } => node::node(&data, net, &chain, json, log_suppressed),
         Command::Mirror { from, data, validator, timeout, json } => {
             http::mirror_command(&from, &data, validator, std::time::Duration::from_secs(timeout), json)
         }

@@ -58,7 +58,13 @@ impl NetArgs {
     }
 }
 
-pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> anyhow::Result<ExitCode> {
+pub fn node(
+    data: &Path,
+    args: NetArgs,
+    chain: &super::chain::ChainArgs,
+    json: bool,
+    log_suppressed: Counter,
+) -> anyhow::Result<ExitCode> {
     let log = Arc::new(super::data_dir::open_own_log(data)?);
     let closing = log.clone();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
@@ -67,7 +73,11 @@ pub fn node(data: &Path, args: NetArgs, json: bool, log_suppressed: Counter) -> 
         let (mut p2p, mut http) = (P2pConfig::default(), HttpConfig::default());
         args.apply(&mut p2p, &mut http);
         let metrics = Arc::new(super::node_metrics(log_suppressed));
-        let NodeEnd { status, interrupted } = launch::run_node(log, data, &p2p, &http, metrics, signal).await?;
+        let chain = match chain.spec() {
+            Some(spec) => Some(Arc::from(af::chain::connect(&spec).await.context("reading the chain for the pages")?)),
+            None => None,
+        };
+        let NodeEnd { status, interrupted } = launch::run_node(log, data, &p2p, &http, chain, metrics, signal).await?;
         if json {
             print_json(&status)?;
         } else {

@@ -35,6 +35,11 @@ pub struct FromChain {
     pub queue: Option<Vec<Queued>>,
     /// The chain's head block when read: what "blocks since" counts to.
     pub head: Option<u64>,
+    /// Each miner's commitment block (hotkey to block), where a chain was read.
+    pub committed: BTreeMap<String, u64>,
+    /// The queue is a validator's that follows the network (a node's pages), not the
+    /// serving validator's own.
+    pub queue_by_network: bool,
 }
 
 /// A contender waiting to play.
@@ -69,7 +74,9 @@ impl FromChain {
                 })
                 .collect()
         });
-        FromChain { identities: crate::audit::report::identities_from_chain(records, neurons), queue, head: Some(head) }
+        let committed = records.iter().filter(|r| r.miner().is_ok()).map(|r| (r.hotkey.clone(), r.block)).collect();
+        let identities = crate::audit::report::identities_from_chain(records, neurons);
+        FromChain { identities, queue, head: Some(head), committed, queue_by_network: false }
     }
 }
 
@@ -108,7 +115,7 @@ pub fn render(name: &str, replay: &Replay, chain: &FromChain, paging: Paging) ->
     let identities = &chain.identities;
     let body = match name {
         "subnet.html" => subnet(replay, identities, chain.head),
-        "miners.html" => miners(replay, chain.queue.as_deref(), paging)?,
+        "miners.html" => miners(replay, chain, paging)?,
         "matches.html" => matches(replay, identities, paging)?,
         "history.html" => history(replay),
         _ => return None,
@@ -219,7 +226,7 @@ fn page(title: &str, body: Markup, state: Option<&crate::bytes::Hash32>) -> Stri
 
 const PAGE_STYLE: &str = "
 nav{display:flex;gap:1.2em;margin-bottom:.5em}nav a{color:#1565c0}
-th{overflow-wrap:normal}.unproven{color:#8a6d00}
+th{overflow-wrap:normal}.unproven{color:#8a6d00}#miners td{overflow-wrap:break-word}
 .nowrap{white-space:nowrap}
 pre.answer{white-space:pre-wrap;overflow-wrap:anywhere;max-height:24em;overflow:auto;margin:.3em 0;font-size:12px}
 svg{background:#fafbfc;border:1px solid #d0d4d9;max-width:100%;height:auto}
@@ -336,9 +343,17 @@ fn skip_reason(skip: &SkipFold) -> String {
     format!("{}@{} (block {}): {why}", skip.model, skip.revision, skip.commit_block)
 }
 
+/// A score over `n` challenges with twice its points `points_x2`, and its count.
+fn score_text(points_x2: u64, n: u64) -> String {
+    match crate::replay::view::Score::ppm(points_x2, n) {
+        Some(ppm) => format!("{} ({n})", percent(ppm)),
+        None => "- (0)".into(),
+    }
+}
+
 /// `None` for a page past the last.
-fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Option<Markup> {
-    let state = &replay.state;
+fn miners(replay: &Replay, chain: &FromChain, paging: Paging) -> Option<Markup> {
+    let (state, queue) = (&replay.state, chain.queue.as_deref());
     // The rows shown: every miner on a published copy, one page of hotkeys on a node, so
     // the rows (each with its matches and their env tallies) do not grow with the logs;
     // only the hotkeys are gathered whole, to find the page's window.
@@ -384,11 +399,18 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Option<M
             }
         }
         @match queue {
-            Some(_) => p.muted { "Every miner the logs name, and the " (n_queued) " contender(s) this validator will play next, in order (oldest commitment first), as the chain's commitments said when this page was made." },
+            Some(_) => p.muted {
+                "Every miner the logs name, and the " (n_queued) " contender(s) "
+                (if chain.queue_by_network { "a validator following the network (its champion, every model any log played) would play next" } else { "this validator will play next" })
+                ", in order (oldest commitment first), as the chain's commitments said when this page was made."
+            },
             None => p.muted { "Every miner the logs name. Queued contenders are known only from the chain: see " code.nowrap { "af mine status --chain SPEC --hotkey HOTKEY" } "." },
         }
         table #miners {
-            tr { th { "miner" } th { "model" } th { "state" } th { "matches (the network's verdict as this miner's result; its W/L/D per env in each validator's log)" } }
+            tr {
+                th { "miner" } th { "model" } th { "state" } th { "score against the other side in its newest match (challenges)" }
+                th { "matches (the network's verdict as this miner's result; its W/L/D per env in each validator's log)" }
+            }
             @for (hotkey, row) in &rows {
                 tr data-miner=(hotkey) {
                     td { @match &row.miner { Some(m) => (miner_cell(m)), None => code { (hotkey) } } }
@@ -398,6 +420,14 @@ fn miners(replay: &Replay, queue: Option<&[Queued]>, paging: Paging) -> Option<M
                         @else if let Some((place, block)) = row.queued { "queued #" (place) " of " (n_queued) " (committed at block " (block) ")" }
                         @else if row.n_played > 0 { "played" }
                         @else { "skipped" }
+                        @if let Some(block) = chain.committed.get(hotkey) { br; span.muted { "committed at block " (block) } }
+                    }
+                    td.score {
+                        @if let Some(score) = &row.score {
+                            b { (score_text(score.points_x2, score.n)) } br;
+                            @for (env, points, n) in &score.per_env { span.nowrap { (env) " " (score_text(*points, *n)) } " " }
+                            br; span.muted { "last played " (date(score.started_ms)) ", " (score.n_logs) " log(s)" }
+                        } @else { span.muted { "not played" } }
                     }
                     td {
                         @if row.n_played > row.played.len() {

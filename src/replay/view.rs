@@ -35,6 +35,27 @@ pub struct MinerMatch {
 /// every log's).
 pub const LOGS_PER_MATCH: usize = 4;
 
+/// A miner's score against the champion it played in its newest match: a win 1, a draw
+/// 1/2, a loss 0, over every challenge of every log that played the match, overall and
+/// per env (the leaderboard's figures, with their sample counts).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Score {
+    /// Twice the points (wins * 2 + draws), to stay in integers, and the challenges.
+    pub points_x2: u64,
+    pub n: u64,
+    pub per_env: Vec<(String, u64, u64)>,
+    /// When that match first started (ms), and how many logs played it.
+    pub started_ms: u64,
+    pub n_logs: usize,
+}
+
+impl Score {
+    /// The score in parts per million (`None` over no challenge).
+    pub fn ppm(points_x2: u64, n: u64) -> Option<u64> {
+        (n > 0).then(|| points_x2 * 500_000 / n)
+    }
+}
+
 /// One miner's row: what it is now and what it did.
 #[derive(Default)]
 pub struct MinerRow {
@@ -48,6 +69,8 @@ pub struct MinerRow {
     pub played: VecDeque<MinerMatch>,
     /// The commitments of it the logs recorded not playing, each once.
     pub skipped: Vec<SkipFold>,
+    /// Its score in its newest match, against the other side.
+    pub score: Option<Score>,
     /// Its place in the queue (1-based) and its commitment's chain block.
     pub queued: Option<(usize, u64)>,
 }
@@ -75,6 +98,31 @@ pub fn miner_rows(replay: &Replay, window: &BTreeSet<String>, keep: usize) -> BT
             let pair = (m.contender.hotkey.clone(), m.champion.hotkey.clone());
             row.played.push_back(MinerMatch { i, as_contender, result, pair, logs: Vec::new(), n_logs: 0 });
         }
+    }
+    // The leaderboard's score: the newest match, every log that played it.
+    for row in rows.values_mut() {
+        let Some(newest) = row.played.back() else { continue };
+        let (contender, champion) = &newest.pair;
+        let plays = replay.state.matches.plays(contender, champion);
+        let mut per_env: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for (validator, id) in &plays {
+            let Some(played) = played(replay, validator, id) else { continue };
+            for (env, e) in played.env_folds.iter() {
+                let (w, d) = (u64::from(e.wins), u64::from(e.draws));
+                let n = w + d + u64::from(e.losses);
+                let mine = if newest.as_contender { w } else { n - w - d };
+                let slot = per_env.entry(env.to_string()).or_default();
+                *slot = (slot.0 + 2 * mine + d, slot.1 + n);
+            }
+        }
+        let started_ms = replay.state.matches.iter_from(newest.i).next().map_or(0, |m| m.first_started_ms);
+        row.score = Some(Score {
+            points_x2: per_env.values().map(|v| v.0).sum(),
+            n: per_env.values().map(|v| v.1).sum(),
+            per_env: per_env.into_iter().map(|(env, (p, n))| (env, p, n)).collect(),
+            started_ms,
+            n_logs: plays.len(),
+        });
     }
     // Env tallies only for the matches shown: each is a read of a log's match.
     for shown in rows.values_mut().flat_map(|row| row.played.iter_mut()) {

@@ -192,6 +192,7 @@ pub async fn run_node(
     data: &Path,
     p2p: &P2pConfig,
     http: &HttpConfig,
+    chain: Option<Arc<dyn Chain>>,
     metrics: Arc<Metrics>,
     signal: impl Future<Output = &'static str>,
 ) -> Result<NodeEnd, LaunchError> {
@@ -201,8 +202,12 @@ pub async fn run_node(
     let NodeHandle { own_blocks, evidence, status, mut task } = start_network(&log, p2p, data, start)?;
     let _http = match http.address()? {
         Some(address) => {
-            let feeds =
-                Feeds { status: Some(status.clone()), network_budget: Some(budgets.network), ..Default::default() };
+            let feeds = Feeds {
+                status: Some(status.clone()),
+                chain,
+                network_budget: Some(budgets.network),
+                ..Default::default()
+            };
             Some(start_http(address, data, log.clone(), feeds, metrics, budgets.http, stop).await?)
         }
         None => None,

@@ -267,3 +267,41 @@ fn wallet_flags_on_the_local_chain_mean_the_wallets_hotkey() {
     let none = af(&["chain", "register", "--chain", chain]);
     assert!(String::from_utf8_lossy(&none.stderr).contains("--wallet NAME"), "the error names the wallet flags");
 }
+
+/// A plain `af node` that reads a chain lists the queue on its miners page: the one a
+/// validator following the network would play, said so, with each miner's commitment
+/// block; its subnet page counts blocks since to the chain's head.
+#[test]
+fn a_node_reading_a_chain_lists_the_queue_a_follower_would_play() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("chain"), "127.0.0.1:0");
+    let chain = format!("local:{}", server.1);
+    assert!(af(&["chain", "register", "--chain", &chain, "--hotkey", "5Queued"]).status.success());
+    let commit = ["mine", "commit", "--chain", &chain, "--hotkey", "5Queued", "--model", "m", "--revision", "r1"];
+    assert!(af(&[&commit[..], &["--endpoint", "http://127.0.0.1:9"]].concat()).status.success());
+    let data = dir.path().join("node");
+    let mut node = std::process::Command::new(crate::af_bin())
+        .args(["node", "--data", data.to_str().unwrap(), "--http", "127.0.0.1:0", "--chain", &chain])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let address = data.join(af::http::ADDRESS_FILE);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !address.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let base = std::fs::read_to_string(&address).unwrap().trim().to_string();
+    let get = |page: &str| {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async { reqwest::get(format!("{base}{page}")).await.unwrap().text().await.unwrap() })
+    };
+    let miners = get("miners.html");
+    let subnet = get("subnet.html");
+    let _ = node.kill();
+    let _ = node.wait();
+    assert!(miners.contains("queued #1 of 1"), "{miners}");
+    assert!(miners.contains("a validator following the network"), "{miners}");
+    assert!(miners.contains("committed at block"), "{miners}");
+    assert!(subnet.contains("the chain's head when this page was made"), "{subnet}");
+}

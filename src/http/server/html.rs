@@ -99,9 +99,23 @@ pub(super) async fn subnet_page(State(served): State<Arc<Served>>, name: &'stati
         Some(reads) if name == "subnet.html" || name == "miners.html" => reads.get().await,
         _ => None,
     };
-    // The queue is the one this validator plays: its own log's champion and plays.
+    // The queue is the one this validator plays (its own log's champion and plays); on a
+    // node, which plays nothing, the one a validator following the network would play.
+    let validator = served.metrics.last_heartbeat_ms().is_some();
     let chain = match read {
-        Some(read) => with_own_state(&served, move |own| FromChain::read(&read.0, &read.1, read.2, Some(own))).await?,
+        Some(read) if validator => {
+            with_own_state(&served, move |own| FromChain::read(&read.0, &read.1, read.2, Some(own))).await?
+        }
+        Some(read) => {
+            let (replay, params) = (replay.clone(), served.ratio_params);
+            blocking(move || {
+                let following = crate::validator::state::ValidatorState::following(&replay.state, &params);
+                let mut chain = FromChain::read(&read.0, &read.1, read.2, Some(&following));
+                chain.queue_by_network = true;
+                Ok(chain)
+            })
+            .await?
+        }
         None => FromChain::default(),
     };
     let key = crate::http::drawn::PageKey { name, number: query.page, chain };
