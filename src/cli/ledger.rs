@@ -69,6 +69,21 @@ pub enum LedgerCommand {
         #[arg(long, conflicts_with = "format")]
         json: bool,
     },
+    /// Save what a damaged store still holds: every block that checks out (canonical
+    /// bytes, Merkle root, signature, link), each chain from height 0 up to its first
+    /// block that is missing, unreadable or fails, written as a block export for
+    /// `af ledger import` into a fresh store. Exit 3 if any chain stops short.
+    Salvage {
+        /// The data directory holding the damaged store (read only, never written).
+        #[arg(long)]
+        data: PathBuf,
+        /// Where to write the block export (a new file; refused if it exists).
+        #[arg(long)]
+        out: PathBuf,
+        /// Print JSON for scripts (ledger-spec/10 for events).
+        #[arg(long)]
+        json: bool,
+    },
     /// Read a block export (`export --format blocks`), verify every block and link, and
     /// store the blocks (creating the store if needed). Nothing unverified is stored.
     Import {
@@ -260,6 +275,7 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
         LedgerCommand::Show { data, validator, height, json } => show(&data, validator, height, json),
         LedgerCommand::Verify { data, json } => verify(&data, json),
         LedgerCommand::Export { data, format, validator, json: _ } => export(&data, format, validator),
+        LedgerCommand::Salvage { data, out, json } => salvage(&data, &out, json),
         LedgerCommand::Import { data, file, json } => import(&data, &file, json),
         LedgerCommand::Reindex { data, json } => reindex(&data, json),
         LedgerCommand::Compact { data, json } => {
@@ -605,6 +621,61 @@ fn export(data: &Path, format: ExportFormat, validator: Option<String>) -> anyho
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn salvage(data: &Path, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(out)
+        .with_context(|| format!("creating {} (salvage never overwrites a file)", out.display()))?;
+    let mut writer = std::io::BufWriter::new(&mut file);
+    let mut progress = ProgressLine::new();
+    // A damaged page can make the storage engine panic; each is caught and reported as a
+    // reason, so its message is kept off the terminal while salvage runs.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let report =
+        af::ledger::salvage::salvage(data, &mut writer, &mut |n| progress.update(|| format!("salvaged {n} blocks")));
+    std::panic::set_hook(hook);
+    progress.finish();
+    drop(writer);
+    let report = match report {
+        Ok(report) => report,
+        Err(error) => {
+            // Nothing could be read: no half export is left behind.
+            let _ = std::fs::remove_file(out);
+            anyhow::bail!(
+                "{error}: the storage engine's own pages are damaged, so no block can be reached through it; fetch the logs again from a peer or an archive (af mirror) or import an export"
+            );
+        }
+    };
+    file.sync_all().with_context(|| format!("syncing {}", out.display()))?;
+    let mut lines = vec![format!(
+        "{} blocks of {} chain(s) written to {} (import them into a fresh store: af ledger import --data NEW --file {})",
+        report.n_blocks,
+        report.chains.len(),
+        out.display(),
+        out.display()
+    )];
+    if let Some(why) = &report.tips_unreadable {
+        lines.push(format!("the tips table is unreadable ({why}): chains were found from the blocks"));
+    }
+    for chain in &report.chains {
+        let upto = chain.tip.map_or("nothing".into(), |t| format!("heights 0 to {}", t.height));
+        lines.push(match &chain.stopped {
+            None => format!("whole  {}: {upto}", chain.validator),
+            Some(why) => format!("short  {}: {upto}; stopped at {why}", chain.validator),
+        });
+    }
+    if json {
+        return report_check(json, report.complete(), serde_json::to_value(&report)?, "");
+    }
+    outln!("{}{}", if report.complete() { "ok: " } else { "FAIL: " }, lines[0]);
+    for line in &lines[1..] {
+        outln!("{line}");
+    }
+    Ok(if report.complete() { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) })
 }
 
 fn import(data: &Path, file: &Path, json: bool) -> anyhow::Result<ExitCode> {

@@ -20,6 +20,7 @@ pub mod keys;
 pub mod merkle;
 pub mod proof;
 pub mod readonly;
+pub mod salvage;
 pub mod signed;
 pub mod store;
 pub mod verify;

@@ -133,6 +133,18 @@ impl Store {
     /// are verified, so no byte of the file can make a later read panic, hang or allocate
     /// without bound. A store held by a running writer is [`StoreError::Locked`].
     pub fn open_read_only(dir: &Path) -> Result<Store, StoreError> {
+        Store::open_read_only_checked(dir, true)
+    }
+
+    /// A read-only open of a damaged store for salvage (`ledger::salvage`) only: redb's
+    /// page-checksum pass is skipped, so a damaged page is met when read (as an error or a
+    /// caught panic) instead of refusing the whole file. Nothing read through it is
+    /// trusted: salvage re-verifies every block it hands out.
+    pub fn open_for_salvage(dir: &Path) -> Result<Store, StoreError> {
+        Store::open_read_only_checked(dir, false)
+    }
+
+    fn open_read_only_checked(dir: &Path, checked: bool) -> Result<Store, StoreError> {
         let path = existing_store_file(dir)?;
         let file = std::fs::File::open(&path).map_err(|e| io_open_error(&path, e))?;
         // The magic never changes, so it is checked before the open (redb would call a
@@ -145,7 +157,7 @@ impl Store {
         let seen_torn = torn.clone();
         let db = open_database(&path, crate::limits::STORE_READ_CACHE_BYTES, move |builder| {
             builder
-                .set_check_integrity_on_open(true)
+                .set_check_integrity_on_open(checked)
                 .set_repair_callback(move |session| {
                     // redb reports progress 0.3 only when the newest commit fails its
                     // checksums and it falls back to the previous one, as its recovery after
@@ -177,6 +189,22 @@ impl Store {
         let store = Store { db, path, read_only: true, recovery, upgraded: 0 };
         store.check_schema()?;
         Ok(store)
+    }
+
+    /// The validators whose blocks the block table holds, in key order, as far as its keys
+    /// can be read (salvage's way to find chains when the tips table is unreadable).
+    pub fn chains_in_blocks(&self) -> Result<Vec<ValidatorKey>, StoreError> {
+        let txn = self.read()?;
+        let blocks = txn.open_table(BLOCKS).map_err(eng("opening blocks"))?;
+        let mut found: Vec<ValidatorKey> = Vec::new();
+        for entry in blocks.iter().map_err(eng("reading blocks"))? {
+            let Ok((key, _)) = entry else { break };
+            let Some(validator) = key.value().get(..32).and_then(|k| <[u8; 32]>::try_from(k).ok()) else { break };
+            if found.last() != Some(&ValidatorKey(validator)) {
+                found.push(ValidatorKey(validator));
+            }
+        }
+        Ok(found)
     }
 
     /// Whether a running writer (`af validate`, `af node`) holds the store in `dir`, told
