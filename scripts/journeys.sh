@@ -56,6 +56,15 @@ expect_code 0 "audit the mirror" "$AF" audit --data "$WORK/audit" --report "$WOR
 grep -q "uid" "$WORK/report.html" || fail "the report names no uid"
 expect_code 0 "publish the mirror" "$AF" ledger publish --data "$WORK/audit" --out "$WORK/site"
 [ -s "$WORK/site/subnet.html" ] || fail "publish wrote no subnet page"
+# A static site links nothing it cannot answer, and its commands run as printed.
+! grep -q 'af/v1/transcripts?' "$WORK/site/matches.html" || fail "the published matches page links an API a static site lacks"
+COMMAND=$(grep -o 'af transcripts --data DIR --miner [^<]*' "$WORK/site/matches.html" | head -1)
+[ -n "$COMMAND" ] || fail "the matches page prints no transcripts command"
+read -r -a WORDS <<< "${COMMAND/DIR/$WORK/audit}"
+expect_code 0 "the page's command, as printed" "$AF" "${WORDS[@]:1}"
+grep -q 'data-log=' "$WORK/site/miners.html" || fail "the miners page does not say whose tallies it shows"
+grep -q 'class="score"' "$WORK/site/miners.html" || fail "the miners page has no scores"
+grep -Eq 'vtrust">[0-9]+\.[0-9]%' "$WORK/report.html" || fail "the report's vTrust is not in percent like the pages"
 
 # --- Miner: its transcripts in every format, each verified offline.
 MINER=$("$AF" audit --data "$WORK/audit" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"]["champion"]["hotkey"])')
@@ -67,6 +76,44 @@ expect_code 0 "verify --jsonl output" "$AF" transcripts verify "$WORK/mine.jsonl
 expect_code 0 "the text view" "$AF" transcripts --data "$WORK/audit" --miner "$MINER" --result win
 grep -q "^match " "$WORK/out" || fail "the text view has no match header"
 expect_code 1 "an env that does not exist" "$AF" transcripts --data "$WORK/audit" --miner "$MINER" --env nosuch
+# Re-scoring straight from an export's JSON lines: the challenge and the miner pick one.
+"$AF" ledger export --data "$WORK/audit" --format jsonl > "$WORK/all.jsonl"
+CHALLENGE=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    t = json.loads(l)["event"].get("transcript")
+    if t and t["miner"]["hotkey"] == sys.argv[2]: print(t["challenge_id"]); break' "$WORK/all.jsonl" "$MINER")
+expect_code 1 "several transcripts, none picked" "$AF" env score --transcript "$WORK/all.jsonl"
+grep -q "pass --challenge-id" "$WORK/err" || fail "env score does not say how to pick a transcript"
+expect_code 0 "env score of an export line" "$AF" env score --transcript "$WORK/all.jsonl" --challenge-id "$CHALLENGE" --miner "$MINER"
+grep -q "equals the reward the log recorded" "$WORK/out" || fail "the re-score does not compare with the log"
+
+# --- Recovery: a store emptied behind the validator's back is never signed on, and a
+# damaged one is salvaged.
+step "operator: an emptied store, a damaged store"
+cp -r "$WORK/audit" "$WORK/own" && "$AF" key generate --out "$WORK/own/validator.key" > /dev/null
+expect_code 0 "init over the copy" "$AF" ledger init --data "$WORK/own"
+expect_code 0 "our first block" "$AF" ledger demo --data "$WORK/own" --blocks 2 --events-per-block 1
+"$AF" ledger export --data "$WORK/own" --format blocks > "$WORK/own.afblocks"
+: > "$WORK/own/ledger.redb"
+expect_code 1 "a writer on an emptied store" "$AF" ledger demo --data "$WORK/own" --blocks 1 --events-per-block 1
+grep -q "equivocation" "$WORK/err" || fail "the refusal does not say why"
+expect_code 0 "the import the refusal names" "$AF" ledger import --data "$WORK/own" --file "$WORK/own.afblocks"
+expect_code 0 "writing again once the chain is back" "$AF" ledger demo --data "$WORK/own" --blocks 1 --events-per-block 1
+python3 - "$WORK/audit/ledger.redb" <<'PY'
+import os, sys
+path = sys.argv[1]
+size = os.path.getsize(path)
+with open(path, "r+b") as f:
+    f.seek(size // 2 // 4096 * 4096)
+    f.write(bytes(4096))
+PY
+set +e; "$AF" ledger salvage --data "$WORK/audit" --out "$WORK/salvaged.afblocks" > "$WORK/out" 2> "$WORK/err"; CODE=$?; set -e
+case "$CODE" in
+    0|3) expect_code 0 "import what salvage saved" "$AF" ledger import --data "$WORK/fresh" --file "$WORK/salvaged.afblocks"
+         expect_code 0 "verify the salvaged store" "$AF" ledger verify --data "$WORK/fresh" ;;
+    1) grep -q "af mirror" "$WORK/err" || fail "salvage that saved nothing does not say what to do" ;;
+    *) fail "salvage exited $CODE: $(tail -c 400 "$WORK/err")" ;;
+esac
 
 kill -INT "$NODE"
 set +e; wait "$NODE"; CODE=$?; set -e

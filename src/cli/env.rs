@@ -80,6 +80,9 @@ pub enum EnvCommand {
         /// a bare list of `{"role", "content"}` messages.
         #[arg(long)]
         transcript: Option<PathBuf>,
+        /// Of several transcripts in the file, the one this miner (hotkey) answered.
+        #[arg(long, requires = "transcript")]
+        miner: Option<String>,
         /// Print JSON for scripts.
         #[arg(long)]
         json: bool,
@@ -145,8 +148,8 @@ pub fn run(command: EnvCommand) -> anyhow::Result<ExitCode> {
             let endpoint = Endpoint { base_url: miner, model, api_key_env };
             return play(env, &endpoint, seed, count, timeout_ms, json);
         }
-        EnvCommand::Score { env, challenge_id, answer, transcript, json } => {
-            return score(&registry, env, challenge_id, answer, transcript, json);
+        EnvCommand::Score { env, challenge_id, answer, transcript, miner, json } => {
+            return score(&registry, env, challenge_id, answer, (transcript, miner), json);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -205,18 +208,21 @@ fn score(
     env: Option<String>,
     challenge_id: Option<String>,
     answer: Option<String>,
-    transcript: Option<PathBuf>,
+    (transcript, miner): (Option<PathBuf>, Option<String>),
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let wanted = challenge_id.as_deref().map(parse_id).transpose()?;
     let recorded = match &transcript {
         Some(path) => {
             let text = super::read_input(path, af::limits::MAX_JSON_INPUT_BYTES)?;
-            let read = af::ledger::conversation::read_conversation(&text, wanted.as_ref());
+            let read = af::ledger::conversation::read_conversation(&text, wanted.as_ref(), miner.as_deref());
             Some(read.with_context(|| format!("reading {}", path.display()))?)
         }
         None => None,
     };
+    if let (Some(flag), Some(file)) = (&miner, recorded.as_ref().and_then(|r| r.miner.as_ref())) {
+        anyhow::ensure!(flag == file, "--miner {flag} but the transcript is {file}'s answer");
+    }
     // What the file recorded and what the flags say must agree: scoring one challenge's
     // conversation as another's would print a meaningless reward.
     let env_name = match (&env, recorded.as_ref().and_then(|r| r.env.as_ref())) {

@@ -15,6 +15,8 @@ pub struct Conversation {
     pub messages: Vec<Message>,
     pub env: Option<String>,
     pub challenge_id: Option<Hash32>,
+    /// The miner that answered (its hotkey), when recorded.
+    pub miner: Option<String>,
     pub reward_milli: Option<i32>,
 }
 
@@ -26,17 +28,21 @@ pub enum ConversationError {
     Malformed { what: String, reason: String },
     #[error("the file holds no transcript{}", challenge.map(|c| format!(" of challenge {c}")).unwrap_or_default())]
     NoneFound { challenge: Option<Hash32> },
-    #[error("the file holds {0} transcripts: pass --challenge-id to pick one")]
+    #[error("the file holds {0} transcripts: pass --challenge-id (and --miner) to pick one")]
     Several(usize),
-    #[error("the file holds {n} transcripts of challenge {challenge} (both miners' answers, or several logs'): keep the one meant, e.g. with grep on the miner's hotkey")]
+    #[error("the file holds {n} transcripts of challenge {challenge} (both miners' answers, or several logs'): pass --miner HOTKEY to pick one")]
     SeveralOf { n: usize, challenge: Hash32 },
     #[error("the file must hold transcript entries (`af transcripts`), exported transcript lines (`af ledger export --format jsonl`), or a JSON list of {{\"role\", \"content\"}} objects: {0}")]
     Unknown(String),
 }
 
 /// The one conversation `text` holds, or, when it holds several recorded ones, the one of
-/// `challenge` (`NoneFound` if none is).
-pub fn read_conversation(text: &str, challenge: Option<&Hash32>) -> Result<Conversation, ConversationError> {
+/// `challenge` answered by `miner` (`NoneFound` if none is).
+pub fn read_conversation(
+    text: &str,
+    challenge: Option<&Hash32>,
+    miner: Option<&str>,
+) -> Result<Conversation, ConversationError> {
     let values: Vec<serde_json::Value> = match serde_json::from_str::<serde_json::Value>(text) {
         // A list of entries (`af transcripts --json`) is several; a list of messages is one.
         Ok(serde_json::Value::Array(list)) if list.first().is_some_and(is_recorded) => list,
@@ -50,7 +56,7 @@ pub fn read_conversation(text: &str, challenge: Option<&Hash32>) -> Result<Conve
         if !is_recorded(value) {
             let messages =
                 serde_json::from_value(value.clone()).map_err(|e| ConversationError::Unknown(e.to_string()))?;
-            return Ok(Conversation { messages, env: None, challenge_id: None, reward_milli: None });
+            return Ok(Conversation { messages, env: None, challenge_id: None, miner: None, reward_milli: None });
         }
     }
     let mut found = Vec::new();
@@ -62,6 +68,9 @@ pub fn read_conversation(text: &str, challenge: Option<&Hash32>) -> Result<Conve
     if found.len() > 1 {
         if let Some(challenge) = challenge {
             found.retain(|c| c.challenge_id.as_ref() == Some(challenge));
+        }
+        if let Some(miner) = miner {
+            found.retain(|c| c.miner.as_deref() == Some(miner));
         }
     }
     match found.len() {
@@ -98,6 +107,7 @@ fn recorded(value: serde_json::Value) -> Result<Option<Conversation>, Conversati
     Ok(Some(Conversation {
         env: Some(transcript.env.name),
         challenge_id: Some(transcript.challenge_id),
+        miner: Some(transcript.miner.hotkey.clone()),
         reward_milli: Some(transcript.reward_milli),
         messages: transcript.messages.into_iter().map(|m| Message { role: m.role, content: m.content }).collect(),
     }))
@@ -137,27 +147,33 @@ mod tests {
         let (lines, challenges) = export_lines();
         assert_eq!(challenges.len(), 4);
         let all = lines.join("\n");
-        let Err(e) = read_conversation(&all, None) else { panic!("several transcripts, none picked") };
+        let Err(e) = read_conversation(&all, None, None) else { panic!("several transcripts, none picked") };
         assert!(matches!(e, ConversationError::Several(4)), "{e}");
-        let Err(e) = read_conversation(&all, Some(&challenges[2])) else { panic!("two answers to one challenge") };
+        let Err(e) = read_conversation(&all, Some(&challenges[2]), None) else {
+            panic!("two answers to one challenge")
+        };
         assert!(matches!(e, ConversationError::SeveralOf { n: 2, .. }), "{e}");
         // The contender's lines and the other event's.
         let text = [&lines[0], &lines[2], &lines[4]].map(|l| l.as_str()).join("\n");
-        let picked = read_conversation(&text, Some(&challenges[2])).unwrap();
+        let picked = read_conversation(&text, Some(&challenges[2]), None).unwrap();
         assert_eq!(picked.challenge_id, Some(challenges[2]));
+        // Of both miners' answers to one challenge, --miner picks one.
+        let champion = crate::ledger::demo::DEMO_CHAMPION;
+        let theirs = read_conversation(&all, Some(&challenges[2]), Some(champion)).unwrap();
+        assert_eq!((theirs.challenge_id, theirs.miner.as_deref()), (Some(challenges[2]), Some(champion)));
         assert!(!picked.messages.is_empty() && picked.env.is_some() && picked.reward_milli.is_some());
         let absent = Hash32([0xee; 32]);
-        assert!(matches!(read_conversation(&text, Some(&absent)), Err(ConversationError::NoneFound { .. })));
+        assert!(matches!(read_conversation(&text, Some(&absent), None), Err(ConversationError::NoneFound { .. })));
         // One line alone is the one meant, whatever the flag (the caller compares).
-        assert_eq!(read_conversation(&lines[0], None).unwrap().challenge_id, Some(challenges[0]));
+        assert_eq!(read_conversation(&lines[0], None, None).unwrap().challenge_id, Some(challenges[0]));
     }
 
     #[test]
     fn a_bare_message_list_and_garbage_are_told_apart() {
         let bare = r#"[{"role":"user","content":"q"},{"role":"assistant","content":"a"}]"#;
-        let c = read_conversation(bare, None).unwrap();
+        let c = read_conversation(bare, None, None).unwrap();
         assert_eq!((c.messages.len(), c.env), (2, None));
-        assert!(matches!(read_conversation("{\"a\": 1} x", None), Err(ConversationError::NotJson(_))));
-        assert!(matches!(read_conversation(r#"{"a": 1}"#, None), Err(ConversationError::Unknown(_))));
+        assert!(matches!(read_conversation("{\"a\": 1} x", None, None), Err(ConversationError::NotJson(_))));
+        assert!(matches!(read_conversation(r#"{"a": 1}"#, None, None), Err(ConversationError::Unknown(_))));
     }
 }
