@@ -140,6 +140,7 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
             let mut skips = af::audit::skip_rows(replayed);
             skips.retain(|row| row.skip.hotkey == hotkey);
             let rows = af::replay::view::matches_in_logs(replayed, &hotkey);
+            replayed.check_whole()?;
             (Some(rows), Some(skips))
         }
         None => (None, None),
