@@ -96,6 +96,22 @@ impl Reservation {
         self.bytes
     }
 
+    /// Gives back what is held past `bytes` (an answer that came out smaller than the
+    /// room reserved for it before it was built).
+    pub fn shrink_to(&mut self, bytes: u64) {
+        if bytes < self.bytes {
+            self.budget.used.fetch_sub(self.bytes - bytes, Ordering::AcqRel);
+            self.bytes = bytes;
+        }
+    }
+
+    /// Takes `other`'s bytes into this reservation (both from the same budget).
+    pub fn absorb(&mut self, other: Reservation) {
+        debug_assert!(Arc::ptr_eq(&self.budget, &other.budget), "one budget");
+        self.bytes += other.bytes;
+        std::mem::forget(other);
+    }
+
     /// Grows the reservation by `more` bytes, if they fit.
     pub fn grow(&mut self, more: u64) -> bool {
         match self.budget.try_reserve(more) {

@@ -35,12 +35,21 @@ fn verifies(store: &Store) -> bool {
 
 /// The node's API over `store` on a loopback port; its base URL.
 fn serve_node(runtime: &tokio::runtime::Runtime, store: Store) -> String {
+    let budget = af::budget::MemoryBudget::new(af::budget::DEFAULT_BUDGET_BYTES);
+    serve_node_with(runtime, store, budget, server::HttpLimits::default())
+}
+
+/// [`serve_node`] with its readers' memory budget and limits given.
+fn serve_node_with(
+    runtime: &tokio::runtime::Runtime,
+    store: Store,
+    budget: Arc<af::budget::MemoryBudget>,
+    limits: server::HttpLimits,
+) -> String {
     let log = Arc::new(OwnLog::new(store, validator_key(0)));
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/", listener.local_addr().unwrap());
-        let limits = server::HttpLimits::default();
-        let budget = af::budget::MemoryBudget::new(af::budget::DEFAULT_BUDGET_BYTES);
         let router = server::router(
             log,
             Default::default(),
@@ -319,6 +328,36 @@ fn a_lying_server_is_refused_with_evidence_or_a_clear_error_and_nothing_unverifi
     assert!(verifies(&honest));
     // Nothing of the fork was stored.
     assert_eq!(state_hash(&honest), expected);
+}
+
+/// A consistency proof is counted against the readers' budget before it is built (1 KiB
+/// a header: the headers and their JSON), so a crowd asking for the longest ones cannot
+/// make the node build more than the budget holds: past it, a reader is told the node
+/// is busy and nothing is built; a proof that fits is served, and the budget returns.
+#[test]
+fn consistency_proofs_are_counted_before_they_are_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = network(dir.path(), 1_790_000_000_000);
+    let own = validator_key(0).validator();
+    let size = store.tip(&own).unwrap().unwrap().height + 1;
+    let runtime = runtime();
+    let budget = af::budget::MemoryBudget::new(1024 * (size - 1));
+    let limits = server::HttpLimits { request_timeout: std::time::Duration::from_millis(500), ..Default::default() };
+    let url = serve_node_with(&runtime, store, budget.clone(), limits);
+    let get = |old: u64| {
+        runtime.block_on(async {
+            let response = reqwest::get(format!("{url}af/v1/log/{own}/consistency?old={old}")).await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        })
+    };
+    // The whole chain: over the budget by its estimate, refused without a build.
+    let (status, body) = get(1);
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("memory budget"), "{body}");
+    let (status, body) = get(size - 2);
+    assert_eq!(status, 200, "{body}");
+    consistency::verify(&serde_json::from_str(&body).unwrap()).unwrap();
+    assert_eq!(budget.used(), 0, "every reservation returned once answered");
 }
 
 #[test]

@@ -157,18 +157,30 @@ pub(super) async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work).await.map_err(internal)?
 }
 
-/// A JSON answer built for one reader on the blocking pool: built with one of the answer
-/// permits, and held against the memory budget (reserved before the permit goes) until
-/// written. For answers that grow with the logs (the log list, consistency proofs).
+/// A JSON answer built for one reader on the blocking pool: room for `estimate` bytes (a
+/// bound on what building it holds: the value and its JSON) is reserved from the memory
+/// budget before the build starts, so what a crowd of readers makes the node build is
+/// counted while it is built, not after; the reservation then becomes the body's exact
+/// size (grown, waiting for room, if the estimate fell short) and is held until written.
+/// Built with one of the answer permits. For answers that grow with the logs (the log
+/// list, consistency proofs, state pages).
 pub(super) async fn built_json<T: serde::Serialize>(
     served: &Served,
     request: &HeaderMap,
+    estimate: u64,
     build: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Answer {
+    let mut reservation = room_for(served, estimate as usize).await?;
     let _permit = served.builds.clone().acquire_owned().await.map_err(internal)?;
     let body = blocking(move || serde_json::to_vec(&build()?).map_err(internal)).await?;
+    let len = body.len() as u64;
+    if len > reservation.bytes() {
+        let more = room_for(served, (len - reservation.bytes()) as usize).await?;
+        reservation.absorb(more);
+    }
+    reservation.shrink_to(len);
     let etag = blake3::hash(&body).to_hex()[..32].to_string();
-    Ok(cached(request, &etag, MUTABLE, "application/json", held_body(served, body).await?))
+    Ok(cached(request, &etag, MUTABLE, "application/json", Body::from(Bytes::from_owner(Held::new(body, reservation)))))
 }
 /// What a reader is told when the memory budget has no room for its answer in time.
 pub(super) fn budget_spent() -> ApiError {
@@ -177,6 +189,16 @@ pub(super) fn budget_spent() -> ApiError {
 /// Room in the memory budget for an answer of `bytes`, waiting up to the request timeout
 /// for it; a reader that cannot get it is told the node is busy.
 pub(super) async fn room_for(served: &Served, bytes: usize) -> Result<Reservation, ApiError> {
+    // One that could never fit is told at once, not after waiting out its patience.
+    if bytes as u64 > served.budget.limit() {
+        return Err(problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!(
+                "this answer needs about {bytes} bytes, more than the node's whole memory budget for readers ({}): ask for less (a shorter span or page)",
+                served.budget.limit()
+            ),
+        ));
+    }
     served.budget.reserve_within(bytes as u64, served.limits.request_timeout).await.ok_or_else(budget_spent)
 }
 /// `bytes` as a response body held against the memory budget until it is written.

@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 pub(super) async fn logs(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
     let log = served.log.clone();
-    built_json(&served, &request, move || log_list(&log)).await
+    // A summary of under 256 bytes of JSON per chain the store holds.
+    let estimate = 256 * (log.store.tips().map_err(internal)?.len() as u64 + 1);
+    built_json(&served, &request, estimate, move || log_list(&log)).await
 }
 
 /// The log list of a store: every chain and its tip.
@@ -195,8 +197,11 @@ pub(super) async fn consistency_proof(
 ) -> Answer {
     let validator = parse_validator(&validator)?;
     let log = served.log.clone();
-    // Up to MAX_CONSISTENCY_HEADERS headers: about 16 MiB of JSON.
-    built_json(&served, &request, move || {
+    // Up to MAX_CONSISTENCY_HEADERS signed headers: about 466 bytes of JSON each (30.5 MB
+    // for the most) and the decoded headers beside them while it is built: 1 KiB each.
+    let size = log.store.tip(&validator).map_err(internal)?.map_or(0, |tip| tip.height + 1);
+    let span = query.new.unwrap_or(size).min(size).saturating_sub(query.old).min(consistency::MAX_CONSISTENCY_HEADERS);
+    built_json(&served, &request, 1024 * (span + 1), move || {
         consistency::prove(&log.store, &validator, query.old, query.new)
             .map_err(|e| problem(StatusCode::BAD_REQUEST, &e.to_string()))
     })
@@ -226,7 +231,9 @@ pub(super) async fn state(State(served): State<Arc<Served>>, Query(page): Query<
     let limit = page.limit.unwrap_or(100).min(MAX_MATCHES_PAGE);
     if !first_page {
         // This reader's own page (up to 1,000 matches, each with every vote).
-        return built_json(&served, &request, move || state_page(&replay, page.offset, limit)).await;
+        // Up to 16 KiB of JSON and decoded state per match (each with every vote).
+        let estimate = 16 * 1024 * limit as u64;
+        return built_json(&served, &request, estimate, move || state_page(&replay, page.offset, limit)).await;
     }
     let body = Bytes::from(serde_json::to_vec(&state_page(&replay, page.offset, limit)?).map_err(internal)?);
     let etag = blake3::hash(&body).to_hex()[..32].to_string();
