@@ -18,6 +18,14 @@ use std::sync::Arc;
 /// Bytes read (and reserved) at a time.
 const CHUNK: usize = 64 * 1024;
 
+/// An inbound request as the codec read it: its bytes, or why it was refused (over the
+/// request limit), to be blamed on the peer it came from. Outbound requests are bytes.
+#[derive(Clone, Debug)]
+pub enum SyncRequest {
+    Bytes(Vec<u8>),
+    Refused(String),
+}
+
 #[derive(Clone)]
 pub struct BytesCodec {
     budget: Arc<MemoryBudget>,
@@ -95,15 +103,19 @@ pub async fn write_closed<T: futures::AsyncWrite + Unpin + Send>(io: &mut T, byt
 #[async_trait::async_trait]
 impl request_response::Codec for BytesCodec {
     type Protocol = StreamProtocol;
-    type Request = Vec<u8>;
+    type Request = SyncRequest;
     type Response = Held;
 
     async fn read_request<T: AsyncRead + Unpin + Send>(
         &mut self,
         _: &StreamProtocol,
         io: &mut T,
-    ) -> std::io::Result<Vec<u8>> {
-        read_request(&self.budget, io).await
+    ) -> std::io::Result<SyncRequest> {
+        match read_request(&self.budget, io).await {
+            Ok(bytes) => Ok(SyncRequest::Bytes(bytes)),
+            Err(error) if blames_sender(&error) => Ok(SyncRequest::Refused(error.to_string())),
+            Err(error) => Err(error),
+        }
     }
 
     async fn read_response<T: AsyncRead + Unpin + Send>(
@@ -118,9 +130,12 @@ impl request_response::Codec for BytesCodec {
         &mut self,
         _: &StreamProtocol,
         io: &mut T,
-        request: Vec<u8>,
+        request: SyncRequest,
     ) -> std::io::Result<()> {
-        write_closed(io, &request).await
+        match request {
+            SyncRequest::Bytes(bytes) => write_closed(io, &bytes).await,
+            SyncRequest::Refused(_) => Err(Error::new(ErrorKind::InvalidInput, "a refused request is never sent")),
+        }
     }
 
     async fn write_response<T: futures::AsyncWrite + Unpin + Send>(

@@ -9,7 +9,7 @@
 //! log, and `af peers` can tell which peer is which validator.
 
 use super::blocks::BlockStore;
-use super::codec::{blames_sender, BytesCodec};
+use super::codec::{blames_sender, BytesCodec, SyncRequest};
 use super::protocol::{
     ChannelToken, Input, MessageToken, Output, RequestId, Sync, SyncConfig, SyncCounters, Validation,
 };
@@ -578,10 +578,15 @@ impl ActorState {
             }
             SwarmEvent::Behaviour(BehaviourEvent::Sync(request_response::Event::Message { peer, message, .. })) => {
                 match message {
-                    request_response::Message::Request { request, channel, .. } => {
+                    // Refused while read (over the limit): blamed on its sender; the channel
+                    // is dropped, which closes the stream unanswered.
+                    request_response::Message::Request { request: SyncRequest::Refused(reason), .. } => {
+                        Some(Input::BadRequest { from: peer, reason: format!("bad request: {reason}") })
+                    }
+                    request_response::Message::Request { request: SyncRequest::Bytes(data), channel, .. } => {
                         let token = self.token();
                         self.channels.insert(token, channel);
-                        Some(Input::Request { from: peer, channel: token, data: request })
+                        Some(Input::Request { from: peer, channel: token, data })
                     }
                     request_response::Message::Response { request_id, mut response } => {
                         let request = self.requests.remove(&request_id)?;
@@ -651,7 +656,7 @@ impl ActorState {
                 }
             }
             Output::SendRequest { to, request, data } => {
-                let id = behaviour.sync.send_request(&to, data);
+                let id = behaviour.sync.send_request(&to, SyncRequest::Bytes(data));
                 self.requests.insert(id, request);
             }
             Output::Respond { channel, data } => {

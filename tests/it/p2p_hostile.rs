@@ -280,8 +280,10 @@ fn is_tips(request: &[u8]) -> bool {
 /// Cases 1, 3, 6, 7 and 8: answers over the size limit, over the tips count and with an
 /// unknown format version are refused while they stream and their senders blocked; a
 /// request flood past the stream cap is cut by the request rate, and its log lines by the
-/// log's rate limit; the node keeps syncing an honest peer, stays within its budget, and
-/// stops cleanly on SIGINT.
+/// log's rate limit; one request over the request limit blocks its sender (the
+/// request-response crate reports a failed request read to nobody: the codec hands it
+/// on); the node keeps syncing an honest peer, stays within its budget, and stops cleanly
+/// on SIGINT.
 #[test]
 fn answers_over_any_limit_are_refused_and_blamed_within_the_memory_budget() {
     let dir = tempfile::tempdir().unwrap();
@@ -292,14 +294,15 @@ fn answers_over_any_limit_are_refused_and_blamed_within_the_memory_budget() {
     let runtime = runtime();
     let versioned_key = LedgerKey::from_seed([9; 32]);
     let versioned = future_version_header(&versioned_key);
-    let mut attackers: Vec<Swarm<Attacker>> = (0..12).map(|_| runtime.block_on(async { attacker() })).collect();
+    let mut attackers: Vec<Swarm<Attacker>> = (0..13).map(|_| runtime.block_on(async { attacker() })).collect();
     let ids: Vec<PeerId> = attackers.iter().map(|s| *s.local_peer_id()).collect();
     runtime.block_on(async {
         for swarm in &mut attackers {
             swarm.dial(target.address()).unwrap();
         }
         // 0..8 answer with 33 MiB + 1 (the old read limit), 8..10 claim 190,126 tips,
-        // 10 a header of format version 2; 11 floods requests.
+        // 10 a header of format version 2; 11 floods requests; 12 answers honestly but
+        // sends one request over the request limit.
         let oversized = {
             let mut bytes = 0u32.to_le_bytes().to_vec();
             bytes.extend_from_slice(&1u64.to_le_bytes());
@@ -331,6 +334,9 @@ fn answers_over_any_limit_are_refused_and_blamed_within_the_memory_budget() {
             let target_id = peer_id_of(&target);
             attackers[11].behaviour_mut().sync.send_request(&target_id, wire::encode_request(&Request::Tips));
         }
+        let oversized_request = vec![0u8; wire::MAX_REQUEST_BYTES as usize + 1];
+        attackers[12].behaviour_mut().sync.send_request(&peer_id_of(&target), oversized_request);
+        let no_tips = wire::encode_response(&Response::Tips(Vec::new())).unwrap();
         let received = drive(&mut attackers, Duration::from_secs(8), &mut |index, request| {
             if !is_tips(request) {
                 return None;
@@ -338,6 +344,7 @@ fn answers_over_any_limit_are_refused_and_blamed_within_the_memory_budget() {
             Some(match index {
                 0..8 => oversized.clone(),
                 8..10 => counted.clone(),
+                12 => no_tips.clone(),
                 _ => versioned_tips.clone(),
             })
         })
