@@ -208,7 +208,9 @@ pub enum RatioCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
-        /// TOML config whose [ratio] section sets the decay (default: the embedded one).
+        /// TOML config whose [evaluation] ratio_epsilon_ppm and ratio_half_life_blocks
+        /// apply only where the log records no plan of its own (no match yet, or older
+        /// `mixture` plans); a plan the log records sets the decay (default: the embedded config).
         #[arg(long)]
         config: Option<PathBuf>,
         /// Read "now" from this chain's head (default: the newest chain block the log names).

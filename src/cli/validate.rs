@@ -206,11 +206,19 @@ pub fn ratio_show(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let config = load_config(config_path.as_deref())?;
-    let params = config.evaluation.ratio_params();
+    let legacy = config.evaluation.ratio_params();
     // A read command: the store is opened read-only and checked like any other read.
     let store = super::http::open_for_read(data)?;
     let validator = af::ledger::LedgerKey::load(&super::data_dir::key_path(data))?.validator();
-    let loaded = state::load(&store, &validator, &params)?;
+    let mut loaded = state::load(&store, &validator, &legacy)?;
+    // The decay is the plan's the log records, whatever this machine's configuration says.
+    let (params, plan_from) = match loaded.logged_ratio_params(&legacy) {
+        Some((params, ratio)) => {
+            loaded.ratio = ratio;
+            (params, "log")
+        }
+        None => (legacy, "config"),
+    };
     // Chain time only: the chain's head if one is named, else the newest block the log
     // names (what the validator itself last saw).
     let (now_block, now_from) = match chain.chain {
@@ -233,6 +241,8 @@ pub fn ratio_show(
             "half_life_blocks": params.half_life_blocks,
             "now_block": now_block,
             "now_block_from": now_from,
+            "plan_from": plan_from,
+            "plan": loaded.ratio_plan.as_ref().or(loaded.newest_plan.as_ref()),
             "champion": loaded.champion.map(|c| c.hotkey),
             "matches_decided": loaded.n_decided,
         }))?;
@@ -255,9 +265,13 @@ pub fn ratio_show(
             _ => format!("now chain block {now_block}, the newest the log names; --chain reads the head"),
         };
         outln!(
-            "decay          toward {:.4}, half-life {} chain blocks ({now_text})",
+            "decay          toward {:.4}, half-life {} chain blocks ({now_text}; {})",
             f64::from(params.floor_ppm()) / 1e6,
             params.half_life_blocks,
+            match plan_from {
+                "log" => "the plan the log records",
+                _ => "no match in the log: the configuration's",
+            }
         );
         outln!("champion       {}", loaded.champion.map_or("(none yet)".into(), |c| c.hotkey));
     }

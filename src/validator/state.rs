@@ -179,6 +179,11 @@ pub struct ValidatorState {
     /// The newest chain block any event of the log names (0 if none): "now" in chain
     /// time for a reader without a chain of its own.
     pub latest_chain_block: u64,
+    /// The plan (a match's rule text) the ratio to beat was set under, and the newest
+    /// plan the log records: where a reader takes the ratio's decay from, never its own
+    /// configuration ([`ValidatorState::logged_ratio_params`]).
+    pub ratio_plan: Option<String>,
+    pub newest_plan: Option<String>,
 }
 
 impl ValidatorState {
@@ -224,7 +229,27 @@ impl ValidatorState {
             recent_anchors: VecDeque::new(),
             next_height: 0,
             latest_chain_block: 0,
+            ratio_plan: None,
+            newest_plan: None,
         }
+    }
+
+    /// The ratio to beat now (at the newest chain block the log names), decayed by the
+    /// plan the log records ([`Self::logged_ratio_params`]), by `legacy` with none.
+    pub fn ratio_now(&self, legacy: &RatioParams) -> u32 {
+        let (params, ratio) = self.logged_ratio_params(legacy).unwrap_or((*legacy, self.ratio));
+        params.current_ppm(&ratio, self.latest_chain_block)
+    }
+
+    /// The ratio parameters as the log records them: those of the plan the ratio was set
+    /// under, else of the newest plan (a log whose contenders never won), with the ratio
+    /// then the initial one of that plan; `None` for a log that records no match. A plan
+    /// with no ratio parameters of its own (an older `mixture` plan) takes `legacy`'s.
+    pub fn logged_ratio_params(&self, legacy: &RatioParams) -> Option<(RatioParams, RatioToBeat)> {
+        let plan = self.ratio_plan.as_ref().or(self.newest_plan.as_ref())?;
+        let params = crate::replay::network::plan_ratio_params(plan, legacy);
+        let ratio = if self.ratio_plan.is_some() { self.ratio } else { params.initial() };
+        Some((params, ratio))
     }
 
     /// Folds one event of our log, recorded in block `height` sealed at `time_ms`.
@@ -239,6 +264,7 @@ impl ValidatorState {
                     self.champion = Some(started.champion.clone());
                 }
                 self.played.add_match(&started.contender, &started.champion);
+                self.newest_plan = Some(started.rule.clone());
                 self.open =
                     Some(OpenMatch { started: started.clone(), pairs: BTreeMap::new(), env_decisions: Vec::new() });
             }
@@ -262,6 +288,7 @@ impl ValidatorState {
                     // Dated by the match's start block: the chain time the log proves.
                     let set_at_block = open.as_ref().map_or(0, |o| o.started.chain_block);
                     if let Some(open) = open {
+                        self.ratio_plan = Some(open.started.rule);
                         self.champion = Some(open.started.contender);
                     }
                     self.ratio = RatioToBeat { set_ppm: decided.new_ratio_to_beat_ppm, set_at_block };

@@ -407,3 +407,32 @@ fn max_matches_counts_the_matches_in_the_log_across_restarts() {
     let decided = own_events(&data).iter().filter(|e| matches!(e, Event::MatchDecided(_))).count();
     assert_eq!(decided, 2);
 }
+
+/// `af ratio show` takes the decay from the plan the log records, never from this
+/// machine's configuration: the demo's score plans name their own epsilon and half-life,
+/// so an environment setting another epsilon changes nothing it prints; `--help` names
+/// only settings that exist.
+#[test]
+fn ratio_show_reads_the_plan_from_the_log_not_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("demo");
+    assert!(af(&["demo", "--data", data.to_str().unwrap()]).status.success());
+    let show = |env: &[(&str, &str)]| {
+        let output = Command::new(af_bin())
+            .args(["ratio", "show", "--data", data.to_str().unwrap(), "--json"])
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    let plain = show(&[]);
+    let lenient =
+        show(&[("AF_EVALUATION__RATIO_EPSILON_PPM", "200000"), ("AF_EVALUATION__RATIO_HALF_LIFE_BLOCKS", "1")]);
+    assert_eq!(plain["plan_from"], "log", "{plain}");
+    for field in ["current_ppm", "set_ppm", "floor_ppm", "half_life_blocks"] {
+        assert_eq!(plain[field], lenient[field], "{field}: {plain} vs {lenient}");
+    }
+    let help = stdout(&af(&["ratio", "show", "--help"]));
+    assert!(!help.contains("[ratio]") && help.contains("ratio_epsilon_ppm"), "{help}");
+}

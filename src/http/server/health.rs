@@ -102,7 +102,7 @@ pub(super) async fn metrics_text(State(served): State<Arc<Served>>, request: Hea
     }
     let ratio_params = served.ratio_params;
     let (champion_uid, ratio_ppm, size) = with_own_state(&served, move |state| {
-        let ratio_ppm = ratio_params.current_ppm(&state.ratio, state.latest_chain_block);
+        let ratio_ppm = state.ratio_now(&ratio_params);
         (state.champion.as_ref().map(|c| c.uid), ratio_ppm, state.next_height)
     })
     .await?;

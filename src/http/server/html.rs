@@ -188,7 +188,7 @@ pub(super) async fn live(State(served): State<Arc<Served>>, request: HeaderMap) 
             "validator": validator,
             "size": state.next_height,
             "champion": state.champion,
-            "ratio_to_beat_ppm": ratio_params.current_ppm(&state.ratio, state.latest_chain_block),
+            "ratio_to_beat_ppm": state.ratio_now(&ratio_params),
             "chain_block": state.latest_chain_block,
             "matches_decided": state.n_decided,
             "last_decided": last,
