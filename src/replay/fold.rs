@@ -337,6 +337,9 @@ impl ChainFold {
         self.tip = Some(Tip { height: header.height, hash, time_ms: header.time_ms });
     }
 
+    /// Folds one event. What it may change of what the combine reads is counted in
+    /// `combine_changes` by its kind ([`changes_combine`]) and by every finding
+    /// ([`Self::push`]), in these two places only.
     fn apply_event<S: AsRef<str>>(
         &mut self,
         height: u64,
@@ -346,6 +349,9 @@ impl ChainFold {
         check: &EventCheck,
     ) {
         let at = Some(event_idx);
+        if changes_combine(event) {
+            self.combine_changes += 1;
+        }
         match (event, check) {
             (Event::MatchStarted(started), _) => {
                 let n_decided = self.n_decided;
@@ -394,7 +400,6 @@ impl ChainFold {
                     fold.share_names_with(&last);
                 }
                 self.matches.insert(started.match_id, fold);
-                self.combine_changes += 1;
                 self.last_started = Some(started.match_id);
             }
             (
@@ -478,7 +483,6 @@ impl ChainFold {
                 if let Some(why) = match_decision_error(&m, decided) {
                     self.push(DiscrepancyKind::FalseDecision, height, at, format!("match {}: {why}", decided.match_id));
                 }
-                self.combine_changes += 1;
                 if let Some(m) = self.matches.update(&decided.match_id) {
                     if m.decided.is_none() {
                         self.n_decided += 1;
@@ -493,16 +497,13 @@ impl ChainFold {
                 }
             }
             (Event::Evidence(evidence), EventCheck::Evidence { proven }) => match proven {
-                Ok(()) => {
-                    self.combine_changes += 1;
-                    self.equivocations.push(EquivocationFound {
-                        accused: evidence.validator,
-                        height: evidence.height,
-                        hash_a: evidence.header_a.hash(),
-                        hash_b: evidence.header_b.hash(),
-                        recorded_at: (height, event_idx),
-                    })
-                }
+                Ok(()) => self.equivocations.push(EquivocationFound {
+                    accused: evidence.validator,
+                    height: evidence.height,
+                    hash_a: evidence.header_a.hash(),
+                    hash_b: evidence.header_b.hash(),
+                    recorded_at: (height, event_idx),
+                }),
                 Err(why) => self.push(
                     DiscrepancyKind::FalseEvidence,
                     height,
@@ -610,6 +611,27 @@ impl ChainFold {
             );
             self.push(kind, height, Some(event_idx), detail);
         }
+    }
+}
+
+/// Whether folding `event` may change what the combine reads of a fold (its matches and
+/// their decisions, the equivocations it proves; findings are counted where they are
+/// pushed, whatever the event): a replay whose folds changed nothing the combine reads
+/// recounts the last state instead of combining again (`network::recount`), so a kind
+/// wrongly called `false` here would leave the state stale. Exhaustive on purpose: a new
+/// event kind does not compile until it is decided here.
+fn changes_combine<S>(event: &Event<S>) -> bool {
+    match event {
+        Event::MatchStarted(_) | Event::MatchDecided(_) | Event::Evidence(_) => true,
+        // Tallies, rewards and anchors: the combine reads none of them (their false
+        // values are findings, pushed and counted).
+        Event::Transcript(_)
+        | Event::TranscriptCut(_)
+        | Event::EnvDecision(_)
+        | Event::WeightsSet(_)
+        | Event::WeightsCommitted(_)
+        | Event::ChainCommitment(_)
+        | Event::MinerSkipped(_) => false,
     }
 }
 
