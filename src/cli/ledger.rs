@@ -48,6 +48,9 @@ pub enum LedgerCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
+        /// Threads for the parallel checks of blocks (default: every core).
+        #[arg(long)]
+        threads: Option<usize>,
         /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
@@ -273,7 +276,7 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
     match command {
         LedgerCommand::Init { data, json } => init(&data, json),
         LedgerCommand::Show { data, validator, height, json } => show(&data, validator, height, json),
-        LedgerCommand::Verify { data, json } => verify(&data, json),
+        LedgerCommand::Verify { data, threads, json } => verify(&data, threads, json),
         LedgerCommand::Export { data, format, validator, json: _ } => export(&data, format, validator),
         LedgerCommand::Salvage { data, out, json } => salvage(&data, &out, json),
         LedgerCommand::Import { data, file, json } => import(&data, &file, json),
@@ -498,7 +501,8 @@ fn describe(event: &Event) -> String {
     }
 }
 
-fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
+fn verify(data: &Path, threads: Option<usize>, json: bool) -> anyhow::Result<ExitCode> {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads.unwrap_or(0)).build()?;
     let started = Instant::now();
     let mut progress = ProgressLine::new();
     // A store that failed its checks on open is a finding; any other failure to open is not.
@@ -510,13 +514,15 @@ fn verify(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let mut recovery_needed = None;
     let report = opened.and_then(|store| {
         recovery_needed = store.recovery_needed().map(String::from);
-        verify::verify_store(&store, &mut |validator, blocks, bytes| {
-            progress.update(|| {
-                format!(
-                    "verifying {}…: {blocks} blocks, {:.1} MiB",
-                    &validator.to_hex()[..16],
-                    bytes as f64 / 1048576.0
-                )
+        pool.install(|| {
+            verify::verify_store(&store, &mut |validator, blocks, bytes| {
+                progress.update(|| {
+                    format!(
+                        "verifying {}…: {blocks} blocks, {:.1} MiB",
+                        &validator.to_hex()[..16],
+                        bytes as f64 / 1048576.0
+                    )
+                })
             })
         })
     });

@@ -109,6 +109,31 @@ fn ledger_commands_end_to_end() {
     );
 }
 
+/// `af ledger verify --threads N` checks the same blocks with the same verdict on any
+/// number of threads, as `af audit --threads` does.
+#[test]
+fn verify_gives_one_verdict_on_any_number_of_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    crate::demo_log(&data, 40, 8, 512);
+    let d = data.to_str().unwrap();
+    let report = |threads: &str| {
+        let output = af(&["ledger", "verify", "--data", d, "--threads", threads, "--json"]);
+        (output.status.code(), json(&output))
+    };
+    let (code, all) = report("0");
+    assert_eq!(code, Some(0), "{all}");
+    assert_eq!((all["n_blocks"].as_u64(), all["n_events"].as_u64()), (Some(40), Some(320)), "{all}");
+    for threads in ["1", "2"] {
+        let (code, some) = report(threads);
+        assert_eq!(code, Some(0));
+        assert_eq!(
+            (&some["n_blocks"], &some["n_events"], &some["ok"]),
+            (&all["n_blocks"], &all["n_events"], &all["ok"])
+        );
+    }
+}
+
 #[test]
 fn missing_store_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
