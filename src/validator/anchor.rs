@@ -547,16 +547,22 @@ mod tests {
         assert_eq!(cache.champion(&log, DEFAULT_RATIO_PARAMS).await.unwrap(), None, "a new block is folded");
     }
 
-    #[tokio::test]
-    async fn an_idle_tick_within_a_tempo_of_the_same_weights_reads_and_sends_nothing_more() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = log_with_a_block(dir.path());
+    /// A log with a block, a chain at block 100 whose uid 3 is `CHAMPION`, no weights
+    /// sent yet, and a cache whose replay names `CHAMPION` the champion.
+    async fn champion_at_block_100(dir: &std::path::Path) -> (Arc<OwnLog>, Counting, SentWeights, WeightsCache) {
+        let log = log_with_a_block(dir);
         let chain = Counting::default();
-        let sent = SentWeights::default();
         let mut cache = WeightsCache::default();
         cache.champion(&log, DEFAULT_RATIO_PARAMS).await.unwrap();
         cache.champion = Some(CHAMPION.into());
         chain.block.store(100, Ordering::SeqCst);
+        (log, chain, SentWeights::default(), cache)
+    }
+
+    #[tokio::test]
+    async fn an_idle_tick_within_a_tempo_of_the_same_weights_reads_and_sends_nothing_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, chain, sent, mut cache) = champion_at_block_100(dir.path()).await;
         let first = set_weights(&log, &chain, &sent, DEFAULT_RATIO_PARAMS, &mut cache, 0).await.unwrap();
         assert!(matches!(&first, Some(Event::WeightsSet(w)) if w.uids == [3]), "{first:?}");
         assert_eq!(chain.sets.load(Ordering::SeqCst), 1);
@@ -583,13 +589,7 @@ mod tests {
     #[tokio::test]
     async fn weights_held_back_by_the_rate_limit_are_said_once_per_new_champion() {
         let dir = tempfile::tempdir().unwrap();
-        let log = log_with_a_block(dir.path());
-        let chain = Counting::default();
-        let sent = SentWeights::default();
-        let mut cache = WeightsCache::default();
-        cache.champion(&log, DEFAULT_RATIO_PARAMS).await.unwrap();
-        cache.champion = Some(CHAMPION.into());
-        chain.block.store(100, Ordering::SeqCst);
+        let (log, chain, sent, mut cache) = champion_at_block_100(dir.path()).await;
         assert!(set_weights(&log, &chain, &sent, DEFAULT_RATIO_PARAMS, &mut cache, 0).await.unwrap().is_some());
         // Inside the limit with the weights just sent: nothing waits.
         chain.block.store(104, Ordering::SeqCst);
