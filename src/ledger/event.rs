@@ -372,7 +372,20 @@ fn check_miner_texts<S: AsRef<str>>(t: &Transcript<S>, cuts: &[TextCut]) -> Resu
         budget -= recorded;
         last_miner_text = Some((message.content.as_ref(), cut));
     }
-    if let Some(answer_cut) = cuts.last().filter(|c| c.message_idx.is_none()) {
+    // The answer is a miner text: never longer than a text is recorded.
+    bound("answer", t.answer.as_ref().len(), MAX_RECORDED_TEXT_BYTES, "bytes (a miner text, over its recording cap)")?;
+    // The answer that is the last miner text, cut, is cut too: its cut is recorded.
+    let answer_cut = cuts.last().filter(|c| c.message_idx.is_none());
+    if let (Some((text, Some(_))), None) = (last_miner_text, answer_cut) {
+        if text == t.answer.as_ref() {
+            return Err(cut_error(
+                "cuts.message_idx",
+                cuts.len(),
+                "the answer is the last miner text, which was cut: the answer's cut is recorded too",
+            ));
+        }
+    }
+    if let Some(answer_cut) = answer_cut {
         match last_miner_text {
             Some((text, Some(cut)))
                 if text == t.answer.as_ref()
@@ -599,6 +612,26 @@ mod tests {
         // A cut of a text within its cap is refused: the third text had the full cap.
         let within = TranscriptCut { transcript: spent, cuts: vec![TextCut { full_bytes: 10, ..cut(Some(5)) }] };
         assert!(Event::TranscriptCut(within).check_bounds().is_err(), "a cut whose full text fits its cap");
+    }
+
+    /// The answer is the miner's last text: recorded within 256 KiB like any, and, when that
+    /// text was cut, cut with it (the vector a verifier asked about: a cut of the last
+    /// message without the answer's, and a 300,000-byte answer).
+    #[test]
+    fn the_answer_is_a_recorded_miner_text() {
+        let full = "a".repeat(MAX_RECORDED_TEXT_BYTES);
+        let texts = transcript(&[full.clone()]);
+        let both = TranscriptCut { transcript: texts.clone(), cuts: vec![cut(Some(1)), cut(None)] };
+        Event::TranscriptCut(both).check_bounds().unwrap();
+        let message_only = TranscriptCut { transcript: texts.clone(), cuts: vec![cut(Some(1))] };
+        assert!(Event::TranscriptCut(message_only).check_bounds().is_err(), "the answer's cut is missing");
+        let mut long = transcript(&["short".into()]);
+        long.answer = "a".repeat(300_000);
+        assert!(Event::Transcript(long).check_bounds().is_err(), "a 300,000-byte answer");
+        // An answer that is not the last text (a miner that failed) needs no cut.
+        let mut failed = texts;
+        failed.answer = String::new();
+        Event::TranscriptCut(TranscriptCut { transcript: failed, cuts: vec![cut(Some(1))] }).check_bounds().unwrap();
     }
 
     #[test]
