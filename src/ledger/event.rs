@@ -620,7 +620,7 @@ mod tests {
     #[test]
     fn the_answer_is_a_recorded_miner_text() {
         let full = "a".repeat(MAX_RECORDED_TEXT_BYTES);
-        let texts = transcript(&[full.clone()]);
+        let texts = transcript(std::slice::from_ref(&full));
         let both = TranscriptCut { transcript: texts.clone(), cuts: vec![cut(Some(1)), cut(None)] };
         Event::TranscriptCut(both).check_bounds().unwrap();
         let message_only = TranscriptCut { transcript: texts.clone(), cuts: vec![cut(Some(1))] };
