@@ -385,7 +385,21 @@ pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
                 }
         }
         (_, Some(Futility::Bar(_))) => false,
-        _ => true,
+        // The older plans: each number inside the range it has a meaning in (a NaN or
+        // infinity parses, and would make every comparison of a verdict false).
+        (rule, futility) => {
+            let unit = |x: f64| x > 0.0 && x < 1.0;
+            let prior = |a: u32, b: u32| (1..=1_000).contains(&a) && (1..=1_000).contains(&b);
+            let rule_ok = match rule {
+                StoppingRule::Mixture { alpha, prior_a, prior_b } => unit(alpha) && prior(prior_a, prior_b),
+                StoppingRule::Wilson { z } => z > 0.0 && z <= 100.0,
+                StoppingRule::WilsonCalibrated { z, cap } => z > 0.0 && z <= 100.0 && cap >= 1,
+                StoppingRule::Sprt { delta, alpha, beta } => unit(delta) && unit(alpha) && unit(beta),
+                StoppingRule::Score { .. } => false,
+            };
+            rule_ok
+                && futility.is_none_or(|f| matches!(f, Futility::Advantage(a) if unit(a.advantage) && unit(a.alpha)))
+        }
     };
     (sane && describe_plan(&rule, futility.as_ref()) == text).then_some((rule, futility))
 }
@@ -685,6 +699,33 @@ mod words_tests {
 
 #[cfg(test)]
 mod tests {
+
+    /// An older plan's numbers must lie where they mean something: a NaN, an infinity or
+    /// an alpha of 1.5 parses as a number, and would make every verdict's comparison
+    /// false; such a plan is unknown, and each decision under it false.
+    #[test]
+    fn older_plans_outside_their_ranges_are_not_plans() {
+        let w = " (not anytime-valid)";
+        for known in [
+            "mixture alpha=0.05 prior=4,4".to_string(),
+            format!("wilson z=3{w}"),
+            "sprt delta=0.05 alpha=0.05 beta=0.1".into(),
+        ] {
+            assert!(parse_plan(&known).is_some(), "{known}");
+        }
+        for unknown in [
+            "mixture alpha=NaN prior=4,4".to_string(),
+            "mixture alpha=1.5 prior=4,4".into(),
+            "mixture alpha=0.05 prior=0,4".into(),
+            format!("wilson z=inf{w}"),
+            format!("wilson z=0{w}"),
+            "sprt delta=0.05 alpha=0.05 beta=1".into(),
+            format!("wilson z=3{w} futility advantage=NaN alpha=0.05"),
+            format!("wilson z=3.0{w}"),
+        ] {
+            assert!(parse_plan(&unknown).is_none(), "{unknown}");
+        }
+    }
     use super::*;
 
     #[test]
