@@ -35,7 +35,7 @@ pub enum SignedError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the signing record {path} is unreadable ({reason}); it says how far this key's chain went, so nothing will be signed until it is whole: restore it, or see the README's \"Recovering a store\"")]
+    #[error("the signing record {path} is unreadable ({reason}); it says how far this key's chain went, so nothing will be signed until it is whole: restore it, or see the README's \"A store that lost our chain is never signed on\"")]
     Invalid { path: PathBuf, reason: String },
     #[error("the signing record {path} belongs to validator {recorded}, not to this key ({key}): the key file was replaced; put back the key that signed this data directory's chain")]
     OtherKey { path: PathBuf, recorded: ValidatorKey, key: ValidatorKey },
@@ -91,17 +91,25 @@ impl SignedRecord {
 /// there but not whole.
 pub fn read(path: &Path) -> Result<Option<SignedRecord>, SignedError> {
     let invalid = |reason: String| SignedError::Invalid { path: path.into(), reason };
+    // A pipe or a device there would block the open or never end: only a regular file
+    // is read (the key file is held to the same rule).
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => return Err(invalid("not a regular file".into())),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(SignedError::Io { doing: "inspect", path: path.into(), source }),
+    }
     let file = match std::fs::File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(SignedError::Io { doing: "open", path: path.into(), source }),
     };
     let mut text = String::new();
-    file.take(MAX_RECORD_BYTES + 1).read_to_string(&mut text).map_err(|source| SignedError::Io {
-        doing: "read",
-        path: path.into(),
-        source,
-    })?;
+    match file.take(MAX_RECORD_BYTES + 1).read_to_string(&mut text) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Err(invalid("not UTF-8 text".into())),
+        Err(source) => return Err(SignedError::Io { doing: "read", path: path.into(), source }),
+    }
     if text.len() as u64 > MAX_RECORD_BYTES {
         return Err(invalid(format!("larger than {MAX_RECORD_BYTES} bytes")));
     }
@@ -228,5 +236,21 @@ mod tests {
         ours.append(events(&ours, 3), 9_000).unwrap();
         assert_eq!(check_store(&record, &ours.store, &validator).unwrap().unwrap().height, 3);
         assert_eq!(read(&record).unwrap().unwrap().height, 3);
+    }
+
+    /// What stands at the record's path is refused by name unless it is a whole record:
+    /// a folder (or a pipe: never opened), bytes that are not text, an empty file.
+    #[test]
+    fn only_a_whole_record_in_a_regular_file_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(SIGNED_FILE);
+        assert!(read(&path).unwrap().is_none(), "none yet");
+        std::fs::create_dir(&path).unwrap();
+        assert!(read(&path).unwrap_err().to_string().contains("not a regular file"));
+        std::fs::remove_dir(&path).unwrap();
+        std::fs::write(&path, [0xff, 0xfe, 0x00]).unwrap();
+        assert!(read(&path).unwrap_err().to_string().contains("not UTF-8"));
+        std::fs::write(&path, b"").unwrap();
+        assert!(read(&path).unwrap_err().to_string().contains("empty"));
     }
 }
