@@ -496,9 +496,6 @@ fn junk_chains_and_made_up_equivocations_neither_stall_sync_nor_grow_our_log() {
         idle >> 20
     );
     assert!(held <= af::p2p::protocol::SyncConfig::default().max_chains + 1, "{held} chains held");
-    // Issue 53, case 3: the follower sees hundreds of junk chains beside the honest one; the
-    // longest claimed goes first, not the first key (6.9 s in key order, 0.9 s now).
-    assert!(follower_at < Duration::from_secs(5), "the fresh follower took {follower_at:?}");
     assert!(evidence <= 1, "{evidence} evidence events from one peer in one period");
     assert!(deferred > 0, "the made-up equivocations were seen and deferred");
     assert!(peak < idle + BUDGET_BYTES, "peak RSS {} MiB over idle {} MiB + budget", peak >> 20, idle >> 20);

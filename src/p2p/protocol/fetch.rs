@@ -53,23 +53,14 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                     continue;
                 }
                 let held = self.held.as_ref().expect("read above");
-                // Of the chains it holds more of than we do that nobody is fetching, the
-                // longest it claims (ties by key), not the first by key: a chain costs its
-                // writer a signed block a height and a claim it cannot serve is blamed,
-                // while keys are free, so thousands of throwaway chains whose keys sort
-                // first cannot keep a fresh node from the logs validators have written.
-                let chosen = state
-                    .holds
-                    .iter()
-                    .filter(|(validator, claimed)| {
-                        let next = held.get(validator).copied().unwrap_or(0);
-                        let wanted =
-                            **claimed >= next && !fetching.contains(validator) && self.accepts_height(validator, next);
-                        let room = next > 0 || held.len() + fetching.len() < self.config.max_chains;
-                        wanted && room
-                    })
-                    .max_by_key(|(validator, claimed)| (**claimed, std::cmp::Reverse(**validator)))
-                    .map(|(validator, _)| *validator);
+                // The first chain it holds more of than we do, that nobody is fetching.
+                let chosen = state.holds.iter().find_map(|(validator, claimed)| {
+                    let next = held.get(validator).copied().unwrap_or(0);
+                    let wanted =
+                        *claimed >= next && !fetching.contains(validator) && self.accepts_height(validator, next);
+                    let room = next > 0 || held.len() + fetching.len() < self.config.max_chains;
+                    (wanted && room).then_some(*validator)
+                });
                 let Some(validator) = chosen else { continue };
                 // The cache is only a guide: the store says where the fetch starts.
                 let next = store.tip(&validator)?.map_or(0, |t| t.height + 1);
