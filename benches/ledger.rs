@@ -104,7 +104,7 @@ fn main() {
         (0..3)
             .map(|_| {
                 let started = Instant::now();
-                let result = verify::verify_store(&store, &mut |_, _, _| {}).unwrap();
+                let result = verify::verify_store(&store, &|_, _| {}).unwrap();
                 let seconds = started.elapsed().as_secs_f64();
                 assert!(result.ok);
                 report = Some(result);

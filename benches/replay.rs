@@ -88,7 +88,7 @@ fn main() {
         (0..3)
             .map(|_| {
                 let started = Instant::now();
-                let report = af::ledger::verify::verify_store(&store, &mut |_, _, _| {}).unwrap();
+                let report = af::ledger::verify::verify_store(&store, &|_, _| {}).unwrap();
                 assert!(report.ok);
                 started.elapsed().as_secs_f64()
             })

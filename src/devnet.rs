@@ -425,7 +425,7 @@ pub fn run(spec: &DevnetSpec) -> Result<Devnet, DevnetError> {
     let mut network: Option<crate::replay::Replay> = None;
     for (i, (dir, key, _)) in validators.iter().enumerate() {
         let store = Store::open_read_only(dir)?;
-        let report = verify::verify_store(&store, &mut |_, _, _| {})?;
+        let report = verify::verify_store(&store, &|_, _| {})?;
         let replayed = crate::replay::replay(
             &store,
             &crate::envs::registry(),

@@ -28,6 +28,21 @@ pub fn open_for_read(data: &Path) -> Result<ReadStore, ReadError> {
     store
 }
 
+/// [`open_for_read`] for `af ledger verify`: the page-checksum pass runs beside the
+/// caller's checks (`af::http::read_store::open_for_verify`).
+pub fn open_for_verify(data: &Path) -> Result<(ReadStore, af::ledger::store::PageCheck), ReadError> {
+    let mut line = ProgressLine::new();
+    let store = read_store::open_for_verify(
+        data,
+        &mut |note| eprintln!("af: {}", super::terminal_safe(note)),
+        &mut |validator, held, size| {
+            line.update(|| format!("mirroring {}…: {held}/{size} blocks", &validator.to_hex()[..16]));
+        },
+    );
+    line.finish();
+    store
+}
+
 fn run_mirror(store: Arc<Store>, url: &str, options: MirrorOptions) -> anyhow::Result<MirrorReport> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let mut line = ProgressLine::new();

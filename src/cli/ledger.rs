@@ -504,28 +504,38 @@ fn describe(event: &Event) -> String {
 fn verify(data: &Path, threads: Option<usize>, json: bool) -> anyhow::Result<ExitCode> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads.unwrap_or(0)).build()?;
     let started = Instant::now();
-    let mut progress = ProgressLine::new();
+    let progress = std::sync::Mutex::new(ProgressLine::new());
     // A store that failed its checks on open is a finding; any other failure to open is not.
-    let opened = match super::http::open_for_read(data) {
-        Ok(store) => Ok(store),
+    let opened = match super::http::open_for_verify(data) {
+        Ok(opened) => Ok(opened),
         Err(af::http::read_store::ReadError::Store(error)) => Err(error),
         Err(error) => return Err(error.into()),
     };
     let mut recovery_needed = None;
-    let report = opened.and_then(|store| {
+    let report = opened.and_then(|(store, page_check)| {
         recovery_needed = store.recovery_needed().map(String::from);
-        pool.install(|| {
-            verify::verify_store(&store, &mut |validator, blocks, bytes| {
-                progress.update(|| {
-                    format!(
-                        "verifying {}…: {blocks} blocks, {:.1} MiB",
-                        &validator.to_hex()[..16],
-                        bytes as f64 / 1048576.0
-                    )
-                })
+        // The blocks are read beside the page-checksum pass, so a damaged page can make
+        // the store engine panic; verify_store catches it and reports the file, so its
+        // message is kept off the terminal meanwhile.
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let report = pool.install(|| {
+            verify::verify_store(&store, &|blocks, bytes| {
+                // Workers report after every block; one of them draws the line at a time.
+                if let Ok(mut line) = progress.try_lock() {
+                    line.update(|| format!("verifying: {blocks} blocks, {:.1} MiB", bytes as f64 / 1048576.0));
+                }
             })
-        })
+        });
+        std::panic::set_hook(hook);
+        // A page that fails the check is the finding, whatever the blocks said.
+        if let Err(error) = page_check.finish() {
+            store.abandon();
+            return Err(error);
+        }
+        report
     });
+    let mut progress = progress.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
     progress.finish();
     let report: StoreReport = match report {
         Ok(report) => report,
@@ -714,7 +724,7 @@ fn import(data: &Path, file: &Path, json: bool) -> anyhow::Result<ExitCode> {
 
 fn reindex(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let store = Store::open(data)?;
-    let report = verify::verify_store(&store, &mut |_, _, _| {})?;
+    let report = verify::verify_store(&store, &|_, _| {})?;
     if let Some(chain) = report.chains.iter().find(|c| c.fault.is_some()) {
         bail!(
             "validator {} fails verification ({}); the indexes are rebuilt only from chains that verify",

@@ -5,6 +5,7 @@
 use super::mirror::{self, ChainOutcome, MirrorError, MirrorOptions};
 use super::ADDRESS_FILE;
 use crate::bytes::ValidatorKey;
+use crate::ledger::store::PageCheck;
 use crate::ledger::{Store, StoreError};
 use std::path::Path;
 use std::sync::Arc;
@@ -31,6 +32,14 @@ pub struct ReadStore {
     _temporary: Option<tempfile::TempDir>,
 }
 
+impl ReadStore {
+    /// [`Store::abandon`]: a store whose page check failed is not closed (a temporary
+    /// mirror is never in that state: its check ran at its open).
+    pub fn abandon(self) {
+        self.store.abandon();
+    }
+}
+
 impl std::ops::Deref for ReadStore {
     type Target = Store;
     fn deref(&self) -> &Store {
@@ -47,15 +56,43 @@ pub fn open_for_read(
     note: &mut dyn FnMut(&str),
     progress: &mut (dyn FnMut(&ValidatorKey, u64, u64) + Send),
 ) -> Result<ReadStore, ReadError> {
-    match Store::open_read_only(data) {
-        Ok(store) => {
+    let (store, check) = open_with(data, false, note, progress)?;
+    check.finish()?;
+    Ok(store)
+}
+
+/// [`open_for_read`] for a full verification: the page-checksum pass of a local store's
+/// open runs on its own thread while the caller checks the blocks
+/// ([`Store::open_read_only_overlapped`]). The caller must [`PageCheck::finish`] it and
+/// call nothing verified before it passes. A store read through a node is a mirror
+/// whose every block was verified as it was copied; its check is already done.
+pub fn open_for_verify(
+    data: &Path,
+    note: &mut dyn FnMut(&str),
+    progress: &mut (dyn FnMut(&ValidatorKey, u64, u64) + Send),
+) -> Result<(ReadStore, PageCheck), ReadError> {
+    open_with(data, true, note, progress)
+}
+
+fn open_with(
+    data: &Path,
+    overlapped: bool,
+    note: &mut dyn FnMut(&str),
+    progress: &mut (dyn FnMut(&ValidatorKey, u64, u64) + Send),
+) -> Result<(ReadStore, PageCheck), ReadError> {
+    let opened = match overlapped {
+        true => Store::open_read_only_overlapped(data),
+        false => Store::open_read_only(data).map(|store| (store, PageCheck::passed())),
+    };
+    match opened {
+        Ok((store, check)) => {
             if let Some(why) = store.recovery_needed() {
                 note(&format!(
                     "{} needs recovery: {why}; nothing was written (the next `af validate` or `af node` on it recovers it)",
                     store.path().display(),
                 ));
             }
-            Ok(ReadStore { store, _temporary: None })
+            Ok((ReadStore { store, _temporary: None }, check))
         }
         Err(StoreError::Locked(path)) => {
             let Some(url) = node_address(data) else { return Err(ReadError::LockedNoHttp(path)) };
@@ -75,7 +112,7 @@ pub fn open_for_read(
             drop(runtime);
             let store = Arc::try_unwrap(store)
                 .map_err(|_| ReadError::ThroughNode { url, why: "the mirror still holds the store".into() })?;
-            Ok(ReadStore { store, _temporary: Some(temporary) })
+            Ok((ReadStore { store, _temporary: Some(temporary) }, PageCheck::passed()))
         }
         Err(error) => Err(error.into()),
     }

@@ -2,19 +2,51 @@
 //! Merkle leaf, `blake3(0x00 || event)`, every tree node and every index entry: inputs of
 //! one blake3 chunk (up to 1,024 bytes), each up to 16 compressions that depend on each
 //! other, which no SIMD width speeds up for one input (blake3's own SIMD works across the
-//! chunks of one long input, and its many-input function is not public API). Eight
-//! inputs side by side in the eight 32-bit lanes of AVX2 registers do speed up: this
-//! module runs the BLAKE3 compression function (the BLAKE3 paper, §2.2) on eight
-//! single-chunk inputs at once. Longer inputs, and machines without AVX2, use the
-//! `blake3` crate one at a time. The tests check the output against that crate.
+//! chunks of one long input, and its many-input function is not public API). Inputs side
+//! by side in the 32-bit lanes of vector registers do speed up: this module runs the
+//! BLAKE3 compression function (the BLAKE3 paper, §2.2) on sixteen single-chunk inputs at
+//! once with AVX-512, or eight with AVX2. Longer inputs, and machines with neither, use
+//! the `blake3` crate one at a time. The tests check every width against that crate.
 
 /// blake3's chunk: an input (prefix included) this long or shorter is one chunk.
 const CHUNK_LEN: usize = 1024;
+/// blake3's block: the compression function's input.
+const BLOCK_LEN: usize = 64;
+
+/// How many inputs go through the compression function side by side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Width {
+    One,
+    #[cfg(target_arch = "x86_64")]
+    Eight,
+    #[cfg(target_arch = "x86_64")]
+    Sixteen,
+}
+
+impl Width {
+    /// The widest this CPU runs.
+    fn best() -> Width {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return Width::Sixteen;
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return Width::Eight;
+            }
+        }
+        Width::One
+    }
+}
 
 /// `blake3(prefix || input)` of each input (keyed with `key` when given), in order. The
-/// inputs that fit one chunk with the prefix go eight at a time through AVX2 when the
-/// CPU has it; the rest through the `blake3` crate.
+/// inputs that fit one chunk with the prefix go sixteen (AVX-512) or eight (AVX2) at a
+/// time when the CPU has it; the rest through the `blake3` crate.
 pub fn hash_many(key: Option<&[u8; 32]>, prefix: &[u8], inputs: &[&[u8]]) -> Vec<[u8; 32]> {
+    hash_many_at(Width::best(), key, prefix, inputs)
+}
+
+fn hash_many_at(width: Width, key: Option<&[u8; 32]>, prefix: &[u8], inputs: &[&[u8]]) -> Vec<[u8; 32]> {
     let one = |input: &[u8]| {
         let mut hasher = key.map_or_else(blake3::Hasher::new, blake3::Hasher::new_keyed);
         hasher.update(prefix);
@@ -24,17 +56,24 @@ pub fn hash_many(key: Option<&[u8; 32]>, prefix: &[u8], inputs: &[&[u8]]) -> Vec
     let mut out = vec![[0u8; 32]; inputs.len()];
     let short_max = CHUNK_LEN.saturating_sub(prefix.len());
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && prefix.len() < CHUNK_LEN {
+    if width != Width::One && prefix.len() < CHUNK_LEN {
         let mut short: Vec<usize> = (0..inputs.len()).filter(|&i| inputs[i].len() <= short_max).collect();
         // Lanes of one group then need about as many compressions as each other.
         short.sort_by_key(|&i| std::cmp::Reverse(inputs[i].len()));
-        let key_words = key.map_or(avx2::IV, |k| {
+        let key_words: [u32; 8] = key.map_or(IV, |k| {
             std::array::from_fn(|i| u32::from_le_bytes(k[4 * i..4 * i + 4].try_into().expect("4 bytes")))
         });
-        for group in short.chunks(8) {
-            let lanes: [&[u8]; 8] = std::array::from_fn(|lane| group.get(lane).map_or(&[][..], |&i| inputs[i]));
-            // SAFETY: AVX2 was detected at run time just above.
-            let hashes = unsafe { avx2::eight(&key_words, key.is_some(), prefix, &lanes, group.len()) };
+        let lanes = if width == Width::Sixteen { 16 } else { 8 };
+        for group in short.chunks(lanes) {
+            let mut hashes = [[0u8; 32]; 16];
+            let group_inputs: Vec<&[u8]> = group.iter().map(|&i| inputs[i]).collect();
+            let job = Lanes::new(key.is_some(), prefix, &group_inputs);
+            match width {
+                // SAFETY: AVX-512F was detected at run time (`Width::best`, or the tests).
+                Width::Sixteen => unsafe { avx512::sixteen(&key_words, &job, &mut hashes) },
+                // SAFETY: AVX2 was detected at run time (`Width::best`, or the tests).
+                _ => unsafe { avx2::eight(&key_words, &job, (&mut hashes[..8]).try_into().expect("8")) },
+            }
             for (lane, &i) in group.iter().enumerate() {
                 out[i] = hashes[lane];
             }
@@ -46,88 +85,141 @@ pub fn hash_many(key: Option<&[u8; 32]>, prefix: &[u8], inputs: &[&[u8]]) -> Vec
         }
         return out;
     }
+    let _ = width;
     for (slot, input) in out.iter_mut().zip(inputs) {
         *slot = one(input);
     }
     out
 }
 
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use super::CHUNK_LEN;
-    use std::arch::x86_64::*;
+const IV: [u32; 8] = [0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19];
+const CHUNK_START: u32 = 1;
+const CHUNK_END: u32 = 2;
+const ROOT: u32 = 8;
+const KEYED_HASH: u32 = 16;
+/// The message word order of each of the seven rounds: the identity, then the BLAKE3
+/// permutation applied once more per round.
+const SCHEDULE: [[usize; 16]; 7] = schedule();
 
-    pub const IV: [u32; 8] =
-        [0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19];
-    const CHUNK_START: u32 = 1;
-    const CHUNK_END: u32 = 2;
-    const ROOT: u32 = 8;
-    const KEYED_HASH: u32 = 16;
-    /// The message word order of each of the seven rounds: the identity, then the
-    /// BLAKE3 permutation applied once more per round.
-    const SCHEDULE: [[usize; 16]; 7] = schedule();
-
-    const fn schedule() -> [[usize; 16]; 7] {
-        const PERMUTATION: [usize; 16] = [2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8];
-        let mut rounds = [[0usize; 16]; 7];
+const fn schedule() -> [[usize; 16]; 7] {
+    const PERMUTATION: [usize; 16] = [2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8];
+    let mut rounds = [[0usize; 16]; 7];
+    let mut i = 0;
+    while i < 16 {
+        rounds[0][i] = i;
+        i += 1;
+    }
+    let mut r = 1;
+    while r < 7 {
         let mut i = 0;
         while i < 16 {
-            rounds[0][i] = i;
+            rounds[r][i] = rounds[r - 1][PERMUTATION[i]];
             i += 1;
         }
-        let mut r = 1;
-        while r < 7 {
-            let mut i = 0;
-            while i < 16 {
-                rounds[r][i] = rounds[r - 1][PERMUTATION[i]];
-                i += 1;
-            }
-            r += 1;
+        r += 1;
+    }
+    rounds
+}
+
+/// Up to sixteen single-chunk inputs, each `prefix || input`, laid out for the lanes:
+/// how many 64-byte blocks each needs, and each block's bytes read in place from the
+/// input where the block lies wholly inside it (no copy), else from a zero-padded copy.
+struct Lanes<'a> {
+    prefix: &'a [u8],
+    inputs: &'a [&'a [u8]],
+    mode: u32,
+    n_blocks: [usize; 16],
+    last_len: [u32; 16],
+    most: usize,
+}
+
+impl<'a> Lanes<'a> {
+    fn new(keyed: bool, prefix: &'a [u8], inputs: &'a [&'a [u8]]) -> Lanes<'a> {
+        assert!(inputs.len() <= 16, "at most sixteen lanes");
+        let mut n_blocks = [0usize; 16];
+        let mut last_len = [0u32; 16];
+        for (lane, input) in inputs.iter().enumerate() {
+            let len = prefix.len() + input.len();
+            assert!(len <= CHUNK_LEN, "an input of one chunk");
+            // An empty input is still one (empty) block.
+            n_blocks[lane] = len.div_ceil(BLOCK_LEN).max(1);
+            last_len[lane] = (len - (n_blocks[lane] - 1) * BLOCK_LEN) as u32;
         }
-        rounds
+        let most = n_blocks.iter().copied().max().unwrap_or(0);
+        Lanes { prefix, inputs, mode: if keyed { KEYED_HASH } else { 0 }, n_blocks, last_len, most }
     }
 
-    /// `blake3(prefix || input)` of up to eight inputs that fit one chunk with the prefix,
-    /// from the chaining value `key` (blake3's IV, or a key with `keyed` set). Lanes from
-    /// `used` on are ignored and their output is meaningless.
+    /// The 64 bytes of block `block` of `lane`: in place when the block lies wholly in
+    /// the input, else copied with zero padding into `scratch`. A lane past its input
+    /// (or unused) reads zeros; its result is masked off.
+    fn block<'s>(&self, lane: usize, block: usize, scratch: &'s mut [u8; BLOCK_LEN]) -> &'s [u8; BLOCK_LEN]
+    where
+        'a: 's,
+    {
+        let Some(input) = self.inputs.get(lane).filter(|_| block < self.n_blocks[lane]) else {
+            *scratch = [0; BLOCK_LEN];
+            return scratch;
+        };
+        let (p, start) = (self.prefix.len(), block * BLOCK_LEN);
+        if start >= p && start - p + BLOCK_LEN <= input.len() {
+            return input[start - p..start - p + BLOCK_LEN].try_into().expect("64 bytes");
+        }
+        *scratch = [0; BLOCK_LEN];
+        let from_prefix = p.saturating_sub(start).min(BLOCK_LEN);
+        if from_prefix > 0 {
+            scratch[..from_prefix].copy_from_slice(&self.prefix[start..start + from_prefix]);
+        }
+        if from_prefix < BLOCK_LEN {
+            let at = start + from_prefix - p;
+            let n = (BLOCK_LEN - from_prefix).min(input.len().saturating_sub(at));
+            scratch[from_prefix..from_prefix + n].copy_from_slice(&input[at..at + n]);
+        }
+        scratch
+    }
+
+    /// Each lane's flags for block `block`, its length, and whether the lane still has
+    /// that block (its chaining value moves only then).
+    fn flags(&self, block: usize) -> ([i32; 16], [i32; 16], [i32; 16]) {
+        let mut flags = [self.mode as i32; 16];
+        let mut block_len = [BLOCK_LEN as i32; 16];
+        let mut active = [0i32; 16];
+        for lane in 0..self.inputs.len() {
+            if block >= self.n_blocks[lane] {
+                continue;
+            }
+            active[lane] = -1;
+            let mut f = self.mode | if block == 0 { CHUNK_START } else { 0 };
+            if block + 1 == self.n_blocks[lane] {
+                f |= CHUNK_END | ROOT;
+                block_len[lane] = self.last_len[lane] as i32;
+            }
+            flags[lane] = f as i32;
+        }
+        (flags, block_len, active)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{Lanes, BLOCK_LEN, IV, SCHEDULE};
+    use std::arch::x86_64::*;
+
+    /// The hashes of `job`'s first eight lanes from the chaining value `key` (blake3's
+    /// IV, or a key), into `out`. Lanes past the job's inputs come out meaningless.
     ///
     /// # Safety
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn eight(key: &[u32; 8], keyed: bool, prefix: &[u8], inputs: &[&[u8]; 8], used: usize) -> [[u8; 32]; 8] {
-        // Each lane's input, prefix || input, zero-padded to whole 64-byte blocks.
-        let mut buffers = [[0u8; CHUNK_LEN]; 8];
-        let mut n_blocks = [0usize; 8];
-        let mut last_len = [0u32; 8];
-        let mode = if keyed { KEYED_HASH } else { 0 };
-        for lane in 0..used {
-            let len = prefix.len() + inputs[lane].len();
-            assert!(len <= CHUNK_LEN, "an input of one chunk");
-            buffers[lane][..prefix.len()].copy_from_slice(prefix);
-            buffers[lane][prefix.len()..len].copy_from_slice(inputs[lane]);
-            // An empty input is still one (empty) block.
-            n_blocks[lane] = len.div_ceil(64).max(1);
-            last_len[lane] = (len - (n_blocks[lane] - 1) * 64) as u32;
-        }
-        let most = n_blocks.iter().copied().max().unwrap_or(0);
+    pub unsafe fn eight(key: &[u32; 8], job: &Lanes<'_>, out: &mut [[u8; 32]; 8]) {
         let mut cv: [__m256i; 8] = std::array::from_fn(|i| _mm256_set1_epi32(key[i] as i32));
-        for block in 0..most {
-            let mut flags = [mode as i32; 8];
-            let mut block_len = [64i32; 8];
-            let mut active = [0i32; 8];
-            for lane in 0..used {
-                if block >= n_blocks[lane] {
-                    continue;
-                }
-                active[lane] = -1;
-                let mut f = mode | if block == 0 { CHUNK_START } else { 0 };
-                if block + 1 == n_blocks[lane] {
-                    f |= CHUNK_END | ROOT;
-                    block_len[lane] = last_len[lane] as i32;
-                }
-                flags[lane] = f as i32;
+        let mut scratch = [[0u8; BLOCK_LEN]; 8];
+        for block in 0..job.most {
+            let (flags, block_len, active) = job.flags(block);
+            let mut rows = [std::ptr::null::<u8>(); 8];
+            for (lane, (row, scratch)) in rows.iter_mut().zip(scratch.iter_mut()).enumerate() {
+                *row = job.block(lane, block, scratch).as_ptr();
             }
-            let words = transposed_block(&buffers, block * 64);
+            let words = transposed_block(&rows);
             let out = compress(&cv, &words, load8(&block_len), load8(&flags));
             let mask = load8(&active);
             for i in 0..8 {
@@ -136,26 +228,26 @@ mod avx2 {
         }
         // Rows back to lanes: lane l's eight hash words, little-endian as blake3 outputs.
         let rows = transpose(cv);
-        let mut hashes = [[0u8; 32]; 8];
-        for (hash, row) in hashes.iter_mut().zip(rows) {
+        for (hash, row) in out.iter_mut().zip(rows) {
             _mm256_storeu_si256(hash.as_mut_ptr().cast(), row);
         }
-        hashes
     }
 
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn load8(values: &[i32; 8]) -> __m256i {
+    unsafe fn load8(values: &[i32; 16]) -> __m256i {
         _mm256_loadu_si256(values.as_ptr().cast())
     }
 
-    /// Word `w` of the block at `offset` of every lane, as vector `w`.
+    /// Word `w` of every lane's 64-byte block (at `rows[lane]`), as vector `w`.
+    ///
+    /// # Safety
+    /// Each pointer must point at 64 readable bytes.
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn transposed_block(buffers: &[[u8; CHUNK_LEN]; 8], offset: usize) -> [__m256i; 16] {
-        let low: [__m256i; 8] = std::array::from_fn(|lane| _mm256_loadu_si256(buffers[lane][offset..].as_ptr().cast()));
-        let high: [__m256i; 8] =
-            std::array::from_fn(|lane| _mm256_loadu_si256(buffers[lane][offset + 32..].as_ptr().cast()));
+    unsafe fn transposed_block(rows: &[*const u8; 8]) -> [__m256i; 16] {
+        let low: [__m256i; 8] = std::array::from_fn(|lane| _mm256_loadu_si256(rows[lane].cast()));
+        let high: [__m256i; 8] = std::array::from_fn(|lane| _mm256_loadu_si256(rows[lane].add(32).cast()));
         let (low, high) = (transpose(low), transpose(high));
         std::array::from_fn(|w| if w < 8 { low[w] } else { high[w - 8] })
     }
@@ -251,11 +343,179 @@ mod avx2 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{Lanes, BLOCK_LEN, IV, SCHEDULE};
+    use std::arch::x86_64::*;
+
+    /// The hashes of `job`'s sixteen lanes from the chaining value `key` (blake3's IV,
+    /// or a key), into `out`. Lanes past the job's inputs come out meaningless.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn sixteen(key: &[u32; 8], job: &Lanes<'_>, out: &mut [[u8; 32]; 16]) {
+        let mut cv: [__m512i; 8] = std::array::from_fn(|i| _mm512_set1_epi32(key[i] as i32));
+        let mut scratch = [[0u8; BLOCK_LEN]; 16];
+        for block in 0..job.most {
+            let (flags, block_len, active) = job.flags(block);
+            // Lane l's block as row l, then transposed: vector w holds word w of every lane.
+            let mut rows = [_mm512_setzero_si512(); 16];
+            for (lane, (row, scratch)) in rows.iter_mut().zip(scratch.iter_mut()).enumerate() {
+                *row = _mm512_loadu_si512(job.block(lane, block, scratch).as_ptr().cast());
+            }
+            let words = transpose(rows);
+            let load = |values: &[i32; 16]| _mm512_loadu_si512(values.as_ptr().cast());
+            let compressed = compress(&cv, &words, load(&block_len), load(&flags));
+            let mask = _mm512_cmpneq_epi32_mask(load(&active), _mm512_setzero_si512());
+            for i in 0..8 {
+                cv[i] = _mm512_mask_blend_epi32(mask, cv[i], compressed[i]);
+            }
+        }
+        // Rows back to lanes: word vectors 0-7 (8-15 zero), transposed, give each lane its
+        // eight hash words in the low half of its row, little-endian as blake3 outputs.
+        let rows = transpose(std::array::from_fn(|i| if i < 8 { cv[i] } else { _mm512_setzero_si512() }));
+        for (hash, row) in out.iter_mut().zip(rows) {
+            _mm256_storeu_si256(hash.as_mut_ptr().cast(), _mm512_castsi512_si256(row));
+        }
+    }
+
+    /// A 16x16 transpose of 32-bit words: row `r`, element `c` goes to row `c`, element
+    /// `r`. Pairs and quads within each 128-bit quarter, then the quarters across rows.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn transpose(r: [__m512i; 16]) -> [__m512i; 16] {
+        let mut a = [_mm512_setzero_si512(); 16];
+        for i in 0..8 {
+            a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+            a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+        }
+        // b[4i + j], quarter q: column 4q + j of rows 4i .. 4i + 3.
+        let mut b = [_mm512_setzero_si512(); 16];
+        for i in 0..4 {
+            b[4 * i] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+            b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+            b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+            b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+        }
+        // Column 4q + j gathers quarter q of b[j], b[4 + j], b[8 + j], b[12 + j].
+        let mut out = [_mm512_setzero_si512(); 16];
+        for j in 0..4 {
+            let even01 = _mm512_shuffle_i32x4::<0x88>(b[j], b[4 + j]);
+            let odd01 = _mm512_shuffle_i32x4::<0xDD>(b[j], b[4 + j]);
+            let even23 = _mm512_shuffle_i32x4::<0x88>(b[8 + j], b[12 + j]);
+            let odd23 = _mm512_shuffle_i32x4::<0xDD>(b[8 + j], b[12 + j]);
+            out[j] = _mm512_shuffle_i32x4::<0x88>(even01, even23);
+            out[4 + j] = _mm512_shuffle_i32x4::<0x88>(odd01, odd23);
+            out[8 + j] = _mm512_shuffle_i32x4::<0xDD>(even01, even23);
+            out[12 + j] = _mm512_shuffle_i32x4::<0xDD>(odd01, odd23);
+        }
+        out
+    }
+
+    /// One round's quarter function G on columns or diagonals `(a, b, c, d)`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn g(v: &mut [__m512i; 16], a: usize, b: usize, c: usize, d: usize, x: __m512i, y: __m512i) {
+        v[a] = _mm512_add_epi32(_mm512_add_epi32(v[a], v[b]), x);
+        v[d] = _mm512_ror_epi32::<16>(_mm512_xor_si512(v[d], v[a]));
+        v[c] = _mm512_add_epi32(v[c], v[d]);
+        v[b] = _mm512_ror_epi32::<12>(_mm512_xor_si512(v[b], v[c]));
+        v[a] = _mm512_add_epi32(_mm512_add_epi32(v[a], v[b]), y);
+        v[d] = _mm512_ror_epi32::<8>(_mm512_xor_si512(v[d], v[a]));
+        v[c] = _mm512_add_epi32(v[c], v[d]);
+        v[b] = _mm512_ror_epi32::<7>(_mm512_xor_si512(v[b], v[c]));
+    }
+
+    /// The compression function on sixteen lanes, chunk counter 0, returning the eight
+    /// chaining-value words (`v[i] ^ v[i + 8]`).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn compress(cv: &[__m512i; 8], m: &[__m512i; 16], block_len: __m512i, flags: __m512i) -> [__m512i; 8] {
+        let zero = _mm512_setzero_si512();
+        let iv = |i: usize| _mm512_set1_epi32(IV[i] as i32);
+        let mut v = [
+            cv[0],
+            cv[1],
+            cv[2],
+            cv[3],
+            cv[4],
+            cv[5],
+            cv[6],
+            cv[7],
+            iv(0),
+            iv(1),
+            iv(2),
+            iv(3),
+            zero,
+            zero,
+            block_len,
+            flags,
+        ];
+        for s in &SCHEDULE {
+            g(&mut v, 0, 4, 8, 12, m[s[0]], m[s[1]]);
+            g(&mut v, 1, 5, 9, 13, m[s[2]], m[s[3]]);
+            g(&mut v, 2, 6, 10, 14, m[s[4]], m[s[5]]);
+            g(&mut v, 3, 7, 11, 15, m[s[6]], m[s[7]]);
+            g(&mut v, 0, 5, 10, 15, m[s[8]], m[s[9]]);
+            g(&mut v, 1, 6, 11, 12, m[s[10]], m[s[11]]);
+            g(&mut v, 2, 7, 8, 13, m[s[12]], m[s[13]]);
+            g(&mut v, 3, 4, 9, 14, m[s[14]], m[s[15]]);
+        }
+        std::array::from_fn(|i| _mm512_xor_si512(v[i], v[i + 8]))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::bytes::Hash32;
     use crate::ledger::merkle::{self, leaf_hashes, node_hashes};
+
+    /// Every width this CPU runs, so each SIMD path is checked where it can run.
+    fn widths() -> Vec<Width> {
+        let mut out = vec![Width::One];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                out.push(Width::Eight);
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                out.push(Width::Sixteen);
+            }
+        }
+        out
+    }
+
+    /// Every length from empty to past one chunk, under every width, with the leaf and
+    /// node prefixes and a long one, keyed and not, in groups that mix lengths.
+    #[test]
+    fn every_width_gives_exactly_the_blake3_crate_hash() {
+        let bytes = sample();
+        let inputs: Vec<&[u8]> = (0..=1030).map(|len| &bytes[len % 89..len % 89 + len]).collect();
+        let key: [u8; 32] = std::array::from_fn(|i| (i * 11 + 5) as u8);
+        for prefix in [&b""[..], b"\x00", &bytes[..63], &bytes[..64], &bytes[..65], &bytes[..130]] {
+            for keyed in [None, Some(&key)] {
+                let want: Vec<[u8; 32]> = inputs
+                    .iter()
+                    .map(|input| {
+                        let mut hasher = keyed.map_or_else(blake3::Hasher::new, blake3::Hasher::new_keyed);
+                        hasher.update(prefix).update(input);
+                        *hasher.finalize().as_bytes()
+                    })
+                    .collect();
+                for width in widths() {
+                    let got = hash_many_at(width, keyed, prefix, &inputs);
+                    assert_eq!(got, want, "{width:?}, prefix of {} bytes, keyed {}", prefix.len(), keyed.is_some());
+                    // Groups of every size below a full one.
+                    for n in 1..17 {
+                        assert_eq!(hash_many_at(width, keyed, prefix, &inputs[500..500 + n]), want[500..500 + n]);
+                    }
+                }
+            }
+        }
+    }
 
     fn sample() -> Vec<u8> {
         (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect()

@@ -13,6 +13,7 @@ use crate::limits::VERIFY_BATCH_BYTES;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// The first thing wrong with one validator's chain.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -64,8 +65,9 @@ pub struct StoreReport {
     pub n_bytes: u64,
 }
 
-/// Progress after each batch: (validator, blocks verified so far, bytes so far).
-pub type Progress<'a> = &'a mut dyn FnMut(&ValidatorKey, u64, u64);
+/// Progress after each block, from any worker: (blocks verified so far, bytes so far),
+/// over the whole store.
+pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Sync);
 
 fn fault_kind(error: &BlockError) -> &'static str {
     match error {
@@ -86,22 +88,43 @@ fn fault_kind(error: &BlockError) -> &'static str {
 }
 
 /// Verifies every chain in the store. Errors only if the store cannot be read at all;
-/// a bad chain is a [`ChainFault`] in the report.
+/// a bad chain is a [`ChainFault`] in the report. Uses every thread of the current rayon
+/// pool: chains are cut into runs of heights checked side by side, and the two indexes
+/// are read while the blocks are checked.
 pub fn verify_store(store: &Store, progress: Progress<'_>) -> Result<StoreReport, StoreError> {
+    // A damaged page can make the store engine panic (in this thread or any worker, whose
+    // panic rayon carries here): a finding about the file, not a crash of the verifier.
+    // On a store whose page check runs beside this one (`Store::open_read_only_overlapped`)
+    // the pages are not yet known to be sound.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| verify_store_inner(store, progress))).unwrap_or_else(
+        |_| Err(StoreError::Corrupt("the store engine failed reading the store: the file is damaged".into())),
+    )
+}
+
+fn verify_store_inner(store: &Store, progress: Progress<'_>) -> Result<StoreReport, StoreError> {
     let txn = store.read()?;
     let tips = store::tips_in(&txn)?;
     let mut validators: BTreeSet<ValidatorKey> = tips.iter().map(|(v, _)| *v).collect();
     validators.extend(store::validators_with_blocks(&txn)?);
-    let mut chains = Vec::new();
+    let chains: Vec<(ValidatorKey, Option<Tip>, Option<u64>)> = validators
+        .into_iter()
+        .map(|validator| (validator, tips.iter().find(|(v, _)| *v == validator).map(|(_, t)| *t), None))
+        .collect();
     let mut expected = ExpectedIndex::new()?;
-    for validator in validators {
-        let recorded_tip = tips.iter().find(|(v, _)| *v == validator).map(|(_, t)| *t);
-        chains.push(verify_chain(&txn, &validator, recorded_tip, None, &mut expected, progress)?);
-    }
+    let key = expected.key;
+    // The indexes are read and digested while the blocks are checked; their sums are
+    // compared only once every chain has verified.
+    let (chains, (by_challenge, by_miner)) = rayon::join(
+        || verify_chains(&txn, &chains, &mut expected, progress),
+        || rayon::join(|| index_sum(&txn, BY_CHALLENGE_TAG, &key), || index_sum(&txn, BY_MINER_TAG, &key)),
+    );
+    let chains = chains?;
     let chains_ok = chains.iter().all(|c| c.fault.is_none());
     let n_entries = expected.by_challenge.count;
     let indexes = if chains_ok {
-        IndexReport { checked: true, n_entries, fault: check_indexes(&txn, expected)? }
+        let challenge_fault = compare_index(&txn, BY_CHALLENGE_TAG, by_challenge?, &expected)?;
+        let miner_fault = compare_index(&txn, BY_MINER_TAG, by_miner?, &expected)?;
+        IndexReport { checked: true, n_entries, fault: challenge_fault.or(miner_fault) }
     } else {
         IndexReport { checked: false, n_entries, fault: None }
     };
@@ -124,7 +147,8 @@ pub fn verify_chain_prefix(
     height: u64,
 ) -> Result<Result<Tip, ChainFault>, StoreError> {
     let mut expected = ExpectedIndex::default();
-    let report = verify_chain(txn, validator, None, Some(height), &mut expected, &mut |_, _, _| {})?;
+    let mut reports = verify_chains(txn, &[(*validator, None, Some(height))], &mut expected, &|_, _| {})?;
+    let report = reports.pop().expect("one chain asked, one report");
     Ok(match (report.fault, report.verified_tip) {
         (Some(fault), _) => Err(fault),
         (None, Some(tip)) if tip.height == height => Ok(tip),
@@ -134,13 +158,6 @@ pub fn verify_chain_prefix(
             message: format!("the chain ends before height {height}"),
         }),
     })
-}
-
-struct Checked {
-    height: u64,
-    result: Result<(Tip, crate::ledger::block::BlockHeader, u64), BlockError>,
-    n_bytes: u64,
-    index: ExpectedIndex,
 }
 
 /// The index entries the verified blocks imply, as a digest of each index's multiset:
@@ -226,43 +243,41 @@ impl Entries {
     }
 }
 
-/// Compares each index with the entries the blocks imply: the same count and sum. On a
-/// difference, a second pass over that index names the first entry that is wrong.
-fn check_indexes(txn: &redb::ReadTransaction, expected: ExpectedIndex) -> Result<Option<IndexFault>, StoreError> {
-    // The two indexes are independent: each is scanned and compared on its own core.
-    let (challenge_fault, miner_fault) = std::thread::scope(|scope| {
-        let miner = scope.spawn(|| compare_index(txn, "by_miner", BY_MINER_TAG, &expected));
-        let challenge = compare_index(txn, "by_challenge", BY_CHALLENGE_TAG, &expected);
-        (challenge, miner.join().expect("the index check does not panic"))
-    });
-    Ok(challenge_fault?.or(miner_fault?))
-}
-
-fn compare_index(
-    txn: &redb::ReadTransaction,
-    name: &'static str,
-    tag: u8,
-    expected: &ExpectedIndex,
-) -> Result<Option<IndexFault>, StoreError> {
-    let want = if tag == BY_MINER_TAG { expected.by_miner } else { expected.by_challenge };
+/// The count and digest sum of what index `tag` holds, read in one pass; or why it could
+/// not be read (a finding, reported only if the chains verify).
+fn index_sum(txn: &redb::ReadTransaction, tag: u8, key: &[u8; 32]) -> Result<Result<IndexSum, String>, StoreError> {
     let mut actual = IndexSum::default();
     let mut entries = Entries::default();
     let mut add_all = |entries: &mut Entries| {
-        entries.digests(&expected.key, tag).into_iter().for_each(|d| actual.add(d));
+        entries.digests(key, tag).into_iter().for_each(|d| actual.add(d));
         entries.clear();
     };
-    let scanned = store::scan_index(txn, tag == BY_MINER_TAG, &mut |key, location| {
-        entries.push(key, location);
+    let scanned = store::scan_index(txn, tag == BY_MINER_TAG, &mut |entry_key, location| {
+        entries.push(entry_key, location);
         if entries.ends.len() == 4096 {
             add_all(&mut entries);
         }
         true
     });
     add_all(&mut entries);
+    Ok(scanned.map(|()| actual).map_err(|error| error.to_string()))
+}
+
+/// Compares index `tag`'s count and sum with the entries the blocks imply. On a
+/// difference, a second pass over that index names the first entry that is wrong.
+fn compare_index(
+    txn: &redb::ReadTransaction,
+    tag: u8,
+    actual: Result<IndexSum, String>,
+    expected: &ExpectedIndex,
+) -> Result<Option<IndexFault>, StoreError> {
+    let name = if tag == BY_MINER_TAG { "by_miner" } else { "by_challenge" };
+    let want = if tag == BY_MINER_TAG { expected.by_miner } else { expected.by_challenge };
     let fault = |kind, message| Some(IndexFault { index: name, kind, message });
-    if let Err(error) = scanned {
-        return Ok(fault("index_unreadable", error.to_string()));
-    }
+    let actual = match actual {
+        Ok(actual) => actual,
+        Err(error) => return Ok(fault("index_unreadable", error)),
+    };
     if actual == want {
         return Ok(None);
     }
@@ -340,117 +355,284 @@ fn implied_digests(txn: &redb::ReadTransaction, key: &[u8; 32], tag: u8) -> Resu
     Ok(digests)
 }
 
-/// Checks one batch of consecutive stored blocks: the expensive part (decode, hashes,
-/// signature) in parallel, then links in height order. Records the first fault.
-fn check_batch(
-    validator: &ValidatorKey,
-    batch: &[(u64, Vec<u8>)],
-    report: &mut ChainReport,
-    next_height: &mut u64,
-    expected: &mut ExpectedIndex,
-) {
-    let checked: Vec<Checked> = batch
-        .par_iter()
-        .map(|(height, bytes)| {
-            let mut index = ExpectedIndex { key: expected.key, ..ExpectedIndex::default() };
-            let (mut by_challenge, mut by_miner) = (Entries::default(), Entries::default());
-            let mut event_idx = 0u32;
-            let result = check_block_with(bytes, &mut |event| {
-                if let Some(t) = event.transcript() {
-                    let location = store::Location { validator: *validator, height: *height, event_idx }.encode();
-                    by_challenge.push(&t.challenge_id.0, &location);
-                    by_miner.push(t.miner.hotkey.as_bytes(), &location);
-                }
-                event_idx += 1;
-            });
-            by_challenge.digests(&index.key, BY_CHALLENGE_TAG).into_iter().for_each(|d| index.by_challenge.add(d));
-            by_miner.digests(&index.key, BY_MINER_TAG).into_iter().for_each(|d| index.by_miner.add(d));
-            let result = result.and_then(|checked| {
-                let header = checked.header;
-                check_signature(&header, &checked.hash, &checked.signature)?;
-                let tip = Tip { height: header.height, hash: checked.hash, time_ms: header.time_ms };
-                Ok((tip, header, checked.leaf_hashes.len() as u64))
-            });
-            Checked { height: *height, n_bytes: bytes.len() as u64, result, index }
-        })
-        .collect();
-    for item in checked {
-        let fault = |kind: &'static str, message: String| ChainFault { height: *next_height, kind, message };
-        if item.height != *next_height {
-            report.fault = Some(fault(
-                "missing_block",
-                format!("no block stored at height {next_height} (next stored is {})", item.height),
-            ));
-            return;
-        }
-        let linked = item.result.and_then(|(tip, header, n_events)| {
-            check_link(validator, report.verified_tip.as_ref(), &header)?;
-            Ok((tip, n_events))
-        });
-        match linked {
-            Ok((tip, n_events)) => {
-                expected.merge(&item.index);
-                report.verified_tip = Some(tip);
-                report.n_blocks_ok += 1;
-                report.n_events += n_events;
-                report.n_bytes += item.n_bytes;
-                *next_height += 1;
-            }
-            Err(error) => {
-                report.fault = Some(fault(fault_kind(&error), error.to_string()));
-                return;
-            }
-        }
-    }
+/// What one worker found in one run of consecutive heights of a chain: counts and index
+/// sums of the blocks that checked out (each against the one before it in the run), the
+/// first block's header (its link to the run before is checked when the runs are joined),
+/// and the first fault in the run.
+struct RunReport {
+    /// The height after the last block that checked out (the run's start if none did).
+    next_height: u64,
+    /// The first block that checked out (on its own; its link is the join's).
+    first: Option<crate::ledger::block::BlockHeader>,
+    last: Option<Tip>,
+    n_blocks_ok: u64,
+    n_events: u64,
+    n_bytes: u64,
+    index: ExpectedIndex,
+    fault: Option<ChainFault>,
+    /// The lowest height with a piece in the run, if any (names the next stored block
+    /// when an earlier run ends short).
+    first_stored: Option<u64>,
 }
 
-fn verify_chain(
-    txn: &redb::ReadTransaction,
+/// One block on its own: canonical bytes, Merkle root, signature, and the index entries
+/// its transcripts imply, digested under `key`.
+fn check_one(
     validator: &ValidatorKey,
-    recorded_tip: Option<Tip>,
-    last_height: Option<u64>,
-    expected: &mut ExpectedIndex,
-    progress: Progress<'_>,
-) -> Result<ChainReport, StoreError> {
-    let mut report =
-        ChainReport { validator: *validator, n_blocks_ok: 0, n_events: 0, n_bytes: 0, verified_tip: None, fault: None };
-    let mut next_height = 0u64;
-    // A reader thread copies blocks out of the store while the rayon pool checks the
-    // previous batch: reading and checking overlap instead of taking turns. One batch
-    // waits at most, so block bytes held are three batches whatever the log's length.
-    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(1);
-    let read = std::thread::scope(|scope| -> Result<(), StoreError> {
-        let reader = scope.spawn(move || {
-            store::stream_blocks(txn, validator, VERIFY_BATCH_BYTES, &mut |mut batch| {
-                let Some(last) = last_height else { return sender.send(batch).is_ok() };
-                let past = batch.last().is_some_and(|(h, _)| *h >= last);
-                batch.retain(|(h, _)| *h <= last);
-                sender.send(batch).is_ok() && !past
-            })
-        });
-        for batch in receiver.iter() {
-            if report.fault.is_some() {
-                break; // Dropping the receiver stops the reader.
-            }
-            check_batch(validator, &batch, &mut report, &mut next_height, expected);
-            progress(validator, report.n_blocks_ok, report.n_bytes);
+    height: u64,
+    bytes: &[u8],
+    key: &[u8; 32],
+    index: &mut ExpectedIndex,
+) -> Result<(Tip, crate::ledger::block::BlockHeader, u64), BlockError> {
+    let (mut by_challenge, mut by_miner) = (Entries::default(), Entries::default());
+    let mut event_idx = 0u32;
+    let checked = check_block_with(bytes, &mut |event| {
+        if let Some(t) = event.transcript() {
+            let location = store::Location { validator: *validator, height, event_idx }.encode();
+            by_challenge.push(&t.challenge_id.0, &location);
+            by_miner.push(t.miner.hotkey.as_bytes(), &location);
         }
-        drop(receiver);
-        reader.join().expect("the block reader does not panic")
+        event_idx += 1;
+    })?;
+    let header = checked.header;
+    check_signature(&header, &checked.hash, &checked.signature)?;
+    by_challenge.digests(key, BY_CHALLENGE_TAG).into_iter().for_each(|d| index.by_challenge.add(d));
+    by_miner.digests(key, BY_MINER_TAG).into_iter().for_each(|d| index.by_miner.add(d));
+    let tip = Tip { height: header.height, hash: checked.hash, time_ms: header.time_ms };
+    Ok((tip, header, checked.leaf_hashes.len() as u64))
+}
+
+/// Checks the stored blocks of `validator` from `from` to `to` in order, each read and
+/// checked by this worker alone (one block held at a time), each linked to the one before
+/// it in the run. Stops at the first fault, or when `stop` is set.
+fn check_run(
+    txn: &redb::ReadTransaction,
+    (chain, validator): (usize, &ValidatorKey),
+    (from, to): (u64, u64),
+    key: &[u8; 32],
+    done: &Done<'_>,
+) -> Result<RunReport, StoreError> {
+    let mut run = RunReport {
+        next_height: from,
+        first: None,
+        last: None,
+        n_blocks_ok: 0,
+        n_events: 0,
+        n_bytes: 0,
+        index: ExpectedIndex { key: *key, ..ExpectedIndex::default() },
+        fault: None,
+        first_stored: None,
+    };
+    if done.past_fault(chain, from) {
+        return Ok(run);
+    }
+    let read = store::for_each_block_in(txn, validator, from, to, &mut |height, bytes| {
+        run.first_stored.get_or_insert(height);
+        let fault = |kind: &'static str, message: String| ChainFault { height: run.next_height, kind, message };
+        if height != run.next_height {
+            run.fault = Some(fault(
+                "missing_block",
+                format!("no block stored at height {} (next stored is {height})", run.next_height),
+            ));
+            return false;
+        }
+        let mut index = ExpectedIndex { key: *key, ..ExpectedIndex::default() };
+        let linked = check_one(validator, height, &bytes, key, &mut index).and_then(|(tip, header, n_events)| {
+            if run.last.is_some() {
+                check_link(validator, run.last.as_ref(), &header)?;
+            }
+            Ok((tip, header, n_events))
+        });
+        match linked {
+            Ok((tip, header, n_events)) => {
+                run.first.get_or_insert(header);
+                run.index.merge(&index);
+                run.last = Some(tip);
+                run.n_blocks_ok += 1;
+                run.n_events += n_events;
+                run.n_bytes += bytes.len() as u64;
+                run.next_height += 1;
+                done.add(bytes.len() as u64);
+                !done.past_fault(chain, run.next_height)
+            }
+            Err(error) => {
+                run.fault = Some(fault(fault_kind(&error), error.to_string()));
+                false
+            }
+        }
     });
     match read {
-        // Chunks that are not the store's layout: a fault of the chain at that height.
-        Err(StoreError::BadChunks { height, why, .. }) if report.fault.is_none() => {
-            report.fault = Some(ChainFault { height, kind: "bad_chunks", message: why });
+        // Pieces that are not the store's layout: a fault of the chain at that height.
+        Err(StoreError::BadChunks { height, why, .. }) if run.fault.is_none() => {
+            // Pieces are stored at that height, though they join into no block.
+            run.first_stored.get_or_insert(height);
+            run.fault = Some(match height == run.next_height {
+                true => ChainFault { height, kind: "bad_chunks", message: why },
+                // A gap comes first, as it would across runs.
+                false => ChainFault {
+                    height: run.next_height,
+                    kind: "missing_block",
+                    message: format!("no block stored at height {} (next stored is {height})", run.next_height),
+                },
+            });
         }
         Err(StoreError::BadChunks { .. }) => {}
         other => other?,
     }
-    if report.fault.is_some() || last_height.is_some() {
-        return Ok(report);
+    if let Some(fault) = &run.fault {
+        done.fault_at(chain, fault.height);
     }
-    // The tip record must name exactly the last verified block.
-    let fault = match (recorded_tip, report.verified_tip) {
+    Ok(run)
+}
+
+/// Blocks and bytes checked so far by every worker, for the progress line, and each
+/// chain's lowest fault found so far: a run past it is not read (the chain's report ends
+/// at its first fault), while the runs before it go on to their end.
+struct Done<'a> {
+    blocks: AtomicU64,
+    bytes: AtomicU64,
+    faults: Vec<AtomicU64>,
+    progress: Progress<'a>,
+}
+
+impl Done<'_> {
+    fn add(&self, n_bytes: u64) {
+        let blocks = self.blocks.fetch_add(1, Relaxed) + 1;
+        let bytes = self.bytes.fetch_add(n_bytes, Relaxed) + n_bytes;
+        (self.progress)(blocks, bytes);
+    }
+
+    fn fault_at(&self, chain: usize, height: u64) {
+        self.faults[chain].fetch_min(height, Relaxed);
+    }
+
+    fn past_fault(&self, chain: usize, height: u64) -> bool {
+        height > self.faults[chain].load(Relaxed)
+    }
+}
+
+/// The heights each worker takes: every chain from 0 to its last stored height, cut into
+/// runs so that every thread of the pool has several (a chain's blocks then spread over
+/// every core, and one long chain does not leave the others idle).
+fn runs(chains: &[(ValidatorKey, Option<u64>)], threads: usize) -> Vec<(usize, u64, u64)> {
+    let total: u64 = chains.iter().filter_map(|(_, last)| last.map(|l| l.saturating_add(1))).sum();
+    let span = total.div_ceil(threads.max(1) as u64 * RUNS_PER_THREAD).max(1);
+    let mut out = Vec::new();
+    for (i, (_, last)) in chains.iter().enumerate() {
+        let Some(last) = *last else { continue };
+        let mut from = 0u64;
+        loop {
+            let to = from.saturating_add(span - 1).min(last);
+            out.push((i, from, to));
+            if to == last {
+                break;
+            }
+            from = to + 1;
+        }
+    }
+    out
+}
+
+/// Runs per thread of the pool: enough that a slow run (big blocks) does not leave the
+/// other threads idle at the end.
+const RUNS_PER_THREAD: u64 = 8;
+
+/// Verifies the chains of `chains` (each with the height to stop at, if any) in
+/// parallel runs over every thread of the current rayon pool, then joins each chain's
+/// runs in height order: the link between runs, the first fault, and the tip record.
+fn verify_chains(
+    txn: &redb::ReadTransaction,
+    chains: &[(ValidatorKey, Option<Tip>, Option<u64>)],
+    expected: &mut ExpectedIndex,
+    progress: Progress<'_>,
+) -> Result<Vec<ChainReport>, StoreError> {
+    let mut lasts = Vec::with_capacity(chains.len());
+    for (validator, _, until) in chains {
+        let last = store::last_stored_height(txn, validator)?;
+        lasts.push((
+            *validator,
+            match until {
+                Some(until) => last.map(|l| l.min(*until)),
+                None => last,
+            },
+        ));
+    }
+    let runs = runs(&lasts, rayon::current_num_threads());
+    let done = Done {
+        blocks: 0.into(),
+        bytes: 0.into(),
+        faults: chains.iter().map(|_| AtomicU64::new(u64::MAX)).collect(),
+        progress,
+    };
+    let key = expected.key;
+    // Each run holds one block at a time: the bytes held are one block per thread.
+    let reports: Vec<Result<RunReport, StoreError>> = runs
+        .par_iter()
+        .map(|&(chain, from, to)| check_run(txn, (chain, &lasts[chain].0), (from, to), &key, &done))
+        .collect();
+    let mut reports = reports.into_iter();
+    let mut out = Vec::with_capacity(chains.len());
+    let mut run_chains = runs.iter().map(|(chain, _, _)| *chain).peekable();
+    for (i, (validator, recorded_tip, until)) in chains.iter().enumerate() {
+        let mut chain_runs = Vec::new();
+        while run_chains.next_if(|c| *c == i).is_some() {
+            chain_runs.push(reports.next().expect("one report per run")?);
+        }
+        let mut report = join_runs(validator, chain_runs, expected);
+        if report.fault.is_none() && until.is_none() {
+            report.fault = tip_fault(*recorded_tip, report.verified_tip);
+        }
+        out.push(report);
+    }
+    Ok(out)
+}
+
+/// A chain's runs, in height order, joined into its report: each run's first block must
+/// link to the previous run's last, a run that ended short is a missing block unless it
+/// is the chain's end, and the first fault ends the chain.
+fn join_runs(validator: &ValidatorKey, runs: Vec<RunReport>, expected: &mut ExpectedIndex) -> ChainReport {
+    let mut report =
+        ChainReport { validator: *validator, n_blocks_ok: 0, n_events: 0, n_bytes: 0, verified_tip: None, fault: None };
+    let next_stored: Vec<Option<u64>> =
+        (0..runs.len()).map(|i| runs[i + 1..].iter().find_map(|r| r.first_stored)).collect();
+    let mut next_height = 0u64;
+    for (i, run) in runs.into_iter().enumerate() {
+        if let Some(header) = &run.first {
+            if let Err(error) = check_link(validator, report.verified_tip.as_ref(), header) {
+                report.fault =
+                    Some(ChainFault { height: next_height, kind: fault_kind(&error), message: error.to_string() });
+                return report;
+            }
+            expected.merge(&run.index);
+            report.n_blocks_ok += run.n_blocks_ok;
+            report.n_events += run.n_events;
+            report.n_bytes += run.n_bytes;
+            report.verified_tip = run.last;
+            next_height = run.next_height;
+        }
+        if run.fault.is_some() {
+            report.fault = run.fault;
+            return report;
+        }
+        // The run stopped before its end with no fault: its later heights hold nothing,
+        // so the next block stored (in a later run) is past a gap.
+        if let Some(next) = next_stored[i] {
+            if next != next_height {
+                report.fault = Some(ChainFault {
+                    height: next_height,
+                    kind: "missing_block",
+                    message: format!("no block stored at height {next_height} (next stored is {next})"),
+                });
+                return report;
+            }
+        }
+    }
+    report
+}
+
+/// Whether the tip record names exactly the last verified block.
+fn tip_fault(recorded_tip: Option<Tip>, verified: Option<Tip>) -> Option<ChainFault> {
+    match (recorded_tip, verified) {
         (Some(recorded), Some(verified)) if recorded == verified => None,
         (None, None) => None,
         (Some(recorded), Some(verified)) if recorded.height > verified.height => Some(ChainFault {
@@ -473,7 +655,5 @@ fn verify_chain(
             kind: "tip_mismatch",
             message: "blocks are stored but no tip is recorded".into(),
         }),
-    };
-    report.fault = fault;
-    Ok(report)
+    }
 }

@@ -30,7 +30,7 @@ fn state_hash(store: &Store) -> af::bytes::Hash32 {
 }
 
 fn verifies(store: &Store) -> bool {
-    verify::verify_store(store, &mut |_, _, _| {}).unwrap().ok
+    verify::verify_store(store, &|_, _| {}).unwrap().ok
 }
 
 /// The node's API over `store` on a loopback port; its base URL.

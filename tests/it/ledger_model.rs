@@ -116,7 +116,7 @@ fn store_matches_a_vec_model() {
         found.sort();
         assert_eq!(found, expected, "{ctx}: challenge index");
     }
-    let report = af::ledger::verify::verify_store(&store, &mut |_, _, _| {}).unwrap();
+    let report = af::ledger::verify::verify_store(&store, &|_, _| {}).unwrap();
     assert!(report.ok, "seed {seed}: {report:?}");
     assert_eq!(report.n_blocks, model.iter().map(|c| c.len() as u64).sum::<u64>());
 }

@@ -122,7 +122,7 @@ type Schedule = BTreeMap<(String, String, String), Vec<u64>>;
 /// Every transcript of our log by (match, env, miner), and the match starts and decisions.
 fn schedule(data: &std::path::Path) -> (Schedule, usize, usize) {
     let store = Store::open(data).unwrap();
-    assert!(verify::verify_store(&store, &mut |_, _, _| {}).unwrap().ok);
+    assert!(verify::verify_store(&store, &|_, _| {}).unwrap().ok);
     let validator = LedgerKey::load(&data.join("validator.key")).unwrap().validator();
     let mut indices: BTreeMap<(String, String, String), Vec<u64>> = BTreeMap::new();
     let (mut started, mut decided) = (0, 0);
@@ -335,7 +335,7 @@ fn verbose_miners_are_recorded_and_the_log_audits_clean() {
 
     {
         let store = Store::open_read_only(&data).unwrap();
-        let report = verify::verify_store(&store, &mut |_, _, _| {}).unwrap();
+        let report = verify::verify_store(&store, &|_, _| {}).unwrap();
         assert!(report.ok, "{report:?}");
     }
     let (mut full, mut cut) = (0, 0);

@@ -114,7 +114,7 @@ fn check_metrics(text: &str, report: &MatchReport, blocks: u64) {
 /// the recorded pairs through a fresh match state: it must reach the recorded verdict.
 fn check_ledger(dir: &std::path::Path, key: &LedgerKey, report: &MatchReport) -> Vec<af::ledger::event::Transcript> {
     let store = Store::open(dir).unwrap();
-    assert!(verify::verify_store(&store, &mut |_, _, _| {}).unwrap().ok);
+    assert!(verify::verify_store(&store, &|_, _| {}).unwrap().ok);
     let loaded = state::load(&store, &key.validator(), &DEFAULT_RATIO_PARAMS).unwrap();
     assert_eq!(loaded.last_decided.as_ref(), Some(&report.decided));
     assert!(loaded.open.is_none());
@@ -221,6 +221,6 @@ async fn a_burst_of_one_event_blocks_is_written_in_order_and_announced_once_each
         heights.push(height);
     }
     assert_eq!(heights, (0..600).collect::<Vec<_>>());
-    let report = af::ledger::verify::verify_store(&log.store, &mut |_, _, _| {}).unwrap();
+    let report = af::ledger::verify::verify_store(&log.store, &|_, _| {}).unwrap();
     assert!(report.ok && report.n_blocks == 600 && report.n_events == 600, "{report:?}");
 }

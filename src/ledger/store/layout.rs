@@ -477,6 +477,36 @@ pub(super) fn next_key_prefix(prefix: &[u8; 32]) -> Option<[u8; 32]> {
     None
 }
 
+/// The highest height of `validator` with a piece stored, read from the last key of its
+/// range (nothing is taken from the tip record): where a parallel verify splits a chain.
+pub fn last_stored_height(txn: &ReadTransaction, validator: &ValidatorKey) -> Result<Option<u64>, StoreError> {
+    let blocks = txn.open_table(BLOCKS).map_err(eng("opening blocks"))?;
+    let (start, end) = (chunk_key(validator, 0, 0), chunk_key(validator, u64::MAX, u16::MAX));
+    let mut range = blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng("reading blocks"))?;
+    match range.next_back() {
+        None => Ok(None),
+        Some(entry) => {
+            let (key, _) = entry.map_err(eng("reading blocks"))?;
+            Ok(Some(split_chunk_key(key.value())?.1))
+        }
+    }
+}
+
+/// Hands every stored block of `validator` from `from` to `to` (both included) to `sink`
+/// one at a time, in height order, each joined from its pieces; stops early if `sink`
+/// returns false. Several of these run at once over one read transaction in a parallel
+/// verify, each holding one block at a time.
+pub fn for_each_block_in(
+    txn: &ReadTransaction,
+    validator: &ValidatorKey,
+    from: u64,
+    to: u64,
+    sink: &mut dyn FnMut(u64, Vec<u8>) -> bool,
+) -> Result<(), StoreError> {
+    let blocks = txn.open_table(BLOCKS).map_err(eng("opening blocks"))?;
+    for_each_block(&blocks, validator, from, Some(to), sink)
+}
+
 /// Streams every stored block of `validator` in height order to `sink`, in batches of
 /// about `batch_bytes`, as (height, bytes). Stops early if `sink` returns false.
 pub fn stream_blocks(

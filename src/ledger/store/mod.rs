@@ -136,6 +136,35 @@ impl Store {
         Store::open_read_only_checked(dir, true)
     }
 
+    /// [`Store::open_read_only`] with redb's page-checksum pass moved off the caller's
+    /// path: the store returned is opened without the pass, and the pass runs at once on
+    /// its own thread, as a second checked read-only open of the same file. Both hold
+    /// the file's shared lock, so no writer commits between them and both read the same
+    /// commit. A full verification checks the blocks meanwhile and reports nothing as
+    /// verified unless [`PageCheck::finish`] passes too. A file its writer left open needs
+    /// redb's recovery, which only the checked open does: it is opened that way, with no
+    /// overlap.
+    pub fn open_read_only_overlapped(dir: &Path) -> Result<(Store, PageCheck), StoreError> {
+        let store = Store::open_read_only_checked(dir, false)?;
+        if store.recovery_needed().is_some() {
+            drop(store);
+            return Ok((Store::open_read_only(dir)?, PageCheck::passed()));
+        }
+        let dir = dir.to_path_buf();
+        let handle = std::thread::Builder::new()
+            .name("page-check".into())
+            .spawn(move || Store::open_read_only(&dir).map(drop))
+            .map_err(|e| io_open_error(store.path(), e))?;
+        Ok((store, PageCheck { handle: Some(handle) }))
+    }
+
+    /// Lets go of a store whose pages failed their check without closing it: redb's close
+    /// writes its allocator state (for a read-only open, into memory only) and can trip
+    /// over the damage. The handle and its shared lock go when the process exits.
+    pub fn abandon(self) {
+        std::mem::forget(self);
+    }
+
     /// A read-only open of a damaged store for salvage (`ledger::salvage`) only: redb's
     /// page-checksum pass is skipped, so a damaged page is met when read (as an error or a
     /// caught panic) instead of refusing the whole file. Nothing read through it is
@@ -648,6 +677,32 @@ impl Store {
             }
             Ok((total, out))
         })
+    }
+}
+
+/// The page-checksum pass of an overlapped open ([`Store::open_read_only_overlapped`]),
+/// running on its own thread until finished.
+#[must_use = "nothing read from an overlapped open is verified until its page check passes"]
+pub struct PageCheck {
+    handle: Option<std::thread::JoinHandle<Result<(), StoreError>>>,
+}
+
+impl PageCheck {
+    /// A check already done (the store was opened with it).
+    pub fn passed() -> PageCheck {
+        PageCheck { handle: None }
+    }
+
+    /// Waits for the pass: `Ok` only if every page of the commit read passed its checksum.
+    pub fn finish(mut self) -> Result<(), StoreError> {
+        match self.handle.take() {
+            None => Ok(()),
+            Some(handle) => handle.join().unwrap_or_else(|_| {
+                Err(StoreError::Corrupt(
+                    "the store engine failed during the page-checksum pass: the file is damaged".into(),
+                ))
+            }),
+        }
     }
 }
 
