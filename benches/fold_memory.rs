@@ -109,7 +109,7 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
     spec.matches.retain(|&(contender, _)| contender >= first);
     spec.events_per_block = 256;
     spec.faults.abandon_matches = abandon;
-    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("bench-data");
+    let base = common::bench_data_dir();
     std::fs::create_dir_all(&base).unwrap();
     let dir = tempfile::Builder::new().prefix("fold-memory").tempdir_in(base).unwrap();
     let store = Store::create(dir.path()).unwrap();

@@ -39,7 +39,7 @@ fn main() {
     let default_events = if full { 1_000_000 } else { 16_384 };
     let n_events: u64 = std::env::var("AF_BENCH_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(default_events);
     let blocks_per_validator = (n_events / N_VALIDATORS as u64).div_ceil(u64::from(EVENTS_PER_BLOCK)).max(1);
-    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("bench-data");
+    let base = common::bench_data_dir();
     std::fs::create_dir_all(&base).unwrap();
     let dir = tempfile::Builder::new().prefix("replay").tempdir_in(base).unwrap();
     let key = |i: usize| LedgerKey::from_seed([i as u8 + 10; 32]);
@@ -83,32 +83,74 @@ fn main() {
         );
         (seconds, last.expect("three runs"))
     };
-    // Verification alone (what `af ledger verify` does), on both cores, for the breakdown.
-    let verify_s = median(
-        (0..3)
-            .map(|_| {
-                let started = Instant::now();
-                let report = af::ledger::verify::verify_store(&store, &|_, _| {}).unwrap();
-                assert!(report.ok);
-                started.elapsed().as_secs_f64()
-            })
-            .collect(),
-    );
-    let (one_s, one) = run(1);
-    let (two_s, two) = run(2);
-    assert_eq!(one.state_hash, two.state_hash, "the thread count never changes the state");
+    // Verification alone (what `af ledger verify` does once the store is open), for the
+    // breakdown, at the same thread counts.
+    let verify = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        median(
+            (0..3)
+                .map(|_| {
+                    let started = Instant::now();
+                    let report = pool.install(|| af::ledger::verify::verify_store(&store, &|_, _| {})).unwrap();
+                    assert!(report.ok);
+                    started.elapsed().as_secs_f64()
+                })
+                .collect(),
+        )
+    };
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut thread_counts: Vec<usize> =
+        std::iter::successors(Some(1usize), |t| Some(t * 2)).take_while(|t| *t < cores).collect();
+    thread_counts.push(cores);
+    let mut sweep = Vec::new();
+    let mut states = Vec::new();
+    for &threads in &thread_counts {
+        let (replay_s, out) = run(threads);
+        sweep.push((threads, replay_s, verify(threads)));
+        states.push(out);
+    }
+    let one = &states[0];
+    for other in &states[1..] {
+        assert_eq!(one.state_hash, other.state_hash, "the thread count never changes the state");
+    }
     assert!(one.state.discrepancies.is_empty(), "{:?}", &one.state.discrepancies[..1]);
+    let (one_s, two_s) = (sweep[0].1, sweep.get(1).map_or(sweep[0].1, |s| s.1));
+    let verify_s = sweep.get(1).map_or(sweep[0].2, |s| s.2);
     let n_events_total: u64 = one.folds.iter().map(|f| f.n_events).sum();
     let n_bytes = one.n_bytes_folded;
 
     // The same bytes read out of the store (timed alone, median of 3), then through plain
-    // blake3 on one thread in memory: the baseline the targets are ratios of.
+    // blake3 in memory on one thread and on every core: the baselines the targets are
+    // ratios of.
     let validators: Vec<_> = keys.iter().map(|k| k.validator()).collect();
     let (read_s, all) = common::read_seconds(&store, &validators);
     assert_eq!(all.len() as u64, n_bytes);
     let blake3_s = common::blake3_seconds(&all);
+    let blake3_all_s = common::blake3_all_cores_seconds(&all, cores);
     drop(all);
     let baseline_s = read_s + blake3_s;
+
+    println!(
+        "## replay and verify at 1 to {cores} threads ({N_VALIDATORS} validators, {} events; medians of 3)\n",
+        n_events_total
+    );
+    println!("| threads | full replay s (`af audit`) | speed-up | serial fraction (Amdahl) | verify s | speed-up | serial fraction | replay x blake3 1 thread | replay x blake3 all cores |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let amdahl =
+        |t: usize, up: f64| if t > 1 { format!("{:.3}", (t as f64 / up - 1.0) / (t as f64 - 1.0)) } else { "-".into() };
+    for &(t, replay_s, verify_s) in &sweep {
+        let (replay_up, verify_up) = (sweep[0].1 / replay_s, sweep[0].2 / verify_s);
+        println!(
+            "| {t} | {replay_s:.3} | {replay_up:.2}x | {} | {verify_s:.3} | {verify_up:.2}x | {} | {:.2} | {:.2} |",
+            amdahl(t, replay_up),
+            amdahl(t, verify_up),
+            replay_s / blake3_s,
+            replay_s / blake3_all_s
+        );
+    }
+    println!("\nblake3 over the same bytes in memory: {blake3_s:.3} s on 1 thread, {blake3_all_s:.3} s on {cores}\n");
+    let state_hash = one.state_hash;
+    let two = states.swap_remove(thread_counts.len().min(2) - 1);
 
     // Incremental: one new 1,024-event block on validator 0, folded on top of the folds.
     let folds = two.folds.clone();
@@ -158,7 +200,7 @@ fn main() {
     let audit_incremental_s = incremental(replay::FoldSource::Untrusted, 3);
 
     let mib = n_bytes as f64 / 1048576.0;
-    println!("## replay ({N_VALIDATORS} validators, {n_events_total} events, {mib:.0} MiB; medians of 3)\n");
+    println!("## replay and its baselines ({N_VALIDATORS} validators, {n_events_total} events, {mib:.0} MiB; medians of 3)\n");
     println!("| what | seconds | events/s | MiB/s | x raw blake3 | x (read + blake3) | target |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for (what, s, target) in [
@@ -194,5 +236,5 @@ fn main() {
         open_s,
         open_s / blake3_s
     );
-    println!("state hash {} (1 and 2 threads agree)", one.state_hash);
+    println!("state hash {state_hash} (every thread count agrees)");
 }

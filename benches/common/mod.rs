@@ -4,6 +4,16 @@
 
 use std::time::Instant;
 
+/// Where a benchmark writes its stores: AF_BENCH_DIR, else target/bench-data (on the
+/// project's disk, not a tmpfs, so fsync costs what it costs). A benchmark binary copied
+/// to another machine is pointed at a directory there with AF_BENCH_DIR.
+pub fn bench_data_dir() -> std::path::PathBuf {
+    std::env::var_os("AF_BENCH_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("bench-data"),
+        std::path::PathBuf::from,
+    )
+}
+
 /// The median of `runs` (this machine is noisy: each figure is the middle of several).
 pub fn median(mut runs: Vec<f64>) -> f64 {
     runs.sort_by(f64::total_cmp);
@@ -17,6 +27,21 @@ pub fn blake3_seconds(bytes: &[u8]) -> f64 {
             .map(|_| {
                 let started = Instant::now();
                 std::hint::black_box(blake3::Hasher::new().update(bytes).finalize());
+                started.elapsed().as_secs_f64()
+            })
+            .collect(),
+    )
+}
+
+/// Seconds for blake3 over `bytes` in memory on `threads` threads (the `blake3` crate's
+/// own multi-threaded hashing, as `b3sum` uses), median of three runs.
+pub fn blake3_all_cores_seconds(bytes: &[u8], threads: usize) -> f64 {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    median(
+        (0..3)
+            .map(|_| {
+                let started = Instant::now();
+                pool.install(|| std::hint::black_box(blake3::Hasher::new().update_rayon(bytes).finalize()));
                 started.elapsed().as_secs_f64()
             })
             .collect(),

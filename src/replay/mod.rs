@@ -109,8 +109,9 @@ fn faulted(folds: &[ChainFold], matches: &network::NetworkMatches) -> bool {
     folds.iter().any(ChainFold::spill_faulted) || matches.faulted()
 }
 
-/// Progress after each batch: (validator, its height reached, bytes folded this run).
-pub type Progress<'a> = &'a mut dyn FnMut(&ValidatorKey, u64, u64);
+/// Progress after each batch, from the thread folding that chain: (validator, its height
+/// reached, bytes of that chain folded this run).
+pub type Progress<'a> = &'a mut (dyn FnMut(&ValidatorKey, u64, u64) + Send);
 
 /// The state hash: blake3 over the canonical encoding of the state.
 /// Fails only when one of the state's matches does not read back from the replay's file.
@@ -195,49 +196,25 @@ pub fn replay_in(
         }
     }
     let n_chains_from_snapshot = from_snapshot.len();
+    // Chains fold side by side, each in height order (a fold is a state machine over its
+    // own chain only); within each, blocks decode and check in parallel batches. Bytes
+    // held: each chain in flight holds up to three batches, and the batch shrinks with
+    // the number of chains folding at once, so the total stays about three full batches.
+    let in_flight = rayon::current_num_threads().min(validators.len()).max(1);
+    let batch_bytes = (VERIFY_BATCH_BYTES / in_flight).max(MIN_FOLD_BATCH_BYTES);
+    let progress = std::sync::Mutex::new(progress);
+    let starts: Vec<ChainFold> = validators
+        .iter()
+        .map(|validator| from_snapshot.remove(validator).unwrap_or_else(|| ChainFold::new(*validator)))
+        .collect();
+    let folded: Vec<Result<(ChainFold, u64, u64), ReplayError>> =
+        starts.into_par_iter().map(|fold| fold_chain(cold, &txn, registry, fold, batch_bytes, &progress)).collect();
     let (mut n_blocks_folded, mut n_bytes_folded) = (0u64, 0u64);
     let mut folds = Vec::with_capacity(validators.len());
-    for validator in validators {
-        let mut fold = from_snapshot.remove(&validator).unwrap_or_else(|| ChainFold::new(validator));
-        if fold.invalid_at.is_none() {
-            let from = fold.next_height();
-            let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(2);
-            let mut spill_failed = None;
-            std::thread::scope(|scope| -> Result<(), StoreError> {
-                let txn = &txn;
-                let reader = scope.spawn(move || {
-                    store::stream_blocks_from(txn, &validator, from, VERIFY_BATCH_BYTES, &mut |batch| {
-                        sender.send(batch).is_ok()
-                    })
-                });
-                for batch in receiver.iter() {
-                    let before = fold.n_bytes;
-                    n_blocks_folded += batch.len() as u64;
-                    // Spilled after each block, so a batch of small matches is never
-                    // all in memory at once.
-                    fold_batch(&mut fold, registry, &batch, &mut |fold| match spill::spill_if_due(cold, fold) {
-                        Err(e) => {
-                            spill_failed = Some(e);
-                            false
-                        }
-                        Ok(_) => true,
-                    });
-                    if spill_failed.is_some() {
-                        break;
-                    }
-                    n_bytes_folded += fold.n_bytes - before;
-                    progress(&validator, fold.next_height(), n_bytes_folded);
-                    if fold.invalid_at.is_some() {
-                        break;
-                    }
-                }
-                drop(receiver);
-                reader.join().expect("the block reader does not panic")
-            })?;
-            if let Some(e) = spill_failed {
-                return Err(e.into());
-            }
-        }
+    for result in folded {
+        let (fold, n_blocks, n_bytes) = result?;
+        n_blocks_folded += n_blocks;
+        n_bytes_folded += n_bytes;
         folds.push(fold);
     }
     if folds.iter().any(ChainFold::spill_faulted) {
@@ -283,6 +260,65 @@ pub fn replay_in(
         ratio_params: *ratio_params,
         recounted: unchanged.is_some(),
     })
+}
+
+/// The smallest batch a chain folds at a time when many fold at once: enough blocks for
+/// the parallel decode to be worth its hand-off.
+const MIN_FOLD_BATCH_BYTES: usize = 4 * 1024 * 1024;
+
+/// Folds one chain's stored blocks past `fold`'s tip, in height order: a reader thread
+/// copies batches of about `batch_bytes` out of the store while the previous batch is
+/// folded. Returns the fold, and the blocks and bytes folded this run.
+fn fold_chain(
+    cold: &cold::ColdStore,
+    txn: &redb::ReadTransaction,
+    registry: &Registry,
+    mut fold: ChainFold,
+    batch_bytes: usize,
+    progress: &std::sync::Mutex<Progress<'_>>,
+) -> Result<(ChainFold, u64, u64), ReplayError> {
+    let (mut n_blocks, mut n_bytes) = (0u64, 0u64);
+    if fold.invalid_at.is_some() {
+        return Ok((fold, 0, 0));
+    }
+    let validator = fold.validator;
+    let from = fold.next_height();
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(2);
+    let mut spill_failed = None;
+    std::thread::scope(|scope| -> Result<(), StoreError> {
+        let reader = scope.spawn(move || {
+            store::stream_blocks_from(txn, &validator, from, batch_bytes, &mut |batch| sender.send(batch).is_ok())
+        });
+        for batch in receiver.iter() {
+            let before = fold.n_bytes;
+            n_blocks += batch.len() as u64;
+            // Spilled after each block, so a batch of small matches is never all in
+            // memory at once.
+            fold_batch(&mut fold, registry, &batch, &mut |fold| match spill::spill_if_due(cold, fold) {
+                Err(e) => {
+                    spill_failed = Some(e);
+                    false
+                }
+                Ok(_) => true,
+            });
+            if spill_failed.is_some() {
+                break;
+            }
+            n_bytes += fold.n_bytes - before;
+            if let Ok(mut progress) = progress.lock() {
+                (*progress)(&validator, fold.next_height(), n_bytes);
+            }
+            if fold.invalid_at.is_some() {
+                break;
+            }
+        }
+        drop(receiver);
+        reader.join().expect("the block reader does not panic")
+    })?;
+    if let Some(e) = spill_failed {
+        return Err(e.into());
+    }
+    Ok((fold, n_blocks, n_bytes))
 }
 
 /// Folds consecutive stored blocks of one chain: decodes them and checks their
