@@ -237,4 +237,9 @@ fn main() {
         open_s / blake3_s
     );
     println!("state hash {state_hash} (every thread count agrees)");
+    drop(store);
+    // AF_BENCH_KEEP=1 keeps the store (for timing `af audit` through the CLI on it).
+    if std::env::var_os("AF_BENCH_KEEP").is_some() {
+        eprintln!("store kept at {}", dir.keep().display());
+    }
 }
