@@ -4,7 +4,9 @@
 # AF_BENCH_LOG_MIB MiB of blocks (default 1024), beside b3sum of the same store file on
 # one thread and on every core. Prints a table: wall seconds (median of 3), speed-up over
 # 1 thread, the serial fraction each speed-up implies (Amdahl), and the ratios to b3sum.
-# AF_BIN and B3SUM name the binaries (defaults: target/release/af, b3sum on PATH).
+# AF_BIN and B3SUM name the binaries (defaults: target/release/af, b3sum on PATH);
+# AF_BIN_BEFORE, if set, is another af build timed beside it on the same store (a paired
+# before/after in one run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AF=${AF_BIN:-target/release/af}
@@ -47,16 +49,18 @@ threads+=("$CORES")
 
 echo "## af ledger verify through the CLI, $MIB blocks of 1,024 events, store file $((file_bytes / 1048576)) MiB compacted, $CORES cores"
 echo
-echo "| threads | seconds | speed-up over 1 | serial fraction (Amdahl) | x b3sum 1 thread | x b3sum all cores |"
-echo "|---:|---:|---:|---:|---:|---:|"
+echo "| threads | seconds | speed-up over 1 | serial fraction (Amdahl) | x b3sum 1 thread | x b3sum all cores | before, seconds |"
+echo "|---:|---:|---:|---:|---:|---:|---:|"
 one=""
 for t in "${threads[@]}"; do
   s=$(median3 "$AF" ledger verify --data "$dir" --threads "$t" --json)
+  before="-"
+  [ -n "${AF_BIN_BEFORE:-}" ] && before=$(median3 "$AF_BIN_BEFORE" ledger verify --data "$dir" --threads "$t" --json)
   [ -z "$one" ] && one=$s
-  awk -v t="$t" -v s="$s" -v one="$one" -v b1="$b3_one" -v ba="$b3_all" 'BEGIN {
+  awk -v t="$t" -v s="$s" -v one="$one" -v b1="$b3_one" -v ba="$b3_all" -v before="$before" 'BEGIN {
     up = one / s
     f = (t > 1) ? sprintf("%.3f", (t / up - 1) / (t - 1)) : "-"
-    printf "| %d | %.3f | %.2fx | %s | %.2fx | %.2fx |\n", t, s, up, f, s / b1, s / ba
+    printf "| %d | %.3f | %.2fx | %s | %.2fx | %.2fx | %s |\n", t, s, up, f, s / b1, s / ba, before
   }'
 done
 echo
