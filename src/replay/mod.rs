@@ -198,10 +198,11 @@ pub fn replay_in(
     let n_chains_from_snapshot = from_snapshot.len();
     // Chains fold side by side, each in height order (a fold is a state machine over its
     // own chain only); within each, blocks decode and check in parallel batches. Bytes
-    // held: each chain in flight holds up to three batches, and the batch shrinks with
-    // the number of chains folding at once, so the total stays about three full batches.
-    let in_flight = rayon::current_num_threads().min(validators.len()).max(1);
-    let batch_bytes = (VERIFY_BATCH_BYTES / in_flight).max(MIN_FOLD_BATCH_BYTES);
+    // held: each chain in flight holds up to three batches (one read ahead in the
+    // channel, one being read, one folded), and with rayon's work stealing every chain
+    // may be in flight at once, so the batch is a share of one full batch per chain:
+    // about three full batches in all, or three of the smallest per chain past 32 chains.
+    let batch_bytes = (VERIFY_BATCH_BYTES / validators.len().max(1)).max(MIN_FOLD_BATCH_BYTES);
     let progress = std::sync::Mutex::new(progress);
     let starts: Vec<ChainFold> = validators
         .iter()
@@ -262,9 +263,9 @@ pub fn replay_in(
     })
 }
 
-/// The smallest batch a chain folds at a time when many fold at once: enough blocks for
-/// the parallel decode to be worth its hand-off.
-const MIN_FOLD_BATCH_BYTES: usize = 4 * 1024 * 1024;
+/// The smallest batch a chain folds at a time when many fold at once (a batch is never
+/// less than one block): enough blocks for the parallel decode to be worth its hand-off.
+const MIN_FOLD_BATCH_BYTES: usize = 1024 * 1024;
 
 /// Folds one chain's stored blocks past `fold`'s tip, in height order: a reader thread
 /// copies batches of about `batch_bytes` out of the store while the previous batch is
@@ -283,7 +284,7 @@ fn fold_chain(
     }
     let validator = fold.validator;
     let from = fold.next_height();
-    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(2);
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(1);
     let mut spill_failed = None;
     std::thread::scope(|scope| -> Result<(), StoreError> {
         let reader = scope.spawn(move || {
