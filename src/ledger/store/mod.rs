@@ -145,7 +145,12 @@ impl Store {
     /// redb's recovery, which only the checked open does: it is opened that way, with no
     /// overlap.
     pub fn open_read_only_overlapped(dir: &Path) -> Result<(Store, PageCheck), StoreError> {
-        let store = Store::open_read_only_checked(dir, false)?;
+        let store = match Store::open_read_only_checked(dir, false) {
+            Ok(store) => store,
+            // The checked open is the authority on a file the quick one could not open.
+            Err(StoreError::Corrupt(_)) => return Ok((Store::open_read_only(dir)?, PageCheck::passed())),
+            Err(error) => return Err(error),
+        };
         if store.recovery_needed().is_some() {
             drop(store);
             return Ok((Store::open_read_only(dir)?, PageCheck::passed()));
