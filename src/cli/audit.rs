@@ -112,15 +112,11 @@ fn audit(args: &AuditArgs) -> anyhow::Result<(AuditReport, Replay)> {
     }
     let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
     // redb's page-checksum pass runs beside the replay; nothing is reported before it
-    // passes. Until then a damaged page can make the store engine panic: caught, and its
-    // message kept off the terminal, as `af ledger verify` does.
-    let (store, page_check) = super::http::open_for_verify(data)?;
+    // passes.
     let mut progress = ProgressLine::new();
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let replayed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    let (store, replayed) = super::http::read_beside_page_check(data, |store| {
         pool.install(|| {
-            super::http::replay_store(&store, data, args.snapshot, &mut |validator, height, bytes| {
+            super::http::replay_store(store, data, args.snapshot, &mut |validator, height, bytes| {
                 progress.update(|| {
                     format!(
                         "auditing {}…: height {height}, {:.1} MiB of its log folded",
@@ -130,15 +126,9 @@ fn audit(args: &AuditArgs) -> anyhow::Result<(AuditReport, Replay)> {
                 })
             })
         })
-    }));
-    std::panic::set_hook(hook);
+    })?;
     progress.finish();
-    if let Err(error) = page_check.finish() {
-        store.abandon();
-        return Err(error.into());
-    }
-    let replayed: Replay = replayed
-        .map_err(|_| anyhow::anyhow!("the store engine failed reading {}: the file is damaged", data.display()))??;
+    let replayed: Replay = replayed?;
     let view = super::weights::read_chain_view(&args.chain, &af::audit::blocks::blocks_to_check(&replayed.folds))?;
     let chain = af::audit::audit_commitments(
         &replayed.folds,

@@ -28,19 +28,25 @@ pub fn open_for_read(data: &Path) -> Result<ReadStore, ReadError> {
     store
 }
 
-/// [`open_for_read`] for `af ledger verify`: the page-checksum pass runs beside the
-/// caller's checks (`af::http::read_store::open_for_verify`).
-pub fn open_for_verify(data: &Path) -> Result<(ReadStore, af::ledger::store::PageCheck), ReadError> {
+/// Runs `read` on `data`'s store beside its page-checksum pass
+/// (`af::http::read_store::read_beside_page_check`), showing the mirror's progress. Until
+/// the pass ends a damaged page can make the store engine panic: that is caught and
+/// named, so its message is kept off the terminal meanwhile.
+pub fn read_beside_page_check<T>(data: &Path, read: impl FnOnce(&ReadStore) -> T) -> Result<(ReadStore, T), ReadError> {
     let mut line = ProgressLine::new();
-    let store = read_store::open_for_verify(
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let out = read_store::read_beside_page_check(
         data,
         &mut |note| eprintln!("af: {}", super::terminal_safe(note)),
         &mut |validator, held, size| {
             line.update(|| format!("mirroring {}…: {held}/{size} blocks", &validator.to_hex()[..16]));
         },
+        read,
     );
+    std::panic::set_hook(hook);
     line.finish();
-    store
+    out
 }
 
 fn run_mirror(store: Arc<Store>, url: &str, options: MirrorOptions) -> anyhow::Result<MirrorReport> {

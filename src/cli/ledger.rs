@@ -505,36 +505,26 @@ fn verify(data: &Path, threads: Option<usize>, json: bool) -> anyhow::Result<Exi
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads.unwrap_or(0)).build()?;
     let started = Instant::now();
     let progress = std::sync::Mutex::new(ProgressLine::new());
-    // A store that failed its checks on open is a finding; any other failure to open is not.
-    let opened = match super::http::open_for_verify(data) {
-        Ok(opened) => Ok(opened),
-        Err(af::http::read_store::ReadError::Store(error)) => Err(error),
-        Err(error) => return Err(error.into()),
-    };
-    let mut recovery_needed = None;
-    let report = opened.and_then(|(store, page_check)| {
-        recovery_needed = store.recovery_needed().map(String::from);
-        // The blocks are read beside the page-checksum pass, so a damaged page can make
-        // the store engine panic; verify_store catches it and reports the file, so its
-        // message is kept off the terminal meanwhile.
-        let hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(|_| {}));
-        let report = pool.install(|| {
-            verify::verify_store(&store, &|blocks, bytes| {
+    // A store that failed its checks is a finding; any other failure to open is not.
+    let read = super::http::read_beside_page_check(data, |store| {
+        pool.install(|| {
+            verify::verify_store(store, &|blocks, bytes| {
                 // Workers report after every block; one of them draws the line at a time.
                 if let Ok(mut line) = progress.try_lock() {
                     line.update(|| format!("verifying: {blocks} blocks, {:.1} MiB", bytes as f64 / 1048576.0));
                 }
             })
-        });
-        std::panic::set_hook(hook);
-        // A page that fails the check is the finding, whatever the blocks said.
-        if let Err(error) = page_check.finish() {
-            store.abandon();
-            return Err(error);
-        }
-        report
+        })
     });
+    let mut recovery_needed = None;
+    let report = match read {
+        Ok((store, report)) => {
+            recovery_needed = store.recovery_needed().map(String::from);
+            report
+        }
+        Err(af::http::read_store::ReadError::Store(error)) => Err(error),
+        Err(error) => return Err(error.into()),
+    };
     let mut progress = progress.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
     progress.finish();
     let report: StoreReport = match report {

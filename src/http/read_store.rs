@@ -61,17 +61,32 @@ pub fn open_for_read(
     Ok(store)
 }
 
-/// [`open_for_read`] for a full verification: the page-checksum pass of a local store's
-/// open runs on its own thread while the caller checks the blocks
-/// ([`Store::open_read_only_overlapped`]). The caller must [`PageCheck::finish`] it and
-/// call nothing verified before it passes. A store read through a node is a mirror
-/// whose every block was verified as it was copied; its check is already done.
-pub fn open_for_verify(
+/// Opens `data` as [`open_for_read`] does, but a local store without redb's page-checksum
+/// pass first ([`Store::open_read_only_overlapped`]), and runs `read` on it while that pass
+/// runs beside it (a full verification or audit reads every block anyway). `read`'s result is handed back only if the pass
+/// passes: a page that fails it is the error whatever `read` found, and that store is
+/// let go without its close ([`Store::abandon`]). A panic of the store engine inside
+/// `read` (a damaged page, read before the pass is done) is caught and named as damage.
+pub fn read_beside_page_check<T>(
     data: &Path,
     note: &mut dyn FnMut(&str),
     progress: &mut (dyn FnMut(&ValidatorKey, u64, u64) + Send),
-) -> Result<(ReadStore, PageCheck), ReadError> {
-    open_with(data, true, note, progress)
+    read: impl FnOnce(&ReadStore) -> T,
+) -> Result<(ReadStore, T), ReadError> {
+    let (store, check) = open_with(data, true, note, progress)?;
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read(&store)));
+    if let Err(error) = check.finish() {
+        store.abandon();
+        return Err(error.into());
+    }
+    match out {
+        Ok(out) => Ok((store, out)),
+        Err(_) => Err(StoreError::Corrupt(format!(
+            "{}: the store engine failed reading it: the file is damaged",
+            store.path().display()
+        ))
+        .into()),
+    }
 }
 
 fn open_with(
