@@ -116,7 +116,7 @@ fn verify_store_inner(store: &Store, progress: Progress<'_>) -> Result<StoreRepo
     // compared only once every chain has verified.
     let (chains, (by_challenge, by_miner)) = rayon::join(
         || verify_chains(&txn, &chains, &mut expected, progress),
-        || rayon::join(|| index_sum(&txn, BY_CHALLENGE_TAG, &key), || index_sum(&txn, BY_MINER_TAG, &key)),
+        || rayon::join(|| challenge_index_sum(&txn, &key), || index_sum(&txn, BY_MINER_TAG, &key)),
     );
     let chains = chains?;
     let chains_ok = chains.iter().all(|c| c.fault.is_none());
@@ -246,13 +246,45 @@ impl Entries {
 /// The count and digest sum of what index `tag` holds, read in one pass; or why it could
 /// not be read (a finding, reported only if the chains verify).
 fn index_sum(txn: &redb::ReadTransaction, tag: u8, key: &[u8; 32]) -> Result<Result<IndexSum, String>, StoreError> {
+    Ok(digest_scan(key, tag, |sink| store::scan_index(txn, tag == BY_MINER_TAG, sink)))
+}
+
+/// [`index_sum`] of the challenge index, read in parts side by side (its keys are random,
+/// so parts by first byte are about equal): the sum is a sum, so the parts add up.
+fn challenge_index_sum(txn: &redb::ReadTransaction, key: &[u8; 32]) -> Result<Result<IndexSum, String>, StoreError> {
+    let parts = (rayon::current_num_threads() * 2).clamp(1, 256);
+    let sums: Vec<Result<IndexSum, String>> = (0..parts)
+        .into_par_iter()
+        .map(|part| {
+            digest_scan(key, BY_CHALLENGE_TAG, |sink| store::scan_challenge_index_part(txn, (part, parts), sink))
+        })
+        .collect();
+    let mut total = IndexSum::default();
+    for sum in sums {
+        match sum {
+            Ok(sum) => total.merge(sum),
+            Err(why) => return Ok(Err(why)),
+        }
+    }
+    Ok(Ok(total))
+}
+
+/// Where a scan hands each index entry: (key, location); false stops it.
+type EntrySink<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> bool;
+
+/// Counts and digests every entry a scan hands out, in groups of 4,096 (`hash_many`).
+fn digest_scan(
+    key: &[u8; 32],
+    tag: u8,
+    scan: impl FnOnce(EntrySink<'_>) -> Result<(), StoreError>,
+) -> Result<IndexSum, String> {
     let mut actual = IndexSum::default();
     let mut entries = Entries::default();
     let mut add_all = |entries: &mut Entries| {
         entries.digests(key, tag).into_iter().for_each(|d| actual.add(d));
         entries.clear();
     };
-    let scanned = store::scan_index(txn, tag == BY_MINER_TAG, &mut |entry_key, location| {
+    let scanned = scan(&mut |entry_key, location| {
         entries.push(entry_key, location);
         if entries.ends.len() == 4096 {
             add_all(&mut entries);
@@ -260,7 +292,7 @@ fn index_sum(txn: &redb::ReadTransaction, tag: u8, key: &[u8; 32]) -> Result<Res
         true
     });
     add_all(&mut entries);
-    Ok(scanned.map(|()| actual).map_err(|error| error.to_string()))
+    scanned.map(|()| actual).map_err(|error| error.to_string())
 }
 
 /// Compares index `tag`'s count and sum with the entries the blocks imply. On a

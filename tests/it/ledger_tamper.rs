@@ -466,3 +466,35 @@ fn the_report_is_the_same_at_every_thread_count() {
         assert_eq!(first.get_or_insert_with(|| json.clone()), &json, "{threads} threads");
     }
 }
+
+/// The challenge index is read in parts by key range, as many as the thread count asks:
+/// an extra entry at either end of the key space (the empty key, a key of 0xff bytes) or
+/// in the middle is found at every thread count, and the sound index passes at each.
+#[test]
+fn the_challenge_index_is_checked_whole_at_every_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let verify_at = |threads: usize| {
+        let store = Store::open_read_only(dir.path()).unwrap();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| af::ledger::verify::verify_store(&store, &|_, _| {})).unwrap()
+    };
+    for threads in [1, 2, 3, 8, 16, 200] {
+        let report = verify_at(threads);
+        assert!(report.ok && report.indexes.checked, "{threads} threads");
+        assert_eq!(report.indexes.n_entries, N_BLOCKS * 4, "{threads} threads");
+    }
+    let (_, location) = first_challenge_entry(dir.path());
+    for extra in [vec![], vec![0xff; 32], vec![0x80; 32]] {
+        edit_challenge_index(dir.path(), |table| {
+            table.insert(extra.as_slice(), location.as_slice()).unwrap();
+        });
+        for threads in [1, 2, 3, 8, 16, 200] {
+            let fault = verify_at(threads).indexes.fault.expect("the extra entry is found");
+            assert_eq!((fault.index, fault.kind), ("by_challenge", "index_mismatch"), "{threads} threads, {extra:?}");
+        }
+        edit_challenge_index(dir.path(), |table| {
+            table.remove(extra.as_slice(), location.as_slice()).unwrap();
+        });
+    }
+}

@@ -120,6 +120,39 @@ pub fn scan_index(
     })
 }
 
+/// The entries of the challenge index whose key's first byte falls in part `part` of
+/// `parts` equal ranges of 0..=255 (the first part also holds the empty key), as
+/// [`scan_index`] hands them out: challenge ids are uniformly random, so the parts are
+/// about equal and can be scanned side by side. `parts` is 1 to 256.
+pub fn scan_challenge_index_part(
+    txn: &ReadTransaction,
+    (part, parts): (usize, usize),
+    sink: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+) -> Result<(), StoreError> {
+    assert!((1..=256).contains(&parts) && part < parts, "part {part} of {parts}");
+    let bound = |i: usize| [(i * 256 / parts) as u8];
+    let (low, high) = (bound(part), bound(part + 1));
+    guarded("scanning an index", || {
+        let table = txn.open_multimap_table(BY_CHALLENGE).map_err(eng("opening an index"))?;
+        let range = match (part == 0, part + 1 == parts) {
+            (true, true) => table.iter(),
+            (true, false) => table.range::<&[u8]>(..high.as_slice()),
+            (false, true) => table.range::<&[u8]>(low.as_slice()..),
+            (false, false) => table.range::<&[u8]>(low.as_slice()..high.as_slice()),
+        };
+        for entry in range.map_err(eng("scanning an index"))? {
+            let (key, values) = entry.map_err(eng("scanning an index"))?;
+            for value in values {
+                let value = value.map_err(eng("scanning an index"))?;
+                if !sink(key.value(), value.value()) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
 /// The key of chunk `chunk` of block `height` of `validator` in [`BLOCKS`].
 pub fn chunk_key(validator: &ValidatorKey, height: u64, chunk: u16) -> [u8; 42] {
     let mut key = [0u8; 42];
