@@ -481,8 +481,15 @@ fn junk_chains_and_made_up_equivocations_neither_stall_sync_nor_grow_our_log() {
     std::thread::sleep(Duration::from_secs(2));
     let (_late, late) = honest_source(dir.path(), "late", &[target.port]);
     let follower = Node::start(&dir.path().join("follower"), &[target.port], &[]);
+    // A fresh node with an allow-list (as the chain's list of validators gives) fetches
+    // only the chains on it: the junk the target holds and announces costs it nothing.
+    let honest_hex = honest.to_hex();
+    let listed = Node::start(&dir.path().join("listed"), &[target.port], &["--allow", &honest_hex]);
+    let listed_at = wait_synced(&listed, &honest, "a fresh node with an allow-list during the junk flood");
     let late_at = wait_synced(&target, &late, "a new honest chain during the junk flood");
     let follower_at = wait_synced(&follower, &honest, "a fresh follower during the junk flood");
+    let listed_status = listed.status().unwrap();
+    let listed_bytes = listed_status["counters"]["bytes_received"].as_u64();
     let received = attack.join().unwrap();
     let fetched = received[0].iter().filter(|r| matches!(r, Request::Blocks { .. })).count();
     let status = target.status().unwrap();
@@ -491,18 +498,22 @@ fn junk_chains_and_made_up_equivocations_neither_stall_sync_nor_grow_our_log() {
     let deferred = status["counters"]["evidence_deferred"].as_u64().unwrap();
     let (_, peak) = target.memory();
     eprintln!(
-        "junk: {fetched} junk fetches, {held} chains held, evidence {evidence} (deferred {deferred}), new honest chain in {late_at:?}, follower in {follower_at:?}, peak {} MiB, idle {} MiB",
+        "junk: {fetched} junk fetches, {held} chains held, evidence {evidence} (deferred {deferred}), new honest chain in {late_at:?}, follower in {follower_at:?}, listed follower in {listed_at:?} ({listed_bytes:?} bytes received), peak {} MiB, idle {} MiB",
         peak >> 20,
         idle >> 20
     );
+    assert!(listed_at < Duration::from_secs(5), "the listed follower took {listed_at:?}");
+    assert_eq!(listed_status["tips"].as_array().unwrap().len(), 1, "only the allowed chain is held: {listed_status}");
     assert!(held <= af::p2p::protocol::SyncConfig::default().max_chains + 1, "{held} chains held");
     assert!(evidence <= 1, "{evidence} evidence events from one peer in one period");
     assert!(deferred > 0, "the made-up equivocations were seen and deferred");
     assert!(peak < idle + BUDGET_BYTES, "peak RSS {} MiB over idle {} MiB + budget", peak >> 20, idle >> 20);
     target.interrupt();
     follower.interrupt();
+    listed.interrupt();
     verifies(&dir.path().join("target"));
     verifies(&dir.path().join("follower"));
+    verifies(&dir.path().join("listed"));
 }
 
 /// Issue 53, case 1: sockets from one machine that open a TCP connection and never

@@ -702,3 +702,65 @@ fn a_validator_whose_networking_fails_stops_and_says_why() {
     let verify = Command::new(af_bin()).args(["ledger", "verify", "--data", data.to_str().unwrap()]).output().unwrap();
     assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
 }
+
+/// A node learns the chain's list of validators after its first tips round (the chain is
+/// read once connected): claims of chains off the list that it recorded before are not
+/// fetched from then on, however many a peer announced (issue 53, case 3). Before, the
+/// junk claimed in that first round kept its fetch slots busy.
+#[test]
+fn chains_claimed_before_the_allow_list_arrived_are_not_fetched_once_it_has() {
+    use std::collections::BTreeSet;
+    let store = MemoryStore::default();
+    let allowed_key = LedgerKey::from_seed([0xf0; 32]);
+    let junk: Vec<LedgerKey> = (0..50u8).map(|i| LedgerKey::from_seed([i; 32])).collect();
+    let mut sync: Sync<u8> = Sync::new(SyncConfig::default());
+    let peer: u8 = 3;
+    let blocks_asked = |out: Vec<Output<u8>>| -> Vec<(u64, af::bytes::ValidatorKey)> {
+        out.into_iter()
+            .filter_map(|o| match o {
+                Output::SendRequest { request, data, .. } => match wire::decode_request(&data).unwrap() {
+                    Request::Blocks { validator, .. } => Some((request, validator)),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    };
+    let out = sync.handle(Input::PeerConnected(peer), 0, &store).unwrap();
+    let tips_request = out
+        .iter()
+        .find_map(|o| match o {
+            Output::SendRequest { request, data, .. } if wire::decode_request(data).unwrap() == Request::Tips => {
+                Some(*request)
+            }
+            _ => None,
+        })
+        .expect("a tips request on connecting");
+    let tips: Vec<SignedHeader> = junk
+        .iter()
+        .chain([&allowed_key])
+        .map(|key| {
+            let block = seal(key.signing_key(), None, 1, demo_events(&key.validator(), 0, 1, 100)).unwrap();
+            SignedHeader { header: block.decoded().block.header.clone(), signature: block.decoded().block.signature }
+        })
+        .collect();
+    let data = wire::encode_response(&Response::Tips(tips)).unwrap();
+    let first =
+        blocks_asked(sync.handle(Input::Response { from: peer, request: tips_request, data }, 10, &store).unwrap());
+    assert!(!first.is_empty(), "with no list yet, claimed chains are fetched");
+    // The chain's list arrives; the fetches in flight fail; the next ones go out.
+    sync.set_allowed(Some(BTreeSet::from([allowed_key.validator()])));
+    let mut later = Vec::new();
+    for (request, _) in &first {
+        later.extend(blocks_asked(sync.handle(Input::RequestFailed { request: *request }, 20, &store).unwrap()));
+    }
+    for tick in 1..20u64 {
+        later.extend(blocks_asked(sync.handle(Input::Tick, 20 + tick * 1_000, &store).unwrap()));
+    }
+    let asked: BTreeSet<_> = later.iter().map(|(_, v)| *v).collect();
+    assert_eq!(
+        asked,
+        BTreeSet::from([allowed_key.validator()]),
+        "only the allowed chain is fetched once the list is known"
+    );
+}

@@ -53,11 +53,15 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                     continue;
                 }
                 let held = self.held.as_ref().expect("read above");
-                // The first chain it holds more of than we do, that nobody is fetching.
+                // The first chain it holds more of than we do, that nobody is fetching, and
+                // that we keep: with an allow-list (the chain's validators, or `--allow`) a
+                // chain off it is never fetched, so the junk a peer announces costs nothing.
                 let chosen = state.holds.iter().find_map(|(validator, claimed)| {
                     let next = held.get(validator).copied().unwrap_or(0);
-                    let wanted =
-                        *claimed >= next && !fetching.contains(validator) && self.accepts_height(validator, next);
+                    let wanted = *claimed >= next
+                        && !fetching.contains(validator)
+                        && self.allowed(validator)
+                        && self.accepts_height(validator, next);
                     let room = next > 0 || held.len() + fetching.len() < self.config.max_chains;
                     (wanted && room).then_some(*validator)
                 });
