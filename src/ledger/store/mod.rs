@@ -133,7 +133,7 @@ impl Store {
     /// are verified, so no byte of the file can make a later read panic, hang or allocate
     /// without bound. A store held by a running writer is [`StoreError::Locked`].
     pub fn open_read_only(dir: &Path) -> Result<Store, StoreError> {
-        Store::open_read_only_checked(dir, true)
+        Store::open_read_only_checked(dir, true, crate::limits::STORE_READ_CACHE_BYTES)
     }
 
     /// [`Store::open_read_only`] with redb's page-checksum pass moved off the caller's
@@ -145,7 +145,7 @@ impl Store {
     /// redb's recovery, which only the checked open does: it is opened that way, with no
     /// overlap.
     pub fn open_read_only_overlapped(dir: &Path) -> Result<(Store, PageCheck), StoreError> {
-        let store = match Store::open_read_only_checked(dir, false) {
+        let store = match Store::open_read_only_checked(dir, false, crate::limits::FULL_READ_CACHE_BYTES) {
             Ok(store) => store,
             // The checked open is the authority on a file the quick one could not open.
             Err(StoreError::Corrupt(_)) => return Ok((Store::open_read_only(dir)?, PageCheck::passed())),
@@ -158,7 +158,7 @@ impl Store {
         let dir = dir.to_path_buf();
         let handle = std::thread::Builder::new()
             .name("page-check".into())
-            .spawn(move || Store::open_read_only(&dir).map(drop))
+            .spawn(move || Store::open_read_only_checked(&dir, true, crate::limits::PAGE_CHECK_CACHE_BYTES).map(drop))
             .map_err(|e| io_open_error(store.path(), e))?;
         Ok((store, PageCheck { handle: Some(handle) }))
     }
@@ -175,10 +175,10 @@ impl Store {
     /// caught panic) instead of refusing the whole file. Nothing read through it is
     /// trusted: salvage re-verifies every block it hands out.
     pub fn open_for_salvage(dir: &Path) -> Result<Store, StoreError> {
-        Store::open_read_only_checked(dir, false)
+        Store::open_read_only_checked(dir, false, crate::limits::STORE_READ_CACHE_BYTES)
     }
 
-    fn open_read_only_checked(dir: &Path, checked: bool) -> Result<Store, StoreError> {
+    fn open_read_only_checked(dir: &Path, checked: bool, cache_bytes: usize) -> Result<Store, StoreError> {
         let path = existing_store_file(dir)?;
         let file = std::fs::File::open(&path).map_err(|e| io_open_error(&path, e))?;
         // The magic never changes, so it is checked before the open (redb would call a
@@ -189,7 +189,7 @@ impl Store {
         let backend = crate::ledger::readonly::ReadOnlyFile::new(file).map_err(|e| io_open_error(&path, e))?;
         let torn = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let seen_torn = torn.clone();
-        let db = open_database(&path, crate::limits::STORE_READ_CACHE_BYTES, move |builder| {
+        let db = open_database(&path, cache_bytes, move |builder| {
             builder
                 .set_check_integrity_on_open(checked)
                 .set_repair_callback(move |session| {
