@@ -62,11 +62,12 @@ pub fn open_for_read(
 }
 
 /// Opens `data` as [`open_for_read`] does, but a local store without redb's page-checksum
-/// pass first ([`Store::open_read_only_overlapped`]), and runs `read` on it while that pass
-/// runs beside it (a full verification or audit reads every block anyway). `read`'s result is handed back only if the pass
-/// passes: a page that fails it is the error whatever `read` found, and that store is
-/// let go without its close ([`Store::abandon`]). A panic of the store engine inside
-/// `read` (a damaged page, read before the pass is done) is caught and named as damage.
+/// pass first ([`Store::open_read_only_overlapped`]), and runs `read` on it while that
+/// pass runs beside it (a full verification or audit reads every block anyway). `read`'s
+/// result is handed back only if the pass passes: a page that fails it is the error
+/// whatever `read` found, and that store is let go without its close
+/// ([`Store::abandon`]). A panic inside `read` is caught: damage if the pass failed, else
+/// a fault of af or redb on sound pages, named as such (not as damage).
 pub fn read_beside_page_check<T>(
     data: &Path,
     note: &mut dyn FnMut(&str),
@@ -81,10 +82,13 @@ pub fn read_beside_page_check<T>(
     }
     match out {
         Ok(out) => Ok((store, out)),
-        Err(_) => Err(StoreError::Corrupt(format!(
-            "{}: the store engine failed reading it: the file is damaged",
-            store.path().display()
-        ))
+        Err(_) => Err(StoreError::Engine {
+            doing: "reading a store whose pages passed their checksums",
+            message: format!(
+                "a panic while reading {} (a fault of af or redb, not of the file)",
+                store.path().display()
+            ),
+        }
         .into()),
     }
 }

@@ -97,7 +97,11 @@ pub fn verify_store(store: &Store, progress: Progress<'_>) -> Result<StoreReport
     // On a store whose page check runs beside this one (`Store::open_read_only_overlapped`)
     // the pages are not yet known to be sound.
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| verify_store_inner(store, progress))).unwrap_or_else(
-        |_| Err(StoreError::Corrupt("the store engine failed reading the store: the file is damaged".into())),
+        |_| {
+            Err(StoreError::Corrupt(
+                "the store engine failed reading the store: a damaged page (or a fault of af or redb)".into(),
+            ))
+        },
     )
 }
 
