@@ -1,10 +1,13 @@
 //! Full verification of a store: every chain from genesis to tip, every byte, every
 //! signature, every link, with nothing taken from the store on trust (not even its tip
-//! records), and then the indexes against the blocks. Blocks are checked in parallel
-//! batches; links are checked in order.
+//! records), and then the indexes against the blocks. Chains are cut into runs of
+//! heights checked side by side, each run in order, and the runs joined in height order,
+//! so the report does not depend on the thread count.
 //!
 //! The store must have been opened with [`Store::open_read_only`] or a writer's checked
-//! open, so that redb has verified every page checksum before these logical checks run.
+//! open, so that redb has verified every page checksum before these logical checks run;
+//! or with [`Store::open_read_only_overlapped`], whose page check runs beside them and
+//! must pass before anything they found is reported.
 
 use super::block::{check_block_with, check_link, check_signature, BlockError, Tip};
 use super::store::{self, Store, StoreError};
