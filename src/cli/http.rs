@@ -34,17 +34,16 @@ pub fn open_for_read(data: &Path) -> Result<ReadStore, ReadError> {
 /// named, so its message is kept off the terminal meanwhile.
 pub fn read_beside_page_check<T>(data: &Path, read: impl FnOnce(&ReadStore) -> T) -> Result<(ReadStore, T), ReadError> {
     let mut line = ProgressLine::new();
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let out = read_store::read_beside_page_check(
-        data,
-        &mut |note| eprintln!("af: {}", super::terminal_safe(note)),
-        &mut |validator, held, size| {
-            line.update(|| format!("mirroring {}…: {held}/{size} blocks", &validator.to_hex()[..16]));
-        },
-        read,
-    );
-    std::panic::set_hook(hook);
+    let out = super::with_quiet_panics(|| {
+        read_store::read_beside_page_check(
+            data,
+            &mut |note| eprintln!("af: {}", super::terminal_safe(note)),
+            &mut |validator, held, size| {
+                line.update(|| format!("mirroring {}…: {held}/{size} blocks", &validator.to_hex()[..16]));
+            },
+            read,
+        )
+    });
     line.finish();
     out
 }

@@ -639,11 +639,9 @@ fn salvage(data: &Path, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let mut progress = ProgressLine::new();
     // A damaged page can make the storage engine panic; each is caught and reported as a
     // reason, so its message is kept off the terminal while salvage runs.
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let report =
-        af::ledger::salvage::salvage(data, &mut writer, &mut |n| progress.update(|| format!("salvaged {n} blocks")));
-    std::panic::set_hook(hook);
+    let report = super::with_quiet_panics(|| {
+        af::ledger::salvage::salvage(data, &mut writer, &mut |n| progress.update(|| format!("salvaged {n} blocks")))
+    });
     progress.finish();
     drop(writer);
     let report = match report {

@@ -328,6 +328,18 @@ pub fn stop_signal() -> impl std::future::Future<Output = &'static str> {
 
 /// Reads a text input of at most `limit` bytes from a file, or stdin for `-`. Only a
 /// regular file or a stream is read, and never more than `limit + 1` bytes of it.
+/// Runs `f` with panic messages kept off the terminal: for reads of a store whose pages
+/// may be damaged (salvage, or a full read beside its page check), where the library
+/// catches the store engine's panics and reports each as a finding. The process's hook is
+/// put back afterwards.
+pub fn with_quiet_panics<T>(f: impl FnOnce() -> T) -> T {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let out = f();
+    std::panic::set_hook(hook);
+    out
+}
+
 pub fn read_input(path: &std::path::Path, limit: u64) -> anyhow::Result<String> {
     let bytes = read_input_bytes(path, limit)?;
     String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))
