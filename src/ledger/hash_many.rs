@@ -70,8 +70,11 @@ fn hash_many_at(width: Width, key: Option<&[u8; 32]>, prefix: &[u8], inputs: &[&
         let lanes = if width == Width::Sixteen { 16 } else { 8 };
         for group in short.chunks(lanes) {
             let mut hashes = [[0u8; 32]; 16];
-            let group_inputs: Vec<&[u8]> = group.iter().map(|&i| inputs[i]).collect();
-            let job = Lanes::new(key.is_some(), prefix, &group_inputs);
+            let mut group_inputs: [&[u8]; 16] = [&[]; 16];
+            for (slot, &i) in group_inputs.iter_mut().zip(group) {
+                *slot = inputs[i];
+            }
+            let job = Lanes::new(key.is_some(), prefix, &group_inputs[..group.len()]);
             match width {
                 // SAFETY: AVX-512F was detected at run time (`Width::best`, or the tests).
                 Width::Sixteen => unsafe { avx512::sixteen(&key_words, &job, &mut hashes) },
@@ -203,6 +206,69 @@ impl<'a> Lanes<'a> {
     }
 }
 
+/// The BLAKE3 round function G and the compression function (chunk counter 0) over one
+/// vector type: one text for AVX2's eight lanes and AVX-512's sixteen, written with that
+/// instruction set's add, xor, broadcast and zero, and the invoking module's `rotr16`,
+/// `rotr12`, `rotr8` and `rotr7` (AVX-512 rotates in one instruction, AVX2 in three). A
+/// macro, not a generic over a trait: trait methods cannot carry `target_feature`, so
+/// they would not inline into the SIMD loop.
+#[cfg(target_arch = "x86_64")]
+macro_rules! compression {
+    ($feature:literal, $vec:ty, $add:ident, $xor:ident, $set1:ident, $zero:ident) => {
+        /// One round's quarter function G on columns or diagonals `(a, b, c, d)`.
+        #[inline]
+        #[target_feature(enable = $feature)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn g(v: &mut [$vec; 16], a: usize, b: usize, c: usize, d: usize, x: $vec, y: $vec) {
+            v[a] = $add($add(v[a], v[b]), x);
+            v[d] = rotr16($xor(v[d], v[a]));
+            v[c] = $add(v[c], v[d]);
+            v[b] = rotr12($xor(v[b], v[c]));
+            v[a] = $add($add(v[a], v[b]), y);
+            v[d] = rotr8($xor(v[d], v[a]));
+            v[c] = $add(v[c], v[d]);
+            v[b] = rotr7($xor(v[b], v[c]));
+        }
+
+        /// The compression function on every lane, chunk counter 0, returning the eight
+        /// chaining-value words (`v[i] ^ v[i + 8]`).
+        #[inline]
+        #[target_feature(enable = $feature)]
+        unsafe fn compress(cv: &[$vec; 8], m: &[$vec; 16], block_len: $vec, flags: $vec) -> [$vec; 8] {
+            let zero = $zero();
+            let mut v = [
+                cv[0],
+                cv[1],
+                cv[2],
+                cv[3],
+                cv[4],
+                cv[5],
+                cv[6],
+                cv[7],
+                $set1(IV[0] as i32),
+                $set1(IV[1] as i32),
+                $set1(IV[2] as i32),
+                $set1(IV[3] as i32),
+                zero,
+                zero,
+                block_len,
+                flags,
+            ];
+            for s in &SCHEDULE {
+                g(&mut v, 0, 4, 8, 12, m[s[0]], m[s[1]]);
+                g(&mut v, 1, 5, 9, 13, m[s[2]], m[s[3]]);
+                g(&mut v, 2, 6, 10, 14, m[s[4]], m[s[5]]);
+                g(&mut v, 3, 7, 11, 15, m[s[6]], m[s[7]]);
+                g(&mut v, 0, 5, 10, 15, m[s[8]], m[s[9]]);
+                g(&mut v, 1, 6, 11, 12, m[s[10]], m[s[11]]);
+                g(&mut v, 2, 7, 8, 13, m[s[12]], m[s[13]]);
+                g(&mut v, 3, 4, 9, 14, m[s[14]], m[s[15]]);
+            }
+            std::array::from_fn(|i| $xor(v[i], v[i + 8]))
+        }
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Lanes, BLOCK_LEN, IV, SCHEDULE};
@@ -294,57 +360,31 @@ mod avx2 {
         _mm256_or_si256(_mm256_srli_epi32::<BITS>(x), _mm256_slli_epi32::<LEFT>(x))
     }
 
-    /// One round's quarter function G on columns or diagonals `(a, b, c, d)`.
     #[inline]
     #[target_feature(enable = "avx2")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn g(v: &mut [__m256i; 16], a: usize, b: usize, c: usize, d: usize, x: __m256i, y: __m256i) {
-        v[a] = _mm256_add_epi32(_mm256_add_epi32(v[a], v[b]), x);
-        v[d] = rotate_right::<16, 16>(_mm256_xor_si256(v[d], v[a]));
-        v[c] = _mm256_add_epi32(v[c], v[d]);
-        v[b] = rotate_right::<12, 20>(_mm256_xor_si256(v[b], v[c]));
-        v[a] = _mm256_add_epi32(_mm256_add_epi32(v[a], v[b]), y);
-        v[d] = rotate_right::<8, 24>(_mm256_xor_si256(v[d], v[a]));
-        v[c] = _mm256_add_epi32(v[c], v[d]);
-        v[b] = rotate_right::<7, 25>(_mm256_xor_si256(v[b], v[c]));
+    unsafe fn rotr16(x: __m256i) -> __m256i {
+        rotate_right::<16, 16>(x)
     }
 
-    /// The compression function on eight lanes, chunk counter 0, returning the eight
-    /// chaining-value words (`v[i] ^ v[i + 8]`).
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn compress(cv: &[__m256i; 8], m: &[__m256i; 16], block_len: __m256i, flags: __m256i) -> [__m256i; 8] {
-        let zero = _mm256_setzero_si256();
-        let mut v = [
-            cv[0],
-            cv[1],
-            cv[2],
-            cv[3],
-            cv[4],
-            cv[5],
-            cv[6],
-            cv[7],
-            _mm256_set1_epi32(IV[0] as i32),
-            _mm256_set1_epi32(IV[1] as i32),
-            _mm256_set1_epi32(IV[2] as i32),
-            _mm256_set1_epi32(IV[3] as i32),
-            zero,
-            zero,
-            block_len,
-            flags,
-        ];
-        for s in &SCHEDULE {
-            g(&mut v, 0, 4, 8, 12, m[s[0]], m[s[1]]);
-            g(&mut v, 1, 5, 9, 13, m[s[2]], m[s[3]]);
-            g(&mut v, 2, 6, 10, 14, m[s[4]], m[s[5]]);
-            g(&mut v, 3, 7, 11, 15, m[s[6]], m[s[7]]);
-            g(&mut v, 0, 5, 10, 15, m[s[8]], m[s[9]]);
-            g(&mut v, 1, 6, 11, 12, m[s[10]], m[s[11]]);
-            g(&mut v, 2, 7, 8, 13, m[s[12]], m[s[13]]);
-            g(&mut v, 3, 4, 9, 14, m[s[14]], m[s[15]]);
-        }
-        std::array::from_fn(|i| _mm256_xor_si256(v[i], v[i + 8]))
+    unsafe fn rotr12(x: __m256i) -> __m256i {
+        rotate_right::<12, 20>(x)
     }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn rotr8(x: __m256i) -> __m256i {
+        rotate_right::<8, 24>(x)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn rotr7(x: __m256i) -> __m256i {
+        rotate_right::<7, 25>(x)
+    }
+
+    compression!("avx2", __m256i, _mm256_add_epi32, _mm256_xor_si256, _mm256_set1_epi32, _mm256_setzero_si256);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -417,58 +457,31 @@ mod avx512 {
         out
     }
 
-    /// One round's quarter function G on columns or diagonals `(a, b, c, d)`.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn g(v: &mut [__m512i; 16], a: usize, b: usize, c: usize, d: usize, x: __m512i, y: __m512i) {
-        v[a] = _mm512_add_epi32(_mm512_add_epi32(v[a], v[b]), x);
-        v[d] = _mm512_ror_epi32::<16>(_mm512_xor_si512(v[d], v[a]));
-        v[c] = _mm512_add_epi32(v[c], v[d]);
-        v[b] = _mm512_ror_epi32::<12>(_mm512_xor_si512(v[b], v[c]));
-        v[a] = _mm512_add_epi32(_mm512_add_epi32(v[a], v[b]), y);
-        v[d] = _mm512_ror_epi32::<8>(_mm512_xor_si512(v[d], v[a]));
-        v[c] = _mm512_add_epi32(v[c], v[d]);
-        v[b] = _mm512_ror_epi32::<7>(_mm512_xor_si512(v[b], v[c]));
+    unsafe fn rotr16(x: __m512i) -> __m512i {
+        _mm512_ror_epi32::<16>(x)
     }
 
-    /// The compression function on sixteen lanes, chunk counter 0, returning the eight
-    /// chaining-value words (`v[i] ^ v[i + 8]`).
     #[inline]
     #[target_feature(enable = "avx512f")]
-    unsafe fn compress(cv: &[__m512i; 8], m: &[__m512i; 16], block_len: __m512i, flags: __m512i) -> [__m512i; 8] {
-        let zero = _mm512_setzero_si512();
-        let iv = |i: usize| _mm512_set1_epi32(IV[i] as i32);
-        let mut v = [
-            cv[0],
-            cv[1],
-            cv[2],
-            cv[3],
-            cv[4],
-            cv[5],
-            cv[6],
-            cv[7],
-            iv(0),
-            iv(1),
-            iv(2),
-            iv(3),
-            zero,
-            zero,
-            block_len,
-            flags,
-        ];
-        for s in &SCHEDULE {
-            g(&mut v, 0, 4, 8, 12, m[s[0]], m[s[1]]);
-            g(&mut v, 1, 5, 9, 13, m[s[2]], m[s[3]]);
-            g(&mut v, 2, 6, 10, 14, m[s[4]], m[s[5]]);
-            g(&mut v, 3, 7, 11, 15, m[s[6]], m[s[7]]);
-            g(&mut v, 0, 5, 10, 15, m[s[8]], m[s[9]]);
-            g(&mut v, 1, 6, 11, 12, m[s[10]], m[s[11]]);
-            g(&mut v, 2, 7, 8, 13, m[s[12]], m[s[13]]);
-            g(&mut v, 3, 4, 9, 14, m[s[14]], m[s[15]]);
-        }
-        std::array::from_fn(|i| _mm512_xor_si512(v[i], v[i + 8]))
+    unsafe fn rotr12(x: __m512i) -> __m512i {
+        _mm512_ror_epi32::<12>(x)
     }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn rotr8(x: __m512i) -> __m512i {
+        _mm512_ror_epi32::<8>(x)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn rotr7(x: __m512i) -> __m512i {
+        _mm512_ror_epi32::<7>(x)
+    }
+
+    compression!("avx512f", __m512i, _mm512_add_epi32, _mm512_xor_si512, _mm512_set1_epi32, _mm512_setzero_si512);
 }
 
 #[cfg(test)]
