@@ -37,9 +37,9 @@ pub struct AuditArgs {
     /// Write a self-contained HTML report to this file.
     #[arg(long)]
     pub report: Option<PathBuf>,
-    /// Threads for the parallel checks (default: every core).
-    #[arg(long)]
-    pub threads: Option<usize>,
+    /// Threads for the parallel checks, 1 to 4096 (default, or 0: every core).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(0..=4096))]
+    pub threads: Option<u16>,
     #[command(flatten)]
     pub chain: super::chain::ChainArgs,
 }
@@ -110,7 +110,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<(AuditReport, Replay)> {
     if !data.join(af::ledger::store::STORE_FILE).is_file() {
         anyhow::bail!("no store at {}", data.join(af::ledger::store::STORE_FILE).display());
     }
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.map_or(0, usize::from)).build()?;
     // redb's page-checksum pass runs beside the replay; nothing is reported before it
     // passes.
     let mut progress = ProgressLine::new();

@@ -48,9 +48,9 @@ pub enum LedgerCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
-        /// Threads for the parallel checks of blocks (default: every core).
-        #[arg(long)]
-        threads: Option<usize>,
+        /// Threads for the parallel checks, 1 to 4096 (default, or 0: every core).
+        #[arg(long, value_parser = clap::value_parser!(u16).range(0..=4096))]
+        threads: Option<u16>,
         /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
@@ -501,8 +501,8 @@ fn describe(event: &Event) -> String {
     }
 }
 
-fn verify(data: &Path, threads: Option<usize>, json: bool) -> anyhow::Result<ExitCode> {
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads.unwrap_or(0)).build()?;
+fn verify(data: &Path, threads: Option<u16>, json: bool) -> anyhow::Result<ExitCode> {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads.map_or(0, usize::from)).build()?;
     let started = Instant::now();
     let progress = std::sync::Mutex::new(ProgressLine::new());
     // A store that failed its checks is a finding; any other failure to open is not.

@@ -124,6 +124,10 @@ fn verify_gives_one_verdict_on_any_number_of_threads() {
     let (code, all) = report("0");
     assert_eq!(code, Some(0), "{all}");
     assert_eq!((all["n_blocks"].as_u64(), all["n_events"].as_u64()), (Some(40), Some(320)), "{all}");
+    // A thread count past any machine is refused by name, before anything is opened.
+    let output = af(&["ledger", "verify", "--data", d, "--threads", "100000"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--threads"), "{output:?}");
     for threads in ["1", "2"] {
         let (code, some) = report(threads);
         assert_eq!(code, Some(0));
