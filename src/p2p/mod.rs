@@ -3,12 +3,12 @@
 //! `protocol` is the IO-less state machine, `wire` its bytes, `codec` their streams, `blocks` the storage it
 //! writes through; `net` is the libp2p actor that does the IO.
 
+pub mod admission;
 pub mod blocks;
 pub mod chain_peers;
 pub mod codec;
 pub mod net;
 pub mod node;
-pub mod pending;
 pub mod protocol;
 pub mod sim;
 pub mod wire;

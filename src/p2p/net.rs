@@ -180,7 +180,7 @@ pub struct PeerStatus {
 struct Behaviour {
     // First: an address over its share of handshakes is refused before it takes one of
     // the slots all addresses share.
-    per_address: super::pending::PendingPerAddress,
+    admission: super::admission::Admission,
     limits: connection_limits::Behaviour,
     blocked: allow_block_list::Behaviour<allow_block_list::BlockedPeers>,
     gossipsub: gossipsub::Behaviour,
@@ -281,6 +281,7 @@ fn build_swarm(key: &LedgerKey, config: &NetConfig) -> Result<Swarm<Behaviour>, 
                     .with_max_concurrent_streams(limits.streams_per_connection),
             );
             let identify = identify::Behaviour::new(identify::Config::new("/af/1".into(), key.public()));
+            let limits_per_peer = limits.per_peer;
             let limits = connection_limits::Behaviour::new(
                 connection_limits::ConnectionLimits::default()
                     .with_max_established_incoming(Some(limits.established_incoming))
@@ -290,8 +291,8 @@ fn build_swarm(key: &LedgerKey, config: &NetConfig) -> Result<Swarm<Behaviour>, 
             );
             let ping =
                 ping::Behaviour::new(ping::Config::new().with_interval(PING_INTERVAL).with_timeout(PING_TIMEOUT));
-            let per_address = super::pending::PendingPerAddress::new(super::pending::PENDING_PER_ADDRESS);
-            Ok(Behaviour { per_address, limits, blocked: Default::default(), gossipsub, sync, identify, ping })
+            let admission = super::admission::Admission::new(super::admission::PENDING_PER_ADDRESS, limits_per_peer);
+            Ok(Behaviour { admission, limits, blocked: Default::default(), gossipsub, sync, identify, ping })
         })
         .map_err(|e| transport(&e))?
         .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(120)))
@@ -549,6 +550,7 @@ impl ActorState {
                 None
             }
             SwarmEvent::ConnectionEstablished { peer_id, endpoint, num_established, .. } => {
+                let dialed = endpoint.is_dialer();
                 if let libp2p::core::ConnectedPoint::Dialer { address, .. } = &endpoint {
                     let bare: Multiaddr =
                         address.iter().filter(|p| !matches!(p, libp2p::multiaddr::Protocol::P2p(_))).collect();
@@ -561,7 +563,11 @@ impl ActorState {
                     }
                 }
                 self.status_dirty = true;
-                return (num_established.get() == 1).then_some((Input::PeerConnected(peer_id), None));
+                // A connection we dialed vouches for what the peer claims (`protocol/trust.rs`).
+                return match dialed {
+                    true => Some((Input::DialedPeerConnected(peer_id), None)),
+                    false => (num_established.get() == 1).then_some((Input::PeerConnected(peer_id), None)),
+                };
             }
             SwarmEvent::ConnectionClosed { peer_id, num_established: 0, .. } => {
                 self.status_dirty = true;

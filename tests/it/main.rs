@@ -24,6 +24,7 @@ mod p2p_hostile;
 mod p2p_net;
 mod p2p_partition;
 mod p2p_sim;
+mod p2p_trust;
 mod proof_mutations;
 mod replay_audit;
 mod subtensor_node;

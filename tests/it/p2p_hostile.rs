@@ -503,8 +503,12 @@ fn junk_chains_and_made_up_equivocations_neither_stall_sync_nor_grow_our_log() {
         idle >> 20
     );
     assert!(listed_at < Duration::from_secs(5), "the listed follower took {listed_at:?}");
+    // The target answers tips trust first (the honest chain came from a peer it dialed),
+    // and the follower fetches in that order, not junk's key order (issue 53, case 3).
+    assert!(follower_at < Duration::from_secs(5), "the open follower took {follower_at:?}");
     assert_eq!(listed_status["tips"].as_array().unwrap().len(), 1, "only the allowed chain is held: {listed_status}");
-    assert!(held <= af::p2p::protocol::SyncConfig::default().max_chains + 1, "{held} chains held");
+    // Strangers' chains take at most half the cap: room stays for vouched ones.
+    assert!(held <= af::p2p::protocol::SyncConfig::default().max_chains / 2 + 2, "{held} chains held");
     assert!(evidence <= 1, "{evidence} evidence events from one peer in one period");
     assert!(deferred > 0, "the made-up equivocations were seen and deferred");
     assert!(peak < idle + BUDGET_BYTES, "peak RSS {} MiB over idle {} MiB + budget", peak >> 20, idle >> 20);
@@ -600,7 +604,18 @@ fn a_crowd_of_throwaway_identities_does_not_keep_an_allowed_validator_out() {
     let crowd_done = done.clone();
     let crowd = std::thread::spawn(move || {
         let runtime = runtime();
-        let mut crowd: Vec<Swarm<Attacker>> = (0..300).map(|_| runtime.block_on(async { attacker() })).collect();
+        // From another machine than the validator's (127.0.0.9: each swarm listens there,
+        // so its dials leave from there): the crowd's address runs out of its connection
+        // rate, the validator's does not.
+        let mut crowd: Vec<Swarm<Attacker>> = (0..300)
+            .map(|_| {
+                runtime.block_on(async {
+                    let mut swarm = attacker();
+                    swarm.listen_on("/ip4/127.0.0.9/tcp/0".parse().unwrap()).unwrap();
+                    swarm
+                })
+            })
+            .collect();
         // Those refused dial again every half second, as an attacker would, until every
         // slot strangers share is taken; the rest keep trying.
         runtime.block_on(async {

@@ -53,18 +53,30 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                     continue;
                 }
                 let held = self.held.as_ref().expect("read above");
-                // The first chain it holds more of than we do, that nobody is fetching, and
-                // that we keep: with an allow-list (the chain's validators, or `--allow`) a
-                // chain off it is never fetched, so the junk a peer announces costs nothing.
-                let chosen = state.holds.iter().find_map(|(validator, claimed)| {
+                // The chain it holds more of than we do, that nobody is fetching, that we
+                // keep, of the most trusted tier (`trust.rs`), first in the order the peer
+                // gave: with an allow-list (the chain's validators, or `--allow`) a chain
+                // off it is never fetched, so the junk a peer announces costs nothing;
+                // without one, chains dialed peers vouch for come before strangers'.
+                let best_possible = if self.config.allowed.is_some() { Trust::Listed } else { Trust::Vouched };
+                let mut chosen: Option<(Trust, ValidatorKey)> = None;
+                for validator in &state.order {
+                    let Some(claimed) = state.holds.get(validator) else { continue };
                     let next = held.get(validator).copied().unwrap_or(0);
+                    let trust = self.trust_claimed_by(validator, peer);
                     let wanted = *claimed >= next
                         && !fetching.contains(validator)
                         && self.allowed(validator)
                         && self.accepts_height(validator, next);
-                    let room = next > 0 || held.len() + fetching.len() < self.config.max_chains;
-                    (wanted && room).then_some(*validator)
-                });
+                    let room = next > 0 || trust.room(held.len() + fetching.len(), self.config.max_chains);
+                    if wanted && room && chosen.is_none_or(|(best, _)| trust < best) {
+                        chosen = Some((trust, *validator));
+                        if trust <= best_possible {
+                            break;
+                        }
+                    }
+                }
+                let chosen = chosen.map(|(_, validator)| validator);
                 let Some(validator) = chosen else { continue };
                 // The cache is only a guide: the store says where the fetch starts.
                 let next = store.tip(&validator)?.map_or(0, |t| t.height + 1);
@@ -122,8 +134,13 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                 return Ok(());
             }
             Ok(Request::Tips) => {
+                // Trust first (`trust.rs`): what the answer leaves out past `MAX_TIPS` is
+                // strangers' chains, and a fresh node that fetches in our order takes the
+                // validators we vouch for before junk we hold.
+                let mut held = store.tips()?;
+                held.sort_by_key(|(validator, _)| self.trust(validator));
                 let mut tips = Vec::new();
-                for (validator, tip) in store.tips()?.into_iter().take(MAX_TIPS) {
+                for (validator, tip) in held.into_iter().take(MAX_TIPS) {
                     if let Some((header, signature)) = store.signed_header(&validator, tip.height)? {
                         tips.push(SignedHeader { header, signature });
                     }

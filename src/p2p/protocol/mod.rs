@@ -29,6 +29,9 @@
 //! Scheduling reads no store per chain: the heights we hold are cached in memory.
 
 mod fetch;
+mod trust;
+
+pub use trust::Trust;
 
 use super::blocks::BlockStore;
 use super::wire::{self, Gossip, Request, SignedHeader, MAX_TIPS};
@@ -113,7 +116,11 @@ pub enum Validation {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Input<P> {
     Tick,
+    /// A peer dialed us.
     PeerConnected(P),
+    /// We dialed a peer (a configured address, or one the chain lists): the chains it
+    /// claims are vouched for (`trust.rs`).
+    DialedPeerConnected(P),
     PeerDisconnected(P),
     Gossip {
         from: P,
@@ -273,6 +280,12 @@ struct PeerState {
     /// exactly costs a lookup; a different header at the same height is looked at again.
     seen: BTreeMap<ValidatorKey, crate::bytes::Hash32>,
     last_evidence_ms: Option<u64>,
+    /// We dialed it: what it claims is vouched for.
+    dialed: bool,
+    /// The chains it claims, in the order it told us (its tips answer's order): within a
+    /// tier, fetches follow it. May hold chains no longer in `holds` (skipped), at most
+    /// twice `MAX_TIPS` before it is compacted.
+    order: Vec<ValidatorKey>,
 }
 
 pub struct Sync<P> {
@@ -298,6 +311,10 @@ pub struct Sync<P> {
     /// Unix time in ms at the protocol clock's zero, when the caller knows it: what a
     /// block's `time_ms` is compared with on arrival ([`FUTURE_TOLERANCE_MS`]).
     wall_at_zero_ms: Option<u64>,
+    /// Chains a peer we dialed claimed (at most `trust::MAX_VOUCHED`).
+    vouched: BTreeSet<ValidatorKey>,
+    /// Our own chain, once our writer announced a block of it.
+    own: Option<ValidatorKey>,
     pub counters: SyncCounters,
 }
 
@@ -333,6 +350,8 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
             next_request: 0,
             next_tips_ms: 0,
             wall_at_zero_ms: None,
+            vouched: BTreeSet::new(),
+            own: None,
             counters: SyncCounters::default(),
         }
     }
@@ -358,7 +377,7 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         for state in self.peers.values() {
             for (validator, claimed) in &state.holds {
                 let next = held.get(validator).copied().unwrap_or(0);
-                let room = next > 0 || held.len() < self.config.max_chains;
+                let room = next > 0 || self.trust(validator).room(held.len(), self.config.max_chains);
                 if *claimed >= next && room && self.accepts_height(validator, next) {
                     behind.insert(*validator);
                 }
@@ -392,7 +411,21 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
             sent: Bucket::full(config.peer_requests_per_s, now_ms),
             seen: BTreeMap::new(),
             last_evidence_ms: None,
+            dialed: false,
+            order: Vec::new(),
         })
+    }
+
+    /// How far a chain is trusted (`trust.rs`).
+    pub fn trust(&self, validator: &ValidatorKey) -> Trust {
+        trust::TrustInputs { own: self.own.as_ref(), allowed: self.config.allowed.as_ref(), vouched: &self.vouched }
+            .of(validator)
+    }
+
+    /// How far a chain is trusted once `peer` has claimed it.
+    fn trust_claimed_by(&self, validator: &ValidatorKey, peer: &P) -> Trust {
+        let dialed = self.peers.get(peer).is_some_and(|s| s.dialed);
+        self.trust(validator).min(if dialed { Trust::Vouched } else { Trust::Stranger })
     }
 
     /// Blocks held of each validator, from the store the first time.
@@ -429,9 +462,21 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
             Some(_) => {}
             None if room => {
                 state.holds.insert(validator, height);
+                if state.order.len() >= 2 * MAX_TIPS {
+                    let mut kept = BTreeSet::new();
+                    let holds = &state.holds;
+                    state.order.retain(|v| holds.contains_key(v) && kept.insert(*v));
+                }
+                state.order.push(validator);
                 self.schedule = true;
             }
-            None => self.counters.announcements_ignored += 1,
+            None => {
+                self.counters.announcements_ignored += 1;
+                return;
+            }
+        }
+        if state.dialed && self.vouched.len() < trust::MAX_VOUCHED {
+            self.vouched.insert(validator);
         }
     }
 
@@ -471,6 +516,14 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                 self.peer(&peer, now_ms);
                 self.request_tips(peer, now_ms, &mut out);
             }
+            Input::DialedPeerConnected(peer) => {
+                // A second connection to a peer (ours beside its own) only marks it.
+                let new = !self.peers.contains_key(&peer);
+                self.peer(&peer, now_ms).dialed = true;
+                if new {
+                    self.request_tips(peer, now_ms, &mut out);
+                }
+            }
             Input::PeerDisconnected(peer) => {
                 self.forget_peer(&peer);
             }
@@ -490,6 +543,7 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                 self.end_request(request);
             }
             Input::OwnBlock { validator, height } => {
+                self.own = Some(validator);
                 self.refresh_held(validator, store)?;
                 if let Some((header, signature)) = store.signed_header(&validator, height)? {
                     out.push(Output::Publish(wire::encode_gossip(&Gossip::Announce(SignedHeader {
@@ -578,8 +632,9 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
             return Ok(HeaderVerdict::NotAllowed);
         }
         let max_chains = self.config.max_chains;
+        let trust = self.trust_claimed_by(&validator, from);
         let held = self.held(store)?;
-        if !held.contains_key(&validator) && held.len() >= max_chains {
+        if !held.contains_key(&validator) && !trust.room(held.len(), max_chains) {
             self.counters.announcements_ignored += 1;
             return Ok(HeaderVerdict::NotAllowed);
         }
