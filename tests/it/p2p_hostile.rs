@@ -79,7 +79,12 @@ struct Attacker {
 }
 
 fn attacker() -> Swarm<Attacker> {
-    libp2p::SwarmBuilder::with_new_identity()
+    attacker_as(libp2p::identity::Keypair::generate_ed25519())
+}
+
+/// An attacker with a chosen identity (a validator's key in the wrong hands).
+fn attacker_as(identity: libp2p::identity::Keypair) -> Swarm<Attacker> {
+    libp2p::SwarmBuilder::with_existing_identity(identity)
         .with_tokio()
         .with_tcp(tcp::Config::default().nodelay(true), noise::Config::new, yamux::Config::default)
         .unwrap()
@@ -644,5 +649,35 @@ fn a_crowd_of_throwaway_identities_does_not_keep_an_allowed_validator_out() {
     let connected = crowd.join().unwrap();
     eprintln!("identity crowd: {connected} of 300 held slots; the allowed validator synced 40 blocks in {took:?}");
     assert!(connected <= limits.established_incoming as usize, "{connected} strangers held slots");
+    target.interrupt();
+}
+
+/// A reserved validator is let in past the totals strangers share, not past its 2
+/// connections per peer: whoever holds its key cannot open connections without a cap
+/// (`connection_limits`' reserved room skipped every limit; `p2p/admission.rs`).
+#[test]
+fn a_reserved_validator_gets_no_more_than_two_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = LedgerKey::from_seed([0x3c; 32]);
+    let target = Node::start(&dir.path().join("target"), &[], &["--allow", &key.validator().to_hex()]);
+    let address = target.address();
+    let identity = af::p2p::net::keypair(&key);
+    let established = std::thread::spawn(move || {
+        let runtime = runtime();
+        runtime.block_on(async {
+            let mut swarms = vec![attacker_as(identity)];
+            for _ in 0..8 {
+                let dial = libp2p::swarm::dial_opts::DialOpts::unknown_peer_id().address(address.clone()).build();
+                swarms[0].dial(dial).unwrap();
+            }
+            drive(&mut swarms, Duration::from_secs(3), &mut |_, request| is_tips(request).then(Vec::new)).await;
+            swarms[0].network_info().connection_counters().num_established()
+        })
+    })
+    .join()
+    .unwrap();
+    let limits = af::p2p::net::ConnectionLimits::default();
+    assert!(established >= 1, "the reserved validator is let in");
+    assert!(established <= limits.per_peer, "{established} connections of one reserved peer");
     target.interrupt();
 }
