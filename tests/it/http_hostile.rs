@@ -241,3 +241,88 @@ fn a_dripping_server_cannot_hold_the_mirror_past_its_timeout() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("time") || stderr.contains("timed out"), "the error says why: {stderr}");
 }
+
+/// Issue 53, case 4: slow HTTP readers of big blocks cannot starve libp2p sync. The node
+/// holds blocks of `block_mib` MiB; 200 readers from `addresses` source addresses each ask
+/// for one and never read; meanwhile an honest validator dials the node over libp2p and
+/// its 40-block chain must be synced within 5 s, with the node's peak memory within its
+/// budget above idle (readers and sync have budgets of their own).
+fn readers_do_not_starve_sync(block_mib: u64, addresses: u8) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("target");
+    // 256 KiB events: `block_mib * 4` of them make a block of about `block_mib` MiB.
+    let big = crate::demo_log(&data, 4, block_mib * 4 - 1, 262_144);
+    let (p2p_port, http_port) = (free_port(), free_port());
+    let address: SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
+    let mut args = crate::node_args(&data, p2p_port, &[]);
+    args.extend(["--http".to_string(), address.to_string()]);
+    let child = Command::new(af_bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let node = HttpNode { child, address };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(address, "/healthz", Duration::from_secs(2)) != Some(200) {
+        assert!(Instant::now() < deadline, "the HTTP API did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let (idle, _) = node.memory();
+    let mut readers = Vec::new();
+    for i in 0..200u32 {
+        let from = [127, 0, 0, 2 + (i % u32::from(addresses)) as u8];
+        let Some(mut stream) = connect_from(from, address) else { continue };
+        let path = format!("/{}/block/{}", layout::log_dir(&big), i % 4);
+        if write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").is_ok() {
+            readers.push(stream);
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    // An honest validator with a 40-block chain dials the node while the readers wait.
+    let honest_data = dir.path().join("honest");
+    let honest = crate::demo_log(&honest_data, 40, 8, 2048);
+    let started = Instant::now();
+    let mut source = Command::new(af_bin())
+        .args(crate::node_args(&honest_data, free_port(), &[p2p_port]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let held = || -> u64 {
+        let Ok(text) = std::fs::read_to_string(data.join("status.json")) else { return 0 };
+        let status: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        status["tips"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t[0].as_str() == Some(&honest.to_hex()))
+            .and_then(|t| t[1]["height"].as_u64())
+            .map_or(0, |h| h + 1)
+    };
+    while held() < 40 && started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let took = started.elapsed();
+    let (_, peak) = node.memory();
+    let _ = source.kill();
+    let _ = source.wait();
+    eprintln!(
+        "case 4, {block_mib} MiB blocks, {} readers from {addresses} addresses: honest sync in {took:?} (node start included), idle {} MiB, peak {} MiB",
+        readers.len(),
+        idle >> 20,
+        peak >> 20
+    );
+    assert!(readers.len() >= 150, "only {} readers connected", readers.len());
+    assert_eq!(held(), 40, "the honest chain synced under the readers");
+    assert!(took < Duration::from_secs(5), "honest sync took {took:?} under slow readers");
+    assert!(peak < idle + BUDGET_BYTES, "peak RSS {} MiB over idle {} MiB + budget", peak >> 20, idle >> 20);
+    drop(readers);
+    node.interrupt();
+}
+
+#[test]
+fn slow_readers_of_16_mib_blocks_from_25_addresses_do_not_starve_sync() {
+    readers_do_not_starve_sync(16, 25);
+}
+
+#[test]
+fn slow_readers_of_32_mib_blocks_from_one_address_do_not_starve_sync() {
+    readers_do_not_starve_sync(32, 1);
+}

@@ -150,19 +150,33 @@ async fn read_held(
     height: u64,
     record: bool,
 ) -> Result<Option<Held>, ApiError> {
-    let _permit = served.builds.clone().acquire_owned().await.map_err(internal)?;
+    // Counted before it is read: its length first (one piece held at a time), room for
+    // it in the readers' budget, and only then the bytes, read once into their buffer.
     let log = served.log.clone();
-    let Some(block) = blocking(move || log.store.block_bytes(&validator, height).map_err(internal)).await? else {
+    let Some(len) = blocking(move || log.store.block_len(&validator, height).map_err(internal)).await? else {
         return Ok(None);
     };
-    let bytes = if record {
-        let mut framed = Vec::with_capacity(block.len() + 4);
-        layout::push_record(&mut framed, &block);
-        framed
-    } else {
-        block
-    };
-    let reservation = room_for(served, bytes.len()).await?;
+    let framed_len = if record { len + 4 } else { len };
+    let reservation = room_for(served, framed_len).await?;
+    let _permit = served.builds.clone().acquire_owned().await.map_err(internal)?;
+    let log = served.log.clone();
+    let bytes = blocking(move || {
+        let Some(block) = log.store.block_bytes(&validator, height).map_err(internal)? else {
+            return Ok(None);
+        };
+        Ok(Some(if record {
+            let mut framed = Vec::with_capacity(block.len() + 4);
+            layout::push_record(&mut framed, &block);
+            framed
+        } else {
+            block
+        }))
+    })
+    .await?;
+    let Some(bytes) = bytes else { return Ok(None) };
+    if bytes.len() != framed_len {
+        return Err(internal(format!("block {height} of {validator} changed length while read")));
+    }
     Ok(Some(Held::new(bytes, reservation)))
 }
 pub(super) async fn block(

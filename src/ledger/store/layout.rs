@@ -231,12 +231,68 @@ pub fn get_block(
     validator: &ValidatorKey,
     height: u64,
 ) -> Result<Option<Vec<u8>>, StoreError> {
-    let mut found = None;
-    for_each_block(blocks, validator, height, Some(height), &mut |_, bytes| {
-        found = Some(bytes);
-        false
-    })?;
-    Ok(found)
+    // Its length first, so the bytes are copied into one buffer of that size a piece at a
+    // time: a reader holds the block once, not its pieces' pages beside their copy.
+    let Some(len) = block_len(blocks, validator, height)? else { return Ok(None) };
+    let mut bytes = Vec::with_capacity(len);
+    for entry in block_range(blocks, validator, height)? {
+        let (_, piece) = entry.map_err(eng("reading blocks"))?;
+        if bytes.len() + piece.value().len() > len {
+            return Err(StoreError::Corrupt(format!("block {height} of validator {validator} grew while read")));
+        }
+        bytes.extend_from_slice(piece.value());
+    }
+    if bytes.len() != len {
+        return Err(StoreError::Corrupt(format!("block {height} of validator {validator} changed while read")));
+    }
+    Ok(Some(bytes))
+}
+
+/// The pieces of one block, in order.
+fn block_range<'t>(
+    blocks: &'t impl ReadableTable<&'static [u8], &'static [u8]>,
+    validator: &ValidatorKey,
+    height: u64,
+) -> Result<redb::Range<'t, &'static [u8], &'static [u8]>, StoreError> {
+    let (start, end) = (chunk_key(validator, height, 0), chunk_key(validator, height, u16::MAX));
+    blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng("reading blocks"))
+}
+
+/// The length of a stored block (None: not stored), its pieces checked as
+/// [`for_each_block`] checks them, one piece held at a time: what a reader reserves
+/// before it reads the block.
+pub fn block_len(
+    blocks: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    validator: &ValidatorKey,
+    height: u64,
+) -> Result<Option<usize>, StoreError> {
+    let bad = |why: String| Err(StoreError::BadChunks { validator: *validator, height, why });
+    let mut lengths = Vec::new();
+    for entry in block_range(blocks, validator, height)? {
+        let (key, piece) = entry.map_err(eng("reading blocks"))?;
+        let (_, _, chunk) = split_chunk_key(key.value())?;
+        let n = piece.value().len();
+        if usize::from(chunk) != lengths.len() {
+            return bad(format!("chunk {chunk} where chunk {} belongs", lengths.len()));
+        }
+        if n == 0 || n > CHUNK_SIZES[0] {
+            return bad(format!("chunk {chunk} holds {n} bytes"));
+        }
+        lengths.push(n);
+        if lengths.iter().sum::<usize>() as u64 > crate::limits::MAX_BLOCK_BYTES {
+            let limit = crate::limits::MAX_BLOCK_BYTES;
+            return bad(format!("its pieces hold more than the largest block, {limit} bytes"));
+        }
+    }
+    if lengths.is_empty() {
+        return Ok(None);
+    }
+    let len: usize = lengths.iter().sum();
+    if !lengths.iter().copied().eq(chunk_lengths(len)) {
+        let want: Vec<usize> = chunk_lengths(len).collect();
+        return bad(format!("pieces of {lengths:?} bytes, where a block of {len} bytes has {want:?}"));
+    }
+    Ok(Some(len))
 }
 
 /// Calls `sink` with each block of `validator` from `from` to `to` (or its last) in

@@ -505,6 +505,14 @@ impl Store {
         get_block(&blocks, validator, height)
     }
 
+    /// A stored block's length (None: not stored), read without holding the block: what
+    /// a reader reserves before [`Store::block_bytes`].
+    pub fn block_len(&self, validator: &ValidatorKey, height: u64) -> Result<Option<usize>, StoreError> {
+        let txn = self.read()?;
+        let blocks = txn.open_table(BLOCKS).map_err(eng("opening blocks"))?;
+        layout::block_len(&blocks, validator, height)
+    }
+
     /// The signed headers at heights `from..=to` (decoded without the events, in one read
     /// transaction, from each block's first chunk); stops at the first missing height.
     pub fn signed_headers(
