@@ -228,6 +228,23 @@ fn wait_synced(node: &Node, validator: &af::bytes::ValidatorKey, what: &str) -> 
     started.elapsed()
 }
 
+/// Waits until each node holds all 40 blocks of its validator's chain, watching all at
+/// once; how long each took from the call.
+fn synced_at<const N: usize>(watch: [(&Node, &af::bytes::ValidatorKey, &str); N]) -> [Duration; N] {
+    let started = Instant::now();
+    let mut at = [None; N];
+    while at.iter().any(Option::is_none) {
+        for (i, (node, validator, what)) in watch.iter().enumerate() {
+            if at[i].is_none() && node.held(validator) >= 40 {
+                at[i] = Some(started.elapsed());
+            }
+            assert!(started.elapsed() < Duration::from_secs(30) || at[i].is_some(), "{what}: not synced in 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    at.map(|t| t.expect("all synced"))
+}
+
 /// A block of `key`'s chain at height 0 with `n` small events, sealed at `time_ms`.
 fn genesis(key: &LedgerKey, time_ms: u64) -> SealedBlock {
     seal(key.signing_key(), None, time_ms, demo_events(&key.validator(), 0, 1, 16)).unwrap()
@@ -366,9 +383,14 @@ fn answers_over_any_limit_are_refused_and_blamed_within_the_memory_budget() {
     }
     // The node still serves honest peers: a fresh node that knows only it syncs.
     let follower = Node::start(&dir.path().join("follower"), &[target.port], &[]);
-    wait_synced(&follower, &honest, "a fresh follower of the attacked node");
+    let took = wait_synced(&follower, &honest, "a fresh follower of the attacked node");
     let (_, peak) = target.memory();
     eprintln!("wire limits: idle {} MiB, peak {} MiB", idle >> 20, peak >> 20);
+    eprintln!(
+        "attack-row | cases 5-6 (wire): 13 attackers (33 MiB answers, over-counted tips, unknown versions, an oversized request), each blocked; a fresh follower | {:.2} | {}",
+        took.as_secs_f64(),
+        peak.saturating_sub(idle) >> 20
+    );
     assert!(peak < idle + BUDGET_BYTES, "peak RSS {} MiB over idle {} MiB + budget", peak >> 20, idle >> 20);
     drop(runtime);
     let log = target.interrupt();
@@ -490,9 +512,12 @@ fn junk_chains_and_made_up_equivocations_neither_stall_sync_nor_grow_our_log() {
     // only the chains on it: the junk the target holds and announces costs it nothing.
     let honest_hex = honest.to_hex();
     let listed = Node::start(&dir.path().join("listed"), &[target.port], &["--allow", &honest_hex]);
-    let listed_at = wait_synced(&listed, &honest, "a fresh node with an allow-list during the junk flood");
-    let late_at = wait_synced(&target, &late, "a new honest chain during the junk flood");
-    let follower_at = wait_synced(&follower, &honest, "a fresh follower during the junk flood");
+    // Each watched at once, so each time is its own (from the start of the three nodes).
+    let [listed_at, late_at, follower_at] = synced_at([
+        (&listed, &honest, "a fresh node with an allow-list during the junk flood"),
+        (&target, &late, "a new honest chain during the junk flood"),
+        (&follower, &honest, "a fresh follower during the junk flood"),
+    ]);
     let listed_status = listed.status().unwrap();
     let listed_bytes = listed_status["counters"]["bytes_received"].as_u64();
     let received = attack.join().unwrap();
@@ -507,6 +532,14 @@ fn junk_chains_and_made_up_equivocations_neither_stall_sync_nor_grow_our_log() {
         peak >> 20,
         idle >> 20
     );
+    let over_idle = peak.saturating_sub(idle) >> 20;
+    for (what, at) in [
+        ("case 3: junk flood (3,000 chains), a fresh node with --allow", listed_at),
+        ("case 3: junk flood (3,000 chains), a fresh open node", follower_at),
+        ("case 3: junk flood (3,000 chains), a new validator dialing the flooded node", late_at),
+    ] {
+        eprintln!("attack-row | {what} | {:.2} | {over_idle}", at.as_secs_f64());
+    }
     assert!(listed_at < Duration::from_secs(5), "the listed follower took {listed_at:?}");
     // The target answers tips trust first (the honest chain came from a peer it dialed),
     // and the follower fetches in that order, not junk's key order (issue 53, case 3).
@@ -534,6 +567,7 @@ fn sockets_that_never_finish_the_handshake_do_not_keep_honest_peers_out() {
     use std::io::Read;
     let dir = tempfile::tempdir().unwrap();
     let target = Node::start(&dir.path().join("target"), &[], &[]);
+    let (idle, _) = target.memory();
     let address = std::net::SocketAddr::from(([127, 0, 0, 1], target.port));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let dropped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -581,7 +615,13 @@ fn sockets_that_never_finish_the_handshake_do_not_keep_honest_peers_out() {
     for holder in holders {
         holder.join().unwrap();
     }
+    let (_, peak) = target.memory();
     eprintln!("handshake slowloris: the honest chain synced in {took:?}; {dropped_by_node} silent sockets dropped");
+    eprintln!(
+        "attack-row | case 1: 20 sockets that never finish the handshake, reopened at once | {:.2} | {}",
+        took.as_secs_f64(),
+        peak.saturating_sub(idle) >> 20
+    );
     assert!(dropped_by_node >= 20, "the node hangs up on silent sockets: {dropped_by_node}");
     // One silent socket alone is hung up on at the handshake deadline, not held.
     let mut silent = std::net::TcpStream::connect(address).unwrap();
@@ -603,6 +643,7 @@ fn a_crowd_of_throwaway_identities_does_not_keep_an_allowed_validator_out() {
     let honest_data = dir.path().join("honest");
     let honest = crate::demo_log(&honest_data, 40, 8, 2048);
     let target = Node::start(&dir.path().join("target"), &[], &["--allow", &honest.to_hex()]);
+    let (idle, _) = target.memory();
     let limits = af::p2p::net::ConnectionLimits::default();
     let address = target.address();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -647,7 +688,13 @@ fn a_crowd_of_throwaway_identities_does_not_keep_an_allowed_validator_out() {
     let took = wait_synced(&target, &honest, "an allowed validator behind a crowd of 300 identities");
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let connected = crowd.join().unwrap();
+    let (_, peak) = target.memory();
     eprintln!("identity crowd: {connected} of 300 held slots; the allowed validator synced 40 blocks in {took:?}");
+    eprintln!(
+        "attack-row | case 2: 300 throwaway identities hold every stranger slot; an allowed validator | {:.2} | {}",
+        took.as_secs_f64(),
+        peak.saturating_sub(idle) >> 20
+    );
     assert!(connected <= limits.established_incoming as usize, "{connected} strangers held slots");
     target.interrupt();
 }
