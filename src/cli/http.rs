@@ -137,10 +137,12 @@ pub fn publish_command(
     let own = super::data_dir::own_state(data, &store)?;
     let from_chain = super::chain::read_for_pages(chain, own.as_ref().map(|(_, state)| state))?.unwrap_or_default();
     let pages_written = af::http::publish::publish_pages(&replayed, &from_chain, out)?;
+    let miner_pages_written = af::http::publish::publish_miner_entries(&replayed, &store, out)?;
     if json {
         let mut value = serde_json::to_value(&report)?;
         value["pages"] = serde_json::json!(af::http::pages::PAGES.map(|(name, _)| name));
         value["pages_written"] = serde_json::json!(pages_written);
+        value["miner_pages_written"] = serde_json::json!(miner_pages_written);
         print_json(&value)?;
     } else {
         outln!(

@@ -85,6 +85,17 @@ pub fn log_dir(validator: &ValidatorKey) -> String {
     format!("{ROOT}/log/{validator}")
 }
 
+/// Transcript entries per page of a miner's pages (`miner_entries_path`).
+pub const MINER_PAGE_ENTRIES: usize = 20;
+
+/// Where page `page` (from 0) of a miner's transcript entries sits on a published site:
+/// the hotkey by its blake3 hash in hex, since a hotkey (up to 256 bytes of any text) is
+/// not a safe file name. The page is entries `page * MINER_PAGE_ENTRIES` onward, in the
+/// node API's form (`{"entries": [...], "offset": O, "total": T}`).
+pub fn miner_entries_path(hotkey: &str, page: usize) -> String {
+    format!("{ROOT}/miner/{}/entries/{page}", blake3::hash(hotkey.as_bytes()).to_hex())
+}
+
 pub fn log_list_path() -> String {
     format!("{ROOT}/logs")
 }

@@ -13,3 +13,9 @@ pub mod server;
 /// The file in a data directory that names a running node's HTTP address, so read
 /// commands find the node when its store is locked.
 pub const ADDRESS_FILE: &str = "http.addr";
+
+/// The explorer's page and script (built from `scripts/explorer/` by its `npm run build`;
+/// `.ci/run` checks the committed script is that build), embedded so that `af ledger
+/// publish` writes them and `af node --http` serves them without npm.
+pub const EXPLORER_HTML: &str = include_str!("explorer.html");
+pub const EXPLORER_JS: &str = include_str!("explorer.js");

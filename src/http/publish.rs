@@ -32,6 +32,8 @@ pub enum PublishError {
     Missing { validator: ValidatorKey, height: u64 },
     #[error("{0}: no page was written short")]
     Replay(#[from] crate::replay::ReplayError),
+    #[error("{0}")]
+    Entries(#[from] crate::replay::entries::EntriesError),
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -104,6 +106,42 @@ pub fn publish_pages(
         // A page drawn while a read of the replay's file failed may be short a match.
         replay.check_whole()?;
         written += u64::from(write_if_changed(&site.join(name), html.as_bytes())?);
+    }
+    Ok(written)
+}
+
+/// Writes every miner's transcript entries (ledger-spec/09) in pages of
+/// `layout::MINER_PAGE_ENTRIES` at `layout::miner_entries_path`, for the explorer: a miner
+/// finds its matches there and its browser checks every proof. Each proof runs to the
+/// tip, so a page changes when its chain grows. Then the explorer itself
+/// (`explorer.html`, `explorer.js`) at the site's root. Returns how many files changed.
+pub fn publish_miner_entries(replay: &crate::replay::Replay, store: &Store, site: &Path) -> Result<u64, PublishError> {
+    use crate::replay::entries::{entries_page, Filter, Found};
+    let mut written = 0;
+    for hotkey in store.miner_hotkeys()? {
+        let filter = Filter::default();
+        let total = store.locate_miner_page(&hotkey, 0, 0)?.0 as usize;
+        let mut page = 0;
+        loop {
+            let offset = page * layout::MINER_PAGE_ENTRIES;
+            let body = entries_page(
+                store,
+                &replay.folds,
+                (Found::Miner(&hotkey), &filter),
+                (offset, layout::MINER_PAGE_ENTRIES),
+                usize::MAX,
+                &mut |_| true,
+            )?;
+            written += u64::from(write_if_changed(&site.join(layout::miner_entries_path(&hotkey, page)), &body)?);
+            page += 1;
+            if page * layout::MINER_PAGE_ENTRIES >= total {
+                break;
+            }
+        }
+    }
+    replay.check_whole()?;
+    for (name, bytes) in [("explorer.html", super::EXPLORER_HTML), ("explorer.js", super::EXPLORER_JS)] {
+        written += u64::from(write_if_changed(&site.join(name), bytes.as_bytes())?);
     }
     Ok(written)
 }

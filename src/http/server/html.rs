@@ -165,6 +165,31 @@ pub(super) async fn live_page() -> Response {
 
 const LIVE_PAGE: &str = include_str!("../live.html");
 
+/// The explorer (`explorer.html`, and its script built from `scripts/explorer/`): it
+/// fetches only this node's own paths and checks every proof in the browser.
+pub(super) async fn explorer_page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, MUTABLE),
+            (header::CONTENT_SECURITY_POLICY, EXPLORER_POLICY),
+        ],
+        crate::http::EXPLORER_HTML,
+    )
+        .into_response()
+}
+
+pub(super) async fn explorer_script() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, MUTABLE)],
+        crate::http::EXPLORER_JS,
+    )
+        .into_response()
+}
+
+const EXPLORER_POLICY: &str =
+    "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:";
+
 pub(super) async fn live(State(served): State<Arc<Served>>, request: HeaderMap) -> Answer {
     let ratio_params = served.ratio_params;
     let validator = served.log.validator();

@@ -50,7 +50,7 @@ pub use common::{HttpLimits, MAX_ENTRIES_PAGE, MAX_ENTRIES_PAGE_BYTES, MAX_MATCH
 pub use connections::serve;
 pub use health::{chain_trouble, ANCHOR_FAILING_BLOCKS, CHAIN_STALE_MS, HEARTBEAT_STALE_MS};
 use health::{healthz, metrics_text, peers};
-use html::{live, live_page, match_page, subnet_page, PageQuery};
+use html::{explorer_page, explorer_script, live, live_page, match_page, subnet_page, PageQuery};
 use logs::{block, bundle, checkpoint, consistency_proof, logs, state, tip, transcripts};
 use replayer::Replayer;
 
@@ -107,6 +107,8 @@ pub fn router(
         .route("/matches.html", get(|s, Query(q): Query<PageQuery>| subnet_page(s, "matches.html", q)))
         .route("/history.html", get(|s| subnet_page(s, "history.html", PageQuery::default())))
         .route("/match.html", get(match_page))
+        .route("/explorer.html", get(explorer_page))
+        .route("/explorer.js", get(explorer_script))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
         .route("/af/v1/live", get(live))

@@ -637,6 +637,20 @@ impl Store {
         Ok(())
     }
 
+    /// Every miner hotkey the miner index names, in byte order (what a published site
+    /// writes transcript pages for).
+    pub fn miner_hotkeys(&self) -> Result<Vec<String>, StoreError> {
+        guarded("reading the miner index", || {
+            let txn = self.read()?;
+            let table = txn.open_multimap_table(BY_MINER).map_err(eng("opening an index"))?;
+            let mut out = Vec::new();
+            for item in redb::ReadableMultimapTable::iter(&table).map_err(eng("reading an index"))? {
+                out.push(item.map_err(eng("reading an index"))?.0.value().to_string());
+            }
+            Ok(out)
+        })
+    }
+
     /// Every transcript the miner index lists for `hotkey`, unconfirmed.
     pub fn locate_miner(&self, hotkey: &str) -> Result<Vec<Location>, StoreError> {
         Ok(self.locate_miner_page(hotkey, 0, usize::MAX)?.1)

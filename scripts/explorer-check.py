@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""The explorer in a real headless Chromium, on a published site and on tampered copies.
+
+Writes a demo store, publishes it (`af ledger publish`), serves the site on loopback, and
+opens `explorer.html#miner=HOTKEY`: every transcript of the page must be marked verified.
+Then, for each tampering (a changed byte or field in a transcript entry, a header's
+signature or time, a dropped header, another miner's entry, a swapped or re-signed tip,
+a bad checkpoint signature, a page served for another), a fresh copy of the site with
+that one change: the affected entries must be marked failed with the rule, and nothing
+unverified marked verified; the others still verified. Also the time to the first page
+of a miner with many transcripts on many logs. Screenshots go to OUT/.
+
+Usage: explorer-check.py AF_BINARY OUT_DIR   (needs playwright and /usr/bin/chromium)
+"""
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+from blake3 import blake3
+from playwright.sync_api import sync_playwright
+
+AF, OUT = sys.argv[1], sys.argv[2]
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+passed, failed = 0, 0
+
+
+def check(ok, what, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print(f"ok   {what}")
+    else:
+        failed += 1
+        print(f"FAIL {what} {detail}")
+
+
+def run(*args):
+    return subprocess.run([AF, *args], check=True, capture_output=True, text=True).stdout
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def serve(root):
+    handler = functools.partial(Quiet, directory=root)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def page_path(site, hotkey, page=0):
+    return os.path.join(site, "af/v1/miner", blake3(hotkey.encode()).hexdigest(), "entries", str(page))
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def save(path, value):
+    with open(path, "w") as f:
+        json.dump(value, f)
+
+
+def flip_hex(text, at=0):
+    return text[:at] + ("1" if text[at] == "0" else "0") + text[at + 1:]
+
+
+def open_explorer(browser, base, hotkey, shot=None):
+    """The explorer's verdict per entry: {index: status}, and the summary element's text."""
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    started = time.time()
+    page.goto(f"{base}/explorer.html#miner={hotkey}")
+    page.wait_for_selector("#status[data-shown], #results [data-status=failed]", timeout=60_000)
+    seconds = time.time() - started
+    statuses = {int(e.get_attribute("data-entry")): e.get_attribute("data-status")
+                for e in page.query_selector_all(".entry")}
+    summary = page.inner_text("#results")
+    if shot:
+        bad = page.query_selector(".entry[data-status=failed]")
+        if bad:
+            bad.scroll_into_view_if_needed()
+        page.screenshot(path=os.path.join(OUT, shot), full_page=False)
+    page.close()
+    return statuses, summary, seconds
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="af-explorer-")
+    data, site = os.path.join(work, "data"), os.path.join(work, "site")
+    run("demo", "--data", data)
+    run("ledger", "publish", "--data", data, "--out", site, "--json")
+    logs = load(os.path.join(site, "af/v1/logs"))
+    hotkey = "5SynthPerfect"
+    first = load(page_path(site, hotkey))
+    n = len(first["entries"])
+    check(n == 20 and first["total"] > 20, f"the published first page holds 20 of {first['total']} entries")
+    with_opponent = next(i for i, e in enumerate(first["entries"]) if e["opponent"] is not None)
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        server = serve(site)
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        statuses, summary, seconds = open_explorer(browser, base, hotkey, "explorer-search.png")
+        check(len(statuses) == n and all(s == "verified" for s in statuses.values()),
+              f"every entry of the page is verified in the browser ({seconds:.2f} s)", str(statuses))
+        check("0 failed" in summary, "the summary counts no failure", summary[:200])
+        # The second page through the link.
+        page = browser.new_page()
+        page.goto(f"{base}/explorer.html#miner={hotkey}&page=2")
+        page.wait_for_selector("#status[data-shown]", timeout=60_000)
+        second = {int(e.get_attribute("data-entry")) for e in page.query_selector_all(".entry")}
+        check(min(second) == 20, "page 2 shows entries from the 21st on", str(sorted(second))[:80])
+        page.close()
+        server.shutdown()
+
+        own = logs["own"]
+        other = next(l["validator"] for l in logs["logs"] if l["validator"] != own)
+        entry_log = first["entries"][0]["validator"]
+
+        def edit_entry(i, change):
+            def apply(s):
+                path = page_path(s, hotkey)
+                body = load(path)
+                change(body["entries"][i])
+                save(path, body)
+            return apply
+
+        def edit_page(change):
+            def apply(s):
+                path = page_path(s, hotkey)
+                body = load(path)
+                change(body)
+                save(path, body)
+            return apply
+
+        def edit_tip(validator, change):
+            def apply(s):
+                path = os.path.join(s, "af/v1/log", validator, "tip")
+                tip = load(path)
+                change(tip)
+                save(path, tip)
+            return apply
+
+        def swap_tip(s):
+            shutil.copy(os.path.join(s, "af/v1/log", other, "tip"), os.path.join(s, "af/v1/log", entry_log, "tip"))
+
+        def raw_page(change):
+            def apply(s):
+                path = page_path(s, hotkey)
+                with open(path) as f:
+                    text = f.read()
+                with open(path, "w") as f:
+                    f.write(change(text))
+            return apply
+
+        def bad_checkpoint(s):
+            path = os.path.join(s, "af/v1/log", own, "checkpoint")
+            with open(path) as f:
+                note = f.read()
+            head, _, sig = note.rpartition(" ")
+            sig = sig.strip()
+            sig = ("B" if sig[0] == "A" else "A") + sig[1:]
+            with open(path, "w") as f:
+                f.write(f"{head} {sig}\n")
+
+        def another_miners_entry(s):
+            path = page_path(s, hotkey)
+            body = load(path)
+            theirs = load(page_path(s, "5SynthRandom"))["entries"][0]
+            body["entries"][3] = theirs
+            save(path, body)
+
+        def second_page_as_first(s):
+            shutil.copy(page_path(s, hotkey, 1), page_path(s, hotkey, 0))
+
+        e = with_opponent
+        everything = set(range(n))
+        PAGE = "the whole page"  # a page that fails as a whole shows no entry at all
+        of_log = {i for i, x in enumerate(first["entries"]) if x["validator"] == entry_log}
+        cases = [
+            ("the answer", edit_entry(0, lambda x: x["transcript"].__setitem__("answer", x["transcript"]["answer"] + " ")), {0}),
+            ("the reward", edit_entry(0, lambda x: x["transcript"].__setitem__("reward_milli", x["transcript"]["reward_milli"] + 1)), {0}),
+            ("the opponent's answer", edit_entry(e, lambda x: x["opponent"].__setitem__("answer", x["opponent"]["answer"] + "!")), {e}),
+            ("the opponent's reward", edit_entry(e, lambda x: x["opponent"].__setitem__("reward_milli", x["opponent"]["reward_milli"] - 1)), {e}),
+            ("the outcome", edit_entry(e, lambda x: x.__setitem__("outcome", "loss" if x["outcome"] == "win" else "win")), {e}),
+            ("an event byte", edit_entry(1, lambda x: x["proof"]["inclusion"].__setitem__("event_bytes", flip_hex(x["proof"]["inclusion"]["event_bytes"], 40))), {1}),
+            ("a Merkle path hash", edit_entry(2, lambda x: x["proof"]["inclusion"]["merkle_path"].__setitem__(0, flip_hex(x["proof"]["inclusion"]["merkle_path"][0]))), {2}),
+            ("a header's signature", edit_entry(3, lambda x: x["proof"]["inclusion"]["headers"][-1].__setitem__("signature", flip_hex(x["proof"]["inclusion"]["headers"][-1]["signature"], 5))), {3}),
+            ("a header's time", edit_entry(4, lambda x: x["proof"]["inclusion"]["headers"][-1]["header"].__setitem__("time_ms", x["proof"]["inclusion"]["headers"][-1]["header"]["time_ms"] + 1)), {4}),
+            ("a dropped header", edit_entry(5, lambda x: x["proof"]["inclusion"]["headers"].pop(1) if len(x["proof"]["inclusion"]["headers"]) > 2 else x["proof"]["inclusion"]["headers"].append(x["proof"]["inclusion"]["headers"][0])), {5}),
+            ("the opponent's block header", edit_entry(e, lambda x: x["proof"]["opponent"]["headers"][0].__setitem__("signature", flip_hex(x["proof"]["opponent"]["headers"][0]["signature"], 7))), {e}),
+            ("an unlisted field", edit_entry(6, lambda x: x.__setitem__("note", "trust me")), {6}),
+            ("an unproven field added", edit_entry(7, lambda x: x["unproven"].__setitem__("verdict", "clean")), {7}),
+            ("the miner's hotkey", edit_entry(8, lambda x: x["transcript"]["miner"].__setitem__("hotkey", "5Someone")), {8}),
+            ("the height", edit_entry(9, lambda x: x.__setitem__("height", x["height"] + 1)), {9}),
+            ("the challenge id", edit_entry(10, lambda x: x["transcript"].__setitem__("challenge_id", flip_hex(x["transcript"]["challenge_id"]))), {10}),
+            ("the event JSON beside its bytes", edit_entry(11, lambda x: x["proof"]["inclusion"]["event"][next(iter(x["proof"]["inclusion"]["event"]))].__setitem__("answer", "edited")), {11}),
+            ("another miner's entry in the page", another_miners_entry, {3}),
+            ("the log's tip swapped for another validator's", swap_tip, of_log),
+            ("the tip's signature", edit_tip(entry_log, lambda t: t.__setitem__("signature", flip_hex(t["signature"], 9))), of_log),
+            ("the tip's height", edit_tip(entry_log, lambda t: t["header"].__setitem__("height", t["header"]["height"] + 1)), of_log),
+            ("the checkpoint's signature", bad_checkpoint, of_log if own == entry_log else set()),
+            ("a member named twice", raw_page(lambda t: t.replace('"total":', '"total":0,"total":', 1)), PAGE),
+            ("page 2 served as page 1", second_page_as_first, PAGE),
+        ]
+        check(len(cases) >= 20, f"{len(cases)} tampered sites")
+        for name, apply, affected in cases:
+            copy_dir = os.path.join(work, "tampered")
+            shutil.rmtree(copy_dir, ignore_errors=True)
+            shutil.copytree(site, copy_dir)
+            apply(copy_dir)
+            server = serve(copy_dir)
+            statuses, summary, _ = open_explorer(browser, f"http://127.0.0.1:{server.server_address[1]}", hotkey,
+                                                 "explorer-failed.png" if name == "a header's signature" else None)
+            server.shutdown()
+            if affected == PAGE:
+                ok = not statuses and "could not be read" in summary
+            else:
+                ok = (all(statuses.get(i) == "failed" for i in affected)
+                      and all(statuses.get(i) == "verified" for i in everything - affected))
+            check(ok, f"tampered {name}: affected entries failed, the rest verified", f"{statuses} {summary[:300]}")
+
+        # The same explorer served by a running node: its pages come from the node's
+        # transcripts API (the node serves no per-miner files), and verify the same.
+        import socket
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        node = subprocess.Popen([AF, "node", "--data", data, "--http", f"127.0.0.1:{port}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 60
+            while True:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                    break
+                except Exception:
+                    if time.time() > deadline:
+                        raise
+                    time.sleep(0.2)
+            statuses, summary, seconds = open_explorer(browser, f"http://127.0.0.1:{port}", hotkey, "explorer-node.png")
+            check(len(statuses) == n and all(s == "verified" for s in statuses.values()),
+                  f"on a running node, every entry of the page is verified ({seconds:.2f} s)", f"{statuses} {summary[:200]}")
+        finally:
+            node.send_signal(signal.SIGINT)
+            node.wait(timeout=30)
+
+        # A match page's worth of one miner's transcripts: the first page within 2 s.
+        server = serve(site)
+        _, _, seconds = open_explorer(browser, f"http://127.0.0.1:{server.server_address[1]}", hotkey)
+        server.shutdown()
+        check(seconds < 2.0, f"the first page of 20 transcripts, every proof checked, in {seconds:.2f} s (target 2 s)")
+        browser.close()
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"explorer-check: {passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
