@@ -1,8 +1,10 @@
 //! `af audit`'s report in words, for a person at a terminal: the library renders it so
-//! the CLI only prints, and `af mine status` and `af weights show` share its lines.
+//! the CLI only prints, and `af mine status`, `af weights show` and `af ledger show`
+//! (one line per event) share its lines.
 
 use super::report::{DISCREPANCIES_OMITTED, RATIO_NEVER_SET_ON_CHAIN};
 use super::AuditReport;
+use crate::ledger::event::Event;
 use std::fmt::Write as _;
 
 /// One log's record of not playing a miner, in words (`af audit`, `af mine status`).
@@ -157,5 +159,71 @@ pub fn replay_note(agrees: Option<bool>) -> &'static str {
         // Not a finding: the champion may have changed since the validator's last send.
         Some(false) => " (not replay's champion now)",
         None => "",
+    }
+}
+
+/// A unit enum as its JSON name (`contender_better`), never Rust's debug form.
+fn snake_case(value: &impl serde::Serialize) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+/// One line about an event, for people (`af ledger show`).
+pub fn event_line(event: &Event) -> String {
+    match event {
+        Event::TranscriptCut(cut) => format!(
+            "{} ({} text(s) recorded in part)",
+            event_line(&Event::Transcript(cut.transcript.clone())),
+            cut.cuts.len()
+        ),
+        Event::Transcript(t) => format!(
+            "transcript {} v{} challenge {} #{} miner {} reward {}{}",
+            t.env.name,
+            t.env.version,
+            t.challenge_id,
+            t.challenge_index,
+            t.miner.hotkey,
+            crate::envs::reward_text(t.reward_milli),
+            t.error.as_ref().map_or(String::new(), |e| format!(" error: {e}"))
+        ),
+        Event::MatchStarted(m) => {
+            format!("match_started {} contender {} champion {}", m.match_id, m.contender.hotkey, m.champion.hotkey)
+        }
+        Event::EnvDecision(d) => format!(
+            "env_decision {} {} {} ({}W {}L {}D)",
+            d.match_id,
+            d.env.name,
+            snake_case(&d.outcome),
+            d.wins,
+            d.losses,
+            d.draws
+        ),
+        Event::MatchDecided(d) => {
+            format!("match_decided {} contender_won={} champion {}", d.match_id, d.contender_won, d.champion_hotkey)
+        }
+        Event::WeightsSet(w) => format!("weights_set netuid {} at chain block {}", w.netuid, w.chain_block),
+        Event::WeightsCommitted(w) => format!(
+            "weights_committed netuid {} at chain block {}, weights {}, reveal round {} (block {})",
+            w.netuid,
+            w.chain_block,
+            crate::chain::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied())),
+            w.reveal_round,
+            w.reveal_block
+        ),
+        Event::ChainCommitment(c) => format!(
+            "chain_commitment height {} hash {} at chain block {}",
+            c.committed_height, c.committed_hash, c.chain_block
+        ),
+        Event::Evidence(e) => format!("evidence: validator {} equivocated at height {}", e.validator, e.height),
+        Event::MinerSkipped(m) => format!(
+            "miner_skipped {} (uid {}) {}@{} committed at block {}: {}, kept by {} (block {})",
+            m.hotkey,
+            m.uid,
+            m.model,
+            m.revision,
+            m.commit_block,
+            snake_case(&m.reason),
+            m.kept_by,
+            m.kept_block
+        ),
     }
 }

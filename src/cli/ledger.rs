@@ -8,7 +8,7 @@ use super::{print_json, ProgressLine, EXIT_CHECK_FAILED};
 use crate::outln;
 use af::bytes::ValidatorKey;
 use af::ledger::verify::{self, StoreReport};
-use af::ledger::{Event, Store};
+use af::ledger::Store;
 use anyhow::{anyhow, bail, Context};
 use clap::{Subcommand, ValueEnum};
 use std::io::Write;
@@ -427,78 +427,12 @@ fn show(data: &Path, validator: Option<String>, height: Option<u64>, json: bool)
                 outln!("n_events    {}  ({} bytes)", header.n_events, block.n_bytes);
                 outln!("signature   {}", block.block.signature);
                 for (i, event) in block.block.events.iter().enumerate() {
-                    outln!("  [{i}] {}", describe(event));
+                    outln!("  [{i}] {}", af::audit::text::event_line(event));
                 }
             }
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// One line about an event, for people.
-/// A unit enum as its JSON name (`contender_better`), never Rust's debug form.
-fn snake_case(value: &impl serde::Serialize) -> String {
-    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
-}
-
-fn describe(event: &Event) -> String {
-    match event {
-        Event::TranscriptCut(cut) => format!(
-            "{} ({} text(s) recorded in part)",
-            describe(&Event::Transcript(cut.transcript.clone())),
-            cut.cuts.len()
-        ),
-        Event::Transcript(t) => format!(
-            "transcript {} v{} challenge {} #{} miner {} reward {}{}",
-            t.env.name,
-            t.env.version,
-            t.challenge_id,
-            t.challenge_index,
-            t.miner.hotkey,
-            af::envs::reward_text(t.reward_milli),
-            t.error.as_ref().map_or(String::new(), |e| format!(" error: {e}"))
-        ),
-        Event::MatchStarted(m) => {
-            format!("match_started {} contender {} champion {}", m.match_id, m.contender.hotkey, m.champion.hotkey)
-        }
-        Event::EnvDecision(d) => format!(
-            "env_decision {} {} {} ({}W {}L {}D)",
-            d.match_id,
-            d.env.name,
-            snake_case(&d.outcome),
-            d.wins,
-            d.losses,
-            d.draws
-        ),
-        Event::MatchDecided(d) => {
-            format!("match_decided {} contender_won={} champion {}", d.match_id, d.contender_won, d.champion_hotkey)
-        }
-        Event::WeightsSet(w) => format!("weights_set netuid {} at chain block {}", w.netuid, w.chain_block),
-        Event::WeightsCommitted(w) => format!(
-            "weights_committed netuid {} at chain block {}, weights {}, reveal round {} (block {})",
-            w.netuid,
-            w.chain_block,
-            af::chain::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied())),
-            w.reveal_round,
-            w.reveal_block
-        ),
-        Event::ChainCommitment(c) => format!(
-            "chain_commitment height {} hash {} at chain block {}",
-            c.committed_height, c.committed_hash, c.chain_block
-        ),
-        Event::Evidence(e) => format!("evidence: validator {} equivocated at height {}", e.validator, e.height),
-        Event::MinerSkipped(m) => format!(
-            "miner_skipped {} (uid {}) {}@{} committed at block {}: {}, kept by {} (block {})",
-            m.hotkey,
-            m.uid,
-            m.model,
-            m.revision,
-            m.commit_block,
-            snake_case(&m.reason),
-            m.kept_by,
-            m.kept_block
-        ),
-    }
 }
 
 fn verify(data: &Path, threads: Option<u16>, json: bool) -> anyhow::Result<ExitCode> {

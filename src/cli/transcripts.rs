@@ -271,25 +271,11 @@ fn print_answer(label: &str, answer: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The entries of a file as `af transcripts` writes them: one entry object, a JSON array
-/// of them (`--json`), or one per line (`--jsonl`).
-fn read_entries(text: &str) -> Result<Vec<TranscriptEntry>, serde_json::Error> {
-    let trimmed = text.trim_start();
-    if trimmed.starts_with('[') {
-        return serde_json::from_str(text);
-    }
-    let mut entries = Vec::new();
-    for item in serde_json::Deserializer::from_str(text).into_iter::<TranscriptEntry>() {
-        entries.push(item?);
-    }
-    Ok(entries)
-}
-
 fn verify(file: &Path, chain: &super::chain::ChainArgs, json: bool) -> anyhow::Result<ExitCode> {
     let text = read_input(file, MAX_JSON_INPUT_BYTES)?;
     // The file is what is being checked: one that is not a well-formed entry fails the
     // check (exit 3), as a changed byte inside one does.
-    let entries = match read_entries(&text) {
+    let entries = match af::ledger::entry::read_entries(&text) {
         Ok(entries) if !entries.is_empty() => entries,
         Ok(_) => anyhow::bail!("{} holds no transcript entry", file.display()),
         Err(error) => return super::report_parse_failure(json, "transcript entry", &error),

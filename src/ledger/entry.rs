@@ -212,3 +212,17 @@ pub fn verify_entry(entry: &TranscriptEntry) -> Result<VerifiedEntry, EntryError
         commitment,
     })
 }
+
+/// The entries of a file as `af transcripts` writes them: one entry object, a JSON array
+/// of them (`--json`), or one per line (`--jsonl`).
+pub fn read_entries(text: &str) -> Result<Vec<TranscriptEntry>, serde_json::Error> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') {
+        return serde_json::from_str(text);
+    }
+    let mut entries = Vec::new();
+    for item in serde_json::Deserializer::from_str(text).into_iter::<TranscriptEntry>() {
+        entries.push(item?);
+    }
+    Ok(entries)
+}
