@@ -230,6 +230,7 @@ def main():
             ("a byte of a bundle", bundle_byte, set()),
             ("a member named twice", raw_page(lambda t: t.replace('"total":', '"total":0,"total":', 1)), PAGE),
             ("page 2 served as page 1", second_page_as_first, PAGE),
+            ("a page of 21 entries", edit_page(lambda b: b["entries"].append(b["entries"][0])), PAGE),
         ]
         check(len(cases) >= 20, f"{len(cases)} tampered sites")
         for name, apply, affected in cases:

@@ -36,9 +36,32 @@ async function fetchText(path, limit) {
   if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
   const length = Number(response.headers.get('content-length') ?? 0);
   if (length > limit) throw new v.Refused(`${path} is ${length} bytes, over ${limit}`);
-  const text = await response.text();
-  if (text.length > limit) throw new v.Refused(`${path} is over ${limit} bytes`);
-  return text;
+  // Read as it arrives and stop past the limit: a server that says nothing of the length,
+  // or lies about it, cannot make the page hold more.
+  const reader = response.body.getReader();
+  const chunks = [];
+  let received = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    received += value.length;
+    if (received > limit) {
+      await reader.cancel();
+      throw new v.Refused(`${path} is over ${limit} bytes`);
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(received);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.length;
+  }
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new v.Refused(`${path} is not UTF-8 (10)`);
+  }
 }
 
 const hotkeyPath = (hotkey) => v.toHex(blake3(new TextEncoder().encode(hotkey)));
@@ -56,6 +79,7 @@ async function entriesPage(hotkey, page) {
       Object.keys(body).sort().join() !== 'entries,offset,total') {
     throw new v.Refused('a page of entries is {"entries", "offset", "total"} (11)');
   }
+  if (body.entries.length > PAGE) throw new v.Refused(`a page holds at most ${PAGE} entries, not ${body.entries.length}`);
   const offset = v.integer(body.offset, 'offset');
   if (offset !== BigInt(page * PAGE)) throw new v.Refused(`page ${page + 1} starts at entry ${page * PAGE + 1}, not ${offset + 1n}`);
   return { entries: body.entries, offset, total: v.integer(body.total, 'total') };
