@@ -314,6 +314,11 @@ pub const MATCHES_PER_MINER: usize = 8;
 /// Miners on one page of `miners.html` as a node serves it.
 pub const MINERS_PER_PAGE: usize = 100;
 
+/// The explorer's page of a miner (`explorer.html` at the site's root, beside this page).
+fn explorer_link(hotkey: &str) -> String {
+    format!("explorer.html#miner={}", url::form_urlencoded::byte_serialize(hotkey.as_bytes()).collect::<String>())
+}
+
 /// The hotkeys of the queue, if it is known.
 fn queued_hotkeys(queue: Option<&[Queued]>) -> impl Iterator<Item = String> + '_ {
     queue.unwrap_or_default().iter().map(|queued| queued.hotkey.clone())
@@ -413,7 +418,10 @@ fn miners(replay: &Replay, chain: &FromChain, paging: Paging) -> Option<Markup> 
             }
             @for (hotkey, row) in &rows {
                 tr data-miner=(hotkey) {
-                    td { @match &row.miner { Some(m) => (miner_cell(m)), None => code { (hotkey) } } }
+                    td {
+                        @match &row.miner { Some(m) => (miner_cell(m)), None => code { (hotkey) } }
+                        br; a.muted href=(explorer_link(hotkey)) { "transcripts, verified in your browser" }
+                    }
                     td { @if let Some(m) = &row.miner { code { (m.model) } } }
                     td {
                         @if row.champion { b { "champion" } }
@@ -527,7 +535,9 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
                     }
                 }
                 tr.muted data-contender=(m.contender.hotkey) { td colspan="8" {
-                    "Transcripts, both answers of each challenge with proofs, offline: "
+                    "Transcripts, both answers of each challenge with every proof checked in your browser: "
+                    a href=(explorer_link(&m.contender.hotkey)) { "the contender's" } ", "
+                    a href=(explorer_link(&m.champion.hotkey)) { "the champion's" } "; offline: "
                     code.nowrap { "af mirror --from URL --data DIR" } " (URL: this site's address, the folder holding af/v1/), then "
                     @for (_, match_id) in plays {
                         code { "af transcripts --data DIR --miner " (m.contender.hotkey) " --match " (match_id.to_hex()[..16]) } " "

@@ -69,6 +69,11 @@ fn a_node_serves_the_matches_a_page_at_a_time_and_a_published_copy_whole() {
     let whole = page(Paging::Whole).unwrap();
     assert_eq!(shown(&whole), (1..=250).collect::<Vec<_>>());
     assert!(!whole.contains("af/v1/transcripts?") && newest.contains("af/v1/transcripts?miner=5Miner250"));
+    // Both sides of each match link the explorer, on a node and on a published copy.
+    for html in [&newest, &whole] {
+        assert!(html.contains("href=\"explorer.html#miner=5Miner250\">the contender's"), "{html}");
+        assert!(html.contains("href=\"explorer.html#miner=5Miner0\">the champion's"));
+    }
     assert_eq!(match_pages(0), 1);
     assert!(page(Paging::Page(None)).is_some());
     assert_eq!(Paging::Page(None).href(150), "matches.html?page=2#m-150");
@@ -95,6 +100,8 @@ fn a_nodes_miners_page_lists_a_page_of_miners_each_with_its_newest_matches_and_c
     assert_eq!(row.matches("as champion").count(), MATCHES_PER_MINER, "{row}");
     assert!(row.contains("300 matches: 0 won, 0 lost; the newest 8"), "{row}");
     assert!(row.contains("matches.html?page=3#m-299") && !row.contains("#m-291\""), "{row}");
+    // Each miner's row links its transcripts in the explorer, which checks their proofs.
+    assert!(row.contains("href=\"explorer.html#miner=5Miner0\""), "{row}");
     // 301 miners, 100 rows a page in hotkey order: every contender's row, with its
     // one match, on exactly one page.
     assert!(node.contains("Miners 1 to 100 of 301, by hotkey (page 1 of 4)"), "{node}");
