@@ -9,6 +9,7 @@
 pub mod blocks;
 pub mod chain_view;
 pub mod commitments;
+pub mod miner_status;
 pub mod report;
 pub mod text;
 pub mod weights;

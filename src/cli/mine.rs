@@ -106,53 +106,34 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
         let hotkey = chain.hotkey().context("name the miner's hotkey: --wallet/--hotkey (or AF_HOTKEY_PHRASE)")?;
         anyhow::Ok((hotkey, chain.neurons().await?, chain.commitments().await?))
     })?;
-    let neuron = neurons.iter().find(|n| n.hotkey == hotkey);
-    let record = records.iter().find(|r| r.hotkey == hotkey);
-    let decoded = record.map(af::chain::CommitmentRecord::miner);
     // The queue the validator whose data directory this is will play (its champion and
     // what already played, folded from its own log), by the function `af validate` calls;
-    // without one, the queue of a validator that has played nothing yet.
-    // The data directory's store is opened (through a running node, mirrored) once.
+    // without one, the queue of a validator that has played nothing yet. The data
+    // directory's store is opened (through a running node, mirrored) once.
     let opened = data.map(|dir| super::http::replay_dir(dir).map(|opened| (dir, opened))).transpose()?;
     let own = match &opened {
         Some((dir, (store, _))) => super::data_dir::own_state(dir, store)?,
         None => None,
     };
-    let nothing_played = af::validator::state::Played::default();
-    let (champion, played, queue_of) = match &own {
-        Some((validator, state)) => (state.champion.as_ref(), &state.played, Some(*validator)),
-        None => (None, &nothing_played, None),
-    };
-    let found = discovery::queue_of(&neurons, &records, champion, played);
-    let is_champion = champion.is_some_and(|c| c.hotkey == hotkey);
-    let queue_position = found.queue.iter().position(|c| c.hotkey == hotkey);
-    let skipped = found.skipped.iter().find(|s| s.hotkey() == hotkey).cloned();
+    let replayed = opened.as_ref().map(|(_, (_, replayed))| replayed);
+    let status = af::audit::miner_status::miner_status(&hotkey, &neurons, &records, own.as_ref(), replayed)?;
+    let af::audit::miner_status::MinerStatus {
+        neuron,
+        record,
+        commitment: decoded,
+        queue_of,
+        queue_len,
+        queue_position,
+        is_champion,
+        skipped,
+        matches,
+        recorded_skips,
+        last_played,
+    } = status;
     let models = match &decoded {
         Some(Ok(c)) if !c.endpoint.starts_with("chutes:") => {
             let endpoint = discovery::endpoint_of(c);
             Some(runtime()?.block_on(af::miner::client::list_models(&endpoint, timeout_ms)))
-        }
-        _ => None,
-    };
-    let (matches, recorded_skips) = match &opened {
-        Some((_, (_, replayed))) => {
-            // What each log recorded about not playing this miner (ledger-spec/13).
-            let mut skips = af::audit::skip_rows(replayed);
-            skips.retain(|row| row.skip.hotkey == hotkey);
-            let rows = af::replay::view::matches_in_logs(replayed, &hotkey);
-            replayed.check_whole()?;
-            (Some(rows), Some(skips))
-        }
-        None => (None, None),
-    };
-    // "Already played": the match that played this model in the queue's own log.
-    let last_played = match (&skipped, &matches, queue_of) {
-        (Some(discovery::Skipped::AlreadyPlayed { candidate }), Some(rows), Some(validator)) => {
-            af::replay::view::LogMatch::last_as_contender(
-                rows,
-                &validator,
-                &discovery::recorded_model(&candidate.commitment),
-            )
         }
         _ => None,
     };
@@ -205,11 +186,7 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
     match (is_champion, queue_position, &skipped) {
         (true, _, _) => outln!("validators: the champion, defending ({whose})"),
         (false, Some(k), _) => {
-            outln!(
-                "validators: queued as contender #{} of {}, oldest commitment first ({whose})",
-                k + 1,
-                found.queue.len()
-            )
+            outln!("validators: queued as contender #{} of {}, oldest commitment first ({whose})", k + 1, queue_len)
         }
         (false, None, Some(s)) => match (s, last_played) {
             (discovery::Skipped::AlreadyPlayed { .. }, Some(row)) => outln!(

@@ -1,0 +1,86 @@
+//! What `af mine status` says of one miner, gathered so the CLI only prints: its neuron
+//! and commitment on chain, its place in the queue a validator would play (the champion
+//! and what it played, folded from that validator's own log; without one, the queue of a
+//! validator that has played nothing yet), and what the logs held record of it (its
+//! matches, the skips recorded against it, and for "already played" the match that
+//! played this model in the queue's own log).
+
+use super::SkipRow;
+use crate::bytes::ValidatorKey;
+use crate::chain::miner::MinerCommitment;
+use crate::chain::{CommitmentRecord, Neuron};
+use crate::replay::view::{matches_in_logs, LogMatch};
+use crate::replay::{Replay, ReplayError};
+use crate::validator::discovery::{self, Skipped};
+use crate::validator::state::{Played, ValidatorState};
+
+pub struct MinerStatus<'a> {
+    pub neuron: Option<&'a Neuron>,
+    pub record: Option<&'a CommitmentRecord>,
+    /// The record read as a miner's commitment, or why it cannot be.
+    pub commitment: Option<Result<MinerCommitment, String>>,
+    /// Whose queue: the validator whose log gave the champion and what it played.
+    pub queue_of: Option<ValidatorKey>,
+    pub queue_len: usize,
+    pub queue_position: Option<usize>,
+    pub is_champion: bool,
+    pub skipped: Option<Skipped>,
+    /// With a replay of the logs held: the miner's matches in them, and the skips they
+    /// recorded of it.
+    pub matches: Option<Vec<LogMatch>>,
+    pub recorded_skips: Option<Vec<SkipRow>>,
+    /// Skipped as already played: the match that played this model as contender in the
+    /// queue's own log.
+    pub last_played: Option<LogMatch>,
+}
+
+/// `hotkey`'s status from the chain's `neurons` and `records`, the queue of `own` (a
+/// validator and its state), and a replay of the logs held. A replay whose file could not
+/// be read whole is an error, not a shorter list.
+pub fn miner_status<'a>(
+    hotkey: &str,
+    neurons: &'a [Neuron],
+    records: &'a [CommitmentRecord],
+    own: Option<&(ValidatorKey, ValidatorState)>,
+    replayed: Option<&Replay>,
+) -> Result<MinerStatus<'a>, ReplayError> {
+    let neuron = neurons.iter().find(|n| n.hotkey == hotkey);
+    let record = records.iter().find(|r| r.hotkey == hotkey);
+    let commitment = record.map(CommitmentRecord::miner);
+    let nothing_played = Played::default();
+    let (champion, played, queue_of) = match own {
+        Some((validator, state)) => (state.champion.as_ref(), &state.played, Some(*validator)),
+        None => (None, &nothing_played, None),
+    };
+    let found = discovery::queue_of(neurons, records, champion, played);
+    let skipped = found.skipped.iter().find(|s| s.hotkey() == hotkey).cloned();
+    let (matches, recorded_skips) = match replayed {
+        Some(replayed) => {
+            let mut skips = super::skip_rows(replayed);
+            skips.retain(|row| row.skip.hotkey == hotkey);
+            let rows = matches_in_logs(replayed, hotkey);
+            replayed.check_whole()?;
+            (Some(rows), Some(skips))
+        }
+        None => (None, None),
+    };
+    let last_played = match (&skipped, &matches, queue_of) {
+        (Some(Skipped::AlreadyPlayed { candidate }), Some(rows), Some(validator)) => {
+            LogMatch::last_as_contender(rows, &validator, &discovery::recorded_model(&candidate.commitment)).cloned()
+        }
+        _ => None,
+    };
+    Ok(MinerStatus {
+        neuron,
+        record,
+        commitment,
+        queue_of,
+        queue_len: found.queue.len(),
+        queue_position: found.queue.iter().position(|c| c.hotkey == hotkey),
+        is_champion: champion.is_some_and(|c| c.hotkey == hotkey),
+        skipped,
+        matches,
+        recorded_skips,
+        last_played,
+    })
+}
