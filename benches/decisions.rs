@@ -4,15 +4,15 @@
 //!
 //! 1. Seeded whole matches (4 envs, the real `MatchState`) per scenario, with common random
 //!    numbers: each env draws from its own stream, so both plans see the same games.
-//! 2. Per-env figures of the score plan: the worst adaptive false crown, exact from the
-//!    dynamic programs of `evaluation::exact` (the rule alone: futility only removes
-//!    crowns); a contender exactly at the bar at several decisive shares and one 10 points
-//!    above it, simulated with the futility stop.
+//! 2. Per-env figures of the score plan, exact from the dynamic programs of
+//!    `evaluation::exact`: the worst adaptive false crown (the rule alone: futility only
+//!    removes crowns), and with the futility stop a contender exactly at the bar at
+//!    several decisive shares and one 10 points above it (ledger-spec/02's table).
 //! 3. Copy-and-patch: the bar a patched champion sets under each plan, and how long a
 //!    broadly better model then waits for a crown (before: exact; after: simulated per
 //!    env; a match is crowned when at least 3 of 4 envs are).
 
-use af::evaluation::exact::{worst_false_crown, Boundaries};
+use af::evaluation::exact::{env_figures_with_futility, worst_false_crown, Boundaries};
 use af::evaluation::ratio::{RatioParams, RatioToBeat, DEFAULT_RATIO_PARAMS};
 use af::evaluation::scenarios::{crown_is_right_for, patch, rate_of, scenarios, summarize, Config, EnvOdds, Scenario};
 use af::evaluation::stopping::{
@@ -56,7 +56,7 @@ fn main() {
     }
     let runs = if full { 10_000 } else { 4 };
     if only.is_empty() || only == "exact" {
-        exact(exact_cap, runs, &after);
+        exact(exact_cap, &after);
     }
     if only.is_empty() || only == "patches" {
         patches((runs / 5).max(1), &after);
@@ -126,8 +126,8 @@ fn env_sim(config: &Config, odds: EnvOdds, p0: f64, runs: u64) -> (f64, u64) {
     (s.p_crowned, s.env_challenges_p50)
 }
 
-fn exact(cap: u64, runs: u64, after: &Config) {
-    println!("\n## per-env figures of the score plan: false crowns exact (dynamic programs over (challenges, half-points), cap {cap}, the rule alone: a futility stop only removes crowns), the rest simulated with the futility stop ({runs} runs each)\n");
+fn exact(cap: u64, after: &Config) {
+    println!("\n## per-env figures of the score plan, exact: false crowns by dynamic programs over (challenges, half-points) (the rule alone: a futility stop only removes crowns); the rest over (challenges, wins, draws) with the futility stop; cap {cap}\n");
     println!("| p0 | worst adaptive false crown | no draws at p0 | at the bar: decisive share -> median challenges, P(not crowned) | 10 points above (no draws): P(crowned), median |");
     println!("|---:|---:|---:|---|---|");
     let rows: Vec<String> = [0.51, 0.60, 0.70, 0.80, 0.85, 0.90, 0.95]
@@ -135,16 +135,20 @@ fn exact(cap: u64, runs: u64, after: &Config) {
         .map(|&p0| {
             let bounds = Boundaries::new(&after.rule, cap, p0);
             let (worst, plain) = worst_false_crown(&bounds, cap, p0);
+            let Some(Futility::Bar(futility)) = after.futility else { panic!("score plans have a bar futility") };
+            let p0_ppm = (p0 * 1e6).round() as u32;
+            let figures =
+                |odds: EnvOdds| env_figures_with_futility(&bounds, &futility, p0_ppm, cap, odds.win, odds.loss).0;
             let mut at = Vec::new();
             for d in [0.1, 0.3, 0.5, 1.0] {
                 if let Some(odds) = at_bar(p0, d) {
-                    let (crowned, median) = env_sim(after, odds, p0, runs);
-                    at.push(format!("{d}: {median} / {:.4}", 1.0 - crowned));
+                    let f = figures(odds);
+                    at.push(format!("{d}: {} / {:.6}", f.median_challenges, 1.0 - f.better));
                 }
             }
             let above = if p0 + 0.1 < 1.0 {
-                let (crowned, median) = env_sim(after, EnvOdds { win: p0 + 0.1, loss: 0.9 - p0 }, p0, runs);
-                format!("{crowned:.4} / {median}")
+                let f = figures(EnvOdds { win: p0 + 0.1, loss: 0.9 - p0 });
+                format!("{:.6} / {}", f.better, f.median_challenges)
             } else {
                 "-".into()
             };

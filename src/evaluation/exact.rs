@@ -3,10 +3,10 @@
 //! sampling noise: these are the numbers ledger-spec/02 and the decisions benchmark print.
 //!
 //! For each `n` the rule stops on two intervals of `h`: a crown at `h >= up(n)`, and "not
-//! better" at `h <= down(n)`. The futility stop is left out: it reads wins and draws
-//! apart, and only ever ends a path as "not better", so the false-crown figures here
-//! bound every plan with futility from above (its own figures are simulated by
-//! `scripts/bench-decisions.sh`). The mixture's
+//! better" at `h <= down(n)`. The futility stop reads wins and draws apart, and only ever
+//! ends a path as "not better", so the false-crown figures over `(n, h)` bound every plan
+//! with futility from above; [`env_figures_with_futility`] gives a plan's own figures
+//! over `(n, w, d)`. The mixture's
 //! log statistic is convex in the score for fixed `n` (a sum of log-gamma terms), so each
 //! side is one interval, found by bisection; [`Boundaries::check`] confirms the intervals
 //! against the rule state by state for the caps tests use.
@@ -153,6 +153,105 @@ pub fn env_figures(bounds: &Boundaries, cap: u64, win: f64, loss: f64) -> EnvFig
     }
 }
 
+/// [`env_figures`] with the plan's futility stop too, exact: the futility stop reads wins
+/// and draws apart, so this runs over `(n, w, d)`. The rule's stop comes first at the same
+/// counts (a crown wins over futility, ledger-spec/02). For fixed `n` and `d` the bets'
+/// capital falls as wins grow, so futility holds on a lower interval of `w`, found by
+/// bisection once per `(n, d)` reached. Cells whose probability falls under `PRUNE` are
+/// dropped (at most `pruned` of the mass, reported), which keeps the live region to the
+/// few standard deviations around the mean, so a cap of 4,000 takes seconds.
+pub fn env_figures_with_futility(
+    bounds: &Boundaries,
+    futility: &super::stopping::BarFutility,
+    p0_ppm: u32,
+    cap: u64,
+    win: f64,
+    loss: f64,
+) -> (EnvFigures, f64) {
+    const PRUNE: f64 = 1e-22;
+    let draw = 1.0 - win - loss;
+    let side = cap as usize + 2;
+    // mass[w * side + d] for the current n; updated in place, highest indexes first.
+    let mut mass = vec![0.0f64; side * side];
+    mass[0] = 1.0;
+    let (mut w_hi, mut d_hi, mut w_lo, mut d_lo) = (0usize, 0usize, 0usize, 0usize);
+    let (mut better, mut not_better, mut expected, mut pruned) = (0.0, 0.0, 0.0, 0.0);
+    let mut median = None;
+    for n in 1..=cap as usize {
+        for w in (w_lo..=w_hi + 1).rev() {
+            for d in (d_lo..=d_hi + 1).rev() {
+                let here = if w <= w_hi && d <= d_hi { mass[w * side + d] } else { 0.0 };
+                let from_draw = if d > d_lo && w <= w_hi { mass[w * side + d - 1] } else { 0.0 };
+                let from_win = if w > w_lo && d <= d_hi { mass[(w - 1) * side + d] } else { 0.0 };
+                let m = here * loss + from_draw * draw + from_win * win;
+                mass[w * side + d] = m;
+            }
+        }
+        expected += 1.0 - better - not_better - pruned; // challenge n is played
+        w_hi += 1;
+        d_hi += 1;
+        // Stops at n, and the box of what lives on.
+        let (mut new_w_lo, mut new_w_hi, mut new_d_lo, mut new_d_hi) = (usize::MAX, 0, usize::MAX, 0);
+        for d in d_lo..=d_hi.min(n) {
+            // Futility holds for w <= threshold (None: for no w), among w + d <= n.
+            let threshold = futility_threshold(futility, p0_ppm, n as u64, d as u64);
+            for w in w_lo..=w_hi.min(n - d) {
+                let cell = &mut mass[w * side + d];
+                let m = *cell;
+                if m == 0.0 {
+                    continue;
+                }
+                match bounds.stop(n, 2 * w + d) {
+                    Some(true) => better += m,
+                    Some(false) => not_better += m,
+                    None if threshold.is_some_and(|t| w as u64 <= t) => not_better += m,
+                    None if m < PRUNE => pruned += m,
+                    None => {
+                        (new_w_lo, new_w_hi) = (new_w_lo.min(w), new_w_hi.max(w));
+                        (new_d_lo, new_d_hi) = (new_d_lo.min(d), new_d_hi.max(d));
+                        continue;
+                    }
+                }
+                *cell = 0.0;
+            }
+        }
+        if median.is_none() && better + not_better >= 0.5 {
+            median = Some(n as u64);
+        }
+        if new_w_lo == usize::MAX {
+            break;
+        }
+        (w_lo, w_hi, d_lo, d_hi) = (new_w_lo, new_w_hi, new_d_lo, new_d_hi);
+    }
+    let figures = EnvFigures {
+        better,
+        not_better,
+        inconclusive: (1.0 - better - not_better - pruned).max(0.0),
+        expected_challenges: expected,
+        median_challenges: median.unwrap_or(cap),
+    };
+    (figures, pruned)
+}
+
+/// The largest `w` (with `w + d <= n`) at which the futility stop holds after `n`
+/// challenges of which `d` are draws, or None: it holds on a lower interval of `w`.
+fn futility_threshold(futility: &super::stopping::BarFutility, p0_ppm: u32, n: u64, d: u64) -> Option<u64> {
+    let futile = |w: u64| futility.is_futile(w, n - d - w, d, p0_ppm, 0.0);
+    if d > n || !futile(0) {
+        return None;
+    }
+    let (mut low, mut high) = (0u64, n - d + 1); // futile(low); high past the end or not futile
+    while high - low > 1 {
+        let mid = low + (high - low) / 2;
+        if futile(mid) {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    Some(low)
+}
+
 /// The highest chance of a crown any contender whose mean score never exceeds `p0`
 /// (`1/2 <= p0 < 1`) can reach in one env within `cap` challenges, choosing its outcome
 /// odds adaptively, and that strategy's figure against a contender that never draws
@@ -200,6 +299,60 @@ mod tests {
             let bounds = Boundaries::new(&DEFAULT_RULE, 300, p0);
             bounds.check(&DEFAULT_RULE, p0).unwrap();
         }
+    }
+
+    /// The futility program against a plain walk of every `(w, d)` state with the rule's
+    /// own verdict and futility check, at a small cap: the same figures.
+    #[test]
+    fn the_futility_program_agrees_with_a_walk_of_every_state() {
+        use crate::evaluation::stopping::{Futility, DEFAULT_FUTILITY};
+        let Futility::Bar(futility) = DEFAULT_FUTILITY else { panic!("a bar futility") };
+        let (p0, cap) = (0.6, 150u64);
+        let p0_ppm = 600_000;
+        let bounds = Boundaries::new(&DEFAULT_RULE, cap, p0);
+        for (win, loss) in [(0.55, 0.35), (0.3, 0.1), (0.7, 0.3)] {
+            let (figures, pruned) = env_figures_with_futility(&bounds, &futility, p0_ppm, cap, win, loss);
+            // The walk: every state, no pruning, the rule first, then futility.
+            let draw = 1.0 - win - loss;
+            let mut mass = std::collections::BTreeMap::from([((0u64, 0u64), 1.0f64)]);
+            let (mut better, mut not_better) = (0.0, 0.0);
+            for n in 1..=cap {
+                let mut next = std::collections::BTreeMap::new();
+                for ((w, d), m) in mass {
+                    for (dw, dd, p) in [(1, 0, win), (0, 1, draw), (0, 0, loss)] {
+                        *next.entry((w + dw, d + dd)).or_insert(0.0) += m * p;
+                    }
+                }
+                mass = std::collections::BTreeMap::new();
+                for ((w, d), m) in next {
+                    let verdict = DEFAULT_RULE.verdict_on(w as u32, (n - w - d) as u32, d as u32, p0);
+                    if verdict == Verdict::Better {
+                        better += m;
+                    } else if verdict == Verdict::NotBetter || futility.is_futile(w, n - w - d, d, p0_ppm, 0.0) {
+                        not_better += m;
+                    } else {
+                        mass.insert((w, d), m);
+                    }
+                }
+            }
+            assert!(pruned < 1e-15, "{pruned}");
+            assert!((figures.better - better).abs() < 1e-12, "{figures:?} against {better}");
+            assert!((figures.not_better - not_better).abs() < 1e-12, "{figures:?} against {not_better}");
+        }
+    }
+
+    /// Two cells of ledger-spec/02's table, at the plan's cap of 4,000 (no draws, so the
+    /// program runs on one line of draws and is quick even unoptimised).
+    #[test]
+    fn the_specs_table_figures_without_draws() {
+        use crate::evaluation::stopping::{Futility, DEFAULT_FUTILITY};
+        let Futility::Bar(futility) = DEFAULT_FUTILITY else { panic!("a bar futility") };
+        let above = Boundaries::new(&DEFAULT_RULE, 4000, 0.51);
+        let (f, pruned) = env_figures_with_futility(&above, &futility, 510_000, 4000, 0.61, 0.39);
+        assert_eq!(format!("{:.6}", f.better), "0.997491", "{f:?} (pruned {pruned})");
+        let at = Boundaries::new(&DEFAULT_RULE, 4000, 0.9);
+        let (f, _) = env_figures_with_futility(&at, &futility, 900_000, 4000, 0.9, 0.1);
+        assert_eq!(f.median_challenges, 173, "{f:?}");
     }
 
     #[test]
