@@ -8,7 +8,9 @@
 //!    `evaluation::exact`: the worst adaptive false crown (the rule alone: futility only
 //!    removes crowns), and with the futility stop a contender exactly at the bar at
 //!    several decisive shares and one 10 points above it (ledger-spec/02's table).
-//! 3. Copy-and-patch: the bar a patched champion sets under each plan, and how long a
+//! 3. The plan's power curve, exact: P(crowned) per env and per match against points
+//!    above the bar, at decisive shares 0.25, 0.5 and 1, for bars 0.51, 0.7 and 0.9.
+//! 4. Copy-and-patch: the bar a patched champion sets under each plan, and how long a
 //!    broadly better model then waits for a crown (before: exact; after: simulated per
 //!    env; a match is crowned when at least 3 of 4 envs are).
 
@@ -49,7 +51,7 @@ fn main() {
     let after =
         Config { rule: DEFAULT_RULE, futility: Some(futility), cap: DEFAULT_CAP, max_challenges: MAX_CHALLENGES };
     let started = Instant::now();
-    // AF_BENCH_ONLY=simulated|exact|patches runs one part.
+    // AF_BENCH_ONLY=simulated|exact|power|patches runs one part.
     let only = std::env::var("AF_BENCH_ONLY").unwrap_or_default();
     if only.is_empty() || only == "simulated" {
         simulated(n, seed, &before, &after);
@@ -57,6 +59,9 @@ fn main() {
     let runs = if full { 10_000 } else { 4 };
     if only.is_empty() || only == "exact" {
         exact(exact_cap, &after);
+    }
+    if only.is_empty() || only == "power" {
+        power(exact_cap, &after);
     }
     if only.is_empty() || only == "patches" {
         patches((runs / 5).max(1), &after);
@@ -159,6 +164,50 @@ fn exact(cap: u64, after: &Config) {
         println!("{row}");
     }
     println!("\nalpha/2 = 0.025: every false-crown figure must be at or below it.");
+}
+
+/// The plan's power curve, exact: P(crowned) per env and per match (4 envs, at least 3
+/// crowned) for a contender k points above the bar in score, at several decisive shares
+/// (the share of challenges that are not draws), for bars 0.51, 0.7 and 0.9.
+fn power(cap: u64, after: &Config) {
+    let Some(Futility::Bar(futility)) = after.futility else { panic!("score plans have a bar futility") };
+    println!("\n## power of the score plan, exact (dynamic programs with the futility stop, cap {cap}): P(crowned) per env / per match of 4 envs (3 needed), by points above the bar in score and decisive share\n");
+    let points = [0u32, 1, 2, 3, 4, 5, 7, 10];
+    let shares = [0.25, 0.5, 1.0];
+    print!("| bar | decisive share |");
+    for k in points {
+        print!(" +{k} |");
+    }
+    println!();
+    println!("|---:|---:|{}", "---:|".repeat(points.len()));
+    let rows: Vec<String> = [0.51, 0.7, 0.9]
+        .par_iter()
+        .flat_map_iter(|&p0| {
+            let bounds = Boundaries::new(&after.rule, cap, p0);
+            let p0_ppm = (p0 * 1e6).round() as u32;
+            shares
+                .iter()
+                .map(|&share| {
+                    let cells: Vec<String> = points
+                        .iter()
+                        .map(|&k| match at_bar(p0 + f64::from(k) / 100.0, share) {
+                            Some(odds) if p0 + f64::from(k) / 100.0 < 1.0 => {
+                                let f =
+                                    env_figures_with_futility(&bounds, &futility, p0_ppm, cap, odds.win, odds.loss).0;
+                                format!("{:.3} / {:.3}", f.better, three_of_four(f.better))
+                            }
+                            _ => "-".into(),
+                        })
+                        .collect();
+                    format!("| {p0} | {share} | {} |", cells.join(" | "))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for row in rows {
+        println!("{row}");
+    }
+    println!("\n(`-`: no contender has that score at that decisive share.)");
 }
 
 /// P(at least 3 of 4 independent envs better), each with probability `q`.

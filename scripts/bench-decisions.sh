@@ -3,9 +3,10 @@
 # plan (default) on the same simulated games (common random numbers, 10,000 matches per
 # cell, nine scenarios at ratio to beat 0.51 and 0.70); the score plan's exact per-env
 # figures (worst false crown with adaptive drawers; median challenges at the bar and
-# P(crowned) above it, with the futility stop: ledger-spec/02's table); the bar a
+# P(crowned) above it, with the futility stop: ledger-spec/02's table); its power curve
+# (P(crowned) per env and per match by points above the bar, exact); the bar a
 # copy-and-patch sets and how long a broad improver then waits.
-# AF_BENCH_MATCHES=N matches per cell, AF_BENCH_SEED=S, AF_BENCH_ONLY=simulated|exact|patches,
+# AF_BENCH_MATCHES=N matches per cell, AF_BENCH_SEED=S, AF_BENCH_ONLY=simulated|exact|power|patches,
 # AF_BENCH_MARGIN_PPM / AF_BENCH_FUTILITY_ALPHA_PPM to try other futility parameters.
 set -euo pipefail
 cd "$(dirname "$0")/.."
