@@ -127,6 +127,24 @@ def main():
         second = {int(e.get_attribute("data-entry")) for e in page.query_selector_all(".entry")}
         check(min(second) == 20, "page 2 shows entries from the 21st on", str(sorted(second))[:80])
         page.close()
+        # One match only (`&match=`), through the site's match index: every transcript of
+        # that match, on whatever pages they are, and none of another.
+        match_id = first["entries"][0]["transcript"]["match_id"]
+        pages_total = (first["total"] + 19) // 20
+        of_match = [sum(1 for x in load(page_path(site, hotkey, k))["entries"]
+                        if x["transcript"]["match_id"] == match_id) for k in range(pages_total)]
+        of_match = [n for n in of_match if n]
+        shown_all, groups_all = [], set()
+        for k in range(len(of_match)):
+            page = browser.new_page()
+            page.goto(f"{base}/explorer.html#miner={hotkey}&match={match_id}&page={k + 1}")
+            page.wait_for_selector("#status[data-shown]", timeout=60_000)
+            shown_all += [e.get_attribute("data-status") for e in page.query_selector_all(".entry")]
+            groups_all |= {g.get_attribute("data-match") for g in page.query_selector_all(".match")}
+            page.close()
+        check(len(shown_all) == sum(of_match) and all(s == "verified" for s in shown_all) and groups_all == {match_id},
+              f"one match's {sum(of_match)} transcripts over {len(of_match)} pages, all verified, nothing of another match",
+              f"{len(shown_all)} {groups_all}")
         server.shutdown()
 
         own = logs["own"]

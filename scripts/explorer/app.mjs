@@ -188,13 +188,49 @@ async function renderEntry(entry, index) {
   return { card, match: { validator: checked.validator, id: t.match_id } };
 }
 
-async function show(hotkey, page) {
+/** Page `page` of one match of a miner: the site's match index (a hint) names the pages
+ * of the miner's entries holding the match; of the `page`-th of them only the entries of
+ * that match are kept, each still checked on its own. */
+async function matchEntries(hotkey, matchId, page) {
+  const text = await fetchText(`af/v1/miner/${hotkeyPath(hotkey)}/matches`, MAX_PAGE_BYTES);
+  if (text === null) throw new v.Refused('this site has no match index for the miner (a running node has none): open the miner\'s pages');
+  const index = v.parseStrictJson(text);
+  if (!Array.isArray(index?.matches)) throw new v.Refused('a match index is {"matches": [...]}');
+  const pages = new Set();
+  for (const m of index.matches) {
+    if (m?.match_id === matchId && Array.isArray(m.pages) && m.pages.length === 2) {
+      const [first, last] = m.pages.map((p) => Number(v.integer(p, 'page', 1n << 20n)));
+      for (let p = first; p <= last && pages.size <= 1 << 20; p++) pages.add(p);
+    }
+  }
+  const list = [...pages].sort((a, b) => a - b);
+  const entries = [];
+  let total = 0n;
+  if (page < list.length) {
+    const body = await entriesPage(hotkey, list[page]);
+    if (body !== null) {
+      total = body.total;
+      body.entries.forEach((entry, i) => {
+        if (entry?.transcript?.match_id === matchId) entries.push({ entry, index: Number(body.offset) + i });
+      });
+    }
+  }
+  return { entries, total, pages: list.length };
+}
+
+async function show(hotkey, page, matchId) {
   const results = $('results');
   results.replaceChildren(el('p', { id: 'status' }, `Fetching page ${page + 1} of ${hotkey}'s transcripts…`));
   const started = performance.now();
   let body;
   try {
-    body = await entriesPage(hotkey, page);
+    if (matchId) {
+      const found = await matchEntries(hotkey, matchId, page);
+      body = { entries: found.entries.map((e) => e.entry), indexes: found.entries.map((e) => e.index), offset: 0n,
+        total: found.total, match: matchId, matchPages: found.pages };
+    } else {
+      body = await entriesPage(hotkey, page);
+    }
   } catch (error) {
     results.replaceChildren(el('p', { class: 'failed', 'data-status': 'failed' }, `The page could not be read: ${error.message}`));
     return;
@@ -207,16 +243,17 @@ async function show(hotkey, page) {
   const list = el('div', { id: 'entries' });
   let failed = 0;
   for (const [i, entry] of body.entries.entries()) {
-    const { card, match } = await renderEntry(entry, Number(body.offset) + i);
+    const index = body.indexes ? body.indexes[i] : Number(body.offset) + i;
+    const { card, match } = await renderEntry(entry, index);
     if (match === null) {
       failed += 1;
       list.append(card);
       continue;
     }
-    if (entry.transcript?.miner?.hotkey !== hotkey) {
+    if (entry.transcript?.miner?.hotkey !== hotkey || (body.match && match.id !== body.match)) {
       card.classList.add('failed');
       card.setAttribute('data-status', 'failed');
-      card.replaceChildren(badge('failed', `entry ${Number(body.offset) + i + 1} is another miner's transcript`));
+      card.replaceChildren(badge('failed', `entry ${index + 1} is another miner's transcript, or of another match`));
       failed += 1;
       list.append(card);
       continue;
@@ -225,7 +262,8 @@ async function show(hotkey, page) {
     if (!groups.has(key)) {
       const group = el('section', { class: 'match', 'data-match': match.id },
         el('h2', {}, 'match ', el('code', { title: match.id }, short(match.id)), ' in the log of validator ',
-          el('code', { title: match.validator }, short(match.validator))));
+          el('code', { title: match.validator }, short(match.validator)), ' ',
+          body.match ? null : el('a', { href: `#miner=${encodeURIComponent(hotkey)}&match=${match.id}` }, '(this match only)')));
       groups.set(key, group);
       list.append(group);
     }
@@ -233,7 +271,12 @@ async function show(hotkey, page) {
   }
   const total = Number(body.total);
   const pages = Math.max(1, Math.ceil(total / PAGE));
-  const nav = el('nav', {},
+  const here = `#miner=${encodeURIComponent(hotkey)}`;
+  const nav = body.match ? el('nav', {},
+    page > 0 ? el('a', { href: `${here}&match=${body.match}&page=${page}` }, '← earlier') : null,
+    ` match ${short(body.match)} only, page ${page + 1} of ${body.matchPages}; `,
+    page + 1 < body.matchPages ? el('a', { href: `${here}&match=${body.match}&page=${page + 2}` }, 'later →') : null,
+    ' ', el('a', { href: here }, `all of ${hotkey}'s transcripts`)) : el('nav', {},
     page > 0 ? el('a', { href: `#miner=${encodeURIComponent(hotkey)}&page=${page}` }, '← earlier') : null,
     ` page ${page + 1} of ${pages} (${total} transcripts) `,
     page + 1 < pages ? el('a', { href: `#miner=${encodeURIComponent(hotkey)}&page=${page + 2}` }, 'later →') : null);
@@ -242,7 +285,7 @@ async function show(hotkey, page) {
   const summary = el('p', { id: 'status', 'data-failed': String(failed), 'data-shown': String(body.entries.length) },
     `${body.entries.length} transcripts checked in this browser in ${seconds} s: ` +
     `${body.entries.length - failed} verified, ${failed} failed.`);
-  if (body.entries.length < Math.min(PAGE, total - page * PAGE)) {
+  if (!body.match && body.entries.length < Math.min(PAGE, total - page * PAGE)) {
     summary.append(` The page holds ${body.entries.length} of the ${Math.min(PAGE, total - page * PAGE)} it should: the rest were not served.`);
   }
   results.replaceChildren(summary, nav, list);
@@ -254,7 +297,8 @@ function route() {
   if (hotkey) {
     $('hotkey').value = hotkey;
     const page = Math.max(1, Number.parseInt(params.get('page') ?? '1', 10) || 1) - 1;
-    show(hotkey, page);
+    const matchId = params.get('match');
+    show(hotkey, page, matchId && /^[0-9a-f]{64}$/.test(matchId) ? matchId : null);
   }
 }
 

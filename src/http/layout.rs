@@ -96,6 +96,12 @@ pub fn miner_entries_path(hotkey: &str, page: usize) -> String {
     format!("{ROOT}/miner/{}/entries/{page}", blake3::hash(hotkey.as_bytes()).to_hex())
 }
 
+/// A published miner's matches and the pages of its entries holding each:
+/// `{"matches": [{"validator", "match_id", "pages": [first, last]}, ...]}`, in page order.
+pub fn miner_matches_path(hotkey: &str) -> String {
+    format!("{ROOT}/miner/{}/matches", blake3::hash(hotkey.as_bytes()).to_hex())
+}
+
 pub fn log_list_path() -> String {
     format!("{ROOT}/logs")
 }

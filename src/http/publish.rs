@@ -121,6 +121,8 @@ pub fn publish_miner_entries(replay: &crate::replay::Replay, store: &Store, site
     for hotkey in store.miner_hotkeys()? {
         let filter = Filter::default();
         let total = store.locate_miner_page(&hotkey, 0, 0)?.0 as usize;
+        let mut matches: std::collections::HashMap<(String, String), (usize, usize)> = Default::default();
+        let mut order: Vec<(String, String)> = Vec::new();
         let mut page = 0;
         loop {
             let offset = page * layout::MINER_PAGE_ENTRIES;
@@ -132,12 +134,34 @@ pub fn publish_miner_entries(replay: &crate::replay::Replay, store: &Store, site
                 usize::MAX,
                 &mut |_| true,
             )?;
+            // Which matches the page holds, for the miner's match index below.
+            let parsed: serde_json::Value = serde_json::from_slice(&body).expect("a page af wrote is JSON");
+            for entry in parsed["entries"].as_array().into_iter().flatten() {
+                let key = (entry["validator"].to_string(), entry["transcript"]["match_id"].to_string());
+                let pages = matches.entry(key.clone()).or_insert((page, page));
+                pages.1 = page;
+                if !order.contains(&key) {
+                    order.push(key);
+                }
+            }
             written += u64::from(write_if_changed(&site.join(layout::miner_entries_path(&hotkey, page)), &body)?);
             page += 1;
             if page * layout::MINER_PAGE_ENTRIES >= total {
                 break;
             }
         }
+        // The miner's matches and the pages holding each: a hint for the explorer's
+        // links to one match (every entry it shows is still checked on its own).
+        let index: Vec<serde_json::Value> = order
+            .iter()
+            .map(|key| {
+                let (first, last) = matches[key];
+                let value = |text: &str| serde_json::from_str::<serde_json::Value>(text).expect("written above");
+                serde_json::json!({ "validator": value(&key.0), "match_id": value(&key.1), "pages": [first, last] })
+            })
+            .collect();
+        let body = serde_json::to_vec(&serde_json::json!({ "matches": index })).expect("JSON");
+        written += u64::from(write_if_changed(&site.join(layout::miner_matches_path(&hotkey)), &body)?);
     }
     replay.check_whole()?;
     for (name, bytes) in [("explorer.html", super::EXPLORER_HTML), ("explorer.js", super::EXPLORER_JS)] {
