@@ -57,16 +57,7 @@ impl Boundaries {
             if n == 0 || !stops_low(n, 0) {
                 down.push(-1);
             } else {
-                let (mut low, mut high) = (0u64, 2 * n + 1);
-                while high - low > 1 {
-                    let mid = low + (high - low) / 2;
-                    if stops_low(n, mid) {
-                        low = mid;
-                    } else {
-                        high = mid;
-                    }
-                }
-                down.push(low as i64);
+                down.push(highest_where(2 * n + 1, |h| stops_low(n, h)) as i64);
             }
         }
         Boundaries { up, down }
@@ -240,16 +231,22 @@ fn futility_threshold(futility: &super::stopping::BarFutility, p0_ppm: u32, n: u
     if d > n || !futile(0) {
         return None;
     }
-    let (mut low, mut high) = (0u64, n - d + 1); // futile(low); high past the end or not futile
+    Some(highest_where(n - d + 1, futile))
+}
+
+/// The highest `x` below `end` where `holds`, for a predicate that holds on a lower
+/// interval starting at 0 (the caller has seen it hold at 0): by bisection.
+fn highest_where(end: u64, holds: impl Fn(u64) -> bool) -> u64 {
+    let (mut low, mut high) = (0u64, end); // holds(low); high is past the end or fails
     while high - low > 1 {
         let mid = low + (high - low) / 2;
-        if futile(mid) {
+        if holds(mid) {
             low = mid;
         } else {
             high = mid;
         }
     }
-    Some(low)
+    low
 }
 
 /// The highest chance of a crown any contender whose mean score never exceeds `p0`
