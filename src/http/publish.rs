@@ -138,10 +138,12 @@ pub fn publish_miner_entries(replay: &crate::replay::Replay, store: &Store, site
             let parsed: serde_json::Value = serde_json::from_slice(&body).expect("a page af wrote is JSON");
             for entry in parsed["entries"].as_array().into_iter().flatten() {
                 let key = (entry["validator"].to_string(), entry["transcript"]["match_id"].to_string());
-                let pages = matches.entry(key.clone()).or_insert((page, page));
-                pages.1 = page;
-                if !order.contains(&key) {
-                    order.push(key);
+                match matches.entry(key) {
+                    std::collections::hash_map::Entry::Occupied(mut pages) => pages.get_mut().1 = page,
+                    std::collections::hash_map::Entry::Vacant(slot) => {
+                        order.push(slot.key().clone());
+                        slot.insert((page, page));
+                    }
                 }
             }
             written += u64::from(write_if_changed(&site.join(layout::miner_entries_path(&hotkey, page)), &body)?);

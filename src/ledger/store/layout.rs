@@ -267,7 +267,7 @@ pub fn block_len(
     height: u64,
 ) -> Result<Option<usize>, StoreError> {
     let bad = |why: String| Err(StoreError::BadChunks { validator: *validator, height, why });
-    let mut lengths = Vec::new();
+    let (mut lengths, mut len) = (Vec::new(), 0usize);
     for entry in block_range(blocks, validator, height)? {
         let (key, piece) = entry.map_err(eng("reading blocks"))?;
         let (_, _, chunk) = split_chunk_key(key.value())?;
@@ -279,7 +279,8 @@ pub fn block_len(
             return bad(format!("chunk {chunk} holds {n} bytes"));
         }
         lengths.push(n);
-        if lengths.iter().sum::<usize>() as u64 > crate::limits::MAX_BLOCK_BYTES {
+        len += n;
+        if len as u64 > crate::limits::MAX_BLOCK_BYTES {
             let limit = crate::limits::MAX_BLOCK_BYTES;
             return bad(format!("its pieces hold more than the largest block, {limit} bytes"));
         }
@@ -287,7 +288,6 @@ pub fn block_len(
     if lengths.is_empty() {
         return Ok(None);
     }
-    let len: usize = lengths.iter().sum();
     if !lengths.iter().copied().eq(chunk_lengths(len)) {
         let want: Vec<usize> = chunk_lengths(len).collect();
         return bad(format!("pieces of {lengths:?} bytes, where a block of {len} bytes has {want:?}"));
