@@ -13,6 +13,7 @@ import * as v from './verify.mjs';
 const PAGE = 20;
 const MAX_PAGE_BYTES = 64 * 1024 * 1024;
 const MAX_TIP_BYTES = 16 * 1024;
+const MAX_MATCH_PAGES = 4096;
 
 const $ = (id) => document.getElementById(id);
 
@@ -200,7 +201,12 @@ async function matchEntries(hotkey, matchId, page) {
   for (const m of index.matches) {
     if (m?.match_id === matchId && Array.isArray(m.pages) && m.pages.length === 2) {
       const [first, last] = m.pages.map((p) => Number(v.integer(p, 'page', 1n << 20n)));
-      for (let p = first; p <= last && pages.size <= 1 << 20; p++) pages.add(p);
+      // A match's transcripts of one miner fill a few hundred pages at most (4 envs of
+      // up to 4,000 challenges): an index naming more is refused, not walked.
+      if (last < first || last - first >= MAX_MATCH_PAGES || pages.size >= MAX_MATCH_PAGES) {
+        throw new v.Refused(`the match index names pages ${first} to ${last}: at most ${MAX_MATCH_PAGES} per match`);
+      }
+      for (let p = first; p <= last; p++) pages.add(p);
     }
   }
   const list = [...pages].sort((a, b) => a - b);
