@@ -141,6 +141,8 @@ def main():
             page.wait_for_selector("#status[data-shown]", timeout=60_000)
             shown_all += [e.get_attribute("data-status") for e in page.query_selector_all(".entry")]
             groups_all |= {g.get_attribute("data-match") for g in page.query_selector_all(".match")}
+            if k == 0:
+                page.screenshot(path=os.path.join(OUT, "explorer-match.png"), full_page=False)
             page.close()
         check(len(shown_all) == sum(of_match) and all(s == "verified" for s in shown_all) and groups_all == {match_id},
               f"one match's {sum(of_match)} transcripts over {len(of_match)} pages, all verified, nothing of another match",

@@ -179,7 +179,11 @@ async function renderEntry(entry, index) {
   if (t.error !== null) card.append(el('div', { class: 'error' }, `error recorded: ${t.error}`));
   const u = entry.unproven;
   card.append(el('div', { class: 'unproven', 'data-status': 'unproven' },
-    badge('unproven', `replay's context, not covered by the proofs: role ${u.role}; env decision ${u.env_decision ?? 'none'}; ` +
+    badge('unproven', `replay's context, not covered by the proofs: role ${u.role}; ` +
+      `env ${t.env.name}: ` +
+      (u.env_tally ? `the contender won ${u.env_tally.wins}, lost ${u.env_tally.losses}, drew ${u.env_tally.draws} ` +
+        `of ${u.env_tally.n_challenges} challenges: ` : 'no tally: ') +
+      `${ENV_DECISION_WORDS[u.env_decision] ?? 'undecided'}; ` +
       `match ${u.match_contender_won === null ? 'not decided' : u.match_contender_won ? 'won by the contender' : 'kept by the champion'}` +
       (u.match_reason ? ` (${u.match_reason})` : ''))));
   if (checked.commitment) {
@@ -188,6 +192,13 @@ async function renderEntry(entry, index) {
   }
   return { card, match: { validator: checked.validator, id: t.match_id } };
 }
+
+// The env decisions in the words `af transcripts` uses.
+const ENV_DECISION_WORDS = {
+  contender_better: 'the contender is better',
+  contender_not_better: 'the contender is not better',
+  inconclusive: 'inconclusive (a cap was reached, or the match was decided first)',
+};
 
 /** Page `page` of one match of a miner: the site's match index (a hint) names the pages
  * of the miner's entries holding the match; of the `page`-th of them only the entries of
