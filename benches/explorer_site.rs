@@ -19,16 +19,18 @@ use std::time::Instant;
 #[allow(dead_code)]
 mod common;
 
-const N_VALIDATORS: usize = 64;
-const MATCHES_PER_LOG: usize = 16;
 const HOTKEY: &str = "5SynthPerfect";
 
 fn main() {
-    let mut spec = synth::NetworkSpec::small(N_VALIDATORS);
+    // `cargo bench` passes --bench: the full site; the test suite runs a small one (4
+    // logs of 2 matches) through the same code.
+    let full = std::env::args().any(|a| a == "--bench");
+    let (n_validators, matches_per_log) = if full { (64, 16) } else { (4, 2) };
+    let mut spec = synth::NetworkSpec::small(n_validators);
     let champion = 1; // 5SynthPerfect
     let first = spec.miners.len();
     spec.matches.clear();
-    for i in 0..MATCHES_PER_LOG {
+    for i in 0..matches_per_log {
         spec.miners.push(synth::SynthMiner {
             hotkey: format!("5SynthContender{i:06}"),
             uid: (first + i) as u16,
@@ -36,7 +38,7 @@ fn main() {
         });
         spec.matches.push((first + i, champion));
     }
-    let root = common::bench_data_dir().join("explorer-site");
+    let root = common::bench_data_dir().join(if full { "explorer-site" } else { "explorer-site-test" });
     let (data, site) = (root.join("data"), root.join("site"));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&data).unwrap();
@@ -55,6 +57,12 @@ fn main() {
     let (total, _) = store.locate_miner_page(HOTKEY, 0, 0).unwrap();
     let matches: usize = replayed.folds.iter().map(|f| f.matches.len()).sum();
     let site_bytes = dir_bytes(&site);
+    assert_eq!(report.chains, n_validators as u64);
+    assert_eq!(matches, n_validators * matches_per_log);
+    assert!(total > 0 && site.join("explorer.html").exists());
+    if !full {
+        let _ = std::fs::remove_dir_all(&root);
+    }
     println!(
         "{}",
         serde_json::json!({

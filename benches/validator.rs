@@ -108,7 +108,7 @@ fn main() {
     let (champion, contender) = (spawn_miner(), spawn_miner());
     let dir = tempfile::tempdir().expect("temp dir");
     let mut text = format!(
-        "[evaluation]\nwindow = {window}\nmax_challenges = 2000\n\
+        "[evaluation]\nwindow = {window}\n\
          [client]\ntimeout_ms = 30000\nmax_concurrent_per_miner = {in_flight}\nmax_concurrent_total = {in_flight}\n\
          [ledger]\nblock_max_events = 256\nblock_max_ms = 500\n\
          [[miners]]\nhotkey = \"5Champion\"\nuid = 0\nbase_url = \"{}\"\nmodel = \"m\"\n",

@@ -27,10 +27,6 @@ CHAMPION=$(url_of noisy:0.45)
 CONTENDER=$(url_of noisy:0.44)
 cat > "$WORK/v.toml" <<TOML
 [evaluation]
-cap = 20000
-max_challenges = 40000
-futility_advantage = 0
-futility_margin = 0
 [[miners]]
 hotkey = "5Champion"
 uid = 0

@@ -52,8 +52,6 @@ commit() {
 {
     cat <<EOF
 [evaluation]
-cap = 300
-max_challenges = 600
 window = 8
 [ledger]
 block_max_events = 64

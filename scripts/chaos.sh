@@ -45,8 +45,6 @@ commit() {
 {
     cat <<EOF
 [evaluation]
-cap = 200
-max_challenges = 400
 window = 8
 [ledger]
 block_max_events = 32

@@ -312,12 +312,13 @@ def main():
     work = tempfile.mkdtemp(prefix="af-page-check-")
     processes = []
     try:
-        # Two equally good, slow miners: every game a draw, so the match lasts.
-        (champion, champion_url), (contender, contender_url) = start_miner("slow:100"), start_miner("slow:100")
+        # Two equally good, slow miners: every game a draw, so the match lasts until the
+        # network plan's futility stop dismisses the copy (59 challenges per env).
+        (champion, champion_url), (contender, contender_url) = start_miner("slow:1000"), start_miner("slow:1000")
         processes += [champion, contender]
         config = os.path.join(work, "v.toml")
         with open(config, "w") as f:
-            f.write("[evaluation]\ncap = 100000\nmax_challenges = 150000\nfutility_advantage = 0\nfutility_margin = 0\n"
+            f.write("[evaluation]\nwindow = 2\n"
                     "[ledger]\nblock_max_events = 32\nblock_max_ms = 200\n")
             for i, (hotkey, url) in enumerate([("5Champion", champion_url), ("5Contender", contender_url)]):
                 f.write(f'\n[[miners]]\nhotkey = "{hotkey}"\nuid = {i}\nbase_url = "{url}"\nmodel = "m"\n')

@@ -229,7 +229,7 @@ pub fn run(spec: &DevnetSpec) -> Result<Devnet, DevnetError> {
     let config = format!(
         "# The devnet's shared validator config; each validator's hotkey comes from AF_CHAIN__HOTKEY.\n\
          # No [[miners]]: contenders come from the miners' commitments on the chain.\n\
-         [evaluation]\ncap = 300\nmax_challenges = 600\nwindow = 8\n\
+         [evaluation]\nwindow = 8\n\
          [ledger]\nblock_max_events = 64\nblock_max_ms = 500\n\
          [client]\ntimeout_ms = 10000\nbackoff_base_ms = 20\nbackoff_max_ms = 200\n\
          [chain]\nendpoint = \"{chain_endpoint}\"\nnetuid = {DEVNET_NETUID}\ndiscover_every_ms = 500\n",

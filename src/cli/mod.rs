@@ -208,11 +208,6 @@ pub enum RatioCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
-        /// TOML config whose [evaluation] ratio_epsilon_ppm and ratio_half_life_blocks
-        /// apply only where the log records no plan of its own (no match yet, or older
-        /// `mixture` plans); a plan the log records sets the decay (default: the embedded config).
-        #[arg(long)]
-        config: Option<PathBuf>,
         /// Read "now" from this chain's head (default: the newest chain block the log names).
         #[command(flatten)]
         chain: chain::ChainArgs,
@@ -241,9 +236,7 @@ pub fn run(cli: Cli, log_suppressed: prometheus_client::metrics::counter::Counte
             let flags = validate::RunFlags { max_matches, serve, json, log_suppressed };
             validate::validate(&data, config, net, chain, flags)
         }
-        Command::Ratio(RatioCommand::Show { data, config, chain, json }) => {
-            validate::ratio_show(&data, config, &chain, json)
-        }
+        Command::Ratio(RatioCommand::Show { data, chain, json }) => validate::ratio_show(&data, &chain, json),
         Command::Node { data, net, chain, json } => node::node(&data, net, &chain, json, log_suppressed),
         Command::Mirror { from, data, validator, timeout, json } => {
             http::mirror_command(&from, &data, validator, std::time::Duration::from_secs(timeout), json)

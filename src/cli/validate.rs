@@ -199,14 +199,10 @@ async fn show_progress(mut progress: tokio::sync::watch::Receiver<MatchState>, e
     }
 }
 
-pub fn ratio_show(
-    data: &Path,
-    config_path: Option<PathBuf>,
-    chain: &super::chain::ChainArgs,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
-    let config = load_config(config_path.as_deref())?;
-    let legacy = config.evaluation.ratio_params();
+pub fn ratio_show(data: &Path, chain: &super::chain::ChainArgs, json: bool) -> anyhow::Result<ExitCode> {
+    // Never this machine's settings: the plan the log records, else the network's
+    // (ledger-spec/02), so every reader of the same log prints the same ratio.
+    let legacy = af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
     // A read command: the store is opened read-only and checked like any other read.
     let store = super::http::open_for_read(data)?;
     let validator = af::ledger::LedgerKey::load(&super::data_dir::key_path(data))?.validator();
@@ -217,7 +213,7 @@ pub fn ratio_show(
             loaded.ratio = ratio;
             (params, "log")
         }
-        None => (legacy, "config"),
+        None => (legacy, "network"),
     };
     // Chain time only: the chain's head if one is named, else the newest block the log
     // names (what the validator itself last saw).
@@ -270,7 +266,7 @@ pub fn ratio_show(
             params.half_life_blocks,
             match plan_from {
                 "log" => "the plan the log records",
-                _ => "no match in the log: the configuration's",
+                _ => "no match in the log: the network's plan (ledger-spec/02)",
             }
         );
         outln!("champion       {}", loaded.champion.map_or("(none yet)".into(), |c| c.hotkey));

@@ -5,10 +5,12 @@
 //! `matchplay` the match state machine (tallies, majority of environments, early stop),
 //! `ratio` the ratio to beat and its decay, `scenarios` seeded whole-match simulations of
 //! what each rule configuration costs in model calls and decides, `exact` the exact
-//! per-env figures of the score rule (adaptive contenders included).
+//! per-env figures of the score rule (adaptive contenders included), `network_plan` the
+//! one plan the network decides by.
 
 pub mod exact;
 pub mod matchplay;
+pub mod network_plan;
 pub mod ratio;
 pub mod scenarios;
 pub mod stopping;

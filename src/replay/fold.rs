@@ -483,6 +483,17 @@ impl ChainFold {
                 if let Some(why) = match_decision_error(&m, decided) {
                     self.push(DiscrepancyKind::FalseDecision, height, at, format!("match {}: {why}", decided.match_id));
                 }
+                // Decided under a plan that is not the network's: one finding per match,
+                // naming each field that differs; the match casts no vote (`Play::of`).
+                if !crate::evaluation::network_plan::is_network_plan(&m.rule) {
+                    let detail = format!(
+                        "match {}: decided under a plan that is not the network's (ledger-spec/02, plan v{}): {}",
+                        decided.match_id,
+                        crate::evaluation::network_plan::PLAN_VERSION,
+                        crate::evaluation::network_plan::plan_differences(&m.rule).join(", ")
+                    );
+                    self.push(DiscrepancyKind::FalseDecision, height, at, detail);
+                }
                 if let Some(m) = self.matches.update(&decided.match_id) {
                     if m.decided.is_none() {
                         self.n_decided += 1;

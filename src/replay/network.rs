@@ -325,7 +325,13 @@ impl Play {
             champion: m.champion.clone(),
             started_time_ms: m.started_time_ms,
             chain_block: m.chain_block,
-            decided: m.decided.as_ref().map(|d| (d.height, d.contender_won, d.new_ratio_to_beat_ppm, d.time_ms)),
+            // A match decided under another plan than the network's is a finding
+            // (`fold`) and no vote: it counts as undecided here.
+            decided: m
+                .decided
+                .as_ref()
+                .filter(|_| crate::evaluation::network_plan::is_network_plan(&m.rule))
+                .map(|d| (d.height, d.contender_won, d.new_ratio_to_beat_ppm, d.time_ms)),
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::envs::derive_match_id;
 use crate::envs::{self, Registry};
 use crate::evaluation::matchplay::{EnvResult, GameOutcome, MatchState, MatchVerdict};
 use crate::evaluation::ratio::RatioParams;
-use crate::evaluation::stopping::StoppingRule;
+use crate::evaluation::stopping::{describe_plan, Futility, StoppingRule};
 use crate::ledger::block::seal;
 use crate::ledger::event::{
     ChatMessage, EnvDecision, EnvOutcome, EnvRef, EnvWinRate, Event, Evidence, MatchDecided, MatchStarted, MinerRef,
@@ -51,6 +51,23 @@ pub struct Faults {
     /// Every validator starts each match and plays none of it: a log of started matches
     /// alone, the cheapest log per match a permitted validator can make its peers fold.
     pub abandon_matches: bool,
+    /// This validator plays every match under a lenient plan of its own ([`lenient_plan`]):
+    /// alpha 0.5, epsilon 0, no futility stop (a validator crowning a friend cheaply).
+    pub lenient_plan: Option<usize>,
+}
+
+/// The plan of [`Faults::lenient_plan`]: a score plan that crowns on a likelihood ratio
+/// of 2 and never gives up early.
+pub fn lenient_plan() -> (StoppingRule, Option<Futility>) {
+    let rule = StoppingRule::Score {
+        alpha_ppm: 500_000,
+        prior_a: 4,
+        prior_b: 4,
+        max_challenges: 4_000,
+        epsilon_ppm: 0,
+        half_life_blocks: 7_200,
+    };
+    (rule, None)
 }
 
 #[derive(Clone, Debug)]
@@ -61,6 +78,8 @@ pub struct NetworkSpec {
     pub matches: Vec<(usize, usize)>,
     pub envs: Vec<String>,
     pub rule: StoppingRule,
+    /// The plan's futility stop (with `rule`, what every `MatchStarted` records).
+    pub futility: Option<Futility>,
     pub cap: u32,
     pub max_challenges: u64,
     pub ratio_params: RatioParams,
@@ -72,7 +91,7 @@ pub struct NetworkSpec {
 
 impl NetworkSpec {
     /// Three miners (perfect, noisy 0.3, random), two matches: perfect dethrones noisy,
-    /// then random fails against perfect.
+    /// then random fails against perfect; played under the network's plan.
     pub fn small(n_validators: usize) -> NetworkSpec {
         let miner = |hotkey: &str, uid, policy| SynthMiner { hotkey: hotkey.into(), uid, policy };
         NetworkSpec {
@@ -84,9 +103,11 @@ impl NetworkSpec {
             ],
             matches: vec![(1, 0), (2, 1)],
             envs: vec!["mult".into(), "sat".into(), "coin".into()],
-            rule: crate::evaluation::stopping::DEFAULT_RULE.with_max_challenges(400),
+            // The network's plan (ledger-spec/02): every synthetic log decides by it.
+            rule: crate::evaluation::network_plan::NETWORK_RULE,
+            futility: Some(crate::evaluation::network_plan::NETWORK_FUTILITY),
             cap: 200,
-            max_challenges: 400,
+            max_challenges: crate::evaluation::network_plan::NETWORK_RULE.max_challenges().unwrap_or(4_000),
             ratio_params: crate::evaluation::ratio::DEFAULT_RATIO_PARAMS,
             events_per_block: 64,
             start_ms: 1_790_000_000_000,
@@ -161,8 +182,13 @@ fn validator_events(
     validator: &ValidatorKey,
 ) -> Vec<Event> {
     let mut events = Vec::new();
+    let (rule, futility) = match spec.faults.lenient_plan == Some(index) {
+        true => lenient_plan(),
+        false => (spec.rule, spec.futility),
+    };
+    let plan = describe_plan(&rule, futility.as_ref());
     // A score plan names its own ratio parameters; replay reads them from the plan.
-    let ratio_params = crate::replay::network::plan_ratio_params(&spec.rule.describe(), &spec.ratio_params);
+    let ratio_params = crate::replay::network::plan_ratio_params(&plan, &spec.ratio_params);
     let mut ratio = ratio_params.initial();
     let mut n_transcripts = 0u64;
     for (match_number, &(contender_idx, champion_idx)) in spec.matches.iter().enumerate() {
@@ -195,7 +221,7 @@ fn validator_events(
             contender: miner_ref(contender),
             champion: miner_ref(champion),
             envs: env_refs.clone(),
-            rule: spec.rule.describe(),
+            rule: plan.clone(),
             ratio_to_beat_ppm: ratio_ppm,
             chain_block,
             chain_block_hash,
@@ -203,8 +229,9 @@ fn validator_events(
         if spec.faults.abandon_matches {
             continue;
         }
-        let mut state =
-            MatchState::new(env_refs.len(), spec.rule, spec.cap, spec.max_challenges, f64::from(ratio_ppm) / 1e6);
+        let max_challenges = rule.max_challenges().unwrap_or(spec.max_challenges);
+        let mut state = MatchState::new(env_refs.len(), rule, spec.cap, max_challenges, f64::from(ratio_ppm) / 1e6)
+            .with_futility(futility);
         let mut next_index = vec![0u64; env_refs.len()];
         // Round-robin over the envs, one challenge each, as a window of one would.
         while state.verdict() == MatchVerdict::Undecided {
@@ -275,7 +302,11 @@ fn validator_events(
                         losses: tally.losses,
                         draws: tally.draws,
                         n_challenges: tally.n_challenges,
-                        rule: spec.rule.describe(),
+                        rule: match result {
+                            EnvResult::Abandoned => format!("{plan} (stopped: match decided)"),
+                            EnvResult::Futile => format!("{plan} (stopped: futility)"),
+                            _ => plan.clone(),
+                        },
                     }));
                 }
                 if state.verdict() != MatchVerdict::Undecided {
@@ -286,10 +317,7 @@ fn validator_events(
         let win_rates: Vec<EnvWinRate> = env_refs
             .iter()
             .zip(&state.envs)
-            .map(|(env, t)| EnvWinRate {
-                env: env.clone(),
-                win_rate_ppm: spec.rule.env_rate_ppm(t.wins, t.losses, t.draws),
-            })
+            .map(|(env, t)| EnvWinRate { env: env.clone(), win_rate_ppm: rule.env_rate_ppm(t.wins, t.losses, t.draws) })
             .collect();
         let mut contender_won = state.verdict() == MatchVerdict::ContenderWins;
         if spec.faults.flip_decisions == Some(index) {

@@ -305,6 +305,53 @@ impl EvaluationConfig {
         }
     }
 
+    /// Refuses a plan other than the network's (ledger-spec/02, "The network's plan"),
+    /// naming the first field that differs and the network's value: a validator decides
+    /// by the network's plan only, and a log decided under another is a finding against it.
+    pub fn check_network_plan(&self) -> Result<(), ConfigError> {
+        use crate::evaluation::network_plan::{NETWORK_FUTILITY, NETWORK_RULE, PLAN_VERSION};
+        let network = EvaluationConfig::default();
+        debug_assert_eq!(network.stopping_rule().ok(), Some(NETWORK_RULE));
+        debug_assert_eq!(network.futility(), Some(NETWORK_FUTILITY));
+        let fields: [(&str, String, String); 9] = [
+            ("rule", format!("{:?}", self.rule), format!("{:?}", network.rule)),
+            ("alpha", ppm(self.alpha).to_string(), ppm(network.alpha).to_string()),
+            ("max_challenges", self.max_challenges.to_string(), network.max_challenges.to_string()),
+            ("cap", self.cap.to_string(), network.cap.to_string()),
+            ("ratio_epsilon_ppm", self.ratio_epsilon_ppm.to_string(), network.ratio_epsilon_ppm.to_string()),
+            (
+                "ratio_half_life_blocks",
+                self.ratio_half_life_blocks.to_string(),
+                network.ratio_half_life_blocks.to_string(),
+            ),
+            ("futility_margin", ppm(self.futility_margin).to_string(), ppm(network.futility_margin).to_string()),
+            ("futility_alpha", ppm(self.futility_alpha).to_string(), ppm(network.futility_alpha).to_string()),
+            (
+                "futility_advantage",
+                ppm(self.futility_advantage).to_string(),
+                ppm(network.futility_advantage).to_string(),
+            ),
+        ];
+        for (name, ours, theirs) in fields {
+            if ours != theirs {
+                let (shown, network_shown) = match name {
+                    "alpha" => (self.alpha.to_string(), network.alpha.to_string()),
+                    "futility_margin" => (self.futility_margin.to_string(), network.futility_margin.to_string()),
+                    "futility_alpha" => (self.futility_alpha.to_string(), network.futility_alpha.to_string()),
+                    "futility_advantage" => {
+                        (self.futility_advantage.to_string(), network.futility_advantage.to_string())
+                    }
+                    _ => (ours, theirs),
+                };
+                return Err(ConfigError::Invalid(format!(
+                    "evaluation.{name} = {shown} differs from the network's plan (ledger-spec/02, plan v{PLAN_VERSION}: \
+                     {network_shown}); a validator decides by the network's plan only: leave it out"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The ratio's parameters, with the arithmetic of this config's rule.
     pub fn ratio_params(&self) -> RatioParams {
         RatioParams {
@@ -423,6 +470,7 @@ impl Config {
             return invalid(format!("evaluation.futility_alpha = {futility_alpha} is outside its range (0, 0.5]"));
         }
         self.evaluation.stopping_rule()?;
+        self.evaluation.check_network_plan()?;
         self.http.address()?;
         let p2p = self.p2p.parsed()?;
         if self.chain.is_set() && self.p2p.enabled() {
@@ -505,21 +553,36 @@ mod tests {
         let config = parse("", vars(&[])).unwrap();
         assert_eq!(config, Config::default());
         let text =
-            "[evaluation]\ncap = 50\n[[miners]]\nhotkey = \"a\"\nuid = 0\nbase_url = \"http://x\"\nmodel = \"m\"\n";
+            "[evaluation]\nwindow = 50\n[[miners]]\nhotkey = \"a\"\nuid = 0\nbase_url = \"http://x\"\nmodel = \"m\"\n";
         let config = parse(
             text,
             vars(&[
-                ("AF_EVALUATION__CAP", "70"),
+                ("AF_EVALUATION__WINDOW", "70"),
                 ("AF_CLIENT__TIMEOUT_MS", "5"),
-                ("AF_EVALUATION__RULE", "sprt"),
+                ("AF_EVALUATION__ALPHA", "0.05"),
                 ("HOME", "/"),
             ]),
         )
         .unwrap();
-        assert_eq!(config.evaluation.cap, 70);
+        assert_eq!(config.evaluation.window, 70);
         assert_eq!(config.client.timeout_ms, 5);
-        assert_eq!(config.evaluation.rule, "sprt");
         assert_eq!(config.miners.len(), 1);
+        // The plan is the network's: naming another value for any of its fields is
+        // refused by the field's name, from the file or the environment.
+        for (text, var, field) in [
+            ("[evaluation]\nalpha = 0.5\n", None, "evaluation.alpha"),
+            ("[evaluation]\nmax_challenges = 400\n", None, "evaluation.max_challenges"),
+            ("[evaluation]\ncap = 50\n", None, "evaluation.cap"),
+            ("[evaluation]\nfutility_margin = 0\n", None, "evaluation.futility_margin"),
+            ("[evaluation]\nfutility_alpha = 0.1\n", None, "evaluation.futility_alpha"),
+            ("[evaluation]\nfutility_advantage = 0\n", None, "evaluation.futility_advantage"),
+            ("", Some(("AF_EVALUATION__RATIO_EPSILON_PPM", "0")), "evaluation.ratio_epsilon_ppm"),
+            ("", Some(("AF_EVALUATION__RATIO_HALF_LIFE_BLOCKS", "1")), "evaluation.ratio_half_life_blocks"),
+            ("", Some(("AF_EVALUATION__RULE", "sprt")), "evaluation.rule"),
+        ] {
+            let error = parse(text, vars(&var.into_iter().collect::<Vec<_>>())).unwrap_err().to_string();
+            assert!(error.contains(field) && error.contains("network's plan"), "{text:?} {var:?}: {error}");
+        }
         assert!(matches!(parse("[evaluation]\ncapp = 1\n", vars(&[])), Err(ConfigError::Toml(_))));
         assert!(matches!(parse("", vars(&[("AF_EVALUATION__RULE", "coinflip")])), Err(ConfigError::Invalid(_))));
         assert!(matches!(parse("", vars(&[("AF_EVALUATION__ENVS", "[\"chess\"]")])), Err(ConfigError::Invalid(_))));
@@ -539,11 +602,9 @@ mod tests {
             ("[client]\nmax_concurrent_total = 4611686018427387904\n".into(), "client.max_concurrent_total"),
             ("[client]\nmax_concurrent_per_miner = 4611686018427387904\n".into(), "client.max_concurrent_per_miner"),
             ("[evaluation]\nwindow = 100000000\n".into(), "evaluation.window"),
-            ("[evaluation]\ncap = 0\n".into(), "evaluation.cap"),
             ("[evaluation]\nalpha = 0.0\n".into(), "evaluation.alpha"),
             ("[evaluation]\nalpha = nan\n".into(), "evaluation.alpha"),
             ("[evaluation]\nenvs = [\"mult\", \"mult\"]\n".into(), "evaluation.envs"),
-            ("[evaluation]\nmax_challenges = 2000000\n".into(), "evaluation.max_challenges"),
             ("[client]\ntimeout_ms = 0\n".into(), "client.timeout_ms"),
             ("[client]\nmax_response_bytes = 4611686018427387904\n".into(), "client.max_response_bytes"),
             ("[client]\nbackoff_base_ms = 5000\nbackoff_max_ms = 10\n".into(), "client.backoff_max_ms"),

@@ -458,7 +458,7 @@ fn serve_on_strict_node(
     use std::process::{Command, Stdio};
     let config = dir.join("v.toml");
     let mut text = String::from(
-        "[evaluation]\ncap = 200\nmax_challenges = 400\nwindow = 8\n[ledger]\nblock_max_ms = 200\n\
+        "[evaluation]\nwindow = 8\n[ledger]\nblock_max_ms = 200\n\
          [client]\ntimeout_ms = 2000\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 50\n",
     );
     for (uid, (who, url)) in miners.into_iter().enumerate() {

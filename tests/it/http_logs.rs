@@ -483,9 +483,7 @@ fn a_running_validator_answers_every_read_command_as_its_stopped_store_does() {
         BufReader::new(miner.0.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
         urls.push(line.split_whitespace().nth(2).unwrap().to_string());
     }
-    let mut config =
-        "[evaluation]\ncap = 100\nmax_challenges = 150\n[ledger]\nblock_max_events = 16\nblock_max_ms = 50\n"
-            .to_string();
+    let mut config = "[evaluation]\n[ledger]\nblock_max_events = 16\nblock_max_ms = 50\n".to_string();
     for (i, (hotkey, url)) in ["5Noisy", "5Perfect"].iter().zip(&urls).enumerate() {
         config += &format!("\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {i}\nbase_url = \"{url}\"\nmodel = \"m\"\n");
     }

@@ -164,9 +164,7 @@ fn status_shows_the_queue_the_validator_will_play_after_its_matches() {
     let config = dir.path().join("validator.toml");
     std::fs::write(
         &config,
-        format!(
-            "[evaluation]\ncap = 300\nmax_challenges = 600\nwindow = 8\n\n[chain]\nendpoint = \"{chain}\"\nnetuid = 1\ndiscover_every_ms = 200\n"
-        ),
+        format!("[evaluation]\nwindow = 8\n\n[chain]\nendpoint = \"{chain}\"\nnetuid = 1\ndiscover_every_ms = 200\n"),
     )
     .unwrap();
     let output = std::process::Command::new(crate::af_bin())

@@ -351,7 +351,7 @@ fn a_validator_stopped_by_a_signal_leaves_its_last_block_with_its_peer() {
     let miners = [miner("slow:200"), miner("slow:200")];
     // Blocks seal every 500 ms, so the stop finds events not yet in a block; a stop seals
     // within one answer (200 ms), inside the peer's minimum stopping time.
-    let mut config = "[evaluation]\ncap = 2000\nmax_challenges = 4000\n\
+    let mut config = "[evaluation]\n\
                       [ledger]\nblock_max_events = 65536\nblock_max_ms = 500\n"
         .to_string();
     for (i, hotkey) in ["5Champion", "5Contender"].iter().enumerate() {
@@ -657,7 +657,7 @@ fn a_validator_whose_networking_fails_stops_and_says_why() {
     let peer_port = free_port();
     let mut peer = node(&peer_data, peer_port, None);
     let miners = [miner("slow:300"), miner("slow:300")];
-    let mut config = "[evaluation]\ncap = 2000\nmax_challenges = 4000\n".to_string();
+    let mut config = "[evaluation]\n".to_string();
     for (i, hotkey) in ["5Champion", "5Contender"].iter().enumerate() {
         config +=
             &format!("\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {i}\nbase_url = \"{}\"\nmodel = \"m\"\n", miners[i].1);

@@ -80,10 +80,11 @@ fn a_two_two_partition_keeps_both_halves_working_and_heals() {
     }
     let bridge_ns = format!("afbr{tag}");
     let dir = tempfile::tempdir().unwrap();
-    // Perfect-but-slow miners: every match is all draws and runs to max_challenges, so
-    // validators keep writing blocks for the whole test.
+    // Perfect-but-slow miners: every match is all draws until the network plan's futility
+    // stop dismisses the copy (59 challenges per env), slowly enough that validators
+    // keep writing blocks for the whole test.
     let mut config = String::from(
-        "[evaluation]\ncap = 100\nmax_challenges = 300\nwindow = 2\nfutility_margin = 0\nenvs = [\"mult\", \"coin\", \"sat\"]\n\
+        "[evaluation]\nwindow = 2\nenvs = [\"mult\", \"coin\", \"sat\"]\n\
          [ledger]\nblock_max_events = 16\nblock_max_ms = 200\n",
     );
     for m in 0..6 {
@@ -119,7 +120,7 @@ fn a_two_two_partition_keeps_both_halves_working_and_heals() {
                 "--listen",
                 "127.0.0.1:8001",
                 "--policy",
-                "slow:20",
+                "slow:100",
                 "--model",
                 "m",
             ])

@@ -233,18 +233,65 @@ fn auditors_with_other_settings_reach_the_same_verdicts_on_score_plans() {
     assert_eq!(replay::network::plan_ratio_params(&spec.rule.describe(), &other).epsilon_ppm, 10_000);
 }
 
-/// Migration: logs written with the mixture plan (decisive games only, the advantage
-/// futility, binary64 ratio arithmetic) still replay clean under their recorded plan.
+/// Logs written with the mixture plan (decisive games only, the advantage futility,
+/// binary64 ratio arithmetic) still replay, but that plan is not the network's: each
+/// match they decided is one `false_decision` naming the rule, and casts no vote.
 #[test]
-fn logs_of_the_mixture_plan_still_replay_clean() {
-    let spec = NetworkSpec { rule: af::evaluation::stopping::MIXTURE_RULE, ..NetworkSpec::small(3) };
+fn logs_of_another_plan_replay_with_each_decision_named_and_no_vote() {
+    let spec = NetworkSpec { rule: af::evaluation::stopping::MIXTURE_RULE, futility: None, ..NetworkSpec::small(3) };
     let (dir, keys) = build(&spec);
     let state = replay_with(dir.path(), 2, None).state;
-    assert!(state.discrepancies.is_empty(), "{:?}", state.discrepancies);
-    assert_eq!(state.champion.as_ref().map(|c| &*c.hotkey), Some("5SynthPerfect"));
-    for key in &keys {
-        assert_eq!(vtrust(&state, key), 1_000_000);
+    assert_eq!(state.discrepancies.len(), 2 * keys.len(), "{:?}", state.discrepancies);
+    for d in &state.discrepancies {
+        assert_eq!(d.kind, DiscrepancyKind::FalseDecision);
+        assert!(d.detail.contains("not the network's") && d.detail.contains("rule mixture"), "{}", d.detail);
     }
+    assert!(state.matches.iter().all(|m| m.votes.is_empty() && m.verdict.is_none()), "no vote counted");
+    assert_eq!(state.champion_history.len(), 1, "nobody crowned: the first champion stays");
+}
+
+/// Two validators, one honest and one lenient (alpha 0.5, epsilon 0, no futility stop):
+/// the lenient one crowns a contender the network's plan does not; its crowns are findings
+/// naming each field of its plan that differs, earn it no vote, and the network's
+/// champion is the honest validators'.
+#[test]
+fn a_lenient_validators_crown_is_not_the_networks_and_the_audit_names_it() {
+    let mut spec =
+        NetworkSpec { faults: Faults { lenient_plan: Some(1), ..Faults::default() }, ..NetworkSpec::small(2) };
+    // A contender a little better than the champion, on one env: under the network's plan
+    // it is dismissed (or runs on); under the lenient plan it is crowned.
+    spec.miners.push(SynthMiner { hotkey: "5SynthSlightly".into(), uid: 3, policy: Policy::Noisy { p: 0.25 } });
+    spec.matches = vec![(3, 0)];
+    spec.envs = vec!["mult".into()];
+    let (dir, keys) = build(&spec);
+    let replayed = replay_with(dir.path(), 2, None);
+    let state = &replayed.state;
+    let crowned = |key: &af::bytes::ValidatorKey| {
+        let fold = replayed.folds.iter().find(|f| f.validator == *key).unwrap();
+        fold.matches.iter().next().unwrap().1.decided.as_ref().map(|d| d.contender_won)
+    };
+    assert_eq!(crowned(&keys[1]), Some(true), "the lenient validator crowns the contender");
+    assert_ne!(crowned(&keys[0]), Some(true), "the network's plan does not");
+    assert_eq!(state.champion.as_ref().map(|c| &*c.hotkey), Some("5SynthNoisy"), "the network's champion stays");
+    let against: Vec<_> = state.discrepancies.iter().filter(|d| d.validator == keys[1]).collect();
+    assert!(!against.is_empty());
+    assert!(
+        against.iter().any(|d| d.kind == DiscrepancyKind::FalseDecision
+            && d.detail.contains("alpha_ppm 500000 (network's: 50000)")
+            && d.detail.contains("epsilon_ppm 0 (network's: 10000)")
+            && d.detail.contains("futility none")),
+        "{against:?}"
+    );
+    assert!(state.discrepancies.iter().all(|d| d.validator == keys[1]), "{:?}", state.discrepancies);
+    assert!(vtrust(state, &keys[1]) < 1_000_000 && vtrust(state, &keys[0]) == 1_000_000);
+    assert!(state.matches.iter().all(|m| m.votes.iter().all(|v| *v.validator != keys[1])), "its crown is no vote");
+    // `af audit` names it: exit 1, the finding against the lenient validator's log.
+    let output = af(&["audit", "--data", dir.path().to_str().unwrap(), "--json"]);
+    assert_eq!(output.status.code(), Some(1), "a finding: exit 1");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let text = report.to_string();
+    assert!(text.contains("not the network's") && text.contains(&keys[1].to_string()), "{text}");
+    assert_eq!(report["state"]["champion"]["hotkey"], "5SynthNoisy", "{text}");
 }
 
 /// vTrust over chain blocks replays the logs' prefixes: a validator that plays its second
@@ -776,6 +823,9 @@ fn replays_that_spill_matches_give_the_states_of_replays_that_hold_them() {
         spec.miners.push(SynthMiner { hotkey: format!("5Contender{i:03}"), uid, policy: Policy::Random });
         spec.matches.push((uid as usize, champion));
     }
+    // Blocks small enough that many hold transcripts alone (a random contender is
+    // dismissed within tens of challenges).
+    spec.events_per_block = 24;
     let (source, keys) = build(&spec);
     let whole = replay_with(source.path(), 2, None);
     assert!(whole.folds.iter().all(|f| f.matches.len() > 2 * HOT_MATCHES), "enough matches to spill twice");

@@ -61,7 +61,7 @@ fn config(dir: &std::path::Path, extra: &str, miners: &[(&str, &Miner)]) -> std:
 fn three_miners(dir: &std::path::Path) -> ([Miner; 3], std::path::PathBuf) {
     let miners = [miner("noisy:0.3"), miner("perfect"), miner("random")];
     let named = [("5Noisy", &miners[0]), ("5Perfect", &miners[1]), ("5Random", &miners[2])];
-    let config = config(dir, "[evaluation]\ncap = 200\nmax_challenges = 300", &named);
+    let config = config(dir, "[evaluation]\nwindow = 8", &named);
     (miners, config)
 }
 
@@ -145,16 +145,11 @@ fn schedule(data: &std::path::Path) -> (Schedule, usize, usize) {
 
 #[test]
 fn an_interrupted_validator_resumes_from_its_ledger() {
-    // Two identical slow miners: every game is a draw, so each env runs to its
-    // challenge cap, long enough to be interrupted twice.
-    let (a, b) = (miner("slow:15"), miner("slow:15"));
+    // Two identical slow miners: every game is a draw, so each env runs until the
+    // network plan's futility stop dismisses the copy, long enough to be interrupted twice.
+    let (a, b) = (miner("slow:60"), miner("slow:60"));
     let dir = tempfile::tempdir().unwrap();
-    let config = config(
-        dir.path(),
-        // Futility off: with it, two identical miners are dismissed after ~80 challenges.
-        "[evaluation]\nenvs = [\"mult\", \"coin\"]\nmax_challenges = 120\nwindow = 2\nfutility_advantage = 0\nfutility_margin = 0",
-        &[("5A", &a), ("5B", &b)],
-    );
+    let config = config(dir.path(), "[evaluation]\nenvs = [\"mult\", \"coin\"]\nwindow = 2", &[("5A", &a), ("5B", &b)]);
     let data = dir.path().join("data");
     let args = ["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap()];
 
@@ -174,13 +169,23 @@ fn an_interrupted_validator_resumes_from_its_ledger() {
     child.kill().unwrap();
     child.wait().unwrap();
 
-    // 3. Run to the end, after the config changed the rule (as an upgrade of the default
-    // would): the open match ends under the plan its log recorded.
+    // 3. A config naming another plan than the network's is refused, naming the field,
+    // before anything is written.
     self::config(
         dir.path(),
-        "[evaluation]\nrule = \"mixture\"\nenvs = [\"mult\", \"coin\"]\nmax_challenges = 120\nwindow = 2\nfutility_advantage = 0",
+        "[evaluation]\nrule = \"mixture\"\nenvs = [\"mult\", \"coin\"]\nwindow = 2",
         &[("5A", &a), ("5B", &b)],
     );
+    let before = own_events(&data).len();
+    let output = Command::new(af_bin()).args(args).output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("evaluation.rule") && stderr.contains("network's plan"), "{stderr}");
+    assert_eq!(own_events(&data).len(), before, "nothing written");
+
+    // 4. Run to the end under the network's plan: the open match ends under the plan its
+    // log recorded.
+    self::config(dir.path(), "[evaluation]\nenvs = [\"mult\", \"coin\"]\nwindow = 2", &[("5A", &a), ("5B", &b)]);
     let output = Command::new(af_bin()).args(args).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let plans: Vec<String> = own_events(&data)
@@ -191,17 +196,17 @@ fn an_interrupted_validator_resumes_from_its_ledger() {
             _ => None,
         })
         .collect();
-    assert!(plans.iter().all(|p| p.starts_with("score ")), "{plans:?}");
+    assert!(plans.iter().all(|p| p.starts_with(af::evaluation::network_plan::NETWORK_PLAN_TEXT)), "{plans:?}");
     let (indices, started, decided) = schedule(&data);
     assert_eq!((started, decided), (1, 1), "one match, started once, decided once");
     for ((_, env, miner), list) in &indices {
         let expected: Vec<u64> = (0..list.len() as u64).collect();
         assert_eq!(list, &expected, "{env}/{miner}: indices 0..n, in order, none skipped or repeated");
-        assert!(list.len() <= 120, "{env}/{miner}: no env passes its challenge cap");
+        assert!(list.len() < 120, "{env}/{miner}: the copy is dismissed by the futility stop");
     }
-    // The contender needs both envs; the first to reach its cap (inconclusive) decides
-    // the match, and the other stops there.
-    assert!(indices.values().any(|list| list.len() == 120));
+    // The contender needs both envs; the first the futility stop ends (a copy's 59
+    // draws, ledger-spec/02) decides the match, and the other stops there.
+    assert!(indices.values().any(|list| list.len() == 59), "{indices:?}");
     // Resumption continued where the log stopped, not from zero.
     for (key, list) in &after_int {
         assert_eq!(&indices[key][..list.len()], &list[..]);
@@ -237,7 +242,7 @@ fn env_play_scores_a_miner_as_a_validator_would() {
 fn print_config_shows_defaults_file_and_overrides() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v.toml");
-    std::fs::write(&path, "[evaluation]\ncap = 321\n").unwrap();
+    std::fs::write(&path, "[evaluation]\nwindow = 3\n").unwrap();
     let output = Command::new(af_bin())
         .args(["validate", "--print-config", "--config", path.to_str().unwrap()])
         .env("AF_CLIENT__TIMEOUT_MS", "1234")
@@ -245,7 +250,7 @@ fn print_config_shows_defaults_file_and_overrides() {
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let printed: toml::Table = stdout(&output).parse().expect("TOML");
-    assert_eq!(printed["evaluation"]["cap"].as_integer(), Some(321));
+    assert_eq!(printed["evaluation"]["window"].as_integer(), Some(3));
     assert_eq!(printed["client"]["timeout_ms"].as_integer(), Some(1234));
     assert_eq!(printed["evaluation"]["rule"].as_str(), Some("score"));
     // The printed config is itself a valid config.
@@ -323,7 +328,8 @@ fn print_config_shows_defaults_file_and_overrides() {
 fn verbose_miners_are_recorded_and_the_log_audits_clean() {
     let (a, b, c) = (miner("verbose:60000"), miner("verbose:60000"), miner("verbose:800000"));
     let dir = tempfile::tempdir().unwrap();
-    let mut text = "[evaluation]\ncap = 24\nmax_challenges = 30\nwindow = 4\n".to_string();
+    // One env: each match runs until the futility stop dismisses the copy (59 draws).
+    let mut text = "[evaluation]\nenvs = [\"mult\"]\nwindow = 4\n".to_string();
     for (i, (hotkey, m)) in [("5VerboseA", &a), ("5VerboseB", &b), ("5Huge", &c)].iter().enumerate() {
         text += &format!("\n[[miners]]\nhotkey = \"{hotkey}\"\nuid = {i}\nbase_url = \"{}\"\nmodel = \"m\"\n", m.1);
     }
@@ -434,5 +440,5 @@ fn ratio_show_reads_the_plan_from_the_log_not_the_config() {
         assert_eq!(plain[field], lenient[field], "{field}: {plain} vs {lenient}");
     }
     let help = stdout(&af(&["ratio", "show", "--help"]));
-    assert!(!help.contains("[ratio]") && help.contains("ratio_epsilon_ppm"), "{help}");
+    assert!(!help.contains("[ratio]") && !help.contains("--config"), "it reads no config: {help}");
 }

@@ -130,7 +130,7 @@ fn a_validator_service_outlives_the_chain_and_a_dead_miner_and_sets_weights_whil
     let config = validator_config(
         dir.path(),
         &endpoint,
-        "[evaluation]\ncap = 200\nmax_challenges = 400\nwindow = 8\n\
+        "[evaluation]\nwindow = 8\n\
          [client]\ntimeout_ms = 2000\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 50\n",
     );
     let data = dir.path().join("v");
@@ -264,7 +264,7 @@ fn a_stop_on_a_slow_chain_ends_within_its_chain_deadline() {
     // each sealed block is news to commit.
     let (champion, contender) = (miner("slow:500"), miner("slow:500"));
     enter_players(&endpoint, &champion.1, &contender.1);
-    let config = validator_config(dir.path(), &endpoint, "[evaluation]\ncap = 4000\nmax_challenges = 8000\n");
+    let config = validator_config(dir.path(), &endpoint, "[evaluation]\nwindow = 8\n");
     let data = dir.path().join("v");
     let (mut validator, lines, reader) = spawn_validator(&data, &config);
     wait_for(&lines, "a match, a commitment and the weights", 60, |l| {
@@ -332,7 +332,7 @@ fn a_deregistered_validator_says_so_once_turns_unhealthy_and_sends_nothing_until
         dir.path(),
         &endpoint,
         &format!(
-            "[evaluation]\ncap = 200\nmax_challenges = 400\nwindow = 8\n[http]\nlisten = \"127.0.0.1:{http_port}\"\n\
+            "[evaluation]\nwindow = 8\n[http]\nlisten = \"127.0.0.1:{http_port}\"\n\
              [client]\ntimeout_ms = 2000\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 50\n"
         ),
     );

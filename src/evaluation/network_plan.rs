@@ -1,0 +1,98 @@
+//! The network's plan: the one score plan every validator decides by and every auditor
+//! checks against, fixed per protocol version in ledger-spec/02 ("The network's plan").
+//! It is not a setting: a validator whose config names another refuses to start, and a
+//! match a log decided under another is a finding against that log and casts no vote.
+//!
+//! Fixed in the spec rather than read from the chain: an auditor replays offline from
+//! the logs and the spec alone, a plan in force at a past block needs no archive node,
+//! and the error bounds the spec proves are bounds of these numbers (ARCHITECTURE.md).
+
+use super::stopping::{parse_plan, Futility, StoppingRule, DEFAULT_FUTILITY, DEFAULT_RULE};
+
+/// The protocol version whose plan this build plays and checks against.
+pub const PLAN_VERSION: u32 = 1;
+/// Version 1's rule: score plan, alpha 5%, prior Beta(4, 4), 4,000 challenges per env, a
+/// winner's bar decaying to 1/2 + 1% with a half-life of 7,200 blocks.
+pub const NETWORK_RULE: StoppingRule = DEFAULT_RULE;
+/// Version 1's futility stop: margin 6.5 points at 5%.
+pub const NETWORK_FUTILITY: Futility = DEFAULT_FUTILITY;
+
+/// The network plan's exact text, as `MatchStarted.rule` records it (a test checks it is
+/// `describe_plan` of the rule and stop above).
+pub const NETWORK_PLAN_TEXT: &str = "score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 \
+                                     half_life_blocks=7200 futility margin_ppm=65000 alpha_ppm=50000";
+
+/// Whether `text` is the network plan's exact text.
+pub fn is_network_plan(text: &str) -> bool {
+    text == NETWORK_PLAN_TEXT
+}
+
+/// Each field where the recorded plan `text` differs from the network's, as
+/// `name recorded (network's: value)`, in the plan's field order; empty for the network
+/// plan. A text that is no plan at all is one difference naming it.
+pub fn plan_differences(text: &str) -> Vec<String> {
+    let Some((rule, futility)) = parse_plan(text) else {
+        return vec![format!("a plan af does not know ({})", crate::bytes::quote_prefix(text))];
+    };
+    let StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges, epsilon_ppm, half_life_blocks } = rule
+    else {
+        return vec![format!("rule {} (network's: score)", text.split(' ').next().unwrap_or(""))];
+    };
+    let StoppingRule::Score {
+        alpha_ppm: n_alpha,
+        prior_a: n_a,
+        prior_b: n_b,
+        max_challenges: n_challenges,
+        epsilon_ppm: n_epsilon,
+        half_life_blocks: n_half_life,
+    } = NETWORK_RULE
+    else {
+        unreachable!("the network's rule is a score rule")
+    };
+    let mut out = Vec::new();
+    let mut differ = |name: &str, ours: String, network: String| {
+        if ours != network {
+            out.push(format!("{name} {ours} (network's: {network})"));
+        }
+    };
+    differ("alpha_ppm", alpha_ppm.to_string(), n_alpha.to_string());
+    differ("prior", format!("{prior_a},{prior_b}"), format!("{n_a},{n_b}"));
+    differ("challenges", max_challenges.to_string(), n_challenges.to_string());
+    differ("epsilon_ppm", epsilon_ppm.to_string(), n_epsilon.to_string());
+    differ("half_life_blocks", half_life_blocks.to_string(), n_half_life.to_string());
+    let futility_text =
+        |f: Option<&Futility>| f.map_or("none".to_string(), |f| f.describe().replacen("futility ", "", 1));
+    differ("futility", futility_text(futility.as_ref()), futility_text(Some(&NETWORK_FUTILITY)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evaluation::stopping::describe_plan;
+
+    #[test]
+    fn the_network_plan_is_the_spec_text_and_differences_are_named() {
+        assert_eq!(NETWORK_PLAN_TEXT, describe_plan(&NETWORK_RULE, Some(&NETWORK_FUTILITY)));
+        assert_eq!(
+            NETWORK_PLAN_TEXT,
+            "score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 half_life_blocks=7200 \
+             futility margin_ppm=65000 alpha_ppm=50000"
+        );
+        assert!(is_network_plan(NETWORK_PLAN_TEXT));
+        assert!(plan_differences(NETWORK_PLAN_TEXT).is_empty());
+        let lenient = "score alpha_ppm=500000 prior=4,4 challenges=4000 epsilon_ppm=0 half_life_blocks=7200";
+        assert!(!is_network_plan(lenient));
+        assert_eq!(
+            plan_differences(lenient),
+            vec![
+                "alpha_ppm 500000 (network's: 50000)",
+                "epsilon_ppm 0 (network's: 10000)",
+                "futility none (network's: margin_ppm=65000 alpha_ppm=50000)",
+            ]
+        );
+        assert_eq!(plan_differences("mixture alpha=0.05 prior=4,4"), vec!["rule mixture (network's: score)"]);
+        assert_eq!(plan_differences("vibes").len(), 1);
+        assert!(plan_differences("vibes")[0].contains("does not know"));
+    }
+}
