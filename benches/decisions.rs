@@ -13,6 +13,9 @@
 //! 4. Copy-and-patch: the bar a patched champion sets under each plan, and how long a
 //!    broadly better model then waits for a crown (before: exact; after: simulated per
 //!    env; a match is crowned when at least 3 of 4 envs are).
+//! 5. Candidate futility stops (`AF_BENCH_ONLY=candidates`), exact: the bar futility with
+//!    its mean condition moved from `bar + margin` to `bar + slack`, over a grid of
+//!    margins and slacks, against issue 54's targets for the bar's power.
 
 use af::evaluation::exact::{env_figures_with_futility, worst_false_crown, Boundaries};
 use af::evaluation::ratio::{RatioParams, RatioToBeat, DEFAULT_RATIO_PARAMS};
@@ -39,12 +42,19 @@ fn main() {
         cap: DEFAULT_CAP,
         max_challenges: MAX_CHALLENGES,
     };
-    // AF_BENCH_MARGIN_PPM and AF_BENCH_FUTILITY_ALPHA_PPM try other futility parameters.
+    // AF_BENCH_MARGIN_PPM, AF_BENCH_FUTILITY_ALPHA_PPM and AF_BENCH_MEAN_MARGIN_PPM (a
+    // number, or `none` for the older spelling's condition at bar + margin) try other
+    // futility parameters: `AF_BENCH_MARGIN_PPM=65000 AF_BENCH_MEAN_MARGIN_PPM=none` is
+    // the plan before issue 54.
     let env_u32 = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());
     let futility = match DEFAULT_FUTILITY {
         Futility::Bar(f) => Futility::Bar(BarFutility {
             margin_ppm: env_u32("AF_BENCH_MARGIN_PPM").unwrap_or(f.margin_ppm),
             alpha_ppm: env_u32("AF_BENCH_FUTILITY_ALPHA_PPM").unwrap_or(f.alpha_ppm),
+            mean_margin_ppm: match std::env::var("AF_BENCH_MEAN_MARGIN_PPM").as_deref() {
+                Ok("none") => None,
+                _ => env_u32("AF_BENCH_MEAN_MARGIN_PPM").or(f.mean_margin_ppm),
+            },
         }),
         other => other,
     };
@@ -65,6 +75,10 @@ fn main() {
     }
     if only.is_empty() || only == "patches" {
         patches((runs / 5).max(1), &after);
+    }
+    // Not in the default run: a grid of exact programs (minutes at the full cap).
+    if only == "candidates" {
+        candidates(exact_cap, &after);
     }
     println!("\nran in {:.1} s", started.elapsed().as_secs_f64());
 }
@@ -208,6 +222,65 @@ fn power(cap: u64, after: &Config) {
         println!("{row}");
     }
     println!("\n(`-`: no contender has that score at that decisive share.)");
+}
+
+/// Candidate futility stops, exact: the bar futility's capital against `bar + margin` as
+/// now, but its mean condition against `bar + slack` (the plan's today is slack = margin).
+/// Per candidate, the worst over bars 0.51, 0.7, 0.9 and decisive shares 0.25, 0.5, 1 of:
+/// the median challenges to dismiss a contender exactly at the bar (target <= 600), and
+/// P(crowned) per match of 4 envs (3 needed) 3 and 5 points above (targets 0.5 and 0.9);
+/// and after a copy that patches 5% and wins (bar 0.525), P(crowned) per match of a
+/// broader improver, never worse and better on 10% (target 0.9).
+fn candidates(cap: u64, after: &Config) {
+    use af::evaluation::stopping::BarFutility as Bar;
+    println!("\n## candidate futility stops, exact (cap {cap}): worst over bars 0.51/0.7/0.9 and decisive shares 0.25/0.5/1\n");
+    println!("| margin | mean slack | at the bar: worst median challenges (<= 600) | +3: worst P(match) (>= 0.5) | +5: worst P(match) (>= 0.9) | improver after a 5% patch: P(match) (>= 0.9) |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    // AF_BENCH_GRID=M:S,M:S (ppm) tries other candidates.
+    let grid: Vec<(u32, u32)> = match std::env::var("AF_BENCH_GRID") {
+        Ok(text) => text
+            .split(',')
+            .filter_map(|pair| pair.split_once(':'))
+            .filter_map(|(m, s)| Some((m.trim().parse().ok()?, s.trim().parse().ok()?)))
+            .collect(),
+        Err(_) => [65_000u32, 50_000, 40_000]
+            .iter()
+            .flat_map(|&m| [m, 20_000, 10_000, 0].into_iter().filter(move |&f| f <= m).map(move |f| (m, f)))
+            .collect(),
+    };
+    let rows: Vec<String> = grid
+        .par_iter()
+        .map(|&(margin_ppm, slack_ppm)| {
+            let bar = Bar { margin_ppm, alpha_ppm: 50_000, mean_margin_ppm: Some(slack_ppm) };
+            let figures = |p0: f64, odds: EnvOdds| {
+                let p0_ppm = (p0 * 1e6).round() as u32;
+                let bounds = Boundaries::new(&after.rule, cap, p0);
+                env_figures_with_futility(&bounds, &bar, p0_ppm, cap, odds.win, odds.loss).0
+            };
+            let (mut median, mut plus3, mut plus5) = (0u64, 1.0f64, 1.0f64);
+            for p0 in [0.51, 0.7, 0.9] {
+                for share in [0.25, 0.5, 1.0] {
+                    if let Some(odds) = at_bar(p0, share) {
+                        median = median.max(figures(p0, odds).median_challenges);
+                    }
+                    for (k, worst) in [(0.03, &mut plus3), (0.05, &mut plus5)] {
+                        if let Some(odds) = at_bar(p0 + k, share) {
+                            *worst = worst.min(three_of_four(figures(p0, odds).better));
+                        }
+                    }
+                }
+            }
+            let improver = three_of_four(figures(0.525, EnvOdds { win: 0.1, loss: 0.0 }).better);
+            format!(
+                "| {:.3} | {:.3} | {median} | {plus3:.3} | {plus5:.3} | {improver:.3} |",
+                f64::from(margin_ppm) / 1e6,
+                f64::from(slack_ppm) / 1e6
+            )
+        })
+        .collect();
+    for row in rows {
+        println!("{row}");
+    }
 }
 
 /// P(at least 3 of 4 independent envs better), each with probability `q`.

@@ -235,12 +235,13 @@ def parse_score_plan(text: str) -> dict:
     m = re.fullmatch(
         r"score alpha_ppm=(0|[1-9][0-9]*) prior=(0|[1-9][0-9]*),(0|[1-9][0-9]*) challenges=(0|[1-9][0-9]*) "
         r"epsilon_ppm=(0|[1-9][0-9]*) half_life_blocks=(0|[1-9][0-9]*)"
-        r"(?: futility margin_ppm=(0|[1-9][0-9]*) alpha_ppm=(0|[1-9][0-9]*))?",
+        r"(?: futility margin_ppm=(0|[1-9][0-9]*) alpha_ppm=(0|[1-9][0-9]*)(?: mean_margin_ppm=(0|[1-9][0-9]*))?)?",
         text,
     )
     if m is None:
         raise ValueError(f"not a score plan: {text!r}")
-    keys = ["alpha_ppm", "a", "b", "challenges", "epsilon_ppm", "half_life_blocks", "margin_ppm", "futility_alpha_ppm"]
+    keys = ["alpha_ppm", "a", "b", "challenges", "epsilon_ppm", "half_life_blocks", "margin_ppm", "futility_alpha_ppm",
+            "mean_margin_ppm"]
     return {k: (int(g) if g is not None else None) for k, g in zip(keys, m.groups())}
 
 
@@ -269,7 +270,10 @@ def score_decision(plan: dict, P: int, w: int, l: int, d: int):
             caps.append(l * math.log(1 + lam * p1) + d * math.log(1 + lam * (p1 - 0.5)) + w * math.log(1 - lam * (1 - p1)))
         top = max(caps)
         C = top + math.log(sum(math.exp(c - top) for c in caps)) - math.log(8)
-        futile = h * 10**6 < 2 * n * P1 and C >= math.log(10**6 / plan["futility_alpha_ppm"])
+        # The mean condition: against the bar plus mean_margin_ppm (at most P1), or P1 in
+        # the older spelling without it.
+        M = P1 if plan["mean_margin_ppm"] is None else min(P + plan["mean_margin_ppm"], P1)
+        futile = h * 10**6 < 2 * n * M and C >= math.log(10**6 / plan["futility_alpha_ppm"])
     return says, futile
 
 

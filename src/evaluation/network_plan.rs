@@ -14,13 +14,15 @@ pub const PLAN_VERSION: u32 = 1;
 /// Version 1's rule: score plan, alpha 5%, prior Beta(4, 4), 4,000 challenges per env, a
 /// winner's bar decaying to 1/2 + 1% with a half-life of 7,200 blocks.
 pub const NETWORK_RULE: StoppingRule = DEFAULT_RULE;
-/// Version 1's futility stop: margin 6.5 points at 5%.
+/// Version 1's futility stop: the bets against the bar plus 6 points at 5%, and only
+/// while the contender's mean score is below the bar.
 pub const NETWORK_FUTILITY: Futility = DEFAULT_FUTILITY;
 
 /// The network plan's exact text, as `MatchStarted.rule` records it (a test checks it is
 /// `describe_plan` of the rule and stop above).
 pub const NETWORK_PLAN_TEXT: &str = "score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 \
-                                     half_life_blocks=7200 futility margin_ppm=65000 alpha_ppm=50000";
+                                     half_life_blocks=7200 futility margin_ppm=60000 alpha_ppm=50000 \
+                                     mean_margin_ppm=0";
 
 /// Whether `text` is the network plan's exact text.
 pub fn is_network_plan(text: &str) -> bool {
@@ -77,7 +79,7 @@ mod tests {
         assert_eq!(
             NETWORK_PLAN_TEXT,
             "score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 half_life_blocks=7200 \
-             futility margin_ppm=65000 alpha_ppm=50000"
+             futility margin_ppm=60000 alpha_ppm=50000 mean_margin_ppm=0"
         );
         assert!(is_network_plan(NETWORK_PLAN_TEXT));
         assert!(plan_differences(NETWORK_PLAN_TEXT).is_empty());
@@ -88,7 +90,7 @@ mod tests {
             vec![
                 "alpha_ppm 500000 (network's: 50000)",
                 "epsilon_ppm 0 (network's: 10000)",
-                "futility none (network's: margin_ppm=65000 alpha_ppm=50000)",
+                "futility none (network's: margin_ppm=60000 alpha_ppm=50000 mean_margin_ppm=0)",
             ]
         );
         assert_eq!(plan_differences("mixture alpha=0.05 prior=4,4"), vec!["rule mixture (network's: score)"]);

@@ -60,11 +60,20 @@ pub enum StoppingRule {
 /// For any contender whose mean score is at least `p1`, each factor has expectation at
 /// most 1 whatever it does, so the average of the eight is a nonnegative supermartingale
 /// and Ville's inequality bounds a wrong dismissal by `alpha`. The env stops as "not
-/// better" once the score sum is below `n p1` and the average reaches `10^6 / alpha_ppm`.
+/// better" once the average reaches `10^6 / alpha_ppm` and the score sum is below
+/// `n (p0 + mean_margin)` (`n p1` in the older spelling, with no `mean_margin_ppm`).
+///
+/// The mean condition at the bar itself (`mean_margin_ppm=0`, the network's plan) keeps
+/// a contender whose scores so far are above the bar from being dismissed: with it at
+/// `p1`, one 3 or 5 points above the bar fell inside the margin and was dismissed as n
+/// grew (issue 54; `scripts/bench-decisions.sh`, `AF_BENCH_ONLY=candidates`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct BarFutility {
     pub margin_ppm: u32,
     pub alpha_ppm: u32,
+    /// The mean condition's margin over the bar; `None` in the older spelling, where it
+    /// is `margin_ppm` (the condition at `p1`).
+    pub mean_margin_ppm: Option<u32>,
 }
 
 /// How many bets the bar futility averages.
@@ -81,14 +90,20 @@ pub enum Futility {
 
 /// Defaults of the futility stop of `score` plans (`scripts/bench-decisions.sh` prints what
 /// they cost and save; ledger-spec/02 the exact figures).
-pub const DEFAULT_FUTILITY: Futility = Futility::Bar(BarFutility { margin_ppm: 65_000, alpha_ppm: 50_000 });
+pub const DEFAULT_FUTILITY: Futility =
+    Futility::Bar(BarFutility { margin_ppm: 60_000, alpha_ppm: 50_000, mean_margin_ppm: Some(0) });
 /// The futility stop the `mixture` plans were played with.
 pub const DEFAULT_ADVANTAGE_FUTILITY: AdvantageFutility = AdvantageFutility { advantage: 0.1, alpha: 0.05 };
 
 impl Futility {
     pub fn describe(&self) -> String {
         match self {
-            Futility::Bar(f) => format!("futility margin_ppm={} alpha_ppm={}", f.margin_ppm, f.alpha_ppm),
+            Futility::Bar(f) => match f.mean_margin_ppm {
+                None => format!("futility margin_ppm={} alpha_ppm={}", f.margin_ppm, f.alpha_ppm),
+                Some(m) => {
+                    format!("futility margin_ppm={} alpha_ppm={} mean_margin_ppm={m}", f.margin_ppm, f.alpha_ppm)
+                }
+            },
             Futility::Advantage(f) => format!("futility advantage={} alpha={}", f.advantage, f.alpha),
         }
     }
@@ -127,6 +142,13 @@ impl BarFutility {
         (p0_ppm.saturating_add(self.margin_ppm)).min((1_000_000 + p0_ppm) / 2)
     }
 
+    /// The score the mean condition compares with, in ppm: `min(p0 + mean_margin, p1)`,
+    /// or `p1` in the older spelling.
+    pub fn mean_ppm(&self, p0_ppm: u32) -> u32 {
+        let p1 = self.target_ppm(p0_ppm);
+        self.mean_margin_ppm.map_or(p1, |m| p0_ppm.saturating_add(m).min(p1))
+    }
+
     /// `ln` of the average capital of the bets after these counts, against `p1_ppm`.
     pub fn log_capital(wins: u64, losses: u64, draws: u64, p1_ppm: u32) -> f64 {
         let p1 = f64::from(p1_ppm) / 1e6;
@@ -148,8 +170,9 @@ impl BarFutility {
     pub fn is_futile(&self, wins: u64, losses: u64, draws: u64, p0_ppm: u32, slack: f64) -> bool {
         let n = wins + losses + draws;
         let p1_ppm = self.target_ppm(p0_ppm);
+        let mean_ppm = self.mean_ppm(p0_ppm);
         let half_points = 2 * wins + draws;
-        if n == 0 || u128::from(half_points) * 1_000_000 >= 2 * u128::from(n) * u128::from(p1_ppm) {
+        if n == 0 || u128::from(half_points) * 1_000_000 >= 2 * u128::from(n) * u128::from(mean_ppm) {
             return false;
         }
         Self::log_capital(wins, losses, draws, p1_ppm) >= libm::log(1e6 / f64::from(self.alpha_ppm)) + slack
@@ -294,12 +317,22 @@ pub fn plan_in_words(text: &str) -> String {
         ),
     };
     match futility {
-        Some(Futility::Bar(f)) => words.push_str(&format!(
-            "; gives up early when the contender's mean score is shown below the ratio to beat plus {} \
-             (at {} error)",
-            percent(f64::from(f.margin_ppm) / 1e6),
-            percent(f64::from(f.alpha_ppm) / 1e6)
-        )),
+        Some(Futility::Bar(f)) => {
+            words.push_str(&format!(
+                "; gives up early when the contender's mean score is shown below the ratio to beat plus {} \
+                 (at {} error)",
+                percent(f64::from(f.margin_ppm) / 1e6),
+                percent(f64::from(f.alpha_ppm) / 1e6)
+            ));
+            match f.mean_margin_ppm {
+                Some(0) => words.push_str(", only while its mean so far is below the ratio to beat"),
+                Some(m) => words.push_str(&format!(
+                    ", only while its mean so far is below the ratio to beat plus {}",
+                    percent(f64::from(m) / 1e6)
+                )),
+                None => {}
+            }
+        }
         Some(Futility::Advantage(f)) => words.push_str(&format!(
             "; gives up early when the contender is shown not to be {} better per challenge (at {} error)",
             percent(f.advantage),
@@ -324,6 +357,10 @@ pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
                 Futility::Bar(BarFutility {
                     margin_ppm: fields.get("margin_ppm")?.parse().ok()?,
                     alpha_ppm: fields.get("alpha_ppm")?.parse().ok()?,
+                    mean_margin_ppm: match fields.get("mean_margin_ppm") {
+                        Some(v) => Some(v.parse().ok()?),
+                        None => None,
+                    },
                 })
             } else {
                 Futility::Advantage(AdvantageFutility {
@@ -378,7 +415,9 @@ pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
                 && epsilon_ppm < 500_000
                 && match f {
                     Some(Futility::Bar(b)) => {
-                        (1..1_000_000).contains(&b.margin_ppm) && (1..1_000_000).contains(&b.alpha_ppm)
+                        (1..1_000_000).contains(&b.margin_ppm)
+                            && (1..1_000_000).contains(&b.alpha_ppm)
+                            && b.mean_margin_ppm.is_none_or(|m| m <= b.margin_ppm)
                     }
                     Some(Futility::Advantage(_)) => false,
                     None => true,
@@ -692,7 +731,8 @@ mod words_tests {
         assert_eq!(super::plan_in_words("something else"), "something else");
         let score = super::plan_in_words(&super::describe_plan(&super::DEFAULT_RULE, Some(&super::DEFAULT_FUTILITY)));
         assert!(score.contains("1/2 for a draw") && score.contains("at most 5% chance of a wrong crown"), "{score}");
-        assert!(score.contains("below the ratio to beat plus 6.5%"), "{score}");
+        assert!(score.contains("below the ratio to beat plus 6%"), "{score}");
+        assert!(score.contains("only while its mean so far is below the ratio to beat"), "{score}");
         assert!(score.contains("at most 4000 challenges per env"), "{score}");
     }
 }

@@ -243,7 +243,7 @@ impl Default for EvaluationConfig {
             envs: vec!["tictactoe".into(), "mult".into(), "sat".into(), "coin".into(), "abd".into(), "ded".into()],
             ratio_epsilon_ppm: 10_000,
             ratio_half_life_blocks: 7_200,
-            futility_margin: 0.065,
+            futility_margin: 0.06,
             futility_advantage: crate::evaluation::stopping::DEFAULT_ADVANTAGE_FUTILITY.advantage,
             futility_alpha: 0.05,
         }
@@ -296,6 +296,8 @@ impl EvaluationConfig {
             (self.futility_margin > 0.0).then_some(Futility::Bar(BarFutility {
                 margin_ppm: ppm(self.futility_margin),
                 alpha_ppm: ppm(self.futility_alpha),
+                // The network plan's mean condition at the bar (not a setting).
+                mean_margin_ppm: Some(0),
             }))
         } else {
             (self.futility_advantage > 0.0).then_some(Futility::Advantage(AdvantageFutility {

@@ -255,14 +255,25 @@ fn vectors() -> serde_json::Value {
     })
 }
 
-/// Score-plan decisions at the default plan (ledger-spec/02, "The score plan"): what the
-/// rule and the futility stop say on each (wins, losses, draws) against each ratio, and
-/// the score each env records. Counts are chosen around the worked values, none within
-/// 1e-6 of a threshold.
+/// Score-plan decisions at the network's plan (ledger-spec/02, "The score plan"), and at
+/// the older spelling of its futility stop (margin 65000, the mean condition at the bar
+/// plus the margin): what the rule and the futility stop say on each (wins, losses,
+/// draws) against each ratio, and the score each env records. Counts are chosen around
+/// the worked values, none within 1e-6 of a threshold; at 1440/560/0 against 700000 the
+/// two spellings differ (a mean above the bar, below the bar plus the margin).
 fn decision_vectors() -> Vec<serde_json::Value> {
-    use af::evaluation::stopping::{describe_plan, Verdict, DEFAULT_FUTILITY, DEFAULT_RULE};
-    let plan = describe_plan(&DEFAULT_RULE, Some(&DEFAULT_FUTILITY));
-    let counts: [(u32, u32, u32, u32); 12] = [
+    use af::evaluation::stopping::{BarFutility, Futility, DEFAULT_FUTILITY, DEFAULT_RULE};
+    let older = Futility::Bar(BarFutility { margin_ppm: 65_000, alpha_ppm: 50_000, mean_margin_ppm: None });
+    [DEFAULT_FUTILITY, older].into_iter().flat_map(|futility| plan_decisions(&DEFAULT_RULE, futility)).collect()
+}
+
+fn plan_decisions(
+    rule: &af::evaluation::stopping::StoppingRule,
+    futility: af::evaluation::stopping::Futility,
+) -> Vec<serde_json::Value> {
+    use af::evaluation::stopping::{describe_plan, Verdict};
+    let plan = describe_plan(rule, Some(&futility));
+    let counts: [(u32, u32, u32, u32); 13] = [
         (30, 10, 0, 500_000),
         (29, 11, 0, 500_000),
         (66, 33, 1, 510_000),
@@ -275,20 +286,21 @@ fn decision_vectors() -> Vec<serde_json::Value> {
         (207, 207, 0, 510_000),
         (90, 90, 80, 510_000),
         (10, 40, 50, 900_000),
+        (1440, 560, 0, 700_000),
     ];
     counts
         .iter()
         .map(|&(wins, losses, draws, p)| {
             let p0 = f64::from(p) / 1e6;
-            let verdict = match DEFAULT_RULE.verdict_on(wins, losses, draws, p0) {
+            let verdict = match rule.verdict_on(wins, losses, draws, p0) {
                 Verdict::Better => "better",
                 Verdict::NotBetter => "not_better",
                 Verdict::Continue => "continue",
             };
             json!({
                 "plan": plan, "ratio_to_beat_ppm": p, "wins": wins, "losses": losses, "draws": draws,
-                "rule_says": verdict, "futile": DEFAULT_FUTILITY.is_futile(wins, losses, draws, p0),
-                "score_ppm": DEFAULT_RULE.env_rate_ppm(wins, losses, draws),
+                "rule_says": verdict, "futile": futility.is_futile(wins, losses, draws, p0),
+                "score_ppm": rule.env_rate_ppm(wins, losses, draws),
             })
         })
         .collect()
