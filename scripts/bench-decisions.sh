@@ -7,7 +7,11 @@
 # (P(crowned) per env and per match by points above the bar, exact); the bar a
 # copy-and-patch sets and how long a broad improver then waits.
 # AF_BENCH_MATCHES=N matches per cell, AF_BENCH_SEED=S, AF_BENCH_ONLY=simulated|exact|power|patches,
-# AF_BENCH_MARGIN_PPM / AF_BENCH_FUTILITY_ALPHA_PPM to try other futility parameters.
+# or AF_BENCH_ONLY=candidates (not in the default run): futility stops compared exactly
+# against issue 54's targets, over a grid of margins and mean margins (AF_BENCH_GRID=M:K,...
+# in ppm for others). AF_BENCH_MARGIN_PPM / AF_BENCH_FUTILITY_ALPHA_PPM /
+# AF_BENCH_MEAN_MARGIN_PPM (a number or `none`) try other futility parameters;
+# AF_BENCH_MARGIN_PPM=65000 AF_BENCH_MEAN_MARGIN_PPM=none is the plan before issue 54.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo bench --locked --bench decisions

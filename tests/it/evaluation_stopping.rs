@@ -115,7 +115,7 @@ fn an_exact_copy_is_dismissed_quickly() {
     let score = Config { rule: DEFAULT_RULE, futility: Some(DEFAULT_FUTILITY), ..mixture };
     for p0 in [0.51, 0.7] {
         let copy = &scenarios(4)[0];
-        for (config, most) in [(mixture, 200), (score, 60)] {
+        for (config, most) in [(mixture, 200), (score, 63)] {
             let played = scenarios::play(copy, &config, p0, 1);
             assert!(played.max_env_challenges <= most, "{config:?} at {p0}: {played:?}");
             assert!(!played.crowned);
@@ -206,18 +206,31 @@ fn score_plan_worked_values_of_the_spec() {
         let (wins, draws) = ((h / 2) as u32, (h % 2) as u32);
         assert_eq!(rule.verdict_on(wins, n as u32 - wins - draws, draws, p0), verdict, "{n} {h} {p}");
     }
-    // (wins, losses, draws, ln of the bets' average capital) against P1 = 575000.
-    for (wins, losses, draws, capital, futile) in [
-        (0u32, 0u32, 59u32, 3.054960, true),
-        (0, 0, 58, 2.978144, false),
-        (208, 208, 0, 2.996930, true),
-        (207, 207, 0, 2.977012, false),
-        (90, 90, 80, 2.596252, false),
+    // (wins, losses, draws, bar, ln of the bets' average capital): the network's plan,
+    // P1 = bar + 60000, the mean condition at the bar.
+    for (wins, losses, draws, p, capital, futile) in [
+        (0u32, 0u32, 63u32, 510_000u32, 3.000920, true),
+        (0, 0, 62, 510_000, 2.930080, false),
+        (238, 238, 0, 510_000, 3.009144, true),
+        (237, 237, 0, 510_000, 2.991695, false),
+        (90, 90, 80, 510_000, 2.133497, false),
+        (1440, 560, 0, 700_000, 6.426925, false),
     ] {
-        let got = af::evaluation::stopping::BarFutility::log_capital(wins.into(), losses.into(), draws.into(), 575_000);
+        let got =
+            af::evaluation::stopping::BarFutility::log_capital(wins.into(), losses.into(), draws.into(), p + 60_000);
         assert!((got - capital).abs() < 5e-7, "{wins} {losses} {draws}: {got}");
-        assert_eq!(DEFAULT_FUTILITY.is_futile(wins, losses, draws, 0.51), futile, "{wins} {losses} {draws}");
+        let p0 = f64::from(p) / 1e6;
+        assert_eq!(DEFAULT_FUTILITY.is_futile(wins, losses, draws, p0), futile, "{wins} {losses} {draws}");
     }
+    // The older spelling (mean condition at P1 = bar + 65000): the last row is futile.
+    let older = af::evaluation::stopping::parse_plan(
+        "score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 half_life_blocks=7200 \
+         futility margin_ppm=65000 alpha_ppm=50000",
+    )
+    .and_then(|(_, f)| f)
+    .unwrap();
+    assert!((af::evaluation::stopping::BarFutility::log_capital(1440, 560, 0, 765_000) - 8.800900).abs() < 5e-7);
+    assert!(older.is_futile(1440, 560, 0, 0.7));
 }
 
 /// Replay re-derives each decision from the recorded plan: the plan's text reads back,

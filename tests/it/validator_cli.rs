@@ -381,7 +381,7 @@ fn a_copy_of_the_champion_is_dismissed_early_and_the_audit_rederives_it() {
     for event in own_events(&data) {
         if let Event::EnvDecision(d) = event {
             assert!(d.n_challenges <= 200, "{d:?}");
-            assert!(d.rule.contains("futility margin_ppm=65000 alpha_ppm=50000"), "{}", d.rule);
+            assert!(d.rule.contains("futility margin_ppm=60000 alpha_ppm=50000 mean_margin_ppm=0"), "{}", d.rule);
             decisions += 1;
         }
     }
