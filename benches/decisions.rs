@@ -95,8 +95,8 @@ fn simulated(n: u64, seed: u64, before: &Config, after: &Config) {
     println!(
         "## decisions: {n} seeded matches per cell (seed {seed}, common random numbers), 4 envs, {MAX_CHALLENGES} challenges per env\n"
     );
-    println!("before: {}", af::evaluation::stopping::describe_plan(&before.rule, before.futility.as_ref()));
-    println!("after:  {}\n", af::evaluation::stopping::describe_plan(&after.rule, after.futility.as_ref()));
+    println!("before: {}", af::evaluation::plan::describe_plan(&before.rule, before.futility.as_ref()));
+    println!("after:  {}\n", af::evaluation::plan::describe_plan(&after.rule, after.futility.as_ref()));
     println!(
         "| ratio | scenario | plan | calls mean | p50 | p90 | env challenges p50 | P(crowned) | crowning right? |"
     );

@@ -183,7 +183,7 @@ impl Text {
                     e.unproven.role
                 );
                 if let Some(rule) = &e.unproven.rule {
-                    outln!("  rule: {}", af::evaluation::stopping::plan_in_words(rule));
+                    outln!("  rule: {}", af::evaluation::plan::plan_in_words(rule));
                 }
                 if let Some(reason) = &e.unproven.match_reason {
                     outln!("  result: {reason}");

@@ -1,7 +1,7 @@
 //! Head-to-head evaluation: deciding, from paired games, whether a contender beats the
 //! champion by more than the ratio to beat. Pure and deterministic: no IO, no clock.
 //!
-//! `stopping` holds the per-environment stopping rules and their exact error rates,
+//! `plan` the plan's text (written, read back, in words), `stopping` holds the per-environment stopping rules and their exact error rates,
 //! `matchplay` the match state machine (tallies, majority of environments, early stop),
 //! `ratio` the ratio to beat and its decay, `scenarios` seeded whole-match simulations of
 //! what each rule configuration costs in model calls and decides, `exact` the exact
@@ -11,6 +11,7 @@
 pub mod exact;
 pub mod matchplay;
 pub mod network_plan;
+pub mod plan;
 pub mod ratio;
 pub mod scenarios;
 pub mod stopping;

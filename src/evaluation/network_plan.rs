@@ -7,7 +7,8 @@
 //! the logs and the spec alone, a plan in force at a past block needs no archive node,
 //! and the error bounds the spec proves are bounds of these numbers (ARCHITECTURE.md).
 
-use super::stopping::{parse_plan, Futility, StoppingRule, DEFAULT_FUTILITY, DEFAULT_RULE};
+use super::plan::parse_plan;
+use super::stopping::{Futility, StoppingRule, DEFAULT_FUTILITY, DEFAULT_RULE};
 
 /// The protocol version whose plan this build plays and checks against.
 pub const PLAN_VERSION: u32 = 1;
@@ -71,7 +72,7 @@ pub fn plan_differences(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evaluation::stopping::describe_plan;
+    use crate::evaluation::plan::describe_plan;
 
     #[test]
     fn the_network_plan_is_the_spec_text_and_differences_are_named() {

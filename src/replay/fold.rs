@@ -128,7 +128,7 @@ fn match_decision_error<S: AsRef<str>>(m: &MatchFold, decided: &MatchDecided<S>)
     }
     // A plan af does not know leaves nothing to compare rates with (its decisions are
     // already reported as unknown rules).
-    let rule = crate::evaluation::stopping::parse_plan(&m.rule).map(|(rule, _)| rule);
+    let rule = crate::evaluation::plan::parse_plan(&m.rule).map(|(rule, _)| rule);
     for (rate, env) in decided.win_rates.iter().zip(m.envs.iter()) {
         let name = rate.env.name.as_ref();
         if name != &*env.name {
@@ -165,7 +165,8 @@ pub fn rederive_decision<S: AsRef<str>>(
     ratio_to_beat_ppm: u32,
     decision: &crate::ledger::event::EnvDecision<S>,
 ) -> Result<(), String> {
-    use crate::evaluation::stopping::{parse_plan, Verdict, SCORE_SLACK};
+    use crate::evaluation::plan::parse_plan;
+    use crate::evaluation::stopping::{Verdict, SCORE_SLACK};
     use crate::ledger::event::EnvOutcome;
     let (rule, futility) = parse_plan(plan).ok_or_else(|| format!("the match's rule {plan:?} is not one af knows"))?;
     if ratio_to_beat_ppm == 0 || ratio_to_beat_ppm >= 1_000_000 {

@@ -628,7 +628,7 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
 /// the auditor's `legacy` ones with the binary64 arithmetic those logs were written with.
 pub fn plan_ratio_params(plan: &str, legacy: &RatioParams) -> RatioParams {
     use crate::evaluation::ratio::Arithmetic;
-    match crate::evaluation::stopping::parse_plan(plan) {
+    match crate::evaluation::plan::parse_plan(plan) {
         Some((rule, _)) => rule.ratio_params(legacy),
         None => legacy.with_arithmetic(Arithmetic::Float),
     }

@@ -9,8 +9,9 @@ use super::state::OpenMatch;
 use crate::bytes::{Hash32, MatchId, ValidatorKey};
 use crate::envs::{derive_challenge_id, Registry};
 use crate::evaluation::matchplay::{EnvResult, GameOutcome, MatchState, MatchVerdict};
+use crate::evaluation::plan::describe_plan;
 use crate::evaluation::ratio::RatioParams;
-use crate::evaluation::stopping::{describe_plan, StoppingRule};
+use crate::evaluation::stopping::StoppingRule;
 use crate::ledger::event::{
     ChatMessage, EnvDecision, EnvOutcome, EnvRef, EnvWinRate, MatchDecided, MatchStarted, MinerRef, Transcript,
 };

@@ -11,7 +11,7 @@ use super::matchrun::{self, Contestant, MatchContext, MatchError, MatchPlan, Mat
 use super::state;
 use super::writer::{spawn_writer, WriterError};
 use crate::evaluation::matchplay::{MatchState, MatchVerdict};
-use crate::evaluation::stopping::{describe_plan, parse_plan};
+use crate::evaluation::plan::{describe_plan, parse_plan};
 use crate::ledger::event::Evidence;
 use crate::ledger::event::MinerRef;
 use crate::ledger::{Event, ValidatorKey};

@@ -59,8 +59,9 @@ fn strong_contenders_are_found_and_weak_ones_are_not() {
     assert!(bar.expected_games > strong.expected_games);
 }
 
+use af::evaluation::plan::{describe_plan, parse_plan};
 use af::evaluation::scenarios::{self, exact_env_rates, scenarios, summarize, Config, EnvOdds};
-use af::evaluation::stopping::{describe_plan, parse_plan, Futility, DEFAULT_ADVANTAGE_FUTILITY, DEFAULT_FUTILITY};
+use af::evaluation::stopping::{Futility, DEFAULT_ADVANTAGE_FUTILITY, DEFAULT_FUTILITY};
 
 fn small(futility: Option<Futility>) -> Config {
     Config { rule: MIXTURE_RULE, futility, cap: 100, max_challenges: 160 }
@@ -223,7 +224,7 @@ fn score_plan_worked_values_of_the_spec() {
         assert_eq!(DEFAULT_FUTILITY.is_futile(wins, losses, draws, p0), futile, "{wins} {losses} {draws}");
     }
     // The older spelling (mean condition at P1 = bar + 65000): the last row is futile.
-    let older = af::evaluation::stopping::parse_plan(
+    let older = af::evaluation::plan::parse_plan(
         "score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 half_life_blocks=7200 \
          futility margin_ppm=65000 alpha_ppm=50000",
     )

@@ -271,7 +271,8 @@ fn plan_decisions(
     rule: &af::evaluation::stopping::StoppingRule,
     futility: af::evaluation::stopping::Futility,
 ) -> Vec<serde_json::Value> {
-    use af::evaluation::stopping::{describe_plan, Verdict};
+    use af::evaluation::plan::describe_plan;
+    use af::evaluation::stopping::Verdict;
     let plan = describe_plan(rule, Some(&futility));
     let counts: [(u32, u32, u32, u32); 13] = [
         (30, 10, 0, 500_000),

@@ -201,7 +201,7 @@ pub(super) async fn live(State(served): State<Arc<Served>>, request: HeaderMap) 
                 "champion": open.started.champion,
                 "ratio_to_beat_ppm": open.started.ratio_to_beat_ppm,
                 "rule": open.started.rule,
-                "rule_in_words": crate::evaluation::stopping::plan_in_words(&open.started.rule),
+                "rule_in_words": crate::evaluation::plan::plan_in_words(&open.started.rule),
                 "envs": open.tallies(),
             })
         });
