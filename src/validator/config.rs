@@ -315,41 +315,27 @@ impl EvaluationConfig {
         let network = EvaluationConfig::default();
         debug_assert_eq!(network.stopping_rule().ok(), Some(NETWORK_RULE));
         debug_assert_eq!(network.futility(), Some(NETWORK_FUTILITY));
-        let fields: [(&str, String, String); 9] = [
-            ("rule", format!("{:?}", self.rule), format!("{:?}", network.rule)),
-            ("alpha", ppm(self.alpha).to_string(), ppm(network.alpha).to_string()),
-            ("max_challenges", self.max_challenges.to_string(), network.max_challenges.to_string()),
-            ("cap", self.cap.to_string(), network.cap.to_string()),
-            ("ratio_epsilon_ppm", self.ratio_epsilon_ppm.to_string(), network.ratio_epsilon_ppm.to_string()),
-            (
-                "ratio_half_life_blocks",
-                self.ratio_half_life_blocks.to_string(),
-                network.ratio_half_life_blocks.to_string(),
-            ),
-            ("futility_margin", ppm(self.futility_margin).to_string(), ppm(network.futility_margin).to_string()),
-            ("futility_alpha", ppm(self.futility_alpha).to_string(), ppm(network.futility_alpha).to_string()),
-            (
-                "futility_advantage",
-                ppm(self.futility_advantage).to_string(),
-                ppm(network.futility_advantage).to_string(),
-            ),
+        // (field, equal to the network's, value shown, network's value shown): floats
+        // compared as the plan records them, in ppm.
+        let float =
+            |name, ours: f64, theirs: f64| (name, ppm(ours) == ppm(theirs), ours.to_string(), theirs.to_string());
+        let int = |name, ours: u64, theirs: u64| (name, ours == theirs, ours.to_string(), theirs.to_string());
+        let fields = [
+            ("rule", self.rule == network.rule, format!("{:?}", self.rule), format!("{:?}", network.rule)),
+            float("alpha", self.alpha, network.alpha),
+            int("max_challenges", self.max_challenges, network.max_challenges),
+            int("cap", self.cap.into(), network.cap.into()),
+            int("ratio_epsilon_ppm", self.ratio_epsilon_ppm.into(), network.ratio_epsilon_ppm.into()),
+            int("ratio_half_life_blocks", self.ratio_half_life_blocks, network.ratio_half_life_blocks),
+            float("futility_margin", self.futility_margin, network.futility_margin),
+            float("futility_alpha", self.futility_alpha, network.futility_alpha),
+            float("futility_advantage", self.futility_advantage, network.futility_advantage),
         ];
-        for (name, ours, theirs) in fields {
-            if ours != theirs {
-                let (shown, network_shown) = match name {
-                    "alpha" => (self.alpha.to_string(), network.alpha.to_string()),
-                    "futility_margin" => (self.futility_margin.to_string(), network.futility_margin.to_string()),
-                    "futility_alpha" => (self.futility_alpha.to_string(), network.futility_alpha.to_string()),
-                    "futility_advantage" => {
-                        (self.futility_advantage.to_string(), network.futility_advantage.to_string())
-                    }
-                    _ => (ours, theirs),
-                };
-                return Err(ConfigError::Invalid(format!(
-                    "evaluation.{name} = {shown} differs from the network's plan (ledger-spec/02, plan v{PLAN_VERSION}: \
-                     {network_shown}); a validator decides by the network's plan only: leave it out"
-                )));
-            }
+        if let Some((name, _, shown, network_shown)) = fields.into_iter().find(|field| !field.1) {
+            return Err(ConfigError::Invalid(format!(
+                "evaluation.{name} = {shown} differs from the network's plan (ledger-spec/02, plan v{PLAN_VERSION}: \
+                 {network_shown}); a validator decides by the network's plan only: leave it out"
+            )));
         }
         Ok(())
     }
