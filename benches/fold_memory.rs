@@ -71,7 +71,7 @@ struct Held {
     live: i64,
     /// Live bytes of the state alone (the network's list of matches and the rest).
     state_live: i64,
-    /// The folds' encoded size (a snapshot).
+    /// The folds' encoded size (every match and record, as the snapshots of earlier builds held them).
     encoded: u64,
     n_matches: usize,
     /// Seconds of a replay onto the last folds when no block is new, combining again
@@ -171,12 +171,11 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
     // file's cache, at most `COLD_CACHE_BYTES`, stays: the folds read through it.)
     drop(store);
     let live = LIVE.load(Ordering::Relaxed) - before;
-    let snapshot = replay::Snapshot { replay_version: replay::REPLAY_VERSION, folds: out.folds.clone() };
-    let encoded = af::ledger::codec::encode(&snapshot, "snapshot", u64::MAX).unwrap().len() as u64;
+    let encoded = af::ledger::codec::encode(&out.folds, "folds", u64::MAX).unwrap().len() as u64;
     let log_bytes = out.folds.iter().map(|f| f.n_bytes).sum();
     let n_matches = out.state.matches.len();
     let state = out.state;
-    drop((out.folds, snapshot));
+    drop(out.folds);
     let state_live = LIVE.load(Ordering::Relaxed) - before;
     drop(state);
     let cold_live = LIVE.load(Ordering::Relaxed) - before;
@@ -202,7 +201,7 @@ fn main() {
     let (a, b) = (held(small, false, false), held(large, false, false));
     assert_eq!((a.n_matches, b.n_matches), (small, large), "every match is in the state");
     println!("## what a replay holds, by matches played ({N_VALIDATORS} validators, each holding its own fold of every match)\n");
-    println!("| matches | live heap of folds + state, bytes | encoded folds (snapshot), bytes | combine again (no new block), ms | its peak heap, bytes |");
+    println!("| matches | live heap of folds + state, bytes | encoded folds, bytes | combine again (no new block), ms | its peak heap, bytes |");
     println!("|---:|---:|---:|---:|---:|");
     for h in [&a, &b] {
         println!("| {} | {} | {} | {:.2} | {} |", h.n_matches, h.live, h.encoded, h.again_s * 1e3, h.again_peak);

@@ -84,3 +84,78 @@ pub fn miner_status<'a>(
         last_played,
     })
 }
+
+impl MinerStatus<'_> {
+    /// The status in words for `hotkey` on subnet `netuid`, with what its endpoint's
+    /// `/v1/models` answered where it was asked.
+    pub fn lines(&self, hotkey: &str, netuid: u16, models: Option<&Result<Vec<String>, String>>) -> Vec<String> {
+        use crate::display::one_line;
+        let mut out = vec![match self.neuron {
+            Some(n) => {
+                format!("{hotkey}: uid {} on subnet {netuid}, registered at block {}", n.uid, n.registration_block)
+            }
+            None => format!("{hotkey}: not registered on subnet {netuid}"),
+        }];
+        out.push(match (&self.commitment, self.record) {
+            (Some(Ok(c)), Some(r)) => format!(
+                "commitment (block {}): {}@{} at {}",
+                r.block,
+                one_line(&c.model),
+                one_line(&c.revision),
+                one_line(&c.endpoint)
+            ),
+            (Some(Err(e)), Some(r)) => format!("commitment (block {}): {}", r.block, one_line(e)),
+            _ => "commitment: none".into(),
+        });
+        let whose = match self.queue_of {
+            Some(validator) => format!("validator {}…'s queue", &validator.to_hex()[..16]),
+            None => "the queue of a validator that has played nothing yet (pass --data for a validator's own)".into(),
+        };
+        out.push(match (self.is_champion, self.queue_position, &self.skipped) {
+            (true, _, _) => format!("validators: the champion, defending ({whose})"),
+            (false, Some(k), _) => {
+                format!(
+                    "validators: queued as contender #{} of {}, oldest commitment first ({whose})",
+                    k + 1,
+                    self.queue_len
+                )
+            }
+            (false, None, Some(s)) => match (s, &self.last_played) {
+                (Skipped::AlreadyPlayed { .. }, Some(row)) => format!(
+                    "validators: not played again: this model played as contender in match {} against {}: {} ({whose})",
+                    row.match_id,
+                    one_line(&row.opponent),
+                    match row.verdict {
+                        Some("champion stayed") => "it lost, the champion stayed",
+                        Some(_) => "it won and was crowned",
+                        None => "still open",
+                    }
+                ),
+                _ => format!("validators: not played: {} ({whose})", s.describe()),
+            },
+            (false, None, None) => format!("validators: nothing to play ({whose})"),
+        });
+        out.push(match models {
+            Some(Ok(ids)) => {
+                let committed = self.commitment.as_ref().and_then(|c| c.as_ref().ok());
+                let model = committed.map(|c| c.model.as_str()).unwrap_or_default();
+                let listed = if ids.iter().any(|id| id == model) { "listed" } else { "NOT listed" };
+                format!("endpoint: /v1/models answers with {} model(s); {model} is {listed}", ids.len())
+            }
+            Some(Err(why)) => format!("endpoint: /v1/models failed: {why}"),
+            None => "endpoint: not checked (none committed, or served through Chutes)".into(),
+        });
+        if let Some(skips) = &self.recorded_skips {
+            out.push(format!("logs that recorded not playing it: {}", skips.len()));
+            out.extend(skips.iter().map(|row| format!("  {}", super::text::skip_line(row))));
+        }
+        if let Some(rows) = &self.matches {
+            out.push(format!("matches in the logs held: {}", rows.len()));
+            out.extend(rows.iter().map(|row| {
+                let verdict = row.verdict.unwrap_or("open");
+                format!("  {} as {} vs {}: {verdict}", row.match_id, row.role, one_line(&row.opponent))
+            }));
+        }
+        out
+    }
+}

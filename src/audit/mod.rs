@@ -9,9 +9,11 @@
 pub mod blocks;
 pub mod chain_view;
 pub mod commitments;
+pub mod compose;
 pub mod miner_status;
 pub mod report;
 pub mod text;
+pub mod transcript_text;
 pub mod weights;
 
 use crate::bytes::{Hash32, MatchId, ValidatorKey};

@@ -227,3 +227,116 @@ pub fn event_line(event: &Event) -> String {
         ),
     }
 }
+
+/// `af weights show` in words: what replay says the weights should be, what each log
+/// last set or committed, and what the chain holds where it was read.
+pub fn weights_lines(
+    state: &crate::replay::network::NetworkState,
+    replay_weights: &[(u16, u16)],
+    audit: &super::WeightsAudit,
+    view: Option<&super::chain_view::ChainView>,
+) -> Vec<String> {
+    use crate::chain::weight_shares;
+    use crate::display::one_line;
+    let shares = |uids: &[u16], weights: &[u16]| weight_shares(uids.iter().copied().zip(weights.iter().copied()));
+    let champion = state.champion.as_ref().map_or("(none)", |c| &*c.hotkey);
+    let mut out =
+        vec![format!("replay: champion {champion} → weights {}", weight_shares(replay_weights.iter().copied()))];
+    for row in &audit.rows {
+        let logged = row.logged.as_ref().map_or("no weights logged".into(), |w| match &w.commit {
+            Some(c) => format!(
+                "committed {} at chain block {} (round {}, reveal block {})",
+                shares(&w.uids, &w.weights),
+                w.chain_block,
+                c.reveal_round,
+                c.reveal_block
+            ),
+            None => format!("set {} at chain block {}", shares(&w.uids, &w.weights), w.chain_block),
+        });
+        out.push(format!("log {}: {logged}{}", row.validator, replay_note(row.agrees_with_replay)));
+        if row.status != "not_checked" {
+            out.push(format!("  {}: {}", row.status, row.detail));
+        }
+    }
+    let Some(v) = view else {
+        out.push("on chain: not read (pass --chain to compare)".into());
+        return out;
+    };
+    out.push(format!("on chain at block {}: {}", v.block, audit.note));
+    for (uid, pairs) in &v.weights {
+        let setter = v.neurons.iter().find(|n| n.uid == *uid).map_or("?", |n| n.hotkey.as_str());
+        out.push(format!("  uid {uid} ({}) has {}", one_line(setter), weight_shares(pairs.iter().copied())));
+    }
+    for p in &v.timelocked.pending {
+        out.push(format!(
+            "  pending: {} committed at block {}, opens with round {}",
+            p.hotkey, p.commit_block, p.reveal_round
+        ));
+    }
+    for r in &v.timelocked.revealed {
+        out.push(match r.error.as_str() {
+            "" => format!(
+                "  revealed: {} at block {}: {}",
+                one_line(&r.hotkey),
+                r.reveal_block,
+                shares(&r.uids, &r.weights)
+            ),
+            why => format!("  dropped: {} at block {}: {why}", r.hotkey, r.reveal_block),
+        });
+    }
+    out
+}
+
+/// `af ledger show` of one block: its header, then a line per event.
+pub fn block_lines(block: &crate::ledger::block::DecodedBlock) -> Vec<String> {
+    let header = &block.block.header;
+    let mut out = vec![
+        format!("block {} of validator {}", header.height, header.validator),
+        format!("hash        {}", block.hash),
+        format!("prev_hash   {}", header.prev_hash),
+        format!("time_ms     {}", header.time_ms),
+        format!("events_root {}", header.events_root),
+        format!("n_events    {}  ({} bytes)", header.n_events, block.n_bytes),
+        format!("signature   {}", block.block.signature),
+    ];
+    out.extend(block.block.events.iter().enumerate().map(|(i, event)| format!("  [{i}] {}", event_line(event))));
+    out
+}
+
+/// One commitment on chain in words (`af chain commitments`): a validator's ledger tip,
+/// a miner's model, or why it is neither.
+pub fn commitment_line(r: &crate::chain::CommitmentRecord) -> String {
+    use crate::display::one_line;
+    let (hotkey, block) = (one_line(&r.hotkey), r.block);
+    match (r.ledger(), &r.unreadable) {
+        (_, Some(why)) => format!("{hotkey}  block {block}: unreadable: {}", one_line(why)),
+        (Some(c), None) => {
+            format!("{hotkey}  block {block}: ledger {} tip height {} hash {}", c.ledger_key, c.tip_height, c.tip_hash)
+        }
+        (None, None) => match r.miner() {
+            Ok(m) => format!(
+                "{hotkey}  block {block}: miner {}@{} at {}",
+                one_line(&m.model),
+                one_line(&m.revision),
+                one_line(&m.endpoint)
+            ),
+            Err(why) => format!(
+                "{hotkey}  block {block}: {} field(s), neither a ledger nor a miner commitment: {}",
+                r.fields.len(),
+                one_line(&why)
+            ),
+        },
+    }
+}
+
+/// One commitment on chain for scripts (`af chain commitments --json`): its fields in
+/// hex, and what they read as.
+pub fn commitment_json(r: &crate::chain::CommitmentRecord) -> serde_json::Value {
+    let miner = r.ledger().is_none().then(|| r.miner());
+    serde_json::json!({
+        "hotkey": r.hotkey, "block": r.block, "fields": r.fields.iter().map(hex::encode).collect::<Vec<_>>(),
+        "unreadable": r.unreadable, "ledger": r.ledger(),
+        "miner": miner.as_ref().and_then(|m| m.as_ref().ok()),
+        "miner_error": miner.as_ref().and_then(|m| m.as_ref().err()),
+    })
+}

@@ -182,6 +182,23 @@ pub fn decrypt(ciphertext: &[u8], signature: &[u8]) -> Result<Vec<u8>, TlockErro
         .map_err(|e| TlockError::Decrypt(format!("{e:?}")))
 }
 
+/// Opens a ciphertext as `af chain tlock decrypt` does: the signature checked as
+/// `beacon`'s of `round` first where a round is named, then the plaintext, read as a
+/// weights payload where it is one.
+pub fn open(
+    beacon: &Beacon,
+    round: Option<u64>,
+    ciphertext: &[u8],
+    signature: &[u8],
+) -> Result<(Vec<u8>, Option<WeightsTlockPayload>), TlockError> {
+    if let Some(round) = round {
+        verify_round_signature(beacon, round, signature)?;
+    }
+    let plaintext = decrypt(ciphertext, signature)?;
+    let weights = WeightsTlockPayload::decode_exact(&plaintext).ok();
+    Ok((plaintext, weights))
+}
+
 /// The stand-in chain's beacon: a BLS secret of the same scheme as quicknet, signing
 /// each round's identity. Held only by the stand-in chain's process.
 pub struct BeaconKey {

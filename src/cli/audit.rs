@@ -26,9 +26,9 @@ pub struct AuditArgs {
     /// Fold every log from genesis (the default; kept for scripts).
     #[arg(long, conflicts_with = "snapshot")]
     pub from_genesis: bool,
-    /// Reuse DIR/replay-snapshot.bin for chains whose freshly verified tip matches it, and
-    /// save a new one. Faster on long logs, but the snapshot's re-scoring results are
-    /// taken from the file: use it only on a snapshot you made and protect.
+    /// Reuse DIR/replay-projection.redb for chains whose freshly verified tip matches it,
+    /// and keep this replay there. Faster on long logs, but the file's re-scoring results
+    /// are taken from it: use it only on a file you made and protect.
     #[arg(long)]
     pub snapshot: bool,
     /// Print JSON for scripts (ledger-spec/10 for events).
@@ -130,37 +130,6 @@ fn audit(args: &AuditArgs) -> anyhow::Result<(AuditReport, Replay)> {
     progress.finish();
     let replayed: Replay = replayed?;
     let view = super::weights::read_chain_view(&args.chain, &af::audit::blocks::blocks_to_check(&replayed.folds))?;
-    let chain = af::audit::audit_commitments(
-        &replayed.folds,
-        &store,
-        view.as_ref().map(|v| af::audit::commitments::OnChain { endpoint: &v.endpoint, records: v.records.clone() }),
-    )?;
-    let weights = af::audit::chain_view::weights_audit(&replayed, &chain, view.as_ref());
-    let blocks =
-        af::audit::blocks::audit_blocks(&replayed.folds, view.as_ref().map(|v| (v.endpoint.as_str(), &v.block_hashes)));
-    let on_chain: Vec<_> =
-        chain.discrepancies.iter().chain(&weights.discrepancies).chain(&blocks.discrepancies).cloned().collect();
-    let findings = af::audit::findings(&store, &replayed, &on_chain)?;
-    let skipped = af::audit::skip_rows(&replayed);
-    let report = AuditReport {
-        clean: findings.is_empty(),
-        af_version: env!("CARGO_PKG_VERSION").to_string(),
-        generated_at_ms: af::clock::unix_ms(),
-        state_hash: replayed.state_hash,
-        from_genesis: replayed.n_chains_from_snapshot == 0,
-        n_chains: replayed.folds.len(),
-        n_chains_from_snapshot: replayed.n_chains_from_snapshot,
-        n_blocks_folded: replayed.n_blocks_folded,
-        n_bytes_folded: replayed.n_bytes_folded,
-        seconds: started.elapsed().as_secs_f64(),
-        matches: af::audit::match_rows(&replayed),
-        // Shares the replay's file: the state's matches are read from it as they are drawn.
-        state: replayed.state.clone(),
-        chain,
-        weights,
-        blocks,
-        skipped,
-        findings,
-    };
+    let report = af::audit::compose::audit_report(&store, &replayed, view.as_ref(), started.elapsed().as_secs_f64())?;
     Ok((report, replayed))
 }

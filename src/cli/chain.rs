@@ -232,7 +232,7 @@ fn hex_arg(name: &str, text: &str, max_bytes: usize) -> anyhow::Result<Vec<u8>> 
 }
 
 fn tlock(command: TlockCommand) -> anyhow::Result<ExitCode> {
-    use af::chain::tlock::{self, EpochSchedule, TlockError, WeightsTlockPayload};
+    use af::chain::tlock::{self, EpochSchedule, TlockError};
     match command {
         TlockCommand::Encrypt { round, plaintext, beacon, json } => {
             anyhow::ensure!(round >= 1, "--round must be at least 1");
@@ -252,23 +252,14 @@ fn tlock(command: TlockCommand) -> anyhow::Result<ExitCode> {
             let beacon = beacon.beacon()?;
             // A signature that is not the round's, or a ciphertext it does not open, is
             // the check failing (exit 3); unreadable input is a usage error (exit 1).
-            let opened = round
-                .map_or(Ok(()), |round| tlock::verify_round_signature(&beacon, round, &signature))
-                .and_then(|()| tlock::decrypt(&ciphertext, &signature));
-            let plaintext = match opened {
-                Ok(plaintext) => plaintext,
+            let (plaintext, weights) = match tlock::open(&beacon, round, &ciphertext, &signature) {
+                Ok(opened) => opened,
                 Err(error @ (TlockError::WrongSignature { .. } | TlockError::Decrypt(_))) => {
                     let message = error.to_string();
-                    if json {
-                        print_json(&serde_json::json!({ "ok": false, "error": message }))?;
-                    } else {
-                        outln!("FAIL: {message}");
-                    }
-                    return Ok(ExitCode::from(super::EXIT_CHECK_FAILED));
+                    return super::report_check(json, false, serde_json::json!({ "error": message }), &message);
                 }
                 Err(error) => return Err(error.into()),
             };
-            let weights = WeightsTlockPayload::decode_exact(&plaintext).ok();
             if json {
                 print_json(&serde_json::json!({
                     "ok": true,
@@ -381,39 +372,10 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
         ChainCommand::Commitments { chain, json } => runtime()?.block_on(async {
             let records = chain.connect().await?.commitments().await?;
             if json {
-                let rows: Vec<serde_json::Value> = records
-                    .iter()
-                    .map(|r| {
-                        let miner = r.ledger().is_none().then(|| r.miner());
-                        serde_json::json!({
-                            "hotkey": r.hotkey, "block": r.block, "fields": r.fields.iter().map(hex::encode).collect::<Vec<_>>(),
-                            "unreadable": r.unreadable, "ledger": r.ledger(),
-                            "miner": miner.as_ref().and_then(|m| m.as_ref().ok()),
-                            "miner_error": miner.as_ref().and_then(|m| m.as_ref().err()),
-                        })
-                    })
-                    .collect();
-                print_json(&rows)?;
+                print_json(&records.iter().map(af::audit::text::commitment_json).collect::<Vec<_>>())?;
             } else {
                 for r in &records {
-                    let (hotkey, block) = (one_line(&r.hotkey), r.block);
-                    match (r.ledger(), &r.unreadable) {
-                        (_, Some(why)) => outln!("{hotkey}  block {block}: unreadable: {}", one_line(why)),
-                        (Some(c), None) => outln!(
-                            "{hotkey}  block {block}: ledger {} tip height {} hash {}",
-                            c.ledger_key, c.tip_height, c.tip_hash
-                        ),
-                        (None, None) => match r.miner() {
-                            Ok(m) => outln!(
-                                "{hotkey}  block {block}: miner {}@{} at {}",
-                                one_line(&m.model), one_line(&m.revision), one_line(&m.endpoint)
-                            ),
-                            Err(why) => outln!(
-                                "{hotkey}  block {block}: {} field(s), neither a ledger nor a miner commitment: {}",
-                                r.fields.len(), one_line(&why)
-                            ),
-                        },
-                    }
+                    outln!("{}", af::audit::text::commitment_line(r));
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -466,7 +428,7 @@ fn serve(data: PathBuf, listen: &str, block_ms: u64, tempo: u64, json: bool) -> 
         std::io::stdout().flush()?;
         axum::serve(listener, local::router(chain))
             .with_graceful_shutdown(async {
-                super::stop_signal().await;
+                af::validator::service::stop_signal().await;
             })
             .await?;
         Ok(ExitCode::SUCCESS)

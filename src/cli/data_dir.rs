@@ -27,22 +27,6 @@ pub fn open_own_log(data: &Path) -> anyhow::Result<OwnLog> {
     Ok(log)
 }
 
-/// The validator whose data directory `dir` is, and its own log folded (its champion and
-/// what it played), from `store`; `None` when `dir` has no key.
-pub fn own_state(
-    dir: &std::path::Path,
-    store: &af::ledger::Store,
-) -> anyhow::Result<Option<(af::bytes::ValidatorKey, af::validator::state::ValidatorState)>> {
-    let key_path = key_path(dir);
-    if !key_path.exists() {
-        return Ok(None);
-    }
-    let validator = af::ledger::LedgerKey::load(&key_path)?.validator();
-    let mut state = af::validator::state::ValidatorState::new(&af::evaluation::ratio::DEFAULT_RATIO_PARAMS);
-    af::validator::state::fold_new_blocks(&mut state, store, &validator)?;
-    Ok(Some((validator, state)))
-}
-
 pub fn parse_validator(hex: &str) -> anyhow::Result<ValidatorKey> {
     ValidatorKey::from_hex(hex).context("--validator")
 }

@@ -6,7 +6,7 @@ use af::bytes::Hash32;
 use af::envs::{self, Environment};
 use af::miner::client::{ClientConfig, Endpoint, MinerClient};
 use af::validator::episode::play_episode;
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, Context};
 use clap::Subcommand;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -220,46 +220,18 @@ fn score(
         }
         None => None,
     };
-    if let (Some(flag), Some(file)) = (&miner, recorded.as_ref().and_then(|r| r.miner.as_ref())) {
-        anyhow::ensure!(flag == file, "--miner {flag} but the transcript is {file}'s answer");
-    }
-    // What the file recorded and what the flags say must agree: scoring one challenge's
-    // conversation as another's would print a meaningless reward.
-    let env_name = match (&env, recorded.as_ref().and_then(|r| r.env.as_ref())) {
-        (Some(flag), Some(file)) if flag != file => bail!("--env {flag} but the transcript is of env {file}"),
-        (Some(name), _) | (None, Some(name)) => name.clone(),
-        (None, None) => bail!("give --env: the transcript file does not say which environment it is"),
+    let flags = af::ledger::conversation::ScoreFlags {
+        env: env.as_deref(),
+        challenge_id: wanted,
+        miner: miner.as_deref(),
+        answer: answer.as_deref(),
     };
-    let id = match (wanted, recorded.as_ref().and_then(|r| r.challenge_id)) {
-        (Some(flag), Some(file)) if flag != file => {
-            bail!("--challenge-id {flag} but the transcript is of challenge {file}")
-        }
-        (Some(flag), _) => flag,
-        (None, Some(file)) => file,
-        (None, None) => bail!("give --challenge-id: the transcript file does not say which challenge it is"),
-    };
-    let env = find(registry, &env_name)?;
-    let (reward_milli, detail) = match (answer, &recorded) {
-        (Some(answer), _) => {
-            if env.spec().turns != envs::Turns::Single {
-                bail!("{} is multi-turn: score a whole conversation with --transcript FILE", env.spec().name);
-            }
-            let (action, reward) = envs::score_answer(env, &id, &answer);
-            (reward, serde_json::json!({ "action": action }))
-        }
-        (None, Some(recorded)) => {
-            let scored = envs::score_transcript(env, &id, &recorded.messages)
-                .context("the transcript is not one this environment produces")?;
-            (scored.reward_milli, serde_json::to_value(&scored)?)
-        }
-        (None, None) => bail!("give --answer TEXT or --transcript FILE"),
-    };
-    let recorded_reward = recorded.as_ref().and_then(|r| r.reward_milli);
-    let agrees = recorded_reward.is_none_or(|r| r == reward_milli);
+    let scored = af::ledger::conversation::rescore(registry, &flags, recorded.as_ref())?;
+    let (reward_milli, recorded_reward, agrees) = (scored.reward_milli, scored.recorded_reward_milli, scored.agrees());
     if json {
         super::print_json(&serde_json::json!({
-            "env": env.spec().name, "challenge_id": id, "reward_milli": reward_milli,
-            "recorded_reward_milli": recorded_reward, "agrees": agrees, "detail": detail,
+            "env": scored.env, "challenge_id": scored.challenge_id, "reward_milli": reward_milli,
+            "recorded_reward_milli": recorded_reward, "agrees": agrees, "detail": scored.detail,
         }))?;
     } else {
         outln!("reward {}", envs::reward_text(reward_milli));
@@ -268,7 +240,7 @@ fn score(
             Some(r) => outln!("DIFFERS from the reward the log recorded: {}", envs::reward_text(r)),
             None => {}
         }
-        outln!("{}", serde_json::to_string(&detail)?);
+        outln!("{}", serde_json::to_string(&scored.detail)?);
     }
     Ok(if agrees { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) })
 }

@@ -5,7 +5,7 @@
 use super::{print_json, ProgressLine, EXIT_CHECK_FAILED};
 use crate::outln;
 use af::bytes::ValidatorKey;
-use af::http::mirror::{self, ChainOutcome, MirrorOptions, MirrorReport};
+use af::http::mirror::{self, MirrorOptions, MirrorReport};
 use af::http::read_store::{self, ReadError, ReadStore};
 use af::ledger::Store;
 use anyhow::Context;
@@ -73,40 +73,13 @@ pub fn mirror_command(
         validator.map(|v| ValidatorKey::from_hex(&v).with_context(|| format!("--validator {v}"))).transpose()?;
     let store = Arc::new(Store::create(data)?);
     let report = run_mirror(store, from, MirrorOptions { validator, total_timeout, ..MirrorOptions::default() })?;
-    let evidence_dir = data.join("evidence");
-    for chain in &report.chains {
-        if let ChainOutcome::Equivocation { evidence } = &chain.outcome {
-            std::fs::create_dir_all(&evidence_dir)?;
-            let path = evidence_dir.join(format!("{}-{}.json", evidence.validator, evidence.height));
-            std::fs::write(&path, serde_json::to_vec_pretty(evidence)?)?;
-        }
-    }
+    report.write_evidence(data).with_context(|| format!("writing evidence under {}", data.display()))?;
     if json {
         print_json(&report)?;
     } else {
-        for chain in &report.chains {
-            let server = chain.server_size.map_or("?".into(), |s| s.to_string());
-            let what = match &chain.outcome {
-                ChainOutcome::UpToDate => "up to date".to_string(),
-                ChainOutcome::Updated { blocks_new } => format!("{blocks_new} new blocks verified and stored"),
-                ChainOutcome::Failed { error, blocks_new } => format!("FAILED after {blocks_new} new blocks: {error}"),
-                ChainOutcome::Refused { error, blocks_new } => {
-                    format!("REFUSED after {blocks_new} new blocks (nothing unverified stored): {error}")
-                }
-                ChainOutcome::Equivocation { evidence } => format!(
-                    "EQUIVOCATION at height {}: evidence written to {}",
-                    evidence.height,
-                    evidence_dir.join(format!("{}-{}.json", evidence.validator, evidence.height)).display()
-                ),
-            };
-            outln!(
-                "{}  {} -> {} blocks (server {server}): {what}",
-                chain.validator,
-                chain.size_before,
-                chain.size_after
-            );
+        for line in report.lines(data) {
+            outln!("{line}");
         }
-        outln!("{} chain(s) from {}; {} new blocks", report.chains.len(), report.source, report.blocks_new());
     }
     Ok(if report.found_fault() {
         ExitCode::from(EXIT_CHECK_FAILED)
@@ -134,7 +107,7 @@ pub fn publish_command(
     line.finish();
     // The pages are folded from the logs just published: replayed from the same store.
     let replayed = replay_store(&store, data, false, &mut |_, _, _| {})?;
-    let own = super::data_dir::own_state(data, &store)?;
+    let own = af::validator::state::own_state(data, &store)?;
     let from_chain = super::chain::read_for_pages(chain, own.as_ref().map(|(_, state)| state))?.unwrap_or_default();
     let pages_written = af::http::publish::publish_pages(&replayed, &from_chain, out)?;
     let miner_pages_written = af::http::publish::publish_miner_entries(&replayed, &store, out)?;
@@ -159,8 +132,8 @@ pub fn publish_command(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Replays the store in `data` (`af::replay::replay_with_snapshot`), saying on stderr
-/// why a snapshot was not used or saved.
+/// Replays the store in `data` (`af::replay::projection::replay_kept`), saying on stderr
+/// why a kept replay was not used or kept.
 pub fn replay_store(
     store: &Store,
     data: &Path,
@@ -168,7 +141,7 @@ pub fn replay_store(
     progress: af::replay::Progress<'_>,
 ) -> anyhow::Result<af::replay::Replay> {
     let note = &mut |note: &str| eprintln!("af: {}", super::terminal_safe(note));
-    Ok(af::replay::replay_with_snapshot(store, data, use_snapshot, progress, note)?)
+    Ok(af::replay::projection::replay_kept(store, data, use_snapshot, progress, note)?)
 }
 
 /// Opens the store in `data` and replays it (see [`replay_store`]).

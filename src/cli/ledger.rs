@@ -1,10 +1,8 @@
 //! `af ledger`: create, inspect, verify, export, checkpoint and prove block logs.
 
 use super::data_dir::{key_path, open_own_log, parse_validator, validator_or_own};
-use super::proofs::{
-    checkpoint, prove, prove_consistency, report_check, verify_checkpoint, verify_consistency, verify_proof,
-};
-use super::{print_json, ProgressLine, EXIT_CHECK_FAILED};
+use super::proofs::{checkpoint, prove, prove_consistency, verify_checkpoint, verify_consistency, verify_proof};
+use super::{print_json, report_check, ProgressLine, EXIT_CHECK_FAILED};
 use crate::outln;
 use af::bytes::ValidatorKey;
 use af::ledger::verify::{self, StoreReport};
@@ -418,16 +416,8 @@ fn show(data: &Path, validator: Option<String>, height: Option<u64>, json: bool)
             if json {
                 print_json(&serde_json::json!({ "hash": block.hash, "n_bytes": block.n_bytes, "block": block.block }))?;
             } else {
-                let header = &block.block.header;
-                outln!("block {} of validator {}", header.height, header.validator);
-                outln!("hash        {}", block.hash);
-                outln!("prev_hash   {}", header.prev_hash);
-                outln!("time_ms     {}", header.time_ms);
-                outln!("events_root {}", header.events_root);
-                outln!("n_events    {}  ({} bytes)", header.n_events, block.n_bytes);
-                outln!("signature   {}", block.block.signature);
-                for (i, event) in block.block.events.iter().enumerate() {
-                    outln!("  [{i}] {}", af::audit::text::event_line(event));
+                for line in af::audit::text::block_lines(&block) {
+                    outln!("{line}");
                 }
             }
         }
@@ -465,7 +455,9 @@ fn verify(data: &Path, threads: Option<u16>, json: bool) -> anyhow::Result<ExitC
         Ok(report) => report,
         // Bytes that failed a check are a verification failure; a store that could not
         // be opened (missing, locked, no permission) is not, and says why.
-        Err(error) if error.is_integrity_fault() => return report_unreadable(json, &error.to_string()),
+        Err(error) if error.is_integrity_fault() => {
+            return report_check(json, false, serde_json::json!({ "error": error.to_string() }), &error.to_string())
+        }
         Err(error) => return Err(error.into()),
     };
     let seconds = started.elapsed().as_secs_f64();
@@ -478,54 +470,11 @@ fn verify(data: &Path, threads: Option<u16>, json: bool) -> anyhow::Result<ExitC
         value["recovery_needed"] = serde_json::json!(recovery_needed);
         print_json(&value)?;
     } else {
-        for chain in &report.chains {
-            match &chain.fault {
-                None => outln!(
-                    "ok    validator {}: {} blocks, {} events, tip {}",
-                    chain.validator,
-                    chain.n_blocks_ok,
-                    chain.n_events,
-                    chain.verified_tip.map_or("(empty)".into(), |t| format!("height {} hash {}", t.height, t.hash))
-                ),
-                Some(fault) => outln!(
-                    "FAIL  validator {}: first bad height {} ({}): {}",
-                    chain.validator,
-                    fault.height,
-                    fault.kind,
-                    fault.message
-                ),
-            }
+        for line in report.lines(seconds) {
+            outln!("{line}");
         }
-        match (&report.indexes.fault, report.indexes.checked) {
-            (Some(fault), _) => outln!("FAIL  index {} ({}): {}", fault.index, fault.kind, fault.message),
-            (None, true) => outln!(
-                "ok    indexes: {} transcripts, each indexed by challenge and by miner",
-                report.indexes.n_entries
-            ),
-            (None, false) => outln!("skip  indexes: not compared, a chain failed"),
-        }
-        outln!(
-            "{} {} chain(s), {} blocks, {} events, {:.1} MiB in {:.2} s ({:.0} events/s, {:.0} MiB/s)",
-            if report.ok { "verified" } else { "FAILED:" },
-            report.chains.len(),
-            report.n_blocks,
-            report.n_events,
-            report.n_bytes as f64 / 1048576.0,
-            seconds,
-            report.n_events as f64 / seconds,
-            report.n_bytes as f64 / 1048576.0 / seconds
-        );
     }
     Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(EXIT_CHECK_FAILED) })
-}
-
-fn report_unreadable(json: bool, message: &str) -> anyhow::Result<ExitCode> {
-    if json {
-        print_json(&serde_json::json!({ "ok": false, "error": message }))?;
-    } else {
-        outln!("FAIL: {message}");
-    }
-    Ok(ExitCode::from(EXIT_CHECK_FAILED))
 }
 
 fn export(data: &Path, format: ExportFormat, validator: Option<String>) -> anyhow::Result<ExitCode> {
@@ -544,21 +493,7 @@ fn export(data: &Path, format: ExportFormat, validator: Option<String>) -> anyho
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
-    for validator in validators {
-        let Some(tip) = store.tip(&validator)? else {
-            continue;
-        };
-        for height in 0..=tip.height {
-            let block = store
-                .block(&validator, height)?
-                .ok_or_else(|| anyhow!("block {height} of {validator} is missing; run `af ledger verify`"))?;
-            for (event_idx, event) in block.block.events.iter().enumerate() {
-                let line = serde_json::json!({ "validator": validator, "height": height, "event_idx": event_idx, "block_hash": block.hash, "event": event });
-                serde_json::to_writer(&mut out, &line)?;
-                out.write_all(b"\n")?;
-            }
-        }
-    }
+    af::ledger::export::write_events_jsonl(&store, &validators, &mut out)?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
@@ -589,23 +524,7 @@ fn salvage(data: &Path, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
         }
     };
     file.sync_all().with_context(|| format!("syncing {}", out.display()))?;
-    let mut lines = vec![format!(
-        "{} blocks of {} chain(s) written to {} (import them into a fresh store: af ledger import --data NEW --file {})",
-        report.n_blocks,
-        report.chains.len(),
-        out.display(),
-        out.display()
-    )];
-    if let Some(why) = &report.tips_unreadable {
-        lines.push(format!("the tips table is unreadable ({why}): chains were found from the blocks"));
-    }
-    for chain in &report.chains {
-        let upto = chain.tip.map_or("nothing".into(), |t| format!("heights 0 to {}", t.height));
-        lines.push(match &chain.stopped {
-            None => format!("whole  {}: {upto}", chain.validator),
-            Some(why) => format!("short  {}: {upto}; stopped at {why}", chain.validator),
-        });
-    }
+    let lines = report.lines(out);
     if json {
         return report_check(json, report.complete(), serde_json::to_value(&report)?, "");
     }

@@ -2,7 +2,7 @@
 //! (ledger-spec/13); `status` shows what validators will see of it.
 
 use super::chain::{runtime, ChainArgs};
-use super::{one_line, print_json};
+use super::print_json;
 use crate::outln;
 use af::chain::miner::MinerCommitment;
 use af::validator::discovery;
@@ -112,25 +112,12 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
     // directory's store is opened (through a running node, mirrored) once.
     let opened = data.map(|dir| super::http::replay_dir(dir).map(|opened| (dir, opened))).transpose()?;
     let own = match &opened {
-        Some((dir, (store, _))) => super::data_dir::own_state(dir, store)?,
+        Some((dir, (store, _))) => af::validator::state::own_state(dir, store)?,
         None => None,
     };
     let replayed = opened.as_ref().map(|(_, (_, replayed))| replayed);
     let status = af::audit::miner_status::miner_status(&hotkey, &neurons, &records, own.as_ref(), replayed)?;
-    let af::audit::miner_status::MinerStatus {
-        neuron,
-        record,
-        commitment: decoded,
-        queue_of,
-        queue_len,
-        queue_position,
-        is_champion,
-        skipped,
-        matches,
-        recorded_skips,
-        last_played,
-    } = status;
-    let models = match &decoded {
+    let models = match &status.commitment {
         Some(Ok(c)) if !c.endpoint.starts_with("chutes:") => {
             let endpoint = discovery::endpoint_of(c);
             Some(runtime()?.block_on(af::miner::client::list_models(&endpoint, timeout_ms)))
@@ -140,95 +127,28 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
     if json {
         print_json(&serde_json::json!({
             "hotkey": hotkey,
-            "already_played_in": last_played,
-            "registered": neuron.is_some(),
-            "uid": neuron.map(|n| n.uid),
-            "registration_block": neuron.map(|n| n.registration_block),
-            "commitment_block": record.map(|r| r.block),
-            "commitment": decoded.as_ref().and_then(|d| d.as_ref().ok()),
-            "commitment_error": decoded.as_ref().and_then(|d| d.as_ref().err().map(ToString::to_string)),
-            "queue_position": queue_position,
-            "queue_of": queue_of.map(|v| v.to_hex()),
-            "champion": is_champion,
-            "skipped": skipped,
+            "already_played_in": status.last_played,
+            "registered": status.neuron.is_some(),
+            "uid": status.neuron.map(|n| n.uid),
+            "registration_block": status.neuron.map(|n| n.registration_block),
+            "commitment_block": status.record.map(|r| r.block),
+            "commitment": status.commitment.as_ref().and_then(|d| d.as_ref().ok()),
+            "commitment_error": status.commitment.as_ref().and_then(|d| d.as_ref().err().map(ToString::to_string)),
+            "queue_position": status.queue_position,
+            "queue_of": status.queue_of.map(|v| v.to_hex()),
+            "champion": status.is_champion,
+            "skipped": status.skipped,
             "models": models.as_ref().map(|m| match m {
                 Ok(ids) => serde_json::json!({ "ok": true, "ids": ids }),
                 Err(why) => serde_json::json!({ "ok": false, "error": why }),
             }),
-            "matches": matches,
-            "recorded_skips": recorded_skips,
+            "matches": status.matches,
+            "recorded_skips": status.recorded_skips,
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
-    match neuron {
-        Some(n) => {
-            outln!("{hotkey}: uid {} on subnet {}, registered at block {}", n.uid, spec.netuid, n.registration_block)
-        }
-        None => outln!("{hotkey}: not registered on subnet {}", spec.netuid),
-    }
-    match (&decoded, record) {
-        (Some(Ok(c)), Some(r)) => {
-            outln!(
-                "commitment (block {}): {}@{} at {}",
-                r.block,
-                one_line(&c.model),
-                one_line(&c.revision),
-                one_line(&c.endpoint)
-            )
-        }
-        (Some(Err(e)), Some(r)) => outln!("commitment (block {}): {}", r.block, one_line(e)),
-        _ => outln!("commitment: none"),
-    }
-    let whose = match queue_of {
-        Some(validator) => format!("validator {}…'s queue", &validator.to_hex()[..16]),
-        None => "the queue of a validator that has played nothing yet (pass --data for a validator's own)".into(),
-    };
-    match (is_champion, queue_position, &skipped) {
-        (true, _, _) => outln!("validators: the champion, defending ({whose})"),
-        (false, Some(k), _) => {
-            outln!("validators: queued as contender #{} of {}, oldest commitment first ({whose})", k + 1, queue_len)
-        }
-        (false, None, Some(s)) => match (s, last_played) {
-            (discovery::Skipped::AlreadyPlayed { .. }, Some(row)) => outln!(
-                "validators: not played again: this model played as contender in match {} against {}: {} ({whose})",
-                row.match_id,
-                one_line(&row.opponent),
-                match row.verdict {
-                    Some("champion stayed") => "it lost, the champion stayed",
-                    Some(_) => "it won and was crowned",
-                    None => "still open",
-                }
-            ),
-            _ => outln!("validators: not played: {} ({whose})", s.describe()),
-        },
-        (false, None, None) => outln!("validators: nothing to play ({whose})"),
-    }
-    match &models {
-        Some(Ok(ids)) => {
-            let model = decoded.as_ref().and_then(|d| d.as_ref().ok()).map(|c| c.model.as_str()).unwrap_or_default();
-            let listed = if ids.iter().any(|id| id == model) { "listed" } else { "NOT listed" };
-            outln!("endpoint: /v1/models answers with {} model(s); {model} is {listed}", ids.len())
-        }
-        Some(Err(why)) => outln!("endpoint: /v1/models failed: {why}"),
-        None => outln!("endpoint: not checked (none committed, or served through Chutes)"),
-    }
-    if let Some(skips) = &recorded_skips {
-        outln!("logs that recorded not playing it: {}", skips.len());
-        for row in skips {
-            outln!("  {}", af::audit::text::skip_line(row));
-        }
-    }
-    if let Some(rows) = &matches {
-        outln!("matches in the logs held: {}", rows.len());
-        for row in rows {
-            outln!(
-                "  {} as {} vs {}: {}",
-                row.match_id,
-                row.role,
-                one_line(&row.opponent),
-                row.verdict.unwrap_or("open")
-            );
-        }
+    for line in status.lines(&hotkey, spec.netuid, models.as_ref()) {
+        outln!("{line}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -54,7 +54,7 @@ pub fn run(command: MinerCommand) -> anyhow::Result<ExitCode> {
         let seed = Hash32(blake3::derive_key("af reference miner seed v1", &seed.to_le_bytes()));
         axum::serve(listener, af::miner::server::router(policy, model, seed))
             .with_graceful_shutdown(async {
-                super::stop_signal().await;
+                af::validator::service::stop_signal().await;
             })
             .await
             .context("serving")?;

@@ -289,36 +289,6 @@ pub fn node_metrics(log_suppressed: prometheus_client::metrics::counter::Counter
     af::metrics::Metrics::with_log_counter(log_suppressed).with_heap_probe(crate::heap_probe)
 }
 
-/// Waits for SIGINT (Ctrl-C) or SIGTERM (systemd, pm2, docker stop), and says which.
-/// The handlers are installed when this is called, not when it is first awaited, so a
-/// signal that arrives while the caller is still starting up is not lost (nor does it
-/// kill the process the default way). Call it inside the runtime, before other work.
-pub fn stop_signal() -> impl std::future::Future<Output = &'static str> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let interrupt = signal(SignalKind::interrupt());
-        let terminate = signal(SignalKind::terminate());
-        async move {
-            match (interrupt, terminate) {
-                (Ok(mut interrupt), Ok(mut terminate)) => tokio::select! {
-                    _ = interrupt.recv() => "SIGINT",
-                    _ = terminate.recv() => "SIGTERM",
-                },
-                _ => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    "SIGINT"
-                }
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    async {
-        let _ = tokio::signal::ctrl_c().await;
-        "SIGINT"
-    }
-}
-
 /// Reads a text input of at most `limit` bytes from a file, or stdin for `-`. Only a
 /// regular file or a stream is read, and never more than `limit + 1` bytes of it.
 /// Runs `f` with panic messages kept off the terminal: for reads of a store whose pages
@@ -361,12 +331,20 @@ pub fn read_input_bytes(path: &std::path::Path, limit: u64) -> anyhow::Result<Ve
 /// be: the check ran and failed (exit 3), with serde's reason (which names the field).
 pub fn report_parse_failure(json: bool, what: &str, error: &serde_json::Error) -> anyhow::Result<ExitCode> {
     let message = format!("not a well-formed {what}: {error}");
+    report_check(json, false, serde_json::json!({ "error": message }), &message)
+}
+
+/// A check's result: `value` with `ok` set (`--json`), or `ok: TEXT` / `FAIL: TEXT`; exit
+/// 0 when it passed, 3 when it failed.
+pub fn report_check(json: bool, ok: bool, value: serde_json::Value, text: &str) -> anyhow::Result<ExitCode> {
     if json {
-        print_json(&serde_json::json!({ "ok": false, "error": message }))?;
+        let mut value = value;
+        value["ok"] = serde_json::json!(ok);
+        print_json(&value)?;
     } else {
-        outln!("FAIL: {message}");
+        outln!("{}{text}", if ok { "ok: " } else { "FAIL: " });
     }
-    Ok(ExitCode::from(EXIT_CHECK_FAILED))
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(EXIT_CHECK_FAILED) })
 }
 
 /// Shows progress on stderr when it is a terminal, at most a few times a second.

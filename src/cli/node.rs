@@ -69,7 +69,7 @@ pub fn node(
     let closing = log.clone();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let outcome = runtime.block_on(async move {
-        let signal = super::stop_signal();
+        let signal = af::validator::service::stop_signal();
         let (mut p2p, mut http) = (P2pConfig::default(), HttpConfig::default());
         args.apply(&mut p2p, &mut http);
         let metrics = Arc::new(super::node_metrics(log_suppressed));
@@ -136,23 +136,8 @@ pub fn peers(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
     outln!("node {} (status written {age_s:.1} s ago)", status["peer_id"].as_str().unwrap_or("?"));
     let net: af::p2p::net::NetStatus =
         serde_json::from_value(status.clone()).context("the status file is not a node's status")?;
-    outln!("{:<66} {:>8} {:>6}  {}", "validator", "height", "lag", "evidence");
-    // Lag: how far our copy of a chain is behind what a peer says it holds.
-    for (validator, height, lag) in net.lags() {
-        let forked = net
-            .forked
-            .iter()
-            .find(|(v, _)| *v == validator)
-            .map_or(String::new(), |(_, at)| format!("EQUIVOCATED at height {at}"));
-        outln!("{validator:<66} {height:>8} {lag:>6}  {forked}");
-    }
-    for peer in &net.peers {
-        outln!(
-            "peer {} validator {} gossip score {}",
-            peer.peer_id,
-            peer.validator.map_or("-".into(), |v| v.to_string()),
-            serde_json::json!(peer.gossip_score)
-        );
+    for line in net.lines() {
+        outln!("{line}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,7 @@
 //! consistency proofs, and the checks of each against what a reader holds.
 
 use super::data_dir::{key_path, validator_or_own};
-use super::{print_json, EXIT_CHECK_FAILED};
+use super::{print_json, report_check, EXIT_CHECK_FAILED};
 use crate::outln;
 use af::bytes::Hash32;
 use af::ledger::checkpoint::Checkpoint;
@@ -26,17 +26,6 @@ pub fn checkpoint(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
         std::io::stdout().lock().write_all(note.as_bytes())?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-pub fn report_check(json: bool, ok: bool, value: serde_json::Value, text: &str) -> anyhow::Result<ExitCode> {
-    if json {
-        let mut value = value;
-        value["ok"] = serde_json::json!(ok);
-        print_json(&value)?;
-    } else {
-        outln!("{}{text}", if ok { "ok: " } else { "FAIL: " });
-    }
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(EXIT_CHECK_FAILED) })
 }
 
 pub fn verify_checkpoint(file: &Path, data: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {

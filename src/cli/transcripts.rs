@@ -7,7 +7,6 @@
 use super::{one_line, print_json, read_input};
 use crate::outln;
 use af::ledger::entry::{verify_entry, TranscriptEntry};
-use af::ledger::event::Event;
 use af::limits::MAX_JSON_INPUT_BYTES;
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -95,7 +94,7 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
         af::replay::entries::Filter { env: args.env.clone(), match_id: match_filter, result: args.result.clone() };
     // Each entry is written as it is built: a miner's entries in every log held can be
     // far more than memory, and their blocks are read one at a time.
-    let mut text = Text::default();
+    let mut text = af::audit::transcript_text::TranscriptText::default();
     let (mut written, mut failed) = (0usize, None);
     let found = af::replay::entries::Found::Miner(&miner);
     af::replay::entries::for_each_entry(&store, &replayed.folds, &locations, found, &filter, &mut |entry| {
@@ -107,7 +106,10 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
                 Ok(())
             })
         } else {
-            text.print(&entry)
+            text.lines(&entry).iter().try_for_each(|line| {
+                outln!("{line}");
+                Ok(())
+            })
         };
         written += 1;
         done.map_err(|error| failed = Some(error)).is_ok()
@@ -140,133 +142,6 @@ fn json_element(n: usize, entry: &TranscriptEntry) -> anyhow::Result<()> {
     write!(out, "{}", if n == 0 { "[\n" } else { ",\n" })?;
     for (i, line) in pretty.lines().enumerate() {
         write!(out, "{}  {line}", if i == 0 { "" } else { "\n" })?;
-    }
-    Ok(())
-}
-
-/// The most characters of one answer shown in text (`--json` has every byte).
-const ANSWER_SHOWN: usize = 2_000;
-
-/// The entries as text, grouped: a header per match (validator, roles, rule in words),
-/// a line per env with its tally and decision, then each challenge with the result and
-/// both answers in full (every turn of a multi-turn game), up to `ANSWER_SHOWN`. Fed one
-/// entry at a time; it keeps the match and env it is in.
-#[derive(Default)]
-struct Text {
-    current: Option<(af::bytes::ValidatorKey, af::bytes::Hash32)>,
-    current_env: Option<String>,
-}
-
-impl Text {
-    fn print(&mut self, e: &TranscriptEntry) -> anyhow::Result<()> {
-        let short = |text: &str| text.chars().take(16).collect::<String>();
-        let Text { current, current_env } = self;
-        {
-            let t = &e.transcript;
-            if *current != Some((e.validator, t.match_id)) {
-                if current.is_some() {
-                    outln!("");
-                }
-                *current = Some((e.validator, t.match_id));
-                *current_env = None;
-                let against = match (e.unproven.role.as_str(), &e.opponent) {
-                    ("contender", Some(o)) => format!(" against the champion {}", one_line(&o.hotkey)),
-                    ("champion", Some(o)) => format!(" against the contender {}", one_line(&o.hotkey)),
-                    (_, Some(o)) => format!(" against {}", one_line(&o.hotkey)),
-                    (_, None) => String::new(),
-                };
-                outln!("match {}  in the log of validator {}", t.match_id, e.validator);
-                outln!(
-                    "  {} ({}) played as {}{against}",
-                    one_line(&t.miner.hotkey),
-                    one_line(&t.miner.model),
-                    e.unproven.role
-                );
-                if let Some(rule) = &e.unproven.rule {
-                    outln!("  rule: {}", af::evaluation::plan::plan_in_words(rule));
-                }
-                if let Some(reason) = &e.unproven.match_reason {
-                    outln!("  result: {reason}");
-                }
-            }
-            if current_env.as_deref() != Some(t.env.name.as_str()) {
-                *current_env = Some(t.env.name.clone());
-                let tally = match &e.unproven.env_tally {
-                    Some(tally) => format!(
-                        "the contender won {}, lost {}, drew {} of {} challenges",
-                        tally.wins, tally.losses, tally.draws, tally.n_challenges
-                    ),
-                    None => "no tally (the match's start is not in the logs held)".into(),
-                };
-                let decision = e.unproven.env_decision.map_or("undecided".to_string(), env_decision_words);
-                outln!("  env {} v{}: {tally}: {decision}", t.env.name, t.env.version);
-            }
-            let result = match (&e.outcome, &e.opponent) {
-                (Some(outcome), Some(o)) => format!(
-                    "{outcome:<4}  {} vs {}",
-                    af::envs::reward_text(t.reward_milli),
-                    af::envs::reward_text(o.reward_milli)
-                ),
-                _ => format!("      {}, no opponent answer in this block", af::envs::reward_text(t.reward_milli)),
-            };
-            let proof = match &e.proof.commitment {
-                Some(p) => match &p.event {
-                    Event::ChainCommitment(c) => {
-                        format!("proven to the tip committed at chain block {}", c.chain_block)
-                    }
-                    _ => "proven to the tip".into(),
-                },
-                None => "proven to the tip; no commitment covers it yet".into(),
-            };
-            outln!(
-                "    #{:<4} {result}  challenge {}  (block {} event {}, {proof})",
-                t.challenge_index,
-                short(&t.challenge_id.to_hex()),
-                e.height,
-                e.event_idx
-            );
-            let turns: Vec<&str> =
-                t.messages.iter().filter(|m| m.role == "assistant").map(|m| m.content.as_str()).collect();
-            if turns.len() > 1 {
-                for (turn, content) in turns.iter().enumerate() {
-                    print_answer(&format!("ours, turn {}", turn + 1), content)?;
-                }
-            } else {
-                print_answer("ours", &t.answer)?;
-            }
-            if let Some(error) = &t.error {
-                outln!("          error: {}", one_line(error));
-            }
-            if let Some(o) = &e.opponent {
-                let label = if turns.len() > 1 { "theirs, last turn" } else { "theirs" };
-                print_answer(label, &o.answer)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// An env decision in words (the JSON keeps its snake_case name).
-fn env_decision_words(decision: af::ledger::event::EnvOutcome) -> String {
-    use af::ledger::event::EnvOutcome;
-    match decision {
-        EnvOutcome::ContenderBetter => "the contender is better".into(),
-        EnvOutcome::ContenderNotBetter => "the contender is not better".into(),
-        EnvOutcome::Inconclusive => "inconclusive (a cap was reached, or the match was decided first)".into(),
-    }
-}
-
-/// One answer under its label, every line indented, cut at `ANSWER_SHOWN` characters.
-fn print_answer(label: &str, answer: &str) -> anyhow::Result<()> {
-    let total = answer.chars().count();
-    let shown: String = answer.chars().take(ANSWER_SHOWN).collect();
-    let mut lines = shown.lines();
-    outln!("          {label}: {}", lines.next().unwrap_or("(empty)"));
-    for line in lines {
-        outln!("          {:width$}  {line}", "", width = label.len());
-    }
-    if total > ANSWER_SHOWN {
-        outln!("          ({} more characters; --json has all of it)", total - ANSWER_SHOWN);
     }
     Ok(())
 }
@@ -347,40 +222,9 @@ fn verify_one(entry: &TranscriptEntry, chain: &super::chain::ChainArgs, json: bo
             "unproven": entry.unproven,
         }))?;
     } else {
-        match &verified {
-            Ok(v) => {
-                outln!(
-                    "ok: transcript {} of block {} (validator {}), every shown field proven, chained to height {} hash {}",
-                    v.event_idx,
-                    v.height,
-                    v.validator,
-                    v.tip.height,
-                    v.tip.hash
-                );
-                match &v.commitment {
-                    Some(c) => outln!(
-                        "proven from the validator's log: it committed that tip at chain block {} on netuid {}",
-                        c.chain_block,
-                        c.netuid
-                    ),
-                    None => outln!("unproven: no commitment covers this block yet; the proof reaches the validator's tip when it was made"),
-                }
-                match &on_chain {
-                    Some(check) => outln!("{}on chain: {}", if check.ok { "" } else { "FAIL " }, check.detail),
-                    None => outln!("not checked on chain (give --chain SPEC --netuid N to check it)"),
-                }
-                outln!(
-                    "unproven (replay's context, not covered by the proofs): role {}, env: {}, match: {}",
-                    entry.unproven.role,
-                    entry.unproven.env_decision.map_or("undecided".to_string(), env_decision_words),
-                    match entry.unproven.match_contender_won {
-                        Some(true) => "the contender won",
-                        Some(false) => "the champion kept the crown",
-                        None => "not decided",
-                    }
-                );
-            }
-            Err(e) => outln!("FAIL: {e}"),
+        let lines = af::audit::transcript_text::verified_lines(&verified, on_chain.as_ref(), &entry.unproven);
+        for line in lines {
+            outln!("{line}");
         }
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) })

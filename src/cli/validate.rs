@@ -87,26 +87,8 @@ pub fn print_config(
     chain: &ChainFlags,
 ) -> anyhow::Result<ExitCode> {
     let config = effective_config(config_path.as_deref(), net, chain)?;
-    let text = toml::to_string(&config).context("writing the config as TOML")?;
-    // TOML has no null: an unset optional field is shown as a comment in its section, so
-    // every setting appears.
-    let spec = &config.chain;
-    let unset: Vec<String> = [
-        ("hotkey", spec.hotkey.is_none(), "no signing: read-only chain access"),
-        ("wallet", spec.wallet.is_none(), "needed with hotkey on subtensor"),
-        ("wallets_dir", spec.wallets_dir.is_none(), "~/.bittensor/wallets"),
-    ]
-    .iter()
-    .filter(|(_, is_unset, _)| *is_unset)
-    .map(|(name, _, meaning)| format!("# {name}: unset ({meaning})"))
-    .collect();
-    for line in text.lines() {
-        crate::outln!("{line}");
-        if line.starts_with("netuid = ") {
-            for comment in &unset {
-                crate::outln!("{comment}");
-            }
-        }
+    for line in config.to_toml_commented()?.lines() {
+        outln!("{line}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -143,7 +125,7 @@ pub fn validate(
             watch_only: chain_flags.watch_only,
             metrics: Arc::new(super::node_metrics(log_suppressed)),
         };
-        let Some(mut validator) = Validator::start(launch, super::stop_signal()).await? else {
+        let Some(mut validator) = Validator::start(launch, af::validator::service::stop_signal()).await? else {
             return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
         };
         let terminal = std::io::stderr().is_terminal();
@@ -200,76 +182,23 @@ async fn show_progress(mut progress: tokio::sync::watch::Receiver<MatchState>, e
 }
 
 pub fn ratio_show(data: &Path, chain: &super::chain::ChainArgs, json: bool) -> anyhow::Result<ExitCode> {
-    // Never this machine's settings: the plan the log records, else the network's
-    // (ledger-spec/02), so every reader of the same log prints the same ratio.
-    let legacy = af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
     // A read command: the store is opened read-only and checked like any other read.
     let store = super::http::open_for_read(data)?;
     let validator = af::ledger::LedgerKey::load(&super::data_dir::key_path(data))?.validator();
-    let mut loaded = state::load(&store, &validator, &legacy)?;
-    // The decay is the plan's the log records, whatever this machine's configuration says.
-    let (params, plan_from) = match loaded.logged_ratio_params(&legacy) {
-        Some((params, ratio)) => {
-            loaded.ratio = ratio;
-            (params, "log")
-        }
-        None => (legacy, "network"),
+    let loaded = state::load(&store, &validator, &af::evaluation::ratio::DEFAULT_RATIO_PARAMS)?;
+    let head = match chain.chain {
+        Some(_) => Some(
+            super::chain::runtime()?.block_on(async { anyhow::Ok(chain.connect().await?.current_block().await?) })?,
+        ),
+        None => None,
     };
-    // Chain time only: the chain's head if one is named, else the newest block the log
-    // names (what the validator itself last saw).
-    let (now_block, now_from) = match chain.chain {
-        Some(_) => {
-            let head = super::chain::runtime()?
-                .block_on(async { anyhow::Ok(chain.connect().await?.current_block().await?) })?;
-            (head, "chain")
-        }
-        None => (loaded.latest_chain_block, "log"),
-    };
-    let current = params.current_ppm(&loaded.ratio, now_block);
+    let shown = af::validator::ratio_show::RatioShow::of(loaded, head);
     if json {
-        print_json(&serde_json::json!({
-            "current_ppm": current,
-            "current": f64::from(current) / 1e6,
-            "set_ppm": loaded.ratio.set_ppm,
-            "set_at_block": loaded.ratio.set_at_block,
-            "set_by_match": loaded.ratio_set_by,
-            "floor_ppm": params.floor_ppm(),
-            "half_life_blocks": params.half_life_blocks,
-            "now_block": now_block,
-            "now_block_from": now_from,
-            "plan_from": plan_from,
-            "plan": loaded.ratio_plan.as_ref().or(loaded.newest_plan.as_ref()),
-            "champion": loaded.champion.map(|c| c.hotkey),
-            "matches_decided": loaded.n_decided,
-        }))?;
+        print_json(&shown)?;
     } else {
-        outln!("ratio to beat  {:.4}", f64::from(current) / 1e6);
-        match loaded.ratio_set_by {
-            Some(match_id) => outln!(
-                "set to        {:.4} at chain block {} by match {}",
-                f64::from(loaded.ratio.set_ppm) / 1e6,
-                loaded.ratio.set_at_block,
-                match_id
-            ),
-            None => {
-                outln!("set to        {:.4} (initial: no contender has won yet)", f64::from(loaded.ratio.set_ppm) / 1e6)
-            }
+        for line in shown.lines() {
+            outln!("{line}");
         }
-        let now_text = match now_from {
-            "chain" => format!("now chain block {now_block}, the chain's head"),
-            _ if now_block == 0 => "no chain block in the log: a validator without a chain never decays".into(),
-            _ => format!("now chain block {now_block}, the newest the log names; --chain reads the head"),
-        };
-        outln!(
-            "decay          toward {:.4}, half-life {} chain blocks ({now_text}; {})",
-            f64::from(params.floor_ppm()) / 1e6,
-            params.half_life_blocks,
-            match plan_from {
-                "log" => "the plan the log records",
-                _ => "no match in the log: the network's plan (ledger-spec/02)",
-            }
-        );
-        outln!("champion       {}", loaded.champion.map_or("(none yet)".into(), |c| c.hotkey));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,7 @@
 //! with: block, neurons, weights, pending timelocked commits and commitments.
 
 use super::chain::ChainArgs;
-use super::{one_line, print_json};
+use super::print_json;
 use crate::outln;
 use af::audit::chain_view::{self, ChainView};
 
@@ -43,57 +43,8 @@ pub fn weights_show(data: &std::path::Path, chain: &ChainArgs, json: bool) -> an
         }))?;
         return Ok(code);
     }
-    outln!(
-        "replay: champion {} → weights {}",
-        state.champion.as_ref().map_or("(none)", |c| &*c.hotkey),
-        af::chain::weight_shares(replay_weights.iter().copied())
-    );
-    for row in &audit.rows {
-        let logged = row.logged.as_ref().map_or("no weights logged".into(), |w| match &w.commit {
-            Some(c) => format!(
-                "committed {} at chain block {} (round {}, reveal block {})",
-                af::chain::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied())),
-                w.chain_block,
-                c.reveal_round,
-                c.reveal_block
-            ),
-            None => format!(
-                "set {} at chain block {}",
-                af::chain::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied())),
-                w.chain_block
-            ),
-        });
-        outln!("log {}: {logged}{}", row.validator, af::audit::text::replay_note(row.agrees_with_replay));
-        if row.status != "not_checked" {
-            outln!("  {}: {}", row.status, row.detail);
-        }
-    }
-    match &view {
-        None => outln!("on chain: not read (pass --chain to compare)"),
-        Some(v) => {
-            outln!("on chain at block {}: {}", v.block, audit.note);
-            for (uid, pairs) in &v.weights {
-                let setter = v.neurons.iter().find(|n| n.uid == *uid).map_or("?", |n| n.hotkey.as_str());
-                outln!("  uid {uid} ({}) has {}", one_line(setter), af::chain::weight_shares(pairs.iter().copied()));
-            }
-            for p in &v.timelocked.pending {
-                outln!(
-                    "  pending: {} committed at block {}, opens with round {}",
-                    p.hotkey,
-                    p.commit_block,
-                    p.reveal_round
-                );
-            }
-            for r in &v.timelocked.revealed {
-                match r.error.as_str() {
-                    "" => {
-                        let shares = af::chain::weight_shares(r.uids.iter().copied().zip(r.weights.iter().copied()));
-                        outln!("  revealed: {} at block {}: {shares}", one_line(&r.hotkey), r.reveal_block)
-                    }
-                    why => outln!("  dropped: {} at block {}: {why}", r.hotkey, r.reveal_block),
-                }
-            }
-        }
+    for line in af::audit::text::weights_lines(state, &replay_weights, &audit, view.as_ref()) {
+        outln!("{line}");
     }
     Ok(code)
 }

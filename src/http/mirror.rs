@@ -111,6 +111,53 @@ pub struct MirrorReport {
 }
 
 impl MirrorReport {
+    /// Where `af mirror` writes the evidence of an equivocation found in `data`.
+    pub fn evidence_path(data: &std::path::Path, evidence: &Evidence) -> std::path::PathBuf {
+        data.join("evidence").join(format!("{}-{}.json", evidence.validator, evidence.height))
+    }
+
+    /// The report in words: a line per chain, then the totals; evidence paths under `data`.
+    pub fn lines(&self, data: &std::path::Path) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .chains
+            .iter()
+            .map(|chain| {
+                let server = chain.server_size.map_or("?".into(), |s| s.to_string());
+                let what = match &chain.outcome {
+                    ChainOutcome::UpToDate => "up to date".to_string(),
+                    ChainOutcome::Updated { blocks_new } => format!("{blocks_new} new blocks verified and stored"),
+                    ChainOutcome::Failed { error, blocks_new } => {
+                        format!("FAILED after {blocks_new} new blocks: {error}")
+                    }
+                    ChainOutcome::Refused { error, blocks_new } => {
+                        format!("REFUSED after {blocks_new} new blocks (nothing unverified stored): {error}")
+                    }
+                    ChainOutcome::Equivocation { evidence } => format!(
+                        "EQUIVOCATION at height {}: evidence written to {}",
+                        evidence.height,
+                        Self::evidence_path(data, evidence).display()
+                    ),
+                };
+                let (before, after) = (chain.size_before, chain.size_after);
+                format!("{}  {before} -> {after} blocks (server {server}): {what}", chain.validator)
+            })
+            .collect();
+        out.push(format!("{} chain(s) from {}; {} new blocks", self.chains.len(), self.source, self.blocks_new()));
+        out
+    }
+
+    /// Writes each equivocation's evidence under `data` ([`Self::evidence_path`]).
+    pub fn write_evidence(&self, data: &std::path::Path) -> std::io::Result<()> {
+        for chain in &self.chains {
+            if let ChainOutcome::Equivocation { evidence } = &chain.outcome {
+                let path = Self::evidence_path(data, evidence);
+                std::fs::create_dir_all(data.join("evidence"))?;
+                std::fs::write(&path, serde_json::to_vec_pretty(evidence)?)?;
+            }
+        }
+        Ok(())
+    }
+
     pub fn blocks_new(&self) -> u64 {
         self.chains
             .iter()

@@ -177,3 +177,107 @@ mod tests {
         assert!(matches!(read_conversation(r#"{"a": 1}"#, None, None), Err(ConversationError::Unknown(_))));
     }
 }
+
+/// What `af env score` was told on its command line, beside the file it read.
+#[derive(Clone, Debug, Default)]
+pub struct ScoreFlags<'a> {
+    pub env: Option<&'a str>,
+    pub challenge_id: Option<Hash32>,
+    pub miner: Option<&'a str>,
+    /// One answer to score (single-turn envs); else the file's conversation is scored.
+    pub answer: Option<&'a str>,
+}
+
+/// A conversation or answer scored again.
+#[derive(Clone, Debug)]
+pub struct Rescored {
+    pub env: String,
+    pub challenge_id: Hash32,
+    pub reward_milli: i32,
+    /// The reward the file recorded, if it recorded one.
+    pub recorded_reward_milli: Option<i32>,
+    /// The parsed action (an answer), or the whole scoring (a conversation).
+    pub detail: serde_json::Value,
+}
+
+impl Rescored {
+    /// Whether the reward equals the one recorded (true when none was).
+    pub fn agrees(&self) -> bool {
+        self.recorded_reward_milli.is_none_or(|r| r == self.reward_milli)
+    }
+}
+
+/// Why a score could not be computed: the flags and the file disagree, or say too little.
+#[derive(Debug, thiserror::Error)]
+pub enum RescoreError {
+    #[error("--{flag} {given} but the transcript is {recorded}")]
+    Disagree { flag: &'static str, given: String, recorded: String },
+    #[error("give --{flag}: the transcript file does not say which {what} it is")]
+    Missing { flag: &'static str, what: &'static str },
+    #[error("no environment {name}; known: {known}")]
+    UnknownEnv { name: String, known: String },
+    #[error("{0} is multi-turn: score a whole conversation with --transcript FILE")]
+    MultiTurn(String),
+    #[error("the transcript is not one this environment produces: {0}")]
+    NotProduced(#[from] crate::envs::TranscriptError),
+    #[error("give --answer TEXT or --transcript FILE")]
+    Nothing,
+}
+
+/// Scores `flags.answer`, or else `recorded`'s conversation, on the env and challenge that
+/// the flags and the file name; where both name one they must agree, since scoring one
+/// challenge's conversation as another's would print a meaningless reward.
+pub fn rescore(
+    registry: &crate::envs::Registry,
+    flags: &ScoreFlags<'_>,
+    recorded: Option<&Conversation>,
+) -> Result<Rescored, RescoreError> {
+    /// The value the flag and the file name (they must agree where both do).
+    fn agree<T: PartialEq + ToString>(
+        flag: &'static str,
+        given: Option<T>,
+        recorded: Option<T>,
+        describe: impl Fn(&T) -> String,
+    ) -> Result<Option<T>, RescoreError> {
+        match (given, recorded) {
+            (Some(g), Some(r)) if g != r => {
+                Err(RescoreError::Disagree { flag, given: g.to_string(), recorded: describe(&r) })
+            }
+            (Some(v), _) | (None, Some(v)) => Ok(Some(v)),
+            (None, None) => Ok(None),
+        }
+    }
+    let file_miner = recorded.and_then(|r| r.miner.clone());
+    agree("miner", flags.miner.map(String::from), file_miner, |m| format!("{m}'s answer"))?;
+    let file_env = recorded.and_then(|r| r.env.clone());
+    let env_name = agree("env", flags.env.map(String::from), file_env, |e| format!("of env {e}"))?
+        .ok_or(RescoreError::Missing { flag: "env", what: "environment" })?;
+    let file_id = recorded.and_then(|r| r.challenge_id);
+    let id = agree("challenge-id", flags.challenge_id, file_id, |c| format!("of challenge {c}"))?
+        .ok_or(RescoreError::Missing { flag: "challenge-id", what: "challenge" })?;
+    let env = registry.get(&env_name).ok_or_else(|| RescoreError::UnknownEnv {
+        name: crate::bytes::quote_prefix(&env_name),
+        known: registry.names().join(", "),
+    })?;
+    let (reward_milli, detail) = match (flags.answer, recorded) {
+        (Some(answer), _) => {
+            if env.spec().turns != crate::envs::Turns::Single {
+                return Err(RescoreError::MultiTurn(env.spec().name.to_string()));
+            }
+            let (action, reward) = crate::envs::score_answer(env, &id, answer);
+            (reward, serde_json::json!({ "action": action }))
+        }
+        (None, Some(recorded)) => {
+            let scored = crate::envs::score_transcript(env, &id, &recorded.messages)?;
+            (scored.reward_milli, serde_json::to_value(&scored).unwrap_or_default())
+        }
+        (None, None) => return Err(RescoreError::Nothing),
+    };
+    Ok(Rescored {
+        env: env.spec().name.to_string(),
+        challenge_id: id,
+        reward_milli,
+        recorded_reward_milli: recorded.and_then(|r| r.reward_milli),
+        detail,
+    })
+}

@@ -50,6 +50,28 @@ pub enum ExportError {
     Missing { validator: ValidatorKey, height: u64 },
 }
 
+/// Writes every event of `validators`' chains as JSON lines (`af ledger export`'s
+/// default format): validator, height, event index, block hash and the event
+/// (ledger-spec/10). A missing block is an error, said after the lines before it.
+pub fn write_events_jsonl(store: &Store, validators: &[ValidatorKey], out: &mut dyn Write) -> Result<(), ExportError> {
+    for validator in validators {
+        let Some(tip) = store.tip(validator)? else { continue };
+        for height in 0..=tip.height {
+            let block =
+                store.block(validator, height)?.ok_or(ExportError::Missing { validator: *validator, height })?;
+            for (event_idx, event) in block.block.events.iter().enumerate() {
+                let line = serde_json::json!({
+                    "validator": validator, "height": height, "event_idx": event_idx,
+                    "block_hash": block.hash, "event": event,
+                });
+                serde_json::to_writer(&mut *out, &line).map_err(|e| ExportError::Write(e.into()))?;
+                out.write_all(b"\n").map_err(ExportError::Write)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Writes every block of `validators` (each from height 0 to its tip), reading through
 /// the store: returns the number of blocks written.
 pub fn write_blocks(store: &Store, validators: &[ValidatorKey], out: &mut dyn Write) -> Result<u64, ExportError> {

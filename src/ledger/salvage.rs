@@ -43,6 +43,28 @@ pub struct SalvageReport {
 }
 
 impl SalvageReport {
+    /// The report in words, for blocks written to `out`: what was written and how to use
+    /// it, then a line per chain.
+    pub fn lines(&self, out: &std::path::Path) -> Vec<String> {
+        let out = out.display();
+        let mut lines = vec![format!(
+            "{} blocks of {} chain(s) written to {out} (import them into a fresh store: af ledger import --data NEW --file {out})",
+            self.n_blocks,
+            self.chains.len(),
+        )];
+        if let Some(why) = &self.tips_unreadable {
+            lines.push(format!("the tips table is unreadable ({why}): chains were found from the blocks"));
+        }
+        for chain in &self.chains {
+            let upto = chain.tip.map_or("nothing".into(), |t| format!("heights 0 to {}", t.height));
+            lines.push(match &chain.stopped {
+                None => format!("whole  {}: {upto}", chain.validator),
+                Some(why) => format!("short  {}: {upto}; stopped at {why}", chain.validator),
+            });
+        }
+        lines
+    }
+
     /// Every chain written whole, up to its recorded tip.
     pub fn complete(&self) -> bool {
         self.tips_unreadable.is_none() && self.chains.iter().all(|c| c.stopped.is_none())

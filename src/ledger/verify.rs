@@ -68,6 +68,48 @@ pub struct StoreReport {
     pub n_bytes: u64,
 }
 
+impl StoreReport {
+    /// `af ledger verify`'s report in words: a line per chain and for the indexes, then
+    /// the totals and the rate over `seconds`.
+    pub fn lines(&self, seconds: f64) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .chains
+            .iter()
+            .map(|chain| match &chain.fault {
+                None => format!(
+                    "ok    validator {}: {} blocks, {} events, tip {}",
+                    chain.validator,
+                    chain.n_blocks_ok,
+                    chain.n_events,
+                    chain.verified_tip.map_or("(empty)".into(), |t| format!("height {} hash {}", t.height, t.hash))
+                ),
+                Some(fault) => format!(
+                    "FAIL  validator {}: first bad height {} ({}): {}",
+                    chain.validator, fault.height, fault.kind, fault.message
+                ),
+            })
+            .collect();
+        out.push(match (&self.indexes.fault, self.indexes.checked) {
+            (Some(fault), _) => format!("FAIL  index {} ({}): {}", fault.index, fault.kind, fault.message),
+            (None, true) => {
+                format!("ok    indexes: {} transcripts, each indexed by challenge and by miner", self.indexes.n_entries)
+            }
+            (None, false) => "skip  indexes: not compared, a chain failed".into(),
+        });
+        let mib = self.n_bytes as f64 / 1048576.0;
+        out.push(format!(
+            "{} {} chain(s), {} blocks, {} events, {mib:.1} MiB in {seconds:.2} s ({:.0} events/s, {:.0} MiB/s)",
+            if self.ok { "verified" } else { "FAILED:" },
+            self.chains.len(),
+            self.n_blocks,
+            self.n_events,
+            self.n_events as f64 / seconds,
+            mib / seconds
+        ));
+        out
+    }
+}
+
 /// Progress after each block, from any worker: (blocks verified so far, bytes so far),
 /// over the whole store.
 pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Sync);

@@ -153,6 +153,22 @@ pub struct NetStatus {
 }
 
 impl NetStatus {
+    /// `af peers` in words: each chain with its height, lag and any equivocation, then
+    /// each peer.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = vec![format!("{:<66} {:>8} {:>6}  {}", "validator", "height", "lag", "evidence")];
+        for (validator, height, lag) in self.lags() {
+            let forked = self.forked.iter().find(|(v, _)| *v == validator);
+            let forked = forked.map_or(String::new(), |(_, at)| format!("EQUIVOCATED at height {at}"));
+            out.push(format!("{validator:<66} {height:>8} {lag:>6}  {forked}"));
+        }
+        out.extend(self.peers.iter().map(|peer| {
+            let validator = peer.validator.map_or("-".into(), |v| v.to_string());
+            format!("peer {} validator {validator} gossip score {}", peer.peer_id, serde_json::json!(peer.gossip_score))
+        }));
+        out
+    }
+
     /// Each chain we hold: (validator, our height, how many blocks the furthest peer
     /// says it holds beyond ours). Peers' claims are unverified until synced.
     pub fn lags(&self) -> Vec<(ValidatorKey, u64, u64)> {

@@ -34,6 +34,14 @@ pub(super) const MAX_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
 /// Members of the sets a validator keeps of what its own log holds (`key_set::KeySet`):
 /// (set, key) -> nothing.
 const KEY_SETS: TableDefinition<&[u8], ()> = TableDefinition::new("key_sets");
+/// A kept file's fold heads (`projection`): written last, in a transaction of its own,
+/// and taken out before anything else is written, so heads in the file always describe
+/// the matches and records beside them.
+const HEADS: TableDefinition<&str, &[u8]> = TableDefinition::new("fold_heads");
+/// The one key of [`HEADS`].
+const HEADS_KEY: &str = "heads";
+/// Largest heads entry read back.
+const MAX_HEADS_BYTES: usize = 1 << 30;
 /// Each kind of listed record (`lists::RECORD_TABLES`): (validator, place in the log's
 /// list, big-endian) -> the record.
 fn list_table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
@@ -107,6 +115,10 @@ const MAX_FOLD_BYTES: u64 = 64 * 1024 * 1024;
 pub enum ColdError {
     #[error("the replay's file {path}: {message}")]
     Engine { path: String, message: String },
+    /// A kept file that fails its checks on open (`ColdStore::open_kept`): one to make
+    /// afresh, unlike one another process holds.
+    #[error("the replay's file {path} is damaged: {message}")]
+    Damaged { path: String, message: String },
 }
 
 /// The file matches and records are spilled to, open for this process alone.
@@ -118,6 +130,8 @@ pub struct ColdStore {
     cache: CacheSize,
     /// The directory of a temporary file, removed with it.
     _temporary: Option<tempfile::TempDir>,
+    /// Kept after this process (`open_kept`): not removed when dropped.
+    kept: bool,
     /// The last key set made.
     sets: std::sync::atomic::AtomicU64,
     /// Transactions begun, for `durability`.
@@ -197,6 +211,22 @@ fn of_validator(validator: &ValidatorKey) -> ([u8; 32], Option<[u8; 32]>) {
     (validator.0, None)
 }
 
+/// Makes every table, so any snapshot can open them all.
+fn make_tables(db: &Database) -> Result<(), redb::Error> {
+    let txn = db.begin_write()?;
+    txn.open_table(BY_ID)?;
+    txn.open_table(BY_PLACE)?;
+    txn.open_table(STATE_LIST)?;
+    txn.open_table(KEY_SETS)?;
+    txn.open_table(HEADS)?;
+    txn.open_table(list_table(STATE_PLAYS))?;
+    for name in RECORD_TABLES {
+        txn.open_table(list_table(name))?;
+    }
+    txn.commit()?;
+    Ok(())
+}
+
 impl ColdStore {
     /// Creates the file at `path`, replacing one an earlier run left.
     pub fn create(path: &Path, cache: CacheSize) -> Result<ColdStore, ColdError> {
@@ -224,31 +254,95 @@ impl ColdStore {
             .set_cache_size(cache.page_bytes)
             .create(path)
             .map_err(|e| fail(redb::Error::from(e).to_string()))?;
-        // Every table exists from the start, so any snapshot can open them all.
-        let made = (|| -> Result<(), redb::Error> {
-            let txn = db.begin_write()?;
-            txn.open_table(BY_ID)?;
-            txn.open_table(BY_PLACE)?;
-            txn.open_table(STATE_LIST)?;
-            txn.open_table(KEY_SETS)?;
-            txn.open_table(list_table(STATE_PLAYS))?;
-            for name in RECORD_TABLES {
-                txn.open_table(list_table(name))?;
-            }
-            txn.commit()?;
-            Ok(())
-        })();
-        made.map_err(|e| fail(e.to_string()))?;
-        Ok(ColdStore {
+        make_tables(&db).map_err(|e| fail(e.to_string()))?;
+        Ok(ColdStore::make_from(db, path, cache, temporary))
+    }
+
+    fn make_from(db: Database, path: &Path, cache: CacheSize, temporary: Option<tempfile::TempDir>) -> ColdStore {
+        ColdStore {
             db: Arc::new(db),
             path: path.to_owned(),
             cache,
             _temporary: temporary,
+            kept: false,
             newest: Default::default(),
             sets: Default::default(),
             commits: Default::default(),
             combines: Default::default(),
-        })
+        }
+    }
+
+    /// Opens the file at `path` kept by an earlier run (`projection`), or makes it: every
+    /// page's checksum is checked on open, so a file changed since it was written is
+    /// refused, by name, rather than read. It stays after this process.
+    pub fn open_kept(path: &Path, cache: CacheSize) -> Result<ColdStore, ColdError> {
+        let fail = |message: String| ColdError::Engine { path: path.display().to_string(), message };
+        let damaged = |message: String| ColdError::Damaged { path: path.display().to_string(), message };
+        let db = Database::builder().set_cache_size(cache.page_bytes).set_check_integrity_on_open(true).create(path);
+        let db = db.map_err(|e| match e {
+            redb::DatabaseError::Storage(redb::StorageError::Io(e))
+                if !matches!(e.kind(), std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof) =>
+            {
+                fail(e.to_string())
+            }
+            redb::DatabaseError::Storage(_)
+            | redb::DatabaseError::RepairAborted
+            | redb::DatabaseError::UpgradeRequired(_) => damaged(redb::Error::from(e).to_string()),
+            e => fail(redb::Error::from(e).to_string()),
+        })?;
+        make_tables(&db).map_err(|e| fail(e.to_string()))?;
+        let mut store = ColdStore::make_from(db, path, cache, None);
+        store.kept = true;
+        Ok(store)
+    }
+
+    /// Takes the heads out of a kept file, durably, before anything else is written to
+    /// it: the matches and records they describe may change from here on.
+    pub fn take_heads(&self) -> Result<Option<Vec<u8>>, ColdError> {
+        let fail = |e: &dyn std::fmt::Display| self.fail("reading the fold heads", e);
+        let txn = self.db.begin_write().map_err(|e| fail(&e))?;
+        let heads = {
+            let mut table = txn.open_table(HEADS).map_err(|e| fail(&e))?;
+            let taken = table.remove(HEADS_KEY).map_err(|e| fail(&e))?;
+            taken.map(|value| value.value().to_vec())
+        };
+        txn.commit().map_err(|e| fail(&e))?;
+        match heads {
+            Some(bytes) if bytes.len() > MAX_HEADS_BYTES => Err(fail(&"the heads are over their bound")),
+            heads => Ok(heads),
+        }
+    }
+
+    /// Writes `heads` durably: what the next run of a kept file starts from.
+    pub fn put_heads(&self, heads: &[u8]) -> Result<(), ColdError> {
+        let fail = |e: &dyn std::fmt::Display| self.fail("writing the fold heads", e);
+        let txn = self.db.begin_write().map_err(|e| fail(&e))?;
+        txn.open_table(HEADS).map_err(|e| fail(&e))?.insert(HEADS_KEY, heads).map_err(|e| fail(&e))?;
+        txn.commit().map_err(|e| fail(&e))
+    }
+
+    /// Removes every match and record of `validators` from the file, in one transaction:
+    /// their folds start over from genesis, and must find none of an earlier fold's there.
+    pub fn clear_validators(&self, validators: &[ValidatorKey]) -> Result<(), ColdError> {
+        if validators.is_empty() {
+            return Ok(());
+        }
+        let fail = |e: &dyn std::fmt::Display| self.fail("clearing a log's matches", e);
+        let mut txn = self.db.begin_write().map_err(|e| fail(&e))?;
+        txn.set_durability(self.durability()).map_err(|e| fail(&e))?;
+        let names = [BY_ID, BY_PLACE].into_iter().chain(RECORD_TABLES.iter().map(|name| list_table(name)));
+        for definition in names {
+            let mut table = txn.open_table(definition).map_err(|e| fail(&e))?;
+            for validator in validators {
+                let (from, to) = of_validator(validator);
+                match to {
+                    Some(to) => table.retain_in::<&[u8], _>(&from[..]..&to[..], |_, _| false),
+                    None => table.retain_in::<&[u8], _>(&from[..].., |_, _| false),
+                }
+                .map_err(|e| fail(&e))?;
+            }
+        }
+        txn.commit().map_err(|e| fail(&e))
     }
 
     /// The file's path.
@@ -437,7 +531,9 @@ impl Drop for ColdStore {
     /// The file is of no use to anyone once its process is done with it. Snapshots still
     /// held keep reading their open file; removal only unlinks it.
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        if !self.kept {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 

@@ -46,6 +46,14 @@ impl<T> Default for RecordList<T> {
     }
 }
 
+/// A list as a kept file's fold heads hold it: the records in memory, after the file's
+/// first `n`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct ListHead<T> {
+    hot: Vec<T>,
+    n: u64,
+}
+
 #[derive(Clone)]
 struct Cold {
     snapshot: Arc<ColdSnapshot>,
@@ -111,6 +119,17 @@ impl<T: Record> RecordList<T> {
         if let Some(cold) = self.cold.as_mut() {
             cold.snapshot = snapshot.clone();
         }
+    }
+
+    /// What of the list is not in the file, for a kept file's fold heads (`projection`).
+    pub(super) fn head(&self) -> ListHead<T> {
+        ListHead { hot: self.hot.clone(), n: self.n_cold() }
+    }
+
+    /// The list `head` describes, its first records those of `validator` in `snapshot`.
+    pub(super) fn from_head(head: ListHead<T>, validator: ValidatorKey, snapshot: &Arc<ColdSnapshot>) -> RecordList<T> {
+        let cold = (head.n > 0).then(|| Cold { snapshot: snapshot.clone(), validator, n: head.n });
+        RecordList { hot: head.hot, cold }
     }
 
     /// Whether a read of a spilled record failed.

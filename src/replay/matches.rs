@@ -22,6 +22,15 @@ pub struct MatchTable {
     cold: Option<Cold>,
 }
 
+/// A table as a kept file's fold heads hold it: the matches in memory, and how many of
+/// the file's are the table's (those it shadows are in memory too).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct TableHead {
+    hot: Vec<(MatchId, MatchFold)>,
+    n: u64,
+    shadowed: Vec<MatchId>,
+}
+
 /// The matches spilled to the match file, as one snapshot of it holds them.
 #[derive(Clone)]
 struct Cold {
@@ -143,6 +152,24 @@ impl MatchTable {
         if let Some(cold) = self.cold.as_mut() {
             cold.snapshot = snapshot.clone();
         }
+    }
+
+    /// What of the table is not in the file, for a kept file's fold heads (`projection`).
+    pub(super) fn head(&self) -> TableHead {
+        let (n, shadowed) = self.cold.as_ref().map_or((0, Vec::new()), |c| (c.n, c.shadowed.iter().copied().collect()));
+        TableHead { hot: self.hot.iter().map(|(id, m)| (*id, MatchFold::clone(m))).collect(), n: n as u64, shadowed }
+    }
+
+    /// The table `head` describes, its spilled matches those of `validator` in `snapshot`.
+    pub(super) fn from_head(head: TableHead, validator: ValidatorKey, snapshot: &Arc<ColdSnapshot>) -> MatchTable {
+        let hot = head.hot.into_iter().map(|(id, m)| (id, Arc::new(m))).collect();
+        let cold = (head.n > 0 || !head.shadowed.is_empty()).then(|| Cold {
+            snapshot: snapshot.clone(),
+            validator,
+            n: head.n as usize,
+            shadowed: head.shadowed.into_iter().collect(),
+        });
+        MatchTable { hot, cold }
     }
 
     /// Whether a read of a spilled match failed: what was made from this table is incomplete.

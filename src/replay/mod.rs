@@ -20,6 +20,7 @@ pub mod matches;
 pub mod model;
 pub mod network;
 pub mod network_list;
+pub mod projection;
 pub mod spill;
 pub mod synth;
 pub mod view;
@@ -37,32 +38,26 @@ use crate::limits::VERIFY_BATCH_BYTES;
 use fold::{check_block_events, ChainFold, EventCheck};
 use network::NetworkState;
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// Bumped whenever a change to the fold, the checks or the snapshot layout could make an
 /// old snapshot disagree with a replay from genesis; an old snapshot is then ignored.
 pub const REPLAY_VERSION: u32 = 12;
-const SNAPSHOT_MAGIC: &[u8] = b"af-replay-snapshot\n";
-/// Largest snapshot we read back.
-const MAX_SNAPSHOT_BYTES: u64 = 4 * 1024 * 1024 * 1024;
-pub const SNAPSHOT_FILE: &str = "replay-snapshot.bin";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("snapshot {path}: {message}")]
-    Snapshot { path: String, message: String },
     #[error(transparent)]
     Cold(#[from] cold::ColdError),
     #[error("reading a match back from the replay's file {0} failed (see the log): the replay is incomplete and was dropped")]
     ColdRead(String),
 }
 
-/// The folds of every chain, each at its own tip, as a snapshot holds them.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The folds of every chain, each at its own tip, to fold on from: the last replay's
+/// (`latest`) or a kept file's (`projection`), read through the replay's file they were
+/// made with.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
     pub replay_version: u32,
     pub folds: Vec<ChainFold>,
@@ -196,6 +191,10 @@ pub fn replay_in(
         }
     }
     let n_chains_from_snapshot = from_snapshot.len();
+    // A chain that folds from genesis must find none of an earlier fold's matches or
+    // records in the file (a kept file's, or this process's when a fold was not reused).
+    let fresh: Vec<ValidatorKey> = validators.iter().filter(|v| !from_snapshot.contains_key(v)).copied().collect();
+    cold.clear_validators(&fresh)?;
     // Chains fold side by side, each in height order (a fold is a state machine over its
     // own chain only); within each, blocks decode and check in parallel batches. Bytes
     // held: each chain in flight holds up to three batches (one read ahead in the
@@ -381,89 +380,3 @@ pub fn fold_batch(
 /// A block decoded and checked in the parallel stage: its derived fields, its events
 /// borrowed from the batch's bytes, the per-event checks, its size; or why it failed.
 type Decoded<'a> = Result<(CheckedBlock, Vec<Event<&'a str>>, Vec<EventCheck>, usize), String>;
-
-/// Reads the snapshot in `dir`, if there is one. A snapshot from another replay version
-/// or with a bad checksum is reported as an error so the caller can say why it replays
-/// from genesis.
-pub fn load_snapshot(dir: &Path) -> Result<Option<Snapshot>, ReplayError> {
-    let path = dir.join(SNAPSHOT_FILE);
-    let err = |message: String| ReplayError::Snapshot { path: path.display().to_string(), message };
-    let bytes = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(err(e.to_string())),
-    };
-    let body = bytes.strip_prefix(SNAPSHOT_MAGIC).ok_or_else(|| err("not a replay snapshot".into()))?;
-    if body.len() < 32 {
-        return Err(err("truncated".into()));
-    }
-    let (checksum, payload) = body.split_at(32);
-    if blake3::hash(payload).as_bytes() != checksum {
-        return Err(err("checksum mismatch: the file is damaged".into()));
-    }
-    let mut snapshot: Snapshot =
-        codec::decode_canonical(payload, "replay snapshot", MAX_SNAPSHOT_BYTES).map_err(|e| err(e.to_string()))?;
-    if snapshot.replay_version != REPLAY_VERSION {
-        return Err(err(format!(
-            "made by replay version {}, this build is version {REPLAY_VERSION}",
-            snapshot.replay_version
-        )));
-    }
-    for fold in &mut snapshot.folds {
-        fold.share_names();
-    }
-    Ok(Some(snapshot))
-}
-
-/// Writes the folds as the snapshot of `dir`, atomically and durably.
-pub fn save_snapshot(dir: &Path, folds: &[ChainFold]) -> Result<(), ReplayError> {
-    use std::io::Write;
-    let path = dir.join(SNAPSHOT_FILE);
-    let err = |e: std::io::Error| ReplayError::Snapshot { path: path.display().to_string(), message: e.to_string() };
-    let snapshot = Snapshot { replay_version: REPLAY_VERSION, folds: folds.to_vec() };
-    let payload = codec::encode(&snapshot, "replay snapshot", MAX_SNAPSHOT_BYTES)
-        .map_err(|e| ReplayError::Snapshot { path: path.display().to_string(), message: e.to_string() })?;
-    let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
-    let mut file = std::fs::File::create(&tmp).map_err(err)?;
-    file.write_all(SNAPSHOT_MAGIC).map_err(err)?;
-    file.write_all(blake3::hash(&payload).as_bytes()).map_err(err)?;
-    file.write_all(&payload).map_err(err)?;
-    file.sync_all().map_err(err)?;
-    drop(file);
-    std::fs::rename(&tmp, &path).map_err(err)?;
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
-    Ok(())
-}
-
-/// Replays `store`, the one in data directory `data`, from genesis, re-verifying,
-/// re-scoring and re-deriving everything. With `use_snapshot`, a chain's fold from
-/// `DIR/replay-snapshot.bin` is reused when the freshly verified chain reaches exactly
-/// its recorded tip (a snapshot that cannot be used is told to `note`, then ignored),
-/// and the new folds are saved. The one replay behind `af audit`, `af transcripts` and
-/// `af weights show` (the last two never use a snapshot: a cache never stands in for a
-/// check).
-pub fn replay_with_snapshot(
-    store: &Store,
-    data: &Path,
-    use_snapshot: bool,
-    progress: Progress<'_>,
-    note: &mut dyn FnMut(&str),
-) -> Result<Replay, ReplayError> {
-    let snapshot = match use_snapshot {
-        true => load_snapshot(data).unwrap_or_else(|error| {
-            note(&format!("{error}; replaying from genesis"));
-            None
-        }),
-        false => None,
-    };
-    let snapshot = snapshot.map(|s| (s, FoldSource::Untrusted));
-    let registry = crate::envs::registry();
-    let replayed = replay(store, &registry, snapshot, &crate::evaluation::ratio::DEFAULT_RATIO_PARAMS, progress)?;
-    if use_snapshot {
-        // A read-only copy has nowhere to keep a snapshot: the next run replays from genesis.
-        if let Err(error) = save_snapshot(data, &replayed.folds) {
-            note(&format!("could not save the replay snapshot (the next run replays from genesis): {error}"));
-        }
-    }
-    Ok(replayed)
-}

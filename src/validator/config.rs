@@ -404,6 +404,31 @@ pub const RANGES: &[(&str, u64, u64)] = &[
 pub const MAX_URL_BYTES: usize = 2048;
 
 impl Config {
+    /// The config as TOML with every setting shown: TOML has no null, so an unset
+    /// optional field of `[chain]` is a comment in its section, saying what unset means.
+    pub fn to_toml_commented(&self) -> Result<String, ConfigError> {
+        let text = toml::to_string(self).map_err(|e| ConfigError::Toml(e.to_string()))?;
+        let spec = &self.chain;
+        let unset: Vec<String> = [
+            ("hotkey", spec.hotkey.is_none(), "no signing: read-only chain access"),
+            ("wallet", spec.wallet.is_none(), "needed with hotkey on subtensor"),
+            ("wallets_dir", spec.wallets_dir.is_none(), "~/.bittensor/wallets"),
+        ]
+        .iter()
+        .filter(|(_, is_unset, _)| *is_unset)
+        .map(|(name, _, meaning)| format!("# {name}: unset ({meaning})\n"))
+        .collect();
+        let mut out = String::with_capacity(text.len() + 200);
+        for line in text.lines() {
+            out.push_str(line);
+            out.push('\n');
+            if line.starts_with("netuid = ") {
+                unset.iter().for_each(|comment| out.push_str(comment));
+            }
+        }
+        Ok(out)
+    }
+
     fn numeric_fields(&self) -> [(&'static str, u64); 16] {
         let (l, e, c) = (&self.ledger, &self.evaluation, &self.client);
         [

@@ -8,6 +8,7 @@ pub mod discovery;
 pub mod episode;
 pub mod launch;
 pub mod matchrun;
+pub mod ratio_show;
 pub mod run;
 pub mod service;
 pub mod state;

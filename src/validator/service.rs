@@ -128,3 +128,33 @@ pub fn close(runtime: tokio::runtime::Runtime, log: Arc<OwnLog>) {
         }
     }
 }
+
+/// Waits for SIGINT (Ctrl-C) or SIGTERM (systemd, pm2, docker stop), and says which.
+/// The handlers are installed when this is called, not when it is first awaited, so a
+/// signal that arrives while the caller is still starting up is not lost (nor does it
+/// kill the process the default way). Call it inside the runtime, before other work.
+pub fn stop_signal() -> impl std::future::Future<Output = &'static str> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let interrupt = signal(SignalKind::interrupt());
+        let terminate = signal(SignalKind::terminate());
+        async move {
+            match (interrupt, terminate) {
+                (Ok(mut interrupt), Ok(mut terminate)) => tokio::select! {
+                    _ = interrupt.recv() => "SIGINT",
+                    _ = terminate.recv() => "SIGTERM",
+                },
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    "SIGINT"
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+        "SIGINT"
+    }
+}

@@ -314,6 +314,30 @@ impl ValidatorState {
     }
 }
 
+/// Why the validator whose data directory it is could not be folded.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnStateError {
+    #[error(transparent)]
+    Key(#[from] crate::ledger::keys::KeyError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The validator whose data directory `dir` is, and its own log folded from `store` (its
+/// champion and what it played); `None` when `dir` has no ledger key.
+pub fn own_state(
+    dir: &std::path::Path,
+    store: &Store,
+) -> Result<Option<(ValidatorKey, ValidatorState)>, OwnStateError> {
+    let key_path = dir.join(crate::ledger::keys::KEY_FILE);
+    if !key_path.exists() {
+        return Ok(None);
+    }
+    let validator = crate::ledger::LedgerKey::load(&key_path)?.validator();
+    let state = load(store, &validator, &crate::evaluation::ratio::DEFAULT_RATIO_PARAMS)?;
+    Ok(Some((validator, state)))
+}
+
 /// Folds our whole chain from the store.
 pub fn load(store: &Store, validator: &ValidatorKey, params: &RatioParams) -> Result<ValidatorState, StoreError> {
     load_into(ValidatorState::new(params), store, validator)

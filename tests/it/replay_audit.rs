@@ -378,7 +378,11 @@ fn state_is_the_same_with_one_thread_or_many() {
 
 #[test]
 fn folding_from_a_snapshot_gives_the_state_of_a_replay_from_genesis() {
-    let spec = NetworkSpec { faults: Faults { skip_index: Some(1), ..Faults::default() }, ..NetworkSpec::small(3) };
+    let spec = NetworkSpec {
+        faults: Faults { skip_index: Some(1), ..Faults::default() },
+        matches: vec![(1, 0), (2, 1), (0, 1)],
+        ..NetworkSpec::small(3)
+    };
     let (full_dir, keys) = build(&spec);
     let full = Store::open(full_dir.path()).unwrap();
     let partial_dir = tempfile::tempdir().unwrap();
@@ -394,25 +398,63 @@ fn folding_from_a_snapshot_gives_the_state_of_a_replay_from_genesis() {
     };
     drop(Store::create(partial_dir.path()).unwrap());
     copy(0, 3);
-    let early = replay_with(partial_dir.path(), 2, None);
-    replay::save_snapshot(partial_dir.path(), &early.folds).unwrap();
+    let kept = |note: &mut dyn FnMut(&str)| {
+        let store = Store::open(partial_dir.path()).unwrap();
+        replay::projection::replay_kept(&store, partial_dir.path(), true, &mut |_, _, _| {}, note).unwrap()
+    };
+    let early = kept(&mut |note| panic!("{note}"));
+    assert_eq!(early.n_chains_from_snapshot, 0);
+    // While a replay of it is held, the file is this process's: another open is refused
+    // by name, and nothing is removed.
+    let held = replay::projection::open(partial_dir.path(), &mut |note| panic!("{note}"));
+    assert!(held.err().unwrap().to_string().contains("already open"));
+    drop(early);
     copy(4, u64::MAX);
     drop(full);
-    let snapshot = replay::load_snapshot(partial_dir.path()).unwrap().expect("saved above");
-    let incremental = replay_with(partial_dir.path(), 2, Some(snapshot));
+    let incremental = kept(&mut |note| panic!("{note}"));
     assert_eq!(incremental.n_chains_from_snapshot, keys.len());
     assert!(incremental.n_blocks_folded > 0);
     let from_genesis = replay_with(full_dir.path(), 2, None);
     assert!(incremental.n_blocks_folded < from_genesis.n_blocks_folded);
     assert_eq!(incremental.state_hash, from_genesis.state_hash);
     assert_eq!(incremental.state, from_genesis.state);
-    // A damaged snapshot is refused with a reason, never half-used.
-    let path = partial_dir.path().join(replay::SNAPSHOT_FILE);
+    assert_eq!(incremental.folds, from_genesis.folds);
+    drop(incremental);
+    // A damaged kept file is refused with a reason, never half-used: made afresh, every
+    // chain folds from genesis to the same state.
+    let path = partial_dir.path().join(replay::projection::PROJECTION_FILE);
     let mut bytes = std::fs::read(&path).unwrap();
-    let last = bytes.len() - 1;
-    bytes[last] ^= 1;
+    let middle = bytes.len() / 2;
+    for byte in &mut bytes[middle..middle + 4096] {
+        *byte ^= 0x5a;
+    }
     std::fs::write(&path, bytes).unwrap();
-    assert!(replay::load_snapshot(partial_dir.path()).unwrap_err().to_string().contains("checksum"));
+    let mut notes = Vec::new();
+    let again = kept(&mut |note| notes.push(note.to_string()));
+    assert_eq!(again.n_chains_from_snapshot, 0, "{notes:?}");
+    assert_eq!(again.state_hash, from_genesis.state_hash);
+    assert!(notes.iter().any(|n| n.contains("made afresh")), "{notes:?}");
+    // And the run after it starts from what that one kept.
+    drop(again);
+    assert_eq!(kept(&mut |note| panic!("{note}")).n_chains_from_snapshot, keys.len());
+    // Logs cut back to before their second match fold from genesis, and find none of the
+    // kept folds' later matches (spilled to the file) there.
+    std::fs::remove_file(partial_dir.path().join(af::ledger::store::STORE_FILE)).unwrap();
+    drop(Store::create(partial_dir.path()).unwrap());
+    let full = Store::open(full_dir.path()).unwrap();
+    for (key, fold) in keys.iter().zip(&from_genesis.folds) {
+        let second = fold.matches.in_log_order().nth(1).expect("three matches").1.started_height;
+        for height in 0..second {
+            let bytes = full.block_bytes(key, height).unwrap().unwrap();
+            Store::open(partial_dir.path()).unwrap().append(&SealedBlock::from_bytes(bytes).unwrap()).unwrap();
+        }
+    }
+    drop(full);
+    let cut = kept(&mut |note| panic!("{note}"));
+    assert_eq!(cut.n_chains_from_snapshot, 0);
+    let plain = replay_with(partial_dir.path(), 2, None);
+    assert_eq!(cut.folds, plain.folds);
+    assert_eq!(cut.state_hash, plain.state_hash);
 }
 
 /// Names are held once: a match's hotkeys, envs and plan are the match before it's where
@@ -437,10 +479,12 @@ fn a_replay_holds_each_name_once_and_so_does_a_fold_read_from_a_snapshot() {
     };
     replayed.folds.iter().for_each(shared);
     // (The state's matches are not held: they are in the replay's file, read one at a time.)
-    replay::save_snapshot(dir.path(), &replayed.folds).unwrap();
-    let loaded = replay::load_snapshot(dir.path()).unwrap().expect("saved above");
-    assert_eq!(loaded.folds, replayed.folds);
-    loaded.folds.iter().for_each(shared);
+    // Kept and read back, the folds are the same; what they hold in memory still shares.
+    let store = Store::open(dir.path()).unwrap();
+    let kept = replay::projection::replay_kept(&store, dir.path(), true, &mut |_, _, _| {}, &mut |n| panic!("{n}"));
+    assert_eq!(kept.unwrap().folds, replayed.folds);
+    let reopened = replay::projection::open(dir.path(), &mut |n| panic!("{n}")).unwrap();
+    assert_eq!(reopened.folds, replayed.folds);
 }
 
 /// A node's transcripts page (ledger-spec/11) ends early once its JSON passes the byte
@@ -702,7 +746,7 @@ fn a_snapshot_never_hides_a_changed_block() {
     let (dir, keys) = build(&NetworkSpec::small(2));
     let data = dir.path().to_str().unwrap();
     assert_eq!(af(&["audit", "--data", data, "--snapshot"]).status.code(), Some(0));
-    assert!(dir.path().join(replay::SNAPSHOT_FILE).exists(), "the first audit saved a snapshot");
+    assert!(dir.path().join(replay::projection::PROJECTION_FILE).exists(), "the first audit kept its replay");
     {
         let db = redb::Database::open(dir.path().join(STORE_FILE)).unwrap();
         let txn = db.begin_write().unwrap();
@@ -719,6 +763,13 @@ fn a_snapshot_never_hides_a_changed_block() {
     let output = af(&["audit", "--data", data, "--json", "--snapshot"]);
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     assert!(stdout(&output).contains("invalid_block"), "{}", stdout(&output));
+    // The changed chain folded again from genesis, finding none of its old fold's matches
+    // in the kept file: the state is a plain audit's.
+    let kept = json(&output);
+    assert_eq!(kept["n_chains_from_snapshot"], 1, "{kept}");
+    let plain = json(&af(&["audit", "--data", data, "--json"]));
+    assert_eq!(kept["state_hash"], plain["state_hash"]);
+    assert_eq!(kept["matches"], plain["matches"]);
     // A flipped byte in the file: the engine's checksums catch it, and it is a finding.
     let path = dir.path().join(STORE_FILE);
     let mut file = std::fs::read(&path).unwrap();
@@ -734,8 +785,8 @@ fn a_snapshot_never_hides_a_changed_block() {
     assert!(stdout(&output).contains("store_corrupt"), "{}", stdout(&output));
 }
 
-/// By default the audit takes nothing from a snapshot file: one edited to drop a finding
-/// (checksum recomputed, tips untouched) does not hide it.
+/// By default the audit takes nothing from a kept replay: one edited to drop a finding
+/// (through the engine, so every page checksum is right; tips untouched) does not hide it.
 #[test]
 fn an_edited_snapshot_does_not_hide_a_finding_by_default() {
     let spec =
@@ -743,11 +794,17 @@ fn an_edited_snapshot_does_not_hide_a_finding_by_default() {
     let (dir, _) = build(&spec);
     let data = dir.path().to_str().unwrap();
     assert_eq!(af(&["audit", "--data", data, "--snapshot"]).status.code(), Some(1));
-    let mut snapshot = replay::load_snapshot(dir.path()).unwrap().unwrap();
-    for fold in &mut snapshot.folds {
-        fold.discrepancies.clear();
+    {
+        let mut kept = replay::projection::open(dir.path(), &mut |n| panic!("{n}")).unwrap();
+        assert!(kept.folds.iter().any(|f| !f.discrepancies.is_empty()));
+        for fold in &mut kept.folds {
+            fold.discrepancies.clear();
+        }
+        replay::projection::save(&kept.cold, &mut kept.folds).unwrap();
     }
-    replay::save_snapshot(dir.path(), &snapshot.folds).unwrap();
+    // Taken from the edited file, the finding is gone: what `--snapshot` trusts.
+    let output = af(&["audit", "--data", data, "--json", "--snapshot"]);
+    assert!(!stdout(&output).contains("false_score"), "{}", stdout(&output));
     let output = af(&["audit", "--data", data, "--json"]);
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     assert!(stdout(&output).contains("false_score"));

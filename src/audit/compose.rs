@@ -1,0 +1,47 @@
+//! `af audit`'s report, composed from a replay and, where one was read, the chain: the
+//! logs' commitments, weights and block hashes compared with it, every finding proven.
+
+use super::blocks::audit_blocks;
+use super::chain_view::{weights_audit, ChainView};
+use super::commitments::{audit_commitments, OnChain};
+use super::{findings, match_rows, skip_rows, AuditReport};
+use crate::ledger::{Store, StoreError};
+use crate::replay::Replay;
+
+/// `af audit`'s report of `replayed`, the replay of `store`, with `view` of the chain the
+/// logs commit to where one was read: commitments, weights and block hashes compared
+/// with it, every finding with its proof. `seconds` is what the audit took so far.
+pub fn audit_report(
+    store: &Store,
+    replayed: &Replay,
+    view: Option<&ChainView>,
+    seconds: f64,
+) -> Result<AuditReport, StoreError> {
+    let on_chain = view.map(|v| OnChain { endpoint: &v.endpoint, records: v.records.clone() });
+    let chain = audit_commitments(&replayed.folds, store, on_chain)?;
+    let weights = weights_audit(replayed, &chain, view);
+    let blocks = audit_blocks(&replayed.folds, view.map(|v| (v.endpoint.as_str(), &v.block_hashes)));
+    let on_chain: Vec<_> =
+        chain.discrepancies.iter().chain(&weights.discrepancies).chain(&blocks.discrepancies).cloned().collect();
+    let findings = findings(store, replayed, &on_chain)?;
+    Ok(AuditReport {
+        clean: findings.is_empty(),
+        af_version: env!("CARGO_PKG_VERSION").to_string(),
+        generated_at_ms: crate::clock::unix_ms(),
+        state_hash: replayed.state_hash,
+        from_genesis: replayed.n_chains_from_snapshot == 0,
+        n_chains: replayed.folds.len(),
+        n_chains_from_snapshot: replayed.n_chains_from_snapshot,
+        n_blocks_folded: replayed.n_blocks_folded,
+        n_bytes_folded: replayed.n_bytes_folded,
+        seconds,
+        matches: match_rows(replayed),
+        skipped: skip_rows(replayed),
+        // Shares the replay's file: the state's matches are read from it as they are drawn.
+        state: replayed.state.clone(),
+        chain,
+        weights,
+        blocks,
+        findings,
+    })
+}
