@@ -40,8 +40,8 @@ const KEY_SETS: TableDefinition<&[u8], ()> = TableDefinition::new("key_sets");
 const HEADS: TableDefinition<&str, &[u8]> = TableDefinition::new("fold_heads");
 /// The one key of [`HEADS`].
 const HEADS_KEY: &str = "heads";
-/// Largest heads entry read back.
-const MAX_HEADS_BYTES: usize = 1 << 30;
+/// Largest heads entry written or read back (`projection`).
+pub const MAX_HEADS_BYTES: u64 = 1 << 30;
 /// Each kind of listed record (`lists::RECORD_TABLES`): (validator, place in the log's
 /// list, big-endian) -> the record.
 fn list_table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
@@ -301,15 +301,24 @@ impl ColdStore {
     pub fn take_heads(&self) -> Result<Option<Vec<u8>>, ColdError> {
         let fail = |e: &dyn std::fmt::Display| self.fail("reading the fold heads", e);
         let txn = self.db.begin_write().map_err(|e| fail(&e))?;
-        let heads = {
+        let (heads, oversize) = {
             let mut table = txn.open_table(HEADS).map_err(|e| fail(&e))?;
             let taken = table.remove(HEADS_KEY).map_err(|e| fail(&e))?;
-            taken.map(|value| value.value().to_vec())
+            // Measured before it is copied: a file is read back, not trusted to be small.
+            let kept = match taken {
+                Some(value) if value.value().len() as u64 > MAX_HEADS_BYTES => (None, Some(value.value().len())),
+                Some(value) => (Some(value.value().to_vec()), None),
+                None => (None, None),
+            };
+            kept
         };
         txn.commit().map_err(|e| fail(&e))?;
-        match heads {
-            Some(bytes) if bytes.len() > MAX_HEADS_BYTES => Err(fail(&"the heads are over their bound")),
-            heads => Ok(heads),
+        match oversize {
+            Some(n) => Err(ColdError::Damaged {
+                path: self.path.display().to_string(),
+                message: format!("its fold heads are {n} bytes, over the {MAX_HEADS_BYTES} read back"),
+            }),
+            None => Ok(heads),
         }
     }
 
@@ -627,6 +636,11 @@ impl ColdSnapshot {
 
     fn decode_record<T: Record>(&self, value: &[u8]) -> Option<T> {
         codec::decode_canonical(value, "listed record", MAX_FOLD_BYTES).map_err(|e| self.fault::<()>(e)).ok()
+    }
+
+    /// How many `T` records of `validator` the snapshot holds (keys only, nothing decoded).
+    pub(super) fn n_records<T: Record>(&self, validator: &ValidatorKey) -> usize {
+        self.scan(self.list::<T>(), validator, |_, _| Some(())).count()
     }
 
     /// `validator`'s spilled `T` records, in log order.

@@ -126,10 +126,18 @@ impl<T: Record> RecordList<T> {
         ListHead { hot: self.hot.clone(), n: self.n_cold() }
     }
 
-    /// The list `head` describes, its first records those of `validator` in `snapshot`.
-    pub(super) fn from_head(head: ListHead<T>, validator: ValidatorKey, snapshot: &Arc<ColdSnapshot>) -> RecordList<T> {
+    /// The list `head` describes, its first records those of `validator` in `snapshot`;
+    /// `None` if the file does not hold exactly the records the head counts.
+    pub(super) fn from_head(
+        head: ListHead<T>,
+        validator: ValidatorKey,
+        snapshot: &Arc<ColdSnapshot>,
+    ) -> Option<RecordList<T>> {
+        if snapshot.n_records::<T>(&validator) as u64 != head.n {
+            return None;
+        }
         let cold = (head.n > 0).then(|| Cold { snapshot: snapshot.clone(), validator, n: head.n });
-        RecordList { hot: head.hot, cold }
+        Some(RecordList { hot: head.hot, cold })
     }
 
     /// Whether a read of a spilled record failed.

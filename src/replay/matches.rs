@@ -160,8 +160,21 @@ impl MatchTable {
         TableHead { hot: self.hot.iter().map(|(id, m)| (*id, MatchFold::clone(m))).collect(), n: n as u64, shadowed }
     }
 
-    /// The table `head` describes, its spilled matches those of `validator` in `snapshot`.
-    pub(super) fn from_head(head: TableHead, validator: ValidatorKey, snapshot: &Arc<ColdSnapshot>) -> MatchTable {
+    /// The table `head` describes, its spilled matches those of `validator` in `snapshot`;
+    /// `None` if the file does not hold exactly the matches the head counts, or the head
+    /// shadows a match it does not hold.
+    pub(super) fn from_head(
+        head: TableHead,
+        validator: ValidatorKey,
+        snapshot: &Arc<ColdSnapshot>,
+    ) -> Option<MatchTable> {
+        let held: BTreeSet<MatchId> = head.hot.iter().map(|(id, _)| *id).collect();
+        let consistent = head.shadowed.len() as u64 <= head.n
+            && head.shadowed.iter().all(|id| held.contains(id))
+            && snapshot.ids(&validator).count() as u64 == head.n;
+        if !consistent {
+            return None;
+        }
         let hot = head.hot.into_iter().map(|(id, m)| (id, Arc::new(m))).collect();
         let cold = (head.n > 0 || !head.shadowed.is_empty()).then(|| Cold {
             snapshot: snapshot.clone(),
@@ -169,7 +182,7 @@ impl MatchTable {
             n: head.n as usize,
             shadowed: head.shadowed.into_iter().collect(),
         });
-        MatchTable { hot, cold }
+        Some(MatchTable { hot, cold })
     }
 
     /// Whether a read of a spilled match failed: what was made from this table is incomplete.

@@ -9,7 +9,7 @@
 //! it and come back, durably, last: a run that stops half way leaves no heads, and the
 //! next one folds from genesis.
 
-use super::cold::{CacheSize, ColdError, ColdStore};
+use super::cold::{CacheSize, ColdError, ColdStore, MAX_HEADS_BYTES};
 use super::fold::ChainFold;
 use super::lists::{ListHead, RecordList};
 use super::matches::{MatchTable, TableHead};
@@ -25,8 +25,6 @@ use std::path::Path;
 pub const PROJECTION_FILE: &str = "replay-projection.redb";
 /// The file of builds before the kept file: ignored, and removed by the next `--snapshot`.
 const OLD_SNAPSHOT_FILE: &str = "replay-snapshot.bin";
-/// Largest heads entry written or read back.
-const MAX_HEADS_BYTES: u64 = 1 << 30;
 
 /// A chain's fold as the kept file holds it: the fold with its tables empty, and what of
 /// each table is not in the file.
@@ -71,7 +69,14 @@ pub fn open(dir: &Path, note: &mut dyn FnMut(&str)) -> Result<Kept, ColdError> {
         }
         opened => opened?,
     };
-    let folds = match cold.take_heads()? {
+    let heads = match cold.take_heads() {
+        Err(error @ ColdError::Damaged { .. }) => {
+            note(&format!("{error}; every chain folds from genesis"));
+            None
+        }
+        taken => taken?,
+    };
+    let folds = match heads {
         None => Vec::new(),
         Some(bytes) => match codec::decode_canonical::<Heads>(&bytes, "fold heads", MAX_HEADS_BYTES) {
             Ok(heads) if heads.replay_version == REPLAY_VERSION => {
@@ -79,7 +84,17 @@ pub fn open(dir: &Path, note: &mut dyn FnMut(&str)) -> Result<Kept, ColdError> {
                     cold.snapshot()
                         .map_err(|e| ColdError::Engine { path: path.display().to_string(), message: e.to_string() })?,
                 );
-                heads.folds.into_iter().map(|head| fold_of(head, &snapshot)).collect()
+                let n_heads = heads.folds.len();
+                let folds: Vec<ChainFold> =
+                    heads.folds.into_iter().filter_map(|head| fold_of(head, &snapshot)).collect();
+                if folds.len() < n_heads {
+                    note(&format!(
+                        "{}: {} fold head(s) do not match the matches and records beside them; those chains fold from genesis",
+                        path.display(),
+                        n_heads - folds.len()
+                    ));
+                }
+                folds
             }
             Ok(heads) => {
                 let version = heads.replay_version;
@@ -127,14 +142,16 @@ fn head_of(fold: &ChainFold) -> FoldHead {
     }
 }
 
-fn fold_of(head: FoldHead, snapshot: &std::sync::Arc<super::cold::ColdSnapshot>) -> ChainFold {
+/// The fold `head` describes, or `None` when the file's rows of its log are not the ones
+/// it counts (the file was changed since, by something other than a run of this code).
+fn fold_of(head: FoldHead, snapshot: &std::sync::Arc<super::cold::ColdSnapshot>) -> Option<ChainFold> {
     let mut fold = head.fold;
     let validator = fold.validator;
-    fold.matches = MatchTable::from_head(head.matches, validator, snapshot);
-    fold.commitments = RecordList::from_head(head.commitments, validator, snapshot);
-    fold.skipped = RecordList::from_head(head.skipped, validator, snapshot);
-    fold.equivocations = RecordList::from_head(head.equivocations, validator, snapshot);
-    fold
+    fold.matches = MatchTable::from_head(head.matches, validator, snapshot)?;
+    fold.commitments = RecordList::from_head(head.commitments, validator, snapshot)?;
+    fold.skipped = RecordList::from_head(head.skipped, validator, snapshot)?;
+    fold.equivocations = RecordList::from_head(head.equivocations, validator, snapshot)?;
+    Some(fold)
 }
 
 /// Replays `store`, the one in data directory `data`, from genesis, re-verifying,
