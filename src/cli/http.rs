@@ -93,15 +93,16 @@ pub fn mirror_command(
 /// `af ledger publish`.
 pub fn publish_command(
     data: &Path,
-    out: &Path,
+    out: &str,
     chain: &super::chain::ChainArgs,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
+    let site = af::http::archive::Site::open(out)?;
     let store = open_for_read(data)?;
     let key_path = super::data_dir::key_path(data);
     let own = if key_path.exists() { Some(af::ledger::LedgerKey::load(&key_path)?) } else { None };
     let mut line = ProgressLine::new();
-    let report = af::http::publish::publish(&store, own.as_ref(), out, &mut |r| {
+    let report = af::http::publish::publish(&store, own.as_ref(), &site, &mut |r| {
         line.update(|| format!("publishing: {} blocks, {} bundles written", r.blocks, r.bundles_written));
     })?;
     line.finish();
@@ -109,8 +110,8 @@ pub fn publish_command(
     let replayed = replay_store(&store, data, false, &mut |_, _, _| {})?;
     let own = af::validator::state::own_state(data, &store)?;
     let from_chain = super::chain::read_for_pages(chain, own.as_ref().map(|(_, state)| state))?.unwrap_or_default();
-    let pages_written = af::http::publish::publish_pages(&replayed, &from_chain, out)?;
-    let miner_pages_written = af::http::publish::publish_miner_entries(&replayed, &store, out)?;
+    let pages_written = af::http::publish::publish_pages(&replayed, &from_chain, &site)?;
+    let miner_pages_written = af::http::publish::publish_miner_entries(&replayed, &store, &site)?;
     if json {
         let mut value = serde_json::to_value(&report)?;
         value["pages"] = serde_json::json!(af::http::pages::PAGES.map(|(name, _)| name));
@@ -118,16 +119,7 @@ pub fn publish_command(
         value["miner_pages_written"] = serde_json::json!(miner_pages_written);
         print_json(&value)?;
     } else {
-        outln!(
-            "published {} chain(s), {} blocks to {}: {} bundles written ({:.1} MiB), {} unchanged; pages {}",
-            report.chains,
-            report.blocks,
-            out.display(),
-            report.bundles_written,
-            report.bytes_written as f64 / 1048576.0,
-            report.bundles_unchanged,
-            af::http::pages::PAGES.map(|(name, _)| name).join(", ")
-        );
+        outln!("{}", report.summary(&site));
     }
     Ok(ExitCode::SUCCESS)
 }

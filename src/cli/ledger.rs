@@ -170,15 +170,18 @@ pub enum LedgerCommand {
         json: bool,
     },
     /// Write every chain as the static HTTP layout of ledger-spec/11 (bundles of blocks,
-    /// signed tips, the log list, our checkpoint) under OUT, for any static web server;
-    /// `af mirror --from URL` reads it. Publishing again writes only what changed.
+    /// signed tips, the log list, our checkpoint) under OUT, a folder for any static web
+    /// server or an object store (s3://, gs://, az://); `af mirror --from URL` reads it.
+    /// Publishing again writes only the new blocks' bundles, the tips last.
     Publish {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
-        /// The site's root directory (created if needed).
+        /// The site's root: a folder (created if needed), or s3://BUCKET/PREFIX,
+        /// gs://BUCKET/PREFIX, az://CONTAINER/PREFIX, file:///PATH (credentials and
+        /// endpoint from AWS_*, GOOGLE_*, AZURE_* variables).
         #[arg(long)]
-        out: PathBuf,
+        out: String,
         /// With `--chain`: the pages name each validator by the uid and hotkey whose
         /// commitment names its ledger key, as the chain says now.
         #[command(flatten)]

@@ -142,12 +142,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Copy logs over plain HTTP from a running node (`--http`) or a published site
-    /// (`af ledger publish`), verifying every block before storing it; resumes from what
-    /// DIR holds. Exit 0 done, 1 the server could not be read, 3 the server's bytes failed
-    /// a check (refused, or equivocation evidence written to DIR/evidence/).
+    /// Copy logs from a running node (`--http`) or a published site (`af ledger publish`),
+    /// over HTTP or from the object store it was published to, verifying every block
+    /// before storing it; resumes from what DIR holds. Exit 0 done, 1 the server could not
+    /// be read, 3 its bytes failed a check (refused, or equivocation evidence written to
+    /// DIR/evidence/).
     Mirror {
-        /// Base URL: a node's `http://ADDR/` or where a published site is served.
+        /// A node's `http://ADDR/`, a published site's URL, or its object store (s3://,
+        /// gs://, az://, file://; credentials from AWS_*, GOOGLE_*, AZURE_* variables).
         #[arg(long)]
         from: String,
         /// Data directory of the copy (created if needed).

@@ -186,10 +186,44 @@ impl MirrorReport {
 pub type Progress<'a> = &'a mut (dyn FnMut(&ValidatorKey, u64, u64) + Send);
 
 struct Source {
-    base: reqwest::Url,
-    client: reqwest::Client,
+    transport: Transport,
     options: MirrorOptions,
     deadline: tokio::time::Instant,
+}
+
+/// How a site's objects are fetched: over HTTP(S) from its base URL, or from an object
+/// store (`archive::Site`) where it was published.
+enum Transport {
+    Http { base: reqwest::Url, client: reqwest::Client },
+    Archive(super::archive::Site),
+}
+
+/// One object's bytes as they arrive, with the size its server declared.
+enum Body {
+    Http(reqwest::Response),
+    Archive { size: u64, chunks: futures::stream::BoxStream<'static, Result<bytes::Bytes, String>> },
+}
+
+impl Body {
+    fn declared(&self) -> Option<u64> {
+        match self {
+            Body::Http(response) => response.content_length(),
+            Body::Archive { size, .. } => Some(*size),
+        }
+    }
+
+    /// The next chunk, by `deadline` at the latest.
+    async fn chunk(&mut self, deadline: tokio::time::Instant) -> Result<Option<bytes::Bytes>, String> {
+        let next = async {
+            match self {
+                Body::Http(response) => response.chunk().await.map_err(|e| describe(&e)),
+                Body::Archive { chunks, .. } => futures::StreamExt::next(chunks).await.transpose(),
+            }
+        };
+        tokio::time::timeout_at(deadline, next)
+            .await
+            .unwrap_or_else(|_| Err("gave up: the mirror's time limit passed".into()))
+    }
 }
 
 /// Parses the base URL: the folder that holds `af/v1/`. A missing trailing `/` is added
@@ -213,23 +247,36 @@ pub fn base_url(text: &str) -> Result<reqwest::Url, MirrorError> {
     Ok(url)
 }
 
-/// Mirrors the logs at `base` into `store`.
+/// Mirrors the logs at `base` into `store`: an HTTP(S) base URL, or an object store URL
+/// a site was published to (`archive::OBJECT_SCHEMES`), read with the same checks.
 pub async fn mirror(
     store: Arc<Store>,
     base: &str,
     options: MirrorOptions,
     progress: Progress<'_>,
 ) -> Result<MirrorReport, MirrorError> {
-    let base = base_url(base)?;
-    let client = reqwest::Client::builder()
-        .connect_timeout(options.connect_timeout)
-        .read_timeout(options.stall_timeout)
-        .timeout(options.request_timeout)
-        .redirect(reqwest::redirect::Policy::limited(4))
-        .build()
-        .map_err(|e| MirrorError::Fetch { url: base.to_string(), message: e.to_string() })?;
+    let (transport, shown) = match super::archive::is_object_store(base) {
+        true => {
+            let site = super::archive::Site::open(base)
+                .map_err(|e| MirrorError::Fetch { url: base.to_string(), message: e.to_string() })?;
+            let shown = site.to_string();
+            (Transport::Archive(site), shown)
+        }
+        false => {
+            let base = base_url(base)?;
+            let client = reqwest::Client::builder()
+                .connect_timeout(options.connect_timeout)
+                .read_timeout(options.stall_timeout)
+                .timeout(options.request_timeout)
+                .redirect(reqwest::redirect::Policy::limited(4))
+                .build()
+                .map_err(|e| MirrorError::Fetch { url: base.to_string(), message: e.to_string() })?;
+            let shown = base.to_string();
+            (Transport::Http { base, client }, shown)
+        }
+    };
     let deadline = tokio::time::Instant::now() + options.total_timeout;
-    let source = Source { base: base.clone(), client, options, deadline };
+    let source = Source { transport, options, deadline };
     let validators = match source.options.validator {
         Some(validator) => vec![validator],
         // A validator the list names twice is mirrored once (ledger-spec/11).
@@ -242,58 +289,70 @@ pub async fn mirror(
     for validator in validators {
         chains.push(mirror_chain(&source, &store, validator, progress).await?);
     }
-    Ok(MirrorReport { source: base.to_string(), chains })
+    Ok(MirrorReport { source: shown, chains })
 }
 
 impl Source {
-    fn url(&self, path: &str) -> Result<reqwest::Url, MirrorError> {
-        self.base.join(path).map_err(|_| MirrorError::Url(format!("{}{path}", self.base), "a path does not join it"))
-    }
-
-    async fn get(&self, path: &str) -> Result<(reqwest::Url, reqwest::Response), MirrorError> {
-        let url = self.url(path)?;
-        let fetch = |message: String| MirrorError::Fetch { url: url.to_string(), message };
-        // Each request ends by the overall deadline too (reqwest's timeout covers the body).
+    /// The object at `path` and where it is: an error unless it is there.
+    async fn get(&self, path: &str) -> Result<(String, Body), MirrorError> {
         let left = self.deadline.saturating_duration_since(tokio::time::Instant::now());
-        if left.is_zero() {
-            return Err(fetch(format!(
-                "gave up: the mirror's time limit of {} s passed",
-                self.options.total_timeout.as_secs()
-            )));
-        }
         let timeout = left.min(self.options.request_timeout);
-        let response = self.client.get(url.clone()).timeout(timeout).send().await.map_err(|e| fetch(describe(&e)))?;
-        if !response.status().is_success() {
-            return Err(fetch(format!("HTTP {}", response.status())));
+        let gave_up =
+            || format!("gave up: the mirror's time limit of {} s passed", self.options.total_timeout.as_secs());
+        match &self.transport {
+            Transport::Http { base, client } => {
+                let url = base
+                    .join(path)
+                    .map_err(|_| MirrorError::Url(format!("{base}{path}"), "a path does not join it"))?;
+                let fetch = |message: String| MirrorError::Fetch { url: url.to_string(), message };
+                // Each request ends by the overall deadline too (reqwest's timeout covers the body).
+                if left.is_zero() {
+                    return Err(fetch(gave_up()));
+                }
+                let response =
+                    client.get(url.clone()).timeout(timeout).send().await.map_err(|e| fetch(describe(&e)))?;
+                if !response.status().is_success() {
+                    return Err(fetch(format!("HTTP {}", response.status())));
+                }
+                Ok((url.to_string(), Body::Http(response)))
+            }
+            Transport::Archive(site) => {
+                let url = site.url_of(path);
+                let fetch = |message: String| MirrorError::Fetch { url: url.clone(), message };
+                if left.is_zero() {
+                    return Err(fetch(gave_up()));
+                }
+                let got = tokio::time::timeout(timeout, site.stream(path)).await.map_err(|_| fetch(gave_up()))?;
+                match got.map_err(|e| fetch(e.to_string()))? {
+                    Some((size, chunks)) => Ok((url.clone(), Body::Archive { size, chunks })),
+                    None => Err(fetch("no such object".into())),
+                }
+            }
         }
-        Ok((url, response))
     }
 
     /// A whole small document, refused past `limit` bytes (declared or actual).
-    async fn small(&self, path: &str, limit: u64) -> Result<(reqwest::Url, Vec<u8>), MirrorError> {
-        let (url, mut response) = self.get(path).await?;
-        let refused = |message: String| MirrorError::Refused { url: url.to_string(), message };
-        if response.content_length().is_some_and(|n| n > limit) {
-            return Err(refused(format!(
-                "it declares {} bytes, over the limit of {limit}",
-                response.content_length().unwrap_or(0)
-            )));
+    async fn small(&self, path: &str, limit: u64) -> Result<(String, Vec<u8>), MirrorError> {
+        let (url, mut body) = self.get(path).await?;
+        let refused = |message: String| MirrorError::Refused { url: url.clone(), message };
+        if let Some(declared) = body.declared().filter(|n| *n > limit) {
+            return Err(refused(format!("it declares {declared} bytes, over the limit of {limit}")));
         }
-        let mut body = Vec::new();
+        let mut bytes = Vec::new();
         while let Some(chunk) =
-            response.chunk().await.map_err(|e| MirrorError::Fetch { url: url.to_string(), message: describe(&e) })?
+            body.chunk(self.deadline).await.map_err(|message| MirrorError::Fetch { url: url.clone(), message })?
         {
-            if body.len() as u64 + chunk.len() as u64 > limit {
+            if bytes.len() as u64 + chunk.len() as u64 > limit {
                 return Err(refused(format!("the body passes the limit of {limit} bytes")));
             }
-            body.extend_from_slice(&chunk);
+            bytes.extend_from_slice(&chunk);
         }
-        Ok((url, body))
+        Ok((url, bytes))
     }
 
     async fn log_list(&self) -> Result<LogList, MirrorError> {
         let (url, body) = self.small(&layout::log_list_path(), MAX_LOG_LIST_BYTES).await?;
-        let refused = |message: String| MirrorError::Refused { url: url.to_string(), message };
+        let refused = |message: String| MirrorError::Refused { url: url.clone(), message };
         let list: LogList = serde_json::from_slice(&body).map_err(|e| refused(format!("not a log list: {e}")))?;
         if list.format != layout::LOG_LIST_FORMAT {
             return Err(refused(format!("log list format {:?}, expected {:?}", list.format, layout::LOG_LIST_FORMAT)));
@@ -307,7 +366,7 @@ impl Source {
     /// The chain's signed tip, checked: header rules, the validator, the signature.
     async fn tip(&self, validator: &ValidatorKey) -> Result<SignedHeader, MirrorError> {
         let (url, body) = self.small(&layout::tip_path(validator), MAX_TIP_BYTES).await?;
-        let refused = |message: String| MirrorError::Refused { url: url.to_string(), message };
+        let refused = |message: String| MirrorError::Refused { url: url.clone(), message };
         let signed: SignedHeader =
             serde_json::from_slice(&body).map_err(|e| refused(format!("not a signed header: {e}")))?;
         if signed.header.validator != *validator {
@@ -445,16 +504,16 @@ async fn fetch_bundle(
     blocks_new: &mut u64,
 ) -> Result<Option<Box<Evidence>>, MirrorError> {
     let (url, mut response) = source.get(path).await?;
-    let refused = |message: String| MirrorError::Refused { url: url.to_string(), message };
+    let refused = |message: String| MirrorError::Refused { url: url.clone(), message };
     let mut reader = BundleReader::new(width).map_err(|e| refused(e.to_string()))?;
-    if let Some(declared) = response.content_length().filter(|n| *n > reader.max_bytes()) {
+    if let Some(declared) = response.declared().filter(|n| *n > reader.max_bytes()) {
         return Err(refused(format!("it declares {declared} bytes, more than {width} blocks can hold")));
     }
     let mut height = n * layout::TILE_WIDTH;
     let mut pending: Vec<SealedBlock> = Vec::new();
     loop {
         let chunk =
-            response.chunk().await.map_err(|e| MirrorError::Fetch { url: url.to_string(), message: describe(&e) });
+            response.chunk(source.deadline).await.map_err(|message| MirrorError::Fetch { url: url.clone(), message });
         let (blocks, ended) = match chunk {
             Ok(Some(chunk)) => (reader.push(&chunk), false),
             Ok(None) => (reader.finish().map(|()| Vec::new()), true),

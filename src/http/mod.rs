@@ -2,6 +2,7 @@
 //! on, the node's read-only API that serves it live, `af ledger publish` that writes it
 //! as files, and `af mirror` that reads it back, verifying every block.
 
+pub mod archive;
 pub mod drawn;
 pub mod layout;
 pub mod mirror;

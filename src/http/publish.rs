@@ -7,6 +7,7 @@
 //! chain's signed tip, then the log list. A full bundle already on disk with the same
 //! bytes is left alone, so publishing again costs only the new blocks' bundles.
 
+use super::archive::Site;
 use super::layout::{self, LogList, LogSummary, LOG_LIST_FORMAT};
 use crate::bytes::ValidatorKey;
 use crate::ledger::checkpoint::Checkpoint;
@@ -14,7 +15,6 @@ use crate::ledger::proof::{signed_headers, InclusionError};
 use crate::ledger::store::{Store, StoreError};
 use crate::ledger::LedgerKey;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
@@ -22,12 +22,8 @@ pub enum PublishError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Headers(#[from] InclusionError),
-    #[error("writing {path}: {source}")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{0}")]
+    Archive(#[from] super::archive::ArchiveError),
     #[error("validator {validator} is missing block {height}")]
     Missing { validator: ValidatorKey, height: u64 },
     #[error("{0}: no page was written short")]
@@ -43,21 +39,50 @@ pub struct PublishReport {
     pub bundles_written: u64,
     pub bundles_unchanged: u64,
     pub bytes_written: u64,
+    /// Blocks the site already held (its tips named them), not read again.
+    pub blocks_already_published: u64,
+}
+
+impl PublishReport {
+    /// The report in one line, for a publish to `site`.
+    pub fn summary(&self, site: &Site) -> String {
+        format!(
+            "published {} chain(s), {} blocks to {site}: {} bundles written ({:.1} MiB), {} unchanged ({} blocks already published); pages {}",
+            self.chains,
+            self.blocks,
+            self.bundles_written,
+            self.bytes_written as f64 / 1048576.0,
+            self.bundles_unchanged,
+            self.blocks_already_published,
+            super::pages::PAGES.map(|(name, _)| name).join(", ")
+        )
+    }
 }
 
 /// Publishes every chain of `store` under `site`. `own` (the key of the validator whose
-/// data directory this is) adds that chain's signed checkpoint.
+/// data directory this is) adds that chain's signed checkpoint. Incremental: a chain's
+/// bundles that the site's tip already covers (the tip names a block this store holds
+/// with the same hash) are neither read nor written again, as bundles are immutable
+/// (ledger-spec/11), so a log published every few minutes costs only its new blocks.
 pub fn publish(
     store: &Store,
     own: Option<&LedgerKey>,
-    site: &Path,
+    site: &Site,
     progress: &mut dyn FnMut(&PublishReport),
 ) -> Result<PublishReport, PublishError> {
     let mut report = PublishReport::default();
     let tips = store.tips()?;
     for (validator, tip) in &tips {
         let size = tip.height + 1;
+        let published = published_size(store, site, validator)?;
+        let already: std::collections::BTreeSet<(u64, u64)> = layout::bundles_for(0, published).into_iter().collect();
         for (n, width) in layout::bundles_for(0, size) {
+            if already.contains(&(n, width)) {
+                report.bundles_unchanged += 1;
+                report.blocks += width;
+                report.blocks_already_published += width;
+                continue;
+            }
             let mut bytes = Vec::new();
             for height in n * layout::TILE_WIDTH..n * layout::TILE_WIDTH + width {
                 let block = store
@@ -65,7 +90,7 @@ pub fn publish(
                     .ok_or(PublishError::Missing { validator: *validator, height })?;
                 layout::push_record(&mut bytes, &block);
             }
-            if write_if_changed(&site.join(layout::bundle_path(validator, n, width)), &bytes)? {
+            if site.write_if_changed(&layout::bundle_path(validator, n, width), &bytes)? {
                 report.bundles_written += 1;
                 report.bytes_written += bytes.len() as u64;
             } else {
@@ -75,10 +100,10 @@ pub fn publish(
             progress(&report);
         }
         let signed = signed_headers(store, validator, tip.height, tip.height)?.remove(0);
-        write_if_changed(&site.join(layout::tip_path(validator)), &to_json(&signed))?;
+        site.write_if_changed(&layout::tip_path(validator), &to_json(&signed))?;
         if let Some(key) = own.filter(|k| k.validator() == *validator) {
             let note = Checkpoint::of_tip(*validator, tip).sign(key);
-            write_if_changed(&site.join(layout::checkpoint_path(validator)), note.as_bytes())?;
+            site.write_if_changed(&layout::checkpoint_path(validator), note.as_bytes())?;
         }
         report.chains += 1;
     }
@@ -87,8 +112,25 @@ pub fn publish(
         own: own.map(|k| k.validator()),
         logs: tips.iter().map(|(v, t)| LogSummary { validator: *v, size: t.height + 1, tip_hash: t.hash }).collect(),
     };
-    write_if_changed(&site.join(layout::log_list_path()), &to_json(&list))?;
+    site.write_if_changed(&layout::log_list_path(), &to_json(&list))?;
     Ok(report)
+}
+
+/// How many blocks of `validator`'s chain the site holds, by its tip, written last: 0
+/// unless that tip reads, is the validator's, and names a block `store` holds with the
+/// same hash (a site of another history, or a damaged tip, is published whole again).
+fn published_size(store: &Store, site: &Site, validator: &ValidatorKey) -> Result<u64, PublishError> {
+    let Ok(Some(bytes)) = site.read(&layout::tip_path(validator), layout::MAX_TIP_BYTES) else { return Ok(0) };
+    let Ok(signed) = serde_json::from_slice::<crate::ledger::proof::SignedHeader>(&bytes) else { return Ok(0) };
+    let height = signed.header.height;
+    if signed.header.validator != *validator || store.tip(validator)?.is_none_or(|tip| tip.height < height) {
+        return Ok(0);
+    }
+    let held = signed_headers(store, validator, height, height)?;
+    Ok(match held.first() {
+        Some(ours) if ours.header.hash() == signed.header.hash() => height + 1,
+        _ => 0,
+    })
 }
 
 /// Writes the subnet's pages (`super::pages`) of `replay` at the site's root, beside
@@ -97,7 +139,7 @@ pub fn publish(
 pub fn publish_pages(
     replay: &crate::replay::Replay,
     chain: &super::pages::FromChain,
-    site: &Path,
+    site: &Site,
 ) -> Result<u64, PublishError> {
     let mut written = 0;
     for (name, _) in super::pages::PAGES {
@@ -105,7 +147,7 @@ pub fn publish_pages(
             super::pages::render(name, replay, chain, super::pages::Paging::Whole).expect("every listed page renders");
         // A page drawn while a read of the replay's file failed may be short a match.
         replay.check_whole()?;
-        written += u64::from(write_if_changed(&site.join(name), html.as_bytes())?);
+        written += u64::from(site.write_if_changed(name, html.as_bytes())?);
     }
     Ok(written)
 }
@@ -115,7 +157,7 @@ pub fn publish_pages(
 /// finds its matches there and its browser checks every proof. Each proof runs to the
 /// tip, so a page changes when its chain grows. Then the explorer itself
 /// (`explorer.html`, `explorer.js`) at the site's root. Returns how many files changed.
-pub fn publish_miner_entries(replay: &crate::replay::Replay, store: &Store, site: &Path) -> Result<u64, PublishError> {
+pub fn publish_miner_entries(replay: &crate::replay::Replay, store: &Store, site: &Site) -> Result<u64, PublishError> {
     use crate::replay::entries::{entries_page, Filter, Found};
     let mut written = 0;
     for hotkey in store.miner_hotkeys()? {
@@ -146,7 +188,7 @@ pub fn publish_miner_entries(replay: &crate::replay::Replay, store: &Store, site
                     }
                 }
             }
-            written += u64::from(write_if_changed(&site.join(layout::miner_entries_path(&hotkey, page)), &body)?);
+            written += u64::from(site.write_if_changed(&layout::miner_entries_path(&hotkey, page), &body)?);
             page += 1;
             if page * layout::MINER_PAGE_ENTRIES >= total {
                 break;
@@ -163,29 +205,15 @@ pub fn publish_miner_entries(replay: &crate::replay::Replay, store: &Store, site
             })
             .collect();
         let body = serde_json::to_vec(&serde_json::json!({ "matches": index })).expect("JSON");
-        written += u64::from(write_if_changed(&site.join(layout::miner_matches_path(&hotkey)), &body)?);
+        written += u64::from(site.write_if_changed(&layout::miner_matches_path(&hotkey), &body)?);
     }
     replay.check_whole()?;
     for (name, bytes) in [("explorer.html", super::EXPLORER_HTML), ("explorer.js", super::EXPLORER_JS)] {
-        written += u64::from(write_if_changed(&site.join(name), bytes.as_bytes())?);
+        written += u64::from(site.write_if_changed(name, bytes.as_bytes())?);
     }
     Ok(written)
 }
 
 fn to_json(value: &impl Serialize) -> Vec<u8> {
     serde_json::to_vec(value).expect("layout documents serialize")
-}
-
-/// Writes `bytes` at `path` unless it already holds exactly them; `true` if written.
-fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, PublishError> {
-    let err = |source| PublishError::Write { path: path.to_path_buf(), source };
-    if std::fs::read(path).is_ok_and(|held| held == bytes) {
-        return Ok(false);
-    }
-    let parent = path.parent().expect("layout paths have a parent");
-    std::fs::create_dir_all(parent).map_err(err)?;
-    let temporary = path.with_extension("tmp-af");
-    std::fs::write(&temporary, bytes).map_err(err)?;
-    std::fs::rename(&temporary, path).map_err(err)?;
-    Ok(true)
 }

@@ -377,7 +377,15 @@ mod whole {
         replayed.check_whole().unwrap();
         let site = dir.path().join("site");
         let chain = crate::http::pages::FromChain::default();
-        assert!(crate::http::publish::publish_pages(&replayed, &chain, &site).unwrap() > 0);
+        assert!(
+            crate::http::publish::publish_pages(
+                &replayed,
+                &chain,
+                &crate::http::archive::Site::open(site.to_str().unwrap()).unwrap()
+            )
+            .unwrap()
+                > 0
+        );
 
         // The state's first match damaged in the file, read through a fresh snapshot.
         let txn = cold.db.begin_write().unwrap();
@@ -387,7 +395,11 @@ mod whole {
         replayed.state.matches = NetworkMatches::stored(std::sync::Arc::new(cold.snapshot().unwrap()), n, combine);
         assert!(!replayed.faulted(), "nothing read yet");
         let other_site = dir.path().join("other");
-        let refused = crate::http::publish::publish_pages(&replayed, &chain, &other_site);
+        let refused = crate::http::publish::publish_pages(
+            &replayed,
+            &chain,
+            &crate::http::archive::Site::open(other_site.to_str().unwrap()).unwrap(),
+        );
         assert!(refused.is_err(), "a page drawn short is not written");
         assert!(replayed.faulted());
         assert!(replayed.check_whole().unwrap_err().to_string().contains(COLD_FILE));

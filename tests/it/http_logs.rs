@@ -109,10 +109,10 @@ fn mirrors_of_a_node_and_of_a_published_site_verify_and_replay_to_the_same_state
     let expected = state_hash(&source);
     let n_blocks: u64 = source.tips().unwrap().iter().map(|(_, t)| t.height + 1).sum();
     let site = dirs[1].path().join("site");
-    let published = publish::publish(&source, Some(&validator_key(0)), &site, &mut |_| {}).unwrap();
+    let published = publish::publish(&source, Some(&validator_key(0)), &site_at(&site), &mut |_| {}).unwrap();
     assert_eq!(published.blocks, n_blocks);
     // Publishing again rewrites nothing.
-    let again = publish::publish(&source, Some(&validator_key(0)), &site, &mut |_| {}).unwrap();
+    let again = publish::publish(&source, Some(&validator_key(0)), &site_at(&site), &mut |_| {}).unwrap();
     assert_eq!((again.bundles_written, again.bundles_unchanged), (0, published.bundles_written));
     let node = serve_node(&runtime, source);
 
@@ -254,7 +254,7 @@ fn published_network(n: usize) -> (Vec<tempfile::TempDir>, Store, std::path::Pat
     let dirs: Vec<tempfile::TempDir> = (0..n).map(|_| tempfile::tempdir().unwrap()).collect();
     let source = network(dirs[0].path(), 1_790_000_000_000);
     let site = dirs[1].path().join("site");
-    publish::publish(&source, None, &site, &mut |_| {}).unwrap();
+    publish::publish(&source, None, &site_at(&site), &mut |_| {}).unwrap();
     (dirs, source, site)
 }
 
@@ -317,7 +317,7 @@ fn a_lying_server_is_refused_with_evidence_or_a_clear_error_and_nothing_unverifi
     let fork_dir = tempfile::tempdir().unwrap();
     let fork = network(fork_dir.path(), 1_790_000_500_000);
     let fork_site = fork_dir.path().join("site");
-    publish::publish(&fork, None, &fork_site, &mut |_| {}).unwrap();
+    publish::publish(&fork, None, &site_at(&fork_site), &mut |_| {}).unwrap();
     let url = liar(&runtime, &fork_site, HashMap::new());
     let report = mirror_into(&runtime, &honest, &url);
     assert_eq!(report.chains.len(), 3);
@@ -815,4 +815,65 @@ fn a_mirror_does_not_take_a_block_dated_far_in_the_future() {
     assert!(message.contains("Refused") && message.contains("block 2 is dated"), "{message}");
     assert_eq!(report.chains[0].size_after, 2);
     assert_eq!(mirror.tip(&validator).unwrap().map(|t| t.height), Some(1), "the blocks before it are kept");
+}
+
+/// The published site in folder `path`.
+fn site_at(path: &std::path::Path) -> af::http::archive::Site {
+    af::http::archive::Site::open(path.to_str().unwrap()).unwrap()
+}
+
+/// A site published to an object store (here `file://`, the same code path as `s3://`
+/// and the others: `object_store`) mirrors back to the same state; publishing a longer
+/// log again writes only the bundles past the site's tip, and gives the objects a
+/// whole publish gives; a changed object is refused with nothing unverified stored.
+#[test]
+fn a_site_on_an_object_store_mirrors_back_and_grows_by_its_new_bundles_only() {
+    use af::ledger::block::SealedBlock;
+    let runtime = runtime();
+    let dirs: Vec<tempfile::TempDir> = (0..6).map(|_| tempfile::tempdir().unwrap()).collect();
+    let full = network(dirs[0].path(), 1_790_000_000_000);
+    let tips = full.tips().unwrap();
+    // The same logs cut to their first 20 blocks, published first.
+    let early = Store::create(dirs[1].path()).unwrap();
+    for (validator, tip) in &tips {
+        for height in 0..=tip.height.min(19) {
+            let bytes = full.block_bytes(validator, height).unwrap().unwrap();
+            early.append(&SealedBlock::from_bytes(bytes).unwrap()).unwrap();
+        }
+    }
+    let url = format!("file://{}/bucket/site", dirs[2].path().display());
+    let site = af::http::archive::Site::open(&url).unwrap();
+    let first = publish::publish(&early, None, &site, &mut |_| {}).unwrap();
+    assert_eq!(first.blocks_already_published, 0);
+    let grown = publish::publish(&full, None, &site, &mut |_| {}).unwrap();
+    // Each chain's 16-block tile below 20 is not read again; its partial one is.
+    assert_eq!(grown.blocks_already_published, 16 * tips.len() as u64, "{grown:?}");
+    assert_eq!(grown.blocks, tips.iter().map(|(_, t)| t.height + 1).sum::<u64>());
+    // Byte for byte what one publish of the whole logs writes, but for the superseded
+    // partial tiles of the first, which stay (bundles are immutable).
+    let whole = dirs[3].path().join("site");
+    publish::publish(&full, None, &site_at(&whole), &mut |_| {}).unwrap();
+    let published = dirs[2].path().join("bucket/site");
+    for file in walk(&whole) {
+        let relative = file.strip_prefix(&whole).unwrap();
+        assert_eq!(std::fs::read(published.join(relative)).unwrap(), std::fs::read(&file).unwrap(), "{relative:?}");
+    }
+    let copy = Arc::new(Store::create(dirs[4].path()).unwrap());
+    let report = mirror_into(&runtime, &copy, &url);
+    assert!(!report.found_fault() && !report.failed(), "{report:?}");
+    assert_eq!(state_hash(&copy), state_hash(&full));
+    // One byte of one full bundle changed in the store: refused; the verified blocks
+    // before the changed one are kept, none from it on.
+    let (validator, _) = tips[0];
+    let bundle = published.join(af::http::layout::bundle_path(&validator, 0, af::http::layout::TILE_WIDTH));
+    let mut bytes = std::fs::read(&bundle).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 1;
+    std::fs::write(&bundle, bytes).unwrap();
+    let fresh = Arc::new(Store::create(dirs[5].path()).unwrap());
+    let report = mirror_into(&runtime, &fresh, &url);
+    assert!(report.found_fault(), "{report:?}");
+    let kept = fresh.tip(&validator).unwrap().map_or(0, |t| t.height + 1);
+    assert!(kept < af::http::layout::TILE_WIDTH, "{kept} blocks kept");
+    assert!(verifies(&fresh));
 }

@@ -1,0 +1,153 @@
+//! Where `af ledger publish` writes a site and `af mirror` may read one: a local folder,
+//! or an object store (S3 and S3-compatible stores, Google Cloud Storage, Azure Blob
+//! Storage) through the `object_store` crate, as Tessera and the static CT logs keep
+//! their tiles. The layout is ledger-spec/11's either way; only the transport differs.
+//! Credentials and endpoints come from the environment as each cloud's own tools read
+//! them (`AWS_*`, `GOOGLE_*`, `AZURE_*`; `AWS_ENDPOINT` and `AWS_ALLOW_HTTP=true` for
+//! an S3-compatible server of one's own).
+
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error("{target:?} is not a folder or an object store URL: {why}")]
+    Target { target: String, why: String },
+    #[error("{url}: {message}")]
+    Io { url: String, message: String },
+}
+
+/// A site's root: a folder or an object store URL, with the prefix the layout goes under.
+#[derive(Clone, Debug)]
+pub struct Site {
+    store: Arc<dyn ObjectStore>,
+    /// For the writes of `af ledger publish`, which is not async: a runtime of its own,
+    /// made at its first blocking call (never inside a runtime: `af mirror` is async).
+    runtime: Arc<std::sync::OnceLock<tokio::runtime::Runtime>>,
+    prefix: ObjectPath,
+    /// How the site was named, for messages.
+    url: String,
+}
+
+/// The URL schemes of object stores a site may be on (a target without `://` is a folder).
+pub const OBJECT_SCHEMES: [&str; 4] = ["s3://", "gs://", "az://", "file://"];
+
+/// Whether `target` names an object store rather than an HTTP site or a folder.
+pub fn is_object_store(target: &str) -> bool {
+    OBJECT_SCHEMES.iter().any(|scheme| target.starts_with(scheme))
+}
+
+impl Site {
+    /// The site at `target`: a folder (made if missing), or `s3://BUCKET/PREFIX`,
+    /// `gs://BUCKET/PREFIX`, `az://CONTAINER/PREFIX` or `file:///PATH`, configured from
+    /// the environment.
+    pub fn open(target: &str) -> Result<Site, ArchiveError> {
+        let refuse = |why: String| ArchiveError::Target { target: target.to_string(), why };
+        let runtime = Arc::default();
+        if !target.contains("://") {
+            let dir = std::path::Path::new(target);
+            std::fs::create_dir_all(dir).map_err(|e| refuse(format!("making the folder: {e}")))?;
+            let local =
+                object_store::local::LocalFileSystem::new_with_prefix(dir).map_err(|e| refuse(e.to_string()))?;
+            let url = target.trim_end_matches('/').to_string();
+            return Ok(Site { store: Arc::new(local), runtime, prefix: ObjectPath::default(), url });
+        }
+        if !is_object_store(target) {
+            return Err(refuse(format!("only folders and {} are written", OBJECT_SCHEMES.join(", "))));
+        }
+        let url = url::Url::parse(target).map_err(|e| refuse(e.to_string()))?;
+        let options = std::env::vars()
+            .filter(|(key, _)| ["AWS_", "GOOGLE_", "AZURE_"].iter().any(|prefix| key.starts_with(prefix)));
+        let (store, prefix) = object_store::parse_url_opts(&url, options).map_err(|e| refuse(e.to_string()))?;
+        if url.scheme() == "file" {
+            std::fs::create_dir_all(url.path()).map_err(|e| refuse(format!("making the folder: {e}")))?;
+        }
+        Ok(Site { store: Arc::from(store), runtime, prefix, url: target.trim_end_matches('/').to_string() })
+    }
+
+    fn path(&self, path: &str) -> ObjectPath {
+        path.split('/').filter(|part| !part.is_empty()).fold(self.prefix.clone(), |at, part| at.join(part))
+    }
+
+    /// Where `path` is, for messages.
+    pub fn url_of(&self, path: &str) -> String {
+        format!("{}/{path}", self.url)
+    }
+
+    fn fail(&self, path: &str, error: impl std::fmt::Display) -> ArchiveError {
+        ArchiveError::Io { url: self.url_of(path), message: error.to_string() }
+    }
+
+    /// The object at `path`, if there is one and it is at most `limit` bytes.
+    pub async fn get(&self, path: &str, limit: u64) -> Result<Option<Bytes>, ArchiveError> {
+        let got = match self.store.get(&self.path(path)).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(self.fail(path, e)),
+        };
+        if got.meta.size > limit {
+            return Err(self.fail(path, format!("{} bytes, over the {limit} read", got.meta.size)));
+        }
+        got.bytes().await.map(Some).map_err(|e| self.fail(path, e))
+    }
+
+    /// The object at `path` as a stream of chunks, with its size; `None` if absent.
+    pub async fn stream(
+        &self,
+        path: &str,
+    ) -> Result<Option<(u64, futures::stream::BoxStream<'static, Result<Bytes, String>>)>, ArchiveError> {
+        match self.store.get(&self.path(path)).await {
+            Ok(got) => {
+                let size = got.meta.size;
+                Ok(Some((size, got.into_stream().map(|chunk| chunk.map_err(|e| e.to_string())).boxed())))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.fail(path, e)),
+        }
+    }
+
+    /// Writes `bytes` at `path`, whole or not at all (the store's put is atomic).
+    pub async fn put(&self, path: &str, bytes: &[u8]) -> Result<(), ArchiveError> {
+        let payload = PutPayload::from(Bytes::copy_from_slice(bytes));
+        self.store.put(&self.path(path), payload).await.map(|_| ()).map_err(|e| self.fail(path, e))
+    }
+
+    /// Writes `bytes` at `path` unless it already holds exactly them; `true` if written.
+    /// Not async: `af ledger publish` writes one object at a time, in the layout's order.
+    pub fn write_if_changed(&self, path: &str, bytes: &[u8]) -> Result<bool, ArchiveError> {
+        self.block_on(async {
+            let held = self.get(path, bytes.len() as u64).await;
+            if matches!(&held, Ok(Some(held)) if held[..] == *bytes) {
+                return Ok(false);
+            }
+            self.put(path, bytes).await?;
+            Ok(true)
+        })
+    }
+
+    /// [`Self::get`], not async.
+    pub fn read(&self, path: &str, limit: u64) -> Result<Option<Bytes>, ArchiveError> {
+        self.block_on(self.get(path, limit))
+    }
+
+    fn block_on<T>(&self, work: impl std::future::Future<Output = Result<T, ArchiveError>>) -> Result<T, ArchiveError> {
+        if self.runtime.get().is_none() {
+            let made = tokio::runtime::Builder::new_current_thread().enable_all().build();
+            let made = made.map_err(|e| self.fail("", format!("starting the async runtime: {e}")))?;
+            let _ = self.runtime.set(made);
+        }
+        match self.runtime.get() {
+            Some(runtime) => runtime.block_on(work),
+            None => Err(self.fail("", "no async runtime")),
+        }
+    }
+}
+
+impl std::fmt::Display for Site {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.url)
+    }
+}
