@@ -22,6 +22,26 @@ pub struct Config {
     pub http: HttpConfig,
     /// Gossip and sync with other validators (libp2p).
     pub p2p: P2pConfig,
+    /// Publishing this store's logs to an archive as they grow (ledger-spec/11's layout).
+    pub archive: ArchiveConfig,
+}
+
+/// Where the validator publishes every log it holds, and how often: what `af ledger
+/// publish --out URL` does, run in the background (each run writes only what is new).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ArchiveConfig {
+    /// A folder or an object store URL (`s3://BUCKET/PREFIX`, `gs://`, `az://`,
+    /// `file://`); empty: no archive.
+    pub url: String,
+    /// Seconds between publishes (a failed one is tried again sooner, backing off).
+    pub every_s: u64,
+}
+
+impl Default for ArchiveConfig {
+    fn default() -> Self {
+        ArchiveConfig { url: String::new(), every_s: 300 }
+    }
 }
 
 /// Networking. `--listen`, `--peer` and `--allow` on the command line replace the
@@ -398,6 +418,7 @@ pub const RANGES: &[(&str, u64, u64)] = &[
     ("client.max_concurrent_total", 1, 65_536),
     ("miners (count)", 0, crate::limits::MAX_LIST_ITEMS as u64),
     ("chain.discover_every_ms", 100, 3_600_000),
+    ("archive.every_s", 1, 86_400),
 ];
 
 /// Longest miner `base_url` accepted, in bytes.
@@ -429,7 +450,7 @@ impl Config {
         Ok(out)
     }
 
-    fn numeric_fields(&self) -> [(&'static str, u64); 16] {
+    fn numeric_fields(&self) -> [(&'static str, u64); 17] {
         let (l, e, c) = (&self.ledger, &self.evaluation, &self.client);
         [
             ("ledger.block_max_events", l.block_max_events as u64),
@@ -448,6 +469,7 @@ impl Config {
             ("client.max_concurrent_total", c.max_concurrent_total as u64),
             ("miners (count)", self.miners.len() as u64),
             ("chain.discover_every_ms", self.chain.discover_every_ms),
+            ("archive.every_s", self.archive.every_s),
         ]
     }
 
@@ -484,6 +506,14 @@ impl Config {
         }
         self.evaluation.stopping_rule()?;
         self.evaluation.check_network_plan()?;
+        let archive = &self.archive.url;
+        if archive.contains("://") && !crate::http::archive::is_object_store(archive) {
+            return invalid(format!(
+                "archive.url = {} is neither a folder nor one of {}",
+                crate::bytes::quote_prefix(archive),
+                crate::http::archive::OBJECT_SCHEMES.join(", ")
+            ));
+        }
         self.http.address()?;
         let p2p = self.p2p.parsed()?;
         if self.chain.is_set() && self.p2p.enabled() {

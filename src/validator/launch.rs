@@ -50,6 +50,8 @@ pub enum LaunchError {
     AddressFile { path: PathBuf, source: std::io::Error },
     #[error("{0}")]
     Replay(#[from] ColdError),
+    #[error("the archive ([archive] url): {0}")]
+    Archive(#[from] crate::http::archive::ArchiveError),
     #[error("{0}")]
     Run(#[source] Box<RunError>),
     #[error("{0}")]
@@ -417,6 +419,12 @@ impl Validator {
             }
             None => None,
         };
+        if !config.archive.url.is_empty() {
+            let site = crate::http::archive::Site::open(&config.archive.url)?;
+            let every = std::time::Duration::from_secs(config.archive.every_s);
+            let (log, metrics) = (launch.log.clone(), launch.metrics.clone());
+            tokio::spawn(super::archiver::archive_loop(log, site, every, metrics, stop.clone()));
+        }
         Ok(Some(Validator {
             launch,
             stop_sender,

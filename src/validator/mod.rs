@@ -3,6 +3,7 @@
 //! `evaluation` module and every reward by the environments' own scorer.
 
 pub mod anchor;
+pub mod archiver;
 pub mod config;
 pub mod discovery;
 pub mod episode;

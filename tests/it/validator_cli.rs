@@ -442,3 +442,57 @@ fn ratio_show_reads_the_plan_from_the_log_not_the_config() {
     let help = stdout(&af(&["ratio", "show", "--help"]));
     assert!(!help.contains("[ratio]") && !help.contains("--config"), "it reads no config: {help}");
 }
+
+/// `[archive]`: a validator publishes its log to its archive (a folder here; an object
+/// store through the same code) every `every_s` seconds while it serves, and the
+/// archive mirrors back to the store's tip. A URL of another scheme is refused by name.
+#[test]
+fn a_serving_validator_keeps_its_archive_up_to_date() {
+    let dir = tempfile::tempdir().unwrap();
+    let miners = [miner("noisy:0.3"), miner("perfect")];
+    let archive = dir.path().join("archive");
+    let bad = config(dir.path(), "[archive]\nurl = \"ftp://example.org/logs\"", &[("5Noisy", &miners[0])]);
+    let data = dir.path().join("data");
+    let refused = af(&["validate", "--data", data.to_str().unwrap(), "--config", bad.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("archive.url"), "{refused:?}");
+    let extra = format!("[archive]\nurl = {:?}\nevery_s = 1\n[evaluation]\nwindow = 8", archive.to_str().unwrap());
+    let config = config(dir.path(), &extra, &[("5Noisy", &miners[0]), ("5Perfect", &miners[1])]);
+    let mut child = Command::new(af_bin())
+        .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--json"])
+        .args(["--serve", "--listen", "/ip4/127.0.0.1/tcp/0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The summary is printed when the queue is played; the log then stands still.
+    let (mut text, mut reader) = (String::new(), BufReader::new(child.stdout.take().unwrap()));
+    let summary: serde_json::Value = loop {
+        assert!(reader.read_line(&mut text).unwrap() > 0, "no summary: {text}");
+        if let Ok(summary) = serde_json::from_str(&text) {
+            break summary;
+        }
+    };
+    let size = summary["tip"]["height"].as_u64().unwrap() + 1;
+    let list = archive.join("af/v1/logs");
+    let mut archived = 0;
+    for _ in 0..300 {
+        if let Ok(text) = std::fs::read_to_string(&list) {
+            let logs: serde_json::Value = serde_json::from_str(&text).unwrap();
+            archived = logs["logs"][0]["size"].as_u64().unwrap_or(0);
+            if archived == size {
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(archived, size, "the archive holds the whole log");
+    let copy = dir.path().join("copy");
+    let url = format!("file://{}", archive.display());
+    let mirrored = af(&["mirror", "--from", &url, "--data", copy.to_str().unwrap(), "--json"]);
+    assert!(mirrored.status.success(), "{}", String::from_utf8_lossy(&mirrored.stderr));
+    let tips = |data: &std::path::Path| Store::open_read_only(data).unwrap().tips().unwrap();
+    assert_eq!(tips(&copy), tips(&data));
+}

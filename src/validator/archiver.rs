@@ -1,0 +1,72 @@
+//! A validator publishing every log it holds to its archive as they grow (`[archive]`):
+//! what `af ledger publish --out URL` does, run every `every_s` seconds in the
+//! background. Each run writes only the bundles past the archive's tips, so a run costs
+//! what was appended since the last; one that fails is tried again sooner, backing off,
+//! and the metrics say how far behind the archive is. IO only: the publish is
+//! `http::publish`'s.
+
+use crate::http::archive::Site;
+use crate::ledger::OwnLog;
+use crate::metrics::Metrics;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The first retry after a failed publish; doubled after each failure, up to `every`.
+const FIRST_RETRY: Duration = Duration::from_secs(5);
+
+/// Publishes `log`'s store to `site` every `every`, until `stop`.
+pub async fn archive_loop(
+    log: Arc<OwnLog>,
+    site: Site,
+    every: Duration,
+    metrics: Arc<Metrics>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut wait = every;
+    let mut retry = FIRST_RETRY.min(every);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.wait_for(|stopped| *stopped) => return,
+        }
+        let (log, target) = (log.clone(), site.clone());
+        // Reads of the store and the archive's own runtime: off the async workers.
+        let published = tokio::task::spawn_blocking(move || {
+            let held: u64 = log.store.tips()?.iter().map(|(_, tip)| tip.height + 1).sum();
+            let report = crate::http::publish::publish(&log.store, Some(log.key()), &target, &mut |_| {})?;
+            Ok::<_, crate::http::publish::PublishError>((held, report))
+        })
+        .await;
+        match published {
+            Ok(Ok((held, report))) => {
+                metrics.archive_behind_blocks.set(held.saturating_sub(report.blocks) as i64);
+                metrics.archive_published_unix_ms.set(crate::clock::unix_ms() as i64);
+                tracing::debug!(
+                    event = "archive_published",
+                    archive = %site,
+                    blocks = report.blocks,
+                    bundles_written = report.bundles_written,
+                    "published to the archive"
+                );
+                (wait, retry) = (every, FIRST_RETRY.min(every));
+            }
+            Ok(Err(error)) => (wait, retry) = failed(&metrics, &site, &error.to_string(), retry, every),
+            Err(join) => (wait, retry) = failed(&metrics, &site, &join.to_string(), retry, every),
+        }
+    }
+}
+
+/// A failed publish, counted and said: the wait before the next try (`retry`) and the
+/// one after that (doubled, up to `every`).
+fn failed(metrics: &Metrics, site: &Site, error: &str, retry: Duration, every: Duration) -> (Duration, Duration) {
+    metrics.archive_failures.inc();
+    tracing::warn!(
+        event = "archive_failed",
+        archive = %site,
+        error = %error,
+        retry_s = retry.as_secs(),
+        "publishing to the archive failed; trying again"
+    );
+    (retry, (retry * 2).min(every))
+}
