@@ -876,4 +876,20 @@ fn a_site_on_an_object_store_mirrors_back_and_grows_by_its_new_bundles_only() {
     let kept = fresh.tip(&validator).unwrap().map_or(0, |t| t.height + 1);
     assert!(kept < af::http::layout::TILE_WIDTH, "{kept} blocks kept");
     assert!(verifies(&fresh));
+    // Another chain's signed tip in place of one's: refused, nothing of that chain taken.
+    let (other, _) = tips[1];
+    let tip_of = |v| published.join(af::http::layout::tip_path(v));
+    std::fs::copy(tip_of(&other), tip_of(&validator)).unwrap();
+    let fresh = Arc::new(Store::create(&dirs[5].path().join("again")).unwrap());
+    let report = mirror_into(&runtime, &fresh, &url);
+    let chain = report.chains.iter().find(|c| c.validator == validator).unwrap();
+    assert!(format!("{:?}", chain.outcome).contains("signed for validator"), "{chain:?}");
+    assert!(fresh.tip(&validator).unwrap().is_none());
+    // A log list past its bound is refused by its declared size, before it is read.
+    let list = published.join(af::http::layout::log_list_path());
+    std::fs::write(&list, vec![b' '; af::http::layout::MAX_LOG_LIST_BYTES as usize + 1]).unwrap();
+    let options = MirrorOptions::default();
+    let store = Arc::new(Store::create(&dirs[5].path().join("list")).unwrap());
+    let refused = runtime.block_on(mirror::mirror(store, &url, options, &mut |_, _, _| {})).unwrap_err();
+    assert!(refused.to_string().contains("declares"), "{refused}");
 }
