@@ -128,10 +128,10 @@ pub struct Metrics {
     /// The allocator's live heap and the pages it holds, read by `heap_probe` when
     /// `/metrics` is read: RSS growth with a flat live heap is fragmentation, not a leak.
     /// Blocks of the logs this store holds that its archive (`[archive]`) did not hold
-    /// at the last attempt to publish; its failed attempts; its last success (unix ms).
+    /// at the last attempt to publish; its failed attempts; its last success (unix seconds).
     pub archive_behind_blocks: Gauge,
     pub archive_failures: Counter,
-    pub archive_published_unix_ms: Gauge,
+    pub archive_published_time_seconds: Gauge,
     pub heap_allocated_bytes: Gauge,
     pub heap_active_bytes: Gauge,
     pub heap_metadata_bytes: Gauge,
@@ -283,7 +283,7 @@ impl Metrics {
             vtrust: Family::default(),
             archive_behind_blocks: Gauge::default(),
             archive_failures: Counter::default(),
-            archive_published_unix_ms: Gauge::default(),
+            archive_published_time_seconds: Gauge::default(),
             heap_allocated_bytes: Gauge::default(),
             heap_active_bytes: Gauge::default(),
             heap_metadata_bytes: Gauge::default(),
@@ -329,9 +329,9 @@ impl Metrics {
             metrics.archive_failures.clone(),
         );
         r.register(
-            "archive_published_unix_ms",
-            "When the archive last took a whole publish (unix ms; 0: not yet)",
-            metrics.archive_published_unix_ms.clone(),
+            "archive_published_time_seconds",
+            "When the archive last took a whole publish (unix seconds; 0: not yet)",
+            metrics.archive_published_time_seconds.clone(),
         );
         r.register(
             "chain_lag_blocks",

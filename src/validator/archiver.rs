@@ -41,7 +41,7 @@ pub async fn archive_loop(
         match published {
             Ok(Ok((held, report))) => {
                 metrics.archive_behind_blocks.set(held.saturating_sub(report.blocks) as i64);
-                metrics.archive_published_unix_ms.set(crate::clock::unix_ms() as i64);
+                metrics.archive_published_time_seconds.set((crate::clock::unix_ms() / 1000) as i64);
                 tracing::debug!(
                     event = "archive_published",
                     archive = %site,
