@@ -61,10 +61,9 @@ impl Site {
         let url = url::Url::parse(target).map_err(|e| refuse(e.to_string()))?;
         let options = std::env::vars()
             .filter(|(key, _)| ["AWS_", "GOOGLE_", "AZURE_"].iter().any(|prefix| key.starts_with(prefix)));
+        // Nothing is made here: a reader (`af mirror`) leaves no trace, and a put makes
+        // the folders it needs.
         let (store, prefix) = object_store::parse_url_opts(&url, options).map_err(|e| refuse(e.to_string()))?;
-        if url.scheme() == "file" {
-            std::fs::create_dir_all(url.path()).map_err(|e| refuse(format!("making the folder: {e}")))?;
-        }
         Ok(Site { store: Arc::from(store), runtime, prefix, url: target.trim_end_matches('/').to_string() })
     }
 
