@@ -45,6 +45,13 @@ impl Site {
     /// `gs://BUCKET/PREFIX`, `az://CONTAINER/PREFIX` or `file:///PATH`, configured from
     /// the environment.
     pub fn open(target: &str) -> Result<Site, ArchiveError> {
+        Site::open_with(target, &[])
+    }
+
+    /// [`Self::open`] with settings of the object store's HTTP client (`timeout`,
+    /// `connect_timeout`, as humantime durations) over the environment's: a reader's
+    /// bounds on a slow server.
+    pub fn open_with(target: &str, client: &[(&str, String)]) -> Result<Site, ArchiveError> {
         let refuse = |why: String| ArchiveError::Target { target: target.to_string(), why };
         let runtime = Arc::default();
         if !target.contains("://") {
@@ -60,7 +67,8 @@ impl Site {
         }
         let url = url::Url::parse(target).map_err(|e| refuse(e.to_string()))?;
         let options = std::env::vars()
-            .filter(|(key, _)| ["AWS_", "GOOGLE_", "AZURE_"].iter().any(|prefix| key.starts_with(prefix)));
+            .filter(|(key, _)| ["AWS_", "GOOGLE_", "AZURE_"].iter().any(|prefix| key.starts_with(prefix)))
+            .chain(client.iter().map(|(key, value)| (key.to_string(), value.clone())));
         // Nothing is made here: a reader (`af mirror`) leaves no trace, and a put makes
         // the folders it needs.
         let (store, prefix) = object_store::parse_url_opts(&url, options).map_err(|e| refuse(e.to_string()))?;

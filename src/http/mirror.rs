@@ -257,7 +257,13 @@ pub async fn mirror(
 ) -> Result<MirrorReport, MirrorError> {
     let (transport, shown) = match super::archive::is_object_store(base) {
         true => {
-            let site = super::archive::Site::open(base)
+            // The store's client answers by the same bounds as the HTTP one (its body's
+            // chunks are bounded by the overall deadline as well).
+            let client = [
+                ("connect_timeout", format!("{}ms", options.connect_timeout.as_millis())),
+                ("timeout", format!("{}ms", options.request_timeout.as_millis())),
+            ];
+            let site = super::archive::Site::open_with(base, &client)
                 .map_err(|e| MirrorError::Fetch { url: base.to_string(), message: e.to_string() })?;
             let shown = site.to_string();
             (Transport::Archive(site), shown)
