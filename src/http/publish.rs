@@ -10,6 +10,7 @@
 use super::archive::Site;
 use super::layout::{self, LogList, LogSummary, LOG_LIST_FORMAT};
 use crate::bytes::ValidatorKey;
+use crate::ledger::block::Tip;
 use crate::ledger::checkpoint::Checkpoint;
 use crate::ledger::proof::{signed_headers, InclusionError};
 use crate::ledger::store::{Store, StoreError};
@@ -74,7 +75,7 @@ pub fn publish(
     let tips = store.tips()?;
     for (validator, tip) in &tips {
         let size = tip.height + 1;
-        let published = published_size(store, site, validator)?;
+        let published = published_size(store, site, validator, tip)?;
         let already: std::collections::BTreeSet<(u64, u64)> = layout::bundles_for(0, published).into_iter().collect();
         for (n, width) in layout::bundles_for(0, size) {
             if already.contains(&(n, width)) {
@@ -118,12 +119,13 @@ pub fn publish(
 
 /// How many blocks of `validator`'s chain the site holds, by its tip, written last: 0
 /// unless that tip reads, is the validator's, and names a block `store` holds with the
-/// same hash (a site of another history, or a damaged tip, is published whole again).
-fn published_size(store: &Store, site: &Site, validator: &ValidatorKey) -> Result<u64, PublishError> {
+/// same hash (a site of another history, or a damaged tip, is published whole again);
+/// `tip` is the store's, read once by the caller.
+fn published_size(store: &Store, site: &Site, validator: &ValidatorKey, tip: &Tip) -> Result<u64, PublishError> {
     let Ok(Some(bytes)) = site.read(&layout::tip_path(validator), layout::MAX_TIP_BYTES) else { return Ok(0) };
     let Ok(signed) = serde_json::from_slice::<crate::ledger::proof::SignedHeader>(&bytes) else { return Ok(0) };
     let height = signed.header.height;
-    if signed.header.validator != *validator || store.tip(validator)?.is_none_or(|tip| tip.height < height) {
+    if signed.header.validator != *validator || tip.height < height {
         return Ok(0);
     }
     let held = signed_headers(store, validator, height, height)?;
