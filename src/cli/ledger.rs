@@ -190,6 +190,26 @@ pub enum LedgerCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Prune old bodies of other validators' logs (ledger-spec/05): blocks older than
+    /// --keep-days that the archive at --archive already holds in full bundles become
+    /// their header, signature and leaf hashes; our own log and each chain's last block
+    /// are kept whole. Readers fetch a pruned body back from that archive when they need
+    /// it, and take it only if it is the kept block. Stop the validator first.
+    Prune {
+        /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
+        #[arg(long)]
+        data: PathBuf,
+        /// The archive that holds the logs (`af ledger publish --out` of this store, or
+        /// `[archive] url`): a folder or s3://, gs://, az://, file:// URL.
+        #[arg(long)]
+        archive: String,
+        /// Days of every log to keep whole, by the blocks' times (at least 1).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=36500))]
+        keep_days: u32,
+        /// Print JSON for scripts (ledger-spec/10 for events).
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a consistency proof (JSON, ledger-spec/11): the signed headers showing that
     /// the chain at size NEW extends the chain at size OLD.
     ProveConsistency {
@@ -297,6 +317,27 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         LedgerCommand::Publish { data, out, chain, json } => super::http::publish_command(&data, &out, &chain, json),
+        LedgerCommand::Prune { data, archive, keep_days, json } => {
+            let archive = af::http::archive::absolute(&archive)?;
+            let site = af::http::archive::Site::open(&archive)?;
+            let store = Store::open(&data)?;
+            let key_path = super::data_dir::key_path(&data);
+            let own = if key_path.exists() { Some(af::ledger::LedgerKey::load(&key_path)?.validator()) } else { None };
+            let mut line = ProgressLine::new();
+            let report =
+                af::http::prune::prune_to_archive(&store, &site, own, keep_days, af::clock::unix_ms(), &mut |p| {
+                    line.update(|| format!("pruning {}…: below height {}", &p.validator.to_hex()[..16], p.below));
+                })?;
+            line.finish();
+            if json {
+                print_json(&report)?;
+            } else {
+                for l in report.lines() {
+                    outln!("{l}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         LedgerCommand::ProveConsistency { data, validator, old, new, json: _ } => {
             prove_consistency(&data, validator, old, new)
         }

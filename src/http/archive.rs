@@ -40,6 +40,17 @@ pub fn is_object_store(target: &str) -> bool {
     OBJECT_SCHEMES.iter().any(|scheme| target.starts_with(scheme))
 }
 
+/// `target` as a store records it: a folder made absolute (a relative one would name
+/// another place from another working directory), a URL as it is.
+pub fn absolute(target: &str) -> Result<String, ArchiveError> {
+    if target.contains("://") {
+        return Ok(target.to_string());
+    }
+    std::path::absolute(target)
+        .map(|path| path.display().to_string())
+        .map_err(|e| ArchiveError::Target { target: target.to_string(), why: e.to_string() })
+}
+
 impl Site {
     /// The site at `target`: a folder (made if missing), or `s3://BUCKET/PREFIX`,
     /// `gs://BUCKET/PREFIX`, `az://CONTAINER/PREFIX` or `file:///PATH`, configured from

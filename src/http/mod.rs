@@ -3,10 +3,12 @@
 //! as files, and `af mirror` that reads it back, verifying every block.
 
 pub mod archive;
+pub mod bodies;
 pub mod drawn;
 pub mod layout;
 pub mod mirror;
 pub mod pages;
+pub mod prune;
 pub mod publish;
 pub mod read_store;
 pub mod server;

@@ -104,7 +104,10 @@ fn open_with(
         false => Store::open_read_only(data).map(|store| (store, PageCheck::passed())),
     };
     match opened {
-        Ok((store, check)) => {
+        Ok((mut store, check)) => {
+            // Pruned bodies (ledger-spec/05) are fetched back from the archive the store
+            // names, each taken only if it is the kept block.
+            store.set_bodies(Arc::new(super::bodies::ArchiveBodies::default()));
             if let Some(why) = store.recovery_needed() {
                 note(&format!(
                     "{} needs recovery: {why}; nothing was written (the next `af validate` or `af node` on it recovers it)",

@@ -19,6 +19,7 @@ pub mod header;
 pub mod keys;
 pub mod merkle;
 pub mod proof;
+pub mod pruned;
 pub mod readonly;
 pub mod salvage;
 pub mod signed;

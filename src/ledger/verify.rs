@@ -10,6 +10,7 @@
 //! must pass before anything they found is reported.
 
 use super::block::{check_block_with, check_link, check_signature, BlockError, Tip};
+use super::pruned::PrunedBlock;
 use super::store::{self, Store, StoreError};
 use crate::bytes::ValidatorKey;
 use crate::limits::VERIFY_BATCH_BYTES;
@@ -35,6 +36,12 @@ pub struct ChainReport {
     pub n_blocks_ok: u64,
     pub n_events: u64,
     pub n_bytes: u64,
+    /// Of `n_blocks_ok` and `n_events`, those kept pruned (header, signature and leaf
+    /// hashes; ledger-spec/05): verified as far as that goes, their events not held.
+    pub n_blocks_pruned: u64,
+    pub n_events_pruned: u64,
+    /// Where the pruned bodies were published, as the store records it.
+    pub pruned_from: Option<String>,
     /// The last verified block.
     pub verified_tip: Option<Tip>,
     pub fault: Option<ChainFault>,
@@ -66,6 +73,9 @@ pub struct StoreReport {
     pub n_blocks: u64,
     pub n_events: u64,
     pub n_bytes: u64,
+    /// Of those, blocks and events kept pruned (their bodies not held, not checked).
+    pub n_blocks_pruned: u64,
+    pub n_events_pruned: u64,
 }
 
 impl StoreReport {
@@ -77,11 +87,19 @@ impl StoreReport {
             .iter()
             .map(|chain| match &chain.fault {
                 None => format!(
-                    "ok    validator {}: {} blocks, {} events, tip {}",
+                    "ok    validator {}: {} blocks, {} events, tip {}{}",
                     chain.validator,
                     chain.n_blocks_ok,
                     chain.n_events,
-                    chain.verified_tip.map_or("(empty)".into(), |t| format!("height {} hash {}", t.height, t.hash))
+                    chain.verified_tip.map_or("(empty)".into(), |t| format!("height {} hash {}", t.height, t.hash)),
+                    match chain.n_blocks_pruned {
+                        0 => String::new(),
+                        n => format!(
+                            "; heights 0..{n} pruned: {} events checked by their leaf hashes only, bodies in {}",
+                            chain.n_events_pruned,
+                            chain.pruned_from.as_deref().unwrap_or("(no archive recorded)")
+                        ),
+                    }
                 ),
                 Some(fault) => format!(
                     "FAIL  validator {}: first bad height {} ({}): {}",
@@ -89,6 +107,13 @@ impl StoreReport {
                 ),
             })
             .collect();
+        if self.n_blocks_pruned > 0 {
+            out.push(format!(
+                "note  {} of the {} blocks ({} events) are pruned: links, signatures and Merkle roots verified; \
+                 their events are not held here, so not checked against the bounds of 02 nor indexed",
+                self.n_blocks_pruned, self.n_blocks, self.n_events_pruned
+            ));
+        }
         out.push(match (&self.indexes.fault, self.indexes.checked) {
             (Some(fault), _) => format!("FAIL  index {} ({}): {}", fault.index, fault.kind, fault.message),
             (None, true) => {
@@ -155,6 +180,7 @@ fn verify_store_inner(store: &Store, progress: Progress<'_>) -> Result<StoreRepo
     let tips = store::tips_in(&txn)?;
     let mut validators: BTreeSet<ValidatorKey> = tips.iter().map(|(v, _)| *v).collect();
     validators.extend(store::validators_with_blocks(&txn)?);
+    validators.extend(store::validators_with_pruned(&txn)?);
     let chains: Vec<(ValidatorKey, Option<Tip>, Option<u64>)> = validators
         .into_iter()
         .map(|validator| (validator, tips.iter().find(|(v, _)| *v == validator).map(|(_, t)| *t), None))
@@ -183,6 +209,8 @@ fn verify_store_inner(store: &Store, progress: Progress<'_>) -> Result<StoreRepo
         n_blocks: chains.iter().map(|c| c.n_blocks_ok).sum(),
         n_events: chains.iter().map(|c| c.n_events).sum(),
         n_bytes: chains.iter().map(|c| c.n_bytes).sum(),
+        n_blocks_pruned: chains.iter().map(|c| c.n_blocks_pruned).sum(),
+        n_events_pruned: chains.iter().map(|c| c.n_events_pruned).sum(),
         chains,
     })
 }
@@ -409,7 +437,9 @@ fn implied_digests(txn: &redb::ReadTransaction, key: &[u8; 32], tag: u8) -> Resu
     let mut digests = Vec::new();
     for validator in store::validators_with_blocks(txn)? {
         let mut failed = None;
-        store::stream_blocks(txn, &validator, VERIFY_BATCH_BYTES, &mut |batch| {
+        // A pruned block implies no entry: its events are not held, so not indexed.
+        let from = store::pruned_below(txn, &validator)?;
+        store::stream_blocks_from(txn, &validator, from, VERIFY_BATCH_BYTES, &mut |batch| {
             for (height, bytes) in &batch {
                 let events = match crate::ledger::block::decode_block_borrowed(bytes) {
                     Ok((_, events)) => events,
@@ -449,6 +479,8 @@ struct RunReport {
     n_blocks_ok: u64,
     n_events: u64,
     n_bytes: u64,
+    n_blocks_pruned: u64,
+    n_events_pruned: u64,
     index: ExpectedIndex,
     fault: Option<ChainFault>,
     /// The lowest height with a piece in the run, if any (names the next stored block
@@ -483,12 +515,14 @@ fn check_one(
     Ok((tip, header, checked.leaf_hashes.len() as u64))
 }
 
-/// Checks the stored blocks of `validator` from `from` to `to` in order, each read and
-/// checked by this worker alone (one block held at a time), each linked to the one before
-/// it in the run. Stops at the first fault, or when `stop` is set.
+/// Checks the blocks of `validator` from `from` to `to` in order, each read and checked
+/// by this worker alone (one block held at a time), each linked to the one before it in
+/// the run: below `pruned_below` the kept records of pruned blocks (header, signature,
+/// leaf hashes), from there the stored blocks. Stops at the first fault, or when `stop`
+/// is set.
 fn check_run(
     txn: &redb::ReadTransaction,
-    (chain, validator): (usize, &ValidatorKey),
+    (chain, validator, pruned_below): (usize, &ValidatorKey, u64),
     (from, to): (u64, u64),
     key: &[u8; 32],
     done: &Done<'_>,
@@ -500,6 +534,8 @@ fn check_run(
         n_blocks_ok: 0,
         n_events: 0,
         n_bytes: 0,
+        n_blocks_pruned: 0,
+        n_events_pruned: 0,
         index: ExpectedIndex { key: *key, ..ExpectedIndex::default() },
         fault: None,
         first_stored: None,
@@ -507,18 +543,24 @@ fn check_run(
     if done.past_fault(chain, from) {
         return Ok(run);
     }
-    let read = store::for_each_block_in(txn, validator, from, to, &mut |height, bytes| {
+    // One block that checked out on its own (or did not), linked and counted.
+    let take = |run: &mut RunReport,
+                height: u64,
+                checked: Result<(Tip, crate::ledger::block::BlockHeader, u64), BlockError>,
+                index: ExpectedIndex,
+                n_bytes: u64,
+                pruned: bool| {
         run.first_stored.get_or_insert(height);
         let fault = |kind: &'static str, message: String| ChainFault { height: run.next_height, kind, message };
         if height != run.next_height {
+            let what = if pruned { "pruned" } else { "stored" };
             run.fault = Some(fault(
                 "missing_block",
-                format!("no block stored at height {} (next stored is {height})", run.next_height),
+                format!("no block {what} at height {} (next {what} is {height})", run.next_height),
             ));
             return false;
         }
-        let mut index = ExpectedIndex { key: *key, ..ExpectedIndex::default() };
-        let linked = check_one(validator, height, &bytes, key, &mut index).and_then(|(tip, header, n_events)| {
+        let linked = checked.and_then(|(tip, header, n_events)| {
             if run.last.is_some() {
                 check_link(validator, run.last.as_ref(), &header)?;
             }
@@ -531,9 +573,13 @@ fn check_run(
                 run.last = Some(tip);
                 run.n_blocks_ok += 1;
                 run.n_events += n_events;
-                run.n_bytes += bytes.len() as u64;
+                run.n_bytes += n_bytes;
+                if pruned {
+                    run.n_blocks_pruned += 1;
+                    run.n_events_pruned += n_events;
+                }
                 run.next_height += 1;
-                done.add(bytes.len() as u64);
+                done.add(n_bytes);
                 !done.past_fault(chain, run.next_height)
             }
             Err(error) => {
@@ -541,6 +587,40 @@ fn check_run(
                 false
             }
         }
+    };
+    if from < pruned_below {
+        let mut going = true;
+        store::for_each_pruned_in(txn, validator, from, to.min(pruned_below - 1), &mut |height, record| {
+            let checked = PrunedBlock::decode(record).and_then(|kept| {
+                let tip = kept.check()?;
+                Ok((tip, kept.header, kept.leaf_hashes.len() as u64))
+            });
+            let index = ExpectedIndex { key: *key, ..ExpectedIndex::default() };
+            going = take(&mut run, height, checked, index, 0, true);
+            going
+        })?;
+        // The records end before the run's pruned part does: a gap, named at its height.
+        if going && run.fault.is_none() && run.next_height <= to.min(pruned_below - 1) {
+            let missing = run.next_height;
+            run.fault = Some(ChainFault {
+                height: missing,
+                kind: "missing_block",
+                message: format!(
+                    "no block pruned or stored at height {missing}, below the pruned height {pruned_below}"
+                ),
+            });
+        }
+        if run.fault.is_some() || !going || to < pruned_below {
+            if let Some(fault) = &run.fault {
+                done.fault_at(chain, fault.height);
+            }
+            return Ok(run);
+        }
+    }
+    let read = store::for_each_block_in(txn, validator, from.max(pruned_below), to, &mut |height, bytes| {
+        let mut index = ExpectedIndex { key: *key, ..ExpectedIndex::default() };
+        let checked = check_one(validator, height, &bytes, key, &mut index);
+        take(&mut run, height, checked, index, bytes.len() as u64, false)
     });
     match read {
         // Pieces that are not the store's layout: a fault of the chain at that height.
@@ -628,8 +708,14 @@ fn verify_chains(
     progress: Progress<'_>,
 ) -> Result<Vec<ChainReport>, StoreError> {
     let mut lasts = Vec::with_capacity(chains.len());
+    let mut pruned = Vec::with_capacity(chains.len());
     for (validator, _, until) in chains {
-        let last = store::last_stored_height(txn, validator)?;
+        let below = store::pruned_below(txn, validator)?;
+        // Pieces below the pruned height: a block both pruned and stored, or a gap the
+        // records skip; either way the chain is wrong from there.
+        let stored_below = store::first_stored_height(txn, validator)?.filter(|first| *first < below);
+        pruned.push((below, stored_below, store::pruned_from(txn, validator)?));
+        let last = store::last_stored_height(txn, validator)?.max(below.checked_sub(1));
         lasts.push((
             *validator,
             match until {
@@ -649,7 +735,7 @@ fn verify_chains(
     // Each run holds one block at a time: the bytes held are one block per thread.
     let reports: Vec<Result<RunReport, StoreError>> = runs
         .par_iter()
-        .map(|&(chain, from, to)| check_run(txn, (chain, &lasts[chain].0), (from, to), &key, &done))
+        .map(|&(chain, from, to)| check_run(txn, (chain, &lasts[chain].0, pruned[chain].0), (from, to), &key, &done))
         .collect();
     let mut reports = reports.into_iter();
     let mut out = Vec::with_capacity(chains.len());
@@ -660,6 +746,20 @@ fn verify_chains(
             chain_runs.push(reports.next().expect("one report per run")?);
         }
         let mut report = join_runs(validator, chain_runs, expected);
+        let (_, stored_below, pruned_from) = &pruned[i];
+        report.pruned_from = pruned_from.clone();
+        if let Some(height) = *stored_below {
+            if report.fault.as_ref().is_none_or(|f| f.height > height) && until.is_none_or(|u| height <= u) {
+                report.fault = Some(ChainFault {
+                    height,
+                    kind: "pruned_and_stored",
+                    message: format!(
+                        "pieces of a block are stored at height {height}, below the pruned height {}",
+                        pruned[i].0
+                    ),
+                });
+            }
+        }
         if report.fault.is_none() && until.is_none() {
             report.fault = tip_fault(*recorded_tip, report.verified_tip);
         }
@@ -672,8 +772,17 @@ fn verify_chains(
 /// link to the previous run's last, a run that ended short is a missing block unless it
 /// is the chain's end, and the first fault ends the chain.
 fn join_runs(validator: &ValidatorKey, runs: Vec<RunReport>, expected: &mut ExpectedIndex) -> ChainReport {
-    let mut report =
-        ChainReport { validator: *validator, n_blocks_ok: 0, n_events: 0, n_bytes: 0, verified_tip: None, fault: None };
+    let mut report = ChainReport {
+        validator: *validator,
+        n_blocks_ok: 0,
+        n_events: 0,
+        n_bytes: 0,
+        n_blocks_pruned: 0,
+        n_events_pruned: 0,
+        pruned_from: None,
+        verified_tip: None,
+        fault: None,
+    };
     let next_stored: Vec<Option<u64>> =
         (0..runs.len()).map(|i| runs[i + 1..].iter().find_map(|r| r.first_stored)).collect();
     let mut next_height = 0u64;
@@ -688,6 +797,8 @@ fn join_runs(validator: &ValidatorKey, runs: Vec<RunReport>, expected: &mut Expe
             report.n_blocks_ok += run.n_blocks_ok;
             report.n_events += run.n_events;
             report.n_bytes += run.n_bytes;
+            report.n_blocks_pruned += run.n_blocks_pruned;
+            report.n_events_pruned += run.n_events_pruned;
             report.verified_tip = run.last;
             next_height = run.next_height;
         }

@@ -207,8 +207,10 @@ pub fn replay_in(
         .iter()
         .map(|validator| from_snapshot.remove(validator).unwrap_or_else(|| ChainFold::new(*validator)))
         .collect();
-    let folded: Vec<Result<(ChainFold, u64, u64), ReplayError>> =
-        starts.into_par_iter().map(|fold| fold_chain(cold, &txn, registry, fold, batch_bytes, &progress)).collect();
+    let folded: Vec<Result<(ChainFold, u64, u64), ReplayError>> = starts
+        .into_par_iter()
+        .map(|fold| fold_chain(cold, (store, &txn), registry, fold, batch_bytes, &progress))
+        .collect();
     let (mut n_blocks_folded, mut n_bytes_folded) = (0u64, 0u64);
     let mut folds = Vec::with_capacity(validators.len());
     for result in folded {
@@ -271,7 +273,7 @@ const MIN_FOLD_BATCH_BYTES: usize = 1024 * 1024;
 /// folded. Returns the fold, and the blocks and bytes folded this run.
 fn fold_chain(
     cold: &cold::ColdStore,
-    txn: &redb::ReadTransaction,
+    (whole, txn): (&Store, &redb::ReadTransaction),
     registry: &Registry,
     mut fold: ChainFold,
     batch_bytes: usize,
@@ -287,7 +289,19 @@ fn fold_chain(
     let mut spill_failed = None;
     std::thread::scope(|scope| -> Result<(), StoreError> {
         let reader = scope.spawn(move || {
-            store::stream_blocks_from(txn, &validator, from, batch_bytes, &mut |batch| sender.send(batch).is_ok())
+            // Pruned blocks (ledger-spec/05) come back from the log's archive, a bundle at
+            // a time, each checked against its kept record; the fold checks them again
+            // as any block.
+            let pruned_below = store::pruned_below(txn, &validator)?;
+            let mut at = from;
+            while at < pruned_below {
+                let to = (at / 16 * 16 + 15).min(pruned_below - 1);
+                if sender.send(whole.fetch_pruned_range(&validator, at, to)?).is_err() {
+                    return Ok(());
+                }
+                at = to + 1;
+            }
+            store::stream_blocks_from(txn, &validator, at, batch_bytes, &mut |batch| sender.send(batch).is_ok())
         });
         for batch in receiver.iter() {
             let before = fold.n_bytes;

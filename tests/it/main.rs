@@ -15,6 +15,7 @@ mod ledger_crash;
 mod ledger_faults;
 mod ledger_fuzz;
 mod ledger_model;
+mod ledger_prune;
 mod ledger_tamper;
 mod ledger_vectors;
 mod mine;

@@ -7,6 +7,10 @@ use std::path::PathBuf;
 
 /// The store's layout version, in its `meta` table.
 pub const SCHEMA_VERSION: u32 = 2;
+/// Schema 2 with pruned blocks (ledger-spec/05): recorded when a store first prunes, so
+/// a build that does not know pruned blocks refuses the store rather than reading its
+/// pruned heights as missing. This build reads both.
+pub const PRUNED_SCHEMA_VERSION: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -59,6 +63,15 @@ pub enum StoreError {
     /// A block's chunks are not the one layout the store writes (ledger-spec/05).
     #[error("block {height} of validator {validator} is stored in bad chunks: {why}")]
     BadChunks { validator: ValidatorKey, height: u64, why: String },
+    /// The block's body was pruned (ledger-spec/05): only its header, signature and leaf
+    /// hashes are kept, and this reader has no archive to fetch the body from.
+    #[error(
+        "block {height} of validator {validator} is pruned: the store keeps its header and leaf hashes only, and no archive to fetch its body from was reachable (`af ledger verify` names the chain's archive)"
+    )]
+    Pruned { validator: ValidatorKey, height: u64 },
+    /// A pruned body fetched back from an archive could not be had or was not the block.
+    #[error("block {height} of validator {validator} is pruned, and fetching its body from {archive} failed: {why}")]
+    BodyFetch { validator: ValidatorKey, height: u64, archive: String, why: String },
 }
 
 impl StoreError {

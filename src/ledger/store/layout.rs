@@ -46,6 +46,145 @@ pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
 pub const STORE_FILE: &str = "ledger.redb";
 
+/// Blocks kept without their events (ledger-spec/05, "Pruned bodies"):
+/// `validator (32) || height (u64 BE)` -> [`crate::ledger::pruned::PrunedBlock`]'s record.
+/// A chain's pruned heights are `0..p` without a gap, and none of them has pieces in
+/// [`BLOCKS`].
+pub const PRUNED: TableDefinition<&[u8], &[u8]> = TableDefinition::new("pruned_v1");
+
+/// Where the bodies of a chain's pruned blocks were published when they were pruned:
+/// `validator (32)` -> the archive's URL (UTF-8), whence readers fetch them back.
+pub const PRUNED_FROM: TableDefinition<&[u8], &str> = TableDefinition::new("pruned_from_v1");
+
+/// The key of block `height` of `validator` in [`PRUNED`].
+pub fn pruned_key(validator: &ValidatorKey, height: u64) -> [u8; 40] {
+    let mut key = [0u8; 40];
+    key[..32].copy_from_slice(&validator.0);
+    key[32..].copy_from_slice(&height.to_be_bytes());
+    key
+}
+
+/// The height below which `validator`'s blocks are pruned (0: none is), from the last
+/// pruned record's key. A store without the table (schema 2) has none.
+pub fn pruned_below(txn: &ReadTransaction, validator: &ValidatorKey) -> Result<u64, StoreError> {
+    let table = match txn.open_table(PRUNED) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+        Err(e) => return Err(eng("opening pruned blocks")(e)),
+    };
+    let (start, end) = (pruned_key(validator, 0), pruned_key(validator, u64::MAX));
+    let mut range = table.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng("reading pruned blocks"))?;
+    match range.next_back() {
+        None => Ok(0),
+        Some(entry) => {
+            let (key, _) = entry.map_err(eng("reading pruned blocks"))?;
+            let height = u64::from_be_bytes(key.value()[32..40].try_into().expect("a 40-byte key"));
+            Ok(height.saturating_add(1))
+        }
+    }
+}
+
+/// The archive a chain's pruned bodies were published to, if any is recorded.
+pub fn pruned_from(txn: &ReadTransaction, validator: &ValidatorKey) -> Result<Option<String>, StoreError> {
+    let table = match txn.open_table(PRUNED_FROM) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(eng("opening pruned blocks")(e)),
+    };
+    let url = table.get(validator.0.as_slice()).map_err(eng("reading pruned blocks"))?;
+    Ok(url.map(|url| url.value().to_owned()))
+}
+
+/// The pruned record of block `height` of `validator`, as stored (decoded by the caller).
+pub fn pruned_record(
+    txn: &ReadTransaction,
+    validator: &ValidatorKey,
+    height: u64,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let table = match txn.open_table(PRUNED) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(eng("opening pruned blocks")(e)),
+    };
+    let record = table.get(pruned_key(validator, height).as_slice()).map_err(eng("reading pruned blocks"))?;
+    Ok(record.map(|r| r.value().to_vec()))
+}
+
+/// Hands each pruned record of `validator` from `from` to `to` (both included) to `sink`
+/// in key order, as (height, record bytes); stops when `sink` returns false.
+pub fn for_each_pruned_in(
+    txn: &ReadTransaction,
+    validator: &ValidatorKey,
+    from: u64,
+    to: u64,
+    sink: &mut dyn FnMut(u64, &[u8]) -> bool,
+) -> Result<(), StoreError> {
+    let table = match txn.open_table(PRUNED) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+        Err(e) => return Err(eng("opening pruned blocks")(e)),
+    };
+    let (start, end) = (pruned_key(validator, from), pruned_key(validator, to));
+    for entry in table.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng("reading pruned blocks"))? {
+        let (key, value) = entry.map_err(eng("reading pruned blocks"))?;
+        let key = key.value();
+        if key.len() != 40 {
+            return Err(StoreError::Corrupt(format!("pruned block key of {} bytes, expected 40", key.len())));
+        }
+        let height = u64::from_be_bytes(key[32..40].try_into().expect("8 bytes"));
+        if !sink(height, value.value()) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Every validator with a pruned block (a chain whose blocks are all pruned has no
+/// pieces, so [`validators_with_blocks`] does not list it).
+pub fn validators_with_pruned(txn: &ReadTransaction) -> Result<Vec<ValidatorKey>, StoreError> {
+    let table = match txn.open_table(PRUNED) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(eng("opening pruned blocks")(e)),
+    };
+    let mut out = Vec::new();
+    let mut from = [0u8; 40].to_vec();
+    loop {
+        let mut range = table.range::<&[u8]>(from.as_slice()..).map_err(eng("scanning pruned blocks"))?;
+        let Some(entry) = range.next() else { break };
+        let (key, _) = entry.map_err(eng("scanning pruned blocks"))?;
+        let validator = ValidatorKey(
+            key.value()
+                .get(..32)
+                .and_then(|k| k.try_into().ok())
+                .ok_or_else(|| StoreError::Corrupt("a pruned block key shorter than a validator key".into()))?,
+        );
+        out.push(validator);
+        match next_key_prefix(&validator.0) {
+            Some(next) => {
+                from = next.to_vec();
+                from.extend_from_slice(&[0u8; 8]);
+            }
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+/// The lowest height of `validator` with a piece stored.
+pub fn first_stored_height(txn: &ReadTransaction, validator: &ValidatorKey) -> Result<Option<u64>, StoreError> {
+    let blocks = txn.open_table(BLOCKS).map_err(eng("opening blocks"))?;
+    let (start, end) = (chunk_key(validator, 0, 0), chunk_key(validator, u64::MAX, u16::MAX));
+    let mut range = blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng("reading blocks"))?;
+    match range.next() {
+        None => Ok(None),
+        Some(entry) => {
+            let (key, _) = entry.map_err(eng("reading blocks"))?;
+            Ok(Some(split_chunk_key(key.value())?.1))
+        }
+    }
+}
+
 /// Where one event sits: validator, block height, index in the block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub struct Location {
@@ -492,18 +631,10 @@ pub(super) fn check_schema_bytes(path: &Path, bytes: &[u8]) -> Result<(), StoreE
     let found = <[u8; 4]>::try_from(bytes)
         .map(u32::from_le_bytes)
         .map_err(|_| StoreError::Corrupt("schema version record is not 4 bytes".into()))?;
-    if found != SCHEMA_VERSION {
+    if found != SCHEMA_VERSION && found != super::PRUNED_SCHEMA_VERSION {
         return Err(StoreError::Schema { path: path.to_owned(), found });
     }
     Ok(())
-}
-
-/// The hash of a stored block's header, without decoding its events.
-pub(super) fn stored_header_hash(bytes: &[u8]) -> Result<Hash32, StoreError> {
-    let header_bytes = bytes
-        .get(..crate::ledger::block::HEADER_BYTES)
-        .ok_or_else(|| StoreError::Corrupt("stored block shorter than a header".into()))?;
-    Ok(Hash32(*blake3::hash(header_bytes).as_bytes()))
 }
 
 /// Header and signature of a stored block, decoded without its events (for evidence).
@@ -615,6 +746,10 @@ pub fn stream_blocks_from(
     batch_bytes: usize,
     sink: &mut dyn FnMut(Vec<(u64, Vec<u8>)>) -> bool,
 ) -> Result<(), StoreError> {
+    let below = pruned_below(txn, validator)?;
+    if from_height < below {
+        return Err(StoreError::Pruned { validator: *validator, height: from_height });
+    }
     let blocks = txn.open_table(BLOCKS).map_err(eng("opening blocks"))?;
     let mut batch = Vec::new();
     let mut size = 0;

@@ -9,9 +9,11 @@
 
 mod error;
 mod layout;
+mod prune;
 
 pub use error::*;
 pub use layout::*;
+pub use prune::{header_in, pruned_table, BodySource, Pruned};
 
 use crate::bytes::{ChallengeId, Hash32, SignatureBytes, ValidatorKey};
 use crate::ledger::block::{check_link, decode_block, BlockHeader, SealedBlock, Tip};
@@ -40,6 +42,8 @@ pub struct Store {
     recovery: Option<String>,
     /// Blocks this open moved from schema 1 into pieces (see [`Store::upgrade`]).
     upgraded: u64,
+    /// Whence [`Store::block`] fetches a pruned body back (none: it is refused as pruned).
+    bodies: Option<std::sync::Arc<dyn BodySource>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -59,7 +63,7 @@ impl Store {
             // A new file has nothing to check; an existing one is checked like any other.
             builder.set_check_integrity_on_open(existed).create(&path)
         })?;
-        let mut store = Store { db, path, read_only: false, recovery: None, upgraded: 0 };
+        let mut store = Store { db, path, read_only: false, recovery: None, upgraded: 0, bodies: None };
         store.upgraded = store.upgrade()?;
         store.init_tables()?;
         Ok(store)
@@ -73,7 +77,7 @@ impl Store {
         let db = open_database(&path, crate::limits::STORE_WRITE_CACHE_BYTES, |builder| {
             builder.set_check_integrity_on_open(true).open(&path)
         })?;
-        let mut store = Store { db, path, read_only: false, recovery: None, upgraded: 0 };
+        let mut store = Store { db, path, read_only: false, recovery: None, upgraded: 0, bodies: None };
         store.upgraded = store.upgrade()?;
         store.check_schema()?;
         Ok(store)
@@ -220,7 +224,7 @@ impl Store {
             }
             (None, false) => None,
         };
-        let store = Store { db, path, read_only: true, recovery, upgraded: 0 };
+        let store = Store { db, path, read_only: true, recovery, upgraded: 0, bodies: None };
         store.check_schema()?;
         Ok(store)
     }
@@ -389,11 +393,17 @@ impl Store {
                 // At or below our tip: the same block again, or a second block at a
                 // stored height (equivocation, if it is validly signed).
                 // The header is in the first chunk.
-                let first = chunk_key(&validator, header.height, 0);
-                let stored = blocks.get(first.as_slice()).map_err(eng("reading a block"))?.ok_or_else(|| {
-                    StoreError::Corrupt(format!("tip is past height {} but no block is stored there", header.height))
-                })?;
-                let stored_hash = stored_header_hash(stored.value())?;
+                // A pruned block keeps its header, so it is compared the same way.
+                let pruned = txn.open_table(PRUNED).map_err(eng("opening pruned blocks"))?;
+                let stored_hash = match header_in(&blocks, Some(&pruned), &validator, header.height)? {
+                    Some((stored, _)) => stored.hash(),
+                    None => {
+                        return Err(StoreError::Corrupt(format!(
+                            "tip is past height {} but no block is stored there",
+                            header.height
+                        )))
+                    }
+                };
                 if stored_hash == sealed.decoded.hash {
                     Appended::AlreadyStored
                 } else {
@@ -499,10 +509,19 @@ impl Store {
         tips_in(&txn)
     }
 
+    /// The stored bytes of block `height` (None: not stored). A pruned block is
+    /// [`StoreError::Pruned`]: its body is not here, and this never fetches it (what
+    /// peers and HTTP readers ask for is served from what is stored only).
     pub fn block_bytes(&self, validator: &ValidatorKey, height: u64) -> Result<Option<Vec<u8>>, StoreError> {
         let txn = self.read()?;
         let blocks = txn.open_table(BLOCKS).map_err(eng("opening blocks"))?;
-        get_block(&blocks, validator, height)
+        match get_block(&blocks, validator, height)? {
+            Some(bytes) => Ok(Some(bytes)),
+            None if height < pruned_below(&txn, validator)? => {
+                Err(StoreError::Pruned { validator: *validator, height })
+            }
+            None => Ok(None),
+        }
     }
 
     /// A stored block's length (None: not stored), read without holding the block: what
@@ -523,25 +542,28 @@ impl Store {
     ) -> Result<Vec<(BlockHeader, SignatureBytes)>, StoreError> {
         let txn = self.read()?;
         let blocks = txn.open_table(BLOCKS).map_err(eng("opening blocks"))?;
+        let pruned = pruned_table(&txn)?;
         let mut headers = Vec::new();
         for height in from..=to {
-            let Some(value) = blocks.get(chunk_key(validator, height, 0).as_slice()).map_err(eng("reading a block"))?
-            else {
-                break;
-            };
-            headers.push(stored_header(value.value())?);
+            let Some(signed) = header_in(&blocks, pruned.as_ref(), validator, height)? else { break };
+            headers.push(signed);
         }
         Ok(headers)
     }
 
-    /// The decoded block at `height`, re-checked: stored bytes are never trusted.
+    /// The decoded block at `height`, re-checked: stored bytes are never trusted. A
+    /// pruned block's body is fetched back from its archive where this store reads
+    /// through a [`BodySource`] ([`Store::set_bodies`]), and taken only if it is that block.
     pub fn block(
         &self,
         validator: &ValidatorKey,
         height: u64,
     ) -> Result<Option<super::block::DecodedBlock>, StoreError> {
-        let Some(bytes) = self.block_bytes(validator, height)? else {
-            return Ok(None);
+        let bytes = match self.block_bytes(validator, height) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Ok(None),
+            Err(StoreError::Pruned { .. }) => self.fetch_pruned(validator, height)?,
+            Err(other) => return Err(other),
         };
         let decoded =
             decode_block(&bytes).map_err(|source| StoreError::Rejected { validator: *validator, height, source })?;

@@ -152,7 +152,13 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                 let mut bytes = 0u64;
                 let max_blocks = max_blocks.min(MAX_BLOCKS_PER_REQUEST);
                 for height in from_height..from_height.saturating_add(u64::from(max_blocks)) {
-                    let Some(block) = store.block_bytes(&validator, height)? else { break };
+                    // A pruned body is not served (peers fetch old blocks from others,
+                    // the owner above all): the answer ends before it.
+                    let block = match store.block_bytes(&validator, height) {
+                        Ok(Some(block)) => block,
+                        Ok(None) | Err(StoreError::Pruned { .. }) => break,
+                        Err(other) => return Err(other.into()),
+                    };
                     if !blocks.is_empty() && bytes + block.len() as u64 > self.config.response_bytes {
                         break;
                     }

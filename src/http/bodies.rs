@@ -1,0 +1,74 @@
+//! Pruned bodies fetched back from a log's archive (ledger-spec/05, "Pruned bodies"):
+//! the [`BodySource`] a store reads through, so a replay from genesis, a proof or a
+//! transcript of an old block works on a store that keeps only its headers and leaf
+//! hashes. It reads ledger-spec/11's bundles from the folder or object store the store
+//! recorded when it pruned; the store takes a body only if it is the kept block, so the
+//! archive is trusted for nothing but availability.
+
+use super::archive::Site;
+use super::layout::{self, BundleReader, MAX_TIP_BYTES, TILE_WIDTH};
+use crate::bytes::ValidatorKey;
+use crate::ledger::proof::SignedHeader;
+use crate::ledger::store::BodySource;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// Opens each archive once, at its first need, and reads bundles from it.
+#[derive(Default)]
+pub struct ArchiveBodies {
+    sites: Mutex<BTreeMap<String, Site>>,
+}
+
+impl ArchiveBodies {
+    fn site(&self, archive: &str) -> Result<Site, String> {
+        let mut sites = self.sites.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(site) = sites.get(archive) {
+            return Ok(site.clone());
+        }
+        // A read makes nothing: a folder that is gone is an absent archive, not a new one.
+        if !archive.contains("://") && !std::path::Path::new(archive).is_dir() {
+            return Err(format!("the archive folder {archive} is not there"));
+        }
+        let site = Site::open(archive).map_err(|e| e.to_string())?;
+        sites.insert(archive.to_string(), site.clone());
+        Ok(site)
+    }
+}
+
+impl BodySource for ArchiveBodies {
+    fn fetch(
+        &self,
+        archive: &str,
+        validator: &ValidatorKey,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, String> {
+        let site = self.site(archive)?;
+        // The tip says which bundles exist (the last may be partial); the blocks
+        // themselves are checked by the store against what it kept.
+        let tip_path = layout::tip_path(validator);
+        let tip = site
+            .read(&tip_path, MAX_TIP_BYTES)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("{} is not there", site.url_of(&tip_path)))?;
+        let tip: SignedHeader = serde_json::from_slice(&tip).map_err(|e| format!("the archive's tip: {e}"))?;
+        let size = tip.header.height.saturating_add(1);
+        let mut out = Vec::new();
+        for (n, width) in layout::bundles_for(from, size).into_iter().take_while(|(n, _)| n * TILE_WIDTH <= to) {
+            let path = layout::bundle_path(validator, n, width);
+            let mut reader = BundleReader::new(width).map_err(|e| e.to_string())?;
+            let bytes = site
+                .read(&path, reader.max_bytes())
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("{} is not there", site.url_of(&path)))?;
+            let blocks = reader.push(&bytes).map_err(|e| format!("{}: {e}", site.url_of(&path)))?;
+            reader.finish().map_err(|e| format!("{}: {e}", site.url_of(&path)))?;
+            for (height, block) in (n * TILE_WIDTH..).zip(blocks) {
+                if (from..=to).contains(&height) {
+                    out.push((height, block));
+                }
+            }
+        }
+        Ok(out)
+    }
+}

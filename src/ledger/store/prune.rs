@@ -1,0 +1,229 @@
+//! Pruned bodies (ledger-spec/05): dropping the events of old blocks of other validators'
+//! logs while keeping what verifies them (header, signature, leaf hashes), and reading
+//! such a block back through a [`BodySource`] that fetches its body from the log's
+//! archive and takes it only if it is that very block. A pruned body is never served to
+//! peers from here: only the store's own readers fetch it back.
+
+use super::{eng, layout::*, Store, StoreError, PRUNED_SCHEMA_VERSION};
+use crate::bytes::{SignatureBytes, ValidatorKey};
+use crate::ledger::block::{check_block_with, BlockHeader};
+use crate::ledger::pruned::PrunedBlock;
+use redb::ReadableTable;
+use serde::Serialize;
+
+/// Where a reader fetches pruned bodies back from: an archive of ledger-spec/11's layout
+/// (`http::bodies`). The store names the archive each chain's bodies were published to.
+pub trait BodySource: Send + Sync {
+    /// Blocks `from..=to` of `validator` as the archive at `archive` holds them, in
+    /// height order (fewer when the archive ends first). Unchecked: the store checks
+    /// each against its kept record.
+    fn fetch(&self, archive: &str, validator: &ValidatorKey, from: u64, to: u64)
+        -> Result<Vec<(u64, Vec<u8>)>, String>;
+}
+
+/// The header and signature of block `height` of `validator`, whether its body is kept
+/// (`blocks`) or pruned (`pruned`, where the store has the table).
+pub fn header_in(
+    blocks: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    pruned: Option<&impl ReadableTable<&'static [u8], &'static [u8]>>,
+    validator: &ValidatorKey,
+    height: u64,
+) -> Result<Option<(BlockHeader, SignatureBytes)>, StoreError> {
+    if let Some(value) = blocks.get(chunk_key(validator, height, 0).as_slice()).map_err(eng("reading a block"))? {
+        return stored_header(value.value()).map(Some);
+    }
+    let Some(pruned) = pruned else { return Ok(None) };
+    let Some(record) = pruned.get(pruned_key(validator, height).as_slice()).map_err(eng("reading pruned blocks"))?
+    else {
+        return Ok(None);
+    };
+    let kept = PrunedBlock::decode(record.value()).map_err(|source| StoreError::Rejected {
+        validator: *validator,
+        height,
+        source,
+    })?;
+    Ok(Some((kept.header, kept.signature)))
+}
+
+/// A read-only table of bytes to bytes, as [`PRUNED`] is.
+pub type BytesTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+
+/// The pruned table of a read transaction, where the store has one (schema 2 has none).
+pub fn pruned_table(
+    txn: &redb::ReadTransaction,
+) -> Result<Option<BytesTable>, StoreError> {
+    match txn.open_table(PRUNED) {
+        Ok(table) => Ok(Some(table)),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(eng("opening pruned blocks")(e)),
+    }
+}
+
+/// What [`Store::prune`] did to one chain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Pruned {
+    pub validator: ValidatorKey,
+    /// Heights below this are pruned now (0: none).
+    pub below: u64,
+    /// Blocks and events pruned by this call, and the block bytes they held.
+    pub n_blocks: u64,
+    pub n_events: u64,
+    pub n_bytes: u64,
+    /// Bytes the pruned records take (headers, signatures, leaf hashes).
+    pub n_record_bytes: u64,
+}
+
+/// Block bytes pruned in one durable transaction: a long prune commits (and can be
+/// stopped) as it goes, each step whole or not at all.
+const PRUNE_STEP_BYTES: u64 = 256 * 1024 * 1024;
+
+impl Store {
+    /// Reads pruned bodies back through `source` from here on.
+    pub fn set_bodies(&mut self, source: std::sync::Arc<dyn BodySource>) {
+        self.bodies = Some(source);
+    }
+
+    /// The height below which `validator`'s blocks are pruned (0: none is).
+    pub fn pruned_below(&self, validator: &ValidatorKey) -> Result<u64, StoreError> {
+        pruned_below(&self.read()?, validator)
+    }
+
+    /// The archive `validator`'s pruned bodies were published to, if any is recorded.
+    pub fn pruned_from(&self, validator: &ValidatorKey) -> Result<Option<String>, StoreError> {
+        pruned_from(&self.read()?, validator)
+    }
+
+    /// The kept record of a pruned block, decoded (not checked: verify does that).
+    pub fn pruned_block(&self, validator: &ValidatorKey, height: u64) -> Result<Option<PrunedBlock>, StoreError> {
+        let Some(record) = pruned_record(&self.read()?, validator, height)? else { return Ok(None) };
+        PrunedBlock::decode(&record).map(Some).map_err(|source| StoreError::Rejected {
+            validator: *validator,
+            height,
+            source,
+        })
+    }
+
+    /// The bytes of block `height`, fetching a pruned body back from its archive when
+    /// this store reads through a [`BodySource`]: taken only if it is the kept block
+    /// (same header, signature and leaf hashes, and valid on its own).
+    pub(super) fn fetch_pruned(&self, validator: &ValidatorKey, height: u64) -> Result<Vec<u8>, StoreError> {
+        let mut bodies = self.fetch_pruned_range(validator, height, height)?;
+        Ok(bodies.pop().expect("one height asked, one body").1)
+    }
+
+    /// Bodies of pruned blocks `from..=to` of `validator`, each checked against its kept
+    /// record; an error unless every one of them came back.
+    pub fn fetch_pruned_range(
+        &self,
+        validator: &ValidatorKey,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        let txn = self.read()?;
+        let (Some(source), Some(archive)) = (&self.bodies, pruned_from(&txn, validator)?) else {
+            return Err(StoreError::Pruned { validator: *validator, height: from });
+        };
+        let failed = |height: u64, why: String| StoreError::BodyFetch {
+            validator: *validator,
+            height,
+            archive: archive.clone(),
+            why,
+        };
+        let fetched = source.fetch(&archive, validator, from, to).map_err(|why| failed(from, why))?;
+        let mut out = Vec::with_capacity(fetched.len());
+        for (expected, (height, bytes)) in (from..=to).zip(fetched) {
+            if height != expected {
+                return Err(failed(expected, format!("the archive answered height {height}")));
+            }
+            let record =
+                pruned_record(&txn, validator, height)?.ok_or(StoreError::Pruned { validator: *validator, height })?;
+            let kept = PrunedBlock::decode(&record).map_err(|source| StoreError::Rejected {
+                validator: *validator,
+                height,
+                source,
+            })?;
+            kept.check_body(&bytes).map_err(|why| failed(height, why.to_string()))?;
+            out.push((height, bytes));
+        }
+        if out.len() as u64 != to - from + 1 {
+            return Err(failed(from + out.len() as u64, "the archive does not hold it".into()));
+        }
+        Ok(out)
+    }
+
+    /// Prunes the blocks of `validator` below `below` (the chain's last block is never
+    /// pruned), recording `archive` as where their bodies are: each becomes its header,
+    /// signature and leaf hashes, its pieces and its index entries go. Re-checks each
+    /// block first, so nothing invalid is kept in a form that hides it. Durable in steps
+    /// of about 256 MiB of blocks, each whole or not at all; `progress` after each step.
+    /// The caller decides what may go (not its own log; only what the archive holds).
+    pub fn prune(
+        &self,
+        validator: &ValidatorKey,
+        below: u64,
+        archive: &str,
+        progress: &mut dyn FnMut(&Pruned),
+    ) -> Result<Pruned, StoreError> {
+        self.writable()?;
+        let (mut next, tip) = {
+            let txn = self.read()?;
+            let tip = self.tip(validator)?;
+            (pruned_below(&txn, validator)?, tip)
+        };
+        let below = below.min(tip.map_or(0, |t| t.height));
+        let mut done =
+            Pruned { validator: *validator, below: next, n_blocks: 0, n_events: 0, n_bytes: 0, n_record_bytes: 0 };
+        while next < below {
+            let txn = self.db.begin_write().map_err(eng("starting a prune"))?;
+            {
+                let mut meta = txn.open_table(META).map_err(eng("opening meta"))?;
+                meta.insert("schema", PRUNED_SCHEMA_VERSION.to_le_bytes().as_slice()).map_err(eng("writing schema"))?;
+                let mut from = txn.open_table(PRUNED_FROM).map_err(eng("opening pruned blocks"))?;
+                from.insert(validator.0.as_slice(), archive).map_err(eng("writing pruned blocks"))?;
+                let mut pruned = txn.open_table(PRUNED).map_err(eng("opening pruned blocks"))?;
+                let mut blocks = txn.open_table(BLOCKS).map_err(eng("opening blocks"))?;
+                let mut by_challenge = txn.open_multimap_table(BY_CHALLENGE).map_err(eng("opening an index"))?;
+                let mut by_miner = txn.open_multimap_table(BY_MINER).map_err(eng("opening an index"))?;
+                let mut step = 0u64;
+                while next < below && step < PRUNE_STEP_BYTES {
+                    let height = next;
+                    let bytes = get_block(&blocks, validator, height)?
+                        .ok_or_else(|| StoreError::Corrupt(format!("block {height} of {validator} is missing")))?;
+                    let mut keys = Vec::new();
+                    let mut event_idx = 0u32;
+                    let checked = check_block_with(&bytes, &mut |event| {
+                        if let Some((challenge_id, hotkey)) = event.index_keys() {
+                            keys.push((challenge_id.0, hotkey.to_owned(), event_idx));
+                        }
+                        event_idx += 1;
+                    })
+                    .map_err(|source| StoreError::Rejected {
+                        validator: *validator,
+                        height,
+                        source,
+                    })?;
+                    let record = PrunedBlock::of(&checked).encode();
+                    pruned
+                        .insert(pruned_key(validator, height).as_slice(), record.as_slice())
+                        .map_err(eng("pruning"))?;
+                    remove_block(&mut blocks, validator, height)?;
+                    for (challenge_id, hotkey, event_idx) in keys {
+                        let location = Location { validator: *validator, height, event_idx }.encode();
+                        by_challenge.remove(challenge_id.as_slice(), location.as_slice()).map_err(eng("pruning"))?;
+                        by_miner.remove(hotkey.as_str(), location.as_slice()).map_err(eng("pruning"))?;
+                    }
+                    done.n_blocks += 1;
+                    done.n_events += u64::from(checked.header.n_events);
+                    done.n_bytes += bytes.len() as u64;
+                    done.n_record_bytes += record.len() as u64;
+                    step += bytes.len() as u64;
+                    next += 1;
+                }
+            }
+            txn.commit().map_err(eng("committing a prune"))?;
+            done.below = next;
+            progress(&done);
+        }
+        Ok(done)
+    }
+}

@@ -1,0 +1,176 @@
+//! Pruned bodies (ledger-spec/05): old blocks of other validators' logs kept as header,
+//! signature and leaf hashes once an archive holds them. The store still verifies end to
+//! end, a replay from genesis fetches the bodies back from the archive and reaches the
+//! same state, and a body the archive changed, a kept record changed, or a store with no
+//! archive to read is refused by name.
+
+use crate::af_bin;
+use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+use af::http::{archive::Site, bodies::ArchiveBodies, layout, prune, publish};
+use af::ledger::block::SealedBlock;
+use af::ledger::store::{Appended, StoreError, PRUNED};
+use af::ledger::{verify, Store};
+use af::replay::synth::{validator_key, write_network, NetworkSpec};
+use redb::ReadableTable;
+use std::process::Command;
+use std::sync::Arc;
+
+const START_MS: u64 = 1_790_000_000_000;
+const DAY_MS: u64 = 86_400_000;
+
+fn replay(store: &Store) -> Result<af::replay::Replay, af::replay::ReplayError> {
+    af::replay::replay(store, &af::envs::registry(), None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {})
+}
+
+#[test]
+fn pruned_logs_verify_replay_through_their_archive_and_refuse_what_is_not_the_kept_block() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut store = Store::create(dirs[0].path()).unwrap();
+    write_network(&store, &NetworkSpec { start_ms: START_MS, events_per_block: 8, ..NetworkSpec::small(3) }).unwrap();
+    let own = validator_key(0).validator();
+    let tips = store.tips().unwrap();
+    let whole_hash = replay(&store).unwrap().state_hash;
+    let whole = verify::verify_store(&store, &|_, _| {}).unwrap();
+    assert!(whole.ok);
+    let originals: Vec<(af::bytes::ValidatorKey, Vec<u8>)> =
+        tips.iter().map(|(v, _)| (*v, store.block_bytes(v, 0).unwrap().unwrap())).collect();
+
+    // Nothing is pruned that the archive does not hold.
+    let archive = dirs[1].path().join("archive");
+    let site = Site::open(archive.to_str().unwrap()).unwrap();
+    let none = prune::prune_to_archive(&store, &site, Some(own), 2, START_MS + 30 * DAY_MS, &mut |_| {}).unwrap();
+    assert_eq!(none.n_blocks, 0, "{none:?}");
+    assert!(none.chains.iter().all(|c| c.held_back_by.contains("no tip")), "{none:?}");
+
+    publish::publish(&store, None, &site, &mut |_| {}).unwrap();
+    // Within the window: nothing goes either.
+    let young = prune::prune_to_archive(&store, &site, Some(own), 2, START_MS + DAY_MS, &mut |_| {}).unwrap();
+    assert_eq!(young.n_blocks, 0, "{young:?}");
+    let report = prune::prune_to_archive(&store, &site, Some(own), 2, START_MS + 30 * DAY_MS, &mut |_| {}).unwrap();
+    assert!(report.n_blocks > 0 && report.n_record_bytes < report.n_bytes, "{report:?}");
+    for (validator, tip) in &tips {
+        let below = store.pruned_below(validator).unwrap();
+        if *validator == own {
+            assert_eq!(below, 0, "our own log is never pruned");
+        } else {
+            // Full bundles only, and never the last block.
+            assert_eq!(below, ((tip.height + 1) / 16 * 16).min(tip.height), "{validator}");
+            assert!(below > 0);
+            assert!(matches!(store.block_bytes(validator, 0), Err(StoreError::Pruned { .. })));
+            // A header is still there for proofs and tips.
+            assert_eq!(store.signed_headers(validator, 0, 0).unwrap().len(), 1);
+        }
+    }
+
+    // Verification: every chain to its tip, the pruned part by leaf hashes.
+    let checked = verify::verify_store(&store, &|_, _| {}).unwrap();
+    assert!(checked.ok, "{:?}", checked.lines(1.0));
+    assert_eq!(checked.n_blocks, whole.n_blocks);
+    assert_eq!(checked.n_events, whole.n_events);
+    assert_eq!(checked.n_blocks_pruned, report.n_blocks);
+    assert_eq!(checked.n_events_pruned, report.n_events);
+    assert!(checked.indexes.n_entries < whole.indexes.n_entries, "pruned events are not indexed");
+    assert!(checked.lines(1.0).iter().any(|l| l.contains("pruned")));
+
+    // A replay with nowhere to fetch the bodies from stops, naming the pruned block.
+    match replay(&store) {
+        Err(af::replay::ReplayError::Store(StoreError::Pruned { height: 0, .. })) => {}
+        other => panic!("{:?}", other.map(|r| r.state_hash)),
+    }
+    // Through the archive: the same state as before pruning, and the same bodies.
+    store.set_bodies(Arc::new(ArchiveBodies::default()));
+    assert_eq!(replay(&store).unwrap().state_hash, whole_hash);
+    for (validator, bytes) in &originals {
+        assert_eq!(store.block(validator, 0).unwrap().unwrap().n_bytes, bytes.len());
+        // Offered again (a peer, a mirror): the same block, not a conflict.
+        let again = store.append(&SealedBlock::from_bytes(bytes.clone()).unwrap()).unwrap();
+        assert_eq!(again, Appended::AlreadyStored);
+    }
+
+    // A body the archive changed is refused, and so is a replay that needs it.
+    let (peer, _) = tips.iter().find(|(v, _)| *v != own).unwrap();
+    let bundle = archive.join(layout::bundle_path(peer, 0, layout::TILE_WIDTH));
+    let good = std::fs::read(&bundle).unwrap();
+    let mut bad = good.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    std::fs::write(&bundle, &bad).unwrap();
+    assert!(matches!(store.block(peer, 15), Err(StoreError::BodyFetch { height: 15, .. })));
+    assert!(replay(&store).is_err());
+    std::fs::write(&bundle, &good).unwrap();
+    assert_eq!(replay(&store).unwrap().state_hash, whole_hash);
+
+    // The CLI says what is pruned.
+    drop(store);
+    let out =
+        Command::new(af_bin()).args(["ledger", "verify", "--json", "--data"]).arg(dirs[0].path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["n_blocks_pruned"], report.n_blocks);
+
+    // One flipped byte of a kept record: a fault at that height, by name.
+    {
+        let db = redb::Database::open(dirs[0].path().join(af::ledger::store::STORE_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut pruned = txn.open_table(PRUNED).unwrap();
+            let key = af::ledger::store::pruned_key(peer, 3);
+            let mut record = pruned.get(key.as_slice()).unwrap().unwrap().value().to_vec();
+            let at = record.len() - 5;
+            record[at] ^= 0x40;
+            pruned.insert(key.as_slice(), record.as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let store = Store::open_read_only(dirs[0].path()).unwrap();
+    let broken = verify::verify_store(&store, &|_, _| {}).unwrap();
+    let fault = broken.chains.iter().find(|c| c.validator == *peer).unwrap().fault.clone().unwrap();
+    assert_eq!((fault.height, fault.kind), (3, "events_root"), "{fault:?}");
+    assert!(!broken.ok);
+}
+
+#[test]
+fn af_ledger_prune_keeps_our_log_and_the_window_and_says_what_it_did() {
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let data = dirs[0].path();
+    {
+        let store = Store::create(data).unwrap();
+        // Blocks dated 30 days ago: old enough for the default window of 2 days.
+        let start = af::clock::unix_ms() - 30 * DAY_MS;
+        write_network(&store, &NetworkSpec { start_ms: start, events_per_block: 8, ..NetworkSpec::small(2) }).unwrap();
+    }
+    let archive = dirs[1].path().join("archive");
+    let run = |args: &[&str]| {
+        let out = Command::new(af_bin()).args(args).arg("--data").arg(data).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    run(&["ledger", "publish", "--out", archive.to_str().unwrap()]);
+    let json: serde_json::Value =
+        serde_json::from_str(&run(&["ledger", "prune", "--json", "--archive", archive.to_str().unwrap()])).unwrap();
+    let n_blocks = json["n_blocks"].as_u64().unwrap();
+    assert!(n_blocks > 0, "{json}");
+    assert_eq!(json["chains"].as_array().unwrap().len(), 2);
+    // Again: nothing more to prune, each chain says why.
+    let again = run(&["ledger", "prune", "--archive", archive.to_str().unwrap()]);
+    assert!(again.contains("pruned 0 blocks") && again.contains("not further"), "{again}");
+    let verified = run(&["ledger", "verify"]);
+    assert!(verified.contains("pruned"), "{verified}");
+    // Proving an event of a pruned block fetches its body back from the archive.
+    let store = Store::open_read_only(data).unwrap();
+    let (peer, _) =
+        store.tips().unwrap().into_iter().find(|(v, _)| store.pruned_below(v).unwrap() > 0).expect("a pruned chain");
+    drop(store);
+    let proof = run(&["ledger", "prove", "--height", "0", "--event", "0", "--validator", &peer.to_hex()]);
+    assert!(proof.contains("merkle_path"), "{proof}");
+    // With the archive gone, the same proof fails by name and nothing is said ok.
+    std::fs::rename(&archive, dirs[1].path().join("gone")).unwrap();
+    let out = Command::new(af_bin())
+        .args(["ledger", "prove", "--height", "0", "--event", "0", "--validator", &peer.to_hex(), "--data"])
+        .arg(data)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("pruned"), "{stderr}");
+}
