@@ -125,13 +125,15 @@ pub struct Metrics {
     pub replay_matches_in_memory: Gauge,
     pub state_matches: Gauge,
     pub vtrust: Family<PeerChain, Gauge<f64, AtomicU64>>,
-    /// The allocator's live heap and the pages it holds, read by `heap_probe` when
-    /// `/metrics` is read: RSS growth with a flat live heap is fragmentation, not a leak.
     /// Blocks of the logs this store holds that its archive (`[archive]`) did not hold
-    /// at the last attempt to publish; its failed attempts; its last success (unix seconds).
+    /// at the last attempt to publish; its failed attempts; its last success (unix
+    /// seconds); blocks of other logs pruned since the start, their bodies left to it.
     pub archive_behind_blocks: Gauge,
     pub archive_failures: Counter,
     pub archive_published_time_seconds: Gauge,
+    pub archive_pruned_blocks: Counter,
+    /// The allocator's live heap and the pages it holds, read by `heap_probe` when
+    /// `/metrics` is read: RSS growth with a flat live heap is fragmentation, not a leak.
     pub heap_allocated_bytes: Gauge,
     pub heap_active_bytes: Gauge,
     pub heap_metadata_bytes: Gauge,
@@ -283,6 +285,7 @@ impl Metrics {
             vtrust: Family::default(),
             archive_behind_blocks: Gauge::default(),
             archive_failures: Counter::default(),
+            archive_pruned_blocks: Counter::default(),
             archive_published_time_seconds: Gauge::default(),
             heap_allocated_bytes: Gauge::default(),
             heap_active_bytes: Gauge::default(),
@@ -327,6 +330,11 @@ impl Metrics {
             "archive_failures",
             "Attempts to publish to the archive that failed",
             metrics.archive_failures.clone(),
+        );
+        r.register(
+            "archive_pruned_blocks",
+            "Blocks of other validators' logs pruned to header and leaf hashes since the start, their bodies left to the archive",
+            metrics.archive_pruned_blocks.clone(),
         );
         r.register(
             "archive_published_time_seconds",

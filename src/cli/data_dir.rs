@@ -16,7 +16,9 @@ pub fn key_path(data: &Path) -> PathBuf {
 /// `data`'s store opened for writing, with its key (a new one on first use), checked
 /// against its signing record ([`OwnLog::open`]).
 pub fn open_own_log(data: &Path) -> anyhow::Result<OwnLog> {
-    let log = OwnLog::open(data)?;
+    let mut log = OwnLog::open(data)?;
+    // A replay from genesis reads the pruned bodies back from the archive the store names.
+    log.store.set_bodies(std::sync::Arc::new(af::http::bodies::ArchiveBodies::default()));
     if log.store.upgraded_blocks() > 0 {
         tracing::info!(
             event = "store_upgraded",

@@ -5,6 +5,7 @@
 //! pile up (`spill`), so what stays in memory does not.
 
 use super::cold::{CacheSize, ColdError, ColdStore};
+use super::fold::ChainFold;
 use super::{replay_in, FoldSource, Replay, ReplayError, Snapshot, REPLAY_VERSION};
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
@@ -21,19 +22,55 @@ pub struct LatestReplay {
     /// Where what the replays derive past the cache goes; made at the first need when
     /// the default (a temporary file with a validator's cache).
     cold: OnceLock<Arc<ColdStore>>,
+    /// The folds a kept file held at the start ([`LatestReplay::kept`]), for the first
+    /// replay: each reused only if its chain verifies afresh to its tip.
+    kept: Mutex<Vec<ChainFold>>,
+    /// Whether the file holds fold heads ([`LatestReplay::keep`]): they are taken out,
+    /// durably, before the next replay writes to it, so a file never holds heads that
+    /// its rows have moved past.
+    heads_in: std::sync::atomic::AtomicBool,
 }
 
 impl LatestReplay {
     /// Replays that keep what they derive past `cache` in a file at `path` (created
     /// afresh): a validator's, beside its store.
     pub fn create(path: &std::path::Path, cache: CacheSize) -> Result<LatestReplay, ColdError> {
-        Ok(LatestReplay { last: Mutex::default(), cold: Arc::new(ColdStore::create(path, cache)?).into() })
+        let cold = Arc::new(ColdStore::create(path, cache)?).into();
+        Ok(LatestReplay { cold, ..LatestReplay::default() })
+    }
+
+    /// A validator's replays, kept across restarts in `dir`'s kept file
+    /// (`projection::PROJECTION_FILE`, as `af audit --snapshot` keeps it): the folds it
+    /// held when the last run stopped are the first replay's start, each reused only if
+    /// its chain verifies afresh to the fold's tip, so a restart does not fold (or fetch
+    /// back, where bodies are pruned) every log from genesis. A run that did not stop
+    /// cleanly left none: every chain then folds from genesis, said to `note`.
+    pub fn kept(dir: &std::path::Path, note: &mut dyn FnMut(&str)) -> Result<LatestReplay, ColdError> {
+        let kept = super::projection::open_with_cache(dir, CacheSize::VALIDATOR, note)?;
+        if kept.folds.is_empty() {
+            note("no folds were kept by the last run (a first start, or one that did not stop cleanly): every log folds from genesis");
+        }
+        Ok(LatestReplay { cold: Arc::new(kept.cold).into(), kept: Mutex::new(kept.folds), ..LatestReplay::default() })
+    }
+
+    /// Keeps the last replay's folds in the file for the next start
+    /// (`projection::save`); whether there was one to keep. A validator calls it as it
+    /// stops; a replay after it takes the heads out again first.
+    pub fn keep(&self) -> Result<bool, ColdError> {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((_, replayed)) = last.as_ref() else { return Ok(false) };
+        let cold = self.cold()?;
+        let mut folds = replayed.folds.clone();
+        super::projection::save(&cold, &mut folds)?;
+        self.heads_in.store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(true)
     }
 
     /// Replays with a temporary file (a test's, or a process that serves a store it does
     /// not write for long).
     pub fn temporary(cache: CacheSize) -> Result<LatestReplay, ColdError> {
-        Ok(LatestReplay { last: Mutex::default(), cold: Arc::new(ColdStore::temporary(cache)?).into() })
+        let cold = Arc::new(ColdStore::temporary(cache)?).into();
+        Ok(LatestReplay { cold, ..LatestReplay::default() })
     }
 
     /// The file its replays keep their state in: where the validator's other sets that
@@ -75,13 +112,24 @@ impl LatestReplay {
         if let Some((_, replayed)) = last.as_ref().filter(|(folded, _)| *folded == tips) {
             return Ok(replayed.clone());
         }
-        let snapshot = last.as_ref().map(|(_, previous)| {
-            (Snapshot { replay_version: REPLAY_VERSION, folds: previous.folds.clone() }, FoldSource::ThisProcess)
-        });
+        let snapshot = match last.as_ref() {
+            Some((_, previous)) => Some((
+                Snapshot { replay_version: REPLAY_VERSION, folds: previous.folds.clone() },
+                FoldSource::ThisProcess,
+            )),
+            None => {
+                let kept = std::mem::take(&mut *self.kept.lock().unwrap_or_else(|e| e.into_inner()));
+                (!kept.is_empty())
+                    .then(|| (Snapshot { replay_version: REPLAY_VERSION, folds: kept }, FoldSource::Untrusted))
+            }
+        };
         let registry = crate::envs::registry();
         let previous = last.as_ref().map(|(_, previous)| previous.clone());
         let progress = &mut |_: &_, _, _| {};
         let cold = self.cold()?;
+        if self.heads_in.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            cold.take_heads()?;
+        }
         let fresh = replay_in(&cold, store, &registry, snapshot, ratio_params, progress, previous.as_deref());
         let fresh = match fresh {
             Ok(fresh) => Arc::new(fresh),

@@ -54,18 +54,23 @@ pub struct Kept {
 /// version, or that do not decode, are told and dropped: every chain then folds from
 /// genesis. A file another process holds is an error (nothing is removed).
 pub fn open(dir: &Path, note: &mut dyn FnMut(&str)) -> Result<Kept, ColdError> {
+    open_with_cache(dir, CacheSize::AUDIT, note)
+}
+
+/// [`open`] with `cache` (a validator's replays keep the same file with theirs).
+pub fn open_with_cache(dir: &Path, cache: CacheSize, note: &mut dyn FnMut(&str)) -> Result<Kept, ColdError> {
     let path = dir.join(PROJECTION_FILE);
     if std::fs::remove_file(dir.join(OLD_SNAPSHOT_FILE)).is_ok() {
         note(&format!(
             "removed {OLD_SNAPSHOT_FILE}, the snapshot of earlier builds: the replay keeps {PROJECTION_FILE}"
         ));
     }
-    let cold = match ColdStore::open_kept(&path, CacheSize::AUDIT) {
+    let cold = match ColdStore::open_kept(&path, cache) {
         Err(error @ ColdError::Damaged { .. }) => {
             note(&format!("{error}; it is made afresh, and every chain folds from genesis"));
             std::fs::remove_file(&path)
                 .map_err(|e| ColdError::Engine { path: path.display().to_string(), message: e.to_string() })?;
-            ColdStore::open_kept(&path, CacheSize::AUDIT)?
+            ColdStore::open_kept(&path, cache)?
         }
         opened => opened?,
     };

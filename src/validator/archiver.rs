@@ -15,11 +15,13 @@ use tokio::sync::watch;
 /// The first retry after a failed publish; doubled after each failure, up to `every`.
 const FIRST_RETRY: Duration = Duration::from_secs(5);
 
-/// Publishes `log`'s store to `site` every `every`, until `stop`.
+/// Publishes `log`'s store to `site` every `every`, until `stop`; with `keep_days`,
+/// prunes after each publish the bodies of other validators' blocks older than that
+/// which the archive holds (`http::prune`).
 pub async fn archive_loop(
     log: Arc<OwnLog>,
     site: Site,
-    every: Duration,
+    (every, keep_days): (Duration, u32),
     metrics: Arc<Metrics>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -30,12 +32,33 @@ pub async fn archive_loop(
             _ = tokio::time::sleep(wait) => {}
             _ = stop.wait_for(|stopped| *stopped) => return,
         }
-        let (log, target) = (log.clone(), site.clone());
+        let (log, target, counters) = (log.clone(), site.clone(), metrics.clone());
         // Reads of the store and the archive's own runtime: off the async workers.
         let published = tokio::task::spawn_blocking(move || {
-            let held: u64 = log.store.tips()?.iter().map(|(_, tip)| tip.height + 1).sum();
-            let report = crate::http::publish::publish(&log.store, Some(log.key()), &target, &mut |_| {})?;
-            Ok::<_, crate::http::publish::PublishError>((held, report))
+            let held: u64 = log.store.tips().map_err(|e| e.to_string())?.iter().map(|(_, tip)| tip.height + 1).sum();
+            let report = crate::http::publish::publish(&log.store, Some(log.key()), &target, &mut |_| {})
+                .map_err(|e| e.to_string())?;
+            if keep_days > 0 {
+                let now = crate::clock::unix_ms();
+                let own = Some(log.validator());
+                let pruned =
+                    crate::http::prune::prune_to_archive(&log.store, &target, own, keep_days, now, &mut |_| {})
+                        .map_err(|e| format!("pruning: {e}"))?;
+                if pruned.n_blocks > 0 {
+                    tracing::info!(
+                        event = "pruned",
+                        blocks = pruned.n_blocks,
+                        events = pruned.n_events,
+                        bytes = pruned.n_bytes,
+                        kept_bytes = pruned.n_record_bytes,
+                        "pruned {} old blocks of other logs the archive holds ({} MiB of bodies)",
+                        pruned.n_blocks,
+                        pruned.n_bytes / 1_048_576
+                    );
+                    counters.archive_pruned_blocks.inc_by(pruned.n_blocks);
+                }
+            }
+            Ok::<_, String>((held, report))
         })
         .await;
         match published {
@@ -51,7 +74,7 @@ pub async fn archive_loop(
                 );
                 (wait, retry) = (every, FIRST_RETRY.min(every));
             }
-            Ok(Err(error)) => (wait, retry) = failed(&metrics, &site, &error.to_string(), retry, every),
+            Ok(Err(error)) => (wait, retry) = failed(&metrics, &site, &error, retry, every),
             Err(join) => (wait, retry) = failed(&metrics, &site, &join.to_string(), retry, every),
         }
     }

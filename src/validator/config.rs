@@ -36,11 +36,16 @@ pub struct ArchiveConfig {
     pub url: String,
     /// Seconds between publishes (a failed one is tried again sooner, backing off).
     pub every_s: u64,
+    /// Days of other validators' logs kept whole; older blocks the archive holds keep
+    /// only their header, signature and leaf hashes (ledger-spec/05, pruned bodies),
+    /// fetched back from the archive when a reader needs one. 0: every body is kept.
+    /// Our own log is never pruned.
+    pub keep_days: u64,
 }
 
 impl Default for ArchiveConfig {
     fn default() -> Self {
-        ArchiveConfig { url: String::new(), every_s: 300 }
+        ArchiveConfig { url: String::new(), every_s: 300, keep_days: 0 }
     }
 }
 
@@ -419,6 +424,7 @@ pub const RANGES: &[(&str, u64, u64)] = &[
     ("miners (count)", 0, crate::limits::MAX_LIST_ITEMS as u64),
     ("chain.discover_every_ms", 100, 3_600_000),
     ("archive.every_s", 1, 86_400),
+    ("archive.keep_days", 0, 36_500),
 ];
 
 /// Longest miner `base_url` accepted, in bytes.
@@ -450,7 +456,7 @@ impl Config {
         Ok(out)
     }
 
-    fn numeric_fields(&self) -> [(&'static str, u64); 17] {
+    fn numeric_fields(&self) -> [(&'static str, u64); 18] {
         let (l, e, c) = (&self.ledger, &self.evaluation, &self.client);
         [
             ("ledger.block_max_events", l.block_max_events as u64),
@@ -470,6 +476,7 @@ impl Config {
             ("miners (count)", self.miners.len() as u64),
             ("chain.discover_every_ms", self.chain.discover_every_ms),
             ("archive.every_s", self.archive.every_s),
+            ("archive.keep_days", self.archive.keep_days),
         ]
     }
 
@@ -507,6 +514,12 @@ impl Config {
         self.evaluation.stopping_rule()?;
         self.evaluation.check_network_plan()?;
         let archive = &self.archive.url;
+        if self.archive.keep_days > 0 && archive.is_empty() {
+            return invalid(format!(
+                "archive.keep_days = {} prunes old bodies, which needs an archive to fetch them back from: set archive.url",
+                self.archive.keep_days
+            ));
+        }
         if archive.contains("://") && !crate::http::archive::is_object_store(archive) {
             return invalid(format!(
                 "archive.url = {} is neither a folder nor one of {}",

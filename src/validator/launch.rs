@@ -19,7 +19,7 @@ use crate::metrics::Metrics;
 use crate::p2p::chain_peers::ChainPeers;
 use crate::p2p::net::{NetConfig, NetError, NetStatus};
 use crate::p2p::node::{self, NodeHandle, STATUS_FILE};
-use crate::replay::cold::{CacheSize, ColdError, COLD_FILE};
+use crate::replay::cold::{ColdError, COLD_FILE};
 use crate::replay::latest::LatestReplay;
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -405,7 +405,11 @@ impl Validator {
             None => (None, None, None),
         };
         // One replay of our store for the anchoring and the HTTP API: one set of folds.
-        let replays = Arc::new(LatestReplay::create(&launch.data.join(COLD_FILE), CacheSize::VALIDATOR)?);
+        // Kept across restarts (`replay::projection`); the per-run file of earlier builds goes.
+        let _ = std::fs::remove_file(launch.data.join(COLD_FILE));
+        let replays = Arc::new(LatestReplay::kept(&launch.data, &mut |note| {
+            tracing::info!(event = "replay_kept", "{note}");
+        })?);
         let http = match config.http.address()? {
             Some(address) => {
                 let feeds = Feeds {
@@ -422,8 +426,9 @@ impl Validator {
         if !config.archive.url.is_empty() {
             let site = crate::http::archive::Site::open(&config.archive.url)?;
             let every = std::time::Duration::from_secs(config.archive.every_s);
+            let keep_days = u32::try_from(config.archive.keep_days).unwrap_or(u32::MAX);
             let (log, metrics) = (launch.log.clone(), launch.metrics.clone());
-            tokio::spawn(super::archiver::archive_loop(log, site, every, metrics, stop.clone()));
+            tokio::spawn(super::archiver::archive_loop(log, site, (every, keep_days), metrics, stop.clone()));
         }
         Ok(Some(Validator {
             launch,
@@ -505,6 +510,18 @@ impl Validator {
     /// a signal stopped the validator.
     pub async fn stop(mut self) -> Result<bool, LaunchError> {
         node::stop_and_wait(self.net_task.take(), &self.net_stop_sender).await;
+        // The replay's folds, kept for the next start: it then folds only what is new
+        // (and fetches no pruned body back). Not kept: the next start folds from genesis.
+        let replays = self.replays.clone();
+        match tokio::task::spawn_blocking(move || replays.keep()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(event = "replay_not_kept", error = %error, "the replay was not kept: the next start folds every log from genesis")
+            }
+            Err(error) => {
+                tracing::warn!(event = "replay_not_kept", error = %error, "the replay was not kept: the next start folds every log from genesis")
+            }
+        }
         if let Some(failure) = self.net_failure.get() {
             return Err(LaunchError::NetStopped(failure.clone()));
         }

@@ -174,3 +174,52 @@ fn af_ledger_prune_keeps_our_log_and_the_window_and_says_what_it_did() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("pruned"), "{stderr}");
 }
+
+/// A validator's replay kept at its stop (`LatestReplay::keep`) is where the next start
+/// folds from: only the new blocks, so a restart needs none of the pruned bodies (here
+/// the archive is gone); one that did not stop cleanly folds from genesis and says so.
+#[test]
+fn a_kept_replay_restarts_on_pruned_logs_without_their_archive() {
+    use af::replay::latest::LatestReplay;
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let data = dirs[0].path();
+    let store = Store::create(data).unwrap();
+    write_network(&store, &NetworkSpec { start_ms: START_MS, events_per_block: 8, ..NetworkSpec::small(3) }).unwrap();
+    let genesis = replay(&store).unwrap();
+    let own = validator_key(0).validator();
+    let archive = dirs[1].path().join("archive");
+    let site = Site::open(archive.to_str().unwrap()).unwrap();
+    publish::publish(&store, None, &site, &mut |_| {}).unwrap();
+    prune::prune_to_archive(&store, &site, Some(own), 2, START_MS + 30 * DAY_MS, &mut |_| {}).unwrap();
+
+    let mut notes = Vec::new();
+    let first = LatestReplay::kept(data, &mut |n| notes.push(n.to_string())).unwrap();
+    assert!(notes.iter().any(|n| n.contains("from genesis")), "{notes:?}");
+    // The first start folds from genesis: it needs the archive.
+    assert!(first.get(&store, &DEFAULT_RATIO_PARAMS).is_err(), "no archive to read: refused");
+    let mut store = store;
+    store.set_bodies(Arc::new(ArchiveBodies::default()));
+    let replayed = first.get(&store, &DEFAULT_RATIO_PARAMS).unwrap();
+    assert_eq!(replayed.state_hash, genesis.state_hash);
+    assert!(first.keep().unwrap());
+    drop((first, replayed));
+
+    // The archive is gone; the kept folds carry the restart.
+    std::fs::rename(&archive, dirs[1].path().join("gone")).unwrap();
+    let mut notes = Vec::new();
+    let second = LatestReplay::kept(data, &mut |n| notes.push(n.to_string())).unwrap();
+    assert!(notes.is_empty(), "{notes:?}");
+    let again = second.get(&store, &DEFAULT_RATIO_PARAMS).unwrap();
+    assert_eq!(again.state_hash, genesis.state_hash);
+    assert_eq!(again.n_chains_from_snapshot, 3);
+    assert_eq!(again.n_blocks_folded, 0);
+    // Not kept this time (a crash): the heads left the file when the run began.
+    drop((second, again));
+    let mut notes = Vec::new();
+    let third = LatestReplay::kept(data, &mut |n| notes.push(n.to_string())).unwrap();
+    assert!(notes.iter().any(|n| n.contains("from genesis")), "{notes:?}");
+    assert!(matches!(
+        third.get(&store, &DEFAULT_RATIO_PARAMS),
+        Err(af::replay::ReplayError::Store(StoreError::BodyFetch { .. }))
+    ));
+}

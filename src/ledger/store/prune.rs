@@ -49,9 +49,7 @@ pub fn header_in(
 pub type BytesTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
 
 /// The pruned table of a read transaction, where the store has one (schema 2 has none).
-pub fn pruned_table(
-    txn: &redb::ReadTransaction,
-) -> Result<Option<BytesTable>, StoreError> {
+pub fn pruned_table(txn: &redb::ReadTransaction) -> Result<Option<BytesTable>, StoreError> {
     match txn.open_table(PRUNED) {
         Ok(table) => Ok(Some(table)),
         Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
