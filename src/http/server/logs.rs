@@ -48,6 +48,22 @@ pub(super) async fn tip(
     json_cached(&request, &signed)
 }
 
+/// A block whose body this node pruned (ledger-spec/05) is not served: 404, naming
+/// where the bodies are, so a reader goes there (a node never fetches for others).
+fn pruned_here(store: &crate::ledger::Store, validator: &ValidatorKey, height: u64) -> Result<(), ApiError> {
+    let below = store.pruned_below(validator).map_err(internal)?;
+    if height < below {
+        let archive = store.pruned_from(validator).map_err(internal)?.unwrap_or_else(|| "its archive".into());
+        return Err(problem(
+            StatusCode::NOT_FOUND,
+            &format!(
+                "blocks below height {below} of validator {validator} are pruned here: their bodies are in {archive}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn no_chain(validator: &ValidatorKey) -> ApiError {
     problem(StatusCode::NOT_FOUND, &format!("no chain of validator {validator} here"))
 }
@@ -113,8 +129,9 @@ pub(super) async fn bundle(
                 &format!("the chain has {} blocks; this bundle needs {}", tip.height + 1, last + 1),
             ));
         }
-        let bytes = log.store.block_bytes(&validator, last).map_err(internal)?.ok_or_else(|| no_chain(&validator))?;
-        crate::ledger::store::stored_header(&bytes).map(|(h, _)| h.hash()).map_err(internal)
+        pruned_here(&log.store, &validator, first)?;
+        let headers = log.store.signed_headers(&validator, last, last).map_err(internal)?;
+        headers.first().map(|(h, _)| h.hash()).ok_or_else(|| no_chain(&validator))
     })
     .await?;
     let quoted = format!("\"{}\"", etag.to_hex());
@@ -153,7 +170,11 @@ async fn read_held(
     // Counted before it is read: its length first (one piece held at a time), room for
     // it in the readers' budget, and only then the bytes, read once into their buffer.
     let log = served.log.clone();
-    let Some(len) = blocking(move || log.store.block_len(&validator, height).map_err(internal)).await? else {
+    let len = blocking(move || {
+        pruned_here(&log.store, &validator, height)?;
+        log.store.block_len(&validator, height).map_err(internal)
+    });
+    let Some(len) = len.await? else {
         return Ok(None);
     };
     let framed_len = if record { len + 4 } else { len };
