@@ -57,6 +57,8 @@ fn main() {
     let mut rng = SimRng::new(58);
     let (mut record_bytes, mut pruned_blocks) = (0u64, 0u64);
     let started = std::time::Instant::now();
+    // The store file's size after each day's prune.
+    let mut growth: Vec<(u64, u64)> = Vec::new();
     for day in 0..days {
         for (i, key) in keys.iter().enumerate() {
             let mut batch: Vec<SealedBlock> = Vec::with_capacity(per_day as usize);
@@ -82,6 +84,8 @@ fn main() {
             record_bytes += pruned.n_record_bytes;
             pruned_blocks += pruned.n_blocks;
         }
+        let file = std::fs::metadata(dir.join(af::ledger::store::STORE_FILE)).map_or(0, |m| m.len());
+        growth.push((day + 1, file));
     }
     let seconds = started.elapsed().as_secs_f64();
     let file = dir.join(af::ledger::store::STORE_FILE);
@@ -116,6 +120,13 @@ fn main() {
     row("store file", before_compact);
     row("store file, compacted", compacted);
     row("every log whole (no pruning), payload", everything);
+
+    println!();
+    println!("| after day | store file, bytes |");
+    println!("|---:|---:|");
+    for (day, file) in growth.iter().filter(|(day, _)| day % 5 == 0 || *day <= 3) {
+        println!("| {day} | {file} |");
+    }
 
     // A page of 20 old transcripts (09's page): the reader fetches each pruned block's
     // whole bundle (16 blocks) back from the archive. One match's entries sit in

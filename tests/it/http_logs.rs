@@ -893,3 +893,41 @@ fn a_site_on_an_object_store_mirrors_back_and_grows_by_its_new_bundles_only() {
     let refused = runtime.block_on(mirror::mirror(store, &url, options, &mut |_, _, _| {})).unwrap_err();
     assert!(refused.to_string().contains("declares"), "{refused}");
 }
+
+/// A node that pruned old bodies (ledger-spec/05) serves their chain's tip and the
+/// heights it holds whole, and answers 404 naming the archive for a pruned bundle or
+/// block (it never fetches for a reader); the archive itself mirrors back whole.
+#[test]
+fn a_pruned_node_sends_readers_of_old_blocks_to_the_archive() {
+    let runtime = runtime();
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let start_ms = 1_790_000_000_000;
+    // One event a block: logs long enough for whole groups of pruned blocks.
+    let store = Store::create(dirs[0].path()).unwrap();
+    write_network(&store, &NetworkSpec { start_ms, events_per_block: 1, ..NetworkSpec::small(3) }).unwrap();
+    let whole_hash = state_hash(&store);
+    let archive = dirs[1].path().join("archive");
+    publish::publish(&store, None, &site_at(&archive), &mut |_| {}).unwrap();
+    let own = validator_key(0).validator();
+    let now = start_ms + 30 * 86_400_000;
+    let pruned = af::http::prune::prune_to_archive(&store, &site_at(&archive), Some(own), 1, now, &mut |_| {}).unwrap();
+    assert!(pruned.n_blocks > 0);
+    let (peer, tip) = store.tips().unwrap().into_iter().find(|(v, _)| *v != own).unwrap();
+    let below = store.pruned_below(&peer).unwrap();
+    assert!(below >= af::ledger::store::PRUNED_GROUP_BLOCKS && below <= tip.height);
+    let url = serve_node(&runtime, store);
+    let (status, body) = fetch(&format!("{url}{}", layout::bundle_path(&peer, 0, layout::TILE_WIDTH)));
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("pruned") && body.contains(archive.to_str().unwrap()), "{body}");
+    let (status, body) = fetch(&format!("{url}af/v1/log/{}/block/0", peer.to_hex()));
+    assert_eq!(status, 404, "{body}");
+    let (status, _) = fetch(&format!("{url}af/v1/log/{}/block/{}", peer.to_hex(), tip.height));
+    assert_eq!(status, 200, "the heights held whole are served");
+    let (status, _) = fetch(&format!("{url}{}", layout::tip_path(&peer)));
+    assert_eq!(status, 200);
+    // The archive holds every body: a mirror of it is the whole network again.
+    let copy = Arc::new(Store::create(dirs[2].path()).unwrap());
+    let report = mirror_into(&runtime, &copy, &format!("file://{}", archive.display()));
+    assert!(!report.found_fault() && !report.failed(), "{report:?}");
+    assert_eq!(state_hash(&copy), whole_hash);
+}

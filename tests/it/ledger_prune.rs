@@ -26,7 +26,7 @@ fn replay(store: &Store) -> Result<af::replay::Replay, af::replay::ReplayError> 
 fn pruned_logs_verify_replay_through_their_archive_and_refuse_what_is_not_the_kept_block() {
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let mut store = Store::create(dirs[0].path()).unwrap();
-    write_network(&store, &NetworkSpec { start_ms: START_MS, events_per_block: 8, ..NetworkSpec::small(3) }).unwrap();
+    write_network(&store, &NetworkSpec { start_ms: START_MS, events_per_block: 1, ..NetworkSpec::small(3) }).unwrap();
     let own = validator_key(0).validator();
     let tips = store.tips().unwrap();
     let whole_hash = replay(&store).unwrap().state_hash;
@@ -53,8 +53,9 @@ fn pruned_logs_verify_replay_through_their_archive_and_refuse_what_is_not_the_ke
         if *validator == own {
             assert_eq!(below, 0, "our own log is never pruned");
         } else {
-            // Full bundles only, and never the last block.
-            assert_eq!(below, ((tip.height + 1) / 16 * 16).min(tip.height), "{validator}");
+            // Full bundles of the archive only, never the last block, whole groups.
+            let group = af::ledger::store::PRUNED_GROUP_BLOCKS;
+            assert_eq!(below, ((tip.height + 1) / 16 * 16).min(tip.height) / group * group, "{validator}");
             assert!(below > 0);
             assert!(matches!(store.block_bytes(validator, 0), Err(StoreError::Pruned { .. })));
             // A header is still there for proofs and tips.
@@ -114,18 +115,21 @@ fn pruned_logs_verify_replay_through_their_archive_and_refuse_what_is_not_the_ke
         let txn = db.begin_write().unwrap();
         {
             let mut pruned = txn.open_table(PRUNED).unwrap();
-            let key = af::ledger::store::pruned_key(peer, 3);
-            let mut record = pruned.get(key.as_slice()).unwrap().unwrap().value().to_vec();
-            let at = record.len() - 5;
-            record[at] ^= 0x40;
-            pruned.insert(key.as_slice(), record.as_slice()).unwrap();
+            // The first piece of the peer's first group: record 0 (height 0) leads it.
+            let key = af::ledger::store::chunk_key(peer, 0, 0);
+            let first = pruned.range::<&[u8]>(key.as_slice()..).unwrap().next().unwrap().unwrap().0.value().to_vec();
+            assert_eq!(&first[..32], &peer.0[..]);
+            let mut piece = pruned.get(first.as_slice()).unwrap().unwrap().value().to_vec();
+            // A byte of its first leaf hash.
+            piece[af::ledger::block::EVENTS_OFFSET + 5] ^= 0x40;
+            pruned.insert(first.as_slice(), piece.as_slice()).unwrap();
         }
         txn.commit().unwrap();
     }
     let store = Store::open_read_only(dirs[0].path()).unwrap();
     let broken = verify::verify_store(&store, &|_, _| {}).unwrap();
     let fault = broken.chains.iter().find(|c| c.validator == *peer).unwrap().fault.clone().unwrap();
-    assert_eq!((fault.height, fault.kind), (3, "events_root"), "{fault:?}");
+    assert_eq!((fault.height, fault.kind), (0, "events_root"), "{fault:?}");
     assert!(!broken.ok);
 }
 
@@ -137,7 +141,7 @@ fn af_ledger_prune_keeps_our_log_and_the_window_and_says_what_it_did() {
         let store = Store::create(data).unwrap();
         // Blocks dated 30 days ago: old enough for the default window of 2 days.
         let start = af::clock::unix_ms() - 30 * DAY_MS;
-        write_network(&store, &NetworkSpec { start_ms: start, events_per_block: 8, ..NetworkSpec::small(2) }).unwrap();
+        write_network(&store, &NetworkSpec { start_ms: start, events_per_block: 1, ..NetworkSpec::small(2) }).unwrap();
     }
     let archive = dirs[1].path().join("archive");
     let run = |args: &[&str]| {
@@ -184,7 +188,7 @@ fn a_kept_replay_restarts_on_pruned_logs_without_their_archive() {
     let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
     let data = dirs[0].path();
     let store = Store::create(data).unwrap();
-    write_network(&store, &NetworkSpec { start_ms: START_MS, events_per_block: 8, ..NetworkSpec::small(3) }).unwrap();
+    write_network(&store, &NetworkSpec { start_ms: START_MS, events_per_block: 1, ..NetworkSpec::small(3) }).unwrap();
     let genesis = replay(&store).unwrap();
     let own = validator_key(0).validator();
     let archive = dirs[1].path().join("archive");

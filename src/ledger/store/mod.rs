@@ -13,7 +13,7 @@ mod prune;
 
 pub use error::*;
 pub use layout::*;
-pub use prune::{header_in, pruned_table, BodySource, Pruned};
+pub use prune::{header_in, BodySource, Pruned};
 
 use crate::bytes::{ChallengeId, Hash32, SignatureBytes, ValidatorKey};
 use crate::ledger::block::{check_link, decode_block, BlockHeader, SealedBlock, Tip};

@@ -33,28 +33,13 @@ pub fn header_in(
         return stored_header(value.value()).map(Some);
     }
     let Some(pruned) = pruned else { return Ok(None) };
-    let Some(record) = pruned.get(pruned_key(validator, height).as_slice()).map_err(eng("reading pruned blocks"))?
-    else {
-        return Ok(None);
-    };
-    let kept = PrunedBlock::decode(record.value()).map_err(|source| StoreError::Rejected {
+    let Some(record) = pruned_record_in(pruned, validator, height)? else { return Ok(None) };
+    let kept = PrunedBlock::decode(&record).map_err(|source| StoreError::Rejected {
         validator: *validator,
         height,
         source,
     })?;
     Ok(Some((kept.header, kept.signature)))
-}
-
-/// A read-only table of bytes to bytes, as [`PRUNED`] is.
-pub type BytesTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
-
-/// The pruned table of a read transaction, where the store has one (schema 2 has none).
-pub fn pruned_table(txn: &redb::ReadTransaction) -> Result<Option<BytesTable>, StoreError> {
-    match txn.open_table(PRUNED) {
-        Ok(table) => Ok(Some(table)),
-        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
-        Err(e) => Err(eng("opening pruned blocks")(e)),
-    }
 }
 
 /// What [`Store::prune`] did to one chain.
@@ -149,11 +134,12 @@ impl Store {
         Ok(out)
     }
 
-    /// Prunes the blocks of `validator` below `below` (the chain's last block is never
-    /// pruned), recording `archive` as where their bodies are: each becomes its header,
-    /// signature and leaf hashes, its pieces and its index entries go. Re-checks each
-    /// block first, so nothing invalid is kept in a form that hides it. Durable in steps
-    /// of about 256 MiB of blocks, each whole or not at all; `progress` after each step.
+    /// Prunes the blocks of `validator` below `below`, rounded down to a whole group of
+    /// [`PRUNED_GROUP_BLOCKS`] (the chain's last block is never pruned), recording
+    /// `archive` as where their bodies are: each becomes its header, signature and leaf
+    /// hashes, its pieces and its index entries go. Re-checks each block first, so
+    /// nothing invalid is kept in a form that hides it. Durable in steps of about 256 MiB
+    /// of blocks, each whole groups and whole or not at all; `progress` after each step.
     /// The caller decides what may go (not its own log; only what the archive holds).
     pub fn prune(
         &self,
@@ -165,13 +151,14 @@ impl Store {
         self.writable()?;
         let (mut next, tip) = {
             let txn = self.read()?;
-            let tip = self.tip(validator)?;
-            (pruned_below(&txn, validator)?, tip)
+            (pruned_below(&txn, validator)?, self.tip(validator)?)
         };
         let below = below.min(tip.map_or(0, |t| t.height));
         let mut done =
             Pruned { validator: *validator, below: next, n_blocks: 0, n_events: 0, n_bytes: 0, n_record_bytes: 0 };
-        while next < below {
+        // Whole groups only: each group's first height, up to the last one that fits.
+        let group_end = |from: u64| from + PRUNED_GROUP_BLOCKS;
+        while group_end(next) <= below {
             let txn = self.db.begin_write().map_err(eng("starting a prune"))?;
             {
                 let mut meta = txn.open_table(META).map_err(eng("opening meta"))?;
@@ -183,39 +170,44 @@ impl Store {
                 let mut by_challenge = txn.open_multimap_table(BY_CHALLENGE).map_err(eng("opening an index"))?;
                 let mut by_miner = txn.open_multimap_table(BY_MINER).map_err(eng("opening an index"))?;
                 let mut step = 0u64;
-                while next < below && step < PRUNE_STEP_BYTES {
-                    let height = next;
-                    let bytes = get_block(&blocks, validator, height)?
-                        .ok_or_else(|| StoreError::Corrupt(format!("block {height} of {validator} is missing")))?;
-                    let mut keys = Vec::new();
-                    let mut event_idx = 0u32;
-                    let checked = check_block_with(&bytes, &mut |event| {
-                        if let Some((challenge_id, hotkey)) = event.index_keys() {
-                            keys.push((challenge_id.0, hotkey.to_owned(), event_idx));
+                while group_end(next) <= below && step < PRUNE_STEP_BYTES {
+                    let mut group = Vec::new();
+                    let first = next;
+                    while next < group_end(first) && group.len() < PRUNED_GROUP_BYTES {
+                        let height = next;
+                        let bytes = get_block(&blocks, validator, height)?
+                            .ok_or_else(|| StoreError::Corrupt(format!("block {height} of {validator} is missing")))?;
+                        let mut keys = Vec::new();
+                        let mut event_idx = 0u32;
+                        let checked = check_block_with(&bytes, &mut |event| {
+                            if let Some((challenge_id, hotkey)) = event.index_keys() {
+                                keys.push((challenge_id.0, hotkey.to_owned(), event_idx));
+                            }
+                            event_idx += 1;
+                        })
+                        .map_err(|source| StoreError::Rejected {
+                            validator: *validator,
+                            height,
+                            source,
+                        })?;
+                        let record = PrunedBlock::of(&checked).encode();
+                        remove_block(&mut blocks, validator, height)?;
+                        for (challenge_id, hotkey, event_idx) in keys {
+                            let location = Location { validator: *validator, height, event_idx }.encode();
+                            by_challenge
+                                .remove(challenge_id.as_slice(), location.as_slice())
+                                .map_err(eng("pruning"))?;
+                            by_miner.remove(hotkey.as_str(), location.as_slice()).map_err(eng("pruning"))?;
                         }
-                        event_idx += 1;
-                    })
-                    .map_err(|source| StoreError::Rejected {
-                        validator: *validator,
-                        height,
-                        source,
-                    })?;
-                    let record = PrunedBlock::of(&checked).encode();
-                    pruned
-                        .insert(pruned_key(validator, height).as_slice(), record.as_slice())
-                        .map_err(eng("pruning"))?;
-                    remove_block(&mut blocks, validator, height)?;
-                    for (challenge_id, hotkey, event_idx) in keys {
-                        let location = Location { validator: *validator, height, event_idx }.encode();
-                        by_challenge.remove(challenge_id.as_slice(), location.as_slice()).map_err(eng("pruning"))?;
-                        by_miner.remove(hotkey.as_str(), location.as_slice()).map_err(eng("pruning"))?;
+                        group.extend_from_slice(&record);
+                        done.n_blocks += 1;
+                        done.n_events += u64::from(checked.header.n_events);
+                        done.n_bytes += bytes.len() as u64;
+                        done.n_record_bytes += record.len() as u64;
+                        step += bytes.len() as u64;
+                        next += 1;
                     }
-                    done.n_blocks += 1;
-                    done.n_events += u64::from(checked.header.n_events);
-                    done.n_bytes += bytes.len() as u64;
-                    done.n_record_bytes += record.len() as u64;
-                    step += bytes.len() as u64;
-                    next += 1;
+                    insert_chunks(&mut pruned, validator, next - 1, &group)?;
                 }
             }
             txn.commit().map_err(eng("committing a prune"))?;
