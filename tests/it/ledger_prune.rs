@@ -131,6 +131,25 @@ fn pruned_logs_verify_replay_through_their_archive_and_refuse_what_is_not_the_ke
     let fault = broken.chains.iter().find(|c| c.validator == *peer).unwrap().fault.clone().unwrap();
     assert_eq!((fault.height, fault.kind), (0, "events_root"), "{fault:?}");
     assert!(!broken.ok);
+    drop((store, broken));
+
+    // A group's piece cut short: not the store's layout, a fault by name, not an error.
+    {
+        let db = redb::Database::open(dirs[0].path().join(af::ledger::store::STORE_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut pruned = txn.open_table(PRUNED).unwrap();
+            let key = af::ledger::store::chunk_key(peer, 0, 0);
+            let first = pruned.range::<&[u8]>(key.as_slice()..).unwrap().next().unwrap().unwrap().0.value().to_vec();
+            let piece = pruned.get(first.as_slice()).unwrap().unwrap().value().to_vec();
+            pruned.insert(first.as_slice(), &piece[..piece.len() - 1]).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let store = Store::open_read_only(dirs[0].path()).unwrap();
+    let cut = verify::verify_store(&store, &|_, _| {}).unwrap();
+    let fault = cut.chains.iter().find(|c| c.validator == *peer).unwrap().fault.clone().unwrap();
+    assert_eq!((fault.height, fault.kind), (0, "bad_chunks"), "{fault:?}");
 }
 
 #[test]

@@ -148,7 +148,22 @@ impl Store {
         archive: &str,
         progress: &mut dyn FnMut(&Pruned),
     ) -> Result<Pruned, StoreError> {
+        self.prune_in_groups(validator, below, archive, PRUNED_GROUP_BLOCKS, progress)
+    }
+
+    /// [`Store::prune`] in groups of `group_blocks` (1 to [`PRUNED_GROUP_BLOCKS`]): a
+    /// simulation whose days hold fewer blocks than the subnet's (`benches/prune.rs`)
+    /// scales its groups with them. Readers take groups of any size.
+    pub fn prune_in_groups(
+        &self,
+        validator: &ValidatorKey,
+        below: u64,
+        archive: &str,
+        group_blocks: u64,
+        progress: &mut dyn FnMut(&Pruned),
+    ) -> Result<Pruned, StoreError> {
         self.writable()?;
+        let group_blocks = group_blocks.clamp(1, PRUNED_GROUP_BLOCKS);
         let (mut next, tip) = {
             let txn = self.read()?;
             (pruned_below(&txn, validator)?, self.tip(validator)?)
@@ -157,7 +172,7 @@ impl Store {
         let mut done =
             Pruned { validator: *validator, below: next, n_blocks: 0, n_events: 0, n_bytes: 0, n_record_bytes: 0 };
         // Whole groups only: each group's first height, up to the last one that fits.
-        let group_end = |from: u64| from + PRUNED_GROUP_BLOCKS;
+        let group_end = |from: u64| from + group_blocks;
         while group_end(next) <= below {
             let txn = self.db.begin_write().map_err(eng("starting a prune"))?;
             {

@@ -363,7 +363,7 @@ fn check_run(
     };
     if from < pruned_below {
         let mut going = true;
-        store::for_each_pruned_in(txn, validator, from, to.min(pruned_below - 1), &mut |height, record| {
+        let read = store::for_each_pruned_in(txn, validator, from, to.min(pruned_below - 1), &mut |height, record| {
             let checked = PrunedBlock::decode(record).and_then(|kept| {
                 let tip = kept.check()?;
                 Ok((tip, kept.header, kept.leaf_hashes.len() as u64))
@@ -371,7 +371,17 @@ fn check_run(
             let index = ExpectedIndex { key: *key, ..ExpectedIndex::default() };
             going = take(&mut run, height, checked, index, 0, true);
             going
-        })?;
+        });
+        match read {
+            // A group whose pieces or records are not the store's layout: a fault of
+            // the chain where its records stop making sense.
+            Err(StoreError::BadChunks { why, .. }) if run.fault.is_none() => {
+                run.fault = Some(ChainFault { height: run.next_height, kind: "bad_chunks", message: why });
+                going = false;
+            }
+            Err(StoreError::BadChunks { .. }) => going = false,
+            other => other?,
+        }
         // The records end before the run's pruned part does: a gap, named at its height.
         if going && run.fault.is_none() && run.next_height <= to.min(pruned_below - 1) {
             let missing = run.next_height;
