@@ -605,6 +605,16 @@ mod tests {
     }
 
     #[test]
+    fn pruning_needs_an_archive_and_a_bounded_window() {
+        let error = parse("[archive]\nkeep_days = 2\n", vars(&[])).unwrap_err().to_string();
+        assert!(error.contains("archive.keep_days") && error.contains("archive.url"), "{error}");
+        let config = parse("[archive]\nurl = \"/srv/archive\"\nkeep_days = 2\n", vars(&[])).unwrap();
+        assert_eq!(config.archive.keep_days, 2);
+        let error = parse("[archive]\nurl = \"/a\"\nkeep_days = 40000\n", vars(&[])).unwrap_err().to_string();
+        assert!(error.contains("archive.keep_days = 40000"), "{error}");
+    }
+
+    #[test]
     fn defaults_overrides_and_errors() {
         let config = parse("", vars(&[])).unwrap();
         assert_eq!(config, Config::default());

@@ -10,10 +10,12 @@
 mod error;
 mod layout;
 mod prune;
+mod streams;
 
 pub use error::*;
 pub use layout::*;
-pub use prune::{header_in, BodySource, Pruned};
+pub use prune::*;
+pub use streams::*;
 
 use crate::bytes::{ChallengeId, Hash32, SignatureBytes, ValidatorKey};
 use crate::ledger::block::{check_link, decode_block, BlockHeader, SealedBlock, Tip};

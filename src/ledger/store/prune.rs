@@ -8,8 +8,188 @@ use super::{eng, layout::*, Store, StoreError, PRUNED_SCHEMA_VERSION};
 use crate::bytes::{SignatureBytes, ValidatorKey};
 use crate::ledger::block::{check_block_with, BlockHeader};
 use crate::ledger::pruned::PrunedBlock;
-use redb::ReadableTable;
+use redb::{ReadTransaction, ReadableTable, TableDefinition};
 use serde::Serialize;
+
+/// Blocks kept without their events (ledger-spec/05, "Pruned bodies"), in groups of
+/// consecutive heights: `validator (32) || height of the group's last block (u64 BE) ||
+/// piece (u16 BE)` -> the group's [`crate::ledger::pruned::PrunedBlock`] records laid end
+/// to end, stored in pieces as a block is (one record alone would take a B-tree entry
+/// of a few hundred bytes, and redb's leaves, split as a chain grows, hold such entries
+/// at about half their room: 2.4x the records' bytes, measured). A chain's pruned
+/// heights are `0..p` without a gap, and none of them has pieces in [`BLOCKS`].
+pub const PRUNED: TableDefinition<&[u8], &[u8]> = TableDefinition::new("pruned_v1");
+
+/// A group holds at most this many blocks; the store prunes whole groups only.
+pub const PRUNED_GROUP_BLOCKS: u64 = 256;
+/// A group ends early once its records reach this many bytes (blocks of many events).
+pub const PRUNED_GROUP_BYTES: usize = 1 << 20;
+
+/// Where the bodies of a chain's pruned blocks were published when they were pruned:
+/// `validator (32)` -> the archive's URL (UTF-8), whence readers fetch them back.
+pub const PRUNED_FROM: TableDefinition<&[u8], &str> = TableDefinition::new("pruned_from_v1");
+
+/// A read-only table of bytes to bytes, as [`PRUNED`] is.
+pub type BytesTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+
+/// The pruned table of a read transaction, where the store has one (schema 2 has none).
+pub fn pruned_table(txn: &ReadTransaction) -> Result<Option<BytesTable>, StoreError> {
+    match txn.open_table(PRUNED) {
+        Ok(table) => Ok(Some(table)),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(eng("opening pruned blocks")(e)),
+    }
+}
+
+/// The height below which `validator`'s blocks are pruned (0: none is), from the key of
+/// its last group. A store without the table (schema 2) has none.
+pub fn pruned_below(txn: &ReadTransaction, validator: &ValidatorKey) -> Result<u64, StoreError> {
+    let Some(table) = pruned_table(txn)? else { return Ok(0) };
+    let (start, end) = (chunk_key(validator, 0, 0), chunk_key(validator, u64::MAX, u16::MAX));
+    let mut range = table.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng("reading pruned blocks"))?;
+    match range.next_back() {
+        None => Ok(0),
+        Some(entry) => {
+            let (key, _) = entry.map_err(eng("reading pruned blocks"))?;
+            Ok(split_chunk_key(key.value())?.1.saturating_add(1))
+        }
+    }
+}
+
+/// The archive a chain's pruned bodies were published to, if any is recorded.
+pub fn pruned_from(txn: &ReadTransaction, validator: &ValidatorKey) -> Result<Option<String>, StoreError> {
+    let table = match txn.open_table(PRUNED_FROM) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(eng("opening pruned blocks")(e)),
+    };
+    let url = table.get(validator.0.as_slice()).map_err(eng("reading pruned blocks"))?;
+    Ok(url.map(|url| url.value().to_owned()))
+}
+
+/// A group's records, each `header || signature || leaf hashes` as long as its header's
+/// `n_events` says, with the height its header names (checked by the readers: verify
+/// links them, a fetched body must match its record).
+pub fn group_records<'a>(
+    validator: &ValidatorKey,
+    last: u64,
+    bytes: &'a [u8],
+) -> Result<Vec<(u64, &'a [u8])>, StoreError> {
+    use crate::ledger::block::EVENTS_OFFSET;
+    let bad = |why: String| Err(StoreError::BadChunks { validator: *validator, height: last, why });
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at < bytes.len() {
+        let rest = &bytes[at..];
+        if rest.len() < EVENTS_OFFSET {
+            return bad(format!("a pruned group ends with {} bytes, short of a header and signature", rest.len()));
+        }
+        let height = u64::from_le_bytes(rest[34..42].try_into().expect("8 bytes"));
+        let n_events = u32::from_le_bytes(rest[114..118].try_into().expect("4 bytes"));
+        if n_events > crate::limits::MAX_EVENTS_PER_BLOCK {
+            return bad(format!("a pruned record says {n_events} events"));
+        }
+        let len = EVENTS_OFFSET + 32 * n_events as usize;
+        if rest.len() < len {
+            return bad(format!("a pruned record of {len} bytes is cut at {}", rest.len()));
+        }
+        out.push((height, &rest[..len]));
+        at += len;
+    }
+    Ok(out)
+}
+
+/// The record of pruned block `height` of `validator`, if the store keeps one.
+pub fn pruned_record(
+    txn: &ReadTransaction,
+    validator: &ValidatorKey,
+    height: u64,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let Some(table) = pruned_table(txn)? else { return Ok(None) };
+    pruned_record_in(&table, validator, height)
+}
+
+/// [`pruned_record`] in an open table (a reader's or a writer's).
+pub fn pruned_record_in(
+    table: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    validator: &ValidatorKey,
+    height: u64,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    // The group holding `height` is the first whose last height is at least it.
+    let (start, end) = (chunk_key(validator, height, 0), chunk_key(validator, u64::MAX, u16::MAX));
+    let mut range = table.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng("reading pruned blocks"))?;
+    let Some(entry) = range.next() else { return Ok(None) };
+    let (key, _) = entry.map_err(eng("reading pruned blocks"))?;
+    let last = split_chunk_key(key.value())?.1;
+    drop(range);
+    let Some(group) = get_block(table, validator, last)? else { return Ok(None) };
+    let records = group_records(validator, last, &group)?;
+    Ok(records.into_iter().find(|(at, _)| *at == height).map(|(_, record)| record.to_vec()))
+}
+
+/// Hands each pruned record of `validator` from `from` to `to` (both included) to `sink`
+/// in order, as (the height its header names, record bytes); stops when `sink` returns
+/// false.
+pub fn for_each_pruned_in(
+    txn: &ReadTransaction,
+    validator: &ValidatorKey,
+    from: u64,
+    to: u64,
+    sink: &mut dyn FnMut(u64, &[u8]) -> bool,
+) -> Result<(), StoreError> {
+    let Some(table) = pruned_table(txn)? else { return Ok(()) };
+    let mut failed = None;
+    let mut going = true;
+    for_each_block(&table, validator, from, None, &mut |last, group| {
+        match group_records(validator, last, &group) {
+            Ok(records) => {
+                for (height, record) in records {
+                    if height < from {
+                        continue;
+                    }
+                    if height > to || !sink(height, record) {
+                        going = false;
+                        break;
+                    }
+                }
+            }
+            Err(error) => {
+                failed = Some(error);
+                going = false;
+            }
+        }
+        going && last < to
+    })?;
+    failed.map_or(Ok(()), Err)
+}
+
+/// Every validator with a pruned block (a chain whose blocks are all pruned has no
+/// pieces, so [`validators_with_blocks`] does not list it).
+pub fn validators_with_pruned(txn: &ReadTransaction) -> Result<Vec<ValidatorKey>, StoreError> {
+    let Some(table) = pruned_table(txn)? else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    let mut from = [0u8; 42].to_vec();
+    loop {
+        let mut range = table.range::<&[u8]>(from.as_slice()..).map_err(eng("scanning pruned blocks"))?;
+        let Some(entry) = range.next() else { break };
+        let (key, _) = entry.map_err(eng("scanning pruned blocks"))?;
+        let validator = ValidatorKey(
+            key.value()
+                .get(..32)
+                .and_then(|k| k.try_into().ok())
+                .ok_or_else(|| StoreError::Corrupt("a pruned block key shorter than a validator key".into()))?,
+        );
+        out.push(validator);
+        match next_key_prefix(&validator.0) {
+            Some(next) => {
+                from = next.to_vec();
+                from.extend_from_slice(&[0u8; 10]);
+            }
+            None => break,
+        }
+    }
+    Ok(out)
+}
 
 /// Where a reader fetches pruned bodies back from: an archive of ledger-spec/11's layout
 /// (`http::bodies`). The store names the archive each chain's bodies were published to.
