@@ -354,6 +354,16 @@ impl ColdStore {
         txn.commit().map_err(|e| fail(&e))
     }
 
+    /// Empties every key set (`key_set::KeySet`): a set lives as long as the run that
+    /// made it, and a kept file outlives its run (a new run numbers its sets from 0).
+    pub fn clear_sets(&self) -> Result<(), ColdError> {
+        let fail = |e: &dyn std::fmt::Display| self.fail("clearing the key sets", e);
+        let txn = self.db.begin_write().map_err(|e| fail(&e))?;
+        txn.delete_table(KEY_SETS).map_err(|e| fail(&e))?;
+        txn.open_table(KEY_SETS).map_err(|e| fail(&e))?;
+        txn.commit().map_err(|e| fail(&e))
+    }
+
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path

@@ -29,6 +29,8 @@ pub struct LatestReplay {
     /// durably, before the next replay writes to it, so a file never holds heads that
     /// its rows have moved past.
     heads_in: std::sync::atomic::AtomicBool,
+    /// Whether each replay is kept as it is made ([`LatestReplay::kept`]'s).
+    keep_each: bool,
 }
 
 impl LatestReplay {
@@ -47,10 +49,16 @@ impl LatestReplay {
     /// cleanly left none: every chain then folds from genesis, said to `note`.
     pub fn kept(dir: &std::path::Path, note: &mut dyn FnMut(&str)) -> Result<LatestReplay, ColdError> {
         let kept = super::projection::open_with_cache(dir, CacheSize::VALIDATOR, note)?;
+        kept.cold.clear_sets()?;
         if kept.folds.is_empty() {
             note("no folds were kept by the last run (a first start, or one that did not stop cleanly): every log folds from genesis");
         }
-        Ok(LatestReplay { cold: Arc::new(kept.cold).into(), kept: Mutex::new(kept.folds), ..LatestReplay::default() })
+        Ok(LatestReplay {
+            cold: Arc::new(kept.cold).into(),
+            kept: Mutex::new(kept.folds),
+            keep_each: true,
+            ..LatestReplay::default()
+        })
     }
 
     /// Keeps the last replay's folds in the file for the next start
@@ -132,7 +140,21 @@ impl LatestReplay {
         }
         let fresh = replay_in(&cold, store, &registry, snapshot, ratio_params, progress, previous.as_deref());
         let fresh = match fresh {
-            Ok(fresh) => Arc::new(fresh),
+            Ok(mut fresh) => {
+                // A kept file is kept after every replay, not only at a clean stop: a
+                // start after a crash then folds only what came after the last replay.
+                if self.keep_each {
+                    match super::projection::save(&cold, &mut fresh.folds) {
+                        Ok(()) => self.heads_in.store(true, std::sync::atomic::Ordering::SeqCst),
+                        Err(error) => tracing::warn!(
+                            event = "replay_not_kept",
+                            error = %error,
+                            "the replay was not kept: a start before the next one folds every log from genesis"
+                        ),
+                    }
+                }
+                Arc::new(fresh)
+            }
             Err(e) => {
                 // A match the file failed to give back may be missing from the last folds
                 // too: the next replay starts from genesis.
@@ -152,6 +174,22 @@ mod tests {
     use super::*;
     use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
     use crate::ledger::{LedgerKey, OwnLog};
+
+    #[test]
+    fn a_kept_file_starts_each_run_with_empty_key_sets() {
+        use crate::replay::key_set::KeySet;
+        let dir = tempfile::tempdir().unwrap();
+        let keys: Vec<Vec<u8>> = (0..1_000u32).map(|i| i.to_le_bytes().to_vec()).collect();
+        {
+            let latest = LatestReplay::kept(dir.path(), &mut |_| {}).unwrap();
+            let mut set = KeySet::spilling_to(latest.sets_file().unwrap());
+            keys.iter().for_each(|k| assert!(set.insert(k)));
+            assert!(set.contains(&keys[0]), "past the cache, in the file");
+        }
+        let latest = LatestReplay::kept(dir.path(), &mut |_| {}).unwrap();
+        let set = KeySet::spilling_to(latest.sets_file().unwrap());
+        assert!(keys.iter().all(|k| !set.contains(k)), "the last run's set is not this run's");
+    }
 
     #[test]
     fn readers_share_one_replay_until_a_tip_moves_and_then_fold_to_what_genesis_gives() {

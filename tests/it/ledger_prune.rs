@@ -198,9 +198,10 @@ fn af_ledger_prune_keeps_our_log_and_the_window_and_says_what_it_did() {
     assert!(stderr.contains("pruned"), "{stderr}");
 }
 
-/// A validator's replay kept at its stop (`LatestReplay::keep`) is where the next start
-/// folds from: only the new blocks, so a restart needs none of the pruned bodies (here
-/// the archive is gone); one that did not stop cleanly folds from genesis and says so.
+/// A validator's replay is kept as each replay ends (`LatestReplay::kept`): the next
+/// start folds only the new blocks, so a restart, after a crash too, needs none of the
+/// pruned bodies (here the archive is gone); a run stopped inside a replay (its heads
+/// taken out as it starts, none put back) folds from genesis and says so.
 #[test]
 fn a_kept_replay_restarts_on_pruned_logs_without_their_archive() {
     use af::replay::latest::LatestReplay;
@@ -224,10 +225,10 @@ fn a_kept_replay_restarts_on_pruned_logs_without_their_archive() {
     store.set_bodies(Arc::new(ArchiveBodies::default()));
     let replayed = first.get(&store, &DEFAULT_RATIO_PARAMS).unwrap();
     assert_eq!(replayed.state_hash, genesis.state_hash);
-    assert!(first.keep().unwrap());
     drop((first, replayed));
 
-    // The archive is gone; the kept folds carry the restart.
+    // The archive is gone; the folds kept by the last replay carry the restart, with no
+    // clean stop (no `keep`).
     std::fs::rename(&archive, dirs[1].path().join("gone")).unwrap();
     let mut notes = Vec::new();
     let second = LatestReplay::kept(data, &mut |n| notes.push(n.to_string())).unwrap();
@@ -236,13 +237,18 @@ fn a_kept_replay_restarts_on_pruned_logs_without_their_archive() {
     assert_eq!(again.state_hash, genesis.state_hash);
     assert_eq!(again.n_chains_from_snapshot, 3);
     assert_eq!(again.n_blocks_folded, 0);
-    // Not kept this time (a crash): the heads left the file when the run began.
+    assert!(second.keep().unwrap(), "a clean stop keeps it too");
     drop((second, again));
+    // Stopped before its first replay ended: the heads left the file at the start and
+    // were not put back.
+    let third = LatestReplay::kept(data, &mut |_| {}).unwrap();
+    assert_eq!(third.cold().unwrap().take_heads().unwrap(), None, "taken at the start");
+    drop(third);
     let mut notes = Vec::new();
-    let third = LatestReplay::kept(data, &mut |n| notes.push(n.to_string())).unwrap();
+    let fourth = LatestReplay::kept(data, &mut |n| notes.push(n.to_string())).unwrap();
     assert!(notes.iter().any(|n| n.contains("from genesis")), "{notes:?}");
     assert!(matches!(
-        third.get(&store, &DEFAULT_RATIO_PARAMS),
+        fourth.get(&store, &DEFAULT_RATIO_PARAMS),
         Err(af::replay::ReplayError::Store(StoreError::BodyFetch { .. }))
     ));
 }
