@@ -538,7 +538,14 @@ pub fn tips_in(txn: &ReadTransaction) -> Result<Vec<(ValidatorKey, Tip)>, StoreE
 /// Every validator that has at least one block stored, found by skipping from one
 /// validator's key range to the next (cheap even for long chains).
 pub fn validators_with_blocks(txn: &ReadTransaction) -> Result<Vec<ValidatorKey>, StoreError> {
-    let blocks = txn.open_table(BLOCKS).map_err(eng("opening blocks"))?;
+    validators_in(&txn.open_table(BLOCKS).map_err(eng("opening blocks"))?)
+}
+
+/// Every validator with a key in `table`, a table keyed as [`BLOCKS`] is (the pruned
+/// groups' is too), one range step per validator.
+pub(super) fn validators_in(
+    blocks: &impl ReadableTable<&'static [u8], &'static [u8]>,
+) -> Result<Vec<ValidatorKey>, StoreError> {
     let mut out = Vec::new();
     let mut from = [0u8; 42].to_vec();
     loop {

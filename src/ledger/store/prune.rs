@@ -167,28 +167,7 @@ pub fn for_each_pruned_in(
 /// pieces, so [`validators_with_blocks`] does not list it).
 pub fn validators_with_pruned(txn: &ReadTransaction) -> Result<Vec<ValidatorKey>, StoreError> {
     let Some(table) = pruned_table(txn)? else { return Ok(Vec::new()) };
-    let mut out = Vec::new();
-    let mut from = [0u8; 42].to_vec();
-    loop {
-        let mut range = table.range::<&[u8]>(from.as_slice()..).map_err(eng("scanning pruned blocks"))?;
-        let Some(entry) = range.next() else { break };
-        let (key, _) = entry.map_err(eng("scanning pruned blocks"))?;
-        let validator = ValidatorKey(
-            key.value()
-                .get(..32)
-                .and_then(|k| k.try_into().ok())
-                .ok_or_else(|| StoreError::Corrupt("a pruned block key shorter than a validator key".into()))?,
-        );
-        out.push(validator);
-        match next_key_prefix(&validator.0) {
-            Some(next) => {
-                from = next.to_vec();
-                from.extend_from_slice(&[0u8; 10]);
-            }
-            None => break,
-        }
-    }
-    Ok(out)
+    validators_in(&table)
 }
 
 /// Where a reader fetches pruned bodies back from: an archive of ledger-spec/11's layout
