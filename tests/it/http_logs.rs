@@ -634,15 +634,16 @@ fn operator_endpoints_agree_with_the_log(data: &Path) {
     assert!(status == 200 && first.contains(&format!("data-miner=\"{champion}\"")), "{first}");
     let (status, past) = fetch(&format!("{base}miners.html?page=2"));
     assert!(status == 404 && past.contains("no page 2 of miners.html: there are 1"), "{status}: {past}");
-    // The replay the pages were drawn from, in the metrics: the match played, held in
-    // memory (a log keeps 64 there before spilling).
+    // The replay the pages were drawn from, in the metrics: the matches played; each
+    // replay is kept in the file as it ends, so only each log's last started match stays
+    // in memory.
     let (_, metrics) = fetch(&format!("{base}metrics"));
     let gauge = |name: &str| {
         let line = metrics.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name} in {metrics}"));
         line.rsplit(' ').next().unwrap().parse::<f64>().unwrap()
     };
     let (held, in_memory) = (gauge("af_replay_matches "), gauge("af_replay_matches_in_memory "));
-    assert!(held >= 1.0 && in_memory == held, "{held} matches, {in_memory} in memory");
+    assert!(held >= 1.0 && (1.0..=held).contains(&in_memory), "{held} matches, {in_memory} in memory");
     // The state's one match per pair, in the replay's file where the combine wrote it.
     let pairs = gauge("af_state_matches ");
     assert!(pairs >= 1.0 && pairs <= held, "{pairs} state matches of {held}");
