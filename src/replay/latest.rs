@@ -42,16 +42,18 @@ impl LatestReplay {
     }
 
     /// A validator's replays, kept across restarts in `dir`'s kept file
-    /// (`projection::PROJECTION_FILE`, as `af audit --snapshot` keeps it): the folds it
-    /// held when the last run stopped are the first replay's start, each reused only if
-    /// its chain verifies afresh to the fold's tip, so a restart does not fold (or fetch
-    /// back, where bodies are pruned) every log from genesis. A run that did not stop
-    /// cleanly left none: every chain then folds from genesis, said to `note`.
+    /// (`projection::PROJECTION_FILE`, as `af audit --snapshot` keeps it): each replay
+    /// ends by keeping its folds there (its matches spilled first, the heads put back
+    /// last), and the folds the last run's last replay kept are this run's first start,
+    /// each reused only if its chain verifies afresh to the fold's tip, so a restart,
+    /// after a crash too, does not fold (or fetch back, where bodies are pruned) every
+    /// log from genesis. A run stopped before its first replay ended left none: every
+    /// chain then folds from genesis, said to `note`.
     pub fn kept(dir: &std::path::Path, note: &mut dyn FnMut(&str)) -> Result<LatestReplay, ColdError> {
         let kept = super::projection::open_with_cache(dir, CacheSize::VALIDATOR, note)?;
         kept.cold.clear_sets()?;
         if kept.folds.is_empty() {
-            note("no folds were kept by the last run (a first start, or one that did not stop cleanly): every log folds from genesis");
+            note("no folds were kept by the last run (a first start, or a run stopped before its first replay ended): every log folds from genesis");
         }
         Ok(LatestReplay {
             cold: Arc::new(kept.cold).into(),
