@@ -26,10 +26,25 @@ pub struct Site {
     store: Arc<dyn ObjectStore>,
     /// For the writes of `af ledger publish`, which is not async: a runtime of its own,
     /// made at its first blocking call (never inside a runtime: `af mirror` is async).
-    runtime: Arc<std::sync::OnceLock<tokio::runtime::Runtime>>,
+    runtime: Arc<OwnRuntime>,
     prefix: ObjectPath,
     /// How the site was named, for messages.
     url: String,
+}
+
+/// A site's own runtime for its blocking calls, made at the first. Let go without
+/// waiting for its tasks (`shutdown_background`): the last copy of a site may be dropped
+/// on an async worker (a validator's archiver as it stops), where a runtime's own drop,
+/// which blocks, would panic.
+#[derive(Debug, Default)]
+struct OwnRuntime(std::sync::OnceLock<tokio::runtime::Runtime>);
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 /// The URL schemes of object stores a site may be on (a target without `://` is a folder).
@@ -152,12 +167,12 @@ impl Site {
     }
 
     fn block_on<T>(&self, work: impl std::future::Future<Output = Result<T, ArchiveError>>) -> Result<T, ArchiveError> {
-        if self.runtime.get().is_none() {
+        if self.runtime.0.get().is_none() {
             let made = tokio::runtime::Builder::new_current_thread().enable_all().build();
             let made = made.map_err(|e| self.fail("", format!("starting the async runtime: {e}")))?;
-            let _ = self.runtime.set(made);
+            let _ = self.runtime.0.set(made);
         }
-        match self.runtime.get() {
+        match self.runtime.0.get() {
             Some(runtime) => runtime.block_on(work),
             None => Err(self.fail("", "no async runtime")),
         }

@@ -252,3 +252,37 @@ fn a_kept_replay_restarts_on_pruned_logs_without_their_archive() {
         Err(af::replay::ReplayError::Store(StoreError::BodyFetch { .. }))
     ));
 }
+
+/// A validator with `[archive] keep_days` publishes, then prunes what its archive holds
+/// past the window, and counts it on `/metrics`; its own log stays whole.
+#[test]
+fn the_archiver_publishes_then_prunes_and_counts_it() {
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let store = Store::create(dirs[0].path()).unwrap();
+    let start = af::clock::unix_ms() - 30 * DAY_MS;
+    write_network(&store, &NetworkSpec { start_ms: start, events_per_block: 1, ..NetworkSpec::small(3) }).unwrap();
+    let log = Arc::new(af::ledger::OwnLog::new(store, validator_key(0)));
+    let own = log.validator();
+    let site = Site::open(dirs[1].path().join("archive").to_str().unwrap()).unwrap();
+    let metrics = Arc::new(af::metrics::Metrics::new());
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (stop_sender, stop) = tokio::sync::watch::channel(false);
+    let every = std::time::Duration::from_millis(200);
+    let task =
+        runtime.spawn(af::validator::archiver::archive_loop(log.clone(), site, (every, 1), metrics.clone(), stop));
+    let pruned_all = || {
+        log.store.tips().unwrap().iter().filter(|(v, _)| *v != own).all(|(v, _)| log.store.pruned_below(v).unwrap() > 0)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !pruned_all() {
+        assert!(std::time::Instant::now() < deadline, "the archiver did not prune: {}", metrics.encode());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    stop_sender.send(true).unwrap();
+    runtime.block_on(task).unwrap();
+    assert_eq!(log.store.pruned_below(&own).unwrap(), 0, "our own log is never pruned");
+    let text = metrics.encode();
+    let line = text.lines().find(|l| l.starts_with("af_archive_pruned_blocks_total ")).expect(&text);
+    assert!(line.rsplit(' ').next().unwrap().parse::<u64>().unwrap() > 0, "{line}");
+    assert!(verify::verify_store(&log.store, &|_, _| {}).unwrap().ok);
+}
