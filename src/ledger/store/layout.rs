@@ -48,10 +48,30 @@ pub const STORE_FILE: &str = "ledger.redb";
 
 /// The lowest height of `validator` with a piece stored.
 pub fn first_stored_height(txn: &ReadTransaction, validator: &ValidatorKey) -> Result<Option<u64>, StoreError> {
-    let blocks = txn.open_table(BLOCKS).map_err(eng("opening blocks"))?;
+    edge_height(&txn.open_table(BLOCKS).map_err(eng("opening blocks"))?, validator, Edge::First)
+}
+
+/// Which end of a chain's key range [`edge_height`] reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Edge {
+    First,
+    Last,
+}
+
+/// The height in the first or last key of `validator`'s range in `table`, a table keyed
+/// as [`BLOCKS`] is (the pruned groups' is too); `None` if the chain has no key there.
+pub(super) fn edge_height(
+    table: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    validator: &ValidatorKey,
+    edge: Edge,
+) -> Result<Option<u64>, StoreError> {
     let (start, end) = (chunk_key(validator, 0, 0), chunk_key(validator, u64::MAX, u16::MAX));
-    let mut range = blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng("reading blocks"))?;
-    match range.next() {
+    let mut range = table.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng("reading blocks"))?;
+    let entry = match edge {
+        Edge::First => range.next(),
+        Edge::Last => range.next_back(),
+    };
+    match entry {
         None => Ok(None),
         Some(entry) => {
             let (key, _) = entry.map_err(eng("reading blocks"))?;
@@ -582,14 +602,5 @@ pub(super) fn next_key_prefix(prefix: &[u8; 32]) -> Option<[u8; 32]> {
 /// The highest height of `validator` with a piece stored, read from the last key of its
 /// range (nothing is taken from the tip record): where a parallel verify splits a chain.
 pub fn last_stored_height(txn: &ReadTransaction, validator: &ValidatorKey) -> Result<Option<u64>, StoreError> {
-    let blocks = txn.open_table(BLOCKS).map_err(eng("opening blocks"))?;
-    let (start, end) = (chunk_key(validator, 0, 0), chunk_key(validator, u64::MAX, u16::MAX));
-    let mut range = blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng("reading blocks"))?;
-    match range.next_back() {
-        None => Ok(None),
-        Some(entry) => {
-            let (key, _) = entry.map_err(eng("reading blocks"))?;
-            Ok(Some(split_chunk_key(key.value())?.1))
-        }
-    }
+    edge_height(&txn.open_table(BLOCKS).map_err(eng("opening blocks"))?, validator, Edge::Last)
 }

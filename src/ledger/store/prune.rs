@@ -45,15 +45,7 @@ pub fn pruned_table(txn: &ReadTransaction) -> Result<Option<BytesTable>, StoreEr
 /// its last group. A store without the table (schema 2) has none.
 pub fn pruned_below(txn: &ReadTransaction, validator: &ValidatorKey) -> Result<u64, StoreError> {
     let Some(table) = pruned_table(txn)? else { return Ok(0) };
-    let (start, end) = (chunk_key(validator, 0, 0), chunk_key(validator, u64::MAX, u16::MAX));
-    let mut range = table.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng("reading pruned blocks"))?;
-    match range.next_back() {
-        None => Ok(0),
-        Some(entry) => {
-            let (key, _) = entry.map_err(eng("reading pruned blocks"))?;
-            Ok(split_chunk_key(key.value())?.1.saturating_add(1))
-        }
-    }
+    Ok(edge_height(&table, validator, Edge::Last)?.map_or(0, |last| last.saturating_add(1)))
 }
 
 /// The archive a chain's pruned bodies were published to, if any is recorded.
