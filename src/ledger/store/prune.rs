@@ -263,14 +263,19 @@ impl Store {
             archive: archive.clone(),
             why,
         };
+        // The kept records of the range, read once (a group holds up to 256 of them).
+        let mut records = std::collections::BTreeMap::new();
+        for_each_pruned_in(&txn, validator, from, to, &mut |height, record| {
+            records.insert(height, record.to_vec());
+            true
+        })?;
         let fetched = source.fetch(&archive, validator, from, to).map_err(|why| failed(from, why))?;
         let mut out = Vec::with_capacity(fetched.len());
         for (expected, (height, bytes)) in (from..=to).zip(fetched) {
             if height != expected {
                 return Err(failed(expected, format!("the archive answered height {height}")));
             }
-            let record =
-                pruned_record(&txn, validator, height)?.ok_or(StoreError::Pruned { validator: *validator, height })?;
+            let record = records.remove(&height).ok_or(StoreError::Pruned { validator: *validator, height })?;
             let kept = PrunedBlock::decode(&record).map_err(|source| StoreError::Rejected {
                 validator: *validator,
                 height,
