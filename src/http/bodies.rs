@@ -17,6 +17,10 @@ use std::sync::Mutex;
 #[derive(Default)]
 pub struct ArchiveBodies {
     sites: Mutex<BTreeMap<String, Site>>,
+    /// Each chain's size in each archive, by its tip as last read: bundles below it stay
+    /// as they are (immutable), so the tip is read again only for a height past it, not
+    /// once per bundle of a replay. A hint only: every body is checked by the store.
+    sizes: Mutex<BTreeMap<(String, ValidatorKey), u64>>,
 }
 
 impl ArchiveBodies {
@@ -46,29 +50,58 @@ impl BodySource for ArchiveBodies {
         let site = self.site(archive)?;
         // The tip says which bundles exist (the last may be partial); the blocks
         // themselves are checked by the store against what it kept.
-        let tip_path = layout::tip_path(validator);
-        let tip = site
-            .read(&tip_path, MAX_TIP_BYTES)
+        let key = (archive.to_string(), *validator);
+        let known = self.sizes.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied();
+        let size = match known.filter(|size| to < *size) {
+            Some(size) => size,
+            None => {
+                let size = read_size(&site, validator)?;
+                self.sizes.lock().unwrap_or_else(|e| e.into_inner()).insert(key, size);
+                size
+            }
+        };
+        let read = read_bundles(&site, validator, (from, to), size);
+        if read.is_err() {
+            // The next fetch reads the tip again (the archive may have been rewritten).
+            self.sizes.lock().unwrap_or_else(|e| e.into_inner()).remove(&(archive.to_string(), *validator));
+        }
+        read
+    }
+}
+
+/// Blocks `from..=to` of `validator` from the bundles of a chain of `size` blocks.
+fn read_bundles(
+    site: &Site,
+    validator: &ValidatorKey,
+    (from, to): (u64, u64),
+    size: u64,
+) -> Result<Vec<(u64, Vec<u8>)>, String> {
+    let mut out = Vec::new();
+    for (n, width) in layout::bundles_for(from, size).into_iter().take_while(|(n, _)| n * TILE_WIDTH <= to) {
+        let path = layout::bundle_path(validator, n, width);
+        let mut reader = BundleReader::new(width).map_err(|e| e.to_string())?;
+        let bytes = site
+            .read(&path, reader.max_bytes())
             .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("{} is not there", site.url_of(&tip_path)))?;
-        let tip: SignedHeader = serde_json::from_slice(&tip).map_err(|e| format!("the archive's tip: {e}"))?;
-        let size = tip.header.height.saturating_add(1);
-        let mut out = Vec::new();
-        for (n, width) in layout::bundles_for(from, size).into_iter().take_while(|(n, _)| n * TILE_WIDTH <= to) {
-            let path = layout::bundle_path(validator, n, width);
-            let mut reader = BundleReader::new(width).map_err(|e| e.to_string())?;
-            let bytes = site
-                .read(&path, reader.max_bytes())
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("{} is not there", site.url_of(&path)))?;
-            let blocks = reader.push(&bytes).map_err(|e| format!("{}: {e}", site.url_of(&path)))?;
-            reader.finish().map_err(|e| format!("{}: {e}", site.url_of(&path)))?;
-            for (height, block) in (n * TILE_WIDTH..).zip(blocks) {
-                if (from..=to).contains(&height) {
-                    out.push((height, block));
-                }
+            .ok_or_else(|| format!("{} is not there", site.url_of(&path)))?;
+        let blocks = reader.push(&bytes).map_err(|e| format!("{}: {e}", site.url_of(&path)))?;
+        reader.finish().map_err(|e| format!("{}: {e}", site.url_of(&path)))?;
+        for (height, block) in (n * TILE_WIDTH..).zip(blocks) {
+            if (from..=to).contains(&height) {
+                out.push((height, block));
             }
         }
-        Ok(out)
     }
+    Ok(out)
+}
+
+/// A chain's size in the archive `site`, by its tip.
+fn read_size(site: &Site, validator: &ValidatorKey) -> Result<u64, String> {
+    let tip_path = layout::tip_path(validator);
+    let tip = site
+        .read(&tip_path, MAX_TIP_BYTES)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{} is not there", site.url_of(&tip_path)))?;
+    let tip: SignedHeader = serde_json::from_slice(&tip).map_err(|e| format!("the archive's tip: {e}"))?;
+    Ok(tip.header.height.saturating_add(1))
 }
