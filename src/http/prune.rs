@@ -9,7 +9,7 @@ use super::layout::{self, MAX_TIP_BYTES, TILE_WIDTH};
 use crate::bytes::ValidatorKey;
 use crate::ledger::block::{check_header_rules, check_signature};
 use crate::ledger::proof::SignedHeader;
-use crate::ledger::store::{Pruned, Store, StoreError};
+use crate::ledger::store::{Pruned, Store, StoreError, PRUNED_GROUP_BLOCKS};
 use serde::Serialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -69,9 +69,9 @@ impl PruneReport {
     }
 }
 
-/// Prunes every chain of `store` but `own` to the later of: `keep_days` before `now_ms`
-/// (by its blocks' times), the last full bundle `site` holds of it, its tip (never
-/// pruned). Progress after each durable step.
+/// Prunes every chain of `store` but `own` up to the earliest of: `keep_days` before
+/// `now_ms` (by its blocks' times), the end of the last full bundle `site` holds of it,
+/// its tip (never pruned), in whole groups. Progress after each durable step.
 pub fn prune_to_archive(
     store: &Store,
     site: &Site,
@@ -90,23 +90,38 @@ pub fn prune_to_archive(
             continue;
         }
         let from = store.pruned_below(&validator)?;
-        let (archived, archive_why) = archived_below(store, site, &validator)?;
+        // The window and the last block first: a chain with less than a whole group to
+        // go past what is pruned costs no read of the archive.
         let window = first_at_or_after(store, &validator, from, tip.height, cutoff_ms)?;
-        let mut below = archived.min(window).min(tip.height);
-        let held_back_by = if below == tip.height {
-            "its last block is always kept".to_string()
-        } else if below == window {
-            format!("blocks from height {window} are younger than {keep_days} days")
+        let local = window.min(tip.height);
+        let (wanted, why) = if local < from.saturating_add(PRUNED_GROUP_BLOCKS) {
+            (local, None)
         } else {
-            archive_why
+            let (archived, archive_why) = archived_below(store, site, &validator)?;
+            (archived.min(local), Some((archived, archive_why)))
         };
-        below = below.max(from);
-        let pruned = if below > from { Some(store.prune(&validator, below, &report.archive, progress)?) } else { None };
+        let mut held_back_by = match why {
+            Some((archived, archive_why)) if archived < local => archive_why,
+            _ if local == tip.height => "its last block is always kept".to_string(),
+            _ => format!("blocks from height {window} are younger than {keep_days} days"),
+        };
+        let pruned = if wanted >= from.saturating_add(PRUNED_GROUP_BLOCKS) {
+            Some(store.prune(&validator, wanted, &report.archive, progress)?)
+        } else {
+            None
+        };
         if let Some(p) = &pruned {
             report.n_blocks += p.n_blocks;
             report.n_events += p.n_events;
             report.n_bytes += p.n_bytes;
             report.n_record_bytes += p.n_record_bytes;
+        }
+        // What is pruned now, which whole groups may leave short of what could go.
+        let below = pruned.as_ref().map_or(from, |p| p.below);
+        if below < wanted {
+            held_back_by = format!(
+                "{held_back_by}; up to height {wanted} could go, and only whole groups of {PRUNED_GROUP_BLOCKS} blocks are pruned"
+            );
         }
         report.chains.push(ChainPrune { validator, below, pruned, held_back_by });
     }
