@@ -64,11 +64,16 @@ impl LatestReplay {
     }
 
     /// Keeps the last replay's folds in the file for the next start
-    /// (`projection::save`); whether there was one to keep. A validator calls it as it
-    /// stops; a replay after it takes the heads out again first.
+    /// (`projection::save`), unless it was kept as it ended; whether there was one to
+    /// keep. A validator calls it as it stops (its last save may have failed); a replay
+    /// after it takes the heads out again first.
     pub fn keep(&self) -> Result<bool, ColdError> {
         let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let Some((_, replayed)) = last.as_ref() else { return Ok(false) };
+        if self.heads_in.load(std::sync::atomic::Ordering::SeqCst) {
+            // The last replay was kept as it ended: nothing has moved since.
+            return Ok(true);
+        }
         let cold = self.cold()?;
         let mut folds = replayed.folds.clone();
         super::projection::save(&cold, &mut folds)?;
