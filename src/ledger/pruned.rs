@@ -62,6 +62,35 @@ impl PrunedBlock {
         Ok(PrunedBlock { header, signature, leaf_hashes })
     }
 
+    /// Records laid end to end (a group of the store, ledger-spec/05) split back into
+    /// each record's bytes, each as long as its header's `n_events` says, with the height
+    /// its header names; nothing else is decoded or checked ([`PrunedBlock::decode`] and
+    /// [`PrunedBlock::check`] are the readers'). Why not, if the bytes do not split.
+    pub fn split_records(bytes: &[u8]) -> Result<Vec<(u64, &[u8])>, String> {
+        // Where the header's height and event count sit (ledger-spec/03's header table).
+        const HEIGHT_AT: usize = 34;
+        const N_EVENTS_AT: usize = 114;
+        let mut out = Vec::new();
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            if rest.len() < EVENTS_OFFSET {
+                return Err(format!("{} bytes at the end, short of a header and signature", rest.len()));
+            }
+            let height = u64::from_le_bytes(rest[HEIGHT_AT..HEIGHT_AT + 8].try_into().expect("8 bytes"));
+            let n_events = u32::from_le_bytes(rest[N_EVENTS_AT..N_EVENTS_AT + 4].try_into().expect("4 bytes"));
+            if n_events > MAX_EVENTS_PER_BLOCK {
+                return Err(format!("a record says {n_events} events"));
+            }
+            let len = EVENTS_OFFSET + 32 * n_events as usize;
+            if rest.len() < len {
+                return Err(format!("a record of {len} bytes is cut at {}", rest.len()));
+            }
+            out.push((height, &rest[..len]));
+            rest = &rest[len..];
+        }
+        Ok(out)
+    }
+
     pub fn hash(&self) -> Hash32 {
         self.header.hash()
     }
@@ -147,6 +176,14 @@ mod tests {
         // A leaf missing or extra.
         assert!(matches!(PrunedBlock::decode(&record[..record.len() - 32]), Err(BlockError::EventCount { .. })));
         assert!(matches!(PrunedBlock::decode(&record[..100]), Err(BlockError::Decode(_))));
+
+        // Records laid end to end split back at their lengths, and nothing else does.
+        let mut two = record.clone();
+        two.extend_from_slice(&record);
+        let split = PrunedBlock::split_records(&two).unwrap();
+        assert_eq!(split, vec![(0, &record[..]), (0, &record[..])]);
+        assert!(PrunedBlock::split_records(&two[..two.len() - 1]).is_err());
+        assert!(PrunedBlock::split_records(&two[..record.len() + 100]).is_err());
 
         // Another block is not this one's body.
         let key = ed25519_dalek::SigningKey::from_bytes(&[7u8; 32]);

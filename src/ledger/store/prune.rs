@@ -67,28 +67,11 @@ pub fn group_records<'a>(
     last: u64,
     bytes: &'a [u8],
 ) -> Result<Vec<(u64, &'a [u8])>, StoreError> {
-    use crate::ledger::block::EVENTS_OFFSET;
-    let bad = |why: String| Err(StoreError::BadChunks { validator: *validator, height: last, why });
-    let mut out = Vec::new();
-    let mut at = 0usize;
-    while at < bytes.len() {
-        let rest = &bytes[at..];
-        if rest.len() < EVENTS_OFFSET {
-            return bad(format!("a pruned group ends with {} bytes, short of a header and signature", rest.len()));
-        }
-        let height = u64::from_le_bytes(rest[34..42].try_into().expect("8 bytes"));
-        let n_events = u32::from_le_bytes(rest[114..118].try_into().expect("4 bytes"));
-        if n_events > crate::limits::MAX_EVENTS_PER_BLOCK {
-            return bad(format!("a pruned record says {n_events} events"));
-        }
-        let len = EVENTS_OFFSET + 32 * n_events as usize;
-        if rest.len() < len {
-            return bad(format!("a pruned record of {len} bytes is cut at {}", rest.len()));
-        }
-        out.push((height, &rest[..len]));
-        at += len;
-    }
-    Ok(out)
+    PrunedBlock::split_records(bytes).map_err(|why| StoreError::BadChunks {
+        validator: *validator,
+        height: last,
+        why: format!("a pruned group: {why}"),
+    })
 }
 
 /// The record of pruned block `height` of `validator`, if the store keeps one.
