@@ -13,6 +13,9 @@ use crate::ledger::store::BodySource;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+// A replay's fetch of pruned bodies is one bundle of the archive.
+const _: () = assert!(crate::ledger::store::PRUNED_FETCH_BLOCKS == TILE_WIDTH);
+
 /// Opens each archive once, at its first need, and reads bundles from it.
 #[derive(Default)]
 pub struct ArchiveBodies {

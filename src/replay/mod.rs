@@ -295,7 +295,9 @@ fn fold_chain(
             let pruned_below = store::pruned_below(txn, &validator)?;
             let mut at = from;
             while at < pruned_below {
-                let to = (at / 16 * 16 + 15).min(pruned_below - 1);
+                let to = (at / store::PRUNED_FETCH_BLOCKS * store::PRUNED_FETCH_BLOCKS + store::PRUNED_FETCH_BLOCKS
+                    - 1)
+                .min(pruned_below - 1);
                 if sender.send(whole.fetch_pruned_range(&validator, at, to)?).is_err() {
                     return Ok(());
                 }

@@ -8,6 +8,7 @@
 use crate::http::archive::Site;
 use crate::ledger::OwnLog;
 use crate::metrics::Metrics;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -27,38 +28,22 @@ pub async fn archive_loop(
 ) {
     let mut wait = every;
     let mut retry = FIRST_RETRY.min(every);
+    // Whether the last pruning failed: a failure is said once, and so is the recovery.
+    let prune_failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
     loop {
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = stop.wait_for(|stopped| *stopped) => return,
         }
-        let (log, target, counters) = (log.clone(), site.clone(), metrics.clone());
+        let (log, target, counters, failing) = (log.clone(), site.clone(), metrics.clone(), prune_failing.clone());
         // Reads of the store and the archive's own runtime: off the async workers.
         let published = tokio::task::spawn_blocking(move || {
-            let held: u64 = log.store.tips().map_err(|e| e.to_string())?.iter().map(|(_, tip)| tip.height + 1).sum();
-            let report = crate::http::publish::publish(&log.store, Some(log.key()), &target, &mut |_| {})
-                .map_err(|e| e.to_string())?;
+            let held: u64 = log.store.tips()?.iter().map(|(_, tip)| tip.height + 1).sum();
+            let report = crate::http::publish::publish(&log.store, Some(log.key()), &target, &mut |_| {})?;
             if keep_days > 0 {
-                let now = crate::clock::unix_ms();
-                let own = Some(log.validator());
-                let pruned =
-                    crate::http::prune::prune_to_archive(&log.store, &target, own, keep_days, now, &mut |_| {})
-                        .map_err(|e| format!("pruning: {e}"))?;
-                if pruned.n_blocks > 0 {
-                    tracing::info!(
-                        event = "pruned",
-                        blocks = pruned.n_blocks,
-                        events = pruned.n_events,
-                        bytes = pruned.n_bytes,
-                        kept_bytes = pruned.n_record_bytes,
-                        "pruned {} old blocks of other logs the archive holds ({} MiB of bodies)",
-                        pruned.n_blocks,
-                        pruned.n_bytes / 1_048_576
-                    );
-                    counters.archive_pruned_blocks.inc_by(pruned.n_blocks);
-                }
+                prune_after_publish(&log, &target, keep_days, &counters, &failing);
             }
-            Ok::<_, String>((held, report))
+            Ok::<_, crate::http::publish::PublishError>((held, report))
         })
         .await;
         match published {
@@ -74,9 +59,44 @@ pub async fn archive_loop(
                 );
                 (wait, retry) = (every, FIRST_RETRY.min(every));
             }
-            Ok(Err(error)) => (wait, retry) = failed(&metrics, &site, &error, retry, every),
+            Ok(Err(error)) => (wait, retry) = failed(&metrics, &site, &error.to_string(), retry, every),
             Err(join) => (wait, retry) = failed(&metrics, &site, &join.to_string(), retry, every),
         }
+    }
+}
+
+/// Prunes what the archive now holds past the window (`http::prune`), said in the log
+/// and counted. A failure is said once (`failing`) and tried again after each publish:
+/// it is not the publish's, which took.
+fn prune_after_publish(log: &OwnLog, site: &Site, keep_days: u32, metrics: &Metrics, failing: &AtomicBool) {
+    let own = Some(log.validator());
+    let result =
+        crate::http::prune::prune_to_archive(&log.store, site, own, keep_days, crate::clock::unix_ms(), &mut |_| {});
+    if result.is_ok() && failing.swap(false, Ordering::Relaxed) {
+        tracing::info!(event = "prune_recovered", archive = %site, "pruning past the window works again");
+    }
+    match result {
+        Ok(pruned) if pruned.n_blocks > 0 => {
+            tracing::info!(
+                event = "pruned",
+                blocks = pruned.n_blocks,
+                events = pruned.n_events,
+                bytes = pruned.n_bytes,
+                kept_bytes = pruned.n_record_bytes,
+                "pruned {} old blocks of other logs the archive holds ({} MiB of bodies)",
+                pruned.n_blocks,
+                pruned.n_bytes / 1_048_576
+            );
+            metrics.archive_pruned_blocks.inc_by(pruned.n_blocks);
+        }
+        Ok(_) => {}
+        Err(error) if !failing.swap(true, Ordering::Relaxed) => tracing::warn!(
+            event = "prune_failed",
+            archive = %site,
+            error = %error,
+            "pruning past the window failed; tried again after each publish (said once until it works)"
+        ),
+        Err(error) => tracing::debug!(event = "prune_failed", archive = %site, error = %error, "pruning failed again"),
     }
 }
 

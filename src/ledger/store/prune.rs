@@ -25,6 +25,10 @@ pub const PRUNED_GROUP_BLOCKS: u64 = 256;
 /// A group ends early once its records reach this many bytes (blocks of many events).
 pub const PRUNED_GROUP_BYTES: usize = 1 << 20;
 
+/// Pruned bodies a replay fetches back at a time: an archive bundle's worth (ledger-spec/11),
+/// so each fetch reads one bundle, and at most 16 blocks are held.
+pub const PRUNED_FETCH_BLOCKS: u64 = 16;
+
 /// Where the bodies of a chain's pruned blocks were published when they were pruned:
 /// `validator (32)` -> the archive's URL (UTF-8), whence readers fetch them back.
 pub const PRUNED_FROM: TableDefinition<&[u8], &str> = TableDefinition::new("pruned_from_v1");
