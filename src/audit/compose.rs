@@ -24,8 +24,9 @@ pub fn audit_report(
     let on_chain: Vec<_> =
         chain.discrepancies.iter().chain(&weights.discrepancies).chain(&blocks.discrepancies).cloned().collect();
     let findings = findings(store, replayed, &on_chain)?;
+    let checkpoint_claims = crate::replay::checkpoint::check_claims(&replayed.folds);
     Ok(AuditReport {
-        clean: findings.is_empty(),
+        clean: findings.is_empty() && checkpoint_claims.false_claims.is_empty(),
         af_version: env!("CARGO_PKG_VERSION").to_string(),
         generated_at_ms: crate::clock::unix_ms(),
         state_hash: replayed.state_hash,
@@ -43,5 +44,7 @@ pub fn audit_report(
         weights,
         blocks,
         findings,
+        checkpoint_claims,
+        from_checkpoint: None,
     })
 }

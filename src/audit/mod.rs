@@ -8,6 +8,7 @@
 
 pub mod blocks;
 pub mod chain_view;
+pub mod checkpoint_start;
 pub mod commitments;
 pub mod compose;
 pub mod miner_status;
@@ -92,6 +93,10 @@ pub struct AuditReport {
     /// model), as each log recorded it.
     pub skipped: Vec<SkipRow>,
     pub findings: Vec<Finding>,
+    /// The logs' fold checkpoints compared with this replay (a false one is a finding).
+    pub checkpoint_claims: crate::replay::checkpoint::ClaimsChecked,
+    /// How `--from-checkpoint` started each log, and what that trusts; `None` otherwise.
+    pub from_checkpoint: Option<checkpoint_start::CheckpointStart>,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -60,6 +60,51 @@ pub fn text(report: &AuditReport) -> String {
         report.n_chains_from_snapshot
     );
     outln!("state hash {}", report.state_hash);
+    if let Some(start) = &report.from_checkpoint {
+        outln!(
+            "started from fold checkpoints read from {} (quorum {} of {} logs); {} blocks below them not checked:",
+            start.source,
+            start.quorum,
+            start.n_logs,
+            start.n_blocks_trusted
+        );
+        for chain in &start.chains {
+            match &chain.from {
+                Some(agreed) => outln!(
+                    "  {} from block {} (fold {}), countersigned by {}",
+                    short(&chain.validator),
+                    agreed.point.height,
+                    short(&agreed.point.fold_hash),
+                    agreed.countersigners.iter().map(short).collect::<Vec<_>>().join(", ")
+                ),
+                None => outln!("  {} from genesis", short(&chain.validator)),
+            }
+            for why in &chain.passed_over {
+                outln!("    passed over {why}");
+            }
+        }
+        for (validator, why) in &start.unreadable {
+            outln!("  claims of {} not counted: {why}", short(validator));
+        }
+        outln!("  trusted: {}", start.trusts);
+    }
+    let claims = &report.checkpoint_claims;
+    outln!(
+        "fold checkpoints claimed in the logs: {} agree with this replay, {} not comparable, {} false",
+        claims.n_agree,
+        claims.n_unchecked,
+        claims.false_claims.len()
+    );
+    for (claimer, at, point, ours) in &claims.false_claims {
+        outln!(
+            "FOUND: {} claims at its block {at} that {}'s fold at block {} hashes to {}; this replay has {}",
+            short(claimer),
+            short(&point.validator),
+            point.height,
+            short(&point.fold_hash),
+            short(ours)
+        );
+    }
     outln!("");
     outln!(
         "{:<18} {:>8} {:>9} {:>8} {:>6} {:>9} {:>8}",
@@ -214,6 +259,13 @@ pub fn event_line(event: &Event) -> String {
             c.committed_height, c.committed_hash, c.chain_block
         ),
         Event::Evidence(e) => format!("evidence: validator {} equivocated at height {}", e.validator, e.height),
+        Event::FoldCheckpoint(c) => format!(
+            "fold_checkpoint (fold format {}) of {} log(s){}",
+            c.fold_version,
+            c.points.len(),
+            c.points.iter().take(4).map(|p| format!(", {} at {}", p.validator, p.height)).collect::<String>()
+                + if c.points.len() > 4 { ", ..." } else { "" }
+        ),
         Event::MinerSkipped(m) => format!(
             "miner_skipped {} (uid {}) {}@{} committed at block {}: {}, kept by {} (block {})",
             m.hotkey,

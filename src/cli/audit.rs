@@ -29,8 +29,19 @@ pub struct AuditArgs {
     /// Reuse DIR/replay-projection.redb for chains whose freshly verified tip matches it,
     /// and keep this replay there. Faster on long logs, but the file's re-scoring results
     /// are taken from it: use it only on a file you made and protect.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "from_checkpoint")]
     pub snapshot: bool,
+    /// Start each log from the newest fold checkpoint a quorum of validators countersigned
+    /// in their logs, its fold read from SOURCE (a node's or site's http(s):// URL, an
+    /// archive's s3://, gs://, az:// or file:// URL, or a folder such as a validator's
+    /// DIR/folds) and taken only if it hashes to the agreed point; blocks below it are
+    /// trusted, not checked (the report says which). Logs with no such point fold from
+    /// genesis.
+    #[arg(long, value_name = "SOURCE", conflicts_with = "from_genesis")]
+    pub from_checkpoint: Option<String>,
+    /// Countersigners a checkpoint needs, 1 to 4096 (default: a majority of the logs held).
+    #[arg(long, requires = "from_checkpoint", value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub quorum: Option<u16>,
     /// Print JSON for scripts (ledger-spec/10 for events).
     #[arg(long)]
     pub json: bool,
@@ -114,22 +125,38 @@ fn audit(args: &AuditArgs) -> anyhow::Result<(AuditReport, Replay)> {
     // redb's page-checksum pass runs beside the replay; nothing is reported before it
     // passes.
     let mut progress = ProgressLine::new();
+    let mut start = None;
     let (store, replayed) = super::http::read_beside_page_check(data, |store| {
-        pool.install(|| {
-            super::http::replay_store(store, data, args.snapshot, &mut |validator, height, bytes| {
-                progress.update(|| {
-                    format!(
-                        "auditing {}…: height {height}, {:.1} MiB of its log folded",
-                        &validator.to_hex()[..16],
-                        bytes as f64 / 1048576.0
-                    )
-                })
+        let progress = &mut |validator: &af::bytes::ValidatorKey, height, bytes: u64| {
+            progress.update(|| {
+                format!(
+                    "auditing {}…: height {height}, {:.1} MiB of its log folded",
+                    &validator.to_hex()[..16],
+                    bytes as f64 / 1048576.0
+                )
             })
+        };
+        pool.install(|| match &args.from_checkpoint {
+            None => super::http::replay_store(store, data, args.snapshot, progress),
+            Some(source) => {
+                let site = af::http::folds::FoldSite::open(source)
+                    .map_err(|e| anyhow::anyhow!("--from-checkpoint {source}: {e}"))?;
+                let quorum = args.quorum.map(usize::from);
+                let (folds, started) =
+                    af::audit::checkpoint_start::start_folds(store, quorum, source, &|point| site.read(point))?;
+                start = Some(started);
+                let snapshot = af::replay::Snapshot { replay_version: af::replay::REPLAY_VERSION, folds };
+                let params = &af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+                let source = Some((snapshot, af::replay::FoldSource::Checkpoint));
+                Ok(af::replay::replay(store, &af::envs::registry(), source, params, progress)?)
+            }
         })
     })?;
     progress.finish();
     let replayed: Replay = replayed?;
     let view = super::weights::read_chain_view(&args.chain, &af::audit::blocks::blocks_to_check(&replayed.folds))?;
-    let report = af::audit::compose::audit_report(&store, &replayed, view.as_ref(), started.elapsed().as_secs_f64())?;
+    let mut report =
+        af::audit::compose::audit_report(&store, &replayed, view.as_ref(), started.elapsed().as_secs_f64())?;
+    report.from_checkpoint = start;
     Ok((report, replayed))
 }

@@ -5,6 +5,7 @@
 pub mod archive;
 pub mod bodies;
 pub mod drawn;
+pub mod folds;
 pub mod layout;
 pub mod mirror;
 pub mod pages;

@@ -31,6 +31,8 @@ pub enum PublishError {
     Replay(#[from] crate::replay::ReplayError),
     #[error("{0}")]
     Entries(#[from] crate::replay::entries::EntriesError),
+    #[error("reading the kept folds: {0}")]
+    Folds(String),
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -42,6 +44,8 @@ pub struct PublishReport {
     pub bytes_written: u64,
     /// Blocks the site already held (its tips named them), not read again.
     pub blocks_already_published: u64,
+    /// Folds at checkpoint heights (the data directory's `folds/`) written.
+    pub folds_written: u64,
 }
 
 impl PublishReport {
@@ -106,6 +110,7 @@ pub fn publish(
             let note = Checkpoint::of_tip(*validator, tip).sign(key);
             site.write_if_changed(&layout::checkpoint_path(validator), note.as_bytes())?;
         }
+        report.folds_written += publish_folds(store, site, validator)?;
         report.chains += 1;
     }
     let list = LogList {
@@ -115,6 +120,34 @@ pub fn publish(
     };
     site.write_if_changed(&layout::log_list_path(), &to_json(&list))?;
     Ok(report)
+}
+
+/// Copies the folds a validator's replay kept of `validator`'s log (beside `store`, in
+/// `folds/`, already in the site's layout) to the site, so an auditor can start from a
+/// checkpoint with the archive alone. Returns how many were written.
+fn publish_folds(store: &Store, site: &Site, validator: &ValidatorKey) -> Result<u64, PublishError> {
+    use crate::replay::checkpoint::{fold_file, fold_path, FOLDS_DIR, MAX_FOLD_BYTES};
+    let Some(folds) = store.path().parent().map(|data| data.join(FOLDS_DIR)) else { return Ok(0) };
+    let dir = fold_file(&folds, validator, 0);
+    let Some(dir) = dir.parent().filter(|dir| dir.is_dir()) else { return Ok(0) };
+    let mut written = 0;
+    let read = |e: std::io::Error| PublishError::Folds(format!("{}: {e}", dir.display()));
+    for entry in std::fs::read_dir(dir).map_err(read)? {
+        let entry = entry.map_err(read)?;
+        // Files being written are `<height>.partial`: only whole ones have a number's name.
+        let Some(height) = entry.file_name().to_str().and_then(|name| name.parse::<u64>().ok()) else { continue };
+        let bytes = match std::fs::read(entry.path()) {
+            Ok(bytes) if bytes.len() as u64 <= MAX_FOLD_BYTES => bytes,
+            Ok(_) => continue,
+            // Dropped since it was listed: a newer one replaced it.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(read(e)),
+        };
+        if site.write_if_changed(&fold_path(validator, height), &bytes)? {
+            written += 1;
+        }
+    }
+    Ok(written)
 }
 
 /// How many blocks of `validator`'s chain the site holds, by its tip, written last: 0

@@ -47,6 +47,13 @@ pub fn encode_into<T: Serialize>(
     options(limit).serialize_into(out, value).map_err(|e| size_error(what, limit, &e))
 }
 
+/// Writes the canonical encoding of `value` to `out` as it is made: a value of n bytes
+/// costs no n-byte buffer. Fails where `out` or the value's own parts (read from a file
+/// as it is encoded) do.
+pub fn encode_to<W: std::io::Write, T: Serialize>(value: &T, out: W, what: &'static str) -> Result<(), CodecError> {
+    options(u64::MAX).serialize_into(out, value).map_err(|e| CodecError::Malformed { what, message: e.to_string() })
+}
+
 /// blake3 of the canonical encoding of `value`, streamed into the hasher: a value of n
 /// bytes costs no n-byte buffer (the network state's grows with its matches).
 pub fn hash_encoding<T: Serialize>(value: &T) -> blake3::Hash {

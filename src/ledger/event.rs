@@ -44,6 +44,34 @@ pub enum Event<S = String> {
     /// Tag 9: a miner's commitment this validator will not play, and why (ledger-spec/13):
     /// a sybil duplicate of an older commitment, or the champion's own model.
     MinerSkipped(MinerSkipped<S>),
+    /// Tag 10: this validator's replay of other logs at stated heights (ledger-spec/02,
+    /// "Fold checkpoints"): each point is the hash of one log's fold at one of its
+    /// blocks. Points equal to another validator's are its countersignature.
+    FoldCheckpoint(FoldCheckpoint),
+}
+
+/// One log's fold at one of its blocks, as a replay computed it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FoldPoint {
+    /// Whose log.
+    pub validator: ValidatorKey,
+    /// The block the fold ends at (a checkpoint height: one less than a multiple of 360).
+    pub height: u64,
+    /// That block's hash.
+    pub block_hash: Hash32,
+    /// blake3 of the fold's encoding in the fold format `fold_version`.
+    pub fold_hash: Hash32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FoldCheckpoint {
+    /// The fold format the hashes are of: points compare only within one format.
+    pub fold_version: u32,
+    /// At most one per log, in ascending order of validator key.
+    #[serde(deserialize_with = "at_most::<_, _, MAX_LIST_ITEMS>")]
+    pub points: Vec<FoldPoint>,
 }
 
 /// Why a committed miner is not played (`MinerSkipped.reason`).
@@ -462,6 +490,7 @@ impl<S: AsRef<str>> Event<S> {
             Event::TranscriptCut(_) => 7,
             Event::WeightsCommitted(_) => 8,
             Event::MinerSkipped(_) => 9,
+            Event::FoldCheckpoint(_) => 10,
         }
     }
 
@@ -490,6 +519,7 @@ impl<S: AsRef<str>> Event<S> {
             Event::TranscriptCut(_) => "transcript_cut",
             Event::WeightsCommitted(_) => "weights_committed",
             Event::MinerSkipped(_) => "miner_skipped",
+            Event::FoldCheckpoint(_) => "fold_checkpoint",
         }
     }
 
@@ -542,6 +572,17 @@ impl<S: AsRef<str>> Event<S> {
                 name("model", &m.model)?;
                 name("revision", &m.revision)?;
                 name("kept_by", &m.kept_by)
+            }
+            Event::FoldCheckpoint(c) => {
+                bound("points", c.points.len(), MAX_LIST_ITEMS, "items")?;
+                match c.points.windows(2).position(|w| w[0].validator >= w[1].validator) {
+                    Some(at) => Err(BoundError::Rule {
+                        field: "points",
+                        at: at + 1,
+                        rule: "one point per log, in ascending order of validator key",
+                    }),
+                    None => Ok(()),
+                }
             }
             Event::ChainCommitment(_) | Event::Evidence(_) => Ok(()),
         }

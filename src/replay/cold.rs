@@ -138,6 +138,9 @@ pub struct ColdStore {
     commits: std::sync::atomic::AtomicU64,
     /// Combines committed: the state's list in the file is the one of this number.
     combines: std::sync::atomic::AtomicU64,
+    /// Where a fold's encoding is kept at each checkpoint height (`checkpoint`): a
+    /// validator's, which serves them; a replay without one hashes them only.
+    fold_points: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for ColdStore {
@@ -269,7 +272,18 @@ impl ColdStore {
             sets: Default::default(),
             commits: Default::default(),
             combines: Default::default(),
+            fold_points: None,
         }
+    }
+
+    /// Keeps each fold's encoding at its checkpoint heights in `dir` (`checkpoint`).
+    pub fn keep_fold_points_in(&mut self, dir: PathBuf) {
+        self.fold_points = Some(dir);
+    }
+
+    /// Where folds at checkpoint heights are kept, if anywhere.
+    pub fn fold_points_dir(&self) -> Option<&Path> {
+        self.fold_points.as_deref()
     }
 
     /// Opens the file at `path` kept by an earlier run (`projection`), or makes it: every

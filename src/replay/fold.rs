@@ -7,6 +7,7 @@
 //! ids) happens before it in parallel, in [`check_block_events`]; the fold only consumes
 //! those results, so the outcome does not depend on how many threads did that work.
 
+use super::checkpoint::Checkpoints;
 use super::lists::{CommitmentList, EquivocationList, SkipList};
 use super::matches::MatchTable;
 use super::model::{
@@ -248,6 +249,8 @@ pub struct ChainFold {
     pub last_weights: Option<LoggedWeights>,
     /// The miners this validator recorded not playing, and why (ledger-spec/13).
     pub skipped: SkipList,
+    /// This log's fold at its checkpoint heights, and what its checkpoints claim of others.
+    pub checkpoints: Checkpoints,
 }
 
 impl ChainFold {
@@ -270,6 +273,7 @@ impl ChainFold {
             commitments: CommitmentList::default(),
             last_weights: None,
             skipped: SkipList::default(),
+            checkpoints: Checkpoints::default(),
         }
     }
 
@@ -563,6 +567,7 @@ impl ChainFold {
                 kept_by: m.kept_by.as_ref().into(),
                 kept_block: m.kept_block,
             }),
+            (Event::FoldCheckpoint(c), _) => self.checkpoints.claim(height, c),
             (event, check) => unreachable!("check {check:?} does not belong to a {} event", event.kind_name()),
         }
     }
@@ -643,7 +648,8 @@ fn changes_combine<S>(event: &Event<S>) -> bool {
         | Event::WeightsSet(_)
         | Event::WeightsCommitted(_)
         | Event::ChainCommitment(_)
-        | Event::MinerSkipped(_) => false,
+        | Event::MinerSkipped(_)
+        | Event::FoldCheckpoint(_) => false,
     }
 }
 

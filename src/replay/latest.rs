@@ -50,8 +50,9 @@ impl LatestReplay {
     /// log from genesis. A run stopped before its first replay ended left none: every
     /// chain then folds from genesis, said to `note`.
     pub fn kept(dir: &std::path::Path, note: &mut dyn FnMut(&str)) -> Result<LatestReplay, ColdError> {
-        let kept = super::projection::open_with_cache(dir, CacheSize::VALIDATOR, note)?;
+        let mut kept = super::projection::open_with_cache(dir, CacheSize::VALIDATOR, note)?;
         kept.cold.clear_sets()?;
+        kept.cold.keep_fold_points_in(dir.join(super::checkpoint::FOLDS_DIR));
         if kept.folds.is_empty() {
             note("no folds were kept by the last run (a first start, or a run stopped before its first replay ended): every log folds from genesis");
         }

@@ -9,7 +9,9 @@
 //! verification, weak keys refused first), then fold in height order. The fold is the
 //! only sequential step, so the state is the same whatever the thread count.
 
+pub mod agreed;
 pub mod bag;
+pub mod checkpoint;
 pub mod cold;
 pub mod entries;
 pub mod fold;
@@ -42,7 +44,7 @@ use std::collections::BTreeMap;
 
 /// Bumped whenever a change to the fold, the checks or the snapshot layout could make an
 /// old snapshot disagree with a replay from genesis; an old snapshot is then ignored.
-pub const REPLAY_VERSION: u32 = 12;
+pub const REPLAY_VERSION: u32 = 13;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
@@ -126,6 +128,11 @@ pub enum FoldSource {
     /// (no other process can have changed those blocks): reused when the tip's hash still
     /// matches.
     ThisProcess,
+    /// Folds at points a quorum of validators agreed on (`checkpoint`), their bytes
+    /// checked against the agreed hash: reused when the store's block at the fold's
+    /// height has the fold's tip hash. The blocks below are trusted, not checked: that
+    /// is what starting from a checkpoint means.
+    Checkpoint,
 }
 
 /// Folds every chain of `store`, starting each from its fold in `snapshot` when that fold
@@ -167,7 +174,7 @@ pub fn replay_in(
         // (up to 32 MiB) need not be read again to say so.
         let tips: BTreeMap<ValidatorKey, Tip> = match source {
             FoldSource::ThisProcess => store::tips_in(&txn)?.into_iter().collect(),
-            FoldSource::Untrusted => BTreeMap::new(),
+            FoldSource::Untrusted | FoldSource::Checkpoint => BTreeMap::new(),
         };
         for fold in snapshot.folds {
             let Some(tip) = fold.tip else { continue };
@@ -175,7 +182,7 @@ pub fn replay_in(
                 FoldSource::Untrusted => {
                     crate::ledger::verify::verify_chain_prefix(&txn, &fold.validator, tip.height)? == Ok(tip)
                 }
-                FoldSource::ThisProcess => {
+                FoldSource::ThisProcess | FoldSource::Checkpoint => {
                     // Read from the tip block's first piece; any failure folds the chain
                     // again from genesis, where every check runs.
                     tips.get(&fold.validator) == Some(&tip)
@@ -310,7 +317,9 @@ fn fold_chain(
             n_blocks += batch.len() as u64;
             // Spilled after each block, so a batch of small matches is never all in
             // memory at once.
-            fold_batch(&mut fold, registry, &batch, &mut |fold| match spill::spill_if_due(cold, fold) {
+            fold_batch(&mut fold, registry, &batch, &mut |fold| match spill::spill_if_due(cold, fold)
+                .and_then(|_| checkpoint::take_point(cold, fold))
+            {
                 Err(e) => {
                     spill_failed = Some(e);
                     false

@@ -620,6 +620,7 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
         commitments: Default::default(),
         last_weights: None,
         skipped: Default::default(),
+        checkpoints: Default::default(),
     }
 }
 

@@ -286,11 +286,14 @@ pub async fn anchor_loop(
     let mut unreachable_since: Option<u64> = None;
     let mut last_block_seen: Option<u64> = None;
     let mut deregistered = false;
+    let mut checkpoints = super::checkpoints::CheckpointRecorder::default();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(check_ms)) => {}
             _ = stop.changed() => return,
         }
+        // Needs no chain: a replay of the logs we hold.
+        checkpoints.tick(&log, &cache.replays, &events, ratio_params, now_ms()).await;
         // A read, and a commitment, give way to a stop: cutting either loses nothing (a
         // commitment that lands unrecorded names a block of ours). A weights send does
         // not: one that lands unrecorded is a mismatch the weights audit reports.

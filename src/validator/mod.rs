@@ -4,6 +4,7 @@
 
 pub mod anchor;
 pub mod archiver;
+pub mod checkpoints;
 pub mod config;
 pub mod discovery;
 pub mod episode;

@@ -309,7 +309,7 @@ impl ValidatorState {
             Event::MinerSkipped(skipped) => {
                 self.played.record(&skipped.hotkey, skipped.commit_block);
             }
-            Event::Evidence(_) => {}
+            Event::Evidence(_) | Event::FoldCheckpoint(_) => {}
         }
     }
 }

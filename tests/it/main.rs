@@ -3,6 +3,7 @@
 mod chain_local;
 mod chain_node;
 mod chain_subtensor;
+mod checkpoint;
 mod cli;
 mod envs_golden;
 mod envs_programs;

@@ -23,6 +23,7 @@
 mod chain_reads;
 mod common;
 mod connections;
+mod folds;
 mod health;
 mod html;
 mod logs;
@@ -118,6 +119,7 @@ pub fn router(
         .route("/af/v1/log/{validator}/tile/entries/{*index}", get(bundle))
         .route("/af/v1/log/{validator}/block/{height}", get(block))
         .route("/af/v1/log/{validator}/consistency", get(consistency_proof))
+        .route("/af/v1/log/{validator}/fold/{height}", get(folds::fold))
         .route("/af/v1/transcripts", get(transcripts))
         .route("/af/v1/state", get(state))
         .route("/af/v1/peers", get(peers))

@@ -1,0 +1,114 @@
+//! Where `af audit --from-checkpoint` starts each log: from the newest fold checkpoint a
+//! quorum of validators countersigned (`replay::agreed`), with the fold's bytes read from
+//! a node, an archive or a folder and taken only if they hash to the agreed point; from
+//! genesis where there is none, or it cannot be had, or the store's block there is not
+//! the agreed one. What such a start trusts is said in the report.
+
+use crate::bytes::ValidatorKey;
+use crate::ledger::event::FoldPoint;
+use crate::ledger::{Store, StoreError};
+use crate::replay::agreed::{agreement, Agreed};
+use crate::replay::checkpoint::decode_fold;
+use crate::replay::fold::ChainFold;
+use serde::Serialize;
+
+/// What a start from a checkpoint trusts, in words (the report and the README say it).
+pub const TRUSTS: &str = "for each log started from a checkpoint, its blocks up to the checkpoint are not checked \
+here: the start trusts that at least one of the point's countersigners replayed them honestly (every one of them \
+signed the same fold hash in its own log); every block after it is checked as a replay from genesis checks it";
+
+/// The bytes published for a point (`None`: none there), or why they could not be read.
+pub type ReadFold<'a> = &'a dyn Fn(&FoldPoint) -> Result<Option<Vec<u8>>, String>;
+
+/// One log's start.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChainStart {
+    pub validator: ValidatorKey,
+    /// The point it starts from; `None`: from genesis.
+    pub from: Option<Agreed>,
+    /// Why points a quorum agreed on were not used, newest first.
+    pub passed_over: Vec<String>,
+}
+
+/// How an audit from a checkpoint started.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CheckpointStart {
+    /// Where the folds were read.
+    pub source: String,
+    /// Countersigners a point needed, and the logs whose ends were read for them.
+    pub quorum: usize,
+    pub n_logs: usize,
+    /// Logs whose claims did not count, and why.
+    pub unreadable: Vec<(ValidatorKey, String)>,
+    pub chains: Vec<ChainStart>,
+    /// Blocks below the start points: not checked by this audit.
+    pub n_blocks_trusted: u64,
+    pub trusts: &'static str,
+}
+
+/// The folds to start from, and how each log starts. `read` gives the bytes published
+/// for a point (`None`: none there).
+pub fn start_folds(
+    store: &Store,
+    quorum: Option<usize>,
+    source: &str,
+    read: ReadFold<'_>,
+) -> Result<(Vec<ChainFold>, CheckpointStart), StoreError> {
+    let agreement = agreement(store, quorum)?;
+    let mut folds = Vec::new();
+    let mut chains = Vec::new();
+    let mut n_blocks_trusted = 0;
+    for (validator, _) in store.tips()? {
+        let mut start = ChainStart { validator, from: None, passed_over: Vec::new() };
+        for candidate in agreement.agreed.get(&validator).into_iter().flatten() {
+            match fold_for(store, candidate, read)? {
+                Ok(fold) => {
+                    n_blocks_trusted += candidate.point.height + 1;
+                    folds.push(fold);
+                    start.from = Some(candidate.clone());
+                    break;
+                }
+                Err(why) => start.passed_over.push(format!("block {}: {why}", candidate.point.height)),
+            }
+        }
+        chains.push(start);
+    }
+    let start = CheckpointStart {
+        source: source.to_string(),
+        quorum: agreement.quorum,
+        n_logs: agreement.n_logs,
+        unreadable: agreement.unreadable,
+        chains,
+        n_blocks_trusted,
+        trusts: TRUSTS,
+    };
+    Ok((folds, start))
+}
+
+/// The fold of `agreed`'s point, or why not.
+fn fold_for(
+    store: &Store,
+    agreed: &Agreed,
+    read: ReadFold<'_>,
+) -> Result<Result<ChainFold, String>, StoreError> {
+    let point = &agreed.point;
+    // The store's block must be the agreed one: another block there is another history
+    // (the store's or the claimers'), and only a replay from genesis tells which.
+    match store.signed_headers(&point.validator, point.height, point.height)?.as_slice() {
+        [(header, _)] if header.hash() == point.block_hash => {}
+        [(header, _)] => {
+            return Ok(Err(format!(
+                "the store's block there has hash {}, not the agreed {}: folded from genesis",
+                header.hash(),
+                point.block_hash
+            )))
+        }
+        _ => return Ok(Err("the store does not hold that block".into())),
+    }
+    let bytes = match read(point) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(Err("its fold is not published there".into())),
+        Err(e) => return Ok(Err(format!("reading its fold: {e}"))),
+    };
+    Ok(decode_fold(&bytes, point).map_err(|e| e.to_string()))
+}

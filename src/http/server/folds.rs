@@ -1,0 +1,62 @@
+//! `af/v1/log/{validator}/fold/{height}` (ledger-spec/11): a fold this node's replay kept
+//! at a checkpoint height (`replay::checkpoint`), streamed from its file a chunk at a
+//! time, so a fold of a long log costs a reader a chunk of memory, not the fold.
+
+use super::common::*;
+use crate::replay::checkpoint::{fold_file, FOLDS_DIR, FOLD_VERSION};
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use std::io::Read;
+use std::sync::Arc;
+
+const CHUNK: usize = 1 << 20;
+
+pub(super) async fn fold(
+    State(served): State<Arc<Served>>,
+    Path((validator, height)): Path<(String, String)>,
+    request: HeaderMap,
+) -> Answer {
+    let validator = parse_validator(&validator)?;
+    let height: u64 = height.parse().ok().filter(|h: &u64| h.to_string() == height).ok_or_else(|| {
+        problem(StatusCode::NOT_FOUND, "the height is a decimal number without sign or leading zeros")
+    })?;
+    let data = served.log.store.path().parent().map(|dir| dir.join(FOLDS_DIR));
+    let path = data.map(|dir| fold_file(&dir, &validator, height));
+    let opened = blocking(move || match path.map(std::fs::File::open) {
+        Some(Ok(file)) => {
+            let len = file.metadata().map_err(internal)?.len();
+            Ok(Some((file, len)))
+        }
+        Some(Err(e)) if e.kind() != std::io::ErrorKind::NotFound => Err(internal(e)),
+        _ => Ok(None),
+    })
+    .await?;
+    let Some((file, len)) = opened else {
+        return Err(problem(
+            StatusCode::NOT_FOUND,
+            &format!(
+                "no fold of validator {validator} at block {height} here: a node keeps its replay's two newest checkpoints of each log"
+            ),
+        ));
+    };
+    let chunks = futures::stream::unfold(Some(file), |file| async move {
+        let mut file = file?;
+        let read = tokio::task::spawn_blocking(move || {
+            let mut chunk = vec![0; CHUNK];
+            let n = file.read(&mut chunk)?;
+            chunk.truncate(n);
+            Ok::<_, std::io::Error>((chunk, file))
+        })
+        .await;
+        match read {
+            Ok(Ok((chunk, _))) if chunk.is_empty() => None,
+            Ok(Ok((chunk, file))) => Some((Ok(Bytes::from(chunk)), Some(file))),
+            Ok(Err(e)) => Some((Err(e), None)),
+            Err(e) => Some((Err(std::io::Error::other(e)), None)),
+        }
+    });
+    // The same path holds other bytes under another fold format: the tag names both.
+    let etag = format!("{FOLD_VERSION}-{height}-{len}");
+    Ok(cached(&request, &etag, MUTABLE, "application/octet-stream", Body::from_stream(chunks)))
+}

@@ -1,0 +1,125 @@
+//! Which fold checkpoints a quorum of validators agrees on, read from the ends of their
+//! logs without replaying them: what `af audit --from-checkpoint` starts from. Each
+//! block read is checked (decoded canonically, strictly signed, linked to the block above
+//! it up to the chain's stored tip), so a claim counts only as its validator signed it.
+
+use super::checkpoint::{CHECKPOINT_EVERY, FOLD_VERSION};
+use crate::bytes::{Hash32, ValidatorKey};
+use crate::ledger::block::{check_signature, decode_block_borrowed};
+use crate::ledger::event::{Event, FoldPoint};
+use crate::ledger::store::{Store, StoreError};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// How far back from its tip each log is read for claims, in blocks: three checkpoint
+/// intervals, so a log whose last claims are a little older still counts.
+pub const SCAN_BLOCKS: u64 = 3 * CHECKPOINT_EVERY;
+
+/// How many `FoldCheckpoint` events of each log are read (its newest).
+pub const SCAN_EVENTS: usize = 4;
+
+/// A point enough validators claimed, and who.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Agreed {
+    pub point: FoldPoint,
+    /// Every validator whose log claims exactly this point, in key order.
+    pub countersigners: Vec<ValidatorKey>,
+}
+
+/// What the ends of the logs say.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Agreement {
+    /// Validators whose logs were read.
+    pub n_logs: usize,
+    /// Distinct claimers a point needs.
+    pub quorum: usize,
+    /// Per log, its points with the quorum, newest first: a start uses the first whose
+    /// fold it can get.
+    pub agreed: BTreeMap<ValidatorKey, Vec<Agreed>>,
+    /// Logs whose end could not be read as claims, and why (their claims do not count).
+    pub unreadable: Vec<(ValidatorKey, String)>,
+}
+
+/// The default quorum: a majority of the logs held.
+pub fn majority(n_logs: usize) -> usize {
+    n_logs / 2 + 1
+}
+
+/// Reads each log's newest claims and keeps, per log claimed, the points at least
+/// `quorum` distinct validators claimed (`None`: a majority of the logs held).
+pub fn agreement(store: &Store, quorum: Option<usize>) -> Result<Agreement, StoreError> {
+    let tips = store.tips()?;
+    let quorum = quorum.unwrap_or_else(|| majority(tips.len())).max(1);
+    let mut claimers: BTreeMap<FoldPoint, BTreeSet<ValidatorKey>> = BTreeMap::new();
+    let mut unreadable = Vec::new();
+    for (validator, tip) in &tips {
+        match claims_at_end(store, validator, tip.height, tip.hash)? {
+            Ok(points) => points.into_iter().for_each(|p| {
+                claimers.entry(p).or_default().insert(*validator);
+            }),
+            Err(why) => unreadable.push((*validator, why)),
+        }
+    }
+    let mut agreed: BTreeMap<ValidatorKey, Vec<Agreed>> = BTreeMap::new();
+    for (point, who) in claimers {
+        if who.len() >= quorum {
+            agreed
+                .entry(point.validator)
+                .or_default()
+                .push(Agreed { point, countersigners: who.into_iter().collect() });
+        }
+    }
+    for points in agreed.values_mut() {
+        points.sort_by(|a, b| {
+            b.point.height.cmp(&a.point.height).then(b.countersigners.len().cmp(&a.countersigners.len()))
+        });
+    }
+    Ok(Agreement { n_logs: tips.len(), quorum, agreed, unreadable })
+}
+
+/// The points of `validator`'s newest `SCAN_EVENTS` checkpoints within `SCAN_BLOCKS` of
+/// its tip, or why its end does not read (a block that fails its checks, or a pruned one).
+fn claims_at_end(
+    store: &Store,
+    validator: &ValidatorKey,
+    tip: u64,
+    tip_hash: Hash32,
+) -> Result<Result<Vec<FoldPoint>, String>, StoreError> {
+    let mut points = Vec::new();
+    let mut n_events = 0;
+    // The hash the block at `height` must have: the tip's, then each block's prev_hash.
+    let mut expected = tip_hash;
+    for height in (tip.saturating_sub(SCAN_BLOCKS - 1)..=tip).rev() {
+        let Some(bytes) = store.block_bytes(validator, height)? else {
+            // A pruned block ends the read (old claims are not needed); a missing one
+            // below the tip is a damaged store.
+            return Ok(match points.is_empty() {
+                true => Err(format!("block {height} is not held whole (pruned or missing)")),
+                false => Ok(points),
+            });
+        };
+        let (checked, events) = match decode_block_borrowed(&bytes) {
+            Ok(decoded) => decoded,
+            Err(e) => return Ok(Err(format!("block {height}: {e}"))),
+        };
+        if checked.header.validator != *validator || checked.header.height != height || checked.hash != expected {
+            return Ok(Err(format!("block {height} is not the one the chain above it links to")));
+        }
+        if let Err(e) = check_signature(&checked.header, &checked.hash, &checked.signature) {
+            return Ok(Err(format!("block {height}: {e}")));
+        }
+        expected = checked.header.prev_hash;
+        for event in &events {
+            if let Event::FoldCheckpoint(c) = event {
+                if c.fold_version == FOLD_VERSION {
+                    points.extend(c.points.iter().copied());
+                }
+                n_events += 1;
+            }
+        }
+        if n_events >= SCAN_EVENTS {
+            break;
+        }
+    }
+    Ok(Ok(points))
+}

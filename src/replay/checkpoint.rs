@@ -1,0 +1,296 @@
+//! Fold checkpoints (ledger-spec/02, "Fold checkpoints"): every replay hashes each log's
+//! fold when the fold ends at a checkpoint height (every 360th block of that log), a
+//! validator records the points its replay reached in its own log (`FoldCheckpoint`),
+//! and equal points recorded by several validators are countersignatures. An auditor or
+//! a new validator can then start each log from a point a quorum agrees on, with the
+//! fold's bytes from anyone (they are checked against the agreed hash), and fold only
+//! the blocks after it.
+//!
+//! A fold at a height depends on that log's blocks up to it and nothing else, so the
+//! points of different logs are independent: each log starts from its own.
+
+use super::cold::{ColdError, ColdStore};
+use super::fold::ChainFold;
+use crate::bytes::{Hash32, ValidatorKey};
+use crate::ledger::codec::{self, CodecError};
+use crate::ledger::event::{FoldCheckpoint, FoldPoint};
+use crate::limits::MAX_LIST_ITEMS;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// A log's checkpoint heights are `360k - 1` (its 360th, 720th, ... block): about a
+/// subnet tempo of a validator that seals a block every 12 s.
+pub const CHECKPOINT_EVERY: u64 = 360;
+
+/// The fold format the points' hashes are of: the replay's own version, since anything
+/// that changes what a fold holds bumps it.
+pub const FOLD_VERSION: u32 = super::REPLAY_VERSION;
+
+/// A fold's own points kept in it (the newest), so claims of a few tempos ago compare.
+const KEPT_POINTS: usize = 8;
+
+/// Fold files kept per log by a validator (`ColdStore::keep_fold_points_in`): the
+/// newest two, so the one its last `FoldCheckpoint` names is there while the next is
+/// written.
+const KEPT_FILES: usize = 2;
+
+/// Most bytes of a fold read from outside (`decode_fold`).
+pub const MAX_FOLD_BYTES: u64 = 1 << 30;
+
+/// Whether a fold ending at block `height` is hashed.
+pub fn is_checkpoint_height(height: u64) -> bool {
+    (height + 1).is_multiple_of(CHECKPOINT_EVERY)
+}
+
+/// What a log's claims of another log's fold were: the newest point claimed, and the
+/// height of the block that recorded it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    pub at: u64,
+    pub point: FoldPoint,
+}
+
+/// One log's part in checkpoints, as its fold holds it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoints {
+    /// This log's fold at its last checkpoint heights, newest last.
+    pub points: Vec<FoldPoint>,
+    /// What this log's `FoldCheckpoint` events claim, newest point per log claimed.
+    pub claims: BTreeMap<ValidatorKey, Claim>,
+    /// Points not kept: of another fold format, or of logs past the first
+    /// `MAX_LIST_ITEMS` this log claimed (a log names what it likes; it costs a count).
+    pub n_claims_ignored: u64,
+}
+
+impl Checkpoints {
+    /// Folds a `FoldCheckpoint` recorded at block `at`.
+    pub fn claim(&mut self, at: u64, checkpoint: &FoldCheckpoint) {
+        if checkpoint.fold_version != FOLD_VERSION {
+            self.n_claims_ignored += checkpoint.points.len() as u64;
+            return;
+        }
+        for point in &checkpoint.points {
+            let full = self.claims.len() >= MAX_LIST_ITEMS;
+            match self.claims.get_mut(&point.validator) {
+                // An older point claimed later does not hide the newer one.
+                Some(claim) if point.height >= claim.point.height => *claim = Claim { at, point: *point },
+                Some(_) => {}
+                None if full => self.n_claims_ignored += 1,
+                None => {
+                    self.claims.insert(point.validator, Claim { at, point: *point });
+                }
+            }
+        }
+    }
+
+    /// This log's own point at `height`, if the fold still keeps it.
+    pub fn point_at(&self, height: u64) -> Option<&FoldPoint> {
+        self.points.iter().find(|p| p.height == height)
+    }
+}
+
+/// blake3 of `fold`'s canonical encoding: its matches read back from the replay's file
+/// where spilled (the encoding is the same wherever they are kept).
+pub fn fold_hash(fold: &ChainFold) -> Result<Hash32, CodecError> {
+    Ok(Hash32(*codec::try_hash_encoding(fold, "a log's fold")?.as_bytes()))
+}
+
+/// Records `fold`'s point if it ends at a checkpoint height: hashed, and its encoding
+/// kept where `cold` keeps them (a validator's, which serves them; one that cannot be
+/// written is said and the point still taken). Fails only when a spilled match does not
+/// read back.
+pub fn take_point(cold: &ColdStore, fold: &mut ChainFold) -> Result<(), ColdError> {
+    let Some(tip) = fold.tip.filter(|tip| is_checkpoint_height(tip.height)) else { return Ok(()) };
+    let read_back = |e: CodecError| ColdError::Engine {
+        path: cold.path().display().to_string(),
+        message: format!("reading the fold of {} back to hash it at block {}: {e}", fold.validator, tip.height),
+    };
+    let written = cold.fold_points_dir().map(|dir| write_fold(dir, fold));
+    let fold_hash = match written {
+        Some(Ok(hash)) => hash,
+        Some(Err(error)) => {
+            tracing::warn!(
+                event = "fold_point_not_kept",
+                validator = %fold.validator,
+                height = tip.height,
+                error = %error,
+                "the fold at a checkpoint height was not kept: readers of this point must fetch it from another validator"
+            );
+            fold_hash(fold).map_err(read_back)?
+        }
+        None => fold_hash(fold).map_err(read_back)?,
+    };
+    push_point(fold, FoldPoint { validator: fold.validator, height: tip.height, block_hash: tip.hash, fold_hash });
+    Ok(())
+}
+
+/// Adds `point` to the fold's own, after it was hashed (a fold does not hold its own hash).
+fn push_point(fold: &mut ChainFold, point: FoldPoint) {
+    let points = &mut fold.checkpoints.points;
+    points.push(point);
+    if points.len() > KEPT_POINTS {
+        points.remove(0);
+    }
+}
+
+/// Where a fold is in a site (ledger-spec/11).
+pub fn fold_path(validator: &ValidatorKey, height: u64) -> String {
+    format!("af/v1/log/{validator}/fold/{height}")
+}
+
+/// Where a fold file is in a folder of them: the site's layout, so the folder is a site
+/// an auditor can start from and an archive can copy as it is.
+pub fn fold_file(dir: &Path, validator: &ValidatorKey, height: u64) -> PathBuf {
+    dir.join(fold_path(validator, height))
+}
+
+/// The folder of a validator's fold files, in its data directory.
+pub const FOLDS_DIR: &str = "folds";
+
+/// Why a fold was not kept.
+#[derive(Debug, thiserror::Error)]
+pub enum FoldFileError {
+    #[error("writing {path}: {error}")]
+    Io { path: String, error: std::io::Error },
+    #[error("encoding the fold: {0}")]
+    Encode(CodecError),
+}
+
+/// Writes `fold`'s encoding to its file under `dir` durably (a temporary file renamed
+/// over it), hashing it on the way, and drops the log's older files past the newest
+/// `KEPT_FILES`.
+fn write_fold(dir: &Path, fold: &ChainFold) -> Result<Hash32, FoldFileError> {
+    let height = fold.tip.map_or(0, |t| t.height);
+    let path = fold_file(dir, &fold.validator, height);
+    let log_dir = path.parent().expect("a fold file is in its log's directory").to_owned();
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |error| FoldFileError::Io { path, error }
+    };
+    std::fs::create_dir_all(&log_dir).map_err(io(&log_dir))?;
+    let temporary = log_dir.join(format!("{height}.partial"));
+    let file = std::fs::File::create(&temporary).map_err(io(&temporary))?;
+    let mut out = Tee { file: std::io::BufWriter::new(file), hasher: blake3::Hasher::new() };
+    codec::encode_to(fold, &mut out, "a log's fold").map_err(FoldFileError::Encode)?;
+    let file = out.file.into_inner().map_err(|e| io(&temporary)(e.into_error()))?;
+    file.sync_all().map_err(io(&temporary))?;
+    std::fs::rename(&temporary, &path).map_err(io(&path))?;
+    std::fs::File::open(&log_dir).and_then(|d| d.sync_all()).map_err(io(&log_dir))?;
+    let mut heights: Vec<u64> = std::fs::read_dir(&log_dir)
+        .map_err(io(&log_dir))?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    heights.sort_unstable();
+    for old in heights.iter().rev().skip(KEPT_FILES) {
+        let _ = std::fs::remove_file(log_dir.join(old.to_string()));
+    }
+    Ok(Hash32(*out.hasher.finalize().as_bytes()))
+}
+
+/// A writer that hashes what it writes.
+struct Tee<W> {
+    file: W,
+    hasher: blake3::Hasher,
+}
+
+impl<W: Write> Write for Tee<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// Why fold bytes are not the agreed point's fold.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FoldBytesError {
+    #[error("the fold's bytes hash to {actual}, not the agreed {expected}")]
+    Hash { expected: Hash32, actual: Hash32 },
+    #[error("the fold does not decode: {0}")]
+    Decode(CodecError),
+    #[error("the fold is of log {actual}, not {expected}")]
+    Validator { expected: ValidatorKey, actual: ValidatorKey },
+    #[error("the fold ends at {actual}, not at block {height} with hash {hash}")]
+    Tip { height: u64, hash: Hash32, actual: String },
+}
+
+/// The fold `bytes` hold, if they are exactly the fold `point` names: hash first, so
+/// nothing from a server is decoded before it is known to be the agreed bytes.
+pub fn decode_fold(bytes: &[u8], point: &FoldPoint) -> Result<ChainFold, FoldBytesError> {
+    let actual = Hash32(*blake3::hash(bytes).as_bytes());
+    if actual != point.fold_hash {
+        return Err(FoldBytesError::Hash { expected: point.fold_hash, actual });
+    }
+    let mut fold: ChainFold =
+        codec::decode_canonical(bytes, "a log's fold", MAX_FOLD_BYTES).map_err(FoldBytesError::Decode)?;
+    if fold.validator != point.validator {
+        return Err(FoldBytesError::Validator { expected: point.validator, actual: fold.validator });
+    }
+    match fold.tip {
+        Some(tip) if tip.height == point.height && tip.hash == point.block_hash && fold.invalid_at.is_none() => {}
+        tip => {
+            return Err(FoldBytesError::Tip {
+                height: point.height,
+                hash: point.block_hash,
+                actual: tip.map_or("no block".into(), |t| format!("block {} with hash {}", t.height, t.hash)),
+            })
+        }
+    }
+    fold.share_names();
+    // As the replay that hashed it did next: the fold then is the one a replay from
+    // genesis holds past this block.
+    push_point(&mut fold, *point);
+    Ok(fold)
+}
+
+/// What one replay says of the claims in its logs: per claimed point, whether this
+/// replay computed the same fold there.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ClaimsChecked {
+    /// Claims equal to this replay's point at the same height.
+    pub n_agree: u64,
+    /// Claims this replay cannot compare: the log claimed is not folded that far, or the
+    /// fold no longer keeps that point.
+    pub n_unchecked: u64,
+    /// Claims that differ from this replay's point: (claimer, the block recording it,
+    /// the point claimed, this replay's fold hash there).
+    pub false_claims: Vec<(ValidatorKey, u64, FoldPoint, Hash32)>,
+}
+
+/// Compares every log's newest claim of each log with this replay's folds.
+pub fn check_claims(folds: &[ChainFold]) -> ClaimsChecked {
+    let by_validator: BTreeMap<ValidatorKey, &ChainFold> = folds.iter().map(|f| (f.validator, f)).collect();
+    let mut checked = ClaimsChecked::default();
+    for claimer in folds {
+        for claim in claimer.checkpoints.claims.values() {
+            let ours =
+                by_validator.get(&claim.point.validator).and_then(|f| f.checkpoints.point_at(claim.point.height));
+            match ours {
+                Some(ours) if ours == &claim.point => checked.n_agree += 1,
+                Some(ours) => checked.false_claims.push((claimer.validator, claim.at, claim.point, ours.fold_hash)),
+                None => checked.n_unchecked += 1,
+            }
+        }
+    }
+    checked
+}
+
+/// The points a validator's log does not yet claim: each log's newest point in `folds`
+/// newer than what `own`'s fold claims of it. `None` when there is nothing new.
+pub fn to_claim(folds: &[ChainFold], own: &ValidatorKey) -> Option<FoldCheckpoint> {
+    let claimed = folds.iter().find(|f| f.validator == *own).map(|f| &f.checkpoints.claims);
+    let points: Vec<FoldPoint> = folds
+        .iter()
+        .filter_map(|fold| fold.checkpoints.points.last())
+        .filter(|point| claimed.and_then(|c| c.get(&point.validator)).is_none_or(|c| c.point.height < point.height))
+        .copied()
+        .take(MAX_LIST_ITEMS)
+        .collect();
+    // Folds are in validator order, so the points are too (ledger-spec/02).
+    (!points.is_empty()).then_some(FoldCheckpoint { fold_version: FOLD_VERSION, points })
+}

@@ -1,0 +1,73 @@
+//! Our replay's fold checkpoints recorded in our own log (ledger-spec/02, "Fold
+//! checkpoints"): every half minute the shared replay is read (it folds only what is new)
+//! and each log's newest point our log does not claim yet is recorded in one
+//! `FoldCheckpoint`. Equal points in other validators' logs are their countersignatures;
+//! the folds themselves are kept in `DIR/folds` as the replay passes each point.
+
+use crate::bytes::ValidatorKey;
+use crate::evaluation::ratio::RatioParams;
+use crate::ledger::{Event, OwnLog};
+use crate::replay::checkpoint::to_claim;
+use crate::replay::latest::LatestReplay;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// How often the replay is read for new points.
+const EVERY_MS: u64 = 30_000;
+
+/// What this run recorded, so a point is not recorded again before the replay has
+/// folded our block that records it.
+#[derive(Default)]
+pub struct CheckpointRecorder {
+    sent: BTreeMap<ValidatorKey, u64>,
+    last_ms: Option<u64>,
+}
+
+impl CheckpointRecorder {
+    /// Records new points if the last look was `EVERY_MS` ago; a replay that fails is said
+    /// at debug level (the anchoring and the API say it where it matters) and tried again
+    /// at the next look.
+    pub async fn tick(
+        &mut self,
+        log: &Arc<OwnLog>,
+        replays: &Arc<LatestReplay>,
+        events: &mpsc::Sender<Vec<Event>>,
+        ratio_params: RatioParams,
+        now_ms: u64,
+    ) {
+        if self.last_ms.is_some_and(|last| now_ms < last.saturating_add(EVERY_MS)) {
+            return;
+        }
+        self.last_ms = Some(now_ms);
+        let (log, replays) = (log.clone(), replays.clone());
+        let validator = log.validator();
+        let replayed = tokio::task::spawn_blocking(move || replays.get(&log.store, &ratio_params)).await;
+        let replayed = match replayed {
+            Ok(Ok(replayed)) => replayed,
+            Ok(Err(error)) => {
+                tracing::debug!(event = "fold_checkpoint_wait", error = %error, "no replay for fold checkpoints yet");
+                return;
+            }
+            Err(_) => return,
+        };
+        if replayed.faulted() {
+            return;
+        }
+        let Some(mut claim) = to_claim(&replayed.folds, &validator) else { return };
+        claim.points.retain(|p| self.sent.get(&p.validator).is_none_or(|sent| *sent < p.height));
+        if claim.points.is_empty() {
+            return;
+        }
+        let heights: Vec<(ValidatorKey, u64)> = claim.points.iter().map(|p| (p.validator, p.height)).collect();
+        if events.send(vec![Event::FoldCheckpoint(claim)]).await.is_ok() {
+            tracing::info!(
+                event = "fold_checkpoint",
+                logs = heights.len(),
+                "recorded fold checkpoints of {} log(s) in our log",
+                heights.len()
+            );
+            self.sent.extend(heights);
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Fold checkpoints (ledger-spec/02): a validator's replay keeps each log's fold at its
+//! checkpoint heights and its log records the points; equal points in several logs are
+//! countersignatures. An audit from genesis checks every claim; an audit from a
+//! checkpoint a quorum agreed on reaches the same state hash folding only the blocks
+//! after it, and refuses fold bytes that are not the agreed ones.
+
+use crate::af_bin;
+use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+use af::ledger::block::seal;
+use af::ledger::event::{Event, FoldCheckpoint};
+use af::ledger::{Store, Tip};
+use af::replay::checkpoint::{check_claims, to_claim, CHECKPOINT_EVERY, FOLDS_DIR};
+use af::replay::synth::{validator_key, write_network, NetworkSpec};
+use af::replay::{FoldSource, Snapshot, REPLAY_VERSION};
+use std::process::Command;
+
+const START_MS: u64 = 1_790_000_000_000;
+
+/// Appends a block of `events` (or an empty one) to validator `i`'s chain.
+fn append(store: &Store, i: usize, events: Vec<Event>) {
+    let key = validator_key(i);
+    let tip: Tip = store.tip(&key.validator()).unwrap().unwrap();
+    let sealed = seal(key.signing_key(), Some(&tip), tip.time_ms + 2_000, events).unwrap();
+    store.append(&sealed).unwrap();
+}
+
+fn replay_from(store: &Store, folds: Option<Vec<af::replay::fold::ChainFold>>) -> af::replay::Replay {
+    let snapshot = folds.map(|folds| (Snapshot { replay_version: REPLAY_VERSION, folds }, FoldSource::Checkpoint));
+    af::replay::replay(store, &af::envs::registry(), snapshot, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}).unwrap()
+}
+
+#[test]
+fn an_audit_from_a_countersigned_checkpoint_reaches_the_genesis_state_and_a_false_claim_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let store = Store::create(data).unwrap();
+    write_network(&store, &NetworkSpec { start_ms: START_MS, events_per_block: 1, ..NetworkSpec::small(3) }).unwrap();
+    // Every chain past two checkpoint heights, with a few blocks after the second.
+    for i in 0..3 {
+        while store.tip(&validator_key(i).validator()).unwrap().unwrap().height < 2 * CHECKPOINT_EVERY + 3 {
+            append(&store, i, vec![]);
+        }
+    }
+    // A validator's replay: folds kept at each checkpoint height in DIR/folds.
+    let latest = af::replay::latest::LatestReplay::kept(data, &mut |_| {}).unwrap();
+    let replayed = latest.get(&store, &DEFAULT_RATIO_PARAMS).unwrap();
+    for fold in &replayed.folds {
+        let heights: Vec<u64> = fold.checkpoints.points.iter().map(|p| p.height).collect();
+        assert_eq!(heights, [CHECKPOINT_EVERY - 1, 2 * CHECKPOINT_EVERY - 1], "{}", fold.validator);
+        let last = fold.checkpoints.points.last().unwrap();
+        let file = af::replay::checkpoint::fold_file(&data.join(FOLDS_DIR), &fold.validator, last.height);
+        assert_eq!(blake3::hash(&std::fs::read(&file).unwrap()).as_bytes(), &last.fold_hash.0, "kept as hashed");
+    }
+    // Each validator records the points; validator 2 lies about chain 0's fold.
+    let v0 = validator_key(0).validator();
+    for i in 0..3 {
+        let mut claim: FoldCheckpoint = to_claim(&replayed.folds, &validator_key(i).validator()).unwrap();
+        assert_eq!(claim.points.len(), 3, "one point per log, the newest");
+        if i == 2 {
+            claim.points.iter_mut().find(|p| p.validator == v0).unwrap().fold_hash.0[0] ^= 1;
+        }
+        append(&store, i, vec![Event::FoldCheckpoint(claim)]);
+    }
+    drop(latest);
+    let genesis = replay_from(&store, None);
+    let claims = check_claims(&genesis.folds);
+    assert_eq!((claims.n_agree, claims.false_claims.len()), (8, 1), "{claims:?}");
+    let (claimer, _, point, ours) = claims.false_claims[0];
+    assert_eq!((claimer, point.validator), (validator_key(2).validator(), v0));
+    assert_ne!(point.fold_hash, ours);
+
+    // From the checkpoint: a majority (2 of 3) agrees on every chain's point at 719
+    // (chain 0's by validators 0 and 1 only); the blocks after it are all that is folded.
+    let site = af::http::folds::FoldSite::open(data.join(FOLDS_DIR).to_str().unwrap()).unwrap();
+    let (folds, start) = af::audit::checkpoint_start::start_folds(&store, None, "folds", &|p| site.read(p)).unwrap();
+    assert_eq!((start.quorum, start.n_logs, folds.len()), (2, 3, 3), "{start:?}");
+    for chain in &start.chains {
+        let from = chain.from.as_ref().unwrap();
+        assert_eq!(from.point.height, 2 * CHECKPOINT_EVERY - 1);
+        let expected = if chain.validator == v0 { 2 } else { 3 };
+        assert_eq!(from.countersigners.len(), expected, "{chain:?}");
+    }
+    assert_eq!(start.n_blocks_trusted, 3 * 2 * CHECKPOINT_EVERY);
+    let from_checkpoint = replay_from(&store, Some(folds));
+    assert_eq!(from_checkpoint.state_hash, genesis.state_hash);
+    assert_eq!(from_checkpoint.n_chains_from_snapshot, 3);
+    assert_eq!(from_checkpoint.n_blocks_folded, genesis.n_blocks_folded - 3 * 2 * CHECKPOINT_EVERY);
+    assert_eq!(check_claims(&from_checkpoint.folds), claims, "the claims are checked the same way");
+
+    // A quorum of three leaves chain 0 (two countersigners) to fold from genesis.
+    let (folds, start) = af::audit::checkpoint_start::start_folds(&store, Some(3), "folds", &|p| site.read(p)).unwrap();
+    assert_eq!(folds.len(), 2);
+    assert!(start.chains.iter().any(|c| c.validator == v0 && c.from.is_none()));
+    assert_eq!(replay_from(&store, Some(folds)).state_hash, genesis.state_hash);
+
+    // Bytes that are not the agreed fold are passed over, by name, and that log folds
+    // from genesis: the state is the same.
+    let tampered = tempfile::tempdir().unwrap();
+    copy_dir(&data.join(FOLDS_DIR), tampered.path());
+    let file = af::replay::checkpoint::fold_file(tampered.path(), &v0, 2 * CHECKPOINT_EVERY - 1);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x40;
+    std::fs::write(&file, bytes).unwrap();
+    let site = af::http::folds::FoldSite::open(tampered.path().to_str().unwrap()).unwrap();
+    let (folds, start) = af::audit::checkpoint_start::start_folds(&store, None, "tampered", &|p| site.read(p)).unwrap();
+    let chain0 = start.chains.iter().find(|c| c.validator == v0).unwrap();
+    assert!(chain0.from.is_none(), "{chain0:?}");
+    assert!(chain0.passed_over[0].contains("hash"), "{chain0:?}");
+    assert_eq!(replay_from(&store, Some(folds)).state_hash, genesis.state_hash);
+
+    // The CLI says the same: the false claim is a finding, the state hash is genesis'.
+    drop(store);
+    let audit = |extra: &[&str]| {
+        let out =
+            Command::new(af_bin()).args(["audit", "--data"]).arg(data).arg("--json").args(extra).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let whole = audit(&[]);
+    let folds_dir = data.join(FOLDS_DIR);
+    let started = audit(&["--from-checkpoint", folds_dir.to_str().unwrap()]);
+    assert_eq!(whole["state_hash"], started["state_hash"]);
+    assert_eq!(whole["state_hash"].as_str().unwrap(), genesis.state_hash.to_hex());
+    assert_eq!(started["checkpoint_claims"]["false_claims"].as_array().unwrap().len(), 1);
+    assert!(whole["from_checkpoint"].is_null());
+    let chains = started["from_checkpoint"]["chains"].as_array().unwrap();
+    assert!(chains.iter().all(|c| c["from"]["point"]["height"] == 2 * CHECKPOINT_EVERY - 1), "{chains:?}");
+    assert!(started["from_checkpoint"]["trusts"].as_str().unwrap().contains("countersigners"));
+    let text = Command::new(af_bin())
+        .args(["audit", "--data"])
+        .arg(data)
+        .args(["--from-checkpoint", folds_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("started from fold checkpoints") && text.contains("FOUND: "), "{text}");
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
