@@ -130,6 +130,13 @@ def event(r: Reader) -> dict:
                                   "revision": name(r), "commit_block": r.u64(),
                                   "reason": ["duplicate", "same_as_champion"][r.u32()], "kept_by": name(r),
                                   "kept_block": r.u64(), "chain_block": r.u64()}}
+    if tag == 10:
+        fold_version = r.u32()
+        points = short_list(r, lambda: {"validator": r.hash(), "height": r.u64(), "block_hash": r.hash(),
+                                        "fold_hash": r.hash()})
+        keys = [p["validator"] for p in points]
+        bound(all(a < b for a, b in zip(keys, keys[1:])), "fold checkpoint points in ascending validator order")
+        return {"fold_checkpoint": {"fold_version": fold_version, "points": points}}
     raise ValueError(f"unknown event tag {tag}")
 
 

@@ -265,6 +265,13 @@ function event(r) {
       return { miner_skipped: { netuid: r.u16(), hotkey: name(r), uid: r.u16(), model: name(r), revision: name(r),
         commit_block: r.u64(), reason: pick(SKIP_REASONS, r.u32(), 'a skip reason'), kept_by: name(r),
         kept_block: r.u64(), chain_block: r.u64() } };
+    case 10n: {
+      const fold_version = r.u32();
+      const points = shortList(r, () => ({ validator: r.hash(), height: r.u64(), block_hash: r.hash(), fold_hash: r.hash() }));
+      points.forEach((p, i) => need(i === 0 || points[i - 1].validator < p.validator,
+        'a fold checkpoint names each log once, in ascending order of validator key (02)'));
+      return { fold_checkpoint: { fold_version, points } };
+    }
     default:
       throw new Refused(`event tag ${tag} is defined (02)`);
   }

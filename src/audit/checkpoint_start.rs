@@ -86,11 +86,7 @@ pub fn start_folds(
 }
 
 /// The fold of `agreed`'s point, or why not.
-fn fold_for(
-    store: &Store,
-    agreed: &Agreed,
-    read: ReadFold<'_>,
-) -> Result<Result<ChainFold, String>, StoreError> {
+fn fold_for(store: &Store, agreed: &Agreed, read: ReadFold<'_>) -> Result<Result<ChainFold, String>, StoreError> {
     let point = &agreed.point;
     // The store's block must be the agreed one: another block there is another history
     // (the store's or the claimers'), and only a replay from genesis tells which.

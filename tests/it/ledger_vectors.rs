@@ -8,8 +8,9 @@ use af::envs::derive_challenge_id;
 use af::ledger::block::{self, BlockHeader, HEADER_BYTES};
 use af::ledger::checkpoint::{self, Checkpoint};
 use af::ledger::event::{
-    ChainCommitment, ChatMessage, EnvDecision, EnvOutcome, EnvRef, EnvWinRate, Event, Evidence, MatchDecided,
-    MatchStarted, MinerRef, MinerSkipped, SkipReason, TextCut, Transcript, TranscriptCut, WeightsCommitted, WeightsSet,
+    ChainCommitment, ChatMessage, EnvDecision, EnvOutcome, EnvRef, EnvWinRate, Event, Evidence, FoldCheckpoint,
+    FoldPoint, MatchDecided, MatchStarted, MinerRef, MinerSkipped, SkipReason, TextCut, Transcript, TranscriptCut,
+    WeightsCommitted, WeightsSet,
 };
 use af::ledger::{codec, merkle, LedgerKey};
 use serde_json::json;
@@ -115,7 +116,19 @@ pub fn vector_events() -> Vec<Event> {
             signature_b: SignatureBytes([0x55; 64]),
         })),
         Event::TranscriptCut(cut_vector()),
+        Event::FoldCheckpoint(fold_checkpoint_vector()),
     ]
+}
+
+/// Two logs' points, in ascending order of validator key.
+fn fold_checkpoint_vector() -> FoldCheckpoint {
+    let point = |v: u8, height| FoldPoint {
+        validator: ValidatorKey([v; 32]),
+        height,
+        block_hash: Hash32([v + 1; 32]),
+        fold_hash: Hash32([v + 2; 32]),
+    };
+    FoldCheckpoint { fold_version: 13, points: vec![point(0x31, 359), point(0x41, 719)] }
 }
 
 /// A miner's answer of 300,000 bytes of "€" (3 bytes each), cut to its longest prefix
@@ -184,6 +197,16 @@ fn refused_events() -> Vec<(&'static str, Vec<u8>)> {
         ("a cut text over its cap of 256 KiB", encode(over_cap)),
         ("an answer cut that does not repeat the last miner text's cut", encode(small("6", vec![at(None)]))),
         ("cuts out of order", encode(small("6", vec![at(None), at(Some(1))]))),
+        ("fold checkpoint points out of validator order", {
+            let mut c = fold_checkpoint_vector();
+            c.points.reverse();
+            codec::encode(&Event::<String>::FoldCheckpoint(c), "event", 1 << 20).unwrap()
+        }),
+        ("a fold checkpoint naming one log twice", {
+            let mut c = fold_checkpoint_vector();
+            c.points[1].validator = c.points[0].validator;
+            codec::encode(&Event::<String>::FoldCheckpoint(c), "event", 1 << 20).unwrap()
+        }),
     ]
 }
 
