@@ -1,7 +1,9 @@
 //! Which fold checkpoints a quorum of validators agrees on, read from the ends of their
 //! logs without replaying them: what `af audit --from-checkpoint` starts from. Each
-//! block read is checked (decoded canonically, strictly signed, linked to the block above
-//! it up to the chain's stored tip), so a claim counts only as its validator signed it.
+//! block read is checked (decoded canonically with its events' Merkle root, and linked
+//! by hash to the block above it up to the chain's stored tip, whose signature is
+//! checked strictly), so a claim counts only as its validator signed it: a block's hash
+//! in the signed block above it authenticates it as its own signature would.
 
 use super::checkpoint::{CHECKPOINT_EVERY, FOLD_VERSION};
 use crate::bytes::{Hash32, ValidatorKey};
@@ -11,12 +13,16 @@ use crate::ledger::store::{Store, StoreError};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// How far back from its tip each log is read for claims, in blocks: three checkpoint
-/// intervals, so a log whose last claims are a little older still counts.
-pub const SCAN_BLOCKS: u64 = 3 * CHECKPOINT_EVERY;
+/// How far back from its tip each log is read for claims, in blocks: two checkpoint
+/// intervals, so a log's claims of two successive points of a log are both read even
+/// where it holds a single log (a validator records every 30 s the points its replay
+/// newly passed: with many logs, its newest claims are a few blocks below its tip).
+pub const SCAN_BLOCKS: u64 = 2 * CHECKPOINT_EVERY;
 
-/// How many `FoldCheckpoint` events of each log are read (its newest).
-pub const SCAN_EVENTS: usize = 4;
+/// A log's end is read until it has named this many points of every log held (its
+/// newest two: a claimer a little behind the others still meets them at the older one),
+/// or for `SCAN_BLOCKS`.
+pub const POINTS_PER_LOG: usize = 2;
 
 /// A point enough validators claimed, and who.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -52,8 +58,9 @@ pub fn agreement(store: &Store, quorum: Option<usize>) -> Result<Agreement, Stor
     let quorum = quorum.unwrap_or_else(|| majority(tips.len())).max(1);
     let mut claimers: BTreeMap<FoldPoint, BTreeSet<ValidatorKey>> = BTreeMap::new();
     let mut unreadable = Vec::new();
+    let logs: BTreeSet<ValidatorKey> = tips.iter().map(|(v, _)| *v).collect();
     for (validator, tip) in &tips {
-        match claims_at_end(store, validator, tip.height, tip.hash)? {
+        match claims_at_end(store, validator, (tip.height, tip.hash), &logs)? {
             Ok(points) => points.into_iter().for_each(|p| {
                 claimers.entry(p).or_default().insert(*validator);
             }),
@@ -77,16 +84,17 @@ pub fn agreement(store: &Store, quorum: Option<usize>) -> Result<Agreement, Stor
     Ok(Agreement { n_logs: tips.len(), quorum, agreed, unreadable })
 }
 
-/// The points of `validator`'s newest `SCAN_EVENTS` checkpoints within `SCAN_BLOCKS` of
-/// its tip, or why its end does not read (a block that fails its checks, or a pruned one).
+/// The points `validator`'s newest checkpoints name, read down from its tip until they
+/// name `POINTS_PER_LOG` points of each of `logs` or for `SCAN_BLOCKS`, or why its end
+/// does not read (a block that fails its checks, or a pruned one).
 fn claims_at_end(
     store: &Store,
     validator: &ValidatorKey,
-    tip: u64,
-    tip_hash: Hash32,
+    (tip, tip_hash): (u64, Hash32),
+    logs: &BTreeSet<ValidatorKey>,
 ) -> Result<Result<Vec<FoldPoint>, String>, StoreError> {
     let mut points = Vec::new();
-    let mut n_events = 0;
+    let mut named: BTreeMap<ValidatorKey, usize> = BTreeMap::new();
     // The hash the block at `height` must have: the tip's, then each block's prev_hash.
     let mut expected = tip_hash;
     for height in (tip.saturating_sub(SCAN_BLOCKS - 1)..=tip).rev() {
@@ -105,19 +113,22 @@ fn claims_at_end(
         if checked.header.validator != *validator || checked.header.height != height || checked.hash != expected {
             return Ok(Err(format!("block {height} is not the one the chain above it links to")));
         }
-        if let Err(e) = check_signature(&checked.header, &checked.hash, &checked.signature) {
-            return Ok(Err(format!("block {height}: {e}")));
+        if height == tip {
+            if let Err(e) = check_signature(&checked.header, &checked.hash, &checked.signature) {
+                return Ok(Err(format!("block {height}: {e}")));
+            }
         }
         expected = checked.header.prev_hash;
         for event in &events {
-            if let Event::FoldCheckpoint(c) = event {
-                if c.fold_version == FOLD_VERSION {
-                    points.extend(c.points.iter().copied());
+            let Event::FoldCheckpoint(c) = event else { continue };
+            if c.fold_version == FOLD_VERSION {
+                for point in &c.points {
+                    *named.entry(point.validator).or_default() += 1;
+                    points.push(*point);
                 }
-                n_events += 1;
             }
         }
-        if n_events >= SCAN_EVENTS {
+        if logs.iter().all(|log| named.get(log).is_some_and(|n| *n >= POINTS_PER_LOG)) {
             break;
         }
     }

@@ -294,3 +294,52 @@ pub fn to_claim(folds: &[ChainFold], own: &ValidatorKey) -> Option<FoldCheckpoin
     // Folds are in validator order, so the points are too (ledger-spec/02).
     (!points.is_empty()).then_some(FoldCheckpoint { fold_version: FOLD_VERSION, points })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::Tip;
+
+    fn point(v: u8, height: u64) -> FoldPoint {
+        FoldPoint {
+            validator: ValidatorKey([v; 32]),
+            height,
+            block_hash: Hash32([v; 32]),
+            fold_hash: Hash32([height as u8; 32]),
+        }
+    }
+
+    #[test]
+    fn a_log_keeps_its_newest_claim_of_each_log_and_counts_what_it_ignores() {
+        let mut checkpoints = Checkpoints::default();
+        let claim = |points| FoldCheckpoint { fold_version: FOLD_VERSION, points };
+        checkpoints.claim(10, &claim(vec![point(1, 719), point(2, 359)]));
+        // An older point claimed later does not hide the newer one.
+        checkpoints.claim(11, &claim(vec![point(1, 359)]));
+        checkpoints.claim(12, &FoldCheckpoint { fold_version: FOLD_VERSION + 1, points: vec![point(2, 719)] });
+        assert_eq!(checkpoints.claims[&ValidatorKey([1; 32])], Claim { at: 10, point: point(1, 719) });
+        assert_eq!(checkpoints.claims[&ValidatorKey([2; 32])].point.height, 359);
+        assert_eq!(checkpoints.n_claims_ignored, 1, "another fold format");
+    }
+
+    #[test]
+    fn fold_bytes_are_taken_only_as_the_point_names_them() {
+        let mut fold = ChainFold::new(ValidatorKey([4; 32]));
+        fold.tip = Some(Tip { height: 359, hash: Hash32([5; 32]), time_ms: 1 });
+        let bytes = codec::encode(&fold, "fold", MAX_FOLD_BYTES).unwrap();
+        let hash = Hash32(*blake3::hash(&bytes).as_bytes());
+        let agreed = FoldPoint { validator: fold.validator, height: 359, block_hash: Hash32([5; 32]), fold_hash: hash };
+        let taken = decode_fold(&bytes, &agreed).unwrap();
+        assert_eq!(taken.checkpoints.points, [agreed], "the point is the fold's own, as after hashing it");
+        let mut other = bytes.clone();
+        *other.last_mut().unwrap() ^= 1;
+        assert!(matches!(decode_fold(&other, &agreed), Err(FoldBytesError::Hash { .. })));
+        let elsewhere = FoldPoint { height: 719, ..agreed };
+        assert!(matches!(decode_fold(&bytes, &elsewhere), Err(FoldBytesError::Tip { .. })));
+        let someone_else = FoldPoint { validator: ValidatorKey([6; 32]), ..agreed };
+        assert!(matches!(decode_fold(&bytes, &someone_else), Err(FoldBytesError::Validator { .. })));
+        let trailing = [bytes.as_slice(), &[0]].concat();
+        let with_trailing = FoldPoint { fold_hash: Hash32(*blake3::hash(&trailing).as_bytes()), ..agreed };
+        assert!(matches!(decode_fold(&trailing, &with_trailing), Err(FoldBytesError::Decode(_))));
+    }
+}

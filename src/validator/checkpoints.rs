@@ -71,3 +71,38 @@ impl CheckpointRecorder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+    use crate::ledger::{LedgerKey, Store};
+    use crate::replay::checkpoint::{fold_file, CHECKPOINT_EVERY, FOLDS_DIR};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_new_point_is_recorded_once_and_its_fold_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(OwnLog::new(Store::create(dir.path()).unwrap(), LedgerKey::from_seed([9; 32])));
+        let blocks = |from: u64, to: u64| (from..to).map(|h| (vec![], 1_000 + h)).collect::<Vec<_>>();
+        log.append_many(blocks(0, CHECKPOINT_EVERY - 2)).unwrap();
+        let replays = Arc::new(LatestReplay::kept(dir.path(), &mut |_| {}).unwrap());
+        let (events, mut received) = mpsc::channel(4);
+        let mut recorder = CheckpointRecorder::default();
+        recorder.tick(&log, &replays, &events, DEFAULT_RATIO_PARAMS, 0).await;
+        assert!(received.try_recv().is_err(), "no log has reached a checkpoint height");
+        log.append_many(blocks(CHECKPOINT_EVERY - 2, CHECKPOINT_EVERY + 3)).unwrap();
+        recorder.tick(&log, &replays, &events, DEFAULT_RATIO_PARAMS, 1).await;
+        assert!(received.try_recv().is_err(), "the next look is 30 s after the last");
+        recorder.tick(&log, &replays, &events, DEFAULT_RATIO_PARAMS, EVERY_MS).await;
+        let Event::FoldCheckpoint(claim) = received.try_recv().unwrap().remove(0) else { panic!("a checkpoint") };
+        assert_eq!(claim.points.len(), 1);
+        let point = claim.points[0];
+        assert_eq!((point.validator, point.height), (log.validator(), CHECKPOINT_EVERY - 1));
+        let kept = std::fs::read(fold_file(&dir.path().join(FOLDS_DIR), &point.validator, point.height)).unwrap();
+        assert_eq!(blake3::hash(&kept).as_bytes(), &point.fold_hash.0);
+        // Not recorded again, though our log does not hold the claim yet.
+        log.append_many(blocks(CHECKPOINT_EVERY + 3, CHECKPOINT_EVERY + 5)).unwrap();
+        recorder.tick(&log, &replays, &events, DEFAULT_RATIO_PARAMS, 2 * EVERY_MS).await;
+        assert!(received.try_recv().is_err());
+    }
+}

@@ -29,10 +29,9 @@ fn replay_from(store: &Store, folds: Option<Vec<af::replay::fold::ChainFold>>) -
     af::replay::replay(store, &af::envs::registry(), snapshot, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}).unwrap()
 }
 
-#[test]
-fn an_audit_from_a_countersigned_checkpoint_reaches_the_genesis_state_and_a_false_claim_is_found() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path();
+/// Three logs past two checkpoint heights, a validator's replay keeping the folds in
+/// `data`'s `folds/`, and each validator's claims recorded (validator 2 lying about log 0).
+fn network_with_claims(data: &std::path::Path) -> Store {
     let store = Store::create(data).unwrap();
     write_network(&store, &NetworkSpec { start_ms: START_MS, events_per_block: 1, ..NetworkSpec::small(3) }).unwrap();
     // Every chain past two checkpoint heights, with a few blocks after the second.
@@ -62,6 +61,15 @@ fn an_audit_from_a_countersigned_checkpoint_reaches_the_genesis_state_and_a_fals
         append(&store, i, vec![Event::FoldCheckpoint(claim)]);
     }
     drop(latest);
+    store
+}
+
+#[test]
+fn an_audit_from_a_countersigned_checkpoint_reaches_the_genesis_state_and_a_false_claim_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let store = network_with_claims(data);
+    let v0 = validator_key(0).validator();
     let genesis = replay_from(&store, None);
     let claims = check_claims(&genesis.folds);
     assert_eq!((claims.n_agree, claims.false_claims.len()), (8, 1), "{claims:?}");
@@ -148,4 +156,50 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
             std::fs::copy(entry.path(), target).unwrap();
         }
     }
+}
+
+#[test]
+fn an_auditor_starts_from_folds_a_node_serves_or_an_archive_holds() {
+    use crate::http_logs::{mirror_into, runtime, serve_node};
+    let runtime = runtime();
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let store = network_with_claims(dirs[0].path());
+    let genesis = replay_from(&store, None).state_hash;
+    // `af ledger publish` copies the kept folds beside the logs.
+    let archive = dirs[1].path().join("archive");
+    let site = af::http::archive::Site::open(archive.to_str().unwrap()).unwrap();
+    let report = af::http::publish::publish(&store, None, &site, &mut |_| {}).unwrap();
+    assert_eq!(report.folds_written, 6, "two per log");
+    let url = serve_node(&runtime, store);
+
+    // An auditor mirrors the node and starts from the folds it serves.
+    let copy = std::sync::Arc::new(Store::create(dirs[2].path()).unwrap());
+    let mirrored = mirror_into(&runtime, &copy, &url);
+    assert!(!mirrored.found_fault() && !mirrored.failed(), "{mirrored:?}");
+    for source in [url.as_str(), archive.to_str().unwrap()] {
+        let folds = af::http::folds::FoldSite::open(source).unwrap();
+        let (started, start) =
+            af::audit::checkpoint_start::start_folds(&copy, None, source, &|p| folds.read(p)).unwrap();
+        assert_eq!(started.len(), 3, "{source}: {start:?}");
+        assert_eq!(replay_from(&copy, Some(started)).state_hash, genesis, "{source}");
+    }
+    // A fold the node does not keep is 404, said as absent; a height not spelled as one
+    // is refused.
+    let v0 = validator_key(0).validator();
+    let (status, body) = crate::http_logs::fetch(&format!("{url}af/v1/log/{}/fold/5", v0.to_hex()));
+    assert_eq!(status, 404, "{body}");
+    let (status, _) = crate::http_logs::fetch(&format!("{url}af/v1/log/{}/fold/0719", v0.to_hex()));
+    assert_eq!(status, 404);
+    // A server that answers with other bytes is passed over by name; the log folds from
+    // genesis and the state is the same.
+    let liar = dirs[1].path().join("liar");
+    copy_dir(&archive, &liar);
+    let fold = liar.join(af::replay::checkpoint::fold_path(&v0, 2 * CHECKPOINT_EVERY - 1));
+    std::fs::write(&fold, b"not a fold").unwrap();
+    let folds = af::http::folds::FoldSite::open(liar.to_str().unwrap()).unwrap();
+    let (started, start) = af::audit::checkpoint_start::start_folds(&copy, None, "liar", &|p| folds.read(p)).unwrap();
+    assert_eq!(started.len(), 2);
+    let chain0 = start.chains.iter().find(|c| c.validator == v0).unwrap();
+    assert!(chain0.from.is_none() && chain0.passed_over[0].contains("hash"), "{chain0:?}");
+    assert_eq!(replay_from(&copy, Some(started)).state_hash, genesis);
 }

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
 
@@ -34,7 +34,7 @@ fn verifies(store: &Store) -> bool {
 }
 
 /// The node's API over `store` on a loopback port; its base URL.
-fn serve_node(runtime: &tokio::runtime::Runtime, store: Store) -> String {
+pub(crate) fn serve_node(runtime: &tokio::runtime::Runtime, store: Store) -> String {
     let budget = af::budget::MemoryBudget::new(af::budget::DEFAULT_BUDGET_BYTES);
     serve_node_with(runtime, store, budget, server::HttpLimits::default())
 }
@@ -68,7 +68,7 @@ fn serve_node_with(
     })
 }
 
-fn mirror_into(runtime: &tokio::runtime::Runtime, store: &Arc<Store>, url: &str) -> MirrorReport {
+pub(crate) fn mirror_into(runtime: &tokio::runtime::Runtime, store: &Arc<Store>, url: &str) -> MirrorReport {
     let options = MirrorOptions { stall_timeout: std::time::Duration::from_secs(5), ..MirrorOptions::default() };
     runtime.block_on(mirror::mirror(store.clone(), url, options, &mut |_, _, _| {})).unwrap()
 }
@@ -553,7 +553,7 @@ fn now_ms() -> u64 {
 }
 
 /// `GET url`: the status and the body.
-fn fetch(url: &str) -> (u16, String) {
+pub(crate) fn fetch(url: &str) -> (u16, String) {
     runtime().block_on(async {
         let response = reqwest::get(url).await.unwrap();
         (response.status().as_u16(), response.text().await.unwrap())

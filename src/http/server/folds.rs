@@ -1,6 +1,8 @@
 //! `af/v1/log/{validator}/fold/{height}` (ledger-spec/11): a fold this node's replay kept
 //! at a checkpoint height (`replay::checkpoint`), streamed from its file a chunk at a
-//! time, so a fold of a long log costs a reader a chunk of memory, not the fold.
+//! time, each chunk held against the readers' memory budget until written, so a fold of
+//! a long log costs a reader a chunk of memory, not the fold, and many readers wait
+//! rather than crowd out the rest.
 
 use super::common::*;
 use crate::replay::checkpoint::{fold_file, FOLDS_DIR, FOLD_VERSION};
@@ -40,8 +42,13 @@ pub(super) async fn fold(
             ),
         ));
     };
-    let chunks = futures::stream::unfold(Some(file), |file| async move {
-        let mut file = file?;
+    // Each chunk is held against the readers' budget until it is written, as blocks are.
+    let chunks = futures::stream::unfold(Some((file, served)), |state| async move {
+        let (mut file, served) = state?;
+        let reservation = match room_for(&served, CHUNK).await {
+            Ok(reservation) => reservation,
+            Err(_) => return Some((Err(std::io::Error::other("the readers' memory budget is spent")), None)),
+        };
         let read = tokio::task::spawn_blocking(move || {
             let mut chunk = vec![0; CHUNK];
             let n = file.read(&mut chunk)?;
@@ -51,7 +58,9 @@ pub(super) async fn fold(
         .await;
         match read {
             Ok(Ok((chunk, _))) if chunk.is_empty() => None,
-            Ok(Ok((chunk, file))) => Some((Ok(Bytes::from(chunk)), Some(file))),
+            Ok(Ok((chunk, file))) => {
+                Some((Ok(Bytes::from_owner(crate::budget::Held::new(chunk, reservation))), Some((file, served))))
+            }
             Ok(Err(e)) => Some((Err(e), None)),
             Err(e) => Some((Err(std::io::Error::other(e)), None)),
         }
