@@ -7,13 +7,13 @@
 //! ids) happens before it in parallel, in [`check_block_events`]; the fold only consumes
 //! those results, so the outcome does not depend on how many threads did that work.
 
-use super::checkpoint::Checkpoints;
 use super::lists::{CommitmentList, EquivocationList, SkipList};
 use super::matches::MatchTable;
 use super::model::{
     DecidedFold, Discrepancy, DiscrepancyKind, EnvFolds, EquivocationFound, HeldMiner, LoggedCommit, LoggedWeights,
     MatchFold, SkipFold,
 };
+use super::points::Checkpoints;
 use crate::bytes::{ChallengeId, Hash32, MatchId, ValidatorKey};
 use crate::envs::{self, Registry};
 use crate::evaluation::matchplay::GameOutcome;

@@ -22,6 +22,7 @@ pub mod matches;
 pub mod model;
 pub mod network;
 pub mod network_list;
+pub mod points;
 pub mod projection;
 pub mod spill;
 pub mod synth;

@@ -254,6 +254,8 @@ pub struct ChainSender {
     pub chain: Arc<dyn Chain>,
     pub sent: Arc<SentWeights>,
     pub replays: Arc<LatestReplay>,
+    /// Whether our replay's fold checkpoints are recorded (`[ledger] fold_checkpoints`).
+    pub fold_checkpoints: bool,
 }
 
 /// How often the anchoring loop looks at the chain, and the wall clock it plans reveal
@@ -278,7 +280,7 @@ pub async fn anchor_loop(
     metrics: Arc<Metrics>,
 ) {
     let AnchorClock { check_ms, now_ms } = clock;
-    let ChainSender { chain, sent, replays } = to;
+    let ChainSender { chain, sent, replays, fold_checkpoints } = to;
     let mut last_commit_block: Option<u64> = None;
     let mut cache = WeightsCache::sharing(replays);
     metrics.chain_expected(now_ms());
@@ -293,7 +295,9 @@ pub async fn anchor_loop(
             _ = stop.changed() => return,
         }
         // Needs no chain: a replay of the logs we hold.
-        checkpoints.tick(&log, &cache.replays, &events, ratio_params, now_ms()).await;
+        if fold_checkpoints {
+            checkpoints.tick(&log, &cache.replays, &events, ratio_params, now_ms()).await;
+        }
         // A read, and a commitment, give way to a stop: cutting either loses nothing (a
         // commitment that lands unrecorded names a block of ours). A weights send does
         // not: one that lands unrecorded is a mismatch the weights audit reports.

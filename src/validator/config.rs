@@ -213,6 +213,10 @@ pub struct LedgerConfig {
     pub block_max_events: usize,
     /// ...or this long after the first one arrived.
     pub block_max_ms: u64,
+    /// Record our replay's fold checkpoints in our log (`FoldCheckpoint`, ledger-spec/02).
+    /// Off only while peers run a build that does not know the event kind: they refuse
+    /// blocks holding it.
+    pub fold_checkpoints: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -253,7 +257,7 @@ pub struct MinerConfig {
 
 impl Default for LedgerConfig {
     fn default() -> Self {
-        LedgerConfig { block_max_events: 256, block_max_ms: 2_000 }
+        LedgerConfig { block_max_events: 256, block_max_ms: 2_000, fold_checkpoints: true }
     }
 }
 

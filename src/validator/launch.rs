@@ -491,6 +491,7 @@ impl Validator {
             replays: self.replays.clone(),
             chain,
             sent: self.sent_weights.clone(),
+            fold_checkpoints: self.launch.config.ledger.fold_checkpoints,
         });
         let serving = super::service::Serving {
             log: self.launch.log.clone(),

@@ -226,7 +226,12 @@ pub async fn run(
     let anchor_task = options.chain.clone().filter(|_| options.anchor).map(|chain| {
         tokio::spawn(super::anchor::anchor_loop(
             log.clone(),
-            super::anchor::ChainSender { chain, sent: options.sent_weights.clone(), replays: options.replays.clone() },
+            super::anchor::ChainSender {
+                chain,
+                sent: options.sent_weights.clone(),
+                replays: options.replays.clone(),
+                fold_checkpoints: config.ledger.fold_checkpoints,
+            },
             writer.sender.clone(),
             params,
             super::anchor::AnchorClock { check_ms: options.anchor_check_ms, now_ms: options.now_ms },
