@@ -25,8 +25,16 @@ use std::path::{Path, PathBuf};
 /// subnet tempo of a validator that seals a block every 12 s.
 pub const CHECKPOINT_EVERY: u64 = 360;
 
-/// A fold's own points kept in it (the newest), so claims of a few tempos ago compare.
+/// A fold's own points kept in it (the newest), so claims of a few tempos ago compare;
+/// a replay hashes a log's fold at these last checkpoint heights below its stored tip
+/// only (`hash_from`), so a replay from genesis hashes each fold a few times, not once
+/// per 360 blocks of its whole history.
 const KEPT_POINTS: usize = 8;
+
+/// The first height at which a replay of a log stored up to `tip` hashes its fold.
+pub fn hash_from(tip: u64) -> u64 {
+    (tip + 1).saturating_sub(KEPT_POINTS as u64 * CHECKPOINT_EVERY)
+}
 
 /// Fold files kept per log by a validator (`ColdStore::keep_fold_points_in`): the
 /// newest two, so the one its last `FoldCheckpoint` names is there while the next is
@@ -41,29 +49,41 @@ pub fn is_checkpoint_height(height: u64) -> bool {
     (height + 1).is_multiple_of(CHECKPOINT_EVERY)
 }
 
-/// blake3 of `fold`'s canonical encoding: its matches read back from the replay's file
-/// where spilled (the encoding is the same wherever they are kept).
-pub fn fold_hash(fold: &ChainFold) -> Result<Hash32, CodecError> {
-    Ok(Hash32(*codec::try_hash_encoding(fold, "a log's fold")?.as_bytes()))
+/// blake3 of `fold`'s canonical encoding without its own points (which replays keep
+/// only near the tip): its matches read back from the replay's file where spilled (the
+/// encoding is the same wherever they are kept).
+pub fn fold_hash(fold: &mut ChainFold) -> Result<Hash32, CodecError> {
+    without_points(fold, |fold| Ok(Hash32(*codec::try_hash_encoding(fold, "a log's fold")?.as_bytes())))
+}
+
+/// `work` on `fold` with its own points taken out: what a point's hash and bytes are of.
+fn without_points<T>(fold: &mut ChainFold, work: impl FnOnce(&ChainFold) -> T) -> T {
+    let points = std::mem::take(&mut fold.checkpoints.points);
+    let done = work(fold);
+    fold.checkpoints.points = points;
+    done
 }
 
 /// Records `fold`'s point if it ends at a checkpoint height: hashed, and its encoding
 /// kept where `cold` keeps them (a validator's, which serves them; one that cannot be
 /// written is said and the point still taken). Fails only when a spilled match does not
 /// read back.
-pub fn take_point(cold: &ColdStore, fold: &mut ChainFold) -> Result<(), ColdError> {
-    let Some(tip) = fold.tip.filter(|tip| is_checkpoint_height(tip.height)) else { return Ok(()) };
-    let read_back = |e: CodecError| ColdError::Engine {
-        path: cold.path().display().to_string(),
-        message: format!("reading the fold of {} back to hash it at block {}: {e}", fold.validator, tip.height),
+pub fn take_point(cold: &ColdStore, fold: &mut ChainFold, hash_from: u64) -> Result<(), ColdError> {
+    let Some(tip) = fold.tip.filter(|tip| is_checkpoint_height(tip.height) && tip.height >= hash_from) else {
+        return Ok(());
     };
-    let written = cold.fold_points_dir().map(|dir| write_fold(dir, fold));
+    let (path, validator) = (cold.path().display().to_string(), fold.validator);
+    let read_back = |e: CodecError| ColdError::Engine {
+        path,
+        message: format!("reading the fold of {validator} back to hash it at block {}: {e}", tip.height),
+    };
+    let written = cold.fold_points_dir().map(|dir| without_points(fold, |fold| write_fold(dir, fold)));
     let fold_hash = match written {
         Some(Ok(hash)) => hash,
         Some(Err(error)) => {
             tracing::warn!(
                 event = "fold_point_not_kept",
-                validator = %fold.validator,
+                validator = %validator,
                 height = tip.height,
                 error = %error,
                 "the fold at a checkpoint height was not kept: readers of this point must fetch it from another validator"
@@ -72,7 +92,7 @@ pub fn take_point(cold: &ColdStore, fold: &mut ChainFold) -> Result<(), ColdErro
         }
         None => fold_hash(fold).map_err(read_back)?,
     };
-    push_point(fold, FoldPoint { validator: fold.validator, height: tip.height, block_hash: tip.hash, fold_hash });
+    push_point(fold, FoldPoint { validator, height: tip.height, block_hash: tip.hash, fold_hash });
     Ok(())
 }
 
@@ -191,9 +211,14 @@ pub fn decode_fold(bytes: &[u8], point: &FoldPoint) -> Result<ChainFold, FoldByt
             })
         }
     }
+    if !fold.checkpoints.points.is_empty() {
+        return Err(FoldBytesError::Decode(CodecError::Malformed {
+            what: "a log's fold",
+            message: "a fold's bytes hold none of its own points".into(),
+        }));
+    }
     fold.share_names();
-    // As the replay that hashed it did next: the fold then is the one a replay from
-    // genesis holds past this block.
+    // The point is the fold's own, as after the replay that hashed it.
     push_point(&mut fold, *point);
     Ok(fold)
 }

@@ -48,7 +48,8 @@ impl LatestReplay {
     /// each reused only if its chain verifies afresh to the fold's tip, so a restart,
     /// after a crash too, does not fold (or fetch back, where bodies are pruned) every
     /// log from genesis. A run stopped before its first replay ended left none: every
-    /// chain then folds from genesis, said to `note`.
+    /// chain then folds from genesis, said to `note`. Its replays keep each log's fold
+    /// at its checkpoint heights in `dir/folds` (`checkpoint`), which the node serves.
     pub fn kept(dir: &std::path::Path, note: &mut dyn FnMut(&str)) -> Result<LatestReplay, ColdError> {
         let mut kept = super::projection::open_with_cache(dir, CacheSize::VALIDATOR, note)?;
         kept.cold.clear_sets()?;

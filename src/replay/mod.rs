@@ -211,13 +211,20 @@ pub fn replay_in(
     // about three full batches in all, or three of the smallest per chain past 32 chains.
     let batch_bytes = (VERIFY_BATCH_BYTES / validators.len().max(1)).max(MIN_FOLD_BATCH_BYTES);
     let progress = std::sync::Mutex::new(progress);
+    // Folds are hashed at the checkpoint heights near each stored tip only: the points
+    // a fold keeps and claims are compared with.
+    let stored_tips: BTreeMap<ValidatorKey, u64> =
+        store::tips_in(&txn)?.into_iter().map(|(v, tip)| (v, tip.height)).collect();
     let starts: Vec<ChainFold> = validators
         .iter()
         .map(|validator| from_snapshot.remove(validator).unwrap_or_else(|| ChainFold::new(*validator)))
         .collect();
     let folded: Vec<Result<(ChainFold, u64, u64), ReplayError>> = starts
         .into_par_iter()
-        .map(|fold| fold_chain(cold, (store, &txn), registry, fold, batch_bytes, &progress))
+        .map(|fold| {
+            let hash_from = stored_tips.get(&fold.validator).map_or(u64::MAX, |h| checkpoint::hash_from(*h));
+            fold_chain(cold, (store, &txn), registry, (fold, hash_from), batch_bytes, &progress)
+        })
         .collect();
     let (mut n_blocks_folded, mut n_bytes_folded) = (0u64, 0u64);
     let mut folds = Vec::with_capacity(validators.len());
@@ -278,12 +285,13 @@ const MIN_FOLD_BATCH_BYTES: usize = 1024 * 1024;
 
 /// Folds one chain's stored blocks past `fold`'s tip, in height order: a reader thread
 /// copies batches of about `batch_bytes` out of the store while the previous batch is
-/// folded. Returns the fold, and the blocks and bytes folded this run.
+/// folded; the fold is hashed at each checkpoint height from `hash_from` on. Returns the
+/// fold, and the blocks and bytes folded this run.
 fn fold_chain(
     cold: &cold::ColdStore,
     (whole, txn): (&Store, &redb::ReadTransaction),
     registry: &Registry,
-    mut fold: ChainFold,
+    (mut fold, hash_from): (ChainFold, u64),
     batch_bytes: usize,
     progress: &std::sync::Mutex<Progress<'_>>,
 ) -> Result<(ChainFold, u64, u64), ReplayError> {
@@ -319,7 +327,7 @@ fn fold_chain(
             // Spilled after each block, so a batch of small matches is never all in
             // memory at once.
             fold_batch(&mut fold, registry, &batch, &mut |fold| match spill::spill_if_due(cold, fold)
-                .and_then(|_| checkpoint::take_point(cold, fold))
+                .and_then(|_| checkpoint::take_point(cold, fold, hash_from))
             {
                 Err(e) => {
                     spill_failed = Some(e);

@@ -122,6 +122,14 @@ pub(super) fn parse_validator(text: &str) -> Result<ValidatorKey, ApiError> {
         .map_err(|_| problem(StatusCode::NOT_FOUND, "the validator must be 64 lowercase hex digits"))
 }
 
+/// A height in a path: one spelling per height, so "+1", "01" and the like are not its URL.
+pub(super) fn parse_height(text: &str) -> Result<u64, ApiError> {
+    text.parse()
+        .ok()
+        .filter(|h: &u64| h.to_string() == text)
+        .ok_or_else(|| problem(StatusCode::NOT_FOUND, "the height is a decimal number without sign or leading zeros"))
+}
+
 /// A response with caching headers, or 304 when the client's copy is current.
 pub(super) fn cached(
     request: &HeaderMap,

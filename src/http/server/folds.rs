@@ -19,10 +19,7 @@ pub(super) async fn fold(
     Path((validator, height)): Path<(String, String)>,
     request: HeaderMap,
 ) -> Answer {
-    let validator = parse_validator(&validator)?;
-    let height: u64 = height.parse().ok().filter(|h: &u64| h.to_string() == height).ok_or_else(|| {
-        problem(StatusCode::NOT_FOUND, "the height is a decimal number without sign or leading zeros")
-    })?;
+    let (validator, height) = (parse_validator(&validator)?, parse_height(&height)?);
     let data = served.log.store.path().parent().map(|dir| dir.join(FOLDS_DIR));
     let path = data.map(|dir| fold_file(&dir, &validator, height));
     let opened = blocking(move || match path.map(std::fs::File::open) {

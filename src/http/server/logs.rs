@@ -205,11 +205,7 @@ pub(super) async fn block(
     Path((validator, height)): Path<(String, String)>,
     request: HeaderMap,
 ) -> Answer {
-    let validator = parse_validator(&validator)?;
-    // One spelling per block: "+1", "01" and the like are not this URL.
-    let height: u64 = height.parse().ok().filter(|h: &u64| h.to_string() == height).ok_or_else(|| {
-        problem(StatusCode::NOT_FOUND, "the height is a decimal number without sign or leading zeros")
-    })?;
+    let (validator, height) = (parse_validator(&validator)?, parse_height(&height)?);
     let held = read_held(&served, validator, height, false)
         .await?
         .ok_or_else(|| problem(StatusCode::NOT_FOUND, &format!("no block {height} of validator {validator} here")))?;
