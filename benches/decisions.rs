@@ -17,7 +17,9 @@
 //!    its mean condition moved from `bar + margin` to `bar + slack`, over a grid of
 //!    margins and slacks, against issue 54's targets for the bar's power.
 
-use af::evaluation::exact::{env_figures_with_futility, worst_false_crown, Boundaries};
+use af::evaluation::exact::{
+    dominance_crown_chance, env_figures_with_futility, plan_env_figures, worst_false_crown, Boundaries,
+};
 use af::evaluation::ratio::{RatioParams, RatioToBeat, DEFAULT_RATIO_PARAMS};
 use af::evaluation::scenarios::{crown_is_right_for, patch, rate_of, scenarios, summarize, Config, EnvOdds, Scenario};
 use af::evaluation::stopping::{
@@ -75,6 +77,9 @@ fn main() {
     }
     if only.is_empty() || only == "patches" {
         patches((runs / 5).max(1), &after);
+    }
+    if only.is_empty() || only == "improvers" {
+        improvers(exact_cap, &after);
     }
     // Not in the default run: a grid of exact programs (minutes at the full cap).
     if only == "candidates" {
@@ -146,9 +151,14 @@ fn env_sim(config: &Config, odds: EnvOdds, p0: f64, runs: u64) -> (f64, u64) {
 }
 
 fn exact(cap: u64, after: &Config) {
-    println!("\n## per-env figures of the score plan, exact: false crowns by dynamic programs over (challenges, half-points) (the rule alone: a futility stop only removes crowns); the rest over (challenges, wins, draws) with the futility stop; cap {cap}\n");
-    println!("| p0 | worst adaptive false crown | no draws at p0 | at the bar: decisive share -> median challenges, P(not crowned) | 10 points above (no draws): P(crowned), median |");
-    println!("|---:|---:|---:|---|---|");
+    let dominance = match after.rule {
+        af::evaluation::stopping::StoppingRule::Score { dominance, .. } => dominance,
+        _ => None,
+    };
+    println!("\n## per-env figures of the score plan, exact: the score rule's false crowns by dynamic programs over (challenges, half-points) (the rule alone: a futility stop only removes crowns), the dominance crown's over (decisive games, wins) at its rate R (draws leave it as it is), their sum bounding a contender not better (mean score at most the bar, at most R of the decisive games won); the rest over (challenges, wins, draws) with the whole plan; cap {cap}\n");
+    println!("| p0 | score rule: worst adaptive false crown | dominance crown: worst | sum | no draws at p0 | at the bar: decisive share -> median challenges, P(not crowned) | 10 points above (no draws): P(crowned), median |");
+    println!("|---:|---:|---:|---:|---:|---|---|");
+    let worst_dominance = dominance.map_or(0.0, |d| dominance_crown_chance(&d, cap, f64::from(d.rate_ppm) / 1e6));
     let rows: Vec<String> = [0.51, 0.60, 0.70, 0.80, 0.85, 0.90, 0.95]
         .par_iter()
         .map(|&p0| {
@@ -156,10 +166,11 @@ fn exact(cap: u64, after: &Config) {
             let (worst, plain) = worst_false_crown(&bounds, cap, p0);
             let Some(Futility::Bar(futility)) = after.futility else { panic!("score plans have a bar futility") };
             let p0_ppm = (p0 * 1e6).round() as u32;
-            let figures =
-                |odds: EnvOdds| env_figures_with_futility(&bounds, &futility, p0_ppm, cap, odds.win, odds.loss).0;
+            let figures = |odds: EnvOdds| {
+                plan_env_figures(&after.rule, Some(&futility), &bounds, p0_ppm, cap, odds.win, odds.loss).0
+            };
             let mut at = Vec::new();
-            for d in [0.1, 0.3, 0.5, 1.0] {
+            for d in [0.1, 0.25, 0.5, 1.0] {
                 if let Some(odds) = at_bar(p0, d) {
                     let f = figures(odds);
                     at.push(format!("{d}: {} / {:.6}", f.median_challenges, 1.0 - f.better));
@@ -171,13 +182,17 @@ fn exact(cap: u64, after: &Config) {
             } else {
                 "-".into()
             };
-            format!("| {p0} | {worst:.6} | {plain:.6} | {} | {above} |", at.join("; "))
+            format!(
+                "| {p0} | {worst:.6} | {worst_dominance:.6} | {:.6} | {plain:.6} | {} | {above} |",
+                worst + worst_dominance,
+                at.join("; ")
+            )
         })
         .collect();
     for row in rows {
         println!("{row}");
     }
-    println!("\nalpha/2 = 0.025: every false-crown figure must be at or below it.");
+    println!("\nalpha/2 = 0.025: every sum must be at or below it.");
 }
 
 /// The plan's power curve, exact: P(crowned) per env and per match (4 envs, at least 3
@@ -185,7 +200,8 @@ fn exact(cap: u64, after: &Config) {
 /// (the share of challenges that are not draws), for bars 0.51, 0.7 and 0.9.
 fn power(cap: u64, after: &Config) {
     let Some(Futility::Bar(futility)) = after.futility else { panic!("score plans have a bar futility") };
-    println!("\n## power of the score plan, exact (dynamic programs with the futility stop, cap {cap}): P(crowned) per env / per match of 4 envs (3 needed), by points above the bar in score and decisive share\n");
+    let v1 = af::evaluation::exact::score_rule_alone(&after.rule);
+    println!("\n## power of the score plan, exact (dynamic programs with the whole plan, cap {cap}): P(crowned) per match of 4 envs (3 needed), version 1 (no dominance crown) -> the plan, by points above the bar in score and decisive share\n");
     let points = [0u32, 1, 2, 3, 4, 5, 7, 10];
     let shares = [0.25, 0.5, 1.0];
     print!("| bar | decisive share |");
@@ -199,16 +215,21 @@ fn power(cap: u64, after: &Config) {
         .flat_map_iter(|&p0| {
             let bounds = Boundaries::new(&after.rule, cap, p0);
             let p0_ppm = (p0 * 1e6).round() as u32;
+            let v1 = &v1;
+            let bounds = std::sync::Arc::new(bounds);
             shares
                 .iter()
-                .map(|&share| {
+                .map(move |&share| {
                     let cells: Vec<String> = points
                         .iter()
                         .map(|&k| match at_bar(p0 + f64::from(k) / 100.0, share) {
                             Some(odds) if p0 + f64::from(k) / 100.0 < 1.0 => {
-                                let f =
-                                    env_figures_with_futility(&bounds, &futility, p0_ppm, cap, odds.win, odds.loss).0;
-                                format!("{:.3} / {:.3}", f.better, three_of_four(f.better))
+                                let f = |rule| {
+                                    plan_env_figures(rule, Some(&futility), &bounds, p0_ppm, cap, odds.win, odds.loss)
+                                        .0
+                                        .better
+                                };
+                                format!("{:.3} -> {:.3}", three_of_four(f(v1)), three_of_four(f(&after.rule)))
                             }
                             _ => "-".into(),
                         })
@@ -275,6 +296,44 @@ fn candidates(cap: u64, after: &Config) {
                 "| {:.3} | {:.3} | {median} | {plus3:.3} | {plus5:.3} | {improver:.3} |",
                 f64::from(margin_ppm) / 1e6,
                 f64::from(slack_ppm) / 1e6
+            )
+        })
+        .collect();
+    for row in rows {
+        println!("{row}");
+    }
+}
+
+/// Never-worse improvers, exact: a contender that never loses to the champion and wins a
+/// share of the challenges (draws the rest), at several bars, and a copy; with the plan
+/// (the dominance crown) and with the plan less it (version 1). Issue 54's first target:
+/// better on 5% is crowned per match with P >= 0.9 whatever the bar.
+fn improvers(cap: u64, after: &Config) {
+    let Some(Futility::Bar(futility)) = after.futility else { panic!("score plans have a bar futility") };
+    let v1 = af::evaluation::exact::score_rule_alone(&after.rule);
+    println!("\n## never-worse improvers and copies, exact (cap {cap}): P(crowned) per env / per match of 4 envs (3 needed), median challenges per env; with the dominance crown (the plan) and without it (version 1)\n");
+    println!("| bar | better on | with: P env / match | median | without: P env / match | median |");
+    println!("|---:|---:|---|---:|---|---:|");
+    let cells: Vec<(f64, f64)> = [0.51, 0.525, 0.7, 0.9, 0.95]
+        .into_iter()
+        .flat_map(|p0| [0.0, 0.025, 0.05, 0.1, 0.2].into_iter().map(move |share| (p0, share)))
+        .collect();
+    let rows: Vec<String> = cells
+        .par_iter()
+        .map(|&(p0, share)| {
+            let bounds = Boundaries::new(&after.rule, cap, p0);
+            let p0_ppm = (p0 * 1e6).round() as u32;
+            let with = plan_env_figures(&after.rule, Some(&futility), &bounds, p0_ppm, cap, share, 0.0).0;
+            let without = plan_env_figures(&v1, Some(&futility), &bounds, p0_ppm, cap, share, 0.0).0;
+            format!(
+                "| {p0} | {} | {:.4} / {:.4} | {} | {:.4} / {:.4} | {} |",
+                if share == 0.0 { "0 (a copy)".to_string() } else { format!("{share}") },
+                with.better,
+                three_of_four(with.better),
+                with.median_challenges,
+                without.better,
+                three_of_four(without.better),
+                without.median_challenges
             )
         })
         .collect();

@@ -313,7 +313,7 @@ def main():
     processes = []
     try:
         # Two equally good, slow miners: every game a draw, so the match lasts until the
-        # network plan's futility stop dismisses the copy (63 challenges per env).
+        # network plan's futility stop dismisses the copy (121 challenges per env).
         (champion, champion_url), (contender, contender_url) = start_miner("slow:1000"), start_miner("slow:1000")
         processes += [champion, contender]
         config = os.path.join(work, "v.toml")

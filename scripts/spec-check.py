@@ -242,18 +242,54 @@ def parse_score_plan(text: str) -> dict:
     m = re.fullmatch(
         r"score alpha_ppm=(0|[1-9][0-9]*) prior=(0|[1-9][0-9]*),(0|[1-9][0-9]*) challenges=(0|[1-9][0-9]*) "
         r"epsilon_ppm=(0|[1-9][0-9]*) half_life_blocks=(0|[1-9][0-9]*)"
+        r"(?: dominance rate_ppm=(0|[1-9][0-9]*) alpha_ppm=(0|[1-9][0-9]*) share_ppm=(0|[1-9][0-9]*)"
+        r" share_alpha_ppm=(0|[1-9][0-9]*))?"
         r"(?: futility margin_ppm=(0|[1-9][0-9]*) alpha_ppm=(0|[1-9][0-9]*)(?: mean_margin_ppm=(0|[1-9][0-9]*))?)?",
         text,
     )
     if m is None:
         raise ValueError(f"not a score plan: {text!r}")
-    keys = ["alpha_ppm", "a", "b", "challenges", "epsilon_ppm", "half_life_blocks", "margin_ppm", "futility_alpha_ppm",
-            "mean_margin_ppm"]
+    keys = ["alpha_ppm", "a", "b", "challenges", "epsilon_ppm", "half_life_blocks", "rate_ppm", "dominance_alpha_ppm",
+            "share_ppm", "share_alpha_ppm", "margin_ppm", "futility_alpha_ppm", "mean_margin_ppm"]
     return {k: (int(g) if g is not None else None) for k, g in zip(keys, m.groups())}
 
 
+def log_mean_exp(logs: list) -> float:
+    import math
+    logs = [x for x in logs if x != -math.inf]
+    if not logs:
+        return -math.inf
+    top = max(logs)
+    return top + math.log(sum(math.exp(x - top) for x in logs)) - math.log(8)
+
+
+def term(count: int, factor: float) -> float:
+    """count * ln(factor), 0 for a zero count, -inf for a zero factor (02)."""
+    import math
+    if count == 0:
+        return 0.0
+    return -math.inf if factor == 0 else count * math.log(factor)
+
+
+def dominance(plan: dict, w: int, l: int, d: int):
+    """(the dominance crown holds, a "not better" stop may end the env), ledger-spec/02."""
+    import math
+    if plan["rate_ppm"] is None:
+        return False, True
+    R, S = plan["rate_ppm"], plan["share_ppm"]
+    r, s = R / 1e6, S / 1e6
+    m, n = w + l, w + l + d
+    crown_caps = [term(w, 1 + 2.0 ** -k * (1 - r) / r) + term(l, 1 - 2.0 ** -k) for k in range(8)]
+    crowns = w * 10**6 > m * R and log_mean_exp(crown_caps) >= math.log(10**6 / plan["dominance_alpha_ppm"])
+    share_caps = [term(n - w, 1 + 2.0 ** -k * s / (1 - s)) + term(w, 1 - 2.0 ** -k) for k in range(8)]
+    out = (m > 0 and w * 10**6 < m * R) or (
+        n > 0 and w * 10**6 < n * S and log_mean_exp(share_caps) >= math.log(10**6 / plan["share_alpha_ppm"]))
+    return crowns, out
+
+
 def score_decision(plan: dict, P: int, w: int, l: int, d: int):
-    """(what the rule says, whether the futility stop applies), by ledger-spec/02's formulas."""
+    """(what the rule says, whether the futility stop applies, whether a "not better" stop
+    may end the env), by ledger-spec/02's formulas."""
     import math
     n, h = w + l + d, 2 * w + d
     T = h / 2
@@ -267,6 +303,11 @@ def score_decision(plan: dict, P: int, w: int, l: int, d: int):
     says = "continue"
     if n > 0 and h * 10**6 != 2 * n * P and L(P / 1e6, plan["a"], plan["b"]) >= math.log(10**6 / plan["alpha_ppm"]):
         says = "better" if h * 10**6 > 2 * n * P else "not_better"
+    dominance_crowns, dismissable = dominance(plan, w, l, d)
+    if dominance_crowns:
+        says = "better"
+    elif says == "not_better" and not dismissable:
+        says = "continue"
     futile = False
     if plan["margin_ppm"] is not None and n > 0:
         P1 = min(P + plan["margin_ppm"], (10**6 + P) // 2)
@@ -281,16 +322,16 @@ def score_decision(plan: dict, P: int, w: int, l: int, d: int):
         # the older spelling without it.
         M = P1 if plan["mean_margin_ppm"] is None else min(P + plan["mean_margin_ppm"], P1)
         futile = h * 10**6 < 2 * n * M and C >= math.log(10**6 / plan["futility_alpha_ppm"])
-    return says, futile
+    return says, futile, dismissable
 
 
 def check_decisions(v: dict):
     for x in v["decisions"]:
         plan = parse_score_plan(x["plan"])
         w, l, d, P = x["wins"], x["losses"], x["draws"], x["ratio_to_beat_ppm"]
-        says, futile = score_decision(plan, P, w, l, d)
-        check(says == x["rule_says"] and futile == x["futile"],
-              f"score plan at {w}/{l}/{d} against {P}: rule {says}, futility {futile} (02)")
+        says, futile, dismissable = score_decision(plan, P, w, l, d)
+        check(says == x["rule_says"] and futile == x["futile"] and dismissable == x["dismissable"],
+              f"score plan at {w}/{l}/{d} against {P}: rule {says}, futility {futile}, dismissable {dismissable} (02)")
         n = w + l + d
         check(x["score_ppm"] == ((2 * w + d) * 10**6 + n) // (2 * n), f"score of {w}/{l}/{d} (02)")
     r = v["ratio"]

@@ -33,6 +33,7 @@ impl Boundaries {
     /// `0..=cap`.
     pub fn new(rule: &StoppingRule, cap: u64, p0: f64) -> Boundaries {
         assert!(rule.counts_draws(), "exact figures are for score rules");
+        let rule = &score_rule_alone(rule);
         let crowns = |n: u64, h: u64| verdict(rule, n, h, p0) == Verdict::Better;
         let stops_low = |n: u64, h: u64| verdict(rule, n, h, p0) == Verdict::NotBetter;
         let mut up = Vec::with_capacity(cap as usize + 1);
@@ -66,6 +67,7 @@ impl Boundaries {
     /// Whether the intervals are exactly the rule's stops at every state up to the cap
     /// (a state-by-state check, O(cap^2) rule evaluations).
     pub fn check(&self, rule: &StoppingRule, p0: f64) -> Result<(), String> {
+        let rule = &score_rule_alone(rule);
         for n in 1..self.up.len() as u64 {
             for h in 0..=2 * n {
                 let verdict = verdict(rule, n, h, p0);
@@ -86,6 +88,24 @@ impl Boundaries {
         } else {
             None
         }
+    }
+}
+
+/// A `score` rule without its dominance crown: what reads `(n, h)` alone.
+pub fn score_rule_alone(rule: &StoppingRule) -> StoppingRule {
+    match *rule {
+        StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges, epsilon_ppm, half_life_blocks, .. } => {
+            StoppingRule::Score {
+                alpha_ppm,
+                prior_a,
+                prior_b,
+                max_challenges,
+                epsilon_ppm,
+                half_life_blocks,
+                dominance: None,
+            }
+        }
+        other => other,
     }
 }
 
@@ -173,6 +193,51 @@ pub fn env_figures_with_stop(
     win: f64,
     loss: f64,
 ) -> (EnvFigures, f64) {
+    let crowns = |w: u64, l: u64, d: u64| bounds.stop((w + l + d) as usize, (2 * w + d) as usize) == Some(true);
+    let dismisses = |w: u64, l: u64, d: u64| {
+        bounds.stop((w + l + d) as usize, (2 * w + d) as usize) == Some(false) || futile(w, l, d)
+    };
+    env_figures_of(&crowns, &dismisses, cap, win, loss)
+}
+
+/// The exact per-env figures of a whole plan: its rule (the score rule and a dominance
+/// crown), its futility stop, and the dominance crown's hold on every "not better" stop,
+/// over `(n, w, d)`. `futility` None for a plan without one.
+pub fn plan_env_figures(
+    rule: &StoppingRule,
+    futility: Option<&super::stopping::BarFutility>,
+    bounds: &Boundaries,
+    p0_ppm: u32,
+    cap: u64,
+    win: f64,
+    loss: f64,
+) -> (EnvFigures, f64) {
+    let dominance = match rule {
+        StoppingRule::Score { dominance, .. } => *dominance,
+        _ => None,
+    };
+    let crowns = |w: u64, l: u64, d: u64| {
+        bounds.stop((w + l + d) as usize, (2 * w + d) as usize) == Some(true)
+            || dominance.is_some_and(|dom| dom.crowns(w, l, 0.0))
+    };
+    let dismisses = |w: u64, l: u64, d: u64| {
+        (bounds.stop((w + l + d) as usize, (2 * w + d) as usize) == Some(false)
+            || futility.is_some_and(|f| f.is_futile(w, l, d, p0_ppm, 0.0)))
+            && dominance.is_none_or(|dom| dom.is_out(w, l, d, 0.0))
+    };
+    env_figures_of(&crowns, &dismisses, cap, win, loss)
+}
+
+/// One env over `(n, w, d)` with any stop that, for fixed challenges and draws, crowns on
+/// an upper interval of wins (`crowns(w, l, d)`) and dismisses on a lower one
+/// (`dismisses`); a crown comes first at the same counts.
+pub fn env_figures_of(
+    crowns: &dyn Fn(u64, u64, u64) -> bool,
+    dismisses: &dyn Fn(u64, u64, u64) -> bool,
+    cap: u64,
+    win: f64,
+    loss: f64,
+) -> (EnvFigures, f64) {
     const PRUNE: f64 = 1e-22;
     let draw = 1.0 - win - loss;
     let side = cap as usize + 2;
@@ -198,20 +263,21 @@ pub fn env_figures_with_stop(
         // Stops at n, and the box of what lives on.
         let (mut new_w_lo, mut new_w_hi, mut new_d_lo, mut new_d_hi) = (usize::MAX, 0, usize::MAX, 0);
         for d in d_lo..=d_hi.min(n) {
-            // Futility holds for w <= threshold (None: for no w), among w + d <= n.
-            let threshold = futility_threshold(futile, n as u64, d as u64);
+            // Dismissed for w <= low, crowned for w >= up (None: for no w), among w + d <= n.
+            let (n_u, d_u) = (n as u64, d as u64);
+            let low = futility_threshold(dismisses, n_u, d_u);
+            let up = crown_threshold(crowns, n_u, d_u);
             for w in w_lo..=w_hi.min(n - d) {
                 let cell = &mut mass[w * side + d];
                 let m = *cell;
                 if m == 0.0 {
                     continue;
                 }
-                match bounds.stop(n, 2 * w + d) {
-                    Some(true) => better += m,
-                    Some(false) => not_better += m,
-                    None if threshold.is_some_and(|t| w as u64 <= t) => not_better += m,
-                    None if m < PRUNE => pruned += m,
-                    None => {
+                match () {
+                    _ if up.is_some_and(|t| w as u64 >= t) => better += m,
+                    _ if low.is_some_and(|t| w as u64 <= t) => not_better += m,
+                    _ if m < PRUNE => pruned += m,
+                    _ => {
                         (new_w_lo, new_w_hi) = (new_w_lo.min(w), new_w_hi.max(w));
                         (new_d_lo, new_d_hi) = (new_d_lo.min(d), new_d_hi.max(d));
                         continue;
@@ -246,6 +312,61 @@ fn futility_threshold(futile: &dyn Fn(u64, u64, u64) -> bool, n: u64, d: u64) ->
         return None;
     }
     Some(highest_where(n - d + 1, futile))
+}
+
+/// The smallest `w` (with `w + d <= n`) at which `crowns` holds after `n` challenges of
+/// which `d` are draws, or None: it holds on an upper interval of `w`.
+fn crown_threshold(crowns: &dyn Fn(u64, u64, u64) -> bool, n: u64, d: u64) -> Option<u64> {
+    if d > n || !crowns(n - d, 0, d) {
+        return None;
+    }
+    // The lowest w that crowns: past the highest that does not.
+    let (mut low, mut high) = (0u64, n - d); // crowns(high); low is below or fails
+    if crowns(0, n - d, d) {
+        return Some(0);
+    }
+    while high - low > 1 {
+        let mid = low + (high - low) / 2;
+        if crowns(mid, n - d - mid, d) {
+            high = mid;
+        } else {
+            low = mid;
+        }
+    }
+    Some(high)
+}
+
+/// The chance that a dominance crown is ever reached within `cap` decisive games by a
+/// contender winning each with probability `rate` (its `R` for the worst case): draws
+/// leave the crown's capital as it is, so no placing of draws does better than none, and
+/// winning more often only helps. Exact, over `(decisive games, wins)`.
+pub fn dominance_crown_chance(dominance: &super::dominance::Dominance, cap: u64, rate: f64) -> f64 {
+    let cap = cap as usize;
+    let mut mass = vec![0.0f64; cap + 2];
+    mass[0] = 1.0;
+    let mut crowned = 0.0;
+    for m in 1..=cap {
+        for w in (0..=m).rev() {
+            let from_win = if w > 0 { mass[w - 1] } else { 0.0 };
+            mass[w] = mass[w] * (1.0 - rate) + from_win * rate;
+        }
+        // Crowns on an upper interval of wins at m decisive games.
+        let m_u = m as u64;
+        let mut first = None;
+        for w in (0..=m_u).rev() {
+            if !dominance.crowns(w, m_u - w, 0.0) {
+                break;
+            }
+            first = Some(w);
+        }
+        if let Some(first) = first {
+            for cell in &mut mass[first as usize..=m] {
+                crowned += *cell;
+                *cell = 0.0;
+            }
+        }
+    }
+    crowned
 }
 
 /// The highest `x` below `end` where `holds`, for a predicate that holds on a lower
@@ -350,6 +471,80 @@ mod tests {
             assert!((figures.better - better).abs() < 1e-12, "{figures:?} against {better}");
             assert!((figures.not_better - not_better).abs() < 1e-12, "{figures:?} against {not_better}");
         }
+    }
+
+    /// The whole plan's program (a dominance crown, its hold on every dismissal, the
+    /// futility stop) against a plain walk of every `(w, d)` state with the rule's own
+    /// verdict, futility check and dismissal check, at a small cap, with dominance
+    /// numbers that decide within it.
+    #[test]
+    fn the_plan_program_agrees_with_a_walk_of_every_state() {
+        use crate::evaluation::dominance::Dominance;
+        use crate::evaluation::stopping::{Futility, DEFAULT_FUTILITY};
+        let Futility::Bar(futility) = DEFAULT_FUTILITY else { panic!("a bar futility") };
+        let dominance = Dominance { rate_ppm: 800_000, alpha_ppm: 50_000, share_ppm: 100_000, share_alpha_ppm: 50_000 };
+        let StoppingRule::Score { alpha_ppm, prior_a, prior_b, epsilon_ppm, half_life_blocks, .. } = DEFAULT_RULE
+        else {
+            panic!("a score rule")
+        };
+        let rule = StoppingRule::Score {
+            alpha_ppm,
+            prior_a,
+            prior_b,
+            max_challenges: 150,
+            epsilon_ppm,
+            half_life_blocks,
+            dominance: Some(dominance),
+        };
+        let (p0, cap, p0_ppm) = (0.7, 150u64, 700_000);
+        let bounds = Boundaries::new(&rule, cap, p0);
+        for (win, loss) in [(0.2, 0.0), (0.3, 0.05), (0.05, 0.0), (0.6, 0.3)] {
+            let (figures, pruned) = plan_env_figures(&rule, Some(&futility), &bounds, p0_ppm, cap, win, loss);
+            let draw = 1.0 - win - loss;
+            let mut mass = std::collections::BTreeMap::from([((0u64, 0u64), 1.0f64)]);
+            let (mut better, mut not_better) = (0.0, 0.0);
+            for n in 1..=cap {
+                let mut next = std::collections::BTreeMap::new();
+                for ((w, d), m) in mass {
+                    for (dw, dd, p) in [(1, 0, win), (0, 1, draw), (0, 0, loss)] {
+                        *next.entry((w + dw, d + dd)).or_insert(0.0) += m * p;
+                    }
+                }
+                mass = std::collections::BTreeMap::new();
+                for ((w, d), m) in next {
+                    let (w32, l32, d32) = (w as u32, (n - w - d) as u32, d as u32);
+                    let verdict = rule.verdict_on(w32, l32, d32, p0);
+                    let futile =
+                        futility.is_futile(w, n - w - d, d, p0_ppm, 0.0) && rule.dismissable(w32, l32, d32, 0.0);
+                    if verdict == Verdict::Better {
+                        better += m;
+                    } else if verdict == Verdict::NotBetter || futile {
+                        not_better += m;
+                    } else {
+                        mass.insert((w, d), m);
+                    }
+                }
+            }
+            assert!(pruned < 1e-15, "{pruned}");
+            if win >= 0.2 && loss == 0.0 {
+                assert!(better > 0.5, "an unbeaten contender is crowned by dominance: {better}");
+            }
+            assert!((figures.better - better).abs() < 1e-12, "{win} {loss}: {figures:?} against {better}");
+            assert!((figures.not_better - not_better).abs() < 1e-12, "{figures:?} against {not_better}");
+        }
+    }
+
+    /// The dominance crown's worst case: a contender winning exactly `R` of its decisive
+    /// games is crowned at most `alpha` of the time (Ville), and far less at 0.95 and
+    /// 0.5% (ledger-spec/02: 0.001630); one that never loses always is.
+    #[test]
+    fn the_dominance_crowns_worst_case_is_below_its_level() {
+        use crate::evaluation::stopping::DEFAULT_DOMINANCE as D;
+        let worst = dominance_crown_chance(&D, 4000, 0.95);
+        assert_eq!(format!("{worst:.6}"), "0.001630");
+        assert!(dominance_crown_chance(&D, 4000, 0.9) < worst);
+        assert!((dominance_crown_chance(&D, 200, 1.0) - 1.0).abs() < 1e-12);
+        assert_eq!(dominance_crown_chance(&D, 143, 1.0), 0.0);
     }
 
     /// Two cells of ledger-spec/02's table, at the plan's cap of 4,000 (no draws, so the

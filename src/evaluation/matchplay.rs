@@ -193,7 +193,7 @@ impl MatchState {
                         f.is_futile_given(tally.n_challenges, decisive, p_up)
                     }
                     Futility::Bar(_) => f.is_futile(tally.wins, tally.losses, tally.draws, p0),
-                }) =>
+                }) && rule.dismissable(tally.wins, tally.losses, tally.draws, 0.0) =>
             {
                 Some(EnvResult::Futile)
             }

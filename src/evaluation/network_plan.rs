@@ -7,23 +7,31 @@
 //! the logs and the spec alone, a plan in force at a past block needs no archive node,
 //! and the error bounds the spec proves are bounds of these numbers (ARCHITECTURE.md).
 
+use super::dominance::Dominance;
 use super::plan::parse_plan;
 use super::stopping::{Futility, StoppingRule, DEFAULT_FUTILITY, DEFAULT_RULE};
 
 /// The protocol version whose plan this build plays and checks against.
-pub const PLAN_VERSION: u32 = 1;
-/// Version 1's rule: score plan, alpha 5%, prior Beta(4, 4), 4,000 challenges per env, a
-/// winner's bar decaying to 1/2 + 1% with a half-life of 7,200 blocks.
+pub const PLAN_VERSION: u32 = 2;
+/// Version 2's rule: score plan, alpha 5%, prior Beta(4, 4), 4,000 challenges per env, a
+/// winner's bar decaying to 1/2 + 1% with a half-life of 7,200 blocks, and the dominance
+/// crown (more than 95% of the decisive games won, at 0.5%). Version 1 was the same
+/// without the dominance crown: a never-worse successor of a strong champion could not
+/// pass its bar (issue 54).
 pub const NETWORK_RULE: StoppingRule = DEFAULT_RULE;
-/// Version 1's futility stop: the bets against the bar plus 6 points at 5%, and only
+/// Version 2's futility stop (as version 1's): the bets against the bar plus 6 points at 5%, and only
 /// while the contender's mean score is below the bar.
 pub const NETWORK_FUTILITY: Futility = DEFAULT_FUTILITY;
 
 /// The network plan's exact text, as `MatchStarted.rule` records it (a test checks it is
 /// `describe_plan` of the rule and stop above).
 pub const NETWORK_PLAN_TEXT: &str = "score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 \
-                                     half_life_blocks=7200 futility margin_ppm=60000 alpha_ppm=50000 \
-                                     mean_margin_ppm=0";
+                                     half_life_blocks=7200 dominance rate_ppm=950000 alpha_ppm=5000 \
+                                     share_ppm=40000 share_alpha_ppm=50000 futility margin_ppm=60000 \
+                                     alpha_ppm=50000 mean_margin_ppm=0";
+/// Version 1's text: a known plan (its decisions are re-derived), not the network's.
+pub const PLAN_V1_TEXT: &str = "score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 \
+                                half_life_blocks=7200 futility margin_ppm=60000 alpha_ppm=50000 mean_margin_ppm=0";
 
 /// Whether `text` is the network plan's exact text.
 pub fn is_network_plan(text: &str) -> bool {
@@ -37,7 +45,8 @@ pub fn plan_differences(text: &str) -> Vec<String> {
     let Some((rule, futility)) = parse_plan(text) else {
         return vec![format!("a plan af does not know ({})", crate::bytes::quote_prefix(text))];
     };
-    let StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges, epsilon_ppm, half_life_blocks } = rule
+    let StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges, epsilon_ppm, half_life_blocks, dominance } =
+        rule
     else {
         return vec![format!("rule {} (network's: score)", text.split(' ').next().unwrap_or(""))];
     };
@@ -48,6 +57,7 @@ pub fn plan_differences(text: &str) -> Vec<String> {
         max_challenges: n_challenges,
         epsilon_ppm: n_epsilon,
         half_life_blocks: n_half_life,
+        dominance: n_dominance,
     } = NETWORK_RULE
     else {
         unreachable!("the network's rule is a score rule")
@@ -63,6 +73,9 @@ pub fn plan_differences(text: &str) -> Vec<String> {
     differ("challenges", max_challenges.to_string(), n_challenges.to_string());
     differ("epsilon_ppm", epsilon_ppm.to_string(), n_epsilon.to_string());
     differ("half_life_blocks", half_life_blocks.to_string(), n_half_life.to_string());
+    let dominance_text =
+        |d: Option<Dominance>| d.map_or("none".to_string(), |d| d.describe().replacen("dominance ", "", 1));
+    differ("dominance", dominance_text(dominance), dominance_text(n_dominance));
     let futility_text =
         |f: Option<&Futility>| f.map_or("none".to_string(), |f| f.describe().replacen("futility ", "", 1));
     differ("futility", futility_text(futility.as_ref()), futility_text(Some(&NETWORK_FUTILITY)));
@@ -80,7 +93,14 @@ mod tests {
         assert_eq!(
             NETWORK_PLAN_TEXT,
             "score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 half_life_blocks=7200 \
+             dominance rate_ppm=950000 alpha_ppm=5000 share_ppm=40000 share_alpha_ppm=50000 \
              futility margin_ppm=60000 alpha_ppm=50000 mean_margin_ppm=0"
+        );
+        // Version 1 reads back as a plan, and differs by its missing dominance crown only.
+        assert!(parse_plan(PLAN_V1_TEXT).is_some());
+        assert_eq!(
+            plan_differences(PLAN_V1_TEXT),
+            vec!["dominance none (network's: rate_ppm=950000 alpha_ppm=5000 share_ppm=40000 share_alpha_ppm=50000)"]
         );
         assert!(is_network_plan(NETWORK_PLAN_TEXT));
         assert!(plan_differences(NETWORK_PLAN_TEXT).is_empty());
@@ -91,6 +111,7 @@ mod tests {
             vec![
                 "alpha_ppm 500000 (network's: 50000)",
                 "epsilon_ppm 0 (network's: 10000)",
+                "dominance none (network's: rate_ppm=950000 alpha_ppm=5000 share_ppm=40000 share_alpha_ppm=50000)",
                 "futility none (network's: margin_ppm=60000 alpha_ppm=50000 mean_margin_ppm=0)",
             ]
         );

@@ -3,6 +3,7 @@
 //! their ranges) for replay to re-derive every decision, and put in plain words for
 //! people.
 
+use super::dominance::Dominance;
 use super::stopping::{AdvantageFutility, BarFutility, Futility, StoppingRule, MAX_SCORE_CHALLENGES};
 
 /// The full description recorded in `MatchStarted.rule`: the rule, then the futility stop
@@ -20,15 +21,39 @@ pub fn plan_in_words(text: &str) -> String {
     let Some((rule, futility)) = parse_plan(text) else { return text.to_string() };
     let percent = |x: f64| format!("{}%", x * 100.0);
     let mut words = match rule {
-        StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges, epsilon_ppm, half_life_blocks } => format!(
-            "scores each challenge 1 for a win, 1/2 for a draw, 0 for a loss, and stops as soon as the scores \
-             prove the contender's mean above or below the ratio to beat, valid at every challenge, with at \
-             most {} chance of a wrong crown (a Beta({prior_a},{prior_b}) mixture test); at most \
-             {max_challenges} challenges per env; a winner's bar decays to 1/2 + {} with a half-life of \
-             {half_life_blocks} blocks",
-            percent(f64::from(alpha_ppm) / 1e6),
-            percent(f64::from(epsilon_ppm) / 1e6)
-        ),
+        StoppingRule::Score {
+            alpha_ppm,
+            prior_a,
+            prior_b,
+            max_challenges,
+            epsilon_ppm,
+            half_life_blocks,
+            dominance,
+        } => {
+            let mut words = format!(
+                "scores each challenge 1 for a win, 1/2 for a draw, 0 for a loss, and stops as soon as the scores \
+                 prove the contender's mean above or below the ratio to beat, valid at every challenge, with at \
+                 most {} chance of a wrong crown (a Beta({prior_a},{prior_b}) mixture test); at most \
+                 {max_challenges} challenges per env; a winner's bar decays to 1/2 + {} with a half-life of \
+                 {half_life_blocks} blocks",
+                percent(f64::from(alpha_ppm) / 1e6),
+                percent(f64::from(epsilon_ppm) / 1e6)
+            );
+            if let Some(d) = dominance {
+                words.push_str(&format!(
+                    "; also crowns, whatever the bar, a contender shown to win more than {} of the challenges \
+                     where the two differ (at most {} chance of a wrong crown), and gives up on none while that \
+                     is within reach (it is not once it has won less than {} of them, or once its wins are shown \
+                     rarer than {} of the challenges, at {} error)",
+                    percent(f64::from(d.rate_ppm) / 1e6),
+                    percent(f64::from(d.alpha_ppm) / 1e6),
+                    percent(f64::from(d.rate_ppm) / 1e6),
+                    percent(f64::from(d.share_ppm) / 1e6),
+                    percent(f64::from(d.share_alpha_ppm) / 1e6)
+                ));
+            }
+            words
+        }
         StoppingRule::Mixture { alpha, prior_a, prior_b } => format!(
             "stops as soon as the decisive games prove the contender's win rate above or below the ratio to \
              beat, valid at every game, with at most {} chance of a wrong crown (a Beta({prior_a},{prior_b}) \
@@ -106,6 +131,26 @@ pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
         None => (text, None),
     };
     let rule_text = rule_text.strip_suffix(" (not anytime-valid)").unwrap_or(rule_text);
+    // A score rule's dominance clause sits between its numbers and the futility stop; its
+    // `alpha_ppm` is its own.
+    let (rule_text, dominance) = match rule_text.split_once(" dominance ") {
+        Some((rule, clause)) => {
+            let mut fields = std::collections::BTreeMap::new();
+            for part in clause.split(' ') {
+                let (k, v) = part.split_once('=')?;
+                fields.insert(k, v.parse::<u32>().ok()?);
+            }
+            let field = |k: &str| fields.get(k).copied();
+            let dominance = Dominance {
+                rate_ppm: field("rate_ppm")?,
+                alpha_ppm: field("alpha_ppm")?,
+                share_ppm: field("share_ppm")?,
+                share_alpha_ppm: field("share_alpha_ppm")?,
+            };
+            (rule, Some(dominance))
+        }
+        None => (rule_text, None),
+    };
     let mut words = rule_text.split(' ');
     let name = words.next()?;
     let mut fields = std::collections::BTreeMap::new();
@@ -125,8 +170,10 @@ pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
                 max_challenges: int("challenges")?,
                 epsilon_ppm: u32::try_from(int("epsilon_ppm")?).ok()?,
                 half_life_blocks: int("half_life_blocks")?,
+                dominance,
             }
         }
+        _ if dominance.is_some() => return None,
         "mixture" => {
             let (a, b) = fields.get("prior")?.split_once(',')?;
             StoppingRule::Mixture { alpha: num("alpha")?, prior_a: a.parse().ok()?, prior_b: b.parse().ok()? }
@@ -139,8 +186,20 @@ pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
     // Only a description this build would write is accepted (one spelling per plan), with
     // parameters inside their ranges.
     let sane = match (rule, futility) {
-        (StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges, epsilon_ppm, half_life_blocks }, f) => {
-            (1..1_000_000).contains(&alpha_ppm)
+        (
+            StoppingRule::Score {
+                alpha_ppm,
+                prior_a,
+                prior_b,
+                max_challenges,
+                epsilon_ppm,
+                half_life_blocks,
+                dominance,
+            },
+            f,
+        ) => {
+            dominance.is_none_or(|d| d.is_sane())
+                && (1..1_000_000).contains(&alpha_ppm)
                 && (1..=1_000_000_000).contains(&half_life_blocks)
                 && (1..=1_000).contains(&prior_a)
                 && (1..=1_000).contains(&prior_b)

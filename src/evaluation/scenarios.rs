@@ -239,7 +239,8 @@ pub fn exact_env_rates(config: &Config, odds: EnvOdds, p0: f64) -> super::stoppi
                             f.is_futile_given(t as u64, d as u32, bound)
                         }
                         Futility::Bar(_) => f.is_futile(wins, losses, draws, p0),
-                    });
+                    })
+                    && config.rule.dismissable(wins, losses, draws, 0.0);
                 let stop = match verdict {
                     Verdict::Better => {
                         better += m;

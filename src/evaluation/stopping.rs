@@ -12,7 +12,18 @@
 //! Arithmetic goes through `libm` (a pure-Rust port of musl's), not the platform's
 //! math library, so a decision replays to the same bits on every machine.
 
+use super::dominance::Dominance;
 use serde::Serialize;
+
+/// The stop conditions of a rule at one env's counts: a crown (by any route), the
+/// rule's own "not better", and whether a "not better" stop may end the env (a
+/// dominance crown out of reach; always for plans without one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conditions {
+    pub crown: bool,
+    pub not_better: bool,
+    pub dismissable: bool,
+}
 
 /// What a rule says after `n` decisive games.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -34,7 +45,17 @@ pub enum StoppingRule {
     /// sets a bar near 1/2 instead of its decisive-only win rate. It also carries the
     /// network's parameters that replay needs, so no auditor reads them from its own
     /// config: the challenge cap per env and the ratio's epsilon and half-life.
-    Score { alpha_ppm: u32, prior_a: u32, prior_b: u32, max_challenges: u64, epsilon_ppm: u32, half_life_blocks: u64 },
+    /// With a [`Dominance`] clause, a contender that wins enough of the decisive games is
+    /// crowned whatever the bar, and a "not better" stop needs that crown out of reach.
+    Score {
+        alpha_ppm: u32,
+        prior_a: u32,
+        prior_b: u32,
+        max_challenges: u64,
+        epsilon_ppm: u32,
+        half_life_blocks: u64,
+        dominance: Option<Dominance>,
+    },
     /// Beta(a, b)-binomial mixture confidence sequence at level `alpha`. Anytime-valid.
     Mixture { alpha: f64, prior_a: u32, prior_b: u32 },
     /// The seed's rule: a Wilson interval with this `z` checked after every game.
@@ -288,7 +309,15 @@ pub const DEFAULT_RULE: StoppingRule = StoppingRule::Score {
     max_challenges: 4 * DEFAULT_CAP as u64,
     epsilon_ppm: 10_000,
     half_life_blocks: 7_200,
+    dominance: Some(DEFAULT_DOMINANCE),
 };
+/// The dominance crown of the default plan: shown to win more than 95% of the decisive
+/// games at level 0.5% (so with the score rule's worst 1.87% a wrong crown stays under
+/// 2.5%), out of reach once below 95% or once wins are shown rarer than 4% of challenges
+/// (at 5%). A never-worse model better on 5% of challenges is crowned within the cap
+/// (ledger-spec/02's table; `scripts/bench-decisions.sh`).
+pub const DEFAULT_DOMINANCE: Dominance =
+    Dominance { rate_ppm: 950_000, alpha_ppm: 5_000, share_ppm: 40_000, share_alpha_ppm: 50_000 };
 /// The rule of `mixture` plans (logs before the score rule): decisive games only.
 pub const MIXTURE_RULE: StoppingRule = StoppingRule::Mixture { alpha: 0.05, prior_a: 4, prior_b: 4 };
 
@@ -308,11 +337,23 @@ impl StoppingRule {
     /// One line for the ledger, e.g. `mixture alpha=0.05 prior=4,4`.
     pub fn describe(&self) -> String {
         match self {
-            StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges, epsilon_ppm, half_life_blocks } => {
-                format!(
+            StoppingRule::Score {
+                alpha_ppm,
+                prior_a,
+                prior_b,
+                max_challenges,
+                epsilon_ppm,
+                half_life_blocks,
+                dominance,
+            } => {
+                let rule = format!(
                     "score alpha_ppm={alpha_ppm} prior={prior_a},{prior_b} challenges={max_challenges} \
                      epsilon_ppm={epsilon_ppm} half_life_blocks={half_life_blocks}"
-                )
+                );
+                match dominance {
+                    Some(d) => format!("{rule} {}", d.describe()),
+                    None => rule,
+                }
             }
             StoppingRule::Mixture { alpha, prior_a, prior_b } => {
                 format!("mixture alpha={alpha} prior={prior_a},{prior_b}")
@@ -326,8 +367,16 @@ impl StoppingRule {
     /// The same rule with a `score` rule's challenge cap set to `n` (other rules as they are).
     pub fn with_max_challenges(self, n: u64) -> StoppingRule {
         match self {
-            StoppingRule::Score { alpha_ppm, prior_a, prior_b, epsilon_ppm, half_life_blocks, .. } => {
-                StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges: n, epsilon_ppm, half_life_blocks }
+            StoppingRule::Score { alpha_ppm, prior_a, prior_b, epsilon_ppm, half_life_blocks, dominance, .. } => {
+                StoppingRule::Score {
+                    alpha_ppm,
+                    prior_a,
+                    prior_b,
+                    max_challenges: n,
+                    epsilon_ppm,
+                    half_life_blocks,
+                    dominance,
+                }
             }
             other => other,
         }
@@ -391,15 +440,49 @@ impl StoppingRule {
     /// log units): replay accepts a stop at `-SCORE_SLACK` and a continuation at
     /// `+SCORE_SLACK`, so verifiers whose lgamma differs in the last bits agree.
     pub fn verdict_with_slack(&self, wins: u32, losses: u32, draws: u32, p0: f64, slack: f64) -> Verdict {
+        let c = self.conditions(wins, losses, draws, p0, slack);
+        if c.crown {
+            Verdict::Better
+        } else if c.not_better && c.dismissable {
+            Verdict::NotBetter
+        } else {
+            Verdict::Continue
+        }
+    }
+
+    /// Each stop condition of the rule at these counts, thresholds moved by `slack`:
+    /// replay judges a recorded stop and a recorded continuation at different slacks, so
+    /// it needs them apart ([`Conditions`]).
+    pub fn conditions(&self, wins: u32, losses: u32, draws: u32, p0: f64, slack: f64) -> Conditions {
         match *self {
-            StoppingRule::Score { alpha_ppm, prior_a, prior_b, .. } => score_verdict(
-                u64::from(wins) + u64::from(losses) + u64::from(draws),
-                2 * u64::from(wins) + u64::from(draws),
-                p0,
-                (alpha_ppm, prior_a, prior_b),
-                slack,
-            ),
-            _ => self.verdict(wins + losses, wins, p0),
+            StoppingRule::Score { alpha_ppm, prior_a, prior_b, dominance, .. } => {
+                let (w, l, d) = (u64::from(wins), u64::from(losses), u64::from(draws));
+                let score = score_verdict(w + l + d, 2 * w + d, p0, (alpha_ppm, prior_a, prior_b), slack);
+                Conditions {
+                    crown: score == Verdict::Better || dominance.is_some_and(|dom| dom.crowns(w, l, slack)),
+                    not_better: score == Verdict::NotBetter,
+                    dismissable: dominance.is_none_or(|dom| dom.is_out(w, l, d, slack)),
+                }
+            }
+            _ => {
+                let verdict = self.verdict(wins + losses, wins, p0);
+                Conditions {
+                    crown: verdict == Verdict::Better,
+                    not_better: verdict == Verdict::NotBetter,
+                    dismissable: true,
+                }
+            }
+        }
+    }
+
+    /// Whether a "not better" stop (the rule's or a futility stop's) may end the env at
+    /// these counts: always, unless a dominance crown is still within reach.
+    pub fn dismissable(&self, wins: u32, losses: u32, draws: u32, slack: f64) -> bool {
+        match *self {
+            StoppingRule::Score { dominance: Some(dom), .. } => {
+                dom.is_out(u64::from(wins), u64::from(losses), u64::from(draws), slack)
+            }
+            _ => true,
         }
     }
 
@@ -412,9 +495,7 @@ impl StoppingRule {
             return Verdict::Continue;
         }
         match *self {
-            StoppingRule::Score { alpha_ppm, prior_a, prior_b, .. } => {
-                score_verdict(u64::from(n), 2 * u64::from(wins), p0, (alpha_ppm, prior_a, prior_b), 0.0)
-            }
+            StoppingRule::Score { .. } => self.verdict_on(wins, n - wins, 0, p0),
             StoppingRule::Mixture { alpha, prior_a, prior_b } => mixture(n, wins, p0, alpha, prior_a, prior_b),
             StoppingRule::Wilson { z } | StoppingRule::WilsonCalibrated { z, .. } => wilson(n, wins, p0, z),
             StoppingRule::Sprt { delta, alpha, beta } => sprt(n, wins, p0, delta, alpha, beta),

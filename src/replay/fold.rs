@@ -167,7 +167,7 @@ pub fn rederive_decision<S: AsRef<str>>(
     decision: &crate::ledger::event::EnvDecision<S>,
 ) -> Result<(), String> {
     use crate::evaluation::plan::parse_plan;
-    use crate::evaluation::stopping::{Verdict, SCORE_SLACK};
+    use crate::evaluation::stopping::SCORE_SLACK;
     use crate::ledger::event::EnvOutcome;
     let (rule, futility) = parse_plan(plan).ok_or_else(|| format!("the match's rule {plan:?} is not one af knows"))?;
     if ratio_to_beat_ppm == 0 || ratio_to_beat_ppm >= 1_000_000 {
@@ -184,26 +184,30 @@ pub fn rederive_decision<S: AsRef<str>>(
     }
     // A stop is judged with the threshold lowered by SCORE_SLACK, a continuation with it
     // raised (score plans; the others have no slack): binary64 noise never convicts.
+    // A crown is judged at both: a recorded stop by the crown at -slack, any other record
+    // against a crown at +slack (the crown wins at the same counts).
     let (w, l, d) = (decision.wins, decision.losses, decision.draws);
-    let stop = rule.verdict_with_slack(w, l, d, p0, -SCORE_SLACK);
-    let verdict = rule.verdict_with_slack(w, l, d, p0, SCORE_SLACK);
+    let stop = rule.conditions(w, l, d, p0, -SCORE_SLACK);
+    let go_on = rule.conditions(w, l, d, p0, SCORE_SLACK);
     let futile = futility.is_some_and(|f| f.is_futile_with_slack(w, l, d, p0, -SCORE_SLACK));
-    let not_futile = !futility.is_some_and(|f| f.is_futile_with_slack(w, l, d, p0, SCORE_SLACK));
+    let still_futile = futility.is_some_and(|f| f.is_futile_with_slack(w, l, d, p0, SCORE_SLACK));
     let ok = match decision.outcome {
-        EnvOutcome::ContenderBetter => stop == Verdict::Better,
-        EnvOutcome::ContenderNotBetter => stop == Verdict::NotBetter || (verdict == Verdict::Continue && futile),
-        EnvOutcome::Inconclusive => verdict == Verdict::Continue && not_futile,
+        EnvOutcome::ContenderBetter => stop.crown,
+        EnvOutcome::ContenderNotBetter => !go_on.crown && stop.dismissable && (stop.not_better || futile),
+        EnvOutcome::Inconclusive => !go_on.crown && !(go_on.dismissable && (go_on.not_better || still_futile)),
     };
+    let verdict = rule.verdict_with_slack(w, l, d, p0, SCORE_SLACK);
     if ok {
         return Ok(());
     }
     Err(format!(
-        "recorded {:?} at {} wins, {} losses, {} draws against {p0}, but the rule says {verdict:?}{}",
+        "recorded {:?} at {} wins, {} losses, {} draws against {p0}, but the rule says {verdict:?}{}{}",
         decision.outcome,
         decision.wins,
         decision.losses,
         decision.draws,
-        if futile { " and the futility stop applies" } else { "" }
+        if futile { " and the futility stop applies" } else { "" },
+        if go_on.dismissable { "" } else { " (a dominance crown is still within reach)" }
     ))
 }
 

@@ -67,6 +67,7 @@ pub fn lenient_plan() -> (StoppingRule, Option<Futility>) {
         max_challenges: 4_000,
         epsilon_ppm: 0,
         half_life_blocks: 7_200,
+        dominance: None,
     };
     (rule, None)
 }

@@ -305,6 +305,8 @@ impl EvaluationConfig {
                 max_challenges: self.max_challenges,
                 epsilon_ppm: self.ratio_epsilon_ppm,
                 half_life_blocks: self.ratio_half_life_blocks,
+                // The network plan's dominance crown (not a setting).
+                dominance: Some(crate::evaluation::stopping::DEFAULT_DOMINANCE),
             }),
             "mixture" => Ok(StoppingRule::Mixture { alpha: self.alpha, prior_a: 4, prior_b: 4 }),
             "wilson" => Ok(StoppingRule::Wilson { z: 1.96 }),

@@ -107,16 +107,17 @@ fn futility_keeps_the_exact_false_crown_bound() {
 }
 
 /// An exact copy (every game a draw) is dismissed within 200 challenges per env by the
-/// mixture plan's advantage futility, and within 60 by the score plan's bar futility (its
-/// scores never vary, so the bets grow at every draw); the stop is
-/// deterministic, so this holds on every run.
+/// mixture plan's advantage futility, and in 121 by the score plan: its bar futility
+/// holds from 63 (the scores never vary, so the bets grow at every draw), and the
+/// dominance crown is out of reach once the bets against a 4% share of wins reach 20; the
+/// stop is deterministic, so this holds on every run.
 #[test]
 fn an_exact_copy_is_dismissed_quickly() {
     let mixture = Config { rule: MIXTURE_RULE, futility: Some(ADVANTAGE), cap: 1000, max_challenges: 4000 };
     let score = Config { rule: DEFAULT_RULE, futility: Some(DEFAULT_FUTILITY), ..mixture };
     for p0 in [0.51, 0.7] {
         let copy = &scenarios(4)[0];
-        for (config, most) in [(mixture, 200), (score, 63)] {
+        for (config, most) in [(mixture, 200), (score, 121)] {
             let played = scenarios::play(copy, &config, p0, 1);
             assert!(played.max_env_challenges <= most, "{config:?} at {p0}: {played:?}");
             assert!(!played.crowned);
@@ -290,6 +291,30 @@ fn recorded_plans_read_back_and_decisions_are_rederived() {
     let old = describe_plan(&MIXTURE_RULE, Some(&ADVANTAGE));
     assert!(rederive_decision(&old, 510_000, &decision(EnvOutcome::ContenderNotBetter, 0, 0, 120)).is_ok());
     assert!(rederive_decision(&old, 510_000, &decision(EnvOutcome::ContenderBetter, 90, 10, 500)).is_ok());
+    // The dominance crown: an unbeaten run of 144 wins is crowned far below a bar of 0.9,
+    // 143 is not; a "not better" recorded while the crown is within reach is false (the
+    // score rule and its futility stop both hold there), and is right once a loss too
+    // many puts it out of reach; a copy is given up on at 121 draws, not at 120.
+    let bar = 900_000;
+    assert!(rederive_decision(&plan, bar, &decision(EnvOutcome::ContenderBetter, 144, 0, 2000)).is_ok());
+    assert!(rederive_decision(&plan, bar, &decision(EnvOutcome::ContenderBetter, 143, 0, 2000)).is_err());
+    let reach = rederive_decision(&plan, bar, &decision(EnvOutcome::ContenderNotBetter, 100, 0, 1000)).unwrap_err();
+    assert!(reach.contains("dominance crown is still within reach"), "{reach}");
+    // (an env abandoned there, the match decided elsewhere, is inconclusive)
+    assert!(rederive_decision(&plan, bar, &decision(EnvOutcome::Inconclusive, 100, 0, 1000)).is_ok());
+    assert!(rederive_decision(&plan, bar, &decision(EnvOutcome::ContenderNotBetter, 18, 1, 400)).is_ok());
+    assert!(rederive_decision(&plan, bar, &decision(EnvOutcome::ContenderNotBetter, 19, 1, 400)).is_err());
+    assert!(rederive_decision(&plan, 510_000, &decision(EnvOutcome::ContenderNotBetter, 0, 0, 121)).is_ok());
+    assert!(rederive_decision(&plan, 510_000, &decision(EnvOutcome::ContenderNotBetter, 0, 0, 120)).is_err());
+    // Under version 1's plan (no dominance crown) the same unbeaten run is dismissed.
+    let v1 = af::evaluation::network_plan::PLAN_V1_TEXT;
+    assert!(rederive_decision(v1, bar, &decision(EnvOutcome::ContenderNotBetter, 100, 0, 1000)).is_ok());
+    assert!(rederive_decision(v1, bar, &decision(EnvOutcome::ContenderBetter, 144, 0, 2000)).is_err());
+    // A dominance clause out of its ranges, or on another rule, is no plan.
+    for bad in [plan.replace("rate_ppm=950000", "rate_ppm=400000"), plan.replace("share_ppm=40000", "share_ppm=0")] {
+        assert_eq!(parse_plan(&bad), None, "{bad}");
+    }
+    assert_eq!(parse_plan("mixture alpha=0.05 prior=4,4 dominance rate_ppm=950000 alpha_ppm=5000 share_ppm=40000 share_alpha_ppm=50000"), None);
     // Hostile values are findings, never panics.
     assert!(rederive_decision(&plan, 0, &decision(EnvOutcome::ContenderBetter, 1, 0, 0)).is_err());
     assert!(rederive_decision(&plan, 510_000, &decision(EnvOutcome::ContenderBetter, u32::MAX, 1, 0)).is_err());

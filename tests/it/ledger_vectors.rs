@@ -284,15 +284,37 @@ fn vectors() -> serde_json::Value {
 /// draws) against each ratio, and the score each env records. Counts are chosen around
 /// the worked values, none within 1e-6 of a threshold; at 1440/560/0 against 700000 the
 /// two spellings differ (a mean above the bar, below the bar plus the margin).
+/// With the network's plan (its dominance crown) come counts around the crown's edges:
+/// an unbeaten run crowned far below the bar (from 144 wins), one win short, two losses
+/// (336 wins needed), a loss too many, a copy
+/// given up on at 121 draws and not at 120 (the futility stop alone holds from 63).
 fn decision_vectors() -> Vec<serde_json::Value> {
+    use af::evaluation::exact::score_rule_alone;
     use af::evaluation::stopping::{BarFutility, Futility, DEFAULT_FUTILITY, DEFAULT_RULE};
     let older = Futility::Bar(BarFutility { margin_ppm: 65_000, alpha_ppm: 50_000, mean_margin_ppm: None });
-    [DEFAULT_FUTILITY, older].into_iter().flat_map(|futility| plan_decisions(&DEFAULT_RULE, futility)).collect()
+    let mut all = plan_decisions(&DEFAULT_RULE, DEFAULT_FUTILITY, &DOMINANCE_COUNTS);
+    all.extend(plan_decisions(&score_rule_alone(&DEFAULT_RULE), DEFAULT_FUTILITY, &[]));
+    all.extend(plan_decisions(&score_rule_alone(&DEFAULT_RULE), older, &[]));
+    all
 }
+
+/// (wins, losses, draws, ratio) where the dominance crown decides (ledger-spec/02).
+const DOMINANCE_COUNTS: [(u32, u32, u32, u32); 9] = [
+    (150, 0, 2850, 900_000),
+    (143, 0, 2000, 900_000),
+    (144, 0, 2000, 900_000),
+    (335, 2, 1663, 950_000),
+    (336, 2, 1662, 950_000),
+    (18, 1, 400, 900_000),
+    (19, 1, 400, 900_000),
+    (0, 0, 121, 510_000),
+    (0, 0, 120, 510_000),
+];
 
 fn plan_decisions(
     rule: &af::evaluation::stopping::StoppingRule,
     futility: af::evaluation::stopping::Futility,
+    more: &[(u32, u32, u32, u32)],
 ) -> Vec<serde_json::Value> {
     use af::evaluation::plan::describe_plan;
     use af::evaluation::stopping::Verdict;
@@ -314,6 +336,7 @@ fn plan_decisions(
     ];
     counts
         .iter()
+        .chain(more)
         .map(|&(wins, losses, draws, p)| {
             let p0 = f64::from(p) / 1e6;
             let verdict = match rule.verdict_on(wins, losses, draws, p0) {
@@ -324,6 +347,7 @@ fn plan_decisions(
             json!({
                 "plan": plan, "ratio_to_beat_ppm": p, "wins": wins, "losses": losses, "draws": draws,
                 "rule_says": verdict, "futile": futility.is_futile(wins, losses, draws, p0),
+                "dismissable": rule.dismissable(wins, losses, draws, 0.0),
                 "score_ppm": rule.env_rate_ppm(wins, losses, draws),
             })
         })

@@ -81,7 +81,7 @@ fn a_two_two_partition_keeps_both_halves_working_and_heals() {
     let bridge_ns = format!("afbr{tag}");
     let dir = tempfile::tempdir().unwrap();
     // Perfect-but-slow miners: every match is all draws until the network plan's futility
-    // stop dismisses the copy (63 challenges per env), slowly enough that validators
+    // stop dismisses the copy (121 challenges per env), slowly enough that validators
     // keep writing blocks for the whole test.
     let mut config = String::from(
         "[evaluation]\nwindow = 2\nenvs = [\"mult\", \"coin\", \"sat\"]\n\
