@@ -6,10 +6,14 @@
 //!    numbers: each env draws from its own stream, so both plans see the same games.
 //! 2. Per-env figures of the score plan, exact from the dynamic programs of
 //!    `evaluation::exact`: the worst adaptive false crown (the rule alone: futility only
-//!    removes crowns), and with the futility stop a contender exactly at the bar at
-//!    several decisive shares and one 10 points above it (ledger-spec/02's table).
-//! 3. The plan's power curve, exact: P(crowned) per env and per match against points
-//!    above the bar, at decisive shares 0.25, 0.5 and 1, for bars 0.51, 0.7 and 0.9.
+//!    removes crowns) plus the dominance crown's worst, and with the whole plan a
+//!    contender exactly at the bar at several decisive shares and one 10 points above it
+//!    (ledger-spec/02's table).
+//! 3. The plan's power curve, exact: P(crowned) per match against points above the bar,
+//!    at decisive shares 0.25, 0.5 and 1, for bars 0.51, 0.7 and 0.9, version 1 (no
+//!    dominance crown) against the plan.
+//! 3b. Never-worse improvers and copies (`improvers`), exact, at bars 0.51 to 0.95, with
+//!    and without the dominance crown.
 //! 4. Copy-and-patch: the bar a patched champion sets under each plan, and how long a
 //!    broadly better model then waits for a crown (before: exact; after: simulated per
 //!    env; a match is crowned when at least 3 of 4 envs are).
@@ -63,7 +67,7 @@ fn main() {
     let after =
         Config { rule: DEFAULT_RULE, futility: Some(futility), cap: DEFAULT_CAP, max_challenges: MAX_CHALLENGES };
     let started = Instant::now();
-    // AF_BENCH_ONLY=simulated|exact|power|patches runs one part.
+    // AF_BENCH_ONLY=simulated|exact|power|improvers|patches runs one part.
     let only = std::env::var("AF_BENCH_ONLY").unwrap_or_default();
     if only.is_empty() || only == "simulated" {
         simulated(n, seed, &before, &after);

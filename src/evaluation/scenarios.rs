@@ -192,7 +192,19 @@ pub fn crown_is_right(scenario: &Scenario, p0: f64) -> bool {
 
 /// Whether crowning would be right under `rule`'s measure of the bar.
 pub fn crown_is_right_for(scenario: &Scenario, rule: &StoppingRule, p0: f64) -> bool {
-    let better = scenario.envs.iter().filter(|odds| odds.win + odds.loss > 0.0 && rate_of(odds, rule) > p0).count();
+    // With a dominance crown, an env whose decisive games the contender wins more than R
+    // of is better whatever its score.
+    let dominant = |odds: &EnvOdds| match rule {
+        StoppingRule::Score { dominance: Some(d), .. } => {
+            odds.win > (odds.win + odds.loss) * f64::from(d.rate_ppm) / 1e6
+        }
+        _ => false,
+    };
+    let better = scenario
+        .envs
+        .iter()
+        .filter(|odds| odds.win + odds.loss > 0.0 && (rate_of(odds, rule) > p0 || dominant(odds)))
+        .count();
     better > scenario.envs.len() / 2
 }
 
