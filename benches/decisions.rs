@@ -21,11 +21,13 @@
 //!    its mean condition moved from `bar + margin` to `bar + slack`, over a grid of
 //!    margins and slacks, against issue 54's targets for the bar's power.
 
+use af::evaluation::dominance::Dominance;
 use af::evaluation::exact::{
     dominance_crown_chance, env_figures_with_futility, plan_env_figures, worst_false_crown, Boundaries,
 };
 use af::evaluation::ratio::{RatioParams, RatioToBeat, DEFAULT_RATIO_PARAMS};
 use af::evaluation::scenarios::{crown_is_right_for, patch, rate_of, scenarios, summarize, Config, EnvOdds, Scenario};
+use af::evaluation::stopping::StoppingRule;
 use af::evaluation::stopping::{
     exact_rates, BarFutility, Futility, DEFAULT_ADVANTAGE_FUTILITY, DEFAULT_CAP, DEFAULT_FUTILITY, DEFAULT_RULE,
     MIXTURE_RULE,
@@ -64,8 +66,32 @@ fn main() {
         }),
         other => other,
     };
-    let after =
-        Config { rule: DEFAULT_RULE, futility: Some(futility), cap: DEFAULT_CAP, max_challenges: MAX_CHALLENGES };
+    // AF_BENCH_DOMINANCE=R:A:S:Q (ppm) tries other dominance numbers, `none` none.
+    let rule = match (DEFAULT_RULE, std::env::var("AF_BENCH_DOMINANCE").as_deref()) {
+        (
+            StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges, epsilon_ppm, half_life_blocks, .. },
+            Ok(v),
+        ) => {
+            let numbers: Vec<u32> = v.split(':').filter_map(|x| x.parse().ok()).collect();
+            let dominance = (numbers.len() == 4).then(|| Dominance {
+                rate_ppm: numbers[0],
+                alpha_ppm: numbers[1],
+                share_ppm: numbers[2],
+                share_alpha_ppm: numbers[3],
+            });
+            StoppingRule::Score {
+                alpha_ppm,
+                prior_a,
+                prior_b,
+                max_challenges,
+                epsilon_ppm,
+                half_life_blocks,
+                dominance,
+            }
+        }
+        (rule, _) => rule,
+    };
+    let after = Config { rule, futility: Some(futility), cap: DEFAULT_CAP, max_challenges: MAX_CHALLENGES };
     let started = Instant::now();
     // AF_BENCH_ONLY=simulated|exact|power|improvers|patches runs one part.
     let only = std::env::var("AF_BENCH_ONLY").unwrap_or_default();
