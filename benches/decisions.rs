@@ -11,9 +11,8 @@
 //!    (ledger-spec/02's table).
 //! 3. The plan's power curve, exact: P(crowned) per match against points above the bar,
 //!    at decisive shares 0.25, 0.5 and 1, for bars 0.51, 0.7 and 0.9, version 1 (no
-//!    dominance crown) against the plan.
-//! 3b. Never-worse improvers and copies (`improvers`), exact, at bars 0.51 to 0.95, with
-//!    and without the dominance crown.
+//!    dominance crown) against the plan; and never-worse improvers and copies
+//!    (`improvers`), exact, at bars 0.51 to 0.95, with and without the dominance crown.
 //! 4. Copy-and-patch: the bar a patched champion sets under each plan, and how long a
 //!    broadly better model then waits for a crown (before: exact; after: simulated per
 //!    env; a match is crowned when at least 3 of 4 envs are).
