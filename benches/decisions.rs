@@ -26,7 +26,6 @@ use af::evaluation::exact::{
 };
 use af::evaluation::ratio::{RatioParams, RatioToBeat, DEFAULT_RATIO_PARAMS};
 use af::evaluation::scenarios::{crown_is_right_for, patch, rate_of, scenarios, summarize, Config, EnvOdds, Scenario};
-use af::evaluation::stopping::StoppingRule;
 use af::evaluation::stopping::{
     exact_rates, BarFutility, Futility, DEFAULT_ADVANTAGE_FUTILITY, DEFAULT_CAP, DEFAULT_FUTILITY, DEFAULT_RULE,
     MIXTURE_RULE,
@@ -66,29 +65,17 @@ fn main() {
         other => other,
     };
     // AF_BENCH_DOMINANCE=R:A:S:Q (ppm) tries other dominance numbers, `none` none.
-    let rule = match (DEFAULT_RULE, std::env::var("AF_BENCH_DOMINANCE").as_deref()) {
-        (
-            StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges, epsilon_ppm, half_life_blocks, .. },
-            Ok(v),
-        ) => {
+    let rule = match std::env::var("AF_BENCH_DOMINANCE") {
+        Ok(v) => {
             let numbers: Vec<u32> = v.split(':').filter_map(|x| x.parse().ok()).collect();
-            let dominance = (numbers.len() == 4).then(|| Dominance {
+            DEFAULT_RULE.with_dominance((numbers.len() == 4).then(|| Dominance {
                 rate_ppm: numbers[0],
                 alpha_ppm: numbers[1],
                 share_ppm: numbers[2],
                 share_alpha_ppm: numbers[3],
-            });
-            StoppingRule::Score {
-                alpha_ppm,
-                prior_a,
-                prior_b,
-                max_challenges,
-                epsilon_ppm,
-                half_life_blocks,
-                dominance,
-            }
+            }))
         }
-        (rule, _) => rule,
+        Err(_) => DEFAULT_RULE,
     };
     let after = Config { rule, futility: Some(futility), cap: DEFAULT_CAP, max_challenges: MAX_CHALLENGES };
     let started = Instant::now();
@@ -180,10 +167,7 @@ fn env_sim(config: &Config, odds: EnvOdds, p0: f64, runs: u64) -> (f64, u64) {
 }
 
 fn exact(cap: u64, after: &Config) {
-    let dominance = match after.rule {
-        af::evaluation::stopping::StoppingRule::Score { dominance, .. } => dominance,
-        _ => None,
-    };
+    let dominance = after.rule.dominance();
     println!("\n## per-env figures of the score plan, exact: the score rule's false crowns by dynamic programs over (challenges, half-points) (the rule alone: a futility stop only removes crowns), the dominance crown's over (decisive games, wins) at its rate R (draws leave it as it is), their sum bounding a contender not better (mean score at most the bar, at most R of the decisive games won); the rest over (challenges, wins, draws) with the whole plan; cap {cap}\n");
     println!("| p0 | score rule: worst adaptive false crown | dominance crown: worst | sum | no draws at p0 | at the bar: decisive share -> median challenges, P(not crowned) | 10 points above (no draws): P(crowned), median |");
     println!("|---:|---:|---:|---:|---:|---|---|");

@@ -93,20 +93,7 @@ impl Boundaries {
 
 /// A `score` rule without its dominance crown: what reads `(n, h)` alone.
 pub fn score_rule_alone(rule: &StoppingRule) -> StoppingRule {
-    match *rule {
-        StoppingRule::Score { alpha_ppm, prior_a, prior_b, max_challenges, epsilon_ppm, half_life_blocks, .. } => {
-            StoppingRule::Score {
-                alpha_ppm,
-                prior_a,
-                prior_b,
-                max_challenges,
-                epsilon_ppm,
-                half_life_blocks,
-                dominance: None,
-            }
-        }
-        other => other,
-    }
+    rule.with_dominance(None)
 }
 
 fn verdict(rule: &StoppingRule, n: u64, h: u64, p0: f64) -> Verdict {
@@ -212,10 +199,7 @@ pub fn plan_env_figures(
     win: f64,
     loss: f64,
 ) -> (EnvFigures, f64) {
-    let dominance = match rule {
-        StoppingRule::Score { dominance, .. } => *dominance,
-        _ => None,
-    };
+    let dominance = rule.dominance();
     let crowns = |w: u64, l: u64, d: u64| {
         bounds.stop((w + l + d) as usize, (2 * w + d) as usize) == Some(true)
             || dominance.is_some_and(|dom| dom.crowns(w, l, 0.0))
@@ -423,7 +407,7 @@ pub fn worst_false_crown(bounds: &Boundaries, cap: u64, p0: f64) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evaluation::stopping::DEFAULT_RULE;
+    use crate::evaluation::stopping::{BarFutility, DEFAULT_RULE};
 
     #[test]
     fn intervals_are_the_rules_stops_state_by_state() {
@@ -433,98 +417,62 @@ mod tests {
         }
     }
 
-    /// The futility program against a plain walk of every `(w, d)` state with the rule's
-    /// own verdict and futility check, at a small cap: the same figures.
-    #[test]
-    fn the_futility_program_agrees_with_a_walk_of_every_state() {
-        use crate::evaluation::stopping::{Futility, DEFAULT_FUTILITY};
-        let Futility::Bar(futility) = DEFAULT_FUTILITY else { panic!("a bar futility") };
-        let (p0, cap) = (0.6, 150u64);
-        let p0_ppm = 600_000;
-        let bounds = Boundaries::new(&DEFAULT_RULE, cap, p0);
-        for (win, loss) in [(0.55, 0.35), (0.3, 0.1), (0.7, 0.3)] {
-            let (figures, pruned) = env_figures_with_futility(&bounds, &futility, p0_ppm, cap, win, loss);
-            // The walk: every state, no pruning, the rule first, then futility.
-            let draw = 1.0 - win - loss;
-            let mut mass = std::collections::BTreeMap::from([((0u64, 0u64), 1.0f64)]);
-            let (mut better, mut not_better) = (0.0, 0.0);
-            for n in 1..=cap {
-                let mut next = std::collections::BTreeMap::new();
-                for ((w, d), m) in mass {
-                    for (dw, dd, p) in [(1, 0, win), (0, 1, draw), (0, 0, loss)] {
-                        *next.entry((w + dw, d + dd)).or_insert(0.0) += m * p;
-                    }
-                }
-                mass = std::collections::BTreeMap::new();
-                for ((w, d), m) in next {
-                    let verdict = DEFAULT_RULE.verdict_on(w as u32, (n - w - d) as u32, d as u32, p0);
-                    if verdict == Verdict::Better {
-                        better += m;
-                    } else if verdict == Verdict::NotBetter || futility.is_futile(w, n - w - d, d, p0_ppm, 0.0) {
-                        not_better += m;
-                    } else {
-                        mass.insert((w, d), m);
-                    }
+    /// P(crowned) and P(not better) of one env by a plain walk of every `(w, d)` state, no
+    /// pruning: the rule's own verdict first, then the futility stop where the rule lets
+    /// a dismissal end the env.
+    fn walk(rule: &StoppingRule, futility: &BarFutility, p0: f64, cap: u64, win: f64, loss: f64) -> (f64, f64) {
+        let p0_ppm = (p0 * 1e6).round() as u32;
+        let draw = 1.0 - win - loss;
+        let mut mass = std::collections::BTreeMap::from([((0u64, 0u64), 1.0f64)]);
+        let (mut better, mut not_better) = (0.0, 0.0);
+        for n in 1..=cap {
+            let mut next = std::collections::BTreeMap::new();
+            for ((w, d), m) in mass {
+                for (dw, dd, p) in [(1, 0, win), (0, 1, draw), (0, 0, loss)] {
+                    *next.entry((w + dw, d + dd)).or_insert(0.0) += m * p;
                 }
             }
+            mass = std::collections::BTreeMap::new();
+            for ((w, d), m) in next {
+                let (w32, l32, d32) = (w as u32, (n - w - d) as u32, d as u32);
+                let verdict = rule.verdict_on(w32, l32, d32, p0);
+                let futile = futility.is_futile(w, n - w - d, d, p0_ppm, 0.0) && rule.dismissable(w32, l32, d32, 0.0);
+                if verdict == Verdict::Better {
+                    better += m;
+                } else if verdict == Verdict::NotBetter || futile {
+                    not_better += m;
+                } else {
+                    mass.insert((w, d), m);
+                }
+            }
+        }
+        (better, not_better)
+    }
+
+    /// The futility program (version 1's rule, no dominance crown) and the whole plan's
+    /// program (a dominance crown with numbers that decide within a small cap, its hold on
+    /// every dismissal, the futility stop) against the walk: the same figures.
+    #[test]
+    fn the_programs_agree_with_a_walk_of_every_state() {
+        use crate::evaluation::dominance::Dominance;
+        use crate::evaluation::stopping::{Futility, DEFAULT_FUTILITY};
+        let Futility::Bar(futility) = DEFAULT_FUTILITY else { panic!("a bar futility") };
+        let cap = 150u64;
+        let v1 = score_rule_alone(&DEFAULT_RULE);
+        let bounds = Boundaries::new(&v1, cap, 0.6);
+        for (win, loss) in [(0.55, 0.35), (0.3, 0.1), (0.7, 0.3)] {
+            let (figures, pruned) = env_figures_with_futility(&bounds, &futility, 600_000, cap, win, loss);
+            let (better, not_better) = walk(&v1, &futility, 0.6, cap, win, loss);
             assert!(pruned < 1e-15, "{pruned}");
             assert!((figures.better - better).abs() < 1e-12, "{figures:?} against {better}");
             assert!((figures.not_better - not_better).abs() < 1e-12, "{figures:?} against {not_better}");
         }
-    }
-
-    /// The whole plan's program (a dominance crown, its hold on every dismissal, the
-    /// futility stop) against a plain walk of every `(w, d)` state with the rule's own
-    /// verdict, futility check and dismissal check, at a small cap, with dominance
-    /// numbers that decide within it.
-    #[test]
-    fn the_plan_program_agrees_with_a_walk_of_every_state() {
-        use crate::evaluation::dominance::Dominance;
-        use crate::evaluation::stopping::{Futility, DEFAULT_FUTILITY};
-        let Futility::Bar(futility) = DEFAULT_FUTILITY else { panic!("a bar futility") };
         let dominance = Dominance { rate_ppm: 800_000, alpha_ppm: 50_000, share_ppm: 100_000, share_alpha_ppm: 50_000 };
-        let StoppingRule::Score { alpha_ppm, prior_a, prior_b, epsilon_ppm, half_life_blocks, .. } = DEFAULT_RULE
-        else {
-            panic!("a score rule")
-        };
-        let rule = StoppingRule::Score {
-            alpha_ppm,
-            prior_a,
-            prior_b,
-            max_challenges: 150,
-            epsilon_ppm,
-            half_life_blocks,
-            dominance: Some(dominance),
-        };
-        let (p0, cap, p0_ppm) = (0.7, 150u64, 700_000);
-        let bounds = Boundaries::new(&rule, cap, p0);
+        let rule = DEFAULT_RULE.with_max_challenges(cap).with_dominance(Some(dominance));
+        let bounds = Boundaries::new(&rule, cap, 0.7);
         for (win, loss) in [(0.2, 0.0), (0.3, 0.05), (0.05, 0.0), (0.6, 0.3)] {
-            let (figures, pruned) = plan_env_figures(&rule, Some(&futility), &bounds, p0_ppm, cap, win, loss);
-            let draw = 1.0 - win - loss;
-            let mut mass = std::collections::BTreeMap::from([((0u64, 0u64), 1.0f64)]);
-            let (mut better, mut not_better) = (0.0, 0.0);
-            for n in 1..=cap {
-                let mut next = std::collections::BTreeMap::new();
-                for ((w, d), m) in mass {
-                    for (dw, dd, p) in [(1, 0, win), (0, 1, draw), (0, 0, loss)] {
-                        *next.entry((w + dw, d + dd)).or_insert(0.0) += m * p;
-                    }
-                }
-                mass = std::collections::BTreeMap::new();
-                for ((w, d), m) in next {
-                    let (w32, l32, d32) = (w as u32, (n - w - d) as u32, d as u32);
-                    let verdict = rule.verdict_on(w32, l32, d32, p0);
-                    let futile =
-                        futility.is_futile(w, n - w - d, d, p0_ppm, 0.0) && rule.dismissable(w32, l32, d32, 0.0);
-                    if verdict == Verdict::Better {
-                        better += m;
-                    } else if verdict == Verdict::NotBetter || futile {
-                        not_better += m;
-                    } else {
-                        mass.insert((w, d), m);
-                    }
-                }
-            }
+            let (figures, pruned) = plan_env_figures(&rule, Some(&futility), &bounds, 700_000, cap, win, loss);
+            let (better, not_better) = walk(&rule, &futility, 0.7, cap, win, loss);
             assert!(pruned < 1e-15, "{pruned}");
             if win >= 0.2 && loss == 0.0 {
                 assert!(better > 0.5, "an unbeaten contender is crowned by dominance: {better}");

@@ -194,11 +194,8 @@ pub fn crown_is_right(scenario: &Scenario, p0: f64) -> bool {
 pub fn crown_is_right_for(scenario: &Scenario, rule: &StoppingRule, p0: f64) -> bool {
     // With a dominance crown, an env whose decisive games the contender wins more than R
     // of is better whatever its score.
-    let dominant = |odds: &EnvOdds| match rule {
-        StoppingRule::Score { dominance: Some(d), .. } => {
-            odds.win > (odds.win + odds.loss) * f64::from(d.rate_ppm) / 1e6
-        }
-        _ => false,
+    let dominant = |odds: &EnvOdds| {
+        rule.dominance().is_some_and(|d| odds.win > (odds.win + odds.loss) * f64::from(d.rate_ppm) / 1e6)
     };
     let better = scenario
         .envs

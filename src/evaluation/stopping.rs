@@ -365,20 +365,33 @@ impl StoppingRule {
     }
 
     /// The same rule with a `score` rule's challenge cap set to `n` (other rules as they are).
-    pub fn with_max_challenges(self, n: u64) -> StoppingRule {
+    pub fn with_max_challenges(mut self, n: u64) -> StoppingRule {
         match self {
-            StoppingRule::Score { alpha_ppm, prior_a, prior_b, epsilon_ppm, half_life_blocks, dominance, .. } => {
-                StoppingRule::Score {
-                    alpha_ppm,
-                    prior_a,
-                    prior_b,
-                    max_challenges: n,
-                    epsilon_ppm,
-                    half_life_blocks,
-                    dominance,
-                }
+            StoppingRule::Score { ref mut max_challenges, .. } => {
+                *max_challenges = n;
+                self
             }
             other => other,
+        }
+    }
+
+    /// The same rule with a `score` rule's dominance crown set to `dominance` (other
+    /// rules as they are): version 1's rule is the network's with `None`.
+    pub fn with_dominance(mut self, dominance: Option<Dominance>) -> StoppingRule {
+        match self {
+            StoppingRule::Score { dominance: ref mut slot, .. } => {
+                *slot = dominance;
+                self
+            }
+            other => other,
+        }
+    }
+
+    /// A `score` rule's dominance crown.
+    pub fn dominance(&self) -> Option<Dominance> {
+        match self {
+            StoppingRule::Score { dominance, .. } => *dominance,
+            _ => None,
         }
     }
 
