@@ -96,6 +96,10 @@ mod tests {
              dominance rate_ppm=950000 alpha_ppm=5000 share_ppm=40000 share_alpha_ppm=50000 \
              futility margin_ppm=60000 alpha_ppm=50000 mean_margin_ppm=0"
         );
+        // With the longest stop suffix an env decision adds, the text fits an event's
+        // name bound (ledger-spec/02, "Bounds"): 251 of 256 bytes.
+        let longest = format!("{NETWORK_PLAN_TEXT} (stopped: match decided)");
+        assert!(longest.len() <= crate::limits::MAX_NAME_BYTES, "{}", longest.len());
         // Version 1 reads back as a plan, and differs by its missing dominance crown only.
         assert!(parse_plan(PLAN_V1_TEXT).is_some());
         assert_eq!(
