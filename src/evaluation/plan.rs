@@ -42,9 +42,9 @@ pub fn plan_in_words(text: &str) -> String {
             if let Some(d) = dominance {
                 words.push_str(&format!(
                     "; also crowns, whatever the bar, a contender shown to win more than {} of the challenges \
-                     where the two differ (at most {} chance of a wrong crown), and gives up on none while that \
-                     is within reach (it is not once it has won less than {} of them, or once its wins are shown \
-                     rarer than {} of the challenges, at {} error)",
+                     where the two differ (at most {} chance of a wrong crown), and gives up on no contender \
+                     that could still be crowned so: one that has won at least {} of them and is not shown to \
+                     win fewer than {} of the challenges (at {} error)",
                     percent(f64::from(d.rate_ppm) / 1e6),
                     percent(f64::from(d.alpha_ppm) / 1e6),
                     percent(f64::from(d.rate_ppm) / 1e6),
@@ -251,6 +251,11 @@ mod words_tests {
         assert!(score.contains("below the ratio to beat plus 6%"), "{score}");
         assert!(score.contains("only while its mean so far is below the ratio to beat"), "{score}");
         assert!(score.contains("at most 4000 challenges per env"), "{score}");
+        assert!(
+            score.contains("whatever the bar, a contender shown to win more than 95% of the challenges"),
+            "{score}"
+        );
+        assert!(score.contains("win fewer than 4% of the challenges (at 5% error)"), "{score}");
     }
 }
 
