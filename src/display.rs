@@ -65,3 +65,42 @@ mod tests {
         assert_eq!(terminal_safe("a\n\tb\u{1b}[31m\u{2066}"), "a\n\tb\\u{1b}[31m\\u{2066}");
     }
 }
+
+/// An error and every cause under it, `: `-joined, empty ones left out: some errors
+/// (libp2p's transport errors) say nothing themselves and keep the reason in a source,
+/// so their `Display` alone reads "cannot listen on ...: " with no reason.
+pub fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = Vec::new();
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !text.is_empty() && parts.last() != Some(&text) {
+            parts.push(text);
+        }
+        next = cause.source();
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod causes_tests {
+    /// An error whose own text is empty: its cause is what is shown.
+    #[derive(Debug)]
+    struct Silent(std::io::Error);
+    impl std::fmt::Display for Silent {
+        fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            Ok(())
+        }
+    }
+    impl std::error::Error for Silent {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn an_error_that_says_nothing_shows_its_cause() {
+        let error = Silent(std::io::Error::new(std::io::ErrorKind::AddrInUse, "Address already in use"));
+        assert_eq!(super::with_causes(&error), "Address already in use");
+    }
+}

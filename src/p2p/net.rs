@@ -340,7 +340,7 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
     for address in &config.listen {
         swarm
             .listen_on(address.clone())
-            .map_err(|e| NetError::Listen { address: address.clone(), message: e.to_string() })?;
+            .map_err(|e| NetError::Listen { address: address.clone(), message: crate::display::with_causes(&e) })?;
     }
     let mut reserved = BTreeSet::new();
     if let Some(allowed) = &configured_allowed {

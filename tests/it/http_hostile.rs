@@ -252,7 +252,12 @@ fn readers_do_not_starve_sync(what: &str, data: &Path, addresses: u8, path: impl
     let address: SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
     let mut args = crate::node_args(data, p2p_port, &[]);
     args.extend(["--http".to_string(), address.to_string()]);
-    let child = Command::new(af_bin()).args(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    // Both nodes' logs are kept, and shown if the sync falls short: "synced 0 blocks"
+    // alone cannot tell a starved node from one that never listened.
+    let logs = tempfile::tempdir().unwrap();
+    let log_file = |name: &str| std::fs::File::create(logs.path().join(name)).unwrap();
+    let child =
+        Command::new(af_bin()).args(&args).stdout(Stdio::null()).stderr(log_file("target.log")).spawn().unwrap();
     let node = HttpNode { child, address };
     let deadline = Instant::now() + Duration::from_secs(30);
     while get(address, "/healthz", Duration::from_secs(2)) != Some(200) {
@@ -275,12 +280,16 @@ fn readers_do_not_starve_sync(what: &str, data: &Path, addresses: u8, path: impl
     let honest_data = dir.path().join("honest");
     let honest = crate::demo_log(&honest_data, 40, 8, 2048);
     let started = Instant::now();
-    let mut source = Command::new(af_bin())
-        .args(crate::node_args(&honest_data, free_port(), &[p2p_port]))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let spawn_source = || {
+        Command::new(af_bin())
+            .args(crate::node_args(&honest_data, free_port(), &[p2p_port]))
+            .stdout(Stdio::null())
+            .stderr(log_file("honest.log"))
+            .spawn()
+            .unwrap()
+    };
+    let mut source = spawn_source();
+    let mut restarts = 0;
     let held = || -> u64 {
         let Ok(text) = std::fs::read_to_string(data.join("status.json")) else { return 0 };
         let status: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
@@ -293,6 +302,13 @@ fn readers_do_not_starve_sync(what: &str, data: &Path, addresses: u8, path: impl
             .map_or(0, |h| h + 1)
     };
     while held() < 40 && started.elapsed() < Duration::from_secs(30) {
+        // The honest node exits on its own only when its port, free when picked, was
+        // taken before it bound it (tests run side by side): start it again on another.
+        let port_taken = || std::fs::read_to_string(logs.path().join("honest.log")).is_ok_and(|t| t.contains("in use"));
+        if restarts < 3 && source.try_wait().ok().flatten().is_some() && port_taken() {
+            restarts += 1;
+            source = spawn_source();
+        }
         std::thread::sleep(Duration::from_millis(25));
     }
     let took = started.elapsed();
@@ -307,7 +323,18 @@ fn readers_do_not_starve_sync(what: &str, data: &Path, addresses: u8, path: impl
         peak.saturating_sub(idle) >> 20
     );
     assert!(readers.len() >= 150, "only {} readers connected", readers.len());
-    assert_eq!(held(), 40, "the honest chain synced under the readers");
+    let tail = |name: &str| {
+        let text = std::fs::read_to_string(logs.path().join(name)).unwrap_or_default();
+        text.lines().rev().take(12).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+    };
+    assert_eq!(
+        held(),
+        40,
+        "the honest chain synced under the readers ({restarts} restarts of the honest node)\n\
+         target node's log:\n{}\nhonest node's log:\n{}",
+        tail("target.log"),
+        tail("honest.log")
+    );
     assert!(took < Duration::from_secs(5), "honest sync took {took:?} under slow readers (its node's start included)");
     assert!(peak < idle + BUDGET_BYTES, "peak RSS {} MiB over idle {} MiB + budget", peak >> 20, idle >> 20);
     drop(readers);
