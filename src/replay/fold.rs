@@ -196,10 +196,11 @@ pub fn rederive_decision<S: AsRef<str>>(
         EnvOutcome::ContenderNotBetter => !go_on.crown && stop.dismissable && (stop.not_better || futile),
         EnvOutcome::Inconclusive => !go_on.crown && !(go_on.dismissable && (go_on.not_better || still_futile)),
     };
-    let verdict = rule.verdict_with_slack(w, l, d, p0, SCORE_SLACK);
     if ok {
         return Ok(());
     }
+    // Only a finding's text needs the verdict as one word.
+    let verdict = rule.verdict_with_slack(w, l, d, p0, SCORE_SLACK);
     Err(format!(
         "recorded {:?} at {} wins, {} losses, {} draws against {p0}, but the rule says {verdict:?}{}{}",
         decision.outcome,
