@@ -16,6 +16,8 @@
 const CHUNK_LEN: usize = 1024;
 /// blake3's block: the compression function's input.
 const BLOCK_LEN: usize = 64;
+/// How many blocks ahead of the one being compressed each lane's input is prefetched.
+const PREFETCH_BLOCKS: usize = 2;
 
 /// How many inputs go through the compression function side by side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,17 +256,30 @@ macro_rules! compression {
                 block_len,
                 flags,
             ];
-            for s in &SCHEDULE {
-                g(&mut v, 0, 4, 8, 12, m[s[0]], m[s[1]]);
-                g(&mut v, 1, 5, 9, 13, m[s[2]], m[s[3]]);
-                g(&mut v, 2, 6, 10, 14, m[s[4]], m[s[5]]);
-                g(&mut v, 3, 7, 11, 15, m[s[6]], m[s[7]]);
-                g(&mut v, 0, 5, 10, 15, m[s[8]], m[s[9]]);
-                g(&mut v, 1, 6, 11, 12, m[s[10]], m[s[11]]);
-                g(&mut v, 2, 7, 8, 13, m[s[12]], m[s[13]]);
-                g(&mut v, 3, 4, 9, 14, m[s[14]], m[s[15]]);
-            }
+            // Seven rounds written out, so each message word's index is a constant.
+            round::<0>(&mut v, m);
+            round::<1>(&mut v, m);
+            round::<2>(&mut v, m);
+            round::<3>(&mut v, m);
+            round::<4>(&mut v, m);
+            round::<5>(&mut v, m);
+            round::<6>(&mut v, m);
             std::array::from_fn(|i| $xor(v[i], v[i + 8]))
+        }
+
+        /// Round `R`: G on the four columns, then on the four diagonals.
+        #[inline]
+        #[target_feature(enable = $feature)]
+        unsafe fn round<const R: usize>(v: &mut [$vec; 16], m: &[$vec; 16]) {
+            let s = &SCHEDULE[R];
+            g(v, 0, 4, 8, 12, m[s[0]], m[s[1]]);
+            g(v, 1, 5, 9, 13, m[s[2]], m[s[3]]);
+            g(v, 2, 6, 10, 14, m[s[4]], m[s[5]]);
+            g(v, 3, 7, 11, 15, m[s[6]], m[s[7]]);
+            g(v, 0, 5, 10, 15, m[s[8]], m[s[9]]);
+            g(v, 1, 6, 11, 12, m[s[10]], m[s[11]]);
+            g(v, 2, 7, 8, 13, m[s[12]], m[s[13]]);
+            g(v, 3, 4, 9, 14, m[s[14]], m[s[15]]);
         }
     };
 }
@@ -389,7 +404,7 @@ mod avx2 {
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{Lanes, BLOCK_LEN, IV, SCHEDULE};
+    use super::{Lanes, BLOCK_LEN, CHUNK_END, CHUNK_START, IV, PREFETCH_BLOCKS, ROOT, SCHEDULE};
     use std::arch::x86_64::*;
 
     /// The hashes of `job`'s sixteen lanes from the chaining value `key` (blake3's IV,
@@ -401,19 +416,33 @@ mod avx512 {
     pub unsafe fn sixteen(key: &[u32; 8], job: &Lanes<'_>, out: &mut [[u8; 32]; 16]) {
         let mut cv: [__m512i; 8] = std::array::from_fn(|i| _mm512_set1_epi32(key[i] as i32));
         let mut scratch = [[0u8; BLOCK_LEN]; 16];
+        let load = |values: &[i32; 16]| _mm512_loadu_si512(values.as_ptr().cast());
+        // Each lane's block count (0 past the inputs) and last block's length, as vectors:
+        // the flags of every block come from them without a store and reload per block.
+        let n_blocks = load(&std::array::from_fn(|l| if l < job.inputs.len() { job.n_blocks[l] as i32 } else { 0 }));
+        let last_len = load(&std::array::from_fn(|l| job.last_len[l] as i32));
+        let end_flags = _mm512_set1_epi32((CHUNK_END | ROOT) as i32);
         for block in 0..job.most {
-            let (flags, block_len, active) = job.flags(block);
+            let active = _mm512_cmpgt_epi32_mask(n_blocks, _mm512_set1_epi32(block as i32));
+            let last = _mm512_cmpeq_epi32_mask(n_blocks, _mm512_set1_epi32(block as i32 + 1));
+            let start = if block == 0 { CHUNK_START } else { 0 };
+            let first_flags = _mm512_set1_epi32((job.mode | start) as i32);
+            let flags = _mm512_mask_or_epi32(first_flags, last, first_flags, end_flags);
+            let block_len = _mm512_mask_blend_epi32(last, _mm512_set1_epi32(BLOCK_LEN as i32), last_len);
             // Lane l's block as row l, then transposed: vector w holds word w of every lane.
             let mut rows = [_mm512_setzero_si512(); 16];
             for (lane, (row, scratch)) in rows.iter_mut().zip(scratch.iter_mut()).enumerate() {
                 *row = _mm512_loadu_si512(job.block(lane, block, scratch).as_ptr().cast());
+                if let Some(input) = job.inputs.get(lane) {
+                    _mm_prefetch::<_MM_HINT_T0>(
+                        input.as_ptr().wrapping_add((block + PREFETCH_BLOCKS) * BLOCK_LEN).cast(),
+                    );
+                }
             }
             let words = transpose(rows);
-            let load = |values: &[i32; 16]| _mm512_loadu_si512(values.as_ptr().cast());
-            let compressed = compress(&cv, &words, load(&block_len), load(&flags));
-            let mask = _mm512_cmpneq_epi32_mask(load(&active), _mm512_setzero_si512());
+            let compressed = compress(&cv, &words, block_len, flags);
             for i in 0..8 {
-                cv[i] = _mm512_mask_blend_epi32(mask, cv[i], compressed[i]);
+                cv[i] = _mm512_mask_blend_epi32(active, cv[i], compressed[i]);
             }
         }
         // Rows back to lanes: word vectors 0-7 (8-15 zero), transposed, give each lane its

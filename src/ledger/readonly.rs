@@ -13,7 +13,7 @@ use redb::{BackendError, StorageBackend};
 use std::fs::File;
 use std::io;
 use std::ops::Bound;
-use std::sync::Mutex;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Most bytes redb may write into the in-memory overlay of a checked read-only open (its
 /// integrity check commits once, and closing records the allocator state: both small).
@@ -35,7 +35,9 @@ struct Overlay {
 #[derive(Debug)]
 pub struct ReadOnlyFile {
     inner: FileBackend,
-    overlay: Mutex<Overlay>,
+    /// Read-locked by reads, so readers on several threads read the file side by side;
+    /// write-locked only by the open's and close's writes into the overlay.
+    overlay: RwLock<Overlay>,
 }
 
 impl ReadOnlyFile {
@@ -43,12 +45,16 @@ impl ReadOnlyFile {
         let file_len = file.metadata()?.len();
         let inner = FileBackend::new(file).map_err(io::Error::other)?;
         let overlay = Overlay { writes: Vec::new(), n_bytes: 0, len: file_len, file_visible: file_len };
-        Ok(ReadOnlyFile { inner, overlay: Mutex::new(overlay) })
+        Ok(ReadOnlyFile { inner, overlay: RwLock::new(overlay) })
     }
 
-    fn overlay(&self) -> std::sync::MutexGuard<'_, Overlay> {
+    fn overlay(&self) -> RwLockReadGuard<'_, Overlay> {
         // A poisoned overlay only means a reader panicked; its contents are still whole.
-        self.overlay.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.overlay.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn overlay_mut(&self) -> RwLockWriteGuard<'_, Overlay> {
+        self.overlay.write().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -83,7 +89,7 @@ impl StorageBackend for ReadOnlyFile {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        let mut overlay = self.overlay();
+        let mut overlay = self.overlay_mut();
         overlay.len = len;
         // Shrinking then growing again must read zeros, not the file's old bytes; writes
         // past the new end are cut off too.
@@ -109,7 +115,7 @@ impl StorageBackend for ReadOnlyFile {
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        let mut overlay = self.overlay();
+        let mut overlay = self.overlay_mut();
         if overlay.n_bytes + data.len() > MAX_OVERLAY_BYTES {
             return Err(io::Error::other("a read-only open wrote more than its in-memory limit"));
         }

@@ -336,23 +336,26 @@ pub(super) fn for_each_block(
     validator: &ValidatorKey,
     from: u64,
     to: Option<u64>,
-    sink: &mut dyn FnMut(u64, Vec<u8>) -> bool,
+    sink: &mut dyn FnMut(u64, &mut Vec<u8>) -> bool,
 ) -> Result<(), StoreError> {
     let start = chunk_key(validator, from, 0);
     let end = chunk_key(validator, to.unwrap_or(u64::MAX), u16::MAX);
     let mut joiner = Joiner::default();
+    // One buffer for every block the sink does not keep: the next block is joined into
+    // memory the core has just read, not into a fresh allocation.
+    let mut buffer = Vec::new();
     for entry in blocks.range::<&[u8]>(start.as_slice()..=end.as_slice()).map_err(eng("reading blocks"))? {
         let (key, value) = entry.map_err(eng("reading blocks"))?;
         let (_, height, chunk) = split_chunk_key(key.value())?;
-        if let Some((done, bytes)) = joiner.done_before(validator, height)? {
-            if !sink(done, bytes) {
+        if let Some(done) = joiner.done_before(validator, height, &mut buffer)? {
+            if !sink(done, &mut buffer) {
                 return Ok(());
             }
         }
         joiner.push(validator, height, chunk, value)?;
     }
-    if let Some((height, bytes)) = joiner.finish(validator)? {
-        sink(height, bytes);
+    if let Some(height) = joiner.finish(validator, &mut buffer)? {
+        sink(height, &mut buffer);
     }
     Ok(())
 }
@@ -361,7 +364,7 @@ pub(super) fn for_each_block(
 /// one [`put_block`] writes: pieces numbered from 0 with no gap, of the lengths
 /// [`chunk_lengths`] gives for the block's length. So a block has one stored form, and a
 /// lost, short or extra piece is a fault of that block. It holds a block's pieces as
-/// redb hands them out (no copy) and copies them once, into a buffer of the block's size.
+/// redb hands them out (no copy) and copies them once, into the caller's buffer.
 #[derive(Default)]
 pub(super) struct Joiner<'a> {
     /// The block being joined: its height and its pieces, as redb hands them out (their
@@ -377,9 +380,10 @@ impl<'a> Joiner<'a> {
         &mut self,
         validator: &ValidatorKey,
         height: u64,
-    ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        into: &mut Vec<u8>,
+    ) -> Result<Option<u64>, StoreError> {
         match &self.current {
-            Some((at, _)) if *at != height => self.finish(validator),
+            Some((at, _)) if *at != height => self.finish(validator, into),
             _ => Ok(None),
         }
     }
@@ -417,8 +421,8 @@ impl<'a> Joiner<'a> {
     }
 
     /// The last block, once every piece was pushed: its pieces must be the ones its
-    /// length gives.
-    pub(super) fn finish(&mut self, validator: &ValidatorKey) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+    /// length gives. The block's bytes replace what `into` held; its height is returned.
+    pub(super) fn finish(&mut self, validator: &ValidatorKey, into: &mut Vec<u8>) -> Result<Option<u64>, StoreError> {
         let Some((height, pieces)) = self.current.take() else { return Ok(None) };
         let len = std::mem::take(&mut self.len);
         if !pieces.iter().map(|p| p.value().len()).eq(chunk_lengths(len)) {
@@ -430,11 +434,12 @@ impl<'a> Joiner<'a> {
                 why: format!("pieces of {have:?} bytes, where a block of {len} bytes has {want:?}"),
             });
         }
-        let mut bytes = Vec::with_capacity(len);
+        into.clear();
+        into.reserve(len);
         for piece in &pieces {
-            bytes.extend_from_slice(piece.value());
+            into.extend_from_slice(piece.value());
         }
-        Ok(Some((height, bytes)))
+        Ok(Some(height))
     }
 }
 

@@ -10,11 +10,13 @@
 mod error;
 mod layout;
 mod prune;
+mod read_open;
 mod streams;
 
 pub use error::*;
 pub use layout::*;
 pub use prune::*;
+pub use read_open::PageCheck;
 pub use streams::*;
 
 use crate::bytes::{ChallengeId, Hash32, SignatureBytes, ValidatorKey};
@@ -161,12 +163,8 @@ impl Store {
             drop(store);
             return Ok((Store::open_read_only(dir)?, PageCheck::passed()));
         }
-        let dir = dir.to_path_buf();
-        let handle = std::thread::Builder::new()
-            .name("page-check".into())
-            .spawn(move || Store::open_read_only_checked(&dir, true, crate::limits::PAGE_CHECK_CACHE_BYTES).map(drop))
-            .map_err(|e| io_open_error(store.path(), e))?;
-        Ok((store, PageCheck { handle: Some(handle) }))
+        let check = PageCheck::start(dir).map_err(|e| io_open_error(store.path(), e))?;
+        Ok((store, check))
     }
 
     /// Lets go of a store whose pages failed their check without closing it: redb's close
@@ -185,47 +183,9 @@ impl Store {
     }
 
     fn open_read_only_checked(dir: &Path, checked: bool, cache_bytes: usize) -> Result<Store, StoreError> {
-        let path = existing_store_file(dir)?;
-        let file = std::fs::File::open(&path).map_err(|e| io_open_error(&path, e))?;
-        // The magic never changes, so it is checked before the open (redb would call a
-        // file without it "not a redb database", which is a damaged store here); the commit
-        // slots are checked after, under the open's lock.
-        crate::ledger::readonly::check_magic(&read_header(&path)?)
-            .map_err(|why| StoreError::Corrupt(format!("{}: {why}", path.display())))?;
-        let backend = crate::ledger::readonly::ReadOnlyFile::new(file).map_err(|e| io_open_error(&path, e))?;
-        let torn = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let seen_torn = torn.clone();
-        let db = open_database(&path, cache_bytes, move |builder| {
-            builder
-                .set_check_integrity_on_open(checked)
-                .set_repair_callback(move |session| {
-                    // redb reports progress 0.3 only when the newest commit fails its
-                    // checksums and it falls back to the previous one, as its recovery after
-                    // a crash does; the writes of that recovery stay in the overlay.
-                    if session.progress() > 0.0 && session.progress() < 0.5 {
-                        seen_torn.store(true, std::sync::atomic::Ordering::SeqCst);
-                    }
-                })
-                .create_with_backend(backend)
-        })?;
-        // Read once the open holds its shared lock, so no writer can be mid-commit.
-        let header = read_header(&path)?;
-        let left_open = crate::ledger::readonly::check_header(&header)
-            .map_err(|why| StoreError::Corrupt(format!("{}: {why}", path.display())))?;
-        let recovery = match (left_open, torn.load(std::sync::atomic::Ordering::SeqCst)) {
-            (Some(why), true) => Some(format!(
-                "{why}; its newest commit fails its page checksums (a write cut short), so the commit before it is read"
-            )),
-            (Some(why), false) => Some(why),
-            // A file closed cleanly keeps no torn commit: a failing one there is a change.
-            (None, true) => {
-                return Err(StoreError::Corrupt(format!(
-                    "{}: the newest commit fails its page checksums, in a file its writer closed",
-                    path.display()
-                )))
-            }
-            (None, false) => None,
-        };
+        let pass = if checked { read_open::Pass::Full } else { read_open::Pass::Skip };
+        let (db, path, recovery) = read_open::open_read_only(dir, pass, cache_bytes)?;
+        let db = db.expect("an open that runs the whole pass, or none, keeps its database");
         let store = Store { db, path, read_only: true, recovery, upgraded: 0, bodies: None };
         store.check_schema()?;
         Ok(store)
@@ -472,7 +432,7 @@ impl Store {
                 let mut failed = None;
                 for_each_block(&blocks, &validator, 0, None, &mut |height, bytes| {
                     let indexed = (|| {
-                        let (_, events) = super::block::decode_block_borrowed(&bytes)
+                        let (_, events) = super::block::decode_block_borrowed(bytes)
                             .map_err(|source| StoreError::Rejected { validator, height, source })?;
                         for (event_idx, event) in events.iter().enumerate() {
                             if let Some((challenge_id, hotkey)) = event.index_keys() {
@@ -728,32 +688,6 @@ impl Store {
             }
             Ok((total, out))
         })
-    }
-}
-
-/// The page-checksum pass of an overlapped open ([`Store::open_read_only_overlapped`]),
-/// running on its own thread until finished.
-#[must_use = "nothing read from an overlapped open is verified until its page check passes"]
-pub struct PageCheck {
-    handle: Option<std::thread::JoinHandle<Result<(), StoreError>>>,
-}
-
-impl PageCheck {
-    /// A check already done (the store was opened with it).
-    pub fn passed() -> PageCheck {
-        PageCheck { handle: None }
-    }
-
-    /// Waits for the pass: `Ok` only if every page of the commit read passed its checksum.
-    pub fn finish(mut self) -> Result<(), StoreError> {
-        match self.handle.take() {
-            None => Ok(()),
-            Some(handle) => handle.join().unwrap_or_else(|_| {
-                Err(StoreError::Corrupt(
-                    "the store engine failed during the page-checksum pass: the file is damaged".into(),
-                ))
-            }),
-        }
     }
 }
 

@@ -120,7 +120,7 @@ pub fn for_each_pruned_in(
     let mut failed = None;
     let mut going = true;
     for_each_block(&table, validator, from, None, &mut |last, group| {
-        match group_records(validator, last, &group) {
+        match group_records(validator, last, group) {
             Ok(records) => {
                 for (height, record) in records {
                     if height < from {

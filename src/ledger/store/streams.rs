@@ -18,10 +18,10 @@ pub fn for_each_block_in(
     validator: &ValidatorKey,
     from: u64,
     to: u64,
-    sink: &mut dyn FnMut(u64, Vec<u8>) -> bool,
+    sink: &mut dyn FnMut(u64, &[u8]) -> bool,
 ) -> Result<(), StoreError> {
     let blocks = txn.open_table(BLOCKS).map_err(eng("opening blocks"))?;
-    for_each_block(&blocks, validator, from, Some(to), sink)
+    for_each_block(&blocks, validator, from, Some(to), &mut |height, bytes| sink(height, bytes))
 }
 
 /// Streams every stored block of `validator` in height order to `sink`, in batches of
@@ -53,7 +53,7 @@ pub fn stream_blocks_from(
     let mut stopped = false;
     let read = for_each_block(&blocks, validator, from_height, None, &mut |height, bytes| {
         size += bytes.len();
-        batch.push((height, bytes));
+        batch.push((height, std::mem::take(bytes)));
         if size >= batch_bytes || batch.len() >= crate::limits::VERIFY_BATCH_BLOCKS {
             size = 0;
             stopped = !sink(std::mem::take(&mut batch));

@@ -402,7 +402,7 @@ fn check_run(
     }
     let read = store::for_each_block_in(txn, validator, from.max(pruned_below), to, &mut |height, bytes| {
         let mut index = ExpectedIndex { key: *key, ..ExpectedIndex::default() };
-        let checked = check_one(validator, height, &bytes, key, &mut index);
+        let checked = check_one(validator, height, bytes, key, &mut index);
         take(&mut run, height, checked, index, bytes.len() as u64, false)
     });
     match read {
