@@ -285,7 +285,8 @@ const MIN_FOLD_BATCH_BYTES: usize = 1024 * 1024;
 
 /// Folds one chain's stored blocks past `fold`'s tip, in height order: a reader thread
 /// copies batches of about `batch_bytes` out of the store while the previous batch is
-/// folded; the fold is hashed at each checkpoint height from `hash_from` on. Returns the
+/// folded (on a pool of one thread, the same thread reads and folds in turn, so
+/// `--threads 1` uses one core); the fold is hashed at each checkpoint height from `hash_from` on. Returns the
 /// fold, and the blocks and bytes folded this run.
 fn fold_chain(
     cold: &cold::ColdStore,
@@ -301,54 +302,64 @@ fn fold_chain(
     }
     let validator = fold.validator;
     let from = fold.next_height();
-    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(1);
     let mut spill_failed = None;
-    std::thread::scope(|scope| -> Result<(), StoreError> {
-        let reader = scope.spawn(move || {
-            // Pruned blocks (ledger-spec/05) come back from the log's archive, a bundle at
-            // a time, each checked against its kept record; the fold checks them again
-            // as any block.
-            let pruned_below = store::pruned_below(txn, &validator)?;
-            let mut at = from;
-            while at < pruned_below {
-                let to = (at / store::PRUNED_FETCH_BLOCKS * store::PRUNED_FETCH_BLOCKS + store::PRUNED_FETCH_BLOCKS
-                    - 1)
+    // Every stored block past `from`, a batch at a time, to `send` (false: stop).
+    let read = move |send: &mut dyn FnMut(Vec<(u64, Vec<u8>)>) -> bool| -> Result<(), StoreError> {
+        // Pruned blocks (ledger-spec/05) come back from the log's archive, a bundle at a
+        // time, each checked against its kept record; the fold checks them again as any
+        // block.
+        let pruned_below = store::pruned_below(txn, &validator)?;
+        let mut at = from;
+        while at < pruned_below {
+            let to = (at / store::PRUNED_FETCH_BLOCKS * store::PRUNED_FETCH_BLOCKS + store::PRUNED_FETCH_BLOCKS - 1)
                 .min(pruned_below - 1);
-                if sender.send(whole.fetch_pruned_range(&validator, at, to)?).is_err() {
-                    return Ok(());
-                }
-                at = to + 1;
+            if !send(whole.fetch_pruned_range(&validator, at, to)?) {
+                return Ok(());
             }
-            store::stream_blocks_from(txn, &validator, at, batch_bytes, &mut |batch| sender.send(batch).is_ok())
-        });
-        for batch in receiver.iter() {
-            let before = fold.n_bytes;
-            n_blocks += batch.len() as u64;
-            // Spilled after each block, so a batch of small matches is never all in
-            // memory at once.
-            fold_batch(&mut fold, registry, &batch, &mut |fold| match spill::spill_if_due(cold, fold)
-                .and_then(|_| checkpoint::take_point(cold, fold, hash_from))
-            {
-                Err(e) => {
-                    spill_failed = Some(e);
-                    false
-                }
-                Ok(_) => true,
-            });
-            if spill_failed.is_some() {
-                break;
-            }
-            n_bytes += fold.n_bytes - before;
-            if let Ok(mut progress) = progress.lock() {
-                (*progress)(&validator, fold.next_height(), n_bytes);
-            }
-            if fold.invalid_at.is_some() {
-                break;
-            }
+            at = to + 1;
         }
-        drop(receiver);
-        reader.join().expect("the block reader does not panic")
-    })?;
+        store::stream_blocks_from(txn, &validator, at, batch_bytes, send)
+    };
+    let mut consume = |batch: Vec<(u64, Vec<u8>)>| -> bool {
+        let before = fold.n_bytes;
+        n_blocks += batch.len() as u64;
+        // Spilled after each block, so a batch of small matches is never all in memory
+        // at once.
+        fold_batch(&mut fold, registry, &batch, &mut |fold| match spill::spill_if_due(cold, fold)
+            .and_then(|_| checkpoint::take_point(cold, fold, hash_from))
+        {
+            Err(e) => {
+                spill_failed = Some(e);
+                false
+            }
+            Ok(_) => true,
+        });
+        if spill_failed.is_some() {
+            return false;
+        }
+        n_bytes += fold.n_bytes - before;
+        if let Ok(mut progress) = progress.lock() {
+            (*progress)(&validator, fold.next_height(), n_bytes);
+        }
+        fold.invalid_at.is_none()
+    };
+    if rayon::current_num_threads() > 1 {
+        // A reader thread copies the next batch out of the store while this one folds.
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(1);
+        std::thread::scope(|scope| -> Result<(), StoreError> {
+            let reader = scope.spawn(move || read(&mut |batch| sender.send(batch).is_ok()));
+            for batch in receiver.iter() {
+                if !consume(batch) {
+                    break;
+                }
+            }
+            drop(receiver);
+            reader.join().expect("the block reader does not panic")
+        })?;
+    } else {
+        // One thread asked for, one core used: the reads take turns with the folds.
+        read(&mut consume)?;
+    }
     if let Some(e) = spill_failed {
         return Err(e.into());
     }
