@@ -34,7 +34,7 @@ impl Width {
     fn best() -> Width {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx512f") {
+            if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bw") {
                 return Width::Sixteen;
             }
             if std::arch::is_x86_feature_detected!("avx2") {
@@ -78,7 +78,7 @@ fn hash_many_at(width: Width, key: Option<&[u8; 32]>, prefix: &[u8], inputs: &[&
             }
             let job = Lanes::new(key.is_some(), prefix, &group_inputs[..group.len()]);
             match width {
-                // SAFETY: AVX-512F was detected at run time (`Width::best`, or the tests).
+                // SAFETY: AVX-512F and AVX-512BW were detected at run time (`Width::best`, or the tests).
                 Width::Sixteen => unsafe { avx512::sixteen(&key_words, &job, &mut hashes) },
                 // SAFETY: AVX2 was detected at run time (`Width::best`, or the tests).
                 _ => unsafe { avx2::eight(&key_words, &job, (&mut hashes[..8]).try_into().expect("8")) },
@@ -411,8 +411,8 @@ mod avx512 {
     /// or a key), into `out`. Lanes past the job's inputs come out meaningless.
     ///
     /// # Safety
-    /// The CPU must support AVX-512F.
-    #[target_feature(enable = "avx512f")]
+    /// The CPU must support AVX-512F and AVX-512BW.
+    #[target_feature(enable = "avx512f,avx512bw")]
     pub unsafe fn sixteen(key: &[u32; 8], job: &Lanes<'_>, out: &mut [[u8; 32]; 16]) {
         let mut cv: [__m512i; 8] = std::array::from_fn(|i| _mm512_set1_epi32(key[i] as i32));
         let mut scratch = [[0u8; BLOCK_LEN]; 16];
@@ -422,6 +422,15 @@ mod avx512 {
         let n_blocks = load(&std::array::from_fn(|l| if l < job.inputs.len() { job.n_blocks[l] as i32 } else { 0 }));
         let last_len = load(&std::array::from_fn(|l| job.last_len[l] as i32));
         let end_flags = _mm512_set1_epi32((CHUNK_END | ROOT) as i32);
+        // A prefix shorter than a block (the leaf and node prefixes are one byte): every
+        // block is loaded straight from its input under a byte mask, with no copy into
+        // scratch (whose small stores a wide load then waits on).
+        let masked = job.prefix.len() < BLOCK_LEN;
+        let mut prefix_bytes = [0u8; BLOCK_LEN];
+        if masked {
+            prefix_bytes[..job.prefix.len()].copy_from_slice(job.prefix);
+        }
+        let prefix = _mm512_loadu_si512(prefix_bytes.as_ptr().cast());
         for block in 0..job.most {
             let active = _mm512_cmpgt_epi32_mask(n_blocks, _mm512_set1_epi32(block as i32));
             let last = _mm512_cmpeq_epi32_mask(n_blocks, _mm512_set1_epi32(block as i32 + 1));
@@ -432,7 +441,10 @@ mod avx512 {
             // Lane l's block as row l, then transposed: vector w holds word w of every lane.
             let mut rows = [_mm512_setzero_si512(); 16];
             for (lane, (row, scratch)) in rows.iter_mut().zip(scratch.iter_mut()).enumerate() {
-                *row = _mm512_loadu_si512(job.block(lane, block, scratch).as_ptr().cast());
+                *row = match masked {
+                    true => masked_block(job, prefix, lane, block),
+                    false => _mm512_loadu_si512(job.block(lane, block, scratch).as_ptr().cast()),
+                };
                 if let Some(input) = job.inputs.get(lane) {
                     _mm_prefetch::<_MM_HINT_T0>(
                         input.as_ptr().wrapping_add((block + PREFETCH_BLOCKS) * BLOCK_LEN).cast(),
@@ -450,6 +462,34 @@ mod avx512 {
         let rows = transpose(std::array::from_fn(|i| if i < 8 { cv[i] } else { _mm512_setzero_si512() }));
         for (hash, row) in out.iter_mut().zip(rows) {
             _mm256_storeu_si256(hash.as_mut_ptr().cast(), _mm512_castsi512_si256(row));
+        }
+    }
+
+    /// Block `block` of lane `lane` (of `job`, whose prefix is shorter than a block):
+    /// its input's bytes loaded under a byte mask, so bytes before or past the input read
+    /// as zero and are never touched, with the prefix (`prefix`, zero past its end) in
+    /// block 0. A lane past the inputs is all zero.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and AVX-512BW.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn masked_block(job: &Lanes<'_>, prefix: __m512i, lane: usize, block: usize) -> __m512i {
+        let Some(input) = job.inputs.get(lane) else { return _mm512_setzero_si512() };
+        // The input offset of the block's first byte (negative in block 0, by the prefix).
+        let start = (block * BLOCK_LEN) as i64 - job.prefix.len() as i64;
+        let lo = (-start).clamp(0, BLOCK_LEN as i64);
+        let hi = (input.len() as i64 - start).clamp(0, BLOCK_LEN as i64);
+        let mask = match hi > lo {
+            true => (u64::MAX >> (BLOCK_LEN as i64 - (hi - lo))) << lo,
+            false => 0,
+        };
+        // Masked-off bytes are not read, so the address may lie outside the input.
+        let row = _mm512_maskz_loadu_epi8(mask, input.as_ptr().wrapping_offset(start as isize).cast());
+        if block == 0 {
+            _mm512_or_si512(row, prefix)
+        } else {
+            row
         }
     }
 
@@ -527,7 +567,7 @@ mod tests {
             if std::arch::is_x86_feature_detected!("avx2") {
                 out.push(Width::Eight);
             }
-            if std::arch::is_x86_feature_detected!("avx512f") {
+            if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bw") {
                 out.push(Width::Sixteen);
             }
         }
