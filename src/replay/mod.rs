@@ -286,8 +286,8 @@ const MIN_FOLD_BATCH_BYTES: usize = 1024 * 1024;
 /// Folds one chain's stored blocks past `fold`'s tip, in height order: a reader thread
 /// copies batches of about `batch_bytes` out of the store while the previous batch is
 /// folded (on a pool of one thread, the same thread reads and folds in turn, so
-/// `--threads 1` uses one core); the fold is hashed at each checkpoint height from `hash_from` on. Returns the
-/// fold, and the blocks and bytes folded this run.
+/// `--threads 1` uses one core); the fold is hashed at each checkpoint height from
+/// `hash_from` on. Returns the fold, and the blocks and bytes folded this run.
 fn fold_chain(
     cold: &cold::ColdStore,
     (whole, txn): (&Store, &redb::ReadTransaction),

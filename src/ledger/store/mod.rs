@@ -730,4 +730,46 @@ mod tests {
         assert_eq!(chunk_lengths(32 << 20).count(), 33);
         assert_eq!(chunk_lengths(0).count(), 0);
     }
+
+    /// A closed store of a few blocks whose events carry `marker` bytes, and its file.
+    fn store_with(marker: u8) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let log = crate::ledger::OwnLog::new(
+            Store::create(dir.path()).unwrap(),
+            crate::ledger::LedgerKey::from_seed([6; 32]),
+        );
+        for height in 0..4 {
+            let mut events = crate::ledger::demo::demo_events(&log.validator(), height, 4, 3000);
+            if let crate::ledger::Event::Transcript(t) = &mut events[1] {
+                t.messages[0].content = String::from_utf8(vec![marker; 2000]).unwrap();
+            }
+            log.append(events, 1_000 + height).unwrap();
+        }
+        drop(log);
+        let file = dir.path().join(STORE_FILE);
+        (dir, file)
+    }
+
+    #[test]
+    fn the_pass_alone_stops_after_the_checksums_and_still_finds_a_changed_page() {
+        let (dir, file) = store_with(b'q');
+        // Stopped at redb's "checksums verified" point: no database kept. A redb whose
+        // repair no longer reports that point would keep one (and read every page twice).
+        let (db, _, recovery) = read_open::open_read_only(dir.path(), read_open::Pass::ChecksumsOnly, 1 << 20).unwrap();
+        assert!(db.is_none(), "the pass ran to the allocator's rebuild");
+        assert_eq!(recovery, None);
+        // The same file with one byte of a transcript changed: the pass alone refuses it,
+        // as the whole checked open does.
+        let mut bytes = std::fs::read(&file).unwrap();
+        let at = bytes.windows(64).position(|w| w.iter().all(|b| *b == b'q')).expect("the marker is in the file");
+        bytes[at + 10] = b'r';
+        std::fs::write(&file, &bytes).unwrap();
+        for pass in [read_open::Pass::ChecksumsOnly, read_open::Pass::Full] {
+            let error =
+                read_open::open_read_only(dir.path(), pass, 1 << 20).err().unwrap_or_else(|| panic!("{pass:?} passed"));
+            assert!(matches!(error, StoreError::Corrupt(_)), "{pass:?}: {error}");
+        }
+        // Unchecked, the open itself goes through: the pass is what found the change.
+        assert!(read_open::open_read_only(dir.path(), read_open::Pass::Skip, 1 << 20).is_ok());
+    }
 }

@@ -3,7 +3,8 @@
 //! whose pass runs beside it), or run alone on its own thread beside a full read
 //! ([`PageCheck`]), stopped as soon as every checksum has verified.
 
-use super::{existing_store_file, io_open_error, open_database, read_header, StoreError};
+use super::error::StoreError;
+use super::layout::{existing_store_file, io_open_error, open_database, read_header};
 use redb::Database;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -124,50 +125,5 @@ impl PageCheck {
                 ))
             }),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::STORE_FILE;
-    use super::*;
-    use crate::ledger::{LedgerKey, OwnLog, Store};
-
-    /// A closed store of a few blocks whose events carry `marker` bytes, and its file.
-    fn store_with(marker: u8) -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let log = OwnLog::new(Store::create(dir.path()).unwrap(), LedgerKey::from_seed([6; 32]));
-        for height in 0..4 {
-            let mut events = crate::ledger::demo::demo_events(&log.validator(), height, 4, 3000);
-            if let crate::ledger::Event::Transcript(t) = &mut events[1] {
-                t.messages[0].content = String::from_utf8(vec![marker; 2000]).unwrap();
-            }
-            log.append(events, 1_000 + height).unwrap();
-        }
-        drop(log);
-        let file = dir.path().join(STORE_FILE);
-        (dir, file)
-    }
-
-    #[test]
-    fn the_pass_alone_stops_after_the_checksums_and_still_finds_a_changed_page() {
-        let (dir, file) = store_with(b'q');
-        // Stopped at redb's "checksums verified" point: no database kept. A redb whose
-        // repair no longer reports that point would keep one (and read every page twice).
-        let (db, _, recovery) = open_read_only(dir.path(), Pass::ChecksumsOnly, 1 << 20).unwrap();
-        assert!(db.is_none(), "the pass ran to the allocator's rebuild");
-        assert_eq!(recovery, None);
-        // The same file with one byte of a transcript changed: the pass alone refuses it,
-        // as the whole checked open does.
-        let mut bytes = std::fs::read(&file).unwrap();
-        let at = bytes.windows(64).position(|w| w.iter().all(|b| *b == b'q')).expect("the marker is in the file");
-        bytes[at + 10] = b'r';
-        std::fs::write(&file, &bytes).unwrap();
-        for pass in [Pass::ChecksumsOnly, Pass::Full] {
-            let error = open_read_only(dir.path(), pass, 1 << 20).err().unwrap_or_else(|| panic!("{pass:?} passed"));
-            assert!(matches!(error, StoreError::Corrupt(_)), "{pass:?}: {error}");
-        }
-        // Unchecked, the open itself goes through: the pass is what found the change.
-        assert!(open_read_only(dir.path(), Pass::Skip, 1 << 20).is_ok());
     }
 }
