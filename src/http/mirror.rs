@@ -216,7 +216,7 @@ impl Body {
     async fn chunk(&mut self, deadline: tokio::time::Instant) -> Result<Option<bytes::Bytes>, String> {
         let next = async {
             match self {
-                Body::Http(response) => response.chunk().await.map_err(|e| describe(&e)),
+                Body::Http(response) => response.chunk().await.map_err(|e| crate::display::with_causes(&e)),
                 Body::Archive { chunks, .. } => futures::StreamExt::next(chunks).await.transpose(),
             }
         };
@@ -315,8 +315,12 @@ impl Source {
                 if left.is_zero() {
                     return Err(fetch(gave_up()));
                 }
-                let response =
-                    client.get(url.clone()).timeout(timeout).send().await.map_err(|e| fetch(describe(&e)))?;
+                let response = client
+                    .get(url.clone())
+                    .timeout(timeout)
+                    .send()
+                    .await
+                    .map_err(|e| fetch(crate::display::with_causes(&e)))?;
                 if !response.status().is_success() {
                     return Err(fetch(format!("HTTP {}", response.status())));
                 }
@@ -383,18 +387,6 @@ impl Source {
             .map_err(|e| refused(e.to_string()))?;
         Ok(signed)
     }
-}
-
-fn describe(error: &reqwest::Error) -> String {
-    use std::error::Error;
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 async fn mirror_chain(

@@ -415,22 +415,12 @@ mod avx512 {
     #[target_feature(enable = "avx512f,avx512bw")]
     pub unsafe fn sixteen(key: &[u32; 8], job: &Lanes<'_>, out: &mut [[u8; 32]; 16]) {
         let mut cv: [__m512i; 8] = std::array::from_fn(|i| _mm512_set1_epi32(key[i] as i32));
-        let mut scratch = [[0u8; BLOCK_LEN]; 16];
         let load = |values: &[i32; 16]| _mm512_loadu_si512(values.as_ptr().cast());
         // Each lane's block count (0 past the inputs) and last block's length, as vectors:
         // the flags of every block come from them without a store and reload per block.
         let n_blocks = load(&std::array::from_fn(|l| if l < job.inputs.len() { job.n_blocks[l] as i32 } else { 0 }));
         let last_len = load(&std::array::from_fn(|l| job.last_len[l] as i32));
         let end_flags = _mm512_set1_epi32((CHUNK_END | ROOT) as i32);
-        // A prefix shorter than a block (the leaf and node prefixes are one byte): every
-        // block is loaded straight from its input under a byte mask, with no copy into
-        // scratch (whose small stores a wide load then waits on).
-        let masked = job.prefix.len() < BLOCK_LEN;
-        let mut prefix_bytes = [0u8; BLOCK_LEN];
-        if masked {
-            prefix_bytes[..job.prefix.len()].copy_from_slice(job.prefix);
-        }
-        let prefix = _mm512_loadu_si512(prefix_bytes.as_ptr().cast());
         for block in 0..job.most {
             let active = _mm512_cmpgt_epi32_mask(n_blocks, _mm512_set1_epi32(block as i32));
             let last = _mm512_cmpeq_epi32_mask(n_blocks, _mm512_set1_epi32(block as i32 + 1));
@@ -440,11 +430,8 @@ mod avx512 {
             let block_len = _mm512_mask_blend_epi32(last, _mm512_set1_epi32(BLOCK_LEN as i32), last_len);
             // Lane l's block as row l, then transposed: vector w holds word w of every lane.
             let mut rows = [_mm512_setzero_si512(); 16];
-            for (lane, (row, scratch)) in rows.iter_mut().zip(scratch.iter_mut()).enumerate() {
-                *row = match masked {
-                    true => masked_block(job, prefix, lane, block),
-                    false => _mm512_loadu_si512(job.block(lane, block, scratch).as_ptr().cast()),
-                };
+            for (lane, row) in rows.iter_mut().enumerate() {
+                *row = masked_block(job, lane, block);
                 if let Some(input) = job.inputs.get(lane) {
                     _mm_prefetch::<_MM_HINT_T0>(
                         input.as_ptr().wrapping_add((block + PREFETCH_BLOCKS) * BLOCK_LEN).cast(),
@@ -465,32 +452,40 @@ mod avx512 {
         }
     }
 
-    /// Block `block` of lane `lane` (of `job`, whose prefix is shorter than a block):
-    /// its input's bytes loaded under a byte mask, so bytes before or past the input read
-    /// as zero and are never touched, with the prefix (`prefix`, zero past its end) in
-    /// block 0. A lane past the inputs is all zero.
+    /// Block `block` of lane `lane` of `job` (prefix, then input), loaded straight from
+    /// the prefix and the input under byte masks, with no copy into scratch (whose small
+    /// stores a wide load would wait on). A lane past the inputs is all zero.
     ///
     /// # Safety
     /// The CPU must support AVX-512F and AVX-512BW.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw")]
-    unsafe fn masked_block(job: &Lanes<'_>, prefix: __m512i, lane: usize, block: usize) -> __m512i {
+    unsafe fn masked_block(job: &Lanes<'_>, lane: usize, block: usize) -> __m512i {
         let Some(input) = job.inputs.get(lane) else { return _mm512_setzero_si512() };
-        // The input offset of the block's first byte (negative in block 0, by the prefix).
-        let start = (block * BLOCK_LEN) as i64 - job.prefix.len() as i64;
+        let (at, prefix_len) = ((block * BLOCK_LEN) as i64, job.prefix.len() as i64);
+        let row = block_part(input, at - prefix_len);
+        match at < prefix_len {
+            true => _mm512_or_si512(row, block_part(job.prefix, at)),
+            false => row,
+        }
+    }
+
+    /// The 64 bytes of `bytes` from offset `start` (which may lie before or past them),
+    /// bytes outside `bytes` zero and never read.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and AVX-512BW.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn block_part(bytes: &[u8], start: i64) -> __m512i {
         let lo = (-start).clamp(0, BLOCK_LEN as i64);
-        let hi = (input.len() as i64 - start).clamp(0, BLOCK_LEN as i64);
+        let hi = (bytes.len() as i64 - start).clamp(0, BLOCK_LEN as i64);
         let mask = match hi > lo {
             true => (u64::MAX >> (BLOCK_LEN as i64 - (hi - lo))) << lo,
             false => 0,
         };
-        // Masked-off bytes are not read, so the address may lie outside the input.
-        let row = _mm512_maskz_loadu_epi8(mask, input.as_ptr().wrapping_offset(start as isize).cast());
-        if block == 0 {
-            _mm512_or_si512(row, prefix)
-        } else {
-            row
-        }
+        // Masked-off bytes are not read, so the address may lie outside `bytes`.
+        _mm512_maskz_loadu_epi8(mask, bytes.as_ptr().wrapping_offset(start as isize).cast())
     }
 
     /// A 16x16 transpose of 32-bit words: row `r`, element `c` goes to row `c`, element
