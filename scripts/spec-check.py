@@ -402,12 +402,12 @@ def need(condition: bool, what: str):
         raise ValueError(what)
 
 
-def verify_export(path: Path):
-    """08-export.md: every block of a block export, by 01-04 alone."""
-    data = path.read_bytes()
+def export_blocks(data: bytes):
+    """08-export.md: every block of a block export, checked by 01-04 alone, as
+    (header, block hash, events), in the export's order."""
     magic = b"af-ledger-blocks/v1\n"
     need(data.startswith(magic), "export starts with the magic (08)")
-    pos, tips, n_blocks, n_events = len(magic), {}, 0, 0
+    pos, tips, n_blocks = len(magic), {}, 0
     while pos < len(data):
         need(pos + 4 <= len(data), f"record {n_blocks} has its length (08)")
         length = struct.unpack_from("<I", data, pos)[0]
@@ -427,19 +427,76 @@ def verify_export(path: Path):
         Ed25519PublicKey.from_public_bytes(validator).verify(r.take(64), b"af-ledger/v1/block\x00" + block_hash)
         n = r.u64()
         need(n == h["n_events"], f"record {n_blocks}: event count (03)")
-        leaves = []
+        leaves, events = [], []
         for _ in range(n):
             start = r.pos
-            event(r)
+            events.append(event(r))
             need(r.pos - start <= 4 << 20, f"record {n_blocks}: event within 4 MiB (01)")
             leaves.append(leaf_hash(raw[start:r.pos]))
         need(r.pos == len(raw) and mth(leaves).hex() == h["events_root"], f"record {n_blocks}: events root, no trailing bytes (03)")
         tips[validator] = (h["height"], block_hash, h["time_ms"])
         n_blocks += 1
-        n_events += n
-    for validator, (height, block_hash, _) in sorted(tips.items()):
+        yield h, block_hash, events
+
+
+def verify_export(path: Path):
+    """08-export.md: every block of a block export, by 01-04 alone."""
+    tips, n_blocks, n_events = {}, 0, 0
+    for h, block_hash, events in export_blocks(path.read_bytes()):
+        tips[bytes.fromhex(h["validator"])] = (h["height"], block_hash)
+        n_blocks += 1
+        n_events += len(events)
+    for validator, (height, block_hash) in sorted(tips.items()):
         print(f"chain {validator.hex()}: {height + 1} blocks, tip {block_hash.hex()}")
     print(f"export verified by the spec alone: {n_blocks} blocks, {n_events} events, {len(tips)} chain(s)")
+
+
+class ReplayTools:
+    """What ledger-spec/14's fold needs from the rest of the spec, and the one input it
+    takes from a vector: the rewards an environment re-scores otherwise."""
+
+    def __init__(self, rescored: list):
+        self.rescored_list = {(bytes.fromhex(x["validator"]), x["height"], x["event_idx"]): x["reward_milli"]
+                              for x in rescored}
+        self.n_taken = 0
+        self.parse_plan = parse_score_plan
+        self.evidence_proven = evidence_proven
+
+    def rescored(self, validator, height, idx, recorded):
+        key = (validator, height, idx)
+        if key in self.rescored_list:
+            return self.rescored_list[key]
+        self.n_taken += 1
+        return recorded
+
+
+def check_replay_vectors(path: Path):
+    """ledger-spec/14: every scenario's state hash from its block export and the spec."""
+    import spec_replay
+    v = strict_json(path.read_text())
+    check([k["name"] for k in v["finding_kinds"]] == spec_replay.KINDS, "finding kinds and their tags (14)")
+    n_taken = 0
+    for sc in v["scenarios"]:
+        tools = ReplayTools(sc["rescored"])
+        folds = {}
+        for h, block_hash, events in export_blocks((path.parent / sc["blocks"]).read_bytes()):
+            validator = bytes.fromhex(h["validator"])
+            fold = folds.setdefault(validator, spec_replay.Fold(validator))
+            fold.block(h["height"], block_hash.hex(), h["time_ms"], events, tools)
+        for f in sc["folds"]:
+            mine = folds[bytes.fromhex(f["validator"])]
+            found = {k: n for k, n in mine.findings.items() if n}
+            check(found == f["findings"] and len(mine.matches) == f["n_matches"],
+                  f"{sc['name']}: the fold of {f['validator'][:16]}: findings {found} (14 section 1)")
+        state_bytes, vtrust = spec_replay.combine(list(folds.values()), parse_score_plan)
+        for x in sc["validators"]:
+            check(vtrust[x["validator"]] == x["vtrust_ppm"],
+                  f"{sc['name']}: vTrust of {x['validator'][:16]} is {vtrust[x['validator']]} (14 section 3)")
+        check(state_bytes.hex() == sc["state_bytes"], f"{sc['name']}: the state's bytes (14 section 5)")
+        check(b3(state_bytes).hex() == sc["state_hash"], f"{sc['name']}: state hash {sc['state_hash'][:16]} (14)")
+        n_taken += tools.n_taken
+    print(f"replay vectors: {len(v['scenarios'])} state hashes recomputed from their logs; "
+          f"{n_taken} transcript rewards taken as re-scored equal (the environments' scorers are not in ledger-spec)")
 
 
 def main():
@@ -577,6 +634,7 @@ def main():
     check(text.endswith("=") and not note_verifies(note.replace(text, sloppy), public),
           "a signature whose base64 has non-zero padding bits is refused (04)")
     check_decisions(v)
+    check_replay_vectors(path.parent.parent / "replay/vectors.json")
     print("all vectors check out against ledger-spec/")
     print(f"spec-check: {len(PASSED)} passed, 0 failed")
 

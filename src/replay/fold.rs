@@ -10,8 +10,8 @@
 use super::lists::{CommitmentList, EquivocationList, SkipList};
 use super::matches::MatchTable;
 use super::model::{
-    DecidedFold, Discrepancy, DiscrepancyKind, EnvFolds, EquivocationFound, HeldMiner, LoggedCommit, LoggedWeights,
-    MatchFold, SkipFold,
+    DecidedFold, Discrepancy, DiscrepancyKind, EnvFolds, EquivocationFound, FindingCounts, HeldMiner, LoggedCommit,
+    LoggedWeights, MatchFold, SkipFold,
 };
 use super::points::Checkpoints;
 use crate::bytes::{ChallengeId, Hash32, MatchId, ValidatorKey};
@@ -248,6 +248,8 @@ pub struct ChainFold {
     pub n_discrepancies_omitted: u64,
     /// The height of the first finding not kept.
     pub first_omitted_height: Option<u64>,
+    /// Every finding of this log by kind, kept or not: what vTrust and the state count.
+    pub findings: FindingCounts,
     pub equivocations: EquivocationList,
     pub commitments: CommitmentList,
     /// The last weights this log says it sent to the chain (set, or committed timelocked).
@@ -274,6 +276,7 @@ impl ChainFold {
             discrepancies: Vec::new(),
             n_discrepancies_omitted: 0,
             first_omitted_height: None,
+            findings: FindingCounts::default(),
             equivocations: Default::default(),
             commitments: CommitmentList::default(),
             last_weights: None,
@@ -318,6 +321,7 @@ impl ChainFold {
 
     fn push(&mut self, kind: DiscrepancyKind, height: u64, event_idx: Option<u32>, detail: String) {
         self.combine_changes += 1;
+        self.findings.add(kind, 1);
         if self.discrepancies.len() >= MAX_CHAIN_DISCREPANCIES && kind != DiscrepancyKind::InvalidBlock {
             self.n_discrepancies_omitted += 1;
             self.first_omitted_height.get_or_insert(height);

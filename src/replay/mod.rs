@@ -25,6 +25,7 @@ pub mod network_list;
 pub mod points;
 pub mod projection;
 pub mod spill;
+pub mod state_bytes;
 pub mod synth;
 pub mod view;
 pub mod vtrust;
@@ -34,7 +35,6 @@ use crate::bytes::{Hash32, ValidatorKey};
 use crate::envs::Registry;
 use crate::evaluation::ratio::RatioParams;
 use crate::ledger::block::{check_link, check_signature, decode_block_borrowed, CheckedBlock};
-use crate::ledger::codec;
 use crate::ledger::store::{self, Store, StoreError};
 use crate::ledger::{Event, Tip};
 use crate::limits::VERIFY_BATCH_BYTES;
@@ -45,7 +45,7 @@ use std::collections::BTreeMap;
 
 /// Bumped whenever a change to the fold, the checks or the snapshot layout could make an
 /// old snapshot disagree with a replay from genesis; an old snapshot is then ignored.
-pub const REPLAY_VERSION: u32 = 13;
+pub const REPLAY_VERSION: u32 = 14;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
@@ -111,11 +111,7 @@ fn faulted(folds: &[ChainFold], matches: &network::NetworkMatches) -> bool {
 /// reached, bytes of that chain folded this run).
 pub type Progress<'a> = &'a mut (dyn FnMut(&ValidatorKey, u64, u64) + Send);
 
-/// The state hash: blake3 over the canonical encoding of the state.
-/// Fails only when one of the state's matches does not read back from the replay's file.
-pub fn state_hash(state: &NetworkState) -> Result<Hash32, codec::CodecError> {
-    Ok(Hash32(*codec::try_hash_encoding(state, "network state")?.as_bytes()))
-}
+pub use state_bytes::state_hash;
 
 /// Where the folds handed to [`replay`] come from, which decides what must be checked
 /// before they are reused.

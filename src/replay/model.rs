@@ -51,6 +51,31 @@ pub enum DiscrepancyKind {
 }
 
 impl DiscrepancyKind {
+    /// Every kind, in its order (its tag in the state's bytes, ledger-spec/14).
+    pub const ALL: [DiscrepancyKind; 14] = [
+        DiscrepancyKind::InvalidBlock,
+        DiscrepancyKind::Equivocation,
+        DiscrepancyKind::FalseEvidence,
+        DiscrepancyKind::FalseScore,
+        DiscrepancyKind::BadChallengeId,
+        DiscrepancyKind::BadMatchId,
+        DiscrepancyKind::FalseBlockHash,
+        DiscrepancyKind::ScheduleGap,
+        DiscrepancyKind::ScheduleRepeat,
+        DiscrepancyKind::FalseTally,
+        DiscrepancyKind::Disagreement,
+        DiscrepancyKind::FalseCommitment,
+        DiscrepancyKind::FalseDecision,
+        DiscrepancyKind::FalseWeights,
+    ];
+
+    /// Whether a finding of this kind is a proof of misreporting (each costs vTrust,
+    /// ledger-spec/14). An invalid block zeroes vTrust on its own; a disagreement is
+    /// weighed as a share, not counted as a proof.
+    pub fn is_proof(self) -> bool {
+        !matches!(self, DiscrepancyKind::InvalidBlock | DiscrepancyKind::Disagreement)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             DiscrepancyKind::InvalidBlock => "invalid_block",
@@ -68,6 +93,33 @@ impl DiscrepancyKind {
             DiscrepancyKind::FalseDecision => "false_decision",
             DiscrepancyKind::FalseWeights => "false_weights",
         }
+    }
+}
+
+/// How many findings of each kind a log proved, listed or not: what vTrust counts, so
+/// the bound on the findings a fold lists (`fold::MAX_CHAIN_DISCREPANCIES`) changes no
+/// count.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FindingCounts([u64; DiscrepancyKind::ALL.len()]);
+
+impl FindingCounts {
+    pub fn add(&mut self, kind: DiscrepancyKind, n: u64) {
+        let count = &mut self.0[kind as usize];
+        *count = count.saturating_add(n);
+    }
+
+    pub fn get(&self, kind: DiscrepancyKind) -> u64 {
+        self.0[kind as usize]
+    }
+
+    /// The proofs of misreporting among them (`DiscrepancyKind::is_proof`).
+    pub fn proofs(&self) -> u64 {
+        self.nonzero().filter(|(kind, _)| kind.is_proof()).fold(0u64, |sum, (_, n)| sum.saturating_add(n))
+    }
+
+    /// (kind, count) for each kind found at least once, in kind order.
+    pub fn nonzero(&self) -> impl Iterator<Item = (DiscrepancyKind, u64)> + '_ {
+        DiscrepancyKind::ALL.into_iter().map(|kind| (kind, self.get(kind))).filter(|(_, n)| *n > 0)
     }
 }
 

@@ -11,11 +11,12 @@ use super::bag::Bag;
 use super::cold::{CacheSize, ColdError, ColdStore};
 use super::fold::{ChainFold, MAX_CHAIN_DISCREPANCIES};
 use super::matches::MatchTable;
-use super::model::{Discrepancy, DiscrepancyKind, HeldMiner, MatchFold, Name, NetworkMatch, NetworkVerdict, Vote};
+use super::model::{
+    Discrepancy, DiscrepancyKind, FindingCounts, HeldMiner, MatchFold, Name, NetworkMatch, NetworkVerdict, Vote,
+};
 pub use super::network_list::NetworkMatches;
 use super::vtrust;
-use crate::bytes::MatchId;
-use crate::bytes::ValidatorKey;
+use crate::bytes::{Hash32, MatchId, ValidatorKey};
 use crate::evaluation::ratio::{RatioParams, RatioToBeat};
 use redb::WriteTransaction;
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,8 @@ use std::sync::Arc;
 pub struct ValidatorSummary {
     pub validator: ValidatorKey,
     pub tip_height: Option<u64>,
+    /// The hash of the block at `tip_height`: the state names the very logs it was made from.
+    pub tip_hash: Option<Hash32>,
     pub n_events: u64,
     pub n_transcripts: u64,
     pub n_matches: u64,
@@ -33,6 +36,9 @@ pub struct ValidatorSummary {
     pub equivocated: bool,
     /// Proofs of misreporting: false scores, tallies, evidence, bad ids, schedule faults.
     pub n_false_reports: u64,
+    /// Those proofs by kind (each kind found at least once, in kind order), the log's own
+    /// and the combine's ratio findings together.
+    pub proofs_by_kind: Vec<(DiscrepancyKind, u64)>,
     pub n_compared: u64,
     pub n_disagreements: u64,
     pub vtrust_ppm: u32,
@@ -234,15 +240,19 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
         .iter()
         .map(|f| {
             let (n_compared, n_disagreements) = compared.get(&f.validator).copied().unwrap_or((0, 0));
+            let mut proofs = f.findings.clone();
+            proofs.add(DiscrepancyKind::FalseDecision, ratio_false[&f.validator]);
             ValidatorSummary {
                 validator: f.validator,
                 tip_height: f.tip.map(|t| t.height),
+                tip_hash: f.tip.map(|t| t.hash),
                 n_events: f.n_events,
                 n_transcripts: f.n_transcripts,
                 n_matches: f.matches.len() as u64,
                 invalid_at: f.invalid_at,
                 equivocated: equivocated.contains(&f.validator),
-                n_false_reports: vtrust::proofs_kept(f) + ratio_false[&f.validator],
+                n_false_reports: proofs.proofs(),
+                proofs_by_kind: proofs.nonzero().filter(|(kind, _)| kind.is_proof()).collect(),
                 n_compared,
                 n_disagreements,
                 vtrust_ppm: vtrust[&f.validator],
@@ -468,6 +478,7 @@ pub fn recount(previous: &NetworkState, folds: &[ChainFold]) -> NetworkState {
     for summary in &mut state.validators {
         if let Some(fold) = folds.iter().find(|f| f.validator == summary.validator) {
             summary.tip_height = fold.tip.map(|t| t.height);
+            summary.tip_hash = fold.tip.map(|t| t.hash);
             summary.n_events = fold.n_events;
             summary.n_transcripts = fold.n_transcripts;
         }
@@ -616,12 +627,32 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
             0
         },
         first_omitted_height: fold.first_omitted_height.filter(|h| within(*h)),
+        findings: findings_within(fold, &within),
         equivocations: fold.equivocations.iter().filter(|e| within(e.recorded_at.0)).collect(),
         commitments: Default::default(),
         last_weights: None,
         skipped: Default::default(),
         checkpoints: Default::default(),
     }
+}
+
+/// `fold`'s finding counts at or before a cut: its listed findings there, and, once the
+/// cut is past its first unlisted one, each kind's unlisted ones too.
+fn findings_within(fold: &ChainFold, within: &dyn Fn(u64) -> bool) -> FindingCounts {
+    let mut listed = FindingCounts::default();
+    for d in &fold.discrepancies {
+        listed.add(d.kind, 1);
+    }
+    let mut counts = FindingCounts::default();
+    for d in fold.discrepancies.iter().filter(|d| within(d.height)) {
+        counts.add(d.kind, 1);
+    }
+    if fold.first_omitted_height.is_some_and(within) {
+        for (kind, n) in fold.findings.nonzero() {
+            counts.add(kind, n.saturating_sub(listed.get(kind)));
+        }
+    }
+    counts
 }
 
 /// The ratio parameters a match was played under: those its `score` plan records (the
@@ -638,7 +669,6 @@ pub fn plan_ratio_params(plan: &str, legacy: &RatioParams) -> RatioParams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bytes::Hash32;
     use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
     use crate::replay::model::tests_support::played;
 

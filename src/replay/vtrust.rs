@@ -2,7 +2,7 @@
 //! the combine (`network`) and by the history of past points (`vtrust_history`) alike,
 //! so that a change to the formula is made here and nowhere else.
 //!
-//! vTrust, in parts per million (the README explains the amounts):
+//! vTrust, in parts per million (ledger-spec/14 defines it; this is its one implementation):
 //! - an invalid block or proven equivocation: 0, whatever else;
 //! - each false score, false tally, bad challenge id, schedule gap or repeat, false
 //!   evidence or false ratio: minus 200,000 (five such proofs zero a validator: scoring
@@ -25,17 +25,15 @@ pub const VTRUST_FULL_PPM: u32 = 1_000_000;
 pub const PENALTY_PER_PROOF_PPM: u64 = 200_000;
 pub const PENALTY_FULL_DISAGREEMENT_PPM: u64 = 500_000;
 
-/// Whether a finding of `kind` is a proof of misreporting. An invalid block zeroes vTrust
-/// on its own; a disagreement is weighed as a share, not counted as a proof.
+/// Whether a finding of `kind` is a proof of misreporting.
 pub fn is_proof(kind: DiscrepancyKind) -> bool {
-    !matches!(kind, DiscrepancyKind::InvalidBlock | DiscrepancyKind::Disagreement)
+    kind.is_proof()
 }
 
-/// The proofs a fold's own findings hold: those it kept, and every one it counted past
-/// the most it keeps (only an invalid block is ever kept past the limit, so every omitted
-/// finding is a proof). The combine adds the ratio findings it makes.
+/// The proofs a fold's own findings hold, listed or only counted. The combine adds the
+/// ratio findings it makes.
 pub fn proofs_kept(fold: &ChainFold) -> u64 {
-    fold.discrepancies.iter().filter(|d| is_proof(d.kind)).count() as u64 + fold.n_discrepancies_omitted
+    fold.findings.proofs()
 }
 
 /// vTrust from proofs alone: 0 for a `zeroed` validator (an invalid block or a proven

@@ -29,6 +29,7 @@ mod p2p_sim;
 mod p2p_trust;
 mod proof_mutations;
 mod replay_audit;
+mod replay_vectors;
 mod subtensor_node;
 mod validator_cli;
 mod validator_match;
