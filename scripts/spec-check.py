@@ -470,6 +470,36 @@ class ReplayTools:
         return recorded
 
 
+def replay_export(data: bytes, tools):
+    """ledger-spec/14 over a block export: (state bytes, vTrust by validator)."""
+    import spec_replay
+    folds = {}
+    for h, block_hash, events in export_blocks(data):
+        validator = bytes.fromhex(h["validator"])
+        fold = folds.setdefault(validator, spec_replay.Fold(validator))
+        fold.block(h["height"], block_hash.hex(), h["time_ms"], events, tools)
+    state_bytes, vtrust = spec_replay.combine(list(folds.values()), parse_score_plan)
+    return folds, state_bytes, vtrust
+
+
+def check_replay_of_audit(export: Path, audit: Path):
+    """`--replay EXPORT AUDIT.json`: the state hash `af audit --json` printed for a store,
+    recomputed from that store's block export and ledger-spec/14. The environments'
+    verdicts are the one input taken from the audit: the transcripts it found `false_score`
+    at (every other reward is taken as re-scored equal). An audit that did not list every
+    finding leaves that input unknown, and is refused."""
+    report = strict_json(audit.read_text())
+    need(report["state"]["n_discrepancies_omitted"] == 0, "the audit lists every finding (14)")
+    rescored = [{"validator": f["validator"], "height": f["height"], "event_idx": f["event_idx"], "reward_milli": None}
+                for f in report["state"]["discrepancies"] if f["kind"] == "false_score"]
+    tools = ReplayTools(rescored)
+    _, state_bytes, _ = replay_export(export.read_bytes(), tools)
+    need(b3(state_bytes).hex() == report["state_hash"],
+         f"state hash {b3(state_bytes).hex()} from the spec, {report['state_hash']} from af audit (14)")
+    print(f"state hash {report['state_hash']} recomputed from {export.name} by ledger-spec/14 alone; "
+          f"{len(rescored)} false scores and {tools.n_taken} rewards re-scored equal taken from the audit")
+
+
 def check_replay_vectors(path: Path):
     """ledger-spec/14: every scenario's state hash from its block export and the spec."""
     import spec_replay
@@ -478,17 +508,12 @@ def check_replay_vectors(path: Path):
     n_taken = 0
     for sc in v["scenarios"]:
         tools = ReplayTools(sc["rescored"])
-        folds = {}
-        for h, block_hash, events in export_blocks((path.parent / sc["blocks"]).read_bytes()):
-            validator = bytes.fromhex(h["validator"])
-            fold = folds.setdefault(validator, spec_replay.Fold(validator))
-            fold.block(h["height"], block_hash.hex(), h["time_ms"], events, tools)
+        folds, state_bytes, vtrust = replay_export((path.parent / sc["blocks"]).read_bytes(), tools)
         for f in sc["folds"]:
             mine = folds[bytes.fromhex(f["validator"])]
             found = {k: n for k, n in mine.findings.items() if n}
             check(found == f["findings"] and len(mine.matches) == f["n_matches"],
                   f"{sc['name']}: the fold of {f['validator'][:16]}: findings {found} (14 section 1)")
-        state_bytes, vtrust = spec_replay.combine(list(folds.values()), parse_score_plan)
         for x in sc["validators"]:
             check(vtrust[x["validator"]] == x["vtrust_ppm"],
                   f"{sc['name']}: vTrust of {x['validator'][:16]} is {vtrust[x['validator']]} (14 section 3)")
@@ -500,6 +525,12 @@ def check_replay_vectors(path: Path):
 
 
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--replay":
+        try:
+            check_replay_of_audit(Path(sys.argv[2]), Path(sys.argv[3]))
+        except Exception as error:  # anything not recomputed is a failure
+            sys.exit(f"FAIL: {error!r}")
+        return
     if len(sys.argv) == 3 and sys.argv[1] == "--blocks":
         try:
             verify_export(Path(sys.argv[2]))
