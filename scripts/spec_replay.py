@@ -15,7 +15,13 @@ KINDS = ["invalid_block", "equivocation", "false_evidence", "false_score", "bad_
          "false_block_hash", "schedule_gap", "schedule_repeat", "false_tally", "disagreement", "false_commitment",
          "false_decision", "false_weights"]
 NOT_PROOFS = {"invalid_block", "disagreement"}
+EVENT_TAGS = {"match_started": 0, "transcript": 1, "env_decision": 2, "match_decided": 3, "weights_set": 4,
+              "chain_commitment": 5, "evidence": 6, "transcript_cut": 7, "weights_committed": 8, "miner_skipped": 9,
+              "fold_checkpoint": 10}
 SLACK = 1e-6  # 02: every statistic is compared with its threshold moved by 10^-6
+# ledger-spec/15: the network's protocol table, version 2 from block 0.
+ENVS_V2 = {("abd", 1), ("coin", 1), ("ded", 1), ("mult", 1), ("sat", 1), ("tictactoe", 1)}
+N_EVENT_KINDS_V2 = 11
 NETWORK_PLAN = ("score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 half_life_blocks=7200 "
                 "dominance rate_ppm=950000 alpha_ppm=5000 share_ppm=40000 share_alpha_ppm=50000 "
                 "futility margin_ppm=60000 alpha_ppm=50000 mean_margin_ppm=0")
@@ -156,6 +162,9 @@ class Fold:
         self.findings[kind] += 1
 
     def block(self, height, block_hash, time_ms, events, tools):
+        for ev in events:
+            # 15: every kind of the export is one of version 2, active from block 0.
+            assert EVENT_TAGS[next(iter(ev))] < N_EVENT_KINDS_V2
         for idx, ev in enumerate(events):
             (kind, e), = ev.items()
             self.event(height, idx, time_ms, kind, e, tools)
@@ -173,7 +182,9 @@ class Fold:
             self.matches[e["match_id"]] = {
                 "id": e["match_id"], "contender": e["contender"], "champion": e["champion"], "envs": e["envs"],
                 "rule": e["rule"], "ratio": e["ratio_to_beat_ppm"], "place": (height, idx), "started_ms": time_ms,
-                "chain_block": e["chain_block"], "envs_state": {}, "decided": None}
+                "chain_block": e["chain_block"], "envs_state": {}, "decided": None,
+                "network_rules": e["rule"] == NETWORK_PLAN and all(
+                    (env["name"], env["version"]) in ENVS_V2 for env in e["envs"])}
         elif kind in ("transcript", "transcript_cut"):
             t = e if kind == "transcript" else e["transcript"]
             self.n_transcripts += 1
@@ -203,7 +214,7 @@ class Fold:
                 return
             if not match_decision_ok(m, e, tools.parse_plan):
                 self.find("false_decision")
-            if m["rule"] != NETWORK_PLAN:
+            if not m["network_rules"]:
                 self.find("false_decision")
             if m["decided"] is None:
                 self.n_decided += 1
@@ -306,7 +317,7 @@ def combine(folds, parse_plan):
         pair = pairs.setdefault((c, ch), {"contender": m["contender"], "champion": m["champion"],
                                           "first_started_ms": m["started_ms"], "votes": {}})
         pair["first_started_ms"] = min(pair["first_started_ms"], m["started_ms"])
-        if m["decided"] is not None and m["rule"] == NETWORK_PLAN:
+        if m["decided"] is not None and m["network_rules"]:
             pair["votes"][validator] = (m["decided"]["won"], m["decided"]["new_ratio"], m["decided"]["time_ms"],
                                         m["chain_block"])
     compared = {f.validator: [0, 0] for f in folds}

@@ -24,6 +24,10 @@ pub mod logging;
 /// Outside text made safe to show at a terminal, one line or many.
 pub mod display;
 
+// Which consensus rules apply from which chain block: plain data, below every layer
+// that applies it.
+pub mod protocol;
+
 // Tasks and rewards, pure.
 pub mod envs;
 

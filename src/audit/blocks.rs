@@ -110,6 +110,7 @@ mod tests {
                     env_folds: Default::default(),
                     decided: None,
                     n_transcripts: 0,
+                    network_rules: false,
                 },
             );
         }

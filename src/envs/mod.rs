@@ -379,9 +379,11 @@ pub fn score_answer(env: &dyn Environment, challenge_id: &ChallengeId, answer: &
     (action, step.reward_milli)
 }
 
-/// Every environment this build knows, by name.
+/// Every environment this build knows, by name, and the protocol table it judges logs
+/// by (which of them a match may play, from which chain block: ledger-spec/15).
 pub struct Registry {
     envs: Vec<Box<dyn Environment>>,
+    protocol: crate::protocol::Protocol,
 }
 
 /// The list of environments. Adding one is adding one line here.
@@ -395,10 +397,20 @@ pub fn registry() -> Registry {
             Box::new(programs::Programs::new(programs::Kind::Abduction)),
             Box::new(programs::Programs::new(programs::Kind::Deduction)),
         ],
+        protocol: crate::protocol::Protocol::network(),
     }
 }
 
 impl Registry {
+    /// The same environments, judging by `protocol` (a devnet's table, or a capped one).
+    pub fn with_protocol(self, protocol: crate::protocol::Protocol) -> Registry {
+        Registry { protocol, ..self }
+    }
+
+    pub fn protocol(&self) -> &crate::protocol::Protocol {
+        &self.protocol
+    }
+
     pub fn get(&self, name: &str) -> Option<&dyn Environment> {
         self.envs.iter().find(|env| env.spec().name == name).map(|env| env.as_ref())
     }

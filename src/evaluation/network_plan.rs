@@ -25,10 +25,7 @@ pub const NETWORK_FUTILITY: Futility = DEFAULT_FUTILITY;
 
 /// The network plan's exact text, as `MatchStarted.rule` records it (a test checks it is
 /// `describe_plan` of the rule and stop above).
-pub const NETWORK_PLAN_TEXT: &str = "score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 \
-                                     half_life_blocks=7200 dominance rate_ppm=950000 alpha_ppm=5000 \
-                                     share_ppm=40000 share_alpha_ppm=50000 futility margin_ppm=60000 \
-                                     alpha_ppm=50000 mean_margin_ppm=0";
+pub const NETWORK_PLAN_TEXT: &str = crate::protocol::PLAN_V2;
 /// Version 1's text: a known plan (its decisions are re-derived), not the network's.
 pub const PLAN_V1_TEXT: &str = "score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 \
                                 half_life_blocks=7200 futility margin_ppm=60000 alpha_ppm=50000 mean_margin_ppm=0";
@@ -42,6 +39,15 @@ pub fn is_network_plan(text: &str) -> bool {
 /// `name recorded (network's: value)`, in the plan's field order; empty for the network
 /// plan. A text that is no plan at all is one difference naming it.
 pub fn plan_differences(text: &str) -> Vec<String> {
+    plan_differences_from(NETWORK_PLAN_TEXT, text)
+}
+
+/// [`plan_differences`] against the network plan `network` (a protocol version's,
+/// ledger-spec/15).
+pub fn plan_differences_from(network: &str, text: &str) -> Vec<String> {
+    let Some((network_rule, network_futility)) = parse_plan(network) else {
+        return vec![format!("the network's plan {network:?} is no plan af knows")];
+    };
     let Some((rule, futility)) = parse_plan(text) else {
         return vec![format!("a plan af does not know ({})", crate::bytes::quote_prefix(text))];
     };
@@ -58,9 +64,9 @@ pub fn plan_differences(text: &str) -> Vec<String> {
         epsilon_ppm: n_epsilon,
         half_life_blocks: n_half_life,
         dominance: n_dominance,
-    } = NETWORK_RULE
+    } = network_rule
     else {
-        unreachable!("the network's rule is a score rule")
+        return vec![format!("the network's plan {network:?} is not a score plan")];
     };
     let mut out = Vec::new();
     let mut differ = |name: &str, ours: String, network: String| {
@@ -78,7 +84,7 @@ pub fn plan_differences(text: &str) -> Vec<String> {
     differ("dominance", dominance_text(dominance), dominance_text(n_dominance));
     let futility_text =
         |f: Option<&Futility>| f.map_or("none".to_string(), |f| f.describe().replacen("futility ", "", 1));
-    differ("futility", futility_text(futility.as_ref()), futility_text(Some(&NETWORK_FUTILITY)));
+    differ("futility", futility_text(futility.as_ref()), futility_text(network_futility.as_ref()));
     out
 }
 

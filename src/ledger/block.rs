@@ -57,6 +57,10 @@ pub enum BlockError {
     EventCount { header: u32, actual: u64 },
     #[error("block holds {0} events, more than the limit of {MAX_EVENTS_PER_BLOCK}")]
     TooManyEvents(u64),
+    /// An event whose tag is past every kind this build decodes: a kind of a later
+    /// protocol version (ledger-spec/15). Not proof that the block is bad.
+    #[error("event {event_idx} has tag {tag}, a kind this build does not know (tags 0 to {}): a later protocol version; upgrade af", Event::<String>::N_KINDS - 1)]
+    NewerEventKind { event_idx: u64, tag: u32 },
     #[error("events root mismatch: header has {header}, events hash to {computed}")]
     EventsRoot { header: Hash32, computed: Hash32 },
     #[error("validator key is not a valid ed25519 point or is of small order")]
@@ -146,8 +150,13 @@ where
     let mut event_bytes: Vec<&[u8]> = Vec::with_capacity(n_events as usize);
     let mut scratch = Vec::new();
     let mut offset = EVENTS_OFFSET + 8;
-    for _ in 0..n_events {
+    for event_idx in 0..n_events {
         let rest = &bytes[offset..];
+        if let Some(tag) = rest.get(..4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))) {
+            if tag >= Event::<String>::N_KINDS {
+                return Err(BlockError::NewerEventKind { event_idx, tag });
+            }
+        }
         let (event, used): (Event<S>, usize) =
             codec::decode_canonical_prefix(rest, "event", MAX_EVENT_BYTES.min(rest.len() as u64), &mut scratch)
                 .map_err(|e| shift_offset(e, offset as u64))?;

@@ -477,6 +477,10 @@ impl<S: AsRef<str>> Event<S> {
         Ok(())
     }
 
+    /// How many kinds this build decodes: tags `0..N_KINDS`. A greater tag is a kind of
+    /// a later protocol version (ledger-spec/15), not a malformed event.
+    pub const N_KINDS: u32 = 11;
+
     /// The wire tag of this event's kind.
     pub fn tag(&self) -> u32 {
         match self {

@@ -19,8 +19,21 @@ use crate::envs::{self, Registry};
 use crate::evaluation::matchplay::GameOutcome;
 use crate::ledger::block::{check_header_rules, check_signature, BlockHeader, Tip};
 use crate::ledger::event::{EnvRef, Event, Evidence, MatchDecided, MinerRef, Transcript};
+use crate::protocol::Protocol;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+
+/// What the protocol says of a block before it is folded ([`ChainFold::protocol_check`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProtocolCheck {
+    Valid {
+        chain_block_seen: u64,
+    },
+    /// An event kind its version does not have: the block is invalid.
+    Refused(String),
+    /// A version this build does not apply: the log waits for an upgrade.
+    Unknown(u32),
+}
 
 /// Results of the per-event checks done in parallel before the fold.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -225,6 +238,13 @@ pub struct ChainFold {
     pub tip: Option<Tip>,
     /// Set at the first block that did not verify; nothing from there on is folded.
     pub invalid_at: Option<u64>,
+    /// The first block of a protocol version this build does not apply (ledger-spec/15):
+    /// (its height, the version, 0 for an event kind no version of this build has).
+    /// Nothing from there on is folded, and it is no finding: the log waits for an upgrade.
+    pub awaiting_upgrade: Option<(u64, u32)>,
+    /// The greatest chain block the log's events have recorded so far: its blocks'
+    /// protocol version is the one active there.
+    pub chain_block_seen: u64,
     pub n_events: u64,
     pub n_transcripts: u64,
     pub n_bytes: u64,
@@ -266,6 +286,8 @@ impl ChainFold {
             validator,
             tip: None,
             invalid_at: None,
+            awaiting_upgrade: None,
+            chain_block_seen: 0,
             n_events: 0,
             n_transcripts: 0,
             n_bytes: 0,
@@ -332,19 +354,55 @@ impl ChainFold {
 
     /// Folds one verified block (signature and link already checked by the caller) with
     /// the results of [`check_block_events`] on its events.
+    /// What `protocol` says of a verified block's `events` before it is folded: the
+    /// greatest chain block its log has then recorded, or why it is refused (a kind
+    /// its version does not have: an invalid block), or the version this build does
+    /// not apply that it belongs to.
+    pub fn protocol_check<S: AsRef<str>>(&self, protocol: &Protocol, events: &[Event<S>]) -> ProtocolCheck {
+        let mut seen = self.chain_block_seen;
+        for event in events {
+            seen = seen.max(event.chain_block().unwrap_or(0));
+            let rules = protocol.version_at(seen);
+            if !protocol.knows(rules.version) {
+                return ProtocolCheck::Unknown(rules.version);
+            }
+            if let Some(why) = rules.refuses_kind(event.tag()) {
+                return ProtocolCheck::Refused(format!("{why}, active at chain block {seen}"));
+            }
+        }
+        ProtocolCheck::Valid { chain_block_seen: seen }
+    }
+
+    /// Records that the block at `height` belongs to protocol `version`, which this build
+    /// does not apply (0: an event kind no version of it has); the fold waits there.
+    pub fn mark_awaiting_upgrade(&mut self, height: u64, version: u32) {
+        if self.awaiting_upgrade.is_none() && self.invalid_at.is_none() {
+            self.awaiting_upgrade = Some((height, version));
+            self.combine_changes += 1;
+        }
+    }
+
+    /// Whether more blocks can be folded: none past an invalid block or a version this
+    /// build does not apply.
+    pub fn folds_on(&self) -> bool {
+        self.invalid_at.is_none() && self.awaiting_upgrade.is_none()
+    }
+
     pub fn apply_block<S: AsRef<str>>(
         &mut self,
+        protocol: &Protocol,
         header: &BlockHeader,
         hash: Hash32,
         n_bytes: usize,
         events: &[Event<S>],
         checks: &[EventCheck],
     ) {
-        assert!(self.invalid_at.is_none(), "nothing is folded past an invalid block");
+        assert!(self.folds_on(), "nothing is folded past an invalid block or an unknown version");
         assert_eq!(header.height, self.next_height(), "blocks are folded in height order");
         assert_eq!(checks.len(), events.len(), "one check per event");
         for (event_idx, (event, check)) in events.iter().zip(checks).enumerate() {
-            self.apply_event(header.height, header.time_ms, event_idx as u32, event, check);
+            self.chain_block_seen = self.chain_block_seen.max(event.chain_block().unwrap_or(0));
+            self.apply_event(protocol, header.height, header.time_ms, event_idx as u32, event, check);
         }
         self.n_events += events.len() as u64;
         self.n_bytes += n_bytes as u64;
@@ -356,6 +414,7 @@ impl ChainFold {
     /// ([`Self::push`]), in these two places only.
     fn apply_event<S: AsRef<str>>(
         &mut self,
+        protocol: &Protocol,
         height: u64,
         time_ms: u64,
         event_idx: u32,
@@ -409,6 +468,11 @@ impl ChainFold {
                     env_folds: EnvFolds::default(),
                     decided: None,
                     n_transcripts: 0,
+                    network_rules: protocol.is_network_match(
+                        started.chain_block,
+                        started.rule.as_ref(),
+                        started.envs.iter().map(|e| (e.name.as_ref(), e.version)),
+                    ),
                 };
                 if let Some(last) = self.last_started.and_then(|id| self.matches.get(&id)) {
                     fold.share_names_with(&last);
@@ -497,14 +561,20 @@ impl ChainFold {
                 if let Some(why) = match_decision_error(&m, decided) {
                     self.push(DiscrepancyKind::FalseDecision, height, at, format!("match {}: {why}", decided.match_id));
                 }
-                // Decided under a plan that is not the network's: one finding per match,
-                // naming each field that differs; the match casts no vote (`Play::of`).
-                if !crate::evaluation::network_plan::is_network_plan(&m.rule) {
+                // Not played by the network's rules of its protocol version: one finding
+                // per match, naming each plan field that differs and each env outside the
+                // version; the match casts no vote (`Play::of`).
+                if !m.network_rules {
+                    let rules = protocol.version_at(m.chain_block);
+                    let mut differences = crate::evaluation::network_plan::plan_differences_from(rules.plan, &m.rule);
+                    differences.extend(m.envs.iter().filter(|e| !rules.envs.contains(&(&*e.name, e.version))).map(
+                        |e| format!("env {} version {} (not in protocol version {})", e.name, e.version, rules.version),
+                    ));
                     let detail = format!(
-                        "match {}: decided under a plan that is not the network's (ledger-spec/02, plan v{}): {}",
+                        "match {}: not played by the network's rules of protocol version {} (ledger-spec/15): {}",
                         decided.match_id,
-                        crate::evaluation::network_plan::PLAN_VERSION,
-                        crate::evaluation::network_plan::plan_differences(&m.rule).join(", ")
+                        rules.version,
+                        differences.join(", ")
                     );
                     self.push(DiscrepancyKind::FalseDecision, height, at, detail);
                 }
@@ -739,6 +809,7 @@ mod tests {
             .collect(),
             decided: None,
             n_transcripts: 0,
+            network_rules: false,
         }
     }
 

@@ -34,11 +34,11 @@ pub mod vtrust_history;
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::envs::Registry;
 use crate::evaluation::ratio::RatioParams;
-use crate::ledger::block::{check_link, check_signature, decode_block_borrowed, CheckedBlock};
+use crate::ledger::block::{check_link, check_signature, decode_block_borrowed, BlockError, CheckedBlock};
 use crate::ledger::store::{self, Store, StoreError};
 use crate::ledger::{Event, Tip};
 use crate::limits::VERIFY_BATCH_BYTES;
-use fold::{check_block_events, ChainFold, EventCheck};
+use fold::{check_block_events, ChainFold, EventCheck, ProtocolCheck};
 use network::NetworkState;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
@@ -293,7 +293,7 @@ fn fold_chain(
     progress: &std::sync::Mutex<Progress<'_>>,
 ) -> Result<(ChainFold, u64, u64), ReplayError> {
     let (mut n_blocks, mut n_bytes) = (0u64, 0u64);
-    if fold.invalid_at.is_some() {
+    if !fold.folds_on() {
         return Ok((fold, 0, 0));
     }
     let validator = fold.validator;
@@ -337,7 +337,7 @@ fn fold_chain(
         if let Ok(mut progress) = progress.lock() {
             (*progress)(&validator, fold.next_height(), n_bytes);
         }
-        fold.invalid_at.is_none()
+        fold.folds_on()
     };
     if rayon::current_num_threads() > 1 {
         // A reader thread copies the next batch out of the store while this one folds.
@@ -372,9 +372,10 @@ pub fn fold_batch(
     batch: &[(u64, Vec<u8>)],
     after_block: &mut dyn FnMut(&mut ChainFold) -> bool,
 ) {
-    if fold.invalid_at.is_some() {
+    if !fold.folds_on() {
         return;
     }
+    let protocol = registry.protocol();
     let validator = fold.validator;
     let decoded: Vec<(u64, Decoded<'_>)> = batch
         .par_iter()
@@ -387,7 +388,10 @@ pub fn fold_batch(
                     let checks = check_block_events(registry, &validator, &events);
                     Ok((checked, events, checks, bytes.len()))
                 })
-                .map_err(|e| e.to_string());
+                .map_err(|e| match e {
+                    BlockError::NewerEventKind { .. } => BlockFault::NewerKind,
+                    e => BlockFault::Invalid(e.to_string()),
+                });
             (*height, result)
         })
         .collect();
@@ -401,7 +405,11 @@ pub fn fold_batch(
         }
         let (checked, events, checks, n_bytes) = match result {
             Ok(ok) => ok,
-            Err(why) => {
+            Err(BlockFault::NewerKind) => {
+                fold.mark_awaiting_upgrade(height, 0);
+                return;
+            }
+            Err(BlockFault::Invalid(why)) => {
                 fold.mark_invalid(height, why);
                 return;
             }
@@ -411,7 +419,18 @@ pub fn fold_batch(
             fold.mark_invalid(height, e.to_string());
             return;
         }
-        fold.apply_block(header, checked.hash, n_bytes, &events, &checks);
+        match fold.protocol_check(protocol, &events) {
+            ProtocolCheck::Valid { .. } => {}
+            ProtocolCheck::Refused(why) => {
+                fold.mark_invalid(height, why);
+                return;
+            }
+            ProtocolCheck::Unknown(version) => {
+                fold.mark_awaiting_upgrade(height, version);
+                return;
+            }
+        }
+        fold.apply_block(protocol, header, checked.hash, n_bytes, &events, &checks);
         if !after_block(fold) {
             return;
         }
@@ -420,4 +439,11 @@ pub fn fold_batch(
 
 /// A block decoded and checked in the parallel stage: its derived fields, its events
 /// borrowed from the batch's bytes, the per-event checks, its size; or why it failed.
-type Decoded<'a> = Result<(CheckedBlock, Vec<Event<&'a str>>, Vec<EventCheck>, usize), String>;
+type Decoded<'a> = Result<(CheckedBlock, Vec<Event<&'a str>>, Vec<EventCheck>, usize), BlockFault>;
+
+/// Why a block could not be folded: a rule it breaks, or a kind of a later protocol
+/// version (not a fault of its signer's that this build can judge).
+enum BlockFault {
+    Invalid(String),
+    NewerKind,
+}

@@ -342,6 +342,10 @@ pub struct MatchFold {
     pub env_folds: EnvFolds,
     pub decided: Option<DecidedFold>,
     pub n_transcripts: u64,
+    /// Whether the match plays by the network's rules of the protocol version active at
+    /// its chain block: that version's plan, exactly, and only its environments
+    /// (ledger-spec/15). Only such a match votes.
+    pub network_rules: bool,
 }
 
 impl MatchFold {
@@ -476,6 +480,7 @@ pub(super) mod tests_support {
                 time_ms: 1_000 * i + 500,
             }),
             n_transcripts: i,
+            network_rules: false,
         }
     }
 }

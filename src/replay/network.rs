@@ -335,12 +335,12 @@ impl Play {
             champion: m.champion.clone(),
             started_time_ms: m.started_time_ms,
             chain_block: m.chain_block,
-            // A match decided under another plan than the network's is a finding
-            // (`fold`) and no vote: it counts as undecided here.
+            // A match not played by the network's rules of its protocol version is a
+            // finding (`fold`) and no vote: it counts as undecided here.
             decided: m
                 .decided
                 .as_ref()
-                .filter(|_| crate::evaluation::network_plan::is_network_plan(&m.rule))
+                .filter(|_| m.network_rules)
                 .map(|d| (d.height, d.contender_won, d.new_ratio_to_beat_ppm, d.time_ms)),
         }
     }
@@ -611,6 +611,8 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
         validator: fold.validator,
         tip: None,
         invalid_at: fold.invalid_at.filter(|h| within(*h)),
+        awaiting_upgrade: fold.awaiting_upgrade.filter(|(h, _)| within(*h)),
+        chain_block_seen: 0,
         n_events: 0,
         n_transcripts: 0,
         n_bytes: 0,

@@ -28,6 +28,7 @@ mod p2p_partition;
 mod p2p_sim;
 mod p2p_trust;
 mod proof_mutations;
+mod protocol_upgrade;
 mod replay_audit;
 mod replay_vectors;
 mod subtensor_node;

@@ -156,6 +156,7 @@ fn fault_kind(error: &BlockError) -> &'static str {
         BlockError::WrongHeight { .. } => "wrong_height",
         BlockError::BrokenLink { .. } => "broken_link",
         BlockError::TimeWentBack { .. } => "time_went_back",
+        BlockError::NewerEventKind { .. } => "newer_event_kind",
     }
 }
 

@@ -1,0 +1,197 @@
+//! Protocol versions (ledger-spec/15): which consensus rules apply from which chain block.
+//! One number names every rule that decides weights: the event kinds a block may hold,
+//! the environments a match may play, the network's plan, and the replay of 14. A match
+//! is played and judged by the version active at its `MatchStarted.chain_block`, and a
+//! block by the version active at the greatest chain block its log has recorded by then.
+//! A build that meets a version it does not know stops judging there instead of calling
+//! the unknown invalid: the log waits for an upgrade, and nobody's trust moves.
+//!
+//! Plain data, imported by the layers that apply it (`envs::Registry` carries it to the
+//! replay); it imports nothing, so it sits below them all.
+
+/// The rules of one protocol version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VersionRules {
+    pub version: u32,
+    /// The chain block from which matches start, and blocks are judged, under it.
+    pub activation_block: u64,
+    /// Event kinds with tags below this are valid in a block of this version (02).
+    pub n_event_kinds: u32,
+    /// The environments a match may play, by (name, version) (06).
+    pub envs: &'static [(&'static str, u32)],
+    /// The network's plan, exactly (02, "The network's plan").
+    pub plan: &'static str,
+}
+
+/// The network's plan of protocol version 2 (and of the tables built from it).
+pub const PLAN_V2: &str = "score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 \
+                           half_life_blocks=7200 dominance rate_ppm=950000 alpha_ppm=5000 \
+                           share_ppm=40000 share_alpha_ppm=50000 futility margin_ppm=60000 \
+                           alpha_ppm=50000 mean_margin_ppm=0";
+
+/// The six environments of version 2.
+const ENVS_V2: &[(&str, u32)] = &[("abd", 1), ("coin", 1), ("ded", 1), ("mult", 1), ("sat", 1), ("tictactoe", 1)];
+
+/// Event kinds of version 2: tags 0 (`MatchStarted`) to 10 (`FoldCheckpoint`).
+const EVENT_KINDS_V2: u32 = 11;
+
+/// A table of versions and the most this build applies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Protocol {
+    /// The network it is the table of, as the spec names it.
+    pub network: String,
+    /// Ascending in version and in activation block; the first activates at block 0.
+    versions: Vec<VersionRules>,
+    /// The highest version this build applies: every version of the table, unless a
+    /// test capped it ([`Protocol::capped`]) to stand for a build released before.
+    known_max: u32,
+}
+
+impl Protocol {
+    /// The subnet's table (ledger-spec/15): version 2 from the first block.
+    pub fn network() -> Protocol {
+        let v2 = VersionRules {
+            version: 2,
+            activation_block: 0,
+            n_event_kinds: EVENT_KINDS_V2,
+            envs: ENVS_V2,
+            plan: PLAN_V2,
+        };
+        Protocol::new("af", vec![v2])
+    }
+
+    /// The upgrade-test network of ledger-spec/15: version 1 is version 2 without
+    /// `FoldCheckpoint` (tag 10) and without the `coin` environment, version 2 the
+    /// network's, from `activation_block`. Every rule it names is one this build has,
+    /// so a devnet can cross an upgrade with one build, capped in some validators.
+    pub fn upgrade_test(activation_block: u64) -> Protocol {
+        const ENVS_V1: &[(&str, u32)] = &[("abd", 1), ("ded", 1), ("mult", 1), ("sat", 1), ("tictactoe", 1)];
+        let v1 = VersionRules {
+            version: 1,
+            activation_block: 0,
+            n_event_kinds: EVENT_KINDS_V2 - 1,
+            envs: ENVS_V1,
+            plan: PLAN_V2,
+        };
+        let mut v2 = Protocol::network().versions.remove(0);
+        v2.activation_block = activation_block.max(1);
+        Protocol::new(&format!("upgrade-test@{}", v2.activation_block), vec![v1, v2])
+    }
+
+    fn new(network: &str, versions: Vec<VersionRules>) -> Protocol {
+        assert!(versions.first().is_some_and(|v| v.activation_block == 0), "the first version starts at block 0");
+        assert!(
+            versions.windows(2).all(|w| w[0].version < w[1].version && w[0].activation_block < w[1].activation_block),
+            "versions ascend in number and activation"
+        );
+        let known_max = versions.last().expect("checked above").version;
+        Protocol { network: network.into(), versions, known_max }
+    }
+
+    /// Parses a table's name as `network()` and `upgrade_test()` write it.
+    pub fn named(name: &str) -> Option<Protocol> {
+        if name == "af" {
+            return Some(Protocol::network());
+        }
+        let block = name.strip_prefix("upgrade-test@")?;
+        let block: u64 = block.parse().ok().filter(|b: &u64| *b >= 1 && block == b.to_string())?;
+        Some(Protocol::upgrade_test(block))
+    }
+
+    /// This table as a build that knows versions up to `max` only applies it (tests:
+    /// an older build, without a second binary).
+    pub fn capped(mut self, max: u32) -> Protocol {
+        self.known_max = max.min(self.known_max);
+        self
+    }
+
+    /// The highest version this build applies.
+    pub fn known_max(&self) -> u32 {
+        self.known_max
+    }
+
+    /// The version active at `chain_block`.
+    pub fn version_at(&self, chain_block: u64) -> &VersionRules {
+        self.versions.iter().rev().find(|v| v.activation_block <= chain_block).expect("the first starts at block 0")
+    }
+
+    /// Whether this build applies `version`.
+    pub fn knows(&self, version: u32) -> bool {
+        version <= self.known_max
+    }
+
+    /// The first version past what this build applies, if the table names one: a
+    /// build that meets its activation block stops signing (ledger-spec/15).
+    pub fn next_unknown(&self) -> Option<&VersionRules> {
+        self.versions.iter().find(|v| v.version > self.known_max)
+    }
+
+    /// Every version of the table.
+    pub fn versions(&self) -> &[VersionRules] {
+        &self.versions
+    }
+
+    /// Whether a match started at `chain_block` with `plan` and `envs` plays by the
+    /// network's rules: the plan of its version, exactly, and only environments of it.
+    pub fn is_network_match<'a>(
+        &self,
+        chain_block: u64,
+        plan: &str,
+        mut envs: impl Iterator<Item = (&'a str, u32)>,
+    ) -> bool {
+        let rules = self.version_at(chain_block);
+        plan == rules.plan && envs.all(|env| rules.envs.contains(&env))
+    }
+}
+
+impl VersionRules {
+    /// Why an event of kind `tag` may not be in a block of this version, if it may not.
+    pub fn refuses_kind(&self, tag: u32) -> Option<String> {
+        (tag >= self.n_event_kinds).then(|| {
+            format!(
+                "event tag {tag} is not a kind of protocol version {} (tags 0 to {})",
+                self.version,
+                self.n_event_kinds - 1
+            )
+        })
+    }
+
+    /// The words a build says when this version activates and it does not know it.
+    pub fn upgrade_message(&self) -> String {
+        format!("protocol version {} activates at block {}; upgrade af", self.version, self.activation_block)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_applies_from_its_block_and_a_capped_build_names_the_next() {
+        let p = Protocol::upgrade_test(100);
+        assert_eq!(p.version_at(0).version, 1);
+        assert_eq!(p.version_at(99).version, 1);
+        assert_eq!(p.version_at(100).version, 2);
+        assert!(p.next_unknown().is_none());
+        let old = p.clone().capped(1);
+        assert!(old.knows(1) && !old.knows(2));
+        assert_eq!(
+            old.next_unknown().map(VersionRules::upgrade_message).as_deref(),
+            Some("protocol version 2 activates at block 100; upgrade af")
+        );
+        assert!(p.version_at(5).refuses_kind(10).is_some() && p.version_at(100).refuses_kind(10).is_none());
+        assert!(!p.is_network_match(5, PLAN_V2, [("coin", 1)].into_iter()));
+        assert!(p.is_network_match(100, PLAN_V2, [("coin", 1), ("mult", 1)].into_iter()));
+        assert!(!p.is_network_match(100, "score alpha_ppm=1", std::iter::empty()));
+        assert!(!p.is_network_match(100, PLAN_V2, [("coin", 2)].into_iter()), "an env's version is part of it");
+    }
+
+    #[test]
+    fn table_names_round_trip_and_odd_spellings_are_refused() {
+        assert_eq!(Protocol::named("af"), Some(Protocol::network()));
+        assert_eq!(Protocol::named("upgrade-test@40"), Some(Protocol::upgrade_test(40)));
+        for bad in ["upgrade-test@0", "upgrade-test@040", "upgrade-test@", "upgrade-test@x", "finney", ""] {
+            assert_eq!(Protocol::named(bad), None, "{bad:?}");
+        }
+    }
+}
