@@ -105,6 +105,10 @@ pub struct Metrics {
     pub chain_head_age_seconds: Gauge<f64, AtomicU64>,
     /// 1 while our hotkey holds a uid on the subnet, 0 once it does not (-1: not known).
     pub chain_registered: Gauge,
+    /// 1 once a protocol version this build does not apply has activated: it signs
+    /// nothing more (ledger-spec/15); 0 otherwise.
+    pub protocol_upgrade_required: Gauge,
+    upgrade_required: Mutex<Option<String>>,
     pub chain_blocks_since_commitment: Gauge,
     pub chain_blocks_since_weights: Gauge,
     /// Folded from our own log when `/metrics` is read: the champion, the ratio to beat
@@ -271,6 +275,8 @@ impl Metrics {
                 g.set(-1);
                 g
             },
+            protocol_upgrade_required: Gauge::default(),
+            upgrade_required: Mutex::new(None),
             chain_blocks_since_commitment: Gauge::default(),
             chain_blocks_since_weights: Gauge::default(),
             champion_uid: Gauge::default(),
@@ -361,6 +367,11 @@ impl Metrics {
             "chain_head_age_seconds",
             "Seconds the chain head has stood (unmoved or unanswered; since start if the chain never answered); /healthz fails past 60",
             metrics.chain_head_age_seconds.clone(),
+        );
+        r.register(
+            "protocol_upgrade_required",
+            "1 once a protocol version this build does not apply has activated (it signs nothing more; upgrade af), else 0",
+            metrics.protocol_upgrade_required.clone(),
         );
         r.register(
             "chain_registered",
@@ -667,6 +678,16 @@ impl Metrics {
 
     pub fn log_failure(&self) -> Option<String> {
         self.log_failure.lock().expect("never poisoned").clone()
+    }
+
+    /// A protocol version this build does not apply has activated; `why` names it.
+    pub fn upgrade_needed(&self, why: String) {
+        self.protocol_upgrade_required.set(1);
+        *self.upgrade_required.lock().expect("never poisoned") = Some(why);
+    }
+
+    pub fn upgrade_required(&self) -> Option<String> {
+        self.upgrade_required.lock().expect("never poisoned").clone()
     }
 }
 

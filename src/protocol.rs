@@ -47,6 +47,12 @@ pub struct Protocol {
     known_max: u32,
 }
 
+impl Default for Protocol {
+    fn default() -> Protocol {
+        Protocol::network()
+    }
+}
+
 impl Protocol {
     /// The subnet's table (ledger-spec/15): version 2 from the first block.
     pub fn network() -> Protocol {

@@ -47,6 +47,9 @@ pub struct OwnLog {
     /// The signing record (`signed`) this log keeps current; `None` for a log made
     /// with [`OwnLog::new`] (tests, benchmarks and stores that are not a data directory).
     record: Option<Record>,
+    /// Why this process signs nothing more, once it must not (a protocol version it does
+    /// not apply has activated, ledger-spec/15): set once, never cleared.
+    halted: std::sync::OnceLock<String>,
 }
 
 struct Record {
@@ -80,13 +83,16 @@ pub enum AppendError {
     Block(#[from] BlockError),
     #[error("{0}")]
     Store(#[from] StoreError),
+    /// Signing has stopped for good in this process; the reason says why.
+    #[error("signing has stopped: {0}")]
+    Halted(String),
 }
 
 impl OwnLog {
     /// A log with no signing record: for stores that are not a validator's data
     /// directory (tests, benchmarks). A validator's own log is [`OwnLog::open`]'s.
     pub fn new(store: Store, key: LedgerKey) -> OwnLog {
-        OwnLog { store, key, record: None }
+        OwnLog { store, key, record: None, halted: std::sync::OnceLock::new() }
     }
 
     /// The data directory `data`'s own log: its store (created if missing), its key (a
@@ -106,7 +112,8 @@ impl OwnLog {
         let validator = key.validator();
         let tip = signed::check_store(&path, &store, &validator)?;
         let state = RecordState { written: tip.map(|_| std::time::Instant::now()), unrecorded: None };
-        Ok(OwnLog { store, key, record: Some(Record { path, validator, state: std::sync::Mutex::new(state) }) })
+        let record = Some(Record { path, validator, state: std::sync::Mutex::new(state) });
+        Ok(OwnLog { store, key, record, halted: std::sync::OnceLock::new() })
     }
 
     pub fn validator(&self) -> ValidatorKey {
@@ -119,6 +126,18 @@ impl OwnLog {
 
     pub fn tip(&self) -> Result<Option<Tip>, StoreError> {
         self.store.tip(&self.validator())
+    }
+
+    /// Stops signing for good in this process: every seal after this fails with
+    /// [`AppendError::Halted`] naming `why`. Whether this call stopped it (false: it
+    /// had stopped already).
+    pub fn halt_signing(&self, why: String) -> bool {
+        self.halted.set(why).is_ok()
+    }
+
+    /// Why signing has stopped, if it has.
+    pub fn signing_halted(&self) -> Option<&str> {
+        self.halted.get().map(String::as_str)
     }
 
     /// Seals `events` into the next block and stores it durably; returns once the block
@@ -144,6 +163,9 @@ impl OwnLog {
         prev: Option<&Tip>,
         blocks: Vec<(Vec<Event>, u64)>,
     ) -> Result<Vec<SealedBlock>, AppendError> {
+        if let Some(why) = self.halted.get() {
+            return Err(AppendError::Halted(why.clone()));
+        }
         let mut prev = prev.copied();
         let mut sealed = Vec::with_capacity(blocks.len());
         for (events, time_ms) in blocks {

@@ -31,6 +31,8 @@ pub struct LatestReplay {
     heads_in: std::sync::atomic::AtomicBool,
     /// Whether each replay is kept as it is made ([`LatestReplay::kept`]'s).
     keep_each: bool,
+    /// The protocol table the replays judge by (the network's unless a devnet names one).
+    protocol: crate::protocol::Protocol,
 }
 
 impl LatestReplay {
@@ -63,6 +65,16 @@ impl LatestReplay {
             keep_each: true,
             ..LatestReplay::default()
         })
+    }
+
+    /// The same replays, judging by `protocol` (ledger-spec/15).
+    pub fn with_protocol(mut self, protocol: crate::protocol::Protocol) -> LatestReplay {
+        self.protocol = protocol;
+        self
+    }
+
+    pub fn protocol(&self) -> &crate::protocol::Protocol {
+        &self.protocol
     }
 
     /// Keeps the last replay's folds in the file for the next start
@@ -140,7 +152,7 @@ impl LatestReplay {
                     .then(|| (Snapshot { replay_version: REPLAY_VERSION, folds: kept }, FoldSource::Untrusted))
             }
         };
-        let registry = crate::envs::registry();
+        let registry = crate::envs::registry().with_protocol(self.protocol.clone());
         let previous = last.as_ref().map(|(_, previous)| previous.clone());
         let progress = &mut |_: &_, _, _| {};
         let cold = self.cold()?;

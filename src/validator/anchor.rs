@@ -254,8 +254,6 @@ pub struct ChainSender {
     pub chain: Arc<dyn Chain>,
     pub sent: Arc<SentWeights>,
     pub replays: Arc<LatestReplay>,
-    /// Whether our replay's fold checkpoints are recorded (`[ledger] fold_checkpoints`).
-    pub fold_checkpoints: bool,
 }
 
 /// How often the anchoring loop looks at the chain, and the wall clock it plans reveal
@@ -280,7 +278,7 @@ pub async fn anchor_loop(
     metrics: Arc<Metrics>,
 ) {
     let AnchorClock { check_ms, now_ms } = clock;
-    let ChainSender { chain, sent, replays, fold_checkpoints } = to;
+    let ChainSender { chain, sent, replays } = to;
     let mut last_commit_block: Option<u64> = None;
     let mut cache = WeightsCache::sharing(replays);
     metrics.chain_expected(now_ms());
@@ -289,13 +287,15 @@ pub async fn anchor_loop(
     let mut last_block_seen: Option<u64> = None;
     let mut deregistered = false;
     let mut checkpoints = super::checkpoints::CheckpointRecorder::default();
+    let upgrade = super::upgrade::UpgradeWatch::new(cache.replays.protocol(), log.clone(), metrics.clone());
     loop {
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(check_ms)) => {}
             _ = stop.changed() => return,
         }
-        // Needs no chain: a replay of the logs we hold.
-        if fold_checkpoints {
+        // Needs no chain: a replay of the logs we hold (recorded only where our log's
+        // protocol version has the kind, ledger-spec/15).
+        if log.signing_halted().is_none() {
             checkpoints.tick(&log, &cache.replays, &events, ratio_params, now_ms()).await;
         }
         // A read, and a commitment, give way to a stop: cutting either loses nothing (a
@@ -332,6 +332,11 @@ pub async fn anchor_loop(
                 continue;
             }
         };
+        // At a protocol version this build does not apply: nothing more is sent, neither
+        // a commitment nor weights (ledger-spec/15); the head is still watched.
+        if upgrade.observe(block) {
+            continue;
+        }
         // Nothing on chain changes between blocks: a tick on the same block reads nothing
         // more (an idle validator asks the chain one thing a tick).
         if last_block_seen == Some(block) {

@@ -13,6 +13,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
+/// `FoldCheckpoint`'s tag (ledger-spec/02).
+const FOLD_CHECKPOINT_TAG: u32 = 10;
+
 /// How often the replay is read for new points.
 const EVERY_MS: u64 = 30_000;
 
@@ -40,9 +43,9 @@ impl CheckpointRecorder {
             return;
         }
         self.last_ms = Some(now_ms);
-        let (log, replays) = (log.clone(), replays.clone());
+        let (log, shared) = (log.clone(), replays.clone());
         let validator = log.validator();
-        let replayed = tokio::task::spawn_blocking(move || replays.get(&log.store, &ratio_params)).await;
+        let replayed = tokio::task::spawn_blocking(move || shared.get(&log.store, &ratio_params)).await;
         let replayed = match replayed {
             Ok(Ok(replayed)) => replayed,
             Ok(Err(error)) => {
@@ -52,6 +55,14 @@ impl CheckpointRecorder {
             Err(_) => return,
         };
         if replayed.faulted() {
+            return;
+        }
+        // A kind our log's protocol version does not have yet would make our block
+        // invalid: the version is the one active at the greatest chain block our log has
+        // recorded (the replay's fold of it may lag our log, never lead it).
+        let protocol = replays.protocol();
+        let seen = replayed.folds.iter().find(|f| f.validator == validator).map_or(0, |f| f.chain_block_seen);
+        if protocol.version_at(seen).refuses_kind(FOLD_CHECKPOINT_TAG).is_some() {
             return;
         }
         let Some(mut claim) = to_claim(&replayed.folds, &validator) else { return };

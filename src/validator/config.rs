@@ -24,6 +24,44 @@ pub struct Config {
     pub p2p: P2pConfig,
     /// Publishing this store's logs to an archive as they grow (ledger-spec/11's layout).
     pub archive: ArchiveConfig,
+    /// The protocol table the validator plays and judges by (ledger-spec/15).
+    pub protocol: ProtocolConfig,
+}
+
+/// The protocol table: the network's (`af`) on any real chain; a devnet on a local chain
+/// may name the upgrade-test table, and a test may cap the versions this build applies
+/// to stand for a build released before the newest.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProtocolConfig {
+    /// `af` (the network's), or `upgrade-test@BLOCK` on a local chain only.
+    pub table: String,
+    /// Tests only: apply no version past this one, as an older build would not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub known_max: Option<u32>,
+}
+
+impl Default for ProtocolConfig {
+    fn default() -> Self {
+        ProtocolConfig { table: "af".into(), known_max: None }
+    }
+}
+
+impl Config {
+    /// The protocol table as configured (checked by `validate`).
+    pub fn protocol(&self) -> crate::protocol::Protocol {
+        let table =
+            crate::protocol::Protocol::named(&self.protocol.table).unwrap_or_else(crate::protocol::Protocol::network);
+        match self.protocol.known_max {
+            Some(max) => table.capped(max),
+            None => table,
+        }
+    }
+
+    /// The environment registry, judging by [`Config::protocol`].
+    pub fn registry(&self) -> crate::envs::Registry {
+        crate::envs::registry().with_protocol(self.protocol())
+    }
 }
 
 /// Where the validator publishes every log it holds, and how often: what `af ledger
@@ -213,10 +251,6 @@ pub struct LedgerConfig {
     pub block_max_events: usize,
     /// ...or this long after the first one arrived.
     pub block_max_ms: u64,
-    /// Record our replay's fold checkpoints in our log (`FoldCheckpoint`, ledger-spec/02).
-    /// Off only while peers run a build that does not know the event kind: they refuse
-    /// blocks holding it.
-    pub fold_checkpoints: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -257,7 +291,7 @@ pub struct MinerConfig {
 
 impl Default for LedgerConfig {
     fn default() -> Self {
-        LedgerConfig { block_max_events: 256, block_max_ms: 2_000, fold_checkpoints: true }
+        LedgerConfig { block_max_events: 256, block_max_ms: 2_000 }
     }
 }
 
@@ -558,6 +592,19 @@ impl Config {
         if self.p2p.listen.len() + self.p2p.peers.len() + self.p2p.allow.len() > crate::limits::MAX_LIST_ITEMS {
             return invalid(format!("p2p lists hold more than {} entries", crate::limits::MAX_LIST_ITEMS));
         }
+        let Some(table) = crate::protocol::Protocol::named(&self.protocol.table) else {
+            return invalid(format!(
+                "protocol.table is {}; known: af (the network's), upgrade-test@BLOCK (a local chain only)",
+                crate::bytes::quote_prefix(&self.protocol.table)
+            ));
+        };
+        if table != crate::protocol::Protocol::network() && !self.chain.endpoint.starts_with("local:") {
+            return invalid(format!(
+                "protocol.table {} is a test network's; a validator on {} plays by the network's table (af)",
+                self.protocol.table,
+                if self.chain.endpoint.is_empty() { "no chain" } else { &self.chain.endpoint }
+            ));
+        }
         if self.evaluation.envs.is_empty() {
             return invalid("evaluation.envs is empty".into());
         }
@@ -567,6 +614,31 @@ impl Config {
                 "evaluation.envs names {}; known: {}",
                 crate::bytes::quote_prefix(unknown),
                 registry.names().join(", ")
+            ));
+        }
+        // Each match plays the configured envs its protocol version has (ledger-spec/15):
+        // one no version has is never played, and a version with none of them could
+        // play no match.
+        let protocol = self.protocol();
+        let spec_of = |name: &String| registry.get(name).map(|env| (env.spec().name, env.spec().version));
+        let in_version = |rules: &crate::protocol::VersionRules, name: &String| {
+            spec_of(name).is_some_and(|env| rules.envs.contains(&env))
+        };
+        if let Some(name) =
+            self.evaluation.envs.iter().find(|name| !protocol.versions().iter().any(|rules| in_version(rules, name)))
+        {
+            return invalid(format!(
+                "evaluation.envs names {name}, which no version of protocol table {} has",
+                self.protocol.table
+            ));
+        }
+        if let Some(rules) =
+            protocol.versions().iter().find(|rules| !self.evaluation.envs.iter().any(|name| in_version(rules, name)))
+        {
+            return invalid(format!(
+                "evaluation.envs names no environment of protocol version {} (it has {})",
+                rules.version,
+                rules.envs.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
             ));
         }
         let mut envs: Vec<&str> = self.evaluation.envs.iter().map(String::as_str).collect();

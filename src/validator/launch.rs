@@ -407,9 +407,12 @@ impl Validator {
         // One replay of our store for the anchoring and the HTTP API: one set of folds.
         // Kept across restarts (`replay::projection`); the per-run file of earlier builds goes.
         let _ = std::fs::remove_file(launch.data.join(COLD_FILE));
-        let replays = Arc::new(LatestReplay::kept(&launch.data, &mut |note| {
-            tracing::info!(event = "replay_kept", "{note}");
-        })?);
+        let replays = Arc::new(
+            LatestReplay::kept(&launch.data, &mut |note| {
+                tracing::info!(event = "replay_kept", "{note}");
+            })?
+            .with_protocol(config.protocol()),
+        );
         let http = match config.http.address()? {
             Some(address) => {
                 let feeds = Feeds {
@@ -491,7 +494,6 @@ impl Validator {
             replays: self.replays.clone(),
             chain,
             sent: self.sent_weights.clone(),
-            fold_checkpoints: self.launch.config.ledger.fold_checkpoints,
         });
         let serving = super::service::Serving {
             log: self.launch.log.clone(),

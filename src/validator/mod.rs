@@ -14,4 +14,5 @@ pub mod ratio_show;
 pub mod run;
 pub mod service;
 pub mod state;
+pub mod upgrade;
 pub mod writer;

@@ -226,12 +226,7 @@ pub async fn run(
     let anchor_task = options.chain.clone().filter(|_| options.anchor).map(|chain| {
         tokio::spawn(super::anchor::anchor_loop(
             log.clone(),
-            super::anchor::ChainSender {
-                chain,
-                sent: options.sent_weights.clone(),
-                replays: options.replays.clone(),
-                fold_checkpoints: config.ledger.fold_checkpoints,
-            },
+            super::anchor::ChainSender { chain, sent: options.sent_weights.clone(), replays: options.replays.clone() },
             writer.sender.clone(),
             params,
             super::anchor::AnchorClock { check_ms: options.anchor_check_ms, now_ms: options.now_ms },
@@ -239,7 +234,28 @@ pub async fn run(
             options.metrics.clone(),
         ))
     });
-    let registry = Arc::new(crate::envs::registry());
+    let registry = Arc::new(config.registry());
+    let upgrade = super::upgrade::UpgradeWatch::new(registry.protocol(), log.clone(), options.metrics.clone());
+    // A match in flight ends as at a stop once signing stops (ledger-spec/15): nothing
+    // of it could be recorded, so no miner is asked more.
+    let match_stop = {
+        let (sender, receiver) = watch::channel(*stop.borrow());
+        let (mut outer, log) = (stop.clone(), log.clone());
+        tokio::spawn(async move {
+            loop {
+                if *outer.borrow_and_update() || log.signing_halted().is_some() {
+                    let _ = sender.send(true);
+                    return;
+                }
+                tokio::select! {
+                    changed = outer.changed() => if changed.is_err() { return },
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(250)) => {}
+                    _ = sender.closed() => return,
+                }
+            }
+        });
+        receiver
+    };
     let client = Arc::new(
         MinerClient::with_stats(config.client.clone(), options.request_stats.clone())?
             .with_metrics(options.metrics.clone()),
@@ -251,7 +267,7 @@ pub async fn run(
         events: writer.sender.clone(),
         ratio_params: params,
         chain_block,
-        stop: stop.clone(),
+        stop: match_stop.clone(),
         progress: options.progress.clone(),
         flush: writer.flush.clone(),
         metrics: options.metrics.clone(),
@@ -267,6 +283,10 @@ pub async fn run(
     loop {
         if options.max_matches.is_some_and(|max| decided_before + n_reports >= max) || *stop.borrow() {
             interrupted = *stop.borrow();
+            break;
+        }
+        if log.signing_halted().is_some() {
+            interrupted = true;
             break;
         }
         let (plan, resume) = match pending.take() {
@@ -343,6 +363,23 @@ pub async fn run(
                     },
                     None => (0, crate::bytes::Hash32([0; 32])),
                 };
+                if upgrade.observe(chain_block) {
+                    interrupted = true;
+                    break;
+                }
+                // The environments of the protocol version active at the match's start.
+                let rules = registry.protocol().version_at(chain_block);
+                let envs: Vec<String> = config
+                    .evaluation
+                    .envs
+                    .iter()
+                    .filter(|name| {
+                        registry
+                            .get(name)
+                            .is_some_and(|env| rules.envs.contains(&(env.spec().name, env.spec().version)))
+                    })
+                    .cloned()
+                    .collect();
                 let plan = MatchPlan {
                     match_id: crate::envs::derive_match_id(
                         &validator,
@@ -356,7 +393,7 @@ pub async fn run(
                     chain_block_hash,
                     contender,
                     champion: champion.clone(),
-                    envs: config.evaluation.envs.clone(),
+                    envs,
                     rule,
                     futility,
                     cap: config.evaluation.cap,

@@ -68,6 +68,10 @@ pub async fn serve_until_stopped(serving: Serving, mut stop: watch::Receiver<boo
                 Ok(Ok(receipt)) => {
                     let _ = own_blocks.send((validator, receipt.tip.height));
                 }
+                // Signing stopped for good (ledger-spec/15): said once where it stopped.
+                Ok(Err(crate::ledger::AppendError::Halted(why))) => {
+                    tracing::debug!(event = "events_dropped", "not signed: {why}")
+                }
                 Ok(Err(error)) => tracing::error!(event = "append_failed", error = %error, "recording failed"),
                 Err(_) => tracing::error!(event = "append_failed", "recording panicked"),
             }

@@ -131,12 +131,22 @@ impl Disk {
     /// Seals `blocks` (in the blocking pool) and returns them ready to store.
     async fn seal(&mut self, blocks: Vec<Vec<Event>>) -> Result<Vec<SealedBlock>, WriterError> {
         let (log, prev, now_ms) = (self.log.clone(), self.sealed_tip, self.now_ms);
+        let n_events: usize = blocks.iter().map(Vec::len).sum();
         let sealed = tokio::task::spawn_blocking(move || {
             let time_ms = now_ms();
             log.seal_many(prev.as_ref(), blocks.into_iter().map(|events| (events, time_ms)).collect())
         })
         .await
-        .map_err(|_| WriterError::Panicked)??;
+        .map_err(|_| WriterError::Panicked)?;
+        let sealed = match sealed {
+            // Signing stopped for good (ledger-spec/15): what arrives is dropped, said,
+            // and the writer goes on (reads and sync do not need it).
+            Err(AppendError::Halted(why)) => {
+                tracing::debug!(event = "events_dropped", n_events, "{n_events} events not signed: {why}");
+                return Ok(Vec::new());
+            }
+            other => other?,
+        };
         self.sealed_tip = sealed.last().map(SealedBlock::tip).or(self.sealed_tip);
         Ok(sealed)
     }
@@ -248,7 +258,9 @@ pub fn spawn_writer(
                 if !blocks.is_empty() {
                     let sealed = disk.seal(blocks).await?;
                     disk.settle(&mut in_flight).await?;
-                    in_flight = Some(disk.start(sealed));
+                    if !sealed.is_empty() {
+                        in_flight = Some(disk.start(sealed));
+                    }
                 }
                 if closed || flush_reply.is_some() {
                     disk.settle(&mut in_flight).await?;

@@ -1,8 +1,9 @@
-//! ledger-spec/15 across an activation block, in one process: the same logs replayed by a
+//! ledger-spec/15 across an activation block: in one process, the same logs replayed by a
 //! build that knows the new version and by one capped below it (an older build). Before
 //! activation they agree; after it the older build waits at each log's first block of the
 //! new version, blames no one and moves no vTrust; a kind used before its version is an
 //! invalid block; a kind past every version the build decodes is waited on, not judged.
+//! Then as processes: two validators on the stand-in chain, one capped, across the block.
 
 use af::envs;
 use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
@@ -120,4 +121,185 @@ fn a_kind_no_version_of_this_build_has_is_waited_on_not_judged() {
     af::replay::fold_batch(&mut fold, &registry, &blocks, &mut |_| true);
     assert_eq!(fold.awaiting_upgrade, Some((tip.height, 0)));
     assert!(fold.invalid_at.is_none() && fold.discrepancies.is_empty(), "{:?}", fold.discrepancies);
+}
+
+/// Registers `hotkey` on the stand-in chain at `endpoint` and commits model "m" at
+/// `revision` served at `url`.
+fn enter(endpoint: &str, hotkey: &str, revision: &str, url: &str) {
+    assert!(crate::af(&["chain", "register", "--chain", endpoint, "--hotkey", hotkey]).status.success());
+    let out = crate::af(&[
+        "mine",
+        "commit",
+        "--chain",
+        endpoint,
+        "--hotkey",
+        hotkey,
+        "--model",
+        "m",
+        "--revision",
+        revision,
+        "--endpoint",
+        url,
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+type Lines = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// `af validate --serve` in `dir/NAME` as `hotkey` on the upgrade-test table, capped at
+/// `known_max`; its HTTP port and its log lines as they come.
+fn start_validator(
+    dir: &std::path::Path,
+    name: &str,
+    (endpoint, hotkey, ip): (&str, &str, &str),
+    table: &str,
+    known_max: Option<u32>,
+) -> (std::process::Child, u16, Lines) {
+    use std::io::{BufRead, BufReader};
+    let http = crate::free_port();
+    let cap = known_max.map_or(String::new(), |max| format!("known_max = {max}\n"));
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "[protocol]\ntable = \"{table}\"\n{cap}\
+             [evaluation]\nwindow = 8\nenvs = [\"mult\", \"coin\"]\n\
+             [ledger]\nblock_max_ms = 200\n[http]\nlisten = \"127.0.0.1:{http}\"\n\
+             [client]\ntimeout_ms = 2000\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 50\n\
+             [chain]\nendpoint = \"{endpoint}\"\nhotkey = \"{hotkey}\"\ndiscover_every_ms = 200\n"
+        ),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(crate::af_bin())
+        .args(["validate", "--data", dir.join(name).to_str().unwrap(), "--config", config.to_str().unwrap()])
+        .args(["--serve", "--listen", &format!("/ip4/{ip}/tcp/{}", crate::free_port())])
+        .env("RUST_LOG", "warn,af=info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines: Lines = Default::default();
+    let (kept, stderr) = (lines.clone(), child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        BufReader::new(stderr).lines().map_while(Result::ok).for_each(|l| kept.lock().unwrap().push(l))
+    });
+    (child, http, lines)
+}
+
+fn wait_until(what: &str, seconds: u64, lines: &[&Lines], done: &mut dyn FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited {seconds} s for {what}; logs:\n{}",
+            lines.iter().map(|l| l.lock().unwrap().join("\n")).collect::<Vec<_>>().join("\n-----\n")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn count(lines: &Lines, event: &str) -> usize {
+    lines.lock().unwrap().iter().filter(|l| l.contains(&format!("\"event\":\"{event}\""))).count()
+}
+
+/// (status, body) of GET `path` on 127.0.0.1:`port`.
+fn get(port: u16, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return (0, String::new()) };
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    let _ = write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, text.split_once("\r\n\r\n").map_or(String::new(), |(_, body)| body.to_string()))
+}
+
+/// The devnet across an activation, in CI (ledger-spec/15): two validators on the
+/// upgrade-test table, one capped at version 1 as a build released before version 2.
+/// Before the block both play by version 1; from it the older one signs nothing and
+/// says why (log line, `/healthz` 503, the metric), the newer one plays on with version
+/// 2's `coin`, and the logs still reach both. Nobody holds evidence or a finding, no
+/// vTrust moves, an auditor with the new build replays every log clean, and the older
+/// build's replay waits at the newer log's first block of version 2.
+#[test]
+fn a_mixed_devnet_crosses_an_activation_block_and_the_older_build_stops_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let chain = crate::chain_local::serve_with(&dir.path().join("chain"), "127.0.0.1:0", &["--tempo", "20"]);
+    let endpoint = format!("local:{}", chain.1);
+    let (champion, contender, late) = (
+        crate::validator_cli::miner("random"),
+        crate::validator_cli::miner("perfect"),
+        crate::validator_cli::miner("noisy:0.1"),
+    );
+    enter(&endpoint, "5Champion", "champion", &champion.1);
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    enter(&endpoint, "5Contender", "contender", &contender.1);
+    for hotkey in ["5ValidatorNew", "5ValidatorOld"] {
+        assert!(crate::af(&["chain", "register", "--chain", &endpoint, "--hotkey", hotkey, "--validator"])
+            .status
+            .success());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = af::chain::local_client::LocalClient::new(&chain.1, 1, None).unwrap();
+    let head = || runtime.block_on(af::chain::Chain::current_block(&client)).unwrap();
+    // Version 2 activates 12 s (120 blocks of 100 ms) from now: room for the first match.
+    let activation = head() + 120;
+    let table = format!("upgrade-test@{activation}");
+    let (mut new, new_http, new_lines) =
+        start_validator(dir.path(), "new", (&endpoint, "5ValidatorNew", "127.0.0.2"), &table, None);
+    let (mut old, old_http, old_lines) =
+        start_validator(dir.path(), "old", (&endpoint, "5ValidatorOld", "127.0.0.3"), &table, Some(1));
+    let all = [&new_lines, &old_lines];
+    // Before the block: both decide the first match, by version 1 (no coin).
+    wait_until("both validators' first match", 60, &all, &mut || {
+        count(&new_lines, "match_decided") >= 1 && count(&old_lines, "match_decided") >= 1
+    });
+    assert!(head() < activation, "the first matches ended before the activation block");
+    assert_eq!(get(old_http, "/healthz").0, 200);
+    // The block passes; a new miner enters after it.
+    wait_until("the activation block", 30, &all, &mut || head() >= activation + 5);
+    enter(&endpoint, "5Late", "late", &late.1);
+    wait_until("the older build's stop", 20, &all, &mut || count(&old_lines, "upgrade_required") == 1);
+    let (status, body) = get(old_http, "/healthz");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains(&format!("protocol version 2 activates at block {activation}; upgrade af")), "{body}");
+    assert!(get(old_http, "/metrics").1.contains("af_protocol_upgrade_required 1"));
+    assert!(get(new_http, "/metrics").1.contains("af_protocol_upgrade_required 0"));
+    assert_eq!(get(new_http, "/healthz").0, 200, "the newer build plays on");
+    // The newer build plays the late miner under version 2; the older one does not.
+    wait_until("the newer build's match of version 2", 90, &all, &mut || count(&new_lines, "match_decided") >= 2);
+    std::thread::sleep(std::time::Duration::from_secs(3)); // gossip of its last blocks
+    for child in [&mut new, &mut old] {
+        let _ = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+        child.wait().unwrap();
+    }
+    assert_eq!(count(&old_lines, "upgrade_required"), 1, "said once");
+
+    let new_key = af::ledger::LedgerKey::load(&dir.path().join("new/validator.key")).unwrap().validator();
+    let old_key = af::ledger::LedgerKey::load(&dir.path().join("old/validator.key")).unwrap().validator();
+    let full = Protocol::upgrade_test(activation);
+    for holder in ["new", "old"] {
+        let by_new_build = replay_by(&dir.path().join(holder), full.clone());
+        let state = &by_new_build.state;
+        assert_eq!(state.validators.len(), 2, "{holder} holds both logs");
+        assert!(state.discrepancies.is_empty(), "{holder}: {:?}", state.discrepancies);
+        assert!(state.validators.iter().all(|v| v.vtrust_ppm == 1_000_000 && !v.equivocated));
+        // The older build's own log ends before version 2: it signed nothing from the block on.
+        let old_fold = by_new_build.folds.iter().find(|f| f.validator == old_key).unwrap();
+        assert!(old_fold.chain_block_seen < activation, "{holder}: {}", old_fold.chain_block_seen);
+        // The newer one played version 2's coin after the block.
+        let new_fold = by_new_build.folds.iter().find(|f| f.validator == new_key).unwrap();
+        assert!(new_fold
+            .matches
+            .iter()
+            .any(|(_, m)| m.chain_block >= activation && m.envs.iter().any(|e| &*e.name == "coin")));
+        assert!(new_fold.matches.iter().all(|(_, m)| m.network_rules));
+        // The older build's replay: no finding, no vTrust moved, the newer log waiting.
+        let by_old_build = replay_by(&dir.path().join(holder), full.clone().capped(1));
+        assert!(by_old_build.state.discrepancies.is_empty(), "{:?}", by_old_build.state.discrepancies);
+        assert!(by_old_build.state.validators.iter().all(|v| v.vtrust_ppm == 1_000_000));
+        let waiting = by_old_build.folds.iter().find(|f| f.validator == new_key).unwrap();
+        assert_eq!(waiting.awaiting_upgrade.map(|(_, v)| v), Some(2));
+        assert!(by_old_build.folds.iter().find(|f| f.validator == old_key).unwrap().awaiting_upgrade.is_none());
+    }
 }

@@ -66,6 +66,8 @@ fn anchor_trouble(seen: &crate::metrics::ChainSeen, head: u64) -> Option<String>
 pub(super) async fn healthz(State(served): State<Arc<Served>>) -> Response {
     let now = (served.now_ms)();
     let failing = match (served.metrics.log_failure(), served.metrics.last_heartbeat_ms()) {
+        // First: no other repair helps a build that must be upgraded.
+        _ if served.metrics.upgrade_required().is_some() => served.metrics.upgrade_required(),
         (Some(why), _) => Some(format!("our log is not writable: {why}")),
         (None, Some(beat)) if now.saturating_sub(beat) > HEARTBEAT_STALE_MS => {
             Some(format!("the validator loop last showed life {} s ago", now.saturating_sub(beat) / 1000))
