@@ -45,6 +45,10 @@ pub struct Protocol {
     /// The highest version this build applies: every version of the table, unless a
     /// test capped it ([`Protocol::capped`]) to stand for a build released before.
     known_max: u32,
+    /// A later version this build does not apply, as the chain announced it (ledger-spec/15,
+    /// "Announcements"): (version, activation block). From that block on nothing is
+    /// judged by this build's rules.
+    announced: Option<(u32, u64)>,
 }
 
 impl Default for Protocol {
@@ -91,7 +95,7 @@ impl Protocol {
             "versions ascend in number and activation"
         );
         let known_max = versions.last().expect("checked above").version;
-        Protocol { network: network.into(), versions, known_max }
+        Protocol { network: network.into(), versions, known_max, announced: None }
     }
 
     /// Parses a table's name as `network()` and `upgrade_test()` write it.
@@ -104,10 +108,26 @@ impl Protocol {
         Some(Protocol::upgrade_test(block))
     }
 
-    /// This table as a build that knows versions up to `max` only applies it (tests:
-    /// an older build, without a second binary).
+    /// This table as a build released before version `max + 1` has it (tests: an older
+    /// build, without a second binary): the later versions are gone, rules, blocks and
+    /// all; it learns of them only as the chain announces them.
     pub fn capped(mut self, max: u32) -> Protocol {
-        self.known_max = max.min(self.known_max);
+        self.versions.retain(|v| v.version <= max || v.activation_block == 0);
+        self.known_max = self.versions.last().expect("the first stays").version;
+        self
+    }
+
+    /// The table with a later version this build does not apply, announced by the chain
+    /// (ledger-spec/15): ignored unless later than what it applies and than any
+    /// activation it has; an earlier announced activation replaces a later one.
+    pub fn with_announced(mut self, version: u32, activation_block: u64) -> Protocol {
+        let newest = self.versions.last().expect("one at least");
+        if version > self.known_max
+            && activation_block > newest.activation_block
+            && self.announced.is_none_or(|(_, block)| activation_block < block)
+        {
+            self.announced = Some((version, activation_block));
+        }
         self
     }
 
@@ -116,9 +136,31 @@ impl Protocol {
         self.known_max
     }
 
-    /// The version active at `chain_block`.
+    /// The newest version this build applies, and its activation block: what its chain
+    /// commitments announce (ledger-spec/07).
+    pub fn newest(&self) -> (u32, u64) {
+        let newest = self.versions.last().expect("one at least");
+        (newest.version, newest.activation_block)
+    }
+
+    /// The version active at `chain_block`, of those this build applies.
     pub fn version_at(&self, chain_block: u64) -> &VersionRules {
         self.versions.iter().rev().find(|v| v.activation_block <= chain_block).expect("the first starts at block 0")
+    }
+
+    /// The announced version this build does not apply, if it is active at `chain_block`.
+    pub fn unknown_at(&self, chain_block: u64) -> Option<u32> {
+        self.announced.filter(|(_, block)| chain_block >= *block).map(|(version, _)| version)
+    }
+
+    /// Whether some version this build applies has the event kind `tag`.
+    pub fn has_kind(&self, tag: u32) -> bool {
+        self.versions.iter().any(|v| tag < v.n_event_kinds)
+    }
+
+    /// Whether some version this build applies has the environment (`name`, `version`).
+    pub fn has_env(&self, name: &str, version: u32) -> bool {
+        self.versions.iter().any(|v| v.envs.contains(&(name, version)))
     }
 
     /// Whether this build applies `version`.
@@ -126,10 +168,10 @@ impl Protocol {
         version <= self.known_max
     }
 
-    /// The first version past what this build applies, if the table names one: a
-    /// build that meets its activation block stops signing (ledger-spec/15).
-    pub fn next_unknown(&self) -> Option<&VersionRules> {
-        self.versions.iter().find(|v| v.version > self.known_max)
+    /// The announced version this build does not apply, and its activation block: a
+    /// build that meets the block stops signing (ledger-spec/15).
+    pub fn next_unknown(&self) -> Option<(u32, u64)> {
+        self.announced
     }
 
     /// Every version of the table.
@@ -161,11 +203,23 @@ impl VersionRules {
             )
         })
     }
+}
 
-    /// The words a build says when this version activates and it does not know it.
-    pub fn upgrade_message(&self) -> String {
-        format!("protocol version {} activates at block {}; upgrade af", self.version, self.activation_block)
-    }
+/// The words a build says when `version` activates at `block` and it does not apply it.
+pub fn upgrade_message(version: u32, block: u64) -> String {
+    format!("protocol version {version} activates at block {block}; upgrade af")
+}
+
+/// The later version the chain announces to a build that applies versions up to
+/// `known_max` (ledger-spec/15, "Announcements"): from `announcements`, the (version,
+/// activation block) each other validator holding a permit commits, the one more than
+/// half of them commit, if any (the smallest such version). Validators the chain does not
+/// list with a permit are not counted: a fresh key or address buys no say.
+pub fn announced_by_majority(known_max: u32, announcements: &[(u32, u64)]) -> Option<(u32, u64)> {
+    let mut later: Vec<(u32, u64)> = announcements.iter().copied().filter(|(v, _)| *v > known_max).collect();
+    later.sort_unstable();
+    later.dedup();
+    later.into_iter().find(|a| announcements.iter().filter(|b| *b == a).count() * 2 > announcements.len())
 }
 
 #[cfg(test)]
@@ -173,23 +227,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_version_applies_from_its_block_and_a_capped_build_names_the_next() {
+    fn a_version_applies_from_its_block_and_a_capped_build_learns_the_next_from_the_chain() {
         let p = Protocol::upgrade_test(100);
         assert_eq!(p.version_at(0).version, 1);
         assert_eq!(p.version_at(99).version, 1);
         assert_eq!(p.version_at(100).version, 2);
         assert!(p.next_unknown().is_none());
+        assert_eq!(p.newest(), (2, 100));
         let old = p.clone().capped(1);
         assert!(old.knows(1) && !old.knows(2));
-        assert_eq!(
-            old.next_unknown().map(VersionRules::upgrade_message).as_deref(),
-            Some("protocol version 2 activates at block 100; upgrade af")
-        );
+        assert_eq!(old.newest(), (1, 0));
+        assert_eq!(old.version_at(500).version, 1, "an older build knows nothing of version 2");
+        assert_eq!(old.next_unknown(), None);
+        let told = old.clone().with_announced(2, 100);
+        assert_eq!(told.next_unknown(), Some((2, 100)));
+        assert_eq!((told.unknown_at(99), told.unknown_at(100)), (None, Some(2)));
+        assert_eq!(told.clone().with_announced(1, 5), told, "a version it applies is no news");
+        assert_eq!(told.clone().with_announced(3, 90).next_unknown(), Some((3, 90)), "the earlier block first");
+        assert_eq!(upgrade_message(2, 100), "protocol version 2 activates at block 100; upgrade af");
         assert!(p.version_at(5).refuses_kind(10).is_some() && p.version_at(100).refuses_kind(10).is_none());
         assert!(!p.is_network_match(5, PLAN_V2, [("coin", 1)].into_iter()));
         assert!(p.is_network_match(100, PLAN_V2, [("coin", 1), ("mult", 1)].into_iter()));
         assert!(!p.is_network_match(100, "score alpha_ppm=1", std::iter::empty()));
         assert!(!p.is_network_match(100, PLAN_V2, [("coin", 2)].into_iter()), "an env's version is part of it");
+    }
+
+    #[test]
+    fn an_announcement_counts_only_with_more_than_half_of_the_permitted_validators() {
+        assert_eq!(announced_by_majority(1, &[(2, 100)]), Some((2, 100)));
+        assert_eq!(announced_by_majority(1, &[(2, 100), (1, 0)]), None, "half is not more than half");
+        assert_eq!(announced_by_majority(1, &[(2, 100), (2, 100), (1, 0)]), Some((2, 100)));
+        assert_eq!(announced_by_majority(1, &[(2, 100), (2, 101), (2, 100)]), Some((2, 100)));
+        assert_eq!(announced_by_majority(1, &[(2, 100), (2, 101)]), None, "no block agreed");
+        assert_eq!(announced_by_majority(2, &[(2, 100), (2, 100)]), None, "already applied");
+        assert_eq!(announced_by_majority(1, &[]), None);
     }
 
     #[test]

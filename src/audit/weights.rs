@@ -269,7 +269,9 @@ mod tests {
     }
 
     fn record(hotkey: &str, ledger: u8) -> CommitmentRecord {
-        let fields = LedgerCommitment { ledger_key: key(ledger), tip_height: 1, tip_hash: Hash32([0; 32]) }.fields();
+        let fields =
+            LedgerCommitment { ledger_key: key(ledger), tip_height: 1, tip_hash: Hash32([0; 32]), protocol: None }
+                .fields();
         CommitmentRecord::new(hotkey, 90, fields)
     }
 

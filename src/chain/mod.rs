@@ -122,6 +122,10 @@ pub struct LedgerCommitment {
     pub tip_hash: Hash32,
     pub ledger_key: ValidatorKey,
     pub tip_height: u64,
+    /// The newest protocol version the committing build applies, and the chain block it
+    /// applies from (ledger-spec/07, 15): how builds that do not apply it learn when it
+    /// activates. None in the commitments of builds before protocol versions.
+    pub protocol: Option<(u32, u64)>,
 }
 
 /// What the chain says about a proven tip of one ledger key.
@@ -176,19 +180,30 @@ pub fn raw_data_tag(len: usize) -> u8 {
 impl LedgerCommitment {
     /// The raw bytes of the three `Data::Raw*` fields, in order.
     pub fn fields(&self) -> Vec<Vec<u8>> {
-        vec![self.tip_hash.0.to_vec(), self.ledger_key.0.to_vec(), self.tip_height.to_le_bytes().to_vec()]
+        let mut third = self.tip_height.to_le_bytes().to_vec();
+        if let Some((version, block)) = self.protocol {
+            third.extend_from_slice(&version.to_le_bytes());
+            third.extend_from_slice(&block.to_le_bytes());
+        }
+        vec![self.tip_hash.0.to_vec(), self.ledger_key.0.to_vec(), third]
     }
 
     /// Reads fields back; `None` if they are not an `af` ledger commitment.
     pub fn from_fields(fields: &[Vec<u8>]) -> Option<LedgerCommitment> {
-        match fields {
-            [hash, key, height] if hash.len() == 32 && key.len() == 32 && height.len() == 8 => Some(LedgerCommitment {
-                tip_hash: Hash32(hash.as_slice().try_into().ok()?),
-                ledger_key: ValidatorKey(key.as_slice().try_into().ok()?),
-                tip_height: u64::from_le_bytes(height.as_slice().try_into().ok()?),
-            }),
-            _ => None,
+        let [hash, key, third] = fields else { return None };
+        if hash.len() != 32 || key.len() != 32 || !(third.len() == 8 || third.len() == 20) {
+            return None;
         }
+        let protocol = (third.len() == 20).then(|| {
+            let version = u32::from_le_bytes(third[8..12].try_into().expect("4 bytes"));
+            (version, u64::from_le_bytes(third[12..20].try_into().expect("8 bytes")))
+        });
+        Some(LedgerCommitment {
+            tip_hash: Hash32(hash.as_slice().try_into().ok()?),
+            ledger_key: ValidatorKey(key.as_slice().try_into().ok()?),
+            tip_height: u64::from_le_bytes(third[..8].try_into().ok()?),
+            protocol,
+        })
     }
 
     /// Space the call costs against the per-tempo limit.
@@ -746,7 +761,12 @@ mod tests {
 
     #[test]
     fn commitment_fields_round_trip_and_cost_the_minimum() {
-        let c = LedgerCommitment { tip_hash: Hash32([7; 32]), ledger_key: ValidatorKey([9; 32]), tip_height: 513 };
+        let c = LedgerCommitment {
+            tip_hash: Hash32([7; 32]),
+            ledger_key: ValidatorKey([9; 32]),
+            tip_height: 513,
+            protocol: None,
+        };
         let fields = c.fields();
         assert_eq!(fields.iter().map(Vec::len).collect::<Vec<_>>(), [32, 32, 8]);
         assert_eq!(LedgerCommitment::from_fields(&fields), Some(c));

@@ -384,7 +384,8 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
             let log = Arc::new(super::data_dir::open_own_log(&data)?);
             runtime()?.block_on(async {
                 let client = chain.connect().await?;
-                let Some(commitment) = af::validator::anchor::commit_tip(&log, client.as_ref()).await? else {
+                let announce = af::protocol::Protocol::network().newest();
+                let Some(commitment) = af::validator::anchor::commit_tip(&log, client.as_ref(), announce).await? else {
                     anyhow::bail!("our log is empty: nothing to commit");
                 };
                 let receipt = log.append(vec![af::ledger::Event::ChainCommitment(commitment.clone())], af::clock::unix_ms())?;

@@ -68,6 +68,7 @@ mod tests {
             tip_hash: Hash32([0; 32]),
             ledger_key: ValidatorKey([byte; 32]),
             tip_height: 1,
+            protocol: None,
         };
         let records = [
             CommitmentRecord::new("v0", 5, ledger(10).fields()),

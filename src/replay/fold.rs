@@ -362,10 +362,20 @@ impl ChainFold {
         let mut seen = self.chain_block_seen;
         for event in events {
             seen = seen.max(event.chain_block().unwrap_or(0));
-            let rules = protocol.version_at(seen);
-            if !protocol.knows(rules.version) {
-                return ProtocolCheck::Unknown(rules.version);
+            if let Some(version) = protocol.unknown_at(seen) {
+                return ProtocolCheck::Unknown(version);
             }
+            // A kind or an environment no version of this build has belongs to a later
+            // one: not judged here (0: the version is not known).
+            if !protocol.has_kind(event.tag()) {
+                return ProtocolCheck::Unknown(0);
+            }
+            if let Event::MatchStarted(started) = event {
+                if started.envs.iter().any(|e| !protocol.has_env(e.name.as_ref(), e.version)) {
+                    return ProtocolCheck::Unknown(0);
+                }
+            }
+            let rules = protocol.version_at(seen);
             if let Some(why) = rules.refuses_kind(event.tag()) {
                 return ProtocolCheck::Refused(format!("{why}, active at chain block {seen}"));
             }

@@ -31,8 +31,9 @@ pub struct LatestReplay {
     heads_in: std::sync::atomic::AtomicBool,
     /// Whether each replay is kept as it is made ([`LatestReplay::kept`]'s).
     keep_each: bool,
-    /// The protocol table the replays judge by (the network's unless a devnet names one).
-    protocol: crate::protocol::Protocol,
+    /// The protocol table the replays judge by (the network's unless a devnet names one),
+    /// with what the chain announced since the start.
+    protocol: Mutex<crate::protocol::Protocol>,
 }
 
 impl LatestReplay {
@@ -68,13 +69,25 @@ impl LatestReplay {
     }
 
     /// The same replays, judging by `protocol` (ledger-spec/15).
-    pub fn with_protocol(mut self, protocol: crate::protocol::Protocol) -> LatestReplay {
-        self.protocol = protocol;
+    pub fn with_protocol(self, protocol: crate::protocol::Protocol) -> LatestReplay {
+        *self.protocol.lock().unwrap_or_else(|e| e.into_inner()) = protocol;
         self
     }
 
-    pub fn protocol(&self) -> &crate::protocol::Protocol {
-        &self.protocol
+    pub fn protocol(&self) -> crate::protocol::Protocol {
+        self.protocol.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// A later version the chain announced (ledger-spec/15): the next replay judges every
+    /// block from its activation on as waiting for an upgrade, and none is reused from
+    /// before (a cache never stands in for a check).
+    pub fn announce(&self, (version, block): (u32, u64)) {
+        let mut protocol = self.protocol.lock().unwrap_or_else(|e| e.into_inner());
+        let told = protocol.clone().with_announced(version, block);
+        if told != *protocol {
+            *protocol = told;
+            *self.last.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
     }
 
     /// Keeps the last replay's folds in the file for the next start
@@ -152,7 +165,7 @@ impl LatestReplay {
                     .then(|| (Snapshot { replay_version: REPLAY_VERSION, folds: kept }, FoldSource::Untrusted))
             }
         };
-        let registry = crate::envs::registry().with_protocol(self.protocol.clone());
+        let registry = crate::envs::registry().with_protocol(self.protocol());
         let previous = last.as_ref().map(|(_, previous)| previous.clone());
         let progress = &mut |_: &_, _, _| {};
         let cold = self.cold()?;

@@ -54,6 +54,28 @@ fn tip_has_news(log: &OwnLog) -> Result<bool, StoreError> {
         .any(|e| !matches!(e, Event::ChainCommitment(_) | Event::WeightsSet(_) | Event::WeightsCommitted(_))))
 }
 
+/// How often (in chain blocks) the anchoring loop reads what the other permitted
+/// validators announce: about once a tempo on a live subnet.
+const ANNOUNCEMENTS_EVERY_BLOCKS: u64 = 20;
+
+/// The later protocol version more than half of the other permitted validators announce
+/// in their ledger commitments (ledger-spec/15), if any; none when the chain cannot be
+/// read (tried again later).
+async fn read_announcements(chain: &dyn Chain, known_max: u32) -> Option<(u32, u64)> {
+    let (neurons, records) = (chain.neurons().await.ok()?, chain.commitments().await.ok()?);
+    let ours = chain.hotkey();
+    let announcements: Vec<(u32, u64)> = neurons
+        .iter()
+        .filter(|n| n.validator_permit && Some(&n.hotkey) != ours.as_ref())
+        .map(|n| {
+            let commitment = records.iter().find(|r| r.hotkey == n.hotkey).and_then(|r| r.ledger());
+            // A permitted validator that announces nothing counts against any news.
+            commitment.and_then(|c| c.protocol).unwrap_or((0, 0))
+        })
+        .collect();
+    crate::protocol::announced_by_majority(known_max, &announcements)
+}
+
 /// Longest a stop waits for its last commitment of our tip (`run`'s final anchoring).
 /// Past it the send is cut, which loses nothing: a commitment that lands unrecorded names
 /// a block of ours, and the next start commits the tip again. A weights send is never
@@ -61,10 +83,21 @@ fn tip_has_news(log: &OwnLog) -> Result<bool, StoreError> {
 /// started past this deadline either.
 pub const STOP_CHAIN_MS: u64 = 5_000;
 
-/// Commits our current tip; returns the event to record, or `None` with nothing to commit.
-pub async fn commit_tip(log: &OwnLog, chain: &dyn Chain) -> Result<Option<ChainCommitment>, AnchorError> {
+/// Commits our current tip, announcing `protocol` (the newest version this build applies
+/// and its activation block, ledger-spec/07 and 15); returns the event to record, or
+/// `None` with nothing to commit.
+pub async fn commit_tip(
+    log: &OwnLog,
+    chain: &dyn Chain,
+    protocol: (u32, u64),
+) -> Result<Option<ChainCommitment>, AnchorError> {
     let Some(tip) = log.tip()? else { return Ok(None) };
-    let commitment = LedgerCommitment { tip_hash: tip.hash, ledger_key: log.validator(), tip_height: tip.height };
+    let commitment = LedgerCommitment {
+        tip_hash: tip.hash,
+        ledger_key: log.validator(),
+        tip_height: tip.height,
+        protocol: Some(protocol),
+    };
     let chain_block = chain.commit(&commitment).await?;
     Ok(Some(ChainCommitment {
         netuid: chain.netuid(),
@@ -287,7 +320,10 @@ pub async fn anchor_loop(
     let mut last_block_seen: Option<u64> = None;
     let mut deregistered = false;
     let mut checkpoints = super::checkpoints::CheckpointRecorder::default();
-    let upgrade = super::upgrade::UpgradeWatch::new(cache.replays.protocol(), log.clone(), metrics.clone());
+    let protocol = cache.replays.protocol();
+    let announce = protocol.newest();
+    let upgrade = super::upgrade::UpgradeWatch::new(&protocol, log.clone(), metrics.clone());
+    let mut announcements_read_at: Option<u64> = None;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(check_ms)) => {}
@@ -332,6 +368,17 @@ pub async fn anchor_loop(
                 continue;
             }
         };
+        // What the other permitted validators announce (ledger-spec/15), read every
+        // `ANNOUNCEMENTS_EVERY_BLOCKS`: a later version this build does not apply, once
+        // more than half of them commit it, stops our signing at its block.
+        if announcements_read_at.is_none_or(|at| block >= at.saturating_add(ANNOUNCEMENTS_EVERY_BLOCKS)) {
+            announcements_read_at = Some(block);
+            if let Some(announced) = read_announcements(chain.as_ref(), protocol.known_max()).await {
+                if upgrade.learn(Some(announced)) {
+                    cache.replays.announce(announced);
+                }
+            }
+        }
         // At a protocol version this build does not apply: nothing more is sent, neither
         // a commitment nor weights (ledger-spec/15); the head is still watched.
         if upgrade.observe(block) {
@@ -392,7 +439,7 @@ pub async fn anchor_loop(
         let due = last_commit_block.is_none_or(|last| block >= last + COMMIT_EVERY_BLOCKS);
         if due && tip_has_news(&log).unwrap_or(false) {
             let sent = tokio::select! {
-                sent = commit_tip(&log, chain.as_ref()) => sent,
+                sent = commit_tip(&log, chain.as_ref(), announce) => sent,
                 _ = stop.changed() => {
                     tracing::warn!(event = "commit_cut", "stopping: the commitment in flight is cut; the next start commits our tip");
                     return;

@@ -377,7 +377,12 @@ mod tests {
     #[test]
     fn validator_commitments_are_not_miners_and_garbage_is_skipped_by_name() {
         let neurons = [neuron(1, "v", 1), neuron(2, "junk", 1)];
-        let ledger = LedgerCommitment { tip_hash: Hash32([1; 32]), ledger_key: ValidatorKey([2; 32]), tip_height: 3 };
+        let ledger = LedgerCommitment {
+            tip_hash: Hash32([1; 32]),
+            ledger_key: ValidatorKey([2; 32]),
+            tip_height: 3,
+            protocol: None,
+        };
         let records = [
             CommitmentRecord::new("v", 5, ledger.fields()),
             CommitmentRecord::new("junk", 5, vec![b"{\"model\":".to_vec()]),

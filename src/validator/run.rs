@@ -471,11 +471,13 @@ pub async fn run(
         None => log.tip()?,
     };
     // The writer is done: we are the single writer now. Commit the final tip and set
-    // weights once more, and record both in one last block.
-    if let Some(chain) = &options.chain {
+    // weights once more, and record both in one last block (none once signing stopped at
+    // a protocol version this build does not apply: nothing more goes out).
+    if let Some(chain) = options.chain.as_ref().filter(|_| log.signing_halted().is_none()) {
         let mut anchored = Vec::new();
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(super::anchor::STOP_CHAIN_MS);
-        match tokio::time::timeout_at(deadline, super::anchor::commit_tip(&log, chain.as_ref())).await {
+        let announce = registry.protocol().newest();
+        match tokio::time::timeout_at(deadline, super::anchor::commit_tip(&log, chain.as_ref(), announce)).await {
             Ok(Ok(Some(commitment))) => {
                 options.metrics.chain_send("commitment", "sent", "");
                 anchored.push(Event::ChainCommitment(commitment))

@@ -30,7 +30,12 @@ async fn the_local_chain_applies_subtensors_rules() {
     let admin = LocalClient::new(&addr, 3, None).unwrap();
     let alice = LocalClient::new(&addr, 3, Some("alice".into())).unwrap();
     let bob = LocalClient::new(&addr, 3, Some("bob".into())).unwrap();
-    let commitment = LedgerCommitment { tip_hash: Hash32([1; 32]), ledger_key: ValidatorKey([2; 32]), tip_height: 9 };
+    let commitment = LedgerCommitment {
+        tip_hash: Hash32([1; 32]),
+        ledger_key: ValidatorKey([2; 32]),
+        tip_height: 9,
+        protocol: None,
+    };
 
     // Unregistered hotkeys can neither commit nor set weights.
     let refused = alice.commit(&commitment).await.unwrap_err().to_string();

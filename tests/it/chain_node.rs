@@ -165,8 +165,12 @@ async fn the_subtensor_backend_reads_and_submits_through_a_strict_loopback_node(
         &subnet_key(),
         Value::unnamed_composite([Value::bool(false), Value::bool(true), Value::bool(false)]),
     );
-    let committed =
-        LedgerCommitment { tip_hash: Hash32([0xaa; 32]), ledger_key: ValidatorKey([0xbb; 32]), tip_height: 77 };
+    let committed = LedgerCommitment {
+        tip_hash: Hash32([0xaa; 32]),
+        ledger_key: ValidatorKey([0xbb; 32]),
+        tip_height: 77,
+        protocol: None,
+    };
     let data = |fields: &[Vec<u8>]| fields.iter().map(|f| raw(f)).collect::<Vec<_>>();
     node.put(
         "Commitments",
@@ -258,7 +262,12 @@ async fn the_subtensor_backend_reads_and_submits_through_a_strict_loopback_node(
 
     // Three commitments back to back, in one block: 1, 2 and 3 fields, on nonces 0, 1, 2
     // (system_accountNextIndex counts the pool; the runtime API still says 0).
-    let new = LedgerCommitment { tip_hash: Hash32([0x11; 32]), ledger_key: ValidatorKey([0x22; 32]), tip_height: 5 };
+    let new = LedgerCommitment {
+        tip_hash: Hash32([0x11; 32]),
+        ledger_key: ValidatorKey([0x22; 32]),
+        tip_height: 5,
+        protocol: None,
+    };
     let one_field = br#"{"model":"a/b","revision":"0123456789abcdef0123456789abcdef01234567"}"#.to_vec();
     let sends: [Vec<Vec<u8>>; 3] = [miner_fields.clone(), new.fields(), vec![one_field.clone()]];
     for (i, fields) in sends.iter().enumerate() {

@@ -43,8 +43,12 @@ fn set_commitment_call_bytes_match_the_hand_derived_layout() {
     assert_eq!(call_data(&client, &set_commitment_payload(7, &[hash.to_vec()])).unwrap(), expected);
 
     // Our commitment: three fields, Raw32 tip hash, Raw32 ledger key, Raw8 height.
-    let commitment =
-        LedgerCommitment { tip_hash: Hash32([1; 32]), ledger_key: ValidatorKey([2; 32]), tip_height: 0x0102 };
+    let commitment = LedgerCommitment {
+        tip_hash: Hash32([1; 32]),
+        ledger_key: ValidatorKey([2; 32]),
+        tip_height: 0x0102,
+        protocol: None,
+    };
     let mut expected = vec![0x12, 0x00, 0x40, 0x01, 0x0c, 0x21];
     expected.extend_from_slice(&[1; 32]);
     expected.push(0x21);

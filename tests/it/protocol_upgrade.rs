@@ -39,10 +39,14 @@ fn an_older_build_waits_at_the_new_version_and_blames_no_one() {
     assert_eq!(new.state_hash, old.state_hash);
     assert!(new.state.discrepancies.is_empty(), "{:?}", new.state.discrepancies);
 
-    // Activation at match 2's start block.
+    // Activation at match 2's start block. The older build's table ends at version 1;
+    // it knows of version 2 only as the chain announces it.
     let table = Protocol::upgrade_test(1_001);
     let new = replay_by(dir.path(), table.clone());
-    let old = replay_by(dir.path(), table.capped(1));
+    let unaware = replay_by(dir.path(), table.clone().capped(1));
+    assert!(unaware.state.discrepancies.is_empty(), "match 2 plays by version 1's rules too here");
+    assert!(unaware.folds.iter().all(|f| f.awaiting_upgrade.is_none()));
+    let old = replay_by(dir.path(), table.capped(1).with_announced(2, 1_001));
     assert!(new.state.discrepancies.is_empty(), "{:?}", new.state.discrepancies);
     assert_eq!(new.state.matches.len(), 2);
     assert!(old.state.discrepancies.is_empty(), "the older build blames no one: {:?}", old.state.discrepancies);
@@ -90,6 +94,12 @@ fn a_kind_before_its_version_is_an_invalid_block_and_after_it_a_valid_one() {
     let after = replay_by(dir.path(), Protocol::network());
     assert!(after.folds.iter().all(|f| f.invalid_at.is_none()));
     assert!(after.state.discrepancies.is_empty(), "{:?}", after.state.discrepancies);
+    // A build whose versions all lack the kind (one released before it) cannot judge
+    // the block: the log waits there, with no finding.
+    let older = replay_by(dir.path(), Protocol::upgrade_test(5_000).capped(1));
+    let fold = older.folds.iter().find(|f| f.validator == keys[0]).unwrap();
+    assert_eq!((fold.awaiting_upgrade, fold.invalid_at), (Some((tip.height + 1, 0)), None));
+    assert!(older.state.discrepancies.is_empty(), "{:?}", older.state.discrepancies);
 }
 
 #[test]
@@ -158,12 +168,14 @@ fn start_validator(
     use std::io::{BufRead, BufReader};
     let http = crate::free_port();
     let cap = known_max.map_or(String::new(), |max| format!("known_max = {max}\n"));
+    // An older build names only environments it has.
+    let envs = if known_max.is_some() { "[\"mult\"]" } else { "[\"mult\", \"coin\"]" };
     let config = dir.join(format!("{name}.toml"));
     std::fs::write(
         &config,
         format!(
             "[protocol]\ntable = \"{table}\"\n{cap}\
-             [evaluation]\nwindow = 8\nenvs = [\"mult\", \"coin\"]\n\
+             [evaluation]\nwindow = 8\nenvs = {envs}\n\
              [ledger]\nblock_max_ms = 200\n[http]\nlisten = \"127.0.0.1:{http}\"\n\
              [client]\ntimeout_ms = 2000\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 50\n\
              [chain]\nendpoint = \"{endpoint}\"\nhotkey = \"{hotkey}\"\ndiscover_every_ms = 200\n"
@@ -215,9 +227,10 @@ fn get(port: u16, path: &str) -> (u16, String) {
 }
 
 /// The devnet across an activation, in CI (ledger-spec/15): two validators on the
-/// upgrade-test table, one capped at version 1 as a build released before version 2.
-/// Before the block both play by version 1; from it the older one signs nothing and
-/// says why (log line, `/healthz` 503, the metric), the newer one plays on with version
+/// upgrade-test table, one capped at version 1 as a build released before version 2
+/// (it learns version 2's block only from the other's chain commitment). Before the
+/// block both play by version 1; from it the older one signs nothing and says why (log
+/// line, `/healthz` 503, the metric), the newer one plays on with version
 /// 2's `coin`, and the logs still reach both. Nobody holds evidence or a finding, no
 /// vTrust moves, an auditor with the new build replays every log clean, and the older
 /// build's replay waits at the newer log's first block of version 2.
@@ -274,6 +287,10 @@ fn a_mixed_devnet_crosses_an_activation_block_and_the_older_build_stops_cleanly(
         child.wait().unwrap();
     }
     assert_eq!(count(&old_lines, "upgrade_required"), 1, "said once");
+    // The older build's table ends at version 1: it learned the block from the newer
+    // validator's chain commitment (ledger-spec/07), the only other permitted validator.
+    assert_eq!(count(&old_lines, "upgrade_announced"), 1);
+    assert_eq!(count(&new_lines, "upgrade_announced") + count(&new_lines, "upgrade_required"), 0);
 
     let new_key = af::ledger::LedgerKey::load(&dir.path().join("new/validator.key")).unwrap().validator();
     let old_key = af::ledger::LedgerKey::load(&dir.path().join("old/validator.key")).unwrap().validator();
@@ -294,8 +311,14 @@ fn a_mixed_devnet_crosses_an_activation_block_and_the_older_build_stops_cleanly(
             .iter()
             .any(|(_, m)| m.chain_block >= activation && m.envs.iter().any(|e| &*e.name == "coin")));
         assert!(new_fold.matches.iter().all(|(_, m)| m.network_rules));
-        // The older build's replay: no finding, no vTrust moved, the newer log waiting.
-        let by_old_build = replay_by(&dir.path().join(holder), full.clone().capped(1));
+        // The older build's replay, told of version 2 as the chain announced it: no
+        // finding, no vTrust moved, the newer log waiting at its first block of it. Not
+        // told, it still blames no one: version 2's kinds and `coin` are in no version
+        // it has, so the newer log waits at its first block holding one.
+        let unaware = replay_by(&dir.path().join(holder), full.clone().capped(1));
+        assert!(unaware.state.discrepancies.is_empty(), "{:?}", unaware.state.discrepancies);
+        assert!(unaware.state.validators.iter().all(|v| v.vtrust_ppm == 1_000_000));
+        let by_old_build = replay_by(&dir.path().join(holder), full.clone().capped(1).with_announced(2, activation));
         assert!(by_old_build.state.discrepancies.is_empty(), "{:?}", by_old_build.state.discrepancies);
         assert!(by_old_build.state.validators.iter().all(|v| v.vtrust_ppm == 1_000_000));
         let waiting = by_old_build.folds.iter().find(|f| f.validator == new_key).unwrap();
