@@ -11,6 +11,7 @@
 //! and names the committed block without any archive lookup.
 
 pub mod hotkey;
+pub mod ledger_commitment;
 pub mod local;
 pub mod local_client;
 pub mod miner;
@@ -21,6 +22,8 @@ pub mod wallet;
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::ledger::Tip;
 use serde::{Deserialize, Serialize};
+
+pub use ledger_commitment::LedgerCommitment;
 
 /// Space one commitment may use per tempo, and what each call costs at least.
 pub const MAX_SPACE_PER_TEMPO: u64 = 3_100;
@@ -116,18 +119,6 @@ pub fn axon_ip_parts(ip: std::net::IpAddr) -> (u128, u8) {
     }
 }
 
-/// What a validator commits about its log.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LedgerCommitment {
-    pub tip_hash: Hash32,
-    pub ledger_key: ValidatorKey,
-    pub tip_height: u64,
-    /// The newest protocol version the committing build applies, and the chain block it
-    /// applies from (ledger-spec/07, 15): how builds that do not apply it learn when it
-    /// activates. None in the commitments of builds before protocol versions.
-    pub protocol: Option<(u32, u64)>,
-}
-
 /// What the chain says about a proven tip of one ledger key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct OnChainCheck {
@@ -175,41 +166,6 @@ pub fn check_tip_on_chain(records: &[CommitmentRecord], validator: &ValidatorKey
 pub fn raw_data_tag(len: usize) -> u8 {
     assert!(len <= 128, "Raw data holds at most 128 bytes");
     len as u8 + 1
-}
-
-impl LedgerCommitment {
-    /// The raw bytes of the three `Data::Raw*` fields, in order.
-    pub fn fields(&self) -> Vec<Vec<u8>> {
-        let mut third = self.tip_height.to_le_bytes().to_vec();
-        if let Some((version, block)) = self.protocol {
-            third.extend_from_slice(&version.to_le_bytes());
-            third.extend_from_slice(&block.to_le_bytes());
-        }
-        vec![self.tip_hash.0.to_vec(), self.ledger_key.0.to_vec(), third]
-    }
-
-    /// Reads fields back; `None` if they are not an `af` ledger commitment.
-    pub fn from_fields(fields: &[Vec<u8>]) -> Option<LedgerCommitment> {
-        let [hash, key, third] = fields else { return None };
-        if hash.len() != 32 || key.len() != 32 || !(third.len() == 8 || third.len() == 20) {
-            return None;
-        }
-        let protocol = (third.len() == 20).then(|| {
-            let version = u32::from_le_bytes(third[8..12].try_into().expect("4 bytes"));
-            (version, u64::from_le_bytes(third[12..20].try_into().expect("8 bytes")))
-        });
-        Some(LedgerCommitment {
-            tip_hash: Hash32(hash.as_slice().try_into().ok()?),
-            ledger_key: ValidatorKey(key.as_slice().try_into().ok()?),
-            tip_height: u64::from_le_bytes(third[..8].try_into().ok()?),
-            protocol,
-        })
-    }
-
-    /// Space the call costs against the per-tempo limit.
-    pub fn cost(&self) -> u64 {
-        commitment_cost(&self.fields())
-    }
 }
 
 pub fn commitment_cost(fields: &[Vec<u8>]) -> u64 {
@@ -758,23 +714,6 @@ mod hex_fields {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn commitment_fields_round_trip_and_cost_the_minimum() {
-        let c = LedgerCommitment {
-            tip_hash: Hash32([7; 32]),
-            ledger_key: ValidatorKey([9; 32]),
-            tip_height: 513,
-            protocol: None,
-        };
-        let fields = c.fields();
-        assert_eq!(fields.iter().map(Vec::len).collect::<Vec<_>>(), [32, 32, 8]);
-        assert_eq!(LedgerCommitment::from_fields(&fields), Some(c));
-        assert_eq!(c.cost(), MIN_COMMITMENT_COST, "72 bytes cost the 100-byte minimum");
-        assert_eq!(LedgerCommitment::from_fields(&fields[..2]), None);
-        assert_eq!(raw_data_tag(32), 0x21);
-        assert_eq!(raw_data_tag(8), 0x09);
-    }
 
     #[test]
     fn weight_limits_name_the_reason() {

@@ -13,6 +13,7 @@ pub mod agreed;
 pub mod bag;
 pub mod checkpoint;
 pub mod cold;
+pub mod decisions;
 pub mod entries;
 pub mod fold;
 pub mod key_set;

@@ -240,7 +240,7 @@ fn score_plan_worked_values_of_the_spec() {
 #[test]
 fn recorded_plans_read_back_and_decisions_are_rederived() {
     use af::ledger::event::{EnvDecision, EnvOutcome, EnvRef};
-    use af::replay::fold::rederive_decision;
+    use af::replay::decisions::rederive_decision;
     for futility in [None, Some(ADVANTAGE)] {
         for rule in [
             MIXTURE_RULE,

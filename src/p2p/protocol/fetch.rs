@@ -259,6 +259,17 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         for (expected_height, (n_bytes, result)) in (fetch.from_height..).zip(decoded) {
             let sealed = match result {
                 Ok(sealed) => sealed,
+                // A later protocol version's block (ledger-spec/15): this build cannot judge
+                // it, so it neither stores it nor blames the peer; the peer is not asked for
+                // that chain again until a tips round claims it afresh.
+                Err(crate::ledger::BlockError::NewerEventKind { .. }) => {
+                    self.counters.blocks_of_later_versions += 1;
+                    if let Some(state) = self.peers.get_mut(&from) {
+                        state.holds.insert(fetch.validator, expected_height.saturating_sub(1));
+                    }
+                    stop = Some(None);
+                    break;
+                }
                 Err(e) => {
                     stop = Some(Some(format!("bad block: {e}")));
                     break;

@@ -228,6 +228,11 @@ pub struct SyncCounters {
     /// tip's height to prove the fork.
     #[serde(default)]
     pub forks_probed: u64,
+    /// Blocks of a later protocol version than this build applies (an event kind it
+    /// does not decode, ledger-spec/15): not stored, no blame on the sender, fetched again
+    /// from a later tips round (after an upgrade, they store).
+    #[serde(default)]
+    pub blocks_of_later_versions: u64,
     /// Payload bytes of the responses we answered with, and of those we were answered
     /// with (duplicates and refused ones included): the sync traffic of this node.
     pub bytes_served: u64,
