@@ -208,13 +208,13 @@ fn exact(cap: u64, after: &Config) {
     println!("\nalpha/2 = 0.025: every sum must be at or below it.");
 }
 
-/// The plan's power curve, exact: P(crowned) per env and per match (4 envs, at least 3
-/// crowned) for a contender k points above the bar in score, at several decisive shares
+/// The plan's power curve, exact: P(crowned) per env and per match (the default six
+/// envs, at least 4 crowned) for a contender k points above the bar in score, at several decisive shares
 /// (the share of challenges that are not draws), for bars 0.51, 0.7 and 0.9.
 fn power(cap: u64, after: &Config) {
     let Some(Futility::Bar(futility)) = after.futility else { panic!("score plans have a bar futility") };
     let v1 = af::evaluation::exact::score_rule_alone(&after.rule);
-    println!("\n## power of the score plan, exact (dynamic programs with the whole plan, cap {cap}): P(crowned) per match of 4 envs (3 needed), version 1 (no dominance crown) -> the plan, by points above the bar in score and decisive share\n");
+    println!("\n## power of the score plan, exact (dynamic programs with the whole plan, cap {cap}): P(crowned) per match of the default 6 envs (4 needed), version 1 (no dominance crown) -> the plan, by points above the bar in score and decisive share\n");
     let points = [0u32, 1, 2, 3, 4, 5, 7, 10];
     let shares = [0.25, 0.5, 1.0];
     print!("| bar | decisive share |");
@@ -242,7 +242,7 @@ fn power(cap: u64, after: &Config) {
                                         .0
                                         .better
                                 };
-                                format!("{:.3} -> {:.3}", three_of_four(f(v1)), three_of_four(f(&after.rule)))
+                                format!("{:.3} -> {:.3}", four_of_six(f(v1)), four_of_six(f(&after.rule)))
                             }
                             _ => "-".into(),
                         })
@@ -262,7 +262,7 @@ fn power(cap: u64, after: &Config) {
 /// now, but its mean condition against `bar + slack` (the plan's today is slack = margin).
 /// Per candidate, the worst over bars 0.51, 0.7, 0.9 and decisive shares 0.25, 0.5, 1 of:
 /// the median challenges to dismiss a contender exactly at the bar (target <= 600), and
-/// P(crowned) per match of 4 envs (3 needed) 3 and 5 points above (targets 0.5 and 0.9);
+/// P(crowned) per match of 6 envs (4 needed) 3 and 5 points above (targets 0.5 and 0.9);
 /// and after a copy that patches 5% and wins (bar 0.525), P(crowned) per match of a
 /// broader improver, never worse and better on 10% (target 0.9).
 fn candidates(cap: u64, after: &Config) {
@@ -299,12 +299,12 @@ fn candidates(cap: u64, after: &Config) {
                     }
                     for (k, worst) in [(0.03, &mut plus3), (0.05, &mut plus5)] {
                         if let Some(odds) = at_bar(p0 + k, share) {
-                            *worst = worst.min(three_of_four(figures(p0, odds).better));
+                            *worst = worst.min(four_of_six(figures(p0, odds).better));
                         }
                     }
                 }
             }
-            let improver = three_of_four(figures(0.525, EnvOdds { win: 0.1, loss: 0.0 }).better);
+            let improver = four_of_six(figures(0.525, EnvOdds { win: 0.1, loss: 0.0 }).better);
             format!(
                 "| {:.3} | {:.3} | {median} | {plus3:.3} | {plus5:.3} | {improver:.3} |",
                 f64::from(margin_ppm) / 1e6,
@@ -324,7 +324,7 @@ fn candidates(cap: u64, after: &Config) {
 fn improvers(cap: u64, after: &Config) {
     let Some(Futility::Bar(futility)) = after.futility else { panic!("score plans have a bar futility") };
     let v1 = af::evaluation::exact::score_rule_alone(&after.rule);
-    println!("\n## never-worse improvers and copies, exact (cap {cap}): P(crowned) per env / per match of 4 envs (3 needed), median challenges per env; with the dominance crown (the plan) and without it (version 1)\n");
+    println!("\n## never-worse improvers and copies, exact (cap {cap}): P(crowned) per env / per match of 6 envs (4 needed), median challenges per env; with the dominance crown (the plan) and without it (version 1)\n");
     println!("| bar | better on | with: P env / match | median | without: P env / match | median |");
     println!("|---:|---:|---|---:|---|---:|");
     let cells: Vec<(f64, f64)> = [0.51, 0.525, 0.7, 0.9, 0.95]
@@ -342,10 +342,10 @@ fn improvers(cap: u64, after: &Config) {
                 "| {p0} | {} | {:.4} / {:.4} | {} | {:.4} / {:.4} | {} |",
                 if share == 0.0 { "0 (a copy)".to_string() } else { format!("{share}") },
                 with.better,
-                three_of_four(with.better),
+                four_of_six(with.better),
                 with.median_challenges,
                 without.better,
-                three_of_four(without.better),
+                four_of_six(without.better),
                 without.median_challenges
             )
         })
@@ -356,12 +356,21 @@ fn improvers(cap: u64, after: &Config) {
 }
 
 /// P(at least 3 of 4 independent envs better), each with probability `q`.
-fn three_of_four(q: f64) -> f64 {
-    q.powi(4) + 4.0 * q.powi(3) * (1.0 - q)
+/// P(a match is crowned) from its envs' P(crowned) `q`, independent and alike: a
+/// majority (`matchplay::majority_of`, 4) of the default six envs (README's
+/// `[evaluation] envs`).
+fn four_of_six(q: f64) -> f64 {
+    const ENVS: u32 = 6;
+    let needed = af::evaluation::matchplay::majority_of(ENVS as usize) as u32;
+    (needed..=ENVS).map(|k| binomial(ENVS, k) * q.powi(k as i32) * (1.0 - q).powi((ENVS - k) as i32)).sum()
+}
+
+fn binomial(n: u32, k: u32) -> f64 {
+    (0..k).fold(1.0, |c, i| c * f64::from(n - i) / f64::from(i + 1))
 }
 
 fn patches(runs: u64, after: &Config) {
-    println!("\n## copy-and-patch, then a broad improver, half-life 7200 blocks (before: exact, the mixture rule without its futility; after: simulated per env, {runs} runs, with the futility stop; a match is crowned when at least 3 of its 4 envs are)");
+    println!("\n## copy-and-patch, then a broad improver, half-life 7200 blocks (before: exact, the mixture rule without its futility; after: simulated per env, {runs} runs, with the futility stop; a match is crowned when at least 4 of its 6 envs are)");
     let float = DEFAULT_RATIO_PARAMS.with_arithmetic(af::evaluation::ratio::Arithmetic::Float);
     for (label, improver) in
         [("p 0.6, all decisive", EnvOdds::new(1.0, 0.6)), ("p 0.6, half decisive", EnvOdds::new(0.5, 0.6))]
@@ -382,7 +391,7 @@ fn patches(runs: u64, after: &Config) {
                     } else {
                         exact_rates(&rule, DEFAULT_CAP, improver.win_rate(), p0).better
                     };
-                    three_of_four(q)
+                    four_of_six(q)
                 });
                 println!(
                     "| {name} | {plan} | {:.4} | {improver_rate:.4} | {} |",
