@@ -28,6 +28,16 @@ step "operator: af devnet --rounds 2"
 expect_code 0 "the devnet" "$AF" devnet --data "$WORK/dev" --rounds 2 --json
 DATA="$WORK/dev/v0"
 expect_code 0 "ledger verify" "$AF" ledger verify --data "$DATA"
+# The devnet's state hash, as `af audit` prints it, recomputed from its logs by
+# ledger-spec/14 alone (scripts/spec-check.py; SPEC_PY names a Python with its needs).
+if [ -n "${SPEC_PY:-}" ]; then
+    step "auditor: the devnet's state hash by the spec alone"
+    "$AF" ledger export --data "$DATA" --format blocks > "$WORK/dev.afblocks"
+    expect_code 0 "audit the devnet" "$AF" audit --data "$DATA" --json
+    cp "$WORK/out" "$WORK/dev-audit.json"
+    "$SPEC_PY" "$(dirname "$0")/spec-check.py" --replay "$WORK/dev.afblocks" "$WORK/dev-audit.json" \
+        || fail "spec-check recomputes another state hash than af audit's for the devnet"
+fi
 expect_code 0 "peers after the devnet stopped" "$AF" peers --data "$DATA"
 grep -q "no node is running" "$WORK/err" || fail "af peers shows a stopped node's status as if it ran"
 "$AF" node --data "$DATA" --listen /ip4/127.0.0.1/tcp/0 --http 127.0.0.1:0 > "$WORK/node.out" 2> "$WORK/node.err" &

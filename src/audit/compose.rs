@@ -25,8 +25,16 @@ pub fn audit_report(
         chain.discrepancies.iter().chain(&weights.discrepancies).chain(&blocks.discrepancies).cloned().collect();
     let findings = findings(store, replayed, &on_chain)?;
     let checkpoint_claims = crate::replay::checkpoint::check_claims(&replayed.folds);
+    let awaiting_upgrade: Vec<super::AwaitingUpgrade> = replayed
+        .folds
+        .iter()
+        .filter_map(|f| f.awaiting_upgrade.map(|(height, version)| (f.validator, height, version)))
+        .map(|(validator, height, version)| super::AwaitingUpgrade { validator, height, version })
+        .collect();
     Ok(AuditReport {
-        clean: findings.is_empty() && checkpoint_claims.false_claims.is_empty(),
+        // Not clean while a block was not judged: a check not made is never passed.
+        clean: findings.is_empty() && checkpoint_claims.false_claims.is_empty() && awaiting_upgrade.is_empty(),
+        awaiting_upgrade,
         af_version: env!("CARGO_PKG_VERSION").to_string(),
         generated_at_ms: crate::clock::unix_ms(),
         state_hash: replayed.state_hash,

@@ -60,6 +60,14 @@ pub fn text(report: &AuditReport) -> String {
         report.n_chains_from_snapshot
     );
     outln!("state hash {}", report.state_hash);
+    for waiting in &report.awaiting_upgrade {
+        outln!(
+            "log {} not judged from height {}: its blocks there are of a later protocol version{} than this build applies (no finding; upgrade af)",
+            waiting.validator,
+            waiting.height,
+            if waiting.version > 0 { format!(" ({})", waiting.version) } else { String::new() }
+        );
+    }
     if let Some(start) = &report.from_checkpoint {
         outln!(
             "started from fold checkpoints read from {} (quorum {} of {} logs); {} blocks below them not checked:",

@@ -4,7 +4,8 @@
 //! on-chain commitments when a chain is named, and lists each discrepancy with the
 //! validator, height, event and an inclusion proof of the offending event.
 //!
-//! Exit codes (its own, for scripts): 0 clean, 1 discrepancies found, 2 could not run.
+//! Exit codes (its own, for scripts): 0 clean, 1 discrepancies found, 2 could not run, 4
+//! nothing found but a log holds blocks of a later protocol version (not judged: upgrade af).
 
 use super::{print_json, ProgressLine};
 use crate::outln;
@@ -17,6 +18,9 @@ use std::time::Instant;
 pub const EXIT_CLEAN: u8 = 0;
 pub const EXIT_FOUND: u8 = 1;
 pub const EXIT_COULD_NOT_RUN: u8 = 2;
+/// A log holds blocks of a protocol version this build does not apply (ledger-spec/15):
+/// they were not judged; upgrade af.
+pub const EXIT_UPGRADE: u8 = 4;
 
 #[derive(clap::Args, Debug)]
 pub struct AuditArgs {
@@ -58,7 +62,13 @@ pub struct AuditArgs {
 pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     match audit(&args) {
         Ok((report, replayed)) => {
-            let code = if report.clean { EXIT_CLEAN } else { EXIT_FOUND };
+            let code =
+                match (report.clean, report.findings.is_empty() && report.checkpoint_claims.false_claims.is_empty()) {
+                    (true, _) => EXIT_CLEAN,
+                    // Nothing found, but not every block judged: a later protocol version.
+                    (false, true) if !report.awaiting_upgrade.is_empty() => EXIT_UPGRADE,
+                    (false, _) => EXIT_FOUND,
+                };
             // Drawn whole before anything is said, then asked once: a read of the
             // replay's file that failed meanwhile leaves no report passed off as whole.
             let html = args.report.as_ref().map(|_| af::audit::report::html(&report));

@@ -272,6 +272,14 @@ fn hostile_peer_inputs_are_refused_and_never_stored() {
             .any(|o| matches!(o, Output::Misbehaved { reason, .. } if reason.contains("other than the one asked"))),
         "{out:?}"
     );
+    // A block holding a kind of a later protocol version (a tag this build does not
+    // decode, ledger-spec/15): not stored, and no blame on the peer that serves it.
+    let blamed = sync.counters.peers_misbehaved;
+    let mut newer = good0.bytes().to_vec();
+    newer[118 + 64 + 8..118 + 64 + 12].copy_from_slice(&200u32.to_le_bytes());
+    let out = fetch(&mut sync, 0, vec![newer]);
+    assert!(!out.iter().any(|o| matches!(o, Output::Misbehaved { .. })), "{out:?}");
+    assert_eq!((sync.counters.blocks_of_later_versions, sync.counters.peers_misbehaved), (1, blamed));
     // A response too large to be one is refused before decoding.
     let out = sync.handle(Input::Response { from: hostile, request: 999, data: vec![0; 10] }, 60, &store).unwrap();
     assert!(out.is_empty(), "a response to nothing we asked is dropped");
