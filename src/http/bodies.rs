@@ -73,7 +73,7 @@ impl BodySource for ArchiveBodies {
 }
 
 /// Blocks `from..=to` of `validator` from the bundles of a chain of `size` blocks.
-fn read_bundles(
+pub(super) fn read_bundles(
     site: &Site,
     validator: &ValidatorKey,
     (from, to): (u64, u64),

@@ -2,7 +2,9 @@
 //! logs older than a window, and only those an archive already holds, so each pruned
 //! body can be fetched back (`http::bodies`). The archive's hold is proven by its signed
 //! tip naming a block this store holds with the same hash: the chain below it is then
-//! the archive's too, by the hash links. Our own log is never pruned.
+//! the archive's too, by the hash links; and each bundle a prune relies on is read and
+//! compared with our blocks first, since a tip says nothing of a bundle deleted or
+//! changed since. Our own log is never pruned.
 
 use super::archive::Site;
 use super::layout::{self, MAX_TIP_BYTES, TILE_WIDTH};
@@ -98,7 +100,14 @@ pub fn prune_to_archive(
             (local, None)
         } else {
             let (archived, archive_why) = archived_below(store, site, &validator)?;
-            (archived.min(local), Some((archived, archive_why)))
+            // Each body goes only once the archive's bundle holding it was read and held
+            // exactly our block: a tip names the chain below it, not that every bundle
+            // of it is still there.
+            let (checked, checked_why) = bundles_hold_ours(store, site, &validator, from, archived.min(local))?;
+            match checked < archived {
+                true => (checked.min(local), Some((checked, checked_why))),
+                false => (archived.min(local), Some((archived, archive_why))),
+            }
         };
         let mut held_back_by = match why {
             Some((archived, archive_why)) if archived < local => archive_why,
@@ -155,6 +164,38 @@ fn archived_below(store: &Store, site: &Site, validator: &ValidatorKey) -> Resul
         Some(_) => Ok((0, format!("the archive's block at height {} is not ours", header.height))),
         None => Ok((0, format!("the archive's tip at height {} is past our copy", header.height))),
     }
+}
+
+/// How far, from `from` up to `below`, the archive's bundles hold exactly the blocks this
+/// store holds: each bundle is read whole and compared block by block; the first one that
+/// is missing, unreadable or different stops there, with why.
+fn bundles_hold_ours(
+    store: &Store,
+    site: &Site,
+    validator: &ValidatorKey,
+    from: u64,
+    below: u64,
+) -> Result<(u64, String), StoreError> {
+    let mut at = from / TILE_WIDTH * TILE_WIDTH;
+    while at < below {
+        let last = at + TILE_WIDTH - 1;
+        let path = layout::bundle_path(validator, at / TILE_WIDTH, TILE_WIDTH);
+        let stop = |why: String| Ok((at, format!("the archive's bundle {} {why}", site.url_of(&path))));
+        let read = match super::bodies::read_bundles(site, validator, (at, last), last + 1) {
+            Ok(read) => read,
+            Err(e) => return stop(format!("could not be read ({e}): its blocks stay")),
+        };
+        if read.len() as u64 != TILE_WIDTH {
+            return stop(format!("holds {} of its {TILE_WIDTH} blocks: they stay", read.len()));
+        }
+        for (height, bytes) in read {
+            if store.block_bytes(validator, height)?.as_deref() != Some(bytes.as_slice()) {
+                return stop(format!("holds another block at height {height} than ours: its blocks stay"));
+            }
+        }
+        at += TILE_WIDTH;
+    }
+    Ok((below, format!("the archive's bundles below height {below} hold our blocks")))
 }
 
 /// The first height in `from..=last` whose block is dated at or after `cutoff_ms` (times

@@ -290,3 +290,37 @@ fn the_archiver_publishes_then_prunes_and_counts_it() {
     assert!(line.rsplit(' ').next().unwrap().parse::<u64>().unwrap() > 0, "{line}");
     assert!(verify::verify_store(&log.store, &|_, _| {}).unwrap().ok);
 }
+
+/// A tip names the chain below it, not that every bundle of it is still there: a prune
+/// reads each bundle it relies on and compares it with our blocks, so a bundle deleted
+/// from the archive (or changed in it) keeps its blocks and everything after, and says
+/// which bundle.
+#[test]
+fn a_bundle_missing_from_the_archive_keeps_its_blocks_and_is_named() {
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let store = Store::create(dirs[0].path()).unwrap();
+    write_network(&store, &NetworkSpec { start_ms: START_MS, events_per_block: 1, ..NetworkSpec::small(3) }).unwrap();
+    let own = validator_key(0).validator();
+    let archive = dirs[1].path().join("archive");
+    let site = Site::open(archive.to_str().unwrap()).unwrap();
+    publish::publish(&store, None, &site, &mut |_| {}).unwrap();
+    let others: Vec<af::bytes::ValidatorKey> =
+        store.tips().unwrap().into_iter().map(|(v, _)| v).filter(|v| *v != own).collect();
+    let (gone, changed) = (others[0], others[1]);
+    // One chain loses bundle 5 (heights 80 to 95), the other has bundle 3's bytes swapped
+    // for another chain's.
+    std::fs::remove_file(archive.join(layout::bundle_path(&gone, 5, 16))).unwrap();
+    std::fs::copy(archive.join(layout::bundle_path(&gone, 3, 16)), archive.join(layout::bundle_path(&changed, 3, 16)))
+        .unwrap();
+    let report = prune::prune_to_archive(&store, &site, Some(own), 2, START_MS + 30 * DAY_MS, &mut |_| {}).unwrap();
+    for (validator, at) in [(gone, "5"), (changed, "3")] {
+        let chain = report.chains.iter().find(|c| c.validator == validator).unwrap();
+        assert_eq!(store.pruned_below(&validator).unwrap(), 0, "{chain:?}");
+        assert!(chain.pruned.is_none(), "{chain:?}");
+        let named = layout::bundle_path(&validator, at.parse().unwrap(), 16);
+        assert!(chain.held_back_by.contains(&named) && chain.held_back_by.contains("stay"), "{}", chain.held_back_by);
+        // Every block is still here, and the store verifies.
+        assert!(store.block_bytes(&validator, 85).unwrap().is_some());
+    }
+    assert!(verify::verify_store(&store, &|_, _| {}).unwrap().ok);
+}
