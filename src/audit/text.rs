@@ -52,12 +52,13 @@ pub fn text(report: &AuditReport) -> String {
     }
     let state = &report.state;
     outln!(
-        "audited {} chain(s): {} blocks, {:.1} MiB folded in {:.2} s ({} from a snapshot)",
+        "audited {} chain(s): {} blocks, {:.1} MiB folded in {:.2} s ({} from {})",
         report.n_chains,
         report.n_blocks_folded,
         report.n_bytes_folded as f64 / 1048576.0,
         report.seconds,
-        report.n_chains_from_snapshot
+        report.n_chains_from_snapshot,
+        if report.from_checkpoint.is_some() { "a fold checkpoint" } else { "a snapshot" }
     );
     outln!("state hash {}", report.state_hash);
     for waiting in &report.awaiting_upgrade {
@@ -98,10 +99,11 @@ pub fn text(report: &AuditReport) -> String {
     }
     let claims = &report.checkpoint_claims;
     outln!(
-        "fold checkpoints claimed in the logs: {} agree with this replay, {} not comparable, {} false",
+        "fold checkpoints claimed in the logs: {} agree with this replay, {} not comparable, {} false, {} ignored (another fold format, or past the logs a list is kept for)",
         claims.n_agree,
         claims.n_unchecked,
-        claims.false_claims.len()
+        claims.false_claims.len(),
+        claims.n_ignored
     );
     for (claimer, at, point, ours) in &claims.false_claims {
         outln!(

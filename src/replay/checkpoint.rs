@@ -235,6 +235,9 @@ pub struct ClaimsChecked {
     /// Claims that differ from this replay's point: (claimer, the block recording it,
     /// the point claimed, this replay's fold hash there).
     pub false_claims: Vec<(ValidatorKey, u64, FoldPoint, Hash32)>,
+    /// Points ignored, counted (ledger-spec/02): of another fold format, or past the most
+    /// logs a claimer's list is kept for.
+    pub n_ignored: u64,
 }
 
 /// Compares every log's newest claim of each log with this replay's folds.
@@ -242,6 +245,7 @@ pub fn check_claims(folds: &[ChainFold]) -> ClaimsChecked {
     let by_validator: BTreeMap<ValidatorKey, &ChainFold> = folds.iter().map(|f| (f.validator, f)).collect();
     let mut checked = ClaimsChecked::default();
     for claimer in folds {
+        checked.n_ignored += claimer.checkpoints.n_claims_ignored;
         for claim in claimer.checkpoints.claims.values() {
             let ours =
                 by_validator.get(&claim.point.validator).and_then(|f| f.checkpoints.point_at(claim.point.height));
@@ -295,6 +299,10 @@ mod tests {
         assert_eq!(checkpoints.claims[&ValidatorKey([1; 32])], Claim { at: 10, point: point(1, 719) });
         assert_eq!(checkpoints.claims[&ValidatorKey([2; 32])].point.height, 359);
         assert_eq!(checkpoints.n_claims_ignored, 1, "another fold format");
+        // And the audit's count says so (it was 0 agree, 0 unchecked, 0 false before).
+        let mut fold = ChainFold::new(ValidatorKey([9; 32]));
+        fold.checkpoints = checkpoints;
+        assert_eq!(check_claims(std::slice::from_ref(&fold)).n_ignored, 1);
     }
 
     #[test]
