@@ -20,6 +20,10 @@ const _: () = assert!(crate::ledger::store::PRUNED_FETCH_BLOCKS == TILE_WIDTH);
 #[derive(Default)]
 pub struct ArchiveBodies {
     sites: Mutex<BTreeMap<String, Site>>,
+    /// The bundles read last, so a command that reads a pruned chain block by block
+    /// fetches each bundle once, not once per block; bounded by bytes. Only saves
+    /// transfers: the store checks every body it takes against its kept record.
+    recent: Mutex<RecentBundles>,
     /// Each chain's size in each archive, by its tip as last read: bundles below it stay
     /// as they are (immutable), so the tip is read again only for a height past it, not
     /// once per bundle of a replay. A hint only: every body is checked by the store.
@@ -63,7 +67,7 @@ impl BodySource for ArchiveBodies {
                 size
             }
         };
-        let read = read_bundles(&site, validator, (from, to), size);
+        let read = read_bundles(&site, validator, (from, to), size, Some((archive, &self.recent)));
         if read.is_err() {
             // The next fetch reads the tip again (the archive may have been rewritten).
             self.sizes.lock().unwrap_or_else(|e| e.into_inner()).remove(&(archive.to_string(), *validator));
@@ -72,30 +76,88 @@ impl BodySource for ArchiveBodies {
     }
 }
 
-/// Blocks `from..=to` of `validator` from the bundles of a chain of `size` blocks.
+/// Blocks `from..=to` of `validator` from the bundles of a chain of `size` blocks, each
+/// bundle taken from `recent` (the archive's name, and the cache) where it is there.
 pub(super) fn read_bundles(
     site: &Site,
     validator: &ValidatorKey,
     (from, to): (u64, u64),
     size: u64,
+    recent: Option<(&str, &Mutex<RecentBundles>)>,
 ) -> Result<Vec<(u64, Vec<u8>)>, String> {
     let mut out = Vec::new();
     for (n, width) in layout::bundles_for(from, size).into_iter().take_while(|(n, _)| n * TILE_WIDTH <= to) {
-        let path = layout::bundle_path(validator, n, width);
-        let mut reader = BundleReader::new(width).map_err(|e| e.to_string())?;
-        let bytes = site
-            .read(&path, reader.max_bytes())
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("{} is not there", site.url_of(&path)))?;
-        let blocks = reader.push(&bytes).map_err(|e| format!("{}: {e}", site.url_of(&path)))?;
-        reader.finish().map_err(|e| format!("{}: {e}", site.url_of(&path)))?;
-        for (height, block) in (n * TILE_WIDTH..).zip(blocks) {
+        let key = recent.map(|(archive, _)| (archive.to_string(), *validator, n, width));
+        let cached = recent
+            .zip(key.as_ref())
+            .and_then(|((_, cache), key)| cache.lock().unwrap_or_else(|e| e.into_inner()).get(key));
+        let blocks = match cached {
+            Some(blocks) => blocks,
+            None => {
+                let blocks = std::sync::Arc::new(read_bundle(site, validator, n, width)?);
+                if let (Some((_, cache)), Some(key)) = (recent, key) {
+                    cache.lock().unwrap_or_else(|e| e.into_inner()).put(key, blocks.clone());
+                }
+                blocks
+            }
+        };
+        for (height, block) in (n * TILE_WIDTH..).zip(blocks.iter()) {
             if (from..=to).contains(&height) {
-                out.push((height, block));
+                out.push((height, block.clone()));
             }
         }
     }
     Ok(out)
+}
+
+/// The blocks of bundle `n` (of `width` blocks) of `validator`'s chain, read whole.
+fn read_bundle(site: &Site, validator: &ValidatorKey, n: u64, width: u64) -> Result<Vec<Vec<u8>>, String> {
+    let path = layout::bundle_path(validator, n, width);
+    let mut reader = BundleReader::new(width).map_err(|e| e.to_string())?;
+    let bytes = site
+        .read(&path, reader.max_bytes())
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{} is not there", site.url_of(&path)))?;
+    let blocks = reader.push(&bytes).map_err(|e| format!("{}: {e}", site.url_of(&path)))?;
+    reader.finish().map_err(|e| format!("{}: {e}", site.url_of(&path)))?;
+    Ok(blocks)
+}
+
+/// Most bytes of bundles [`RecentBundles`] holds: a few full bundles of ordinary blocks.
+const RECENT_BUNDLE_BYTES: usize = 32 * 1024 * 1024;
+
+/// (archive, validator, bundle number, width): one bundle of one archive.
+type BundleKey = (String, ValidatorKey, u64, u64);
+
+/// The bundles read last, least recently used first, within [`RECENT_BUNDLE_BYTES`] (a
+/// bundle bigger than that is not kept).
+#[derive(Default)]
+pub(super) struct RecentBundles {
+    entries: std::collections::VecDeque<(BundleKey, std::sync::Arc<Vec<Vec<u8>>>, usize)>,
+    n_bytes: usize,
+}
+
+impl RecentBundles {
+    fn get(&mut self, key: &BundleKey) -> Option<std::sync::Arc<Vec<Vec<u8>>>> {
+        let at = self.entries.iter().position(|(k, _, _)| k == key)?;
+        let entry = self.entries.remove(at).expect("found above");
+        let blocks = entry.1.clone();
+        self.entries.push_back(entry);
+        Some(blocks)
+    }
+
+    fn put(&mut self, key: BundleKey, blocks: std::sync::Arc<Vec<Vec<u8>>>) {
+        let n_bytes: usize = blocks.iter().map(Vec::len).sum();
+        if n_bytes > RECENT_BUNDLE_BYTES {
+            return;
+        }
+        while self.n_bytes + n_bytes > RECENT_BUNDLE_BYTES {
+            let Some((_, _, gone)) = self.entries.pop_front() else { break };
+            self.n_bytes -= gone;
+        }
+        self.n_bytes += n_bytes;
+        self.entries.push_back((key, blocks, n_bytes));
+    }
 }
 
 /// A chain's size in the archive `site`, by its tip.

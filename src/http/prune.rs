@@ -181,7 +181,7 @@ fn bundles_hold_ours(
         let last = at + TILE_WIDTH - 1;
         let path = layout::bundle_path(validator, at / TILE_WIDTH, TILE_WIDTH);
         let stop = |why: String| Ok((at, format!("the archive's bundle {} {why}", site.url_of(&path))));
-        let read = match super::bodies::read_bundles(site, validator, (at, last), last + 1) {
+        let read = match super::bodies::read_bundles(site, validator, (at, last), last + 1, None) {
             Ok(read) => read,
             Err(e) => return stop(format!("could not be read ({e}): its blocks stay")),
         };

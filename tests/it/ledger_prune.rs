@@ -92,7 +92,8 @@ fn pruned_logs_verify_replay_through_their_archive_and_refuse_what_is_not_the_ke
         assert_eq!(again, Appended::AlreadyStored);
     }
 
-    // A body the archive changed is refused, and so is a replay that needs it.
+    // A body the archive changed is refused, and so is a replay that needs it (each
+    // command reads through its own bodies, so nothing read before stands in).
     let (peer, _) = tips.iter().find(|(v, _)| *v != own).unwrap();
     let bundle = archive.join(layout::bundle_path(peer, 0, layout::TILE_WIDTH));
     let good = std::fs::read(&bundle).unwrap();
@@ -100,10 +101,22 @@ fn pruned_logs_verify_replay_through_their_archive_and_refuse_what_is_not_the_ke
     let last = bad.len() - 1;
     bad[last] ^= 1;
     std::fs::write(&bundle, &bad).unwrap();
+    store.set_bodies(Arc::new(ArchiveBodies::default()));
     assert!(matches!(store.block(peer, 15), Err(StoreError::BodyFetch { height: 15, .. })));
     assert!(replay(&store).is_err());
     std::fs::write(&bundle, &good).unwrap();
+    store.set_bodies(Arc::new(ArchiveBodies::default()));
     assert_eq!(replay(&store).unwrap().state_hash, whole_hash);
+    // Read block by block, a bundle is fetched once: gone from the archive after its
+    // first block was read, its other blocks still come (each checked against its kept
+    // record), from a command's bounded cache of the bundles read last.
+    store.set_bodies(Arc::new(ArchiveBodies::default()));
+    assert!(store.block(peer, 0).unwrap().is_some());
+    std::fs::remove_file(&bundle).unwrap();
+    for height in 1..layout::TILE_WIDTH {
+        assert!(store.block(peer, height).unwrap().is_some(), "height {height}");
+    }
+    std::fs::write(&bundle, &good).unwrap();
 
     // The CLI says what is pruned.
     drop(store);
@@ -248,6 +261,8 @@ fn a_kept_replay_restarts_on_pruned_logs_without_their_archive() {
     let third = LatestReplay::kept(data, &mut |_| {}).unwrap();
     assert_eq!(third.cold().unwrap().take_heads().unwrap(), None, "taken at the start");
     drop(third);
+    // (A start is a new process: its bodies have read nothing yet.)
+    store.set_bodies(Arc::new(ArchiveBodies::default()));
     let mut notes = Vec::new();
     let fourth = LatestReplay::kept(data, &mut |n| notes.push(n.to_string())).unwrap();
     assert!(notes.iter().any(|n| n.contains("from genesis")), "{notes:?}");
