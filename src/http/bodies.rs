@@ -129,16 +129,19 @@ const RECENT_BUNDLE_BYTES: usize = 32 * 1024 * 1024;
 /// (archive, validator, bundle number, width): one bundle of one archive.
 type BundleKey = (String, ValidatorKey, u64, u64);
 
+/// A bundle's blocks, shared with the readers it was handed to.
+type BundleBlocks = std::sync::Arc<Vec<Vec<u8>>>;
+
 /// The bundles read last, least recently used first, within [`RECENT_BUNDLE_BYTES`] (a
 /// bundle bigger than that is not kept).
 #[derive(Default)]
 pub(super) struct RecentBundles {
-    entries: std::collections::VecDeque<(BundleKey, std::sync::Arc<Vec<Vec<u8>>>, usize)>,
+    entries: std::collections::VecDeque<(BundleKey, BundleBlocks, usize)>,
     n_bytes: usize,
 }
 
 impl RecentBundles {
-    fn get(&mut self, key: &BundleKey) -> Option<std::sync::Arc<Vec<Vec<u8>>>> {
+    fn get(&mut self, key: &BundleKey) -> Option<BundleBlocks> {
         let at = self.entries.iter().position(|(k, _, _)| k == key)?;
         let entry = self.entries.remove(at).expect("found above");
         let blocks = entry.1.clone();
@@ -146,7 +149,7 @@ impl RecentBundles {
         Some(blocks)
     }
 
-    fn put(&mut self, key: BundleKey, blocks: std::sync::Arc<Vec<Vec<u8>>>) {
+    fn put(&mut self, key: BundleKey, blocks: BundleBlocks) {
         let n_bytes: usize = blocks.iter().map(Vec::len).sum();
         if n_bytes > RECENT_BUNDLE_BYTES {
             return;
