@@ -46,20 +46,33 @@ pub struct PublishReport {
     pub blocks_already_published: u64,
     /// Folds at checkpoint heights (the data directory's `folds/`) written.
     pub folds_written: u64,
+    /// Chains the site holds further than this store, the same history as far as ours
+    /// goes: left as they are, never moved back. (validator, our size, the site's size).
+    pub chains_behind: Vec<(ValidatorKey, u64, u64)>,
 }
 
 impl PublishReport {
     /// The report in one line, for a publish to `site`.
     pub fn summary(&self, site: &Site) -> String {
+        let behind: Vec<String> = self
+            .chains_behind
+            .iter()
+            .map(|(v, ours, theirs)| format!("{v}: {ours} blocks here, {theirs} there"))
+            .collect();
         format!(
-            "published {} chain(s), {} blocks to {site}: {} bundles written ({:.1} MiB), {} unchanged ({} blocks already published); pages {}",
+            "published {} chain(s), {} blocks to {site}: {} bundles written ({:.1} MiB), {} unchanged ({} blocks already published); pages {}{}",
             self.chains,
             self.blocks,
             self.bundles_written,
             self.bytes_written as f64 / 1048576.0,
             self.bundles_unchanged,
             self.blocks_already_published,
-            super::pages::PAGES.map(|(name, _)| name).join(", ")
+            super::pages::PAGES.map(|(name, _)| name).join(", "),
+            if behind.is_empty() {
+                String::new()
+            } else {
+                format!("; left as they are, the site holding more of the same history: {}", behind.join("; "))
+            }
         )
     }
 }
@@ -76,9 +89,22 @@ pub fn publish(
     progress: &mut dyn FnMut(&PublishReport),
 ) -> Result<PublishReport, PublishError> {
     let mut report = PublishReport::default();
-    let tips = store.tips()?;
-    for (validator, tip) in &tips {
+    let mut tips = store.tips()?;
+    for (validator, tip) in tips.iter_mut() {
         let size = tip.height + 1;
+        // An older copy never moves the site's tip back: a site that holds our tip block
+        // and more of the same chain keeps its own (the log list names it).
+        if let Some(theirs) = site_ahead(store, site, validator, tip)? {
+            tracing::warn!(
+                event = "publish_behind",
+                validator = %validator,
+                "the site holds {} blocks of {validator}, this store {size}: left as it is",
+                theirs.height + 1
+            );
+            report.chains_behind.push((*validator, size, theirs.height + 1));
+            *tip = theirs;
+            continue;
+        }
         let published = published_size(store, site, validator, tip)?;
         let already: std::collections::BTreeSet<(u64, u64)> = layout::bundles_for(0, published).into_iter().collect();
         for (n, width) in layout::bundles_for(0, size) {
@@ -148,6 +174,26 @@ fn publish_folds(store: &Store, site: &Site, validator: &ValidatorKey) -> Result
         }
     }
     Ok(written)
+}
+
+/// The site's tip of `validator`'s chain when it is past `ours` and the site's bundle
+/// holding our tip block holds that very block: the site has more of the same history.
+fn site_ahead(store: &Store, site: &Site, validator: &ValidatorKey, ours: &Tip) -> Result<Option<Tip>, PublishError> {
+    let Ok(Some(bytes)) = site.read(&layout::tip_path(validator), layout::MAX_TIP_BYTES) else { return Ok(None) };
+    let Ok(signed) = serde_json::from_slice::<crate::ledger::proof::SignedHeader>(&bytes) else { return Ok(None) };
+    let header = &signed.header;
+    if header.validator != *validator
+        || header.height <= ours.height
+        || crate::ledger::block::check_header_rules(header).is_err()
+        || crate::ledger::block::check_signature(header, &header.hash(), &signed.signature).is_err()
+    {
+        return Ok(None);
+    }
+    let at = ours.height / layout::TILE_WIDTH * layout::TILE_WIDTH;
+    let theirs = super::bodies::read_bundles(site, validator, (at, ours.height), header.height + 1, None);
+    let Some(block) = store.block_bytes(validator, ours.height)? else { return Ok(None) };
+    let same = theirs.is_ok_and(|blocks| blocks.last().is_some_and(|(h, b)| *h == ours.height && *b == block));
+    Ok(same.then(|| Tip { height: header.height, hash: header.hash(), time_ms: header.time_ms }))
 }
 
 /// How many blocks of `validator`'s chain the site holds, by its tip, written last: 0
