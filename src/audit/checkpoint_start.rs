@@ -71,6 +71,19 @@ pub fn start_folds(
                 Err(why) => start.passed_over.push(format!("block {}: {why}", candidate.point.height)),
             }
         }
+        if start.from.is_none() && start.passed_over.is_empty() {
+            // Said, not silent: why this log folds from genesis.
+            start.passed_over.push(match agreement.quorum > agreement.n_logs {
+                true => format!(
+                    "no point can have {} countersigners: only {} log(s) were read; folded from genesis",
+                    agreement.quorum, agreement.n_logs
+                ),
+                false => format!(
+                    "no point of it has {} countersigners among the {} log(s) read; folded from genesis",
+                    agreement.quorum, agreement.n_logs
+                ),
+            });
+        }
         chains.push(start);
     }
     let start = CheckpointStart {

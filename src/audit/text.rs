@@ -89,7 +89,10 @@ pub fn text(report: &AuditReport) -> String {
                 None => outln!("  {} from genesis", short(&chain.validator)),
             }
             for why in &chain.passed_over {
-                outln!("    passed over {why}");
+                match why.starts_with("block ") {
+                    true => outln!("    passed over {why}"),
+                    false => outln!("    {why}"),
+                }
             }
         }
         for (validator, why) in &start.unreadable {

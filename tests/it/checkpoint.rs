@@ -100,6 +100,12 @@ fn an_audit_from_a_countersigned_checkpoint_reaches_the_genesis_state_and_a_fals
     assert_eq!(folds.len(), 2);
     assert!(start.chains.iter().any(|c| c.validator == v0 && c.from.is_none()));
     assert_eq!(replay_from(&store, Some(folds)).state_hash, genesis.state_hash);
+    let v0_start = start.chains.iter().find(|c| c.validator == v0).unwrap();
+    assert!(v0_start.passed_over.iter().any(|why| why.contains("has 3 countersigners")), "{v0_start:?}");
+    // A quorum past the logs read: every log from genesis, and said why.
+    let (folds, start) = af::audit::checkpoint_start::start_folds(&store, Some(4), "folds", &|p| site.read(p)).unwrap();
+    assert!(folds.is_empty());
+    assert!(start.chains.iter().all(|c| c.passed_over.iter().any(|why| why.contains("only 3 log(s) were read"))));
 
     // Bytes that are not the agreed fold are passed over, by name, and that log folds
     // from genesis: the state is the same.
