@@ -111,7 +111,8 @@ impl Site {
     }
 
     fn fail(&self, path: &str, error: impl std::fmt::Display) -> ArchiveError {
-        ArchiveError::Io { url: self.url_of(path), message: error.to_string() }
+        let message = error.to_string();
+        ArchiveError::Io { url: self.url_of(path), message: credentials_hint(&self.url, message) }
     }
 
     /// The object at `path`, if there is one and it is at most `limit` bytes.
@@ -182,5 +183,41 @@ impl Site {
 impl std::fmt::Display for Site {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.url)
+    }
+}
+
+/// An object store's error, with what to do when it failed for want of credentials: the
+/// S3 client with none in the environment asks the cloud's instance metadata address,
+/// and its refusal there says nothing of credentials.
+fn credentials_hint(url: &str, message: String) -> String {
+    let missing = message.contains("169.254.169.254")
+        || message.contains("credential")
+        || message.contains("Credential")
+        || message.contains("NoCredentials");
+    if !missing {
+        return message;
+    }
+    let how = match url.split("://").next() {
+        Some("s3") => "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (AWS_ENDPOINT_URL for an S3-compatible store, AWS_REGION if needed)",
+        Some("gs") => "set GOOGLE_SERVICE_ACCOUNT (a service account key file)",
+        Some("az") => "set AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY",
+        _ => return message,
+    };
+    format!("no credentials for {url} were found: {how}, or run where the cloud gives them to the machine ({message})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::credentials_hint;
+
+    #[test]
+    fn a_store_refused_for_want_of_credentials_says_how_to_give_them() {
+        let metadata = "Error performing PUT http://169.254.169.254/latest/api/token in 1ms: 403".to_string();
+        let said = credentials_hint("s3://bucket/prefix", metadata.clone());
+        assert!(said.starts_with("no credentials for s3://bucket/prefix were found: set AWS_ACCESS_KEY_ID"), "{said}");
+        assert!(said.contains(&metadata), "the store's own words stay");
+        assert!(credentials_hint("gs://b", "no Credentials".into()).contains("GOOGLE_SERVICE_ACCOUNT"));
+        assert_eq!(credentials_hint("s3://b", "404 Not Found".into()), "404 Not Found", "other errors as they are");
+        assert_eq!(credentials_hint("/some/folder", "credential".into()), "credential");
     }
 }
