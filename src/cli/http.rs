@@ -72,7 +72,16 @@ pub fn mirror_command(
     let validator =
         validator.map(|v| ValidatorKey::from_hex(&v).with_context(|| format!("--validator {v}"))).transpose()?;
     let store = Arc::new(Store::create(data)?);
-    let report = run_mirror(store, from, MirrorOptions { validator, total_timeout, ..MirrorOptions::default() })?;
+    let report = match run_mirror(store, from, MirrorOptions { validator, total_timeout, ..MirrorOptions::default() }) {
+        Ok(report) => report,
+        // The server's own answer refused (its log list, say): a check that failed, exit 3
+        // as for a refused tip or bundle, not a server that could not be reached.
+        Err(error) if error.downcast_ref::<mirror::MirrorError>().is_some_and(mirror::MirrorError::is_refusal) => {
+            eprintln!("af mirror: {}", super::terminal_safe(&format!("{error:#}")));
+            return Ok(ExitCode::from(EXIT_CHECK_FAILED));
+        }
+        Err(error) => return Err(error),
+    };
     report.write_evidence(data).with_context(|| format!("writing evidence under {}", data.display()))?;
     if json {
         print_json(&report)?;

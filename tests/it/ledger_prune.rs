@@ -377,3 +377,22 @@ fn publishing_an_older_copy_leaves_the_sites_longer_chains_as_they_are() {
     let sizes: Vec<u64> = list["logs"].as_array().unwrap().iter().map(|l| l["size"].as_u64().unwrap()).collect();
     assert_eq!(sizes, tips.iter().map(|(_, t)| t.height + 1).collect::<Vec<_>>());
 }
+
+/// A log list the mirror refuses is a check that failed, exit 3, as a refused tip or
+/// bundle is: not a server that could not be reached (exit 1).
+#[test]
+fn a_refused_log_list_exits_as_a_refused_tip_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    let list = site.join(layout::log_list_path());
+    std::fs::create_dir_all(list.parent().unwrap()).unwrap();
+    std::fs::write(&list, b"{\"not\": \"a log list\"}").unwrap();
+    let out = Command::new(af_bin())
+        .args(["mirror", "--from", &format!("file://{}", site.display()), "--data"])
+        .arg(dir.path().join("copy"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{said}");
+    assert!(said.contains("not a log list"), "{said}");
+}
