@@ -1,5 +1,6 @@
 //! One integration-test binary (faster to build than many), one module per area.
 
+mod archive_site;
 mod chain_local;
 mod chain_node;
 mod chain_subtensor;

@@ -1,0 +1,68 @@
+//! Archives as sites: what `af ledger publish` leaves on a site that already holds more,
+//! and how `af mirror` answers a site whose answers it refuses.
+
+use crate::af_bin;
+use af::http::{archive::Site, layout, publish};
+use af::ledger::block::SealedBlock;
+use af::ledger::Store;
+use af::replay::synth::{write_network, NetworkSpec};
+use std::process::Command;
+
+const START_MS: u64 = 1_790_000_000_000;
+
+/// Publishing an older copy of the same logs (a restored backup) never moves the site's
+/// tips back: each chain the site holds further, the same history as far as the copy
+/// goes, is left as it is and named.
+#[test]
+fn publishing_an_older_copy_leaves_the_sites_longer_chains_as_they_are() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let store = Store::create(dirs[0].path()).unwrap();
+    write_network(&store, &NetworkSpec { start_ms: START_MS, events_per_block: 8, ..NetworkSpec::small(2) }).unwrap();
+    let site = Site::open(dirs[1].path().join("site").to_str().unwrap()).unwrap();
+    publish::publish(&store, None, &site, &mut |_| {}).unwrap();
+    let tip_bytes =
+        |v: &af::bytes::ValidatorKey| std::fs::read(dirs[1].path().join("site").join(layout::tip_path(v))).unwrap();
+    let tips = store.tips().unwrap();
+    let before: Vec<Vec<u8>> = tips.iter().map(|(v, _)| tip_bytes(v)).collect();
+    // The older copy: every chain cut 5 blocks short.
+    let older = Store::create(dirs[2].path()).unwrap();
+    for (validator, tip) in &tips {
+        for height in 0..tip.height - 4 {
+            let bytes = store.block_bytes(validator, height).unwrap().unwrap();
+            older.append(&SealedBlock::from_bytes(bytes).unwrap()).unwrap();
+        }
+    }
+    let report = publish::publish(&older, None, &site, &mut |_| {}).unwrap();
+    assert_eq!(report.chains_behind.len(), tips.len(), "{report:?}");
+    for ((validator, tip), (behind, ours, theirs)) in tips.iter().zip(&report.chains_behind) {
+        assert_eq!((behind, *ours, *theirs), (validator, tip.height - 4, tip.height + 1));
+    }
+    let after: Vec<Vec<u8>> = tips.iter().map(|(v, _)| tip_bytes(v)).collect();
+    assert_eq!(after, before, "no tip moved back");
+    assert!(report.summary(&site).contains("left as they are"));
+    // The log list still names the site's sizes.
+    let list: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dirs[1].path().join("site").join(layout::log_list_path())).unwrap())
+            .unwrap();
+    let sizes: Vec<u64> = list["logs"].as_array().unwrap().iter().map(|l| l["size"].as_u64().unwrap()).collect();
+    assert_eq!(sizes, tips.iter().map(|(_, t)| t.height + 1).collect::<Vec<_>>());
+}
+
+/// A log list the mirror refuses is a check that failed, exit 3, as a refused tip or
+/// bundle is: not a server that could not be reached (exit 1).
+#[test]
+fn a_refused_log_list_exits_as_a_refused_tip_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    let list = site.join(layout::log_list_path());
+    std::fs::create_dir_all(list.parent().unwrap()).unwrap();
+    std::fs::write(&list, b"{\"not\": \"a log list\"}").unwrap();
+    let out = Command::new(af_bin())
+        .args(["mirror", "--from", &format!("file://{}", site.display()), "--data"])
+        .arg(dir.path().join("copy"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{said}");
+    assert!(said.contains("not a log list"), "{said}");
+}
