@@ -212,12 +212,20 @@ impl Body {
         }
     }
 
-    /// The next chunk, by `deadline` at the latest.
-    async fn chunk(&mut self, deadline: tokio::time::Instant) -> Result<Option<bytes::Bytes>, String> {
+    /// The next chunk, by `deadline` at the latest, and within `stall` of asking: an
+    /// object store's body has the stall deadline an HTTP body has from its client
+    /// (ledger-spec/11), so one stalled object costs its log `stall`, not the mirror's
+    /// whole time.
+    async fn chunk(&mut self, deadline: tokio::time::Instant, stall: Duration) -> Result<Option<bytes::Bytes>, String> {
         let next = async {
             match self {
                 Body::Http(response) => response.chunk().await.map_err(|e| crate::display::with_causes(&e)),
-                Body::Archive { chunks, .. } => futures::StreamExt::next(chunks).await.transpose(),
+                Body::Archive { chunks, .. } => {
+                    match tokio::time::timeout(stall, futures::StreamExt::next(chunks)).await {
+                        Ok(next) => next.transpose(),
+                        Err(_) => Err(format!("no byte for {} s: the object stalled", stall.as_secs())),
+                    }
+                }
             }
         };
         tokio::time::timeout_at(deadline, next)
@@ -332,7 +340,16 @@ impl Source {
                 if left.is_zero() {
                     return Err(fetch(gave_up()));
                 }
-                let got = tokio::time::timeout(timeout, site.stream(path)).await.map_err(|_| fetch(gave_up()))?;
+                // Its answer's head within the stall deadline too: a store that answers
+                // nothing is cut as one that stops half way.
+                let stall = self.options.stall_timeout;
+                let got = match tokio::time::timeout(timeout.min(stall), site.stream(path)).await {
+                    Ok(got) => got,
+                    Err(_) if stall < timeout => {
+                        return Err(fetch(format!("no answer for {} s: the object stalled", stall.as_secs())))
+                    }
+                    Err(_) => return Err(fetch(gave_up())),
+                };
                 match got.map_err(|e| fetch(e.to_string()))? {
                     Some((size, chunks)) => Ok((url.clone(), Body::Archive { size, chunks })),
                     None => Err(fetch("no such object".into())),
@@ -349,8 +366,10 @@ impl Source {
             return Err(refused(format!("it declares {declared} bytes, over the limit of {limit}")));
         }
         let mut bytes = Vec::new();
-        while let Some(chunk) =
-            body.chunk(self.deadline).await.map_err(|message| MirrorError::Fetch { url: url.clone(), message })?
+        while let Some(chunk) = body
+            .chunk(self.deadline, self.options.stall_timeout)
+            .await
+            .map_err(|message| MirrorError::Fetch { url: url.clone(), message })?
         {
             if bytes.len() as u64 + chunk.len() as u64 > limit {
                 return Err(refused(format!("the body passes the limit of {limit} bytes")));
@@ -510,8 +529,10 @@ async fn fetch_bundle(
     let mut height = n * layout::TILE_WIDTH;
     let mut pending: Vec<SealedBlock> = Vec::new();
     loop {
-        let chunk =
-            response.chunk(source.deadline).await.map_err(|message| MirrorError::Fetch { url: url.clone(), message });
+        let chunk = response
+            .chunk(source.deadline, source.options.stall_timeout)
+            .await
+            .map_err(|message| MirrorError::Fetch { url: url.clone(), message });
         let (blocks, ended) = match chunk {
             Ok(Some(chunk)) => (reader.push(&chunk), false),
             Ok(None) => (reader.finish().map(|()| Vec::new()), true),

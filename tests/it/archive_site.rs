@@ -66,3 +66,46 @@ fn a_refused_log_list_exits_as_a_refused_tip_does() {
     assert_eq!(out.status.code(), Some(3), "{said}");
     assert!(said.contains("not a log list"), "{said}");
 }
+
+/// An object store whose answer stops half way: the mirror gives up on it by the stall
+/// deadline (30 s, as for HTTP, ledger-spec/11), not by its whole time limit (here 300 s).
+#[test]
+fn a_stalled_object_costs_the_stall_deadline_not_the_mirrors_time() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    // The stand-in store: every request (the log list first) is answered with headers
+    // promising 100,000 bytes, 1,000 of them, then nothing.
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(4) {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request);
+                let head = "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\nETag: \"e\"\r\n\
+                            Last-Modified: Thu, 01 Jan 2026 00:00:00 GMT\r\nContent-Type: application/json\r\n\r\n";
+                let _ = stream.write_all(head.as_bytes());
+                let _ = stream.write_all(&[b' '; 1000]);
+                let _ = stream.flush();
+                std::thread::sleep(std::time::Duration::from_secs(120));
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let out = Command::new(af_bin())
+        .args(["mirror", "--from", "s3://bucket/site", "--timeout", "300", "--data"])
+        .arg(dir.path().join("copy"))
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ENDPOINT", &endpoint)
+        .env("AWS_ALLOW_HTTP", "true")
+        .output()
+        .unwrap();
+    let took = started.elapsed().as_secs_f64();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("stalled"), "{said}");
+    assert!((29.0..45.0).contains(&took), "{took:.1} s: {said}");
+}
