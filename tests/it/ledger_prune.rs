@@ -203,6 +203,16 @@ fn af_ledger_prune_keeps_our_log_and_the_window_and_says_what_it_did() {
     drop(store);
     let proof = run(&["ledger", "prove", "--height", "0", "--event", "0", "--validator", &peer.to_hex()]);
     assert!(proof.contains("merkle_path"), "{proof}");
+    // A read command that cannot show pruned transcripts says so, and where they are.
+    let out = Command::new(af_bin())
+        .args(["transcripts", "--miner", "5SynthPerfect", "--json", "--data"])
+        .arg(data)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("pruned to their headers") && said.contains(archive.to_str().unwrap()), "{said}");
+    assert!(serde_json::from_slice::<serde_json::Value>(&out.stdout).is_ok(), "--json stays one document");
     // With the archive gone, the same proof fails by name and nothing is said ok.
     std::fs::rename(&archive, dirs[1].path().join("gone")).unwrap();
     let out = Command::new(af_bin())
