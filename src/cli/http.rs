@@ -104,6 +104,7 @@ pub fn publish_command(
     data: &Path,
     out: &str,
     chain: &super::chain::ChainArgs,
+    repair: bool,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let site = af::http::archive::Site::open(out)?;
@@ -111,7 +112,7 @@ pub fn publish_command(
     let key_path = super::data_dir::key_path(data);
     let own = if key_path.exists() { Some(af::ledger::LedgerKey::load(&key_path)?) } else { None };
     let mut line = ProgressLine::new();
-    let report = af::http::publish::publish(&store, own.as_ref(), &site, &mut |r| {
+    let report = af::http::publish::publish_with(&store, own.as_ref(), &site, repair, &mut |r| {
         line.update(|| format!("publishing: {} blocks, {} bundles written", r.blocks, r.bundles_written));
     })?;
     line.finish();

@@ -186,6 +186,10 @@ pub enum LedgerCommand {
         /// commitment names its ledger key, as the chain says now.
         #[command(flatten)]
         chain: super::chain::ChainArgs,
+        /// Read back every bundle, those already published too, and write again each
+        /// that does not hold exactly the store's blocks (a damaged or deleted bundle).
+        #[arg(long)]
+        repair: bool,
         /// Print JSON for scripts (ledger-spec/10 for events).
         #[arg(long)]
         json: bool,
@@ -316,7 +320,9 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        LedgerCommand::Publish { data, out, chain, json } => super::http::publish_command(&data, &out, &chain, json),
+        LedgerCommand::Publish { data, out, chain, repair, json } => {
+            super::http::publish_command(&data, &out, &chain, repair, json)
+        }
         LedgerCommand::Prune { data, archive, keep_days, json } => {
             let archive = af::http::archive::absolute(&archive)?;
             let site = af::http::archive::Site::open(&archive)?;

@@ -49,6 +49,9 @@ pub struct PublishReport {
     /// Chains the site holds further than this store, the same history as far as ours
     /// goes: left as they are, never moved back. (validator, our size, the site's size).
     pub chains_behind: Vec<(ValidatorKey, u64, u64)>,
+    /// With `repair`: bundles below the published tips that did not hold our blocks
+    /// (damaged, deleted), written again from the store's verified blocks.
+    pub bundles_repaired: u64,
 }
 
 impl PublishReport {
@@ -60,11 +63,12 @@ impl PublishReport {
             .map(|(v, ours, theirs)| format!("{v}: {ours} blocks here, {theirs} there"))
             .collect();
         format!(
-            "published {} chain(s), {} blocks to {site}: {} bundles written ({:.1} MiB), {} unchanged ({} blocks already published); pages {}{}",
+            "published {} chain(s), {} blocks to {site}: {} bundles written ({:.1} MiB, {} of them repaired), {} unchanged ({} blocks already published); pages {}{}",
             self.chains,
             self.blocks,
             self.bundles_written,
             self.bytes_written as f64 / 1048576.0,
+            self.bundles_repaired,
             self.bundles_unchanged,
             self.blocks_already_published,
             super::pages::PAGES.map(|(name, _)| name).join(", "),
@@ -88,6 +92,20 @@ pub fn publish(
     site: &Site,
     progress: &mut dyn FnMut(&PublishReport),
 ) -> Result<PublishReport, PublishError> {
+    publish_with(store, own, site, false, progress)
+}
+
+/// [`publish`]; with `repair`, every bundle is read back and compared, those the site's
+/// tips already covered too, and each that does not hold exactly our blocks is written
+/// again (`af ledger publish --repair`): a site whose bundle was damaged or deleted below
+/// its tip is whole again, where a plain publish would skip it as published.
+pub fn publish_with(
+    store: &Store,
+    own: Option<&LedgerKey>,
+    site: &Site,
+    repair: bool,
+    progress: &mut dyn FnMut(&PublishReport),
+) -> Result<PublishReport, PublishError> {
     let mut report = PublishReport::default();
     let mut tips = store.tips()?;
     for (validator, tip) in tips.iter_mut() {
@@ -105,7 +123,8 @@ pub fn publish(
             *tip = theirs;
             continue;
         }
-        let published = published_size(store, site, validator, tip)?;
+        let published = if repair { 0 } else { published_size(store, site, validator, tip)? };
+        let covered = if repair { published_size(store, site, validator, tip)? } else { 0 };
         let already: std::collections::BTreeSet<(u64, u64)> = layout::bundles_for(0, published).into_iter().collect();
         for (n, width) in layout::bundles_for(0, size) {
             if already.contains(&(n, width)) {
@@ -124,6 +143,9 @@ pub fn publish(
             if site.write_if_changed(&layout::bundle_path(validator, n, width), &bytes)? {
                 report.bundles_written += 1;
                 report.bytes_written += bytes.len() as u64;
+                if (n + 1) * layout::TILE_WIDTH <= covered {
+                    report.bundles_repaired += 1;
+                }
             } else {
                 report.bundles_unchanged += 1;
             }

@@ -109,3 +109,28 @@ fn a_stalled_object_costs_the_stall_deadline_not_the_mirrors_time() {
     assert!(said.contains("stalled"), "{said}");
     assert!((29.0..45.0).contains(&took), "{took:.1} s: {said}");
 }
+
+/// A bundle damaged below the site's tip is skipped by a plain publish (the tip covers
+/// it) and written again by a repairing one (`af ledger publish --repair`), from the
+/// store's verified blocks.
+#[test]
+fn publish_repair_rewrites_a_damaged_bundle_below_the_tip() {
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let store = Store::create(dirs[0].path()).unwrap();
+    write_network(&store, &NetworkSpec { start_ms: START_MS, events_per_block: 1, ..NetworkSpec::small(2) }).unwrap();
+    let root = dirs[1].path().join("site");
+    let site = Site::open(root.to_str().unwrap()).unwrap();
+    publish::publish(&store, None, &site, &mut |_| {}).unwrap();
+    let (validator, _) = store.tips().unwrap()[0];
+    let bundle = root.join(layout::bundle_path(&validator, 5, 16));
+    let good = std::fs::read(&bundle).unwrap();
+    let mut bad = good.clone();
+    bad[40] ^= 1;
+    std::fs::write(&bundle, &bad).unwrap();
+    let plain = publish::publish(&store, None, &site, &mut |_| {}).unwrap();
+    assert_eq!(plain.bundles_written, 0, "{plain:?}");
+    assert_eq!(std::fs::read(&bundle).unwrap(), bad, "a plain publish skips what its tip covers");
+    let repaired = publish::publish_with(&store, None, &site, true, &mut |_| {}).unwrap();
+    assert_eq!((repaired.bundles_written, repaired.bundles_repaired), (1, 1), "{repaired:?}");
+    assert_eq!(std::fs::read(&bundle).unwrap(), good);
+}
