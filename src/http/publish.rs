@@ -126,6 +126,7 @@ pub fn publish_with(
         let published = if repair { 0 } else { published_size(store, site, validator, tip)? };
         let covered = if repair { published_size(store, site, validator, tip)? } else { 0 };
         let already: std::collections::BTreeSet<(u64, u64)> = layout::bundles_for(0, published).into_iter().collect();
+        let pruned_below = store.pruned_below(validator)?;
         for (n, width) in layout::bundles_for(0, size) {
             if already.contains(&(n, width)) {
                 report.bundles_unchanged += 1;
@@ -134,11 +135,21 @@ pub fn publish_with(
                 continue;
             }
             let mut bytes = Vec::new();
-            for height in n * layout::TILE_WIDTH..n * layout::TILE_WIDTH + width {
-                let block = store
-                    .block_bytes(validator, height)?
-                    .ok_or(PublishError::Missing { validator: *validator, height })?;
-                layout::push_record(&mut bytes, &block);
+            let (start, end) = (n * layout::TILE_WIDTH, n * layout::TILE_WIDTH + width - 1);
+            if end < pruned_below {
+                // Pruned bodies (ledger-spec/05) come back from the store's archive, the
+                // bundle at once, each checked against its kept record: a pruned store
+                // seeds a new archive too.
+                for (_, block) in store.fetch_pruned_range(validator, start, end)? {
+                    layout::push_record(&mut bytes, &block);
+                }
+            } else {
+                for height in start..=end {
+                    let block = store
+                        .block_bytes(validator, height)?
+                        .ok_or(PublishError::Missing { validator: *validator, height })?;
+                    layout::push_record(&mut bytes, &block);
+                }
             }
             if site.write_if_changed(&layout::bundle_path(validator, n, width), &bytes)? {
                 report.bundles_written += 1;

@@ -34,6 +34,9 @@ fn pruned_logs_verify_replay_through_their_archive_and_refuse_what_is_not_the_ke
     assert!(whole.ok);
     let originals: Vec<(af::bytes::ValidatorKey, Vec<u8>)> =
         tips.iter().map(|(v, _)| (*v, store.block_bytes(v, 0).unwrap().unwrap())).collect();
+    let mut whole_export = Vec::new();
+    af::ledger::export::write_blocks(&store, &tips.iter().map(|(v, _)| *v).collect::<Vec<_>>(), &mut whole_export)
+        .unwrap();
 
     // Nothing is pruned that the archive does not hold.
     let archive = dirs[1].path().join("archive");
@@ -85,6 +88,17 @@ fn pruned_logs_verify_replay_through_their_archive_and_refuse_what_is_not_the_ke
     // Through the archive: the same state as before pruning, and the same bodies.
     store.set_bodies(Arc::new(ArchiveBodies::default()));
     assert_eq!(replay(&store).unwrap().state_hash, whole_hash);
+    // A pruned store exports as blocks, byte for byte the export it gave whole, and
+    // seeds a new archive with the same bundles (issue 73: both failed at once).
+    let mut export = Vec::new();
+    af::ledger::export::write_blocks(&store, &tips.iter().map(|(v, _)| *v).collect::<Vec<_>>(), &mut export).unwrap();
+    assert_eq!(export, whole_export);
+    let seeded = dirs[2].path().join("seeded");
+    publish::publish(&store, None, &Site::open(seeded.to_str().unwrap()).unwrap(), &mut |_| {}).unwrap();
+    for (validator, _) in &tips {
+        let path = layout::bundle_path(validator, 0, layout::TILE_WIDTH);
+        assert_eq!(std::fs::read(seeded.join(&path)).unwrap(), std::fs::read(archive.join(&path)).unwrap());
+    }
     for (validator, bytes) in &originals {
         assert_eq!(store.block(validator, 0).unwrap().unwrap().n_bytes, bytes.len());
         // Offered again (a peer, a mirror): the same block, not a conflict.
