@@ -453,6 +453,22 @@ pub(crate) fn done_observation() -> Observation {
 
 #[cfg(test)]
 mod tests {
+    /// The network's newest protocol version names exactly the environments this build
+    /// has, at their versions (ledger-spec/15): a new environment or version is a new
+    /// protocol version, added there and here together.
+    #[test]
+    fn the_networks_protocol_names_exactly_these_environments() {
+        let registry = super::registry();
+        let protocol = registry.protocol();
+        let (newest, _) = protocol.newest();
+        let rules = protocol.versions().iter().find(|v| v.version == newest).unwrap();
+        let mut ours: Vec<(&str, u32)> = registry.all().map(|env| (env.spec().name, env.spec().version)).collect();
+        ours.sort_unstable();
+        let mut named = rules.envs.to_vec();
+        named.sort_unstable();
+        assert_eq!(ours, named);
+    }
+
     #[test]
     fn rewards_print_as_three_place_decimals_of_the_exact_integer() {
         for (milli, text) in

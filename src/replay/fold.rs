@@ -27,9 +27,7 @@ use std::sync::Arc;
 /// What the protocol says of a block before it is folded ([`ChainFold::protocol_check`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProtocolCheck {
-    Valid {
-        chain_block_seen: u64,
-    },
+    Valid,
     /// An event kind its version does not have: the block is invalid.
     Refused(String),
     /// A version this build does not apply: the log waits for an upgrade.
@@ -249,10 +247,9 @@ impl ChainFold {
 
     /// Folds one verified block (signature and link already checked by the caller) with
     /// the results of [`check_block_events`] on its events.
-    /// What `protocol` says of a verified block's `events` before it is folded: the
-    /// greatest chain block its log has then recorded, or why it is refused (a kind
-    /// its version does not have: an invalid block), or the version this build does
-    /// not apply that it belongs to.
+    /// What `protocol` says of a verified block's `events` before it is folded: valid,
+    /// or why it is refused (a kind its version does not have: an invalid block), or the
+    /// version this build does not apply that it belongs to.
     pub fn protocol_check<S: AsRef<str>>(&self, protocol: &Protocol, events: &[Event<S>]) -> ProtocolCheck {
         let mut seen = self.chain_block_seen;
         for event in events {
@@ -275,7 +272,7 @@ impl ChainFold {
                 return ProtocolCheck::Refused(format!("{why}, active at chain block {seen}"));
             }
         }
-        ProtocolCheck::Valid { chain_block_seen: seen }
+        ProtocolCheck::Valid
     }
 
     /// Records that the block at `height` belongs to protocol `version`, which this build

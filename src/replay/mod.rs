@@ -421,7 +421,7 @@ pub fn fold_batch(
             return;
         }
         match fold.protocol_check(protocol, &events) {
-            ProtocolCheck::Valid { .. } => {}
+            ProtocolCheck::Valid => {}
             ProtocolCheck::Refused(why) => {
                 fold.mark_invalid(height, why);
                 return;
