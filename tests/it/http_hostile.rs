@@ -152,13 +152,24 @@ fn slow_readers_of_pages_of_long_transcripts_are_held_within_the_memory_budget()
     std::thread::sleep(Duration::from_secs(1));
     let (mut offset, mut pages) = (0u64, 0);
     loop {
-        let mut stream = TcpStream::connect(node.address).unwrap();
-        write!(stream, "GET {path}&offset={offset} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").unwrap();
-        let mut answer = Vec::new();
-        stream.read_to_end(&mut answer).unwrap();
-        let body = answer.windows(4).position(|w| w == b"\r\n\r\n").map(|at| &answer[at + 4..]).unwrap();
-        let page: serde_json::Value = serde_json::from_slice(body).unwrap();
-        let n = page["entries"].as_array().unwrap().len() as u64;
+        // The readers' connections close as the node sees them go: until then a page may
+        // be answered 503 (the budget still held), which is asked again, for 20 s at most.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let page: serde_json::Value = loop {
+            let mut stream = TcpStream::connect(node.address).unwrap();
+            write!(stream, "GET {path}&offset={offset} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").unwrap();
+            let mut answer = Vec::new();
+            stream.read_to_end(&mut answer).unwrap();
+            let at = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+            let busy = answer.starts_with(b"HTTP/1.1 503");
+            if busy && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(250));
+                continue;
+            }
+            let text = String::from_utf8_lossy(&answer[..at.min(400)]).to_string();
+            break serde_json::from_slice(&answer[at + 4..]).unwrap_or_else(|e| panic!("{e}: {text}"));
+        };
+        let n = page["entries"].as_array().unwrap_or_else(|| panic!("no entries: {page}")).len() as u64;
         assert!(n > 0 && n < 48, "a page ends at its byte cap: {n} entries");
         offset += n;
         pages += 1;
