@@ -163,11 +163,6 @@ impl Protocol {
         self.versions.iter().any(|v| v.envs.contains(&(name, version)))
     }
 
-    /// Whether this build applies `version`.
-    pub fn knows(&self, version: u32) -> bool {
-        version <= self.known_max
-    }
-
     /// The announced version this build does not apply, and its activation block: a
     /// build that meets the block stops signing (ledger-spec/15).
     pub fn next_unknown(&self) -> Option<(u32, u64)> {
@@ -235,7 +230,7 @@ mod tests {
         assert!(p.next_unknown().is_none());
         assert_eq!(p.newest(), (2, 100));
         let old = p.clone().capped(1);
-        assert!(old.knows(1) && !old.knows(2));
+        assert_eq!(old.known_max(), 1);
         assert_eq!(old.newest(), (1, 0));
         assert_eq!(old.version_at(500).version, 1, "an older build knows nothing of version 2");
         assert_eq!(old.next_unknown(), None);

@@ -30,20 +30,10 @@ pub const NETWORK_PLAN_TEXT: &str = crate::protocol::PLAN_V2;
 pub const PLAN_V1_TEXT: &str = "score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 \
                                 half_life_blocks=7200 futility margin_ppm=60000 alpha_ppm=50000 mean_margin_ppm=0";
 
-/// Whether `text` is the network plan's exact text.
-pub fn is_network_plan(text: &str) -> bool {
-    text == NETWORK_PLAN_TEXT
-}
-
-/// Each field where the recorded plan `text` differs from the network's, as
-/// `name recorded (network's: value)`, in the plan's field order; empty for the network
-/// plan. A text that is no plan at all is one difference naming it.
-pub fn plan_differences(text: &str) -> Vec<String> {
-    plan_differences_from(NETWORK_PLAN_TEXT, text)
-}
-
-/// [`plan_differences`] against the network plan `network` (a protocol version's,
-/// ledger-spec/15).
+/// Each field where the recorded plan `text` differs from the network plan `network` (a
+/// protocol version's, ledger-spec/15), as `name recorded (network's: value)`, in the
+/// plan's field order; empty for the network plan. A text that is no plan at all is one
+/// difference naming it.
 pub fn plan_differences_from(network: &str, text: &str) -> Vec<String> {
     let Some((network_rule, network_futility)) = parse_plan(network) else {
         return vec![format!("the network's plan {network:?} is no plan af knows")];
@@ -109,15 +99,13 @@ mod tests {
         // Version 1 reads back as a plan, and differs by its missing dominance crown only.
         assert!(parse_plan(PLAN_V1_TEXT).is_some());
         assert_eq!(
-            plan_differences(PLAN_V1_TEXT),
+            plan_differences_from(NETWORK_PLAN_TEXT, PLAN_V1_TEXT),
             vec!["dominance none (network's: rate_ppm=950000 alpha_ppm=5000 share_ppm=40000 share_alpha_ppm=50000)"]
         );
-        assert!(is_network_plan(NETWORK_PLAN_TEXT));
-        assert!(plan_differences(NETWORK_PLAN_TEXT).is_empty());
+        assert!(plan_differences_from(NETWORK_PLAN_TEXT, NETWORK_PLAN_TEXT).is_empty());
         let lenient = "score alpha_ppm=500000 prior=4,4 challenges=4000 epsilon_ppm=0 half_life_blocks=7200";
-        assert!(!is_network_plan(lenient));
         assert_eq!(
-            plan_differences(lenient),
+            plan_differences_from(NETWORK_PLAN_TEXT, lenient),
             vec![
                 "alpha_ppm 500000 (network's: 50000)",
                 "epsilon_ppm 0 (network's: 10000)",
@@ -125,8 +113,11 @@ mod tests {
                 "futility none (network's: margin_ppm=60000 alpha_ppm=50000 mean_margin_ppm=0)",
             ]
         );
-        assert_eq!(plan_differences("mixture alpha=0.05 prior=4,4"), vec!["rule mixture (network's: score)"]);
-        assert_eq!(plan_differences("vibes").len(), 1);
-        assert!(plan_differences("vibes")[0].contains("does not know"));
+        assert_eq!(
+            plan_differences_from(NETWORK_PLAN_TEXT, "mixture alpha=0.05 prior=4,4"),
+            vec!["rule mixture (network's: score)"]
+        );
+        assert_eq!(plan_differences_from(NETWORK_PLAN_TEXT, "vibes").len(), 1);
+        assert!(plan_differences_from(NETWORK_PLAN_TEXT, "vibes")[0].contains("does not know"));
     }
 }

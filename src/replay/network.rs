@@ -145,12 +145,21 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
         ratio_false.insert(fold.validator, n);
     }
 
+    // Each log's findings by kind, its ratio findings among its false decisions.
+    let proofs: BTreeMap<ValidatorKey, FindingCounts> = folds
+        .iter()
+        .map(|f| {
+            let mut counts = f.findings.clone();
+            counts.add(DiscrepancyKind::FalseDecision, ratio_false[&f.validator]);
+            (f.validator, counts)
+        })
+        .collect();
     // Pass 1: vTrust from proofs alone.
     let base: BTreeMap<ValidatorKey, u32> = folds
         .iter()
         .map(|f| {
-            let proofs = vtrust::proofs_kept(f) + ratio_false[&f.validator];
-            (f.validator, vtrust::from_proofs(f.invalid_at.is_some() || equivocated.contains(&f.validator), proofs))
+            let zeroed = f.invalid_at.is_some() || equivocated.contains(&f.validator);
+            (f.validator, vtrust::from_proofs(zeroed, proofs[&f.validator].proofs()))
         })
         .collect();
 
@@ -240,8 +249,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
         .iter()
         .map(|f| {
             let (n_compared, n_disagreements) = compared.get(&f.validator).copied().unwrap_or((0, 0));
-            let mut proofs = f.findings.clone();
-            proofs.add(DiscrepancyKind::FalseDecision, ratio_false[&f.validator]);
+            let proofs = &proofs[&f.validator];
             ValidatorSummary {
                 validator: f.validator,
                 tip_height: f.tip.map(|t| t.height),

@@ -15,26 +15,12 @@
 //! still trusted by their proofs count in the majority a vote is compared with; then the
 //! disagreements ([`after_disagreement`]).
 
-use super::fold::ChainFold;
-use super::model::DiscrepancyKind;
-
 /// One point of a vTrust history: a chain block, and each validator's vTrust (ppm) at it.
 pub type VtrustPoint = (u64, Vec<(crate::bytes::ValidatorKey, u32)>);
 
 pub const VTRUST_FULL_PPM: u32 = 1_000_000;
 pub const PENALTY_PER_PROOF_PPM: u64 = 200_000;
 pub const PENALTY_FULL_DISAGREEMENT_PPM: u64 = 500_000;
-
-/// Whether a finding of `kind` is a proof of misreporting.
-pub fn is_proof(kind: DiscrepancyKind) -> bool {
-    kind.is_proof()
-}
-
-/// The proofs a fold's own findings hold, listed or only counted. The combine adds the
-/// ratio findings it makes.
-pub fn proofs_kept(fold: &ChainFold) -> u64 {
-    fold.findings.proofs()
-}
 
 /// vTrust from proofs alone: 0 for a `zeroed` validator (an invalid block or a proven
 /// equivocation), else full less a penalty per proof.
@@ -55,6 +41,7 @@ pub fn after_disagreement(base_ppm: u32, n_compared: u64, n_disagreements: u64) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::replay::model::DiscrepancyKind;
 
     #[test]
     fn five_proofs_zero_a_validator_and_disagreement_costs_its_share() {
@@ -67,7 +54,7 @@ mod tests {
         assert_eq!(after_disagreement(1_000_000, 4, 1), 875_000);
         assert_eq!(after_disagreement(1_000_000, 4, 4), 500_000);
         assert_eq!(after_disagreement(200_000, 1, 1), 0);
-        assert!(!is_proof(DiscrepancyKind::Disagreement) && !is_proof(DiscrepancyKind::InvalidBlock));
-        assert!(is_proof(DiscrepancyKind::FalseScore) && is_proof(DiscrepancyKind::FalseDecision));
+        assert!(!DiscrepancyKind::Disagreement.is_proof() && !DiscrepancyKind::InvalidBlock.is_proof());
+        assert!(DiscrepancyKind::FalseScore.is_proof() && DiscrepancyKind::FalseDecision.is_proof());
     }
 }

@@ -199,8 +199,8 @@ impl Cut {
         let mut from = |height: u64, count: u64| {
             proofs_from[cut.first_within(height).unwrap_or(n)] += count;
         };
-        // The proofs `vtrust::proofs_kept` counts, each from where it was found.
-        for d in fold.discrepancies.iter().filter(|d| vtrust::is_proof(d.kind)) {
+        // The proofs the fold counts (`FindingCounts::proofs`), each from where it was found.
+        for d in fold.discrepancies.iter().filter(|d| d.kind.is_proof()) {
             from(d.height, 1);
         }
         if let Some(h) = fold.first_omitted_height {
