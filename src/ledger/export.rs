@@ -82,21 +82,9 @@ pub fn write_blocks(store: &Store, validators: &[ValidatorKey], out: &mut dyn Wr
         let Some(tip) = store.tip(validator)? else { continue };
         let mut next = 0u64;
         let mut failed = None;
-        // Pruned bodies (ledger-spec/05) come back from the log's archive a bundle at a
-        // time, each checked against its kept record, as a replay reads them.
-        let pruned_below = store::pruned_below(&txn, validator)?;
-        while next < pruned_below {
-            let to = (next / store::PRUNED_FETCH_BLOCKS * store::PRUNED_FETCH_BLOCKS + store::PRUNED_FETCH_BLOCKS - 1)
-                .min(pruned_below - 1);
-            for (_, bytes) in store.fetch_pruned_range(validator, next, to)? {
-                out.write_all(&(bytes.len() as u32).to_le_bytes())
-                    .and_then(|()| out.write_all(&bytes))
-                    .map_err(ExportError::Write)?;
-                n_blocks += 1;
-            }
-            next = to + 1;
-        }
-        store::stream_blocks_from(&txn, validator, next, crate::limits::VERIFY_BATCH_BYTES, &mut |batch| {
+        // Pruned bodies (ledger-spec/05) come back from the log's archive, as a replay
+        // reads them.
+        store.stream_blocks_fetching(&txn, validator, 0, crate::limits::VERIFY_BATCH_BYTES, &mut |batch| {
             for (height, bytes) in batch {
                 if height != next || height > tip.height {
                     failed = Some(ExportError::Missing { validator: *validator, height: next });

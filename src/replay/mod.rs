@@ -301,21 +301,10 @@ fn fold_chain(
     let from = fold.next_height();
     let mut spill_failed = None;
     // Every stored block past `from`, a batch at a time, to `send` (false: stop).
+    // (Pruned bodies come back from the log's archive, checked against their kept
+    // records; the fold checks them again as any block.)
     let read = move |send: &mut dyn FnMut(Vec<(u64, Vec<u8>)>) -> bool| -> Result<(), StoreError> {
-        // Pruned blocks (ledger-spec/05) come back from the log's archive, a bundle at a
-        // time, each checked against its kept record; the fold checks them again as any
-        // block.
-        let pruned_below = store::pruned_below(txn, &validator)?;
-        let mut at = from;
-        while at < pruned_below {
-            let to = (at / store::PRUNED_FETCH_BLOCKS * store::PRUNED_FETCH_BLOCKS + store::PRUNED_FETCH_BLOCKS - 1)
-                .min(pruned_below - 1);
-            if !send(whole.fetch_pruned_range(&validator, at, to)?) {
-                return Ok(());
-            }
-            at = to + 1;
-        }
-        store::stream_blocks_from(txn, &validator, at, batch_bytes, send)
+        whole.stream_blocks_fetching(txn, &validator, from, batch_bytes, send)
     };
     let mut consume = |batch: Vec<(u64, Vec<u8>)>| -> bool {
         let before = fold.n_bytes;
