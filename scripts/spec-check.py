@@ -16,6 +16,8 @@ from pathlib import Path
 from blake3 import blake3
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+import spec_replay  # ledger-spec/14 and 02's statistics, shared with the replay vectors' check
+
 
 def b3(data: bytes) -> bytes:
     return blake3(data).digest()
@@ -254,75 +256,12 @@ def parse_score_plan(text: str) -> dict:
     return {k: (int(g) if g is not None else None) for k, g in zip(keys, m.groups())}
 
 
-def log_mean_exp(logs: list) -> float:
-    import math
-    logs = [x for x in logs if x != -math.inf]
-    if not logs:
-        return -math.inf
-    top = max(logs)
-    return top + math.log(sum(math.exp(x - top) for x in logs)) - math.log(8)
-
-
-def term(count: int, factor: float) -> float:
-    """count * ln(factor), 0 for a zero count, -inf for a zero factor (02)."""
-    import math
-    if count == 0:
-        return 0.0
-    return -math.inf if factor == 0 else count * math.log(factor)
-
-
-def dominance(plan: dict, w: int, l: int, d: int):
-    """(the dominance crown holds, a "not better" stop may end the env), ledger-spec/02."""
-    import math
-    if plan["rate_ppm"] is None:
-        return False, True
-    R, S = plan["rate_ppm"], plan["share_ppm"]
-    r, s = R / 1e6, S / 1e6
-    m, n = w + l, w + l + d
-    crown_caps = [term(w, 1 + 2.0 ** -k * (1 - r) / r) + term(l, 1 - 2.0 ** -k) for k in range(8)]
-    crowns = w * 10**6 > m * R and log_mean_exp(crown_caps) >= math.log(10**6 / plan["dominance_alpha_ppm"])
-    share_caps = [term(n - w, 1 + 2.0 ** -k * s / (1 - s)) + term(w, 1 - 2.0 ** -k) for k in range(8)]
-    out = (m > 0 and w * 10**6 < m * R) or (
-        n > 0 and w * 10**6 < n * S and log_mean_exp(share_caps) >= math.log(10**6 / plan["share_alpha_ppm"]))
-    return crowns, out
-
-
 def score_decision(plan: dict, P: int, w: int, l: int, d: int):
     """(what the rule says, whether the futility stop applies, whether a "not better" stop
-    may end the env), by ledger-spec/02's formulas."""
-    import math
-    n, h = w + l + d, 2 * w + d
-    T = h / 2
-
-    def lnB(x, y):
-        return math.lgamma(x) + math.lgamma(y) - math.lgamma(x + y)
-
-    def L(p, a, b):
-        return lnB(a + T, b + n - T) - lnB(a, b) - T * math.log(p) - (n - T) * math.log(1 - p)
-
-    says = "continue"
-    if n > 0 and h * 10**6 != 2 * n * P and L(P / 1e6, plan["a"], plan["b"]) >= math.log(10**6 / plan["alpha_ppm"]):
-        says = "better" if h * 10**6 > 2 * n * P else "not_better"
-    dominance_crowns, dismissable = dominance(plan, w, l, d)
-    if dominance_crowns:
-        says = "better"
-    elif says == "not_better" and not dismissable:
-        says = "continue"
-    futile = False
-    if plan["margin_ppm"] is not None and n > 0:
-        P1 = min(P + plan["margin_ppm"], (10**6 + P) // 2)
-        p1 = P1 / 1e6
-        caps = []
-        for k in range(1, 9):
-            lam = 2.0 ** -k / (1 - p1)
-            caps.append(l * math.log(1 + lam * p1) + d * math.log(1 + lam * (p1 - 0.5)) + w * math.log(1 - lam * (1 - p1)))
-        top = max(caps)
-        C = top + math.log(sum(math.exp(c - top) for c in caps)) - math.log(8)
-        # The mean condition: against the bar plus mean_margin_ppm (at most P1), or P1 in
-        # the older spelling without it.
-        M = P1 if plan["mean_margin_ppm"] is None else min(P + plan["mean_margin_ppm"], P1)
-        futile = h * 10**6 < 2 * n * M and C >= math.log(10**6 / plan["futility_alpha_ppm"])
-    return says, futile, dismissable
+    may end the env), by ledger-spec/02's formulas at the exact thresholds (no slack)."""
+    crown, not_better, out = spec_replay.conditions(plan, P, w, l, d, 0.0)
+    says = "better" if crown else "not_better" if not_better and out else "continue"
+    return says, spec_replay.futile(plan, P, w, l, d, 0.0), out
 
 
 def check_decisions(v: dict):
@@ -332,34 +271,15 @@ def check_decisions(v: dict):
         says, futile, dismissable = score_decision(plan, P, w, l, d)
         check(says == x["rule_says"] and futile == x["futile"] and dismissable == x["dismissable"],
               f"score plan at {w}/{l}/{d} against {P}: rule {says}, futility {futile}, dismissable {dismissable} (02)")
-        n = w + l + d
-        check(x["score_ppm"] == ((2 * w + d) * 10**6 + n) // (2 * n), f"score of {w}/{l}/{d} (02)")
+        check(x["score_ppm"] == spec_replay.score_ppm(w, l, d), f"score of {w}/{l}/{d} (02)")
     r = v["ratio"]
     floor = 500_000 + r["epsilon_ppm"]
     for x in r["geometric_means"]:
-        rates = [max(1, q) for q in x["rates"]]
-        k, product = len(rates), 1
-        for q in rates:
-            product *= q
-        lo, hi = 1, 1_000_001  # (2 lo - 1)^k <= 2^k product < (2 hi - 1)^k
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if (2 * mid - 1) ** k <= (product << k):
-                lo = mid
-            else:
-                hi = mid
-        check(x["new_ratio_to_beat_ppm"] == min(max(lo, floor), 950_000), f"geometric mean of {x['rates']} (02)")
-    H = r["half_life_blocks"]
+        want = min(max(spec_replay.geometric_mean(x["rates"]), floor), 950_000)
+        check(x["new_ratio_to_beat_ppm"] == want, f"geometric mean of {x['rates']} (02)")
     for x in r["decays"]:
-        S = x["set_ppm"]
-        if S <= floor:
-            want = floor
-        else:
-            e = max(0, x["block"] - x["set_at_block"])
-            q, rem = divmod(e, H)
-            xs = 0 if q >= 32 else (S - floor) >> q
-            want = floor + xs - (xs * rem) // (2 * H)
-        check(x["ppm"] == want, f"ratio {S} set at {x['set_at_block']} read at {x['block']} (02)")
+        want = spec_replay.decayed(floor, r["half_life_blocks"], x["set_ppm"], x["set_at_block"], x["block"])
+        check(x["ppm"] == want, f"ratio {x['set_ppm']} set at {x['set_at_block']} read at {x['block']} (02)")
 
 
 def check(condition: bool, what: str):
@@ -472,7 +392,6 @@ class ReplayTools:
 
 def replay_export(data: bytes, tools):
     """ledger-spec/14 over a block export: (state bytes, vTrust by validator)."""
-    import spec_replay
     folds = {}
     for h, block_hash, events in export_blocks(data):
         validator = bytes.fromhex(h["validator"])
@@ -502,7 +421,6 @@ def check_replay_of_audit(export: Path, audit: Path):
 
 def check_replay_vectors(path: Path):
     """ledger-spec/14: every scenario's state hash from its block export and the spec."""
-    import spec_replay
     v = strict_json(path.read_text())
     check([k["name"] for k in v["finding_kinds"]] == spec_replay.KINDS, "finding kinds and their tags (14)")
     n_taken = 0
@@ -550,18 +468,13 @@ def main():
     key = Ed25519PublicKey.from_public_bytes(public)
 
     c = v["challenge_id"]
-    name = c["env"].encode()
-    material = (struct.pack("<I", len(name)) + name + struct.pack("<I", c["env_version"])
-                + bytes.fromhex(c["validator"]) + bytes.fromhex(c["match_id"]) + struct.pack("<Q", c["index"]))
-    derived = blake3(material, derive_key_context="af 2026-11 challenge_id v1").digest()
-    check(derived.hex() == c["challenge_id"], "challenge id derivation (06)")
+    derived = spec_replay.challenge_id(c["env"], c["env_version"], bytes.fromhex(c["validator"]), c["match_id"], c["index"])
+    check(derived == c["challenge_id"], "challenge id derivation (06)")
 
     m = v["match_id"]
-    names = b"".join(struct.pack("<I", len(s.encode())) + s.encode() for s in (m["contender"], m["champion"]))
-    material = (bytes.fromhex(m["validator"]) + names + struct.pack("<Q", m["n_decided"])
-                + struct.pack("<Q", m["chain_block"]) + bytes.fromhex(m["chain_block_hash"]))
-    derived = blake3(material, derive_key_context="af 2026-11 match_id v2").digest()
-    check(derived.hex() == m["match_id"], "match id derivation from the chain block (06)")
+    derived = spec_replay.match_id(bytes.fromhex(m["validator"]), m["contender"], m["champion"], m["n_decided"],
+                                   m["chain_block"], m["chain_block_hash"])
+    check(derived == m["match_id"], "match id derivation from the chain block (06)")
 
     for i, e in enumerate(v["events"]):
         raw = bytes.fromhex(e["bytes"])

@@ -5,6 +5,7 @@
 //! invalid block; a kind past every version the build decodes is waited on, not judged.
 //! Then as processes: two validators on the stand-in chain, one capped, across the block.
 
+use crate::validator_service::enter;
 use af::envs;
 use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use af::ledger::block::seal;
@@ -139,27 +140,6 @@ fn a_kind_no_version_of_this_build_has_is_waited_on_not_judged() {
     af::replay::fold_batch(&mut fold, &registry, &blocks, &mut |_| true);
     assert_eq!(fold.awaiting_upgrade, Some((tip.height, 0)));
     assert!(fold.invalid_at.is_none() && fold.discrepancies.is_empty(), "{:?}", fold.discrepancies);
-}
-
-/// Registers `hotkey` on the stand-in chain at `endpoint` and commits model "m" at
-/// `revision` served at `url`.
-fn enter(endpoint: &str, hotkey: &str, revision: &str, url: &str) {
-    assert!(crate::af(&["chain", "register", "--chain", endpoint, "--hotkey", hotkey]).status.success());
-    let out = crate::af(&[
-        "mine",
-        "commit",
-        "--chain",
-        endpoint,
-        "--hotkey",
-        hotkey,
-        "--model",
-        "m",
-        "--revision",
-        revision,
-        "--endpoint",
-        url,
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 type Lines = std::sync::Arc<std::sync::Mutex<Vec<String>>>;

@@ -37,7 +37,7 @@ impl Subnet {
 
 /// Registers `hotkey` and commits model "m" (what `miner()` serves) at `revision` and
 /// `url` through `af mine commit`.
-fn enter(endpoint: &str, hotkey: &str, revision: &str, url: &str) {
+pub fn enter(endpoint: &str, hotkey: &str, revision: &str, url: &str) {
     assert!(af(&["chain", "register", "--chain", endpoint, "--hotkey", hotkey]).status.success());
     let out = af(&[
         "mine",
