@@ -224,31 +224,6 @@ impl Store {
         })
     }
 
-    /// Every block of `validator` from `from` on, in height order, to `send` (false:
-    /// stop): pruned bodies (ledger-spec/05) fetched back from the log's archive a bundle
-    /// at a time, each checked against its kept record, then the stored blocks in
-    /// batches of about `batch_bytes` ([`stream_blocks_from`]). What a replay, an export
-    /// or a publish of a pruned store reads.
-    pub fn stream_blocks_fetching(
-        &self,
-        txn: &ReadTransaction,
-        validator: &ValidatorKey,
-        from: u64,
-        batch_bytes: usize,
-        send: &mut dyn FnMut(Vec<(u64, Vec<u8>)>) -> bool,
-    ) -> Result<(), StoreError> {
-        let pruned_below = pruned_below(txn, validator)?;
-        let mut at = from;
-        while at < pruned_below {
-            let to = (at / PRUNED_FETCH_BLOCKS * PRUNED_FETCH_BLOCKS + PRUNED_FETCH_BLOCKS - 1).min(pruned_below - 1);
-            if !send(self.fetch_pruned_range(validator, at, to)?) {
-                return Ok(());
-            }
-            at = to + 1;
-        }
-        super::streams::stream_blocks_from(txn, validator, at, batch_bytes, send)
-    }
-
     /// The bytes of block `height`, fetching a pruned body back from its archive when
     /// this store reads through a [`BodySource`]: taken only if it is the kept block
     /// (same header, signature and leaf hashes, and valid on its own).

@@ -1,11 +1,12 @@
 //! Streams of a chain's stored blocks in height order, one at a time or in batches:
 //! what verification, replays, exports and reindexing read. A stream that would start
 //! below a chain's pruned height (ledger-spec/05) is refused as pruned rather than
-//! skipping to the blocks it holds.
+//! skipping to the blocks it holds; `Store::stream_blocks_fetching` reads pruned bodies
+//! back from the log's archive first.
 
 use super::layout::*;
 use super::prune::pruned_below;
-use super::{eng, StoreError};
+use super::{eng, Store, StoreError};
 use crate::bytes::ValidatorKey;
 use redb::ReadTransaction;
 
@@ -66,4 +67,32 @@ pub fn stream_blocks_from(
         sink(batch);
     }
     read
+}
+
+impl Store {
+    /// Every block of `validator` from `from` on, in height order, to `send` (false:
+    /// stop): pruned bodies (ledger-spec/05) fetched back from the log's archive a bundle
+    /// at a time, each checked against its kept record, then the stored blocks in
+    /// batches of about `batch_bytes` ([`stream_blocks_from`]). What a replay, an export
+    /// or a publish of a pruned store reads.
+    pub fn stream_blocks_fetching(
+        &self,
+        txn: &ReadTransaction,
+        validator: &ValidatorKey,
+        from: u64,
+        batch_bytes: usize,
+        send: &mut dyn FnMut(Vec<(u64, Vec<u8>)>) -> bool,
+    ) -> Result<(), StoreError> {
+        let pruned_below = pruned_below(txn, validator)?;
+        let mut at = from;
+        while at < pruned_below {
+            let to = (at / super::PRUNED_FETCH_BLOCKS * super::PRUNED_FETCH_BLOCKS + super::PRUNED_FETCH_BLOCKS - 1)
+                .min(pruned_below - 1);
+            if !send(self.fetch_pruned_range(validator, at, to)?) {
+                return Ok(());
+            }
+            at = to + 1;
+        }
+        stream_blocks_from(txn, validator, at, batch_bytes, send)
+    }
 }
