@@ -74,6 +74,17 @@ pub async fn read(spec: &ChainSpec, blocks: &[u64]) -> Result<ChainView, ChainEr
     })
 }
 
+/// The chain's block now, and the ledger keys its permit-holding validators committed
+/// (those who may countersign a fold checkpoint, ledger-spec/02).
+pub async fn listed_validators(
+    spec: &ChainSpec,
+) -> Result<(u64, std::collections::BTreeSet<crate::bytes::ValidatorKey>), ChainError> {
+    let chain = crate::chain::connect(spec).await?;
+    let block = chain.current_block().await?;
+    let (neurons, records) = (chain.neurons().await?, chain.commitments().await?);
+    Ok((block, crate::chain::ledger_commitment::listed_ledger_keys(&neurons, &records)))
+}
+
 /// The weights audit over `replayed`, against the chain where one was read.
 pub fn weights_audit(
     replayed: &Replay,

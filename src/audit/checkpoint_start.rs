@@ -1,5 +1,5 @@
 //! Where `af audit --from-checkpoint` starts each log: from the newest fold checkpoint a
-//! quorum of validators countersigned (`replay::agreed`), with the fold's bytes read from
+//! quorum of the named validators countersigned (`replay::agreed`), with the fold's bytes read from
 //! a node, an archive or a folder and taken only if they hash to the agreed point; from
 //! genesis where there is none, or it cannot be had, or the store's block there is not
 //! the agreed one. What such a start trusts is said in the report.
@@ -7,15 +7,18 @@
 use crate::bytes::ValidatorKey;
 use crate::ledger::event::FoldPoint;
 use crate::ledger::{Store, StoreError};
-use crate::replay::agreed::{agreement, Agreed};
+use crate::replay::agreed::{agreement, Agreed, Countersigners};
 use crate::replay::checkpoint::decode_fold;
 use crate::replay::fold::ChainFold;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// What a start from a checkpoint trusts, in words (the report and the README say it).
 pub const TRUSTS: &str = "for each log started from a checkpoint, its blocks up to the checkpoint are not checked \
 here: the start trusts that at least one of the point's countersigners replayed them honestly (every one of them \
-signed the same fold hash in its own log); every block after it is checked as a replay from genesis checks it";
+signed the same fold hash in its own log, and only the validators named may countersign); every block after it is \
+checked as a replay from genesis checks it, and a claim that disagrees with a fold started from a checkpoint is a \
+dispute, not a false claim: only a replay from genesis tells which side is false";
 
 /// The bytes published for a point (`None`: none there), or why they could not be read.
 pub type ReadFold<'a> = &'a dyn Fn(&FoldPoint) -> Result<Option<Vec<u8>>, String>;
@@ -35,9 +38,14 @@ pub struct ChainStart {
 pub struct CheckpointStart {
     /// Where the folds were read.
     pub source: String,
-    /// Countersigners a point needed, and the logs whose ends were read for them.
+    /// Who may countersign (`named_by` says where the list came from), how many of them
+    /// a point needed, whose logs were read for claims, and the logs held whose
+    /// validators may not countersign (their claims were not read).
+    pub named_by: String,
+    pub n_countersigners: usize,
     pub quorum: usize,
     pub n_logs: usize,
+    pub n_not_listed: usize,
     /// Logs whose claims did not count, and why.
     pub unreadable: Vec<(ValidatorKey, String)>,
     pub chains: Vec<ChainStart>,
@@ -46,15 +54,16 @@ pub struct CheckpointStart {
     pub trusts: &'static str,
 }
 
-/// The folds to start from, and how each log starts. `read` gives the bytes published
-/// for a point (`None`: none there).
+/// The folds to start from, and how each log starts: from points at least `who.quorum`
+/// of `who.keys` countersigned. `read` gives the bytes published for a point (`None`:
+/// none there).
 pub fn start_folds(
     store: &Store,
-    quorum: Option<usize>,
+    who: &Countersigners,
     source: &str,
     read: ReadFold<'_>,
 ) -> Result<(Vec<ChainFold>, CheckpointStart), StoreError> {
-    let agreement = agreement(store, quorum)?;
+    let agreement = agreement(store, who)?;
     let mut folds = Vec::new();
     let mut chains = Vec::new();
     let mut n_blocks_trusted = 0;
@@ -75,12 +84,14 @@ pub fn start_folds(
             // Said, not silent: why this log folds from genesis.
             start.passed_over.push(match agreement.quorum > agreement.n_logs {
                 true => format!(
-                    "no point can have {} countersigners: only {} log(s) were read; folded from genesis",
-                    agreement.quorum, agreement.n_logs
+                    "no point can have {} countersigners: the store holds the logs of only {} of the {} validator(s) \
+                     who may countersign ({}); folded from genesis",
+                    agreement.quorum, agreement.n_logs, agreement.n_countersigners, who.named_by
                 ),
                 false => format!(
-                    "no point of it has {} countersigners among the {} log(s) read; folded from genesis",
-                    agreement.quorum, agreement.n_logs
+                    "no point of it has {} countersigners among the {} log(s) of validators who may countersign \
+                     ({}); folded from genesis",
+                    agreement.quorum, agreement.n_logs, who.named_by
                 ),
             });
         }
@@ -88,14 +99,25 @@ pub fn start_folds(
     }
     let start = CheckpointStart {
         source: source.to_string(),
+        named_by: who.named_by.clone(),
+        n_countersigners: agreement.n_countersigners,
         quorum: agreement.quorum,
         n_logs: agreement.n_logs,
+        n_not_listed: agreement.n_not_listed,
         unreadable: agreement.unreadable,
         chains,
         n_blocks_trusted,
         trusts: TRUSTS,
     };
     Ok((folds, start))
+}
+
+impl CheckpointStart {
+    /// The logs started from a checkpoint, and the height of each one's point: a claim
+    /// about such a log that differs from this replay's fold is a dispute, not a finding.
+    pub fn started(&self) -> BTreeMap<ValidatorKey, u64> {
+        self.chains.iter().filter_map(|c| c.from.as_ref().map(|a| (c.validator, a.point.height))).collect()
+    }
 }
 
 /// The fold of `agreed`'s point, or why not.

@@ -3,6 +3,7 @@
 
 use super::blocks::audit_blocks;
 use super::chain_view::{weights_audit, ChainView};
+use super::checkpoint_start::CheckpointStart;
 use super::commitments::{audit_commitments, OnChain};
 use super::{findings, match_rows, skip_rows, AuditReport};
 use crate::ledger::{Store, StoreError};
@@ -10,11 +11,13 @@ use crate::replay::Replay;
 
 /// `af audit`'s report of `replayed`, the replay of `store`, with `view` of the chain the
 /// logs commit to where one was read: commitments, weights and block hashes compared
-/// with it, every finding with its proof. `seconds` is what the audit took so far.
+/// with it, every finding with its proof. `from_checkpoint`: how the replay started,
+/// where it started logs from fold checkpoints. `seconds` is what the audit took so far.
 pub fn audit_report(
     store: &Store,
     replayed: &Replay,
     view: Option<&ChainView>,
+    from_checkpoint: Option<CheckpointStart>,
     seconds: f64,
 ) -> Result<AuditReport, StoreError> {
     let on_chain = view.map(|v| OnChain { endpoint: &v.endpoint, records: v.records.clone() });
@@ -24,7 +27,8 @@ pub fn audit_report(
     let on_chain: Vec<_> =
         chain.discrepancies.iter().chain(&weights.discrepancies).chain(&blocks.discrepancies).cloned().collect();
     let findings = findings(store, replayed, &on_chain)?;
-    let checkpoint_claims = crate::replay::checkpoint::check_claims(&replayed.folds);
+    let started = from_checkpoint.as_ref().map(CheckpointStart::started).unwrap_or_default();
+    let checkpoint_claims = crate::replay::checkpoint::check_claims(&replayed.folds, &started);
     let awaiting_upgrade: Vec<super::AwaitingUpgrade> = replayed
         .folds
         .iter()
@@ -33,7 +37,10 @@ pub fn audit_report(
         .collect();
     Ok(AuditReport {
         // Not clean while a block was not judged: a check not made is never passed.
-        clean: findings.is_empty() && checkpoint_claims.false_claims.is_empty() && awaiting_upgrade.is_empty(),
+        clean: findings.is_empty()
+            && checkpoint_claims.false_claims.is_empty()
+            && checkpoint_claims.disputed.is_empty()
+            && awaiting_upgrade.is_empty(),
         awaiting_upgrade,
         af_version: env!("CARGO_PKG_VERSION").to_string(),
         generated_at_ms: crate::clock::unix_ms(),
@@ -53,6 +60,6 @@ pub fn audit_report(
         blocks,
         findings,
         checkpoint_claims,
-        from_checkpoint: None,
+        from_checkpoint,
     })
 }

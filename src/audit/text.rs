@@ -71,12 +71,17 @@ pub fn text(report: &AuditReport) -> String {
     }
     if let Some(start) = &report.from_checkpoint {
         outln!(
-            "started from fold checkpoints read from {} (quorum {} of {} logs); {} blocks below them not checked:",
+            "started from fold checkpoints read from {} (quorum {} of the {} validators {}, {} of whose logs are held); {} blocks below them not checked:",
             start.source,
             start.quorum,
+            start.n_countersigners,
+            start.named_by,
             start.n_logs,
             start.n_blocks_trusted
         );
+        if start.n_not_listed > 0 {
+            outln!("  claims in {} log(s) of validators not on that list were not counted", start.n_not_listed);
+        }
         for chain in &start.chains {
             match &chain.from {
                 Some(agreed) => outln!(
@@ -102,12 +107,23 @@ pub fn text(report: &AuditReport) -> String {
     }
     let claims = &report.checkpoint_claims;
     outln!(
-        "fold checkpoints claimed in the logs: {} agree with this replay, {} not comparable, {} false, {} ignored (another fold format, or past the logs a list is kept for)",
+        "fold checkpoints claimed in the logs: {} agree with this replay, {} not comparable, {} false, {} disputed, {} ignored (another fold format, or past the logs a list is kept for)",
         claims.n_agree,
         claims.n_unchecked,
         claims.false_claims.len(),
+        claims.disputed.len(),
         claims.n_ignored
     );
+    for (claimer, at, point, ours) in &claims.disputed {
+        outln!(
+            "DISPUTED: {} claims at its block {at} that {}'s fold at block {} hashes to {}; this replay, started from a checkpoint of that log, has {}: either the claimer or the checkpoint's countersigners are false (af audit --from-genesis tells which)",
+            short(claimer),
+            short(&point.validator),
+            point.height,
+            short(&point.fold_hash),
+            short(ours)
+        );
+    }
     for (claimer, at, point, ours) in &claims.false_claims {
         outln!(
             "FOUND: {} claims at its block {at} that {}'s fold at block {} hashes to {}; this replay has {}",

@@ -53,6 +53,22 @@ impl LedgerCommitment {
     }
 }
 
+/// The ledger keys the chain lists as validators': those named by the ledger commitments
+/// of hotkeys holding a validator permit (ledger-spec/13). A miner's commitment that
+/// looks like one names no validator.
+pub fn listed_ledger_keys(
+    neurons: &[super::Neuron],
+    records: &[super::CommitmentRecord],
+) -> std::collections::BTreeSet<ValidatorKey> {
+    let validators: std::collections::BTreeSet<&str> =
+        neurons.iter().filter(|n| n.validator_permit).map(|n| n.hotkey.as_str()).collect();
+    records
+        .iter()
+        .filter(|r| validators.contains(r.hotkey.as_str()))
+        .filter_map(|r| r.ledger().map(|c| c.ledger_key))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

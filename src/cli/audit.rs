@@ -40,10 +40,16 @@ pub struct AuditArgs {
     /// archive's s3://, gs://, az:// or file:// URL, or a folder such as a validator's
     /// DIR/folds) and taken only if it hashes to the agreed point; blocks below it are
     /// trusted, not checked (the report says which). Logs with no such point fold from
-    /// genesis.
+    /// genesis. Needs who may countersign: --chain (the validators it lists) or
+    /// --countersigners.
     #[arg(long, value_name = "SOURCE", conflicts_with = "from_genesis")]
     pub from_checkpoint: Option<String>,
-    /// Countersigners a checkpoint needs, 1 to 4096 (default: a majority of the logs held).
+    /// The validators who may countersign a checkpoint, without a chain: ledger keys in
+    /// hex, comma-separated, or a file of them, one per line (# starts a comment).
+    #[arg(long, value_name = "KEYS|FILE", requires = "from_checkpoint")]
+    pub countersigners: Option<String>,
+    /// Countersigners a checkpoint needs, 1 to 4096 (default: a majority of the validators
+    /// who may countersign).
     #[arg(long, requires = "from_checkpoint", value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub quorum: Option<u16>,
     /// Print JSON for scripts (ledger-spec/10 for events).
@@ -62,13 +68,16 @@ pub struct AuditArgs {
 pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     match audit(&args) {
         Ok((report, replayed)) => {
-            let code =
-                match (report.clean, report.findings.is_empty() && report.checkpoint_claims.false_claims.is_empty()) {
-                    (true, _) => EXIT_CLEAN,
-                    // Nothing found, but not every block judged: a later protocol version.
-                    (false, true) if !report.awaiting_upgrade.is_empty() => EXIT_UPGRADE,
-                    (false, _) => EXIT_FOUND,
-                };
+            let claims = &report.checkpoint_claims;
+            let code = match (
+                report.clean,
+                report.findings.is_empty() && claims.false_claims.is_empty() && claims.disputed.is_empty(),
+            ) {
+                (true, _) => EXIT_CLEAN,
+                // Nothing found, but not every block judged: a later protocol version.
+                (false, true) if !report.awaiting_upgrade.is_empty() => EXIT_UPGRADE,
+                (false, _) => EXIT_FOUND,
+            };
             // Drawn whole before anything is said, then asked once: a read of the
             // replay's file that failed meanwhile leaves no report passed off as whole.
             let html = args.report.as_ref().map(|_| af::audit::report::html(&report));
@@ -151,9 +160,9 @@ fn audit(args: &AuditArgs) -> anyhow::Result<(AuditReport, Replay)> {
             Some(source) => {
                 let site = af::http::folds::FoldSite::open(source)
                     .map_err(|e| anyhow::anyhow!("--from-checkpoint {source}: {e}"))?;
-                let quorum = args.quorum.map(usize::from);
+                let who = countersigners(args)?;
                 let (folds, started) =
-                    af::audit::checkpoint_start::start_folds(store, quorum, source, &|point| site.read(point))?;
+                    af::audit::checkpoint_start::start_folds(store, &who, source, &|point| site.read(point))?;
                 start = Some(started);
                 let snapshot = af::replay::Snapshot { replay_version: af::replay::REPLAY_VERSION, folds };
                 let params = &af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
@@ -165,8 +174,54 @@ fn audit(args: &AuditArgs) -> anyhow::Result<(AuditReport, Replay)> {
     progress.finish();
     let replayed: Replay = replayed?;
     let view = super::weights::read_chain_view(&args.chain, &af::audit::blocks::blocks_to_check(&replayed.folds))?;
-    let mut report =
-        af::audit::compose::audit_report(&store, &replayed, view.as_ref(), started.elapsed().as_secs_f64())?;
-    report.from_checkpoint = start;
+    let report =
+        af::audit::compose::audit_report(&store, &replayed, view.as_ref(), start, started.elapsed().as_secs_f64())?;
     Ok((report, replayed))
+}
+
+/// Who may countersign a checkpoint: the auditor's list, or the validators the chain
+/// lists now (permit holders whose commitment names a ledger key). Never the logs the
+/// store happens to hold: anyone can add a log signed by a key made for the purpose.
+fn countersigners(args: &AuditArgs) -> anyhow::Result<af::replay::agreed::Countersigners> {
+    use af::replay::agreed::Countersigners;
+    let quorum = args.quorum.map(usize::from);
+    if let Some(list) = &args.countersigners {
+        let (keys, named) = read_key_list(list).map_err(|e| anyhow::anyhow!("--countersigners: {e}"))?;
+        return Ok(Countersigners::new(keys, quorum, format!("listed by --countersigners {named}")));
+    }
+    let Some(spec) = args.chain.spec() else {
+        anyhow::bail!(
+            "--from-checkpoint needs to know who may countersign a checkpoint: --chain SPEC (the validators the \
+             chain lists) or --countersigners KEYS|FILE (ledger keys you trust); the logs a store holds are no list, \
+             since anyone can sign a log with a key made for the purpose"
+        )
+    };
+    let (block, keys) = super::chain::runtime()?.block_on(af::audit::chain_view::listed_validators(&spec))?;
+    Ok(Countersigners::new(keys, quorum, format!("the validators {} lists at block {block}", spec.endpoint)))
+}
+
+/// Ledger keys in hex, comma-separated, or a file of them one per line (`#` starts a
+/// comment), and how the list was named; an empty list, or a word that is not a key, is
+/// refused by name.
+fn read_key_list(list: &str) -> anyhow::Result<(std::collections::BTreeSet<af::bytes::ValidatorKey>, String)> {
+    let path = std::path::Path::new(list);
+    let (text, named) = match path.is_file() {
+        true => (
+            std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?,
+            format!("in {}", path.display()),
+        ),
+        false => (list.replace(',', "\n"), "on the command line".to_string()),
+    };
+    let mut keys = std::collections::BTreeSet::new();
+    for (n, line) in text.lines().enumerate() {
+        let word = line.split('#').next().unwrap_or("").trim();
+        if word.is_empty() {
+            continue;
+        }
+        let key = af::bytes::ValidatorKey::from_hex(word)
+            .map_err(|e| anyhow::anyhow!("item {} ({:?}) is not a ledger key (64 hex digits): {e}", n + 1, word))?;
+        keys.insert(key);
+    }
+    anyhow::ensure!(!keys.is_empty(), "no ledger key {named}");
+    Ok((keys, named))
 }

@@ -31,11 +31,7 @@ pub fn axon_multiaddr(axon: &Axon) -> Multiaddr {
 /// hotkey) is never our own peer.
 pub fn chain_peers(neurons: &[Neuron], records: &[CommitmentRecord], axons: &[Axon], own: Option<&str>) -> ChainPeers {
     let validators: BTreeSet<&str> = neurons.iter().filter(|n| n.validator_permit).map(|n| n.hotkey.as_str()).collect();
-    let allowed = records
-        .iter()
-        .filter(|r| validators.contains(r.hotkey.as_str()))
-        .filter_map(|r| r.ledger().map(|c| c.ledger_key))
-        .collect();
+    let allowed = crate::chain::ledger_commitment::listed_ledger_keys(neurons, records);
     // An address subtensor would not take as an axon (unspecified, 127.0.0.1, ::1) names
     // no one else's machine: it is not dialled, whatever a node serves.
     let mut peers: Vec<Multiaddr> = axons

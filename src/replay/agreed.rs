@@ -1,11 +1,13 @@
 //! Which fold checkpoints a quorum of validators agrees on, read from the ends of their
-//! logs without replaying them: what `af audit --from-checkpoint` starts from. Each
+//! logs without replaying them: what `af audit --from-checkpoint` starts from. Only the
+//! validators the reader names may countersign (the chain's permit holders, or a list
+//! the auditor gives): a key anyone can make for free is no vote (ledger-spec/02). Each
 //! block read is checked (decoded canonically with its events' Merkle root, and linked
 //! by hash to the block above it up to the chain's stored tip, whose signature is
 //! checked strictly), so a claim counts only as its validator signed it: a block's hash
 //! in the signed block above it authenticates it as its own signature would.
 
-use super::checkpoint::{CHECKPOINT_EVERY, FOLD_VERSION};
+use super::checkpoint::{is_checkpoint_height, CHECKPOINT_EVERY, FOLD_VERSION};
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::ledger::block::{check_signature, decode_block_borrowed};
 use crate::ledger::event::{Event, FoldPoint};
@@ -32,11 +34,33 @@ pub struct Agreed {
     pub countersigners: Vec<ValidatorKey>,
 }
 
+/// Who may countersign a checkpoint, and how many must.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Countersigners {
+    pub keys: BTreeSet<ValidatorKey>,
+    /// Distinct countersigners a point needs, at least 1.
+    pub quorum: usize,
+    /// Where the list came from, in words (the chain and its block, or the auditor's list).
+    pub named_by: String,
+}
+
+impl Countersigners {
+    /// `keys` named by `named_by`; the quorum `quorum`, or by default a majority of the keys.
+    pub fn new(keys: BTreeSet<ValidatorKey>, quorum: Option<usize>, named_by: impl Into<String>) -> Countersigners {
+        let quorum = quorum.unwrap_or_else(|| majority(keys.len())).max(1);
+        Countersigners { keys, quorum, named_by: named_by.into() }
+    }
+}
+
 /// What the ends of the logs say.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Agreement {
-    /// Validators whose logs were read.
+    /// Validators who may countersign.
+    pub n_countersigners: usize,
+    /// Of them, those whose logs the store holds and were read.
     pub n_logs: usize,
+    /// Logs held whose validator may not countersign: their claims were not read.
+    pub n_not_listed: usize,
     /// Distinct claimers a point needs.
     pub quorum: usize,
     /// Per log, its points with the quorum, newest first: a start uses the first whose
@@ -46,20 +70,21 @@ pub struct Agreement {
     pub unreadable: Vec<(ValidatorKey, String)>,
 }
 
-/// The default quorum: a majority of the logs held.
-pub fn majority(n_logs: usize) -> usize {
-    n_logs / 2 + 1
+/// The default quorum: a majority of the validators who may countersign.
+pub fn majority(n: usize) -> usize {
+    n / 2 + 1
 }
 
-/// Reads each log's newest claims and keeps, per log claimed, the points at least
-/// `quorum` distinct validators claimed (`None`: a majority of the logs held).
-pub fn agreement(store: &Store, quorum: Option<usize>) -> Result<Agreement, StoreError> {
+/// Reads the newest claims of each log whose validator may countersign, and keeps, per
+/// log claimed, the points at least the quorum of distinct countersigners claimed.
+pub fn agreement(store: &Store, who: &Countersigners) -> Result<Agreement, StoreError> {
     let tips = store.tips()?;
-    let quorum = quorum.unwrap_or_else(|| majority(tips.len())).max(1);
+    let quorum = who.quorum;
     let mut claimers: BTreeMap<FoldPoint, BTreeSet<ValidatorKey>> = BTreeMap::new();
     let mut unreadable = Vec::new();
     let logs: BTreeSet<ValidatorKey> = tips.iter().map(|(v, _)| *v).collect();
-    for (validator, tip) in &tips {
+    let n_not_listed = tips.iter().filter(|(v, _)| !who.keys.contains(v)).count();
+    for (validator, tip) in tips.iter().filter(|(v, _)| who.keys.contains(v)) {
         match claims_at_end(store, validator, (tip.height, tip.hash), &logs)? {
             Ok(points) => points.into_iter().for_each(|p| {
                 claimers.entry(p).or_default().insert(*validator);
@@ -81,7 +106,14 @@ pub fn agreement(store: &Store, quorum: Option<usize>) -> Result<Agreement, Stor
             b.point.height.cmp(&a.point.height).then(b.countersigners.len().cmp(&a.countersigners.len()))
         });
     }
-    Ok(Agreement { n_logs: tips.len(), quorum, agreed, unreadable })
+    Ok(Agreement {
+        n_countersigners: who.keys.len(),
+        n_logs: tips.len() - n_not_listed,
+        n_not_listed,
+        quorum,
+        agreed,
+        unreadable,
+    })
 }
 
 /// The points `validator`'s newest checkpoints name, read down from its tip until they
@@ -122,7 +154,8 @@ fn claims_at_end(
         for event in &events {
             let Event::FoldCheckpoint(c) = event else { continue };
             if c.fold_version == FOLD_VERSION {
-                for point in &c.points {
+                // A point at a height no replay hashes is ignored, as the fold ignores it.
+                for point in c.points.iter().filter(|p| is_checkpoint_height(p.height)) {
                     *named.entry(point.validator).or_default() += 1;
                     points.push(*point);
                 }

@@ -11,7 +11,7 @@
 
 use super::cold::{ColdError, ColdStore};
 use super::fold::ChainFold;
-pub use super::points::{Checkpoints, Claim, FOLD_VERSION};
+pub use super::points::{is_checkpoint_height, Checkpoints, Claim, CHECKPOINT_EVERY, FOLD_VERSION};
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::ledger::codec::{self, CodecError};
 use crate::ledger::event::{FoldCheckpoint, FoldPoint};
@@ -20,10 +20,6 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-/// A log's checkpoint heights are `360k - 1` (its 360th, 720th, ... block): about a
-/// subnet tempo of a validator that seals a block every 12 s.
-pub const CHECKPOINT_EVERY: u64 = 360;
 
 /// A fold's own points kept in it (the newest), so claims of a few tempos ago compare;
 /// a replay hashes a log's fold at these last checkpoint heights below its stored tip
@@ -43,11 +39,6 @@ const KEPT_FILES: usize = 2;
 
 /// Most bytes of a fold read from outside (`decode_fold`).
 pub const MAX_FOLD_BYTES: u64 = 1 << 30;
-
-/// Whether a fold ending at block `height` is hashed.
-pub fn is_checkpoint_height(height: u64) -> bool {
-    (height + 1).is_multiple_of(CHECKPOINT_EVERY)
-}
 
 /// blake3 of `fold`'s canonical encoding without its own points (which replays keep
 /// only near the tip): its matches read back from the replay's file where spilled (the
@@ -235,13 +226,19 @@ pub struct ClaimsChecked {
     /// Claims that differ from this replay's point: (claimer, the block recording it,
     /// the point claimed, this replay's fold hash there).
     pub false_claims: Vec<(ValidatorKey, u64, FoldPoint, Hash32)>,
+    /// Claims that differ from this replay's point about a log this replay started from a
+    /// checkpoint (same fields): either the claimer or the checkpoint's countersigners are
+    /// false, and only a replay from genesis tells which, so no one is named false.
+    pub disputed: Vec<(ValidatorKey, u64, FoldPoint, Hash32)>,
     /// Points ignored, counted (ledger-spec/02): of another fold format, or past the most
     /// logs a claimer's list is kept for.
     pub n_ignored: u64,
 }
 
-/// Compares every log's newest claim of each log with this replay's folds.
-pub fn check_claims(folds: &[ChainFold]) -> ClaimsChecked {
+/// Compares every log's newest claim of each log with this replay's folds; `started`
+/// names the logs this replay started from a checkpoint (and its height), whose folds
+/// rest on that checkpoint.
+pub fn check_claims(folds: &[ChainFold], started: &BTreeMap<ValidatorKey, u64>) -> ClaimsChecked {
     let by_validator: BTreeMap<ValidatorKey, &ChainFold> = folds.iter().map(|f| (f.validator, f)).collect();
     let mut checked = ClaimsChecked::default();
     for claimer in folds {
@@ -251,7 +248,11 @@ pub fn check_claims(folds: &[ChainFold]) -> ClaimsChecked {
                 by_validator.get(&claim.point.validator).and_then(|f| f.checkpoints.point_at(claim.point.height));
             match ours {
                 Some(ours) if ours == &claim.point => checked.n_agree += 1,
-                Some(ours) => checked.false_claims.push((claimer.validator, claim.at, claim.point, ours.fold_hash)),
+                Some(ours) => {
+                    let rests_on_checkpoint = started.get(&claim.point.validator).is_some_and(|h| *h <= ours.height);
+                    let list = if rests_on_checkpoint { &mut checked.disputed } else { &mut checked.false_claims };
+                    list.push((claimer.validator, claim.at, claim.point, ours.fold_hash))
+                }
                 None => checked.n_unchecked += 1,
             }
         }
@@ -299,10 +300,15 @@ mod tests {
         assert_eq!(checkpoints.claims[&ValidatorKey([1; 32])], Claim { at: 10, point: point(1, 719) });
         assert_eq!(checkpoints.claims[&ValidatorKey([2; 32])].point.height, 359);
         assert_eq!(checkpoints.n_claims_ignored, 1, "another fold format");
+        // A height no replay hashes a fold at is no claim either; an empty list is nothing.
+        checkpoints.claim(13, &claim(vec![point(3, 500)]));
+        checkpoints.claim(14, &claim(vec![]));
+        assert!(!checkpoints.claims.contains_key(&ValidatorKey([3; 32])));
+        assert_eq!(checkpoints.n_claims_ignored, 2, "a point at no checkpoint height");
         // And the audit's count says so (it was 0 agree, 0 unchecked, 0 false before).
         let mut fold = ChainFold::new(ValidatorKey([9; 32]));
         fold.checkpoints = checkpoints;
-        assert_eq!(check_claims(std::slice::from_ref(&fold)).n_ignored, 1);
+        assert_eq!(check_claims(std::slice::from_ref(&fold), &BTreeMap::new()).n_ignored, 2);
     }
 
     #[test]

@@ -13,6 +13,15 @@ use std::collections::BTreeMap;
 /// that changes what a fold holds bumps it.
 pub const FOLD_VERSION: u32 = super::REPLAY_VERSION;
 
+/// A log's checkpoint heights are `360k - 1` (its 360th, 720th, ... block): about a
+/// subnet tempo of a validator that seals a block every 12 s.
+pub const CHECKPOINT_EVERY: u64 = 360;
+
+/// Whether a fold ending at block `height` is hashed.
+pub fn is_checkpoint_height(height: u64) -> bool {
+    (height + 1).is_multiple_of(CHECKPOINT_EVERY)
+}
+
 /// What a log's claims of another log's fold were: the newest point claimed, and the
 /// height of the block that recorded it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,8 +37,9 @@ pub struct Checkpoints {
     pub points: Vec<FoldPoint>,
     /// What this log's `FoldCheckpoint` events claim, newest point per log claimed.
     pub claims: BTreeMap<ValidatorKey, Claim>,
-    /// Points not kept: of another fold format, or of logs past the first
-    /// `MAX_LIST_ITEMS` this log claimed (a log names what it likes; it costs a count).
+    /// Points not kept: of another fold format, at a height that is no checkpoint height
+    /// (no replay hashes a fold there), or of logs past the first `MAX_LIST_ITEMS` this
+    /// log claimed (a log names what it likes; it costs a count).
     pub n_claims_ignored: u64,
 }
 
@@ -41,6 +51,10 @@ impl Checkpoints {
             return;
         }
         for point in &checkpoint.points {
+            if !is_checkpoint_height(point.height) {
+                self.n_claims_ignored += 1;
+                continue;
+            }
             let full = self.claims.len() >= MAX_LIST_ITEMS;
             match self.claims.get_mut(&point.validator) {
                 // An older point claimed later does not hide the newer one.

@@ -9,6 +9,7 @@ use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use af::ledger::block::seal;
 use af::ledger::event::{Event, FoldCheckpoint};
 use af::ledger::{Store, Tip};
+use af::replay::agreed::Countersigners;
 use af::replay::checkpoint::{check_claims, to_claim, CHECKPOINT_EVERY, FOLDS_DIR};
 use af::replay::synth::{validator_key, write_network, NetworkSpec};
 use af::replay::{FoldSource, Snapshot, REPLAY_VERSION};
@@ -22,6 +23,15 @@ fn append(store: &Store, i: usize, events: Vec<Event>) {
     let tip: Tip = store.tip(&key.validator()).unwrap().unwrap();
     let sealed = seal(key.signing_key(), Some(&tip), tip.time_ms + 2_000, events).unwrap();
     store.append(&sealed).unwrap();
+}
+
+/// The three honest validators of `network_with_claims`, who may countersign.
+fn honest(quorum: Option<usize>) -> Countersigners {
+    Countersigners::new((0..3).map(|i| validator_key(i).validator()).collect(), quorum, "the test's list")
+}
+
+fn no_start() -> std::collections::BTreeMap<af::bytes::ValidatorKey, u64> {
+    Default::default()
 }
 
 fn replay_from(store: &Store, folds: Option<Vec<af::replay::fold::ChainFold>>) -> af::replay::Replay {
@@ -71,7 +81,7 @@ fn an_audit_from_a_countersigned_checkpoint_reaches_the_genesis_state_and_a_fals
     let store = network_with_claims(data);
     let v0 = validator_key(0).validator();
     let genesis = replay_from(&store, None);
-    let claims = check_claims(&genesis.folds);
+    let claims = check_claims(&genesis.folds, &no_start());
     assert_eq!((claims.n_agree, claims.false_claims.len()), (8, 1), "{claims:?}");
     let (claimer, _, point, ours) = claims.false_claims[0];
     assert_eq!((claimer, point.validator), (validator_key(2).validator(), v0));
@@ -80,7 +90,8 @@ fn an_audit_from_a_countersigned_checkpoint_reaches_the_genesis_state_and_a_fals
     // From the checkpoint: a majority (2 of 3) agrees on every chain's point at 719
     // (chain 0's by validators 0 and 1 only); the blocks after it are all that is folded.
     let site = af::http::folds::FoldSite::open(data.join(FOLDS_DIR).to_str().unwrap()).unwrap();
-    let (folds, start) = af::audit::checkpoint_start::start_folds(&store, None, "folds", &|p| site.read(p)).unwrap();
+    let (folds, start) =
+        af::audit::checkpoint_start::start_folds(&store, &honest(None), "folds", &|p| site.read(p)).unwrap();
     assert_eq!((start.quorum, start.n_logs, folds.len()), (2, 3, 3), "{start:?}");
     for chain in &start.chains {
         let from = chain.from.as_ref().unwrap();
@@ -93,19 +104,26 @@ fn an_audit_from_a_countersigned_checkpoint_reaches_the_genesis_state_and_a_fals
     assert_eq!(from_checkpoint.state_hash, genesis.state_hash);
     assert_eq!(from_checkpoint.n_chains_from_snapshot, 3);
     assert_eq!(from_checkpoint.n_blocks_folded, genesis.n_blocks_folded - 3 * 2 * CHECKPOINT_EVERY);
-    assert_eq!(check_claims(&from_checkpoint.folds), claims, "the claims are checked the same way");
+    assert_eq!(check_claims(&from_checkpoint.folds, &no_start()), claims, "the claims compare the same way");
+    // But a claim against a log started from a checkpoint names no one false: only a
+    // replay from genesis tells whether the claimer or the countersigners lied.
+    let disputed = check_claims(&from_checkpoint.folds, &start.started());
+    assert_eq!((disputed.n_agree, disputed.false_claims.len(), disputed.disputed.len()), (8, 0, 1), "{disputed:?}");
+    assert_eq!(disputed.disputed[0], claims.false_claims[0]);
 
     // A quorum of three leaves chain 0 (two countersigners) to fold from genesis.
-    let (folds, start) = af::audit::checkpoint_start::start_folds(&store, Some(3), "folds", &|p| site.read(p)).unwrap();
+    let (folds, start) =
+        af::audit::checkpoint_start::start_folds(&store, &honest(Some(3)), "folds", &|p| site.read(p)).unwrap();
     assert_eq!(folds.len(), 2);
     assert!(start.chains.iter().any(|c| c.validator == v0 && c.from.is_none()));
     assert_eq!(replay_from(&store, Some(folds)).state_hash, genesis.state_hash);
     let v0_start = start.chains.iter().find(|c| c.validator == v0).unwrap();
     assert!(v0_start.passed_over.iter().any(|why| why.contains("has 3 countersigners")), "{v0_start:?}");
     // A quorum past the logs read: every log from genesis, and said why.
-    let (folds, start) = af::audit::checkpoint_start::start_folds(&store, Some(4), "folds", &|p| site.read(p)).unwrap();
+    let (folds, start) =
+        af::audit::checkpoint_start::start_folds(&store, &honest(Some(4)), "folds", &|p| site.read(p)).unwrap();
     assert!(folds.is_empty());
-    assert!(start.chains.iter().all(|c| c.passed_over.iter().any(|why| why.contains("only 3 log(s) were read"))));
+    assert!(start.chains.iter().all(|c| c.passed_over.iter().any(|why| why.contains("only 3 of the 3 validator(s)"))));
 
     // Bytes that are not the agreed fold are passed over, by name, and that log folds
     // from genesis: the state is the same.
@@ -117,14 +135,18 @@ fn an_audit_from_a_countersigned_checkpoint_reaches_the_genesis_state_and_a_fals
     bytes[last] ^= 0x40;
     std::fs::write(&file, bytes).unwrap();
     let site = af::http::folds::FoldSite::open(tampered.path().to_str().unwrap()).unwrap();
-    let (folds, start) = af::audit::checkpoint_start::start_folds(&store, None, "tampered", &|p| site.read(p)).unwrap();
+    let (folds, start) =
+        af::audit::checkpoint_start::start_folds(&store, &honest(None), "tampered", &|p| site.read(p)).unwrap();
     let chain0 = start.chains.iter().find(|c| c.validator == v0).unwrap();
     assert!(chain0.from.is_none(), "{chain0:?}");
     assert!(chain0.passed_over[0].contains("hash"), "{chain0:?}");
     assert_eq!(replay_from(&store, Some(folds)).state_hash, genesis.state_hash);
 
-    // The CLI says the same: the false claim is a finding, the state hash is genesis'.
+    // The CLI says the same: the false claim is a finding from genesis and a dispute from
+    // the checkpoint; the state hash is genesis'.
     drop(store);
+    let keys: Vec<String> = (0..3).map(|i| validator_key(i).validator().to_hex()).collect();
+    let keys = keys.join(",");
     let audit = |extra: &[&str]| {
         let out =
             Command::new(af_bin()).args(["audit", "--data"]).arg(data).arg("--json").args(extra).output().unwrap();
@@ -133,10 +155,12 @@ fn an_audit_from_a_countersigned_checkpoint_reaches_the_genesis_state_and_a_fals
     };
     let whole = audit(&[]);
     let folds_dir = data.join(FOLDS_DIR);
-    let started = audit(&["--from-checkpoint", folds_dir.to_str().unwrap()]);
+    let started = audit(&["--from-checkpoint", folds_dir.to_str().unwrap(), "--countersigners", &keys]);
     assert_eq!(whole["state_hash"], started["state_hash"]);
     assert_eq!(whole["state_hash"].as_str().unwrap(), genesis.state_hash.to_hex());
-    assert_eq!(started["checkpoint_claims"]["false_claims"].as_array().unwrap().len(), 1);
+    assert_eq!(whole["checkpoint_claims"]["false_claims"].as_array().unwrap().len(), 1);
+    assert_eq!(started["checkpoint_claims"]["false_claims"].as_array().unwrap().len(), 0);
+    assert_eq!(started["checkpoint_claims"]["disputed"].as_array().unwrap().len(), 1);
     assert!(whole["from_checkpoint"].is_null());
     let chains = started["from_checkpoint"]["chains"].as_array().unwrap();
     assert!(chains.iter().all(|c| c["from"]["point"]["height"] == 2 * CHECKPOINT_EVERY - 1), "{chains:?}");
@@ -144,11 +168,22 @@ fn an_audit_from_a_countersigned_checkpoint_reaches_the_genesis_state_and_a_fals
     let text = Command::new(af_bin())
         .args(["audit", "--data"])
         .arg(data)
-        .args(["--from-checkpoint", folds_dir.to_str().unwrap()])
+        .args(["--from-checkpoint", folds_dir.to_str().unwrap(), "--countersigners", &keys])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains("started from fold checkpoints") && text.contains("FOUND: "), "{text}");
+    assert!(text.contains("started from fold checkpoints") && text.contains("DISPUTED: "), "{text}");
+    assert!(!text.contains("FOUND: "), "{text}");
+    // Without a list or a chain there is no one to count: refused, by name.
+    let out = Command::new(af_bin())
+        .args(["audit", "--data"])
+        .arg(data)
+        .args(["--from-checkpoint", folds_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("who may countersign") && said.contains("--countersigners"), "{said}");
 }
 
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
@@ -185,7 +220,7 @@ fn an_auditor_starts_from_folds_a_node_serves_or_an_archive_holds() {
     for source in [url.as_str(), archive.to_str().unwrap()] {
         let folds = af::http::folds::FoldSite::open(source).unwrap();
         let (started, start) =
-            af::audit::checkpoint_start::start_folds(&copy, None, source, &|p| folds.read(p)).unwrap();
+            af::audit::checkpoint_start::start_folds(&copy, &honest(None), source, &|p| folds.read(p)).unwrap();
         assert_eq!(started.len(), 3, "{source}: {start:?}");
         assert_eq!(replay_from(&copy, Some(started)).state_hash, genesis, "{source}");
     }
@@ -203,9 +238,137 @@ fn an_auditor_starts_from_folds_a_node_serves_or_an_archive_holds() {
     let fold = liar.join(af::replay::checkpoint::fold_path(&v0, 2 * CHECKPOINT_EVERY - 1));
     std::fs::write(&fold, b"not a fold").unwrap();
     let folds = af::http::folds::FoldSite::open(liar.to_str().unwrap()).unwrap();
-    let (started, start) = af::audit::checkpoint_start::start_folds(&copy, None, "liar", &|p| folds.read(p)).unwrap();
+    let (started, start) =
+        af::audit::checkpoint_start::start_folds(&copy, &honest(None), "liar", &|p| folds.read(p)).unwrap();
     assert_eq!(started.len(), 2);
     let chain0 = start.chains.iter().find(|c| c.validator == v0).unwrap();
     assert!(chain0.from.is_none() && chain0.passed_over[0].contains("hash"), "{chain0:?}");
     assert_eq!(replay_from(&copy, Some(started)).state_hash, genesis);
+}
+
+fn unix_ms() -> u64 {
+    af::clock::unix_ms()
+}
+
+/// Issue 73's forgery: keys with no chain presence each sign, in a log of their own, a
+/// claim to a fold of validator 0's log with one value changed, and serve those bytes.
+/// Counting the logs held, they and the one lying validator make a majority of six and
+/// the audit reaches a false state; counting the validators the chain lists, the start
+/// is the honest point, the state is genesis', and no one is named false for it.
+#[test]
+fn keys_the_chain_does_not_list_cannot_countersign_a_checkpoint() {
+    use af::chain::local::{router, LocalChain};
+    use af::chain::local_client::LocalClient;
+    use af::chain::{Chain, LedgerCommitment};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let store = network_with_claims(data);
+    let v0 = validator_key(0).validator();
+    let height = 2 * CHECKPOINT_EVERY - 1;
+    // The forged fold: the honest one with a count changed, hashed, served beside it.
+    let folds = tempfile::tempdir().unwrap();
+    copy_dir(&data.join(FOLDS_DIR), folds.path());
+    let honest_file = af::replay::checkpoint::fold_file(folds.path(), &v0, height);
+    let honest_bytes = std::fs::read(&honest_file).unwrap();
+    let honest_point = af::ledger::event::FoldPoint {
+        validator: v0,
+        height,
+        block_hash: store.signed_headers(&v0, height, height).unwrap()[0].0.hash(),
+        fold_hash: af::bytes::Hash32(*blake3::hash(&honest_bytes).as_bytes()),
+    };
+    let mut forged = af::replay::checkpoint::decode_fold(&honest_bytes, &honest_point).unwrap();
+    forged.checkpoints.points.clear();
+    forged.n_events += 1;
+    let forged_bytes = af::ledger::codec::encode(&forged, "fold", af::replay::checkpoint::MAX_FOLD_BYTES).unwrap();
+    let forged_point = af::ledger::event::FoldPoint {
+        fold_hash: af::bytes::Hash32(*blake3::hash(&forged_bytes).as_bytes()),
+        ..honest_point
+    };
+    // Served where the forgers serve folds: the same place, the honest one is gone.
+    std::fs::write(&honest_file, &forged_bytes).unwrap();
+    let forgers: Vec<usize> = (10..13).collect();
+    for &i in &forgers {
+        let claim = FoldCheckpoint { fold_version: af::replay::checkpoint::FOLD_VERSION, points: vec![forged_point] };
+        let sealed = seal(validator_key(i).signing_key(), None, START_MS, vec![Event::FoldCheckpoint(claim)]).unwrap();
+        store.append(&sealed).unwrap();
+    }
+    let site = af::http::folds::FoldSite::open(folds.path().to_str().unwrap()).unwrap();
+    let genesis = replay_from(&store, None).state_hash;
+    let forged_store_hash = {
+        let everyone: std::collections::BTreeSet<_> = store.tips().unwrap().into_iter().map(|(v, _)| v).collect();
+        let all = Countersigners::new(everyone, None, "every log held");
+        let (started, start) =
+            af::audit::checkpoint_start::start_folds(&store, &all, "forged", &|p| site.read(p)).unwrap();
+        let chain0 = start.chains.iter().find(|c| c.validator == v0).unwrap();
+        // 3 forgers of 6 logs do not reach the majority of 4 alone: the honest point has
+        // 2; neither is taken, and log 0 folds from genesis.
+        assert!(chain0.from.is_none(), "{chain0:?}");
+        replay_from(&store, Some(started)).state_hash
+    };
+    assert_eq!(forged_store_hash, genesis);
+    // A fourth forger makes them a majority of the seven logs held: that list takes the
+    // forged point and reaches a state that is not genesis'. This is what counting logs
+    // held allowed.
+    let claim = FoldCheckpoint { fold_version: af::replay::checkpoint::FOLD_VERSION, points: vec![forged_point] };
+    let sealed = seal(validator_key(13).signing_key(), None, START_MS, vec![Event::FoldCheckpoint(claim)]).unwrap();
+    store.append(&sealed).unwrap();
+    let genesis = replay_from(&store, None).state_hash;
+    let everyone: std::collections::BTreeSet<_> = store.tips().unwrap().into_iter().map(|(v, _)| v).collect();
+    let all = Countersigners::new(everyone, None, "every log held");
+    let (started, start) = af::audit::checkpoint_start::start_folds(&store, &all, "forged", &|p| site.read(p)).unwrap();
+    let chain0 = start.chains.iter().find(|c| c.validator == v0).unwrap();
+    assert_eq!(chain0.from.as_ref().map(|a| a.point), Some(forged_point), "{chain0:?}");
+    assert_ne!(replay_from(&store, Some(started)).state_hash, genesis, "the forgery works when logs held vote");
+
+    // The chain lists the three honest validators (permits, and commitments naming their
+    // ledger keys); a forger registered as a miner commits its key too, and is no
+    // validator.
+    let chain_dir = tempfile::tempdir().unwrap();
+    let chain = std::sync::Arc::new(LocalChain::open(chain_dir.path(), 1_000, 360, unix_ms).unwrap());
+    let runtime = crate::http_logs::runtime();
+    let addr = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(listener, router(chain)).await.unwrap() });
+        let admin = LocalClient::new(&addr, 1, None).unwrap();
+        for (i, permit) in [(0, true), (1, true), (2, true), (10, false)] {
+            let hotkey = format!("hotkey{i}");
+            admin.register(&hotkey, permit).await.unwrap();
+            let key = validator_key(i).validator();
+            let tip = store.tip(&key).unwrap().unwrap();
+            let commitment =
+                LedgerCommitment { tip_hash: tip.hash, ledger_key: key, tip_height: tip.height, protocol: None };
+            LocalClient::new(&addr, 1, Some(hotkey)).unwrap().commit(&commitment).await.unwrap();
+        }
+        addr
+    });
+    drop(store);
+    let out = Command::new(af_bin())
+        .args(["audit", "--json", "--data"])
+        .arg(data)
+        .args(["--from-checkpoint", folds.path().to_str().unwrap(), "--chain", &format!("local:{addr}")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let start = &report["from_checkpoint"];
+    assert_eq!((start["n_countersigners"].as_u64(), start["quorum"].as_u64()), (Some(3), Some(2)), "{start}");
+    assert_eq!(start["n_not_listed"].as_u64(), Some(4), "{start}");
+    assert!(start["named_by"].as_str().unwrap().contains(&addr), "{start}");
+    // Log 0's honest point has two listed countersigners, but its fold here is the
+    // forged one, which does not hash to it: passed over by name, folded from genesis.
+    let chain0 = start["chains"].as_array().unwrap().iter().find(|c| c["validator"] == v0.to_hex()).unwrap();
+    assert!(chain0["from"].is_null(), "{chain0}");
+    assert!(chain0["passed_over"][0].as_str().unwrap().contains("hash"), "{chain0}");
+    assert_eq!(report["state_hash"].as_str().unwrap(), genesis.to_hex());
+    // No listed validator is named false on the checkpoint's strength: log 0 folded from
+    // genesis, so the lying claims about it are findings against the liars alone.
+    let false_claimers: std::collections::BTreeSet<String> = report["checkpoint_claims"]["false_claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c[0].as_str().unwrap().to_string())
+        .collect();
+    assert!(!false_claimers.contains(&v0.to_hex()) && !false_claimers.contains(&validator_key(1).validator().to_hex()));
+    assert!(false_claimers.contains(&validator_key(10).validator().to_hex()), "{false_claimers:?}");
 }

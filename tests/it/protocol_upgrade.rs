@@ -74,11 +74,11 @@ fn an_older_build_waits_at_the_new_version_and_blames_no_one() {
     // The audit of what the older build replayed is not clean (a block not judged is no
     // check passed), lists each waiting log, and holds no finding.
     let store = Store::open_read_only(dir.path()).unwrap();
-    let report = af::audit::compose::audit_report(&store, &old, None, 0.0).unwrap();
+    let report = af::audit::compose::audit_report(&store, &old, None, None, 0.0).unwrap();
     assert!(!report.clean && report.findings.is_empty(), "{:?}", report.findings);
     assert_eq!(report.awaiting_upgrade.len(), 3);
     assert!(af::audit::text::text(&report).contains("of a later protocol version (2) than this build applies"));
-    assert!(af::audit::compose::audit_report(&store, &new, None, 0.0).unwrap().clean);
+    assert!(af::audit::compose::audit_report(&store, &new, None, None, 0.0).unwrap().clean);
 }
 
 #[test]
