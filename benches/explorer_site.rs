@@ -53,7 +53,7 @@ fn main() {
     let target = af::http::archive::Site::open(site.to_str().unwrap()).unwrap();
     let report = af::http::publish::publish(&store, Some(&synth::validator_key(0)), &target, &mut |_| {}).unwrap();
     let replayed = replay::replay(&store, &envs::registry(), None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}).unwrap();
-    af::http::publish::publish_miner_entries(&replayed, &store, &target).unwrap();
+    af::http::publish::publish_miner_entries(&replayed, &store, &target, false).unwrap();
     let published_s = started.elapsed().as_secs_f64();
     let (total, _) = store.locate_miner_page(HOTKEY, 0, 0).unwrap();
     let matches: usize = replayed.folds.iter().map(|f| f.matches.len()).sum();

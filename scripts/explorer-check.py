@@ -66,6 +66,13 @@ def page_path(site, hotkey, page=0):
     return os.path.join(site, "af/v1/miner", blake3(hotkey.encode()).hexdigest(), "entries", str(page))
 
 
+def miner_total(site, hotkey):
+    """The miner's whole count of entries: its index's (a published page counts the
+    entries through itself, ledger-spec/11)."""
+    index = os.path.join(site, "af/v1/miner", blake3(hotkey.encode()).hexdigest(), "matches")
+    return load(index)["total"]
+
+
 def load(path):
     with open(path) as f:
         return json.load(f)
@@ -109,7 +116,8 @@ def main():
     hotkey = "5SynthPerfect"
     first = load(page_path(site, hotkey))
     n = len(first["entries"])
-    check(n == 20 and first["total"] > 20, f"the published first page holds 20 of {first['total']} entries")
+    check(n == 20 and first["total"] == 20 and miner_total(site, hotkey) > 20,
+          f"the published first page holds 20 of {miner_total(site, hotkey)} entries, and counts the 20")
     with_opponent = next(i for i, e in enumerate(first["entries"]) if e["opponent"] is not None)
 
     with sync_playwright() as p:
@@ -130,7 +138,7 @@ def main():
         # One match only (`&match=`), through the site's match index: every transcript of
         # that match, on whatever pages they are, and none of another.
         match_id = first["entries"][0]["transcript"]["match_id"]
-        pages_total = (first["total"] + 19) // 20
+        pages_total = (miner_total(site, hotkey) + 19) // 20
         of_match = [sum(1 for x in load(page_path(site, hotkey, k))["entries"]
                         if x["transcript"]["match_id"] == match_id) for k in range(pages_total)]
         of_match = [n for n in of_match if n]
@@ -301,7 +309,7 @@ def main():
         data16, site16 = os.path.join(work, "data16"), os.path.join(work, "site16")
         run("demo", "--data", data16, "--validators", "16")
         run("ledger", "publish", "--data", data16, "--out", site16, "--json")
-        total = load(page_path(site16, hotkey))["total"]
+        total = miner_total(site16, hotkey)
         per_log, page_no = {}, 0
         while page_no * 20 < total:
             for entry in load(page_path(site16, hotkey, page_no))["entries"]:

@@ -67,9 +67,20 @@ async function fetchText(path, limit) {
 
 const hotkeyPath = (hotkey) => v.toHex(blake3(new TextEncoder().encode(hotkey)));
 
+/** The miner's whole count of entries on a published site, from its index (a hint for
+ * paging, like the index's matches: a published page counts only the entries through
+ * itself, so that it stays the same bytes as the log grows; 11). */
+async function publishedTotal(hotkey) {
+  const text = await fetchText(`af/v1/miner/${hotkeyPath(hotkey)}/matches`, MAX_PAGE_BYTES);
+  if (text === null) return null;
+  const index = v.parseStrictJson(text);
+  return index !== null && typeof index === 'object' && index.total !== undefined ? v.integer(index.total, 'the index\'s total') : null;
+}
+
 /** Page `page` of a miner's entries: the published file, else a node's API. */
 async function entriesPage(hotkey, page) {
   let text = await fetchText(`af/v1/miner/${hotkeyPath(hotkey)}/entries/${page}`, MAX_PAGE_BYTES);
+  const published = text !== null;
   if (text === null) {
     const query = new URLSearchParams({ miner: hotkey, offset: String(page * PAGE), limit: String(PAGE) });
     text = await fetchText(`af/v1/transcripts?${query}`, MAX_PAGE_BYTES);
@@ -83,7 +94,12 @@ async function entriesPage(hotkey, page) {
   if (body.entries.length > PAGE) throw new v.Refused(`a page holds at most ${PAGE} entries, not ${body.entries.length}`);
   const offset = v.integer(body.offset, 'offset');
   if (offset !== BigInt(page * PAGE)) throw new v.Refused(`page ${page + 1} starts at entry ${page * PAGE + 1}, not ${offset + 1n}`);
-  return { entries: body.entries, offset, total: v.integer(body.total, 'total') };
+  let total = v.integer(body.total, 'total');
+  if (published) {
+    const whole = await publishedTotal(hotkey);
+    if (whole !== null && whole > total) total = whole;
+  }
+  return { entries: body.entries, offset, total };
 }
 
 // The signed tip of each log, fetched and verified once a page names the log.

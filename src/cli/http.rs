@@ -121,7 +121,7 @@ pub fn publish_command(
     let own = af::validator::state::own_state(data, &store)?;
     let from_chain = super::chain::read_for_pages(chain, own.as_ref().map(|(_, state)| state))?.unwrap_or_default();
     let pages_written = af::http::publish::publish_pages(&replayed, &from_chain, &site)?;
-    let miner_pages_written = af::http::publish::publish_miner_entries(&replayed, &store, &site)?;
+    let miner_pages_written = af::http::publish::publish_miner_entries(&replayed, &store, &site, repair)?;
     if json {
         let mut value = serde_json::to_value(&report)?;
         value["pages"] = serde_json::json!(af::http::pages::PAGES.map(|(name, _)| name));

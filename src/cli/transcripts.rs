@@ -117,7 +117,8 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
     let mut text = af::audit::transcript_text::TranscriptText::default();
     let (mut written, mut failed) = (0usize, None);
     let found = af::replay::entries::Found::Miner(&miner);
-    af::replay::entries::for_each_entry(&store, &replayed.folds, &locations, found, &filter, &mut |entry| {
+    let how = (found, &filter, af::replay::entries::Reach::Tip);
+    af::replay::entries::for_each_entry(&store, &replayed.folds, &locations, how, &mut |entry| {
         let done = if args.json {
             json_element(written, &entry)
         } else if args.jsonl {

@@ -162,6 +162,11 @@ impl Site {
         })
     }
 
+    /// [`Self::put`], not async.
+    pub fn write(&self, path: &str, bytes: &[u8]) -> Result<(), ArchiveError> {
+        self.block_on(self.put(path, bytes))
+    }
+
     /// [`Self::get`], not async.
     pub fn read(&self, path: &str, limit: u64) -> Result<Option<Bytes>, ArchiveError> {
         self.block_on(self.get(path, limit))

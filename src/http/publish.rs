@@ -268,24 +268,42 @@ pub fn publish_pages(
 
 /// Writes every miner's transcript entries (ledger-spec/09) in pages of
 /// `layout::MINER_PAGE_ENTRIES` at `layout::miner_entries_path`, for the explorer: a miner
-/// finds its matches there and its browser checks every proof. Each proof runs to the
-/// tip, so a page changes when its chain grows. Then the explorer itself
+/// finds its matches there and its browser checks every proof. Each entry's proof runs
+/// to its own block, or to the committed tip where a commitment covers it, and a page
+/// counts the entries through itself, so a page's bytes stop changing once its matches
+/// are decided and its blocks committed: the pages of a log cost about what its
+/// transcripts do, not its square. The miner's index (`layout::miner_matches_path`)
+/// holds the whole count and each page's blake3; a page whose bytes hash as the index
+/// read back says is neither read nor written again (`repair`: each page is read back
+/// and compared instead, so a damaged one is rewritten). Then the explorer itself
 /// (`explorer.html`, `explorer.js`) at the site's root. Returns how many files changed.
-pub fn publish_miner_entries(replay: &crate::replay::Replay, store: &Store, site: &Site) -> Result<u64, PublishError> {
-    use crate::replay::entries::{entries_page, Filter, Found};
+pub fn publish_miner_entries(
+    replay: &crate::replay::Replay,
+    store: &Store,
+    site: &Site,
+    repair: bool,
+) -> Result<u64, PublishError> {
+    use crate::replay::entries::{entries_page, Filter, Found, Reach};
     let mut written = 0;
     for hotkey in store.miner_hotkeys()? {
+        let index_path = layout::miner_matches_path(&hotkey);
+        let held_index = site.read(&index_path, MAX_MINER_INDEX_BYTES)?;
+        let published = match repair {
+            true => Vec::new(),
+            false => held_index.as_deref().map(page_hashes).unwrap_or_default(),
+        };
         let filter = Filter::default();
         let total = store.locate_miner_page(&hotkey, 0, 0)?.0 as usize;
         let mut matches: std::collections::HashMap<(String, String), (usize, usize)> = Default::default();
         let mut order: Vec<(String, String)> = Vec::new();
+        let mut hashes = Vec::new();
         let mut page = 0;
         loop {
             let offset = page * layout::MINER_PAGE_ENTRIES;
             let body = entries_page(
                 store,
                 &replay.folds,
-                (Found::Miner(&hotkey), &filter),
+                (Found::Miner(&hotkey), &filter, Reach::OwnBlock),
                 (offset, layout::MINER_PAGE_ENTRIES),
                 usize::MAX,
                 &mut |_| true,
@@ -302,7 +320,17 @@ pub fn publish_miner_entries(replay: &crate::replay::Replay, store: &Store, site
                     }
                 }
             }
-            written += u64::from(site.write_if_changed(&layout::miner_entries_path(&hotkey, page), &body)?);
+            let hash = blake3::hash(&body).to_hex().to_string();
+            let path = layout::miner_entries_path(&hotkey, page);
+            match (repair, published.get(page) == Some(&hash)) {
+                (false, true) => {}
+                (false, false) => {
+                    site.write(&path, &body)?;
+                    written += 1;
+                }
+                (true, _) => written += u64::from(site.write_if_changed(&path, &body)?),
+            }
+            hashes.push(hash);
             page += 1;
             if page * layout::MINER_PAGE_ENTRIES >= total {
                 break;
@@ -318,14 +346,30 @@ pub fn publish_miner_entries(replay: &crate::replay::Replay, store: &Store, site
                 serde_json::json!({ "validator": value(&key.0), "match_id": value(&key.1), "pages": [first, last] })
             })
             .collect();
-        let body = serde_json::to_vec(&serde_json::json!({ "matches": index })).expect("JSON");
-        written += u64::from(site.write_if_changed(&layout::miner_matches_path(&hotkey), &body)?);
+        let body = serde_json::to_vec(&serde_json::json!({ "matches": index, "total": total, "pages": hashes }))
+            .expect("JSON");
+        if held_index.as_deref() != Some(&body[..]) {
+            site.write(&index_path, &body)?;
+            written += 1;
+        }
     }
     replay.check_whole()?;
     for (name, bytes) in [("explorer.html", super::EXPLORER_HTML), ("explorer.js", super::EXPLORER_JS)] {
         written += u64::from(site.write_if_changed(name, bytes.as_bytes())?);
     }
     Ok(written)
+}
+
+/// Most bytes of a miner's index read back: its pages' hashes (about 70 bytes a page of
+/// 20 entries) and its matches.
+const MAX_MINER_INDEX_BYTES: u64 = 64 << 20;
+
+/// The page hashes a miner's index read back names (none: an index of another shape,
+/// or none, and every page is written).
+fn page_hashes(index: &[u8]) -> Vec<String> {
+    let parsed: Option<serde_json::Value> = serde_json::from_slice(index).ok();
+    let pages = parsed.as_ref().and_then(|v| v["pages"].as_array());
+    pages.into_iter().flatten().map(|h| h.as_str().unwrap_or_default().to_string()).collect()
 }
 
 fn to_json(value: &impl Serialize) -> Vec<u8> {

@@ -100,9 +100,22 @@ pub fn resolve_challenge_id(store: &Store, text: &str) -> Result<Hash32, String>
     }
 }
 
+/// How far an entry's inclusion proof runs when no commitment covers its block (where one
+/// does, it runs to the committed tip either way: ledger-spec/09).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// To the log's tip now: what a node and the CLI serve, as fresh as the store.
+    Tip,
+    /// To the entry's own block: what a published page holds, so that a page does not
+    /// change, nor grow, as the log grows (a proof to the tip made every page's proofs
+    /// grow with the log, and the pages with its square). The explorer chains it to
+    /// the site's signed tip and says how far it reaches.
+    OwnBlock,
+}
+
 /// Entries for the transcripts at `locations`, index hits of `found`, each confirmed
 /// against its block here, with headers up to the validator's committed tip where a
-/// commitment covers the block, else its tip. Each entry goes to `emit` as it is built,
+/// commitment covers the block, else as `reach` says. Each entry goes to `emit` as it is built,
 /// and none after `emit` says it has enough (returns false).
 ///
 /// What it holds does not grow with `locations`: one block (the current one: locations
@@ -112,8 +125,7 @@ pub fn for_each_entry(
     store: &Store,
     folds: &[ChainFold],
     locations: &[Location],
-    found: Found<'_>,
-    filter: &Filter,
+    (found, filter, reach): (Found<'_>, &Filter, Reach),
     emit: &mut dyn FnMut(TranscriptEntry) -> bool,
 ) -> Result<(), EntriesError> {
     let folds: BTreeMap<_, &ChainFold> = folds.iter().map(|f| (f.validator, f)).collect();
@@ -161,7 +173,11 @@ pub fn for_each_entry(
         // once however many transcripts it covers.
         let missing = EntriesError::Missing { validator: location.validator, height: location.height };
         let tip_height = store.tip(&location.validator)?.ok_or(missing)?.height;
-        let last = commitment.as_ref().map_or(tip_height, |c| c.committed_height.clamp(location.height, tip_height));
+        let uncommitted = match reach {
+            Reach::Tip => tip_height,
+            Reach::OwnBlock => location.height,
+        };
+        let last = commitment.as_ref().map_or(uncommitted, |c| c.committed_height.clamp(location.height, tip_height));
         // Headers below this block are for entries already built (a later location lower
         // down is read again, never wrong).
         if headers.as_ref().is_none_or(|(of, _)| *of != location.validator) {
@@ -239,7 +255,7 @@ pub fn for_each_entry(
 pub fn entries_page(
     store: &Store,
     folds: &[ChainFold],
-    (found, filter): (Found<'_>, &Filter),
+    (found, filter, reach): (Found<'_>, &Filter, Reach),
     (offset, limit): (usize, usize),
     max_bytes: usize,
     room: &mut dyn FnMut(usize) -> bool,
@@ -253,7 +269,7 @@ pub fn entries_page(
     };
     let mut body = b"{\"entries\":[".to_vec();
     let (mut written, mut failed, mut refused) = (0usize, None, false);
-    for_each_entry(store, folds, &page, found, filter, &mut |entry| {
+    for_each_entry(store, folds, &page, (found, filter, reach), &mut |entry| {
         let encoded = match serde_json::to_vec(&entry) {
             Ok(encoded) => encoded,
             Err(error) => {
@@ -282,6 +298,13 @@ pub fn entries_page(
     if refused {
         return Err(EntriesError::NoRoom);
     }
+    // A published page (proofs to their own blocks) counts the entries through itself,
+    // so it stays the same bytes as the miner's later entries come (ledger-spec/11); the
+    // miner's index on the site says the whole count.
+    let total = match reach {
+        Reach::Tip => total,
+        Reach::OwnBlock => (offset + written) as u64,
+    };
     body.extend_from_slice(format!("],\"offset\":{offset},\"total\":{total}}}").as_bytes());
     Ok(body)
 }

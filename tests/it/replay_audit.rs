@@ -537,14 +537,14 @@ fn a_replay_holds_each_name_once_and_so_does_a_fold_read_from_a_snapshot() {
 /// reads every entry once, in log order, whatever the cap.
 #[test]
 fn a_transcripts_page_past_its_byte_cap_ends_after_an_entry_and_the_next_page_goes_on() {
-    use af::replay::entries::{entries_page, for_each_entry, Filter, Found};
+    use af::replay::entries::{entries_page, for_each_entry, Filter, Found, Reach};
     let (dir, _) = build(&NetworkSpec::small(2));
     let replayed = replay_with(dir.path(), 1, None);
     let store = Store::open_read_only(dir.path()).unwrap();
     let miner = Found::Miner("5SynthRandom");
     let mut all = Vec::new();
     let (total, locations) = store.locate_miner_page("5SynthRandom", 0, usize::MAX).unwrap();
-    for_each_entry(&store, &replayed.folds, &locations, miner, &Filter::default(), &mut |e| {
+    for_each_entry(&store, &replayed.folds, &locations, (miner, &Filter::default(), Reach::Tip), &mut |e| {
         all.push(serde_json::to_value(e).unwrap());
         true
     })
@@ -552,7 +552,8 @@ fn a_transcripts_page_past_its_byte_cap_ends_after_an_entry_and_the_next_page_go
     assert!(all.len() > 10 && all.len() as u64 == total, "{} of {total}", all.len());
     let page = |offset, limit, cap| -> serde_json::Value {
         let filter = Filter::default();
-        let body = entries_page(&store, &replayed.folds, (miner, &filter), (offset, limit), cap, &mut |_| true);
+        let body =
+            entries_page(&store, &replayed.folds, (miner, &filter, Reach::Tip), (offset, limit), cap, &mut |_| true);
         serde_json::from_slice(&body.unwrap()).unwrap()
     };
     for (limit, cap, per_page) in [(7, usize::MAX, 7), (7, 1, 1)] {
@@ -577,10 +578,11 @@ fn a_transcripts_page_past_its_byte_cap_ends_after_an_entry_and_the_next_page_go
         granted += 1;
         granted <= 2 && bytes > 0
     };
-    let two = entries_page(&store, &replayed.folds, (miner, &filter), (0, 7), usize::MAX, &mut room_for_two);
+    let two =
+        entries_page(&store, &replayed.folds, (miner, &filter, Reach::Tip), (0, 7), usize::MAX, &mut room_for_two);
     let two: serde_json::Value = serde_json::from_slice(&two.unwrap()).unwrap();
     assert_eq!(two["entries"].as_array().unwrap()[..], all[..2]);
-    let none = entries_page(&store, &replayed.folds, (miner, &filter), (0, 7), usize::MAX, &mut |_| false);
+    let none = entries_page(&store, &replayed.folds, (miner, &filter, Reach::Tip), (0, 7), usize::MAX, &mut |_| false);
     assert!(matches!(none, Err(af::replay::entries::EntriesError::NoRoom)), "{none:?}");
 }
 

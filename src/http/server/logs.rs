@@ -327,7 +327,7 @@ pub(super) async fn transcripts(
     let permit = served.builds.clone().acquire_owned().await.map_err(internal)?;
     let mut reservation = served.budget.try_reserve(0).ok_or_else(budget_spent)?;
     let (body, reservation) = blocking(move || {
-        use crate::replay::entries::{entries_page, resolve_challenge_id, EntriesError, Filter, Found};
+        use crate::replay::entries::{entries_page, resolve_challenge_id, EntriesError, Filter, Found, Reach};
         // 64 hex digits, or a unique prefix of at least 16, as on the command line.
         let found = match (&query.miner, &query.challenge) {
             (Some(miner), _) => Found::Miner(miner),
@@ -339,7 +339,14 @@ pub(super) async fn transcripts(
         let filter = Filter::default();
         let mut room = |bytes: usize| reservation.grow(bytes as u64);
         let page = (query.offset, limit);
-        match entries_page(&log.store, &replay.folds, (found, &filter), page, MAX_ENTRIES_PAGE_BYTES, &mut room) {
+        match entries_page(
+            &log.store,
+            &replay.folds,
+            (found, &filter, Reach::Tip),
+            page,
+            MAX_ENTRIES_PAGE_BYTES,
+            &mut room,
+        ) {
             Ok(body) => whole(&replay).map(|()| (body, reservation)),
             Err(EntriesError::NoRoom) => Err(budget_spent()),
             Err(error) => Err(internal(error)),
