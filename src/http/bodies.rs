@@ -28,9 +28,17 @@ pub struct ArchiveBodies {
     /// as they are (immutable), so the tip is read again only for a height past it, not
     /// once per bundle of a replay. A hint only: every body is checked by the store.
     sizes: Mutex<BTreeMap<(String, ValidatorKey), u64>>,
+    /// Tips read, for the counts a command reports.
+    n_tip_reads: std::sync::atomic::AtomicU64,
 }
 
 impl ArchiveBodies {
+    /// Requests made so far: (bundles read, tips read).
+    pub fn requests(&self) -> (u64, u64) {
+        let bundles = self.recent.lock().unwrap_or_else(|e| e.into_inner()).n_fetched;
+        (bundles, self.n_tip_reads.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     fn site(&self, archive: &str) -> Result<Site, String> {
         let mut sites = self.sites.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(site) = sites.get(archive) {
@@ -62,6 +70,7 @@ impl BodySource for ArchiveBodies {
         let size = match known.filter(|size| to < *size) {
             Some(size) => size,
             None => {
+                self.n_tip_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let size = read_size(&site, validator)?;
                 self.sizes.lock().unwrap_or_else(|e| e.into_inner()).insert(key, size);
                 size
@@ -96,7 +105,9 @@ pub(super) fn read_bundles(
             None => {
                 let blocks = std::sync::Arc::new(read_bundle(site, validator, n, width)?);
                 if let (Some((_, cache)), Some(key)) = (recent, key) {
-                    cache.lock().unwrap_or_else(|e| e.into_inner()).put(key, blocks.clone());
+                    let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+                    cache.n_fetched += 1;
+                    cache.put(key, blocks.clone());
                 }
                 blocks
             }
@@ -138,6 +149,8 @@ type BundleBlocks = std::sync::Arc<Vec<Vec<u8>>>;
 pub(super) struct RecentBundles {
     entries: std::collections::VecDeque<(BundleKey, BundleBlocks, usize)>,
     n_bytes: usize,
+    /// Bundles read from their archives through this cache (misses).
+    n_fetched: u64,
 }
 
 impl RecentBundles {

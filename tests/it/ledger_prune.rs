@@ -85,9 +85,16 @@ fn pruned_logs_verify_replay_through_their_archive_and_refuse_what_is_not_the_ke
         Err(af::replay::ReplayError::Store(StoreError::Pruned { height: 0, .. })) => {}
         other => panic!("{:?}", other.map(|r| r.state_hash)),
     }
-    // Through the archive: the same state as before pruning, and the same bodies.
-    store.set_bodies(Arc::new(ArchiveBodies::default()));
+    // Through the archive: the same state as before pruning, and the same bodies, each
+    // pruned bundle read once (issue 73: 16 times, once per block, before the cache).
+    let bodies = Arc::new(ArchiveBodies::default());
+    store.set_bodies(bodies.clone());
     assert_eq!(replay(&store).unwrap().state_hash, whole_hash);
+    let pruned: Vec<u64> = tips.iter().map(|(v, _)| store.pruned_below(v).unwrap()).filter(|b| *b > 0).collect();
+    let pruned_bundles: u64 = pruned.iter().map(|below| below / layout::TILE_WIDTH).sum();
+    let (bundles, tip_reads) = bodies.requests();
+    eprintln!("a replay over {pruned_bundles} pruned bundles read {bundles} bundles and {tip_reads} tips");
+    assert_eq!((bundles, tip_reads), (pruned_bundles, pruned.len() as u64), "{report:?}");
     // A pruned store exports as blocks, byte for byte the export it gave whole, and
     // seeds a new archive with the same bundles (issue 73: both failed at once).
     let mut export = Vec::new();
