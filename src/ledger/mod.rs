@@ -99,8 +99,14 @@ impl OwnLog {
     /// new one on first use) and its signing record, checked first: a store that lost
     /// blocks this key stored is refused ([`signed::SignedError::Behind`]), never signed on.
     pub fn open(data: &std::path::Path) -> Result<OwnLog, OpenLogError> {
-        let store = Store::create(data)?;
         let key_path = data.join(keys::KEY_FILE);
+        let path = data.join(signed::SIGNED_FILE);
+        // A record with no store, or a 0-byte one, is refused before anything is made.
+        if key_path.exists() {
+            let validator = LedgerKey::load(&key_path)?.validator();
+            signed::check_store_file(&path, &data.join(store::STORE_FILE), &validator)?;
+        }
+        let store = Store::create(data)?;
         let key = if key_path.exists() {
             LedgerKey::load(&key_path)?
         } else {
@@ -108,7 +114,6 @@ impl OwnLog {
             key.write_new(&key_path)?;
             key
         };
-        let path = data.join(signed::SIGNED_FILE);
         let validator = key.validator();
         let tip = signed::check_store(&path, &store, &validator)?;
         let state = RecordState { written: tip.map(|_| std::time::Instant::now()), unrecorded: None };

@@ -153,6 +153,31 @@ pub fn write(path: &Path, record: &SignedRecord) -> Result<(), SignedError> {
 /// same block at the recorded height; returns the store's tip of that chain (what a
 /// writer signs on). With no record, the store is taken as it is (a new key, or a data
 /// directory from before records) and a record of its tip, if any, is written now.
+/// Before a store is opened for writing: a record of ours with no store file, or a
+/// 0-byte one, is refused at once, so the refusal leaves no fresh empty store behind
+/// (which a later `af ledger verify` would call whole).
+pub fn check_store_file(path: &Path, store_file: &Path, validator: &ValidatorKey) -> Result<(), SignedError> {
+    let holds = match std::fs::metadata(store_file) {
+        Ok(meta) if meta.len() > 0 => return Ok(()),
+        Ok(_) => "is 0 bytes",
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "is missing",
+        Err(_) => return Ok(()), // opening it says what is wrong
+    };
+    let Some(record) = read(path)? else { return Ok(()) };
+    if record.validator != *validator {
+        return Err(SignedError::OtherKey { path: path.into(), recorded: record.validator, key: *validator });
+    }
+    Err(SignedError::Behind(Box::new(Behind {
+        store: store_file.to_owned(),
+        data: store_file.parent().map_or(".".into(), |d| d.display().to_string()),
+        holds: holds.to_string(),
+        validator: *validator,
+        height: record.height,
+        hash: record.hash,
+        record: path.to_owned(),
+    })))
+}
+
 pub fn check_store(path: &Path, store: &Store, validator: &ValidatorKey) -> Result<Option<Tip>, SignedError> {
     let tip = store.tip(validator)?;
     let Some(record) = read(path)? else {

@@ -53,6 +53,8 @@ pub enum LaunchError {
     #[error("the archive ([archive] url): {0}")]
     Archive(#[from] crate::http::archive::ArchiveError),
     #[error("{0}")]
+    SignedElsewhere(Box<super::signed_elsewhere::SignedElsewhereError>),
+    #[error("{0}")]
     Run(#[source] Box<RunError>),
     #[error("{0}")]
     Net(#[from] NetError),
@@ -386,6 +388,7 @@ impl Validator {
             false => None,
         };
         let net_status = network.as_ref().map(|handle| handle.status.clone());
+        let net_status_for_check = net_status.clone();
         if let (true, Some(chain), Some(status)) = (with_chain_peers, &chain, &net_status) {
             tokio::spawn(node::chain_peers_loop(
                 chain.clone(),
@@ -426,6 +429,28 @@ impl Validator {
             }
             None => None,
         };
+        // Nothing is signed before every source we reach agrees the store holds all of our
+        // log they know (a data directory restored from an older backup, say).
+        let archive = match config.archive.url.is_empty() {
+            true => None,
+            false => Some(crate::http::archive::Site::open(&config.archive.url)?),
+        };
+        let sources = (chain.as_deref(), archive.as_ref(), net_status_for_check.as_ref());
+        let validator = launch.log.validator();
+        let mut waiting = stop.clone();
+        let caught_up = super::signed_elsewhere::wait_until_caught_up(
+            &launch.log.store,
+            &validator,
+            sources,
+            (&launch.data, super::signed_elsewhere::CATCH_UP_WAIT),
+            &mut waiting,
+        )
+        .await;
+        if !matches!(caught_up, Ok(true)) {
+            // Networking stops inside the runtime, as at any stop.
+            node::stop_and_wait(net_task, &net_stop_sender).await;
+            return caught_up.map(|_| None).map_err(|e| LaunchError::SignedElsewhere(Box::new(e)));
+        }
         if !config.archive.url.is_empty() {
             let site = crate::http::archive::Site::open(&config.archive.url)?;
             let every = std::time::Duration::from_secs(config.archive.every_s);

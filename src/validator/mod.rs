@@ -13,6 +13,7 @@ pub mod matchrun;
 pub mod ratio_show;
 pub mod run;
 pub mod service;
+pub mod signed_elsewhere;
 pub mod state;
 pub mod upgrade;
 pub mod writer;

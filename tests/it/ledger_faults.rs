@@ -311,8 +311,16 @@ fn a_store_that_lost_our_chain_is_never_signed_on_again() {
         vec!["ledger", "demo", "--data", d, "--blocks", "1", "--events-per-block", "1", "--ack"],
         vec!["ledger", "init", "--data", d],
     ] {
-        refused(&args, "holds none of our chain");
+        refused(&args, "is 0 bytes");
+        // The refusal leaves the store as it found it, not a fresh empty one that
+        // `af ledger verify` would call whole.
+        assert_eq!(std::fs::metadata(data.join(STORE_FILE)).unwrap().len(), 0, "{args:?}");
     }
+    assert_ne!(run_af(&["ledger", "verify", "--data", d]).status.code(), Some(0));
+    // Gone: the same, and nothing is made.
+    std::fs::remove_file(data.join(STORE_FILE)).unwrap();
+    refused(&["ledger", "demo", "--data", d, "--blocks", "1", "--events-per-block", "1"], "is missing");
+    assert!(!data.join(STORE_FILE).exists(), "no store was made");
     // Put back from a copy taken at height 2.
     std::fs::write(data.join(STORE_FILE), &older).unwrap();
     refused(&["ledger", "demo", "--data", d, "--blocks", "1", "--events-per-block", "1"], "only up to height 2");

@@ -32,6 +32,7 @@ mod proof_mutations;
 mod protocol_upgrade;
 mod replay_audit;
 mod replay_vectors;
+mod restore;
 mod subtensor_node;
 mod validator_cli;
 mod validator_match;
