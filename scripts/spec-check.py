@@ -381,6 +381,7 @@ class ReplayTools:
         self.n_taken = 0
         self.parse_plan = parse_score_plan
         self.evidence_proven = evidence_proven
+        self.header_hash = header_hash
 
     def rescored(self, validator, height, idx, recorded):
         key = (validator, height, idx)
@@ -419,6 +420,30 @@ def check_replay_of_audit(export: Path, audit: Path):
           f"{len(rescored)} false scores and {tools.n_taken} rewards re-scored equal taken from the audit")
 
 
+def check_claims_fixture(path: Path):
+    """02, "Fold checkpoints": every fold hash of claims.afblocks recomputed in fold format
+    15 from the logs, and each log's newest claim of each log checked against it."""
+    v = strict_json(path.read_text())
+    folds, _, _ = replay_export((path.parent / v["blocks"]).read_bytes(), ReplayTools([]))
+    agree, false = 0, []
+    for claimer, fold in sorted(folds.items()):
+        for claimed, (at, point) in sorted(fold.claims.items()):
+            ours = folds.get(bytes.fromhex(claimed))
+            ours = ours and ours.points.get(point["height"])
+            if ours == point["fold_hash"]:
+                agree += 1
+            elif ours is not None:
+                false.append({"at": at, "claimed": point["fold_hash"], "claimer": claimer.hex(), "fold_hash": ours,
+                              "height": point["height"], "validator": claimed})
+    check(agree == v["n_agree"] and false == v["false_claims"],
+          f"{agree} fold checkpoint claims agree with the folds recomputed from the logs, {len(false)} false (02)")
+
+
+def first_difference(a: str, b: str) -> str:
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return f"first differs at byte {at // 2} of {len(a) // 2} and {len(b) // 2}: {a[at:at + 32]} / {b[at:at + 32]}"
+
+
 def check_replay_vectors(path: Path):
     """ledger-spec/14: every scenario's state hash from its block export and the spec."""
     v = strict_json(path.read_text())
@@ -432,6 +457,10 @@ def check_replay_vectors(path: Path):
             found = {k: n for k, n in mine.findings.items() if n}
             check(found == f["findings"] and len(mine.matches) == f["n_matches"],
                   f"{sc['name']}: the fold of {f['validator'][:16]}: findings {found} (14 section 1)")
+            mine_bytes = spec_replay.fold_bytes(mine)
+            check(mine_bytes.hex() == f["fold_bytes"] and b3(mine_bytes).hex() == f["fold_hash"],
+                  f"{sc['name']}: the fold of {f['validator'][:16]} in fold format 15, and its hash (02)"
+                  + ("" if mine_bytes.hex() == f["fold_bytes"] else "; " + first_difference(mine_bytes.hex(), f["fold_bytes"])))
         for x in sc["validators"]:
             check(vtrust[x["validator"]] == x["vtrust_ppm"],
                   f"{sc['name']}: vTrust of {x['validator'][:16]} is {vtrust[x['validator']]} (14 section 3)")
@@ -579,6 +608,7 @@ def main():
           "a signature whose base64 has non-zero padding bits is refused (04)")
     check_decisions(v)
     check_replay_vectors(path.parent.parent / "replay/vectors.json")
+    check_claims_fixture(path.parent.parent / "replay/claims.json")
     print("all vectors check out against ledger-spec/")
     print(f"spec-check: {len(PASSED)} passed, 0 failed")
 

@@ -22,6 +22,12 @@ SLACK = 1e-6  # 02: every statistic is compared with its threshold moved by 10^-
 # ledger-spec/15: the network's protocol table, version 2 from block 0.
 ENVS_V2 = {("abd", 1), ("coin", 1), ("ded", 1), ("mult", 1), ("sat", 1), ("tictactoe", 1)}
 N_EVENT_KINDS_V2 = 11
+# 02, "Fold checkpoints": a log's fold is hashed at heights h with (h + 1) % 360 == 0.
+CHECKPOINT_EVERY = 360
+FOLD_FORMAT = 15
+# 02: the events that name a chain block (the protocol version's clock, 15).
+CHAIN_BLOCK_KINDS = {"match_started", "weights_set", "chain_commitment", "weights_committed"}
+OUTCOMES = ["contender_better", "contender_not_better", "inconclusive"]
 NETWORK_PLAN = ("score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 half_life_blocks=7200 "
                 "dominance rate_ppm=950000 alpha_ppm=5000 share_ppm=40000 share_alpha_ppm=50000 "
                 "futility margin_ppm=60000 alpha_ppm=50000 mean_margin_ppm=0")
@@ -156,7 +162,11 @@ class Fold:
         self.n_events = self.n_transcripts = self.n_decided = 0
         self.matches = {}  # match id hex -> match dict
         self.findings = {k: 0 for k in KINDS}
-        self.equivocations = []  # (accused hex, height)
+        self.equivocations = []  # (accused hex, height, hash a hex, hash b hex, recorded height, event index)
+        self.chain_block_seen = 0
+        self.time_ms = None  # the tip's
+        self.points = {}  # checkpoint height -> fold hash hex (02, "The fold format")
+        self.claims = {}  # log claimed (hex) -> (recorded at, point): its newest claim (02)
 
     def find(self, kind):
         self.findings[kind] += 1
@@ -167,9 +177,14 @@ class Fold:
             assert EVENT_TAGS[next(iter(ev))] < N_EVENT_KINDS_V2
         for idx, ev in enumerate(events):
             (kind, e), = ev.items()
+            if kind in CHAIN_BLOCK_KINDS:
+                self.chain_block_seen = max(self.chain_block_seen, e["chain_block"])
             self.event(height, idx, time_ms, kind, e, tools)
         self.n_events += len(events)
         self.tip = (height, block_hash)
+        self.time_ms = time_ms
+        if (height + 1) % CHECKPOINT_EVERY == 0:
+            self.points[height] = blake3(fold_bytes(self)).hexdigest()
 
     def event(self, height, idx, time_ms, kind, e, tools):
         if kind == "match_started":
@@ -182,7 +197,8 @@ class Fold:
             self.matches[e["match_id"]] = {
                 "id": e["match_id"], "contender": e["contender"], "champion": e["champion"], "envs": e["envs"],
                 "rule": e["rule"], "ratio": e["ratio_to_beat_ppm"], "place": (height, idx), "started_ms": time_ms,
-                "chain_block": e["chain_block"], "envs_state": {}, "decided": None,
+                "chain_block": e["chain_block"], "chain_block_hash": e["chain_block_hash"], "envs_state": {},
+                "decided": None, "n_transcripts": 0,
                 "network_rules": e["rule"] == NETWORK_PLAN and all(
                     (env["name"], env["version"]) in ENVS_V2 for env in e["envs"])}
         elif kind in ("transcript", "transcript_cut"):
@@ -219,10 +235,23 @@ class Fold:
             if m["decided"] is None:
                 self.n_decided += 1
             m["decided"] = {"won": e["contender_won"], "new_ratio": e["new_ratio_to_beat_ppm"],
-                            "rates": [r["win_rate_ppm"] for r in e["win_rates"]], "time_ms": time_ms}
+                            "rates": [r["win_rate_ppm"] for r in e["win_rates"]], "time_ms": time_ms,
+                            "height": height}
+        elif kind == "fold_checkpoint":
+            # 02, "Which points are claims": of this format, at a checkpoint height, the
+            # greatest height per log (at equal heights, the later).
+            if e["fold_version"] != FOLD_FORMAT:
+                return
+            for p in e["points"]:
+                if (p["height"] + 1) % CHECKPOINT_EVERY != 0:
+                    continue
+                held = self.claims.get(p["validator"])
+                if held is None or p["height"] >= held[1]["height"]:
+                    self.claims[p["validator"]] = (height, p)
         elif kind == "evidence":
             if tools.evidence_proven(e):
-                self.equivocations.append((e["validator"], e["height"]))
+                self.equivocations.append((e["validator"], e["height"], tools.header_hash(e["header_a"]).hex(),
+                                           tools.header_hash(e["header_b"]).hex(), height, idx))
             else:
                 self.find("false_evidence")
 
@@ -231,6 +260,7 @@ class Fold:
         if m is None:
             self.find("schedule_gap")
             return
+        m["n_transcripts"] += 1
         hotkey = t["miner"]["hotkey"]
         env = env_state(m, t["env"]["name"])
         role = "contender" if hotkey == m["contender"]["hotkey"] else (
@@ -301,7 +331,7 @@ def ratio_findings(fold, parse_plan):
 
 def combine(folds, parse_plan):
     folds = sorted(folds, key=lambda f: f.validator)
-    equivocators = {bytes.fromhex(a) for f in folds for a, _ in f.equivocations}
+    equivocators = {bytes.fromhex(e[0]) for f in folds for e in f.equivocations}
     proofs, base = {}, {}
     for f in folds:
         counts = dict(f.findings)
@@ -382,3 +412,44 @@ def string(text):
 
 def miner_bytes(m):
     return string(m["hotkey"]) + struct.pack("<H", m["uid"]) + string(m["model"])
+
+
+# --- 02, "The fold format": a log's fold as checkpoints hash it ----------------------------
+
+def fold_bytes(fold):
+    """The fold's bytes in fold format 15, field by field as 02 lists them."""
+    u32, u64 = (lambda x: struct.pack("<I", x)), (lambda x: struct.pack("<Q", x))
+    out = u32(FOLD_FORMAT) + fold.validator
+    out += option(fold.tip, lambda t: u64(t[0]) + bytes.fromhex(t[1]) + u64(fold.time_ms))
+    out += option(fold.invalid_at, u64) + u64(fold.chain_block_seen)
+    out += u64(fold.n_events) + u64(fold.n_transcripts) + u64(fold.n_decided)
+    out += u64(len(KINDS)) + b"".join(u64(fold.findings[k]) for k in KINDS)
+    out += u64(len(fold.equivocations)) + b"".join(
+        bytes.fromhex(a) + u64(h) + bytes.fromhex(ha) + bytes.fromhex(hb) + u64(at) + u32(idx)
+        for a, h, ha, hb, at, idx in fold.equivocations)
+    matches = sorted(fold.matches.values(), key=lambda m: m["place"])
+    out += u64(len(matches))
+    for m in matches:
+        out += bytes.fromhex(m["id"]) + miner_bytes(m["contender"]) + miner_bytes(m["champion"])
+        out += u64(len(m["envs"])) + b"".join(string(e["name"]) + u32(e["version"]) for e in m["envs"])
+        out += string(m["rule"]) + u32(m["ratio"]) + u64(m["place"][0]) + u32(m["place"][1]) + u64(m["started_ms"])
+        out += u64(m["chain_block"]) + bytes.fromhex(m["chain_block_hash"]) + bytes([m["network_rules"]])
+        out += u64(m["n_transcripts"])
+        envs = sorted(m["envs_state"].items(), key=lambda kv: kv[0].encode())
+        out += u64(len(envs))
+        for name, env in envs:
+            nxt = env["next"]
+            others = sorted(((k[len("other:"):], v) for k, v in nxt.items() if k.startswith("other:")),
+                            key=lambda kv: kv[0].encode())
+            out += string(name) + u64(nxt.get("contender", 0)) + u64(nxt.get("champion", 0))
+            out += u64(len(others)) + b"".join(string(h) + u64(n) for h, n in others)
+            slots = sorted(env["slots"].items())
+            out += u64(len(slots)) + b"".join(
+                u64(i) + option(s.get("contender"), lambda r: struct.pack("<i", r))
+                + option(s.get("champion"), lambda r: struct.pack("<i", r)) for i, s in slots)
+            out += struct.pack("<III", env["w"], env["l"], env["d"])
+            out += option(env["decision"], lambda o: u32(OUTCOMES.index(o)))
+            out += option(env["decided_tally"], lambda t: struct.pack("<III", *t))
+        out += option(m["decided"], lambda d: bytes([d["won"]]) + u32(d["new_ratio"]) + u64(len(d["rates"]))
+                      + b"".join(u32(r) for r in d["rates"]) + u64(d["height"]) + u64(d["time_ms"]))
+    return out

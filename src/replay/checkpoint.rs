@@ -11,6 +11,7 @@
 
 use super::cold::{ColdError, ColdStore};
 use super::fold::ChainFold;
+use super::fold_record::{FoldBytes, FoldRecord};
 pub use super::points::{is_checkpoint_height, Checkpoints, Claim, CHECKPOINT_EVERY, FOLD_VERSION};
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::ledger::codec::{self, CodecError};
@@ -40,19 +41,10 @@ const KEPT_FILES: usize = 2;
 /// Most bytes of a fold read from outside (`decode_fold`).
 pub const MAX_FOLD_BYTES: u64 = 1 << 30;
 
-/// blake3 of `fold`'s canonical encoding without its own points (which replays keep
-/// only near the tip): its matches read back from the replay's file where spilled (the
-/// encoding is the same wherever they are kept).
-pub fn fold_hash(fold: &mut ChainFold) -> Result<Hash32, CodecError> {
-    without_points(fold, |fold| Ok(Hash32(*codec::try_hash_encoding(fold, "a log's fold")?.as_bytes())))
-}
-
-/// `work` on `fold` with its own points taken out: what a point's hash and bytes are of.
-fn without_points<T>(fold: &mut ChainFold, work: impl FnOnce(&ChainFold) -> T) -> T {
-    let points = std::mem::take(&mut fold.checkpoints.points);
-    let done = work(fold);
-    fold.checkpoints.points = points;
-    done
+/// blake3 of `fold`'s bytes in the fold format (`fold_record`, ledger-spec/02), its
+/// matches read back from the replay's file where spilled.
+pub fn fold_hash(fold: &ChainFold) -> Result<Hash32, CodecError> {
+    Ok(Hash32(*codec::try_hash_encoding(&FoldBytes(fold), "a log's fold")?.as_bytes()))
 }
 
 /// Records `fold`'s point if it ends at a checkpoint height: hashed, and its encoding
@@ -68,7 +60,7 @@ pub fn take_point(cold: &ColdStore, fold: &mut ChainFold, hash_from: u64) -> Res
         path,
         message: format!("reading the fold of {validator} back to hash it at block {}: {e}", tip.height),
     };
-    let written = cold.fold_points_dir().map(|dir| without_points(fold, |fold| write_fold(dir, fold)));
+    let written = cold.fold_points_dir().map(|dir| write_fold(dir, fold));
     let fold_hash = match written {
         Some(Ok(hash)) => hash,
         Some(Err(error)) => {
@@ -134,7 +126,7 @@ fn write_fold(dir: &Path, fold: &ChainFold) -> Result<Hash32, FoldFileError> {
     let temporary = log_dir.join(format!("{height}.partial"));
     let file = std::fs::File::create(&temporary).map_err(io(&temporary))?;
     let mut out = Tee { file: std::io::BufWriter::new(file), hasher: blake3::Hasher::new() };
-    codec::encode_to(fold, &mut out, "a log's fold").map_err(FoldFileError::Encode)?;
+    codec::encode_to(&FoldBytes(fold), &mut out, "a log's fold").map_err(FoldFileError::Encode)?;
     let file = out.file.into_inner().map_err(|e| io(&temporary)(e.into_error()))?;
     file.sync_all().map_err(io(&temporary))?;
     std::fs::rename(&temporary, &path).map_err(io(&path))?;
@@ -187,8 +179,15 @@ pub fn decode_fold(bytes: &[u8], point: &FoldPoint) -> Result<ChainFold, FoldByt
     if actual != point.fold_hash {
         return Err(FoldBytesError::Hash { expected: point.fold_hash, actual });
     }
-    let mut fold: ChainFold =
+    let record: FoldRecord =
         codec::decode_canonical(bytes, "a log's fold", MAX_FOLD_BYTES).map_err(FoldBytesError::Decode)?;
+    let malformed = |message: String| FoldBytesError::Decode(CodecError::Malformed { what: "a log's fold", message });
+    let mut fold = record.into_fold().map_err(malformed)?;
+    // Canonical: the fold read back encodes to these very bytes (envs, hotkeys and pairs
+    // in their order, nothing twice).
+    if codec::encode(&FoldBytes(&fold), "a log's fold", MAX_FOLD_BYTES).map_err(FoldBytesError::Decode)? != bytes {
+        return Err(malformed("not in the fold format's order (ledger-spec/02)".into()));
+    }
     if fold.validator != point.validator {
         return Err(FoldBytesError::Validator { expected: point.validator, actual: fold.validator });
     }
@@ -202,13 +201,6 @@ pub fn decode_fold(bytes: &[u8], point: &FoldPoint) -> Result<ChainFold, FoldByt
             })
         }
     }
-    if !fold.checkpoints.points.is_empty() {
-        return Err(FoldBytesError::Decode(CodecError::Malformed {
-            what: "a log's fold",
-            message: "a fold's bytes hold none of its own points".into(),
-        }));
-    }
-    fold.share_names();
     // The point is the fold's own, as after the replay that hashed it.
     push_point(&mut fold, *point);
     Ok(fold)
@@ -315,7 +307,7 @@ mod tests {
     fn fold_bytes_are_taken_only_as_the_point_names_them() {
         let mut fold = ChainFold::new(ValidatorKey([4; 32]));
         fold.tip = Some(Tip { height: 359, hash: Hash32([5; 32]), time_ms: 1 });
-        let bytes = codec::encode(&fold, "fold", MAX_FOLD_BYTES).unwrap();
+        let bytes = codec::encode(&FoldBytes(&fold), "fold", MAX_FOLD_BYTES).unwrap();
         let hash = Hash32(*blake3::hash(&bytes).as_bytes());
         let agreed = FoldPoint { validator: fold.validator, height: 359, block_hash: Hash32([5; 32]), fold_hash: hash };
         let taken = decode_fold(&bytes, &agreed).unwrap();

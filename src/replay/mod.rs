@@ -16,6 +16,7 @@ pub mod cold;
 pub mod decisions;
 pub mod entries;
 pub mod fold;
+pub mod fold_record;
 pub mod key_set;
 pub mod latest;
 pub mod lists;
@@ -46,7 +47,7 @@ use std::collections::BTreeMap;
 
 /// Bumped whenever a change to the fold, the checks or the snapshot layout could make an
 /// old snapshot disagree with a replay from genesis; an old snapshot is then ignored.
-pub const REPLAY_VERSION: u32 = 14;
+pub const REPLAY_VERSION: u32 = 15;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {

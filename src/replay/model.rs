@@ -103,6 +103,16 @@ impl DiscrepancyKind {
 pub struct FindingCounts([u64; DiscrepancyKind::ALL.len()]);
 
 impl FindingCounts {
+    /// One count per kind, in kind order (ledger-spec/14, section 4).
+    pub fn counts(&self) -> &[u64] {
+        &self.0
+    }
+
+    /// Counts listed one per kind, in kind order; `None` for a list of another length.
+    pub fn from_counts(counts: &[u64]) -> Option<FindingCounts> {
+        Some(FindingCounts(counts.try_into().ok()?))
+    }
+
     pub fn add(&mut self, kind: DiscrepancyKind, n: u64) {
         let count = &mut self.0[kind as usize];
         *count = count.saturating_add(n);

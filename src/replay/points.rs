@@ -9,9 +9,8 @@ use crate::limits::MAX_LIST_ITEMS;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The fold format the points' hashes are of: the replay's own version, since anything
-/// that changes what a fold holds bumps it.
-pub const FOLD_VERSION: u32 = super::REPLAY_VERSION;
+/// The fold format the points' hashes are of (ledger-spec/02, "The fold format").
+pub const FOLD_VERSION: u32 = super::fold_record::FOLD_FORMAT;
 
 /// A log's checkpoint heights are `360k - 1` (its 360th, 720th, ... block): about a
 /// subnet tempo of a validator that seals a block every 12 s.

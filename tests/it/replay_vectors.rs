@@ -55,6 +55,9 @@ pub fn vector(name: &str, store: &Store, replayed: &Replay) -> Value {
                 "n_matches": f.matches.len(),
                 "findings": f.findings.nonzero().map(|(k, n)| (k.name().to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
                 "n_equivocations_recorded": f.equivocations.iter().count(),
+                // Its bytes in the fold format (ledger-spec/02), at its tip, and their hash.
+                "fold_bytes": hex(&af::ledger::codec::encode(&af::replay::fold_record::FoldBytes(f), "fold", u64::MAX).unwrap()),
+                "fold_hash": af::replay::checkpoint::fold_hash(f).unwrap(),
             })
         })
         .collect();
@@ -114,7 +117,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// A golden file of bytes: refreshed by `UPDATE_EXPECT=1`, else compared exactly.
-fn check_binary_fixture(relative: &str, actual: &[u8]) {
+pub fn check_binary_fixture(relative: &str, actual: &[u8]) {
     let path = repo_path(relative);
     if std::env::var("UPDATE_EXPECT").is_ok_and(|v| v == "1") {
         std::fs::write(&path, actual).unwrap();
