@@ -638,6 +638,7 @@ fn reindex(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
 
 fn find(data: &Path, challenge_id: Option<String>, miner: Option<String>, json: bool) -> anyhow::Result<ExitCode> {
     let store = super::http::open_for_read(data)?;
+    super::transcripts::say_pruned(&store, "af ledger find")?;
     let locations = match (challenge_id, miner) {
         (Some(hex), _) => store.find_challenge(
             &af::replay::entries::resolve_challenge_id(&store, &hex).map_err(|e| anyhow!("--challenge-id: {e}"))?,

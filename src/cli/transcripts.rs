@@ -73,26 +73,7 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
-    // Pruned blocks leave the index: their transcripts are not listed, and that is said
-    // (stderr, so `--json` stays one document), with where their bodies are.
-    let mut pruned: Vec<(u64, String)> = Vec::new();
-    for (validator, _) in store.tips()? {
-        let below = store.pruned_below(&validator)?;
-        if below > 0 {
-            pruned.push((below, store.pruned_from(&validator)?.unwrap_or_else(|| "no archive recorded".into())));
-        }
-    }
-    if !pruned.is_empty() {
-        let mut archives: Vec<&str> = pruned.iter().map(|(_, a)| a.as_str()).collect();
-        archives.sort_unstable();
-        archives.dedup();
-        eprintln!(
-            "af transcripts: {} block(s) of {} log(s) here are pruned to their headers, so their transcripts are not listed;              their bodies are in {} (`af mirror --from` it into another directory to read them whole)",
-            pruned.iter().map(|(n, _)| n).sum::<u64>(),
-            pruned.len(),
-            one_line(&archives.join(", "))
-        );
-    }
+    say_pruned(&store, "af transcripts")?;
     // The index's hits, each confirmed against its block as its entry is built.
     let locations = store.locate_miner(&miner)?;
     if locations.is_empty() {
@@ -249,4 +230,30 @@ fn verify_one(entry: &TranscriptEntry, chain: &super::chain::ChainArgs, json: bo
         }
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) })
+}
+
+/// Pruned blocks leave the indexes: a read command that lists transcripts from them says
+/// so (on stderr, so `--json` stays one document), with how many blocks and where their
+/// bodies are.
+pub(super) fn say_pruned(store: &af::ledger::Store, command: &str) -> anyhow::Result<()> {
+    let mut pruned: Vec<(u64, String)> = Vec::new();
+    for (validator, _) in store.tips()? {
+        let below = store.pruned_below(&validator)?;
+        if below > 0 {
+            pruned.push((below, store.pruned_from(&validator)?.unwrap_or_else(|| "no archive recorded".into())));
+        }
+    }
+    if !pruned.is_empty() {
+        let mut archives: Vec<&str> = pruned.iter().map(|(_, a)| a.as_str()).collect();
+        archives.sort_unstable();
+        archives.dedup();
+        eprintln!(
+            "{command}: {} block(s) of {} log(s) here are pruned to their headers, so their transcripts are not \
+             listed; their bodies are in {} (`af mirror --from` it into another directory to read them whole)",
+            pruned.iter().map(|(n, _)| n).sum::<u64>(),
+            pruned.len(),
+            one_line(&archives.join(", "))
+        );
+    }
+    Ok(())
 }

@@ -28,7 +28,7 @@ pub const MAX_LOG_LIST_BYTES: u64 = 1024 * 1024;
 /// The largest signed-header document (`tip`) a reader accepts.
 pub const MAX_TIP_BYTES: u64 = 16 * 1024;
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LayoutError {
     #[error("bundle record {record} claims {n_bytes} bytes, over the block limit of {MAX_BLOCK_BYTES}")]
     TooLarge { record: u64, n_bytes: u64 },
@@ -149,6 +149,9 @@ pub struct BundleReader {
     width: u64,
     records: u64,
     buffer: Vec<u8>,
+    /// What broke the body after records that were handed back whole: said by the next
+    /// `push` or `finish`, so a reader keeps every good record before it.
+    failed: Option<LayoutError>,
 }
 
 impl BundleReader {
@@ -156,12 +159,28 @@ impl BundleReader {
         if width == 0 || width > TILE_WIDTH {
             return Err(LayoutError::Width(width));
         }
-        Ok(BundleReader { width, records: 0, buffer: Vec::new() })
+        Ok(BundleReader { width, records: 0, buffer: Vec::new(), failed: None })
     }
 
-    /// Adds bytes; returns the blocks completed by them, in order.
-    pub fn push(&mut self, mut bytes: &[u8]) -> Result<Vec<Vec<u8>>, LayoutError> {
+    /// Adds bytes; returns the blocks completed by them, in order. Bytes that break the
+    /// format after some of them completed blocks: those blocks are returned, and the
+    /// error is the next call's.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LayoutError> {
+        if let Some(failed) = &self.failed {
+            return Err(failed.clone());
+        }
         let mut blocks = Vec::new();
+        match self.read(bytes, &mut blocks) {
+            Ok(()) => Ok(blocks),
+            Err(error) if blocks.is_empty() => Err(error),
+            Err(error) => {
+                self.failed = Some(error);
+                Ok(blocks)
+            }
+        }
+    }
+
+    fn read(&mut self, mut bytes: &[u8], blocks: &mut Vec<Vec<u8>>) -> Result<(), LayoutError> {
         while !bytes.is_empty() {
             if self.records == self.width {
                 return Err(LayoutError::TooLong { width: self.width });
@@ -189,11 +208,14 @@ impl BundleReader {
                 self.records += 1;
             }
         }
-        Ok(blocks)
+        Ok(())
     }
 
     /// The body ended: every record must be complete.
     pub fn finish(&self) -> Result<(), LayoutError> {
+        if let Some(failed) = &self.failed {
+            return Err(failed.clone());
+        }
         if self.records == self.width && self.buffer.is_empty() {
             Ok(())
         } else {
@@ -274,8 +296,15 @@ mod tests {
         let mut reader = BundleReader::new(3).unwrap();
         reader.push(&body[..body.len() - 1]).unwrap();
         assert_eq!(reader.finish(), Err(LayoutError::Truncated { records: 2, width: 3 }));
+        // Good records then more in one piece: the good records come back, the rest is
+        // the next call's error (issue 73: the records before it were dropped with it).
         let mut reader = BundleReader::new(2).unwrap();
-        assert_eq!(reader.push(&body), Err(LayoutError::TooLong { width: 2 }));
+        assert_eq!(reader.push(&body).unwrap(), blocks[..2]);
+        assert_eq!(reader.push(b""), Err(LayoutError::TooLong { width: 2 }));
+        let mut reader = BundleReader::new(2).unwrap();
+        let with_garbage = [&body[..], b"garbage"].concat();
+        assert_eq!(reader.push(&with_garbage).unwrap().len(), 2);
+        assert_eq!(reader.finish(), Err(LayoutError::TooLong { width: 2 }));
         let mut reader = BundleReader::new(1).unwrap();
         assert!(matches!(reader.push(&u32::MAX.to_le_bytes()), Err(LayoutError::TooLarge { .. })));
         assert_eq!(BundleReader::new(0).err(), Some(LayoutError::Width(0)));

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// The fold format these bytes are: a `FoldCheckpoint`'s `fold_version` names it.
-pub const FOLD_FORMAT: u32 = 15;
+pub use super::points::FOLD_VERSION as FOLD_FORMAT;
 
 /// ledger-spec/02 lists each field, in this order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -342,9 +342,10 @@ fn readers_do_not_starve_sync(what: &str, data: &Path, addresses: u8, path: impl
         held(),
         40,
         "the honest chain synced under the readers ({restarts} restarts of the honest node)\n\
-         target node's log:\n{}\nhonest node's log:\n{}",
+         target node's log:\n{}\nhonest node's log:\n{}\ntarget node's status:\n{}",
         tail("target.log"),
-        tail("honest.log")
+        tail("honest.log"),
+        std::fs::read_to_string(data.join("status.json")).unwrap_or_default()
     );
     assert!(took < Duration::from_secs(5), "honest sync took {took:?} under slow readers (its node's start included)");
     assert!(peak < idle + BUDGET_BYTES, "peak RSS {} MiB over idle {} MiB + budget", peak >> 20, idle >> 20);

@@ -234,6 +234,16 @@ fn af_ledger_prune_keeps_our_log_and_the_window_and_says_what_it_did() {
     assert!(out.status.success(), "{said}");
     assert!(said.contains("pruned to their headers") && said.contains(archive.to_str().unwrap()), "{said}");
     assert!(serde_json::from_slice::<serde_json::Value>(&out.stdout).is_ok(), "--json stays one document");
+    let out = Command::new(af_bin())
+        .args(["ledger", "find", "--miner", "5SynthPerfect", "--json", "--data"])
+        .arg(data)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && said.contains("af ledger find: ") && said.contains("pruned to their headers"),
+        "{said}"
+    );
     // With the archive gone, the same proof fails by name and nothing is said ok.
     std::fs::rename(&archive, dirs[1].path().join("gone")).unwrap();
     let out = Command::new(af_bin())
