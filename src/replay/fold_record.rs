@@ -239,3 +239,83 @@ fn env_fold(e: EnvRecord) -> (Name, EnvFold) {
     };
     (e.name.into(), fold)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::codec;
+    use crate::ledger::event::FoldPoint;
+    use crate::replay::checkpoint::{decode_fold, FoldBytesError, MAX_FOLD_BYTES};
+
+    fn env(name: &str, wins: u32) -> EnvRecord {
+        EnvRecord {
+            name: name.into(),
+            next_contender: 3,
+            next_champion: 2,
+            next_other: vec![("5Other".into(), 1)],
+            pending: vec![(2, Some(500), None)],
+            wins,
+            losses: 1,
+            draws: 0,
+            decision: None,
+            decided_tally: None,
+        }
+    }
+
+    fn record(env_folds: Vec<EnvRecord>) -> FoldRecord {
+        let miner = |hotkey: &str| MinerRef { hotkey: hotkey.into(), uid: 1, model: "m".into() };
+        FoldRecord {
+            fold_format: FOLD_FORMAT,
+            validator: ValidatorKey([7; 32]),
+            tip: Some((359, Hash32([8; 32]), 1_000)),
+            invalid_at: None,
+            chain_block_seen: 5,
+            n_events: 10,
+            n_transcripts: 6,
+            n_decided: 0,
+            findings: vec![0; crate::replay::model::DiscrepancyKind::ALL.len()],
+            equivocations: vec![],
+            matches: vec![MatchRecord {
+                match_id: Hash32([9; 32]),
+                contender: miner("5A"),
+                champion: miner("5B"),
+                envs: vec![EnvRef { name: "abd".into(), version: 1 }, EnvRef { name: "mult".into(), version: 1 }],
+                rule: "rule".into(),
+                ratio_to_beat_ppm: 510_000,
+                started_height: 0,
+                started_event_idx: 0,
+                started_time_ms: 1,
+                chain_block: 5,
+                chain_block_hash: Hash32([1; 32]),
+                network_rules: true,
+                n_transcripts: 6,
+                env_folds,
+                decided: None,
+            }],
+        }
+    }
+
+    fn point(bytes: &[u8]) -> FoldPoint {
+        let fold_hash = Hash32(*blake3::hash(bytes).as_bytes());
+        FoldPoint { validator: ValidatorKey([7; 32]), height: 359, block_hash: Hash32([8; 32]), fold_hash }
+    }
+
+    #[test]
+    fn a_record_reads_back_into_a_fold_that_writes_the_same_bytes_and_one_out_of_order_is_refused() {
+        let bytes = codec::encode(&record(vec![env("abd", 2), env("mult", 1)]), "fold", MAX_FOLD_BYTES).unwrap();
+        let fold = decode_fold(&bytes, &point(&bytes)).unwrap();
+        assert_eq!(codec::encode(&FoldBytes(&fold), "fold", MAX_FOLD_BYTES).unwrap(), bytes);
+        let abd = fold.matches.get(&Hash32([9; 32])).unwrap().env_folds.get("abd").cloned().unwrap();
+        assert_eq!((abd.wins, abd.pending.map(|p| p.len())), (2, Some(1)));
+        // The same values with the envs out of name order: not a fold, whatever its hash.
+        let swapped = codec::encode(&record(vec![env("mult", 1), env("abd", 2)]), "fold", MAX_FOLD_BYTES).unwrap();
+        assert!(matches!(decode_fold(&swapped, &point(&swapped)), Err(FoldBytesError::Decode(_))));
+        // An env named twice, and a count list of another length, neither.
+        let twice = codec::encode(&record(vec![env("abd", 2), env("abd", 2)]), "fold", MAX_FOLD_BYTES).unwrap();
+        assert!(matches!(decode_fold(&twice, &point(&twice)), Err(FoldBytesError::Decode(_))));
+        let mut short = record(vec![env("abd", 2)]);
+        short.findings.pop();
+        let short = codec::encode(&short, "fold", MAX_FOLD_BYTES).unwrap();
+        assert!(matches!(decode_fold(&short, &point(&short)), Err(FoldBytesError::Decode(_))));
+    }
+}
