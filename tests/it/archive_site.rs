@@ -225,3 +225,62 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     files
 }
+
+/// Issue 73, item 2: one log's bundle that stalls half way costs that log the stall
+/// deadline, and the logs after it are mirrored whole. A static server of a published
+/// site, which sends half of the first log's first bundle and then nothing.
+#[test]
+fn a_stalled_bundle_fails_its_log_alone_and_the_others_are_mirrored() {
+    use af::http::mirror::{mirror, ChainOutcome, MirrorOptions};
+    use std::io::{BufRead, Read, Write};
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let store = Store::create(dirs[0].path()).unwrap();
+    write_network(&store, &NetworkSpec { start_ms: START_MS, events_per_block: 1, ..NetworkSpec::small(3) }).unwrap();
+    let root = dirs[1].path().join("site");
+    publish::publish(&store, None, &Site::open(root.to_str().unwrap()).unwrap(), &mut |_| {}).unwrap();
+    let mut logs: Vec<_> = store.tips().unwrap().into_iter().map(|(v, _)| v).collect();
+    logs.sort();
+    let stalled = layout::bundle_path(&logs[0], 0, layout::TILE_WIDTH);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let served = root.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let (root, stalled) = (served.clone(), stalled.clone());
+            std::thread::spawn(move || {
+                let mut line = String::new();
+                let _ = std::io::BufReader::new(stream.try_clone().unwrap()).read_line(&mut line);
+                let path = line.split(' ').nth(1).unwrap_or("/").trim_start_matches('/').to_string();
+                let Ok(body) = std::fs::read(root.join(&path)) else {
+                    let _ =
+                        stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                    return;
+                };
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+                let _ = stream.write_all(head.as_bytes());
+                if path == stalled {
+                    let _ = stream.write_all(&body[..body.len() / 2]);
+                    let _ = stream.flush();
+                    std::thread::sleep(std::time::Duration::from_secs(60));
+                    return;
+                }
+                let _ = stream.write_all(&body);
+                let mut rest = Vec::new();
+                let _ = stream.read_to_end(&mut rest);
+            });
+        }
+    });
+    let copy = std::sync::Arc::new(Store::create(&dirs[1].path().join("copy")).unwrap());
+    let options = MirrorOptions { stall_timeout: std::time::Duration::from_secs(2), ..MirrorOptions::default() };
+    let started = std::time::Instant::now();
+    let report = crate::http_logs::runtime().block_on(mirror(copy.clone(), &url, options, &mut |_, _, _| {})).unwrap();
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    let outcome = |v| &report.chains.iter().find(|c| c.validator == v).unwrap().outcome;
+    assert!(matches!(outcome(logs[0]), ChainOutcome::Failed { .. }), "{:?}", outcome(logs[0]));
+    for other in &logs[1..] {
+        assert!(matches!(outcome(*other), ChainOutcome::Updated { .. }), "{:?}", outcome(*other));
+        assert_eq!(copy.tip(other).unwrap(), store.tip(other).unwrap(), "the log after the stalled one, whole");
+    }
+}
