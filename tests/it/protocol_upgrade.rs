@@ -142,11 +142,11 @@ fn a_kind_no_version_of_this_build_has_is_waited_on_not_judged() {
     assert!(fold.invalid_at.is_none() && fold.discrepancies.is_empty(), "{:?}", fold.discrepancies);
 }
 
-type Lines = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+pub(crate) type Lines = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
 
 /// `af validate --serve` in `dir/NAME` as `hotkey` on the upgrade-test table, capped at
 /// `known_max`; its HTTP port and its log lines as they come.
-fn start_validator(
+pub(crate) fn start_validator(
     dir: &std::path::Path,
     name: &str,
     (endpoint, hotkey, ip): (&str, &str, &str),
@@ -186,7 +186,7 @@ fn start_validator(
     (child, http, lines)
 }
 
-fn wait_until(what: &str, seconds: u64, lines: &[&Lines], done: &mut dyn FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, seconds: u64, lines: &[&Lines], done: &mut dyn FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
     while !done() {
         assert!(
@@ -198,7 +198,7 @@ fn wait_until(what: &str, seconds: u64, lines: &[&Lines], done: &mut dyn FnMut()
     }
 }
 
-fn count(lines: &Lines, event: &str) -> usize {
+pub(crate) fn count(lines: &Lines, event: &str) -> usize {
     lines.lock().unwrap().iter().filter(|l| l.contains(&format!("\"event\":\"{event}\""))).count()
 }
 
