@@ -31,6 +31,10 @@ pub struct NetArgs {
     /// the node runs.
     #[arg(long = "http", value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:7080")]
     pub http: Option<std::net::SocketAddr>,
+    /// Serve `/healthz` and `/metrics` alone on this address too, with connections of
+    /// their own (`[http] probes`): bind it where only your orchestrator reaches.
+    #[arg(long = "probes", value_name = "ADDR")]
+    pub probes: Option<std::net::SocketAddr>,
     /// The most memory (MiB above the node's own) that peers and HTTP readers together
     /// may make it hold; default 256 (`[p2p] memory_budget_mb`).
     #[arg(long = "memory-budget-mb", value_name = "MIB")]
@@ -48,6 +52,9 @@ impl NetArgs {
         }
         if !self.allow.is_empty() {
             p2p.allow = self.allow.clone();
+        }
+        if let Some(address) = self.probes {
+            http.probes = address.to_string();
         }
         if let Some(address) = self.http {
             http.listen = address.to_string();

@@ -229,6 +229,10 @@ pub struct HttpConfig {
     /// Address to serve the HTTP API on, e.g. `127.0.0.1:7080`; empty: no HTTP API.
     /// `--http ADDR` sets it from the command line.
     pub listen: String,
+    /// Address to serve `/healthz` and `/metrics` alone on, with connections of their own
+    /// (bind it where only the orchestrator and the scraper reach: a crowd on the API's
+    /// port cannot fail them there); empty: none. `--probes ADDR` sets it.
+    pub probes: String,
 }
 
 impl HttpConfig {
@@ -241,6 +245,17 @@ impl HttpConfig {
             .parse()
             .map(Some)
             .map_err(|_| ConfigError::Invalid(format!("http.listen: {:?} is not IP:PORT", self.listen)))
+    }
+
+    /// The probes' address, if set; a value that is not `IP:PORT` is refused by name.
+    pub fn probes_address(&self) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+        if self.probes.is_empty() {
+            return Ok(None);
+        }
+        self.probes
+            .parse()
+            .map(Some)
+            .map_err(|_| ConfigError::Invalid(format!("http.probes: {:?} is not IP:PORT", self.probes)))
     }
 }
 

@@ -122,7 +122,7 @@ pub fn start_network(
 
 /// Binds the node's HTTP API, writes `DATA/http.addr`, and serves until `stop`.
 pub async fn start_http(
-    address: SocketAddr,
+    (address, probes): (SocketAddr, Option<SocketAddr>),
     data: &Path,
     log: Arc<OwnLog>,
     feeds: Feeds,
@@ -141,6 +141,18 @@ pub async fn start_http(
     let limits = HttpLimits::default();
     let ratio_params = crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
     let router = server::router(log, feeds, ratio_params, metrics, budget, crate::clock::unix_ms, limits.clone());
+    if let Some(probes) = probes {
+        let bind = |source| LaunchError::Bind { address: probes, source };
+        let listener = tokio::net::TcpListener::bind(probes).await.map_err(bind)?;
+        let bound = listener.local_addr().map_err(bind)?;
+        tracing::info!(event = "http_probes", address = %bound, "/healthz and /metrics also at http://{bound}/");
+        let (router, stop) = (router.clone(), stop.clone());
+        tokio::spawn(async move {
+            if let Err(error) = server::serve_probes(listener, router, stop).await {
+                tracing::error!(event = "http_stopped", error = %error, "the probes' listener stopped");
+            }
+        });
+    }
     tokio::spawn(async move {
         if let Err(error) = server::serve(listener, router, &limits, stop).await {
             tracing::error!(event = "http_stopped", error = %error, "the HTTP API stopped");
@@ -204,6 +216,7 @@ pub async fn run_node(
     let budgets = p2p.budgets()?;
     let start = NetStart { stop: stop.clone(), chain_peers: None, budget: budgets.network.clone(), stopping: None };
     let NodeHandle { own_blocks, evidence, status, mut task } = start_network(&log, p2p, data, start)?;
+    let gate = (log.clone(), chain.clone(), status.clone(), stop.clone(), data.to_owned());
     let _http = match http.address()? {
         Some(address) => {
             let feeds = Feeds {
@@ -212,11 +225,30 @@ pub async fn run_node(
                 network_budget: Some(budgets.network),
                 ..Default::default()
             };
-            Some(start_http(address, data, log.clone(), feeds, metrics, budgets.http, stop).await?)
+            Some(
+                start_http((address, http.probes_address()?), data, log.clone(), feeds, metrics, budgets.http, stop)
+                    .await?,
+            )
         }
         None => None,
     };
-    tokio::spawn(record_evidence_directly(log.clone(), evidence, own_blocks));
+    // Evidence is the one thing a node signs: not before every source it reaches agrees
+    // that the store holds all of its log they know (a directory restored from a copy).
+    tokio::spawn(async move {
+        let (log, chain, status, mut stop, data) = gate;
+        let sources = (chain.as_deref(), None, Some(&status));
+        let patience = (data.as_path(), super::signed_elsewhere::CATCH_UP_WAIT);
+        let validator = log.validator();
+        match super::signed_elsewhere::wait_until_caught_up(&log.store, &validator, sources, patience, &mut stop).await
+        {
+            Ok(true) => record_evidence_directly(log, evidence, own_blocks).await,
+            Ok(false) => {}
+            Err(error) => {
+                tracing::error!(event = "signing_refused", %error, "this node signs nothing: {error}");
+                log.halt_signing(error.to_string());
+            }
+        }
+    });
     let ended = |result: Result<Result<(), NetError>, tokio::task::JoinError>| match result {
         Ok(result) => result.map_err(LaunchError::from),
         Err(join) => Err(LaunchError::NetPanicked(join.to_string())),
@@ -425,7 +457,11 @@ impl Validator {
                     network_budget: Some(budgets.network.clone()),
                 };
                 let (log, metrics) = (launch.log.clone(), launch.metrics.clone());
-                Some(start_http(address, &launch.data, log, feeds, metrics, budgets.http, stop.clone()).await?)
+                let probes = config.http.probes_address()?;
+                Some(
+                    start_http((address, probes), &launch.data, log, feeds, metrics, budgets.http, stop.clone())
+                        .await?,
+                )
             }
             None => None,
         };

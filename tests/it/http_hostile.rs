@@ -21,10 +21,15 @@ struct HttpNode {
 
 impl HttpNode {
     fn start(data: &Path) -> HttpNode {
+        HttpNode::start_with(data, &[])
+    }
+
+    fn start_with(data: &Path, extra: &[&str]) -> HttpNode {
         let port = free_port();
         let address: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let child = Command::new(af_bin())
             .args(["node", "--data", data.to_str().unwrap(), "--http", &address.to_string()])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -183,12 +188,17 @@ fn slow_readers_of_pages_of_long_transcripts_are_held_within_the_memory_budget()
 
 /// Case 10: 300 connections that send one header byte every 2 s, from ten addresses,
 /// take every slot; each is cut by the header deadline, and `/healthz` answers
-/// throughout from the reserved slots.
+/// throughout from the reserved slots, nearly always; on the probes' own listener
+/// (`--probes`, issue 74 item 3), always.
 #[test]
 fn slowloris_cannot_take_the_health_probe_away() {
     let dir = tempfile::tempdir().unwrap();
     let (data, _) = big_blocks(dir.path());
-    let node = HttpNode::start(&data);
+    let probes_at: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let node = HttpNode::start_with(&data, &["--probes", &probes_at.to_string()]);
+    assert_eq!(get(probes_at, "/metrics", Duration::from_secs(2)), Some(200));
+    assert_eq!(get(probes_at, "/af/v1/logs", Duration::from_secs(2)), Some(404), "the API is not on the probes' port");
+    let mut own_answered = 0;
     let mut loris: Vec<TcpStream> =
         (0..300u32).filter_map(|i| connect_from([127, 0, 1, 2 + (i % 10) as u8], node.address)).collect();
     let started = Instant::now();
@@ -203,12 +213,19 @@ fn slowloris_cannot_take_the_health_probe_away() {
         if get(node.address, "/healthz", Duration::from_secs(2)) == Some(200) {
             answered += 1;
         }
+        if get(probes_at, "/healthz", Duration::from_secs(2)) == Some(200) {
+            own_answered += 1;
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
     // Past the 10 s header deadline, the node has closed them.
     let open = loris.iter_mut().map(|s| s.write_all(b"G").is_ok() && s.flush().is_ok()).filter(|ok| *ok).count();
-    eprintln!("slowloris: {answered} of {probes} health probes answered; {open} connections still writable");
+    eprintln!(
+        "slowloris: {answered} of {probes} health probes answered on the API's port, {own_answered} on the probes' own; \
+         {open} connections still writable"
+    );
     assert!(answered * 10 >= probes * 9, "only {answered} of {probes} health probes answered under slowloris");
+    assert_eq!(own_answered, probes, "every probe on the probes' own listener is answered");
     node.interrupt();
 }
 

@@ -98,6 +98,33 @@ pub async fn serve(
     Ok(())
 }
 
+/// Serves `/healthz` and `/metrics` of `router` alone on `listener`, with connections of
+/// their own: an orchestrator's probes on a port (bound where only it reaches) that a
+/// crowd on the API's port cannot take, so a healthy node is never restarted for it.
+pub async fn serve_probes(listener: TcpListener, router: Router, stop: watch::Receiver<bool>) -> std::io::Result<()> {
+    let limits = HttpLimits {
+        max_connections: PROBE_CONNECTIONS,
+        max_connections_per_ip: PROBE_CONNECTIONS / 2,
+        reserved_connections: 0,
+        header_timeout: RESERVED_HEADER_TIMEOUT,
+        request_timeout: Duration::from_secs(5),
+        idle_timeout: Duration::from_secs(5),
+        ..HttpLimits::default()
+    };
+    serve(listener, router.layer(middleware::from_fn(probes_listener)), &limits, stop).await
+}
+
+/// Connections the probes' listener holds at once.
+const PROBE_CONNECTIONS: usize = 16;
+
+async fn probes_listener(request: Request, next: Next) -> Response {
+    match request.uri().path() {
+        "/healthz" | "/metrics" => next.run(request).await,
+        _ => problem(StatusCode::NOT_FOUND, "this listener serves /healthz and /metrics only; the API is on --http")
+            .into_response(),
+    }
+}
+
 /// A reserved connection's whole request head must arrive this fast, and a connection
 /// past every slot waits at most this long for a reserved one.
 const RESERVED_HEADER_TIMEOUT: Duration = Duration::from_secs(1);

@@ -48,7 +48,7 @@ use tokio::sync::{watch, Semaphore};
 use chain_reads::ChainReads;
 use common::{problem, Served, ANSWER_BUILDS};
 pub use common::{HttpLimits, MAX_ENTRIES_PAGE, MAX_ENTRIES_PAGE_BYTES, MAX_MATCHES_PAGE};
-pub use connections::serve;
+pub use connections::{serve, serve_probes};
 pub use health::{chain_trouble, ANCHOR_FAILING_BLOCKS, CHAIN_STALE_MS, HEARTBEAT_STALE_MS};
 use health::{healthz, metrics_text, peers};
 use html::{explorer_page, explorer_script, live, live_page, match_page, subnet_page, PageQuery};
