@@ -297,17 +297,22 @@ fn build_swarm(key: &LedgerKey, config: &NetConfig) -> Result<Swarm<Behaviour>, 
                     .with_max_concurrent_streams(limits.streams_per_connection),
             );
             let identify = identify::Behaviour::new(identify::Config::new("/af/1".into(), key.public()));
-            let limits_per_peer = limits.per_peer;
+            let (limits_per_peer, strangers_pending) = (limits.per_peer, limits.pending_incoming);
             let limits = connection_limits::Behaviour::new(
                 connection_limits::ConnectionLimits::default()
                     .with_max_established_incoming(Some(limits.established_incoming))
                     .with_max_established(Some(limits.established_total))
                     .with_max_established_per_peer(Some(limits.per_peer))
-                    .with_max_pending_incoming(Some(limits.pending_incoming)),
+                    // Admission splits these between strangers and listed addresses.
+                    .with_max_pending_incoming(Some(limits.pending_incoming + super::admission::LISTED_PENDING)),
             );
             let ping =
                 ping::Behaviour::new(ping::Config::new().with_interval(PING_INTERVAL).with_timeout(PING_TIMEOUT));
-            let admission = super::admission::Admission::new(super::admission::PENDING_PER_ADDRESS, limits_per_peer);
+            let admission = super::admission::Admission::new(
+                super::admission::PENDING_PER_ADDRESS,
+                limits_per_peer,
+                strangers_pending,
+            );
             Ok(Behaviour { admission, limits, blocked: Default::default(), gossipsub, sync, identify, ping })
         })
         .map_err(|e| transport(&e))?
@@ -342,6 +347,7 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
             .listen_on(address.clone())
             .map_err(|e| NetError::Listen { address: address.clone(), message: crate::display::with_causes(&e) })?;
     }
+    swarm.behaviour_mut().admission.set_listed(config.peers.iter().filter_map(super::admission::ip_of));
     let mut reserved = BTreeSet::new();
     if let Some(allowed) = &configured_allowed {
         reserve_room(&mut swarm, &mut reserved, allowed);
@@ -426,6 +432,7 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
                         config.peers.push(address);
                     }
                 }
+                swarm.behaviour_mut().admission.set_listed(config.peers.iter().filter_map(super::admission::ip_of));
                 // The chain's validators, plus any configured ones.
                 let mut allowed = update.allowed;
                 allowed.extend(configured_allowed.iter().flatten().copied());
