@@ -823,3 +823,33 @@ fn a_serving_validator_rides_out_a_node_restart() {
     reader.join().unwrap();
     blocks.abort();
 }
+
+/// Issue 74, items 6 and 7: a node that lies about the subnet's size, or serves one
+/// commitment that is too large or does not decode. The size is refused by name, before
+/// any uid is read; each bad commitment is listed as unreadable, with why, and the others
+/// are read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lying_subnet_size_is_refused_and_one_bad_commitment_spoils_only_itself() {
+    let Some((node, url)) = strict_node(None).await else { return };
+    for uid in 0..3u16 {
+        node.register(NETUID, uid, account(50 + uid as u8), 10);
+    }
+    let keys = |uid: u16| [Value::u128(u128::from(NETUID)), Value::from_bytes(account(50 + uid as u8))];
+    node.put("Commitments", "CommitmentOf", &keys(0), registration(20, vec![raw(&[7; 16])]));
+    // 4 MB of bytes where a commitment holds at most three fields of 128.
+    node.put_raw("Commitments", "CommitmentOf", &keys(1), vec![0x55; 4 << 20]);
+    // A field list that claims 2^30 items.
+    node.put_raw("Commitments", "CommitmentOf", &keys(2), vec![0x14, 0, 0, 0, 0, 0, 0, 0, 0x02, 0, 0, 0, 0x10]);
+    let client = SubtensorClient::connect(&url, NETUID, None).await.unwrap();
+    let records = client.commitments().await.unwrap();
+    assert_eq!(records.len(), 3, "{records:?}");
+    let of = |uid: u16| records.iter().find(|r| r.hotkey == subtensor::ss58(&account(50 + uid as u8))).unwrap();
+    assert_eq!((&of(0).fields, &of(0).unreadable), (&vec![vec![7u8; 16]], &None));
+    let big = of(1).unreadable.as_deref().unwrap();
+    assert!(big.contains("CommitmentOf") && big.contains("4194304 bytes"), "{big}");
+    assert!(of(2).unreadable.as_deref().is_some_and(|why| why.contains("CommitmentOf")), "{:?}", of(2));
+
+    node.put("SubtensorModule", "SubnetworkN", &subnet_key(), Value::u128(65_535));
+    let refused = client.neurons().await.unwrap_err().to_string();
+    assert!(refused.contains("SubnetworkN") && refused.contains("65535 uids"), "{refused}");
+}

@@ -210,6 +210,12 @@ impl Node {
         self.state.lock().unwrap().storage.insert(key, encoded);
     }
 
+    /// Stores `bytes` as the value of an entry, whatever its type says: a node that lies.
+    pub fn put_raw(&self, pallet: &str, entry: &str, keys: &[Value], bytes: Vec<u8>) {
+        let key = self.key(pallet, entry, keys);
+        self.state.lock().unwrap().storage.insert(key, bytes);
+    }
+
     /// A stored value decoded as its metadata type, or the entry's default.
     pub fn get(&self, pallet: &str, entry: &str, keys: &[Value]) -> Option<Value<u32>> {
         let key = self.key(pallet, entry, keys);

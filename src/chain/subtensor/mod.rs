@@ -151,6 +151,18 @@ impl SubtensorClient {
         at: &subxt::OnlineClientAtBlock<SubstrateConfig>,
         wanted: &[(&str, Vec<Value>)],
     ) -> Result<Vec<Option<Value>>, ChainError> {
+        self.fetch_each(at, wanted).await?.into_iter().collect()
+    }
+
+    /// [`Self::fetch_many`], each value on its own: a value that is too large or does not
+    /// decode is its entry's error, and the others are read (a command that lists every
+    /// commitment shows the rest, and names the one). The call fails as a whole only when
+    /// the node does not answer.
+    async fn fetch_each(
+        &self,
+        at: &subxt::OnlineClientAtBlock<SubstrateConfig>,
+        wanted: &[(&str, Vec<Value>)],
+    ) -> Result<Vec<Result<Option<Value>, ChainError>>, ChainError> {
         let metadata = at.metadata_ref();
         let mut keys = Vec::with_capacity(wanted.len());
         for (entry, parts) in wanted {
@@ -177,37 +189,36 @@ impl SubtensorClient {
                     .ok_or_else(|| decode(entry, "not in the chain's metadata"))?;
                 let bytes = match answered.get(key.as_str()).copied().flatten() {
                     // Bounded before it is decoded: a node that lies must not size our memory.
-                    Some(text) if text.len() > 2 + 2 * max_value_bytes(entry) => {
-                        return Err(decode(
-                            entry,
-                            format!(
-                                "{} bytes, over the {} this entry holds on subtensor",
-                                text.len().saturating_sub(2) / 2,
-                                max_value_bytes(entry)
-                            ),
-                        ))
-                    }
-                    Some(text) => Some(
-                        hex::decode(text.trim_start_matches("0x"))
-                            .map_err(|e| decode(entry, format!("not hex: {e}")))?,
-                    ),
-                    None => info.default_value().map(<[u8]>::to_vec),
+                    Some(text) if text.len() > 2 + 2 * max_value_bytes(entry) => Err(decode(
+                        entry,
+                        format!(
+                            "{} bytes, over the {} this entry holds on subtensor",
+                            text.len().saturating_sub(2) / 2,
+                            max_value_bytes(entry)
+                        ),
+                    )),
+                    Some(text) => hex::decode(text.trim_start_matches("0x"))
+                        .map(Some)
+                        .map_err(|e| decode(entry, format!("not hex: {e}"))),
+                    None => Ok(info.default_value().map(<[u8]>::to_vec)),
                 };
-                let value = bytes
-                    .map(|bytes| {
-                        let mut rest = &bytes[..];
-                        let value = subxt::ext::scale_value::scale::decode_as_type(
-                            &mut rest,
-                            info.value_ty(),
-                            metadata.types(),
-                        )
-                        .map_err(|e| decode(entry, e))?;
-                        match rest.is_empty() {
-                            true => Ok(value.remove_context()),
-                            false => Err(decode(entry, format!("{} bytes past the value", rest.len()))),
-                        }
-                    })
-                    .transpose()?;
+                let value = bytes.and_then(|bytes| {
+                    bytes
+                        .map(|bytes| {
+                            let mut rest = &bytes[..];
+                            let value = subxt::ext::scale_value::scale::decode_as_type(
+                                &mut rest,
+                                info.value_ty(),
+                                metadata.types(),
+                            )
+                            .map_err(|e| decode(entry, e))?;
+                            match rest.is_empty() {
+                                true => Ok(value.remove_context()),
+                                false => Err(decode(entry, format!("{} bytes past the value", rest.len()))),
+                            }
+                        })
+                        .transpose()
+                });
                 values.push(value);
             }
         }
@@ -220,7 +231,14 @@ impl SubtensorClient {
         let subnet = || vec![netuid_key(self.netuid)];
         let head = self.fetch_many(at, &[("SubnetworkN", subnet()), ("ValidatorPermit", subnet())]).await?;
         let n = head[0].as_ref().and_then(as_u128).ok_or_else(|| decode("SubnetworkN", "not a number"))?;
-        let n = u16::try_from(n).map_err(|_| decode("SubnetworkN", format!("{n} uids")))?;
+        // A node that lies about the subnet's size must not size our reads or memory.
+        if n > MAX_UIDS as u128 {
+            return Err(decode(
+                "SubnetworkN",
+                format!("{n} uids, more than the {MAX_UIDS} subtensor lets a subnet hold"),
+            ));
+        }
+        let n = n as u16;
         let permits: Vec<bool> =
             head[1].as_ref().map(items).unwrap_or_default().into_iter().map(|v| as_u128(v) == Some(1)).collect();
         let mut wanted = Vec::with_capacity(2 * usize::from(n));
@@ -420,12 +438,22 @@ impl Chain for SubtensorClient {
     async fn commitments(&self) -> Result<Vec<CommitmentRecord>, ChainError> {
         let at = self.at().await?;
         let neurons = self.neurons_at(&at).await?;
-        let values =
-            self.per_neuron(&at, &neurons, "CommitmentOf", |n| Ok(Value::from_bytes(parse_ss58(&n.hotkey)?))).await?;
+        let wanted = neurons
+            .iter()
+            .map(|n| Ok(("CommitmentOf", vec![netuid_key(self.netuid), Value::from_bytes(parse_ss58(&n.hotkey)?)])))
+            .collect::<Result<Vec<(&str, Vec<Value>)>, ChainError>>()?;
+        let values = self.fetch_each(&at, &wanted).await?;
         let mut out = Vec::new();
         for (neuron, value) in neurons.iter().zip(values) {
-            if let Some(value) = value {
-                out.extend(commitment_record(neuron.hotkey.clone(), &value));
+            match value {
+                Ok(Some(value)) => out.extend(commitment_record(neuron.hotkey.clone(), &value)),
+                Ok(None) => {}
+                // One commitment that does not read is listed as unreadable, by name; the
+                // others are read.
+                Err(error) => out.push(CommitmentRecord {
+                    unreadable: Some(error.to_string()),
+                    ..CommitmentRecord::new(neuron.hotkey.clone(), 0, Vec::new())
+                }),
             }
         }
         Ok(out)
