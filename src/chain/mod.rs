@@ -15,6 +15,7 @@ pub mod ledger_commitment;
 pub mod local;
 pub mod local_client;
 pub mod miner;
+pub mod outage;
 pub mod subtensor;
 pub mod tlock;
 pub mod wallet;

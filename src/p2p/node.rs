@@ -137,6 +137,8 @@ async fn already_served(chain: &dyn crate::chain::Chain, ip: std::net::IpAddr, p
 /// the node's chain peers and allow-list current: every `every_ms` it reads the
 /// metagraph, the commitments and the axons (ledger-spec/13). A chain read that fails is
 /// logged and retried at the next turn; it never stops the node.
+use crate::chain::outage::Said;
+
 pub async fn chain_peers_loop(
     chain: Arc<dyn crate::chain::Chain>,
     mut status: watch::Receiver<NetStatus>,
@@ -146,6 +148,9 @@ pub async fn chain_peers_loop(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut published: Option<(std::net::IpAddr, u16)> = None;
+    // Each failing read is said once per outage, and again when it answers.
+    let (mut axon_outage, mut peers_outage) =
+        (crate::chain::outage::Outage::default(), crate::chain::outage::Outage::default());
     loop {
         let mut not_listening = false;
         if published.is_none() {
@@ -172,9 +177,12 @@ pub async fn chain_peers_loop(
                         Ok(block) => {
                             tracing::info!(event = "axon_published", %ip, port, block, "published {ip}:{port} on chain (serve_axon)");
                             published = Some((ip, port));
+                            axon_outage.answered(crate::clock::unix_ms());
                         }
                         Err(error) => {
-                            tracing::warn!(event = "axon_failed", error = %error, "publishing {ip}:{port} failed; retrying")
+                            if axon_outage.failed(crate::clock::unix_ms()) == Said::Down {
+                                tracing::warn!(event = "axon_failed", error = %error, "publishing {ip}:{port} failed; retrying until it is published (said once)")
+                            }
                         }
                     },
                 },
@@ -194,6 +202,13 @@ pub async fn chain_peers_loop(
         };
         match read.await {
             Ok(found) => {
+                if let Said::Back { down_s } = peers_outage.answered(crate::clock::unix_ms()) {
+                    tracing::info!(
+                        event = "chain_peers_read",
+                        down_s,
+                        "validators read from the chain again, after {down_s:.1} s"
+                    );
+                }
                 peers.send_if_modified(|current| {
                     let changed = *current != found;
                     *current = found;
@@ -201,7 +216,9 @@ pub async fn chain_peers_loop(
                 });
             }
             Err(error) => {
-                tracing::warn!(event = "chain_peers_failed", error = %error, "reading validators from the chain failed; retrying")
+                if peers_outage.failed(crate::clock::unix_ms()) == Said::Down {
+                    tracing::warn!(event = "chain_peers_failed", error = %error, "reading validators from the chain failed; retrying (said once per outage)")
+                }
             }
         }
         // Not yet listening: publish as soon as the node says where, not a period later.

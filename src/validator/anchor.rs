@@ -316,7 +316,8 @@ pub async fn anchor_loop(
     let mut cache = WeightsCache::sharing(replays);
     metrics.chain_expected(now_ms());
     // An outage is said twice, when it starts and when it ends, not at every tick.
-    let mut unreachable_since: Option<u64> = None;
+    // Said once per outage; its length counted from the last answer, not the first failure.
+    let mut outage = crate::chain::outage::Outage::default();
     let mut last_block_seen: Option<u64> = None;
     let mut deregistered = false;
     let mut checkpoints = super::checkpoints::CheckpointRecorder::default();
@@ -344,8 +345,7 @@ pub async fn anchor_loop(
         let block = match read {
             Ok(block) => {
                 metrics.chain_read(block, now_ms());
-                if let Some(since) = unreachable_since.take() {
-                    let down_s = now_ms().saturating_sub(since) as f64 / 1e3;
+                if let crate::chain::outage::Said::Back { down_s } = outage.answered(now_ms()) {
                     tracing::info!(
                         event = "chain_reachable",
                         down_s,
@@ -357,8 +357,7 @@ pub async fn anchor_loop(
             }
             Err(error) => {
                 metrics.chain_rpc_error("current_block");
-                if unreachable_since.is_none() {
-                    unreachable_since = Some(now_ms());
+                if outage.failed(now_ms()) == crate::chain::outage::Said::Down {
                     tracing::warn!(
                         event = "chain_unreachable",
                         error = %error,

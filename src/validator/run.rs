@@ -605,11 +605,23 @@ async fn discover_until_found(
     config: &Config,
 ) -> Discovery {
     let mut wait_ms = 500u64;
+    let mut outage = crate::chain::outage::Outage::default();
     loop {
         match discover_once(chain, champion, played).await {
-            Ok(found) => return found,
+            Ok(found) => {
+                if let crate::chain::outage::Said::Back { down_s } = outage.answered(crate::clock::unix_ms()) {
+                    tracing::info!(
+                        event = "discovery_read",
+                        down_s,
+                        "the chain's miners read again, after {down_s:.1} s"
+                    );
+                }
+                return found;
+            }
             Err(error) => {
-                tracing::warn!(event = "discovery_failed", error = %error, retry_ms = wait_ms, "reading the chain's miners failed; retrying");
+                if outage.failed(crate::clock::unix_ms()) == crate::chain::outage::Said::Down {
+                    tracing::warn!(event = "discovery_failed", error = %error, retry_ms = wait_ms, "reading the chain's miners failed; retrying (said once per outage)");
+                }
             }
         }
         if wait_or_stop(stop, wait_ms).await {
