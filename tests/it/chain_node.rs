@@ -870,3 +870,25 @@ async fn a_lying_subnet_size_is_refused_and_one_bad_commitment_spoils_only_itsel
     let refused = client.neurons().await.unwrap_err().to_string();
     assert!(refused.contains("SubnetworkN") && refused.contains("65535 uids"), "{refused}");
 }
+
+/// Issue 74, item 4: a node that answers each request in seconds (public RPC endpoints
+/// under load). Each request has its deadline, not a chain of them: the head (one
+/// request) and the neurons (the block, then the values) still read at 2.5 s an answer,
+/// where one 10 s limit for subxt's five requests for the block was never met.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_answers_in_seconds_is_still_read() {
+    let Some((node, url)) = strict_node(None).await else { return };
+    for uid in 0..3u16 {
+        node.register(NETUID, uid, account(60 + uid as u8), 10);
+    }
+    let client = SubtensorClient::connect(&url, NETUID, None).await.unwrap();
+    node.reply_delay_ms.store(2_500, std::sync::atomic::Ordering::SeqCst);
+    let asked_before = node.asked.lock().unwrap().len();
+    let started = std::time::Instant::now();
+    assert_eq!(client.current_block().await.unwrap(), BEST_BLOCK, "the head, in one request");
+    assert_eq!(node.asked.lock().unwrap().len(), asked_before + 1);
+    let neurons = client.neurons().await.unwrap();
+    assert_eq!(neurons.len(), 3);
+    let asked: Vec<String> = node.asked.lock().unwrap()[asked_before..].to_vec();
+    eprintln!("a 2.5 s node: {} requests in {:?}: {asked:?}", asked.len(), started.elapsed());
+}

@@ -106,6 +106,8 @@ pub struct Node {
     /// Bytes the next storage answer (one key's or many's) is made of instead of the value (0: none), for a
     /// node whose reply is over any client's limit.
     pub oversize_next: std::sync::atomic::AtomicUsize,
+    /// Milliseconds each answer waits before it is sent: a node slow under load.
+    pub reply_delay_ms: std::sync::atomic::AtomicU64,
     pub asked: Mutex<Vec<String>>,
 }
 
@@ -154,6 +156,7 @@ impl Node {
             admission: Mutex::default(),
             lagging: Default::default(),
             oversize_next: Default::default(),
+            reply_delay_ms: Default::default(),
             asked: Mutex::default(),
         })
     }
@@ -708,128 +711,15 @@ pub async fn start(node: Arc<Node>, block_ms: Option<u64>) -> String {
 /// served again at the same address.
 pub async fn serve(node: Arc<Node>, address: &str) -> (String, jsonrpsee::server::ServerHandle) {
     let mut module = RpcModule::from_arc(node.clone());
-    let methods: &[&'static str] = &[
-        "rpc_methods",
-        "chain_getBlockHash",
-        "chain_getFinalizedHead",
-        "chain_getHeader",
-        "state_getRuntimeVersion",
-        "state_call",
-        "state_getStorage",
-        "state_queryStorageAt",
-        "state_getMetadata",
-        "system_accountNextIndex",
-        "author_submitExtrinsic",
-        "system_chain",
-        "system_properties",
-    ];
-    for &method in methods {
+    for &method in METHODS {
         module
-            .register_method(method, move |params, node, _| -> Result<serde_json::Value, ErrorObjectOwned> {
-                node.asked.lock().unwrap().push(method.to_string());
-                let args: Vec<serde_json::Value> = params.parse().unwrap_or_default();
-                let arg = |i: usize| args.get(i).cloned().unwrap_or(serde_json::Value::Null);
-                let hex_arg =
-                    |i: usize| unhex(arg(i).as_str().unwrap_or("0x")).ok_or_else(|| rpc_error(-32602, "not hex", None));
-                Ok(match method {
-                    "rpc_methods" => serde_json::json!({ "version": 1, "methods": methods }),
-                    "chain_getBlockHash" => {
-                        // As a node does: no hash for a block it does not have yet.
-                        match arg(0).as_u64().unwrap_or(node.best()) {
-                            number if number > node.best() => serde_json::Value::Null,
-                            number => serde_json::json!(hex0x(&block_hash(number))),
-                        }
-                    }
-                    "chain_getFinalizedHead" => serde_json::json!(hex0x(&block_hash(node.best()))),
-                    "chain_getHeader" => match arg(0).as_str() {
-                        Some(_) => match node.block_number_of(&hex_arg(0)?) {
-                            Some(number) => node.header(number),
-                            None => serde_json::Value::Null,
-                        },
-                        None => node.header(node.best()),
-                    },
-                    "state_getRuntimeVersion" => serde_json::json!({
-                        "specName": "node-subtensor", "implName": "node-subtensor", "authoringVersion": 1,
-                        "specVersion": SPEC_VERSION, "implVersion": 1, "apis": [],
-                        "transactionVersion": TRANSACTION_VERSION, "stateVersion": 1
-                    }),
-                    "state_getMetadata" => serde_json::json!(hex0x(&node.metadata_bytes)),
-                    "state_call" => {
-                        let name = arg(0).as_str().unwrap_or_default().to_string();
-                        let data = hex_arg(1)?;
-                        let reply: Vec<u8> = match name.as_str() {
-                            "Metadata_metadata_versions" => vec![0x04, 16, 0, 0, 0],
-                            "Metadata_metadata_at_version" if data == 16u32.to_le_bytes() => {
-                                let mut out = vec![0x01];
-                                out.extend(subxt::ext::codec::Encode::encode(&subxt::ext::codec::Compact(
-                                    node.metadata_bytes.len() as u32,
-                                )));
-                                out.extend_from_slice(&node.metadata_bytes);
-                                out
-                            }
-                            "Metadata_metadata_at_version" => vec![0x00],
-                            // The runtime API answers from state: the pool is not counted.
-                            "AccountNonceApi_account_nonce" => {
-                                let who: [u8; 32] = data.get(..32).and_then(|d| d.try_into().ok()).unwrap_or([0; 32]);
-                                let nonce = node.state.lock().unwrap().nonces.get(&who).copied().unwrap_or(0);
-                                (nonce as u32).to_le_bytes().to_vec()
-                            }
-                            "Core_version" => runtime_version_scale(),
-                            other => return Err(rpc_error(-32601, format!("state_call {other} not served"), None)),
-                        };
-                        serde_json::json!(hex0x(&reply))
-                    }
-                    "state_getStorage" => {
-                        let key = hex_arg(0)?;
-                        let oversize = node.oversize_next.swap(0, std::sync::atomic::Ordering::SeqCst);
-                        if oversize > 0 {
-                            return Ok(serde_json::json!(hex0x(&vec![7u8; oversize])));
-                        }
-                        match node.state.lock().unwrap().storage.get(&key) {
-                            Some(value) => serde_json::json!(hex0x(value)),
-                            None => serde_json::Value::Null,
-                        }
-                    }
-                    // Many keys at one block, as a node answers: one change set, each key
-                    // with its value or null; a block the node does not have is an error.
-                    "state_queryStorageAt" => {
-                        let keys = arg(0);
-                        let keys = keys.as_array().ok_or_else(|| rpc_error(-32602, "keys: not a list", None))?;
-                        let at = match arg(1).as_str() {
-                            Some(_) => node
-                                .block_number_of(&hex_arg(1)?)
-                                .ok_or_else(|| rpc_error(4003, "Client error: UnknownBlock", None))?,
-                            None => node.best(),
-                        };
-                        let oversize = node.oversize_next.swap(0, std::sync::atomic::Ordering::SeqCst);
-                        if oversize > 0 {
-                            let huge = hex0x(&vec![7u8; oversize]);
-                            return Ok(
-                                serde_json::json!([{ "block": hex0x(&block_hash(at)), "changes": [[keys[0], huge]] }]),
-                            );
-                        }
-                        let state = node.state.lock().unwrap();
-                        let mut changes = Vec::with_capacity(keys.len());
-                        for key in keys {
-                            let text = key.as_str().ok_or_else(|| rpc_error(-32602, "key: not a string", None))?;
-                            let bytes = unhex(text).ok_or_else(|| rpc_error(-32602, "key: not hex", None))?;
-                            let value = state.storage.get(&bytes).map(|v| hex0x(v));
-                            changes.push(serde_json::json!([text, value]));
-                        }
-                        serde_json::json!([{ "block": hex0x(&block_hash(at)), "changes": changes }])
-                    }
-                    "system_accountNextIndex" => {
-                        let who = arg(0).as_str().and_then(|s| af::chain::subtensor::parse_ss58(s).ok());
-                        let who = who.ok_or_else(|| rpc_error(-32602, "not an ss58 address", None))?;
-                        serde_json::json!(node.next_index(&who))
-                    }
-                    "system_chain" => serde_json::json!("af loopback subtensor"),
-                    "system_properties" => {
-                        serde_json::json!({ "ss58Format": 42, "tokenSymbol": "TAO", "tokenDecimals": 9 })
-                    }
-                    "author_submitExtrinsic" => serde_json::json!(hex0x(&node.submit(hex_arg(0)?)?)),
-                    _ => unreachable!(),
-                })
+            .register_async_method(method, move |params, node, _| async move {
+                // A slow node: each answer waits this long (0: at once).
+                let delay = node.reply_delay_ms.load(std::sync::atomic::Ordering::SeqCst);
+                if delay > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+                }
+                answer(method, &params, &node)
             })
             .unwrap();
     }
@@ -861,4 +751,130 @@ pub async fn serve(node: Arc<Node>, address: &str) -> (String, jsonrpsee::server
     let server = Server::builder().set_config(config).build(address).await.unwrap();
     let addr = server.local_addr().unwrap();
     (format!("ws://{addr}"), server.start(module))
+}
+
+/// The methods the stand-in serves.
+const METHODS: &[&str] = &[
+    "rpc_methods",
+    "chain_getBlockHash",
+    "chain_getFinalizedHead",
+    "chain_getHeader",
+    "state_getRuntimeVersion",
+    "state_call",
+    "state_getStorage",
+    "state_queryStorageAt",
+    "state_getMetadata",
+    "system_accountNextIndex",
+    "author_submitExtrinsic",
+    "system_chain",
+    "system_properties",
+];
+
+/// `method`'s answer to `params`, as a node gives it.
+fn answer(
+    method: &str,
+    params: &jsonrpsee::types::Params<'_>,
+    node: &Node,
+) -> Result<serde_json::Value, ErrorObjectOwned> {
+    node.asked.lock().unwrap().push(method.to_string());
+    let args: Vec<serde_json::Value> = params.parse().unwrap_or_default();
+    let arg = |i: usize| args.get(i).cloned().unwrap_or(serde_json::Value::Null);
+    let hex_arg = |i: usize| unhex(arg(i).as_str().unwrap_or("0x")).ok_or_else(|| rpc_error(-32602, "not hex", None));
+    Ok(match method {
+        "rpc_methods" => serde_json::json!({ "version": 1, "methods": METHODS }),
+        "chain_getBlockHash" => {
+            // As a node does: no hash for a block it does not have yet.
+            match arg(0).as_u64().unwrap_or(node.best()) {
+                number if number > node.best() => serde_json::Value::Null,
+                number => serde_json::json!(hex0x(&block_hash(number))),
+            }
+        }
+        "chain_getFinalizedHead" => serde_json::json!(hex0x(&block_hash(node.best()))),
+        "chain_getHeader" => match arg(0).as_str() {
+            Some(_) => match node.block_number_of(&hex_arg(0)?) {
+                Some(number) => node.header(number),
+                None => serde_json::Value::Null,
+            },
+            None => node.header(node.best()),
+        },
+        "state_getRuntimeVersion" => serde_json::json!({
+            "specName": "node-subtensor", "implName": "node-subtensor", "authoringVersion": 1,
+            "specVersion": SPEC_VERSION, "implVersion": 1, "apis": [],
+            "transactionVersion": TRANSACTION_VERSION, "stateVersion": 1
+        }),
+        "state_getMetadata" => serde_json::json!(hex0x(&node.metadata_bytes)),
+        "state_call" => {
+            let name = arg(0).as_str().unwrap_or_default().to_string();
+            let data = hex_arg(1)?;
+            let reply: Vec<u8> = match name.as_str() {
+                "Metadata_metadata_versions" => vec![0x04, 16, 0, 0, 0],
+                "Metadata_metadata_at_version" if data == 16u32.to_le_bytes() => {
+                    let mut out = vec![0x01];
+                    out.extend(subxt::ext::codec::Encode::encode(&subxt::ext::codec::Compact(
+                        node.metadata_bytes.len() as u32,
+                    )));
+                    out.extend_from_slice(&node.metadata_bytes);
+                    out
+                }
+                "Metadata_metadata_at_version" => vec![0x00],
+                // The runtime API answers from state: the pool is not counted.
+                "AccountNonceApi_account_nonce" => {
+                    let who: [u8; 32] = data.get(..32).and_then(|d| d.try_into().ok()).unwrap_or([0; 32]);
+                    let nonce = node.state.lock().unwrap().nonces.get(&who).copied().unwrap_or(0);
+                    (nonce as u32).to_le_bytes().to_vec()
+                }
+                "Core_version" => runtime_version_scale(),
+                other => return Err(rpc_error(-32601, format!("state_call {other} not served"), None)),
+            };
+            serde_json::json!(hex0x(&reply))
+        }
+        "state_getStorage" => {
+            let key = hex_arg(0)?;
+            let oversize = node.oversize_next.swap(0, std::sync::atomic::Ordering::SeqCst);
+            if oversize > 0 {
+                return Ok(serde_json::json!(hex0x(&vec![7u8; oversize])));
+            }
+            match node.state.lock().unwrap().storage.get(&key) {
+                Some(value) => serde_json::json!(hex0x(value)),
+                None => serde_json::Value::Null,
+            }
+        }
+        // Many keys at one block, as a node answers: one change set, each key
+        // with its value or null; a block the node does not have is an error.
+        "state_queryStorageAt" => {
+            let keys = arg(0);
+            let keys = keys.as_array().ok_or_else(|| rpc_error(-32602, "keys: not a list", None))?;
+            let at = match arg(1).as_str() {
+                Some(_) => node
+                    .block_number_of(&hex_arg(1)?)
+                    .ok_or_else(|| rpc_error(4003, "Client error: UnknownBlock", None))?,
+                None => node.best(),
+            };
+            let oversize = node.oversize_next.swap(0, std::sync::atomic::Ordering::SeqCst);
+            if oversize > 0 {
+                let huge = hex0x(&vec![7u8; oversize]);
+                return Ok(serde_json::json!([{ "block": hex0x(&block_hash(at)), "changes": [[keys[0], huge]] }]));
+            }
+            let state = node.state.lock().unwrap();
+            let mut changes = Vec::with_capacity(keys.len());
+            for key in keys {
+                let text = key.as_str().ok_or_else(|| rpc_error(-32602, "key: not a string", None))?;
+                let bytes = unhex(text).ok_or_else(|| rpc_error(-32602, "key: not hex", None))?;
+                let value = state.storage.get(&bytes).map(|v| hex0x(v));
+                changes.push(serde_json::json!([text, value]));
+            }
+            serde_json::json!([{ "block": hex0x(&block_hash(at)), "changes": changes }])
+        }
+        "system_accountNextIndex" => {
+            let who = arg(0).as_str().and_then(|s| af::chain::subtensor::parse_ss58(s).ok());
+            let who = who.ok_or_else(|| rpc_error(-32602, "not an ss58 address", None))?;
+            serde_json::json!(node.next_index(&who))
+        }
+        "system_chain" => serde_json::json!("af loopback subtensor"),
+        "system_properties" => {
+            serde_json::json!({ "ss58Format": 42, "tokenSymbol": "TAO", "tokenDecimals": 9 })
+        }
+        "author_submitExtrinsic" => serde_json::json!(hex0x(&node.submit(hex_arg(0)?)?)),
+        _ => unreachable!(),
+    })
 }

@@ -63,6 +63,9 @@ pub const RPC_TIMEOUT_MS: u64 = 30_000;
 /// One read, made again by subxt across reconnections, is given up after this.
 pub const READ_TIMEOUT_MS: u64 = 10_000;
 
+/// Requests subxt makes to read at the current block (`at`).
+const AT_BLOCK_REQUESTS: u64 = 5;
+
 /// The first connection is waited for this long (a caller retries: `connect_chain`).
 pub const FIRST_CONNECT_MS: u64 = 10_000;
 
@@ -127,8 +130,19 @@ impl SubtensorClient {
         }
     }
 
+    /// The block reads are made at. subxt asks for it in `AT_BLOCK_REQUESTS` requests (the
+    /// finalized head, its header, the runtime's version and metadata calls), so they
+    /// get a deadline each, not one for all: a node that answers each in a few seconds, as
+    /// public ones do under load, is slow but read (at 3 s an answer one 10 s limit for all
+    /// five was never met).
     async fn at(&self) -> Result<subxt::OnlineClientAtBlock<SubstrateConfig>, ChainError> {
-        self.timed("the current block", self.client.at_current_block()).await
+        let deadline = std::time::Duration::from_millis(READ_TIMEOUT_MS * AT_BLOCK_REQUESTS);
+        match tokio::time::timeout(deadline, self.client.at_current_block()).await {
+            Ok(result) => result.map_err(|e| self.transport(e)),
+            Err(_) => Err(self.transport(format!(
+                "the current block: no answer to its {AT_BLOCK_REQUESTS} requests within {READ_TIMEOUT_MS} ms each"
+            ))),
+        }
     }
 
     async fn fetch_or_default(
