@@ -201,6 +201,9 @@ pub struct ChainSeen {
     pub weights_failing_since: Option<u64>,
     /// Why our hotkey holds no uid on the subnet, if it does not.
     pub deregistered: Option<String>,
+    /// Unix ms since which reading the chain's miners has failed (a node that answers the
+    /// head but too slowly, or not at all, for the reads a validator works by).
+    pub miners_failing_since_ms: Option<u64>,
 }
 
 impl ChainSeen {
@@ -587,6 +590,16 @@ impl Metrics {
 
     /// The validator loop is alive at `now_ms`.
     /// The anchoring task read the chain's head `block` at `now_ms`.
+    /// A read of the chain's miners (discovery) that answered, or failed.
+    pub fn miners_read(&self, ok: bool, now_ms: u64) {
+        self.update_chain(|seen| match ok {
+            true => seen.miners_failing_since_ms = None,
+            false => {
+                seen.miners_failing_since_ms.get_or_insert(now_ms);
+            }
+        });
+    }
+
     pub fn chain_read(&self, block: u64, now_ms: u64) {
         self.update_chain(|seen| {
             seen.last_read_ms = Some(now_ms);

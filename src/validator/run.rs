@@ -135,11 +135,14 @@ pub async fn run(
     let mut found: Option<Discovery> = None;
     if let Some(chain) = &discovering {
         let read = match &loaded.champion {
-            Some(champion) => {
-                Some(discover_until_found(chain.as_ref(), Some(champion), &loaded.played, &stop, config).await)
-            }
+            Some(champion) => Some(
+                discover_until_found(chain.as_ref(), Some(champion), &loaded.played, (&stop, config, &options.metrics))
+                    .await,
+            ),
             // No champion yet: wait for the first valid commitment, the first champion.
-            None => discover_until_contender(chain.as_ref(), None, &loaded.played, &stop, config).await,
+            None => {
+                discover_until_contender(chain.as_ref(), None, &loaded.played, (&stop, config, &options.metrics)).await
+            }
         };
         let Some(read) = read.filter(|_| !*stop.borrow()) else {
             return no_match_played(&log, &loaded, &params, &mut options, true);
@@ -321,9 +324,13 @@ pub async fn run(
                     Some(chain) => {
                         // Read the chain again before each match: new commitments join the
                         // queue, and the champion's endpoint is its current commitment's.
-                        let now =
-                            discover_until_contender(chain.as_ref(), Some(&champion.miner), &played, &stop, config)
-                                .await;
+                        let now = discover_until_contender(
+                            chain.as_ref(),
+                            Some(&champion.miner),
+                            &played,
+                            (&stop, config, &options.metrics),
+                        )
+                        .await;
                         let Some(now) = now else {
                             interrupted = true;
                             break;
@@ -601,14 +608,14 @@ async fn discover_until_found(
     chain: &dyn crate::chain::Chain,
     champion: Option<&MinerRef>,
     played: &(dyn discovery::PlayedModels + Sync),
-    stop: &watch::Receiver<bool>,
-    config: &Config,
+    (stop, config, metrics): (&watch::Receiver<bool>, &Config, &crate::metrics::Metrics),
 ) -> Discovery {
     let mut wait_ms = 500u64;
     let mut outage = crate::chain::outage::Outage::default();
     loop {
         match discover_once(chain, champion, played).await {
             Ok(found) => {
+                metrics.miners_read(true, crate::clock::unix_ms());
                 if let crate::chain::outage::Said::Back { down_s } = outage.answered(crate::clock::unix_ms()) {
                     tracing::info!(
                         event = "discovery_read",
@@ -619,6 +626,7 @@ async fn discover_until_found(
                 return found;
             }
             Err(error) => {
+                metrics.miners_read(false, crate::clock::unix_ms());
                 if outage.failed(crate::clock::unix_ms()) == crate::chain::outage::Said::Down {
                     tracing::warn!(event = "discovery_failed", error = %error, retry_ms = wait_ms, "reading the chain's miners failed; retrying (said once per outage)");
                 }
@@ -637,12 +645,11 @@ async fn discover_until_contender(
     chain: &dyn crate::chain::Chain,
     champion: Option<&MinerRef>,
     played: &(dyn discovery::PlayedModels + Sync),
-    stop: &watch::Receiver<bool>,
-    config: &Config,
+    (stop, config, metrics): (&watch::Receiver<bool>, &Config, &crate::metrics::Metrics),
 ) -> Option<Discovery> {
     let mut said_idle = false;
     loop {
-        let found = discover_until_found(chain, champion, played, stop, config).await;
+        let found = discover_until_found(chain, champion, played, (stop, config, metrics)).await;
         if *stop.borrow() {
             return None;
         }

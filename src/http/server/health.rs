@@ -25,6 +25,15 @@ pub fn chain_trouble(seen: &crate::metrics::ChainSeen, now_ms: u64) -> Option<St
     let head = seen.head.unwrap_or(0);
     // The same age as the `af_chain_head_age_seconds` gauge, so its alert fires with this.
     if seen.head_age_ms(now_ms) <= CHAIN_STALE_MS {
+        // The head answers; the reads a validator works by may not (a node that answers
+        // each request in seconds, and a chain of them never within their deadline).
+        if let Some(since) = seen.miners_failing_since_ms.filter(|since| now_ms.saturating_sub(*since) > CHAIN_STALE_MS)
+        {
+            return Some(format!(
+                "the chain answers, but reading its miners has failed for {} s: too slow or failing for the reads a validator works by",
+                now_ms.saturating_sub(since) / 1000
+            ));
+        }
         return anchor_trouble(seen, head);
     }
     match (seen.last_read_ms, seen.head_since_ms) {
@@ -190,6 +199,11 @@ mod health_tests {
         assert!(chain_trouble(&failing, now).unwrap().contains("setting weights has failed"));
         let recent = ChainSeen { commitment_failing_since: Some(4_900), ..good.clone() };
         assert_eq!(chain_trouble(&recent, now), None, "a failure younger than the threshold is retried quietly");
+        // The head answers, the miners' reads do not (issue 74: 200 for four minutes).
+        let slow = ChainSeen { miners_failing_since_ms: Some(now - 61_000), ..good.clone() };
+        assert!(chain_trouble(&slow, now).unwrap().contains("reading its miners has failed for 61 s"));
+        let slow_briefly = ChainSeen { miners_failing_since_ms: Some(now - 5_000), ..good.clone() };
+        assert_eq!(chain_trouble(&slow_briefly, now), None);
 
         // The gauge an alert reads crosses 60 s exactly when /healthz fails on the chain.
         for (seen, stale) in [(&fresh, false), (&silent, true), (&good, false), (&gone, true), (&stalled, true)] {
