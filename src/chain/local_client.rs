@@ -1,7 +1,8 @@
 //! A client of the local stand-in chain (`super::local`): the `Chain` trait over its HTTP/JSON
 //! API, as one hotkey or read-only, with the same errors a subtensor client gives.
 
-use super::local::{BlockInfo, BlockReply, RoundReply, Status};
+use super::local::Status;
+use super::local_api::{BlockInfo, BlockReply, RoundReply};
 use super::{Chain, ChainError, CommitmentRecord, Neuron, TimelockInfo, Timelocked, WeightLimits};
 
 /// A client of the local chain, as one hotkey (or read-only without one).
@@ -80,6 +81,13 @@ impl LocalClient {
             "netuid": self.netuid, "hotkey": hotkey, "validator_permit": validator_permit, "replace_uid": replace_uid,
         });
         self.post("/v1/register", body).await
+    }
+
+    /// subtensor's `swap_hotkey` on this subnet (`local_api`): the uid and what goes with
+    /// it move from `old` to `new`; commitments stay under `old`.
+    pub async fn swap_hotkey(&self, old: &str, new: &str) -> Result<Neuron, ChainError> {
+        let body = serde_json::json!({ "old_hotkey": old, "new_hotkey": new });
+        self.post(&format!("/v1/subnets/{}/swap_hotkey", self.netuid), body).await
     }
 
     pub async fn settings(&self, body: serde_json::Value) -> Result<(), ChainError> {

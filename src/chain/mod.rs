@@ -13,6 +13,7 @@
 pub mod hotkey;
 pub mod ledger_commitment;
 pub mod local;
+pub mod local_api;
 pub mod local_client;
 pub mod miner;
 pub mod outage;

@@ -4,7 +4,7 @@
 
 use super::{one_line, print_json};
 use crate::outln;
-use af::chain::local::{self, LocalChain};
+use af::chain::local::LocalChain;
 use af::chain::local_client::LocalClient;
 use af::chain::{self as chain_mod, Chain, ChainSpec};
 use anyhow::Context;
@@ -427,7 +427,7 @@ fn serve(data: PathBuf, listen: &str, block_ms: u64, tempo: u64, json: bool) -> 
             outln!("listening on {address}");
         }
         std::io::stdout().flush()?;
-        axum::serve(listener, local::router(chain))
+        axum::serve(listener, af::chain::local_api::router(chain))
             .with_graceful_shutdown(async {
                 af::validator::service::stop_signal().await;
             })

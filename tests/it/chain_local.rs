@@ -5,7 +5,8 @@
 
 use crate::{af, af_bin, stdout};
 use af::bytes::{Hash32, ValidatorKey};
-use af::chain::local::{router, LocalChain};
+use af::chain::local::LocalChain;
+use af::chain::local_api::router;
 use af::chain::local_client::LocalClient;
 use af::chain::{Chain, LedgerCommitment};
 use std::io::{BufRead, BufReader};
@@ -323,4 +324,54 @@ fn the_pages_name_validators_and_the_queue_from_the_chain() {
     let row = page.split("<tr").find(|r| r.contains(&format!("data-validator=\"{validator}\""))).unwrap();
     assert!(row.contains("5Validator") && row.contains("uid 1"), "{row}");
     assert!(!row.contains("not read"), "{row}");
+}
+
+/// The stand-in's `swap_hotkey`, as subtensor's moves a registration on one subnet
+/// (pallets/subtensor/src/swap/swap_hotkey.rs): the uid with its registration block,
+/// permit and weights, and the axon, go to the new hotkey; the commitments pallet is not
+/// touched, so the old hotkey's commitment stays where it was; the same hotkey, a new
+/// one registered already, or an old one that is not are refused by subtensor's names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hotkey_swap_moves_the_uid_and_its_axon_but_not_its_commitment() {
+    let dir = tempfile::tempdir().unwrap();
+    let chain = Arc::new(LocalChain::open(dir.path(), 1_000, 360, af::clock::unix_ms).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, router(chain)).await.unwrap() });
+    let admin = LocalClient::new(&addr, 1, None).unwrap();
+    let old = LocalClient::new(&addr, 1, Some("5Old".into())).unwrap();
+    let new = LocalClient::new(&addr, 1, Some("5New".into())).unwrap();
+    let before = admin.register("5Old", true).await.unwrap();
+    admin.register("5Other", false).await.unwrap();
+    let commitment = LedgerCommitment {
+        tip_hash: Hash32([1; 32]),
+        ledger_key: ValidatorKey([2; 32]),
+        tip_height: 3,
+        protocol: None,
+    };
+    old.commit(&commitment).await.unwrap();
+    old.serve_axon("10.0.0.1".parse().unwrap(), 4000).await.unwrap();
+    old.set_weights(&[1], &[65535], 0).await.unwrap();
+
+    assert!(admin.swap_hotkey("5Old", "5Old").await.unwrap_err().to_string().contains("NewHotKeyIsSameWithOld"));
+    let taken = admin.swap_hotkey("5Old", "5Other").await.unwrap_err().to_string();
+    assert!(taken.contains("HotKeyAlreadyRegisteredInSubNet"), "{taken}");
+    assert!(admin.swap_hotkey("5Nobody", "5New").await.unwrap_err().to_string().contains("not registered"));
+    let after = admin.swap_hotkey("5Old", "5New").await.unwrap();
+    assert_eq!(
+        (after.uid, after.registration_block, after.validator_permit),
+        (before.uid, before.registration_block, true)
+    );
+    let neurons = admin.neurons().await.unwrap();
+    assert!(neurons.iter().any(|n| n.hotkey == "5New" && n.uid == before.uid));
+    assert!(!neurons.iter().any(|n| n.hotkey == "5Old"), "the old hotkey holds no uid");
+    // The axon moved; the weights stay with the uid; the commitment stays under 5Old.
+    let axons = admin.axons().await.unwrap();
+    assert_eq!(axons.iter().map(|a| a.hotkey.as_str()).collect::<Vec<_>>(), ["5New"]);
+    assert_eq!(admin.weights().await.unwrap(), vec![(before.uid, vec![(1, 65535)])]);
+    let records = admin.commitments().await.unwrap();
+    assert_eq!(records.iter().map(|r| r.hotkey.as_str()).collect::<Vec<_>>(), ["5Old"]);
+    // Only the new hotkey may act for the uid now.
+    assert!(old.commit(&commitment).await.unwrap_err().to_string().contains("not registered"));
+    new.commit(&commitment).await.unwrap();
 }

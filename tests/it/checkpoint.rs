@@ -277,7 +277,8 @@ fn unix_ms() -> u64 {
 /// is the honest point, the state is genesis', and no one is named false for it.
 #[test]
 fn keys_the_chain_does_not_list_cannot_countersign_a_checkpoint() {
-    use af::chain::local::{router, LocalChain};
+    use af::chain::local::LocalChain;
+    use af::chain::local_api::router;
     use af::chain::local_client::LocalClient;
     use af::chain::{Chain, LedgerCommitment};
     let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,8 @@
 //! signature by name and leave the store as it was; a source that names another block
 //! at a height the store holds says the store's log is not the network's.
 
-use af::chain::local::{router, LocalChain};
+use af::chain::local::LocalChain;
+use af::chain::local_api::router;
 use af::chain::local_client::LocalClient;
 use af::chain::{Chain, LedgerCommitment};
 use af::ledger::{OwnLog, Store};
