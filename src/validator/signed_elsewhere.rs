@@ -228,7 +228,12 @@ pub async fn wait_until_caught_up(
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                    _ = stop.changed() => {}
+                    changed = stop.changed() => {
+                        // No one can stop us any more: the process is ending.
+                        if changed.is_err() {
+                            return Ok(false);
+                        }
+                    }
                 }
             }
         }
