@@ -114,25 +114,27 @@ pub fn text(report: &AuditReport) -> String {
         claims.disputed.len(),
         claims.n_ignored
     );
-    for (claimer, at, point, ours) in &claims.disputed {
-        outln!(
-            "DISPUTED: {} claims at its block {at} that {}'s fold at block {} hashes to {}; this replay, started from a checkpoint of that log, has {}: either the claimer or the checkpoint's countersigners are false (af audit --from-genesis tells which)",
-            short(claimer),
-            short(&point.validator),
-            point.height,
-            short(&point.fold_hash),
-            short(ours)
-        );
-    }
-    for (claimer, at, point, ours) in &claims.false_claims {
-        outln!(
-            "FOUND: {} claims at its block {at} that {}'s fold at block {} hashes to {}; this replay has {}",
-            short(claimer),
-            short(&point.validator),
-            point.height,
-            short(&point.fold_hash),
-            short(ours)
-        );
+    // One line per claim that differs: a dispute names no one false (ledger-spec/02).
+    let differing = [
+        (
+            "DISPUTED",
+            &claims.disputed,
+            ", started from a checkpoint of that log,",
+            ": either the claimer or the checkpoint's countersigners are false (af audit --from-genesis tells which)",
+        ),
+        ("FOUND", &claims.false_claims, "", ""),
+    ];
+    for (label, list, started, verdict) in differing {
+        for (claimer, at, point, ours) in list {
+            outln!(
+                "{label}: {} claims at its block {at} that {}'s fold at block {} hashes to {}; this replay{started} has {}{verdict}",
+                short(claimer),
+                short(&point.validator),
+                point.height,
+                short(&point.fold_hash),
+                short(ours)
+            );
+        }
     }
     outln!("");
     outln!(

@@ -238,25 +238,21 @@ pub struct HttpConfig {
 impl HttpConfig {
     /// The address, if set; a value that is not `IP:PORT` is refused by name.
     pub fn address(&self) -> Result<Option<std::net::SocketAddr>, ConfigError> {
-        if self.listen.is_empty() {
-            return Ok(None);
-        }
-        self.listen
-            .parse()
-            .map(Some)
-            .map_err(|_| ConfigError::Invalid(format!("http.listen: {:?} is not IP:PORT", self.listen)))
+        optional_address("http.listen", &self.listen)
     }
 
     /// The probes' address, if set; a value that is not `IP:PORT` is refused by name.
     pub fn probes_address(&self) -> Result<Option<std::net::SocketAddr>, ConfigError> {
-        if self.probes.is_empty() {
-            return Ok(None);
-        }
-        self.probes
-            .parse()
-            .map(Some)
-            .map_err(|_| ConfigError::Invalid(format!("http.probes: {:?} is not IP:PORT", self.probes)))
+        optional_address("http.probes", &self.probes)
     }
+}
+
+/// `text` as an address (`None` when empty), or `field`'s value refused by name.
+fn optional_address(field: &str, text: &str) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse().map(Some).map_err(|_| ConfigError::Invalid(format!("{field}: {text:?} is not IP:PORT")))
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
