@@ -164,18 +164,24 @@ pub fn check_store_file(path: &Path, store_file: &Path, validator: &ValidatorKey
         Err(_) => return Ok(()), // opening it says what is wrong
     };
     let Some(record) = read(path)? else { return Ok(()) };
+    Err(refusal(path, &record, store_file, validator, holds.to_string()))
+}
+
+/// Why a store that does not hold `record`'s block is not signed on: another key's
+/// record, or a store behind it (`holds` says what the store holds instead).
+fn refusal(path: &Path, record: &SignedRecord, store: &Path, validator: &ValidatorKey, holds: String) -> SignedError {
     if record.validator != *validator {
-        return Err(SignedError::OtherKey { path: path.into(), recorded: record.validator, key: *validator });
+        return SignedError::OtherKey { path: path.into(), recorded: record.validator, key: *validator };
     }
-    Err(SignedError::Behind(Box::new(Behind {
-        store: store_file.to_owned(),
-        data: store_file.parent().map_or(".".into(), |d| d.display().to_string()),
-        holds: holds.to_string(),
+    SignedError::Behind(Box::new(Behind {
+        store: store.to_owned(),
+        data: store.parent().map_or(".".into(), |d| d.display().to_string()),
+        holds,
         validator: *validator,
         height: record.height,
         hash: record.hash,
         record: path.to_owned(),
-    })))
+    }))
 }
 
 pub fn check_store(path: &Path, store: &Store, validator: &ValidatorKey) -> Result<Option<Tip>, SignedError> {
@@ -186,20 +192,10 @@ pub fn check_store(path: &Path, store: &Store, validator: &ValidatorKey) -> Resu
         }
         return Ok(tip);
     };
+    let behind = |holds: String| refusal(path, &record, store.path(), validator, holds);
     if record.validator != *validator {
-        return Err(SignedError::OtherKey { path: path.into(), recorded: record.validator, key: *validator });
+        return Err(behind(String::new())); // another key's record
     }
-    let behind = |holds: String| {
-        SignedError::Behind(Box::new(Behind {
-            store: store.path().to_owned(),
-            data: store.path().parent().map_or(".".into(), |d| d.display().to_string()),
-            holds,
-            validator: *validator,
-            height: record.height,
-            hash: record.hash,
-            record: path.to_owned(),
-        }))
-    };
     let Some(stored) = tip else {
         return Err(behind("holds none of our chain".into()));
     };
