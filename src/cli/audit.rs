@@ -200,16 +200,28 @@ fn countersigners(args: &AuditArgs) -> anyhow::Result<af::replay::agreed::Counte
     Ok(Countersigners::new(keys, quorum, format!("the validators {} lists at block {block}", spec.endpoint)))
 }
 
+/// Most bytes of a `--countersigners` file.
+const MAX_KEY_LIST_BYTES: u64 = 1 << 20;
+
 /// Ledger keys in hex, comma-separated, or a file of them one per line (`#` starts a
 /// comment), and how the list was named; an empty list, or a word that is not a key, is
 /// refused by name.
 fn read_key_list(list: &str) -> anyhow::Result<(std::collections::BTreeSet<af::bytes::ValidatorKey>, String)> {
     let path = std::path::Path::new(list);
     let (text, named) = match path.is_file() {
-        true => (
-            std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?,
-            format!("in {}", path.display()),
-        ),
+        true => {
+            // 4,096 keys of 64 hex digits fit many times over; a bigger file is not a list.
+            let size = std::fs::metadata(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?.len();
+            anyhow::ensure!(
+                size <= MAX_KEY_LIST_BYTES,
+                "{} is {size} bytes, over the {MAX_KEY_LIST_BYTES} a key list may be",
+                path.display()
+            );
+            (
+                std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?,
+                format!("in {}", path.display()),
+            )
+        }
         false => (list.replace(',', "\n"), "on the command line".to_string()),
     };
     let mut keys = std::collections::BTreeSet::new();
