@@ -1,7 +1,9 @@
 //! Issue 53, case 3, on a node without an allow-list: chains are fetched, answered and
 //! kept by trust (`p2p/protocol/trust.rs`), not by key order, so 3,000 junk keys that sort
 //! first neither delay an honest chain nor fill the chain cap, and are not passed on
-//! ahead of the validators a node vouches for. Driven on the sync machine itself, with
+//! ahead of the validators a node vouches for; one dialed peer's junk fills half the cap
+//! at most and goes round-robin with other peers' chains (issue 74, case 2). Driven on
+//! the sync machine itself, with
 //! signed blocks in a memory store.
 
 use af::bytes::ValidatorKey;
@@ -158,4 +160,100 @@ fn strangers_chains_fill_at_most_half_the_cap() {
     let out = sync.handle(Input::Response { from: dialed, request: tips_request, data }, now, &store).unwrap();
     serve(&mut sync, out, &mut now);
     assert!(store.tip(&honest.validator()).unwrap().is_some(), "the vouched chain found room");
+}
+
+/// Answers every block request in `out` (and those that follow) with `answer(validator)`.
+fn serve_all(
+    sync: &mut Sync<u8>,
+    store: &MemoryStore,
+    out: Vec<Output<u8>>,
+    now: &mut u64,
+    answer: &dyn Fn(&ValidatorKey) -> Vec<Vec<u8>>,
+) {
+    let mut pending = requests(&out).1;
+    while let Some((request, from, validator)) = pending.pop() {
+        *now += 1;
+        let data = wire::encode_response(&Response::Blocks(answer(&validator))).unwrap();
+        let out = sync.handle(Input::Response { from, request, data }, *now, store).unwrap();
+        pending.extend(requests(&out).1);
+    }
+}
+
+/// Issue 74, case 2: one peer we dialed that holds 20 junk chains sorting first gets half
+/// the cap of 8 (not all of it), another dialed peer's honest chain still finds room, and
+/// our tips answer takes vouched chains round-robin over the peers that vouched, so a
+/// fresh node that dials us fetches the honest chain second, not after all the junk.
+#[test]
+fn one_dialed_peer_takes_half_the_cap_and_does_not_go_first_for_all() {
+    let store = MemoryStore::default();
+    let honest = late_key();
+    let junk = keys_sorting_before(&honest.validator(), 20);
+    let by_key: BTreeMap<ValidatorKey, SealedBlock> =
+        junk.iter().chain([&honest]).map(|k| (k.validator(), genesis(k))).collect();
+    let mut sync: Sync<u8> = Sync::new(SyncConfig { max_chains: 8, ..SyncConfig::default() });
+    let (junk_holder, honest_peer, asker): (u8, u8, u8) = (1, 2, 3);
+    let answer = |validator: &ValidatorKey| vec![by_key[validator].bytes().to_vec()];
+    let mut now = 0u64;
+    let out = sync.handle(Input::DialedPeerConnected(junk_holder), now, &store).unwrap();
+    let tips_request = requests(&out).0[0];
+    let data =
+        wire::encode_response(&Response::Tips(junk.iter().map(|k| signed(&by_key[&k.validator()])).collect())).unwrap();
+    now += 1;
+    let out = sync.handle(Input::Response { from: junk_holder, request: tips_request, data }, now, &store).unwrap();
+    serve_all(&mut sync, &store, out, &mut now, &answer);
+    for _ in 0..5 {
+        now += 1_000;
+        let out = sync.handle(Input::Tick, now, &store).unwrap();
+        serve_all(&mut sync, &store, out, &mut now, &answer);
+    }
+    assert_eq!(store.tips().unwrap().len(), 4, "one dialed peer's chains fill half the cap of 8");
+    let out = sync.handle(Input::DialedPeerConnected(honest_peer), now, &store).unwrap();
+    let tips_request = requests(&out).0[0];
+    let data = wire::encode_response(&Response::Tips(vec![signed(&by_key[&honest.validator()])])).unwrap();
+    now += 1;
+    let out = sync.handle(Input::Response { from: honest_peer, request: tips_request, data }, now, &store).unwrap();
+    serve_all(&mut sync, &store, out, &mut now, &answer);
+    assert!(store.tip(&honest.validator()).unwrap().is_some(), "the other dialed peer's chain found room");
+    sync.handle(Input::PeerConnected(asker), now, &store).unwrap();
+    let out = sync
+        .handle(Input::Request { from: asker, channel: 9, data: wire::encode_request(&Request::Tips) }, now + 1, &store)
+        .unwrap();
+    let Some(Response::Tips(tips)) = out.iter().find_map(|o| match o {
+        Output::Respond { channel: 9, data } => Some(wire::decode_response(data).unwrap()),
+        _ => None,
+    }) else {
+        panic!("a tips answer")
+    };
+    let order: Vec<ValidatorKey> = tips.iter().map(|t| t.validator()).collect();
+    assert_eq!(order.len(), 5);
+    assert_eq!(order[1], honest.validator(), "round-robin over the vouching peers: {order:?}");
+}
+
+/// A dialed peer that claims chains and then serves none of them, `UNSERVED_LIMIT`
+/// times, loses its voice: the chains it claims afterwards are a stranger's.
+#[test]
+fn a_dialed_peer_that_does_not_serve_its_claims_stops_vouching() {
+    let store = MemoryStore::default();
+    let keys = keys_sorting_before(&late_key().validator(), 6);
+    let mut sync: Sync<u8> = Sync::new(SyncConfig::default());
+    let liar: u8 = 1;
+    let mut now = 0u64;
+    let out = sync.handle(Input::DialedPeerConnected(liar), now, &store).unwrap();
+    let tips_request = requests(&out).0[0];
+    let claimed: Vec<SignedHeader> = keys[..5].iter().map(|k| signed(&genesis(k))).collect();
+    let data = wire::encode_response(&Response::Tips(claimed)).unwrap();
+    now += 1;
+    let out = sync.handle(Input::Response { from: liar, request: tips_request, data }, now, &store).unwrap();
+    assert_eq!(sync.trust(&keys[0].validator()), af::p2p::protocol::Trust::Vouched, "a dialed peer vouches");
+    serve_all(&mut sync, &store, out, &mut now, &|_| Vec::new());
+    now += 60_000;
+    let out = sync.handle(Input::Tick, now, &store).unwrap();
+    let tips_request = requests(&out).0.first().copied().expect("a new tips round");
+    let data = wire::encode_response(&Response::Tips(vec![signed(&genesis(&keys[5]))])).unwrap();
+    sync.handle(Input::Response { from: liar, request: tips_request, data }, now + 1, &store).unwrap();
+    assert_eq!(
+        sync.trust(&keys[5].validator()),
+        af::p2p::protocol::Trust::Stranger,
+        "claims it did not serve cost it its voice"
+    );
 }

@@ -2,6 +2,7 @@
 //! ranges served to peers that ask, and fetched blocks checked and stored, each only
 //! once it decodes canonically, verifies and links.
 
+use super::claims::HeaderVerdict;
 use super::*;
 use crate::bytes::ValidatorKey;
 use crate::ledger::block::{BlockError, SealedBlock};
@@ -68,7 +69,12 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                         && !fetching.contains(validator)
                         && self.allowed(validator)
                         && self.accepts_height(validator, next);
-                    let room = next > 0 || trust.room(held.len() + fetching.len(), self.config.max_chains);
+                    let room = next > 0
+                        || (trust.room(held.len() + fetching.len(), self.config.max_chains)
+                            && (trust != Trust::Vouched
+                                || self.vouched.share_left(validator, self.config.max_chains, |chain| {
+                                    held.contains_key(chain) || fetching.contains(chain)
+                                })));
                     if wanted && room && chosen.is_none_or(|(best, _)| trust < best) {
                         chosen = Some((trust, *validator));
                         if trust <= best_possible {
@@ -137,8 +143,7 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                 // Trust first (`trust.rs`): what the answer leaves out past `MAX_TIPS` is
                 // strangers' chains, and a fresh node that fetches in our order takes the
                 // validators we vouch for before junk we hold.
-                let mut held = store.tips()?;
-                held.sort_by_key(|(validator, _)| self.trust(validator));
+                let held = self.vouched.answer_order(store.tips()?, |validator| self.trust(validator));
                 let mut tips = Vec::new();
                 for (validator, tip) in held.into_iter().take(MAX_TIPS) {
                     if let Some((header, signature)) = store.signed_header(&validator, tip.height)? {
@@ -241,8 +246,10 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
     ) -> Result<(), SyncError> {
         if blocks.is_empty() {
             // The peer does not hold what it was thought to: forget the claim, so the
-            // next fetch goes to someone else (or waits for the next tips round).
+            // next fetch goes to someone else (or waits for the next tips round), and
+            // count it, as a claim it did not serve costs its voice (`trust.rs`).
             if let Some(state) = self.peers.get_mut(&from) {
+                state.unserved = state.unserved.saturating_add(1);
                 state.holds.insert(fetch.validator, fetch.from_height.saturating_sub(1));
                 if fetch.from_height == 0 {
                     state.holds.remove(&fetch.validator);

@@ -13,8 +13,16 @@
 //! answers tips trust-first (as ours do) passes its trust on without a wire change: a
 //! fresh node that knows one honest node fetches that node's validators before the junk
 //! it also holds.
+//!
+//! A dialed peer is one voice, not a licence: the chains it vouches for may take at most
+//! [`VOUCHED_SHARE`] of the cap, and a tips answer takes vouched chains round-robin over
+//! the peers that vouched for them, so one junk-holding peer we dialed can neither fill
+//! the cap nor put its 3,000 chains ahead of another peer's one (issue 74, case 2). A
+//! peer that claims blocks it then does not serve ([`UNSERVED_LIMIT`] times) loses its
+//! voice: what it claims afterwards is a stranger's.
 
 use crate::bytes::ValidatorKey;
+use std::collections::BTreeMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Trust {
@@ -39,17 +47,17 @@ impl Trust {
 }
 
 /// The tiers' inputs, as the sync machine keeps them.
-pub struct TrustInputs<'a> {
+pub struct TrustInputs<'a, P> {
     pub own: Option<&'a ValidatorKey>,
     pub allowed: Option<&'a std::collections::BTreeSet<ValidatorKey>>,
-    pub vouched: &'a std::collections::BTreeSet<ValidatorKey>,
+    pub vouched: &'a Vouchers<P>,
 }
 
-impl TrustInputs<'_> {
+impl<P: Ord + Clone> TrustInputs<'_, P> {
     pub fn of(&self, validator: &ValidatorKey) -> Trust {
         if self.own == Some(validator) || self.allowed.is_some_and(|set| set.contains(validator)) {
             Trust::Listed
-        } else if self.vouched.contains(validator) {
+        } else if self.vouched.by_chain.contains_key(validator) {
             Trust::Vouched
         } else {
             Trust::Stranger
@@ -62,6 +70,81 @@ impl TrustInputs<'_> {
 /// stranger's until a dialed peer claims it again after a restart.
 pub const MAX_VOUCHED: usize = super::MAX_TIPS;
 
+/// The part of the chain cap (numerator, denominator) the chains one dialed peer vouched
+/// for may take: half, so another dialed peer's chains always find room.
+pub const VOUCHED_SHARE: (usize, usize) = (1, 2);
+
+/// Fetches a dialed peer may answer with nothing, for blocks it claimed, before its claims
+/// count as a stranger's. Not a ban: an honest peer that pruned old bodies answers so too.
+pub const UNSERVED_LIMIT: u32 = 4;
+
+/// Which dialed peer first vouched for each chain (at most [`MAX_VOUCHED`] chains).
+#[derive(Debug)]
+pub struct Vouchers<P> {
+    by_chain: BTreeMap<ValidatorKey, P>,
+}
+
+impl<P: Ord + Clone> Vouchers<P> {
+    pub fn new() -> Vouchers<P> {
+        Vouchers { by_chain: BTreeMap::new() }
+    }
+
+    /// `peer`, which we dialed, claims `validator`'s chain: the first to do so vouches.
+    pub fn vouch(&mut self, validator: ValidatorKey, peer: &P) {
+        if self.by_chain.len() < MAX_VOUCHED && !self.by_chain.contains_key(&validator) {
+            self.by_chain.insert(validator, peer.clone());
+        }
+    }
+
+    /// Whether the peer that vouched for `validator` may have one more chain started
+    /// from nothing, with `taken(chain)` saying which chains are held or being fetched.
+    /// Counted when asked (at most `MAX_VOUCHED` chains), so nothing goes stale when a
+    /// chain is dropped or a peer leaves.
+    pub fn share_left(
+        &self,
+        validator: &ValidatorKey,
+        max_chains: usize,
+        taken: impl Fn(&ValidatorKey) -> bool,
+    ) -> bool {
+        let Some(voucher) = self.by_chain.get(validator) else { return true };
+        let used = self.by_chain.iter().filter(|(chain, by)| *by == voucher && taken(chain)).count();
+        used < max_chains * VOUCHED_SHARE.0 / VOUCHED_SHARE.1
+    }
+
+    /// Puts `chains` in the order a tips answer gives them: by tier, and within the
+    /// vouched tier round-robin over the peers that vouched, each peer's in key order.
+    pub fn answer_order<T>(
+        &self,
+        chains: Vec<(ValidatorKey, T)>,
+        trust: impl Fn(&ValidatorKey) -> Trust,
+    ) -> Vec<(ValidatorKey, T)> {
+        let mut turns: BTreeMap<&P, usize> = BTreeMap::new();
+        let mut keyed: Vec<((Trust, usize), (ValidatorKey, T))> = chains
+            .into_iter()
+            .map(|(validator, value)| {
+                let tier = trust(&validator);
+                let turn = match (tier, self.by_chain.get(&validator)) {
+                    (Trust::Vouched, Some(voucher)) => {
+                        let turn = turns.entry(voucher).or_default();
+                        *turn += 1;
+                        *turn
+                    }
+                    _ => 0,
+                };
+                ((tier, turn), (validator, value))
+            })
+            .collect();
+        keyed.sort_by_key(|(key, _)| *key);
+        keyed.into_iter().map(|(_, chain)| chain).collect()
+    }
+}
+
+impl<P: Ord + Clone> Default for Vouchers<P> {
+    fn default() -> Self {
+        Vouchers::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,8 +155,10 @@ mod tests {
         let (own, listed, vouched, stranger) =
             (ValidatorKey([1; 32]), ValidatorKey([2; 32]), ValidatorKey([3; 32]), ValidatorKey([0; 32]));
         let allowed = BTreeSet::from([listed]);
-        let vouched_set = BTreeSet::from([vouched, listed]);
-        let inputs = TrustInputs { own: Some(&own), allowed: Some(&allowed), vouched: &vouched_set };
+        let mut vouchers = Vouchers::new();
+        vouchers.vouch(vouched, &"peer");
+        vouchers.vouch(listed, &"peer");
+        let inputs = TrustInputs { own: Some(&own), allowed: Some(&allowed), vouched: &vouchers };
         assert_eq!(inputs.of(&own), Trust::Listed);
         assert_eq!(inputs.of(&listed), Trust::Listed);
         assert_eq!(inputs.of(&vouched), Trust::Vouched);
@@ -82,5 +167,35 @@ mod tests {
         assert!(Trust::Listed.room(5_000, 1024));
         assert!(Trust::Vouched.room(1023, 1024) && !Trust::Vouched.room(1024, 1024));
         assert!(Trust::Stranger.room(511, 1024) && !Trust::Stranger.room(512, 1024));
+    }
+
+    /// One peer's 3,000 vouched chains that sort first take half the cap at most, and the
+    /// one chain another dialed peer vouched for comes second in a tips answer, not last.
+    #[test]
+    fn one_voucher_neither_fills_the_cap_nor_goes_first_for_all() {
+        let junk: Vec<ValidatorKey> = (0..3000u32)
+            .map(|i| {
+                let mut key = [0u8; 32];
+                key[..4].copy_from_slice(&i.to_be_bytes());
+                ValidatorKey(key)
+            })
+            .collect();
+        let honest = ValidatorKey([0xff; 32]);
+        let mut vouchers = Vouchers::new();
+        for chain in &junk {
+            vouchers.vouch(*chain, &"junk-holder");
+        }
+        vouchers.vouch(honest, &"honest");
+        let held: BTreeSet<ValidatorKey> = junk[..512].iter().copied().collect();
+        assert!(!vouchers.share_left(&junk[600], 1024, |c| held.contains(c)), "half of 1,024 is taken");
+        assert!(vouchers.share_left(&junk[600], 1024, |c| held.contains(c) && c != &junk[0]));
+        assert!(vouchers.share_left(&honest, 1024, |c| held.contains(c)), "the other peer's share is whole");
+        let inputs = TrustInputs { own: None, allowed: None, vouched: &vouchers };
+        let chains: Vec<(ValidatorKey, ())> = junk.iter().chain([&honest]).map(|c| (*c, ())).collect();
+        let order = vouchers.answer_order(chains, |c| inputs.of(c));
+        assert_eq!(order.len(), 3001);
+        assert_eq!(order[0].0, junk[0]);
+        assert_eq!(order[1].0, honest, "round-robin over vouchers, not key order");
+        assert_eq!(order[2].0, junk[1]);
     }
 }
