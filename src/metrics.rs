@@ -103,6 +103,8 @@ pub struct Metrics {
     /// Seconds the chain has given us nothing new (`ChainSeen::head_age_ms`), set when
     /// scraped: the age `/healthz` judges, so one alert can fire when it does.
     pub chain_head_age_seconds: Gauge<f64, AtomicU64>,
+    /// Seconds an anchoring round takes (`ChainSeen::round_ms`), set when scraped.
+    pub chain_round_seconds: Gauge<f64, AtomicU64>,
     /// 1 while our hotkey holds a uid on the subnet, 0 once it does not (-1: not known).
     pub chain_registered: Gauge,
     /// 1 once a protocol version this build does not apply has activated: it signs
@@ -204,6 +206,11 @@ pub struct ChainSeen {
     /// Unix ms since which reading the chain's miners has failed (a node that answers the
     /// head but too slowly, or not at all, for the reads a validator works by).
     pub miners_failing_since_ms: Option<u64>,
+    /// Unix ms the anchoring round in progress began (its head, limits, commitment and
+    /// weights), and how long the last finished one took: a node that answers each read,
+    /// but so slowly that a round outlasts `ANCHOR_ROUND_MS`, is too slow to anchor on.
+    pub round_started_ms: Option<u64>,
+    pub last_round_ms: u64,
 }
 
 impl ChainSeen {
@@ -217,6 +224,11 @@ impl ChainSeen {
     /// answer), or since anchoring started when it never answered.
     pub fn head_age_ms(&self, now_ms: u64) -> u64 {
         now_ms.saturating_sub(self.head_since_ms.unwrap_or(self.expected_ms))
+    }
+
+    /// How long anchoring rounds take at `now_ms`: the one in progress, or the last.
+    pub fn round_ms(&self, now_ms: u64) -> u64 {
+        self.round_started_ms.map_or(0, |started| now_ms.saturating_sub(started)).max(self.last_round_ms)
     }
 
     pub fn blocks_since_weights(&self) -> Option<u64> {
@@ -273,6 +285,7 @@ impl Metrics {
             chain: Mutex::new(None),
             chain_head_block: Gauge::default(),
             chain_head_age_seconds: Gauge::default(),
+            chain_round_seconds: Gauge::default(),
             chain_registered: {
                 let g = Gauge::default();
                 g.set(-1);
@@ -370,6 +383,11 @@ impl Metrics {
             "chain_head_age_seconds",
             "Seconds the chain head has stood (unmoved or unanswered; since start if the chain never answered); /healthz fails past 60",
             metrics.chain_head_age_seconds.clone(),
+        );
+        r.register(
+            "chain_round_seconds",
+            "Seconds one anchoring round (head, limits, commitment, weights) takes, the one in progress or the last; /healthz fails past 60 (a chain that answers, too slowly to work)",
+            metrics.chain_round_seconds.clone(),
         );
         r.register(
             "protocol_upgrade_required",
@@ -588,8 +606,6 @@ impl Metrics {
         self.chain_rpc_errors.get_or_create(&ChainRpc { call: call.into() }).inc();
     }
 
-    /// The validator loop is alive at `now_ms`.
-    /// The anchoring task read the chain's head `block` at `now_ms`.
     /// A read of the chain's miners (discovery) that answered, or failed.
     pub fn miners_read(&self, ok: bool, now_ms: u64) {
         self.update_chain(|seen| match ok {
@@ -600,6 +616,16 @@ impl Metrics {
         });
     }
 
+    /// An anchoring round begins at `now_ms` (`Some`), or the one in progress ends.
+    pub fn anchor_round(&self, began: bool, now_ms: u64) {
+        self.update_chain(|seen| match (began, seen.round_started_ms.take()) {
+            (true, _) => seen.round_started_ms = Some(now_ms),
+            (false, Some(started)) => seen.last_round_ms = now_ms.saturating_sub(started),
+            (false, None) => {}
+        });
+    }
+
+    /// The anchoring task read the chain's head `block` at `now_ms`.
     pub fn chain_read(&self, block: u64, now_ms: u64) {
         self.update_chain(|seen| {
             seen.last_read_ms = Some(now_ms);
@@ -668,6 +694,7 @@ impl Metrics {
     pub fn sample_chain(&self, now_ms: u64) {
         if let Some(seen) = self.chain_seen() {
             self.chain_head_age_seconds.set(seen.head_age_ms(now_ms) as f64 / 1e3);
+            self.chain_round_seconds.set(seen.round_ms(now_ms) as f64 / 1e3);
         }
     }
 

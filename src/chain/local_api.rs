@@ -270,7 +270,7 @@ async fn limits(
     UrlPath(netuid): UrlPath<u16>,
     Query(query): Query<HotkeyQuery>,
 ) -> Json<WeightLimits> {
-    Json(chain.read(|s, _| {
+    Json(chain.read(|s, block| {
         let default = Subnet { rate_limit_blocks: DEFAULT_WEIGHTS_RATE_LIMIT, ..Subnet::default() };
         let subnet = s.subnets.get(&netuid).unwrap_or(&default);
         let uid = query.hotkey.as_ref().and_then(|h| subnet.neurons.iter().find(|n| n.hotkey == *h).map(|n| n.uid));
@@ -282,6 +282,7 @@ async fn limits(
             tempo: s.tempo,
             registered: query.hotkey.as_ref().map(|_| uid.is_some()),
             in_pool: 0, // the local chain applies a send as it answers: nothing waits
+            at_block: Some(block),
         }
     }))
 }

@@ -229,6 +229,10 @@ pub struct WeightLimits {
     /// a restart never sends the same commit twice.
     #[serde(default)]
     pub in_pool: u64,
+    /// The block these were read at, where the chain says: on a slow node the head read
+    /// before them is seconds old, and a rate limit judged at it would wait for nothing.
+    #[serde(default)]
+    pub at_block: Option<u64>,
 }
 
 fn default_tempo() -> u64 {
@@ -727,6 +731,7 @@ mod tests {
             tempo: 360,
             registered: Some(true),
             in_pool: 0,
+            at_block: None,
         };
         assert!(matches!(check_weight_limits(&limits, 1, 1050), Err(ChainError::RateLimited { next: 1100, .. })));
         assert!(check_weight_limits(&limits, 1, 1100).is_ok());

@@ -326,10 +326,13 @@ pub async fn anchor_loop(
     let upgrade = super::upgrade::UpgradeWatch::new(&protocol, log.clone(), metrics.clone());
     let mut announcements_read_at: Option<u64> = None;
     loop {
+        // The round that began after the last sleep ends here, however it ended.
+        metrics.anchor_round(false, now_ms());
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(check_ms)) => {}
             _ = stop.changed() => return,
         }
+        metrics.anchor_round(true, now_ms());
         // Needs no chain: a replay of the logs we hold (recorded only where our log's
         // protocol version has the kind, ledger-spec/15).
         if log.signing_halted().is_none() {
@@ -406,6 +409,8 @@ pub async fn anchor_loop(
         if limits.in_pool > 0 {
             continue;
         }
+        // What follows is judged at the block the limits were read at, not the older head.
+        let block = limits.at_block.map_or(block, |at| at.max(block));
         match limits.registered {
             Some(false) => {
                 if !deregistered {
@@ -564,6 +569,7 @@ mod tests {
                 tempo: 50,
                 registered: Some(true),
                 in_pool: 0,
+                at_block: None,
             })
         }
         fn payload_hotkey(&self) -> Option<Vec<u8>> {

@@ -455,8 +455,8 @@ fn small_subnet(node: &Node, base: u8, validator: [u8; 32], commit_reveal: bool)
 type LogLines = Arc<std::sync::Mutex<Vec<String>>>;
 
 /// `af validate --serve` in `dir` against the strict node at `url`, signing as `uri`,
-/// playing the two `miners` (account, URL) from its config and listening on 127.0.0.2;
-/// its log lines collected as they come.
+/// playing the two `miners` (account, URL) from its config, listening on 127.0.0.2 and
+/// serving its HTTP API on a free loopback port; its log lines collected as they come.
 fn serve_on_strict_node(
     dir: &std::path::Path,
     url: &str,
@@ -480,6 +480,7 @@ fn serve_on_strict_node(
         .args(["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--serve"])
         .args(["--chain", &format!("subtensor:{url}"), "--netuid", &NETUID.to_string()])
         .args(["--listen", "/ip4/127.0.0.2/tcp/0"])
+        .args(["--http", &format!("127.0.0.1:{}", crate::free_port())])
         .env("AF_HOTKEY_PHRASE", uri)
         .env("RUST_LOG", "warn,af=info")
         .stdout(Stdio::null())
@@ -835,6 +836,51 @@ fn a_serving_validator_rides_out_a_node_restart() {
     wait("a send applied after the restart", 60, &|| ours() > applied_before);
     eprintln!("node restart: the validator read the chain again {took:?} after it came back");
     assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+
+    // Issue 74, item 4: the node now answers each request in 1.5 to 5 s. Within 60 s the
+    // validator either still gets a send applied, or its `/healthz` is 503 and says why:
+    // never 200 while it cannot work.
+    node.reply_delay_ms.store(1_500, std::sync::atomic::Ordering::SeqCst);
+    node.reply_delay_max_ms.store(5_000, std::sync::atomic::Ordering::SeqCst);
+    let http_port: u16 = lines
+        .lock()
+        .unwrap()
+        .iter()
+        .find_map(|l| {
+            let line: serde_json::Value = serde_json::from_str(l).ok()?;
+            let url = line["url"].as_str().filter(|_| line["event"] == "http")?;
+            url.trim_end_matches('/').rsplit(':').next()?.parse().ok()
+        })
+        .expect("the HTTP API's address is said");
+    let (applied_slow, slow_from) = (ours(), std::time::Instant::now());
+    let mut outcome = None;
+    while outcome.is_none() && slow_from.elapsed() < std::time::Duration::from_secs(75) {
+        if ours() > applied_slow {
+            outcome = Some(format!("a send applied {:?} into the slow stretch", slow_from.elapsed()));
+        } else if let (503, body) = crate::http_get(http_port, "/healthz") {
+            outcome = Some(format!("/healthz 503 {:?} into the slow stretch: {body}", slow_from.elapsed()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let outcome = outcome.unwrap_or_else(|| {
+        let log = lines.lock().unwrap();
+        panic!(
+            "a 1.5-5 s node: no send applied and /healthz not 503 in 75 s: {:?}\nsent {:?}\nasked {:?}\n{}",
+            crate::http_get(http_port, "/healthz"),
+            node.submissions()
+                .iter()
+                .rev()
+                .take(4)
+                .map(|s| (s.decoded.as_ref().map(|d| (&d.call, d.nonce)), &s.pool, &s.dispatch, s.block))
+                .collect::<Vec<_>>(),
+            {
+                let asked = node.asked.lock().unwrap();
+                asked[asked.len().saturating_sub(60)..].to_vec()
+            },
+            log[log.len().saturating_sub(25)..].join("\n")
+        )
+    });
+    eprintln!("slow node: {outcome}");
     assert!(Command::new("kill").args(["-TERM", &process.id().to_string()]).status().unwrap().success());
     assert_eq!(process.wait().unwrap().code(), Some(130));
     reader.join().unwrap();

@@ -108,6 +108,10 @@ pub struct Node {
     pub oversize_next: std::sync::atomic::AtomicUsize,
     /// Milliseconds each answer waits before it is sent: a node slow under load.
     pub reply_delay_ms: std::sync::atomic::AtomicU64,
+    /// Above `reply_delay_ms`: each answer waits a different time between the two,
+    /// spread evenly (a fixed sequence, so a run can be repeated).
+    pub reply_delay_max_ms: std::sync::atomic::AtomicU64,
+    replies: std::sync::atomic::AtomicU64,
     pub asked: Mutex<Vec<String>>,
 }
 
@@ -147,6 +151,19 @@ pub fn list<T: Clone>(value: &Value<T>) -> Vec<Value<T>> {
 }
 
 impl Node {
+    /// How long the next answer waits: `reply_delay_ms`, or a point of an even spread
+    /// up to `reply_delay_max_ms` (the golden ratio's steps, so each stretch of answers
+    /// covers the range).
+    fn reply_delay(&self) -> u64 {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (low, high) = (self.reply_delay_ms.load(SeqCst), self.reply_delay_max_ms.load(SeqCst));
+        if high <= low {
+            return low;
+        }
+        let step = self.replies.fetch_add(1, SeqCst) as f64 * 0.618_033_988_75;
+        low + ((step - step.floor()) * (high - low) as f64) as u64
+    }
+
     pub fn new(metadata_bytes: Vec<u8>, best: u64) -> Arc<Node> {
         let metadata = subxt::Metadata::decode_from(&metadata_bytes).unwrap();
         Arc::new(Node {
@@ -157,6 +174,8 @@ impl Node {
             lagging: Default::default(),
             oversize_next: Default::default(),
             reply_delay_ms: Default::default(),
+            reply_delay_max_ms: Default::default(),
+            replies: Default::default(),
             asked: Mutex::default(),
         })
     }
@@ -715,7 +734,7 @@ pub async fn serve(node: Arc<Node>, address: &str) -> (String, jsonrpsee::server
         module
             .register_async_method(method, move |params, node, _| async move {
                 // A slow node: each answer waits this long (0: at once).
-                let delay = node.reply_delay_ms.load(std::sync::atomic::Ordering::SeqCst);
+                let delay = node.reply_delay();
                 if delay > 0 {
                     tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
                 }

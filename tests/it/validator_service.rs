@@ -4,7 +4,7 @@
 
 use crate::chain_local::{serve_with, Server};
 use crate::validator_cli::miner;
-use crate::{af, af_bin, free_port};
+use crate::{af, af_bin, free_port, http_get};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -305,18 +305,6 @@ fn a_stop_on_a_slow_chain_ends_within_its_chain_deadline() {
         String::from_utf8_lossy(&audit.stderr)
     );
     drop(chain_process);
-}
-
-/// One plain HTTP/1.1 GET on loopback: the status and the body.
-fn http_get(port: u16, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    (status, text.split_once("\r\n\r\n").map_or(String::new(), |(_, body)| body.to_string()))
 }
 
 #[test]

@@ -542,6 +542,7 @@ impl Chain for SubtensorClient {
                 Some(signer) => self.in_pool(signer, &at).await?,
                 None => 0,
             },
+            at_block: Some(at.block_number()),
         })
     }
 

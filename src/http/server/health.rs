@@ -13,6 +13,11 @@ pub const HEARTBEAT_STALE_MS: u64 = 60_000;
 /// The chain unanswered, or its head unmoved, for longer than this is unhealthy
 /// (subtensor makes a block every 12 s).
 pub const CHAIN_STALE_MS: u64 = 60_000;
+/// An anchoring round (head, limits, commitment, weights) taking longer than this, in
+/// progress or done, is unhealthy: with the other tasks' reads beside it, a round took
+/// about 45 s on a node answering each request in 1 to 1.5 s, and over a minute at 1.5
+/// to 5 s (`a_serving_validator_rides_out_a_node_restart`).
+pub const ANCHOR_ROUND_MS: u64 = 60_000;
 /// A due commitment, or weights, failing for more chain blocks than this is unhealthy
 /// (commitments are due every `COMMIT_EVERY_BLOCKS`; weights once per tempo of 360).
 pub const ANCHOR_FAILING_BLOCKS: u64 = 720;
@@ -32,6 +37,14 @@ pub fn chain_trouble(seen: &crate::metrics::ChainSeen, now_ms: u64) -> Option<St
             return Some(format!(
                 "the chain answers, but reading its miners has failed for {} s: too slow or failing for the reads a validator works by",
                 now_ms.saturating_sub(since) / 1000
+            ));
+        }
+        let round_ms = seen.round_ms(now_ms);
+        if round_ms > ANCHOR_ROUND_MS {
+            return Some(format!(
+                "the chain answers, but one anchoring round (its head, limits, commitment and weights) has taken {:.1} s, over {} s: too slow to commit and set weights on",
+                round_ms as f64 / 1000.0,
+                ANCHOR_ROUND_MS / 1000
             ));
         }
         return anchor_trouble(seen, head);
@@ -204,6 +217,13 @@ mod health_tests {
         assert!(chain_trouble(&slow, now).unwrap().contains("reading its miners has failed for 61 s"));
         let slow_briefly = ChainSeen { miners_failing_since_ms: Some(now - 5_000), ..good.clone() };
         assert_eq!(chain_trouble(&slow_briefly, now), None);
+        // Each read answers, but a round of them takes over a minute, in progress or done.
+        let slow_round = ChainSeen { round_started_ms: Some(now - 61_000), ..good.clone() };
+        assert!(chain_trouble(&slow_round, now).unwrap().contains("anchoring round"), "{slow_round:?}");
+        let slow_last = ChainSeen { last_round_ms: 62_000, ..good.clone() };
+        assert!(chain_trouble(&slow_last, now).unwrap().contains("has taken 62.0 s"));
+        let quick = ChainSeen { round_started_ms: Some(now - 20_000), last_round_ms: 50_000, ..good.clone() };
+        assert_eq!(chain_trouble(&quick, now), None);
 
         // The gauge an alert reads crosses 60 s exactly when /healthz fails on the chain.
         for (seen, stale) in [(&fresh, false), (&silent, true), (&good, false), (&gone, true), (&stalled, true)] {
