@@ -103,6 +103,11 @@ pub fn check_axon(ip_type: u8, addr: u128, port: u16) -> Result<(), String> {
     Ok(())
 }
 
+/// Blocks between two `serve_axon` of one hotkey: subtensor's default `ServingRateLimit`
+/// (`SubtensorInitialServingRateLimit`). A send inside it is refused (Custom error 12), so
+/// a node restarted on a new port waits for it instead of sending into the refusal.
+pub const SERVING_RATE_LIMIT_BLOCKS: u64 = 50;
+
 /// Whether `af` publishes `ip:port` as its axon: what `serve_axon` accepts, and not an
 /// unspecified address (accepted by the chain "for testing", but nobody can dial it).
 pub fn check_published_axon(ip: std::net::IpAddr, port: u16) -> Result<(), String> {

@@ -7,6 +7,7 @@
 
 use super::net::{self, NetChannels, NetConfig, NetError, NetStatus};
 use crate::bytes::ValidatorKey;
+use crate::chain::outage::Said;
 use crate::ledger::event::Evidence;
 use crate::ledger::{Event, OwnLog, StoreError};
 use serde::Serialize;
@@ -123,13 +124,63 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&temporary, path)
 }
 
-/// Whether the chain's axon for our hotkey is `ip:port` already (a failed read: not known
-/// to be, so it is sent).
-async fn already_served(chain: &dyn crate::chain::Chain, ip: std::net::IpAddr, port: u16) -> bool {
-    let Some(own) = chain.hotkey() else { return false };
-    match chain.axons().await {
-        Ok(axons) => axons.iter().any(|a| a.hotkey == own && a.ip == ip && a.port == port),
-        Err(_) => false,
+/// What the chain's axon for our hotkey says of sending `ip:port` now.
+enum AxonOnChain {
+    /// It is `ip:port` already.
+    Served,
+    /// Another address, served so recently that subtensor refuses a new one before `next`.
+    Wait { next: u64 },
+    /// Send it (also when a read fails: the send then says what is wrong).
+    Send,
+}
+
+async fn axon_on_chain(chain: &dyn crate::chain::Chain, ip: std::net::IpAddr, port: u16) -> AxonOnChain {
+    let Some(own) = chain.hotkey() else { return AxonOnChain::Send };
+    let Ok(axons) = chain.axons().await else { return AxonOnChain::Send };
+    let Some(ours) = axons.iter().find(|a| a.hotkey == own) else { return AxonOnChain::Send };
+    if ours.ip == ip && ours.port == port {
+        return AxonOnChain::Served;
+    }
+    let next = ours.block.saturating_add(crate::chain::SERVING_RATE_LIMIT_BLOCKS);
+    match chain.current_block().await {
+        Ok(now) if ours.block > 0 && now < next => AxonOnChain::Wait { next },
+        _ => AxonOnChain::Send,
+    }
+}
+
+/// Sends `serve_axon` for `ip:port` unless the chain holds it already or its serving rate
+/// limit would refuse it (said once per block it waits for); whether it is published.
+async fn publish_axon(
+    chain: &dyn crate::chain::Chain,
+    (ip, port): (std::net::IpAddr, u16),
+    waits: &mut Option<u64>,
+    outage: &mut crate::chain::outage::Outage,
+) -> bool {
+    match axon_on_chain(chain, ip, port).await {
+        AxonOnChain::Served => {
+            tracing::info!(event = "axon_published", %ip, port, "{ip}:{port} is our axon on chain already");
+            true
+        }
+        AxonOnChain::Wait { next } => {
+            if *waits != Some(next) {
+                *waits = Some(next);
+                tracing::info!(event = "axon_waits", %ip, port, next, "our axon on chain is another address, served less than {} blocks ago: {ip}:{port} is sent at block {next}, when subtensor's serving rate limit allows", crate::chain::SERVING_RATE_LIMIT_BLOCKS);
+            }
+            false
+        }
+        AxonOnChain::Send => match chain.serve_axon(ip, port).await {
+            Ok(block) => {
+                tracing::info!(event = "axon_published", %ip, port, block, "published {ip}:{port} on chain (serve_axon)");
+                outage.answered(crate::clock::unix_ms());
+                true
+            }
+            Err(error) => {
+                if outage.failed(crate::clock::unix_ms()) == Said::Down {
+                    tracing::warn!(event = "axon_failed", error = %error, "publishing {ip}:{port} failed; retrying until it is published (said once)")
+                }
+                false
+            }
+        },
     }
 }
 
@@ -137,8 +188,6 @@ async fn already_served(chain: &dyn crate::chain::Chain, ip: std::net::IpAddr, p
 /// the node's chain peers and allow-list current: every `every_ms` it reads the
 /// metagraph, the commitments and the axons (ledger-spec/13). A chain read that fails is
 /// logged and retried at the next turn; it never stops the node.
-use crate::chain::outage::Said;
-
 pub async fn chain_peers_loop(
     chain: Arc<dyn crate::chain::Chain>,
     mut status: watch::Receiver<NetStatus>,
@@ -148,6 +197,7 @@ pub async fn chain_peers_loop(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut published: Option<(std::net::IpAddr, u16)> = None;
+    let mut axon_waits = None;
     // Each failing read is said once per outage, and again when it answers.
     let (mut axon_outage, mut peers_outage) =
         (crate::chain::outage::Outage::default(), crate::chain::outage::Outage::default());
@@ -166,25 +216,12 @@ pub async fn chain_peers_loop(
                         tracing::warn!(event = "axon_not_published", %ip, port, "not publishing {ip}:{port} on chain: {why}; set --external-addr ([p2p] external) for other validators to find this one");
                         published = Some((ip, port));
                     }
-                    // Sent only as a change: after a restart the chain holds our axon
-                    // already, and subtensor refuses a second serve_axon within its
-                    // serving rate limit.
-                    Ok(()) if already_served(chain.as_ref(), ip, port).await => {
-                        tracing::info!(event = "axon_published", %ip, port, "{ip}:{port} is our axon on chain already");
-                        published = Some((ip, port));
-                    }
-                    Ok(()) => match chain.serve_axon(ip, port).await {
-                        Ok(block) => {
-                            tracing::info!(event = "axon_published", %ip, port, block, "published {ip}:{port} on chain (serve_axon)");
+                    // Sent only as a change, and not inside subtensor's serving rate limit.
+                    Ok(()) => {
+                        if publish_axon(chain.as_ref(), (ip, port), &mut axon_waits, &mut axon_outage).await {
                             published = Some((ip, port));
-                            axon_outage.answered(crate::clock::unix_ms());
                         }
-                        Err(error) => {
-                            if axon_outage.failed(crate::clock::unix_ms()) == Said::Down {
-                                tracing::warn!(event = "axon_failed", error = %error, "publishing {ip}:{port} failed; retrying until it is published (said once)")
-                            }
-                        }
-                    },
+                    }
                 },
                 None => not_listening = true,
             }

@@ -562,6 +562,9 @@ fn serve_against_the_strict_node(commit_reveal: bool) {
     }
     let axon = ours.iter().find(|s| s.decoded.as_ref().unwrap().call == "serve_axon").unwrap();
     assert_eq!(number(axon.decoded.as_ref().unwrap().arg("ip")), 0x7f00_0002, "127.0.0.2 published");
+    if !commit_reveal {
+        restarted_on_a_new_port_within_the_serving_rate_limit(&node, dir.path(), &url, uri, miners, validator);
+    }
     eprintln!(
         "strict node, commit-reveal {commit_reveal}: {} extrinsics sent, {} accepted, {} applied ({} set_commitment, {} {weights_call}, 1 serve_axon)",
         ours.len(),
@@ -570,6 +573,45 @@ fn serve_against_the_strict_node(commit_reveal: bool) {
         calls("set_commitment"),
         calls(weights_call)
     );
+}
+
+/// Issue 74, item 8: the validator restarts at once on a new p2p port (`tcp/0`), inside
+/// subtensor's serving rate limit of its last `serve_axon`. It says it waits and sends the
+/// new address when the limit allows, never into the pool's refusal (Custom error 12).
+fn restarted_on_a_new_port_within_the_serving_rate_limit(
+    node: &Node,
+    dir: &std::path::Path,
+    url: &str,
+    uri: &str,
+    miners: [([u8; 32], &str); 2],
+    validator: [u8; 32],
+) {
+    let axons = || {
+        node.submissions()
+            .into_iter()
+            .filter(|s| s.decoded.as_ref().is_some_and(|d| d.signer == validator && d.call == "serve_axon"))
+            .collect::<Vec<_>>()
+    };
+    let (mut process, lines, reader) = serve_on_strict_node(dir, url, uri, miners);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(45);
+    while !axons().iter().any(|s| matches!(s.dispatch, Some((_, Ok(())))) && s.block > axons()[0].block) {
+        assert!(std::time::Instant::now() < deadline, "no second axon applied:\n{}", lines.lock().unwrap().join("\n"));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(std::process::Command::new("kill").args(["-TERM", &process.id().to_string()]).status().unwrap().success());
+    process.wait().unwrap();
+    reader.join().unwrap();
+    let log = lines.lock().unwrap().join("\n");
+    assert!(log.contains("\"event\":\"axon_waits\""), "the wait is said: {log}");
+    let sent = axons();
+    assert_eq!(
+        sent.len(),
+        2,
+        "one axon per address, none refused: {:?}",
+        sent.iter().map(|s| (&s.pool, s.block)).collect::<Vec<_>>()
+    );
+    assert!(sent.iter().all(|s| s.pool.is_ok()), "{:?}", sent.iter().map(|s| &s.pool).collect::<Vec<_>>());
+    assert!(sent[1].block >= sent[0].block + subtensor_node::SERVING_RATE_LIMIT, "sent when the limit allows");
 }
 
 /// Reads until the node answers again; how long it took.
