@@ -612,6 +612,7 @@ fn restarted_on_a_new_port_within_the_serving_rate_limit(
     );
     assert!(sent.iter().all(|s| s.pool.is_ok()), "{:?}", sent.iter().map(|s| &s.pool).collect::<Vec<_>>());
     assert!(sent[1].block >= sent[0].block + subtensor_node::SERVING_RATE_LIMIT, "sent when the limit allows");
+    eprintln!("case-row | a restart on a new p2p port inside the serving rate limit | waited, then the axon sent {} blocks after the first, none refused |", sent[1].block - sent[0].block);
 }
 
 /// Reads until the node answers again; how long it took.
@@ -877,6 +878,7 @@ fn a_serving_validator_rides_out_a_node_restart() {
     let applied_before = ours();
     wait("a send applied after the restart", 60, &|| ours() > applied_before);
     eprintln!("node restart: the validator read the chain again {took:?} after it came back");
+    eprintln!("case-row | the chain node down {down:.1} s, then back | said once each ({said:.1} s down), read again {:.1} s after |", took.as_secs_f64());
     assert!(took < std::time::Duration::from_secs(30), "{took:?}");
 
     // Issue 74, item 4: the node now answers each request in 1.5 to 5 s. Within 60 s the
@@ -923,6 +925,10 @@ fn a_serving_validator_rides_out_a_node_restart() {
         )
     });
     eprintln!("slow node: {outcome}");
+    eprintln!(
+        "case-row | a chain node answering each request in 1.5 to 5 s, serving validator | {} |",
+        outcome.split(':').next().unwrap_or_default()
+    );
     assert!(Command::new("kill").args(["-TERM", &process.id().to_string()]).status().unwrap().success());
     assert_eq!(process.wait().unwrap().code(), Some(130));
     reader.join().unwrap();
@@ -957,6 +963,7 @@ async fn a_lying_subnet_size_is_refused_and_one_bad_commitment_spoils_only_itsel
     node.put("SubtensorModule", "SubnetworkN", &subnet_key(), Value::u128(65_535));
     let refused = client.neurons().await.unwrap_err().to_string();
     assert!(refused.contains("SubnetworkN") && refused.contains("65535 uids"), "{refused}");
+    eprintln!("case-row | a lying SubnetworkN of 65,535; a 4 MiB and a malformed commitment | the size refused by name; 2 commitments unreadable with why, 1 read |");
 }
 
 /// Issue 74, item 4: a node that answers each request in seconds (public RPC endpoints

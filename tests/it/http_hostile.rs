@@ -224,6 +224,7 @@ fn slowloris_cannot_take_the_health_probe_away() {
         "slowloris: {answered} of {probes} health probes answered on the API's port, {own_answered} on the probes' own; \
          {open} connections still writable"
     );
+    eprintln!("case-row | slowloris, 300 dripping connections from 10 addresses, 60 s | /healthz answered {answered} of {probes} on the API's port, {own_answered} of {probes} on --probes |");
     assert!(answered * 10 >= probes * 9, "only {answered} of {probes} health probes answered under slowloris");
     assert_eq!(own_answered, probes, "every probe on the probes' own listener is answered");
     node.interrupt();

@@ -227,33 +227,5 @@ fn one_dialed_peer_takes_half_the_cap_and_does_not_go_first_for_all() {
     let order: Vec<ValidatorKey> = tips.iter().map(|t| t.validator()).collect();
     assert_eq!(order.len(), 5);
     assert_eq!(order[1], honest.validator(), "round-robin over the vouching peers: {order:?}");
-}
-
-/// A dialed peer that claims chains and then serves none of them, `UNSERVED_LIMIT`
-/// times, loses its voice: the chains it claims afterwards are a stranger's.
-#[test]
-fn a_dialed_peer_that_does_not_serve_its_claims_stops_vouching() {
-    let store = MemoryStore::default();
-    let keys = keys_sorting_before(&late_key().validator(), 6);
-    let mut sync: Sync<u8> = Sync::new(SyncConfig::default());
-    let liar: u8 = 1;
-    let mut now = 0u64;
-    let out = sync.handle(Input::DialedPeerConnected(liar), now, &store).unwrap();
-    let tips_request = requests(&out).0[0];
-    let claimed: Vec<SignedHeader> = keys[..5].iter().map(|k| signed(&genesis(k))).collect();
-    let data = wire::encode_response(&Response::Tips(claimed)).unwrap();
-    now += 1;
-    let out = sync.handle(Input::Response { from: liar, request: tips_request, data }, now, &store).unwrap();
-    assert_eq!(sync.trust(&keys[0].validator()), af::p2p::protocol::Trust::Vouched, "a dialed peer vouches");
-    serve_all(&mut sync, &store, out, &mut now, &|_| Vec::new());
-    now += 60_000;
-    let out = sync.handle(Input::Tick, now, &store).unwrap();
-    let tips_request = requests(&out).0.first().copied().expect("a new tips round");
-    let data = wire::encode_response(&Response::Tips(vec![signed(&genesis(&keys[5]))])).unwrap();
-    sync.handle(Input::Response { from: liar, request: tips_request, data }, now + 1, &store).unwrap();
-    assert_eq!(
-        sync.trust(&keys[5].validator()),
-        af::p2p::protocol::Trust::Stranger,
-        "claims it did not serve cost it its voice"
-    );
+    eprintln!("case-row | one dialed peer vouching for 20 junk chains sorting first, cap 8 | 4 stored (half the cap); another dialed peer's chain stored, answered 2nd of 5 |");
 }

@@ -246,10 +246,8 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
     ) -> Result<(), SyncError> {
         if blocks.is_empty() {
             // The peer does not hold what it was thought to: forget the claim, so the
-            // next fetch goes to someone else (or waits for the next tips round), and
-            // count it, as a claim it did not serve costs its voice (`trust.rs`).
+            // next fetch goes to someone else (or waits for the next tips round).
             if let Some(state) = self.peers.get_mut(&from) {
-                state.unserved = state.unserved.saturating_add(1);
                 state.holds.insert(fetch.validator, fetch.from_height.saturating_sub(1));
                 if fetch.from_height == 0 {
                     state.holds.remove(&fetch.validator);

@@ -286,11 +286,8 @@ struct PeerState {
     /// exactly costs a lookup; a different header at the same height is looked at again.
     seen: BTreeMap<ValidatorKey, crate::bytes::Hash32>,
     last_evidence_ms: Option<u64>,
-    /// We dialed it: what it claims is vouched for, while `unserved` stays under
-    /// `trust::UNSERVED_LIMIT`.
+    /// We dialed it: what it claims is vouched for.
     dialed: bool,
-    /// Fetches it answered with nothing, for blocks it had claimed.
-    unserved: u32,
     /// The chains it claims, in the order it told us (its tips answer's order): within a
     /// tier, fetches follow it. May hold chains no longer in `holds` (skipped), at most
     /// twice `MAX_TIPS` before it is compacted.
@@ -421,7 +418,6 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
             seen: BTreeMap::new(),
             last_evidence_ms: None,
             dialed: false,
-            unserved: 0,
             order: Vec::new(),
         })
     }
@@ -437,9 +433,9 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
         self.trust(validator).min(if self.vouches(peer) { Trust::Vouched } else { Trust::Stranger })
     }
 
-    /// Whether what `peer` claims is vouched for: we dialed it, and it serves its claims.
+    /// Whether what `peer` claims is vouched for: we dialed it.
     fn vouches(&self, peer: &P) -> bool {
-        self.peers.get(peer).is_some_and(|s| s.dialed && s.unserved < trust::UNSERVED_LIMIT)
+        self.peers.get(peer).is_some_and(|s| s.dialed)
     }
 
     /// Blocks held of each validator, from the store the first time.

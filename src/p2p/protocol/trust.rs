@@ -17,9 +17,7 @@
 //! A dialed peer is one voice, not a licence: the chains it vouches for may take at most
 //! [`VOUCHED_SHARE`] of the cap, and a tips answer takes vouched chains round-robin over
 //! the peers that vouched for them, so one junk-holding peer we dialed can neither fill
-//! the cap nor put its 3,000 chains ahead of another peer's one (issue 74, case 2). A
-//! peer that claims blocks it then does not serve ([`UNSERVED_LIMIT`] times) loses its
-//! voice: what it claims afterwards is a stranger's.
+//! the cap nor put its 3,000 chains ahead of another peer's one (issue 74, case 2).
 
 use crate::bytes::ValidatorKey;
 use std::collections::BTreeMap;
@@ -73,10 +71,6 @@ pub const MAX_VOUCHED: usize = super::MAX_TIPS;
 /// The part of the chain cap (numerator, denominator) the chains one dialed peer vouched
 /// for may take: half, so another dialed peer's chains always find room.
 pub const VOUCHED_SHARE: (usize, usize) = (1, 2);
-
-/// Fetches a dialed peer may answer with nothing, for blocks it claimed, before its claims
-/// count as a stranger's. Not a ban: an honest peer that pruned old bodies answers so too.
-pub const UNSERVED_LIMIT: u32 = 4;
 
 /// Which dialed peer first vouched for each chain (at most [`MAX_VOUCHED`] chains).
 #[derive(Debug)]
