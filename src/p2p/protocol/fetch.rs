@@ -36,6 +36,13 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
             order.rotate_left(start);
         }
         let mut fetching: BTreeSet<ValidatorKey> = self.fetches.values().map(|f| f.validator).collect();
+        // Chains each dialed peer vouched for that are held or being fetched: counted once
+        // a turn, not per candidate (3,000 junk claims would make that 3,000 counts).
+        let mut shares = {
+            let held = self.held.as_ref().expect("read above");
+            self.vouched.shares(|chain| held.contains_key(chain) || fetching.contains(chain))
+        };
+        let share = trust::vouched_share(self.config.max_chains);
         loop {
             let mut started = false;
             for peer in &order {
@@ -69,12 +76,13 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                         && !fetching.contains(validator)
                         && self.allowed(validator)
                         && self.accepts_height(validator, next);
-                    let room = next > 0
-                        || (trust.room(held.len() + fetching.len(), self.config.max_chains)
-                            && (trust != Trust::Vouched
-                                || self.vouched.share_left(validator, self.config.max_chains, |chain| {
-                                    held.contains_key(chain) || fetching.contains(chain)
-                                })));
+                    let share_left = trust != Trust::Vouched
+                        || self
+                            .vouched
+                            .voucher(validator)
+                            .is_none_or(|by| shares.get(by).copied().unwrap_or(0) < share);
+                    let room =
+                        next > 0 || (trust.room(held.len() + fetching.len(), self.config.max_chains) && share_left);
                     if wanted && room && chosen.is_none_or(|(best, _)| trust < best) {
                         chosen = Some((trust, *validator));
                         if trust <= best_possible {
@@ -82,11 +90,13 @@ impl<P: Ord + Clone + std::fmt::Debug> Sync<P> {
                         }
                     }
                 }
-                let chosen = chosen.map(|(_, validator)| validator);
-                let Some(validator) = chosen else { continue };
+                let Some((trust, validator)) = chosen else { continue };
                 // The cache is only a guide: the store says where the fetch starts.
                 let next = store.tip(&validator)?.map_or(0, |t| t.height + 1);
                 fetching.insert(validator);
+                if let (0, Trust::Vouched, Some(by)) = (next, trust, self.vouched.voucher(&validator)) {
+                    *shares.entry(by.clone()).or_default() += 1;
+                }
                 if next > state.holds[&validator] {
                     self.held.as_mut().expect("read above").insert(validator, next);
                     started = true;

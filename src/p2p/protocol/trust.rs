@@ -72,6 +72,11 @@ pub const MAX_VOUCHED: usize = super::MAX_TIPS;
 /// for may take: half, so another dialed peer's chains always find room.
 pub const VOUCHED_SHARE: (usize, usize) = (1, 2);
 
+/// The most chains one dialed peer's vouching may take under the cap `max_chains`.
+pub fn vouched_share(max_chains: usize) -> usize {
+    max_chains * VOUCHED_SHARE.0 / VOUCHED_SHARE.1
+}
+
 /// Which dialed peer first vouched for each chain (at most [`MAX_VOUCHED`] chains).
 #[derive(Debug)]
 pub struct Vouchers<P> {
@@ -90,19 +95,22 @@ impl<P: Ord + Clone> Vouchers<P> {
         }
     }
 
-    /// Whether the peer that vouched for `validator` may have one more chain started
-    /// from nothing, with `taken(chain)` saying which chains are held or being fetched.
-    /// Counted when asked (at most `MAX_VOUCHED` chains), so nothing goes stale when a
-    /// chain is dropped or a peer leaves.
-    pub fn share_left(
-        &self,
-        validator: &ValidatorKey,
-        max_chains: usize,
-        taken: impl Fn(&ValidatorKey) -> bool,
-    ) -> bool {
-        let Some(voucher) = self.by_chain.get(validator) else { return true };
-        let used = self.by_chain.iter().filter(|(chain, by)| *by == voucher && taken(chain)).count();
-        used < max_chains * VOUCHED_SHARE.0 / VOUCHED_SHARE.1
+    /// The peer that vouched for `validator`, if one did.
+    pub fn voucher(&self, validator: &ValidatorKey) -> Option<&P> {
+        self.by_chain.get(validator)
+    }
+
+    /// How many chains each vouching peer has taken, with `taken(chain)` saying which
+    /// chains are held or being fetched (at most `MAX_VOUCHED` looked at). Counted when
+    /// asked, so nothing goes stale when a chain is dropped or a peer leaves.
+    pub fn shares(&self, taken: impl Fn(&ValidatorKey) -> bool) -> BTreeMap<P, usize> {
+        let mut shares = BTreeMap::new();
+        for (chain, by) in &self.by_chain {
+            if taken(chain) {
+                *shares.entry(by.clone()).or_default() += 1;
+            }
+        }
+        shares
     }
 
     /// Puts `chains` in the order a tips answer gives them: by tier, and within the
@@ -181,9 +189,10 @@ mod tests {
         }
         vouchers.vouch(honest, &"honest");
         let held: BTreeSet<ValidatorKey> = junk[..512].iter().copied().collect();
-        assert!(!vouchers.share_left(&junk[600], 1024, |c| held.contains(c)), "half of 1,024 is taken");
-        assert!(vouchers.share_left(&junk[600], 1024, |c| held.contains(c) && c != &junk[0]));
-        assert!(vouchers.share_left(&honest, 1024, |c| held.contains(c)), "the other peer's share is whole");
+        let shares = vouchers.shares(|c| held.contains(c));
+        assert_eq!(shares.get(&"junk-holder"), Some(&vouched_share(1024)), "half of 1,024 is taken");
+        assert_eq!(shares.get(&"honest"), None, "the other peer's share is whole");
+        assert_eq!(vouchers.voucher(&junk[600]), Some(&"junk-holder"));
         let inputs = TrustInputs { own: None, allowed: None, vouched: &vouchers };
         let chains: Vec<(ValidatorKey, ())> = junk.iter().chain([&honest]).map(|c| (*c, ())).collect();
         let order = vouchers.answer_order(chains, |c| inputs.of(c));
