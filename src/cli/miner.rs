@@ -13,8 +13,8 @@ pub enum MinerCommand {
     /// Serve the OpenAI API (chat completions, streamed or not, completions, models) with
     /// a built-in policy until SIGINT or SIGTERM.
     Serve {
-        /// Address to listen on (port 0: any free port, printed at start).
-        #[arg(long, default_value = "127.0.0.1:8001")]
+        /// Address to listen on, IP:PORT (port 0: any free port, printed at start).
+        #[arg(long, default_value = "127.0.0.1:8001", value_parser = listen_address)]
         listen: SocketAddr,
         /// perfect, random, noisy:P, garbage, slow:MS, flaky:P or verbose:BYTES
         // Parsed below rather than by clap, whose error would echo the whole value.
@@ -59,5 +59,15 @@ pub fn run(command: MinerCommand) -> anyhow::Result<ExitCode> {
             .await
             .context("serving")?;
         Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `--listen`: an IP and a port; a bare port is refused with the form it lacks.
+fn listen_address(text: &str) -> Result<SocketAddr, String> {
+    text.parse().map_err(|_| match text.parse::<u16>() {
+        Ok(port) => format!(
+            "a port alone is not an address: give IP:PORT, e.g. 127.0.0.1:{port} (0.0.0.0:{port} for every interface)"
+        ),
+        Err(_) => "not an address: give IP:PORT, e.g. 127.0.0.1:8001 (port 0: any free port)".into(),
     })
 }

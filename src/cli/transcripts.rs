@@ -15,15 +15,16 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
-#[command(args_conflicts_with_subcommands = true)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct TranscriptsArgs {
     #[command(subcommand)]
     pub command: Option<TranscriptsCommand>,
     /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
-    #[arg(long)]
+    // Required, but by clap (a usage error, exit 2), and not with `verify`.
+    #[arg(long, required = true)]
     pub data: Option<PathBuf>,
     /// The miner's hotkey.
-    #[arg(long)]
+    #[arg(long, required = true)]
     pub miner: Option<String>,
     /// Only this env's transcripts (one of `af env list`).
     #[arg(long)]

@@ -321,3 +321,26 @@ fn publish_writes_the_subnet_pages_beside_the_logs() {
     let again = json(&af(&["ledger", "publish", "--data", data, "--out", site_text, "--json"]));
     assert_eq!(again["pages_written"], 0, "unchanged logs, unchanged pages: {again}");
 }
+
+/// Issue 75, items 10 and 11: usage errors exit 2 and say what to give. `af transcripts`
+/// without `--data` (not with `verify`, which reads a file); a bare port for `af miner
+/// serve --listen` is refused with the IP:PORT form and an example.
+#[test]
+fn usage_errors_exit_2_and_show_the_form_wanted() {
+    let output = af(&["transcripts", "--miner", "X"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--data <DATA>"), "{stderr}");
+    let output = af(&["miner", "serve", "--listen", "8001"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("give IP:PORT, e.g. 127.0.0.1:8001"), "{stderr}");
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none.json");
+    let output = af(&["transcripts", "verify", missing.to_str().unwrap()]);
+    assert!(
+        !String::from_utf8_lossy(&output.stderr).contains("required arguments"),
+        "verify needs no --data: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
