@@ -326,18 +326,19 @@ pub async fn anchor_loop(
     let upgrade = super::upgrade::UpgradeWatch::new(&protocol, log.clone(), metrics.clone());
     let mut announcements_read_at: Option<u64> = None;
     loop {
-        // The round that began after the last sleep ends here, however it ended.
+        // The round that began before the last head read ends here, however it ended.
         metrics.anchor_round(false, now_ms());
         tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(check_ms)) => {}
             _ = stop.changed() => return,
         }
-        metrics.anchor_round(true, now_ms());
         // Needs no chain: a replay of the logs we hold (recorded only where our log's
         // protocol version has the kind, ledger-spec/15).
         if log.signing_halted().is_none() {
             checkpoints.tick(&log, &cache.replays, &events, ratio_params, now_ms()).await;
         }
+        // The chain's part of the round begins: a long replay above is not the chain's.
+        metrics.anchor_round(true, now_ms());
         // A read, and a commitment, give way to a stop: cutting either loses nothing (a
         // commitment that lands unrecorded names a block of ours). A weights send does
         // not: one that lands unrecorded is a mismatch the weights audit reports.
