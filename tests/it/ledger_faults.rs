@@ -387,7 +387,10 @@ fn salvage_saves_every_verified_block_before_a_zeroed_page() {
                 let report: serde_json::Value = serde_json::from_slice(&salvage.stdout).unwrap();
                 let written = std::fs::read(&out).unwrap();
                 assert!(original.starts_with(&written), "a verified prefix of the chain's export");
-                assert_eq!(salvage.status.code() == Some(0), written == original, "{report}");
+                // 0 only when every chain is proven whole: with the recorded tips on a
+                // damaged page nothing proves that, so a complete file still says 3.
+                let tips_unknown = report["tips_unreadable"].is_string();
+                assert_eq!(salvage.status.code() == Some(0), written == original && !tips_unknown, "{report}");
                 let fresh = dir.path().join(format!("fresh{n}"));
                 let import =
                     run_af(&["ledger", "import", "--data", fresh.to_str().unwrap(), "--file", out.to_str().unwrap()]);
