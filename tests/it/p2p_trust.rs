@@ -129,16 +129,7 @@ fn strangers_chains_fill_at_most_half_the_cap() {
     let config = SyncConfig { max_chains: 8, ..SyncConfig::default() };
     let mut sync: Sync<u8> = Sync::new(config);
     let (stranger, dialed): (u8, u8) = (1, 2);
-    // Answers every block request from the chains above, until nothing more is asked.
-    let serve = |sync: &mut Sync<u8>, out: Vec<Output<u8>>, now: &mut u64| {
-        let mut pending = requests(&out).1;
-        while let Some((request, from, validator)) = pending.pop() {
-            *now += 1;
-            let data = wire::encode_response(&Response::Blocks(vec![by_key[&validator].bytes().to_vec()])).unwrap();
-            let out = sync.handle(Input::Response { from, request, data }, *now, &store).unwrap();
-            pending.extend(requests(&out).1);
-        }
-    };
+    let answer = |validator: &ValidatorKey| vec![by_key[validator].bytes().to_vec()];
     let mut now = 0u64;
     let out = sync.handle(Input::PeerConnected(stranger), now, &store).unwrap();
     let tips_request = requests(&out).0[0];
@@ -146,11 +137,11 @@ fn strangers_chains_fill_at_most_half_the_cap() {
         wire::encode_response(&Response::Tips(junk.iter().map(|k| signed(&by_key[&k.validator()])).collect())).unwrap();
     now += 1;
     let out = sync.handle(Input::Response { from: stranger, request: tips_request, data }, now, &store).unwrap();
-    serve(&mut sync, out, &mut now);
+    serve_all(&mut sync, &store, out, &mut now, &answer);
     for _ in 0..5 {
         now += 1_000;
         let out = sync.handle(Input::Tick, now, &store).unwrap();
-        serve(&mut sync, out, &mut now);
+        serve_all(&mut sync, &store, out, &mut now, &answer);
     }
     assert_eq!(store.tips().unwrap().len(), 4, "strangers' chains fill half the cap of 8");
     let out = sync.handle(Input::DialedPeerConnected(dialed), now, &store).unwrap();
@@ -158,7 +149,7 @@ fn strangers_chains_fill_at_most_half_the_cap() {
     let data = wire::encode_response(&Response::Tips(vec![signed(&by_key[&honest.validator()])])).unwrap();
     now += 1;
     let out = sync.handle(Input::Response { from: dialed, request: tips_request, data }, now, &store).unwrap();
-    serve(&mut sync, out, &mut now);
+    serve_all(&mut sync, &store, out, &mut now, &answer);
     assert!(store.tip(&honest.validator()).unwrap().is_some(), "the vouched chain found room");
 }
 
