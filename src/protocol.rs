@@ -35,6 +35,14 @@ const ENVS_V2: &[(&str, u32)] = &[("abd", 1), ("coin", 1), ("ded", 1), ("mult", 
 /// Event kinds of version 2: tags 0 (`MatchStarted`) to 10 (`FoldCheckpoint`).
 const EVENT_KINDS_V2: u32 = 11;
 
+/// Event kinds of version 3: version 2's and the key rotation's, tags 11 (`KeyRotated`)
+/// and 12 (`KeySucceeded`), ledger-spec/16.
+const EVENT_KINDS_V3: u32 = 13;
+
+/// The subnet's chain block at which version 3 activates: mid-January 2027 at 12 s a
+/// block, weeks after the build that applies it is released (ledger-spec/15).
+pub const V3_ACTIVATION_BLOCK: u64 = 10_000_000;
+
 /// A table of versions and the most this build applies.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Protocol {
@@ -58,7 +66,8 @@ impl Default for Protocol {
 }
 
 impl Protocol {
-    /// The subnet's table (ledger-spec/15): version 2 from the first block.
+    /// The subnet's table (ledger-spec/15): version 2 from the first block, version 3
+    /// (key rotation) from [`V3_ACTIVATION_BLOCK`].
     pub fn network() -> Protocol {
         let v2 = VersionRules {
             version: 2,
@@ -67,7 +76,17 @@ impl Protocol {
             envs: ENVS_V2,
             plan: PLAN_V2,
         };
-        Protocol::new("af", vec![v2])
+        let v3 =
+            VersionRules { version: 3, activation_block: V3_ACTIVATION_BLOCK, n_event_kinds: EVENT_KINDS_V3, ..v2 };
+        Protocol::new("af", vec![v2, v3])
+    }
+
+    /// The local table of ledger-spec/15: the network's newest version from block 0, for a
+    /// devnet on a fresh local chain, whose blocks never reach the network's activations.
+    pub fn local() -> Protocol {
+        let mut newest = Protocol::network().versions.pop().expect("one at least");
+        newest.activation_block = 0;
+        Protocol::new("local", vec![newest])
     }
 
     /// The upgrade-test network of ledger-spec/15: version 1 is version 2 without
@@ -84,6 +103,7 @@ impl Protocol {
             plan: PLAN_V2,
         };
         let mut v2 = Protocol::network().versions.remove(0);
+        v2.n_event_kinds = EVENT_KINDS_V2;
         v2.activation_block = activation_block.max(1);
         Protocol::new(&format!("upgrade-test@{}", v2.activation_block), vec![v1, v2])
     }
@@ -100,8 +120,10 @@ impl Protocol {
 
     /// Parses a table's name as `network()` and `upgrade_test()` write it.
     pub fn named(name: &str) -> Option<Protocol> {
-        if name == "af" {
-            return Some(Protocol::network());
+        match name {
+            "af" => return Some(Protocol::network()),
+            "local" => return Some(Protocol::local()),
+            _ => {}
         }
         let block = name.strip_prefix("upgrade-test@")?;
         let block: u64 = block.parse().ok().filter(|b: &u64| *b >= 1 && block == b.to_string())?;
@@ -248,6 +270,20 @@ mod tests {
     }
 
     #[test]
+    fn key_rotation_is_version_3_on_the_network_from_its_block_and_from_block_0_on_a_local_chain() {
+        let network = Protocol::network();
+        assert_eq!(network.newest(), (3, V3_ACTIVATION_BLOCK));
+        assert!(network.version_at(V3_ACTIVATION_BLOCK - 1).refuses_kind(11).is_some());
+        assert!(network.version_at(V3_ACTIVATION_BLOCK).refuses_kind(12).is_none());
+        assert!(network.version_at(V3_ACTIVATION_BLOCK).refuses_kind(13).is_some());
+        assert_eq!(network.clone().capped(2).newest(), (2, 0), "a build released before version 3");
+        let local = Protocol::local();
+        assert_eq!((local.newest(), local.version_at(0).plan), ((3, 0), PLAN_V2));
+        assert!(local.version_at(0).refuses_kind(11).is_none());
+        assert!(Protocol::upgrade_test(40).version_at(40).refuses_kind(11).is_some(), "upgrade-test stops at 2");
+    }
+
+    #[test]
     fn an_announcement_counts_only_with_more_than_half_of_the_permitted_validators() {
         assert_eq!(announced_by_majority(1, &[(2, 100)]), Some((2, 100)));
         assert_eq!(announced_by_majority(1, &[(2, 100), (1, 0)]), None, "half is not more than half");
@@ -262,6 +298,7 @@ mod tests {
     fn table_names_round_trip_and_odd_spellings_are_refused() {
         assert_eq!(Protocol::named("af"), Some(Protocol::network()));
         assert_eq!(Protocol::named("upgrade-test@40"), Some(Protocol::upgrade_test(40)));
+        assert_eq!(Protocol::named("local"), Some(Protocol::local()));
         for bad in ["upgrade-test@0", "upgrade-test@040", "upgrade-test@", "upgrade-test@x", "finney", ""] {
             assert_eq!(Protocol::named(bad), None, "{bad:?}");
         }

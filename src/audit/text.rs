@@ -290,6 +290,15 @@ pub fn event_line(event: &Event) -> String {
             c.committed_height, c.committed_hash, c.chain_block
         ),
         Event::Evidence(e) => format!("evidence: validator {} equivocated at height {}", e.validator, e.height),
+        Event::KeyRotated(r) => {
+            format!(
+                "key_rotated: this key signs nothing more; the log continues under {} (chain block {})",
+                r.new_key, r.chain_block
+            )
+        }
+        Event::KeySucceeded(s) => {
+            format!("key_succeeded: this log continues {} from its block {} ({})", s.old_key, s.old_height, s.old_hash)
+        }
         Event::FoldCheckpoint(c) => format!(
             "fold_checkpoint (fold format {}) of {} log(s){}",
             c.fold_version,

@@ -61,6 +61,10 @@ pub struct AuditArgs {
     /// Threads for the parallel checks, 1 to 4096 (default, or 0: every core).
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=4096))]
     pub threads: Option<u16>,
+    /// The protocol table to judge the logs by (ledger-spec/15): `af`, the network's, or a
+    /// devnet's (`local`, `upgrade-test@BLOCK`), as its validators' [protocol] table says.
+    #[arg(long, default_value = "af", value_parser = parse_table)]
+    pub protocol: af::protocol::Protocol,
     #[command(flatten)]
     pub chain: super::chain::ChainArgs,
 }
@@ -155,8 +159,9 @@ fn audit(args: &AuditArgs) -> anyhow::Result<(AuditReport, Replay)> {
                 )
             })
         };
+        let registry = af::envs::registry().with_protocol(args.protocol.clone());
         pool.install(|| match &args.from_checkpoint {
-            None => super::http::replay_store(store, data, args.snapshot, progress),
+            None => super::http::replay_store(store, data, args.snapshot, &registry, progress),
             Some(source) => {
                 let site = af::http::folds::FoldSite::open(source)
                     .map_err(|e| anyhow::anyhow!("--from-checkpoint {source}: {e}"))?;
@@ -167,7 +172,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<(AuditReport, Replay)> {
                 let snapshot = af::replay::Snapshot { replay_version: af::replay::REPLAY_VERSION, folds };
                 let params = &af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
                 let source = Some((snapshot, af::replay::FoldSource::Checkpoint));
-                Ok(af::replay::replay(store, &af::envs::registry(), source, params, progress)?)
+                Ok(af::replay::replay(store, &registry, source, params, progress)?)
             }
         })
     })?;
@@ -236,4 +241,10 @@ fn read_key_list(list: &str) -> anyhow::Result<(std::collections::BTreeSet<af::b
     }
     anyhow::ensure!(!keys.is_empty(), "no ledger key {named}");
     Ok((keys, named))
+}
+
+/// A protocol table by its name (ledger-spec/15), or which names there are.
+fn parse_table(name: &str) -> Result<af::protocol::Protocol, String> {
+    af::protocol::Protocol::named(name)
+        .ok_or_else(|| format!("{name:?} is no protocol table; known: af (the network's), local, upgrade-test@BLOCK"))
 }

@@ -117,7 +117,7 @@ pub fn publish_command(
     })?;
     line.finish();
     // The pages are folded from the logs just published: replayed from the same store.
-    let replayed = replay_store(&store, data, false, &mut |_, _, _| {})?;
+    let replayed = replay_store(&store, data, false, &af::envs::registry(), &mut |_, _, _| {})?;
     let own = af::validator::state::own_state(data, &store)?;
     let from_chain = super::chain::read_for_pages(chain, own.as_ref().map(|(_, state)| state))?.unwrap_or_default();
     let pages_written = af::http::publish::publish_pages(&replayed, &from_chain, &site)?;
@@ -140,15 +140,16 @@ pub fn replay_store(
     store: &Store,
     data: &Path,
     use_snapshot: bool,
+    registry: &af::envs::Registry,
     progress: af::replay::Progress<'_>,
 ) -> anyhow::Result<af::replay::Replay> {
     let note = &mut |note: &str| eprintln!("af: {}", super::terminal_safe(note));
-    Ok(af::replay::projection::replay_kept(store, data, use_snapshot, progress, note)?)
+    Ok(af::replay::projection::replay_kept(store, data, use_snapshot, registry, progress, note)?)
 }
 
 /// Opens the store in `data` and replays it (see [`replay_store`]).
 pub fn replay_dir(data: &Path) -> anyhow::Result<(ReadStore, af::replay::Replay)> {
     let store = open_for_read(data)?;
-    let replayed = replay_store(&store, data, false, &mut |_, _, _| {})?;
+    let replayed = replay_store(&store, data, false, &af::envs::registry(), &mut |_, _, _| {})?;
     Ok((store, replayed))
 }

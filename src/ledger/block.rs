@@ -77,6 +77,11 @@ pub enum BlockError {
     BrokenLink { expected: Hash32, actual: Hash32 },
     #[error("time {time_ms} ms is before the previous block's {prev_time_ms} ms")]
     TimeWentBack { prev_time_ms: u64, time_ms: u64 },
+    /// The log ended at its rotation: the key signs nothing more that counts.
+    #[error(
+        "block {height} comes after this key's rotation at block {rotated_at} to {new_key}: a key signs nothing after its rotation, so this is a forgery with the retired key (ledger-spec/16)"
+    )]
+    PastRotation { height: u64, rotated_at: u64, new_key: ValidatorKey },
 }
 
 /// Decodes a block, insisting on canonical bytes, and derives its hash and leaf hashes.

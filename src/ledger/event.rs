@@ -11,6 +11,7 @@
 //! the same schema, the same bytes and the same bounds as the owned form.
 
 use super::header::BlockHeader;
+pub use super::rotation::{KeyRotated, KeySucceeded};
 use crate::bytes::{ChallengeId, Hash32, MatchId, SignatureBytes, ValidatorKey};
 use crate::limits::{
     MAX_CUTS_PER_TRANSCRIPT, MAX_LIST_ITEMS, MAX_MESSAGES_PER_TRANSCRIPT, MAX_NAME_BYTES, MAX_RECORDED_TEXT_BYTES,
@@ -48,6 +49,12 @@ pub enum Event<S = String> {
     /// "Fold checkpoints"): each point is the hash of one log's fold at one of its
     /// blocks. Points equal to another validator's are its countersignature.
     FoldCheckpoint(FoldCheckpoint),
+    /// Tag 11 (protocol version 3): the old key's last event, naming the key its identity
+    /// continues under (ledger-spec/16).
+    KeyRotated(KeyRotated),
+    /// Tag 12 (protocol version 3): the new key's first event, naming the old log's
+    /// rotation block (ledger-spec/16).
+    KeySucceeded(KeySucceeded),
 }
 
 /// One log's fold at one of its blocks, as a replay computed it.
@@ -479,7 +486,7 @@ impl<S: AsRef<str>> Event<S> {
 
     /// How many kinds this build decodes: tags `0..N_KINDS`. A greater tag is a kind of
     /// a later protocol version (ledger-spec/15), not a malformed event.
-    pub const N_KINDS: u32 = 11;
+    pub const N_KINDS: u32 = 13;
 
     /// The wire tag of this event's kind.
     pub fn tag(&self) -> u32 {
@@ -495,6 +502,8 @@ impl<S: AsRef<str>> Event<S> {
             Event::WeightsCommitted(_) => 8,
             Event::MinerSkipped(_) => 9,
             Event::FoldCheckpoint(_) => 10,
+            Event::KeyRotated(_) => 11,
+            Event::KeySucceeded(_) => 12,
         }
     }
 
@@ -507,6 +516,8 @@ impl<S: AsRef<str>> Event<S> {
             Event::WeightsSet(w) => Some(w.chain_block),
             Event::ChainCommitment(c) => Some(c.chain_block),
             Event::WeightsCommitted(w) => Some(w.chain_block),
+            Event::KeyRotated(r) => Some(r.chain_block),
+            Event::KeySucceeded(s) => Some(s.chain_block),
             _ => None,
         }
     }
@@ -524,6 +535,8 @@ impl<S: AsRef<str>> Event<S> {
             Event::WeightsCommitted(_) => "weights_committed",
             Event::MinerSkipped(_) => "miner_skipped",
             Event::FoldCheckpoint(_) => "fold_checkpoint",
+            Event::KeyRotated(_) => "key_rotated",
+            Event::KeySucceeded(_) => "key_succeeded",
         }
     }
 
@@ -588,7 +601,7 @@ impl<S: AsRef<str>> Event<S> {
                     None => Ok(()),
                 }
             }
-            Event::ChainCommitment(_) | Event::Evidence(_) => Ok(()),
+            Event::ChainCommitment(_) | Event::Evidence(_) | Event::KeyRotated(_) | Event::KeySucceeded(_) => Ok(()),
         }
     }
 

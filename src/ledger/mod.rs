@@ -21,6 +21,7 @@ pub mod merkle;
 pub mod proof;
 pub mod pruned;
 pub mod readonly;
+pub mod rotation;
 pub mod salvage;
 pub mod signed;
 pub mod store;

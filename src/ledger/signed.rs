@@ -194,6 +194,16 @@ pub fn check_store(path: &Path, store: &Store, validator: &ValidatorKey) -> Resu
     };
     let behind = |holds: String| refusal(path, &record, store.path(), validator, holds);
     if record.validator != *validator {
+        // A rotation that stopped between the new log's block 0 and the record
+        // (ledger-spec/16): the old key's log ends in a rotation to this key, at or past the
+        // record, and this key's log has begun; the record moves to this key.
+        let rotated = store.rotation(&record.validator)?;
+        if let (Some(at), Some(tip)) = (rotated, tip) {
+            if at.new_key == *validator && at.height >= record.height {
+                write(path, &SignedRecord::of(*validator, &tip))?;
+                return Ok(Some(tip));
+            }
+        }
         return Err(behind(String::new())); // another key's record
     }
     let Some(stored) = tip else {

@@ -117,11 +117,13 @@ impl BlockStore for MemoryStore {
                 })
             };
         }
-        check_link(&validator, chain.last().map(|(tip, _)| tip), header).map_err(|source| StoreError::Rejected {
-            validator,
-            height: header.height,
-            source,
-        })?;
+        let rejected = |source| StoreError::Rejected { validator, height: header.height, source };
+        // The log's rotation block is its last (ledger-spec/16): the tip's bytes say.
+        let rotated = chain.last().and_then(|(_, bytes)| crate::ledger::block::decode_block(bytes).ok());
+        if let Some(at) = rotated.as_ref().and_then(crate::ledger::rotation::rotated_by) {
+            return Err(rejected(crate::ledger::rotation::past(&at, header.height)));
+        }
+        check_link(&validator, chain.last().map(|(tip, _)| tip), header).map_err(rejected)?;
         chain.push((sealed.tip(), sealed.bytes().to_vec()));
         Ok(Appended::New(sealed.tip()))
     }

@@ -116,6 +116,8 @@ impl Default for ConnectionLimits {
 /// Peers blocked for misbehaviour, remembered at most (the oldest is forgotten first, so
 /// a crowd of throwaway identities cannot grow the list without bound).
 pub const MAX_BLOCKED_PEERS: usize = 4096;
+/// Most older keys followed back from one listed key (ledger-spec/16).
+pub const MAX_ROTATIONS_FOLLOWED: usize = 16;
 /// How long a block lasts. Not for good: a block that an honest peer earned by a fault of
 /// ours or a rule too tight would otherwise cut it off until we restart, and a hostile
 /// peer gains one reconnect per period, which the limits bound like any other.
@@ -437,6 +439,12 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
                 let mut allowed = update.allowed;
                 allowed.extend(configured_allowed.iter().flatten().copied());
                 allowed.insert(log.validator());
+                // A listed key's log may continue older ones (key rotation, ledger-spec/16):
+                // they are the same validator's, and a replay needs them to link the two.
+                let listed: Vec<ValidatorKey> = allowed.iter().copied().collect();
+                for key in listed {
+                    allowed.extend(log.store.predecessors(&key, MAX_ROTATIONS_FOLLOWED).unwrap_or_default());
+                }
                 reserve_room(&mut swarm, &mut reserved, &allowed);
                 sync.set_allowed(Some(allowed));
                 None

@@ -20,6 +20,7 @@ use crate::envs::{self, Registry};
 use crate::evaluation::matchplay::GameOutcome;
 use crate::ledger::block::{check_header_rules, check_signature, BlockHeader, Tip};
 use crate::ledger::event::{EnvRef, Event, Evidence, MinerRef, Transcript};
+use crate::ledger::rotation::{KeySucceeded, RotatedAt, RotationRole};
 use crate::protocol::Protocol;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -171,6 +172,11 @@ pub struct ChainFold {
     pub skipped: SkipList,
     /// This log's fold at its checkpoint heights, and what its checkpoints claim of others.
     pub checkpoints: Checkpoints,
+    /// The predecessor this log's block 0 names (ledger-spec/16): the combine links the
+    /// two when the predecessor's rotation names this key at that block.
+    pub succeeds: Option<KeySucceeded>,
+    /// This log's rotation block, its last: nothing past it is folded (ledger-spec/16).
+    pub rotated: Option<RotatedAt>,
 }
 
 impl ChainFold {
@@ -197,6 +203,8 @@ impl ChainFold {
             last_weights: None,
             skipped: SkipList::default(),
             checkpoints: Checkpoints::default(),
+            succeeds: None,
+            rotated: None,
         }
     }
 
@@ -288,6 +296,26 @@ impl ChainFold {
     /// build does not apply.
     pub fn folds_on(&self) -> bool {
         self.invalid_at.is_none() && self.awaiting_upgrade.is_none()
+    }
+
+    /// Whether a block past the tip would be folded: not past an invalid block, a version
+    /// this build does not apply, or the log's rotation (its old key signs nothing more
+    /// that counts; a store refuses such a block, ledger-spec/16).
+    pub fn takes_more(&self) -> bool {
+        self.folds_on() && self.rotated.is_none()
+    }
+
+    /// Records what a verified block at `height` with `hash` is to a key rotation; the
+    /// caller checked the rules ([`crate::ledger::rotation::role`]).
+    pub fn note_rotation(&mut self, height: u64, hash: Hash32, role: RotationRole) {
+        match role {
+            RotationRole::None => return,
+            RotationRole::Rotated(r) => {
+                self.rotated = Some(RotatedAt { height, hash, new_key: r.new_key, chain_block: r.chain_block })
+            }
+            RotationRole::Succeeded(s) => self.succeeds = Some(s),
+        }
+        self.combine_changes += 1;
     }
 
     pub fn apply_block<S: AsRef<str>>(
@@ -549,6 +577,8 @@ impl ChainFold {
                 kept_block: m.kept_block,
             }),
             (Event::FoldCheckpoint(c), _) => self.checkpoints.claim(height, c),
+            // The block's role, not the event's: `note_rotation`.
+            (Event::KeyRotated(_) | Event::KeySucceeded(_), _) => {}
             (event, check) => unreachable!("check {check:?} does not belong to a {} event", event.kind_name()),
         }
     }
@@ -631,6 +661,8 @@ fn changes_combine<S>(event: &Event<S>) -> bool {
         | Event::ChainCommitment(_)
         | Event::MinerSkipped(_)
         | Event::FoldCheckpoint(_) => false,
+        // Counted where the block is noted (`note_rotation`): the link is the block's.
+        Event::KeyRotated(_) | Event::KeySucceeded(_) => false,
     }
 }
 

@@ -17,6 +17,7 @@ pub mod decisions;
 pub mod entries;
 pub mod fold;
 pub mod fold_record;
+pub mod identity;
 pub mod key_set;
 pub mod latest;
 pub mod lists;
@@ -295,7 +296,7 @@ fn fold_chain(
     progress: &std::sync::Mutex<Progress<'_>>,
 ) -> Result<(ChainFold, u64, u64), ReplayError> {
     let (mut n_blocks, mut n_bytes) = (0u64, 0u64);
-    if !fold.folds_on() {
+    if !fold.takes_more() {
         return Ok((fold, 0, 0));
     }
     let validator = fold.validator;
@@ -328,7 +329,7 @@ fn fold_chain(
         if let Ok(mut progress) = progress.lock() {
             (*progress)(&validator, fold.next_height(), n_bytes);
         }
-        fold.folds_on()
+        fold.takes_more()
     };
     if rayon::current_num_threads() > 1 {
         // A reader thread copies the next batch out of the store while this one folds.
@@ -363,7 +364,7 @@ pub fn fold_batch(
     batch: &[(u64, Vec<u8>)],
     after_block: &mut dyn FnMut(&mut ChainFold) -> bool,
 ) {
-    if !fold.folds_on() {
+    if !fold.takes_more() {
         return;
     }
     let protocol = registry.protocol();
@@ -387,6 +388,11 @@ pub fn fold_batch(
         })
         .collect();
     for (height, result) in decoded {
+        // Past a rotation: a block the old key signed later is no history (the store
+        // refuses one; a hand-made store may hold it), and no finding either.
+        if !fold.takes_more() {
+            return;
+        }
         if height != fold.next_height() {
             fold.mark_invalid(
                 fold.next_height(),
@@ -421,7 +427,15 @@ pub fn fold_batch(
                 return;
             }
         }
+        let role = match crate::ledger::rotation::role(&validator, height, &events) {
+            Ok(role) => role,
+            Err(why) => {
+                fold.mark_invalid(height, why);
+                return;
+            }
+        };
         fold.apply_block(protocol, header, checked.hash, n_bytes, &events, &checks);
+        fold.note_rotation(height, checked.hash, role);
         if !after_block(fold) {
             return;
         }

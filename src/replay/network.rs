@@ -10,6 +10,7 @@
 use super::bag::Bag;
 use super::cold::{CacheSize, ColdError, ColdStore};
 use super::fold::{ChainFold, MAX_CHAIN_DISCREPANCIES};
+use super::identity::Identities;
 use super::matches::MatchTable;
 use super::model::{
     Discrepancy, DiscrepancyKind, FindingCounts, HeldMiner, MatchFold, Name, NetworkMatch, NetworkVerdict, Vote,
@@ -108,12 +109,20 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
     for fold in &folds {
         discrepancies.kept.extend(fold.discrepancies.iter().cloned());
     }
+    // Keys linked by rotations are one validator, named by its first key (ledger-spec/16).
+    let identities = Identities::of(folds.iter().copied());
+    let retired: BTreeSet<ValidatorKey> = folds.iter().filter(|f| f.rotated.is_some()).map(|f| f.validator).collect();
     // Proven equivocation, wherever it was recorded; one finding per accused and height.
+    // A key its own log retired by a rotation signs no history after it and none against
+    // it: its second header is a forgery with that key, which zeroes no one.
     let mut equivocated: BTreeSet<ValidatorKey> = BTreeSet::new();
     let mut seen = BTreeSet::new();
     for fold in &folds {
         for found in fold.equivocations.iter() {
-            equivocated.insert(found.accused);
+            let forged = retired.contains(&found.accused);
+            if !forged {
+                equivocated.insert(found.accused);
+            }
             if seen.insert((found.accused, found.height)) {
                 discrepancies.push(Discrepancy {
                     validator: found.accused,
@@ -121,28 +130,33 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
                     height: found.height,
                     event_idx: None,
                     detail: format!(
-                        "two signed headers at height {}: {} and {} (evidence in the log of {} at height {} event {})",
+                        "two signed headers at height {}: {} and {} (evidence in the log of {} at height {} event {}){}",
                         found.height,
                         found.hash_a,
                         found.hash_b,
                         fold.validator,
                         found.recorded_at.0,
-                        found.recorded_at.1
+                        found.recorded_at.1,
+                        if forged { "; the key was retired by its rotation: a forgery with it, which zeroes no one" } else { "" }
                     ),
                 });
             }
         }
     }
 
-    // The ratio each log played at and set, against the ratio parameters.
+    // The ratio each validator played at and set, against the ratio parameters: one walk
+    // through its logs in rotation order, each log's findings its own.
+    let by_key: BTreeMap<ValidatorKey, &ChainFold> = folds.iter().map(|f| (f.validator, *f)).collect();
     let mut ratio_false: BTreeMap<ValidatorKey, u64> = BTreeMap::new();
-    for fold in &folds {
-        let mut n = 0;
-        each_ratio_finding(fold, ratio_params, &mut |found| {
-            n += 1;
-            discrepancies.push(found);
-        });
-        ratio_false.insert(fold.validator, n);
+    for root in folds.iter().map(|f| f.validator).filter(|k| identities.root(k) == *k) {
+        let mut walk = RatioWalk::default();
+        for fold in identities.chain(&root).iter().filter_map(|k| by_key.get(k)) {
+            let mut n = 0;
+            for (_, m) in fold.matches.in_log_order() {
+                n += walk.step(fold.validator, &m, ratio_params, Some(&mut |found| discrepancies.push(found)));
+            }
+            ratio_false.insert(fold.validator, n);
+        }
     }
 
     // Each log's findings by kind, its ratio findings among its false decisions.
@@ -154,19 +168,21 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
             (f.validator, counts)
         })
         .collect();
-    // Pass 1: vTrust from proofs alone.
-    let base: BTreeMap<ValidatorKey, u32> = folds
-        .iter()
-        .map(|f| {
-            let zeroed = f.invalid_at.is_some() || equivocated.contains(&f.validator);
-            (f.validator, vtrust::from_proofs(zeroed, proofs[&f.validator].proofs()))
-        })
-        .collect();
+    // Pass 1: vTrust from proofs alone, a validator's logs together.
+    let mut zeroed_proofs: BTreeMap<ValidatorKey, (bool, u64)> = BTreeMap::new();
+    for f in &folds {
+        let entry = zeroed_proofs.entry(identities.root(&f.validator)).or_default();
+        entry.0 |= f.invalid_at.is_some() || equivocated.contains(&f.validator);
+        entry.1 = entry.1.saturating_add(proofs[&f.validator].proofs());
+    }
+    let base: BTreeMap<ValidatorKey, u32> =
+        zeroed_proofs.iter().map(|(root, &(zeroed, n))| (*root, vtrust::from_proofs(zeroed, n))).collect();
 
     // Every log's matches grouped by pair (contender, champion), each validator's in id
     // order: its first of a pair dates a disagreement, its last decided one is its vote.
+    // A validator votes under its first key, whichever of its logs played.
     let voters: BTreeMap<ValidatorKey, Arc<ValidatorKey>> =
-        folds.iter().map(|f| (f.validator, Arc::new(f.validator))).collect();
+        folds.iter().map(|f| (f.validator, Arc::new(identities.root(&f.validator)))).collect();
     // Kept in the file with the state's list: the pages read which logs played a pair.
     let mut plays: Bag<'_, PlayKey, Play> = Bag::kept(&txn, cold, super::cold::STATE_PLAYS);
     for (key, play) in play_entries(folds.iter().copied()) {
@@ -178,14 +194,14 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
     let mut compared: BTreeMap<ValidatorKey, (u64, u64)> = BTreeMap::new();
     let mut pairs: Bag<'_, PairOrder, NetworkMatch> = Bag::scratch(&txn, cold, PAIRS);
     let mut pair: Option<PairPlays> = None;
-    plays.drain(&mut |(contender, champion, validator, _), play| {
+    plays.drain(&mut |(contender, champion, validator, match_id), play| {
         if pair.as_ref().is_some_and(|p| p.key != (contender.clone(), champion.clone())) {
             let done = pair.take().expect("checked above");
             let m = done.compare(&base, &mut compared, &mut discrepancies);
             pairs.put((m.first_started_ms, m.contender.hotkey.clone(), m.champion.hotkey.clone()), m)?;
         }
         let entry = pair.get_or_insert_with(|| PairPlays::new((contender, champion), &play));
-        entry.add(&voters[&validator], play);
+        entry.add(&voters[&validator], match_id, play);
         Ok(())
     })?;
     if let Some(done) = pair.take() {
@@ -248,7 +264,8 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
     let validators = folds
         .iter()
         .map(|f| {
-            let (n_compared, n_disagreements) = compared.get(&f.validator).copied().unwrap_or((0, 0));
+            let root = identities.root(&f.validator);
+            let (n_compared, n_disagreements) = compared.get(&root).copied().unwrap_or((0, 0));
             let proofs = &proofs[&f.validator];
             ValidatorSummary {
                 validator: f.validator,
@@ -263,7 +280,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
                 proofs_by_kind: proofs.nonzero().filter(|(kind, _)| kind.is_proof()).collect(),
                 n_compared,
                 n_disagreements,
-                vtrust_ppm: vtrust[&f.validator],
+                vtrust_ppm: vtrust[&root],
             }
         })
         .collect();
@@ -359,8 +376,11 @@ struct PairPlays {
     key: (Name, Name),
     m: NetworkMatch,
     /// Where each validator's first match of the pair (in id order) was decided (0 if
-    /// it was not): a disagreement's height.
-    decided_at: BTreeMap<ValidatorKey, u64>,
+    /// it was not): a disagreement's height; with that match's id.
+    decided_at: BTreeMap<ValidatorKey, (MatchId, u64)>,
+    /// The id of the match each validator's vote is from: its decided match of the pair
+    /// with the greatest id, across its logs (ledger-spec/16).
+    voted_with: BTreeMap<ValidatorKey, MatchId>,
 }
 
 impl PairPlays {
@@ -374,14 +394,23 @@ impl PairPlays {
             against_ppm: 0,
             verdict: None,
         };
-        PairPlays { key, m, decided_at: BTreeMap::new() }
+        PairPlays { key, m, decided_at: BTreeMap::new(), voted_with: BTreeMap::new() }
     }
 
-    fn add(&mut self, voter: &Arc<ValidatorKey>, play: Play) {
-        self.decided_at.entry(**voter).or_insert(play.decided.map_or(0, |d| d.0));
+    /// Takes a play of `voter`'s (a validator's first key), in key order: each log's plays
+    /// in id order, a validator's logs one after the other.
+    fn add(&mut self, voter: &Arc<ValidatorKey>, match_id: MatchId, play: Play) {
+        let first = self.decided_at.entry(**voter).or_insert((match_id, play.decided.map_or(0, |d| d.0)));
+        if match_id < first.0 {
+            *first = (match_id, play.decided.map_or(0, |d| d.0));
+        }
         self.m.first_started_ms = self.m.first_started_ms.min(play.started_time_ms);
         if let Some((_, contender_won, new_ratio_to_beat_ppm, decided_time_ms)) = play.decided {
             // A validator that played the same pair twice counts once: its last word.
+            if self.voted_with.get(&**voter).is_some_and(|id| *id > match_id) {
+                return;
+            }
+            self.voted_with.insert(**voter, match_id);
             self.m.votes.retain(|v| v.validator != *voter);
             self.m.votes.push(Vote {
                 validator: voter.clone(),
@@ -401,8 +430,10 @@ impl PairPlays {
         compared: &mut BTreeMap<ValidatorKey, (u64, u64)>,
         discrepancies: &mut Findings,
     ) -> NetworkMatch {
-        // Held for as long as the state is: at its size, not at a growing vector's
-        // capacity (four votes' room for two validators' votes).
+        // In validator order (a successor's log sorts by its own key, its votes by the
+        // first key); held for as long as the state is: at its size, not at a growing
+        // vector's capacity (four votes' room for two validators' votes).
+        self.m.votes.sort_by(|a, b| a.validator.cmp(&b.validator));
         self.m.votes.shrink_to_fit();
         let votes: Vec<(ValidatorKey, bool)> = self.m.votes.iter().map(|v| (*v.validator, v.contender_won)).collect();
         against_others(&votes, &|v| base[v] > 0, &mut |validator, contender_won, same, opposite| {
@@ -413,7 +444,7 @@ impl PairPlays {
                 discrepancies.push(Discrepancy {
                     validator: *validator,
                     kind: DiscrepancyKind::Disagreement,
-                    height: self.decided_at[validator],
+                    height: self.decided_at[validator].1,
                     event_idx: None,
                     detail: format!(
                         "match {} vs {}: said the contender {}, {opposite} of {} other validators said otherwise",
@@ -643,6 +674,8 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
         last_weights: None,
         skipped: Default::default(),
         checkpoints: Default::default(),
+        succeeds: fold.succeeds,
+        rotated: fold.rotated.filter(|r| r.chain_block <= block),
     }
 }
 

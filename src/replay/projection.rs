@@ -170,23 +170,23 @@ pub fn replay_kept(
     store: &Store,
     data: &Path,
     keep: bool,
+    registry: &crate::envs::Registry,
     progress: Progress<'_>,
     note: &mut dyn FnMut(&str),
 ) -> Result<Replay, ReplayError> {
-    let registry = crate::envs::registry();
     let params = &crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
     let kept = match keep.then(|| open(data, note)) {
-        None => return replay(store, &registry, None, params, progress),
+        None => return replay(store, registry, None, params, progress),
         Some(Ok(kept)) => kept,
         Some(Err(error)) => {
             // A read-only copy, or a file another audit holds: nothing is kept this time.
             note(&format!("{error}; nothing is kept, and every chain folds from genesis"));
-            return replay(store, &registry, None, params, progress);
+            return replay(store, registry, None, params, progress);
         }
     };
     let snapshot = Snapshot { replay_version: REPLAY_VERSION, folds: kept.folds };
     let source = Some((snapshot, FoldSource::Untrusted));
-    let mut replayed = replay_in(&kept.cold, store, &registry, source, params, progress, None)?;
+    let mut replayed = replay_in(&kept.cold, store, registry, source, params, progress, None)?;
     if let Err(error) = save(&kept.cold, &mut replayed.folds) {
         note(&format!("could not keep the replay (the next run folds from genesis): {error}"));
     }

@@ -29,12 +29,12 @@ pub struct Config {
 }
 
 /// The protocol table: the network's (`af`) on any real chain; a devnet on a local chain
-/// may name the upgrade-test table, and a test may cap the versions this build applies
+/// may name the local table (the newest version from block 0) or the upgrade-test table, and a test may cap the versions this build applies
 /// to stand for a build released before the newest.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProtocolConfig {
-    /// `af` (the network's), or `upgrade-test@BLOCK` on a local chain only.
+    /// `af` (the network's), or `local` or `upgrade-test@BLOCK` on a local chain only.
     pub table: String,
     /// Tests only: apply no version past this one, as an older build would not.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -605,7 +605,7 @@ impl Config {
         }
         let Some(table) = crate::protocol::Protocol::named(&self.protocol.table) else {
             return invalid(format!(
-                "protocol.table is {}; known: af (the network's), upgrade-test@BLOCK (a local chain only)",
+                "protocol.table is {}; known: af (the network's), local and upgrade-test@BLOCK (a local chain only)",
                 crate::bytes::quote_prefix(&self.protocol.table)
             ));
         };

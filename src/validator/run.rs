@@ -179,7 +179,10 @@ pub async fn run(
     let mut ratio = loaded.ratio;
     // Taken, not copied: the sets grow with every match for as long as the run lasts.
     let mut played = std::mem::take(&mut loaded.played);
-    let mut n_decided = loaded.n_decided;
+    // Match ids count the current log's decided matches (a rotated validator's new log
+    // starts at 0, ledger-spec/16).
+    let mut n_decided = loaded.log_decided;
+    let restart_open = loaded.open_from_predecessor;
 
     let writer = spawn_writer(
         log.clone(),
@@ -303,8 +306,22 @@ pub async fn run(
                         configured: describe_plan(&rule, futility.as_ref()),
                     });
                 };
+                // A match the log this one succeeds started is started again here, under
+                // this key, on the same chain block: the old log holds it undecided.
+                let match_id = if restart_open {
+                    crate::envs::derive_match_id(
+                        &validator,
+                        &open.started.contender.hotkey,
+                        &open.started.champion.hotkey,
+                        n_decided,
+                        open.started.chain_block,
+                        &open.started.chain_block_hash,
+                    )
+                } else {
+                    open.started.match_id
+                };
                 let plan = MatchPlan {
-                    match_id: open.started.match_id,
+                    match_id,
                     contender: contestant(&open.started.contender, &found)?,
                     champion: contestant(&open.started.champion, &found)?,
                     envs: open.started.envs.iter().map(|e| e.name.clone()).collect(),
@@ -317,7 +334,7 @@ pub async fn run(
                     chain_block: open.started.chain_block,
                     chain_block_hash: open.started.chain_block_hash,
                 };
-                (plan, Some(open))
+                (plan, (!restart_open).then_some(open))
             }
             None => {
                 let contender = match &discovering {

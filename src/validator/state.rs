@@ -167,8 +167,14 @@ pub struct ValidatorState {
     /// Matches our log holds decided, and the last of them: a count, not a list, so a
     /// state kept for weeks (the node's own state) does not grow with the matches.
     pub n_decided: u64,
+    /// Of those, the ones the current log holds (after a key rotation, the new log's
+    /// alone): a new match's id derives from this count (ledger-spec/06).
+    pub log_decided: u64,
     pub last_decided: Option<MatchDecided>,
     pub open: Option<OpenMatch>,
+    /// Whether `open` was started by a log this one succeeds (ledger-spec/16): it is not
+    /// this log's to continue, so the validator starts it again under its new key.
+    pub open_from_predecessor: bool,
     /// Who played and what was skipped: sets that grow with the log.
     pub played: Played,
     pub n_events: u64,
@@ -222,6 +228,8 @@ impl ValidatorState {
             ratio: params.initial(),
             ratio_set_by: None,
             n_decided: 0,
+            log_decided: 0,
+            open_from_predecessor: false,
             last_decided: None,
             open: None,
             played: Played::default(),
@@ -265,6 +273,7 @@ impl ValidatorState {
                 }
                 self.played.add_match(&started.contender, &started.champion);
                 self.newest_plan = Some(started.rule.clone());
+                self.open_from_predecessor = false;
                 self.open =
                     Some(OpenMatch { started: started.clone(), pairs: BTreeMap::new(), env_decisions: Vec::new() });
             }
@@ -295,6 +304,7 @@ impl ValidatorState {
                     self.ratio_set_by = Some(decided.match_id);
                 }
                 self.n_decided += 1;
+                self.log_decided += 1;
                 self.last_decided = Some(decided.clone());
             }
             Event::WeightsSet(record) => {
@@ -309,7 +319,9 @@ impl ValidatorState {
             Event::MinerSkipped(skipped) => {
                 self.played.record(&skipped.hotkey, skipped.commit_block);
             }
-            Event::Evidence(_) | Event::FoldCheckpoint(_) => {}
+            // A rotation moves the log, not the state: a successor's state is folded
+            // from its predecessors' logs first (`own_state`).
+            Event::Evidence(_) | Event::FoldCheckpoint(_) | Event::KeyRotated(_) | Event::KeySucceeded(_) => {}
         }
     }
 }
@@ -350,9 +362,32 @@ pub fn load_into(
     store: &Store,
     validator: &ValidatorKey,
 ) -> Result<ValidatorState, StoreError> {
+    // A log that succeeds others by key rotation (ledger-spec/16) continues their state:
+    // the champion, the ratio and who played, folded oldest log first.
+    let mut before = Vec::new();
+    let mut at = *validator;
+    while let Some(previous) = store.predecessor(&at)? {
+        if before.contains(&previous) || before.len() >= MAX_PREDECESSORS {
+            break;
+        }
+        before.push(previous);
+        at = previous;
+    }
+    for previous in before.iter().rev() {
+        state.next_height = 0;
+        fold_new_blocks(&mut state, store, previous)?;
+    }
+    if !before.is_empty() {
+        state.next_height = 0;
+        state.log_decided = 0;
+        state.open_from_predecessor = state.open.is_some();
+    }
     fold_new_blocks(&mut state, store, validator)?;
     Ok(state)
 }
+
+/// Most rotations a validator's own state is folded back through.
+const MAX_PREDECESSORS: usize = 64;
 
 /// Folds the blocks of our chain appended since `state` was last folded: a running
 /// node keeps one state and pays only for what is new.

@@ -41,6 +41,12 @@ pub const TIPS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tips_v1");
 pub const BY_CHALLENGE: MultimapTableDefinition<&[u8], &[u8]> = MultimapTableDefinition::new("by_challenge_v1");
 /// miner hotkey -> locations.
 pub const BY_MINER: MultimapTableDefinition<&str, &[u8]> = MultimapTableDefinition::new("by_miner_v1");
+/// `validator (32)` -> its log's rotation block (`RotatedAt::encode`, ledger-spec/16): no
+/// block of the log is stored past it. Absent in stores no rotation has reached.
+pub const ROTATIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("rotations_v1");
+/// `validator (32)` -> the key its log's block 0 names as its predecessor
+/// (`KeySucceeded.old_key`, ledger-spec/16), for logs whose block 0 is one.
+pub const SUCCESSIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("successions_v1");
 /// Store-level facts: `schema` -> u32 LE.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 

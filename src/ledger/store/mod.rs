@@ -21,6 +21,7 @@ pub use streams::*;
 
 use crate::bytes::{ChallengeId, Hash32, SignatureBytes, ValidatorKey};
 use crate::ledger::block::{check_link, decode_block, BlockHeader, SealedBlock, Tip};
+use crate::ledger::rotation::{self, RotatedAt, RotationRole};
 use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable};
 use std::path::{Path, PathBuf};
 
@@ -276,6 +277,7 @@ impl Store {
         {
             txn.open_table(BLOCKS).map_err(eng("creating tables"))?;
             txn.open_table(TIPS).map_err(eng("creating tables"))?;
+            txn.open_table(ROTATIONS).map_err(eng("creating tables"))?;
             txn.open_multimap_table(BY_CHALLENGE).map_err(eng("creating tables"))?;
             txn.open_multimap_table(BY_MINER).map_err(eng("creating tables"))?;
             let mut meta = txn.open_table(META).map_err(eng("creating tables"))?;
@@ -377,12 +379,31 @@ impl Store {
                     });
                 }
             } else {
-                check_link(&validator, tip.as_ref(), header).map_err(|source| StoreError::Rejected {
-                    validator,
-                    height: header.height,
-                    source,
-                })?;
+                let mut rotations = txn.open_table(ROTATIONS).map_err(eng("opening rotations"))?;
+                let rejected = |source| StoreError::Rejected { validator, height: header.height, source };
+                if let Some(bytes) = rotations.get(validator.0.as_slice()).map_err(eng("reading a rotation"))? {
+                    let at = RotatedAt::decode(bytes.value()).ok_or_else(|| {
+                        StoreError::Corrupt(format!("the rotation record of {validator} is malformed"))
+                    })?;
+                    return Err(rejected(rotation::past(&at, header.height)));
+                }
+                check_link(&validator, tip.as_ref(), header).map_err(rejected)?;
                 insert_chunks(&mut blocks, &validator, header.height, &sealed.bytes)?;
+                match rotation::role(&validator, header.height, &block.events) {
+                    Ok(RotationRole::Rotated(_)) => {
+                        let at = rotation::rotated_by(&sealed.decoded).expect("a rotation block");
+                        let at = at.encode();
+                        rotations.insert(validator.0.as_slice(), at.as_slice()).map_err(eng("writing a rotation"))?;
+                    }
+                    Ok(RotationRole::Succeeded(s)) => {
+                        let mut successions = txn.open_table(SUCCESSIONS).map_err(eng("opening successions"))?;
+                        let old = s.old_key.0;
+                        successions
+                            .insert(validator.0.as_slice(), old.as_slice())
+                            .map_err(eng("writing a succession"))?;
+                    }
+                    _ => {}
+                }
                 let new_tip = sealed.tip();
                 tips.insert(validator.0.as_slice(), encode_tip(&new_tip).as_slice()).map_err(eng("writing a tip"))?;
                 let mut by_challenge = txn.open_multimap_table(BY_CHALLENGE).map_err(eng("opening an index"))?;
@@ -463,6 +484,56 @@ impl Store {
         let tips = txn.open_table(TIPS).map_err(eng("opening tips"))?;
         let tip = tips.get(validator.0.as_slice()).map_err(eng("reading a tip"))?;
         tip.map(|bytes| decode_tip(bytes.value())).transpose()
+    }
+
+    /// The rotation block `validator`'s log ended with, if it rotated (ledger-spec/16).
+    pub fn rotation(&self, validator: &ValidatorKey) -> Result<Option<RotatedAt>, StoreError> {
+        let Some(bytes) = self.small_record(ROTATIONS, validator)? else { return Ok(None) };
+        RotatedAt::decode(&bytes)
+            .map(Some)
+            .ok_or_else(|| StoreError::Corrupt(format!("the rotation record of {validator} is malformed")))
+    }
+
+    /// The key `validator`'s log continues, if its block 0 names one (ledger-spec/16).
+    pub fn predecessor(&self, validator: &ValidatorKey) -> Result<Option<ValidatorKey>, StoreError> {
+        let Some(bytes) = self.small_record(SUCCESSIONS, validator)? else { return Ok(None) };
+        let key: [u8; 32] = bytes
+            .try_into()
+            .map_err(|_| StoreError::Corrupt(format!("the succession record of {validator} is malformed")))?;
+        Ok(Some(ValidatorKey(key)))
+    }
+
+    /// The keys `validator`'s log continues, newest first, as far as this store holds
+    /// their successors' first blocks (at most `max`).
+    pub fn predecessors(&self, validator: &ValidatorKey, max: usize) -> Result<Vec<ValidatorKey>, StoreError> {
+        let mut found = Vec::new();
+        let mut at = *validator;
+        while found.len() < max {
+            match self.predecessor(&at)? {
+                Some(previous) if previous != *validator && !found.contains(&previous) => {
+                    found.push(previous);
+                    at = previous;
+                }
+                _ => break,
+            }
+        }
+        Ok(found)
+    }
+
+    /// `validator`'s value in a table keyed by validator that a store may not have yet.
+    fn small_record(
+        &self,
+        table: redb::TableDefinition<&[u8], &[u8]>,
+        validator: &ValidatorKey,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let txn = self.read()?;
+        let table = match txn.open_table(table) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(engine("opening a table")(e.into())),
+        };
+        let value = table.get(validator.0.as_slice()).map_err(eng("reading a record"))?;
+        Ok(value.map(|v| v.value().to_vec()))
     }
 
     /// Every validator with a chain in the store and its tip, ordered by key.

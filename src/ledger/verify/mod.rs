@@ -157,6 +157,7 @@ fn fault_kind(error: &BlockError) -> &'static str {
         BlockError::BrokenLink { .. } => "broken_link",
         BlockError::TimeWentBack { .. } => "time_went_back",
         BlockError::NewerEventKind { .. } => "newer_event_kind",
+        BlockError::PastRotation { .. } => "past_rotation",
     }
 }
 
