@@ -55,6 +55,11 @@ pub struct Faults {
     /// This validator plays every match under a lenient plan of its own ([`lenient_plan`]):
     /// alpha 0.5, epsilon 0, no futility stop (a validator crowning a friend cheaply).
     pub lenient_plan: Option<usize>,
+    /// (validator, N): this validator rotates its ledger key after its first N matches
+    /// (ledger-spec/16): its log ends with the rotation, and a log of [`successor_key`]
+    /// plays the rest. Its events need a protocol table with version 3 at their chain
+    /// blocks (`Protocol::local`).
+    pub rotate: Option<(usize, usize)>,
 }
 
 /// The plan of [`Faults::lenient_plan`]: a score plan that crowns on a likelihood ratio
@@ -126,6 +131,14 @@ pub fn validator_key(i: usize) -> LedgerKey {
     LedgerKey::from_seed(seed)
 }
 
+/// The key synthetic validator `i` rotates to ([`Faults::rotate`]).
+pub fn successor_key(i: usize) -> LedgerKey {
+    let mut seed = [0u8; 32];
+    seed[..8].copy_from_slice(&(i as u64 + 1).to_le_bytes());
+    seed[8..24].copy_from_slice(b"af-synth-rotated");
+    LedgerKey::from_seed(seed)
+}
+
 /// Writes every validator's log into `store` (a node that holds all logs); returns the
 /// validators' keys in index order.
 pub fn write_network(store: &Store, spec: &NetworkSpec) -> Result<Vec<ValidatorKey>, StoreError> {
@@ -133,9 +146,27 @@ pub fn write_network(store: &Store, spec: &NetworkSpec) -> Result<Vec<ValidatorK
     let solver = Solver::new();
     let keys: Vec<LedgerKey> = (0..spec.n_validators).map(validator_key).collect();
     let mut chains: Vec<Vec<Vec<Event>>> = Vec::new();
+    // The rotating validator's matches after its rotation, for its new log.
+    let mut successor: Option<(usize, Vec<Event>)> = None;
     for (i, key) in keys.iter().enumerate() {
-        let events = validator_events(spec, &registry, &solver, i, &key.validator());
-        chains.push(events.chunks(spec.events_per_block.max(1)).map(<[Event]>::to_vec).collect());
+        let (old, new) = (key.validator(), successor_key(i).validator());
+        let rotate_after = spec.faults.rotate.filter(|(v, _)| *v == i).map(|(_, n)| n);
+        let key_at = |m: usize| match rotate_after {
+            Some(n) if m >= n => (new, (m - n) as u64),
+            _ => (old, m as u64),
+        };
+        let matches = validator_events(spec, &registry, &solver, i, &key_at);
+        let split = rotate_after.unwrap_or(matches.len()).min(matches.len());
+        let mut events: Vec<Event> = matches[..split].concat();
+        let mut blocks: Vec<Vec<Event>> = events.chunks(spec.events_per_block.max(1)).map(<[Event]>::to_vec).collect();
+        if let Some(n) = rotate_after {
+            // The rotation records the chain block of the last match its log started.
+            let chain_block = 1_000 + n.saturating_sub(1) as u64;
+            blocks.push(vec![Event::KeyRotated(crate::ledger::rotation::KeyRotated { new_key: new, chain_block })]);
+            events = matches[split..].concat();
+            successor = Some((i, events));
+        }
+        chains.push(blocks);
     }
     // Equivocation: the equivocator's second block at height 1, signed but never stored,
     // goes into the reporter's log as evidence next to the stored one.
@@ -168,6 +199,26 @@ pub fn write_network(store: &Store, spec: &NetworkSpec) -> Result<Vec<ValidatorK
             prev = Some(sealed.tip());
         }
     }
+    if let Some((i, events)) = successor {
+        let (old, new) = (keys[i].validator(), successor_key(i));
+        let at = store.rotation(&old)?.ok_or_else(|| StoreError::Corrupt("the rotation was not stored".into()))?;
+        let first = Event::KeySucceeded(crate::ledger::rotation::KeySucceeded {
+            old_key: old,
+            old_height: at.height,
+            old_hash: at.hash,
+            chain_block: at.chain_block,
+        });
+        let mut blocks = vec![vec![first]];
+        blocks.extend(events.chunks(spec.events_per_block.max(1)).map(<[Event]>::to_vec));
+        let mut prev: Option<Tip> = None;
+        for (height, events) in blocks.into_iter().enumerate() {
+            let time_ms = spec.start_ms + 1_000_000 + 2_000 * height as u64;
+            let sealed = seal(new.signing_key(), prev.as_ref(), time_ms, events)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            store.append(&sealed)?;
+            prev = Some(sealed.tip());
+        }
+    }
     Ok(keys.iter().map(LedgerKey::validator).collect())
 }
 
@@ -175,15 +226,16 @@ fn miner_ref(miner: &SynthMiner) -> MinerRef {
     MinerRef { hotkey: miner.hotkey.clone(), uid: miner.uid, model: format!("synth/{}", miner.hotkey) }
 }
 
-/// Every event one validator records for the spec's matches.
+/// Every event one validator records for the spec's matches, a list per match; `key_at`
+/// gives the key of the log that plays match M and the match's number in that log.
 fn validator_events(
     spec: &NetworkSpec,
     registry: &Registry,
     solver: &Solver,
     index: usize,
-    validator: &ValidatorKey,
-) -> Vec<Event> {
-    let mut events = Vec::new();
+    key_at: &dyn Fn(usize) -> (ValidatorKey, u64),
+) -> Vec<Vec<Event>> {
+    let mut matches = Vec::new();
     let (rule, futility) = match spec.faults.lenient_plan == Some(index) {
         true => lenient_plan(),
         false => (spec.rule, spec.futility),
@@ -194,6 +246,9 @@ fn validator_events(
     let mut ratio = ratio_params.initial();
     let mut n_transcripts = 0u64;
     for (match_number, &(contender_idx, champion_idx)) in spec.matches.iter().enumerate() {
+        let mut events = Vec::new();
+        let (validator, number_in_log) = key_at(match_number);
+        let validator = &validator;
         let (contender, champion) = (&spec.miners[contender_idx], &spec.miners[champion_idx]);
         // A synthetic chain block per match, its hash derived from the match's place.
         let chain_block = 1_000 + match_number as u64;
@@ -202,7 +257,7 @@ fn validator_events(
             validator,
             &contender.hotkey,
             &champion.hotkey,
-            match_number as u64,
+            number_in_log,
             chain_block,
             &chain_block_hash,
         );
@@ -229,6 +284,7 @@ fn validator_events(
             chain_block_hash,
         }));
         if spec.faults.abandon_matches {
+            matches.push(events);
             continue;
         }
         let max_challenges = rule.max_challenges().unwrap_or(spec.max_challenges);
@@ -339,6 +395,7 @@ fn validator_events(
             win_rates,
             new_ratio_to_beat_ppm: new_ratio,
         }));
+        matches.push(events);
     }
-    events
+    matches
 }

@@ -19,6 +19,7 @@ mod ledger_fuzz;
 mod ledger_model;
 mod ledger_prune;
 mod ledger_tamper;
+mod key_rotation;
 mod ledger_vectors;
 mod mine;
 mod miner_http;

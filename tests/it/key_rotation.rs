@@ -1,0 +1,258 @@
+//! Key rotation (ledger-spec/16): one validator across two keys, the retired key's
+//! forgeries, and `af key rotate` on a stopped validator's data directory.
+
+use af::bytes::ValidatorKey;
+use af::envs;
+use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+use af::ledger::block::seal;
+use af::ledger::event::{Evidence, MatchStarted};
+use af::ledger::{BlockError, Event, LedgerKey, OwnLog, Store, StoreError};
+use af::protocol::Protocol;
+use af::replay::synth::{successor_key, validator_key, write_network, Faults, NetworkSpec};
+use af::replay::{self, Replay};
+
+fn replay_local(store: &Store) -> Replay {
+    let registry = envs::registry().with_protocol(Protocol::local());
+    replay::replay(store, &registry, None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}).unwrap()
+}
+
+/// The small network (3 validators, 2 matches), validator 1 rotating after `rotate_after`
+/// matches when given.
+fn network(rotate_after: Option<usize>) -> (tempfile::TempDir, Vec<ValidatorKey>) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let faults = Faults { rotate: rotate_after.map(|n| (1, n)), ..Faults::default() };
+    let keys = write_network(&store, &NetworkSpec { events_per_block: 16, faults, ..NetworkSpec::small(3) }).unwrap();
+    (dir, keys)
+}
+
+fn vtrust_of(replayed: &Replay, key: &ValidatorKey) -> u32 {
+    replayed.state.validators.iter().find(|v| v.validator == *key).unwrap().vtrust_ppm
+}
+
+#[test]
+fn a_rotated_validator_is_one_validator_whose_trust_votes_and_ratio_continue() {
+    let (plain_dir, keys) = network(None);
+    let (rotated_dir, rotated_keys) = network(Some(1));
+    assert_eq!(keys, rotated_keys);
+    let plain = replay_local(&Store::open_read_only(plain_dir.path()).unwrap());
+    let rotated = replay_local(&Store::open_read_only(rotated_dir.path()).unwrap());
+    let new_key = successor_key(1).validator();
+
+    // The second match was played and decided under the new key, at the ratio the first
+    // match (in the old log) set: no finding anywhere.
+    assert!(rotated.state.discrepancies.is_empty(), "{:#?}", rotated.state.discrepancies);
+    let old_fold = rotated.folds.iter().find(|f| f.validator == keys[1]).unwrap();
+    let new_fold = rotated.folds.iter().find(|f| f.validator == new_key).unwrap();
+    assert_eq!((old_fold.matches.len(), new_fold.matches.len()), (1, 1));
+    assert!(old_fold.rotated.is_some_and(|r| r.new_key == new_key));
+    assert!(new_fold.succeeds.is_some_and(|s| s.old_key == keys[1]));
+
+    // One validator: both records carry its full vTrust and its comparisons, and every
+    // match counts one vote from it, under its first key.
+    assert_eq!(rotated.state.validators.len(), 4);
+    assert_eq!(vtrust_of(&rotated, &keys[1]), 1_000_000);
+    assert_eq!(vtrust_of(&rotated, &new_key), 1_000_000);
+    let summary = |key| rotated.state.validators.iter().find(|v| v.validator == key).unwrap().clone();
+    assert_eq!(summary(keys[1]).n_compared, 2, "compared on both matches, across the two logs");
+    assert_eq!((summary(new_key).n_compared, summary(new_key).n_disagreements), (2, 0));
+    let mut in_order = keys.clone();
+    in_order.sort();
+    assert_eq!(rotated.state.matches.len(), 2);
+    for (with, without) in rotated.state.matches.iter().zip(plain.state.matches.iter()) {
+        let voters: Vec<ValidatorKey> = with.votes.iter().map(|v| *v.validator).collect();
+        assert_eq!(voters, in_order, "one vote per validator, the rotated one under its first key");
+        assert_eq!((with.for_ppm, with.against_ppm, with.verdict), (without.for_ppm, without.against_ppm, without.verdict));
+    }
+    // Verdicts, the champion, its history, the ratio and the weights are the network's
+    // without the rotation.
+    assert_eq!(rotated.state.champion, plain.state.champion);
+    assert_eq!(rotated.state.champion_history, plain.state.champion_history);
+    assert_eq!(
+        (rotated.state.ratio_set_ppm, rotated.state.ratio_set_at_block, &rotated.state.weights),
+        (plain.state.ratio_set_ppm, plain.state.ratio_set_at_block, &plain.state.weights)
+    );
+
+    // The validator's own state, as it starts under the new key: the old log's champion,
+    // ratio and plays, and match ids counted in the new log.
+    let store = Store::open_read_only(rotated_dir.path()).unwrap();
+    let own = af::validator::state::load(&store, &new_key, &DEFAULT_RATIO_PARAMS).unwrap();
+    let plain_store = Store::open_read_only(plain_dir.path()).unwrap();
+    let before = af::validator::state::load(&plain_store, &keys[1], &DEFAULT_RATIO_PARAMS).unwrap();
+    assert_eq!((own.champion.clone(), own.ratio, own.n_decided), (before.champion.clone(), before.ratio, 2));
+    assert_eq!(own.log_decided, 1);
+    assert!(own.played.contender("5SynthPerfect") && own.played.contender("5SynthRandom"));
+}
+
+#[test]
+fn a_thief_with_the_retired_key_is_refused_past_the_rotation_and_its_fork_zeroes_no_one() {
+    let (dir, keys) = network(Some(1));
+    let store = Store::open(dir.path()).unwrap();
+    let thief = validator_key(1);
+    let at = store.rotation(&keys[1]).unwrap().unwrap();
+
+    // A block past the rotation: every store refuses it, naming the rotation.
+    let tip = store.tip(&keys[1]).unwrap().unwrap();
+    assert_eq!((tip.height, tip.hash), (at.height, at.hash));
+    let past = seal(thief.signing_key(), Some(&tip), tip.time_ms + 1, vec![]).unwrap();
+    match store.append(&past) {
+        Err(StoreError::Rejected { source: BlockError::PastRotation { height, rotated_at, new_key }, .. }) => {
+            assert_eq!((height, rotated_at, new_key), (at.height + 1, at.height, successor_key(1).validator()));
+        }
+        other => panic!("expected a refusal past the rotation, got {other:?}"),
+    }
+    let refused = StoreError::Rejected {
+        validator: keys[1],
+        height: at.height + 1,
+        source: BlockError::PastRotation { height: at.height + 1, rotated_at: at.height, new_key: at.new_key },
+    };
+    assert!(refused.to_string().contains("a forgery with the retired key"), "{refused}");
+
+    // A fork at height 1, with evidence of it recorded by validator 0; and the same
+    // against validator 2, whose key is its own still.
+    let fork_of = |key: &LedgerKey, validator: &ValidatorKey| {
+        let genesis = store.signed_headers(validator, 0, 1).unwrap();
+        let prev = af::ledger::Tip { height: 0, hash: genesis[0].0.hash(), time_ms: genesis[0].0.time_ms };
+        let fork = seal(key.signing_key(), Some(&prev), prev.time_ms + 7, vec![]).unwrap();
+        assert!(matches!(store.append(&fork), Err(StoreError::Conflict { height: 1, .. })));
+        let forked = &fork.decoded().block;
+        Event::Evidence(Box::new(Evidence {
+            validator: *validator,
+            height: 1,
+            header_a: genesis[1].0.clone(),
+            signature_a: genesis[1].1,
+            header_b: forked.header.clone(),
+            signature_b: forked.signature,
+        }))
+    };
+    let evidence = vec![fork_of(&thief, &keys[1]), fork_of(&validator_key(2), &keys[2])];
+    let reporter = validator_key(0);
+    let reporter_tip = store.tip(&keys[0]).unwrap().unwrap();
+    store.append(&seal(reporter.signing_key(), Some(&reporter_tip), reporter_tip.time_ms + 1, evidence).unwrap()).unwrap();
+    drop(store);
+
+    let replayed = replay_local(&Store::open_read_only(dir.path()).unwrap());
+    assert_eq!(vtrust_of(&replayed, &keys[1]), 1_000_000, "the retired key's fork zeroes no one");
+    assert_eq!(vtrust_of(&replayed, &successor_key(1).validator()), 1_000_000);
+    assert_eq!(vtrust_of(&replayed, &keys[2]), 0, "the same fork with a key in use is equivocation");
+    let named = |key: &ValidatorKey| replayed.state.discrepancies.iter().find(|d| d.validator == *key).unwrap().detail.clone();
+    assert!(named(&keys[1]).contains("a forgery with it, which zeroes no one"), "{}", named(&keys[1]));
+    assert!(!named(&keys[2]).contains("forgery"));
+    let record = |key: &ValidatorKey| replayed.state.validators.iter().find(|v| v.validator == *key).unwrap().equivocated;
+    assert!(!record(&keys[1]) && record(&keys[2]));
+}
+
+#[test]
+fn a_log_that_names_a_predecessor_which_did_not_rotate_to_it_is_a_validator_of_its_own() {
+    let (dir, keys) = network(Some(1));
+    let store = Store::open(dir.path()).unwrap();
+    let stranger = LedgerKey::from_seed([77; 32]);
+    let at = store.rotation(&keys[1]).unwrap().unwrap();
+    let claim = Event::KeySucceeded(af::ledger::rotation::KeySucceeded {
+        old_key: keys[1],
+        old_height: at.height,
+        old_hash: at.hash,
+        chain_block: at.chain_block,
+    });
+    store.append(&seal(stranger.signing_key(), None, 1, vec![claim]).unwrap()).unwrap();
+    drop(store);
+    let replayed = replay_local(&Store::open_read_only(dir.path()).unwrap());
+    let identities = af::replay::identity::Identities::of(&replayed.folds);
+    assert_eq!(identities.root(&stranger.validator()), stranger.validator());
+    assert_eq!(identities.root(&successor_key(1).validator()), keys[1]);
+}
+
+/// A data directory with a log of one block of this key's, and a config on a local chain
+/// with the local table (version 3 from block 0).
+fn data_dir() -> (tempfile::TempDir, ValidatorKey) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = OwnLog::open(&dir.path().join("d")).unwrap();
+    let started = MatchStarted {
+        match_id: af::bytes::Hash32([1; 32]),
+        contender: af::ledger::event::MinerRef { hotkey: "5C".into(), uid: 1, model: "m@1".into() },
+        champion: af::ledger::event::MinerRef { hotkey: "5H".into(), uid: 0, model: "m@2".into() },
+        envs: vec![],
+        rule: "r".into(),
+        ratio_to_beat_ppm: 510_000,
+        chain_block: 40,
+        chain_block_hash: af::bytes::Hash32([2; 32]),
+    };
+    log.append(vec![Event::MatchStarted(started)], 1_000).unwrap();
+    let key = log.validator();
+    std::fs::write(dir.path().join("local.toml"), "[protocol]\ntable = \"local\"\n[chain]\nendpoint = \"local:127.0.0.1:9\"\n")
+        .unwrap();
+    (dir, key)
+}
+
+#[test]
+fn af_key_rotate_moves_a_stopped_validator_to_a_new_key_and_the_old_one_signs_nothing_more() {
+    let (dir, old) = data_dir();
+    let data = dir.path().join("d");
+    let d = data.to_str().unwrap();
+    let config = dir.path().join("local.toml");
+    let old_key_file = std::fs::read(data.join("validator.key")).unwrap();
+
+    // The network's table has no rotation before its version 3: refused, nothing signed.
+    let early = crate::af(&["key", "rotate", "--data", d]);
+    assert_eq!(early.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&early.stderr).contains("protocol version 3"));
+    assert!(!data.join("validator.key.next").exists(), "nothing is left half done");
+    assert_eq!(Store::open_read_only(&data).unwrap().tip(&old).unwrap().unwrap().height, 0);
+
+    let out = crate::af(&["key", "rotate", "--data", d, "--config", config.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let done: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(done["old_key"], old.to_hex());
+    assert_eq!((done["rotated_at"].as_u64(), done["chain_block"].as_u64()), (Some(1), Some(40)));
+    let new = LedgerKey::load(&data.join("validator.key")).unwrap().validator();
+    assert_eq!(done["new_key"], new.to_hex());
+    assert!(!data.join("validator.key.next").exists());
+
+    // The directory signs on with the new key, in the new log.
+    let log = OwnLog::open(&data).unwrap();
+    assert_eq!(log.validator(), new);
+    let block = log.append(vec![], 2_000).unwrap();
+    assert_eq!(block.tip.height, 1);
+    drop(log);
+    // The old key, from a copy of its file, signs nothing the store takes.
+    let thief_dir = tempfile::tempdir().unwrap();
+    let thief_file = thief_dir.path().join("old.key");
+    std::fs::write(&thief_file, &old_key_file).unwrap();
+    std::fs::set_permissions(&thief_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let thief = LedgerKey::load(&thief_file).unwrap();
+    let store = Store::open(&data).unwrap();
+    let tip = store.tip(&old).unwrap().unwrap();
+    let forged = seal(thief.signing_key(), Some(&tip), tip.time_ms + 1, vec![]).unwrap();
+    assert!(matches!(store.append(&forged), Err(StoreError::Rejected { source: BlockError::PastRotation { .. }, .. })));
+    drop(store);
+
+    // An audit by the local table: both logs verify, one validator, nothing found.
+    let audit = crate::af(&["audit", "--data", d, "--protocol", "local", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+    let findings = report["findings"].as_array().map_or(0, Vec::len);
+    let detail = String::from_utf8_lossy(&audit.stdout);
+    assert!(
+        !detail.contains("invalid_block") && !detail.contains("past its rotation"),
+        "{findings} findings: {detail}"
+    );
+}
+
+#[test]
+fn a_rotation_cut_short_is_finished_by_running_it_again_with_the_staged_key() {
+    let (dir, old) = data_dir();
+    let data = dir.path().join("d");
+    let config = dir.path().join("local.toml");
+    // As if a run stopped right after staging its new key.
+    let staged = LedgerKey::generate().unwrap();
+    staged.write_new(&data.join("validator.key.next")).unwrap();
+    let done =
+        af::validator::key_rotation::rotate(&data, &Protocol::local(), 0, 5_000).expect("finishes the staged rotation");
+    assert!(done.resumed);
+    assert_eq!((done.old_key, done.new_key), (old, staged.validator()));
+    // Run again: a fresh rotation from the new key (two rotations, one identity).
+    let again = crate::af(&["key", "rotate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap()]);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    let third = LedgerKey::load(&data.join("validator.key")).unwrap().validator();
+    let store = Store::open_read_only(&data).unwrap();
+    assert_eq!(store.predecessors(&third, 8).unwrap(), vec![staged.validator(), old]);
+}
