@@ -18,21 +18,28 @@ pub enum KeyCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Move this validator's log to a new ledger key (ledger-spec/16), with the validator
-    /// stopped: the old key signs its log's last block naming the new key, the new key
-    /// signs its first block naming that one, and the new key replaces the old in the data
-    /// directory. Start the validator again: it commits the new key on chain, and peers
-    /// count both logs as one validator. Run it again to finish one that was cut short.
+    /// Move this validator's log to a new ledger key (ledger-spec/16): the old key signs
+    /// its log's last block naming the new key, the new key signs its first block naming
+    /// that one, and the new key replaces the old in the data directory. A running
+    /// `af validate` on DIR is asked to do it (it stops its run, rotates, and runs again
+    /// under the new key); a stopped one is rotated here. The validator then commits the
+    /// new key on chain, and peers count both logs as one validator. Run it again to
+    /// finish a rotation that was cut short.
     Rotate {
         /// The validator's data directory.
         #[arg(long)]
         data: PathBuf,
-        /// The validator's configuration (its protocol table decides when rotation is a rule).
+        /// The validator's configuration (its protocol table decides when rotation is a rule;
+        /// a stopped validator only: a running one uses its own).
         #[arg(long)]
         config: Option<PathBuf>,
-        /// The chain block to record, at least the log's newest (default: the log's newest).
+        /// The chain block to record, at least the log's newest (default: the log's newest;
+        /// a stopped validator only).
         #[arg(long, default_value_t = 0)]
         chain_block: u64,
+        /// How long to wait for a running validator to answer, in seconds.
+        #[arg(long, default_value_t = 300)]
+        wait_s: u64,
         /// Print JSON for scripts.
         #[arg(long)]
         json: bool,
@@ -56,8 +63,8 @@ pub fn run(command: KeyCommand) -> anyhow::Result<ExitCode> {
             (key, json)
         }
         KeyCommand::Show { key, json } => (LedgerKey::load(&key)?, json),
-        KeyCommand::Rotate { data, config, chain_block, json } => {
-            return rotate(&data, config.as_deref(), chain_block, json)
+        KeyCommand::Rotate { data, config, chain_block, wait_s, json } => {
+            return rotate(&data, config.as_deref(), chain_block, wait_s, json)
         }
     };
     if json {
@@ -72,10 +79,23 @@ fn rotate(
     data: &std::path::Path,
     config: Option<&std::path::Path>,
     chain_block: u64,
+    wait_s: u64,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let protocol = super::validate::load_config(config)?.protocol();
-    let done = af::validator::key_rotation::rotate(data, &protocol, chain_block, af::clock::unix_ms())?;
+    use af::validator::key_rotation;
+    let running = data.join(af::ledger::store::STORE_FILE).exists() && af::ledger::Store::held_by_writer(data)?;
+    let done = if running {
+        // The validator holds the store: it rotates at its next safe point, by its own
+        // configuration, and starts again under the new key.
+        eprintln!(
+            "af: the validator on {} is running; asking it to rotate (it stops its run, rotates and starts again)",
+            data.display()
+        );
+        key_rotation::request(data, std::time::Duration::from_secs(wait_s)).map_err(anyhow::Error::msg)?
+    } else {
+        let protocol = super::validate::load_config(config)?.protocol();
+        key_rotation::rotate(data, &protocol, chain_block, af::clock::unix_ms())?
+    };
     if json {
         super::print_json(&done)?;
         return Ok(ExitCode::SUCCESS);

@@ -109,8 +109,44 @@ pub fn validate(
     chain_flags: ChainFlags,
     flags: RunFlags,
 ) -> anyhow::Result<ExitCode> {
-    let RunFlags { max_matches, serve, json, log_suppressed } = flags;
-    let config = effective_config(config_path.as_deref(), &net, &chain_flags)?;
+    use af::validator::key_rotation;
+    // A run that `af key rotate` stopped rotates the key, answers, and runs again under
+    // the new key; any other end is the command's.
+    loop {
+        let config = effective_config(config_path.as_deref(), &net, &chain_flags)?;
+        let protocol = config.protocol();
+        let code = validate_once(data, config, &chain_flags, &flags)?;
+        if !key_rotation::is_requested(data) {
+            return Ok(code);
+        }
+        match key_rotation::answer(data, &protocol, af::clock::unix_ms()) {
+            Ok(done) => tracing::info!(
+                event = "key_rotated",
+                old_key = %done.old_key,
+                new_key = %done.new_key,
+                rotated_at = done.rotated_at,
+                "the ledger key was rotated at block {} of the old log; starting again under {}",
+                done.rotated_at,
+                done.new_key
+            ),
+            Err(error) => tracing::warn!(
+                event = "key_not_rotated",
+                error = %error,
+                "the key rotation asked for failed; starting again under the same key"
+            ),
+        }
+    }
+}
+
+/// One run of `af validate`, until its matches are done, a signal, or a rotation request.
+fn validate_once(
+    data: &Path,
+    config: config::Config,
+    chain_flags: &ChainFlags,
+    flags: &RunFlags,
+) -> anyhow::Result<ExitCode> {
+    let RunFlags { max_matches, serve, json, ref log_suppressed } = *flags;
+    let log_suppressed = log_suppressed.clone();
     let log = Arc::new(super::data_dir::open_own_log(data)?);
     let closing = log.clone();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
@@ -125,7 +161,15 @@ pub fn validate(
             watch_only: chain_flags.watch_only,
             metrics: Arc::new(super::node_metrics(log_suppressed)),
         };
-        let Some(mut validator) = Validator::start(launch, af::validator::service::stop_signal()).await? else {
+        let signal = af::validator::service::stop_signal();
+        let rotation = af::validator::key_rotation::requested(data.to_owned());
+        let stop = async move {
+            tokio::select! {
+                name = signal => name,
+                name = rotation => name,
+            }
+        };
+        let Some(mut validator) = Validator::start(launch, stop).await? else {
             return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
         };
         let terminal = std::io::stderr().is_terminal();

@@ -68,7 +68,7 @@ pub struct OtherKey {
 }
 
 /// What a rotation did.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Rotation {
     pub old_key: ValidatorKey,
     pub new_key: ValidatorKey,
@@ -167,4 +167,72 @@ fn done(old: ValidatorKey, new: ValidatorKey, at: &RotatedAt, first: Tip, resume
         first_hash: first.hash,
         resumed,
     }
+}
+
+/// Where `af key rotate` asks a running validator to rotate: the validator stops its run
+/// at the next safe point (its writer sealed and durable), rotates, answers in
+/// [`ANSWER_FILE`] and starts again under the new key.
+pub const REQUEST_FILE: &str = "validator.rotate";
+/// The running validator's answer to a [`REQUEST_FILE`]: `{"rotated": Rotation}` or
+/// `{"error": "..."}`.
+pub const ANSWER_FILE: &str = "validator.rotate.answer";
+
+/// Completes once `data` holds a rotation request: a stop reason for a running validator.
+pub async fn requested(data: PathBuf) -> &'static str {
+    loop {
+        if data.join(REQUEST_FILE).exists() {
+            return "a key rotation request";
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+/// Whether `data` holds a rotation request.
+pub fn is_requested(data: &Path) -> bool {
+    data.join(REQUEST_FILE).exists()
+}
+
+/// Rotates on a request, the validator stopped, and answers it: the answer is written
+/// whole before the request goes, so the asker never reads half of one.
+pub fn answer(data: &Path, protocol: &Protocol, now_ms: u64) -> Result<Rotation, String> {
+    let result = rotate(data, protocol, 0, now_ms).map_err(|e| e.to_string());
+    let body = match &result {
+        Ok(done) => serde_json::json!({ "rotated": done }),
+        Err(error) => serde_json::json!({ "error": error }),
+    };
+    let temp = data.join(format!(".{ANSWER_FILE}.tmp"));
+    let written = std::fs::write(&temp, body.to_string()).and_then(|()| std::fs::rename(&temp, data.join(ANSWER_FILE)));
+    if let Err(error) = written {
+        tracing::warn!(event = "rotation_unanswered", error = %error, "could not answer the rotation request");
+    }
+    let _ = std::fs::remove_file(data.join(REQUEST_FILE));
+    result
+}
+
+/// Asks the validator running on `data` to rotate, and waits up to `wait` for its answer.
+pub fn request(data: &Path, wait: std::time::Duration) -> Result<Rotation, String> {
+    let (request, answer) = (data.join(REQUEST_FILE), data.join(ANSWER_FILE));
+    let _ = std::fs::remove_file(&answer);
+    std::fs::write(&request, format!("{}\n", std::process::id()))
+        .map_err(|e| format!("cannot write the request {}: {e}", request.display()))?;
+    let deadline = std::time::Instant::now() + wait;
+    while std::time::Instant::now() < deadline {
+        if let Ok(text) = std::fs::read_to_string(&answer) {
+            let _ = std::fs::remove_file(&answer);
+            let value: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| format!("the validator's answer is not JSON: {e}"))?;
+            if let Some(error) = value.get("error").and_then(|e| e.as_str()) {
+                return Err(error.to_string());
+            }
+            return serde_json::from_value::<Rotation>(value["rotated"].clone())
+                .map_err(|e| format!("the validator's answer is not a rotation: {e}"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let _ = std::fs::remove_file(&request);
+    Err(format!(
+        "the validator on {} did not answer within {} s (is it running? a match's last challenge can take a while): nothing was asked of it any more",
+        data.display(),
+        wait.as_secs()
+    ))
 }

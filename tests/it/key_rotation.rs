@@ -62,7 +62,10 @@ fn a_rotated_validator_is_one_validator_whose_trust_votes_and_ratio_continue() {
     for (with, without) in rotated.state.matches.iter().zip(plain.state.matches.iter()) {
         let voters: Vec<ValidatorKey> = with.votes.iter().map(|v| *v.validator).collect();
         assert_eq!(voters, in_order, "one vote per validator, the rotated one under its first key");
-        assert_eq!((with.for_ppm, with.against_ppm, with.verdict), (without.for_ppm, without.against_ppm, without.verdict));
+        assert_eq!(
+            (with.for_ppm, with.against_ppm, with.verdict),
+            (without.for_ppm, without.against_ppm, without.verdict)
+        );
     }
     // Verdicts, the champion, its history, the ratio and the weights are the network's
     // without the rotation.
@@ -128,17 +131,21 @@ fn a_thief_with_the_retired_key_is_refused_past_the_rotation_and_its_fork_zeroes
     let evidence = vec![fork_of(&thief, &keys[1]), fork_of(&validator_key(2), &keys[2])];
     let reporter = validator_key(0);
     let reporter_tip = store.tip(&keys[0]).unwrap().unwrap();
-    store.append(&seal(reporter.signing_key(), Some(&reporter_tip), reporter_tip.time_ms + 1, evidence).unwrap()).unwrap();
+    store
+        .append(&seal(reporter.signing_key(), Some(&reporter_tip), reporter_tip.time_ms + 1, evidence).unwrap())
+        .unwrap();
     drop(store);
 
     let replayed = replay_local(&Store::open_read_only(dir.path()).unwrap());
     assert_eq!(vtrust_of(&replayed, &keys[1]), 1_000_000, "the retired key's fork zeroes no one");
     assert_eq!(vtrust_of(&replayed, &successor_key(1).validator()), 1_000_000);
     assert_eq!(vtrust_of(&replayed, &keys[2]), 0, "the same fork with a key in use is equivocation");
-    let named = |key: &ValidatorKey| replayed.state.discrepancies.iter().find(|d| d.validator == *key).unwrap().detail.clone();
+    let named =
+        |key: &ValidatorKey| replayed.state.discrepancies.iter().find(|d| d.validator == *key).unwrap().detail.clone();
     assert!(named(&keys[1]).contains("a forgery with it, which zeroes no one"), "{}", named(&keys[1]));
     assert!(!named(&keys[2]).contains("forgery"));
-    let record = |key: &ValidatorKey| replayed.state.validators.iter().find(|v| v.validator == *key).unwrap().equivocated;
+    let record =
+        |key: &ValidatorKey| replayed.state.validators.iter().find(|v| v.validator == *key).unwrap().equivocated;
     assert!(!record(&keys[1]) && record(&keys[2]));
 }
 
@@ -179,8 +186,11 @@ fn data_dir() -> (tempfile::TempDir, ValidatorKey) {
     };
     log.append(vec![Event::MatchStarted(started)], 1_000).unwrap();
     let key = log.validator();
-    std::fs::write(dir.path().join("local.toml"), "[protocol]\ntable = \"local\"\n[chain]\nendpoint = \"local:127.0.0.1:9\"\n")
-        .unwrap();
+    std::fs::write(
+        dir.path().join("local.toml"),
+        "[protocol]\ntable = \"local\"\n[chain]\nendpoint = \"local:127.0.0.1:9\"\n",
+    )
+    .unwrap();
     (dir, key)
 }
 
@@ -255,4 +265,84 @@ fn a_rotation_cut_short_is_finished_by_running_it_again_with_the_staged_key() {
     let third = LedgerKey::load(&data.join("validator.key")).unwrap().validator();
     let store = Store::open_read_only(&data).unwrap();
     assert_eq!(store.predecessors(&third, 8).unwrap(), vec![staged.validator(), old]);
+}
+
+/// A running validator rotated by `af key rotate` (ledger-spec/16), on a local chain with
+/// the local table, beside a second validator: A stops its run, rotates, runs again under
+/// the new key and commits it; both play the next contender; A's two logs reach B, and
+/// both stores replay to the same verdicts, A one validator with full vTrust.
+#[test]
+fn a_running_validator_rotates_on_request_and_its_peer_counts_both_logs_as_one_validator() {
+    use crate::protocol_upgrade::{count, start_validator, wait_until};
+    let dir = tempfile::tempdir().unwrap();
+    let chain = crate::chain_local::serve_with(&dir.path().join("chain"), "127.0.0.1:0", &["--tempo", "20"]);
+    let endpoint = format!("local:{}", chain.1);
+    let (champion, contender, late) = (
+        crate::validator_cli::miner("random"),
+        crate::validator_cli::miner("perfect"),
+        crate::validator_cli::miner("noisy:0.1"),
+    );
+    crate::validator_service::enter(&endpoint, "5Champion", "champion", &champion.1);
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    crate::validator_service::enter(&endpoint, "5Contender", "contender", &contender.1);
+    for hotkey in ["5ValidatorA", "5ValidatorB"] {
+        assert!(crate::af(&["chain", "register", "--chain", &endpoint, "--hotkey", hotkey, "--validator"])
+            .status
+            .success());
+    }
+    let (mut a, _, a_lines) = start_validator(dir.path(), "a", (&endpoint, "5ValidatorA", "127.0.0.2"), "local", None);
+    let (mut b, _, b_lines) = start_validator(dir.path(), "b", (&endpoint, "5ValidatorB", "127.0.0.3"), "local", None);
+    let all = [&a_lines, &b_lines];
+    wait_until("both validators' first match", 60, &all, &mut || {
+        count(&a_lines, "match_decided") >= 1 && count(&b_lines, "match_decided") >= 1
+    });
+    let old = LedgerKey::load(&dir.path().join("a/validator.key")).unwrap().validator();
+    let rotate =
+        crate::af(&["key", "rotate", "--data", dir.path().join("a").to_str().unwrap(), "--json", "--wait-s", "60"]);
+    assert!(rotate.status.success(), "{}", String::from_utf8_lossy(&rotate.stderr));
+    let done: serde_json::Value = serde_json::from_slice(&rotate.stdout).unwrap();
+    assert_eq!(done["old_key"], old.to_hex());
+    let new = LedgerKey::load(&dir.path().join("a/validator.key")).unwrap().validator();
+    assert_eq!(done["new_key"], new.to_hex());
+    assert_eq!(count(&a_lines, "key_rotated"), 1);
+
+    // The new key is committed under A's hotkey, and both play the next contender.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let reader = af::chain::local_client::LocalClient::new(&chain.1, 1, None).unwrap();
+    let committed = || {
+        let records = runtime.block_on(af::chain::Chain::commitments(&reader)).unwrap();
+        records.iter().any(|r| r.hotkey == "5ValidatorA" && r.ledger().is_some_and(|c| c.ledger_key == new))
+    };
+    wait_until("A's commitment of its new key", 30, &all, &mut || committed());
+    crate::validator_service::enter(&endpoint, "5Late", "late", &late.1);
+    wait_until("both validators' match of the late miner", 90, &all, &mut || {
+        count(&a_lines, "match_decided") >= 2 && count(&b_lines, "match_decided") >= 2
+    });
+    std::thread::sleep(std::time::Duration::from_secs(3)); // gossip of the last blocks
+    for child in [&mut a, &mut b] {
+        let _ = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+        child.wait().unwrap();
+    }
+    let mut hashes = std::collections::BTreeSet::new();
+    for holder in ["a", "b"] {
+        let replayed = replay_local(&Store::open_read_only(&dir.path().join(holder)).unwrap());
+        let state = &replayed.state;
+        assert!(state.discrepancies.is_empty(), "{holder}: {:?}", state.discrepancies);
+        assert_eq!(state.validators.len(), 3, "{holder} holds A's two logs and B's");
+        assert!(state.validators.iter().all(|v| v.vtrust_ppm == 1_000_000 && !v.equivocated), "{holder}");
+        let new_fold = replayed.folds.iter().find(|f| f.validator == new).unwrap();
+        assert!(new_fold.succeeds.is_some_and(|s| s.old_key == old), "{holder}: A's new log names its old one");
+        assert_eq!(new_fold.matches.len(), 1, "{holder}: the late miner's match, under the new key");
+        for m in state.matches.iter() {
+            assert_eq!(m.votes.len(), 2, "{holder}: one vote from A (under {old}), one from B");
+            assert!(m.votes.iter().any(|v| *v.validator == old));
+        }
+        // The same verdicts, champion, ratio, weights and trust (each store's tips may
+        // differ by the last anchoring blocks, which the other had not fetched yet).
+        let vtrust: Vec<(ValidatorKey, u32)> = state.validators.iter().map(|v| (v.validator, v.vtrust_ppm)).collect();
+        let verdicts: Vec<_> = state.matches.iter().map(|m| (m.contender.hotkey.clone(), m.verdict)).collect();
+        let champion = state.champion.as_ref().map(|c| c.hotkey.clone());
+        hashes.insert(format!("{vtrust:?} {verdicts:?} {champion:?} {} {:?}", state.ratio_set_ppm, state.weights));
+    }
+    assert_eq!(hashes.len(), 1, "both stores replay to one verdict: {hashes:#?}");
 }

@@ -408,7 +408,15 @@ fn folding_from_a_snapshot_gives_the_state_of_a_replay_from_genesis() {
     copy(0, 3);
     let kept = |note: &mut dyn FnMut(&str)| {
         let store = Store::open(partial_dir.path()).unwrap();
-        replay::projection::replay_kept(&store, partial_dir.path(), true, &af::envs::registry(), &mut |_, _, _| {}, note).unwrap()
+        replay::projection::replay_kept(
+            &store,
+            partial_dir.path(),
+            true,
+            &af::envs::registry(),
+            &mut |_, _, _| {},
+            note,
+        )
+        .unwrap()
     };
     let early = kept(&mut |note| panic!("{note}"));
     assert_eq!(early.n_chains_from_snapshot, 0);
@@ -475,7 +483,8 @@ fn a_kept_file_short_of_a_match_is_not_used_for_that_log() {
     let (dir, keys) = build(&spec);
     let kept = |note: &mut dyn FnMut(&str)| {
         let store = Store::open(dir.path()).unwrap();
-        replay::projection::replay_kept(&store, dir.path(), true, &af::envs::registry(), &mut |_, _, _| {}, note).unwrap()
+        replay::projection::replay_kept(&store, dir.path(), true, &af::envs::registry(), &mut |_, _, _| {}, note)
+            .unwrap()
     };
     let plain = kept(&mut |note| panic!("{note}"));
     let plain_hash = plain.state_hash;
@@ -526,7 +535,10 @@ fn a_replay_holds_each_name_once_and_so_does_a_fold_read_from_a_snapshot() {
     // (The state's matches are not held: they are in the replay's file, read one at a time.)
     // Kept and read back, the folds are the same; what they hold in memory still shares.
     let store = Store::open(dir.path()).unwrap();
-    let kept = replay::projection::replay_kept(&store, dir.path(), true, &af::envs::registry(), &mut |_, _, _| {}, &mut |n| panic!("{n}"));
+    let kept =
+        replay::projection::replay_kept(&store, dir.path(), true, &af::envs::registry(), &mut |_, _, _| {}, &mut |n| {
+            panic!("{n}")
+        });
     assert_eq!(kept.unwrap().folds, replayed.folds);
     let reopened = replay::projection::open(dir.path(), &mut |n| panic!("{n}")).unwrap();
     assert_eq!(reopened.folds, replayed.folds);
