@@ -11,7 +11,6 @@
 //! the same schema, the same bytes and the same bounds as the owned form.
 
 use super::header::BlockHeader;
-pub use super::rotation::{KeyRotated, KeySucceeded};
 use crate::bytes::{ChallengeId, Hash32, MatchId, SignatureBytes, ValidatorKey};
 use crate::limits::{
     MAX_CUTS_PER_TRANSCRIPT, MAX_LIST_ITEMS, MAX_MESSAGES_PER_TRANSCRIPT, MAX_NAME_BYTES, MAX_RECORDED_TEXT_BYTES,
@@ -295,6 +294,31 @@ pub struct ChainCommitment {
     /// The block of our own log whose hash was committed.
     pub committed_height: u64,
     pub committed_hash: Hash32,
+}
+
+/// Tag 11: the last event the old key signs. Its block holds it alone, and the log has
+/// no block after it: a block the old key signs later is a forgery (ledger-spec/16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyRotated {
+    /// The key the identity continues under.
+    pub new_key: ValidatorKey,
+    /// The chain block at which the rotation was signed (the protocol version's clock).
+    pub chain_block: u64,
+}
+
+/// Tag 12: the first event the new key signs, alone in block 0 of its log: the old log's
+/// block that holds the matching [`KeyRotated`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeySucceeded {
+    pub old_key: ValidatorKey,
+    /// The height of the old log's rotation block.
+    pub old_height: u64,
+    /// That block's hash.
+    pub old_hash: Hash32,
+    /// The rotation's chain block, as the old log recorded it.
+    pub chain_block: u64,
 }
 
 /// Two different signed headers of one validator at one height: proof of equivocation.

@@ -4,33 +4,9 @@
 //! block it ever signs, and the new key names that block (height and hash) in its first.
 //! Pure: a reader hands in what its logs hold, and gets the link or why there is none.
 
+pub use super::event::{KeyRotated, KeySucceeded};
 use crate::bytes::{Hash32, ValidatorKey};
 use serde::{Deserialize, Serialize};
-
-/// Tag 11: the last event the old key signs. Its block holds it alone, and the log has
-/// no block after it: a block the old key signs later is a forgery (ledger-spec/16).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KeyRotated {
-    /// The key the identity continues under.
-    pub new_key: ValidatorKey,
-    /// The chain block at which the rotation was signed (the protocol version's clock).
-    pub chain_block: u64,
-}
-
-/// Tag 12: the first event the new key signs, alone in block 0 of its log: the old log's
-/// block that holds the matching [`KeyRotated`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KeySucceeded {
-    pub old_key: ValidatorKey,
-    /// The height of the old log's rotation block.
-    pub old_height: u64,
-    /// That block's hash.
-    pub old_hash: Hash32,
-    /// The rotation's chain block, as the old log recorded it.
-    pub chain_block: u64,
-}
 
 /// Where a log's rotation stands, as a fold of it records it: the rotation block's height
 /// and hash, and the key it names.
@@ -60,9 +36,9 @@ pub enum RotationRole {
 pub fn role<S: AsRef<str>>(
     validator: &ValidatorKey,
     height: u64,
-    events: &[super::Event<S>],
+    events: &[super::event::Event<S>],
 ) -> Result<RotationRole, String> {
-    use super::Event;
+    use super::event::Event;
     let mut found = events.iter().filter(|e| matches!(e, Event::KeyRotated(_) | Event::KeySucceeded(_)));
     let Some(first) = found.next() else { return Ok(RotationRole::None) };
     if events.len() != 1 {
@@ -101,8 +77,8 @@ pub fn rotated_by(block: &super::block::DecodedBlock) -> Option<RotatedAt> {
 }
 
 /// The refusal of a block at `height` of a log that rotated `at`.
-pub fn past(at: &RotatedAt, height: u64) -> super::BlockError {
-    super::BlockError::PastRotation { height, rotated_at: at.height, new_key: at.new_key }
+pub fn past(at: &RotatedAt, height: u64) -> super::block::BlockError {
+    super::block::BlockError::PastRotation { height, rotated_at: at.height, new_key: at.new_key }
 }
 
 impl RotatedAt {
