@@ -35,9 +35,9 @@ const ENVS_V2: &[(&str, u32)] = &[("abd", 1), ("coin", 1), ("ded", 1), ("mult", 
 /// Event kinds of version 2: tags 0 (`MatchStarted`) to 10 (`FoldCheckpoint`).
 const EVENT_KINDS_V2: u32 = 11;
 
-/// Event kinds of version 3: version 2's and the key rotation's, tags 11 (`KeyRotated`)
-/// and 12 (`KeySucceeded`), ledger-spec/16.
-const EVENT_KINDS_V3: u32 = 13;
+/// Event kinds of version 3: version 2's, the key rotation's, tags 11 (`KeyRotated`) and
+/// 12 (`KeySucceeded`), ledger-spec/16, and 13 (`ChampionLeft`), ledger-spec/13.
+const EVENT_KINDS_V3: u32 = 14;
 
 /// The subnet's chain block at which version 3 activates: mid-January 2027 at 12 s a
 /// block, weeks after the build that applies it is released (ledger-spec/15).
@@ -275,7 +275,8 @@ mod tests {
         assert_eq!(network.newest(), (3, V3_ACTIVATION_BLOCK));
         assert!(network.version_at(V3_ACTIVATION_BLOCK - 1).refuses_kind(11).is_some());
         assert!(network.version_at(V3_ACTIVATION_BLOCK).refuses_kind(12).is_none());
-        assert!(network.version_at(V3_ACTIVATION_BLOCK).refuses_kind(13).is_some());
+        assert!(network.version_at(V3_ACTIVATION_BLOCK).refuses_kind(13).is_none());
+        assert!(network.version_at(V3_ACTIVATION_BLOCK).refuses_kind(14).is_some());
         assert_eq!(network.clone().capped(2).newest(), (2, 0), "a build released before version 3");
         let local = Protocol::local();
         assert_eq!((local.newest(), local.version_at(0).plan), ((3, 0), PLAN_V2));

@@ -296,6 +296,13 @@ pub fn event_line(event: &Event) -> String {
                 r.new_key, r.chain_block
             )
         }
+        Event::ChampionLeft(l) => format!(
+            "champion_left: the champion {} ({}) left without a match at chain block {}: {}",
+            l.champion.hotkey,
+            l.champion.model,
+            l.chain_block,
+            snake_case(&l.reason)
+        ),
         Event::KeySucceeded(s) => {
             format!("key_succeeded: this log continues {} from its block {} ({})", s.old_key, s.old_height, s.old_hash)
         }

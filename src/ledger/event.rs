@@ -10,11 +10,14 @@
 //! verification decodes `Event<&str>`, borrowing every text from the block's bytes, with
 //! the same schema, the same bytes and the same bounds as the owned form.
 
+pub(crate) use super::event_bounds::at_most;
+pub use super::event_bounds::BoundError;
+use super::event_bounds::{bound, cut_error, name, text};
 use super::header::BlockHeader;
 use crate::bytes::{ChallengeId, Hash32, MatchId, SignatureBytes, ValidatorKey};
 use crate::limits::{
-    MAX_CUTS_PER_TRANSCRIPT, MAX_LIST_ITEMS, MAX_MESSAGES_PER_TRANSCRIPT, MAX_NAME_BYTES, MAX_RECORDED_TEXT_BYTES,
-    MAX_TEXT_BYTES, MAX_TRANSCRIPT_TEXT_BYTES,
+    MAX_CUTS_PER_TRANSCRIPT, MAX_LIST_ITEMS, MAX_MESSAGES_PER_TRANSCRIPT, MAX_RECORDED_TEXT_BYTES,
+    MAX_TRANSCRIPT_TEXT_BYTES,
 };
 use serde::{Deserialize, Serialize};
 
@@ -54,6 +57,9 @@ pub enum Event<S = String> {
     /// Tag 12 (protocol version 3): the new key's first event, naming the old log's
     /// rotation block (ledger-spec/16).
     KeySucceeded(KeySucceeded),
+    /// Tag 13 (protocol version 3): the champion this validator defended left the crown
+    /// without a match, as the chain showed it (ledger-spec/13, "The champion's life").
+    ChampionLeft(ChampionLeft<S>),
 }
 
 /// One log's fold at one of its blocks, as a replay computed it.
@@ -88,6 +94,26 @@ pub enum SkipReason {
     Duplicate,
     /// Wire 1: the champion serves this model and revision.
     SameAsChampion,
+}
+
+/// Why a champion left the crown without a match (`ChampionLeft.reason`, ledger-spec/13).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaveReason {
+    /// Wire 0: its hotkey is not registered on the subnet (deregistered, or swapped away).
+    Deregistered,
+    /// Wire 1: its hotkey's commitment no longer names the model and revision it won with.
+    Recommitted,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChampionLeft<S = String> {
+    /// The champion as this validator's log recorded it.
+    pub champion: MinerRef<S>,
+    pub reason: LeaveReason,
+    /// The chain block whose metagraph and commitments showed it.
+    pub chain_block: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -333,66 +359,6 @@ pub struct Evidence {
     pub signature_b: SignatureBytes,
 }
 
-/// A field of a decoded event that is over its bound, or breaks a rule of ledger-spec/02.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum BoundError {
-    #[error("event field `{field}` has {actual} {unit}, more than the limit of {limit}")]
-    Over { field: &'static str, actual: usize, limit: usize, unit: &'static str },
-    #[error("event field `{field}` (at {at}) breaks a rule of ledger-spec/02: {rule}")]
-    Rule { field: &'static str, at: usize, rule: &'static str },
-}
-
-fn name(field: &'static str, value: &impl AsRef<str>) -> Result<(), BoundError> {
-    bound(field, value.as_ref().len(), MAX_NAME_BYTES, "bytes")
-}
-
-fn text(field: &'static str, value: &impl AsRef<str>) -> Result<(), BoundError> {
-    bound(field, value.as_ref().len(), MAX_TEXT_BYTES, "bytes")
-}
-
-fn bound(field: &'static str, actual: usize, limit: usize, unit: &'static str) -> Result<(), BoundError> {
-    if actual > limit {
-        return Err(BoundError::Over { field, actual, limit, unit });
-    }
-    Ok(())
-}
-
-/// A bounded list, refused when its length prefix is read, before any item is: a count
-/// over the bound costs nothing to reject (ledger-spec/02, Bounds). Readers without a
-/// length prefix (JSON) are refused at the first item past the bound.
-pub(crate) fn at_most<'de, D, T, const N: usize>(deserializer: D) -> Result<Vec<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    struct Bounded<T, const N: usize>(std::marker::PhantomData<T>);
-    impl<'de, T: Deserialize<'de>, const N: usize> serde::de::Visitor<'de> for Bounded<T, N> {
-        type Value = Vec<T>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            write!(f, "a list of at most {N} items")
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
-            let over = |n: usize| serde::de::Error::invalid_length(n, &self);
-            if let Some(n) = seq.size_hint().filter(|n| *n > N) {
-                return Err(over(n));
-            }
-            let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(N).min(4096));
-            while let Some(item) = seq.next_element()? {
-                if items.len() == N {
-                    return Err(over(N + 1));
-                }
-                items.push(item);
-            }
-            Ok(items)
-        }
-    }
-    deserializer.deserialize_seq(Bounded::<T, N>(std::marker::PhantomData))
-}
-
-fn cut_error(field: &'static str, at: usize, rule: &'static str) -> BoundError {
-    BoundError::Rule { field, at, rule }
-}
-
 /// The recording rules of ledger-spec/02 ("Texts recorded in part"), checked over the
 /// miner's texts (the `assistant` messages) as the recorder cut them: each is at most
 /// its cap, the smaller of 256 KiB and what remains of the transcript's 1 MiB budget; a
@@ -510,7 +476,7 @@ impl<S: AsRef<str>> Event<S> {
 
     /// How many kinds this build decodes: tags `0..N_KINDS`. A greater tag is a kind of
     /// a later protocol version (ledger-spec/15), not a malformed event.
-    pub const N_KINDS: u32 = 13;
+    pub const N_KINDS: u32 = 14;
 
     /// The wire tag of this event's kind.
     pub fn tag(&self) -> u32 {
@@ -528,6 +494,7 @@ impl<S: AsRef<str>> Event<S> {
             Event::FoldCheckpoint(_) => 10,
             Event::KeyRotated(_) => 11,
             Event::KeySucceeded(_) => 12,
+            Event::ChampionLeft(_) => 13,
         }
     }
 
@@ -542,6 +509,7 @@ impl<S: AsRef<str>> Event<S> {
             Event::WeightsCommitted(w) => Some(w.chain_block),
             Event::KeyRotated(r) => Some(r.chain_block),
             Event::KeySucceeded(s) => Some(s.chain_block),
+            Event::ChampionLeft(l) => Some(l.chain_block),
             _ => None,
         }
     }
@@ -561,6 +529,7 @@ impl<S: AsRef<str>> Event<S> {
             Event::FoldCheckpoint(_) => "fold_checkpoint",
             Event::KeyRotated(_) => "key_rotated",
             Event::KeySucceeded(_) => "key_succeeded",
+            Event::ChampionLeft(_) => "champion_left",
         }
     }
 
@@ -625,6 +594,7 @@ impl<S: AsRef<str>> Event<S> {
                     None => Ok(()),
                 }
             }
+            Event::ChampionLeft(l) => l.champion.check(),
             Event::ChainCommitment(_) | Event::Evidence(_) | Event::KeyRotated(_) | Event::KeySucceeded(_) => Ok(()),
         }
     }

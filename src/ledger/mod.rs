@@ -13,6 +13,7 @@ pub mod conversation;
 pub mod demo;
 pub mod entry;
 pub mod event;
+mod event_bounds;
 pub mod export;
 pub mod hash_many;
 pub mod header;

@@ -8,6 +8,7 @@
 //! those results, so the outcome does not depend on how many threads did that work.
 
 use super::decisions::{match_decision_error, rederive_decision};
+use super::departures::{LeftRecord, MAX_LEFT_RECORDS};
 use super::lists::{CommitmentList, EquivocationList, SkipList};
 use super::matches::MatchTable;
 use super::model::{
@@ -177,6 +178,9 @@ pub struct ChainFold {
     pub succeeds: Option<KeySucceeded>,
     /// This log's rotation block, its last: nothing past it is folded (ledger-spec/16).
     pub rotated: Option<RotatedAt>,
+    /// The champions this log says left the crown without a match (ledger-spec/13), in
+    /// log order, at most [`MAX_LEFT_RECORDS`].
+    pub champion_left: Vec<LeftRecord>,
 }
 
 impl ChainFold {
@@ -205,6 +209,7 @@ impl ChainFold {
             checkpoints: Checkpoints::default(),
             succeeds: None,
             rotated: None,
+            champion_left: Vec::new(),
         }
     }
 
@@ -579,6 +584,17 @@ impl ChainFold {
             (Event::FoldCheckpoint(c), _) => self.checkpoints.claim(height, c),
             // The block's role, not the event's: `note_rotation`.
             (Event::KeyRotated(_) | Event::KeySucceeded(_), _) => {}
+            (Event::ChampionLeft(left), _) => {
+                if self.champion_left.len() < MAX_LEFT_RECORDS {
+                    self.champion_left.push(LeftRecord {
+                        hotkey: left.champion.hotkey.as_ref().into(),
+                        reason: left.reason,
+                        chain_block: left.chain_block,
+                        time_ms,
+                        height,
+                    });
+                }
+            }
             (event, check) => unreachable!("check {check:?} does not belong to a {} event", event.kind_name()),
         }
     }
@@ -650,7 +666,7 @@ impl ChainFold {
 /// event kind does not compile until it is decided here.
 fn changes_combine<S>(event: &Event<S>) -> bool {
     match event {
-        Event::MatchStarted(_) | Event::MatchDecided(_) | Event::Evidence(_) => true,
+        Event::MatchStarted(_) | Event::MatchDecided(_) | Event::Evidence(_) | Event::ChampionLeft(_) => true,
         // Tallies, rewards and anchors: the combine reads none of them (their false
         // values are findings, pushed and counted).
         Event::Transcript(_)

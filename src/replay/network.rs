@@ -9,6 +9,7 @@
 
 use super::bag::Bag;
 use super::cold::{CacheSize, ColdError, ColdStore};
+use super::departures::Departures;
 use super::fold::{ChainFold, MAX_CHAIN_DISCREPANCIES};
 use super::identity::Identities;
 use super::matches::MatchTable;
@@ -16,6 +17,8 @@ use super::model::{
     Discrepancy, DiscrepancyKind, FindingCounts, HeldMiner, MatchFold, Name, NetworkMatch, NetworkVerdict, Vote,
 };
 pub use super::network_list::NetworkMatches;
+pub(super) use super::ratio_walk::RatioWalk;
+pub use super::ratio_walk::{each_ratio_finding, plan_ratio_params, ratio_findings};
 use super::vtrust;
 use crate::bytes::{Hash32, MatchId, ValidatorKey};
 use crate::evaluation::ratio::{RatioParams, RatioToBeat};
@@ -221,9 +224,22 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
     // the first match's champion, replaced by each contender the network says beat the
     // champion of the moment.
     let mut champion: Option<HeldMiner> = None;
-    let mut history = Vec::new();
+    let mut history: Vec<ChampionChange> = Vec::new();
     let mut ratio = ratio_params.initial();
     let mut list = StateList { cold, txn: &txn, n: 0, batch: Vec::new() };
+    // Champions that left the crown without a match (ledger-spec/13): more than half of
+    // the trust said so during their tenure. A departed hotkey holds the crown again only
+    // by winning it.
+    let departures = Departures::of(folds.iter().map(|f| (identities.root(&f.validator), f.champion_left.as_slice())));
+    let trusted_total: u64 = vtrust.values().map(|v| u64::from(*v)).sum();
+    let mut departed: BTreeSet<Name> = BTreeSet::new();
+    let left_by = |champion: &Option<HeldMiner>, history: &[ChampionChange], at_ms: u64| {
+        let (current, since) = (champion.as_ref()?, history.last()?.at_time_ms);
+        departures
+            .left_at(&current.hotkey, since, &|v| vtrust.get(v).copied().unwrap_or(0), trusted_total)
+            .filter(|t| *t <= at_ms)
+            .map(|_| current.hotkey.clone())
+    };
     pairs.drain(&mut |_, mut m| {
         m.for_ppm = m.votes.iter().filter(|v| v.contender_won).map(|v| u64::from(vtrust[&*v.validator])).sum();
         m.against_ppm = m.votes.iter().filter(|v| !v.contender_won).map(|v| u64::from(vtrust[&*v.validator])).sum();
@@ -232,7 +248,11 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
             (false, true) => Some(NetworkVerdict::ContenderWon),
             (false, false) => Some(NetworkVerdict::ChampionStays),
         };
-        if champion.is_none() {
+        if let Some(gone) = left_by(&champion, &history, m.first_started_ms) {
+            departed.insert(gone);
+            champion = None;
+        }
+        if champion.is_none() && !departed.contains(&m.champion.hotkey) {
             champion = Some(m.champion.clone());
             history.push(ChampionChange {
                 champion: m.champion.clone(),
@@ -240,14 +260,15 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
                 at_time_ms: m.first_started_ms,
             });
         }
-        let current = champion.as_ref().expect("set above");
-        if m.verdict == Some(NetworkVerdict::ContenderWon) && m.champion.hotkey == current.hotkey {
+        let current = champion.as_ref().map(|c| c.hotkey.clone());
+        if m.verdict == Some(NetworkVerdict::ContenderWon) && current.as_ref() == Some(&m.champion.hotkey) {
             let crowned = crowning(&m, |v| vtrust[v]);
             if let Some(set_ppm) = crowned.set_ppm {
                 ratio = RatioToBeat { set_ppm, set_at_block: crowned.at_block };
             }
             let at_ms = crowned.at_ms;
             champion = Some(m.contender.clone());
+            departed.remove(&m.contender.hotkey);
             history.push(ChampionChange {
                 champion: m.contender.clone(),
                 by_match: Some((m.contender.hotkey.clone(), m.champion.hotkey.clone())),
@@ -256,6 +277,10 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
         }
         list.push(m)
     })?;
+    // A champion that left after the last match holds nothing: no weights.
+    if left_by(&champion, &history, u64::MAX).is_some() {
+        champion = None;
+    }
     let len = list.close()?;
     let (snapshot, combine) = cold.commit_combine(txn, &[PAIRS])?;
     let matches = NetworkMatches::stored(snapshot, len, combine);
@@ -525,99 +550,6 @@ pub fn recount(previous: &NetworkState, folds: &[ChainFold]) -> NetworkState {
     state
 }
 
-/// The ratio to beat, replayed through one log's own matches in log order: each match
-/// must be played at the ratio its log's last win set, decayed to the match's start
-/// block, and a win must set the geometric mean of the win rates it records
-/// (`false_decision` otherwise). Each check takes the log's recorded values forward, so
-/// one false number is one finding, not a cascade.
-pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Vec<Discrepancy> {
-    let mut found = Vec::new();
-    each_ratio_finding(fold, legacy, &mut |d| found.push(d));
-    found
-}
-
-/// [`ratio_findings`], each handed to `found` as it is made (a log may hold millions).
-pub fn each_ratio_finding(fold: &ChainFold, legacy: &RatioParams, found: &mut dyn FnMut(Discrepancy)) {
-    let mut walk = RatioWalk::default();
-    for (_, m) in fold.matches.in_log_order() {
-        walk.step(fold.validator, &m, legacy, Some(&mut *found));
-    }
-}
-
-/// The ratio to beat as one log's matches set it, taken a match at a time in log order
-/// ([`each_ratio_finding`]); cloned where walks over different cuts of a log part.
-#[derive(Clone)]
-pub(super) struct RatioWalk {
-    ratio: RatioToBeat,
-    /// A log's matches name one plan for long stretches: parsed once per change, not
-    /// once per match (every replay runs this over every match of every log).
-    last_plan: Option<(Name, RatioParams)>,
-}
-
-impl Default for RatioWalk {
-    fn default() -> RatioWalk {
-        // No win yet: the floor of whatever parameters the next match names.
-        RatioWalk { ratio: RatioToBeat { set_ppm: 0, set_at_block: 0 }, last_plan: None }
-    }
-}
-
-impl RatioWalk {
-    /// Takes `validator`'s next match `m`: counts the findings it makes, and hands each
-    /// to `found` if there is one to take them.
-    pub(super) fn step(
-        &mut self,
-        validator: ValidatorKey,
-        m: &MatchFold,
-        legacy: &RatioParams,
-        mut found: Option<&mut dyn FnMut(Discrepancy)>,
-    ) -> u64 {
-        let mut n = 0;
-        let params = match &self.last_plan {
-            Some((plan, params)) if *plan == m.rule => *params,
-            _ => plan_ratio_params(&m.rule, legacy),
-        };
-        self.last_plan = Some((m.rule.clone(), params));
-        let ratio = self.ratio;
-        let expected = params.current_ppm(&ratio, m.chain_block);
-        if m.ratio_to_beat_ppm != expected {
-            n += 1;
-            if let Some(found) = found.as_mut() {
-                found(Discrepancy {
-                    validator,
-                    kind: DiscrepancyKind::FalseDecision,
-                    height: m.started_height,
-                    event_idx: Some(m.started_event_idx),
-                    detail: format!(
-                        "{} vs {}: played at ratio {} ppm, but the ratio set at chain block {} ({} ppm) is {expected} ppm at its start block {}",
-                        m.contender.hotkey, m.champion.hotkey, m.ratio_to_beat_ppm, ratio.set_at_block, ratio.set_ppm, m.chain_block
-                    ),
-                });
-            }
-        }
-        let Some(decided) = m.decided.as_ref().filter(|d| d.contender_won) else { return n };
-        if !decided.win_rates_ppm.is_empty() {
-            let set = params.after_win(&decided.win_rates_ppm, m.chain_block).set_ppm;
-            if decided.new_ratio_to_beat_ppm != set {
-                n += 1;
-                if let Some(found) = found.as_mut() {
-                    found(Discrepancy {
-                        validator,
-                        kind: DiscrepancyKind::FalseDecision,
-                        height: decided.height,
-                        event_idx: None,
-                        detail: format!(
-                            "{} beat {}: the new ratio is {} ppm, but the geometric mean of its win rates {:?} gives {set} ppm",
-                            m.contender.hotkey, m.champion.hotkey, decided.new_ratio_to_beat_ppm, decided.win_rates_ppm
-                        ),
-                    });
-                }
-            }
-        }
-        self.ratio = RatioToBeat { set_ppm: decided.new_ratio_to_beat_ppm, set_at_block: m.chain_block };
-        n
-    }
-}
-
 /// Each validator's vTrust as the logs stood at each of `blocks`: [`combine`] over every
 /// log cut back to its matches started at or before the block, and its findings at or
 /// before the last of them. This is the definition `vtrust_history::vtrust_history`
@@ -676,6 +608,7 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
         checkpoints: Default::default(),
         succeeds: fold.succeeds,
         rotated: fold.rotated.filter(|r| r.chain_block <= block),
+        champion_left: fold.champion_left.iter().filter(|l| l.chain_block <= block).cloned().collect(),
     }
 }
 
@@ -696,17 +629,6 @@ fn findings_within(fold: &ChainFold, within: &dyn Fn(u64) -> bool) -> FindingCou
         }
     }
     counts
-}
-
-/// The ratio parameters a match was played under: those its `score` plan records (the
-/// network's, the same for every auditor), else, for the `mixture` plans of older logs,
-/// the auditor's `legacy` ones with the binary64 arithmetic those logs were written with.
-pub fn plan_ratio_params(plan: &str, legacy: &RatioParams) -> RatioParams {
-    use crate::evaluation::ratio::Arithmetic;
-    match crate::evaluation::plan::parse_plan(plan) {
-        Some((rule, _)) => rule.ratio_params(legacy),
-        None => legacy.with_arithmetic(Arithmetic::Float),
-    }
 }
 
 #[cfg(test)]

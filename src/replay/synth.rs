@@ -60,6 +60,9 @@ pub struct Faults {
     /// plays the rest. Its events need a protocol table with version 3 at their chain
     /// blocks (`Protocol::local`).
     pub rotate: Option<(usize, usize)>,
+    /// (match M, miner, validators): before match M, these validators record that the
+    /// miner, their champion, left the crown (`ChampionLeft`, ledger-spec/13; version 3).
+    pub champion_leaves: Option<(usize, usize, Vec<usize>)>,
 }
 
 /// The plan of [`Faults::lenient_plan`]: a score plan that crowns on a likelihood ratio
@@ -247,6 +250,15 @@ fn validator_events(
     let mut n_transcripts = 0u64;
     for (match_number, &(contender_idx, champion_idx)) in spec.matches.iter().enumerate() {
         let mut events = Vec::new();
+        if let Some((_, miner, _)) =
+            spec.faults.champion_leaves.as_ref().filter(|(m, _, who)| *m == match_number && who.contains(&index))
+        {
+            events.push(Event::ChampionLeft(crate::ledger::event::ChampionLeft {
+                champion: miner_ref(&spec.miners[*miner]),
+                reason: crate::ledger::event::LeaveReason::Deregistered,
+                chain_block: 1_000 + match_number as u64,
+            }));
+        }
         let (validator, number_in_log) = key_at(match_number);
         let validator = &validator;
         let (contender, champion) = (&spec.miners[contender_idx], &spec.miners[champion_idx]);

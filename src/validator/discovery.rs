@@ -6,6 +6,7 @@
 
 use crate::chain::miner::{MinerCommitment, ModelIdentity};
 use crate::chain::{CommitmentRecord, Neuron};
+use crate::ledger::event::LeaveReason;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -103,6 +104,10 @@ pub struct Discovery {
     /// The chain block at which the commitments were read (set by the caller).
     #[serde(skip)]
     pub read_at_block: u64,
+    /// Why the champion the log names no longer holds the crown on chain, if it does not
+    /// (ledger-spec/13, "The champion's life").
+    #[serde(skip)]
+    pub champion_left: Option<LeaveReason>,
 }
 
 /// How the log records a miner from the chain: `MinerRef.model` is `MODEL@REVISION`
@@ -166,7 +171,23 @@ pub fn queue_of(
 ) -> Discovery {
     let identity = champion.and_then(|c| recorded_identity(&c.model));
     let champion_ref = champion.map(|c| ChampionRef { hotkey: c.hotkey.as_str(), identity: identity.as_ref() });
-    discover(neurons, records, champion_ref, played)
+    let mut found = discover(neurons, records, champion_ref, played);
+    // A champion from the chain (its recorded model names a revision) stands while its
+    // hotkey is registered and commits the model and revision it won with.
+    if let Some(champion) = champion.filter(|_| identity.is_some()) {
+        found.champion_left = if !neurons.iter().any(|n| n.hotkey == champion.hotkey) {
+            Some(LeaveReason::Deregistered)
+        } else if found
+            .valid
+            .iter()
+            .any(|c| c.hotkey == champion.hotkey && recorded_model(&c.commitment) == champion.model)
+        {
+            None
+        } else {
+            Some(LeaveReason::Recommitted)
+        };
+    }
+    found
 }
 
 /// Decides the queue. `played` holds (hotkey, model identity) pairs our log says played
@@ -305,6 +326,27 @@ mod tests {
 
     fn hotkeys(queue: &[Candidate]) -> Vec<&str> {
         queue.iter().map(|c| c.hotkey.as_str()).collect()
+    }
+
+    #[test]
+    fn a_champion_stands_while_registered_with_the_model_it_won_with_and_leaves_otherwise() {
+        let champion = crate::ledger::event::MinerRef { hotkey: "champ".into(), uid: 1, model: "m/c@1".into() };
+        let neurons = [neuron(1, "champ", 10), neuron(2, "next", 10)];
+        let stands = [commit("champ", 50, "m/c", "1"), commit("next", 60, "m/n", "1")];
+        let left = |neurons: &[Neuron], records: &[CommitmentRecord]| {
+            queue_of(neurons, records, Some(&champion), &none()).champion_left
+        };
+        assert_eq!(left(&neurons, &stands), None);
+        // Its uid given to another hotkey (deregistered, or swapped away).
+        let taken = [neuron(1, "newcomer", 90), neuron(2, "next", 10)];
+        assert_eq!(left(&taken, &stands), Some(LeaveReason::Deregistered));
+        // Another revision committed, or no valid commitment at all.
+        let other = [commit("champ", 70, "m/c", "2"), commit("next", 60, "m/n", "1")];
+        assert_eq!(left(&neurons, &other), Some(LeaveReason::Recommitted));
+        assert_eq!(left(&neurons, &stands[1..]), Some(LeaveReason::Recommitted));
+        // A champion from [[miners]] (no revision recorded) is not judged by the chain.
+        let configured = crate::ledger::event::MinerRef { hotkey: "champ".into(), uid: 1, model: "m".into() };
+        assert_eq!(queue_of(&taken, &stands, Some(&configured), &none()).champion_left, None);
     }
 
     #[test]

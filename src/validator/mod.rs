@@ -11,6 +11,7 @@ pub mod episode;
 pub mod key_rotation;
 pub mod launch;
 pub mod matchrun;
+pub mod queue_reader;
 pub mod ratio_show;
 pub mod run;
 pub mod service;

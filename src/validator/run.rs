@@ -6,8 +6,12 @@
 //! already handed over are then sealed into a last block.
 
 use super::config::{Config, ConfigError};
-use super::discovery::{self, Candidate, Discovery};
+use super::discovery::{self, Discovery};
 use super::matchrun::{self, Contestant, MatchContext, MatchError, MatchPlan, MatchReport};
+use super::queue_reader::{
+    self, candidate_contestant, discover_champion, discover_successor, discover_until_contender, from_chain,
+    wait_or_stop,
+};
 use super::state;
 use super::writer::{spawn_writer, WriterError};
 use crate::evaluation::matchplay::{MatchState, MatchVerdict};
@@ -133,17 +137,29 @@ pub async fn run(
     }
     // The latest read of the chain's miners, in discovery mode.
     let mut found: Option<Discovery> = None;
+    // A champion that left the crown while we were stopped (ledger-spec/13): recorded once
+    // the writer runs, and the match it defended, if open, is abandoned (undecided).
+    let mut left_event: Option<Event> = None;
+    let mut successor: Option<Contestant> = None;
     if let Some(chain) = &discovering {
-        let read = match &loaded.champion {
-            Some(champion) => Some(
-                discover_until_found(chain.as_ref(), Some(champion), &loaded.played, (&stop, config, &options.metrics))
-                    .await,
-            ),
+        let ctx = (&stop, config, options.metrics.as_ref());
+        let protocol = config.protocol();
+        let mut read = match &loaded.champion {
+            Some(champion) => discover_champion(chain.as_ref(), champion, &loaded.played, &protocol, ctx).await,
             // No champion yet: wait for the first valid commitment, the first champion.
-            None => {
-                discover_until_contender(chain.as_ref(), None, &loaded.played, (&stop, config, &options.metrics)).await
-            }
+            None => discover_until_contender(chain.as_ref(), None, &loaded.played, ctx).await,
         };
+        if let (Some(champion), Some(now)) = (loaded.champion.take(), read.as_ref()) {
+            match queue_reader::leaving(&champion, now) {
+                Some(left) => {
+                    left_event = Some(Event::ChampionLeft(left));
+                    loaded.open = loaded.open.take().filter(|o| o.started.champion.hotkey != champion.hotkey);
+                    let next = discover_successor(chain.as_ref(), &champion.hotkey, &loaded.played, ctx).await;
+                    (read, successor) = next.map_or((None, None), |(read, next)| (Some(read), Some(next)));
+                }
+                None => loaded.champion = Some(champion),
+            }
+        }
         let Some(read) = read.filter(|_| !*stop.borrow()) else {
             return no_match_played(&log, &loaded, &params, &mut options, true);
         };
@@ -151,7 +167,8 @@ pub async fn run(
     }
     let contestant = |miner: &MinerRef, found: &Option<Discovery>| -> Result<Contestant, RunError> {
         if let Some(found) = found {
-            return from_chain(found, miner);
+            return from_chain(found, miner)
+                .ok_or_else(|| RunError::UnknownMiner(format!("{} (no valid commitment on chain now)", miner.hotkey)));
         }
         let entry = config
             .miners
@@ -171,6 +188,7 @@ pub async fn run(
         }
     };
     let mut champion = match (&loaded.champion, &found) {
+        _ if successor.is_some() => successor.take().expect("checked"),
         (Some(miner), _) => contestant(miner, &found)?,
         // The oldest valid commitment holds the crown until a match says otherwise.
         (None, Some(found)) => candidate_contestant(&found.queue[0]),
@@ -192,6 +210,9 @@ pub async fn run(
         options.own_blocks.clone(),
         options.metrics.clone(),
     );
+    if let Some(left) = left_event.take() {
+        let _ = writer.sender.send(vec![left]).await;
+    }
     // Each duplicate or copy of the champion discovery finds goes into our log once
     // (`played` holds the skips recorded).
     let netuid = options.chain.as_ref().map_or(0, |c| c.netuid());
@@ -352,7 +373,23 @@ pub async fn run(
                             interrupted = true;
                             break;
                         };
-                        if let Ok(current) = from_chain(&now, &champion.miner) {
+                        // The champion left without a match (ledger-spec/13), where its
+                        // version records it: said in our log, and the queue's first
+                        // miner holds the crown until a match says otherwise.
+                        let recordable = registry.protocol().version_at(now.read_at_block).refuses_kind(13).is_none();
+                        if let Some(left) = queue_reader::leaving(&champion.miner, &now).filter(|_| recordable) {
+                            let _ = writer.sender.send(vec![Event::ChampionLeft(left)]).await;
+                            let ctx = (&stop, config, options.metrics.as_ref());
+                            let next = discover_successor(chain.as_ref(), &champion.miner.hotkey, &played, ctx).await;
+                            let Some((fresh, next)) = next else {
+                                interrupted = true;
+                                break;
+                            };
+                            champion = next;
+                            found = Some(fresh);
+                            continue;
+                        }
+                        if let Some(current) = from_chain(&now, &champion.miner) {
                             champion = current;
                         }
                         let events = skip_events(&now, &mut played);
@@ -574,31 +611,6 @@ pub async fn run(
     })
 }
 
-/// A chain candidate as a contestant: the log records `MODEL@REVISION`.
-fn candidate_contestant(candidate: &Candidate) -> Contestant {
-    Contestant {
-        miner: MinerRef {
-            hotkey: candidate.hotkey.clone(),
-            uid: candidate.uid,
-            model: discovery::recorded_model(&candidate.commitment),
-        },
-        endpoint: discovery::endpoint_of(&candidate.commitment),
-    }
-}
-
-/// The miner a log names, found among the chain's valid commitments by hotkey (its
-/// current commitment gives the endpoint; its recorded model stays as the log has it).
-fn from_chain(found: &Discovery, miner: &MinerRef) -> Result<Contestant, RunError> {
-    let candidate = found
-        .valid
-        .iter()
-        .find(|c| c.hotkey == miner.hotkey)
-        .ok_or_else(|| RunError::UnknownMiner(format!("{} (no valid commitment on chain now)", miner.hotkey)))?;
-    let mut contestant = candidate_contestant(candidate);
-    contestant.miner.model = miner.model.clone();
-    Ok(contestant)
-}
-
 /// The summary of a run that ended before playing: the log's champion and ratio as loaded.
 fn no_match_played(
     log: &OwnLog,
@@ -617,102 +629,6 @@ fn no_match_played(
         requests: options.request_stats.snapshot(),
         evidence: options.evidence.take(),
     })
-}
-
-/// Reads the chain's miners until the read succeeds or a stop is asked for (then an
-/// empty discovery). A chain that is down is retried with backoff, never fatal.
-async fn discover_until_found(
-    chain: &dyn crate::chain::Chain,
-    champion: Option<&MinerRef>,
-    played: &(dyn discovery::PlayedModels + Sync),
-    (stop, config, metrics): (&watch::Receiver<bool>, &Config, &crate::metrics::Metrics),
-) -> Discovery {
-    let mut wait_ms = 500u64;
-    let mut outage = crate::chain::outage::Outage::default();
-    loop {
-        match discover_once(chain, champion, played).await {
-            Ok(found) => {
-                metrics.miners_read(true, crate::clock::unix_ms());
-                if let crate::chain::outage::Said::Back { down_s } = outage.answered(crate::clock::unix_ms()) {
-                    tracing::info!(
-                        event = "discovery_read",
-                        down_s,
-                        "the chain's miners read again, after {down_s:.1} s"
-                    );
-                }
-                return found;
-            }
-            Err(error) => {
-                metrics.miners_read(false, crate::clock::unix_ms());
-                if outage.failed(crate::clock::unix_ms()) == crate::chain::outage::Said::Down {
-                    tracing::warn!(event = "discovery_failed", error = %error, retry_ms = wait_ms, "reading the chain's miners failed; retrying (said once per outage)");
-                }
-            }
-        }
-        if wait_or_stop(stop, wait_ms).await {
-            return Discovery::default();
-        }
-        wait_ms = (wait_ms * 2).min(config.chain.discover_every_ms.max(500));
-    }
-}
-
-/// Reads the chain's miners until the queue has a contender (`None` on a stop),
-/// every `discover_every_ms` while there is none.
-async fn discover_until_contender(
-    chain: &dyn crate::chain::Chain,
-    champion: Option<&MinerRef>,
-    played: &(dyn discovery::PlayedModels + Sync),
-    (stop, config, metrics): (&watch::Receiver<bool>, &Config, &crate::metrics::Metrics),
-) -> Option<Discovery> {
-    let mut said_idle = false;
-    loop {
-        let found = discover_until_found(chain, champion, played, (stop, config, metrics)).await;
-        if *stop.borrow() {
-            return None;
-        }
-        if !found.queue.is_empty() {
-            return Some(found);
-        }
-        if !said_idle {
-            tracing::info!(
-                event = "queue_empty",
-                every_ms = config.chain.discover_every_ms,
-                "no contender on chain; watching for new commitments"
-            );
-            said_idle = true;
-        }
-        if wait_or_stop(stop, config.chain.discover_every_ms).await {
-            return None;
-        }
-    }
-}
-
-async fn discover_once(
-    chain: &dyn crate::chain::Chain,
-    champion: Option<&MinerRef>,
-    played: &(dyn discovery::PlayedModels + Sync),
-) -> Result<Discovery, crate::chain::ChainError> {
-    let block = chain.current_block().await?;
-    let neurons = chain.neurons().await?;
-    let records = chain.commitments().await?;
-    let mut found = discovery::queue_of(&neurons, &records, champion, played);
-    found.read_at_block = block;
-    for skipped in &found.skipped {
-        tracing::debug!(event = "miner_skipped", skipped = ?skipped, "not a contender");
-    }
-    Ok(found)
-}
-
-/// Sleeps `ms`, or less if a stop is asked for; true when stopped.
-async fn wait_or_stop(stop: &watch::Receiver<bool>, ms: u64) -> bool {
-    let mut stop = stop.clone();
-    if *stop.borrow() {
-        return true;
-    }
-    tokio::select! {
-        _ = tokio::time::sleep(std::time::Duration::from_millis(ms)) => *stop.borrow(),
-        _ = stop.changed() => true,
-    }
 }
 
 /// The chain's head block and its hash, retried with backoff until read (`None` on a

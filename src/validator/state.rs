@@ -316,6 +316,13 @@ impl ValidatorState {
             Event::ChainCommitment(record) => {
                 self.remember(Anchor::Commitment { block_time_ms: time_ms, height, record: record.clone() })
             }
+            // The champion left without a match: the queue's first miner holds the crown
+            // until a match says otherwise (ledger-spec/13).
+            Event::ChampionLeft(left) => {
+                if self.champion.as_ref().is_some_and(|c| c.hotkey == left.champion.hotkey) {
+                    self.champion = None;
+                }
+            }
             Event::MinerSkipped(skipped) => {
                 self.played.record(&skipped.hotkey, skipped.commit_block);
             }

@@ -4,6 +4,7 @@ mod archive_site;
 mod chain_local;
 mod chain_node;
 mod chain_subtensor;
+mod champion_life;
 mod checkpoint;
 mod cli;
 mod envs_golden;

@@ -1,0 +1,87 @@
+//! The champion's life (ledger-spec/13): a champion that leaves the crown without a match
+//! (deregistered, swapped away, or committing another model) leaves it once validators
+//! holding more than half of the trust record it; the queue's first other miner holds it
+//! until a match says otherwise, and a champion gone after the last match holds no weight.
+
+use af::envs;
+use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
+use af::ledger::block::seal;
+use af::ledger::event::{ChampionLeft, LeaveReason, MinerRef};
+use af::ledger::{Event, Store};
+use af::protocol::Protocol;
+use af::replay::synth::{validator_key, write_network, Faults, NetworkSpec};
+use af::replay::{self, Replay};
+
+/// Perfect beats Noisy, Random fails against Perfect, then Noisy plays Random as its
+/// champion; `leaves`: the validators that record Perfect leaving before the third match.
+fn network(leaves: Vec<usize>) -> (tempfile::TempDir, Replay) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let faults = Faults { champion_leaves: Some((2, 1, leaves)), ..Faults::default() };
+    let spec =
+        NetworkSpec { matches: vec![(1, 0), (2, 1), (0, 2)], events_per_block: 16, faults, ..NetworkSpec::small(3) };
+    write_network(&store, &spec).unwrap();
+    let replayed = replay_local(&store);
+    (dir, replayed)
+}
+
+fn replay_local(store: &Store) -> Replay {
+    let registry = envs::registry().with_protocol(Protocol::local());
+    replay::replay(store, &registry, None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}).unwrap()
+}
+
+fn history(replayed: &Replay) -> Vec<(String, bool)> {
+    replayed.state.champion_history.iter().map(|c| (c.champion.hotkey.to_string(), c.by_match.is_some())).collect()
+}
+
+#[test]
+fn a_champion_recorded_gone_by_more_than_half_of_the_trust_leaves_and_the_next_match_sets_its_successor() {
+    let (_dir, replayed) = network(vec![0, 1]);
+    assert!(replayed.state.discrepancies.is_empty(), "{:?}", replayed.state.discrepancies);
+    let seen = history(&replayed);
+    assert_eq!(seen[..2], [("5SynthNoisy".into(), false), ("5SynthPerfect".into(), true)]);
+    assert_eq!(seen[2], ("5SynthRandom".to_string(), false), "the next match's champion holds the crown: {seen:?}");
+    let champion = replayed.state.champion.clone().expect("a champion");
+    assert_ne!(&*champion.hotkey, "5SynthPerfect");
+    assert_eq!(replayed.state.weights, vec![(champion.uid, u16::MAX)]);
+}
+
+#[test]
+fn a_third_of_the_trust_saying_the_champion_left_changes_nothing() {
+    let (_dir, replayed) = network(vec![0]);
+    assert_eq!(history(&replayed), [("5SynthNoisy".into(), false), ("5SynthPerfect".into(), true)]);
+    assert_eq!(replayed.state.champion.as_ref().map(|c| c.hotkey.to_string()), Some("5SynthPerfect".into()));
+    assert_eq!(replayed.state.weights, vec![(1, u16::MAX)]);
+}
+
+#[test]
+fn a_champion_gone_after_the_last_match_holds_no_weight() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let keys = write_network(&store, &NetworkSpec { events_per_block: 16, ..NetworkSpec::small(3) }).unwrap();
+    let before = replay_local(&store);
+    let champion = before.state.champion.clone().unwrap();
+    assert_eq!((&*champion.hotkey, before.state.weights.clone()), ("5SynthPerfect", vec![(1, u16::MAX)]));
+    let gone = MinerRef { hotkey: champion.hotkey.to_string(), uid: champion.uid, model: champion.model.to_string() };
+    for (i, key) in keys.iter().enumerate().take(2) {
+        let tip = store.tip(key).unwrap().unwrap();
+        let left = Event::ChampionLeft(ChampionLeft {
+            champion: gone.clone(),
+            reason: LeaveReason::Recommitted,
+            chain_block: 2_000,
+        });
+        store.append(&seal(validator_key(i).signing_key(), Some(&tip), tip.time_ms + 1, vec![left]).unwrap()).unwrap();
+    }
+    let after = replay_local(&store);
+    assert!(after.state.discrepancies.is_empty(), "{:?}", after.state.discrepancies);
+    assert_eq!(after.state.champion, None);
+    assert!(after.state.weights.is_empty(), "a champion that left holds no weight");
+    // Under the network's table, version 3 is not active at chain block 2,000: the same
+    // event is an invalid block there.
+    let by_network = replay::replay(&store, &envs::registry(), None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}).unwrap();
+    assert!(by_network
+        .state
+        .discrepancies
+        .iter()
+        .any(|d| d.detail.contains("event tag 13 is not a kind of protocol version 2")));
+}
