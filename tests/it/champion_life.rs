@@ -85,3 +85,64 @@ fn a_champion_gone_after_the_last_match_holds_no_weight() {
         .iter()
         .any(|d| d.detail.contains("event tag 13 is not a kind of protocol version 2")));
 }
+
+/// A running validator whose champion is deregistered (its uid given to a new hotkey) on
+/// a local chain: it records the leaving, the queue's first miner holds the crown and
+/// defends it against the next contender, and the deregistered uid gets no weight.
+#[test]
+fn a_running_validator_whose_champion_is_deregistered_plays_on_with_the_queues_first_miner() {
+    use crate::protocol_upgrade::{count, start_validator, wait_until};
+    let dir = tempfile::tempdir().unwrap();
+    let chain = crate::chain_local::serve_with(&dir.path().join("chain"), "127.0.0.1:0", &["--tempo", "20"]);
+    let endpoint = format!("local:{}", chain.1);
+    let (first, second, late, later) = (
+        crate::validator_cli::miner("random"),
+        crate::validator_cli::miner("perfect"),
+        crate::validator_cli::miner("noisy:0.1"),
+        crate::validator_cli::miner("random"),
+    );
+    crate::validator_service::enter(&endpoint, "5First", "first", &first.1);
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    crate::validator_service::enter(&endpoint, "5Second", "second", &second.1);
+    assert!(crate::af(&["chain", "register", "--chain", &endpoint, "--hotkey", "5ValidatorA", "--validator"])
+        .status
+        .success());
+    let (mut a, _, lines) = start_validator(dir.path(), "a", (&endpoint, "5ValidatorA", "127.0.0.2"), "local", None);
+    wait_until("the first match", 60, &[&lines], &mut || count(&lines, "match_decided") >= 1);
+    // 5First stays champion (random is as good at coin as perfect is): its uid goes to a
+    // newcomer.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let reader = af::chain::local_client::LocalClient::new(&chain.1, 1, None).unwrap();
+    let neurons = runtime.block_on(af::chain::Chain::neurons(&reader)).unwrap();
+    let uid = neurons.iter().find(|n| n.hotkey == "5First").unwrap().uid;
+    let taken = crate::af(&[
+        "chain",
+        "register",
+        "--chain",
+        &endpoint,
+        "--hotkey",
+        "5Newcomer",
+        "--replace-uid",
+        &uid.to_string(),
+    ]);
+    assert!(taken.status.success(), "{}", String::from_utf8_lossy(&taken.stderr));
+    crate::validator_service::enter(&endpoint, "5Late", "late", &late.1);
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    crate::validator_service::enter(&endpoint, "5Later", "later", &later.1);
+    wait_until("the champion's leaving and the next match", 90, &[&lines], &mut || {
+        count(&lines, "champion_left") == 1 && count(&lines, "match_decided") >= 2
+    });
+    let _ = std::process::Command::new("kill").args(["-INT", &a.id().to_string()]).status();
+    a.wait().unwrap();
+    let store = Store::open_read_only(&dir.path().join("a")).unwrap();
+    let replayed = replay_local(&store);
+    assert!(replayed.state.discrepancies.is_empty(), "{:?}", replayed.state.discrepancies);
+    let seen = history(&replayed);
+    assert_eq!(seen[0], ("5First".to_string(), false));
+    assert_eq!(seen[1], ("5Late".to_string(), false), "the queue's first miner took the crown: {seen:?}");
+    let champion = replayed.state.champion.clone().unwrap();
+    assert!(["5Late", "5Later"].contains(&&*champion.hotkey));
+    assert_ne!(replayed.state.weights, vec![(uid, u16::MAX)], "the newcomer on the old uid gets nothing");
+    let fold = &replayed.folds[0];
+    assert!(fold.champion_left.iter().any(|l| &*l.hotkey == "5First" && l.reason == LeaveReason::Deregistered));
+}
