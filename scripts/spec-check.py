@@ -139,6 +139,14 @@ def event(r: Reader) -> dict:
         keys = [p["validator"] for p in points]
         bound(all(a < b for a, b in zip(keys, keys[1:])), "fold checkpoint points in ascending validator order")
         return {"fold_checkpoint": {"fold_version": fold_version, "points": points}}
+    if tag == 11:  # 16: the old key's last event
+        return {"key_rotated": {"new_key": r.hash(), "chain_block": r.u64()}}
+    if tag == 12:  # 16: the new key's first event
+        return {"key_succeeded": {"old_key": r.hash(), "old_height": r.u64(), "old_hash": r.hash(),
+                                  "chain_block": r.u64()}}
+    if tag == 13:  # 13, "The champion's life"
+        return {"champion_left": {"champion": miner(r), "reason": ["deregistered", "recommitted"][r.u32()],
+                                  "chain_block": r.u64()}}
     raise ValueError(f"unknown event tag {tag}")
 
 

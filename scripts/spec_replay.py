@@ -17,7 +17,7 @@ KINDS = ["invalid_block", "equivocation", "false_evidence", "false_score", "bad_
 NOT_PROOFS = {"invalid_block", "disagreement"}
 EVENT_TAGS = {"match_started": 0, "transcript": 1, "env_decision": 2, "match_decided": 3, "weights_set": 4,
               "chain_commitment": 5, "evidence": 6, "transcript_cut": 7, "weights_committed": 8, "miner_skipped": 9,
-              "fold_checkpoint": 10}
+              "fold_checkpoint": 10, "key_rotated": 11, "key_succeeded": 12, "champion_left": 13}
 SLACK = 1e-6  # 02: every statistic is compared with its threshold moved by 10^-6
 # ledger-spec/15: the network's protocol table, version 2 from block 0.
 ENVS_V2 = {("abd", 1), ("coin", 1), ("ded", 1), ("mult", 1), ("sat", 1), ("tictactoe", 1)}

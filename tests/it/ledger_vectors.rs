@@ -117,6 +117,18 @@ pub fn vector_events() -> Vec<Event> {
         })),
         Event::TranscriptCut(cut_vector()),
         Event::FoldCheckpoint(fold_checkpoint_vector()),
+        Event::KeyRotated(af::ledger::event::KeyRotated { new_key: ValidatorKey([0x61; 32]), chain_block: 10_000_100 }),
+        Event::KeySucceeded(af::ledger::event::KeySucceeded {
+            old_key: ValidatorKey([0x62; 32]),
+            old_height: 4_095,
+            old_hash: Hash32([0x63; 32]),
+            chain_block: 10_000_100,
+        }),
+        Event::ChampionLeft(af::ledger::event::ChampionLeft {
+            champion: MinerRef { hotkey: "5Champion".into(), uid: 4, model: "org/m@abc".into() },
+            reason: af::ledger::event::LeaveReason::Recommitted,
+            chain_block: 10_000_200,
+        }),
     ]
 }
 
