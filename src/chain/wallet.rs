@@ -248,6 +248,26 @@ pub fn public_from_json(path: &Path, bytes: &[u8]) -> Result<[u8; 32], WalletErr
     })
 }
 
+/// The name of the hotkey of `paths`' wallet whose public key is `ss58` (after a hotkey
+/// swap, the new hotkey's file), from its `NAMEpub.txt` or, without one, its keyfile's
+/// public fields; at most 4,096 files are looked at.
+pub fn hotkey_named(paths: &WalletPaths, ss58: &str) -> Option<String> {
+    let dir = paths.dir.join(&paths.wallet).join("hotkeys");
+    for entry in std::fs::read_dir(&dir).ok()?.flatten().take(4_096) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with("pub.txt") || name.starts_with('.') {
+            continue;
+        }
+        let public = [dir.join(format!("{name}pub.txt")), entry.path()]
+            .iter()
+            .find_map(|path| read_keyfile(path).ok().and_then(|bytes| public_from_json(path, &bytes).ok()));
+        if public.is_some_and(|key| super::subtensor::ss58(&key) == ss58) {
+            return Some(name);
+        }
+    }
+    None
+}
+
 /// Where an encrypted hotkey's password comes from.
 pub enum Password<'a> {
     /// `AF_HOTKEY_PASSWORD`, else a prompt when stdin is a terminal.

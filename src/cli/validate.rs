@@ -109,13 +109,30 @@ pub fn validate(
     chain_flags: ChainFlags,
     flags: RunFlags,
 ) -> anyhow::Result<ExitCode> {
-    use af::validator::key_rotation;
+    use af::validator::{hotkey_swap, key_rotation};
     // A run that `af key rotate` stopped rotates the key, answers, and runs again under
-    // the new key; any other end is the command's.
+    // the new key; one that found our hotkey swapped on chain runs again under the new
+    // hotkey; any other end is the command's.
     loop {
-        let config = effective_config(config_path.as_deref(), &net, &chain_flags)?;
+        let mut config = effective_config(config_path.as_deref(), &net, &chain_flags)?;
+        if let Some(swap) = hotkey_swap::follow(data, &mut config.chain)? {
+            tracing::warn!(
+                event = "hotkey_followed",
+                old = %swap.old,
+                new = %swap.new,
+                "our hotkey {} was swapped to {} on chain ({}): running as {}; set [chain] hotkey to it",
+                swap.old,
+                swap.new,
+                data.join(hotkey_swap::SWAP_FILE).display(),
+                config.chain.hotkey.as_deref().unwrap_or_default()
+            );
+        }
         let protocol = config.protocol();
+        let swap_before = hotkey_swap::read(data);
         let code = validate_once(data, config, &chain_flags, &flags)?;
+        if hotkey_swap::read(data) != swap_before {
+            continue;
+        }
         if !key_rotation::is_requested(data) {
             return Ok(code);
         }
@@ -163,10 +180,12 @@ fn validate_once(
         };
         let signal = af::validator::service::stop_signal();
         let rotation = af::validator::key_rotation::requested(data.to_owned());
+        let swap = af::validator::hotkey_swap::recorded(data.to_owned(), af::validator::hotkey_swap::read(data));
         let stop = async move {
             tokio::select! {
                 name = signal => name,
                 name = rotation => name,
+                name = swap => name,
             }
         };
         let Some(mut validator) = Validator::start(launch, stop).await? else {

@@ -320,6 +320,10 @@ pub async fn anchor_loop(
     let mut outage = crate::chain::outage::Outage::default();
     let mut last_block_seen: Option<u64> = None;
     let mut deregistered = false;
+    // Our neuron as last seen registered: a swap of our hotkey keeps its uid and
+    // registration block (ledger-spec/13, "Hotkey swaps").
+    let mut ours: Option<crate::chain::Neuron> = None;
+    let data = log.store.path().parent().map(std::path::Path::to_path_buf);
     let mut checkpoints = super::checkpoints::CheckpointRecorder::default();
     let protocol = cache.replays.protocol();
     let announce = protocol.newest();
@@ -416,6 +420,25 @@ pub async fn anchor_loop(
             Some(false) => {
                 if !deregistered {
                     deregistered = true;
+                    if let (Some(before), Some(data)) = (&ours, &data) {
+                        if let Some(swap) = super::hotkey_swap::seen(chain.as_ref(), before).await {
+                            tracing::warn!(
+                                event = "hotkey_swapped",
+                                old = %swap.old,
+                                new = %swap.new,
+                                uid = swap.uid,
+                                block,
+                                "our hotkey {} was swapped to {} (uid {} moved with its registration): starting again under the new hotkey, with the same log and ledger key",
+                                swap.old,
+                                swap.new,
+                                swap.uid
+                            );
+                            if let Err(error) = super::hotkey_swap::record(data, &swap) {
+                                tracing::error!(event = "hotkey_swap_unrecorded", error = %error, "could not record the swap");
+                            }
+                            continue;
+                        }
+                    }
                     let why = format!(
                         "our hotkey {} holds no uid on subnet {} (deregistered, or its uid went to another hotkey): nothing is committed or set until it is registered again",
                         chain.hotkey().unwrap_or_default(),
@@ -438,6 +461,10 @@ pub async fn anchor_loop(
             }
             Some(true) => {
                 metrics.chain_registered.set(1);
+                if ours.is_none() {
+                    let hotkey = chain.hotkey().unwrap_or_default();
+                    ours = chain.neurons().await.ok().and_then(|n| n.into_iter().find(|n| n.hotkey == hotkey));
+                }
             }
             None => {}
         }

@@ -8,6 +8,7 @@ pub mod checkpoints;
 pub mod config;
 pub mod discovery;
 pub mod episode;
+pub mod hotkey_swap;
 pub mod key_rotation;
 pub mod launch;
 pub mod matchrun;
