@@ -146,3 +146,31 @@ fn a_running_validator_whose_champion_is_deregistered_plays_on_with_the_queues_f
     let fold = &replayed.folds[0];
     assert!(fold.champion_left.iter().any(|l| &*l.hotkey == "5First" && l.reason == LeaveReason::Deregistered));
 }
+
+/// A champion that goes dark (ledger-spec/13): every call to it fails, each such
+/// challenge is scored as its environment scores no answer, and the next contender that
+/// answers right takes the crown; the champion does not keep it for want of a match.
+#[test]
+fn a_dark_champion_loses_the_crown_to_the_next_contender_that_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let contender = crate::validator_cli::miner("perfect");
+    let dark = format!("http://127.0.0.1:{}", crate::free_port());
+    let config = dir.path().join("validator.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[evaluation]\nwindow = 8\nenvs = [\"mult\"]\n\
+             [client]\ntimeout_ms = 1000\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 20\n\
+             [[miners]]\nhotkey = \"5Dark\"\nuid = 0\nbase_url = \"{dark}\"\nmodel = \"m\"\n\
+             [[miners]]\nhotkey = \"5Answers\"\nuid = 1\nbase_url = \"{}\"\nmodel = \"m\"\n",
+            contender.1
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let out = crate::af(&["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["champion"], "5Answers", "{summary}");
+    assert!(summary["requests"]["failed"].as_u64().unwrap() > 0, "the dark champion's calls failed: {summary}");
+}
