@@ -35,7 +35,25 @@ pub fn audit_report(
         .filter_map(|f| f.awaiting_upgrade.map(|(height, version)| (f.validator, height, version)))
         .map(|(validator, height, version)| super::AwaitingUpgrade { validator, height, version })
         .collect();
+    let identities = crate::replay::identity::Identities::of(&replayed.folds);
+    let rotations = replayed
+        .folds
+        .iter()
+        .filter_map(|f| f.succeeds.map(|s| (f.validator, s)))
+        .map(|(new_key, s)| {
+            let why_not = identities.unlinked.iter().find(|(k, _)| *k == new_key).map(|(_, why)| why.to_string());
+            super::RotationRow {
+                old_key: s.old_key,
+                new_key,
+                old_height: s.old_height,
+                linked: why_not.is_none(),
+                first_key: identities.root(&new_key),
+                why_not,
+            }
+        })
+        .collect();
     Ok(AuditReport {
+        rotations,
         // Not clean while a block was not judged: a check not made is never passed.
         clean: findings.is_empty()
             && checkpoint_claims.false_claims.is_empty()

@@ -101,6 +101,22 @@ pub struct AuditReport {
     /// not apply (ledger-spec/15): not judged past it, so the audit is not clean, and
     /// no finding is held against them.
     pub awaiting_upgrade: Vec<AwaitingUpgrade>,
+    /// Each log that names a predecessor by key rotation (ledger-spec/16): whether the two
+    /// are linked into one validator, and why not where they are not.
+    pub rotations: Vec<RotationRow>,
+}
+
+/// A log that continues another by key rotation, as the audit found it.
+#[derive(Clone, Debug, Serialize)]
+pub struct RotationRow {
+    pub old_key: ValidatorKey,
+    pub new_key: ValidatorKey,
+    /// The old log's rotation block.
+    pub old_height: u64,
+    /// One validator (both keys signed the link), named by `first_key`; or not, and why.
+    pub linked: bool,
+    pub first_key: ValidatorKey,
+    pub why_not: Option<String>,
 }
 
 /// A log the audit could not judge past `height`: its blocks there are of protocol

@@ -166,6 +166,22 @@ pub fn text(report: &AuditReport) -> String {
             }
         );
     }
+    for r in &report.rotations {
+        match &r.why_not {
+            None => outln!(
+                "key rotation: {} continues {} from its block {} (one validator, named {})",
+                short(&r.new_key),
+                short(&r.old_key),
+                r.old_height,
+                short(&r.first_key)
+            ),
+            Some(why) => outln!(
+                "key rotation: {} names {} as its predecessor but is not linked to it: {why}",
+                short(&r.new_key),
+                short(&r.old_key)
+            ),
+        }
+    }
     outln!("");
     for m in state.matches.iter() {
         outln!(

@@ -168,7 +168,8 @@ fn a_dark_champion_loses_the_crown_to_the_next_contender_that_answers() {
     )
     .unwrap();
     let data = dir.path().join("data");
-    let out = crate::af(&["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--json"]);
+    let out =
+        crate::af(&["validate", "--data", data.to_str().unwrap(), "--config", config.to_str().unwrap(), "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["champion"], "5Answers", "{summary}");

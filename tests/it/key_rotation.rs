@@ -239,6 +239,10 @@ fn af_key_rotate_moves_a_stopped_validator_to_a_new_key_and_the_old_one_signs_no
     // An audit by the local table: both logs verify, one validator, nothing found.
     let audit = crate::af(&["audit", "--data", d, "--protocol", "local", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+    assert_eq!(report["rotations"][0]["linked"], true, "{}", report["rotations"]);
+    assert_eq!(report["rotations"][0]["first_key"], old.to_hex());
+    let text = crate::af(&["audit", "--data", d, "--protocol", "local"]);
+    assert!(crate::stdout(&text).contains("key rotation: "), "{}", crate::stdout(&text));
     let findings = report["findings"].as_array().map_or(0, Vec::len);
     let detail = String::from_utf8_lossy(&audit.stdout);
     assert!(
