@@ -18,7 +18,7 @@ pub const TRUSTS: &str = "for each log started from a checkpoint, its blocks up 
 here: the start trusts that at least one of the point's countersigners replayed them honestly (every one of them \
 signed the same fold hash in its own log, and only the validators named may countersign); every block after it is \
 checked as a replay from genesis checks it, and a claim that disagrees with a fold started from a checkpoint is a \
-dispute, not a false claim: only a replay from genesis tells which side is false";
+dispute, not a false claim: only a replay from genesis tells which side is false. A log's key rotation (ledger-spec/16) is read from its blocks whatever the point, but a champion's leaving that a log recorded below the point (ledger-spec/13) is not counted";
 
 /// The bytes published for a point (`None`: none there), or why they could not be read.
 pub type ReadFold<'a> = &'a dyn Fn(&FoldPoint) -> Result<Option<Vec<u8>>, String>;
@@ -71,7 +71,8 @@ pub fn start_folds(
         let mut start = ChainStart { validator, from: None, passed_over: Vec::new() };
         for candidate in agreement.agreed.get(&validator).into_iter().flatten() {
             match fold_for(store, candidate, read)? {
-                Ok(fold) => {
+                Ok(mut fold) => {
+                    rotation_facts(store, &mut fold)?;
                     n_blocks_trusted += candidate.point.height + 1;
                     folds.push(fold);
                     start.from = Some(candidate.clone());
@@ -142,4 +143,23 @@ fn fold_for(store: &Store, agreed: &Agreed, read: ReadFold<'_>) -> Result<Result
         Err(e) => return Ok(Err(format!("reading its fold: {e}"))),
     };
     Ok(decode_fold(&bytes, point).map_err(|e| e.to_string()))
+}
+
+/// What a fold started from a point lacks of a key rotation (ledger-spec/16; fold format
+/// 15 does not carry it): the predecessor its block 0 names, and its rotation block if the
+/// point is at it, both read from the store.
+fn rotation_facts(store: &Store, fold: &mut ChainFold) -> Result<(), StoreError> {
+    if store.predecessor(&fold.validator)?.is_some() {
+        if let Some(first) = store.block(&fold.validator, 0)? {
+            if let [crate::ledger::Event::KeySucceeded(succeeded)] = first.block.events.as_slice() {
+                fold.succeeds = Some(*succeeded);
+            }
+        }
+    }
+    if let (Some(at), Some(tip)) = (store.rotation(&fold.validator)?, fold.tip) {
+        if at.height == tip.height && at.hash == tip.hash {
+            fold.rotated = Some(at);
+        }
+    }
+    Ok(())
 }
