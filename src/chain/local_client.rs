@@ -27,6 +27,20 @@ impl LocalClient {
         ChainError::Transport { endpoint: self.base_url.clone(), message: e.to_string() }
     }
 
+    /// A request that got no answer, with its cause and, where nothing listens, what to run.
+    fn unanswered(&self, e: reqwest::Error) -> ChainError {
+        let causes = crate::display::with_causes(&e);
+        let message = if e.is_connect() {
+            format!(
+                "nothing answers there ({causes}): start the local chain with `af chain serve --data DIR --listen {}`, or give the address it listens on",
+                self.base_url.trim_start_matches("http://")
+            )
+        } else {
+            causes
+        };
+        self.transport(message)
+    }
+
     async fn answer<T: serde::de::DeserializeOwned>(&self, response: reqwest::Response) -> Result<T, ChainError> {
         let status = response.status();
         let bytes = response.bytes().await.map_err(|e| self.transport(e))?;
@@ -42,7 +56,8 @@ impl LocalClient {
     }
 
     async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, ChainError> {
-        let response = self.http.get(format!("{}{path}", self.base_url)).send().await.map_err(|e| self.transport(e))?;
+        let response =
+            self.http.get(format!("{}{path}", self.base_url)).send().await.map_err(|e| self.unanswered(e))?;
         self.answer(response).await
     }
 
@@ -53,7 +68,7 @@ impl LocalClient {
             .json(&body)
             .send()
             .await
-            .map_err(|e| self.transport(e))?;
+            .map_err(|e| self.unanswered(e))?;
         self.answer(response).await
     }
 

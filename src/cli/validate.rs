@@ -127,6 +127,12 @@ pub fn validate(
                 config.chain.hotkey.as_deref().unwrap_or_default()
             );
         }
+        // Said before anything starts (no log line, no store opened): there is nothing to play.
+        if config.miners.is_empty() && !config.chain.is_set() {
+            anyhow::bail!(
+                "no miners to play: add [[miners]] entries (hotkey, uid, base_url, model) to the config, or a [chain] (--chain) to discover them from"
+            );
+        }
         let protocol = config.protocol();
         let swap_before = hotkey_swap::read(data);
         let code = validate_once(data, config, &chain_flags, &flags)?;

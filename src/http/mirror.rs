@@ -323,14 +323,24 @@ impl Source {
                 if left.is_zero() {
                     return Err(fetch(gave_up()));
                 }
-                let response = client
-                    .get(url.clone())
-                    .timeout(timeout)
-                    .send()
-                    .await
-                    .map_err(|e| fetch(crate::display::with_causes(&e)))?;
+                let response = client.get(url.clone()).timeout(timeout).send().await.map_err(|e| {
+                    let causes = crate::display::with_causes(&e);
+                    fetch(match e.is_connect() {
+                        true => format!(
+                            "nothing answers at {base} ({causes}): is the node running with --http, and is this its address?"
+                        ),
+                        false => causes,
+                    })
+                })?;
                 if !response.status().is_success() {
-                    return Err(fetch(format!("HTTP {}", response.status())));
+                    // The first thing read is the list of logs: a 404 there is no af site.
+                    let hint = match (path == layout::log_list_path(), response.status().as_u16()) {
+                        (true, 404) => format!(
+                            ": {base} is not an af site; give the URL of the folder that holds af/v1/ (a node's --http address, or where `af ledger publish` wrote the site)"
+                        ),
+                        _ => String::new(),
+                    };
+                    return Err(fetch(format!("HTTP {}{hint}", response.status())));
                 }
                 Ok((url.to_string(), Body::Http(response)))
             }

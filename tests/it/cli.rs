@@ -344,3 +344,44 @@ fn usage_errors_exit_2_and_show_the_form_wanted() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// Errors that name their cause and the next step (issue 75, item 10): nothing listening
+/// behind a mirror, a URL that is no af site, a local chain not started, a refused RPC
+/// port said at once, and a validator with nothing to play refused before it starts.
+#[test]
+fn errors_name_their_cause_and_what_to_do_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let nobody = format!("127.0.0.1:{}", crate::free_port());
+    let stderr = |output: &std::process::Output| String::from_utf8_lossy(&output.stderr).into_owned();
+    let data = dir.path().join("m");
+    let refused = af(&["mirror", "--from", &format!("http://{nobody}/"), "--data", data.to_str().unwrap()]);
+    assert!(stderr(&refused).contains("is the node running with --http"), "{}", stderr(&refused));
+    // A plain web server, not an af site: every path is 404.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let site = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            use std::io::{Read, Write};
+            let mut stream = stream;
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    let not_af = af(&["mirror", "--from", &format!("http://{site}/"), "--data", data.to_str().unwrap()]);
+    assert!(
+        stderr(&not_af).contains("is not an af site; give the URL of the folder that holds af/v1/"),
+        "{}",
+        stderr(&not_af)
+    );
+    let no_chain = af(&["chain", "status", "--chain", &format!("local:{nobody}")]);
+    assert!(stderr(&no_chain).contains("start the local chain with `af chain serve"), "{}", stderr(&no_chain));
+    let started = std::time::Instant::now();
+    let no_node = af(&["chain", "status", "--chain", &format!("subtensor:ws://{nobody}")]);
+    assert!(stderr(&no_node).contains("connection refused: nothing listens at"), "{}", stderr(&no_node));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "said at once, not after the connection deadline");
+    let idle = dir.path().join("v");
+    let nothing = af(&["validate", "--data", idle.to_str().unwrap()]);
+    assert!(stderr(&nothing).starts_with("error: no miners to play"), "the error first: {}", stderr(&nothing));
+    assert!(!idle.exists(), "nothing made for a validator with nothing to play");
+}

@@ -101,6 +101,19 @@ impl SubtensorClient {
             .request_timeout(std::time::Duration::from_millis(RPC_TIMEOUT_MS))
             .connection_timeout(std::time::Duration::from_millis(RPC_TIMEOUT_MS));
         let first = std::time::Duration::from_millis(FIRST_CONNECT_MS);
+        // A port nobody listens on is said at once, not after the connection's deadline.
+        if let Some(address) =
+            url::Url::parse(url).ok().and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
+        {
+            let probe = tokio::time::timeout(first, tokio::net::TcpStream::connect(&address)).await;
+            if let Ok(Err(e)) = probe.as_ref().map(|r| r.as_ref().map(|_| ())) {
+                if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                    return Err(transport(format!(
+                        "connection refused: nothing listens at {address} (is the node running, and is this its RPC port?)"
+                    )));
+                }
+            }
+        }
         let rpc = match tokio::time::timeout(first, builder.build(url)).await {
             Ok(Ok(client)) => subxt::rpcs::RpcClient::new(client),
             Ok(Err(e)) => return Err(transport(e.to_string())),
