@@ -97,6 +97,12 @@ def open_explorer(browser, base, hotkey, shot=None):
     statuses = {int(e.get_attribute("data-entry")): e.get_attribute("data-status")
                 for e in page.query_selector_all(".entry")}
     summary = page.inner_text("#results")
+    # A failed card shows the rule it breaks and none of its data: no answer, no outcome,
+    # nothing called proven, no green mark.
+    leaked = [e.inner_text() for e in page.query_selector_all(".entry[data-status=failed]")
+              if "proven)" in e.inner_text() or e.query_selector(".answer, .outcome, .badge.verified")]
+    if leaked:
+        summary = "FAILED CARD SHOWS DATA: " + leaked[0][:300] + "\n" + summary
     if shot:
         bad = page.query_selector(".entry[data-status=failed]")
         if bad:
@@ -277,7 +283,9 @@ def main():
             else:
                 ok = (all(statuses.get(i) == "failed" for i in affected)
                       and all(statuses.get(i) == "verified" for i in everything - affected))
-            check(ok, f"tampered {name}: affected entries failed, the rest verified", f"{statuses} {summary[:300]}")
+            ok = ok and "FAILED CARD SHOWS DATA" not in summary
+            check(ok, f"tampered {name}: affected entries failed (showing none of their data), the rest verified",
+                  f"{statuses} {summary[:300]}")
 
         # The same explorer served by a running node: its pages come from the node's
         # transcripts API (the node serves no per-miner files), and verify the same.

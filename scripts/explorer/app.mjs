@@ -9,6 +9,7 @@
 
 import { blake3 } from '@noble/hashes/blake3.js';
 import * as v from './verify.mjs';
+import { shown } from './text.mjs';
 
 const PAGE = 20;
 const MAX_PAGE_BYTES = 64 * 1024 * 1024;
@@ -145,8 +146,12 @@ async function againstTip(checked) {
       ? ['verified', `chained to the log's signed tip, block ${tip.height}`]
       : ['failed', `the proof reaches block ${checked.tip.height} with another hash than the log's signed tip: two histories`];
   }
+  if (tip.height < checked.tip.height) {
+    return ['verified', `chained to block ${checked.tip.height}, signed by the validator; warning: this site serves an older signed tip (block ${tip.height}) than the entry's block`];
+  }
   return ['verified', `chained to block ${checked.tip.height}, signed by the validator (the site's tip is block ${tip.height})`];
 }
+
 
 const short = (hex) => `${hex.slice(0, 12)}…`;
 const reward = (milli) => (Number(milli) / 1000).toFixed(3);
@@ -164,12 +169,17 @@ async function renderEntry(entry, index) {
   } catch (error) {
     card.classList.add('failed');
     card.setAttribute('data-status', 'failed');
-    card.append(badge('failed', `entry ${index + 1}: its proof failed: ${error.message}`));
+    card.append(badge('failed', `entry ${index + 1} is not proven: this rule does not hold for it: "${shown(error.message)}"`));
     return { card, match: null };
   }
   const [cls, words] = await againstTip(checked);
   card.setAttribute('data-status', cls);
   card.classList.add(cls);
+  if (cls === 'failed') {
+    // A failed entry shows the rule it breaks and none of its data (README).
+    card.append(badge('failed', `entry ${index + 1} is not proven: ${shown(words)}`));
+    return { card, match: null };
+  }
   const t = checked.transcript;
   card.append(
     el('div', { class: 'head' },
@@ -183,16 +193,16 @@ async function renderEntry(entry, index) {
     : el('div', { class: 'outcome', 'data-outcome': checked.outcome },
       `${checked.outcome === 'win' ? 'won' : checked.outcome === 'loss' ? 'lost' : 'drew'}: reward ${reward(t.reward_milli)} against ${reward(checked.opponent.reward_milli)} (the env's rule, proven)`);
   card.append(outcome);
-  const prompt = t.messages.filter((m) => m.role !== 'assistant').map((m) => `${m.role}: ${m.content}`).join('\n\n');
+  const prompt = t.messages.filter((m) => m.role !== 'assistant').map((m) => `${shown(m.role)}: ${shown(m.content)}`).join('\n\n');
   if (prompt) card.append(el('details', {}, el('summary', {}, 'the challenge, as the env put it (proven)'), el('pre', {}, prompt)));
   const answer = (who, hotkey, text) => el('div', { class: 'answer' },
-    el('div', { class: 'who' }, `${who} `, el('code', {}, hotkey)),
-    el('pre', {}, text));
+    el('div', { class: 'who' }, `${who} `, el('code', {}, shown(hotkey))),
+    el('pre', {}, shown(text)));
   card.append(el('div', { class: 'pair' },
     answer('this miner', t.miner.hotkey, t.answer),
     checked.opponent === null ? el('div', { class: 'answer' }, el('div', { class: 'who' }, 'no opponent')) :
       answer('opponent', checked.opponent.hotkey, checked.opponent.answer)));
-  if (t.error !== null) card.append(el('div', { class: 'error' }, `error recorded: ${t.error}`));
+  if (t.error !== null) card.append(el('div', { class: 'error' }, `error recorded: ${shown(t.error)}`));
   const u = entry.unproven;
   card.append(el('div', { class: 'unproven', 'data-status': 'unproven' },
     badge('unproven', `replay's context, not covered by the proofs: role ${u.role}; ` +

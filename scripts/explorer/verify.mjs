@@ -209,6 +209,7 @@ function checkCuts(t, cuts) {
 
 const OUTCOMES = ['contender_better', 'contender_not_better', 'inconclusive'];
 const SKIP_REASONS = ['duplicate', 'same_as_champion'];
+const LEAVE_REASONS = ['deregistered', 'recommitted'];
 
 function pick(list, index, what) {
   need(index < BigInt(list.length), `${what} is one of ${list.length} (02)`);
@@ -272,6 +273,13 @@ function event(r) {
         'a fold checkpoint names each log once, in ascending order of validator key (02)'));
       return { fold_checkpoint: { fold_version, points } };
     }
+    case 11n: // 16: the old key's last event
+      return { key_rotated: { new_key: r.hash(), chain_block: r.u64() } };
+    case 12n: // 16: the new key's first event
+      return { key_succeeded: { old_key: r.hash(), old_height: r.u64(), old_hash: r.hash(), chain_block: r.u64() } };
+    case 13n: // 13, "The champion's life"
+      return { champion_left: { champion: miner(r), reason: pick(LEAVE_REASONS, r.u32(), 'a leave reason'),
+        chain_block: r.u64() } };
     default:
       throw new Refused(`event tag ${tag} is defined (02)`);
   }
