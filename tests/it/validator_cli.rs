@@ -108,7 +108,7 @@ fn missing_miners_and_bad_config_are_clear_errors() {
     let data = dir.path().join("d");
     let output = af(&["validate", "--data", data.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("no miners configured"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no miners to play"));
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "[evaluation]\nrule = \"vibes\"\n").unwrap();
     let output = af(&["validate", "--data", data.to_str().unwrap(), "--config", bad.to_str().unwrap()]);
