@@ -134,6 +134,18 @@ def main():
         check(len(statuses) == n and all(s == "verified" for s in statuses.values()),
               f"every entry of the page is verified in the browser ({seconds:.2f} s)", str(statuses))
         check("0 failed" in summary, "the summary counts no failure", summary[:200])
+        # No dead ends: the empty explorer and a miner with no transcript link the pages.
+        page = browser.new_page()
+        page.goto(f"{base}/explorer.html")
+        links = [a.get_attribute("href") for a in page.query_selector_all("a")]
+        check(all(p in links for p in ("subnet.html", "miners.html", "matches.html", "history.html")),
+              "the empty explorer links every subnet page and says where to pick a miner", str(links))
+        page.goto(f"{base}/explorer.html#miner=5NeverPlayed")
+        page.wait_for_selector("#status")
+        text = page.inner_text("#status")
+        check("never played" in text and page.query_selector("#status a[href='miners.html']") is not None,
+              "a miner with no transcript is told why, with a link to the Miners page", text[:300])
+        page.close()
         # The second page through the link.
         page = browser.new_page()
         page.goto(f"{base}/explorer.html#miner={hotkey}&page=2")

@@ -279,7 +279,10 @@ async function show(hotkey, page, matchId) {
     return;
   }
   if (body === null) {
-    results.replaceChildren(el('p', { id: 'status' }, `No transcript of ${hotkey} on this site.`));
+    results.replaceChildren(el('p', { id: 'status' }, `No transcript of ${shown(hotkey)} on this site: no validator ` +
+      'whose log it holds played this miner (a duplicate of an older commitment or a copy of the champion is never ' +
+      "played, and a miner still queued has played nothing yet). The ", el('a', { href: 'miners.html' }, 'Miners'),
+      ' page lists every miner and why it was or was not played.'));
     return;
   }
   const groups = new Map();
