@@ -59,7 +59,7 @@ table{border-collapse:collapse;margin:.6em 0;width:100%}
 td,th{border:1px solid #d0d4d9;padding:4px 6px;text-align:left;font-size:14px;vertical-align:top;overflow-wrap:anywhere}
 th{background:#f1f3f5;overflow-wrap:normal}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 code{font-size:12px;overflow-wrap:anywhere}
-code.key{white-space:nowrap}
+code.key{white-space:nowrap}.nowrap{white-space:nowrap}
 .model{font-size:12px;font-family:monospace;overflow-wrap:normal}
 .bad{color:#b00020;font-weight:bold}.ok{color:#0a7d32;font-weight:bold}.muted{color:#5b6470}
 .track{position:relative;height:14px;background:#eef0f3;border-radius:2px;min-width:40px}
@@ -72,12 +72,14 @@ code.key{white-space:nowrap}
 ";
 
 /// A miner or validator as people know it: its uid (when known) and the first 8
-/// characters of its hotkey, with `hover` (the full values) in the tooltip.
+/// characters of its hotkey (an ellipsis only where it was cut), with `hover` (the full
+/// values) in the tooltip; never broken across lines.
 pub(crate) fn identity(uid: Option<u16>, hotkey: &str, hover: &str) -> Markup {
+    let cut = hotkey.chars().count() > 8;
     html! {
         span.nowrap title=(hover) {
             @if let Some(uid) = uid { "uid " (uid) " " }
-            code { (hotkey.chars().take(8).collect::<String>()) "…" }
+            code { (hotkey.chars().take(8).collect::<String>()) @if cut { "…" } }
         }
     }
 }
@@ -400,6 +402,15 @@ mod tests {
         assert_eq!(duration(600_000), "10.0 min");
         assert_eq!(duration(3 * 3_600_000), "3.0 h");
         assert_eq!(duration(3 * 86_400_000), "3.0 days");
+    }
+
+    #[test]
+    fn a_hotkey_shows_an_ellipsis_only_where_it_was_cut_and_never_breaks() {
+        let whole = identity(Some(3), "5MinerA", "hover").into_string();
+        assert!(whole.contains("5MinerA</code>") && !whole.contains('…'), "{whole}");
+        let cut = identity(None, "5DevnetMiner0noisy_0_3", "hover").into_string();
+        assert!(cut.contains("5DevnetM…</code>") && cut.contains("class=\"nowrap\""), "{cut}");
+        assert!(STYLE.contains(".nowrap{white-space:nowrap}"), "the report's style keeps it on one line");
     }
 
     #[test]

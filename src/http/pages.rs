@@ -539,9 +539,11 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
                     a href=(explorer_link(&m.contender.hotkey)) { "the contender's" } ", "
                     a href=(explorer_link(&m.champion.hotkey)) { "the champion's" } "; offline: "
                     code.nowrap { "af mirror --from URL --data DIR" } " (URL: this site's address, the folder holding af/v1/), then "
-                    @for (_, match_id) in plays {
-                        code { "af transcripts --data DIR --miner " (m.contender.hotkey) " --match " (match_id.to_hex()[..16]) } " "
+                    @if !plays.is_empty() { "one command per log that played it:" }
+                    @for (_, match_id) in &plays {
+                        br; code { "af transcripts --data DIR --miner " (m.contender.hotkey) " --match " (match_id.to_hex()[..16]) }
                     }
+                    @if !plays.is_empty() { br; }
                     @if let Paging::Page(_) = paging {
                         "(from this node: "
                         a href=(format!("af/v1/transcripts?miner={}", url::form_urlencoded::byte_serialize(m.contender.hotkey.as_bytes()).collect::<String>())) { "the contender's entries as JSON" } ")."

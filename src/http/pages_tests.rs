@@ -221,3 +221,17 @@ fn the_ratio_chart_draws_each_validators_votes_apart_and_the_networks_ratio() {
     assert!(html.contains("the network's ratio to beat, as each crowning set it"), "a legend");
     assert!(chart.contains("text-anchor=\"end\">block 818"), "the last block's label ends at the axis: {chart}");
 }
+
+#[test]
+fn each_log_that_played_a_match_has_its_transcripts_command_on_a_line_of_its_own() {
+    use crate::replay::synth::{write_network, NetworkSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::ledger::Store::create(dir.path()).unwrap();
+    write_network(&store, &NetworkSpec::small(2)).unwrap();
+    let replay =
+        crate::replay::replay(&store, &crate::envs::registry(), None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {})
+            .unwrap();
+    let html = render("matches.html", &replay, &FromChain::default(), Paging::Whole).unwrap();
+    let commands = html.matches("<br><code>af transcripts --data DIR --miner 5SynthPerfect --match ").count();
+    assert_eq!(commands, 2, "two logs played the first match, a line each: {html}");
+}
