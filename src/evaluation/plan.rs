@@ -98,7 +98,23 @@ pub fn plan_in_words(text: &str) -> String {
         )),
         None => {}
     }
-    words
+    sentences(&words)
+}
+
+/// Clauses joined by "; " as sentences of their own: a page shows the plan as a short
+/// paragraph, not one sentence of 900 characters.
+fn sentences(clauses: &str) -> String {
+    let mut text: Vec<String> = clauses
+        .split("; ")
+        .map(|clause| {
+            let mut chars = clause.chars();
+            chars.next().map(|first| first.to_uppercase().chain(chars).collect()).unwrap_or_default()
+        })
+        .collect();
+    if let Some(last) = text.last_mut() {
+        last.push('.');
+    }
+    text.join(". ")
 }
 
 /// Reads a description written by [`describe_plan`] back (for replay, which re-derives
@@ -250,7 +266,8 @@ mod words_tests {
         assert!(score.contains("1/2 for a draw") && score.contains("at most 5% chance of a wrong crown"), "{score}");
         assert!(score.contains("below the ratio to beat plus 6%"), "{score}");
         assert!(score.contains("only while its mean so far is below the ratio to beat"), "{score}");
-        assert!(score.contains("at most 4000 challenges per env"), "{score}");
+        assert!(score.contains(". At most 4000 challenges per env. "), "{score}");
+        assert!(score.split(". ").all(|sentence| sentence.len() < 400), "short sentences: {score}");
         assert!(
             score.contains("whatever the bar, a contender shown to win more than 95% of the challenges"),
             "{score}"
