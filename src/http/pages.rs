@@ -266,7 +266,7 @@ fn subnet(replay: &Replay, identities: &Identities, head: Option<u64>) -> Markup
                 Some(c) => { (miner_cell(c)) " serving " code { (c.model) } }
                 None => { "none yet" }
             }
-            "; ratio to beat " b { (percent(u64::from(state.ratio_set_ppm))) }
+            "; the network's ratio to beat, as its last crowning set it, " b { (percent(u64::from(state.ratio_set_ppm))) }
             @match state.ratio_set_at_block { 0 => { " " (RATIO_NEVER_SET_ON_CHAIN) } b => { " (set at chain block " (b) ")" } }
             "; weights by replay: " (weight_shares(state.weights.iter().copied())) "."
         }
