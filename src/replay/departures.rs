@@ -8,7 +8,7 @@ use super::model::Name;
 use crate::bytes::ValidatorKey;
 use crate::ledger::event::LeaveReason;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One `ChampionLeft` of a log, as its fold keeps it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,13 +59,12 @@ impl Departures {
         total: u64,
     ) -> Option<u64> {
         let records = self.by_hotkey.get(hotkey)?;
-        let mut counted: Vec<ValidatorKey> = Vec::new();
+        let mut counted: BTreeSet<ValidatorKey> = BTreeSet::new();
         let (mut said, mut first) = (0u64, None);
         for (time_ms, voter) in records.iter().filter(|(t, v)| *t >= since_ms && vtrust(v) > 0) {
-            if counted.contains(voter) {
+            if !counted.insert(*voter) {
                 continue;
             }
-            counted.push(*voter);
             first.get_or_insert(*time_ms);
             said += u64::from(vtrust(voter));
         }

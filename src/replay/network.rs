@@ -18,7 +18,7 @@ use super::model::{
 };
 pub use super::network_list::NetworkMatches;
 pub(super) use super::ratio_walk::RatioWalk;
-pub use super::ratio_walk::{each_ratio_finding, plan_ratio_params, ratio_findings};
+pub use super::ratio_walk::{each_ratio_finding, plan_ratio_params, ratio_findings, walk_log};
 use super::vtrust;
 use crate::bytes::{Hash32, MatchId, ValidatorKey};
 use crate::evaluation::ratio::{RatioParams, RatioToBeat};
@@ -154,10 +154,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
     for root in folds.iter().map(|f| f.validator).filter(|k| identities.root(k) == *k) {
         let mut walk = RatioWalk::default();
         for fold in identities.chain(&root).iter().filter_map(|k| by_key.get(k)) {
-            let mut n = 0;
-            for (_, m) in fold.matches.in_log_order() {
-                n += walk.step(fold.validator, &m, ratio_params, Some(&mut |found| discrepancies.push(found)));
-            }
+            let n = walk_log(&mut walk, fold, ratio_params, &mut |found| discrepancies.push(found));
             ratio_false.insert(fold.validator, n);
         }
     }
@@ -224,7 +221,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
     // the first match's champion, replaced by each contender the network says beat the
     // champion of the moment.
     let mut champion: Option<HeldMiner> = None;
-    let mut history: Vec<ChampionChange> = Vec::new();
+    let mut history = Vec::new();
     let mut ratio = ratio_params.initial();
     let mut list = StateList { cold, txn: &txn, n: 0, batch: Vec::new() };
     // Champions that left the crown without a match (ledger-spec/13): more than half of
@@ -233,13 +230,12 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
     let departures = Departures::of(folds.iter().map(|f| (identities.root(&f.validator), f.champion_left.as_slice())));
     let trusted_total: u64 = vtrust.values().map(|v| u64::from(*v)).sum();
     let mut departed: BTreeSet<Name> = BTreeSet::new();
-    let left_by = |champion: &Option<HeldMiner>, history: &[ChampionChange], at_ms: u64| {
-        let (current, since) = (champion.as_ref()?, history.last()?.at_time_ms);
-        departures
-            .left_at(&current.hotkey, since, &|v| vtrust.get(v).copied().unwrap_or(0), trusted_total)
-            .filter(|t| *t <= at_ms)
-            .map(|_| current.hotkey.clone())
+    // When the tenure that began at `since_ms` ends by departure: read once per tenure,
+    // not once per match (a log may name the champion thousands of times).
+    let tenure_end = |champion: &HeldMiner, since_ms: u64| {
+        departures.left_at(&champion.hotkey, since_ms, &|v| vtrust.get(v).copied().unwrap_or(0), trusted_total)
     };
+    let mut leaves_at: Option<u64> = None;
     pairs.drain(&mut |_, mut m| {
         m.for_ppm = m.votes.iter().filter(|v| v.contender_won).map(|v| u64::from(vtrust[&*v.validator])).sum();
         m.against_ppm = m.votes.iter().filter(|v| !v.contender_won).map(|v| u64::from(vtrust[&*v.validator])).sum();
@@ -248,12 +244,13 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
             (false, true) => Some(NetworkVerdict::ContenderWon),
             (false, false) => Some(NetworkVerdict::ChampionStays),
         };
-        if let Some(gone) = left_by(&champion, &history, m.first_started_ms) {
-            departed.insert(gone);
-            champion = None;
+        if leaves_at.is_some_and(|t| t <= m.first_started_ms) {
+            departed.extend(champion.take().map(|c| c.hotkey));
+            leaves_at = None;
         }
         if champion.is_none() && !departed.contains(&m.champion.hotkey) {
             champion = Some(m.champion.clone());
+            leaves_at = tenure_end(&m.champion, m.first_started_ms);
             history.push(ChampionChange {
                 champion: m.champion.clone(),
                 by_match: None,
@@ -268,6 +265,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
             }
             let at_ms = crowned.at_ms;
             champion = Some(m.contender.clone());
+            leaves_at = tenure_end(&m.contender, at_ms);
             departed.remove(&m.contender.hotkey);
             history.push(ChampionChange {
                 champion: m.contender.clone(),
@@ -278,7 +276,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
         list.push(m)
     })?;
     // A champion that left after the last match holds nothing: no weights.
-    if left_by(&champion, &history, u64::MAX).is_some() {
+    if leaves_at.is_some() {
         champion = None;
     }
     let len = list.close()?;

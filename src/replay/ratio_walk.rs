@@ -21,10 +21,18 @@ pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Vec<Discrepancy
 
 /// [`ratio_findings`], each handed to `found` as it is made (a log may hold millions).
 pub fn each_ratio_finding(fold: &ChainFold, legacy: &RatioParams, found: &mut dyn FnMut(Discrepancy)) {
-    let mut walk = RatioWalk::default();
-    for (_, m) in fold.matches.in_log_order() {
-        walk.step(fold.validator, &m, legacy, Some(&mut *found));
-    }
+    walk_log(&mut RatioWalk::default(), fold, legacy, found);
+}
+
+/// Takes `fold`'s matches through `walk` in log order, each finding to `found`; gives
+/// their count. A rotated validator's logs share one walk (ledger-spec/16).
+pub fn walk_log(
+    walk: &mut RatioWalk,
+    fold: &ChainFold,
+    legacy: &RatioParams,
+    found: &mut dyn FnMut(Discrepancy),
+) -> u64 {
+    fold.matches.in_log_order().map(|(_, m)| walk.step(fold.validator, &m, legacy, Some(&mut *found))).sum()
 }
 
 /// The ratio to beat as one log's matches set it, taken a match at a time in log order

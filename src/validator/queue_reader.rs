@@ -130,6 +130,11 @@ pub(super) async fn wait_or_stop(stop: &watch::Receiver<bool>, ms: u64) -> bool 
 /// activation on (ledger-spec/13, 15).
 const CHAMPION_LEFT_TAG: u32 = 13;
 
+/// Whether the protocol version active at `block` records a champion's leaving.
+pub(super) fn records_leaving(protocol: &crate::protocol::Protocol, block: u64) -> bool {
+    protocol.version_at(block).refuses_kind(CHAMPION_LEFT_TAG).is_none()
+}
+
 /// Reads the chain's miners for a log whose champion is `champion`, until the champion
 /// stands, or has left (ledger-spec/13, "The champion's life") at a block whose protocol
 /// version records leaving: the read, `champion_left` set only then. While it has left
@@ -149,7 +154,7 @@ pub(super) async fn discover_champion(
             return None;
         }
         let Some(reason) = found.champion_left else { return Some(found) };
-        if protocol.version_at(found.read_at_block).refuses_kind(CHAMPION_LEFT_TAG).is_none() {
+        if records_leaving(protocol, found.read_at_block) {
             return Some(found);
         }
         if !said {

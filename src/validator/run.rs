@@ -376,7 +376,7 @@ pub async fn run(
                         // The champion left without a match (ledger-spec/13), where its
                         // version records it: said in our log, and the queue's first
                         // miner holds the crown until a match says otherwise.
-                        let recordable = registry.protocol().version_at(now.read_at_block).refuses_kind(13).is_none();
+                        let recordable = queue_reader::records_leaving(registry.protocol(), now.read_at_block);
                         if let Some(left) = queue_reader::leaving(&champion.miner, &now).filter(|_| recordable) {
                             let _ = writer.sender.send(vec![Event::ChampionLeft(left)]).await;
                             let ctx = (&stop, config, options.metrics.as_ref());
