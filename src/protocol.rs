@@ -29,6 +29,16 @@ pub const PLAN_V2: &str = "score alpha_ppm=50000 prior=4,4 challenges=4000 epsil
                            share_ppm=40000 share_alpha_ppm=50000 futility margin_ppm=60000 \
                            alpha_ppm=50000 mean_margin_ppm=0";
 
+/// The network's plan of protocol version 4: version 2's crowns, with what a contender
+/// can make validators pay bounded (issue 76; ledger-spec/02, "The network's plan"): the
+/// dominance crown's bets weighted half on the all-in bet at level 0.6%, its reach
+/// condition, the share bets at 10%, and the futility's mean condition rising 2 points
+/// over the cap.
+pub const PLAN_V4: &str = "score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=10000 \
+                           half_life_blocks=7200 dominance-reach rate_ppm=950000 alpha_ppm=6000 \
+                           share_ppm=40000 share_alpha_ppm=100000 futility margin_ppm=60000 \
+                           alpha_ppm=50000 rise_ppm=20000";
+
 /// The six environments of version 2.
 const ENVS_V2: &[(&str, u32)] = &[("abd", 1), ("coin", 1), ("ded", 1), ("mult", 1), ("sat", 1), ("tictactoe", 1)];
 
@@ -42,6 +52,10 @@ const EVENT_KINDS_V3: u32 = 14;
 /// The subnet's chain block at which version 3 activates: mid-January 2027 at 12 s a
 /// block, weeks after the build that applies it is released (ledger-spec/15).
 pub const V3_ACTIVATION_BLOCK: u64 = 10_000_000;
+
+/// The subnet's chain block at which version 4 (the bounded plan) activates: early
+/// February 2027, two weeks after version 3 (ledger-spec/15).
+pub const V4_ACTIVATION_BLOCK: u64 = 10_100_000;
 
 /// A table of versions and the most this build applies.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,7 +81,8 @@ impl Default for Protocol {
 
 impl Protocol {
     /// The subnet's table (ledger-spec/15): version 2 from the first block, version 3
-    /// (key rotation) from [`V3_ACTIVATION_BLOCK`].
+    /// (key rotation) from [`V3_ACTIVATION_BLOCK`], version 4 (the bounded plan) from
+    /// [`V4_ACTIVATION_BLOCK`].
     pub fn network() -> Protocol {
         let v2 = VersionRules {
             version: 2,
@@ -78,7 +93,8 @@ impl Protocol {
         };
         let v3 =
             VersionRules { version: 3, activation_block: V3_ACTIVATION_BLOCK, n_event_kinds: EVENT_KINDS_V3, ..v2 };
-        Protocol::new("af", vec![v2, v3])
+        let v4 = VersionRules { version: 4, activation_block: V4_ACTIVATION_BLOCK, plan: PLAN_V4, ..v3.clone() };
+        Protocol::new("af", vec![v2, v3, v4])
     }
 
     /// The local table of ledger-spec/15: the network's newest version from block 0, for a
@@ -272,14 +288,15 @@ mod tests {
     #[test]
     fn key_rotation_is_version_3_on_the_network_from_its_block_and_from_block_0_on_a_local_chain() {
         let network = Protocol::network();
-        assert_eq!(network.newest(), (3, V3_ACTIVATION_BLOCK));
+        assert_eq!(network.newest(), (4, V4_ACTIVATION_BLOCK));
+        assert_eq!(network.version_at(V3_ACTIVATION_BLOCK).version, 3);
         assert!(network.version_at(V3_ACTIVATION_BLOCK - 1).refuses_kind(11).is_some());
         assert!(network.version_at(V3_ACTIVATION_BLOCK).refuses_kind(12).is_none());
         assert!(network.version_at(V3_ACTIVATION_BLOCK).refuses_kind(13).is_none());
         assert!(network.version_at(V3_ACTIVATION_BLOCK).refuses_kind(14).is_some());
         assert_eq!(network.clone().capped(2).newest(), (2, 0), "a build released before version 3");
         let local = Protocol::local();
-        assert_eq!((local.newest(), local.version_at(0).plan), ((3, 0), PLAN_V2));
+        assert_eq!((local.newest(), local.version_at(0).plan), ((4, 0), PLAN_V4));
         assert!(local.version_at(0).refuses_kind(11).is_none());
         assert!(Protocol::upgrade_test(40).version_at(40).refuses_kind(11).is_some(), "upgrade-test stops at 2");
     }

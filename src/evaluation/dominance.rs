@@ -21,6 +21,13 @@
 //! challenges (eight bets likewise, on `share - x`, at level `share_alpha`). A
 //! contender that never loses is only ever given up on by the second, whose chance is at
 //! most `share_alpha` for one that wins at least `share` of the challenges.
+//!
+//! The `dominance-reach` clause (protocol version 4, issue 76) bounds what a contender
+//! can cost while it keeps the crown in reach: half of each average's weight is on the
+//! all-in bet (so a contender that never loses is crowned after 114 wins instead of 144,
+//! and a copy is given up on in 74 challenges instead of 121), and the crown is also out
+//! of reach once even winning `share` of the challenges left, with no further loss, would
+//! not reach it (after one loss, that is nearly always at once).
 
 use serde::Serialize;
 
@@ -35,6 +42,9 @@ pub struct Dominance {
     pub share_ppm: u32,
     /// The level of the test that the wins are rarer than `share_ppm`, in ppm.
     pub share_alpha_ppm: u32,
+    /// `Some(challenges)` for the `dominance-reach` clause: the plan's challenges per env,
+    /// which the reach condition counts the challenges left from; `None` for `dominance`.
+    pub reach_over: Option<u64>,
 }
 
 /// How many bets the dominance crown averages (k = 0..7).
@@ -52,11 +62,17 @@ fn term(count: u64, factor: f64) -> f64 {
     }
 }
 
-/// `ln` of the mean of `exp(logs)`, without overflow; `-inf` if every entry is.
-fn log_mean_exp(logs: &[f64]) -> f64 {
+/// `ln` of the mean of `exp(logs)`, without overflow; `-inf` if every entry is. With
+/// `all_in_half`, the first entry (the all-in bet) weighs 1/2 and the seven others 1/14
+/// each (`dominance-reach`); else each weighs 1/8.
+fn log_mean_exp(logs: &[f64], all_in_half: bool) -> f64 {
     let top = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     if top == f64::NEG_INFINITY {
         return top;
+    }
+    if all_in_half {
+        let rest: f64 = logs[1..].iter().map(|l| libm::exp(l - top)).sum();
+        return top + libm::log(libm::exp(logs[0] - top) / 2.0 + rest / 14.0);
     }
     top + libm::log(logs.iter().map(|l| libm::exp(l - top)).sum::<f64>()) - libm::log(logs.len() as f64)
 }
@@ -65,9 +81,22 @@ impl Dominance {
     /// The plan text's clause, after the score rule's numbers.
     pub fn describe(&self) -> String {
         format!(
-            "dominance rate_ppm={} alpha_ppm={} share_ppm={} share_alpha_ppm={}",
-            self.rate_ppm, self.alpha_ppm, self.share_ppm, self.share_alpha_ppm
+            "{} rate_ppm={} alpha_ppm={} share_ppm={} share_alpha_ppm={}",
+            self.clause(),
+            self.rate_ppm,
+            self.alpha_ppm,
+            self.share_ppm,
+            self.share_alpha_ppm
         )
+    }
+
+    /// The clause's word: `dominance-reach` with the reach condition, else `dominance`.
+    pub fn clause(&self) -> &'static str {
+        if self.reach_over.is_some() {
+            "dominance-reach"
+        } else {
+            "dominance"
+        }
     }
 
     /// Whether the numbers lie where they mean something: `R` in `[500000, 999999]` (a
@@ -91,7 +120,7 @@ impl Dominance {
                 term(wins, 1.0 + stake * (1.0 - r) / r) + term(losses, 1.0 - stake)
             })
             .collect();
-        log_mean_exp(&logs)
+        log_mean_exp(&logs, self.reach_over.is_some())
     }
 
     /// The crown: more than `R` of the decisive games won (in integers) and the capital
@@ -113,18 +142,27 @@ impl Dominance {
                 term(n - wins, 1.0 + stake * s / (1.0 - s)) + term(wins, 1.0 - stake)
             })
             .collect();
-        log_mean_exp(&logs)
+        log_mean_exp(&logs, self.reach_over.is_some())
     }
 
     /// Whether the crown is out of reach, so a "not better" stop may end the env: the
     /// contender has won less than `R` of its decisive games (at least one played), or
     /// its share of wins is below `share` and the bets against it reach
-    /// `ln(10^6 / share_alpha_ppm)` (moved by `slack`).
+    /// `ln(10^6 / share_alpha_ppm)` (moved by `slack`); with `dominance-reach`, also when
+    /// winning `floor((challenges - n) * share)` more, with no further loss, would not
+    /// crown (the crown's own test at `-slack`: a slack that eases "out of reach" eases
+    /// this too).
     pub fn is_out(&self, wins: u64, losses: u64, draws: u64, slack: f64) -> bool {
         let decisive = wins + losses;
         let n = decisive + draws;
         if decisive > 0 && u128::from(wins) * 1_000_000 < u128::from(decisive) * u128::from(self.rate_ppm) {
             return true;
+        }
+        if let Some(challenges) = self.reach_over {
+            let more = u128::from(challenges.saturating_sub(n)) * u128::from(self.share_ppm) / 1_000_000;
+            if !self.crowns(wins + more as u64, losses, -slack) {
+                return true;
+            }
         }
         n > 0
             && u128::from(wins) * 1_000_000 < u128::from(n) * u128::from(self.share_ppm)
@@ -136,7 +174,8 @@ impl Dominance {
 mod tests {
     use super::*;
 
-    const D: Dominance = Dominance { rate_ppm: 950_000, alpha_ppm: 5_000, share_ppm: 40_000, share_alpha_ppm: 50_000 };
+    const D: Dominance =
+        Dominance { rate_ppm: 950_000, alpha_ppm: 5_000, share_ppm: 40_000, share_alpha_ppm: 50_000, reach_over: None };
 
     #[test]
     fn an_unbeaten_run_is_crowned_after_the_wins_its_numbers_need_and_one_loss_costs_the_all_in_bet() {
@@ -164,5 +203,28 @@ mod tests {
         assert!((100..150).contains(&copy), "{copy}");
         // A contender winning 5% of challenges and never losing is not out at 4,000.
         assert!(!D.is_out(200, 0, 3800, 0.0));
+    }
+
+    /// Version 4's `dominance-reach` (ledger-spec/02's worked values): half the weight on
+    /// the all-in bet crowns an unbeaten run at 114 wins and gives up on a copy at 72; one
+    /// loss puts the crown out of reach unless the wins already won and 4% of the
+    /// challenges left would still reach it.
+    #[test]
+    fn the_reach_clause_crowns_sooner_and_gives_up_once_the_crown_is_past_reach() {
+        let (rule, _) = crate::evaluation::plan::parse_plan(crate::protocol::PLAN_V4).expect("a plan");
+        let d = rule.dominance().expect("a dominance clause");
+        assert_eq!((1..1000u64).find(|&w| d.crowns(w, 0, 0.0)), Some(114));
+        assert_eq!(format!("{:.6} {:.6}", d.log_capital(114, 0), d.log_capital(113, 0)), "5.166863 5.115980");
+        assert_eq!((1..1000u64).find(|&w| d.crowns(w, 1, 0.0)), Some(325));
+        assert_eq!((1..2000u64).find(|&n| d.is_out(0, 0, n, 0.0)), Some(72), "a copy");
+        assert_eq!(format!("{:.6}", d.log_share_capital(0, 72)), "2.335289");
+        // One loss at 400 challenges: 19 + 144 more wins are far from 325.
+        assert!(d.is_out(19, 1, 380, 0.0));
+        // With one loss, in reach from 205 wins at 1,000 challenges (205 + 120 = 325).
+        assert_eq!((0..1000u64).find(|&w| !d.is_out(w, 1, 999 - w, 0.0)), Some(205));
+        // With no loss: at 3,000 challenges, 89 wins and 40 more reach 114 (88 do not).
+        assert!(!d.is_out(89, 0, 2911, 0.0) && d.is_out(88, 0, 2912, 0.0));
+        // Version 2's clause has no reach condition: the one loss at 400 leaves it in reach.
+        assert!(!D.is_out(19, 1, 380, 0.0));
     }
 }

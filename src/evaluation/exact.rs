@@ -467,7 +467,13 @@ mod tests {
             assert!((figures.better - better).abs() < 1e-12, "{figures:?} against {better}");
             assert!((figures.not_better - not_better).abs() < 1e-12, "{figures:?} against {not_better}");
         }
-        let dominance = Dominance { rate_ppm: 800_000, alpha_ppm: 50_000, share_ppm: 100_000, share_alpha_ppm: 50_000 };
+        let dominance = Dominance {
+            rate_ppm: 800_000,
+            alpha_ppm: 50_000,
+            share_ppm: 100_000,
+            share_alpha_ppm: 50_000,
+            reach_over: None,
+        };
         let rule = DEFAULT_RULE.with_max_challenges(cap).with_dominance(Some(dominance));
         let bounds = Boundaries::new(&rule, cap, 0.7);
         for (win, loss) in [(0.2, 0.0), (0.3, 0.05), (0.05, 0.0), (0.6, 0.3)] {

@@ -118,6 +118,27 @@ mod tests {
             vec!["rule mixture (network's: score)"]
         );
         assert_eq!(plan_differences_from(NETWORK_PLAN_TEXT, "vibes").len(), 1);
+        // Version 4's plan reads back, its dominance and futility carrying the cap, and is
+        // named field by field against version 2's.
+        let (rule, futility) = parse_plan(crate::protocol::PLAN_V4).expect("version 4's plan is a plan");
+        assert_eq!(rule.dominance().and_then(|d| d.reach_over), Some(4_000));
+        let Some(Futility::Bar(bar)) = futility else { panic!("a bar futility") };
+        assert_eq!((bar.mean_margin_ppm, bar.rise.map(|r| (r.ppm, r.over))), (Some(0), Some((20_000, 4_000))));
+        assert_eq!(describe_plan(&rule, futility.as_ref()), crate::protocol::PLAN_V4);
+        let longest = format!("{} (stopped: match decided)", crate::protocol::PLAN_V4);
+        assert!(longest.len() <= crate::limits::MAX_NAME_BYTES, "{}", longest.len());
+        assert_eq!(
+            plan_differences_from(crate::protocol::PLAN_V4, NETWORK_PLAN_TEXT),
+            vec![
+                "dominance rate_ppm=950000 alpha_ppm=5000 share_ppm=40000 share_alpha_ppm=50000 (network's: \
+                 dominance-reach rate_ppm=950000 alpha_ppm=6000 share_ppm=40000 share_alpha_ppm=100000)",
+                "futility margin_ppm=60000 alpha_ppm=50000 mean_margin_ppm=0 (network's: margin_ppm=60000 \
+                 alpha_ppm=50000 rise_ppm=20000)",
+            ]
+        );
+        // A rise above the margin, or a `mean_margin_ppm` beside a rise, is no plan.
+        assert!(parse_plan(&crate::protocol::PLAN_V4.replace("rise_ppm=20000", "rise_ppm=70000")).is_none());
+        assert!(parse_plan(&crate::protocol::PLAN_V4.replace("rise_ppm", "mean_margin_ppm=0 rise_ppm")).is_none());
         assert!(plan_differences_from(NETWORK_PLAN_TEXT, "vibes")[0].contains("does not know"));
     }
 }

@@ -4,7 +4,7 @@
 //! people.
 
 use super::dominance::Dominance;
-use super::stopping::{AdvantageFutility, BarFutility, Futility, StoppingRule, MAX_SCORE_CHALLENGES};
+use super::stopping::{AdvantageFutility, BarFutility, Futility, Rise, StoppingRule, MAX_SCORE_CHALLENGES};
 
 /// The full description recorded in `MatchStarted.rule`: the rule, then the futility stop
 /// if there is one (`mixture alpha=0.05 prior=4,4 futility advantage=0.1 alpha=0.05`).
@@ -39,7 +39,21 @@ pub fn plan_in_words(text: &str) -> String {
                 percent(f64::from(alpha_ppm) / 1e6),
                 percent(f64::from(epsilon_ppm) / 1e6)
             );
-            if let Some(d) = dominance {
+            if let Some(d) = dominance.filter(|d| d.reach_over.is_some()) {
+                words.push_str(&format!(
+                    "; also crowns, whatever the bar, a contender shown to win more than {} of the challenges \
+                     where the two differ (at most {} chance of a wrong crown; a run of wins with no loss counts \
+                     most), and gives up on no contender that could still be crowned so: one that has won at least \
+                     {} of them, could still be crowned by winning {} of the challenges left, and is not shown to \
+                     win fewer than {} of the challenges (at {} error)",
+                    percent(f64::from(d.rate_ppm) / 1e6),
+                    percent(f64::from(d.alpha_ppm) / 1e6),
+                    percent(f64::from(d.rate_ppm) / 1e6),
+                    percent(f64::from(d.share_ppm) / 1e6),
+                    percent(f64::from(d.share_ppm) / 1e6),
+                    percent(f64::from(d.share_alpha_ppm) / 1e6)
+                ));
+            } else if let Some(d) = dominance {
                 words.push_str(&format!(
                     "; also crowns, whatever the bar, a contender shown to win more than {} of the challenges \
                      where the two differ (at most {} chance of a wrong crown), and gives up on no contender \
@@ -83,6 +97,11 @@ pub fn plan_in_words(text: &str) -> String {
                 percent(f64::from(f.alpha_ppm) / 1e6)
             ));
             match f.mean_margin_ppm {
+                _ if f.rise.is_some() => words.push_str(&format!(
+                    ", only while its mean so far is below the ratio to beat plus a margin that rises from 0 to \
+                     {} over the env's challenges",
+                    percent(f64::from(f.rise.map_or(0, |r| r.ppm)) / 1e6)
+                )),
                 Some(0) => words.push_str(", only while its mean so far is below the ratio to beat"),
                 Some(m) => words.push_str(&format!(
                     ", only while its mean so far is below the ratio to beat plus {}",
@@ -128,13 +147,21 @@ pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
                 fields.insert(k, v);
             }
             let futility = if rule.starts_with("score ") {
+                // `rise_ppm` (version 4) stands where `mean_margin_ppm=0` stood: the rise
+                // starts at the bar. Its `over` is the rule's cap, set below.
+                let rise = match fields.get("rise_ppm") {
+                    Some(v) => Some(Rise { ppm: v.parse().ok()?, over: 0 }),
+                    None => None,
+                };
                 Futility::Bar(BarFutility {
                     margin_ppm: fields.get("margin_ppm")?.parse().ok()?,
                     alpha_ppm: fields.get("alpha_ppm")?.parse().ok()?,
-                    mean_margin_ppm: match fields.get("mean_margin_ppm") {
-                        Some(v) => Some(v.parse().ok()?),
-                        None => None,
+                    mean_margin_ppm: match (fields.get("mean_margin_ppm"), rise) {
+                        (Some(v), _) => Some(v.parse().ok()?),
+                        (None, Some(_)) => Some(0),
+                        (None, None) => None,
                     },
+                    rise,
                 })
             } else {
                 Futility::Advantage(AdvantageFutility {
@@ -148,9 +175,14 @@ pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
     };
     let rule_text = rule_text.strip_suffix(" (not anytime-valid)").unwrap_or(rule_text);
     // A score rule's dominance clause sits between its numbers and the futility stop; its
-    // `alpha_ppm` is its own.
-    let (rule_text, dominance) = match rule_text.split_once(" dominance ") {
-        Some((rule, clause)) => {
+    // `alpha_ppm` is its own. `dominance-reach` (version 4) has the reach condition, whose
+    // challenges are the rule's, set below.
+    let clause = rule_text
+        .split_once(" dominance-reach ")
+        .map(|(rule, clause)| (rule, clause, true))
+        .or_else(|| rule_text.split_once(" dominance ").map(|(rule, clause)| (rule, clause, false)));
+    let (rule_text, dominance) = match clause {
+        Some((rule, clause, reach)) => {
             let mut fields = std::collections::BTreeMap::new();
             for part in clause.split(' ') {
                 let (k, v) = part.split_once('=')?;
@@ -162,6 +194,7 @@ pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
                 alpha_ppm: field("alpha_ppm")?,
                 share_ppm: field("share_ppm")?,
                 share_alpha_ppm: field("share_alpha_ppm")?,
+                reach_over: reach.then_some(0),
             };
             (rule, Some(dominance))
         }
@@ -179,14 +212,15 @@ pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
     let rule = match name {
         "score" => {
             let (a, b) = fields.get("prior")?.split_once(',')?;
+            let max_challenges = int("challenges")?;
             StoppingRule::Score {
                 alpha_ppm: u32::try_from(int("alpha_ppm")?).ok()?,
                 prior_a: a.parse().ok()?,
                 prior_b: b.parse().ok()?,
-                max_challenges: int("challenges")?,
+                max_challenges,
                 epsilon_ppm: u32::try_from(int("epsilon_ppm")?).ok()?,
                 half_life_blocks: int("half_life_blocks")?,
-                dominance,
+                dominance: dominance.map(|d| Dominance { reach_over: d.reach_over.map(|_| max_challenges), ..d }),
             }
         }
         _ if dominance.is_some() => return None,
@@ -198,6 +232,12 @@ pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
         "wilson-calibrated" => StoppingRule::WilsonCalibrated { z: num("z")?, cap: fields.get("cap")?.parse().ok()? },
         "sprt" => StoppingRule::Sprt { delta: num("delta")?, alpha: num("alpha")?, beta: num("beta")? },
         _ => return None,
+    };
+    let futility = match (futility, rule.max_challenges()) {
+        (Some(Futility::Bar(f)), Some(cap)) => {
+            Some(Futility::Bar(BarFutility { rise: f.rise.map(|r| Rise { over: cap, ..r }), ..f }))
+        }
+        (other, _) => other,
     };
     // Only a description this build would write is accepted (one spelling per plan), with
     // parameters inside their ranges.
@@ -226,6 +266,7 @@ pub fn parse_plan(text: &str) -> Option<(StoppingRule, Option<Futility>)> {
                         (1..1_000_000).contains(&b.margin_ppm)
                             && (1..1_000_000).contains(&b.alpha_ppm)
                             && b.mean_margin_ppm.is_none_or(|m| m <= b.margin_ppm)
+                            && b.rise.is_none_or(|r| (1..=b.margin_ppm).contains(&r.ppm))
                     }
                     Some(Futility::Advantage(_)) => false,
                     None => true,
@@ -273,6 +314,10 @@ mod words_tests {
             "{score}"
         );
         assert!(score.contains("win fewer than 4% of the challenges (at 5% error)"), "{score}");
+        let v4 = super::plan_in_words(crate::protocol::PLAN_V4);
+        assert!(v4.contains("could still be crowned by winning 4% of the challenges left"), "{v4}");
+        assert!(v4.contains("rises from 0 to 2% over the env's challenges"), "{v4}");
+        assert!(v4.split(". ").all(|sentence| sentence.len() < 400), "short sentences: {v4}");
     }
 }
 

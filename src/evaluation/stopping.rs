@@ -95,6 +95,21 @@ pub struct BarFutility {
     /// The mean condition's margin over the bar; `None` in the older spelling, where it
     /// is `margin_ppm` (the condition at `p1`).
     pub mean_margin_ppm: Option<u32>,
+    /// A mean condition that rises with the challenges played (protocol version 4): the
+    /// bar plus `mean_margin_ppm` at the first challenge, plus `ppm` more at the plan's
+    /// last. `None` before version 4.
+    pub rise: Option<Rise>,
+}
+
+/// How far the futility stop's mean condition rises over an env's challenges: `ppm` over
+/// `over` challenges (the plan's cap). A contender scoring just above the bar is given
+/// up on once its mean falls below a condition that, near the cap, only a contender
+/// that could still be crowned by the cap meets; one a few points above keeps clear of
+/// it (ledger-spec/02; issue 76: at the bar, 5% to 11% reached the cap under version 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Rise {
+    pub ppm: u32,
+    pub over: u64,
 }
 
 /// How many bets the bar futility averages.
@@ -112,16 +127,19 @@ pub enum Futility {
 /// Defaults of the futility stop of `score` plans (`scripts/bench-decisions.sh` prints what
 /// they cost and save; ledger-spec/02 the exact figures).
 pub const DEFAULT_FUTILITY: Futility =
-    Futility::Bar(BarFutility { margin_ppm: 60_000, alpha_ppm: 50_000, mean_margin_ppm: Some(0) });
+    Futility::Bar(BarFutility { margin_ppm: 60_000, alpha_ppm: 50_000, mean_margin_ppm: Some(0), rise: None });
 /// The futility stop the `mixture` plans were played with.
 pub const DEFAULT_ADVANTAGE_FUTILITY: AdvantageFutility = AdvantageFutility { advantage: 0.1, alpha: 0.05 };
 
 impl Futility {
     pub fn describe(&self) -> String {
         match self {
-            Futility::Bar(f) => match f.mean_margin_ppm {
-                None => format!("futility margin_ppm={} alpha_ppm={}", f.margin_ppm, f.alpha_ppm),
-                Some(m) => {
+            Futility::Bar(f) => match (f.mean_margin_ppm, f.rise) {
+                (_, Some(rise)) => {
+                    format!("futility margin_ppm={} alpha_ppm={} rise_ppm={}", f.margin_ppm, f.alpha_ppm, rise.ppm)
+                }
+                (None, None) => format!("futility margin_ppm={} alpha_ppm={}", f.margin_ppm, f.alpha_ppm),
+                (Some(m), None) => {
                     format!("futility margin_ppm={} alpha_ppm={} mean_margin_ppm={m}", f.margin_ppm, f.alpha_ppm)
                 }
             },
@@ -170,6 +188,21 @@ impl BarFutility {
         self.mean_margin_ppm.map_or(p1, |m| p0_ppm.saturating_add(m).min(p1))
     }
 
+    /// The mean condition, in integers: `h 10^6 < 2 n PM`; with a rise, `h 10^6 < 2 n P1`
+    /// and `h 10^6 over < 2 n (PM over + rise n)` (the mean below `PM` plus the rise's
+    /// share so far, and below `P1`).
+    fn mean_is_below(&self, half_points: u128, n: u128, p0_ppm: u32) -> bool {
+        let scaled = half_points * 1_000_000;
+        match self.rise {
+            None => scaled < 2 * n * u128::from(self.mean_ppm(p0_ppm)),
+            Some(rise) => {
+                let over = u128::from(rise.over.max(1));
+                scaled < 2 * n * u128::from(self.target_ppm(p0_ppm))
+                    && scaled * over < 2 * n * (u128::from(self.mean_ppm(p0_ppm)) * over + u128::from(rise.ppm) * n)
+            }
+        }
+    }
+
     /// `ln` of the average capital of the bets after these counts, against `p1_ppm`.
     pub fn log_capital(wins: u64, losses: u64, draws: u64, p1_ppm: u32) -> f64 {
         let p1 = f64::from(p1_ppm) / 1e6;
@@ -191,9 +224,8 @@ impl BarFutility {
     pub fn is_futile(&self, wins: u64, losses: u64, draws: u64, p0_ppm: u32, slack: f64) -> bool {
         let n = wins + losses + draws;
         let p1_ppm = self.target_ppm(p0_ppm);
-        let mean_ppm = self.mean_ppm(p0_ppm);
-        let half_points = 2 * wins + draws;
-        if n == 0 || u128::from(half_points) * 1_000_000 >= 2 * u128::from(n) * u128::from(mean_ppm) {
+        let half_points = u128::from(2 * wins + draws);
+        if n == 0 || !self.mean_is_below(half_points, u128::from(n), p0_ppm) {
             return false;
         }
         Self::log_capital(wins, losses, draws, p1_ppm) >= libm::log(1e6 / f64::from(self.alpha_ppm)) + slack
@@ -317,7 +349,7 @@ pub const DEFAULT_RULE: StoppingRule = StoppingRule::Score {
 /// (at 5%). A never-worse model better on 5% of challenges is crowned within the cap
 /// (ledger-spec/02's table; `scripts/bench-decisions.sh`).
 pub const DEFAULT_DOMINANCE: Dominance =
-    Dominance { rate_ppm: 950_000, alpha_ppm: 5_000, share_ppm: 40_000, share_alpha_ppm: 50_000 };
+    Dominance { rate_ppm: 950_000, alpha_ppm: 5_000, share_ppm: 40_000, share_alpha_ppm: 50_000, reach_over: None };
 /// The rule of `mixture` plans (logs before the score rule): decisive games only.
 pub const MIXTURE_RULE: StoppingRule = StoppingRule::Mixture { alpha: 0.05, prior_a: 4, prior_b: 4 };
 
@@ -367,8 +399,11 @@ impl StoppingRule {
     /// The same rule with a `score` rule's challenge cap set to `n` (other rules as they are).
     pub fn with_max_challenges(mut self, n: u64) -> StoppingRule {
         match self {
-            StoppingRule::Score { ref mut max_challenges, .. } => {
+            StoppingRule::Score { ref mut max_challenges, ref mut dominance, .. } => {
                 *max_challenges = n;
+                if let Some(reach) = dominance.as_mut().and_then(|d| d.reach_over.as_mut()) {
+                    *reach = n;
+                }
                 self
             }
             other => other,
@@ -662,6 +697,25 @@ mod tests {
         assert_eq!(rule.verdict(40, 30, 0.69), Verdict::Continue);
         assert_eq!(StoppingRule::Wilson { z: 1.96 }.verdict(20, 16, 0.5), Verdict::Better);
         assert_eq!(StoppingRule::Sprt { delta: 0.1, alpha: 0.025, beta: 0.1 }.verdict(60, 50, 0.5), Verdict::Better);
+    }
+
+    /// Version 4's rising mean condition (ledger-spec/02's worked values): at 2,000 of
+    /// 4,000 challenges it stands 1 point above the bar, so a mean of 0.515 against a bar
+    /// of 0.51 is given up on where version 2 went on; 0.521 is above it.
+    #[test]
+    fn the_rising_mean_condition_gives_up_on_a_mean_just_above_the_bar_late_only() {
+        let Some((_, Some(Futility::Bar(v4)))) = crate::evaluation::plan::parse_plan(crate::protocol::PLAN_V4) else {
+            panic!("version 4's plan has a bar futility")
+        };
+        let Futility::Bar(v2) = DEFAULT_FUTILITY else { panic!("a bar futility") };
+        assert_eq!(format!("{:.6}", BarFutility::log_capital(1030, 970, 0, 570_000)), "9.603737");
+        assert!(v4.is_futile(1030, 970, 0, 510_000, 0.0) && !v2.is_futile(1030, 970, 0, 510_000, 0.0));
+        // 0.52 at 2,000 is exactly the condition (2,080 half-points of 4,000): not below.
+        assert!(!v4.is_futile(1040, 960, 0, 510_000, 0.0) && v4.is_futile(1039, 961, 0, 510_000, 0.0));
+        // Early on the condition is the bar's: 0.515 at 200 challenges goes on.
+        assert!(!v4.is_futile(103, 97, 0, 510_000, 0.0));
+        // Near the bar of 0.99 it stops at p1 = 0.995, not above.
+        assert!(!v4.is_futile(3980, 20, 0, 990_000, 0.0));
     }
 
     #[test]

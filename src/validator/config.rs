@@ -374,6 +374,7 @@ impl EvaluationConfig {
                 alpha_ppm: ppm(self.futility_alpha),
                 // The network plan's mean condition at the bar (not a setting).
                 mean_margin_ppm: Some(0),
+                rise: None,
             }))
         } else {
             (self.futility_advantage > 0.0).then_some(Futility::Advantage(AdvantageFutility {

@@ -441,6 +441,9 @@ pub async fn run(
                     })
                     .cloned()
                     .collect();
+                // And its plan (ledger-spec/02, "The network's plan"): the config names only
+                // numbers every version's plan shares, checked at load.
+                let (rule, futility) = crate::evaluation::plan::parse_plan(rules.plan).unwrap_or((rule, futility));
                 let plan = MatchPlan {
                     match_id: crate::envs::derive_match_id(
                         &validator,
@@ -458,7 +461,7 @@ pub async fn run(
                     rule,
                     futility,
                     cap: config.evaluation.cap,
-                    max_challenges: config.evaluation.max_challenges,
+                    max_challenges: rule.max_challenges().unwrap_or(config.evaluation.max_challenges),
                     ratio_to_beat_ppm: params.current_ppm(&ratio, chain_block),
                     window: config.evaluation.window,
                 };
