@@ -16,7 +16,13 @@
 //! 4. Copy-and-patch: the bar a patched champion sets under each plan, and how long a
 //!    broadly better model then waits for a crown (before: exact; after: simulated per
 //!    env; a match is crowned when at least 3 of 4 envs are).
-//! 5. Candidate futility stops (`AF_BENCH_ONLY=candidates`), exact: the bar futility with
+//! 5. What a contender costs (`costs`, issue 76), exact, version 2's plan against version
+//!    4's: expected challenges per env and calls per match of a copy, an equal model, a
+//!    stretcher and a never-worse model better on 5%; contenders at the bar (expected
+//!    challenges, share reaching the cap); the worst expected challenges over every
+//!    adaptive strategy of a contender not better than the bar; the frontier of the
+//!    candidates, and the least any plan can spend crowning the 5%-better model.
+//! 6. Candidate futility stops (`AF_BENCH_ONLY=candidates`), exact: the bar futility with
 //!    its mean condition moved from `bar + margin` to `bar + slack`, over a grid of
 //!    margins and slacks, against issue 54's targets for the bar's power.
 
@@ -61,6 +67,7 @@ fn main() {
                 Ok("none") => None,
                 _ => env_u32("AF_BENCH_MEAN_MARGIN_PPM").or(f.mean_margin_ppm),
             },
+            rise: None,
         }),
         other => other,
     };
@@ -73,6 +80,7 @@ fn main() {
                 alpha_ppm: numbers[1],
                 share_ppm: numbers[2],
                 share_alpha_ppm: numbers[3],
+                reach_over: None,
             }))
         }
         Err(_) => DEFAULT_RULE,
@@ -96,6 +104,9 @@ fn main() {
     }
     if only.is_empty() || only == "improvers" {
         improvers(exact_cap, &after);
+    }
+    if only.is_empty() || only == "costs" {
+        costs(exact_cap);
     }
     // Not in the default run: a grid of exact programs (minutes at the full cap).
     if only == "candidates" {
@@ -285,7 +296,7 @@ fn candidates(cap: u64, after: &Config) {
     let rows: Vec<String> = grid
         .par_iter()
         .map(|&(margin_ppm, slack_ppm)| {
-            let bar = Bar { margin_ppm, alpha_ppm: 50_000, mean_margin_ppm: Some(slack_ppm) };
+            let bar = Bar { margin_ppm, alpha_ppm: 50_000, mean_margin_ppm: Some(slack_ppm), rise: None };
             let figures = |p0: f64, odds: EnvOdds| {
                 let p0_ppm = (p0 * 1e6).round() as u32;
                 let bounds = Boundaries::new(&after.rule, cap, p0);
@@ -424,4 +435,110 @@ fn blocks_until_crowned(params: &RatioParams, bar: &RatioToBeat, crown: impl Fn(
         }
     }
     Some(high)
+}
+
+/// What a contender can make validators pay, exact (issue 76): version 2's plan against
+/// version 4's, per env and per match (4 envs, 2 model calls a challenge; the default six
+/// envs cost 1.5 times as much).
+fn costs(cap: u64) {
+    use af::evaluation::exact::{not_better_vertices, plan_stops, worst_expected_challenges};
+    use af::evaluation::plan::parse_plan;
+    let plan = |text: &str| {
+        let (rule, futility) = parse_plan(text).expect("a network plan");
+        let Some(Futility::Bar(bar)) = futility else { panic!("a bar futility") };
+        let rule = rule.with_max_challenges(cap);
+        let bar = BarFutility { rise: bar.rise.map(|r| af::evaluation::stopping::Rise { over: cap, ..r }), ..bar };
+        (rule, bar)
+    };
+    let plans = [("v2", plan(af::protocol::PLAN_V2)), ("v4", plan(af::protocol::PLAN_V4))];
+    let contenders: [(&str, f64, f64); 4] = [
+        ("exact copy of the champion", 0.0, 0.0),
+        ("equal model (half decisive, wins half)", 0.25, 0.25),
+        ("stretcher (5% decisive, 95% of them won)", 0.0475, 0.0025),
+        ("never worse, better on 5%", 0.05, 0.0),
+    ];
+    println!("\n## what a contender costs, exact (cap {cap}): expected challenges per env -> model calls per match of 4 envs (2 calls a challenge), P(crowned) per env; version 2 -> version 4\n");
+    println!("| contender | bar | v2: challenges / calls / P(crowned) | v4: challenges / calls / P(crowned) |");
+    println!("|---|---:|---|---|");
+    let cells: Vec<(usize, f64)> =
+        (0..contenders.len()).flat_map(|c| [0.51f64, 0.7, 0.95].map(move |p0| (c, p0))).collect();
+    let rows: Vec<String> = cells
+        .par_iter()
+        .map(|&(c, p0)| {
+            let (name, win, loss) = contenders[c];
+            let p0_ppm = (p0 * 1e6).round() as u32;
+            let cell = |(rule, bar): &(af::evaluation::stopping::StoppingRule, BarFutility)| {
+                let bounds = Boundaries::new(rule, cap, p0);
+                let f = plan_env_figures(rule, Some(bar), &bounds, p0_ppm, cap, win, loss).0;
+                format!("{:.0} / {:.0} / {:.4}", f.expected_challenges, 8.0 * f.expected_challenges, f.better)
+            };
+            format!("| {name} | {p0} | {} | {} |", cell(&plans[0].1), cell(&plans[1].1))
+        })
+        .collect();
+    for row in rows {
+        println!("{row}");
+    }
+    println!("\n### at the bar (mean score exactly the bar): expected challenges per env and P(reaching the cap), by decisive share; v2 -> v4\n");
+    println!("| bar | 0.1 | 0.25 | 0.5 | 1 |");
+    println!("|---:|---|---|---|---|");
+    let bars = [0.51f64, 0.6, 0.7, 0.8, 0.9, 0.95];
+    let rows: Vec<String> = bars
+        .par_iter()
+        .map(|&p0| {
+            let p0_ppm = (p0 * 1e6).round() as u32;
+            let cells: Vec<String> = [0.1, 0.25, 0.5, 1.0]
+                .iter()
+                .map(|&d| match at_bar(p0, d) {
+                    Some(odds) => {
+                        let f = |(rule, bar): &(af::evaluation::stopping::StoppingRule, BarFutility)| {
+                            let bounds = Boundaries::new(rule, cap, p0);
+                            plan_env_figures(rule, Some(bar), &bounds, p0_ppm, cap, odds.win, odds.loss).0
+                        };
+                        let (a, b) = (f(&plans[0].1), f(&plans[1].1));
+                        format!(
+                            "{:.0} ({:.4}) -> {:.0} ({:.4})",
+                            a.expected_challenges, a.inconclusive, b.expected_challenges, b.inconclusive
+                        )
+                    }
+                    None => "-".into(),
+                })
+                .collect();
+            format!("| {p0} | {} |", cells.join(" | "))
+        })
+        .collect();
+    for row in rows {
+        println!("{row}");
+    }
+    // The worst adaptive not-better contender: minutes per cell at the full cap, one
+    // cell at a time (each runs its layers in parallel).
+    println!("\n### the worst expected challenges per env over every adaptive strategy of a contender not better than the bar (mean score at most the bar, at most 95% of decisive games won), exact; v2 -> v4\n");
+    println!("| bar | v2 | v4 | v4: the same contender always at the bar without draws |");
+    println!("|---:|---:|---:|---:|");
+    let worst_bars: Vec<f64> = match std::env::var("AF_BENCH_WORST_BARS") {
+        Ok(v) => v.split(',').filter_map(|x| x.trim().parse().ok()).collect(),
+        Err(_) => bars.to_vec(),
+    };
+    for p0 in worst_bars {
+        let worst = |(rule, bar): &(af::evaluation::stopping::StoppingRule, BarFutility)| {
+            let (crowns, dismisses) = plan_stops(rule, Some(bar), p0);
+            let mut vertices = not_better_vertices(p0, 0.95);
+            vertices.swap(0, 2); // the first is reported alone: win p0 or lose
+            worst_expected_challenges(&crowns, &dismisses, cap, &vertices)
+        };
+        let (v2, _) = worst(&plans[0].1);
+        let (v4, plain) = worst(&plans[1].1);
+        println!("| {p0} | {v2:.0} | {v4:.0} | {plain:.0} |");
+    }
+    // The least any plan spends crowning the 5%-better model at a bar it cannot pass by
+    // its score: a crown on the decisive games at level A needs at least
+    // ln(1/A) / ln(1/0.95) straight wins (a contender winning 95% of them makes that run
+    // with chance 0.95^W), one per 20 challenges.
+    println!("\n### the least a 5%-better model can cost: per-env level A of any crown read on decisive games -> wins needed -> challenges per env -> calls per match of 4 envs\n");
+    println!("| A | wins | challenges per env | calls per match |");
+    println!("|---:|---:|---:|---:|");
+    for a in [0.005, 0.006, 0.01, 0.025] {
+        let wins = (libm::log(1.0 / a) / libm::log(1.0 / 0.95)).ceil();
+        println!("| {a} | {wins} | {:.0} | {:.0} |", wins / 0.05, 8.0 * wins / 0.05);
+    }
+    println!("\n(12,000 calls is 75 wins: a level of 2.1%, leaving the score rule 0.4% of alpha/2 = 2.5% where its worst adaptive false crown is 1.87%.)");
 }

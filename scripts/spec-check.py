@@ -252,16 +252,22 @@ def parse_score_plan(text: str) -> dict:
     m = re.fullmatch(
         r"score alpha_ppm=(0|[1-9][0-9]*) prior=(0|[1-9][0-9]*),(0|[1-9][0-9]*) challenges=(0|[1-9][0-9]*) "
         r"epsilon_ppm=(0|[1-9][0-9]*) half_life_blocks=(0|[1-9][0-9]*)"
-        r"(?: dominance rate_ppm=(0|[1-9][0-9]*) alpha_ppm=(0|[1-9][0-9]*) share_ppm=(0|[1-9][0-9]*)"
+        r"(?: (dominance|dominance-reach) rate_ppm=(0|[1-9][0-9]*) alpha_ppm=(0|[1-9][0-9]*) share_ppm=(0|[1-9][0-9]*)"
         r" share_alpha_ppm=(0|[1-9][0-9]*))?"
-        r"(?: futility margin_ppm=(0|[1-9][0-9]*) alpha_ppm=(0|[1-9][0-9]*)(?: mean_margin_ppm=(0|[1-9][0-9]*))?)?",
+        r"(?: futility margin_ppm=(0|[1-9][0-9]*) alpha_ppm=(0|[1-9][0-9]*)"
+        r"(?: mean_margin_ppm=(0|[1-9][0-9]*)| rise_ppm=(0|[1-9][0-9]*))?)?",
         text,
     )
     if m is None:
         raise ValueError(f"not a score plan: {text!r}")
-    keys = ["alpha_ppm", "a", "b", "challenges", "epsilon_ppm", "half_life_blocks", "rate_ppm", "dominance_alpha_ppm",
-            "share_ppm", "share_alpha_ppm", "margin_ppm", "futility_alpha_ppm", "mean_margin_ppm"]
-    return {k: (int(g) if g is not None else None) for k, g in zip(keys, m.groups())}
+    keys = ["alpha_ppm", "a", "b", "challenges", "epsilon_ppm", "half_life_blocks", "clause", "rate_ppm",
+            "dominance_alpha_ppm", "share_ppm", "share_alpha_ppm", "margin_ppm", "futility_alpha_ppm",
+            "mean_margin_ppm", "rise_ppm"]
+    plan = {k: (g if k == "clause" or g is None else int(g)) for k, g in zip(keys, m.groups())}
+    plan["reach"] = plan.pop("clause") == "dominance-reach"
+    if plan["rise_ppm"] is not None:  # 02: rise_ppm stands where mean_margin_ppm=0 stood
+        plan["mean_margin_ppm"] = 0
+    return plan
 
 
 def score_decision(plan: dict, P: int, w: int, l: int, d: int):

@@ -35,12 +35,15 @@ NETWORK_PLAN = ("score alpha_ppm=50000 prior=4,4 challenges=4000 epsilon_ppm=100
 
 # --- 02: the score plan's statistics, each threshold moved by `slack` ---------------------
 
-def log_mean_exp8(logs):
-    logs = [x for x in logs if x != -math.inf]
-    if not logs:
+def log_mean_exp8(logs, all_in_half=False):
+    """ln of the mean of exp(logs); with `all_in_half` (02, `dominance-reach`) the first
+    weighs 1/2 and the seven others 1/14 each."""
+    weights = [0.5] + [1 / 14] * 7 if all_in_half else [1 / 8] * 8
+    pairs = [(wt, x) for wt, x in zip(weights, logs) if x != -math.inf]
+    if not pairs:
         return -math.inf
-    top = max(logs)
-    return top + math.log(sum(math.exp(x - top) for x in logs)) - math.log(8)
+    top = max(x for _, x in pairs)
+    return top + math.log(sum(wt * math.exp(x - top) for wt, x in pairs))
 
 
 def term(count, factor):
@@ -63,11 +66,19 @@ def conditions(plan, P, w, l, d, slack):
     if plan["rate_ppm"] is not None:
         R, S = plan["rate_ppm"], plan["share_ppm"]
         r, s = R / 1e6, S / 1e6
-        D = log_mean_exp8([term(w, 1 + 2.0 ** -k * (1 - r) / r) + term(l, 1 - 2.0 ** -k) for k in range(8)])
-        crown = crown or (w * 10**6 > m * R and D >= math.log(10**6 / plan["dominance_alpha_ppm"]) + slack)
-        E = log_mean_exp8([term(n - w, 1 + 2.0 ** -k * s / (1 - s)) + term(w, 1 - 2.0 ** -k) for k in range(8)])
+        half = plan.get("reach", False)
+
+        def dominance_crown(w, l, slack):
+            D = log_mean_exp8([term(w, 1 + 2.0 ** -k * (1 - r) / r) + term(l, 1 - 2.0 ** -k) for k in range(8)], half)
+            return w * 10**6 > (w + l) * R and D >= math.log(10**6 / plan["dominance_alpha_ppm"]) + slack
+
+        crown = crown or dominance_crown(w, l, slack)
+        E = log_mean_exp8([term(n - w, 1 + 2.0 ** -k * s / (1 - s)) + term(w, 1 - 2.0 ** -k) for k in range(8)], half)
         out = (m > 0 and w * 10**6 < m * R) or (
             w * 10**6 < n * S and E >= math.log(10**6 / plan["share_alpha_ppm"]) + slack)
+        if half and not out:  # 02, `dominance-reach`: winning s of the challenges left would not crown
+            more = max(plan["challenges"] - n, 0) * S // 10**6
+            out = not dominance_crown(w + more, l, -slack)
     return crown, not_better, out
 
 
@@ -82,7 +93,11 @@ def futile(plan, P, w, l, d, slack):
         lam = 2.0 ** -k / (1 - p1)
         caps.append(term(l, 1 + lam * p1) + term(d, 1 + lam * (p1 - 0.5)) + term(w, 1 - lam * (1 - p1)))
     M = P1 if plan["mean_margin_ppm"] is None else min(P + plan["mean_margin_ppm"], P1)
-    return h * 10**6 < 2 * n * M and log_mean_exp8(caps) >= math.log(10**6 / plan["futility_alpha_ppm"]) + slack
+    below = h * 10**6 < 2 * n * M
+    if plan.get("rise_ppm") is not None:  # 02: the mean condition rises U n / c over the bar
+        c = plan["challenges"]
+        below = h * 10**6 < 2 * n * P1 and h * 10**6 * c < 2 * n * (M * c + plan["rise_ppm"] * n)
+    return below and log_mean_exp8(caps) >= math.log(10**6 / plan["futility_alpha_ppm"]) + slack
 
 
 def decision_allowed(parse_plan, rule, P, dec):

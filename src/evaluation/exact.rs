@@ -368,6 +368,112 @@ fn highest_where(end: u64, holds: impl Fn(u64) -> bool) -> u64 {
     low
 }
 
+/// The vertices of the outcome odds `(win, draw, loss)` a contender that is **not
+/// better** than the bar `p0` may play at one challenge (mean score at most `p0`, at most
+/// `rate` of the decisive games won): always lose; always draw; win `p0` or lose; and win
+/// `b`, lose `b (1 - rate) / rate`, draw the rest, with the mean at `p0`. The expected
+/// cost is linear in the odds, so the worst adaptive strategy plays one of them at each
+/// state (issue 76).
+pub fn not_better_vertices(p0: f64, rate: f64) -> [(f64, f64, f64); 4] {
+    let lose_per_win = (1.0 - rate) / rate;
+    let b = (p0 - 0.5) / (1.0 - (1.0 + lose_per_win) / 2.0);
+    [(0.0, 0.0, 1.0), (0.0, 1.0, 0.0), (p0, 0.0, 1.0 - p0), (b, 1.0 - b - b * lose_per_win, b * lose_per_win)]
+}
+
+/// The most challenges, in expectation, any contender can make one env last by choosing
+/// its odds at every challenge from `actions` after everything seen (issue 76's bound on
+/// what a contender not better than the bar costs), and the same for the first action
+/// played throughout. Backward induction over `(n, w, d)` under any stop that, for fixed
+/// challenges and draws, crowns on an upper interval of wins and dismisses on a lower one
+/// (as [`env_figures_of`]); O(cap^3) states, each row of a layer in parallel.
+pub fn worst_expected_challenges(
+    crowns: &(dyn Fn(u64, u64, u64) -> bool + Sync),
+    dismisses: &(dyn Fn(u64, u64, u64) -> bool + Sync),
+    cap: u64,
+    actions: &[(f64, f64, f64)],
+) -> (f64, f64) {
+    use rayon::prelude::*;
+    let cap = cap as usize;
+    // Per (n, d): wins that go on lie strictly between `low` (dismissed at or below) and
+    // `up` (crowned at or above).
+    let at = |n: usize, d: usize| n * (n + 1) / 2 + d;
+    let bounds: Vec<(i64, i64)> = (0..=cap)
+        .into_par_iter()
+        .flat_map_iter(|n| {
+            (0..=n).map(move |d| {
+                if n == 0 {
+                    return (-1, 1);
+                }
+                let (n_u, d_u) = (n as u64, d as u64);
+                let low = futility_threshold(dismisses, n_u, d_u).map_or(-1, |w| w as i64);
+                let up = crown_threshold(crowns, n_u, d_u).map_or(n_u as i64 - d_u as i64 + 1, |w| w as i64);
+                (low, up)
+            })
+        })
+        .collect();
+    let goes_on = |n: usize, w: usize, d: usize| {
+        let (low, up) = bounds[at(n, d)];
+        (w as i64) > low && (w as i64) < up
+    };
+    let side = cap + 2;
+    // value[d * side + w]: expected challenges still to play after n, at n + 1 then n.
+    let (mut next, mut here) = (vec![0.0f64; side * side], vec![0.0f64; side * side]);
+    let (mut next_first, mut here_first) = (next.clone(), next.clone());
+    for n in (0..cap).rev() {
+        let rows: Vec<(usize, Vec<f64>, Vec<f64>)> = (0..=n)
+            .into_par_iter()
+            .map(|d| {
+                let value = |layer: &[f64], w: usize, d: usize| {
+                    if goes_on(n + 1, w, d) {
+                        layer[d * side + w]
+                    } else {
+                        0.0
+                    }
+                };
+                let (mut row, mut row_first) = (vec![0.0; n - d + 1], vec![0.0; n - d + 1]);
+                for w in 0..=n - d {
+                    if !goes_on(n, w, d) {
+                        continue;
+                    }
+                    let step = |layer: &[f64], &(win, draw, loss): &(f64, f64, f64)| {
+                        1.0 + win * value(layer, w + 1, d) + draw * value(layer, w, d + 1) + loss * value(layer, w, d)
+                    };
+                    row[w] = actions.iter().map(|a| step(&next, a)).fold(0.0, f64::max);
+                    row_first[w] = step(&next_first, &actions[0]);
+                }
+                (d, row, row_first)
+            })
+            .collect();
+        for (d, row, row_first) in rows {
+            here[d * side..d * side + row.len()].copy_from_slice(&row);
+            here_first[d * side..d * side + row_first.len()].copy_from_slice(&row_first);
+        }
+        std::mem::swap(&mut next, &mut here);
+        std::mem::swap(&mut next_first, &mut here_first);
+    }
+    (next[0], next_first[0])
+}
+
+/// The crown and dismissal of a whole `score` plan at one env's counts, as
+/// [`plan_env_figures`] reads them, for [`worst_expected_challenges`].
+pub fn plan_stops<'a>(
+    rule: &'a StoppingRule,
+    futility: Option<&'a super::stopping::BarFutility>,
+    p0: f64,
+) -> (impl Fn(u64, u64, u64) -> bool + Sync + 'a, impl Fn(u64, u64, u64) -> bool + Sync + 'a) {
+    let p0_ppm = libm::round(p0 * 1e6) as u32;
+    let alone = score_rule_alone(rule);
+    let score = move |w: u64, l: u64, d: u64| alone.verdict_on(w as u32, l as u32, d as u32, p0);
+    let crowns = move |w: u64, l: u64, d: u64| {
+        score(w, l, d) == Verdict::Better || rule.dominance().is_some_and(|dom| dom.crowns(w, l, 0.0))
+    };
+    let dismisses = move |w: u64, l: u64, d: u64| {
+        (score(w, l, d) == Verdict::NotBetter || futility.is_some_and(|f| f.is_futile(w, l, d, p0_ppm, 0.0)))
+            && rule.dominance().is_none_or(|dom| dom.is_out(w, l, d, 0.0))
+    };
+    (crowns, dismisses)
+}
+
 /// The highest chance of a crown any contender whose mean score never exceeds `p0`
 /// (`1/2 <= p0 < 1`) can reach in one env within `cap` challenges, choosing its outcome
 /// odds adaptively, and that strategy's figure against a contender that never draws
@@ -513,6 +619,34 @@ mod tests {
         let at = Boundaries::new(&DEFAULT_RULE, 4000, 0.9);
         let (f, _) = env_figures_with_futility(&at, &futility, 900_000, 4000, 0.9, 0.1);
         assert_eq!(f.median_challenges, 173, "{f:?}");
+    }
+
+    /// The worst adaptive cost against the plain programs: played with one action only it
+    /// is that contender's expected challenges (`env_figures_of`), and the best of the
+    /// four vertices adaptively is at least each of them played throughout.
+    #[test]
+    fn the_worst_adaptive_cost_is_at_least_every_fixed_contenders_and_equal_to_one_played_alone() {
+        let cap = 120u64;
+        let (rule, futility) = crate::evaluation::plan::parse_plan(crate::protocol::PLAN_V4).expect("a plan");
+        let rule = rule.with_max_challenges(cap);
+        let Some(crate::evaluation::stopping::Futility::Bar(bar)) = futility else { panic!("a bar futility") };
+        let bar = BarFutility { rise: bar.rise.map(|r| crate::evaluation::stopping::Rise { over: cap, ..r }), ..bar };
+        for p0 in [0.51, 0.7, 0.95] {
+            let (crowns, dismisses) = plan_stops(&rule, Some(&bar), p0);
+            let vertices = not_better_vertices(p0, 0.95);
+            let (worst, _) = worst_expected_challenges(&crowns, &dismisses, cap, &vertices);
+            for vertex in vertices {
+                let (alone, first) = worst_expected_challenges(&crowns, &dismisses, cap, &[vertex]);
+                assert!((alone - first).abs() < 1e-9);
+                let (figures, pruned) = env_figures_of(&crowns, &dismisses, cap, vertex.0, vertex.2);
+                assert!(pruned < 1e-12);
+                assert!((alone - figures.expected_challenges).abs() < 1e-6, "{p0} {vertex:?}: {alone} {figures:?}");
+                assert!(worst >= alone - 1e-9, "{p0}: {worst} < {alone}");
+                let (win, draw, loss) = vertex;
+                assert!((win + draw + loss - 1.0).abs() < 1e-12 && win + draw / 2.0 <= p0 + 1e-12);
+                assert!(win * 0.05 <= loss * 0.95 + 1e-12, "at most 95% of decisive games won");
+            }
+        }
     }
 
     #[test]

@@ -303,12 +303,36 @@ fn vectors() -> serde_json::Value {
 fn decision_vectors() -> Vec<serde_json::Value> {
     use af::evaluation::exact::score_rule_alone;
     use af::evaluation::stopping::{BarFutility, Futility, DEFAULT_FUTILITY, DEFAULT_RULE};
-    let older = Futility::Bar(BarFutility { margin_ppm: 65_000, alpha_ppm: 50_000, mean_margin_ppm: None });
+    let older =
+        Futility::Bar(BarFutility { margin_ppm: 65_000, alpha_ppm: 50_000, mean_margin_ppm: None, rise: None });
     let mut all = plan_decisions(&DEFAULT_RULE, DEFAULT_FUTILITY, &DOMINANCE_COUNTS);
     all.extend(plan_decisions(&score_rule_alone(&DEFAULT_RULE), DEFAULT_FUTILITY, &[]));
     all.extend(plan_decisions(&score_rule_alone(&DEFAULT_RULE), older, &[]));
+    let (v4_rule, v4_futility) = af::evaluation::plan::parse_plan(af::protocol::PLAN_V4).expect("a plan");
+    all.extend(plan_decisions(&v4_rule, v4_futility.expect("a futility stop"), &V4_COUNTS));
     all
 }
+
+/// (wins, losses, draws, ratio) at version 4's edges (ledger-spec/02, `dominance-reach`
+/// and `rise_ppm`): an unbeaten run crowned from 114 wins, a copy out of reach at 72, one
+/// loss out of reach unless the wins won and 4% of the challenges left reach 325, the
+/// reach at 3,000 challenges, and the rising mean condition at 2,000 and at 200.
+const V4_COUNTS: [(u32, u32, u32, u32); 14] = [
+    (114, 0, 2000, 900_000),
+    (113, 0, 2000, 900_000),
+    (0, 0, 72, 510_000),
+    (0, 0, 71, 510_000),
+    (19, 1, 380, 900_000),
+    (205, 1, 794, 900_000),
+    (204, 1, 795, 900_000),
+    (89, 0, 2911, 950_000),
+    (88, 0, 2912, 950_000),
+    (1030, 970, 0, 510_000),
+    (1040, 960, 0, 510_000),
+    (1039, 961, 0, 510_000),
+    (103, 97, 0, 510_000),
+    (325, 1, 2000, 900_000),
+];
 
 /// (wins, losses, draws, ratio) where the dominance crown decides (ledger-spec/02).
 const DOMINANCE_COUNTS: [(u32, u32, u32, u32); 9] = [
