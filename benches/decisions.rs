@@ -441,7 +441,7 @@ fn blocks_until_crowned(params: &RatioParams, bar: &RatioToBeat, crown: impl Fn(
 /// version 4's, per env and per match (4 envs, 2 model calls a challenge; the default six
 /// envs cost 1.5 times as much).
 fn costs(cap: u64) {
-    use af::evaluation::exact::{not_better_vertices, plan_stops, worst_expected_challenges};
+    use af::evaluation::exact::{not_better_vertices, worst_expected_challenges, PlanStops};
     use af::evaluation::plan::parse_plan;
     let plan = |text: &str| {
         let (rule, futility) = parse_plan(text).expect("a network plan");
@@ -520,7 +520,8 @@ fn costs(cap: u64) {
     };
     for p0 in worst_bars {
         let worst = |(rule, bar): &(af::evaluation::stopping::StoppingRule, BarFutility)| {
-            let (crowns, dismisses) = plan_stops(rule, Some(bar), p0);
+            let stops = PlanStops::new(rule, Some(bar), p0);
+            let (crowns, dismisses) = (|w, l, d| stops.crowns(w, l, d), |w, l, d| stops.dismisses(w, l, d));
             let mut vertices = not_better_vertices(p0, 0.95);
             vertices.swap(0, 2); // the first is reported alone: win p0 or lose
             worst_expected_challenges(&crowns, &dismisses, cap, &vertices)

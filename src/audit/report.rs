@@ -135,10 +135,24 @@ pub(crate) fn decision(outcome: Option<EnvOutcome>) -> &'static str {
     }
 }
 
-fn env_tally(env: &EnvRow) -> Markup {
+/// An env's decision in words, saying why one is inconclusive: cut short because the
+/// match was decided first (fewer challenges than the plan's cap), or the cap reached.
+fn env_decision_words(env: &EnvRow, rule: &str) -> String {
+    let played = u64::from(env.wins) + u64::from(env.losses) + u64::from(env.draws);
+    let cap = crate::evaluation::plan::parse_plan(rule).and_then(|(rule, _)| rule.max_challenges());
+    match (env.decision, cap) {
+        (Some(EnvOutcome::Inconclusive), Some(cap)) if played < cap => {
+            "undecided: cut short, the match was decided first".to_string()
+        }
+        (Some(EnvOutcome::Inconclusive), Some(cap)) => format!("inconclusive: the cap of {cap} challenges was reached"),
+        (outcome, _) => decision(outcome).to_string(),
+    }
+}
+
+fn env_tally(env: &EnvRow, rule: &str) -> Markup {
     html! {
         div data-env=(env.env) {
-            b { (env.env) } " " (env.wins) "W/" (env.losses) "L/" (env.draws) "D, " (decision(env.decision))
+            b { (env.env) } " " (env.wins) "W/" (env.losses) "L/" (env.draws) "D, " (env_decision_words(env, rule))
         }
     }
 }
@@ -344,7 +358,7 @@ fn match_rows(rows: &[MatchRow]) -> Markup {
                         td { (miner(&m.contender)) }
                         td { (miner(&m.champion)) }
                         td.n { (ratio(m.ratio_to_beat_ppm)) }
-                        td { @for env in &m.envs { (env_tally(env)) } }
+                        td { @for env in &m.envs { (env_tally(env, &m.rule)) } }
                         td { @match m.contender_won { Some(true) => "contender won", Some(false) => "champion stays", None => "open" } }
                         td.n { @match m.new_ratio_to_beat_ppm { Some(r) => (ratio(r)), None => "-" } }
                     }
@@ -411,6 +425,23 @@ mod tests {
         let cut = identity(None, "5DevnetMiner0noisy_0_3", "hover").into_string();
         assert!(cut.contains("5DevnetM…</code>") && cut.contains("class=\"nowrap\""), "{cut}");
         assert!(STYLE.contains(".nowrap{white-space:nowrap}"), "the report's style keeps it on one line");
+    }
+
+    /// Issue 75, item 9: an env the match's decision cut short is not called plainly
+    /// "inconclusive"; one that reached the cap says so.
+    #[test]
+    fn an_inconclusive_env_says_whether_it_was_cut_short_or_reached_the_cap() {
+        let env = |wins, decision| EnvRow { env: "mult".into(), wins, losses: 0, draws: 0, decision };
+        let plan = crate::protocol::PLAN_V4;
+        let cut = env_decision_words(&env(30, Some(EnvOutcome::Inconclusive)), plan);
+        assert_eq!(cut, "undecided: cut short, the match was decided first");
+        let capped = env_decision_words(&env(4_000, Some(EnvOutcome::Inconclusive)), plan);
+        assert_eq!(capped, "inconclusive: the cap of 4000 challenges was reached");
+        assert_eq!(env_decision_words(&env(144, Some(EnvOutcome::ContenderBetter)), plan), "better");
+        assert_eq!(
+            env_decision_words(&env(3, Some(EnvOutcome::Inconclusive)), "mixture alpha=0.05 prior=4,4"),
+            "inconclusive"
+        );
     }
 
     #[test]

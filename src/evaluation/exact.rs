@@ -454,24 +454,36 @@ pub fn worst_expected_challenges(
     (next[0], next_first[0])
 }
 
-/// The crown and dismissal of a whole `score` plan at one env's counts, as
-/// [`plan_env_figures`] reads them, for [`worst_expected_challenges`].
-pub fn plan_stops<'a>(
+/// The crown and dismissal of a whole `score` plan at one env's counts against the bar
+/// `p0`, as [`plan_env_figures`] reads them, for [`worst_expected_challenges`].
+pub struct PlanStops<'a> {
     rule: &'a StoppingRule,
+    alone: StoppingRule,
     futility: Option<&'a super::stopping::BarFutility>,
     p0: f64,
-) -> (impl Fn(u64, u64, u64) -> bool + Sync + 'a, impl Fn(u64, u64, u64) -> bool + Sync + 'a) {
-    let p0_ppm = libm::round(p0 * 1e6) as u32;
-    let alone = score_rule_alone(rule);
-    let score = move |w: u64, l: u64, d: u64| alone.verdict_on(w as u32, l as u32, d as u32, p0);
-    let crowns = move |w: u64, l: u64, d: u64| {
-        score(w, l, d) == Verdict::Better || rule.dominance().is_some_and(|dom| dom.crowns(w, l, 0.0))
-    };
-    let dismisses = move |w: u64, l: u64, d: u64| {
-        (score(w, l, d) == Verdict::NotBetter || futility.is_some_and(|f| f.is_futile(w, l, d, p0_ppm, 0.0)))
-            && rule.dominance().is_none_or(|dom| dom.is_out(w, l, d, 0.0))
-    };
-    (crowns, dismisses)
+}
+
+impl<'a> PlanStops<'a> {
+    pub fn new(rule: &'a StoppingRule, futility: Option<&'a super::stopping::BarFutility>, p0: f64) -> Self {
+        PlanStops { rule, alone: score_rule_alone(rule), futility, p0 }
+    }
+
+    fn score(&self, w: u64, l: u64, d: u64) -> Verdict {
+        self.alone.verdict_on(w as u32, l as u32, d as u32, self.p0)
+    }
+
+    /// A crown, by the score rule or the dominance crown.
+    pub fn crowns(&self, w: u64, l: u64, d: u64) -> bool {
+        self.score(w, l, d) == Verdict::Better || self.rule.dominance().is_some_and(|dom| dom.crowns(w, l, 0.0))
+    }
+
+    /// A "not better" stop (the rule's or the futility stop's) with the dominance crown
+    /// out of reach.
+    pub fn dismisses(&self, w: u64, l: u64, d: u64) -> bool {
+        let p0_ppm = libm::round(self.p0 * 1e6) as u32;
+        (self.score(w, l, d) == Verdict::NotBetter || self.futility.is_some_and(|f| f.is_futile(w, l, d, p0_ppm, 0.0)))
+            && self.rule.dominance().is_none_or(|dom| dom.is_out(w, l, d, 0.0))
+    }
 }
 
 /// The highest chance of a crown any contender whose mean score never exceeds `p0`
@@ -632,7 +644,8 @@ mod tests {
         let Some(crate::evaluation::stopping::Futility::Bar(bar)) = futility else { panic!("a bar futility") };
         let bar = BarFutility { rise: bar.rise.map(|r| crate::evaluation::stopping::Rise { over: cap, ..r }), ..bar };
         for p0 in [0.51, 0.7, 0.95] {
-            let (crowns, dismisses) = plan_stops(&rule, Some(&bar), p0);
+            let stops = PlanStops::new(&rule, Some(&bar), p0);
+            let (crowns, dismisses) = (|w, l, d| stops.crowns(w, l, d), |w, l, d| stops.dismisses(w, l, d));
             let vertices = not_better_vertices(p0, 0.95);
             let (worst, _) = worst_expected_challenges(&crowns, &dismisses, cap, &vertices);
             for vertex in vertices {

@@ -117,7 +117,7 @@ pub fn render(name: &str, replay: &Replay, chain: &FromChain, paging: Paging) ->
         "subnet.html" => subnet(replay, identities, chain.head),
         "miners.html" => miners(replay, chain, paging)?,
         "matches.html" => matches(replay, identities, paging)?,
-        "history.html" => history(replay),
+        "history.html" => history(replay, identities),
         _ => return None,
     };
     let title = PAGES.iter().find(|(file, _)| *file == name).map_or("", |(_, title)| title);
@@ -554,7 +554,7 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
     })
 }
 
-fn history(replay: &Replay) -> Markup {
+fn history(replay: &Replay, identities: &Identities) -> Markup {
     let state = &replay.state;
     let points = ratio_points(&state.matches, RATIO_POINTS);
     let steps = network_ratio_steps(replay);
@@ -578,20 +578,26 @@ fn history(replay: &Replay) -> Markup {
         }
         h2 { "Ratio to beat over chain blocks" }
         @if points.is_empty() { p.muted { "No match decided at a chain block yet." } }
-        @else { (ratio_chart(&points, &steps, &colors)) }
+        @else { (ratio_chart(&points, &steps, &colors, identities)) }
         h2 { "vTrust over chain blocks" }
         @match crate::replay::vtrust_history::vtrust_history(&replay.folds, &state.matches, &DEFAULT_RATIO_PARAMS, VTRUST_POINTS) {
             Err(e) => p.muted { "The vTrust history could not be read: " (e) },
             Ok(history) if history.is_empty() => p.muted { "No match started at a chain block yet." },
             Ok(history) => {
                 p.muted { "Each point is what a replay of every log cut back to the matches started at or before that block gives." }
-                (vtrust_chart(&history, &colors))
+                (vtrust_chart(&history, &colors, identities))
             }
         }
         h2 { "vTrust now" }
         table #vtrust {
-            tr { th { "validator" } th { "vTrust" } }
-            @for v in &state.validators { tr { td { (short(&v.validator)) } td.n { (percent(u64::from(v.vtrust_ppm))) } } }
+            tr { th { "validator" } th { "ledger key" } th { "vTrust" } }
+            @for v in &state.validators {
+                tr {
+                    td { (validator_cell(&v.validator, identities)) }
+                    td { (short(&v.validator)) }
+                    td.n { (percent(u64::from(v.vtrust_ppm))) }
+                }
+            }
         }
     }
 }
@@ -682,16 +688,26 @@ fn color(colors: &BTreeMap<ValidatorKey, usize>, validator: &ValidatorKey) -> (&
 }
 
 /// The legend of both charts: each validator's color and short key.
-fn legend<'a>(colors: &BTreeMap<ValidatorKey, usize>, validators: impl Iterator<Item = &'a ValidatorKey>) -> Markup {
+/// Each validator's color, named as every page names it (uid and hotkey where the chain
+/// was read, its ledger key on hover; else the ledger key).
+fn legend<'a>(
+    colors: &BTreeMap<ValidatorKey, usize>,
+    validators: impl Iterator<Item = &'a ValidatorKey>,
+    identities: &Identities,
+) -> Markup {
     html! {
         @for validator in validators {
-            span style=(format!("color:{}", color(colors, validator).0)) { "\u{25a0} " } (short(validator)) " "
+            span style=(format!("color:{}", color(colors, validator).0)) { "\u{25a0} " } (validator_cell(validator, identities)) " "
         }
     }
 }
 
 /// Each validator's vTrust over chain blocks, one line per validator, as SVG.
-fn vtrust_chart(history: &[(u64, Vec<(ValidatorKey, u32)>)], colors: &BTreeMap<ValidatorKey, usize>) -> Markup {
+fn vtrust_chart(
+    history: &[(u64, Vec<(ValidatorKey, u32)>)],
+    colors: &BTreeMap<ValidatorKey, usize>,
+    identities: &Identities,
+) -> Markup {
     let frame = Frame::new(history.first().map_or(0, |p| p.0), history.last().map_or(1, |p| p.0), 0);
     let mut validators: Vec<ValidatorKey> = history.iter().flat_map(|(_, v)| v.iter().map(|(k, _)| *k)).collect();
     validators.sort_unstable();
@@ -712,7 +728,7 @@ fn vtrust_chart(history: &[(u64, Vec<(ValidatorKey, u32)>)], colors: &BTreeMap<V
     };
     html! {
         (frame.chart("vtrust-chart", "Each validator's vTrust, by chain block", lines))
-        p.legend { (legend(colors, validators.iter())) }
+        p.legend { (legend(colors, validators.iter(), identities)) }
     }
 }
 
@@ -723,6 +739,7 @@ fn ratio_chart(
     points: &[(ValidatorKey, Vec<(u64, u32)>)],
     steps: &[(u64, u32)],
     colors: &BTreeMap<ValidatorKey, usize>,
+    identities: &Identities,
 ) -> Markup {
     let blocks = points.iter().flat_map(|(_, p)| p.iter().map(|p| p.0)).chain(steps.iter().map(|s| s.0));
     let (first, last) = blocks.fold((u64::MAX, 0), |(lo, hi), b| (lo.min(b), hi.max(b)));
@@ -745,7 +762,7 @@ fn ratio_chart(
     html! {
         (frame.chart("ratio-chart", "The ratio each validator's votes set, and the network's ratio to beat, by chain block", content))
         p.legend {
-            (legend(colors, points.iter().map(|(v, _)| v)))
+            (legend(colors, points.iter().map(|(v, _)| v), identities))
             @if !steps.is_empty() { span { "\u{2014} the network's ratio to beat, as each crowning set it (before decay)" } }
             @else { span.muted { "no crowning at a chain block yet: the network's ratio to beat is its starting value" } }
         }

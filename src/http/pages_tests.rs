@@ -142,7 +142,12 @@ fn the_vtrust_chart_draws_a_line_per_validator_with_each_point() {
     let (a, b) = (ValidatorKey([1; 32]), ValidatorKey([2; 32]));
     let history = vec![(100, vec![(a, 1_000_000), (b, 1_000_000)]), (250, vec![(a, 1_000_000), (b, 800_000)])];
     let colors = [(a, 0), (b, 1)].into_iter().collect();
-    let svg = vtrust_chart(&history, &colors).into_string();
+    let identities: Identities = [(a, (Some(3), "5ValidatorA".to_string()))].into_iter().collect();
+    let svg = vtrust_chart(&history, &colors, &identities).into_string();
+    // The legend names a validator as the other pages do: uid and hotkey where known,
+    // the ledger key on hover; a validator the chain did not name, by its ledger key.
+    assert!(svg.contains("uid 3") && svg.contains("5ValidatorA") && svg.contains(&format!("ledger key {a}")), "{svg}");
+    assert!(svg.contains(&b.to_hex()[..8]), "{svg}");
     assert_eq!(svg.matches("<g data-validator=").count(), 2, "{svg}");
     assert!(svg.contains(&format!("data-validator=\"{}\"", b.to_hex())));
     assert!(svg.contains("data-block=\"250\" data-ppm=\"800000\""), "{svg}");
@@ -150,7 +155,7 @@ fn the_vtrust_chart_draws_a_line_per_validator_with_each_point() {
     // Equal lines do not hide each other: the second is dashed.
     assert!(svg.contains("stroke-dasharray=\"none\"") && svg.contains("stroke-dasharray=\"10 5\""), "{svg}");
     // The ratio chart shares the frame, from 50% up: its floor sits on the x axis.
-    let ratio = ratio_chart(&[(a, vec![(100, 500_000), (250, 720_000)])], &[], &colors).into_string();
+    let ratio = ratio_chart(&[(a, vec![(100, 500_000), (250, 720_000)])], &[], &colors, &identities).into_string();
     assert!(ratio.contains("id=\"ratio-chart\"") && ratio.contains("data-block=\"250\" data-ppm=\"720000\""));
     assert!(ratio.contains("cx=\"40.0\" cy=\"200.0\""), "{ratio}");
 }

@@ -124,6 +124,13 @@ impl NetworkSpec {
             faults: Faults::default(),
         }
     }
+
+    /// The same network played under the plan `text` (a protocol version's: a network
+    /// replayed by the `local` table plays the newest version's plan, ledger-spec/15).
+    pub fn with_plan(self, text: &str) -> NetworkSpec {
+        let (rule, futility) = crate::evaluation::plan::parse_plan(text).expect("a plan af knows");
+        NetworkSpec { rule, futility, max_challenges: rule.max_challenges().unwrap_or(self.max_challenges), ..self }
+    }
 }
 
 /// The ledger key of synthetic validator `i`.

@@ -18,8 +18,12 @@ fn network(leaves: Vec<usize>) -> (tempfile::TempDir, Replay) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path()).unwrap();
     let faults = Faults { champion_leaves: Some((2, 1, leaves)), ..Faults::default() };
-    let spec =
-        NetworkSpec { matches: vec![(1, 0), (2, 1), (0, 2)], events_per_block: 16, faults, ..NetworkSpec::small(3) };
+    let spec = NetworkSpec {
+        matches: vec![(1, 0), (2, 1), (0, 2)],
+        events_per_block: 16,
+        faults,
+        ..NetworkSpec::small(3).with_plan(af::protocol::PLAN_V4)
+    };
     write_network(&store, &spec).unwrap();
     let replayed = replay_local(&store);
     (dir, replayed)
@@ -58,7 +62,11 @@ fn a_third_of_the_trust_saying_the_champion_left_changes_nothing() {
 fn a_champion_gone_after_the_last_match_holds_no_weight() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path()).unwrap();
-    let keys = write_network(&store, &NetworkSpec { events_per_block: 16, ..NetworkSpec::small(3) }).unwrap();
+    let keys = write_network(
+        &store,
+        &NetworkSpec { events_per_block: 16, ..NetworkSpec::small(3).with_plan(af::protocol::PLAN_V4) },
+    )
+    .unwrap();
     let before = replay_local(&store);
     let champion = before.state.champion.clone().unwrap();
     assert_eq!((&*champion.hotkey, before.state.weights.clone()), ("5SynthPerfect", vec![(1, u16::MAX)]));

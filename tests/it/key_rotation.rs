@@ -22,7 +22,11 @@ fn network(rotate_after: Option<usize>) -> (tempfile::TempDir, Vec<ValidatorKey>
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path()).unwrap();
     let faults = Faults { rotate: rotate_after.map(|n| (1, n)), ..Faults::default() };
-    let keys = write_network(&store, &NetworkSpec { events_per_block: 16, faults, ..NetworkSpec::small(3) }).unwrap();
+    let keys = write_network(
+        &store,
+        &NetworkSpec { events_per_block: 16, faults, ..NetworkSpec::small(3).with_plan(af::protocol::PLAN_V4) },
+    )
+    .unwrap();
     (dir, keys)
 }
 
@@ -382,6 +386,10 @@ fn a_devnet_through_a_key_rotation_a_validator_swap_and_a_champion_swap_agrees_o
         assert!(state.discrepancies.is_empty(), "{holder}: {:?}", state.discrepancies);
         assert_eq!(state.validators.len(), 3, "{holder} holds A's two logs and B's");
         assert!(state.validators.iter().all(|v| v.vtrust_ppm == 1_000_000 && !v.equivocated), "{holder}");
+        // A devnet on a local chain plays the newest version's plan from block 0 (15).
+        let matches: Vec<_> = replayed.folds.iter().flat_map(|f| f.matches.values()).collect();
+        assert!(!matches.is_empty(), "{holder}: matches were played");
+        assert!(matches.iter().all(|m| &*m.rule == af::protocol::PLAN_V4 && m.network_rules), "{holder}");
         let new_fold = replayed.folds.iter().find(|f| f.validator == new).unwrap();
         assert!(new_fold.succeeds.is_some_and(|s| s.old_key == old), "{holder}: A's new log names its old one");
         for m in state.matches.iter() {

@@ -303,8 +303,7 @@ fn vectors() -> serde_json::Value {
 fn decision_vectors() -> Vec<serde_json::Value> {
     use af::evaluation::exact::score_rule_alone;
     use af::evaluation::stopping::{BarFutility, Futility, DEFAULT_FUTILITY, DEFAULT_RULE};
-    let older =
-        Futility::Bar(BarFutility { margin_ppm: 65_000, alpha_ppm: 50_000, mean_margin_ppm: None, rise: None });
+    let older = Futility::Bar(BarFutility { margin_ppm: 65_000, alpha_ppm: 50_000, mean_margin_ppm: None, rise: None });
     let mut all = plan_decisions(&DEFAULT_RULE, DEFAULT_FUTILITY, &DOMINANCE_COUNTS);
     all.extend(plan_decisions(&score_rule_alone(&DEFAULT_RULE), DEFAULT_FUTILITY, &[]));
     all.extend(plan_decisions(&score_rule_alone(&DEFAULT_RULE), older, &[]));
