@@ -270,12 +270,19 @@ def subnet_pages(browser, audit, site):
             reigns: document.querySelectorAll("#champions tr").length - 1,
             played_logs: [...document.querySelectorAll("#miners div.played")].map(d => d.querySelectorAll("[data-log]").length),
             vtrust_lines: [...document.querySelectorAll("#vtrust-chart g[data-validator]")].map(g => g.dataset.validator),
+            models: [...document.querySelectorAll("span.model")].map(m => ({ text: m.textContent, title: m.title,
+                wrap: getComputedStyle(m).overflowWrap, lines: m.getClientRects().length })),
         })""")
         check(not errors, f"{name} page: no console errors", errors)
         check(shown[name]["nav"] == ["Subnet", "Miners", "Matches", "History"], f"{name} page: navigation", shown[name]["nav"])
         check("undefined" not in shown[name]["text"] and "NaN" not in shown[name]["text"],
               f"{name} page: every value filled")
         no_sideways_scroll(page, name + " page")
+        # Issue 75, item 7: a model@revision breaks only after a "/" or before its "@".
+        models = shown[name]["models"]
+        check(all(m["text"] == m["title"] and m["wrap"] == "normal"
+                  and m["lines"] <= 1 + m["text"].count("/") + m["text"].count("@") for m in models),
+              f"{name} page: model names whole, broken only after a / or before the @", models)
         page.screenshot(path=os.path.join(OUT, name + "-page.png"), full_page=True)
         page.close()
     expected = {v["validator"]: v["vtrust_ppm"] for v in audit["state"]["validators"]}
@@ -295,6 +302,7 @@ def subnet_pages(browser, audit, site):
     played_logs = shown["miners"]["played_logs"]
     check(played_logs and all(n >= 1 for n in played_logs),
           "miners page: each match's tallies labelled with the log they are from", played_logs)
+    check(shown["miners"]["models"] and shown["matches"]["models"], "miners and matches pages: models shown as models")
     check(shown["matches"]["matches"] == len(audit["state"]["matches"]), "matches page: a row group per match",
           shown["matches"]["matches"])
     check(shown["history"]["reigns"] == len(audit["state"]["champion_history"]), "history page: a row per reign")

@@ -87,9 +87,13 @@ pub(crate) fn identity(uid: Option<u16>, hotkey: &str, hover: &str) -> Markup {
 /// A miner as the pages show one: its short hotkey (the whole in the tooltip) over its
 /// `model@revision`, which breaks only after a `/` or before the `@`, never mid-word.
 fn miner(m: &crate::replay::model::HeldMiner) -> Markup {
-    let model = m.model.to_string();
+    html! { (short(&m.hotkey)) br; (model_text(&m.model)) }
+}
+
+/// A `model@revision` as every page shows one: it may break after a `/` or before the
+/// `@`, never inside a word ("noisy:0.3@r1" stays whole, issue 75 item 7).
+pub(crate) fn model_text(model: &str) -> Markup {
     html! {
-        (short(&m.hotkey)) br;
         span.model title=(model) {
             @for (i, part) in model.split_inclusive('/').enumerate() {
                 @if i > 0 { wbr; }
@@ -442,6 +446,13 @@ mod tests {
             env_decision_words(&env(3, Some(EnvOutcome::Inconclusive)), "mixture alpha=0.05 prior=4,4"),
             "inconclusive"
         );
+    }
+
+    #[test]
+    fn a_model_breaks_only_after_a_slash_or_before_its_revision() {
+        let text = model_text("org/noisy:0.3@r1").into_string();
+        assert_eq!(text, "<span class=\"model\" title=\"org/noisy:0.3@r1\">org/<wbr>noisy:0.3<wbr>@r1</span>");
+        assert!(STYLE.contains(".model{") && STYLE.contains("overflow-wrap:normal"), "no break inside a word");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! their relative links work in both. No scripts: every value is escaped by maud, and
 //! the charts are SVG drawn here.
 
-use crate::audit::report::{date, decision, duration, identity, short, RATIO_NEVER_SET_ON_CHAIN, STYLE};
+use crate::audit::report::{date, decision, duration, identity, model_text, short, RATIO_NEVER_SET_ON_CHAIN, STYLE};
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::chain::weight_shares;
 // The legacy ratio parameters only reach logs of mixture plans (score plans carry theirs).
@@ -148,8 +148,8 @@ pub fn match_page(
     };
     let body = html! {
         p #match-head {
-            (miner_cell(&played.contender)) " " code { (played.contender.model) } " (contender) against "
-            (miner_cell(&played.champion)) " " code { (played.champion.model) } " (champion), as validator "
+            (miner_cell(&played.contender)) " " (model_text(&played.contender.model)) " (contender) against "
+            (miner_cell(&played.champion)) " " (model_text(&played.champion.model)) " (champion), as validator "
             (short(validator)) " played it: match id " code { (id) } ". "
             b { @match &played.decided {
                 Some(d) => (if d.contender_won { "contender won" } else { "champion stays" }),
@@ -263,7 +263,7 @@ fn subnet(replay: &Replay, identities: &Identities, head: Option<u64>) -> Markup
         p #champion {
             "Champion: "
             @match &state.champion {
-                Some(c) => { (miner_cell(c)) " serving " code { (c.model) } }
+                Some(c) => { (miner_cell(c)) " serving " (model_text(&c.model)) }
                 None => { "none yet" }
             }
             "; the network's ratio to beat, as its last crowning set it, " b { (percent(u64::from(state.ratio_set_ppm))) }
@@ -422,7 +422,7 @@ fn miners(replay: &Replay, chain: &FromChain, paging: Paging) -> Option<Markup> 
                         @match &row.miner { Some(m) => (miner_cell(m)), None => code { (hotkey) } }
                         br; a.muted href=(explorer_link(hotkey)) { "transcripts, verified in your browser" }
                     }
-                    td { @if let Some(m) = &row.miner { code { (m.model) } } }
+                    td { @if let Some(m) = &row.miner { (model_text(&m.model)) } }
                     td {
                         @if row.champion { b { "champion" } }
                         @else if let Some((place, block)) = row.queued { "queued #" (place) " of " (n_queued) " (committed at block " (block) ")" }
@@ -521,8 +521,8 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
                                     br; span.muted { (percent(m.for_ppm * 1_000_000 / total)) " of the voting vTrust for the contender" }
                                 }
                             }
-                            td rowspan=(rows) { (miner_cell(&m.contender)) br; code { (m.contender.model) } }
-                            td rowspan=(rows) { (miner_cell(&m.champion)) br; code { (m.champion.model) } }
+                            td rowspan=(rows) { (miner_cell(&m.contender)) br; (model_text(&m.contender.model)) }
+                            td rowspan=(rows) { (miner_cell(&m.champion)) br; (model_text(&m.champion.model)) }
                         }
                         td {
                             (validator_cell(validator, identities)) br; span.muted { "match id " (short(match_id)) }
@@ -570,7 +570,7 @@ fn history(replay: &Replay, identities: &Identities) -> Markup {
                 @let until = state.champion_history.get(i + 1).map(|next| next.at_time_ms);
                 tr {
                     td { (miner_cell(&change.champion)) }
-                    td { code { (change.champion.model) } }
+                    td { (model_text(&change.champion.model)) }
                     td { (date(change.at_time_ms)) }
                     td { @match until { Some(u) => (duration(u.saturating_sub(change.at_time_ms))), None => "current" } }
                 }
@@ -593,7 +593,7 @@ fn history(replay: &Replay, identities: &Identities) -> Markup {
             tr { th { "validator" } th { "ledger key" } th { "vTrust" } }
             @for v in &state.validators {
                 tr {
-                    td { (validator_cell(&v.validator, identities)) }
+                    td { @if identities.contains_key(&v.validator) { (validator_cell(&v.validator, identities)) } @else { span.unproven { "not read from a chain" } } }
                     td { (short(&v.validator)) }
                     td.n { (percent(u64::from(v.vtrust_ppm))) }
                 }
