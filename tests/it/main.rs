@@ -7,6 +7,7 @@ mod chain_subtensor;
 mod champion_life;
 mod checkpoint;
 mod cli;
+mod docs_true;
 mod envs_golden;
 mod envs_programs;
 mod envs_props;
