@@ -368,7 +368,7 @@ fn improvers(cap: u64, after: &Config) {
 
 /// P(at least 3 of 4 independent envs better), each with probability `q`.
 /// P(a match is crowned) from its envs' P(crowned) `q`, independent and alike: a
-/// majority (`matchplay::majority_of`, 4) of the default six envs (README's
+/// majority (`matchplay::majority_of`, 4) of the default six envs (docs/operator.md's
 /// `[evaluation] envs`).
 fn four_of_six(q: f64) -> f64 {
     const ENVS: u32 = 6;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The journeys of a new operator, auditor and miner, run as the README tells them, against
+# The journeys of a new operator, auditor and miner, run as README.md and docs/ tell them, against
 # a devnet on loopback. Each step checks what a user would look at: exit codes, the
 # answers of health and metrics (metrics linted by promtool), the subnet pages, and that
 # every file af writes is taken back by the command that reads it.

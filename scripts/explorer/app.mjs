@@ -176,7 +176,7 @@ async function renderEntry(entry, index) {
   card.setAttribute('data-status', cls);
   card.classList.add(cls);
   if (cls === 'failed') {
-    // A failed entry shows the rule it breaks and none of its data (README).
+    // A failed entry shows the rule it breaks and none of its data (docs/auditor.md).
     card.append(badge('failed', `entry ${index + 1} is not proven: ${shown(words)}`));
     return { card, match: null };
   }

@@ -13,7 +13,7 @@ use crate::replay::fold::ChainFold;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// What a start from a checkpoint trusts, in words (the report and the README say it).
+/// What a start from a checkpoint trusts, in words (the report and docs/auditor.md say it).
 pub const TRUSTS: &str = "for each log started from a checkpoint, its blocks up to the checkpoint are not checked \
 here: the start trusts that at least one of the point's countersigners replayed them honestly (every one of them \
 signed the same fold hash in its own log, and only the validators named may countersign); every block after it is \

@@ -94,7 +94,7 @@ pub fn node(
                 status.counters.blocks_stored
             );
         }
-        // Stopped by a signal: 130, as `af validate` (README).
+        // Stopped by a signal: 130, as `af validate` (docs/operator.md).
         anyhow::Ok(if interrupted { ExitCode::from(super::EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
     });
     af::validator::service::close(runtime, closing);

@@ -231,7 +231,7 @@ fn validate_once(
             validator.serve(&mut summary).await;
         }
         let stopped = validator.stop().await?;
-        // Stopped by a signal, while playing or while serving: 130, as the README says.
+        // Stopped by a signal, while playing or while serving: 130, as docs/operator.md says.
         Ok(if summary.interrupted || stopped { ExitCode::from(super::EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
     });
     af::validator::service::close(runtime, closing);

@@ -3,7 +3,7 @@
 //! task from the prompt alone), an exact evaluator with CPython's semantics for the
 //! subset, and a generator driven only by the challenge's random stream.
 //!
-//! The subset (documented in the README, checked against CPython by a test):
+//! The subset (documented in docs/miner.md, checked against CPython by a test):
 //! ```text
 //! def g(n):                      # optional helper: digit sum, a bounded while loop
 //!     n = abs(n)

@@ -35,7 +35,7 @@ pub enum SignedError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the signing record {path} is unreadable ({reason}); it says how far this key's chain went, so nothing will be signed until it is whole: restore it, or see the README's \"A store that lost our chain is never signed on\"")]
+    #[error("the signing record {path} is unreadable ({reason}); it says how far this key's chain went, so nothing will be signed until it is whole: restore it, or see docs/operator.md, \"A store that lost our chain is never signed on\"")]
     Invalid { path: PathBuf, reason: String },
     #[error("the signing record {path} belongs to validator {recorded}, not to this key ({key}): the key file was replaced; put back the key that signed this data directory's chain")]
     OtherKey { path: PathBuf, recorded: ValidatorKey, key: ValidatorKey },

@@ -457,7 +457,7 @@ pub fn parse(text: &str, vars: impl Iterator<Item = (String, String)>) -> Result
 }
 
 /// Every numeric field's allowed range, inclusive, checked by name when a config is
-/// loaded (README, "Config"): a value outside is refused, never clamped.
+/// loaded (docs/operator.md): a value outside is refused, never clamped.
 pub const RANGES: &[(&str, u64, u64)] = &[
     ("ledger.block_max_events", 1, crate::limits::MAX_EVENTS_PER_BLOCK as u64),
     ("ledger.block_max_ms", 1, 3_600_000),

@@ -30,7 +30,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 /// The exit status of a service stopped by a signal (SIGINT, SIGTERM), its last block
-/// sealed (README): `af validate`, `af node`, and what the devnet expects of them.
+/// sealed (docs/operator.md): `af validate`, `af node`, and what the devnet expects of them.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
 #[derive(Debug, thiserror::Error)]

@@ -157,6 +157,20 @@ fn every_command_and_source_path_the_docs_show_exists() {
             }
         }
     }
+    // Every relative link resolves from the doc's own folder.
+    for doc in docs() {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        let name = doc.strip_prefix(root).unwrap().display().to_string();
+        for (at, _) in text.match_indices("](") {
+            let target: String = text[at + 2..].chars().take_while(|c| !matches!(c, ')' | '#' | ' ')).collect();
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            if !doc.parent().unwrap().join(&target).exists() {
+                wrong.push(format!("{name}: links `{target}`, which does not resolve"));
+            }
+        }
+    }
     assert!(n_commands > 50, "the docs show commands: {n_commands} found");
     assert!(wrong.is_empty(), "docs that name what does not exist:\n{}", wrong.join("\n"));
 }
@@ -177,4 +191,45 @@ fn a_made_up_command_and_a_placeholder_are_told_apart() {
         shown_commands("run `af audit --data d` then\n```sh\n$ af mirror --from U\ncargo x\n```"),
         ["af audit --data d", "af mirror --from U"]
     );
+}
+
+/// The line of docs/cli.md after which a test writes every command's `--help`; what is
+/// above it (the conventions every command keeps) is written by hand.
+const GENERATED_BELOW: &str = "<!-- Below: every command's --help, written by tests/it/docs_true.rs. -->";
+
+/// Every command's `--help`, depth first, as docs/cli.md shows it below its marker.
+fn cli_reference() -> String {
+    let mut cache = BTreeMap::new();
+    let mut out = String::new();
+    let mut stack = vec![Vec::<String>::new()];
+    while let Some(path) = stack.pop() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let help = crate::stdout(&crate::af(&args));
+        let name: String = path.iter().map(|w| format!(" {w}")).collect();
+        out.push_str(&format!("\n## `af{name}`\n\n```text\n{}\n```\n", help.trim_end()));
+        let subs = subcommands(&mut cache, &path).map(<[String]>::to_vec).unwrap_or_default();
+        for sub in subs.into_iter().rev() {
+            let mut next = path.clone();
+            next.push(sub);
+            stack.push(next);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_cli_reference_is_this_builds_help() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/cli.md");
+    let written = std::fs::read_to_string(&path).unwrap();
+    let (by_hand, generated) = written.split_once(GENERATED_BELOW).expect("docs/cli.md has its marker line");
+    let now = cli_reference();
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::write(&path, format!("{by_hand}{GENERATED_BELOW}\n{now}")).unwrap();
+    } else {
+        assert!(
+            generated.strip_prefix('\n') == Some(now.as_str()),
+            "docs/cli.md is not this build's --help: UPDATE_EXPECT=1 cargo test --test it docs_true"
+        );
+    }
 }

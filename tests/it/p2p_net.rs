@@ -120,7 +120,7 @@ fn devnet_of_three_validators_converges_and_agrees() {
     assert_eq!(sybil["matches"].as_array().unwrap().len(), 0, "{sybil}");
 }
 
-/// Every devnet option the README shows ends 0 on an honest run: with one round the late
+/// Every devnet option docs/operator.md shows ends 0 on an honest run: with one round the late
 /// miner's turn has not come, and that is not a failure.
 #[test]
 fn a_one_round_devnet_is_an_honest_run() {
@@ -441,7 +441,7 @@ fn an_announcement_dated_far_in_the_future_is_ignored_without_blame() {
 
 /// When a partition heals, an honest peer forwards at once what it held back: a burst
 /// far over the announcement rate. The excess is ignored (tips rounds repair it), not
-/// blamed; only a peer that stays over twice the rate is blocked (README, "Limits").
+/// blamed; only a peer that stays over twice the rate is blocked (docs/operator.md, the p2p limits).
 #[test]
 fn an_announcement_burst_is_ignored_but_a_sustained_flood_blocks_its_sender() {
     let store = MemoryStore::default();

@@ -1,5 +1,5 @@
 //! Replay, vTrust and the audit on synthetic networks of real logs: golden state hashes,
-//! each kind of misbehaviour found and priced as the README says, the same state with
+//! each kind of misbehaviour found and priced as docs/auditor.md says, the same state with
 //! one thread or many and from a snapshot or from genesis, and the `af audit` and
 //! `af transcripts` commands with proofs that fail when any byte changes.
 
