@@ -31,7 +31,7 @@ from playwright.sync_api import sync_playwright
 
 AF, OUT = sys.argv[1], sys.argv[2]
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--enable-precise-memory-info",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 passed, failed = 0, 0
 
@@ -94,6 +94,7 @@ def open_explorer(browser, base, hotkey, shot=None):
     page.goto(f"{base}/explorer.html#miner={hotkey}")
     page.wait_for_selector("#status[data-shown], #results [data-status=failed]", timeout=60_000)
     seconds = time.time() - started
+    heap = page.evaluate("performance.memory ? performance.memory.usedJSHeapSize : 0")
     statuses = {int(e.get_attribute("data-entry")): e.get_attribute("data-status")
                 for e in page.query_selector_all(".entry")}
     summary = page.inner_text("#results")
@@ -109,7 +110,7 @@ def open_explorer(browser, base, hotkey, shot=None):
             bad.scroll_into_view_if_needed()
         page.screenshot(path=os.path.join(OUT, shot), full_page=False)
     page.close()
-    return statuses, summary, seconds
+    return statuses, summary, seconds, heap
 
 
 def main():
@@ -130,7 +131,7 @@ def main():
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         server = serve(site)
         base = f"http://127.0.0.1:{server.server_address[1]}"
-        statuses, summary, seconds = open_explorer(browser, base, hotkey, "explorer-search.png")
+        statuses, summary, seconds, _ = open_explorer(browser, base, hotkey, "explorer-search.png")
         check(len(statuses) == n and all(s == "verified" for s in statuses.values()),
               f"every entry of the page is verified in the browser ({seconds:.2f} s)", str(statuses))
         check("0 failed" in summary, "the summary counts no failure", summary[:200])
@@ -277,7 +278,11 @@ def main():
             ("a member named twice", raw_page(lambda t: t.replace('"total":', '"total":0,"total":', 1)), PAGE),
             ("page 2 served as page 1", second_page_as_first, PAGE),
             ("a page of 21 entries", edit_page(lambda b: b["entries"].append(b["entries"][0])), PAGE),
+            ("a 50 MB answer", edit_entry(0, lambda x: x["transcript"].__setitem__("answer", "x" * (50 << 20))), PAGE),
+            ("a proof of 131,073 headers", edit_entry(1, lambda x: x["proof"]["inclusion"].__setitem__(
+                "headers", x["proof"]["inclusion"]["headers"] * (131_073 // len(x["proof"]["inclusion"]["headers"]) + 1))), PAGE),
         ]
+        COSTLY = {"a 50 MB answer", "a proof of 131,073 headers"}
         check(len(cases) >= 20, f"{len(cases)} tampered sites")
         for name, apply, affected in cases:
             copy_dir = os.path.join(work, "tampered")
@@ -285,8 +290,9 @@ def main():
             shutil.copytree(site, copy_dir)
             apply(copy_dir)
             server = serve(copy_dir)
-            statuses, summary, _ = open_explorer(browser, f"http://127.0.0.1:{server.server_address[1]}", hotkey,
-                                                 "explorer-failed.png" if name == "a header's signature" else None)
+            statuses, summary, seconds, heap = open_explorer(
+                browser, f"http://127.0.0.1:{server.server_address[1]}", hotkey,
+                "explorer-failed.png" if name == "a header's signature" else None)
             server.shutdown()
             if affected == PAGE:
                 ok = not statuses and "could not be read" in summary
@@ -298,6 +304,12 @@ def main():
             ok = ok and "FAILED CARD SHOWS DATA" not in summary
             check(ok, f"tampered {name}: affected entries failed (showing none of their data), the rest verified",
                   f"{statuses} {summary[:300]}")
+            if name in COSTLY:
+                # Issue 75, item 4: a hostile size is refused as it streams in, within
+                # 2 s and 64 MB of the page's JS heap, and says what to do instead.
+                check(seconds < 2.0 and 0 < heap < 64 << 20 and "af transcripts" in summary,
+                      f"tampered {name}: refused in {seconds:.2f} s with {heap / 2**20:.1f} MB of JS heap (2 s, 64 MB)",
+                      summary[:300])
 
         # The same explorer served by a running node: its pages come from the node's
         # transcripts API (the node serves no per-miner files), and verify the same.
@@ -317,7 +329,7 @@ def main():
                     if time.time() > deadline:
                         raise
                     time.sleep(0.2)
-            statuses, summary, seconds = open_explorer(browser, f"http://127.0.0.1:{port}", hotkey, "explorer-node.png")
+            statuses, summary, seconds, _ = open_explorer(browser, f"http://127.0.0.1:{port}", hotkey, "explorer-node.png")
             check(len(statuses) == n and all(s == "verified" for s in statuses.values()),
                   f"on a running node, every entry of the page is verified ({seconds:.2f} s)", f"{statuses} {summary[:200]}")
         finally:
@@ -339,8 +351,8 @@ def main():
         mixed += [e for entries in per_log.values() for e in entries[1:]][: 20 - len(mixed)]
         save(page_path(site16, hotkey), {"entries": mixed, "offset": 0, "total": total})
         server = serve(site16)
-        statuses, summary, seconds = open_explorer(browser, f"http://127.0.0.1:{server.server_address[1]}", hotkey,
-                                                   "explorer-16-logs.png")
+        statuses, summary, seconds, _ = open_explorer(browser, f"http://127.0.0.1:{server.server_address[1]}", hotkey,
+                                                      "explorer-16-logs.png")
         server.shutdown()
         n_logs = len({e["validator"] for e in mixed})
         check(n_logs == 16 and len(statuses) == 20 and all(s == "verified" for s in statuses.values())
@@ -349,9 +361,11 @@ def main():
 
         # A match page's worth of one miner's transcripts: the first page within 2 s.
         server = serve(site)
-        _, _, seconds = open_explorer(browser, f"http://127.0.0.1:{server.server_address[1]}", hotkey)
+        _, _, seconds, heap = open_explorer(browser, f"http://127.0.0.1:{server.server_address[1]}", hotkey)
         server.shutdown()
-        check(seconds < 2.0, f"the first page of 20 transcripts, every proof checked, in {seconds:.2f} s (target 2 s)")
+        check(seconds < 2.0 and heap < 64 << 20,
+              f"the first page of 20 transcripts, every proof checked, in {seconds:.2f} s and {heap / 2**20:.1f} MB of "
+              "JS heap (targets 2 s, 64 MB)")
         browser.close()
     shutil.rmtree(work, ignore_errors=True)
     print(f"explorer-check: {passed} passed, {failed} failed")

@@ -12,7 +12,11 @@ import * as v from './verify.mjs';
 import { shown } from './text.mjs';
 
 const PAGE = 20;
-const MAX_PAGE_BYTES = 64 * 1024 * 1024;
+// The most a page of entries, or a miner's index, may be for this browser to check it
+// within 2 s and 64 MB of heap whatever a site serves (issue 75): a node's API cuts its
+// pages there (ledger-spec/11), and a longer document is refused as it streams in,
+// before any of it is decoded.
+const MAX_PAGE_BYTES = 8 * 1024 * 1024;
 const MAX_TIP_BYTES = 16 * 1024;
 const MAX_MATCH_PAGES = 4096;
 
@@ -31,13 +35,18 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/** What to do with a page too big for a browser to check. */
+const tooBig = (limit) => limit === MAX_PAGE_BYTES
+  ? ': more than this page checks in a browser; read it with `af mirror --from URL --data DIR`, then `af transcripts --data DIR --miner HOTKEY`'
+  : '';
+
 /** A document of the site, at most `limit` bytes, as text (null when it is not there). */
 async function fetchText(path, limit) {
   const response = await fetch(path, { cache: 'no-cache' });
   if (response.status === 404) return null;
   if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
   const length = Number(response.headers.get('content-length') ?? 0);
-  if (length > limit) throw new v.Refused(`${path} is ${length} bytes, over ${limit}`);
+  if (length > limit) throw new v.Refused(`${path} is ${length} bytes, over ${limit}${tooBig(limit)}`);
   // Read as it arrives and stop past the limit: a server that says nothing of the length,
   // or lies about it, cannot make the page hold more.
   const reader = response.body.getReader();
@@ -49,7 +58,7 @@ async function fetchText(path, limit) {
     received += value.length;
     if (received > limit) {
       await reader.cancel();
-      throw new v.Refused(`${path} is over ${limit} bytes`);
+      throw new v.Refused(`${path} is over ${limit} bytes${tooBig(limit)}`);
     }
     chunks.push(value);
   }
