@@ -104,6 +104,10 @@ def open_explorer(browser, base, hotkey, shot=None):
               if "proven)" in e.inner_text() or e.query_selector(".answer, .outcome, .badge.verified")]
     if leaked:
         summary = "FAILED CARD SHOWS DATA: " + leaked[0][:300] + "\n" + summary
+    # Every value shown is filled: no "undefined" or "NaN" where a proven value belongs.
+    unfilled = [w for w in ("undefined", "NaN") if w in summary]
+    if unfilled:
+        summary = f"UNFILLED VALUE {unfilled}\n" + summary
     if shot:
         bad = page.query_selector(".entry[data-status=failed]")
         if bad:
@@ -135,6 +139,8 @@ def main():
         check(len(statuses) == n and all(s == "verified" for s in statuses.values()),
               f"every entry of the page is verified in the browser ({seconds:.2f} s)", str(statuses))
         check("0 failed" in summary, "the summary counts no failure", summary[:200])
+        check("UNFILLED VALUE" not in summary and "opponent 5Synth" in summary,
+              "every value on the page is filled: the opponent named by its proven hotkey", summary[:600])
         # No dead ends: the empty explorer and a miner with no transcript link the pages.
         page = browser.new_page()
         page.goto(f"{base}/explorer.html")
@@ -301,7 +307,7 @@ def main():
             else:
                 ok = (all(statuses.get(i) == "failed" for i in affected)
                       and all(statuses.get(i) == "verified" for i in everything - affected))
-            ok = ok and "FAILED CARD SHOWS DATA" not in summary
+            ok = ok and "FAILED CARD SHOWS DATA" not in summary and "UNFILLED VALUE" not in summary
             check(ok, f"tampered {name}: affected entries failed (showing none of their data), the rest verified",
                   f"{statuses} {summary[:300]}")
             if name in COSTLY:
@@ -310,6 +316,33 @@ def main():
                 check(seconds < 2.0 and 0 < heap < 64 << 20 and "af transcripts" in summary,
                       f"tampered {name}: refused in {seconds:.2f} s with {heap / 2**20:.1f} MB of JS heap (2 s, 64 MB)",
                       summary[:300])
+
+        # Issue 75, item 5: a site that serves an older signed tip than an entry's block
+        # (a true header of the log, signed, from below) keeps the entry verified but
+        # says so, in the card, in the browser.
+        copy_dir = os.path.join(work, "tampered")
+        shutil.rmtree(copy_dir, ignore_errors=True)
+        shutil.copytree(site, copy_dir)
+        # The tip: the log's block 0 as page 0's entries prove it; the page shown: the
+        # first whose entries of that log lie above it.
+        first_of_log = next(x for x in load(page_path(copy_dir, hotkey))["entries"] if x["validator"] == entry_log)
+        below = first_of_log["proof"]["inclusion"]["headers"][0]
+        save(os.path.join(copy_dir, "af/v1/log", entry_log, "tip"), below)
+        checkpoint = os.path.join(copy_dir, "af/v1/log", entry_log, "checkpoint")
+        if os.path.exists(checkpoint):
+            os.remove(checkpoint)  # a checkpoint of the true tip would name two histories
+        page_no = next(k for k in range(1, (miner_total(copy_dir, hotkey) + 19) // 20)
+                       if any(x["validator"] == entry_log and x["height"] > below["header"]["height"]
+                              for x in load(page_path(copy_dir, hotkey, k))["entries"]))
+        server = serve(copy_dir)
+        statuses, summary, _, _ = open_explorer(browser, f"http://127.0.0.1:{server.server_address[1]}",
+                                                f"{hotkey}&page={page_no + 1}", "explorer-older-tip.png")
+        server.shutdown()
+        higher = True
+        check(higher and all(v == "verified" for v in statuses.values())
+              and "this site serves an older signed tip" in summary,
+              "a site serving an older signed tip than an entry's block: the entry stays verified, with a warning",
+              summary[:400])
 
         # The same explorer served by a running node: its pages come from the node's
         # transcripts API (the node serves no per-miner files), and verify the same.

@@ -210,7 +210,7 @@ async function renderEntry(entry, index) {
   card.append(el('div', { class: 'pair' },
     answer('this miner', t.miner.hotkey, t.answer),
     checked.opponent === null ? el('div', { class: 'answer' }, el('div', { class: 'who' }, 'no opponent')) :
-      answer('opponent', checked.opponent.hotkey, checked.opponent.answer)));
+      answer('opponent', checked.opponent.miner.hotkey, checked.opponent.answer)));
   if (t.error !== null) card.append(el('div', { class: 'error' }, `error recorded: ${shown(t.error)}`));
   const u = entry.unproven;
   card.append(el('div', { class: 'unproven', 'data-status': 'unproven' },
