@@ -55,9 +55,17 @@ class Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        # The explorer hangs up on a page past its byte bound as it streams in: a reset
+        # connection there is the point, not an error.
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)
+
+
 def serve(root):
     handler = functools.partial(Quiet, directory=root)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = QuietServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -115,6 +123,36 @@ def open_explorer(browser, base, hotkey, shot=None):
         page.screenshot(path=os.path.join(OUT, shot), full_page=False)
     page.close()
     return statuses, summary, seconds, heap
+
+
+def hostile_miners_site(work):
+    """A site published from a real match: a hostile miner (`--policy hostile`) against a
+    perfect champion, played by `af validate` over loopback HTTP."""
+    miners, urls = [], []
+    for policy in ["perfect", "hostile"]:
+        out = open(os.path.join(work, f"{policy}.out"), "w+")
+        miners.append(subprocess.Popen([AF, "miner", "serve", "--listen", "127.0.0.1:0", "--policy", policy,
+                                        "--model", "m"], stdout=out, stderr=subprocess.DEVNULL))
+        deadline = time.time() + 30
+        while "listening" not in open(out.name).read():
+            if time.time() > deadline:
+                raise RuntimeError(f"the {policy} miner did not start")
+            time.sleep(0.1)
+        urls.append(open(out.name).read().split()[2])
+    try:
+        config = os.path.join(work, "hostile.toml")
+        with open(config, "w") as f:
+            f.write("[evaluation]\nenvs = [\"mult\", \"coin\", \"sat\"]\n")
+            for i, (hotkey, url) in enumerate([("5Perfect", urls[0]), ("5Hostile", urls[1])]):
+                f.write(f'\n[[miners]]\nhotkey = "{hotkey}"\nuid = {i}\nbase_url = "{url}"\nmodel = "m"\n')
+        data, site = os.path.join(work, "hostile-data"), os.path.join(work, "hostile-site")
+        run("validate", "--data", data, "--config", config, "--max-matches", "1")
+        run("ledger", "publish", "--data", data, "--out", site)
+        return site
+    finally:
+        for miner in miners:
+            miner.kill()
+            miner.wait()
 
 
 def main():
@@ -343,6 +381,26 @@ def main():
               and "this site serves an older signed tip" in summary,
               "a site serving an older signed tip than an entry's block: the entry stays verified, with a warning",
               summary[:400])
+
+        # Issue 75, item 3: a miner whose answers carry a right-to-left override, a
+        # zero-width space, markup and a script, played for real and published: the
+        # explorer shows its answer as text with both invisible characters escaped, and
+        # runs nothing.
+        hostile_site = hostile_miners_site(work)
+        server = serve(hostile_site)
+        page = browser.new_page()
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/explorer.html#miner=5Hostile")
+        page.wait_for_selector("#status[data-shown], #results [data-status=failed]", timeout=60_000)
+        answers = [a.inner_text() for a in page.query_selector_all(".answer pre")]
+        ran = page.evaluate("window.__hostile === 1")
+        bold = page.query_selector(".answer pre b") is not None
+        page.screenshot(path=os.path.join(OUT, "explorer-hostile.png"))
+        page.close()
+        server.shutdown()
+        check(answers and all("\\u{202e}" in a and "\\u{200b}" in a and "<script>" in a and "\u202e" not in a
+                              for a in answers[::2]) and not ran and not bold,
+              "a hostile miner's answer shows as text: the bidi override and the zero-width space escaped, "
+              "its markup inert, its script not run", (answers[:2], ran, bold))
 
         # The same explorer served by a running node: its pages come from the node's
         # transcripts API (the node serves no per-miner files), and verify the same.

@@ -16,7 +16,7 @@ pub enum MinerCommand {
         /// Address to listen on, IP:PORT (port 0: any free port, printed at start).
         #[arg(long, default_value = "127.0.0.1:8001", value_parser = listen_address)]
         listen: SocketAddr,
-        /// perfect, random, noisy:P, garbage, slow:MS, flaky:P or verbose:BYTES
+        /// perfect, random, noisy:P, garbage, slow:MS, flaky:P, verbose:BYTES or hostile (perfect after a bidi override, a zero-width space, markup and a script)
         // Parsed below rather than by clap, whose error would echo the whole value.
         #[arg(long, default_value = "perfect")]
         policy: String,

@@ -38,11 +38,19 @@ pub enum Policy {
     Verbose {
         bytes: usize,
     },
+    /// Perfect, after text meant to fool whoever reads the transcript: a right-to-left
+    /// override, a zero-width space, markup and a script (the pages, the explorer and the
+    /// CLI must show it as text, escaped).
+    Hostile,
 }
+
+/// The text a [`Policy::Hostile`] miner puts before its answer.
+pub const HOSTILE_TEXT: &str = "<script>window.__hostile = 1</script><b>\u{202e}gnp.exe\u{200b}</b>";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "unknown policy {0}: expected perfect, random, noisy:P, garbage, slow:MS, flaky:P (0 <= P <= 1) or verbose:BYTES"
+    "unknown policy {0}: expected perfect, random, noisy:P, garbage, slow:MS, flaky:P (0 <= P <= 1), verbose:BYTES \
+     or hostile"
 )]
 pub struct PolicyParseError(String);
 
@@ -56,6 +64,7 @@ impl FromStr for Policy {
             None if text == "perfect" => Ok(Policy::Perfect),
             None if text == "random" => Ok(Policy::Random),
             None if text == "garbage" => Ok(Policy::Garbage),
+            None if text == "hostile" => Ok(Policy::Hostile),
             Some(("noisy", p)) => Ok(Policy::Noisy { p: probability(p)? }),
             Some(("flaky", p)) => Ok(Policy::Flaky { p: probability(p)? }),
             Some(("slow", ms)) => Ok(Policy::Slow { delay_ms: ms.parse().map_err(|_| err())? }),
@@ -78,6 +87,7 @@ impl fmt::Display for Policy {
             Policy::Slow { delay_ms } => write!(f, "slow:{delay_ms}"),
             Policy::Flaky { p } => write!(f, "flaky:{p}"),
             Policy::Verbose { bytes } => write!(f, "verbose:{bytes}"),
+            Policy::Hostile => write!(f, "hostile"),
         }
     }
 }
@@ -147,8 +157,9 @@ impl Solver {
                 let thought = "Let me think about this step by step, checking each part twice. ";
                 let mut text = thought.repeat(bytes / thought.len() + 1);
                 text.truncate(bytes);
-                format!("{text}\nAnswer: {}", self.perfect(messages))
+                format!("{text}\n{}", self.perfect(messages))
             }
+            Policy::Hostile => format!("{HOSTILE_TEXT}\n{}", self.perfect(messages)),
         }
     }
 

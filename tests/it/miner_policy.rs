@@ -35,6 +35,22 @@ fn perfect_solves_from_the_prompt_alone() {
     assert!((0.45..=0.55).contains(&coin), "the coin is not knowable: {coin}");
 }
 
+/// A reasoning model's long text and a hostile miner's markup come before a correct final
+/// answer, which scores as the perfect one does (the text once doubled the `Answer:`
+/// prefix, and every such answer scored 0).
+#[test]
+fn text_before_the_answer_leaves_it_correct() {
+    let solver = Solver::new();
+    for policy in [Policy::Verbose { bytes: 1_000 }, Policy::Hostile] {
+        for env in ["mult", "sat"] {
+            assert_eq!(mean_reward(&solver, policy, env, 50), (1.0, 1000), "{policy} in {env}");
+        }
+    }
+    let seed = Hash32([7; 32]);
+    let answer = solver.answer(Policy::Hostile, &[], &seed);
+    assert!(answer.starts_with(af::miner::policy::HOSTILE_TEXT) && answer.contains('\u{202e}'), "{answer}");
+}
+
 #[test]
 fn degraded_policies_score_as_expected() {
     let solver = Solver::new();
