@@ -25,7 +25,7 @@
 //! The `dominance-reach` clause (protocol version 4, issue 76) bounds what a contender
 //! can cost while it keeps the crown in reach: half of each average's weight is on the
 //! all-in bet (so a contender that never loses is crowned after 114 wins instead of 144,
-//! and a copy is given up on in 74 challenges instead of 121), and the crown is also out
+//! and a copy is given up on in 72 challenges instead of 121), and the crown is also out
 //! of reach once even winning `share` of the challenges left, with no further loss, would
 //! not reach it (after one loss, that is nearly always at once).
 
