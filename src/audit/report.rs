@@ -84,6 +84,14 @@ pub(crate) fn identity(uid: Option<u16>, hotkey: &str, hover: &str) -> Markup {
     }
 }
 
+/// A validator as uid and short hotkey when known (full key on hover), else its key.
+pub(crate) fn validator_cell(validator: &crate::bytes::ValidatorKey, identities: &Identities) -> Markup {
+    match identities.get(validator) {
+        Some((uid, hotkey)) => identity(*uid, hotkey, &format!("hotkey {hotkey}\nledger key {validator}")),
+        None => short(validator),
+    }
+}
+
 /// A miner as the pages show one: its short hotkey (the whole in the tooltip) over its
 /// `model@revision`, which breaks only after a `/` or before the `@`, never mid-word.
 fn miner(m: &crate::replay::model::HeldMiner) -> Markup {
@@ -110,9 +118,10 @@ pub(crate) fn short(value: &impl std::fmt::Display) -> Markup {
     html! { code.key title=(text) { (prefix) "…" } }
 }
 
-/// A share in percent with one decimal: the unit of every page (subnet pages, live page).
-fn ratio(ppm: u32) -> String {
-    format!("{:.1}%", f64::from(ppm) / 1e4)
+/// A share in ppm as percent with one decimal: the unit of every page (the report, the
+/// subnet pages and their charts, the live page).
+pub(crate) fn percent(ppm: impl Into<u64>) -> String {
+    format!("{:.1}%", ppm.into() as f64 / 1e4)
 }
 
 /// A duration in the largest unit that keeps it readable.
@@ -198,7 +207,7 @@ pub fn html(report: &AuditReport) -> String {
                         Some(c) => { b { (c.hotkey) } " (uid " (c.uid) ")" }
                         None => { "none yet" }
                     }
-                    "; ratio to beat " span #ratio { (ratio(state.ratio_set_ppm)) }
+                    "; ratio to beat " span #ratio { (percent(state.ratio_set_ppm)) }
                     @match state.ratio_set_at_block {
                         0 => { " " (RATIO_NEVER_SET_ON_CHAIN) "; weights " }
                         block => { " (set at chain block " (block) "); weights " }
@@ -314,7 +323,7 @@ fn validators(state: &NetworkState, identities: &Identities) -> Markup {
                     td.n { (v.n_false_reports) }
                     td.n { (v.n_disagreements) "/" (v.n_compared) }
                     td { @if v.equivocated { span.bad { "equivocated" } } @else if v.invalid_at.is_some() { span.bad { "invalid block" } } @else { "ok" } }
-                    td.n.vtrust { (ratio(v.vtrust_ppm)) }
+                    td.n.vtrust { (percent(v.vtrust_ppm)) }
                     td { div.track { div class=(class) style=(format!("width:{:.2}%", f64::from(v.vtrust_ppm.min(1_000_000)) / 1e4)) {} } }
                 }
             }
@@ -361,10 +370,10 @@ fn match_rows(rows: &[MatchRow]) -> Markup {
                         td { (short(&m.validator)) }
                         td { (miner(&m.contender)) }
                         td { (miner(&m.champion)) }
-                        td.n { (ratio(m.ratio_to_beat_ppm)) }
+                        td.n { (percent(m.ratio_to_beat_ppm)) }
                         td { @for env in &m.envs { (env_tally(env, &m.rule)) } }
                         td { @match m.contender_won { Some(true) => "contender won", Some(false) => "champion stays", None => "open" } }
-                        td.n { @match m.new_ratio_to_beat_ppm { Some(r) => (ratio(r)), None => "-" } }
+                        td.n { @match m.new_ratio_to_beat_ppm { Some(r) => (percent(r)), None => "-" } }
                     }
                 }
             }

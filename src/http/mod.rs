@@ -4,6 +4,7 @@
 
 pub mod archive;
 pub mod bodies;
+mod charts;
 pub mod drawn;
 pub mod folds;
 pub mod layout;
