@@ -520,7 +520,8 @@ fn costs(cap: u64) {
     };
     for p0 in worst_bars {
         let worst = |(rule, bar): &(af::evaluation::stopping::StoppingRule, BarFutility)| {
-            let stops = PlanStops::new(rule, Some(bar), p0);
+            let bounds = Boundaries::new(rule, cap, p0);
+            let stops = PlanStops::new(rule, Some(bar), &bounds, (p0 * 1e6).round() as u32);
             let (crowns, dismisses) = (|w, l, d| stops.crowns(w, l, d), |w, l, d| stops.dismisses(w, l, d));
             let mut vertices = not_better_vertices(p0, 0.95);
             vertices.swap(0, 2); // the first is reported alone: win p0 or lose

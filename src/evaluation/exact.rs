@@ -199,17 +199,8 @@ pub fn plan_env_figures(
     win: f64,
     loss: f64,
 ) -> (EnvFigures, f64) {
-    let dominance = rule.dominance();
-    let crowns = |w: u64, l: u64, d: u64| {
-        bounds.stop((w + l + d) as usize, (2 * w + d) as usize) == Some(true)
-            || dominance.is_some_and(|dom| dom.crowns(w, l, 0.0))
-    };
-    let dismisses = |w: u64, l: u64, d: u64| {
-        (bounds.stop((w + l + d) as usize, (2 * w + d) as usize) == Some(false)
-            || futility.is_some_and(|f| f.is_futile(w, l, d, p0_ppm, 0.0)))
-            && dominance.is_none_or(|dom| dom.is_out(w, l, d, 0.0))
-    };
-    env_figures_of(&crowns, &dismisses, cap, win, loss)
+    let stops = PlanStops::new(rule, futility, bounds, p0_ppm);
+    env_figures_of(&|w, l, d| stops.crowns(w, l, d), &|w, l, d| stops.dismisses(w, l, d), cap, win, loss)
 }
 
 /// One env over `(n, w, d)` with any stop that, for fixed challenges and draws, crowns on
@@ -455,33 +446,39 @@ pub fn worst_expected_challenges(
 }
 
 /// The crown and dismissal of a whole `score` plan at one env's counts against the bar
-/// `p0`, as [`plan_env_figures`] reads them, for [`worst_expected_challenges`].
+/// `p0_ppm`: the score rule's stops read from its precomputed `bounds` (built from the
+/// same score rule), then the dominance crown, the futility stop and the crown's hold on
+/// every dismissal. What [`plan_env_figures`] and [`worst_expected_challenges`] read.
 pub struct PlanStops<'a> {
     rule: &'a StoppingRule,
-    alone: StoppingRule,
     futility: Option<&'a super::stopping::BarFutility>,
-    p0: f64,
+    bounds: &'a Boundaries,
+    p0_ppm: u32,
 }
 
 impl<'a> PlanStops<'a> {
-    pub fn new(rule: &'a StoppingRule, futility: Option<&'a super::stopping::BarFutility>, p0: f64) -> Self {
-        PlanStops { rule, alone: score_rule_alone(rule), futility, p0 }
+    pub fn new(
+        rule: &'a StoppingRule,
+        futility: Option<&'a super::stopping::BarFutility>,
+        bounds: &'a Boundaries,
+        p0_ppm: u32,
+    ) -> Self {
+        PlanStops { rule, futility, bounds, p0_ppm }
     }
 
-    fn score(&self, w: u64, l: u64, d: u64) -> Verdict {
-        self.alone.verdict_on(w as u32, l as u32, d as u32, self.p0)
+    fn score(&self, w: u64, l: u64, d: u64) -> Option<bool> {
+        self.bounds.stop((w + l + d) as usize, (2 * w + d) as usize)
     }
 
     /// A crown, by the score rule or the dominance crown.
     pub fn crowns(&self, w: u64, l: u64, d: u64) -> bool {
-        self.score(w, l, d) == Verdict::Better || self.rule.dominance().is_some_and(|dom| dom.crowns(w, l, 0.0))
+        self.score(w, l, d) == Some(true) || self.rule.dominance().is_some_and(|dom| dom.crowns(w, l, 0.0))
     }
 
     /// A "not better" stop (the rule's or the futility stop's) with the dominance crown
     /// out of reach.
     pub fn dismisses(&self, w: u64, l: u64, d: u64) -> bool {
-        let p0_ppm = libm::round(self.p0 * 1e6) as u32;
-        (self.score(w, l, d) == Verdict::NotBetter || self.futility.is_some_and(|f| f.is_futile(w, l, d, p0_ppm, 0.0)))
+        (self.score(w, l, d) == Some(false) || self.futility.is_some_and(|f| f.is_futile(w, l, d, self.p0_ppm, 0.0)))
             && self.rule.dominance().is_none_or(|dom| dom.is_out(w, l, d, 0.0))
     }
 }
@@ -644,7 +641,8 @@ mod tests {
         let Some(crate::evaluation::stopping::Futility::Bar(bar)) = futility else { panic!("a bar futility") };
         let bar = BarFutility { rise: bar.rise.map(|r| crate::evaluation::stopping::Rise { over: cap, ..r }), ..bar };
         for p0 in [0.51, 0.7, 0.95] {
-            let stops = PlanStops::new(&rule, Some(&bar), p0);
+            let bounds = Boundaries::new(&rule, cap, p0);
+            let stops = PlanStops::new(&rule, Some(&bar), &bounds, (p0 * 1e6).round() as u32);
             let (crowns, dismisses) = (|w, l, d| stops.crowns(w, l, d), |w, l, d| stops.dismisses(w, l, d));
             let vertices = not_better_vertices(p0, 0.95);
             let (worst, _) = worst_expected_challenges(&crowns, &dismisses, cap, &vertices);
