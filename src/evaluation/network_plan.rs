@@ -136,6 +136,13 @@ mod tests {
                  alpha_ppm=50000 rise_ppm=20000)",
             ]
         );
+        // A validator plays each version's plan as it reads back (validator/run.rs).
+        use crate::protocol::Protocol;
+        for table in [Protocol::network(), Protocol::local(), Protocol::upgrade_test(40)] {
+            for version in table.versions() {
+                assert!(parse_plan(version.plan).is_some(), "version {}", version.version);
+            }
+        }
         // A rise above the margin, or a `mean_margin_ppm` beside a rise, is no plan.
         assert!(parse_plan(&crate::protocol::PLAN_V4.replace("rise_ppm=20000", "rise_ppm=70000")).is_none());
         assert!(parse_plan(&crate::protocol::PLAN_V4.replace("rise_ppm", "mean_margin_ppm=0 rise_ppm")).is_none());

@@ -443,7 +443,8 @@ pub async fn run(
                     .collect();
                 // And its plan (ledger-spec/02, "The network's plan"): the config names only
                 // numbers every version's plan shares, checked at load.
-                let (rule, futility) = crate::evaluation::plan::parse_plan(rules.plan).unwrap_or((rule, futility));
+                let (rule, futility) = crate::evaluation::plan::parse_plan(rules.plan)
+                    .expect("every protocol version's plan is one this build parses (protocol tests)");
                 let plan = MatchPlan {
                     match_id: crate::envs::derive_match_id(
                         &validator,
