@@ -487,12 +487,16 @@ pub fn run(spec: &DevnetSpec) -> Result<Devnet, DevnetError> {
     });
     // Miners entered through the chain: the late one was played by every validator, the
     // sybil by none, and discovery names whose model it copied.
-    let late_played =
-        network.folds.iter().filter(|f| f.matches.values().any(|m| *m.contender.hotkey == *late.0)).count();
-    let sybil_played = network
-        .folds
-        .iter()
-        .any(|f| f.matches.values().any(|m| *m.contender.hotkey == *sybil || *m.champion.hotkey == *sybil));
+    let (mut late_played, mut sybil_played) = (0, false);
+    for fold in &network.folds {
+        let mut late_here = false;
+        for m in fold.matches.values() {
+            let m = m.map_err(ReplayError::from)?;
+            late_here |= *m.contender.hotkey == *late.0;
+            sybil_played |= *m.contender.hotkey == *sybil || *m.champion.hotkey == *sybil;
+        }
+        late_played += usize::from(late_here);
+    }
     let found = crate::validator::discovery::discover(
         &neurons,
         &final_records,
@@ -506,13 +510,13 @@ pub fn run(spec: &DevnetSpec) -> Result<Devnet, DevnetError> {
         _ => None,
     });
     // Each validator's log records the sybil as a duplicate, so replay and audit show why.
-    let sybil_recorded = network
-        .folds
-        .iter()
-        .filter(|f| {
-            f.skipped.iter().any(|s| s.hotkey == sybil && s.reason == crate::ledger::event::SkipReason::Duplicate)
-        })
-        .count();
+    let mut sybil_recorded = 0;
+    for fold in &network.folds {
+        let skips = fold.skipped.iter().collect::<Result<Vec<_>, _>>().map_err(ReplayError::from)?;
+        sybil_recorded += usize::from(
+            skips.iter().any(|s| s.hotkey == sybil && s.reason == crate::ledger::event::SkipReason::Duplicate),
+        );
+    }
     // The late miner is queued last (its commitment is the newest), so it plays only when
     // the rounds reach it: one per early contender, then it.
     let late_expected = rounds >= n_miners as u64 - 1;

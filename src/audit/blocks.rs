@@ -3,6 +3,7 @@
 //! recorded hash against the chain. Pure over the folds and the hashes the caller read.
 
 use crate::bytes::Hash32;
+use crate::replay::cold::ColdError;
 use crate::replay::fold::ChainFold;
 use crate::replay::model::{Discrepancy, DiscrepancyKind};
 use serde::Serialize;
@@ -21,29 +22,34 @@ pub struct BlockAudit {
 
 /// The chain blocks the folds' matches name (a match with the zero hash ran without a
 /// chain and names none), at most `MAX_BLOCK_LOOKUPS` of them, lowest first.
-pub fn blocks_to_check(folds: &[ChainFold]) -> Vec<u64> {
-    let blocks: BTreeSet<u64> = folds
-        .iter()
-        .flat_map(|f| f.matches.values())
-        .filter(|m| m.chain_block_hash != Hash32([0; 32]))
-        .map(|m| m.chain_block)
-        .collect();
-    blocks.into_iter().take(MAX_BLOCK_LOOKUPS).collect()
+pub fn blocks_to_check(folds: &[ChainFold]) -> Result<Vec<u64>, ColdError> {
+    let mut blocks = BTreeSet::new();
+    for m in folds.iter().flat_map(|f| f.matches.values()) {
+        let m = m?;
+        if m.chain_block_hash != Hash32([0; 32]) {
+            blocks.insert(m.chain_block);
+        }
+    }
+    Ok(blocks.into_iter().take(MAX_BLOCK_LOOKUPS).collect())
 }
 
 /// Compares each match's recorded hash with the chain's (`hashes`: block -> the chain's
 /// hash, `None` for a block the chain does not have). Blocks not in `hashes` were not
 /// looked up and are counted as unchecked, never as fine.
-pub fn audit_blocks(folds: &[ChainFold], hashes: Option<(&str, &BTreeMap<u64, Option<Hash32>>)>) -> BlockAudit {
+pub fn audit_blocks(
+    folds: &[ChainFold],
+    hashes: Option<(&str, &BTreeMap<u64, Option<Hash32>>)>,
+) -> Result<BlockAudit, ColdError> {
     let mut audit = BlockAudit::default();
     let Some((endpoint, hashes)) = hashes else {
         audit.note = "skipped: no --chain given, so match block hashes were not checked".into();
-        return audit;
+        return Ok(audit);
     };
     audit.checked = true;
     let (mut unchecked, mut without_chain) = (0usize, 0usize);
     for fold in folds {
-        for (match_id, m) in fold.matches.iter() {
+        for read in fold.matches.iter() {
+            let (match_id, m) = read?;
             if m.chain_block_hash == Hash32([0; 32]) {
                 without_chain += 1;
                 continue;
@@ -80,7 +86,7 @@ pub fn audit_blocks(folds: &[ChainFold], hashes: Option<(&str, &BTreeMap<u64, Op
         },
         if without_chain > 0 { format!("; {without_chain} ran without a chain") } else { String::new() }
     );
-    audit
+    Ok(audit)
 }
 
 #[cfg(test)]
@@ -121,9 +127,9 @@ mod tests {
     fn recorded_hashes_are_compared_with_the_chain_and_unlooked_blocks_are_never_fine() {
         let folds =
             [fold_with(&[(10, Hash32([7; 32])), (11, Hash32([8; 32])), (0, Hash32([0; 32])), (12, Hash32([9; 32]))])];
-        assert_eq!(blocks_to_check(&folds), [10, 11, 12]);
+        assert_eq!(blocks_to_check(&folds).unwrap(), [10, 11, 12]);
         let chain = BTreeMap::from([(10, Some(Hash32([7; 32]))), (11, Some(Hash32([1; 32])))]);
-        let audit = audit_blocks(&folds, Some(("local:x", &chain)));
+        let audit = audit_blocks(&folds, Some(("local:x", &chain))).unwrap();
         assert_eq!(audit.n_matches_checked, 2);
         assert_eq!(audit.discrepancies.len(), 1);
         assert_eq!(audit.discrepancies[0].kind, DiscrepancyKind::FalseBlockHash);
@@ -135,7 +141,7 @@ mod tests {
         );
         // A block the chain does not have is a false hash too.
         let missing = BTreeMap::from([(10, None), (11, Some(Hash32([8; 32]))), (12, Some(Hash32([9; 32])))]);
-        assert_eq!(audit_blocks(&folds, Some(("local:x", &missing))).discrepancies.len(), 1);
-        assert!(!audit_blocks(&folds, None).checked);
+        assert_eq!(audit_blocks(&folds, Some(("local:x", &missing))).unwrap().discrepancies.len(), 1);
+        assert!(!audit_blocks(&folds, None).unwrap().checked);
     }
 }

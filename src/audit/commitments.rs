@@ -6,6 +6,7 @@ use crate::chain::{CommitmentRecord, LedgerCommitment};
 use crate::ledger::{Store, StoreError};
 use crate::replay::fold::ChainFold;
 use crate::replay::model::{Discrepancy, DiscrepancyKind};
+use crate::replay::ReplayError;
 use serde::Serialize;
 
 /// What the audit found on chain.
@@ -40,11 +41,12 @@ pub fn audit_commitments(
     folds: &[ChainFold],
     store: &Store,
     on_chain: Option<OnChain<'_>>,
-) -> Result<CommitmentAudit, StoreError> {
+) -> Result<CommitmentAudit, ReplayError> {
     let mut audit = CommitmentAudit::default();
     // A log's own commitment records must name its own blocks.
     for fold in folds {
         for c in fold.commitments.iter() {
+            let c = c?;
             if fold.tip.is_some_and(|t| c.committed_height <= t.height) {
                 let hash = header_hash(store, &fold.validator, c.committed_height)?;
                 if hash != Some(c.committed_hash) {

@@ -6,8 +6,8 @@ use super::chain_view::{weights_audit, ChainView};
 use super::checkpoint_start::CheckpointStart;
 use super::commitments::{audit_commitments, OnChain};
 use super::{findings, match_rows, skip_rows, AuditReport};
-use crate::ledger::{Store, StoreError};
-use crate::replay::Replay;
+use crate::ledger::Store;
+use crate::replay::{Replay, ReplayError};
 
 /// `af audit`'s report of `replayed`, the replay of `store`, with `view` of the chain the
 /// logs commit to where one was read: commitments, weights and block hashes compared
@@ -19,11 +19,11 @@ pub fn audit_report(
     view: Option<&ChainView>,
     from_checkpoint: Option<CheckpointStart>,
     seconds: f64,
-) -> Result<AuditReport, StoreError> {
+) -> Result<AuditReport, ReplayError> {
     let on_chain = view.map(|v| OnChain { endpoint: &v.endpoint, records: v.records.clone() });
     let chain = audit_commitments(&replayed.folds, store, on_chain)?;
     let weights = weights_audit(replayed, &chain, view);
-    let blocks = audit_blocks(&replayed.folds, view.map(|v| (v.endpoint.as_str(), &v.block_hashes)));
+    let blocks = audit_blocks(&replayed.folds, view.map(|v| (v.endpoint.as_str(), &v.block_hashes)))?;
     let on_chain: Vec<_> =
         chain.discrepancies.iter().chain(&weights.discrepancies).chain(&blocks.discrepancies).cloned().collect();
     let findings = findings(store, replayed, &on_chain)?;
@@ -69,8 +69,8 @@ pub fn audit_report(
         n_blocks_folded: replayed.n_blocks_folded,
         n_bytes_folded: replayed.n_bytes_folded,
         seconds,
-        matches: match_rows(replayed),
-        skipped: skip_rows(replayed),
+        matches: match_rows(replayed)?,
+        skipped: skip_rows(replayed)?,
         // Shares the replay's file: the state's matches are read from it as they are drawn.
         state: replayed.state.clone(),
         chain,

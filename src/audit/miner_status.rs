@@ -56,11 +56,9 @@ pub fn miner_status<'a>(
     let skipped = found.skipped.iter().find(|s| s.hotkey() == hotkey).cloned();
     let (matches, recorded_skips) = match replayed {
         Some(replayed) => {
-            let mut skips = super::skip_rows(replayed);
+            let mut skips = super::skip_rows(replayed)?;
             skips.retain(|row| row.skip.hotkey == hotkey);
-            let rows = matches_in_logs(replayed, hotkey);
-            replayed.check_whole()?;
-            (Some(rows), Some(skips))
+            (Some(matches_in_logs(replayed, hotkey)?), Some(skips))
         }
         None => (None, None),
     };

@@ -22,6 +22,7 @@ use crate::ledger::event::EnvOutcome;
 use crate::ledger::proof::{prove_in_block, signed_headers, InclusionProof, SignedHeader};
 use crate::ledger::{Store, StoreError};
 use crate::limits::MAX_PROOF_HEADERS;
+use crate::replay::cold::ColdError;
 use crate::replay::model::{Discrepancy, DiscrepancyKind, HeldMiner, Name};
 use crate::replay::network::NetworkState;
 use crate::replay::Replay;
@@ -136,47 +137,50 @@ pub struct SkipRow {
 }
 
 /// Every `MinerSkipped` in every log, by validator then height.
-pub fn skip_rows(replayed: &Replay) -> Vec<SkipRow> {
+pub fn skip_rows(replayed: &Replay) -> Result<Vec<SkipRow>, ColdError> {
     replayed
         .folds
         .iter()
-        .flat_map(|fold| fold.skipped.iter().map(|skip| SkipRow { validator: fold.validator, skip }))
+        .flat_map(|fold| fold.skipped.iter().map(|skip| Ok(SkipRow { validator: fold.validator, skip: skip? })))
         .collect()
 }
 
 /// Every validator's matches from the replay's folds, each match's rows together.
-pub fn match_rows(replayed: &Replay) -> Vec<MatchRow> {
+pub fn match_rows(replayed: &Replay) -> Result<Vec<MatchRow>, ColdError> {
     let rows: Vec<MatchRow> = replayed
         .folds
         .iter()
         .flat_map(|fold| {
-            fold.matches.iter().map(|(match_id, m)| MatchRow {
-                validator: fold.validator,
-                match_id,
-                contender: m.contender.clone(),
-                champion: m.champion.clone(),
-                started_time_ms: m.started_time_ms,
-                ratio_to_beat_ppm: m.ratio_to_beat_ppm,
-                rule: m.rule.clone(),
-                envs: m
-                    .envs
-                    .iter()
-                    .map(|env| {
-                        let fold = m.env_folds.get(&env.name);
-                        EnvRow {
-                            env: env.name.clone(),
-                            wins: fold.map_or(0, |f| f.wins),
-                            losses: fold.map_or(0, |f| f.losses),
-                            draws: fold.map_or(0, |f| f.draws),
-                            decision: fold.and_then(|f| f.decision),
-                        }
-                    })
-                    .collect(),
-                contender_won: m.decided.as_ref().map(|d| d.contender_won),
-                new_ratio_to_beat_ppm: m.decided.as_ref().map(|d| d.new_ratio_to_beat_ppm),
+            fold.matches.iter().map(|read| {
+                let (match_id, m) = read?;
+                Ok(MatchRow {
+                    validator: fold.validator,
+                    match_id,
+                    contender: m.contender.clone(),
+                    champion: m.champion.clone(),
+                    started_time_ms: m.started_time_ms,
+                    ratio_to_beat_ppm: m.ratio_to_beat_ppm,
+                    rule: m.rule.clone(),
+                    envs: m
+                        .envs
+                        .iter()
+                        .map(|env| {
+                            let fold = m.env_folds.get(&env.name);
+                            EnvRow {
+                                env: env.name.clone(),
+                                wins: fold.map_or(0, |f| f.wins),
+                                losses: fold.map_or(0, |f| f.losses),
+                                draws: fold.map_or(0, |f| f.draws),
+                                decision: fold.and_then(|f| f.decision),
+                            }
+                        })
+                        .collect(),
+                    contender_won: m.decided.as_ref().map(|d| d.contender_won),
+                    new_ratio_to_beat_ppm: m.decided.as_ref().map(|d| d.new_ratio_to_beat_ppm),
+                })
             })
         })
-        .collect();
+        .collect::<Result<_, ColdError>>()?;
     // Each match's rows together (the same contender and champion: every log that played
     // it), matches in the order they first started, then the logs in start order.
     let mut first_start: std::collections::BTreeMap<(&str, &str), u64> = std::collections::BTreeMap::new();
@@ -198,7 +202,7 @@ pub fn match_rows(replayed: &Replay) -> Vec<MatchRow> {
     keyed.sort_by(|(a, x), (b, y)| {
         (a, x.started_time_ms, x.validator, x.match_id).cmp(&(b, y.started_time_ms, y.validator, y.match_id))
     });
-    keyed.into_iter().map(|(_, row)| row).collect()
+    Ok(keyed.into_iter().map(|(_, row)| row).collect())
 }
 
 /// Everything the audit found: the replay's discrepancies, tip records past the end of

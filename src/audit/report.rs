@@ -5,7 +5,8 @@
 
 use super::{AuditReport, EnvRow, MatchRow};
 use crate::ledger::event::EnvOutcome;
-use crate::replay::model::NetworkVerdict;
+use crate::replay::cold::ColdError;
+use crate::replay::model::{NetworkMatch, NetworkVerdict};
 use crate::replay::network::NetworkState;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
@@ -170,9 +171,11 @@ fn env_tally(env: &EnvRow, rule: &str) -> Markup {
     }
 }
 
-/// The report page.
-pub fn html(report: &AuditReport) -> String {
+/// The report page; an error if the state's matches did not read back from the
+/// replay's file.
+pub fn html(report: &AuditReport) -> Result<String, ColdError> {
     let state = &report.state;
+    let matches = state.matches.to_vec()?;
     let page = html! {
         (DOCTYPE)
         html lang="en" {
@@ -244,7 +247,7 @@ pub fn html(report: &AuditReport) -> String {
                 (validators(state, &identities(report)))
 
                 h2 { "Matches (the network's verdicts)" }
-                (network_matches(state))
+                (network_matches(&matches))
 
                 h2 { "Matches as each validator played them" }
                 (match_rows(&report.matches))
@@ -272,7 +275,7 @@ pub fn html(report: &AuditReport) -> String {
                 }
 
                 h2 { "Champion over time" }
-                (reigns(state))
+                (reigns(state, &matches))
 
                 h2 { "Discrepancies" }
                 @if report.findings.is_empty() {
@@ -298,7 +301,7 @@ pub fn html(report: &AuditReport) -> String {
             }
         }
     };
-    page.into_string()
+    Ok(page.into_string())
 }
 
 fn validators(state: &NetworkState, identities: &Identities) -> Markup {
@@ -331,13 +334,13 @@ fn validators(state: &NetworkState, identities: &Identities) -> Markup {
     }
 }
 
-fn network_matches(state: &NetworkState) -> Markup {
+fn network_matches(matches: &[NetworkMatch]) -> Markup {
     html! {
-        @if state.matches.is_empty() { p.muted { "No match yet." } }
+        @if matches.is_empty() { p.muted { "No match yet." } }
         @else {
             table #network-matches {
                 tr { th { "started" } th { "contender" } th { "champion" } th { "votes" } th { "vTrust for the contender" } th { "vTrust against" } th { "verdict" } }
-                @for m in state.matches.iter() {
+                @for m in matches {
                     tr {
                         td { (date(m.first_started_ms)) }
                         td { (miner(&m.contender)) }
@@ -385,14 +388,13 @@ fn match_rows(rows: &[MatchRow]) -> Markup {
 /// match activity the logs record (not the time of the report: old logs would squeeze
 /// every earlier reign to nothing); every reign keeps a visible minimum width, and labels
 /// sit in their own cells.
-fn reigns(state: &NetworkState) -> Markup {
+fn reigns(state: &NetworkState, matches: &[NetworkMatch]) -> Markup {
     let history = &state.champion_history;
     let Some(first) = history.first() else {
         return html! { p.muted { "No match yet." } };
     };
     let t0 = first.at_time_ms;
-    let last_activity = state
-        .matches
+    let last_activity = matches
         .iter()
         .flat_map(|m| m.votes.iter().map(|v| v.decided_time_ms).chain([m.first_started_ms]).max())
         .chain(history.iter().map(|c| c.at_time_ms))

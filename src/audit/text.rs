@@ -5,6 +5,7 @@
 use super::report::{DISCREPANCIES_OMITTED, RATIO_NEVER_SET_ON_CHAIN};
 use super::AuditReport;
 use crate::ledger::event::Event;
+use crate::replay::cold::ColdError;
 use std::fmt::Write as _;
 
 /// One log's record of not playing a miner, in words (`af audit`, `af mine status`).
@@ -39,7 +40,8 @@ fn ppm(value: u32) -> String {
 }
 
 /// The report as `af audit` prints it for a person (`--json` prints the report itself).
-pub fn text(report: &AuditReport) -> String {
+/// An error if the state's matches did not read back from the replay's file.
+pub fn text(report: &AuditReport) -> Result<String, ColdError> {
     let mut out = String::new();
     // Writing to a String cannot fail.
     // Each line is escaped whole: a log's hotkeys, models and findings' details are
@@ -184,6 +186,7 @@ pub fn text(report: &AuditReport) -> String {
     }
     outln!("");
     for m in state.matches.iter() {
+        let m = m?;
         outln!(
             "match {} vs {}: {} ({} votes, {} for / {} against)",
             m.contender.hotkey,
@@ -241,7 +244,7 @@ pub fn text(report: &AuditReport) -> String {
             );
         }
     }
-    out
+    Ok(out)
 }
 
 /// A row's agreement with replay's winner-takes-all weights, as a suffix.

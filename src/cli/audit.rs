@@ -71,7 +71,8 @@ pub struct AuditArgs {
 
 pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     match audit(&args) {
-        Ok((report, replayed)) => {
+        // The replay stays until the report is drawn: the report reads its file.
+        Ok((report, _replayed)) => {
             let claims = &report.checkpoint_claims;
             let code = match (
                 report.clean,
@@ -82,17 +83,17 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
                 (false, true) if !report.awaiting_upgrade.is_empty() => EXIT_UPGRADE,
                 (false, _) => EXIT_FOUND,
             };
-            // Drawn whole before anything is said, then asked once: a read of the
-            // replay's file that failed meanwhile leaves no report passed off as whole.
-            let html = args.report.as_ref().map(|_| af::audit::report::html(&report));
-            let text = (!args.json).then(|| af::audit::text::text(&report));
-            let drawn = (|| -> anyhow::Result<Option<serde_json::Value>> {
+            // Drawn whole before anything is said: a read of the replay's file that
+            // fails leaves no report passed off as whole.
+            type Drawn = (Option<String>, Option<String>, Option<serde_json::Value>);
+            let drawn = (|| -> anyhow::Result<Drawn> {
+                let html = args.report.as_ref().map(|_| af::audit::report::html(&report)).transpose()?;
+                let text = (!args.json).then(|| af::audit::text::text(&report)).transpose()?;
                 let json = args.json.then(|| serde_json::to_value(&report)).transpose()?;
-                replayed.check_whole()?;
-                Ok(json)
+                Ok((html, text, json))
             })();
-            let json = match drawn {
-                Ok(json) => json,
+            let (html, text, json) = match drawn {
+                Ok(drawn) => drawn,
                 Err(error) => {
                     eprintln!("af audit: could not run: {error:#}");
                     return Ok(ExitCode::from(EXIT_COULD_NOT_RUN));
@@ -178,7 +179,7 @@ fn audit(args: &AuditArgs) -> anyhow::Result<(AuditReport, Replay)> {
     })?;
     progress.finish();
     let replayed: Replay = replayed?;
-    let view = super::weights::read_chain_view(&args.chain, &af::audit::blocks::blocks_to_check(&replayed.folds))?;
+    let view = super::weights::read_chain_view(&args.chain, &af::audit::blocks::blocks_to_check(&replayed.folds)?)?;
     let report =
         af::audit::compose::audit_report(&store, &replayed, view.as_ref(), start, started.elapsed().as_secs_f64())?;
     Ok((report, replayed))

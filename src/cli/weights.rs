@@ -28,7 +28,6 @@ pub fn weights_show(data: &std::path::Path, chain: &ChainArgs, json: bool) -> an
     )?;
     let audit = chain_view::weights_audit(&replayed, &commitments, view.as_ref());
     let replay_weights = view.as_ref().map_or_else(|| state.weights.clone(), |v| v.replay_weights(state));
-    replayed.check_whole()?;
     let code =
         if audit.discrepancies.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) };
     if json {

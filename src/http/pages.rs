@@ -15,9 +15,11 @@ use crate::chain::weight_shares;
 // The legacy ratio parameters only reach logs of mixture plans (score plans carry theirs).
 use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use crate::ledger::event::MinerRef;
+use crate::replay::cold::ColdError;
 use crate::replay::fold::ChainFold;
-use crate::replay::model::{MatchFold, NetworkVerdict, SkipFold};
+use crate::replay::model::{MatchFold, NetworkMatch, NetworkVerdict, SkipFold};
 use crate::replay::view::{miner_rows, miners_named, network_ratio_steps, newest_chain_block, played, ratio_points};
+use crate::replay::vtrust_history::vtrust_history;
 use crate::replay::Replay;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use std::collections::{BTreeMap, BTreeSet};
@@ -112,19 +114,29 @@ pub fn match_pages(n: usize) -> usize {
     n.div_ceil(MATCHES_PER_PAGE).max(1)
 }
 
-/// Renders page `name` (one of [`PAGES`]); `None` for any other name, or for a page of
-/// matches or miners past the last.
-pub fn render(name: &str, replay: &Replay, chain: &FromChain, paging: Paging) -> Option<String> {
+/// Why a page was not drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum PageError {
+    /// A name not in [`PAGES`], or a page of matches or miners past the last.
+    #[error("no such page")]
+    NotFound,
+    /// The replay's file did not read back: a page short of a match is never drawn.
+    #[error(transparent)]
+    Unread(#[from] ColdError),
+}
+
+/// Renders page `name` (one of [`PAGES`]).
+pub fn render(name: &str, replay: &Replay, chain: &FromChain, paging: Paging) -> Result<String, PageError> {
     let identities = &chain.identities;
     let body = match name {
-        "subnet.html" => subnet(replay, identities, chain.head),
+        "subnet.html" => subnet(replay, identities, chain.head)?,
         "miners.html" => miners(replay, chain, paging)?,
         "matches.html" => matches(replay, identities, paging)?,
-        "history.html" => history(replay, identities),
-        _ => return None,
+        "history.html" => history(replay, identities)?,
+        _ => return Err(PageError::NotFound),
     };
     let title = PAGES.iter().find(|(file, _)| *file == name).map_or("", |(_, title)| title);
-    Some(page(title, body, Some(&replay.state_hash)))
+    Ok(page(title, body, Some(&replay.state_hash)))
 }
 
 /// Challenges on one page of `match.html`.
@@ -240,17 +252,26 @@ fn miner_cell<S: AsRef<str>>(miner: &MinerRef<S>) -> Markup {
     identity(Some(miner.uid), hotkey, &format!("hotkey {hotkey}\nmodel {model}"))
 }
 
-fn subnet(replay: &Replay, identities: &Identities, head: Option<u64>) -> Markup {
+fn subnet(replay: &Replay, identities: &Identities, head: Option<u64>) -> Result<Markup, ColdError> {
     let state = &replay.state;
     // The chain's head where one was read; else the newest block a log names, said so.
-    let newest = head.unwrap_or_else(|| newest_chain_block(replay));
+    let newest = match head {
+        Some(head) => head,
+        None => newest_chain_block(replay)?,
+    };
     let folds: BTreeMap<ValidatorKey, &ChainFold> = replay.folds.iter().map(|f| (f.validator, f)).collect();
+    let mut committed: BTreeMap<ValidatorKey, u64> = BTreeMap::new();
+    for fold in &replay.folds {
+        if let Some(last) = fold.commitments.last()? {
+            committed.insert(fold.validator, last.chain_block);
+        }
+    }
     let since = |block: Option<u64>| match block {
         Some(block) if newest > 0 => format!("{} (block {block})", newest.saturating_sub(block)),
         Some(block) => format!("block {block}"),
         None => "never".into(),
     };
-    html! {
+    Ok(html! {
         p #champion {
             "Champion: "
             @match &state.champion {
@@ -280,7 +301,7 @@ fn subnet(replay: &Replay, identities: &Identities, head: Option<u64>) -> Markup
                     td { (short(&v.validator)) }
                     td.n { @match v.tip_height { Some(h) => (h), None => "-" } }
                     td.n { (percent(u64::from(v.vtrust_ppm))) }
-                    td.n { (since(fold.and_then(|f| f.commitments.last()).map(|c| c.chain_block))) }
+                    td.n { (since(committed.get(&v.validator).copied())) }
                     td.n { (since(fold.and_then(|f| f.last_weights.as_ref()).map(|w| w.chain_block))) }
                     td { @match fold.and_then(|f| f.last_weights.as_ref()) {
                         Some(w) => (weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied()))),
@@ -295,7 +316,7 @@ fn subnet(replay: &Replay, identities: &Identities, head: Option<u64>) -> Markup
                 }
             }
         }
-    }
+    })
 }
 
 /// The most matches a node's miners page lists per miner: its newest ones (a champion
@@ -322,12 +343,12 @@ fn miner_pages(named: usize) -> usize {
 
 /// How many pages page `name` has as a node serves it: what a reader asking for a page
 /// past the last is told.
-pub fn pages_of(name: &str, replay: &Replay, chain: &FromChain) -> usize {
-    match name {
+pub fn pages_of(name: &str, replay: &Replay, chain: &FromChain) -> Result<usize, ColdError> {
+    Ok(match name {
         "matches.html" => match_pages(replay.state.matches.len()),
-        "miners.html" => miner_pages(miners_named(replay, queued_hotkeys(chain.queue.as_deref())).len()),
+        "miners.html" => miner_pages(miners_named(replay, queued_hotkeys(chain.queue.as_deref()))?.len()),
         _ => 1,
-    }
+    })
 }
 
 /// Why a commitment was not played, in words.
@@ -348,12 +369,12 @@ fn score_text(points_x2: u64, n: u64) -> String {
 }
 
 /// `None` for a page past the last.
-fn miners(replay: &Replay, chain: &FromChain, paging: Paging) -> Option<Markup> {
+fn miners(replay: &Replay, chain: &FromChain, paging: Paging) -> Result<Markup, PageError> {
     let (state, queue) = (&replay.state, chain.queue.as_deref());
     // The rows shown: every miner on a published copy, one page of hotkeys on a node, so
     // the rows (each with its matches and their env tallies) do not grow with the logs;
     // only the hotkeys are gathered whole, to find the page's window.
-    let named = miners_named(replay, queued_hotkeys(queue));
+    let named = miners_named(replay, queued_hotkeys(queue))?;
     let n_named = named.len();
     // With the matches each row keeps: all on a published copy, the newest on a node.
     let (window, nav, keep): (BTreeSet<String>, _, _) = match paging {
@@ -362,14 +383,14 @@ fn miners(replay: &Replay, chain: &FromChain, paging: Paging) -> Option<Markup> 
             let last = miner_pages(n_named);
             let page = page.unwrap_or(1);
             if page == 0 || page > last {
-                return None;
+                return Err(PageError::NotFound);
             }
             let first = (page - 1) * MINERS_PER_PAGE;
             let window = named.into_iter().skip(first).take(MINERS_PER_PAGE).collect();
             (window, Some((page, last, first)), MATCHES_PER_MINER)
         }
     };
-    let mut rows = miner_rows(replay, &window, keep);
+    let mut rows = miner_rows(replay, &window, keep)?;
     if let Some(champion) = state.champion.as_ref().filter(|champion| window.contains(&*champion.hotkey)) {
         rows.entry(champion.hotkey.to_string()).or_default().champion = true;
     }
@@ -386,7 +407,7 @@ fn miners(replay: &Replay, chain: &FromChain, paging: Paging) -> Option<Markup> 
         });
     }
     let n_queued = queue.map_or(0, <[Queued]>::len);
-    Some(html! {
+    Ok(html! {
         @if let Some((page, last, first)) = nav {
             p #miner-pages {
                 "Miners " ((first + 1).min(n_named)) " to " (first + rows.len()) " of " (n_named) ", by hotkey (page " (page) " of " (last) "). "
@@ -457,7 +478,7 @@ fn miners(replay: &Replay, chain: &FromChain, paging: Paging) -> Option<Markup> 
     })
 }
 
-fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<Markup> {
+fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Result<Markup, PageError> {
     let state = &replay.state;
     let n = state.matches.len();
     let (first, shown, nav) = match paging {
@@ -466,13 +487,17 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
             let last = match_pages(n);
             let page = page.unwrap_or(last);
             if page == 0 || page > last {
-                return None;
+                return Err(PageError::NotFound);
             }
             let first = (page - 1) * MATCHES_PER_PAGE;
             (first, MATCHES_PER_PAGE.min(n - first), Some((page, last)))
         }
     };
-    Some(html! {
+    let mut shown_matches = Vec::with_capacity(shown.min(MATCHES_PER_PAGE));
+    for (n, m) in (first..).zip(state.matches.iter_from(first).take(shown)) {
+        shown_matches.push(network_match(replay, identities, paging, n, &m?)?);
+    }
+    Ok(html! {
         @if state.matches.is_empty() { p.muted { "No match yet." } }
         @if let Some((page, last)) = nav {
             p #match-pages {
@@ -492,67 +517,85 @@ fn matches(replay: &Replay, identities: &Identities, paging: Paging) -> Option<M
                 th { "match" } th { "contender" } th { "champion" } th { "validator" } th { "its verdict" }
                 th { "contender's W/L/D per env (decision)" } th { "challenges" } th { "ratio it set" }
             }
-            @for (n, m) in (first..).zip(state.matches.iter_from(first).take(shown)) {
-                @let total = m.for_ppm + m.against_ppm;
-                @let plays = replay.state.matches.plays(&m.contender.hotkey, &m.champion.hotkey);
-                @let rows = plays.len().max(1);
-                @for (i, (validator, match_id)) in plays.iter().enumerate() {
-                    @let Some(played) = played(replay, validator, match_id) else { continue };
-                    tr id=[(i == 0).then(|| format!("m-{n}"))] data-match=(n) data-validator=(validator) {
-                        @if i == 0 {
-                            td rowspan=(rows) {
-                                b { "match " (n + 1) } br;
-                                (date(m.first_started_ms)) br;
-                                b { @match m.verdict {
-                                    Some(NetworkVerdict::ContenderWon) => "contender won",
-                                    Some(NetworkVerdict::ChampionStays) => "champion stays",
-                                    None => "undecided",
-                                } }
-                                @if total > 0 {
-                                    br; span.muted { (percent(m.for_ppm * 1_000_000 / total)) " of the voting vTrust for the contender" }
-                                }
-                            }
-                            td rowspan=(rows) { (miner_cell(&m.contender)) br; (model_text(&m.contender.model)) }
-                            td rowspan=(rows) { (miner_cell(&m.champion)) br; (model_text(&m.champion.model)) }
-                        }
-                        td {
-                            (validator_cell(validator, identities)) br; span.muted { "match id " (short(match_id)) }
-                            @if let Paging::Page(_) = paging { br; a href=(format!("match.html?id={}", match_id.to_hex())) { "answers side by side" } }
-                        }
-                        td { @match &played.decided { Some(d) => (if d.contender_won { "contender won" } else { "champion stays" }), None => "open" } }
-                        td { @for (env, e) in &played.env_folds { div { (env) " " (e.wins) "/" (e.losses) "/" (e.draws) " (" (decision(e.decision)) ")" } } }
-                        td.n { (played.env_folds.values().map(|e| u64::from(e.wins + e.losses + e.draws)).sum::<u64>()) }
-                        td.n { @match &played.decided { Some(d) => (percent(u64::from(d.new_ratio_to_beat_ppm))), None => "-" } }
-                    }
-                }
-                tr.muted data-contender=(m.contender.hotkey) { td colspan="8" {
-                    "Transcripts, both answers of each challenge with every proof checked in your browser: "
-                    a href=(explorer_link(&m.contender.hotkey)) { "the contender's" } ", "
-                    a href=(explorer_link(&m.champion.hotkey)) { "the champion's" } "; offline: "
-                    code.nowrap { "af mirror --from URL --data DIR" } " (URL: this site's address, the folder holding af/v1/), then "
-                    @if !plays.is_empty() { "one command per log that played it:" }
-                    @for (_, match_id) in &plays {
-                        br; code { "af transcripts --data DIR --miner " (m.contender.hotkey) " --match " (match_id.to_hex()[..16]) }
-                    }
-                    @if !plays.is_empty() { br; }
-                    @if let Paging::Page(_) = paging {
-                        "(from this node: "
-                        a href=(format!("af/v1/transcripts?miner={}", url::form_urlencoded::byte_serialize(m.contender.hotkey.as_bytes()).collect::<String>())) { "the contender's entries as JSON" } ")."
-                    }
-                } }
-            }
+            @for rows in &shown_matches { (rows) }
         }
     })
 }
 
-fn history(replay: &Replay, identities: &Identities) -> Markup {
+/// The rows of the state's match `m`, number `n`: one per log that played it, with its
+/// tallies, and a row of links to its transcripts.
+fn network_match(
+    replay: &Replay,
+    identities: &Identities,
+    paging: Paging,
+    n: usize,
+    m: &NetworkMatch,
+) -> Result<Markup, ColdError> {
+    let total = m.for_ppm + m.against_ppm;
+    let plays = replay.state.matches.plays(&m.contender.hotkey, &m.champion.hotkey)?;
+    let mut played_by = Vec::with_capacity(plays.len());
+    for (validator, match_id) in &plays {
+        if let Some(fold) = played(replay, validator, match_id)? {
+            played_by.push((validator, match_id, fold));
+        }
+    }
+    let rows = played_by.len().max(1);
+    Ok(html! {
+        @for (i, (validator, match_id, played)) in played_by.iter().enumerate() {
+            tr id=[(i == 0).then(|| format!("m-{n}"))] data-match=(n) data-validator=(validator) {
+                @if i == 0 {
+                    td rowspan=(rows) {
+                        b { "match " (n + 1) } br;
+                        (date(m.first_started_ms)) br;
+                        b { @match m.verdict {
+                            Some(NetworkVerdict::ContenderWon) => "contender won",
+                            Some(NetworkVerdict::ChampionStays) => "champion stays",
+                            None => "undecided",
+                        } }
+                        @if total > 0 {
+                            br; span.muted { (percent(m.for_ppm * 1_000_000 / total)) " of the voting vTrust for the contender" }
+                        }
+                    }
+                    td rowspan=(rows) { (miner_cell(&m.contender)) br; (model_text(&m.contender.model)) }
+                    td rowspan=(rows) { (miner_cell(&m.champion)) br; (model_text(&m.champion.model)) }
+                }
+                td {
+                    (validator_cell(validator, identities)) br; span.muted { "match id " (short(match_id)) }
+                    @if let Paging::Page(_) = paging { br; a href=(format!("match.html?id={}", match_id.to_hex())) { "answers side by side" } }
+                }
+                td { @match &played.decided { Some(d) => (if d.contender_won { "contender won" } else { "champion stays" }), None => "open" } }
+                td { @for (env, e) in &played.env_folds { div { (env) " " (e.wins) "/" (e.losses) "/" (e.draws) " (" (decision(e.decision)) ")" } } }
+                td.n { (played.env_folds.values().map(|e| u64::from(e.wins + e.losses + e.draws)).sum::<u64>()) }
+                td.n { @match &played.decided { Some(d) => (percent(u64::from(d.new_ratio_to_beat_ppm))), None => "-" } }
+            }
+        }
+        tr.muted data-contender=(m.contender.hotkey) { td colspan="8" {
+            "Transcripts, both answers of each challenge with every proof checked in your browser: "
+            a href=(explorer_link(&m.contender.hotkey)) { "the contender's" } ", "
+            a href=(explorer_link(&m.champion.hotkey)) { "the champion's" } "; offline: "
+            code.nowrap { "af mirror --from URL --data DIR" } " (URL: this site's address, the folder holding af/v1/), then "
+            @if !plays.is_empty() { "one command per log that played it:" }
+            @for (_, match_id) in &plays {
+                br; code { "af transcripts --data DIR --miner " (m.contender.hotkey) " --match " (match_id.to_hex()[..16]) }
+            }
+            @if !plays.is_empty() { br; }
+            @if let Paging::Page(_) = paging {
+                "(from this node: "
+                a href=(format!("af/v1/transcripts?miner={}", url::form_urlencoded::byte_serialize(m.contender.hotkey.as_bytes()).collect::<String>())) { "the contender's entries as JSON" } ")."
+            }
+        } }
+    })
+}
+
+fn history(replay: &Replay, identities: &Identities) -> Result<Markup, ColdError> {
     let state = &replay.state;
-    let points = ratio_points(&state.matches, RATIO_POINTS);
-    let steps = network_ratio_steps(replay);
+    let points = ratio_points(&state.matches, RATIO_POINTS)?;
+    let steps = network_ratio_steps(replay)?;
+    let vtrust = vtrust_history(&replay.folds, &state.matches, &DEFAULT_RATIO_PARAMS, VTRUST_POINTS)?;
     // One color per validator on both charts, in the state's order.
     let colors: BTreeMap<ValidatorKey, usize> =
         state.validators.iter().enumerate().map(|(i, v)| (v.validator, i)).collect();
-    html! {
+    Ok(html! {
         h2 { "Champions" }
         @if state.champion_history.is_empty() { p.muted { "No champion yet." } }
         table #champions {
@@ -571,13 +614,10 @@ fn history(replay: &Replay, identities: &Identities) -> Markup {
         @if points.is_empty() { p.muted { "No match decided at a chain block yet." } }
         @else { (ratio_chart(&points, &steps, &colors, identities)) }
         h2 { "vTrust over chain blocks" }
-        @match crate::replay::vtrust_history::vtrust_history(&replay.folds, &state.matches, &DEFAULT_RATIO_PARAMS, VTRUST_POINTS) {
-            Err(e) => p.muted { "The vTrust history could not be read: " (e) },
-            Ok(history) if history.is_empty() => p.muted { "No match started at a chain block yet." },
-            Ok(history) => {
-                p.muted { "Each point is what a replay of every log cut back to the matches started at or before that block gives." }
-                (vtrust_chart(&history, &colors, identities))
-            }
+        @if vtrust.is_empty() { p.muted { "No match started at a chain block yet." } }
+        @else {
+            p.muted { "Each point is what a replay of every log cut back to the matches started at or before that block gives." }
+            (vtrust_chart(&vtrust, &colors, identities))
         }
         h2 { "vTrust now" }
         table #vtrust {
@@ -590,7 +630,7 @@ fn history(replay: &Replay, identities: &Identities) -> Markup {
                 }
             }
         }
-    }
+    })
 }
 
 /// Points of the vTrust chart (each one a replay of the logs' prefixes).

@@ -150,8 +150,8 @@ impl std::fmt::Debug for ColdStore {
 }
 
 /// One committed view of the file: what the folds that hold it read their spilled
-/// matches from. A read that fails marks it faulted (the reader then sees fewer
-/// matches), and whoever publishes a result made from it must check [`Self::faulted`].
+/// matches from. Every read returns its error; a failed one also marks the snapshot
+/// faulted, for the fold's own steps (`replay` asks before handing a replay out).
 pub struct ColdSnapshot {
     /// redb stops serving reads once its database is dropped: a snapshot keeps it open.
     _db: Arc<Database>,
@@ -168,6 +168,32 @@ pub struct ColdSnapshot {
 impl std::fmt::Debug for ColdSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ColdSnapshot").field("path", &self.path).field("faulted", &self.faulted()).finish()
+    }
+}
+
+/// `reads`, ending after the first failed one: a reader never sees items past a gap.
+pub(super) fn until_failed<T>(
+    reads: impl Iterator<Item = Result<T, ColdError>>,
+) -> impl Iterator<Item = Result<T, ColdError>> {
+    let mut ended = false;
+    reads.map_while(move |item| {
+        let last = ended;
+        ended |= item.is_err();
+        (!last).then_some(item)
+    })
+}
+
+/// Whether two reads hand back the same items, each read whole.
+pub(super) fn same_reads<T: PartialEq>(
+    mut a: impl Iterator<Item = Result<T, ColdError>>,
+    mut b: impl Iterator<Item = Result<T, ColdError>>,
+) -> bool {
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => return true,
+            (Some(Ok(x)), Some(Ok(y))) if x == y => continue,
+            _ => return false,
+        }
     }
 }
 
@@ -576,72 +602,84 @@ impl ColdSnapshot {
         &self.path
     }
 
-    /// Whether a read from this snapshot failed: results made from it are incomplete.
-    pub fn faulted(&self) -> bool {
+    /// Whether a read from this snapshot failed. Readers get the error itself; the flag
+    /// is for the fold, whose steps cannot stop on one, and which asks it when done.
+    pub(super) fn faulted(&self) -> bool {
         self.fault.load(Ordering::Relaxed)
     }
 
-    fn fault<T>(&self, why: impl std::fmt::Display) -> Option<T> {
+    /// The error of a failed read, logged once per snapshot, which it marks faulted.
+    pub(super) fn failed(&self, why: impl std::fmt::Display) -> ColdError {
         if !self.fault.swap(true, Ordering::Relaxed) {
             tracing::error!(target: "af::replay", event = "cold_read_failed", path = %self.path.display(), "{why}");
         }
-        None
+        ColdError::Engine { path: self.path.display().to_string(), message: format!("a read failed: {why}") }
     }
 
-    pub(super) fn contains(&self, validator: &ValidatorKey, id: &MatchId) -> bool {
-        match self.by_id.get(&id_key(validator, id)[..]) {
-            Ok(found) => found.is_some(),
-            Err(e) => self.fault(e).unwrap_or(false),
-        }
+    pub(super) fn contains(&self, validator: &ValidatorKey, id: &MatchId) -> Result<bool, ColdError> {
+        self.by_id.get(&id_key(validator, id)[..]).map(|found| found.is_some()).map_err(|e| self.failed(e))
     }
 
-    pub(super) fn get(&self, validator: &ValidatorKey, id: &MatchId) -> Option<MatchFold> {
-        let place = match self.by_id.get(&id_key(validator, id)[..]) {
-            Ok(found) => found?.value().to_vec(),
-            Err(e) => return self.fault(e),
+    pub(super) fn get(&self, validator: &ValidatorKey, id: &MatchId) -> Result<Option<MatchFold>, ColdError> {
+        let place = match self.by_id.get(&id_key(validator, id)[..]).map_err(|e| self.failed(e))? {
+            Some(found) => found.value().to_vec(),
+            None => return Ok(None),
         };
         let mut key = validator.0.to_vec();
         key.extend_from_slice(&place);
-        match self.by_place.get(&key[..]) {
-            Ok(Some(value)) => self.decode(value.value()).map(|(_, m)| m),
-            Ok(None) => self.fault(format!("match {id} is indexed but not stored")),
-            Err(e) => self.fault(e),
+        match self.by_place.get(&key[..]).map_err(|e| self.failed(e))? {
+            Some(value) => self.decode(value.value()).map(|(_, m)| Some(m)),
+            None => Err(self.failed(format!("match {id} is indexed but not stored"))),
         }
     }
 
-    fn decode(&self, value: &[u8]) -> Option<(MatchId, MatchFold)> {
+    fn decode(&self, value: &[u8]) -> Result<(MatchId, MatchFold), ColdError> {
         let Some((id, encoded)) = value.split_first_chunk::<32>() else {
-            return self.fault("a stored match is shorter than its id");
+            return Err(self.failed("a stored match is shorter than its id"));
         };
-        match codec::decode_canonical(encoded, "match fold", MAX_FOLD_BYTES) {
-            Ok(m) => Some((crate::bytes::Hash32(*id), m)),
-            Err(e) => self.fault(e),
-        }
+        let m = codec::decode_canonical(encoded, "match fold", MAX_FOLD_BYTES).map_err(|e| self.failed(e))?;
+        Ok((crate::bytes::Hash32(*id), m))
     }
 
     /// `validator`'s spilled match ids, in id order.
-    pub(super) fn ids(&self, validator: &ValidatorKey) -> impl Iterator<Item = MatchId> + '_ {
-        self.scan(&self.by_id, validator, |key, _| key.last_chunk::<32>().map(|id| crate::bytes::Hash32(*id)))
+    pub(super) fn ids(&self, validator: &ValidatorKey) -> impl Iterator<Item = Result<MatchId, ColdError>> + '_ {
+        self.scan(&self.by_id, validator, |key, _| match key.last_chunk::<32>() {
+            Some(id) => Ok(crate::bytes::Hash32(*id)),
+            None => Err(self.failed("a stored match id is short")),
+        })
     }
 
     /// Every entry of `validator` in `table` (keyed by validator first), in key order,
-    /// through `read` (key, value); the first failed read or decode ends it, faulted.
+    /// through `read` (key, value); the first failed read or decode is the last item.
     fn scan<'s, T: 's>(
         &'s self,
         table: &'s ReadOnlyTable<&'static [u8], &'static [u8]>,
         validator: &ValidatorKey,
-        read: impl Fn(&[u8], &[u8]) -> Option<T> + 's,
-    ) -> impl Iterator<Item = T> + 's {
+        read: impl Fn(&[u8], &[u8]) -> Result<T, ColdError> + 's,
+    ) -> impl Iterator<Item = Result<T, ColdError>> + 's {
         let (from, to) = of_validator(validator);
         let range = match to {
             Some(to) => table.range::<&[u8]>(&from[..]..&to[..]),
             None => table.range::<&[u8]>(&from[..]..),
         };
-        let range = range.map_err(|e| self.fault::<()>(e)).ok();
-        range.into_iter().flatten().map_while(move |entry| match entry {
-            Ok((key, value)) => read(key.value(), value.value()),
-            Err(e) => self.fault(e),
-        })
+        self.entries(range, move |key, value| read(key.value(), value.value()))
+    }
+
+    /// The entries of a table's `range`, each through `read`, ending after the first error.
+    fn entries<'s, K: redb::Key + 's, V: redb::Value + 's, T: 's>(
+        &'s self,
+        range: Result<redb::Range<'s, K, V>, redb::StorageError>,
+        read: impl Fn(redb::AccessGuard<'_, K>, redb::AccessGuard<'_, V>) -> Result<T, ColdError> + 's,
+    ) -> impl Iterator<Item = Result<T, ColdError>> + 's {
+        let (range, opened) = match range {
+            Ok(range) => (Some(range), None),
+            Err(e) => (None, Some(Err(self.failed(e)))),
+        };
+        let read = range.into_iter().flatten().map(move |entry| match entry {
+            Ok((key, value)) => read(key, value),
+            Err(e) => Err(self.failed(e)),
+        });
+        until_failed(opened.into_iter().chain(read))
     }
 
     /// The table of `T` records.
@@ -650,83 +688,72 @@ impl ColdSnapshot {
     }
 
     /// `validator`'s `T` record at `index` of its list.
-    pub(super) fn record<T: Record>(&self, validator: &ValidatorKey, index: u64) -> Option<T> {
-        match self.list::<T>().get(&index_key(validator, index)[..]) {
-            Ok(Some(value)) => self.decode_record(value.value()),
-            Ok(None) => self.fault(format!("{} record {index} is not stored", T::TABLE)),
-            Err(e) => self.fault(e),
+    pub(super) fn record<T: Record>(&self, validator: &ValidatorKey, index: u64) -> Result<T, ColdError> {
+        match self.list::<T>().get(&index_key(validator, index)[..]).map_err(|e| self.failed(e))? {
+            Some(value) => self.decode_record(value.value()),
+            None => Err(self.failed(format!("{} record {index} is not stored", T::TABLE))),
         }
     }
 
-    fn decode_record<T: Record>(&self, value: &[u8]) -> Option<T> {
-        codec::decode_canonical(value, "listed record", MAX_FOLD_BYTES).map_err(|e| self.fault::<()>(e)).ok()
+    fn decode_record<T: Record>(&self, value: &[u8]) -> Result<T, ColdError> {
+        codec::decode_canonical(value, "listed record", MAX_FOLD_BYTES).map_err(|e| self.failed(e))
     }
 
     /// How many `T` records of `validator` the snapshot holds (keys only, nothing decoded).
-    pub(super) fn n_records<T: Record>(&self, validator: &ValidatorKey) -> usize {
-        self.scan(self.list::<T>(), validator, |_, _| Some(())).count()
+    pub(super) fn n_records<T: Record>(&self, validator: &ValidatorKey) -> Result<usize, ColdError> {
+        self.scan(self.list::<T>(), validator, |_, _| Ok(())).try_fold(0, |n, read| read.map(|()| n + 1))
     }
 
     /// `validator`'s spilled `T` records, in log order.
-    pub(super) fn records<T: Record>(&self, validator: &ValidatorKey) -> impl Iterator<Item = T> + '_ {
+    pub(super) fn records<T: Record>(
+        &self,
+        validator: &ValidatorKey,
+    ) -> impl Iterator<Item = Result<T, ColdError>> + '_ {
         self.scan(self.list::<T>(), validator, |_, value| self.decode_record(value))
     }
 
     /// The state's list of matches from place `from` on, in order.
-    pub(super) fn state_matches(&self, from: u64) -> impl Iterator<Item = NetworkMatch> + '_ {
-        let range = self.state_list.range(from..).map_err(|e| self.fault::<()>(e)).ok();
-        range.into_iter().flatten().map_while(move |entry| match entry {
-            Ok((_, value)) => codec::decode_canonical(value.value(), "network match", MAX_FOLD_BYTES)
-                .map_err(|e| self.fault::<()>(e))
-                .ok(),
-            Err(e) => self.fault(e),
+    pub(super) fn state_matches(&self, from: u64) -> impl Iterator<Item = Result<NetworkMatch, ColdError>> + '_ {
+        self.entries(self.state_list.range(from..), |_, value| {
+            codec::decode_canonical(value.value(), "network match", MAX_FOLD_BYTES).map_err(|e| self.failed(e))
         })
     }
 
     /// The (validator, match id) of every play whose key starts with `pair` (a pair's
     /// `SortKey` bytes), in key order.
-    pub(super) fn state_plays(&self, pair: &[u8]) -> Vec<(ValidatorKey, MatchId)> {
+    pub(super) fn state_plays(&self, pair: &[u8]) -> Result<Vec<(ValidatorKey, MatchId)>, ColdError> {
         let mut end = pair.to_vec();
         // A pair's bytes end in the name terminator 0 0: one past it bounds the range.
         if let Some(last) = end.last_mut() {
             *last = last.saturating_add(1);
         }
-        let range = self.state_plays.range::<&[u8]>(pair..&end[..]).map_err(|e| self.fault::<()>(e)).ok();
-        range
-            .into_iter()
-            .flatten()
-            .map_while(|entry| match entry {
-                Ok((key, _)) => match key.value().last_chunk::<64>() {
-                    Some(tail) => {
-                        let (validator, id) = tail.split_at(32);
-                        Some((ValidatorKey(validator.try_into().ok()?), crate::bytes::Hash32(id.try_into().ok()?)))
-                    }
-                    None => self.fault("a play's key is shorter than its validator and id"),
-                },
-                Err(e) => self.fault(e),
-            })
-            .collect()
+        let range = self.state_plays.range::<&[u8]>(pair..&end[..]);
+        self.entries(range, |key, _| match key.value().last_chunk::<64>() {
+            Some(tail) => {
+                let (validator, id) = tail.split_at(32);
+                let validator = ValidatorKey(validator.try_into().expect("32 of 64 bytes"));
+                Ok((validator, crate::bytes::Hash32(id.try_into().expect("32 of 64 bytes"))))
+            }
+            None => Err(self.failed("a play's key is shorter than its validator and id")),
+        })
+        .collect()
     }
 
     /// Every play of the state's combine, in key order: entries as its bag wrote them
     /// (`bag::Bag`), decoded as `T`.
-    pub(super) fn state_play_entries<T: DeserializeOwned + Serialize>(&self) -> impl Iterator<Item = T> + '_ {
-        let range = redb::ReadableTable::iter(&self.state_plays).map_err(|e| self.fault::<()>(e)).ok();
-        range.into_iter().flatten().map_while(move |entry| match entry {
-            Ok((_, value)) => codec::decode_canonical(value.value(), "combine entry", MAX_ENTRY_BYTES)
-                .map_err(|e| self.fault::<()>(e))
-                .ok(),
-            Err(e) => self.fault(e),
+    pub(super) fn state_play_entries<'s, T: DeserializeOwned + Serialize + 's>(
+        &'s self,
+    ) -> impl Iterator<Item = Result<T, ColdError>> + 's {
+        self.entries(redb::ReadableTable::iter(&self.state_plays), |_, value| {
+            codec::decode_canonical(value.value(), "combine entry", MAX_ENTRY_BYTES).map_err(|e| self.failed(e))
         })
     }
 
-    /// The error a reader gives once this snapshot is faulted.
-    pub(super) fn faulted_error(&self) -> ColdError {
-        ColdError::Engine { path: self.path.display().to_string(), message: "a read failed (logged)".into() }
-    }
-
     /// `validator`'s spilled matches in log order.
-    pub(super) fn in_log_order(&self, validator: &ValidatorKey) -> impl Iterator<Item = (MatchId, MatchFold)> + '_ {
+    pub(super) fn in_log_order(
+        &self,
+        validator: &ValidatorKey,
+    ) -> impl Iterator<Item = Result<(MatchId, MatchFold), ColdError>> + '_ {
         self.scan(&self.by_place, validator, |_, value| self.decode(value))
     }
 }

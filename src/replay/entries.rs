@@ -27,6 +27,8 @@ pub enum EntriesError {
     Encode(#[from] serde_json::Error),
     #[error("no room for the page's first entry in the memory budget")]
     NoRoom,
+    #[error(transparent)]
+    Cold(#[from] crate::replay::cold::ColdError),
 }
 
 /// What the locations were found by. Each must hold a transcript of it: one that does
@@ -60,8 +62,13 @@ pub fn resolve_match_id(folds: &[crate::replay::fold::ChainFold], text: &str) ->
     if text.len() < 16 {
         return Err(format!("the match id prefix {text:?} is shorter than 16 hex digits"));
     }
-    let found: std::collections::BTreeSet<Hash32> =
-        folds.iter().flat_map(|f| f.matches.ids()).filter(|id| id.to_hex().starts_with(&text)).collect();
+    let mut found = std::collections::BTreeSet::new();
+    for id in folds.iter().flat_map(|f| f.matches.ids()) {
+        let id = id.map_err(|e| e.to_string())?;
+        if id.to_hex().starts_with(&text) {
+            found.insert(id);
+        }
+    }
     match found.len() {
         1 => Ok(*found.first().expect("one")),
         0 => Err(format!("no match id in the logs held starts with {text}")),
@@ -161,14 +168,17 @@ pub fn for_each_entry(
             }
         }
         let fold = folds.get(&location.validator);
-        let played = fold.and_then(|f| f.matches.get(&t.match_id));
+        let played = fold.map(|f| f.matches.get(&t.match_id)).transpose()?.flatten();
         let played = played.as_deref();
         let role = match played {
             Some(m) if *m.contender.hotkey == *t.miner.hotkey => "contender",
             Some(m) if *m.champion.hotkey == *t.miner.hotkey => "champion",
             _ => "unknown",
         };
-        let commitment = fold.and_then(|f| f.commitments.iter().find(|c| c.committed_height >= location.height));
+        let commitment = match fold {
+            Some(f) => first_commitment_from(f, location.height)?,
+            None => None,
+        };
         // Headers up to the committed tip (else the current one), each read from the store
         // once however many transcripts it covers.
         let missing = EntriesError::Missing { validator: location.validator, height: location.height };
@@ -307,6 +317,20 @@ pub fn entries_page(
     };
     body.extend_from_slice(format!("],\"offset\":{offset},\"total\":{total}}}").as_bytes());
     Ok(body)
+}
+
+/// The first commitment of `fold`'s log that covers `height`.
+fn first_commitment_from(
+    fold: &crate::replay::fold::ChainFold,
+    height: u64,
+) -> Result<Option<ChainCommitment>, crate::replay::cold::ColdError> {
+    for c in fold.commitments.iter() {
+        let c = c?;
+        if c.committed_height >= height {
+            return Ok(Some(c));
+        }
+    }
+    Ok(None)
 }
 
 /// The inclusion proof of the validator's own `ChainCommitment` event `c`, found in the

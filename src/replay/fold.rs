@@ -216,7 +216,8 @@ impl ChainFold {
     /// Shares each match's names with the match its log started before it where equal,
     /// as folding does: a fold decoded from a snapshot holds a copy of every name.
     pub fn share_names(&mut self) {
-        let order: Vec<MatchId> = self.matches.in_log_order().map(|(id, _)| id).collect();
+        // A failed read faults the snapshot, which the replay asks before handing it out.
+        let order: Vec<MatchId> = self.matches.in_log_order().map_while(Result::ok).map(|(id, _)| id).collect();
         let mut last: Option<Arc<MatchFold>> = None;
         for id in order {
             let Some(m) = self.matches.update(&id) else { continue };
@@ -224,13 +225,13 @@ impl ChainFold {
                 m.share_names_with(last);
             }
             m.env_folds.share_names(&m.envs);
-            last = self.matches.get(&id);
+            last = self.matches.get_or_fault(&id);
         }
     }
 
     /// Whether reading back anything this fold spilled to the match file failed: what
     /// was made from it is incomplete.
-    pub fn spill_faulted(&self) -> bool {
+    pub(super) fn spill_faulted(&self) -> bool {
         self.matches.faulted() || self.commitments.faulted() || self.skipped.faulted() || self.equivocations.faulted()
     }
 
@@ -409,7 +410,7 @@ impl ChainFold {
                         started.envs.iter().map(|e| (e.name.as_ref(), e.version)),
                     ),
                 };
-                if let Some(last) = self.last_started.and_then(|id| self.matches.get(&id)) {
+                if let Some(last) = self.last_started.and_then(|id| self.matches.get_or_fault(&id)) {
                     fold.share_names_with(&last);
                 }
                 self.matches.insert(started.match_id, fold);
@@ -488,7 +489,7 @@ impl ChainFold {
                 }
             }
             (Event::MatchDecided(decided), _) => {
-                let Some(m) = self.matches.get(&decided.match_id) else {
+                let Some(m) = self.matches.get_or_fault(&decided.match_id) else {
                     let detail = format!("match {} was decided but never started", decided.match_id);
                     self.push(DiscrepancyKind::FalseDecision, height, at, detail);
                     return;

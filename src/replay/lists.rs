@@ -4,7 +4,7 @@
 //! commitment it does not play, and a log may hold any number of proven equivocations:
 //! lists held in memory would grow with time.
 
-use super::cold::{ColdSnapshot, Record};
+use super::cold::{same_reads, until_failed, ColdError, ColdSnapshot, Record};
 use super::model::{EquivocationFound, SkipFold};
 use crate::bytes::ValidatorKey;
 use crate::ledger::event::ChainCommitment;
@@ -80,18 +80,18 @@ impl<T: Record> RecordList<T> {
     }
 
     /// The last record.
-    pub fn last(&self) -> Option<T> {
+    pub fn last(&self) -> Result<Option<T>, ColdError> {
         match (self.hot.last(), &self.cold) {
-            (Some(last), _) => Some(last.clone()),
-            (None, Some(cold)) => cold.n.checked_sub(1).and_then(|i| cold.snapshot.record(&cold.validator, i)),
-            (None, None) => None,
+            (Some(last), _) => Ok(Some(last.clone())),
+            (None, Some(cold)) => cold.n.checked_sub(1).map(|i| cold.snapshot.record(&cold.validator, i)).transpose(),
+            (None, None) => Ok(None),
         }
     }
 
-    /// Every record, in log order.
-    pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
+    /// Every record, in log order; a failed read of the replay's file is the last item.
+    pub fn iter(&self) -> impl Iterator<Item = Result<T, ColdError>> + '_ {
         let cold = self.cold.iter().flat_map(|c| c.snapshot.records(&c.validator).take(c.n as usize));
-        cold.chain(self.hot.iter().cloned())
+        until_failed(cold.chain(self.hot.iter().cloned().map(Ok)))
     }
 
     /// How many records are held in memory.
@@ -133,15 +133,15 @@ impl<T: Record> RecordList<T> {
         validator: ValidatorKey,
         snapshot: &Arc<ColdSnapshot>,
     ) -> Option<RecordList<T>> {
-        if snapshot.n_records::<T>(&validator) as u64 != head.n {
+        if snapshot.n_records::<T>(&validator).ok() != Some(head.n as usize) {
             return None;
         }
         let cold = (head.n > 0).then(|| Cold { snapshot: snapshot.clone(), validator, n: head.n });
         Some(RecordList { hot: head.hot, cold })
     }
 
-    /// Whether a read of a spilled record failed.
-    pub fn faulted(&self) -> bool {
+    /// Whether a read of a spilled record failed (for the fold, like `MatchTable::faulted`).
+    pub(super) fn faulted(&self) -> bool {
         self.cold.as_ref().is_some_and(|c| c.snapshot.faulted())
     }
 }
@@ -160,7 +160,7 @@ impl<T> From<Vec<T>> for RecordList<T> {
 
 impl<T: Record> PartialEq for RecordList<T> {
     fn eq(&self, other: &RecordList<T>) -> bool {
-        self.len() == other.len() && self.iter().eq(other.iter())
+        self.len() == other.len() && same_reads(self.iter(), other.iter())
     }
 }
 
@@ -168,7 +168,14 @@ impl<T: Record + Eq> Eq for RecordList<T> {}
 
 impl<T: Record> std::fmt::Debug for RecordList<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
+        let mut list = f.debug_list();
+        for record in self.iter() {
+            match record {
+                Ok(record) => list.entry(&record),
+                Err(e) => list.entry(&e.to_string()),
+            };
+        }
+        list.finish()
     }
 }
 
@@ -176,7 +183,7 @@ impl<T: Record> Serialize for RecordList<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.len() as usize))?;
         for record in self.iter() {
-            seq.serialize_element(&record)?;
+            seq.serialize_element(&record.map_err(serde::ser::Error::custom)?)?;
         }
         seq.end()
     }

@@ -3,7 +3,7 @@
 //! (`cold`) and read back one at a time. Readers get each match as an owned `Arc` and
 //! walk them in id or log order without borrowing the table.
 
-use super::cold::ColdSnapshot;
+use super::cold::{same_reads, until_failed, ColdError, ColdSnapshot};
 use super::model::MatchFold;
 use crate::bytes::{MatchId, ValidatorKey};
 use serde::ser::SerializeMap;
@@ -54,29 +54,36 @@ impl MatchTable {
         self.len() == 0
     }
 
-    pub fn contains(&self, id: &MatchId) -> bool {
+    /// Whether the table holds `id`. For the fold, which cannot stop on a failed read: one
+    /// answers false and faults the snapshot, which the replay asks before it is handed out.
+    pub(super) fn contains(&self, id: &MatchId) -> bool {
         match (self.hot.contains_key(id), &self.cold) {
             (true, _) => true,
             // The index answers without reading the fold back.
-            (false, Some(cold)) => cold.snapshot.contains(&cold.validator, id),
+            (false, Some(cold)) => cold.snapshot.contains(&cold.validator, id).unwrap_or(false),
             (false, None) => false,
         }
     }
 
-    pub fn get(&self, id: &MatchId) -> Option<Arc<MatchFold>> {
+    /// The match `id`, if the table holds it. For the fold, like [`Self::contains`].
+    pub(super) fn get_or_fault(&self, id: &MatchId) -> Option<Arc<MatchFold>> {
+        self.get(id).ok().flatten()
+    }
+
+    pub fn get(&self, id: &MatchId) -> Result<Option<Arc<MatchFold>>, ColdError> {
         match (self.hot.get(id), &self.cold) {
-            (Some(m), _) => Some(m.clone()),
-            (None, Some(cold)) => Some(Arc::new(cold.snapshot.get(&cold.validator, id)?)),
-            (None, None) => None,
+            (Some(m), _) => Ok(Some(m.clone())),
+            (None, Some(cold)) => Ok(cold.snapshot.get(&cold.validator, id)?.map(Arc::new)),
+            (None, None) => Ok(None),
         }
     }
 
     /// The match to change, read back into memory if it was spilled, and copied first if
-    /// an earlier replay still shares it.
+    /// an earlier replay still shares it. For the fold, like [`Self::contains`].
     pub fn update(&mut self, id: &MatchId) -> Option<&mut MatchFold> {
         if !self.hot.contains_key(id) {
             let cold = self.cold.as_mut()?;
-            let m = cold.snapshot.get(&cold.validator, id)?;
+            let m = cold.snapshot.get(&cold.validator, id).ok()??;
             cold.shadowed.insert(*id);
             self.hot.insert(*id, Arc::new(m));
         }
@@ -85,45 +92,56 @@ impl MatchTable {
 
     /// Adds a match this table does not hold (callers ask [`Self::contains`] first).
     pub fn insert(&mut self, id: MatchId, fold: MatchFold) {
-        if let Some(cold) = self.cold.as_mut().filter(|c| c.snapshot.contains(&c.validator, &id)) {
+        if let Some(cold) = self.cold.as_mut().filter(|c| c.snapshot.contains(&c.validator, &id).unwrap_or(false)) {
             cold.shadowed.insert(id);
         }
         self.hot.insert(id, Arc::new(fold));
     }
 
-    /// Every match, in id order.
-    pub fn iter(&self) -> impl Iterator<Item = (MatchId, Arc<MatchFold>)> + '_ {
-        let hot = self.hot.iter().map(|(id, m)| (*id, m.clone()));
+    /// Every match, in id order; a failed read of the replay's file is the last item.
+    pub fn iter(&self) -> impl Iterator<Item = Result<(MatchId, Arc<MatchFold>), ColdError>> + '_ {
+        let hot = self.hot.iter().map(|(id, m)| Ok((*id, m.clone())));
         let cold = self.cold.iter().flat_map(|cold| {
-            let unshadowed = cold.snapshot.ids(&cold.validator).filter(|id| !cold.shadowed.contains(id));
-            unshadowed.filter_map(|id| Some((id, Arc::new(cold.snapshot.get(&cold.validator, &id)?))))
+            let unshadowed =
+                cold.snapshot.ids(&cold.validator).filter(|id| !matches!(id, Ok(id) if cold.shadowed.contains(id)));
+            unshadowed.map(|id| {
+                let id = id?;
+                match cold.snapshot.get(&cold.validator, &id)? {
+                    Some(m) => Ok((id, Arc::new(m))),
+                    None => Err(cold.snapshot.failed(format!("match {id} is listed but not stored"))),
+                }
+            })
         });
-        Merge { a: hot.peekable(), b: cold.peekable(), key: |(id, _): &(MatchId, _)| *id }
+        let key = |item: &Read<(MatchId, _)>| item.as_ref().ok().map(|(id, _)| *id);
+        until_failed(Merge { a: hot.peekable(), b: cold.peekable(), key })
     }
 
-    pub fn values(&self) -> impl Iterator<Item = Arc<MatchFold>> + '_ {
-        self.iter().map(|(_, m)| m)
+    pub fn values(&self) -> impl Iterator<Item = Result<Arc<MatchFold>, ColdError>> + '_ {
+        self.iter().map(|item| item.map(|(_, m)| m))
     }
 
     /// Every match id, in id order.
-    pub fn ids(&self) -> impl Iterator<Item = MatchId> + '_ {
-        let unshadowed = self
-            .cold
-            .iter()
-            .flat_map(|cold| cold.snapshot.ids(&cold.validator).filter(|id| !cold.shadowed.contains(id)));
-        Merge { a: self.hot.keys().copied().peekable(), b: unshadowed.peekable(), key: |id: &MatchId| *id }
+    pub fn ids(&self) -> impl Iterator<Item = Result<MatchId, ColdError>> + '_ {
+        let unshadowed = self.cold.iter().flat_map(|cold| {
+            cold.snapshot.ids(&cold.validator).filter(|id| !matches!(id, Ok(id) if cold.shadowed.contains(id)))
+        });
+        let key = |id: &Read<MatchId>| id.as_ref().ok().copied();
+        until_failed(Merge { a: self.hot.keys().map(|id| Ok(*id)).peekable(), b: unshadowed.peekable(), key })
     }
 
     /// Every match in the order its log started them (height, then event index).
-    pub fn in_log_order(&self) -> impl Iterator<Item = (MatchId, Arc<MatchFold>)> + '_ {
+    pub fn in_log_order(&self) -> impl Iterator<Item = Result<(MatchId, Arc<MatchFold>), ColdError>> + '_ {
         let mut hot: Vec<(MatchId, Arc<MatchFold>)> = self.hot.iter().map(|(id, m)| (*id, m.clone())).collect();
         hot.sort_unstable_by_key(|(_, m)| (m.started_height, m.started_event_idx));
         let cold = self.cold.iter().flat_map(|cold| {
             let stored = cold.snapshot.in_log_order(&cold.validator);
-            stored.filter(|(id, _)| !cold.shadowed.contains(id)).map(|(id, m)| (id, Arc::new(m)))
+            let unshadowed = stored.filter(|item| !matches!(item, Ok((id, _)) if cold.shadowed.contains(id)));
+            unshadowed.map(|item| item.map(|(id, m)| (id, Arc::new(m))))
         });
-        let place = |(_, m): &(MatchId, Arc<MatchFold>)| (m.started_height, m.started_event_idx);
-        Merge { a: hot.into_iter().peekable(), b: cold.peekable(), key: place }
+        let place = |item: &Read<(MatchId, Arc<MatchFold>)>| {
+            item.as_ref().ok().map(|(_, m)| (m.started_height, m.started_event_idx))
+        };
+        until_failed(Merge { a: hot.into_iter().map(Ok).peekable(), b: cold.peekable(), key: place })
     }
 
     /// How many matches are held in memory.
@@ -171,7 +189,7 @@ impl MatchTable {
         let held: BTreeSet<MatchId> = head.hot.iter().map(|(id, _)| *id).collect();
         let consistent = head.shadowed.len() as u64 <= head.n
             && head.shadowed.iter().all(|id| held.contains(id))
-            && snapshot.ids(&validator).count() as u64 == head.n;
+            && snapshot.ids(&validator).try_fold(0u64, |n, id| id.map(|_| n + 1)).ok() == Some(head.n);
         if !consistent {
             return None;
         }
@@ -185,14 +203,18 @@ impl MatchTable {
         Some(MatchTable { hot, cold })
     }
 
-    /// Whether a read of a spilled match failed: what was made from this table is incomplete.
-    pub fn faulted(&self) -> bool {
+    /// Whether a read of a spilled match failed: what the fold made from this table is incomplete.
+    pub(super) fn faulted(&self) -> bool {
         self.cold.as_ref().is_some_and(|c| c.snapshot.faulted())
     }
 }
 
+/// A read of the replay's file.
+type Read<T> = Result<T, ColdError>;
+
 /// Two iterators, each in `key` order, merged; on equal keys `a`'s item is taken and
-/// `b`'s dropped (`a` holds the copies in memory, which shadow spilled ones).
+/// `b`'s dropped (`a` holds the copies in memory, which shadow spilled ones). A failed
+/// read keys as `None`, first: it is handed on at once.
 struct Merge<A: Iterator, B: Iterator<Item = A::Item>, F> {
     a: Peekable<A>,
     b: Peekable<B>,
@@ -226,8 +248,9 @@ where
 }
 
 impl PartialEq for MatchTable {
+    /// Equal when both read back whole and hold the same matches.
     fn eq(&self, other: &MatchTable) -> bool {
-        self.iter().eq(other.iter())
+        same_reads(self.iter(), other.iter())
     }
 }
 
@@ -235,14 +258,22 @@ impl Eq for MatchTable {}
 
 impl std::fmt::Debug for MatchTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_map().entries(self.iter()).finish()
+        let mut map = f.debug_map();
+        for item in self.iter() {
+            match item {
+                Ok((id, m)) => map.entry(&id, &m),
+                Err(e) => map.entry(&"unread", &e.to_string()),
+            };
+        }
+        map.finish()
     }
 }
 
 impl Serialize for MatchTable {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(self.len()))?;
-        for (id, m) in self.iter() {
+        for item in self.iter() {
+            let (id, m) = item.map_err(serde::ser::Error::custom)?;
             map.serialize_entry(&id, &*m)?;
         }
         map.end()

@@ -89,24 +89,6 @@ pub struct Replay {
     pub recounted: bool,
 }
 
-impl Replay {
-    /// Whether a read from the replay's file failed since the replay was made (a log's
-    /// spilled match or record, or one of the state's matches): whatever was drawn from
-    /// it may be short of a match. The one fault flag: every reader that reports,
-    /// publishes or serves what it drew asks this after drawing it.
-    pub fn faulted(&self) -> bool {
-        faulted(&self.folds, &self.state.matches)
-    }
-
-    /// An error naming the replay's file if [`Self::faulted`].
-    pub fn check_whole(&self) -> Result<(), ReplayError> {
-        match self.faulted() {
-            true => Err(ReplayError::ColdRead(self.state.matches.snapshot().path().display().to_string())),
-            false => Ok(()),
-        }
-    }
-}
-
 /// Whether a read of the replay's file failed for `folds` or the state's `matches`.
 fn faulted(folds: &[ChainFold], matches: &network::NetworkMatches) -> bool {
     folds.iter().any(ChainFold::spill_faulted) || matches.faulted()

@@ -122,6 +122,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
     let mut seen = BTreeSet::new();
     for fold in &folds {
         for found in fold.equivocations.iter() {
+            let found = found?;
             let forged = retired.contains(&found.accused);
             if !forged {
                 equivocated.insert(found.accused);
@@ -154,7 +155,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
     for root in folds.iter().map(|f| f.validator).filter(|k| identities.root(k) == *k) {
         let mut walk = RatioWalk::default();
         for fold in identities.chain(&root).iter().filter_map(|k| by_key.get(k)) {
-            let n = walk_log(&mut walk, fold, ratio_params, &mut |found| discrepancies.push(found));
+            let n = walk_log(&mut walk, fold, ratio_params, &mut |found| discrepancies.push(found))?;
             ratio_false.insert(fold.validator, n);
         }
     }
@@ -185,7 +186,8 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
         folds.iter().map(|f| (f.validator, Arc::new(identities.root(&f.validator)))).collect();
     // Kept in the file with the state's list: the pages read which logs played a pair.
     let mut plays: Bag<'_, PlayKey, Play> = Bag::kept(&txn, cold, super::cold::STATE_PLAYS);
-    for (key, play) in play_entries(folds.iter().copied()) {
+    for entry in play_entries(folds.iter().copied()) {
+        let (key, play) = entry?;
         plays.put(key, play)?;
     }
 
@@ -368,10 +370,11 @@ pub(super) struct Play {
 /// reads when the state's list is held).
 pub(super) fn play_entries<'f>(
     folds: impl Iterator<Item = &'f ChainFold> + 'f,
-) -> impl Iterator<Item = (PlayKey, Play)> + 'f {
+) -> impl Iterator<Item = Result<(PlayKey, Play), ColdError>> + 'f {
     folds.flat_map(|fold| {
-        fold.matches.iter().map(move |(id, m)| {
-            ((m.contender.hotkey.clone(), m.champion.hotkey.clone(), fold.validator, id), Play::of(&m))
+        fold.matches.iter().map(move |read| {
+            let (id, m) = read?;
+            Ok(((m.contender.hotkey.clone(), m.champion.hotkey.clone(), fold.validator, id), Play::of(&m)))
         })
     })
 }
@@ -562,7 +565,7 @@ pub fn vtrust_by_combines(
     blocks
         .iter()
         .map(|&block| {
-            let cut: Vec<ChainFold> = folds.iter().map(|f| fold_at_block(f, block)).collect();
+            let cut: Vec<ChainFold> = folds.iter().map(|f| fold_at_block(f, block)).collect::<Result<_, _>>()?;
             let state = combine(&cut, legacy, &cold)?;
             Ok((block, state.validators.iter().map(|v| (v.validator, v.vtrust_ppm)).collect()))
         })
@@ -571,12 +574,27 @@ pub fn vtrust_by_combines(
 
 /// `fold` as it stood once its last match started at or before chain `block` was
 /// decided: those matches, and the findings at or before that height.
-fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
-    let matches: MatchTable = fold.matches.iter().filter(|(_, m)| m.chain_block <= block).collect();
+fn fold_at_block(fold: &ChainFold, block: u64) -> Result<ChainFold, ColdError> {
+    let mut matches = Vec::new();
+    for read in fold.matches.iter() {
+        let (id, m) = read?;
+        if m.chain_block <= block {
+            matches.push((id, m));
+        }
+    }
     // (The cut fold folds nothing more, so it needs no last match to share names with.)
-    let height = matches.values().map(|m| m.decided.as_ref().map_or(m.started_height, |d| d.height)).max();
+    let height = matches.iter().map(|(_, m)| m.decided.as_ref().map_or(m.started_height, |d| d.height)).max();
+    let n_decided = matches.iter().filter(|(_, m)| m.decided.is_some()).count() as u64;
+    let matches: MatchTable = matches.into_iter().collect();
     let within = |h: u64| height.is_some_and(|cut| h <= cut);
-    ChainFold {
+    let mut equivocations = Vec::new();
+    for found in fold.equivocations.iter() {
+        let found = found?;
+        if within(found.recorded_at.0) {
+            equivocations.push(found);
+        }
+    }
+    Ok(ChainFold {
         validator: fold.validator,
         tip: None,
         invalid_at: fold.invalid_at.filter(|h| within(*h)),
@@ -585,7 +603,7 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
         n_events: 0,
         n_transcripts: 0,
         n_bytes: 0,
-        n_decided: matches.values().filter(|m| m.decided.is_some()).count() as u64,
+        n_decided,
         combine_changes: 0,
         matches,
         last_started: None,
@@ -599,7 +617,7 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
         },
         first_omitted_height: fold.first_omitted_height.filter(|h| within(*h)),
         findings: findings_within(fold, &within),
-        equivocations: fold.equivocations.iter().filter(|e| within(e.recorded_at.0)).collect(),
+        equivocations: equivocations.into(),
         commitments: Default::default(),
         last_weights: None,
         skipped: Default::default(),
@@ -607,7 +625,7 @@ fn fold_at_block(fold: &ChainFold, block: u64) -> ChainFold {
         succeeds: fold.succeeds,
         rotated: fold.rotated.filter(|r| r.chain_block <= block),
         champion_left: fold.champion_left.iter().filter(|l| l.chain_block <= block).cloned().collect(),
-    }
+    })
 }
 
 /// `fold`'s finding counts at or before a cut: its listed findings there, and, once the
@@ -644,7 +662,7 @@ mod tests {
             fold.matches.insert(Hash32(*blake3::hash(&i.to_le_bytes()).as_bytes()), played(i));
         }
         let mut n = 0u64;
-        each_ratio_finding(&fold, &DEFAULT_RATIO_PARAMS, &mut |_| n += 1);
+        each_ratio_finding(&fold, &DEFAULT_RATIO_PARAMS, &mut |_| n += 1).unwrap();
         assert!(n > 1_500, "{n} findings");
         let cold = ColdStore::temporary(CacheSize::AUDIT).unwrap();
         let state = combine(std::slice::from_ref(&fold), &DEFAULT_RATIO_PARAMS, &cold).unwrap();

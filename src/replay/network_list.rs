@@ -4,16 +4,16 @@
 //! not depend on how much of the file is cached.
 
 use super::bag::SortKey;
-use super::cold::{ColdError, ColdSnapshot, ColdStore};
+use super::cold::{same_reads, ColdError, ColdSnapshot, ColdStore};
 use super::model::{Name, NetworkMatch};
 use crate::bytes::{MatchId, ValidatorKey};
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Serialize, Serializer};
 use std::sync::Arc;
 
-/// The list combine number `combine` wrote, as `snapshot` holds it; a failed read faults
-/// the snapshot ([`Self::faulted`]). Cloned, it shares the snapshot: the replays that
-/// recount this one (`network::recount`) read the same list.
+/// The list combine number `combine` wrote, as `snapshot` holds it; every read hands back
+/// its error. Cloned, it shares the snapshot: the replays that recount this one
+/// (`network::recount`) read the same list.
 #[derive(Clone)]
 pub struct NetworkMatches {
     snapshot: Arc<ColdSnapshot>,
@@ -53,49 +53,62 @@ impl NetworkMatches {
         self.len == 0
     }
 
-    /// Every match, in order, read one at a time; a failed read ends the walk short and
-    /// faults the list (see [`Self::faulted`]).
-    pub fn iter(&self) -> impl Iterator<Item = NetworkMatch> + '_ {
+    /// Every match, in order, read one at a time; a failed read is the last item.
+    pub fn iter(&self) -> impl Iterator<Item = Result<NetworkMatch, ColdError>> + '_ {
         self.iter_from(0)
     }
 
     /// The matches from place `offset` on (a page reads no match before its own).
-    pub fn iter_from(&self, offset: usize) -> impl Iterator<Item = NetworkMatch> + '_ {
-        self.snapshot.state_matches(offset as u64).take(self.len.saturating_sub(offset))
+    pub fn iter_from(&self, offset: usize) -> impl Iterator<Item = Result<NetworkMatch, ColdError>> + '_ {
+        let expected = self.len.saturating_sub(offset);
+        let mut read = self.snapshot.state_matches(offset as u64).take(expected);
+        let (mut n, mut ended) = (0, false);
+        // A file that holds fewer matches than the list is a failed read too.
+        std::iter::from_fn(move || match read.next() {
+            Some(item) => {
+                n += 1;
+                ended |= item.is_err();
+                Some(item)
+            }
+            None if !ended && n < expected => {
+                ended = true;
+                Some(Err(self.snapshot.failed(format!("the file holds {n} of the list's {expected} matches"))))
+            }
+            None => None,
+        })
+    }
+
+    /// Every match, read whole into memory (tests and small lists).
+    pub fn to_vec(&self) -> Result<Vec<NetworkMatch>, ColdError> {
+        self.iter().collect()
     }
 
     /// The logs that played the pair (contender, champion), each with its first match of
     /// it (in id order): the combine's plays by pair, the one index of who played what.
-    pub fn plays(&self, contender: &Name, champion: &Name) -> Vec<(ValidatorKey, MatchId)> {
+    pub fn plays(&self, contender: &Name, champion: &Name) -> Result<Vec<(ValidatorKey, MatchId)>, ColdError> {
         let mut pair = Vec::new();
         (contender.clone(), champion.clone()).write_sorted(&mut pair);
-        let mut plays = self.snapshot.state_plays(&pair);
+        let mut plays = self.snapshot.state_plays(&pair)?;
         plays.dedup_by_key(|(validator, _)| *validator);
-        plays
+        Ok(plays)
+    }
+
+    /// Whether a read of the list failed (for the replay's own check, like `MatchTable::faulted`).
+    pub(super) fn faulted(&self) -> bool {
+        self.snapshot.faulted()
     }
 
     /// The snapshot the list is read through (its combine's plays are there too).
     pub(super) fn snapshot(&self) -> &Arc<ColdSnapshot> {
         &self.snapshot
     }
-
-    /// Whether a match failed to read back: anything drawn from this list since may be
-    /// short of a match, and must not be published.
-    pub fn faulted(&self) -> bool {
-        self.snapshot.faulted()
-    }
 }
 
 impl Serialize for NetworkMatches {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.len()))?;
-        let mut n = 0;
         for m in self.iter() {
-            seq.serialize_element(&m)?;
-            n += 1;
-        }
-        if n != self.len() {
-            return Err(S::Error::custom(format!("the match file gave {n} of the state's {} matches", self.len())));
+            seq.serialize_element(&m.map_err(S::Error::custom)?)?;
         }
         seq.end()
     }
@@ -103,7 +116,7 @@ impl Serialize for NetworkMatches {
 
 impl PartialEq for NetworkMatches {
     fn eq(&self, other: &Self) -> bool {
-        self.len() == other.len() && self.iter().eq(other.iter()) && !self.faulted() && !other.faulted()
+        self.len() == other.len() && same_reads(self.iter(), other.iter())
     }
 }
 
@@ -111,6 +124,13 @@ impl Eq for NetworkMatches {}
 
 impl std::fmt::Debug for NetworkMatches {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
+        let mut list = f.debug_list();
+        for m in self.iter() {
+            match m {
+                Ok(m) => list.entry(&m),
+                Err(e) => list.entry(&e.to_string()),
+            };
+        }
+        list.finish()
     }
 }

@@ -3,6 +3,7 @@
 //! start block, and a win must set the geometric mean of its win rates. A rotated
 //! validator's logs are walked one after the other (ledger-spec/16).
 
+use super::cold::ColdError;
 use super::fold::ChainFold;
 use super::model::{Discrepancy, DiscrepancyKind, MatchFold, Name};
 use crate::bytes::ValidatorKey;
@@ -13,15 +14,19 @@ use crate::evaluation::ratio::{RatioParams, RatioToBeat};
 /// block, and a win must set the geometric mean of the win rates it records
 /// (`false_decision` otherwise). Each check takes the log's recorded values forward, so
 /// one false number is one finding, not a cascade.
-pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Vec<Discrepancy> {
+pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Result<Vec<Discrepancy>, ColdError> {
     let mut found = Vec::new();
-    each_ratio_finding(fold, legacy, &mut |d| found.push(d));
-    found
+    each_ratio_finding(fold, legacy, &mut |d| found.push(d))?;
+    Ok(found)
 }
 
 /// [`ratio_findings`], each handed to `found` as it is made (a log may hold millions).
-pub fn each_ratio_finding(fold: &ChainFold, legacy: &RatioParams, found: &mut dyn FnMut(Discrepancy)) {
-    walk_log(&mut RatioWalk::default(), fold, legacy, found);
+pub fn each_ratio_finding(
+    fold: &ChainFold,
+    legacy: &RatioParams,
+    found: &mut dyn FnMut(Discrepancy),
+) -> Result<(), ColdError> {
+    walk_log(&mut RatioWalk::default(), fold, legacy, found).map(|_| ())
 }
 
 /// Takes `fold`'s matches through `walk` in log order, each finding to `found`; gives
@@ -31,8 +36,11 @@ pub fn walk_log(
     fold: &ChainFold,
     legacy: &RatioParams,
     found: &mut dyn FnMut(Discrepancy),
-) -> u64 {
-    fold.matches.in_log_order().map(|(_, m)| walk.step(fold.validator, &m, legacy, Some(&mut *found))).sum()
+) -> Result<u64, ColdError> {
+    fold.matches.in_log_order().try_fold(0, |n, read| {
+        let (_, m) = read?;
+        Ok(n + walk.step(fold.validator, &m, legacy, Some(&mut *found)))
+    })
 }
 
 /// The ratio to beat as one log's matches set it, taken a match at a time in log order

@@ -103,7 +103,8 @@ mod tests {
     }
 
     fn listed(fold: &ChainFold) -> (Vec<MatchId>, Vec<MatchId>) {
-        (fold.matches.ids().collect(), fold.matches.in_log_order().map(|(id, _)| id).collect())
+        let ids = fold.matches.ids().collect::<Result<_, _>>().unwrap();
+        (ids, fold.matches.in_log_order().map(|read| read.unwrap().0).collect())
     }
 
     #[test]
@@ -121,7 +122,7 @@ mod tests {
         let (ids, _) = listed(&plain);
         assert!(ids.windows(2).all(|w| w[0] < w[1]));
         for id in &ids {
-            assert_eq!(fold.matches.get(id), plain.matches.get(id));
+            assert_eq!(fold.matches.get(id).unwrap(), plain.matches.get(id).unwrap());
         }
         assert!(!fold.matches.contains(&Hash32([9; 32])));
         let encoded = |f: &ChainFold| codec::encode(f, "fold", u64::MAX).unwrap();
@@ -141,16 +142,16 @@ mod tests {
         spill(&cold, std::slice::from_mut(&mut fold)).unwrap();
         let (ids, _) = listed(&plain);
         let before = fold.clone();
-        let original = plain.matches.get(&ids[3]).unwrap().n_transcripts;
+        let original = plain.matches.get(&ids[3]).unwrap().unwrap().n_transcripts;
         for table in [&mut fold, &mut plain] {
             table.matches.update(&ids[3]).unwrap().n_transcripts = 1_000;
         }
         assert_eq!(fold.matches.held_in_memory(), 2);
         assert_eq!(fold.matches.len(), 80, "the copy read back is not counted twice");
         assert_eq!(fold, plain);
-        assert_eq!(fold.matches.get(&ids[3]).unwrap().n_transcripts, 1_000);
+        assert_eq!(fold.matches.get(&ids[3]).unwrap().unwrap().n_transcripts, 1_000);
         assert_ne!(before, fold, "the earlier table still sees the match as it was spilled");
-        assert_eq!(before.matches.get(&ids[3]).unwrap().n_transcripts, original);
+        assert_eq!(before.matches.get(&ids[3]).unwrap().unwrap().n_transcripts, original);
         // A new match, then everything spilled again: counted once each.
         let new_id = Hash32([3; 32]);
         for table in [&mut fold, &mut plain] {
@@ -165,13 +166,13 @@ mod tests {
     }
 
     #[test]
-    fn a_stored_match_that_does_not_decode_faults_the_snapshot_and_is_never_passed_off_as_whole() {
+    fn a_stored_match_that_does_not_decode_is_an_error_to_its_reader_and_faults_the_snapshot() {
         let dir = tempfile::tempdir().unwrap();
         let cold = ColdStore::create(&dir.path().join(COLD_FILE), CacheSize::VALIDATOR).unwrap();
         let mut fold = fold_of(70);
         spill(&cold, std::slice::from_mut(&mut fold)).unwrap();
         let (_, in_order) = listed(&fold);
-        let m = fold.matches.get(&in_order[10]).unwrap();
+        let m = fold.matches.get(&in_order[10]).unwrap().unwrap();
         let txn = cold.db.begin_write().unwrap();
         {
             let mut by_place = txn.open_table(BY_PLACE).unwrap();
@@ -183,9 +184,17 @@ mod tests {
         txn.commit().unwrap();
         assert!(!fold.matches.faulted(), "the fold's snapshot predates the damage");
         spill(&cold, std::slice::from_mut(&mut fold)).unwrap();
-        assert!(fold.matches.get(&in_order[10]).is_none());
-        assert!(fold.matches.faulted());
-        assert!(fold.matches.iter().count() < fold.matches.len());
+        let error = fold.matches.get(&in_order[10]).unwrap_err().to_string();
+        assert!(error.contains(COLD_FILE) && error.contains("a read failed"), "{error}");
+        assert!(fold.matches.faulted(), "the fold's own check sees it too");
+        // A walk hands over the matches before it, then the error, then ends.
+        let walk: Vec<_> = fold.matches.in_log_order().collect();
+        assert_eq!(walk.len(), 11);
+        assert!(walk[..10].iter().all(Result::is_ok) && walk[10].is_err());
+        assert!(fold.matches.iter().any(|read| read.is_err()));
+        assert!(fold.matches.values().collect::<Result<Vec<_>, _>>().is_err());
+        // The fold's own lookup answers "no such match" and leaves the fault to the replay.
+        assert!(fold.matches.get_or_fault(&in_order[10]).is_none());
     }
 
     /// A combine over spilled matches gives the state a combine over matches in memory
@@ -216,11 +225,14 @@ mod tests {
         let txn = cold.db.begin_write().unwrap();
         txn.open_table(STATE_LIST).unwrap().insert(300, &b"not a match"[..]).unwrap();
         txn.commit().unwrap();
-        assert!(!stored.matches.faulted(), "the state's snapshot predates the damage");
+        assert!(stored.matches.to_vec().is_ok(), "the state's snapshot predates the damage");
         let mut damaged = stored.clone();
         damaged.matches = NetworkMatches::stored(std::sync::Arc::new(cold.snapshot().unwrap()), 700, 1);
-        assert!(!held.matches.faulted(), "another file's list is whole");
-        assert_eq!(damaged.matches.iter().count(), 300);
+        assert!(held.matches.to_vec().is_ok(), "another file's list is whole");
+        let walk: Vec<_> = damaged.matches.iter().collect();
+        assert_eq!(walk.len(), 301, "300 matches, then the error");
+        assert!(walk[300].is_err());
+        assert!(damaged.matches.iter_from(301).next().is_some_and(|m| m.is_ok()), "a page past it reads");
         assert!(damaged.matches.faulted());
         assert!(crate::replay::state_hash(&damaged).is_err());
         assert_ne!(damaged, held);
@@ -298,15 +310,15 @@ mod records {
         spill(&cold, std::slice::from_mut(&mut fold)).unwrap();
         assert_eq!(fold.commitments.held_in_memory(), 1, "the last stays");
         assert_eq!((fold.skipped.held_in_memory(), fold.skipped.len()), (1, 300));
-        assert!(fold.skipped.iter().eq((0..600).step_by(2).map(skip)));
-        assert_eq!(fold.skipped.last(), Some(skip(598)));
+        assert!(fold.skipped.iter().map(Result::unwrap).eq((0..600).step_by(2).map(skip)));
+        assert_eq!(fold.skipped.last().unwrap(), Some(skip(598)));
         assert_eq!((fold.equivocations.held_in_memory(), fold.equivocations.len()), (1, 600));
-        assert!(fold.equivocations.iter().eq((0..600).map(equivocation)));
+        assert!(fold.equivocations.iter().map(Result::unwrap).eq((0..600).map(equivocation)));
         assert_eq!(fold.commitments.len(), 600);
         assert_eq!(fold, plain);
-        assert_eq!(fold.commitments.last(), Some(record(599)));
-        assert!(fold.commitments.iter().eq((0..600).map(record)));
-        let found = fold.commitments.iter().find(|c| c.committed_height >= 1_000);
+        assert_eq!(fold.commitments.last().unwrap(), Some(record(599)));
+        assert!(fold.commitments.iter().map(Result::unwrap).eq((0..600).map(record)));
+        let found = fold.commitments.iter().map(Result::unwrap).find(|c| c.committed_height >= 1_000);
         assert_eq!(found, Some(record(334)));
         let encoded = |f: &ChainFold| codec::encode(f, "fold", u64::MAX).unwrap();
         assert_eq!(encoded(&fold), encoded(&plain), "a snapshot of spilled records has the same bytes");
@@ -346,7 +358,7 @@ mod growth {
         assert_eq!(fold.matches.len(), 3_000);
         assert_eq!(held_back.map(|f| f.matches.len()), Some(3_000));
         // Each match's encoding, its two keys and its place.
-        let data: u64 = fold.matches.values().map(|m| codec::encoded_len(&*m) + 32 + 44 + 64 + 12).sum();
+        let data: u64 = fold.matches.values().map(|m| codec::encoded_len(&*m.unwrap()) + 32 + 44 + 64 + 12).sum();
         let file = std::fs::metadata(&path).unwrap().len();
         assert!(file <= 3 * data + (1 << 20), "{file} bytes of file for {data} bytes of data");
     }
@@ -360,10 +372,10 @@ mod whole {
     use crate::replay::network_list::NetworkMatches;
     use crate::replay::synth::{write_network, NetworkSpec};
 
-    /// A read of the replay's file that fails after the replay was made faults it: the
-    /// replay says so in one place, and nothing drawn from it is published as whole.
+    /// A read of the replay's file that fails after the replay was made is an error to the
+    /// reader that drew it: nothing drawn from it is published as whole.
     #[test]
-    fn a_replay_whose_file_fails_a_read_is_not_whole_and_publishes_no_page() {
+    fn a_replay_whose_file_fails_a_read_publishes_no_page() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(&dir.path().join("ledger")).unwrap();
         write_network(&store, &NetworkSpec::small(2)).unwrap();
@@ -373,8 +385,7 @@ mod whole {
             crate::replay::replay_in(&cold, &store, &registry, None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}, None)
                 .unwrap();
         let n = replayed.state.matches.len();
-        assert!(n >= 1 && !replayed.faulted());
-        replayed.check_whole().unwrap();
+        assert!(n >= 1);
         let site = dir.path().join("site");
         let chain = crate::http::pages::FromChain::default();
         assert!(
@@ -393,16 +404,14 @@ mod whole {
         txn.commit().unwrap();
         let combine = 1;
         replayed.state.matches = NetworkMatches::stored(std::sync::Arc::new(cold.snapshot().unwrap()), n, combine);
-        assert!(!replayed.faulted(), "nothing read yet");
         let other_site = dir.path().join("other");
         let refused = crate::http::publish::publish_pages(
             &replayed,
             &chain,
             &crate::http::archive::Site::open(other_site.to_str().unwrap()).unwrap(),
         );
-        assert!(refused.is_err(), "a page drawn short is not written");
-        assert!(replayed.faulted());
-        assert!(replayed.check_whole().unwrap_err().to_string().contains(COLD_FILE));
+        let refused = refused.unwrap_err().to_string();
+        assert!(refused.contains(COLD_FILE) && refused.contains("no page was written short"), "{refused}");
         // The matches page reads every match: it is not written. (A page drawn before the
         // failed read, without the damaged match, is whole and may be.)
         assert!(!other_site.join("matches.html").exists());

@@ -4,6 +4,7 @@
 //! replay's folds and the state's list (and its index of plays by pair) and format
 //! nothing: what to print is the reader's.
 
+use super::cold::ColdError;
 use super::model::{MatchFold, Name, NetworkVerdict, SkipFold};
 use super::network_list::NetworkMatches;
 use super::Replay;
@@ -11,6 +12,9 @@ use crate::bytes::{Hash32, ValidatorKey};
 use crate::ledger::event::MinerRef;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
+
+/// What a reader draws from the replay: the value, or the replay's file failing to read.
+type Read<T> = Result<T, ColdError>;
 
 /// A record in one env: (env, wins, losses, draws) of the miner it belongs to.
 pub type EnvRecord = (String, u32, u32, u32);
@@ -78,9 +82,10 @@ pub struct MinerRow {
 /// The rows of the miners in `window` (by hotkey): each one's matches in the state's
 /// order (the newest `keep` listed, with the env tallies of its first log's play; all
 /// counted), and the commitments the logs recorded not playing (each once).
-pub fn miner_rows(replay: &Replay, window: &BTreeSet<String>, keep: usize) -> BTreeMap<String, MinerRow> {
+pub fn miner_rows(replay: &Replay, window: &BTreeSet<String>, keep: usize) -> Read<BTreeMap<String, MinerRow>> {
     let mut rows: BTreeMap<String, MinerRow> = BTreeMap::new();
     for (i, m) in replay.state.matches.iter().enumerate() {
+        let m = m?;
         let won = m.verdict.map(|v| v == NetworkVerdict::ContenderWon);
         for (miner, as_contender) in [(&m.contender, true), (&m.champion, false)] {
             if !window.contains(&*miner.hotkey) {
@@ -103,10 +108,10 @@ pub fn miner_rows(replay: &Replay, window: &BTreeSet<String>, keep: usize) -> BT
     for row in rows.values_mut() {
         let Some(newest) = row.played.back() else { continue };
         let (contender, champion) = &newest.pair;
-        let plays = replay.state.matches.plays(contender, champion);
+        let plays = replay.state.matches.plays(contender, champion)?;
         let mut per_env: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         for (validator, id) in &plays {
-            let Some(played) = played(replay, validator, id) else { continue };
+            let Some(played) = played(replay, validator, id)? else { continue };
             for (env, e) in played.env_folds.iter() {
                 let (w, d) = (u64::from(e.wins), u64::from(e.draws));
                 let n = w + d + u64::from(e.losses);
@@ -115,7 +120,7 @@ pub fn miner_rows(replay: &Replay, window: &BTreeSet<String>, keep: usize) -> BT
                 *slot = (slot.0 + 2 * mine + d, slot.1 + n);
             }
         }
-        let started_ms = replay.state.matches.iter_from(newest.i).next().map_or(0, |m| m.first_started_ms);
+        let started_ms = replay.state.matches.iter_from(newest.i).next().transpose()?.map_or(0, |m| m.first_started_ms);
         row.score = Some(Score {
             points_x2: per_env.values().map(|v| v.0).sum(),
             n: per_env.values().map(|v| v.1).sum(),
@@ -127,10 +132,10 @@ pub fn miner_rows(replay: &Replay, window: &BTreeSet<String>, keep: usize) -> BT
     // Env tallies only for the matches shown: each is a read of a log's match.
     for shown in rows.values_mut().flat_map(|row| row.played.iter_mut()) {
         let (contender, champion) = &shown.pair;
-        let plays = replay.state.matches.plays(contender, champion);
+        let plays = replay.state.matches.plays(contender, champion)?;
         shown.n_logs = plays.len();
         for (validator, id) in plays.iter().take(LOGS_PER_MATCH) {
-            let Some(played) = played(replay, validator, id) else { continue };
+            let Some(played) = played(replay, validator, id)? else { continue };
             let envs = played.env_folds.iter().map(|(env, e)| {
                 let (w, l) = if shown.as_contender { (e.wins, e.losses) } else { (e.losses, e.wins) };
                 (env.to_string(), w, l, e.draws)
@@ -139,7 +144,11 @@ pub fn miner_rows(replay: &Replay, window: &BTreeSet<String>, keep: usize) -> BT
         }
     }
     for fold in &replay.folds {
-        for skip in fold.skipped.iter().filter(|skip| window.contains(&skip.hotkey)) {
+        for skip in fold.skipped.iter() {
+            let skip = skip?;
+            if !window.contains(&skip.hotkey) {
+                continue;
+            }
             let row = rows.entry(skip.hotkey.clone()).or_default();
             // Each validator records its own skip of a commitment: listed once.
             let same = |s: &SkipFold| {
@@ -156,30 +165,35 @@ pub fn miner_rows(replay: &Replay, window: &BTreeSet<String>, keep: usize) -> BT
             });
         }
     }
-    rows
+    Ok(rows)
 }
 
 /// `validator`'s fold of match `id`.
-pub fn played(replay: &Replay, validator: &ValidatorKey, id: &Hash32) -> Option<Arc<MatchFold>> {
-    replay.folds.iter().find(|f| f.validator == *validator)?.matches.get(id)
+pub fn played(replay: &Replay, validator: &ValidatorKey, id: &Hash32) -> Read<Option<Arc<MatchFold>>> {
+    match replay.folds.iter().find(|f| f.validator == *validator) {
+        Some(fold) => fold.matches.get(id),
+        None => Ok(None),
+    }
 }
 
 /// The newest chain block any log names: the pages' "now" for blocks-since figures
 /// (a page folded from logs has no chain head of its own).
-pub fn newest_chain_block(replay: &Replay) -> u64 {
-    replay
-        .folds
-        .iter()
-        .flat_map(|f| {
-            f.commitments
-                .iter()
-                .map(|c| c.chain_block)
-                .chain(f.last_weights.iter().map(|w| w.chain_block))
-                .chain(f.matches.values().map(|m| m.chain_block))
-        })
-        .max()
-        .unwrap_or(0)
+pub fn newest_chain_block(replay: &Replay) -> Read<u64> {
+    let mut newest = 0;
+    for f in &replay.folds {
+        for c in f.commitments.iter() {
+            newest = newest.max(c?.chain_block);
+        }
+        for m in f.matches.values() {
+            newest = newest.max(m?.chain_block);
+        }
+        newest = newest.max(f.last_weights.as_ref().map_or(0, |w| w.chain_block));
+    }
+    Ok(newest)
 }
+
+/// A validator's points of the ratio chart: (chain block, ratio set) in block order.
+pub type RatioPoints = (ValidatorKey, Vec<(u64, u32)>);
 
 /// The ratio each validator's votes set, at the chain block each names, per validator (in
 /// key order) and in block order: every one if there are at most `max` in all (at least
@@ -187,20 +201,21 @@ pub fn newest_chain_block(replay: &Replay) -> u64 {
 /// that many halves of equal spans of chain blocks, keeps the lowest and the highest
 /// ratio it set there, so its chart keeps each step's reach. Two passes over the state's
 /// list (which may be in the match file), holding at most `max` points.
-pub fn ratio_points(matches: &NetworkMatches, max: usize) -> Vec<(ValidatorKey, Vec<(u64, u32)>)> {
-    let each = |f: &mut dyn FnMut(&ValidatorKey, u64, u32)| {
+pub fn ratio_points(matches: &NetworkMatches, max: usize) -> Read<Vec<RatioPoints>> {
+    let each = |f: &mut dyn FnMut(&ValidatorKey, u64, u32)| -> Read<()> {
         for m in matches.iter() {
-            for v in m.votes.iter().filter(|v| v.chain_block > 0) {
+            for v in m?.votes.iter().filter(|v| v.chain_block > 0) {
                 f(&v.validator, v.chain_block, v.new_ratio_to_beat_ppm);
             }
         }
+        Ok(())
     };
     let (mut counts, mut first, mut last) = (BTreeMap::<ValidatorKey, usize>::new(), u64::MAX, 0u64);
     each(&mut |validator, block, _| {
         *counts.entry(*validator).or_default() += 1;
         first = first.min(block);
         last = last.max(block);
-    });
+    })?;
     let share = (max / counts.len().max(1)).max(2);
     let spans = (share / 2) as u64;
     let width = last.saturating_sub(first) / spans.max(1) + 1;
@@ -228,8 +243,9 @@ pub fn ratio_points(matches: &NetworkMatches, max: usize) -> Vec<(ValidatorKey, 
         }
         // A validator the first pass did not see: the list changed between passes.
         None => {}
-    });
-    kept.into_iter()
+    })?;
+    Ok(kept
+        .into_iter()
         .map(|(validator, kept)| {
             let mut points = match kept {
                 Kept::All(points) => points,
@@ -244,45 +260,49 @@ pub fn ratio_points(matches: &NetworkMatches, max: usize) -> Vec<(ValidatorKey, 
             points.sort_unstable();
             (validator, points)
         })
-        .collect()
+        .collect())
 }
 
 /// Every miner the logs name, and the `queued` ones, by hotkey: what the miners page lists.
-pub fn miners_named(replay: &Replay, queued: impl Iterator<Item = String>) -> BTreeSet<String> {
+pub fn miners_named(replay: &Replay, queued: impl Iterator<Item = String>) -> Read<BTreeSet<String>> {
     let mut named = BTreeSet::new();
     for m in replay.state.matches.iter() {
+        let m = m?;
         for miner in [&m.contender, &m.champion] {
             if !named.contains(&*miner.hotkey) {
                 named.insert(miner.hotkey.to_string());
             }
         }
     }
-    named.extend(replay.folds.iter().flat_map(|fold| fold.skipped.iter().map(|skip| skip.hotkey.clone())));
+    for fold in &replay.folds {
+        for skip in fold.skipped.iter() {
+            named.insert(skip?.hotkey);
+        }
+    }
     named.extend(replay.state.champion.iter().map(|champion| champion.hotkey.to_string()));
     named.extend(queued);
-    named
+    Ok(named)
 }
 
 /// The network's ratio to beat as each crowning set it (before decay), at the chain block
 /// it was set, in block order: the combine's own rule ([`super::network::crowning`]) over
 /// the matches that crowned a champion, with every validator's vTrust. One point per
 /// champion; crownings at no chain block are left out.
-pub fn network_ratio_steps(replay: &Replay) -> Vec<(u64, u32)> {
+pub fn network_ratio_steps(replay: &Replay) -> Read<Vec<(u64, u32)>> {
     let state = &replay.state;
     let vtrust: BTreeMap<ValidatorKey, u32> = state.validators.iter().map(|v| (v.validator, v.vtrust_ppm)).collect();
     let crowned: BTreeSet<(&str, &str)> =
         state.champion_history.iter().filter_map(|c| c.by_match.as_ref()).map(|(c, ch)| (&**c, &**ch)).collect();
-    let mut steps: Vec<(u64, u32)> = state
-        .matches
-        .iter()
-        .filter(|m| crowned.contains(&(&*m.contender.hotkey, &*m.champion.hotkey)))
-        .filter_map(|m| {
+    let mut steps: Vec<(u64, u32)> = Vec::new();
+    for m in state.matches.iter() {
+        let m = m?;
+        if crowned.contains(&(&*m.contender.hotkey, &*m.champion.hotkey)) {
             let set = super::network::crowning(&m, |v| vtrust.get(v).copied().unwrap_or(0));
-            set.set_ppm.filter(|_| set.at_block > 0).map(|ppm| (set.at_block, ppm))
-        })
-        .collect();
+            steps.extend(set.set_ppm.filter(|_| set.at_block > 0).map(|ppm| (set.at_block, ppm)));
+        }
+    }
     steps.sort_unstable();
-    steps
+    Ok(steps)
 }
 
 #[cfg(test)]
@@ -328,10 +348,10 @@ pub(crate) mod tests {
             assert_eq!(points.len(), 1, "one validator voted at chain blocks");
             points.into_iter().next().unwrap().1
         };
-        let all = one(ratio_points(&matches, 20_000));
+        let all = one(ratio_points(&matches, 20_000).unwrap());
         assert_eq!(all.len(), 5_000, "every vote at a chain block, none without");
         assert!(all.windows(2).all(|w| w[0] <= w[1]));
-        let few = one(ratio_points(&matches, 100));
+        let few = one(ratio_points(&matches, 100).unwrap());
         assert!(few.len() <= 100 && few.len() > 50, "{}", few.len());
         assert!(few.windows(2).all(|w| w[0] <= w[1]));
         assert!(few.iter().all(|p| all.binary_search(p).is_ok()), "only points that were set");
@@ -370,10 +390,11 @@ impl LogMatch {
 }
 
 /// Every match `hotkey` played in every log, log by log, each in its log's id order.
-pub fn matches_in_logs(replay: &Replay, hotkey: &str) -> Vec<LogMatch> {
+pub fn matches_in_logs(replay: &Replay, hotkey: &str) -> Read<Vec<LogMatch>> {
     let mut rows = Vec::new();
     for fold in &replay.folds {
-        for (id, m) in fold.matches.iter() {
+        for read in fold.matches.iter() {
+            let (id, m) = read?;
             let (role, own, opponent) = if *m.contender.hotkey == *hotkey {
                 ("contender", &m.contender, &m.champion)
             } else if *m.champion.hotkey == *hotkey {
@@ -393,5 +414,5 @@ pub fn matches_in_logs(replay: &Replay, hotkey: &str) -> Vec<LogMatch> {
             });
         }
     }
-    rows
+    Ok(rows)
 }

@@ -31,19 +31,14 @@ pub fn vtrust_history(
     }
     let mut folds: Vec<&ChainFold> = folds.iter().collect();
     folds.sort_by_key(|f| f.validator);
-    let cuts: Vec<Cut> = folds.iter().map(|f| Cut::of(f, &blocks, legacy)).collect();
-    if let Some(faulted) = folds.iter().find(|f| f.matches.faulted()) {
-        return Err(ColdError::Engine {
-            path: String::new(),
-            message: format!("the spilled matches of {} did not read back", faulted.validator),
-        });
-    }
+    let cuts: Vec<Cut> = folds.iter().map(|f| Cut::of(f, &blocks, legacy)).collect::<Result<_, _>>()?;
 
     // Per point: who equivocated (as proven in any log cut there), then vTrust from
     // proofs alone.
     let mut equivocated_from: BTreeMap<ValidatorKey, usize> = BTreeMap::new();
     for (fold, cut) in folds.iter().zip(&cuts) {
         for found in fold.equivocations.iter() {
+            let found = found?;
             if let Some(k) = cut.first_within(found.recorded_at.0) {
                 let from = equivocated_from.entry(found.accused).or_insert(k);
                 *from = (*from).min(k);
@@ -113,11 +108,9 @@ struct Plays<'a>(&'a super::cold::ColdSnapshot);
 impl Plays<'_> {
     /// Hands every play to `each` in key order; an error if one did not read back.
     fn each(&self, each: &mut dyn FnMut(&PlayKey, &Play)) -> Result<(), ColdError> {
-        for (key, play) in self.0.state_play_entries::<(PlayKey, Play)>() {
+        for entry in self.0.state_play_entries::<(PlayKey, Play)>() {
+            let (key, play) = entry?;
             each(&key, &play);
-        }
-        if self.0.faulted() {
-            return Err(self.0.faulted_error());
         }
         Ok(())
     }
@@ -164,13 +157,14 @@ struct Cut {
 }
 
 impl Cut {
-    fn of(fold: &ChainFold, blocks: &[u64], legacy: &RatioParams) -> Cut {
+    fn of(fold: &ChainFold, blocks: &[u64], legacy: &RatioParams) -> Result<Cut, ColdError> {
         let n = blocks.len();
         let mut reached: Vec<Option<u64>> = vec![None; n];
         // Walks of the ratio over the cuts' matches, one per run of points that saw the
         // same matches: a log whose start blocks ascend keeps one walk going.
         let mut walks: Vec<(usize, RatioWalk, u64)> = vec![(0, RatioWalk::default(), 0)];
-        for (_, m) in fold.matches.in_log_order() {
+        for read in fold.matches.in_log_order() {
+            let (_, m) = read?;
             let k = first_point(blocks, m.chain_block);
             if k == n {
                 continue;
@@ -213,7 +207,7 @@ impl Cut {
             cut.proofs[k] = proofs + walks[walks.partition_point(|(from, _, _)| *from <= k) - 1].2;
             cut.invalid[k] = k >= invalid_from;
         }
-        cut
+        Ok(cut)
     }
 
     /// The first point whose cut reaches `height`.

@@ -54,9 +54,6 @@ impl CheckpointRecorder {
             }
             Err(_) => return,
         };
-        if replayed.faulted() {
-            return;
-        }
         // A kind our log's protocol version does not have yet would make our block
         // invalid: the version is the one active at the greatest chain block our log has
         // recorded (the replay's fold of it may lag our log, never lead it).

@@ -213,13 +213,17 @@ impl ValidatorState {
     /// The state of a validator that follows the network (a node's pages: what such a
     /// validator would queue): the network's champion, and every miner model that played
     /// a match in any log as played.
-    pub fn following(network: &crate::replay::network::NetworkState, params: &RatioParams) -> ValidatorState {
+    pub fn following(
+        network: &crate::replay::network::NetworkState,
+        params: &RatioParams,
+    ) -> Result<ValidatorState, crate::replay::cold::ColdError> {
         let mut state = ValidatorState::new(params);
         state.champion = network.champion.as_ref().map(|c| c.to_owned_strings());
         for m in network.matches.iter() {
+            let m = m?;
             state.played.add_match(&m.contender.to_owned_strings(), &m.champion.to_owned_strings());
         }
-        state
+        Ok(state)
     }
 
     pub fn new(params: &RatioParams) -> ValidatorState {

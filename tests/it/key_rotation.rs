@@ -63,7 +63,9 @@ fn a_rotated_validator_is_one_validator_whose_trust_votes_and_ratio_continue() {
     let mut in_order = keys.clone();
     in_order.sort();
     assert_eq!(rotated.state.matches.len(), 2);
-    for (with, without) in rotated.state.matches.iter().zip(plain.state.matches.iter()) {
+    for (with, without) in
+        rotated.state.matches.iter().map(Result::unwrap).zip(plain.state.matches.iter().map(Result::unwrap))
+    {
         let voters: Vec<ValidatorKey> = with.votes.iter().map(|v| *v.validator).collect();
         assert_eq!(voters, in_order, "one vote per validator, the rotated one under its first key");
         assert_eq!(
@@ -387,12 +389,12 @@ fn a_devnet_through_a_key_rotation_a_validator_swap_and_a_champion_swap_agrees_o
         assert_eq!(state.validators.len(), 3, "{holder} holds A's two logs and B's");
         assert!(state.validators.iter().all(|v| v.vtrust_ppm == 1_000_000 && !v.equivocated), "{holder}");
         // A devnet on a local chain plays the newest version's plan from block 0 (15).
-        let matches: Vec<_> = replayed.folds.iter().flat_map(|f| f.matches.values()).collect();
+        let matches: Vec<_> = replayed.folds.iter().flat_map(|f| f.matches.values().map(Result::unwrap)).collect();
         assert!(!matches.is_empty(), "{holder}: matches were played");
         assert!(matches.iter().all(|m| &*m.rule == af::protocol::PLAN_V4 && m.network_rules), "{holder}");
         let new_fold = replayed.folds.iter().find(|f| f.validator == new).unwrap();
         assert!(new_fold.succeeds.is_some_and(|s| s.old_key == old), "{holder}: A's new log names its old one");
-        for m in state.matches.iter() {
+        for m in state.matches.iter().map(Result::unwrap) {
             assert!(
                 m.votes.iter().all(|v| *v.validator == old || *v.validator == b_key),
                 "{holder}: A votes under {old}"

@@ -56,7 +56,8 @@ fn an_older_build_waits_at_the_new_version_and_blames_no_one() {
         assert_eq!(version, 2);
         // The block where it waits holds match 2's start: every block before it folded.
         let m2 = new.folds.iter().find(|f| f.validator == fold.validator).unwrap();
-        let started = m2.matches.iter().map(|(_, m)| (m.chain_block, m.started_height)).max().unwrap();
+        let started =
+            m2.matches.iter().map(Result::unwrap).map(|(_, m)| (m.chain_block, m.started_height)).max().unwrap();
         assert_eq!((started.0, started.1), (1_001, height));
         assert_eq!(fold.tip.map(|t| t.height + 1), Some(height));
         assert!(fold.invalid_at.is_none());
@@ -67,7 +68,7 @@ fn an_older_build_waits_at_the_new_version_and_blames_no_one() {
     // 1's decision: match 1 has no vote there, the incumbent stays, and the hash differs
     // (it names shorter logs). The newer build crowned match 1's contender.
     assert_eq!(old.state.matches.len(), 1);
-    assert_eq!(old.state.matches.iter().next().unwrap().verdict, None);
+    assert_eq!(old.state.matches.iter().map(Result::unwrap).next().unwrap().verdict, None);
     assert_eq!(old.state.champion.as_ref().map(|c| &*c.hotkey), Some("5SynthNoisy"));
     assert_eq!(new.state.champion.as_ref().map(|c| &*c.hotkey), Some("5SynthPerfect"));
     assert_ne!(old.state_hash, new.state_hash);
@@ -77,7 +78,9 @@ fn an_older_build_waits_at_the_new_version_and_blames_no_one() {
     let report = af::audit::compose::audit_report(&store, &old, None, None, 0.0).unwrap();
     assert!(!report.clean && report.findings.is_empty(), "{:?}", report.findings);
     assert_eq!(report.awaiting_upgrade.len(), 3);
-    assert!(af::audit::text::text(&report).contains("of a later protocol version (2) than this build applies"));
+    assert!(af::audit::text::text(&report)
+        .unwrap()
+        .contains("of a later protocol version (2) than this build applies"));
     assert!(af::audit::compose::audit_report(&store, &new, None, None, 0.0).unwrap().clean);
 }
 
@@ -297,8 +300,9 @@ fn a_mixed_devnet_crosses_an_activation_block_and_the_older_build_stops_cleanly(
         assert!(new_fold
             .matches
             .iter()
+            .map(Result::unwrap)
             .any(|(_, m)| m.chain_block >= activation && m.envs.iter().any(|e| &*e.name == "coin")));
-        assert!(new_fold.matches.iter().all(|(_, m)| m.network_rules));
+        assert!(new_fold.matches.iter().map(Result::unwrap).all(|(_, m)| m.network_rules));
         // The older build's replay, told of version 2 as the chain announced it: no
         // finding, no vTrust moved, the newer log waiting at its first block of it. Not
         // told, it still blames no one: version 2's kinds and `coin` are in no version

@@ -89,7 +89,7 @@ fn a_clean_network_crowns_the_perfect_miner_with_full_trust() {
     // Chain time, not a clock: the winning match (the first) started at synthetic chain
     // block 1000 in every log.
     assert_eq!(state.ratio_set_at_block, 1_000);
-    assert!(state.matches.iter().next().unwrap().votes.iter().all(|v| v.chain_block == 1_000));
+    assert!(state.matches.iter().map(Result::unwrap).next().unwrap().votes.iter().all(|v| v.chain_block == 1_000));
     assert_eq!(state.matches.len(), 2);
     assert!(state.validators.iter().all(|v| v.n_compared == 2 && v.n_disagreements == 0));
 }
@@ -201,12 +201,16 @@ fn a_match_played_below_the_ratio_its_log_set_is_a_false_decision() {
     // The same check on a clean log whose win records a ratio other than the geometric
     // mean of its win rates: found once, at the decision, and not carried forward.
     let clean = replayed.folds.iter().find(|f| f.validator == keys[0]).unwrap();
-    assert!(replay::network::ratio_findings(clean, &DEFAULT_RATIO_PARAMS).is_empty());
+    assert!(replay::network::ratio_findings(clean, &DEFAULT_RATIO_PARAMS).unwrap().is_empty());
     let mut forged = clean.clone();
-    let (winning, _) =
-        forged.matches.iter().find(|(_, m)| m.decided.as_ref().is_some_and(|d| d.contender_won)).unwrap();
+    let (winning, _) = forged
+        .matches
+        .iter()
+        .map(Result::unwrap)
+        .find(|(_, m)| m.decided.as_ref().is_some_and(|d| d.contender_won))
+        .unwrap();
     forged.matches.update(&winning).unwrap().decided.as_mut().unwrap().new_ratio_to_beat_ppm -= 1;
-    let found = replay::network::ratio_findings(&forged, &DEFAULT_RATIO_PARAMS);
+    let found = replay::network::ratio_findings(&forged, &DEFAULT_RATIO_PARAMS).unwrap();
     assert_eq!(found.len(), 2, "the decision, and the next match played at the true ratio: {found:?}");
     assert!(found[0].detail.contains("geometric mean"), "{}", found[0].detail);
     assert!(found[1].detail.contains("played at ratio"), "{}", found[1].detail);
@@ -223,15 +227,22 @@ fn auditors_with_other_settings_reach_the_same_verdicts_on_score_plans() {
     let replayed = replay_with(dir.path(), 2, None);
     let other = RatioParams { epsilon_ppm: 50_000, half_life_blocks: 10, ..DEFAULT_RATIO_PARAMS };
     for fold in &replayed.folds {
-        assert!(replay::network::ratio_findings(fold, &DEFAULT_RATIO_PARAMS).is_empty());
-        assert!(replay::network::ratio_findings(fold, &other).is_empty(), "the auditor's own settings are not read");
+        assert!(replay::network::ratio_findings(fold, &DEFAULT_RATIO_PARAMS).unwrap().is_empty());
+        assert!(
+            replay::network::ratio_findings(fold, &other).unwrap().is_empty(),
+            "the auditor's own settings are not read"
+        );
         let mut forged = fold.clone();
-        let (winning, _) =
-            forged.matches.iter().find(|(_, m)| m.decided.as_ref().is_some_and(|d| d.contender_won)).unwrap();
+        let (winning, _) = forged
+            .matches
+            .iter()
+            .map(Result::unwrap)
+            .find(|(_, m)| m.decided.as_ref().is_some_and(|d| d.contender_won))
+            .unwrap();
         forged.matches.update(&winning).unwrap().decided.as_mut().unwrap().new_ratio_to_beat_ppm += 1;
         let (a, b) = (
-            replay::network::ratio_findings(&forged, &DEFAULT_RATIO_PARAMS),
-            replay::network::ratio_findings(&forged, &other),
+            replay::network::ratio_findings(&forged, &DEFAULT_RATIO_PARAMS).unwrap(),
+            replay::network::ratio_findings(&forged, &other).unwrap(),
         );
         assert!(!a.is_empty());
         assert_eq!(a, b);
@@ -254,7 +265,10 @@ fn logs_of_another_plan_replay_with_each_decision_named_and_no_vote() {
         assert_eq!(d.kind, DiscrepancyKind::FalseDecision);
         assert!(d.detail.contains("not the network's") && d.detail.contains("rule mixture"), "{}", d.detail);
     }
-    assert!(state.matches.iter().all(|m| m.votes.is_empty() && m.verdict.is_none()), "no vote counted");
+    assert!(
+        state.matches.iter().map(Result::unwrap).all(|m| m.votes.is_empty() && m.verdict.is_none()),
+        "no vote counted"
+    );
     assert_eq!(state.champion_history.len(), 1, "nobody crowned: the first champion stays");
 }
 
@@ -276,7 +290,7 @@ fn a_lenient_validators_crown_is_not_the_networks_and_the_audit_names_it() {
     let state = &replayed.state;
     let crowned = |key: &af::bytes::ValidatorKey| {
         let fold = replayed.folds.iter().find(|f| f.validator == *key).unwrap();
-        fold.matches.iter().next().unwrap().1.decided.as_ref().map(|d| d.contender_won)
+        fold.matches.iter().map(Result::unwrap).next().unwrap().1.decided.as_ref().map(|d| d.contender_won)
     };
     assert_eq!(crowned(&keys[1]), Some(true), "the lenient validator crowns the contender");
     assert_ne!(crowned(&keys[0]), Some(true), "the network's plan does not");
@@ -292,7 +306,10 @@ fn a_lenient_validators_crown_is_not_the_networks_and_the_audit_names_it() {
     );
     assert!(state.discrepancies.iter().all(|d| d.validator == keys[1]), "{:?}", state.discrepancies);
     assert!(vtrust(state, &keys[1]) < 1_000_000 && vtrust(state, &keys[0]) == 1_000_000);
-    assert!(state.matches.iter().all(|m| m.votes.iter().all(|v| *v.validator != keys[1])), "its crown is no vote");
+    assert!(
+        state.matches.iter().map(Result::unwrap).all(|m| m.votes.iter().all(|v| *v.validator != keys[1])),
+        "its crown is no vote"
+    );
     // `af audit` names it: exit 1, the finding against the lenient validator's log.
     let output = af(&["audit", "--data", dir.path().to_str().unwrap(), "--json"]);
     assert_eq!(output.status.code(), Some(1), "a finding: exit 1");
@@ -459,7 +476,7 @@ fn folding_from_a_snapshot_gives_the_state_of_a_replay_from_genesis() {
     drop(Store::create(partial_dir.path()).unwrap());
     let full = Store::open(full_dir.path()).unwrap();
     for (key, fold) in keys.iter().zip(&from_genesis.folds) {
-        let second = fold.matches.in_log_order().nth(1).expect("three matches").1.started_height;
+        let second = fold.matches.in_log_order().map(Result::unwrap).nth(1).expect("three matches").1.started_height;
         for height in 0..second {
             let bytes = full.block_bytes(key, height).unwrap().unwrap();
             Store::open(partial_dir.path()).unwrap().append(&SealedBlock::from_bytes(bytes).unwrap()).unwrap();
@@ -520,7 +537,7 @@ fn a_replay_holds_each_name_once_and_so_does_a_fold_read_from_a_snapshot() {
     let (dir, _) = build(&NetworkSpec::small(2));
     let replayed = replay_with(dir.path(), 1, None);
     let shared = |fold: &af::replay::fold::ChainFold| {
-        let matches: Vec<_> = fold.matches.in_log_order().map(|(_, m)| m).collect();
+        let matches: Vec<_> = fold.matches.in_log_order().map(Result::unwrap).map(|(_, m)| m).collect();
         let [first, second] = &matches[..] else { panic!("two matches, not {}", matches.len()) };
         // The first match's contender is the second's champion.
         assert!(Arc::ptr_eq(&first.contender.hotkey, &second.champion.hotkey));
@@ -976,7 +993,7 @@ fn replays_that_spill_matches_give_the_states_of_replays_that_hold_them() {
                 "round {rounds}: {}",
                 fold.matches.held_in_memory()
             );
-            assert!(!fold.matches.faulted());
+            assert!(fold.matches.iter().all(|read| read.is_ok()), "round {rounds}: every spilled match reads back");
         }
         // Against a replay from genesis now and then: each costs the whole log so far.
         recounted += usize::from(spilled.recounted);
@@ -1002,8 +1019,8 @@ fn replays_that_spill_matches_give_the_states_of_replays_that_hold_them() {
     assert!(kinds(&last.state).iter().any(|(_, k)| *k == DiscrepancyKind::Disagreement));
     assert!(last.state.matches.len() > 150);
     assert_eq!(last.state, whole.state);
-    let page: Vec<_> = last.state.matches.iter_from(100).take(7).collect();
-    let held_page: Vec<_> = whole.state.matches.iter().skip(100).take(7).collect();
+    let page: Vec<_> = last.state.matches.iter_from(100).take(7).map(Result::unwrap).collect();
+    let held_page: Vec<_> = whole.state.matches.iter().map(Result::unwrap).skip(100).take(7).collect();
     assert_eq!(page, held_page);
     // The pages drawn from each are the same bytes: which logs played each pair comes
     // from each state's index in its own file.
@@ -1014,7 +1031,7 @@ fn replays_that_spill_matches_give_the_states_of_replays_that_hold_them() {
             assert_eq!(drawn, af::http::pages::render(name, &whole, &chain, paging).unwrap(), "{name}");
         }
     }
-    assert!(!last.state.matches.faulted());
+    assert!(last.state.matches.to_vec().is_ok());
 }
 
 /// A replay whose new blocks hold transcripts alone recounts the last state instead of

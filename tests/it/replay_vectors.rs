@@ -54,7 +54,7 @@ pub fn vector(name: &str, store: &Store, replayed: &Replay) -> Value {
                 "tip_height": f.tip.map(|t| t.height),
                 "n_matches": f.matches.len(),
                 "findings": f.findings.nonzero().map(|(k, n)| (k.name().to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
-                "n_equivocations_recorded": f.equivocations.iter().count(),
+                "n_equivocations_recorded": f.equivocations.iter().map(Result::unwrap).count(),
                 // Its bytes in the fold format (ledger-spec/02), at its tip, and their hash.
                 "fold_bytes": hex(&af::ledger::codec::encode(&af::replay::fold_record::FoldBytes(f), "fold", u64::MAX).unwrap()),
                 "fold_hash": af::replay::checkpoint::fold_hash(f).unwrap(),
@@ -87,7 +87,7 @@ pub fn vector(name: &str, store: &Store, replayed: &Replay) -> Value {
         "rescored": rescored,
         "folds": folds,
         "validators": validators,
-        "matches": state.matches.iter().collect::<Vec<_>>(),
+        "matches": state.matches.iter().map(Result::unwrap).collect::<Vec<_>>(),
         "champion": state.champion,
         "champion_history": state.champion_history,
         "ratio_set_ppm": state.ratio_set_ppm,

@@ -105,13 +105,6 @@ pub(super) fn problem(status: StatusCode, message: &str) -> ApiError {
 
 pub(super) type Answer = Result<Response, ApiError>;
 
-/// Refuses what was drawn from `replay` if a spilled match (a log's, or one of the
-/// state's) failed to read back meanwhile:
-/// a page short of a match is never served as whole.
-pub(super) fn whole(replay: &Replay) -> Result<(), ApiError> {
-    replay.check_whole().map_err(internal)
-}
-
 pub(super) fn internal(error: impl std::fmt::Display) -> ApiError {
     problem(StatusCode::INTERNAL_SERVER_ERROR, &error.to_string())
 }

@@ -31,11 +31,15 @@ pub(super) async fn match_page(State(served): State<Arc<Served>>, Query(query): 
     let html = blocking(move || {
         let match_id = crate::replay::entries::resolve_match_id(&replay.folds, &query.id)
             .map_err(|why| problem(StatusCode::NOT_FOUND, &why))?;
-        let (validator, played) = replay
-            .folds
-            .iter()
-            .find_map(|f| f.matches.get(&match_id).map(|m| (f.validator, m)))
-            .ok_or_else(|| problem(StatusCode::NOT_FOUND, "no log held names this match"))?;
+        let mut found = None;
+        for fold in &replay.folds {
+            if let Some(m) = fold.matches.get(&match_id).map_err(internal)? {
+                found = Some((fold.validator, m));
+                break;
+            }
+        }
+        let (validator, played) =
+            found.ok_or_else(|| problem(StatusCode::NOT_FOUND, "no log held names this match"))?;
         let page = query.page.unwrap_or(1);
         if page == 0 {
             return Err(problem(StatusCode::NOT_FOUND, "pages start at 1"));
@@ -59,7 +63,6 @@ pub(super) async fn match_page(State(served): State<Arc<Served>>, Query(query): 
                 ),
             ));
         }
-        whole(&replay)?;
         Ok(crate::http::pages::match_page(&validator, &match_id, &played, &pairs, page, total))
     })
     .await?;
@@ -109,7 +112,8 @@ pub(super) async fn subnet_page(State(served): State<Arc<Served>>, name: &'stati
         Some(read) => {
             let (replay, params) = (replay.clone(), served.ratio_params);
             blocking(move || {
-                let following = crate::validator::state::ValidatorState::following(&replay.state, &params);
+                let following =
+                    crate::validator::state::ValidatorState::following(&replay.state, &params).map_err(internal)?;
                 let mut chain = FromChain::read(&read.0, &read.1, read.2, Some(&following));
                 chain.queue_by_network = true;
                 Ok(chain)
@@ -131,18 +135,16 @@ pub(super) async fn subnet_page(State(served): State<Arc<Served>>, name: &'stati
     let paging = if name == "history.html" { Paging::Whole } else { Paging::Page(query.page) };
     let (for_render, chain) = (replay.clone(), key.chain.clone());
     let html = blocking(move || {
-        crate::http::pages::render(name, &for_render, &chain, paging)
-            .ok_or_else(|| {
-                ApiError(
-                    StatusCode::NOT_FOUND,
-                    format!(
-                        "no page {} of {name}: there are {}",
-                        query.page.unwrap_or(0),
-                        crate::http::pages::pages_of(name, &for_render, &chain)
-                    ),
-                )
-            })
-            .and_then(|html| whole(&for_render).map(|()| html))
+        use crate::http::pages::{pages_of, render, PageError};
+        match render(name, &for_render, &chain, paging) {
+            Ok(html) => Ok(html),
+            Err(PageError::NotFound) => {
+                let pages = pages_of(name, &for_render, &chain).map_err(internal)?;
+                let message = format!("no page {} of {name}: there are {pages}", query.page.unwrap_or(0));
+                Err(ApiError(StatusCode::NOT_FOUND, message))
+            }
+            Err(PageError::Unread(e)) => Err(internal(e)),
+        }
     })
     .await?;
     let html = Bytes::from(html);

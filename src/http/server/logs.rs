@@ -275,8 +275,7 @@ pub(super) async fn state(State(served): State<Arc<Served>>, Query(page): Query<
 /// `af/v1/state` with the page of `limit` matches from `offset`.
 fn state_page(replay: &Replay, offset: usize, limit: usize) -> Result<serde_json::Value, ApiError> {
     let state = &replay.state;
-    let matches: Vec<_> = state.matches.iter_from(offset).take(limit).collect();
-    whole(replay)?;
+    let matches: Vec<_> = state.matches.iter_from(offset).take(limit).collect::<Result<_, _>>().map_err(internal)?;
     let tips: Vec<_> = replay.folds.iter().map(|f| (f.validator, f.tip)).collect();
     Ok(serde_json::json!({
             "note": "computed by this node from the logs it holds; mirror them and run `af audit` to check",
@@ -347,7 +346,7 @@ pub(super) async fn transcripts(
             MAX_ENTRIES_PAGE_BYTES,
             &mut room,
         ) {
-            Ok(body) => whole(&replay).map(|()| (body, reservation)),
+            Ok(body) => Ok((body, reservation)),
             Err(EntriesError::NoRoom) => Err(budget_spent()),
             Err(error) => Err(internal(error)),
         }
