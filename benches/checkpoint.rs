@@ -19,7 +19,7 @@ use af::ledger::demo::demo_events;
 use af::ledger::event::Event;
 use af::ledger::{LedgerKey, Store};
 use af::p2p::sim::SimRng;
-use af::replay::checkpoint::{to_claim, CHECKPOINT_EVERY, FOLDS_DIR};
+use af::replay::fold_checkpoints::{to_claim, CHECKPOINT_EVERY, FOLDS_DIR};
 use af::replay::{FoldSource, Snapshot, REPLAY_VERSION};
 use std::time::Instant;
 
@@ -76,7 +76,7 @@ fn run(dir: &std::path::Path, n_validators: usize, history: u64, tail: u64) -> R
         .collect();
     let mut net = Net { tips: vec![None; n_validators], keys, rng: SimRng::new(58) };
     // A validator's replay, keeping the folds at each checkpoint height.
-    let latest = af::replay::latest::LatestReplay::kept(dir, &mut |_| {}).expect("a kept file");
+    let latest = af::replay::latest_replay::LatestReplay::kept(dir, &mut |_| {}).expect("a kept file");
     let mut claims: Vec<Vec<Event>> = vec![Vec::new(); n_validators];
     // Logs started at different times (as validators join), so their checkpoint heights
     // come at different moments: log i is i/n of an interval ahead.
@@ -110,7 +110,7 @@ fn run(dir: &std::path::Path, n_validators: usize, history: u64, tail: u64) -> R
     };
     // Every validator of the synthetic network may countersign, as the chain would list them.
     let keys = store.tips().expect("the tips").into_iter().map(|(v, _)| v).collect();
-    let who = af::replay::agreed::Countersigners::new(keys, None, "the bench's validators");
+    let who = af::replay::checkpoint_quorum::Countersigners::new(keys, None, "the bench's validators");
     let (folds, start) = af::audit::checkpoint_start::start_folds(&store, &who, "folds", &read).expect("started");
     let started_s = started.elapsed().as_secs_f64();
     assert!(start.chains.iter().all(|c| c.from.is_some()), "{start:?}");

@@ -13,7 +13,8 @@ use af::envs;
 use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use af::ledger::Store;
 use af::miner::policy::Policy;
-use af::replay::{self, synth};
+use af::replay;
+use af::synthetic_logs;
 use std::time::Instant;
 
 #[allow(dead_code)]
@@ -26,12 +27,12 @@ fn main() {
     // logs of 2 matches) through the same code.
     let full = std::env::args().any(|a| a == "--bench");
     let (n_validators, matches_per_log) = if full { (64, 16) } else { (4, 2) };
-    let mut spec = synth::NetworkSpec::small(n_validators);
+    let mut spec = synthetic_logs::NetworkSpec::small(n_validators);
     let champion = 1; // 5SynthPerfect
     let first = spec.miners.len();
     spec.matches.clear();
     for i in 0..matches_per_log {
-        spec.miners.push(synth::SynthMiner {
+        spec.miners.push(synthetic_logs::SynthMiner {
             hotkey: format!("5SynthContender{i:06}"),
             uid: (first + i) as u16,
             policy: Policy::Random,
@@ -44,14 +45,15 @@ fn main() {
     std::fs::create_dir_all(&data).unwrap();
     let started = Instant::now();
     let store = Store::create(&data).unwrap();
-    synth::write_network(&store, &spec).unwrap();
+    synthetic_logs::write_network(&store, &spec).unwrap();
     drop(store);
     let written_s = started.elapsed().as_secs_f64();
     let store = Store::open_read_only(&data).unwrap();
     let started = Instant::now();
     // Validator 0's data directory: its checkpoint is published beside its tip.
     let target = af::http::archive::Site::open(site.to_str().unwrap()).unwrap();
-    let report = af::http::publish::publish(&store, Some(&synth::validator_key(0)), &target, &mut |_| {}).unwrap();
+    let report =
+        af::http::publish::publish(&store, Some(&synthetic_logs::validator_key(0)), &target, &mut |_| {}).unwrap();
     let replayed = replay::replay(&store, &envs::registry(), None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}).unwrap();
     af::http::publish::publish_miner_entries(&replayed, &store, &target, false).unwrap();
     let published_s = started.elapsed().as_secs_f64();

@@ -11,15 +11,16 @@
 //! and the time of a replay onto the last folds with no new block that combines them
 //! again, which is what a moved tip costs beyond its new blocks when they start or
 //! decide a match. Then the same with matches spilled to a match file, as a validator
-//! replays (`replay::cold`).
+//! replays (`replay::spill_file`).
 
 use af::envs;
 use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use af::ledger::Store;
 use af::miner::policy::Policy;
-use af::replay::cold::CacheSize;
+use af::replay;
+use af::replay::spill_file::CacheSize;
 use af::replay::vtrust_history::vtrust_history;
-use af::replay::{self, synth};
+use af::synthetic_logs;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Instant;
@@ -92,14 +93,14 @@ struct Held {
     by_combines: (f64, i64),
 }
 
-/// `spill`: replay as a validator does, its matches spilled to its file (`replay::cold`);
+/// `spill`: replay as a validator does, its matches spilled to its file (`replay::spill_file`);
 /// otherwise as an audit does, with an audit's cache.
 fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
-    let mut spec = synth::NetworkSpec::small(N_VALIDATORS);
+    let mut spec = synthetic_logs::NetworkSpec::small(N_VALIDATORS);
     let champion = 1; // 5SynthPerfect
     let first = spec.miners.len();
     for i in 0..n_matches {
-        spec.miners.push(synth::SynthMiner {
+        spec.miners.push(synthetic_logs::SynthMiner {
             hotkey: format!("5SynthContender{i:06}"),
             uid: (first + i) as u16,
             policy: Policy::Random,
@@ -113,14 +114,14 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
     std::fs::create_dir_all(&base).unwrap();
     let dir = tempfile::Builder::new().prefix("fold-memory").tempdir_in(base).unwrap();
     let store = Store::create(dir.path()).unwrap();
-    synth::write_network(&store, &spec).unwrap();
+    synthetic_logs::write_network(&store, &spec).unwrap();
     drop(store);
     let registry = envs::registry();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
     let before = LIVE.load(Ordering::Relaxed);
     let store = Store::open_read_only(dir.path()).unwrap();
     // A cache both sizes fill: what differs between them is what grows with the matches.
-    let cold_file = dir.path().join(replay::cold::COLD_FILE);
+    let cold_file = dir.path().join(replay::spill_file::SPILL_FILE);
     let cache = match spill {
         true => CacheSize { page_bytes: COLD_CACHE_BYTES, ..CacheSize::VALIDATOR },
         // AF_BENCH_AUDIT_PAGE_MIB tries another page cache for the audit's file (MiB).
@@ -129,7 +130,7 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
             None => CacheSize::AUDIT,
         },
     };
-    let cold = replay::cold::ColdStore::create(&cold_file, cache).unwrap();
+    let cold = replay::spill_file::SpillFile::create(&cold_file, cache).unwrap();
     let run = |from| {
         let progress = &mut |_: &_, _, _| {};
         replay::replay_in(&cold, &store, &registry, from, &DEFAULT_RATIO_PARAMS, progress, None)
@@ -164,7 +165,7 @@ fn held(n_matches: usize, abandon: bool, spill: bool) -> Held {
         points.into_iter().map(|(block, _)| block).collect()
     });
     let (by_combines, _) = measured(&mut || {
-        replay::network::vtrust_by_combines(&out.folds, &DEFAULT_RATIO_PARAMS, &blocks).unwrap();
+        replay::combine::vtrust_by_combines(&out.folds, &DEFAULT_RATIO_PARAMS, &blocks).unwrap();
         Vec::new()
     });
     // The store's page cache is not the folds': it goes with the store. (The match

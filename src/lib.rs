@@ -60,3 +60,6 @@ pub mod chain;
 
 // The devnet: the whole system on loopback, run and checked end to end.
 pub mod devnet;
+
+// Synthetic but real validator logs, for the demo, tests and benchmarks.
+pub mod synthetic_logs;

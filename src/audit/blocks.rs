@@ -3,9 +3,9 @@
 //! recorded hash against the chain. Pure over the folds and the hashes the caller read.
 
 use crate::bytes::Hash32;
-use crate::replay::cold::ColdError;
 use crate::replay::fold::ChainFold;
-use crate::replay::model::{Discrepancy, DiscrepancyKind};
+use crate::replay::records::{Discrepancy, DiscrepancyKind};
+use crate::replay::spill_file::SpillFileError;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,7 +22,7 @@ pub struct BlockAudit {
 
 /// The chain blocks the folds' matches name (a match with the zero hash ran without a
 /// chain and names none), at most `MAX_BLOCK_LOOKUPS` of them, lowest first.
-pub fn blocks_to_check(folds: &[ChainFold]) -> Result<Vec<u64>, ColdError> {
+pub fn blocks_to_check(folds: &[ChainFold]) -> Result<Vec<u64>, SpillFileError> {
     let mut blocks = BTreeSet::new();
     for m in folds.iter().flat_map(|f| f.matches.values()) {
         let m = m?;
@@ -39,7 +39,7 @@ pub fn blocks_to_check(folds: &[ChainFold]) -> Result<Vec<u64>, ColdError> {
 pub fn audit_blocks(
     folds: &[ChainFold],
     hashes: Option<(&str, &BTreeMap<u64, Option<Hash32>>)>,
-) -> Result<BlockAudit, ColdError> {
+) -> Result<BlockAudit, SpillFileError> {
     let mut audit = BlockAudit::default();
     let Some((endpoint, hashes)) = hashes else {
         audit.note = "skipped: no --chain given, so match block hashes were not checked".into();
@@ -94,7 +94,7 @@ mod tests {
     use super::*;
     use crate::bytes::ValidatorKey;
     use crate::ledger::event::MinerRef;
-    use crate::replay::model::MatchFold;
+    use crate::replay::records::MatchFold;
 
     fn fold_with(blocks: &[(u64, Hash32)]) -> ChainFold {
         let mut fold = ChainFold::new(ValidatorKey([1; 32]));

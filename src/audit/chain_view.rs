@@ -31,7 +31,7 @@ impl ChainView {
     }
 
     /// Replay's winner-takes-all weights with the champion's uid on this chain now.
-    pub fn replay_weights(&self, state: &crate::replay::network::NetworkState) -> Vec<(u16, u16)> {
+    pub fn replay_weights(&self, state: &crate::replay::combine::NetworkState) -> Vec<(u16, u16)> {
         state
             .champion
             .as_ref()

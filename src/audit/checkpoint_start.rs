@@ -1,5 +1,5 @@
 //! Where `af audit --from-checkpoint` starts each log: from the newest fold checkpoint a
-//! quorum of the named validators countersigned (`replay::agreed`), with the fold's bytes read from
+//! quorum of the named validators countersigned (`replay::checkpoint_quorum`), with the fold's bytes read from
 //! a node, an archive or a folder and taken only if they hash to the agreed point; from
 //! genesis where there is none, or it cannot be had, or the store's block there is not
 //! the agreed one. What such a start trusts is said in the report.
@@ -7,9 +7,9 @@
 use crate::bytes::ValidatorKey;
 use crate::ledger::event::FoldPoint;
 use crate::ledger::{Store, StoreError};
-use crate::replay::agreed::{agreement, Agreed, Countersigners};
-use crate::replay::checkpoint::decode_fold;
+use crate::replay::checkpoint_quorum::{agreement, Agreed, Countersigners};
 use crate::replay::fold::ChainFold;
+use crate::replay::fold_checkpoints::decode_fold;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -121,7 +121,7 @@ impl CheckpointStart {
     }
 }
 
-/// The fold of `agreed`'s point, or why not.
+/// The fold of `checkpoint_quorum`'s point, or why not.
 fn fold_for(store: &Store, agreed: &Agreed, read: ReadFold<'_>) -> Result<Result<ChainFold, String>, StoreError> {
     let point = &agreed.point;
     // The store's block must be the agreed one: another block there is another history

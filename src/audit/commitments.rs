@@ -5,7 +5,7 @@
 use crate::chain::{CommitmentRecord, LedgerCommitment};
 use crate::ledger::{Store, StoreError};
 use crate::replay::fold::ChainFold;
-use crate::replay::model::{Discrepancy, DiscrepancyKind};
+use crate::replay::records::{Discrepancy, DiscrepancyKind};
 use crate::replay::ReplayError;
 use serde::Serialize;
 

@@ -28,14 +28,14 @@ pub fn audit_report(
         chain.discrepancies.iter().chain(&weights.discrepancies).chain(&blocks.discrepancies).cloned().collect();
     let findings = findings(store, replayed, &on_chain)?;
     let started = from_checkpoint.as_ref().map(CheckpointStart::started).unwrap_or_default();
-    let checkpoint_claims = crate::replay::checkpoint::check_claims(&replayed.folds, &started);
+    let checkpoint_claims = crate::replay::fold_checkpoints::check_claims(&replayed.folds, &started);
     let awaiting_upgrade: Vec<super::AwaitingUpgrade> = replayed
         .folds
         .iter()
         .filter_map(|f| f.awaiting_upgrade.map(|(height, version)| (f.validator, height, version)))
         .map(|(validator, height, version)| super::AwaitingUpgrade { validator, height, version })
         .collect();
-    let identities = crate::replay::identity::Identities::of(&replayed.folds);
+    let identities = crate::replay::identities::Identities::of(&replayed.folds);
     let rotations = replayed
         .folds
         .iter()

@@ -9,7 +9,7 @@ use super::SkipRow;
 use crate::bytes::ValidatorKey;
 use crate::chain::miner::MinerCommitment;
 use crate::chain::{CommitmentRecord, Neuron};
-use crate::replay::view::{matches_in_logs, LogMatch};
+use crate::replay::queries::{matches_in_logs, LogMatch};
 use crate::replay::{Replay, ReplayError};
 use crate::validator::discovery::{self, Skipped};
 use crate::validator::state::{Played, ValidatorState};

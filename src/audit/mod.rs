@@ -22,9 +22,9 @@ use crate::ledger::event::EnvOutcome;
 use crate::ledger::proof::{prove_in_block, signed_headers, InclusionProof, SignedHeader};
 use crate::ledger::{Store, StoreError};
 use crate::limits::MAX_PROOF_HEADERS;
-use crate::replay::cold::ColdError;
-use crate::replay::model::{Discrepancy, DiscrepancyKind, HeldMiner, Name};
-use crate::replay::network::NetworkState;
+use crate::replay::combine::NetworkState;
+use crate::replay::records::{Discrepancy, DiscrepancyKind, HeldMiner, Name};
+use crate::replay::spill_file::SpillFileError;
 use crate::replay::Replay;
 pub use commitments::{audit_commitments, CommitmentAudit, CommitmentRow};
 use serde::Serialize;
@@ -95,7 +95,7 @@ pub struct AuditReport {
     pub skipped: Vec<SkipRow>,
     pub findings: Vec<Finding>,
     /// The logs' fold checkpoints compared with this replay (a false one is a finding).
-    pub checkpoint_claims: crate::replay::checkpoint::ClaimsChecked,
+    pub checkpoint_claims: crate::replay::fold_checkpoints::ClaimsChecked,
     /// How `--from-checkpoint` started each log, and what that trusts; `None` otherwise.
     pub from_checkpoint: Option<checkpoint_start::CheckpointStart>,
     /// Logs whose blocks from some height on belong to a protocol version this build does
@@ -133,11 +133,11 @@ pub struct AwaitingUpgrade {
 pub struct SkipRow {
     pub validator: ValidatorKey,
     #[serde(flatten)]
-    pub skip: crate::replay::model::SkipFold,
+    pub skip: crate::replay::records::SkipFold,
 }
 
 /// Every `MinerSkipped` in every log, by validator then height.
-pub fn skip_rows(replayed: &Replay) -> Result<Vec<SkipRow>, ColdError> {
+pub fn skip_rows(replayed: &Replay) -> Result<Vec<SkipRow>, SpillFileError> {
     replayed
         .folds
         .iter()
@@ -146,7 +146,7 @@ pub fn skip_rows(replayed: &Replay) -> Result<Vec<SkipRow>, ColdError> {
 }
 
 /// Every validator's matches from the replay's folds, each match's rows together.
-pub fn match_rows(replayed: &Replay) -> Result<Vec<MatchRow>, ColdError> {
+pub fn match_rows(replayed: &Replay) -> Result<Vec<MatchRow>, SpillFileError> {
     let rows: Vec<MatchRow> = replayed
         .folds
         .iter()
@@ -180,7 +180,7 @@ pub fn match_rows(replayed: &Replay) -> Result<Vec<MatchRow>, ColdError> {
                 })
             })
         })
-        .collect::<Result<_, ColdError>>()?;
+        .collect::<Result<_, SpillFileError>>()?;
     // Each match's rows together (the same contender and champion: every log that played
     // it), matches in the order they first started, then the logs in start order.
     let mut first_start: std::collections::BTreeMap<(&str, &str), u64> = std::collections::BTreeMap::new();

@@ -5,9 +5,9 @@
 
 use super::{AuditReport, EnvRow, MatchRow};
 use crate::ledger::event::EnvOutcome;
-use crate::replay::cold::ColdError;
-use crate::replay::model::{NetworkMatch, NetworkVerdict};
-use crate::replay::network::NetworkState;
+use crate::replay::combine::NetworkState;
+use crate::replay::records::{NetworkMatch, NetworkVerdict};
+use crate::replay::spill_file::SpillFileError;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 /// What is known of each validator beyond its ledger key: its uid and hotkey, from a
@@ -95,7 +95,7 @@ pub(crate) fn validator_cell(validator: &crate::bytes::ValidatorKey, identities:
 
 /// A miner as the pages show one: its short hotkey (the whole in the tooltip) over its
 /// `model@revision`, which breaks only after a `/` or before the `@`, never mid-word.
-fn miner(m: &crate::replay::model::HeldMiner) -> Markup {
+fn miner(m: &crate::replay::records::HeldMiner) -> Markup {
     html! { (short(&m.hotkey)) br; (model_text(&m.model)) }
 }
 
@@ -173,7 +173,7 @@ fn env_tally(env: &EnvRow, rule: &str) -> Markup {
 
 /// The report page; an error if the state's matches did not read back from the
 /// replay's file.
-pub fn html(report: &AuditReport) -> Result<String, ColdError> {
+pub fn html(report: &AuditReport) -> Result<String, SpillFileError> {
     let state = &report.state;
     let matches = state.matches.to_vec()?;
     let page = html! {

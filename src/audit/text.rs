@@ -5,7 +5,7 @@
 use super::report::{DISCREPANCIES_OMITTED, RATIO_NEVER_SET_ON_CHAIN};
 use super::AuditReport;
 use crate::ledger::event::Event;
-use crate::replay::cold::ColdError;
+use crate::replay::spill_file::SpillFileError;
 use std::fmt::Write as _;
 
 /// One log's record of not playing a miner, in words (`af audit`, `af mine status`).
@@ -41,7 +41,7 @@ fn ppm(value: u32) -> String {
 
 /// The report as `af audit` prints it for a person (`--json` prints the report itself).
 /// An error if the state's matches did not read back from the replay's file.
-pub fn text(report: &AuditReport) -> Result<String, ColdError> {
+pub fn text(report: &AuditReport) -> Result<String, SpillFileError> {
     let mut out = String::new();
     // Writing to a String cannot fail.
     // Each line is escaped whole: a log's hotkeys, models and findings' details are
@@ -192,8 +192,8 @@ pub fn text(report: &AuditReport) -> Result<String, ColdError> {
             m.contender.hotkey,
             m.champion.hotkey,
             match m.verdict {
-                Some(crate::replay::model::NetworkVerdict::ContenderWon) => "contender won",
-                Some(crate::replay::model::NetworkVerdict::ChampionStays) => "champion stays",
+                Some(crate::replay::records::NetworkVerdict::ContenderWon) => "contender won",
+                Some(crate::replay::records::NetworkVerdict::ChampionStays) => "champion stays",
                 None => "undecided",
             },
             m.votes.len(),
@@ -349,7 +349,7 @@ pub fn event_line(event: &Event) -> String {
 /// `af weights show` in words: what replay says the weights should be, what each log
 /// last set or committed, and what the chain holds where it was read.
 pub fn weights_lines(
-    state: &crate::replay::network::NetworkState,
+    state: &crate::replay::combine::NetworkState,
     replay_weights: &[(u16, u16)],
     audit: &super::WeightsAudit,
     view: Option<&super::chain_view::ChainView>,

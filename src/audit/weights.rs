@@ -6,7 +6,7 @@
 use crate::bytes::ValidatorKey;
 use crate::chain::{CommitmentRecord, Neuron, Timelocked};
 use crate::replay::fold::ChainFold;
-use crate::replay::model::{Discrepancy, DiscrepancyKind, LoggedWeights};
+use crate::replay::records::{Discrepancy, DiscrepancyKind, LoggedWeights};
 use serde::Serialize;
 
 /// What the caller read from the chain, all at about one block.
@@ -244,7 +244,7 @@ mod tests {
     use super::*;
     use crate::bytes::Hash32;
     use crate::chain::{LedgerCommitment, PendingCommit, RevealedCommit};
-    use crate::replay::model::LoggedCommit;
+    use crate::replay::records::LoggedCommit;
 
     fn key(byte: u8) -> ValidatorKey {
         ValidatorKey([byte; 32])

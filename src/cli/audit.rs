@@ -188,8 +188,8 @@ fn audit(args: &AuditArgs) -> anyhow::Result<(AuditReport, Replay)> {
 /// Who may countersign a checkpoint: the auditor's list, or the validators the chain
 /// lists now (permit holders whose commitment names a ledger key). Never the logs the
 /// store happens to hold: anyone can add a log signed by a key made for the purpose.
-fn countersigners(args: &AuditArgs) -> anyhow::Result<af::replay::agreed::Countersigners> {
-    use af::replay::agreed::Countersigners;
+fn countersigners(args: &AuditArgs) -> anyhow::Result<af::replay::checkpoint_quorum::Countersigners> {
+    use af::replay::checkpoint_quorum::Countersigners;
     let quorum = args.quorum.map(usize::from);
     if let Some(list) = &args.countersigners {
         let (keys, named) = read_key_list(list).map_err(|e| anyhow::anyhow!("--countersigners: {e}"))?;

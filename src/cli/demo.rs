@@ -8,7 +8,7 @@ use crate::outln;
 use af::envs::{self, Message};
 use af::ledger::checkpoint::Checkpoint;
 use af::ledger::{proof, verify, Store};
-use af::replay::synth::{validator_key, write_network, NetworkSpec};
+use af::synthetic_logs::{validator_key, write_network, NetworkSpec};
 use anyhow::{anyhow, ensure};
 use std::path::Path;
 use std::process::ExitCode;

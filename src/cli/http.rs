@@ -134,7 +134,7 @@ pub fn publish_command(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Replays the store in `data` (`af::replay::projection::replay_kept`), saying on stderr
+/// Replays the store in `data` (`af::replay::kept_file::replay_kept`), saying on stderr
 /// why a kept replay was not used or kept.
 pub fn replay_store(
     store: &Store,
@@ -144,7 +144,7 @@ pub fn replay_store(
     progress: af::replay::Progress<'_>,
 ) -> anyhow::Result<af::replay::Replay> {
     let note = &mut |note: &str| eprintln!("af: {}", super::terminal_safe(note));
-    Ok(af::replay::projection::replay_kept(store, data, use_snapshot, registry, progress, note)?)
+    Ok(af::replay::kept_file::replay_kept(store, data, use_snapshot, registry, progress, note)?)
 }
 
 /// Opens the store in `data` and replays it (see [`replay_store`]).

@@ -641,7 +641,8 @@ fn find(data: &Path, challenge_id: Option<String>, miner: Option<String>, json: 
     super::transcripts::say_pruned(&store, "af ledger find")?;
     let locations = match (challenge_id, miner) {
         (Some(hex), _) => store.find_challenge(
-            &af::replay::entries::resolve_challenge_id(&store, &hex).map_err(|e| anyhow!("--challenge-id: {e}"))?,
+            &af::replay::transcript_entries::resolve_challenge_id(&store, &hex)
+                .map_err(|e| anyhow!("--challenge-id: {e}"))?,
         )?,
         (None, Some(hotkey)) => store.find_miner(&hotkey)?,
         (None, None) => bail!("give --challenge-id HEX or --miner HOTKEY"),

@@ -69,7 +69,7 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
     let (store, replayed) = super::http::replay_dir(&data)?;
     let match_filter = match args.match_id.as_deref() {
         Some(text) => Some(
-            af::replay::entries::resolve_match_id(&replayed.folds, text)
+            af::replay::transcript_entries::resolve_match_id(&replayed.folds, text)
                 .map_err(|e| anyhow::anyhow!("--match: {e}"))?,
         ),
         None => None,
@@ -92,15 +92,18 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
             names.join(", ")
         );
     }
-    let filter =
-        af::replay::entries::Filter { env: args.env.clone(), match_id: match_filter, result: args.result.clone() };
+    let filter = af::replay::transcript_entries::Filter {
+        env: args.env.clone(),
+        match_id: match_filter,
+        result: args.result.clone(),
+    };
     // Each entry is written as it is built: a miner's entries in every log held can be
     // far more than memory, and their blocks are read one at a time.
     let mut text = af::audit::transcript_text::TranscriptText::default();
     let (mut written, mut failed) = (0usize, None);
-    let found = af::replay::entries::Found::Miner(&miner);
-    let how = (found, &filter, af::replay::entries::Reach::Tip);
-    af::replay::entries::for_each_entry(&store, &replayed.folds, &locations, how, &mut |entry| {
+    let found = af::replay::transcript_entries::Found::Miner(&miner);
+    let how = (found, &filter, af::replay::transcript_entries::Reach::Tip);
+    af::replay::transcript_entries::for_each_entry(&store, &replayed.folds, &locations, how, &mut |entry| {
         let done = if args.json {
             json_element(written, &entry)
         } else if args.jsonl {

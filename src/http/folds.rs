@@ -1,12 +1,12 @@
 //! Folds at checkpoint heights read from where validators keep and publish them
 //! (ledger-spec/11, `af/v1/log/<validator>/fold/<height>`): a node over HTTP(S), an
 //! archive on an object store, or a folder (a validator's `DIR/folds`, a site's copy).
-//! The bytes are trusted for nothing: `replay::checkpoint::decode_fold` takes them only
+//! The bytes are trusted for nothing: `replay::fold_checkpoints::decode_fold` takes them only
 //! if they hash to the point a quorum agreed on.
 
 use super::archive::{is_object_store, Site};
 use crate::ledger::event::FoldPoint;
-use crate::replay::checkpoint::{fold_path, MAX_FOLD_BYTES};
+use crate::replay::fold_checkpoints::{fold_path, MAX_FOLD_BYTES};
 use std::time::Duration;
 
 /// A place folds are read from.

@@ -5,10 +5,10 @@
 pub mod archive;
 pub mod bodies;
 mod charts;
-pub mod drawn;
 pub mod folds;
 pub mod layout;
 pub mod mirror;
+pub mod page_cache;
 pub mod pages;
 pub mod prune;
 pub mod publish;

@@ -15,10 +15,10 @@ use crate::chain::weight_shares;
 // The legacy ratio parameters only reach logs of mixture plans (score plans carry theirs).
 use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use crate::ledger::event::MinerRef;
-use crate::replay::cold::ColdError;
 use crate::replay::fold::ChainFold;
-use crate::replay::model::{MatchFold, NetworkMatch, NetworkVerdict, SkipFold};
-use crate::replay::view::{miner_rows, miners_named, network_ratio_steps, newest_chain_block, played, ratio_points};
+use crate::replay::queries::{miner_rows, miners_named, network_ratio_steps, newest_chain_block, played, ratio_points};
+use crate::replay::records::{MatchFold, NetworkMatch, NetworkVerdict, SkipFold};
+use crate::replay::spill_file::SpillFileError;
 use crate::replay::vtrust_history::vtrust_history;
 use crate::replay::Replay;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
@@ -122,7 +122,7 @@ pub enum PageError {
     NotFound,
     /// The replay's file did not read back: a page short of a match is never drawn.
     #[error(transparent)]
-    Unread(#[from] ColdError),
+    Unread(#[from] SpillFileError),
 }
 
 /// Renders page `name` (one of [`PAGES`]).
@@ -151,13 +151,13 @@ pub fn match_page(
     validator: &ValidatorKey,
     match_id: &Hash32,
     played: &MatchFold,
-    pairs: &[crate::replay::entries::ChallengePair],
+    pairs: &[crate::replay::transcript_entries::ChallengePair],
     page_number: usize,
     total: usize,
 ) -> String {
     let pages = total.div_ceil(PAIRS_PER_PAGE).max(1);
     let id = match_id.to_hex();
-    let answer = |shown: &crate::replay::entries::ShownAnswer| {
+    let answer = |shown: &crate::replay::transcript_entries::ShownAnswer| {
         let more = shown.bytes.saturating_sub(shown.start.len());
         html! { pre.answer { (shown.start) } @if more > 0 { span.muted { "… " (more) " more bytes (the whole answer is in the entry)" } } }
     };
@@ -252,7 +252,7 @@ fn miner_cell<S: AsRef<str>>(miner: &MinerRef<S>) -> Markup {
     identity(Some(miner.uid), hotkey, &format!("hotkey {hotkey}\nmodel {model}"))
 }
 
-fn subnet(replay: &Replay, identities: &Identities, head: Option<u64>) -> Result<Markup, ColdError> {
+fn subnet(replay: &Replay, identities: &Identities, head: Option<u64>) -> Result<Markup, SpillFileError> {
     let state = &replay.state;
     // The chain's head where one was read; else the newest block a log names, said so.
     let newest = match head {
@@ -343,7 +343,7 @@ fn miner_pages(named: usize) -> usize {
 
 /// How many pages page `name` has as a node serves it: what a reader asking for a page
 /// past the last is told.
-pub fn pages_of(name: &str, replay: &Replay, chain: &FromChain) -> Result<usize, ColdError> {
+pub fn pages_of(name: &str, replay: &Replay, chain: &FromChain) -> Result<usize, SpillFileError> {
     Ok(match name {
         "matches.html" => match_pages(replay.state.matches.len()),
         "miners.html" => miner_pages(miners_named(replay, queued_hotkeys(chain.queue.as_deref()))?.len()),
@@ -362,7 +362,7 @@ fn skip_reason(skip: &SkipFold) -> String {
 
 /// A score over `n` challenges with twice its points `points_x2`, and its count.
 fn score_text(points_x2: u64, n: u64) -> String {
-    match crate::replay::view::Score::ppm(points_x2, n) {
+    match crate::replay::queries::Score::ppm(points_x2, n) {
         Some(ppm) => format!("{} ({n})", percent(ppm)),
         None => "- (0)".into(),
     }
@@ -530,7 +530,7 @@ fn network_match(
     paging: Paging,
     n: usize,
     m: &NetworkMatch,
-) -> Result<Markup, ColdError> {
+) -> Result<Markup, SpillFileError> {
     let total = m.for_ppm + m.against_ppm;
     let plays = replay.state.matches.plays(&m.contender.hotkey, &m.champion.hotkey)?;
     let mut played_by = Vec::with_capacity(plays.len());
@@ -587,7 +587,7 @@ fn network_match(
     })
 }
 
-fn history(replay: &Replay, identities: &Identities) -> Result<Markup, ColdError> {
+fn history(replay: &Replay, identities: &Identities) -> Result<Markup, SpillFileError> {
     let state = &replay.state;
     let points = ratio_points(&state.matches, RATIO_POINTS)?;
     let steps = network_ratio_steps(replay)?;

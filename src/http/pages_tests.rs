@@ -1,11 +1,11 @@
 //! The pages' tests: paging, and what each page says of where its figures come from.
 
 use super::*;
-use crate::replay::cold::{CacheSize, ColdStore};
-use crate::replay::model::NetworkMatch;
-use crate::replay::network::{NetworkMatches, NetworkState};
+use crate::replay::combine::{NetworkMatches, NetworkState};
+use crate::replay::records::NetworkMatch;
+use crate::replay::spill_file::{CacheSize, SpillFile};
 
-fn miner(i: usize) -> MinerRef<crate::replay::model::Name> {
+fn miner(i: usize) -> MinerRef<crate::replay::records::Name> {
     MinerRef { hotkey: format!("5Miner{i}").into(), uid: i as u16, model: format!("m/{i}").into() }
 }
 
@@ -25,7 +25,7 @@ fn replay_of(n: usize) -> Replay {
 }
 
 fn replay_with(matches: Vec<NetworkMatch>) -> Replay {
-    let cold = ColdStore::temporary(CacheSize::AUDIT).unwrap();
+    let cold = SpillFile::temporary(CacheSize::AUDIT).unwrap();
     let state = NetworkState {
         validators: Vec::new(),
         matches: NetworkMatches::written(&cold, &matches).unwrap(),
@@ -132,7 +132,7 @@ fn a_nodes_miners_page_lists_a_page_of_miners_each_with_its_newest_matches_and_c
 #[test]
 fn the_ratio_chart_draws_no_more_points_than_its_bound() {
     let mut replay = replay_of(3_000);
-    replay.state.matches = crate::replay::view::tests::sawtooth(3_000);
+    replay.state.matches = crate::replay::queries::tests::sawtooth(3_000);
     let html = render("history.html", &replay, &FromChain::default(), Paging::Page(None)).unwrap();
     assert!(html.matches("<circle").count() <= RATIO_POINTS);
 }
@@ -175,8 +175,8 @@ fn blocks_since_count_to_the_chain_head_where_one_was_read() {
 /// ratio to beat as the combine's rule sets it: the lower median of the winning votes.
 #[test]
 fn the_ratio_chart_draws_each_validators_votes_apart_and_the_networks_ratio() {
-    use crate::replay::model::{NetworkVerdict, Vote};
-    use crate::replay::network::{ChampionChange, ValidatorSummary};
+    use crate::replay::combine::{ChampionChange, ValidatorSummary};
+    use crate::replay::records::{NetworkVerdict, Vote};
     let (a, b) = (ValidatorKey([1; 32]), ValidatorKey([2; 32]));
     let vote = |v: ValidatorKey, ppm: u32, block: u64| Vote {
         validator: std::sync::Arc::new(v),
@@ -215,7 +215,7 @@ fn the_ratio_chart_draws_each_validators_votes_apart_and_the_networks_ratio() {
         ChampionChange { champion: miner(0), by_match: None, at_time_ms: 1_000 },
         ChampionChange { champion: miner(1), by_match: Some(("5Miner1".into(), "5Miner0".into())), at_time_ms: 5_000 },
     ];
-    assert_eq!(crate::replay::view::network_ratio_steps(&replay).unwrap(), vec![(800, 618_000)], "the lower median");
+    assert_eq!(crate::replay::queries::network_ratio_steps(&replay).unwrap(), vec![(800, 618_000)], "the lower median");
     let html = render("history.html", &replay, &FromChain::default(), Paging::Whole).unwrap();
     let chart = &html[html.find("id=\"ratio-chart\"").unwrap()..];
     let chart = &chart[..chart.find("</svg>").unwrap()];
@@ -229,7 +229,7 @@ fn the_ratio_chart_draws_each_validators_votes_apart_and_the_networks_ratio() {
 
 #[test]
 fn each_log_that_played_a_match_has_its_transcripts_command_on_a_line_of_its_own() {
-    use crate::replay::synth::{write_network, NetworkSpec};
+    use crate::synthetic_logs::{write_network, NetworkSpec};
     let dir = tempfile::tempdir().unwrap();
     let store = crate::ledger::Store::create(dir.path()).unwrap();
     write_network(&store, &NetworkSpec::small(2)).unwrap();

@@ -30,7 +30,7 @@ pub enum PublishError {
     #[error("{0}: no page was written short")]
     Replay(#[from] crate::replay::ReplayError),
     #[error("{0}")]
-    Entries(#[from] crate::replay::entries::EntriesError),
+    Entries(#[from] crate::replay::transcript_entries::EntriesError),
     #[error("{0}: no page was written short")]
     Page(#[from] super::pages::PageError),
     #[error("reading the kept folds: {0}")]
@@ -187,7 +187,7 @@ pub fn publish_with(
 /// `folds/`, already in the site's layout) to the site, so an auditor can start from a
 /// checkpoint with the archive alone. Returns how many were written.
 fn publish_folds(store: &Store, site: &Site, validator: &ValidatorKey) -> Result<u64, PublishError> {
-    use crate::replay::checkpoint::{fold_file, fold_path, FOLDS_DIR, MAX_FOLD_BYTES};
+    use crate::replay::fold_checkpoints::{fold_file, fold_path, FOLDS_DIR, MAX_FOLD_BYTES};
     let Some(folds) = store.path().parent().map(|data| data.join(FOLDS_DIR)) else { return Ok(0) };
     let dir = fold_file(&folds, validator, 0);
     let Some(dir) = dir.parent().filter(|dir| dir.is_dir()) else { return Ok(0) };
@@ -282,7 +282,7 @@ pub fn publish_miner_entries(
     site: &Site,
     repair: bool,
 ) -> Result<u64, PublishError> {
-    use crate::replay::entries::{entries_page, Filter, Found, Reach};
+    use crate::replay::transcript_entries::{entries_page, Filter, Found, Reach};
     let mut written = 0;
     for hotkey in store.miner_hotkeys()? {
         let index_path = layout::miner_matches_path(&hotkey);

@@ -3,14 +3,14 @@
 //! decision from the env decisions before it. Pure; the fold calls these and turns an
 //! error into a `false_decision` finding.
 
-use super::model::MatchFold;
+use super::records::MatchFold;
 use crate::ledger::event::MatchDecided;
 
 /// What is wrong with a match's recorded decision given its own log, if anything: the
 /// verdict must follow from the env decisions recorded before it (better in a majority
 /// of the match's envs), the champion named must be the winner, and a champion that
 /// stays keeps the ratio the match was played at. (The ratio a winner sets, and the
-/// ratio at each start, need the ratio parameters: `network::ratio_findings`.)
+/// ratio at each start, need the ratio parameters: `combine::ratio_findings`.)
 pub(super) fn match_decision_error<S: AsRef<str>>(m: &MatchFold, decided: &MatchDecided<S>) -> Option<String> {
     let (better, needed) = m.better_and_needed();
     if decided.contender_won != (better >= needed) {
@@ -117,7 +117,7 @@ mod tests {
     use super::*;
     use crate::bytes::Hash32;
     use crate::ledger::event::{EnvOutcome, EnvRef, EnvWinRate, MinerRef};
-    use crate::replay::model::{EnvFold, HeldMiner, Name};
+    use crate::replay::records::{EnvFold, HeldMiner, Name};
     use std::sync::Arc;
 
     fn miner(hotkey: &str) -> HeldMiner {

@@ -4,7 +4,7 @@
 //! champion has left once validators holding more than half of the vTrust said so during
 //! its tenure, dated by the first of their records. Pure: the combine hands in each log's records and each voter's vTrust.
 
-use super::model::Name;
+use super::records::Name;
 use crate::bytes::ValidatorKey;
 use crate::ledger::event::LeaveReason;
 use serde::{Deserialize, Serialize};

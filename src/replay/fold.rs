@@ -7,15 +7,15 @@
 //! ids) happens before it in parallel, in [`check_block_events`]; the fold only consumes
 //! those results, so the outcome does not depend on how many threads did that work.
 
+use super::checkpoint_points::Checkpoints;
 use super::decisions::{match_decision_error, rederive_decision};
 use super::departures::{LeftRecord, MAX_LEFT_RECORDS};
-use super::lists::{CommitmentList, EquivocationList, SkipList};
-use super::matches::MatchTable;
-use super::model::{
+use super::match_table::MatchTable;
+use super::record_lists::{CommitmentList, EquivocationList, SkipList};
+use super::records::{
     DecidedFold, Discrepancy, DiscrepancyKind, EnvFolds, EquivocationFound, FindingCounts, HeldMiner, LoggedCommit,
     LoggedWeights, MatchFold, SkipFold,
 };
-use super::points::Checkpoints;
 use crate::bytes::{ChallengeId, Hash32, MatchId, ValidatorKey};
 use crate::envs::{self, Registry};
 use crate::evaluation::matchplay::GameOutcome;
@@ -149,11 +149,11 @@ pub struct ChainFold {
     /// How many of `matches` are decided: a new match's id derives from it, and
     /// counting them at every start made a log of n matches cost n^2 / 2 steps.
     pub n_decided: u64,
-    /// How many times folding changed what `network::combine` reads from this fold
+    /// How many times folding changed what `combine::combine` reads from this fold
     /// besides its counts (tip, events, transcripts): a match started or decided, a
     /// finding, an equivocation. A replay whose folds all show the number the last
     /// replay's did reuses its state and recounts only those counts
-    /// (`network::recount`): most blocks hold transcripts alone, and a combine reads
+    /// (`combine::recount`): most blocks hold transcripts alone, and a combine reads
     /// every match held.
     pub combine_changes: u64,
     /// The first [`MAX_CHAIN_DISCREPANCIES`] findings (and always an invalid block's).
@@ -229,7 +229,7 @@ impl ChainFold {
         }
     }
 
-    /// Whether reading back anything this fold spilled to the match file failed: what
+    /// Whether reading back anything this fold spilled to the spill file failed: what
     /// was made from it is incomplete.
     pub(super) fn spill_faulted(&self) -> bool {
         self.matches.faulted() || self.commitments.faulted() || self.skipped.faulted() || self.equivocations.faulted()
@@ -662,7 +662,7 @@ impl ChainFold {
 /// Whether folding `event` may change what the combine reads of a fold (its matches and
 /// their decisions, the equivocations it proves; findings are counted where they are
 /// pushed, whatever the event): a replay whose folds changed nothing the combine reads
-/// recounts the last state instead of combining again (`network::recount`), so a kind
+/// recounts the last state instead of combining again (`combine::recount`), so a kind
 /// wrongly called `false` here would leave the state stale. Exhaustive on purpose: a new
 /// event kind does not compile until it is decided here.
 fn changes_combine<S>(event: &Event<S>) -> bool {

@@ -9,30 +9,29 @@
 //! verification, weak keys refused first), then fold in height order. The fold is the
 //! only sequential step, so the state is the same whatever the thread count.
 
-pub mod agreed;
-pub mod bag;
-pub mod checkpoint;
-pub mod cold;
+pub mod checkpoint_points;
+pub mod checkpoint_quorum;
+pub mod checkpoint_record;
+pub mod combine;
 pub mod decisions;
 pub mod departures;
-pub mod entries;
 pub mod fold;
-pub mod fold_record;
-pub mod identity;
-pub mod key_set;
-pub mod latest;
-pub mod lists;
-pub mod matches;
-pub mod model;
-pub mod network;
-pub mod network_list;
-pub mod points;
-pub mod projection;
+pub mod fold_checkpoints;
+pub mod identities;
+pub mod kept_file;
+pub mod latest_replay;
+pub mod match_table;
+pub mod queries;
 pub mod ratio_walk;
+pub mod record_lists;
+pub mod records;
+pub mod sorted_scratch;
 pub mod spill;
-pub mod state_bytes;
-pub mod synth;
-pub mod view;
+pub mod spill_file;
+pub mod spilled_key_set;
+pub mod state_hash;
+pub mod state_matches;
+pub mod transcript_entries;
 pub mod vtrust;
 pub mod vtrust_history;
 
@@ -43,8 +42,8 @@ use crate::ledger::block::{check_link, check_signature, decode_block_borrowed, B
 use crate::ledger::store::{self, Store, StoreError};
 use crate::ledger::{Event, Tip};
 use crate::limits::VERIFY_BATCH_BYTES;
+use combine::NetworkState;
 use fold::{check_block_events, ChainFold, EventCheck, ProtocolCheck};
-use network::NetworkState;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 
@@ -57,13 +56,13 @@ pub enum ReplayError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
-    Cold(#[from] cold::ColdError),
+    SpillFile(#[from] spill_file::SpillFileError),
     #[error("reading a match back from the replay's file {0} failed (see the log): the replay is incomplete and was dropped")]
-    ColdRead(String),
+    SpillRead(String),
 }
 
 /// The folds of every chain, each at its own tip, to fold on from: the last replay's
-/// (`latest`) or a kept file's (`projection`), read through the replay's file they were
+/// (`latest`) or a kept file's (`kept_file`), read through the replay's file they were
 /// made with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
@@ -85,12 +84,12 @@ pub struct Replay {
     pub n_chains_from_snapshot: usize,
     /// What the state was combined with.
     pub ratio_params: RatioParams,
-    /// Whether the state was the last replay's, recounted (`network::recount`).
+    /// Whether the state was the last replay's, recounted (`combine::recount`).
     pub recounted: bool,
 }
 
 /// Whether a read of the replay's file failed for `folds` or the state's `matches`.
-fn faulted(folds: &[ChainFold], matches: &network::NetworkMatches) -> bool {
+fn faulted(folds: &[ChainFold], matches: &combine::NetworkMatches) -> bool {
     folds.iter().any(ChainFold::spill_faulted) || matches.faulted()
 }
 
@@ -98,7 +97,7 @@ fn faulted(folds: &[ChainFold], matches: &network::NetworkMatches) -> bool {
 /// reached, bytes of that chain folded this run).
 pub type Progress<'a> = &'a mut (dyn FnMut(&ValidatorKey, u64, u64) + Send);
 
-pub use state_bytes::state_hash;
+pub use state_hash::state_hash;
 
 /// Where the folds handed to [`replay`] come from, which decides what must be checked
 /// before they are reused.
@@ -130,17 +129,17 @@ pub fn replay(
     ratio_params: &RatioParams,
     progress: Progress<'_>,
 ) -> Result<Replay, ReplayError> {
-    let cold = cold::ColdStore::temporary(cold::CacheSize::AUDIT)?;
+    let cold = spill_file::SpillFile::temporary(spill_file::CacheSize::AUDIT)?;
     replay_in(&cold, store, registry, snapshot, ratio_params, progress, None)
 }
 
-/// [`replay`], keeping what it derives past `cold`'s cache in `cold`'s file: each log's
+/// [`replay`], keeping what it derives past `spill_file`'s cache in `spill_file`'s file: each log's
 /// matches spilled as they pile up (`spill::spill_if_due`), the combine's working sets
 /// and the state's matches. When `last` is the replay whose folds `snapshot` holds (this
 /// process's own) and folding its new blocks changed nothing the state reads but
 /// counts, its state is recounted rather than combined again.
 pub fn replay_in(
-    cold: &cold::ColdStore,
+    cold: &spill_file::SpillFile,
     store: &Store,
     registry: &Registry,
     snapshot: Option<(Snapshot, FoldSource)>,
@@ -205,7 +204,7 @@ pub fn replay_in(
     let folded: Vec<Result<(ChainFold, u64, u64), ReplayError>> = starts
         .into_par_iter()
         .map(|fold| {
-            let hash_from = stored_tips.get(&fold.validator).map_or(u64::MAX, |h| checkpoint::hash_from(*h));
+            let hash_from = stored_tips.get(&fold.validator).map_or(u64::MAX, |h| fold_checkpoints::hash_from(*h));
             fold_chain(cold, (store, &txn), registry, (fold, hash_from), batch_bytes, &progress)
         })
         .collect();
@@ -218,7 +217,7 @@ pub fn replay_in(
         folds.push(fold);
     }
     if folds.iter().any(ChainFold::spill_faulted) {
-        return Err(ReplayError::ColdRead(cold.path().display().to_string()));
+        return Err(ReplayError::SpillRead(cold.path().display().to_string()));
     }
     // Each fold reads the newest snapshot from here on (its own matches there are what
     // its own snapshot shows): an older one held would keep every page the spills since
@@ -238,18 +237,18 @@ pub fn replay_in(
             })
     });
     let mut state = match unchanged {
-        Some(last) => network::recount(&last.state, &folds),
-        None => network::combine(&folds, ratio_params, cold)?,
+        Some(last) => combine::recount(&last.state, &folds),
+        None => combine::combine(&folds, ratio_params, cold)?,
     };
     let state_hash = state_hash(&state);
     if faulted(&folds, &state.matches) {
-        return Err(ReplayError::ColdRead(cold.path().display().to_string()));
+        return Err(ReplayError::SpillRead(cold.path().display().to_string()));
     }
     // The folds and the state's list read the newest snapshot (the combine's, if this
     // replay combined), so the replay holds one.
     spill::read_newest(cold, &mut folds);
     state.matches.read_newest(cold);
-    let state_hash = state_hash.map_err(|_| ReplayError::ColdRead(cold.path().display().to_string()))?;
+    let state_hash = state_hash.map_err(|_| ReplayError::SpillRead(cold.path().display().to_string()))?;
     Ok(Replay {
         folds,
         state,
@@ -272,7 +271,7 @@ const MIN_FOLD_BATCH_BYTES: usize = 1024 * 1024;
 /// `--threads 1` uses one core); the fold is hashed at each checkpoint height from
 /// `hash_from` on. Returns the fold, and the blocks and bytes folded this run.
 fn fold_chain(
-    cold: &cold::ColdStore,
+    cold: &spill_file::SpillFile,
     (whole, txn): (&Store, &redb::ReadTransaction),
     registry: &Registry,
     (mut fold, hash_from): (ChainFold, u64),
@@ -298,7 +297,7 @@ fn fold_chain(
         // Spilled after each block, so a batch of small matches is never all in memory
         // at once.
         fold_batch(&mut fold, registry, &batch, &mut |fold| match spill::spill_if_due(cold, fold)
-            .and_then(|_| checkpoint::take_point(cold, fold, hash_from))
+            .and_then(|_| fold_checkpoints::take_point(cold, fold, hash_from))
         {
             Err(e) => {
                 spill_failed = Some(e);

@@ -3,9 +3,9 @@
 //! start block, and a win must set the geometric mean of its win rates. A rotated
 //! validator's logs are walked one after the other (ledger-spec/16).
 
-use super::cold::ColdError;
 use super::fold::ChainFold;
-use super::model::{Discrepancy, DiscrepancyKind, MatchFold, Name};
+use super::records::{Discrepancy, DiscrepancyKind, MatchFold, Name};
+use super::spill_file::SpillFileError;
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::{RatioParams, RatioToBeat};
 
@@ -14,7 +14,7 @@ use crate::evaluation::ratio::{RatioParams, RatioToBeat};
 /// block, and a win must set the geometric mean of the win rates it records
 /// (`false_decision` otherwise). Each check takes the log's recorded values forward, so
 /// one false number is one finding, not a cascade.
-pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Result<Vec<Discrepancy>, ColdError> {
+pub fn ratio_findings(fold: &ChainFold, legacy: &RatioParams) -> Result<Vec<Discrepancy>, SpillFileError> {
     let mut found = Vec::new();
     each_ratio_finding(fold, legacy, &mut |d| found.push(d))?;
     Ok(found)
@@ -25,7 +25,7 @@ pub fn each_ratio_finding(
     fold: &ChainFold,
     legacy: &RatioParams,
     found: &mut dyn FnMut(Discrepancy),
-) -> Result<(), ColdError> {
+) -> Result<(), SpillFileError> {
     walk_log(&mut RatioWalk::default(), fold, legacy, found).map(|_| ())
 }
 
@@ -36,7 +36,7 @@ pub fn walk_log(
     fold: &ChainFold,
     legacy: &RatioParams,
     found: &mut dyn FnMut(Discrepancy),
-) -> Result<u64, ColdError> {
+) -> Result<u64, SpillFileError> {
     fold.matches.in_log_order().try_fold(0, |n, read| {
         let (_, m) = read?;
         Ok(n + walk.step(fold.validator, &m, legacy, Some(&mut *found)))

@@ -1,18 +1,18 @@
-//! Moving a fold's matches and records into the replay's match file (`cold`): what a
+//! Moving a fold's matches and records into the replay's spill file (`spill_file`): what a
 //! running validator does after each block, so that its memory stops growing with its
-//! logs. The file's format is `cold`'s business; which of a fold's entries leave memory,
+//! logs. The file's format is `spill_file`'s business; which of a fold's entries leave memory,
 //! and when, is this module's.
 
-use super::cold::{ColdError, ColdStore, Record, SpillWriter};
 use super::fold::ChainFold;
-use super::lists::RecordList;
+use super::record_lists::RecordList;
+use super::spill_file::{Record, SpillFile, SpillFileError, SpillWriter};
 use crate::bytes::{MatchId, ValidatorKey};
 
 /// Moves every match `fold` holds in memory into the file, but the one its log started
 /// last (the next match shares its names), and every listed record but the last of each
 /// kind, when it holds more matches or records of a kind than the file's cache keeps
 /// (`CacheSize`). Returns whether it spilled.
-pub fn spill_if_due(cold: &ColdStore, fold: &mut ChainFold) -> Result<bool, ColdError> {
+pub fn spill_if_due(cold: &SpillFile, fold: &mut ChainFold) -> Result<bool, SpillFileError> {
     let records =
         fold.commitments.held_in_memory().max(fold.skipped.held_in_memory()).max(fold.equivocations.held_in_memory());
     let cache = cold.cache();
@@ -26,7 +26,7 @@ pub fn spill_if_due(cold: &ColdStore, fold: &mut ChainFold) -> Result<bool, Cold
 /// Moves the matches the folds hold in memory (but each log's last started) and their
 /// listed records (but each log's last of each kind) into the file, in one transaction;
 /// each fold then reads them from the new snapshot.
-pub fn spill(cold: &ColdStore, folds: &mut [ChainFold]) -> Result<(), ColdError> {
+pub fn spill(cold: &SpillFile, folds: &mut [ChainFold]) -> Result<(), SpillFileError> {
     let (written, snapshot) = cold.write_spill(|writer| {
         let mut written: Vec<(Vec<MatchId>, [usize; 3])> = Vec::with_capacity(folds.len());
         for fold in folds.iter() {
@@ -58,7 +58,7 @@ pub fn spill(cold: &ColdStore, folds: &mut [ChainFold]) -> Result<(), ColdError>
 /// Points every fold that has spilled matches at the newest snapshot. Only this file's
 /// spills write a log's matches, each spill writing those of the folds it is given: a
 /// fold's matches in the newest snapshot are those its own shows.
-pub fn read_newest(cold: &ColdStore, folds: &mut [ChainFold]) {
+pub fn read_newest(cold: &SpillFile, folds: &mut [ChainFold]) {
     let Some(newest) = cold.newest() else { return };
     for fold in folds {
         fold.matches.read_from(&newest);
@@ -73,7 +73,7 @@ fn write_records<T: Record>(
     writer: &mut SpillWriter<'_>,
     validator: &ValidatorKey,
     list: &RecordList<T>,
-) -> Result<usize, ColdError> {
+) -> Result<usize, SpillFileError> {
     let mut count = 0;
     for (place, record) in list.to_spill() {
         writer.put_record(validator, place, record)?;
@@ -87,8 +87,8 @@ mod tests {
     use super::*;
     use crate::bytes::Hash32;
     use crate::ledger::codec;
-    use crate::replay::cold::*;
-    use crate::replay::model::tests_support::played;
+    use crate::replay::records::tests_support::played;
+    use crate::replay::spill_file::*;
     use redb::ReadableDatabase;
 
     /// A fold of `n` matches whose ids do not follow their log order.
@@ -110,8 +110,8 @@ mod tests {
     #[test]
     fn spilled_matches_read_back_as_the_same_table_in_both_orders_and_the_same_bytes() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(COLD_FILE), b"a file the last run left").unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE), CacheSize::VALIDATOR).unwrap();
+        std::fs::write(dir.path().join(SPILL_FILE), b"a file the last run left").unwrap();
+        let cold = SpillFile::create(&dir.path().join(SPILL_FILE), CacheSize::VALIDATOR).unwrap();
         let plain = fold_of(100);
         let mut fold = plain.clone();
         assert!(spill_if_due(&cold, &mut fold).unwrap());
@@ -129,14 +129,14 @@ mod tests {
         assert_eq!(encoded(&fold), encoded(&plain), "a snapshot of spilled folds has the same bytes");
         assert!(!fold.matches.faulted());
         drop(cold);
-        assert!(!dir.path().join(COLD_FILE).exists(), "the file goes with its process");
+        assert!(!dir.path().join(SPILL_FILE).exists(), "the file goes with its process");
         assert_eq!(fold, plain, "tables made from it still read it");
     }
 
     #[test]
     fn a_spilled_match_that_changes_is_read_back_shadows_its_copy_and_is_spilled_again() {
         let dir = tempfile::tempdir().unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE), CacheSize::VALIDATOR).unwrap();
+        let cold = SpillFile::create(&dir.path().join(SPILL_FILE), CacheSize::VALIDATOR).unwrap();
         let mut plain = fold_of(80);
         let mut fold = plain.clone();
         spill(&cold, std::slice::from_mut(&mut fold)).unwrap();
@@ -168,7 +168,7 @@ mod tests {
     #[test]
     fn a_stored_match_that_does_not_decode_is_an_error_to_its_reader_and_faults_the_snapshot() {
         let dir = tempfile::tempdir().unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE), CacheSize::VALIDATOR).unwrap();
+        let cold = SpillFile::create(&dir.path().join(SPILL_FILE), CacheSize::VALIDATOR).unwrap();
         let mut fold = fold_of(70);
         spill(&cold, std::slice::from_mut(&mut fold)).unwrap();
         let (_, in_order) = listed(&fold);
@@ -185,7 +185,7 @@ mod tests {
         assert!(!fold.matches.faulted(), "the fold's snapshot predates the damage");
         spill(&cold, std::slice::from_mut(&mut fold)).unwrap();
         let error = fold.matches.get(&in_order[10]).unwrap_err().to_string();
-        assert!(error.contains(COLD_FILE) && error.contains("a read failed"), "{error}");
+        assert!(error.contains(SPILL_FILE) && error.contains("a read failed"), "{error}");
         assert!(fold.matches.faulted(), "the fold's own check sees it too");
         // A walk hands over the matches before it, then the error, then ends.
         let walk: Vec<_> = fold.matches.in_log_order().collect();
@@ -203,11 +203,11 @@ mod tests {
     #[test]
     fn a_combine_over_spilled_matches_is_the_combine_over_held_ones_and_a_damaged_entry_faults_it() {
         use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
-        use crate::replay::network::combine;
-        use crate::replay::network_list::NetworkMatches;
+        use crate::replay::combine::combine;
+        use crate::replay::state_matches::NetworkMatches;
         let dir = tempfile::tempdir().unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE), CacheSize::VALIDATOR).unwrap();
-        let audit = ColdStore::temporary(CacheSize::AUDIT).unwrap();
+        let cold = SpillFile::create(&dir.path().join(SPILL_FILE), CacheSize::VALIDATOR).unwrap();
+        let audit = SpillFile::temporary(CacheSize::AUDIT).unwrap();
         let mut held_fold = fold_of(700);
         assert!(!spill_if_due(&audit, &mut held_fold).unwrap(), "an audit's cache holds them");
         let held = combine(&[held_fold], &DEFAULT_RATIO_PARAMS, &audit).unwrap();
@@ -245,8 +245,8 @@ mod records {
     use crate::bytes::Hash32;
     use crate::ledger::codec;
     use crate::ledger::event::{ChainCommitment, SkipReason};
-    use crate::replay::cold::*;
-    use crate::replay::model::SkipFold;
+    use crate::replay::records::SkipFold;
+    use crate::replay::spill_file::*;
 
     fn skip(i: u64) -> SkipFold {
         SkipFold {
@@ -271,8 +271,8 @@ mod records {
         }
     }
 
-    fn equivocation(i: u64) -> crate::replay::model::EquivocationFound {
-        crate::replay::model::EquivocationFound {
+    fn equivocation(i: u64) -> crate::replay::records::EquivocationFound {
+        crate::replay::records::EquivocationFound {
             accused: ValidatorKey([i as u8; 32]),
             height: i,
             hash_a: Hash32([1; 32]),
@@ -284,7 +284,7 @@ mod records {
     #[test]
     fn listed_records_spill_alone_and_read_back_in_order_with_the_same_bytes() {
         let dir = tempfile::tempdir().unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE), CacheSize::VALIDATOR).unwrap();
+        let cold = SpillFile::create(&dir.path().join(SPILL_FILE), CacheSize::VALIDATOR).unwrap();
         let mut fold = ChainFold::new(ValidatorKey([9; 32]));
         // Another log's records in the same file, keyed apart.
         let mut other = ChainFold::new(ValidatorKey([8; 32]));
@@ -335,8 +335,8 @@ mod records {
 mod growth {
     use super::*;
     use crate::ledger::codec;
-    use crate::replay::cold::*;
-    use crate::replay::model::tests_support::played;
+    use crate::replay::records::tests_support::played;
+    use crate::replay::spill_file::*;
 
     /// A validator spills every few matches for weeks, each spill a commit with no
     /// fsync: the pages each commit frees must be reused, or the file would grow with
@@ -344,8 +344,8 @@ mod growth {
     #[test]
     fn a_match_file_written_by_thousands_of_spills_stays_near_what_it_holds() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(COLD_FILE);
-        let cold = ColdStore::create(&path, CacheSize::VALIDATOR).unwrap();
+        let path = dir.path().join(SPILL_FILE);
+        let cold = SpillFile::create(&path, CacheSize::VALIDATOR).unwrap();
         let mut fold = ChainFold::new(ValidatorKey([7; 32]));
         let mut held_back = None;
         for i in 0..3_000u64 {
@@ -368,9 +368,9 @@ mod growth {
 mod whole {
     use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
     use crate::ledger::Store;
-    use crate::replay::cold::{CacheSize, ColdStore, COLD_FILE, STATE_LIST};
-    use crate::replay::network_list::NetworkMatches;
-    use crate::replay::synth::{write_network, NetworkSpec};
+    use crate::replay::spill_file::{CacheSize, SpillFile, SPILL_FILE, STATE_LIST};
+    use crate::replay::state_matches::NetworkMatches;
+    use crate::synthetic_logs::{write_network, NetworkSpec};
 
     /// A read of the replay's file that fails after the replay was made is an error to the
     /// reader that drew it: nothing drawn from it is published as whole.
@@ -379,7 +379,7 @@ mod whole {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(&dir.path().join("ledger")).unwrap();
         write_network(&store, &NetworkSpec::small(2)).unwrap();
-        let cold = ColdStore::create(&dir.path().join(COLD_FILE), CacheSize::VALIDATOR).unwrap();
+        let cold = SpillFile::create(&dir.path().join(SPILL_FILE), CacheSize::VALIDATOR).unwrap();
         let registry = crate::envs::registry();
         let mut replayed =
             crate::replay::replay_in(&cold, &store, &registry, None, &DEFAULT_RATIO_PARAMS, &mut |_, _, _| {}, None)
@@ -411,7 +411,7 @@ mod whole {
             &crate::http::archive::Site::open(other_site.to_str().unwrap()).unwrap(),
         );
         let refused = refused.unwrap_err().to_string();
-        assert!(refused.contains(COLD_FILE) && refused.contains("no page was written short"), "{refused}");
+        assert!(refused.contains(SPILL_FILE) && refused.contains("no page was written short"), "{refused}");
         // The matches page reads every match: it is not written. (A page drawn before the
         // failed read, without the damaged match, is whole and may be.)
         assert!(!other_site.join("matches.html").exists());

@@ -41,7 +41,7 @@ pub fn after_disagreement(base_ppm: u32, n_compared: u64, n_disagreements: u64) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::model::DiscrepancyKind;
+    use crate::replay::records::DiscrepancyKind;
 
     #[test]
     fn five_proofs_zero_a_validator_and_disagreement_costs_its_share() {

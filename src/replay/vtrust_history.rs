@@ -1,13 +1,13 @@
 //! Each validator's vTrust as the logs stood at past chain blocks (the history page's
-//! chart): what `network::vtrust_by_combines` defines, a combine over every log cut back
+//! chart): what `combine::vtrust_by_combines` defines, a combine over every log cut back
 //! at each block, computed in one read of each log and one of the combine's plays. It
 //! holds one pair's votes and a few numbers per point, however long the history is; a
 //! combine per point would hold every cut log's matches, and read them once per point.
 
-use super::cold::ColdError;
+use super::combine::{against_others, NetworkMatches, Play, PlayKey, RatioWalk};
 use super::fold::ChainFold;
-use super::model::Name;
-use super::network::{against_others, NetworkMatches, Play, PlayKey, RatioWalk};
+use super::records::Name;
+use super::spill_file::SpillFileError;
 use super::vtrust::{self, VtrustPoint};
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
@@ -17,13 +17,13 @@ use std::collections::BTreeMap;
 /// match started: the first and the last such block, and between them the last such
 /// block at or before each of evenly spaced blocks. `matches` is the state combined from
 /// `folds`, whose combine's plays are read from the file. Equal to
-/// `network::vtrust_by_combines(folds, legacy, blocks)` over the blocks it picks.
+/// `combine::vtrust_by_combines(folds, legacy, blocks)` over the blocks it picks.
 pub fn vtrust_history(
     folds: &[ChainFold],
     matches: &NetworkMatches,
     legacy: &RatioParams,
     max_points: usize,
-) -> Result<Vec<VtrustPoint>, ColdError> {
+) -> Result<Vec<VtrustPoint>, SpillFileError> {
     let plays = Plays(matches.snapshot());
     let blocks = pick_blocks(&plays, max_points)?;
     if blocks.is_empty() {
@@ -103,11 +103,11 @@ fn first_point(blocks: &[u64], block: u64) -> usize {
 
 /// The combine's plays by pair, as its snapshot holds them (by pair, then validator,
 /// then id): the same index the pages read.
-struct Plays<'a>(&'a super::cold::ColdSnapshot);
+struct Plays<'a>(&'a super::spill_file::SpillSnapshot);
 
 impl Plays<'_> {
     /// Hands every play to `each` in key order; an error if one did not read back.
-    fn each(&self, each: &mut dyn FnMut(&PlayKey, &Play)) -> Result<(), ColdError> {
+    fn each(&self, each: &mut dyn FnMut(&PlayKey, &Play)) -> Result<(), SpillFileError> {
         for entry in self.0.state_play_entries::<(PlayKey, Play)>() {
             let (key, play) = entry?;
             each(&key, &play);
@@ -118,7 +118,7 @@ impl Plays<'_> {
 
 /// The blocks of the points: two reads of the plays' start blocks (their range, then the
 /// last one at or before each evenly spaced block), holding `max_points` blocks.
-fn pick_blocks(plays: &Plays<'_>, max_points: usize) -> Result<Vec<u64>, ColdError> {
+fn pick_blocks(plays: &Plays<'_>, max_points: usize) -> Result<Vec<u64>, SpillFileError> {
     let (mut first, mut last) = (u64::MAX, 0u64);
     plays.each(&mut |_, play| {
         if play.chain_block > 0 {
@@ -157,7 +157,7 @@ struct Cut {
 }
 
 impl Cut {
-    fn of(fold: &ChainFold, blocks: &[u64], legacy: &RatioParams) -> Result<Cut, ColdError> {
+    fn of(fold: &ChainFold, blocks: &[u64], legacy: &RatioParams) -> Result<Cut, SpillFileError> {
         let n = blocks.len();
         let mut reached: Vec<Option<u64>> = vec![None; n];
         // Walks of the ratio over the cuts' matches, one per run of points that saw the
@@ -243,8 +243,8 @@ mod tests {
     use super::*;
     use crate::bytes::Hash32;
     use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
-    use crate::replay::model::tests_support::played;
-    use crate::replay::network::{combine, vtrust_by_combines};
+    use crate::replay::combine::{combine, vtrust_by_combines};
+    use crate::replay::records::tests_support::played;
 
     /// Logs whose start blocks go back and forth (so a cut holds matches from all over a
     /// log), with a win that sets a false ratio in one log and a validator outvoted on a
@@ -265,7 +265,8 @@ mod tests {
                 fold
             })
             .collect();
-        let cold = crate::replay::cold::ColdStore::temporary(crate::replay::cold::CacheSize::AUDIT).unwrap();
+        let cold =
+            crate::replay::spill_file::SpillFile::temporary(crate::replay::spill_file::CacheSize::AUDIT).unwrap();
         let state = combine(&folds, &DEFAULT_RATIO_PARAMS, &cold).unwrap();
         let mut seen = std::collections::BTreeSet::new();
         for points in [2, 5, 13, 48] {

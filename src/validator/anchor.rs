@@ -10,7 +10,7 @@ use crate::evaluation::ratio::RatioParams;
 use crate::ledger::event::{ChainCommitment, WeightsCommitted, WeightsSet};
 use crate::ledger::{Event, OwnLog, StoreError};
 use crate::metrics::Metrics;
-use crate::replay::latest::LatestReplay;
+use crate::replay::latest_replay::LatestReplay;
 use crate::replay::{self, Replay};
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};

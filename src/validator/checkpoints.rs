@@ -7,8 +7,8 @@
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
 use crate::ledger::{Event, OwnLog};
-use crate::replay::checkpoint::to_claim;
-use crate::replay::latest::LatestReplay;
+use crate::replay::fold_checkpoints::to_claim;
+use crate::replay::latest_replay::LatestReplay;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -85,7 +85,7 @@ mod tests {
     use super::*;
     use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
     use crate::ledger::{LedgerKey, Store};
-    use crate::replay::checkpoint::{fold_file, CHECKPOINT_EVERY, FOLDS_DIR};
+    use crate::replay::fold_checkpoints::{fold_file, CHECKPOINT_EVERY, FOLDS_DIR};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn each_new_point_is_recorded_once_and_its_fold_is_kept() {

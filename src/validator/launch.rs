@@ -19,8 +19,8 @@ use crate::metrics::Metrics;
 use crate::p2p::chain_peers::ChainPeers;
 use crate::p2p::net::{NetConfig, NetError, NetStatus};
 use crate::p2p::node::{self, NodeHandle, STATUS_FILE};
-use crate::replay::cold::{ColdError, COLD_FILE};
-use crate::replay::latest::LatestReplay;
+use crate::replay::latest_replay::LatestReplay;
+use crate::replay::spill_file::{SpillFileError, SPILL_FILE};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -49,7 +49,7 @@ pub enum LaunchError {
     #[error("writing the HTTP address file {path}: {source}")]
     AddressFile { path: PathBuf, source: std::io::Error },
     #[error("{0}")]
-    Replay(#[from] ColdError),
+    Replay(#[from] SpillFileError),
     #[error("the archive ([archive] url): {0}")]
     Archive(#[from] crate::http::archive::ArchiveError),
     #[error("{0}")]
@@ -440,8 +440,8 @@ impl Validator {
             None => (None, None, None),
         };
         // One replay of our store for the anchoring and the HTTP API: one set of folds.
-        // Kept across restarts (`replay::projection`); the per-run file of earlier builds goes.
-        let _ = std::fs::remove_file(launch.data.join(COLD_FILE));
+        // Kept across restarts (`replay::kept_file`); the per-run file of earlier builds goes.
+        let _ = std::fs::remove_file(launch.data.join(SPILL_FILE));
         let replays = Arc::new(
             LatestReplay::kept(&launch.data, &mut |note| {
                 tracing::info!(event = "replay_kept", "{note}");

@@ -103,7 +103,7 @@ pub struct RunOptions {
     /// What the run counts for the operator (`GET /metrics`) and its health.
     pub metrics: Arc<Metrics>,
     /// The process's one replay of our store, shared by the anchoring and the HTTP API.
-    pub replays: Arc<crate::replay::latest::LatestReplay>,
+    pub replays: Arc<crate::replay::latest_replay::LatestReplay>,
 }
 
 pub async fn run(

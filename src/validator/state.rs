@@ -15,8 +15,8 @@ use crate::ledger::event::{
     ChainCommitment, EnvDecision, EnvOutcome, MatchDecided, MatchStarted, MinerRef, WeightsSet,
 };
 use crate::ledger::{Event, Store, StoreError, ValidatorKey};
-use crate::replay::cold::ColdStore;
-use crate::replay::key_set::KeySet;
+use crate::replay::spill_file::SpillFile;
+use crate::replay::spilled_key_set::KeySet;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -93,8 +93,8 @@ pub enum Anchor {
 }
 
 /// What our log says played, and the skips it recorded: each only grows, by a key or two
-/// a match, so a validator keeps them in its match file past a few hundred
-/// (`replay::key_set`); a one-shot reader keeps them in memory.
+/// a match, so a validator keeps them in its spill file past a few hundred
+/// (`replay::spilled_key_set`); a one-shot reader keeps them in memory.
 #[derive(Debug, Default)]
 pub struct Played {
     /// Hotkeys that have played a match as contender.
@@ -116,8 +116,8 @@ fn key(hotkey: &str, rest: &[u8]) -> Vec<u8> {
 }
 
 impl Played {
-    /// Sets whose keys go to `cold`'s file past its cache size each (`CacheSize::keys_per_set`).
-    pub fn spilling_to(cold: Arc<ColdStore>) -> Played {
+    /// Sets whose keys go to `spill_file`'s file past its cache size each (`CacheSize::keys_per_set`).
+    pub fn spilling_to(cold: Arc<SpillFile>) -> Played {
         Played {
             contenders: KeySet::spilling_to(cold.clone()),
             models: KeySet::spilling_to(cold.clone()),
@@ -200,9 +200,9 @@ impl ValidatorState {
         self.recent_anchors.push_back(anchor);
     }
 
-    /// [`Self::new`], with its sets of who played kept in `cold`'s match file past a few
+    /// [`Self::new`], with its sets of who played kept in the replay's spill file past a few
     /// hundred keys when there is one (a validator's: its run and its HTTP server).
-    pub fn spilling_to(params: &RatioParams, cold: Option<Arc<ColdStore>>) -> ValidatorState {
+    pub fn spilling_to(params: &RatioParams, cold: Option<Arc<SpillFile>>) -> ValidatorState {
         let mut state = ValidatorState::new(params);
         if let Some(cold) = cold {
             state.played = Played::spilling_to(cold);
@@ -214,9 +214,9 @@ impl ValidatorState {
     /// validator would queue): the network's champion, and every miner model that played
     /// a match in any log as played.
     pub fn following(
-        network: &crate::replay::network::NetworkState,
+        network: &crate::replay::combine::NetworkState,
         params: &RatioParams,
-    ) -> Result<ValidatorState, crate::replay::cold::ColdError> {
+    ) -> Result<ValidatorState, crate::replay::spill_file::SpillFileError> {
         let mut state = ValidatorState::new(params);
         state.champion = network.champion.as_ref().map(|c| c.to_owned_strings());
         for m in network.matches.iter() {
@@ -259,7 +259,7 @@ impl ValidatorState {
     /// with no ratio parameters of its own (an older `mixture` plan) takes `legacy`'s.
     pub fn logged_ratio_params(&self, legacy: &RatioParams) -> Option<(RatioParams, RatioToBeat)> {
         let plan = self.ratio_plan.as_ref().or(self.newest_plan.as_ref())?;
-        let params = crate::replay::network::plan_ratio_params(plan, legacy);
+        let params = crate::replay::combine::plan_ratio_params(plan, legacy);
         let ratio = if self.ratio_plan.is_some() { self.ratio } else { params.initial() };
         Some((params, ratio))
     }
@@ -482,13 +482,13 @@ mod tests {
         assert_eq!(state.latest_chain_block, 5_000 + params.half_life_blocks);
     }
 
-    /// Who played, kept past its cache size in a match file, answers as the set in memory
+    /// Who played, kept past its cache size in a spill file, answers as the set in memory
     /// does, for hotkeys, recorded models, model identities and skips, and holds few keys.
     #[test]
     fn who_played_answers_the_same_from_the_match_file() {
-        use crate::replay::cold::CacheSize;
+        use crate::replay::spill_file::CacheSize;
         let dir = tempfile::tempdir().unwrap();
-        let cold = Arc::new(ColdStore::create(&dir.path().join("cold.redb"), CacheSize::VALIDATOR).unwrap());
+        let cold = Arc::new(SpillFile::create(&dir.path().join("cold.redb"), CacheSize::VALIDATOR).unwrap());
         let (mut spilling, mut held) = (Played::spilling_to(cold), Played::default());
         let miner = |i: u32| MinerRef { hotkey: format!("5M{i}"), uid: 0, model: format!("org/m{i}@rev{}", i % 3) };
         for i in 0..600 {

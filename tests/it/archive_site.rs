@@ -5,7 +5,7 @@ use crate::af_bin;
 use af::http::{archive::Site, layout, publish};
 use af::ledger::block::SealedBlock;
 use af::ledger::Store;
-use af::replay::synth::{write_network, NetworkSpec};
+use af::synthetic_logs::{write_network, NetworkSpec};
 use std::process::Command;
 
 const START_MS: u64 = 1_790_000_000_000;
@@ -144,7 +144,7 @@ fn publish_repair_rewrites_a_damaged_bundle_below_the_tip() {
 /// damaged old page stays damaged (nothing read it) until `--repair` reads it back.
 #[test]
 fn published_miner_pages_grow_with_the_log_and_a_republish_reads_only_what_it_writes() {
-    use af::replay::entries::{entries_page, Filter, Found, Reach};
+    use af::replay::transcript_entries::{entries_page, Filter, Found, Reach};
     let dir = tempfile::tempdir().unwrap();
     let af = |args: &[&str]| {
         let out = Command::new(af_bin()).args(args).output().unwrap();

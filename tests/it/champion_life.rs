@@ -9,8 +9,8 @@ use af::ledger::block::seal;
 use af::ledger::event::{ChampionLeft, LeaveReason, MinerRef};
 use af::ledger::{Event, Store};
 use af::protocol::Protocol;
-use af::replay::synth::{validator_key, write_network, Faults, NetworkSpec};
 use af::replay::{self, Replay};
+use af::synthetic_logs::{validator_key, write_network, Faults, NetworkSpec};
 
 /// Perfect beats Noisy, Random fails against Perfect, then Noisy plays Random as its
 /// champion; `leaves`: the validators that record Perfect leaving before the third match.

@@ -9,10 +9,10 @@ use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use af::ledger::block::seal;
 use af::ledger::event::{Event, FoldCheckpoint};
 use af::ledger::{Store, Tip};
-use af::replay::agreed::Countersigners;
-use af::replay::checkpoint::{check_claims, to_claim, CHECKPOINT_EVERY, FOLDS_DIR};
-use af::replay::synth::{validator_key, write_network, NetworkSpec};
+use af::replay::checkpoint_quorum::Countersigners;
+use af::replay::fold_checkpoints::{check_claims, to_claim, CHECKPOINT_EVERY, FOLDS_DIR};
 use af::replay::{FoldSource, Snapshot, REPLAY_VERSION};
+use af::synthetic_logs::{validator_key, write_network, NetworkSpec};
 use std::process::Command;
 
 const START_MS: u64 = 1_790_000_000_000;
@@ -51,13 +51,13 @@ fn network_with_claims(data: &std::path::Path) -> Store {
         }
     }
     // A validator's replay: folds kept at each checkpoint height in DIR/folds.
-    let latest = af::replay::latest::LatestReplay::kept(data, &mut |_| {}).unwrap();
+    let latest = af::replay::latest_replay::LatestReplay::kept(data, &mut |_| {}).unwrap();
     let replayed = latest.get(&store, &DEFAULT_RATIO_PARAMS).unwrap();
     for fold in &replayed.folds {
         let heights: Vec<u64> = fold.checkpoints.points.iter().map(|p| p.height).collect();
         assert_eq!(heights, [CHECKPOINT_EVERY - 1, 2 * CHECKPOINT_EVERY - 1], "{}", fold.validator);
         let last = fold.checkpoints.points.last().unwrap();
-        let file = af::replay::checkpoint::fold_file(&data.join(FOLDS_DIR), &fold.validator, last.height);
+        let file = af::replay::fold_checkpoints::fold_file(&data.join(FOLDS_DIR), &fold.validator, last.height);
         assert_eq!(blake3::hash(&std::fs::read(&file).unwrap()).as_bytes(), &last.fold_hash.0, "kept as hashed");
     }
     // Each validator records the points; validator 2 lies about chain 0's fold.
@@ -149,7 +149,7 @@ fn an_audit_from_a_countersigned_checkpoint_reaches_the_genesis_state_and_a_fals
     // from genesis: the state is the same.
     let tampered = tempfile::tempdir().unwrap();
     copy_dir(&data.join(FOLDS_DIR), tampered.path());
-    let file = af::replay::checkpoint::fold_file(tampered.path(), &v0, 2 * CHECKPOINT_EVERY - 1);
+    let file = af::replay::fold_checkpoints::fold_file(tampered.path(), &v0, 2 * CHECKPOINT_EVERY - 1);
     let mut bytes = std::fs::read(&file).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 0x40;
@@ -255,7 +255,7 @@ fn an_auditor_starts_from_folds_a_node_serves_or_an_archive_holds() {
     // genesis and the state is the same.
     let liar = dirs[1].path().join("liar");
     copy_dir(&archive, &liar);
-    let fold = liar.join(af::replay::checkpoint::fold_path(&v0, 2 * CHECKPOINT_EVERY - 1));
+    let fold = liar.join(af::replay::fold_checkpoints::fold_path(&v0, 2 * CHECKPOINT_EVERY - 1));
     std::fs::write(&fold, b"not a fold").unwrap();
     let folds = af::http::folds::FoldSite::open(liar.to_str().unwrap()).unwrap();
     let (started, start) =
@@ -289,7 +289,7 @@ fn keys_the_chain_does_not_list_cannot_countersign_a_checkpoint() {
     // The forged fold: the honest one with a count changed, hashed, served beside it.
     let folds = tempfile::tempdir().unwrap();
     copy_dir(&data.join(FOLDS_DIR), folds.path());
-    let honest_file = af::replay::checkpoint::fold_file(folds.path(), &v0, height);
+    let honest_file = af::replay::fold_checkpoints::fold_file(folds.path(), &v0, height);
     let honest_bytes = std::fs::read(&honest_file).unwrap();
     let honest_point = af::ledger::event::FoldPoint {
         validator: v0,
@@ -297,13 +297,13 @@ fn keys_the_chain_does_not_list_cannot_countersign_a_checkpoint() {
         block_hash: store.signed_headers(&v0, height, height).unwrap()[0].0.hash(),
         fold_hash: af::bytes::Hash32(*blake3::hash(&honest_bytes).as_bytes()),
     };
-    let mut forged = af::replay::checkpoint::decode_fold(&honest_bytes, &honest_point).unwrap();
+    let mut forged = af::replay::fold_checkpoints::decode_fold(&honest_bytes, &honest_point).unwrap();
     forged.checkpoints.points.clear();
     forged.n_events += 1;
     let forged_bytes = af::ledger::codec::encode(
-        &af::replay::fold_record::FoldBytes(&forged),
+        &af::replay::checkpoint_record::FoldBytes(&forged),
         "fold",
-        af::replay::checkpoint::MAX_FOLD_BYTES,
+        af::replay::fold_checkpoints::MAX_FOLD_BYTES,
     )
     .unwrap();
     let forged_point = af::ledger::event::FoldPoint {
@@ -314,7 +314,8 @@ fn keys_the_chain_does_not_list_cannot_countersign_a_checkpoint() {
     std::fs::write(&honest_file, &forged_bytes).unwrap();
     let forgers: Vec<usize> = (10..13).collect();
     for &i in &forgers {
-        let claim = FoldCheckpoint { fold_version: af::replay::checkpoint::FOLD_VERSION, points: vec![forged_point] };
+        let claim =
+            FoldCheckpoint { fold_version: af::replay::fold_checkpoints::FOLD_VERSION, points: vec![forged_point] };
         let sealed = seal(validator_key(i).signing_key(), None, START_MS, vec![Event::FoldCheckpoint(claim)]).unwrap();
         store.append(&sealed).unwrap();
     }
@@ -335,7 +336,7 @@ fn keys_the_chain_does_not_list_cannot_countersign_a_checkpoint() {
     // A fourth forger makes them a majority of the seven logs held: that list takes the
     // forged point and reaches a state that is not genesis'. This is what counting logs
     // held allowed.
-    let claim = FoldCheckpoint { fold_version: af::replay::checkpoint::FOLD_VERSION, points: vec![forged_point] };
+    let claim = FoldCheckpoint { fold_version: af::replay::fold_checkpoints::FOLD_VERSION, points: vec![forged_point] };
     let sealed = seal(validator_key(13).signing_key(), None, START_MS, vec![Event::FoldCheckpoint(claim)]).unwrap();
     store.append(&sealed).unwrap();
     let genesis = replay_from(&store, None).state_hash;

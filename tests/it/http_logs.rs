@@ -7,7 +7,7 @@ use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use af::http::mirror::{self, ChainOutcome, MirrorOptions, MirrorReport};
 use af::http::{layout, publish, server};
 use af::ledger::{consistency, verify, OwnLog, Store};
-use af::replay::synth::{validator_key, write_network, NetworkSpec};
+use af::synthetic_logs::{validator_key, write_network, NetworkSpec};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;

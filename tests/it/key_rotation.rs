@@ -8,8 +8,8 @@ use af::ledger::block::seal;
 use af::ledger::event::{Evidence, MatchStarted};
 use af::ledger::{BlockError, Event, LedgerKey, OwnLog, Store, StoreError};
 use af::protocol::Protocol;
-use af::replay::synth::{successor_key, validator_key, write_network, Faults, NetworkSpec};
 use af::replay::{self, Replay};
+use af::synthetic_logs::{successor_key, validator_key, write_network, Faults, NetworkSpec};
 
 fn replay_local(store: &Store) -> Replay {
     let registry = envs::registry().with_protocol(Protocol::local());
@@ -170,7 +170,7 @@ fn a_log_that_names_a_predecessor_which_did_not_rotate_to_it_is_a_validator_of_i
     store.append(&seal(stranger.signing_key(), None, 1, vec![claim]).unwrap()).unwrap();
     drop(store);
     let replayed = replay_local(&Store::open_read_only(dir.path()).unwrap());
-    let identities = af::replay::identity::Identities::of(&replayed.folds);
+    let identities = af::replay::identities::Identities::of(&replayed.folds);
     assert_eq!(identities.root(&stranger.validator()), stranger.validator());
     assert_eq!(identities.root(&successor_key(1).validator()), keys[1]);
 }

@@ -10,7 +10,7 @@ use af::http::{archive::Site, bodies::ArchiveBodies, layout, prune, publish};
 use af::ledger::block::SealedBlock;
 use af::ledger::store::{Appended, StoreError, PRUNED};
 use af::ledger::{verify, Store};
-use af::replay::synth::{validator_key, write_network, NetworkSpec};
+use af::synthetic_logs::{validator_key, write_network, NetworkSpec};
 use redb::ReadableTable;
 use std::process::Command;
 use std::sync::Arc;
@@ -262,7 +262,7 @@ fn af_ledger_prune_keeps_our_log_and_the_window_and_says_what_it_did() {
 /// taken out as it starts, none put back) folds from genesis and says so.
 #[test]
 fn a_kept_replay_restarts_on_pruned_logs_without_their_archive() {
-    use af::replay::latest::LatestReplay;
+    use af::replay::latest_replay::LatestReplay;
     let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
     let data = dirs[0].path();
     let store = Store::create(data).unwrap();

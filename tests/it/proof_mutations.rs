@@ -10,7 +10,7 @@ use af::ledger::entry::{verify_entry, TranscriptEntry};
 use af::ledger::event::{ChainCommitment, Event};
 use af::ledger::proof::{verify_inclusion_proof, InclusionProof};
 use af::ledger::{OwnLog, Store};
-use af::replay::synth::{validator_key, write_network, NetworkSpec};
+use af::synthetic_logs::{validator_key, write_network, NetworkSpec};
 use serde_json::Value;
 
 /// Every leaf of `value` (path, value), skipping subtrees named in `skip`.

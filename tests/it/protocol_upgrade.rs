@@ -12,8 +12,8 @@ use af::ledger::block::seal;
 use af::ledger::event::{FoldCheckpoint, FoldPoint};
 use af::ledger::{Event, Store};
 use af::protocol::Protocol;
-use af::replay::synth::{validator_key, write_network, NetworkSpec};
 use af::replay::{self, Replay};
+use af::synthetic_logs::{validator_key, write_network, NetworkSpec};
 
 fn replay_by(dir: &std::path::Path, protocol: Protocol) -> Replay {
     let store = Store::open_read_only(dir).unwrap();

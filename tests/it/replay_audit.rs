@@ -10,11 +10,11 @@ use af::ledger::block::SealedBlock;
 use af::ledger::proof::{verify_inclusion_proof, InclusionProof};
 use af::ledger::Store;
 use af::miner::policy::Policy;
-use af::replay::model::DiscrepancyKind;
-use af::replay::network::NetworkState;
-use af::replay::synth::{write_network, Faults, NetworkSpec, SynthMiner};
+use af::replay::combine::NetworkState;
+use af::replay::records::DiscrepancyKind;
 use af::replay::vtrust_history::vtrust_history;
 use af::replay::{self, Replay};
+use af::synthetic_logs::{write_network, Faults, NetworkSpec, SynthMiner};
 
 fn build(spec: &NetworkSpec) -> (tempfile::TempDir, Vec<af::bytes::ValidatorKey>) {
     let dir = tempfile::tempdir().unwrap();
@@ -201,7 +201,7 @@ fn a_match_played_below_the_ratio_its_log_set_is_a_false_decision() {
     // The same check on a clean log whose win records a ratio other than the geometric
     // mean of its win rates: found once, at the decision, and not carried forward.
     let clean = replayed.folds.iter().find(|f| f.validator == keys[0]).unwrap();
-    assert!(replay::network::ratio_findings(clean, &DEFAULT_RATIO_PARAMS).unwrap().is_empty());
+    assert!(replay::combine::ratio_findings(clean, &DEFAULT_RATIO_PARAMS).unwrap().is_empty());
     let mut forged = clean.clone();
     let (winning, _) = forged
         .matches
@@ -210,7 +210,7 @@ fn a_match_played_below_the_ratio_its_log_set_is_a_false_decision() {
         .find(|(_, m)| m.decided.as_ref().is_some_and(|d| d.contender_won))
         .unwrap();
     forged.matches.update(&winning).unwrap().decided.as_mut().unwrap().new_ratio_to_beat_ppm -= 1;
-    let found = replay::network::ratio_findings(&forged, &DEFAULT_RATIO_PARAMS).unwrap();
+    let found = replay::combine::ratio_findings(&forged, &DEFAULT_RATIO_PARAMS).unwrap();
     assert_eq!(found.len(), 2, "the decision, and the next match played at the true ratio: {found:?}");
     assert!(found[0].detail.contains("geometric mean"), "{}", found[0].detail);
     assert!(found[1].detail.contains("played at ratio"), "{}", found[1].detail);
@@ -227,9 +227,9 @@ fn auditors_with_other_settings_reach_the_same_verdicts_on_score_plans() {
     let replayed = replay_with(dir.path(), 2, None);
     let other = RatioParams { epsilon_ppm: 50_000, half_life_blocks: 10, ..DEFAULT_RATIO_PARAMS };
     for fold in &replayed.folds {
-        assert!(replay::network::ratio_findings(fold, &DEFAULT_RATIO_PARAMS).unwrap().is_empty());
+        assert!(replay::combine::ratio_findings(fold, &DEFAULT_RATIO_PARAMS).unwrap().is_empty());
         assert!(
-            replay::network::ratio_findings(fold, &other).unwrap().is_empty(),
+            replay::combine::ratio_findings(fold, &other).unwrap().is_empty(),
             "the auditor's own settings are not read"
         );
         let mut forged = fold.clone();
@@ -241,15 +241,15 @@ fn auditors_with_other_settings_reach_the_same_verdicts_on_score_plans() {
             .unwrap();
         forged.matches.update(&winning).unwrap().decided.as_mut().unwrap().new_ratio_to_beat_ppm += 1;
         let (a, b) = (
-            replay::network::ratio_findings(&forged, &DEFAULT_RATIO_PARAMS).unwrap(),
-            replay::network::ratio_findings(&forged, &other).unwrap(),
+            replay::combine::ratio_findings(&forged, &DEFAULT_RATIO_PARAMS).unwrap(),
+            replay::combine::ratio_findings(&forged, &other).unwrap(),
         );
         assert!(!a.is_empty());
         assert_eq!(a, b);
     }
     let plan = af::evaluation::stopping::MIXTURE_RULE.describe();
-    assert_eq!(replay::network::plan_ratio_params(&plan, &other).epsilon_ppm, 50_000);
-    assert_eq!(replay::network::plan_ratio_params(&spec.rule.describe(), &other).epsilon_ppm, 10_000);
+    assert_eq!(replay::combine::plan_ratio_params(&plan, &other).epsilon_ppm, 50_000);
+    assert_eq!(replay::combine::plan_ratio_params(&spec.rule.describe(), &other).epsilon_ppm, 10_000);
 }
 
 /// Logs written with the mixture plan (decisive games only, the advantage futility,
@@ -364,7 +364,7 @@ fn vtrust_history_in_one_pass_is_a_combine_at_each_point() {
             let blocks: Vec<u64> = history.iter().map(|(block, _)| *block).collect();
             assert!(blocks.windows(2).all(|w| w[0] < w[1]));
             let by_combines =
-                replay::network::vtrust_by_combines(&replayed.folds, &DEFAULT_RATIO_PARAMS, &blocks).unwrap();
+                replay::combine::vtrust_by_combines(&replayed.folds, &DEFAULT_RATIO_PARAMS, &blocks).unwrap();
             assert_eq!(history, by_combines, "{faults:?}, {points} points");
         }
     }
@@ -425,21 +425,14 @@ fn folding_from_a_snapshot_gives_the_state_of_a_replay_from_genesis() {
     copy(0, 3);
     let kept = |note: &mut dyn FnMut(&str)| {
         let store = Store::open(partial_dir.path()).unwrap();
-        replay::projection::replay_kept(
-            &store,
-            partial_dir.path(),
-            true,
-            &af::envs::registry(),
-            &mut |_, _, _| {},
-            note,
-        )
-        .unwrap()
+        replay::kept_file::replay_kept(&store, partial_dir.path(), true, &af::envs::registry(), &mut |_, _, _| {}, note)
+            .unwrap()
     };
     let early = kept(&mut |note| panic!("{note}"));
     assert_eq!(early.n_chains_from_snapshot, 0);
     // While a replay of it is held, the file is this process's: another open is refused
     // by name, and nothing is removed.
-    let held = replay::projection::open(partial_dir.path(), &mut |note| panic!("{note}"));
+    let held = replay::kept_file::open(partial_dir.path(), &mut |note| panic!("{note}"));
     assert!(held.err().unwrap().to_string().contains("already open"));
     drop(early);
     copy(4, u64::MAX);
@@ -455,7 +448,7 @@ fn folding_from_a_snapshot_gives_the_state_of_a_replay_from_genesis() {
     drop(incremental);
     // A damaged kept file is refused with a reason, never half-used: made afresh, every
     // chain folds from genesis to the same state.
-    let path = partial_dir.path().join(replay::projection::PROJECTION_FILE);
+    let path = partial_dir.path().join(replay::kept_file::PROJECTION_FILE);
     let mut bytes = std::fs::read(&path).unwrap();
     let middle = bytes.len() / 2;
     for byte in &mut bytes[middle..middle + 4096] {
@@ -500,14 +493,14 @@ fn a_kept_file_short_of_a_match_is_not_used_for_that_log() {
     let (dir, keys) = build(&spec);
     let kept = |note: &mut dyn FnMut(&str)| {
         let store = Store::open(dir.path()).unwrap();
-        replay::projection::replay_kept(&store, dir.path(), true, &af::envs::registry(), &mut |_, _, _| {}, note)
+        replay::kept_file::replay_kept(&store, dir.path(), true, &af::envs::registry(), &mut |_, _, _| {}, note)
             .unwrap()
     };
     let plain = kept(&mut |note| panic!("{note}"));
     let plain_hash = plain.state_hash;
     drop(plain);
     {
-        let db = redb::Database::open(dir.path().join(replay::projection::PROJECTION_FILE)).unwrap();
+        let db = redb::Database::open(dir.path().join(replay::kept_file::PROJECTION_FILE)).unwrap();
         let txn = db.begin_write().unwrap();
         {
             let mut by_id = txn.open_table(TableDefinition::<&[u8], &[u8]>::new("match_place_by_id")).unwrap();
@@ -553,11 +546,11 @@ fn a_replay_holds_each_name_once_and_so_does_a_fold_read_from_a_snapshot() {
     // Kept and read back, the folds are the same; what they hold in memory still shares.
     let store = Store::open(dir.path()).unwrap();
     let kept =
-        replay::projection::replay_kept(&store, dir.path(), true, &af::envs::registry(), &mut |_, _, _| {}, &mut |n| {
+        replay::kept_file::replay_kept(&store, dir.path(), true, &af::envs::registry(), &mut |_, _, _| {}, &mut |n| {
             panic!("{n}")
         });
     assert_eq!(kept.unwrap().folds, replayed.folds);
-    let reopened = replay::projection::open(dir.path(), &mut |n| panic!("{n}")).unwrap();
+    let reopened = replay::kept_file::open(dir.path(), &mut |n| panic!("{n}")).unwrap();
     assert_eq!(reopened.folds, replayed.folds);
 }
 
@@ -566,7 +559,7 @@ fn a_replay_holds_each_name_once_and_so_does_a_fold_read_from_a_snapshot() {
 /// reads every entry once, in log order, whatever the cap.
 #[test]
 fn a_transcripts_page_past_its_byte_cap_ends_after_an_entry_and_the_next_page_goes_on() {
-    use af::replay::entries::{entries_page, for_each_entry, Filter, Found, Reach};
+    use af::replay::transcript_entries::{entries_page, for_each_entry, Filter, Found, Reach};
     let (dir, _) = build(&NetworkSpec::small(2));
     let replayed = replay_with(dir.path(), 1, None);
     let store = Store::open_read_only(dir.path()).unwrap();
@@ -612,7 +605,7 @@ fn a_transcripts_page_past_its_byte_cap_ends_after_an_entry_and_the_next_page_go
     let two: serde_json::Value = serde_json::from_slice(&two.unwrap()).unwrap();
     assert_eq!(two["entries"].as_array().unwrap()[..], all[..2]);
     let none = entries_page(&store, &replayed.folds, (miner, &filter, Reach::Tip), (0, 7), usize::MAX, &mut |_| false);
-    assert!(matches!(none, Err(af::replay::entries::EntriesError::NoRoom)), "{none:?}");
+    assert!(matches!(none, Err(af::replay::transcript_entries::EntriesError::NoRoom)), "{none:?}");
 }
 
 fn json(output: &std::process::Output) -> serde_json::Value {
@@ -822,7 +815,7 @@ fn a_snapshot_never_hides_a_changed_block() {
     let (dir, keys) = build(&NetworkSpec::small(2));
     let data = dir.path().to_str().unwrap();
     assert_eq!(af(&["audit", "--data", data, "--snapshot"]).status.code(), Some(0));
-    assert!(dir.path().join(replay::projection::PROJECTION_FILE).exists(), "the first audit kept its replay");
+    assert!(dir.path().join(replay::kept_file::PROJECTION_FILE).exists(), "the first audit kept its replay");
     {
         let db = redb::Database::open(dir.path().join(STORE_FILE)).unwrap();
         let txn = db.begin_write().unwrap();
@@ -871,13 +864,13 @@ fn an_edited_snapshot_does_not_hide_a_finding_by_default() {
     let data = dir.path().to_str().unwrap();
     assert_eq!(af(&["audit", "--data", data, "--snapshot"]).status.code(), Some(1));
     {
-        let mut kept = replay::projection::open(dir.path(), &mut |n| panic!("{n}")).unwrap();
+        let mut kept = replay::kept_file::open(dir.path(), &mut |n| panic!("{n}")).unwrap();
         assert!(kept.folds.iter().any(|f| !f.discrepancies.is_empty()));
         for fold in &mut kept.folds {
             fold.discrepancies.clear();
             fold.findings = Default::default();
         }
-        replay::projection::save(&kept.cold, &mut kept.folds).unwrap();
+        replay::kept_file::save(&kept.cold, &mut kept.folds).unwrap();
     }
     // Taken from the edited file, the finding is gone: what `--snapshot` trusts.
     let output = af(&["audit", "--data", data, "--json", "--snapshot"]);
@@ -944,8 +937,8 @@ fn a_hotkey_with_a_newline_cannot_forge_a_line_of_the_audit_report() {
 /// and each log keeps a bounded number of matches in memory.
 #[test]
 fn replays_that_spill_matches_give_the_states_of_replays_that_hold_them() {
-    use af::replay::cold::{CacheSize, COLD_FILE};
-    use af::replay::latest::LatestReplay;
+    use af::replay::latest_replay::LatestReplay;
+    use af::replay::spill_file::{CacheSize, SPILL_FILE};
     const HOT_MATCHES: usize = CacheSize::VALIDATOR.matches_per_log;
     let mut spec = NetworkSpec {
         faults: Faults { forge_score: Some((1, 40)), flip_decisions: Some(2), low_bar: Some(0), ..Faults::default() },
@@ -967,7 +960,8 @@ fn replays_that_spill_matches_give_the_states_of_replays_that_hold_them() {
     let source = Store::open_read_only(source.path()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(&dir.path().join("ledger")).unwrap();
-    let latest = LatestReplay::create(&dir.path().join(COLD_FILE), af::replay::cold::CacheSize::VALIDATOR).unwrap();
+    let latest =
+        LatestReplay::create(&dir.path().join(SPILL_FILE), af::replay::spill_file::CacheSize::VALIDATOR).unwrap();
     let tips: Vec<u64> = keys.iter().map(|k| source.tip(k).unwrap().unwrap().height).collect();
     let mut next = vec![0u64; keys.len()];
     let (mut rounds, mut recounted) = (0, 0);
@@ -1039,15 +1033,17 @@ fn replays_that_spill_matches_give_the_states_of_replays_that_hold_them() {
 /// block of a long match.
 #[test]
 fn replays_of_transcript_blocks_recount_the_last_state_to_what_genesis_gives() {
-    use af::replay::latest::LatestReplay;
+    use af::replay::latest_replay::LatestReplay;
     let spec = NetworkSpec { events_per_block: 16, ..NetworkSpec::small(2) };
     let (source, keys) = build(&spec);
     let source = Store::open_read_only(source.path()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(&dir.path().join("ledger")).unwrap();
-    let latest =
-        LatestReplay::create(&dir.path().join(af::replay::cold::COLD_FILE), af::replay::cold::CacheSize::VALIDATOR)
-            .unwrap();
+    let latest = LatestReplay::create(
+        &dir.path().join(af::replay::spill_file::SPILL_FILE),
+        af::replay::spill_file::CacheSize::VALIDATOR,
+    )
+    .unwrap();
     let (mut recounted, mut combined) = (0, 0);
     for key in &keys {
         let tip = source.tip(key).unwrap().unwrap().height;

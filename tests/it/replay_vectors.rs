@@ -9,8 +9,8 @@ use crate::{check_fixture, repo_path};
 use af::envs;
 use af::ledger::export::{write_blocks, BlockReader};
 use af::ledger::{Event, Store};
-use af::replay::model::DiscrepancyKind;
-use af::replay::state_bytes::state_bytes;
+use af::replay::records::DiscrepancyKind;
+use af::replay::state_hash::state_bytes;
 use af::replay::Replay;
 use serde_json::{json, Value};
 
@@ -56,8 +56,8 @@ pub fn vector(name: &str, store: &Store, replayed: &Replay) -> Value {
                 "findings": f.findings.nonzero().map(|(k, n)| (k.name().to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
                 "n_equivocations_recorded": f.equivocations.iter().map(Result::unwrap).count(),
                 // Its bytes in the fold format (ledger-spec/02), at its tip, and their hash.
-                "fold_bytes": hex(&af::ledger::codec::encode(&af::replay::fold_record::FoldBytes(f), "fold", u64::MAX).unwrap()),
-                "fold_hash": af::replay::checkpoint::fold_hash(f).unwrap(),
+                "fold_bytes": hex(&af::ledger::codec::encode(&af::replay::checkpoint_record::FoldBytes(f), "fold", u64::MAX).unwrap()),
+                "fold_hash": af::replay::fold_checkpoints::fold_hash(f).unwrap(),
             })
         })
         .collect();

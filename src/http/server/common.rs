@@ -88,7 +88,7 @@ pub(super) struct Served {
     pub(super) state_page: tokio::sync::Mutex<Option<(std::sync::Weak<Replay>, Bytes, String)>>,
     /// The subnet pages, drawn once per replay by a few readers at a time (`history.html`
     /// replays the logs' prefixes, up to 48 combines; the others walk every match).
-    pub(super) pages: crate::http::drawn::DrawnPages,
+    pub(super) pages: crate::http::page_cache::DrawnPages,
 }
 /// An error answer: its status and a JSON `{"error": ...}` body.
 pub(super) struct ApiError(pub(super) StatusCode, pub(super) String);

@@ -1,11 +1,11 @@
 //! `af/v1/log/{validator}/fold/{height}` (ledger-spec/11): a fold this node's replay kept
-//! at a checkpoint height (`replay::checkpoint`), streamed from its file a chunk at a
+//! at a checkpoint height (`replay::fold_checkpoints`), streamed from its file a chunk at a
 //! time, each chunk held against the readers' memory budget until written, so a fold of
 //! a long log costs a reader a chunk of memory, not the fold, and many readers wait
 //! rather than crowd out the rest.
 
 use super::common::*;
-use crate::replay::checkpoint::{fold_file, FOLDS_DIR, FOLD_VERSION};
+use crate::replay::fold_checkpoints::{fold_file, FOLDS_DIR, FOLD_VERSION};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};

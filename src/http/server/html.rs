@@ -1,5 +1,5 @@
 //! The pages the node draws: the live page and its feed, the subnet pages (drawn once per
-//! replay, `crate::http::drawn`), and a match's answers side by side.
+//! replay, `crate::http::page_cache`), and a match's answers side by side.
 
 use super::common::*;
 use super::health::chain_trouble;
@@ -29,7 +29,7 @@ pub(super) async fn match_page(State(served): State<Arc<Served>>, Query(query): 
     // Its blocks are read one at a time, with one of the answer permits.
     let permit = served.builds.clone().acquire_owned().await.map_err(internal)?;
     let html = blocking(move || {
-        let match_id = crate::replay::entries::resolve_match_id(&replay.folds, &query.id)
+        let match_id = crate::replay::transcript_entries::resolve_match_id(&replay.folds, &query.id)
             .map_err(|why| problem(StatusCode::NOT_FOUND, &why))?;
         let mut found = None;
         for fold in &replay.folds {
@@ -45,7 +45,7 @@ pub(super) async fn match_page(State(served): State<Arc<Served>>, Query(query): 
             return Err(problem(StatusCode::NOT_FOUND, "pages start at 1"));
         }
         let offset = (page - 1).saturating_mul(crate::http::pages::PAIRS_PER_PAGE);
-        let (total, pairs) = crate::replay::entries::match_pairs(
+        let (total, pairs) = crate::replay::transcript_entries::match_pairs(
             &log.store,
             &validator,
             &match_id,
@@ -122,7 +122,7 @@ pub(super) async fn subnet_page(State(served): State<Arc<Served>>, name: &'stati
         }
         None => FromChain::default(),
     };
-    let key = crate::http::drawn::PageKey { name, number: query.page, chain };
+    let key = crate::http::page_cache::PageKey { name, number: query.page, chain };
     if let Some(html) = served.pages.get(&key, &replay, Instant::now()) {
         return Ok(html_page(html));
     }

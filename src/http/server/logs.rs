@@ -326,7 +326,9 @@ pub(super) async fn transcripts(
     let permit = served.builds.clone().acquire_owned().await.map_err(internal)?;
     let mut reservation = served.budget.try_reserve(0).ok_or_else(budget_spent)?;
     let (body, reservation) = blocking(move || {
-        use crate::replay::entries::{entries_page, resolve_challenge_id, EntriesError, Filter, Found, Reach};
+        use crate::replay::transcript_entries::{
+            entries_page, resolve_challenge_id, EntriesError, Filter, Found, Reach,
+        };
         // 64 hex digits, or a unique prefix of at least 16, as on the command line.
         let found = match (&query.miner, &query.challenge) {
             (Some(miner), _) => Found::Miner(miner),

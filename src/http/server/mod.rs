@@ -34,7 +34,7 @@ use crate::evaluation::ratio::RatioParams;
 use crate::ledger::OwnLog;
 use crate::metrics::Metrics;
 use crate::p2p::net::NetStatus;
-use crate::replay::latest::LatestReplay;
+use crate::replay::latest_replay::LatestReplay;
 use crate::validator::state::ValidatorState;
 use axum::extract::{Query, Request};
 use axum::http::StatusCode;
@@ -82,7 +82,7 @@ pub fn router(
     let timeout = limits.request_timeout;
     let Feeds { status, chain, replays, network_budget } = feeds;
     let replays = replays.unwrap_or_default();
-    // Our own log's sets of who played go to the match file, as the validator's do.
+    // Our own log's sets of who played go to the spill file, as the validator's do.
     let own = ValidatorState::spilling_to(&ratio_params, replays.sets_file());
     let replayer = Replayer::start(log.clone(), ratio_params, limits.state_refresh, replays);
     let served = Arc::new(Served {

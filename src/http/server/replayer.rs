@@ -3,7 +3,7 @@
 
 use crate::evaluation::ratio::RatioParams;
 use crate::ledger::OwnLog;
-use crate::replay::latest::LatestReplay;
+use crate::replay::latest_replay::LatestReplay;
 use crate::replay::Replay;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

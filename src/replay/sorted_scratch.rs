@@ -1,10 +1,10 @@
 //! A bag that hands back what was put in it in key order, in a scratch table of the
-//! replay's file (`cold`). The combine groups
+//! replay's file (`spill_file`). The combine groups
 //! every log's matches by pair and orders the pairs through two of these, so a
 //! validator's combine holds one pair at a time, not every pair of the network.
 
-use super::cold::{ColdError, ColdStore, MAX_ENTRY_BYTES};
-use super::model::Name;
+use super::records::Name;
+use super::spill_file::{SpillFile, SpillFileError, MAX_ENTRY_BYTES};
 use crate::bytes::Hash32;
 use crate::ledger::codec;
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
@@ -75,7 +75,7 @@ impl<A: SortKey, B: SortKey, C: SortKey, D: SortKey> SortKey for (A, B, C, D) {
 
 /// Entries by key, in memory up to a count, then in a table of the replay's file, in a
 /// transaction the combine commits; a key put twice keeps its last value. A scratch bag
-/// (`Bag::scratch`) is dropped with its table at the commit (`cold::ColdStore::commit_combine`)
+/// (`Bag::scratch`) is dropped with its table at the commit (`spill_file::SpillFile::commit_combine`)
 /// and, while it fits in memory, never touches the file; a kept one (`Bag::kept`) is in
 /// its table once drained, for the readers of the snapshot. The count is the file's
 /// `CacheSize::combine_entries`: an audit's bags stay in memory, a validator's do not.
@@ -95,13 +95,13 @@ fn table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
 }
 
 impl<'t, K: SortKey + Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> Bag<'t, K, V> {
-    /// An empty bag in the scratch table `name` of `txn`, on `cold`'s file.
-    pub fn scratch(txn: &'t WriteTransaction, cold: &'t ColdStore, name: &'static str) -> Bag<'t, K, V> {
+    /// An empty bag in the scratch table `name` of `txn`, on `spill_file`'s file.
+    pub fn scratch(txn: &'t WriteTransaction, cold: &'t SpillFile, name: &'static str) -> Bag<'t, K, V> {
         Bag::new(txn, cold.path(), name, cold.cache().combine_entries, false)
     }
 
     /// An empty bag whose entries are in table `name` of `txn` once drained.
-    pub fn kept(txn: &'t WriteTransaction, cold: &'t ColdStore, name: &'static str) -> Bag<'t, K, V> {
+    pub fn kept(txn: &'t WriteTransaction, cold: &'t SpillFile, name: &'static str) -> Bag<'t, K, V> {
         Bag::new(txn, cold.path(), name, cold.cache().combine_entries, true)
     }
 
@@ -109,7 +109,7 @@ impl<'t, K: SortKey + Serialize + DeserializeOwned, V: Serialize + DeserializeOw
         Bag { txn, path, table, kept, hold: hold.max(1), held: BTreeMap::new(), spilled: false }
     }
 
-    pub fn put(&mut self, key: K, value: V) -> Result<(), ColdError> {
+    pub fn put(&mut self, key: K, value: V) -> Result<(), SpillFileError> {
         self.held.insert(key, value);
         if self.held.len() >= self.hold {
             self.spilled = true;
@@ -118,7 +118,7 @@ impl<'t, K: SortKey + Serialize + DeserializeOwned, V: Serialize + DeserializeOw
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), ColdError> {
+    fn flush(&mut self) -> Result<(), SpillFileError> {
         let mut table = self.txn.open_table(table(self.table)).map_err(|e| fail(self.path, e))?;
         let mut sorted = Vec::new();
         for (key, value) in std::mem::take(&mut self.held) {
@@ -132,7 +132,7 @@ impl<'t, K: SortKey + Serialize + DeserializeOwned, V: Serialize + DeserializeOw
     }
 
     /// Hands every entry to `each` in key order; stops at the first error.
-    pub fn drain(mut self, each: &mut dyn FnMut(K, V) -> Result<(), ColdError>) -> Result<(), ColdError> {
+    pub fn drain(mut self, each: &mut dyn FnMut(K, V) -> Result<(), SpillFileError>) -> Result<(), SpillFileError> {
         if !self.spilled {
             if self.kept {
                 // Written in key order, the B-tree's cheapest; then handed on from memory.
@@ -163,8 +163,8 @@ impl<'t, K: SortKey + Serialize + DeserializeOwned, V: Serialize + DeserializeOw
     }
 }
 
-fn fail(path: &std::path::Path, e: impl std::fmt::Display) -> ColdError {
-    ColdError::Engine { path: path.display().to_string(), message: format!("combining: {e}") }
+fn fail(path: &std::path::Path, e: impl std::fmt::Display) -> SpillFileError {
+    SpillFileError::Engine { path: path.display().to_string(), message: format!("combining: {e}") }
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! finding's text, no count of what this process cached or skipped, so an independent
 //! implementation written from the spec computes the same bytes.
 
-use super::model::{DiscrepancyKind, HeldMiner};
-use super::network::{ChampionChange, NetworkMatches, NetworkState};
+use super::combine::{ChampionChange, NetworkMatches, NetworkState};
+use super::records::{DiscrepancyKind, HeldMiner};
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::ledger::codec;
 use serde::Serialize;
@@ -76,7 +76,7 @@ pub fn state_bytes(state: &NetworkState) -> Result<Vec<u8>, codec::CodecError> {
     codec::encode(&record(state), "network state", u64::MAX)
 }
 
-/// The state hash: blake3 over [`state_bytes`], computed as they are encoded.
+/// The state hash: blake3 over [`state_hash`], computed as they are encoded.
 /// Fails only when one of the state's matches does not read back from the replay's file.
 pub fn state_hash(state: &NetworkState) -> Result<Hash32, codec::CodecError> {
     Ok(Hash32(*codec::try_hash_encoding(&record(state), "network state")?.as_bytes()))

@@ -7,7 +7,7 @@
 //! checked strictly), so a claim counts only as its validator signed it: a block's hash
 //! in the signed block above it authenticates it as its own signature would.
 
-use super::checkpoint::{is_checkpoint_height, CHECKPOINT_EVERY, FOLD_VERSION};
+use super::fold_checkpoints::{is_checkpoint_height, CHECKPOINT_EVERY, FOLD_VERSION};
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::ledger::block::{check_signature, decode_block_borrowed};
 use crate::ledger::event::{Event, FoldPoint};

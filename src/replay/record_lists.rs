@@ -1,11 +1,11 @@
 //! A log's lists of records that only grow, in log order, as its fold holds them: in
-//! memory, or spilled to the replay's match file (`cold`) with its matches. A busy
+//! memory, or spilled to the replay's spill file (`spill_file`) with its matches. A busy
 //! validator commits its tip up to 600 times a day, and records each duplicate
 //! commitment it does not play, and a log may hold any number of proven equivocations:
 //! lists held in memory would grow with time.
 
-use super::cold::{same_reads, until_failed, ColdError, ColdSnapshot, Record};
-use super::model::{EquivocationFound, SkipFold};
+use super::records::{EquivocationFound, SkipFold};
+use super::spill_file::{same_reads, until_failed, Record, SpillFileError, SpillSnapshot};
 use crate::bytes::ValidatorKey;
 use crate::ledger::event::ChainCommitment;
 use serde::ser::SerializeSeq;
@@ -56,7 +56,7 @@ pub(super) struct ListHead<T> {
 
 #[derive(Clone)]
 struct Cold {
-    snapshot: Arc<ColdSnapshot>,
+    snapshot: Arc<SpillSnapshot>,
     validator: ValidatorKey,
     /// How many records the snapshot holds: the first `n` of the list.
     n: u64,
@@ -80,7 +80,7 @@ impl<T: Record> RecordList<T> {
     }
 
     /// The last record.
-    pub fn last(&self) -> Result<Option<T>, ColdError> {
+    pub fn last(&self) -> Result<Option<T>, SpillFileError> {
         match (self.hot.last(), &self.cold) {
             (Some(last), _) => Ok(Some(last.clone())),
             (None, Some(cold)) => cold.n.checked_sub(1).map(|i| cold.snapshot.record(&cold.validator, i)).transpose(),
@@ -89,7 +89,7 @@ impl<T: Record> RecordList<T> {
     }
 
     /// Every record, in log order; a failed read of the replay's file is the last item.
-    pub fn iter(&self) -> impl Iterator<Item = Result<T, ColdError>> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = Result<T, SpillFileError>> + '_ {
         let cold = self.cold.iter().flat_map(|c| c.snapshot.records(&c.validator).take(c.n as usize));
         until_failed(cold.chain(self.hot.iter().cloned().map(Ok)))
     }
@@ -106,22 +106,22 @@ impl<T: Record> RecordList<T> {
         self.hot.iter().enumerate().take(self.hot.len().saturating_sub(1)).map(move |(i, c)| (n + i as u64, c))
     }
 
-    /// The first `count` records held in memory were written to the match file, which
+    /// The first `count` records held in memory were written to the spill file, which
     /// `snapshot` now shows: they leave memory.
-    pub(super) fn spilled(&mut self, count: usize, validator: ValidatorKey, snapshot: Arc<ColdSnapshot>) {
+    pub(super) fn spilled(&mut self, count: usize, validator: ValidatorKey, snapshot: Arc<SpillSnapshot>) {
         let n = self.n_cold() + count as u64;
         self.hot.drain(..count);
         self.cold = Some(Cold { snapshot, validator, n });
     }
 
     /// Reads spilled records from `snapshot`, which must show them as the one read now.
-    pub(super) fn read_from(&mut self, snapshot: &Arc<ColdSnapshot>) {
+    pub(super) fn read_from(&mut self, snapshot: &Arc<SpillSnapshot>) {
         if let Some(cold) = self.cold.as_mut() {
             cold.snapshot = snapshot.clone();
         }
     }
 
-    /// What of the list is not in the file, for a kept file's fold heads (`projection`).
+    /// What of the list is not in the file, for a kept file's fold heads (`kept_file`).
     pub(super) fn head(&self) -> ListHead<T> {
         ListHead { hot: self.hot.clone(), n: self.n_cold() }
     }
@@ -131,7 +131,7 @@ impl<T: Record> RecordList<T> {
     pub(super) fn from_head(
         head: ListHead<T>,
         validator: ValidatorKey,
-        snapshot: &Arc<ColdSnapshot>,
+        snapshot: &Arc<SpillSnapshot>,
     ) -> Option<RecordList<T>> {
         if snapshot.n_records::<T>(&validator).ok() != Some(head.n as usize) {
             return None;

@@ -252,7 +252,7 @@ fn validator_events(
     };
     let plan = describe_plan(&rule, futility.as_ref());
     // A score plan names its own ratio parameters; replay reads them from the plan.
-    let ratio_params = crate::replay::network::plan_ratio_params(&plan, &spec.ratio_params);
+    let ratio_params = crate::replay::combine::plan_ratio_params(&plan, &spec.ratio_params);
     let mut ratio = ratio_params.initial();
     let mut n_transcripts = 0u64;
     for (match_number, &(contender_idx, champion_idx)) in spec.matches.iter().enumerate() {

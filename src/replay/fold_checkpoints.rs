@@ -9,10 +9,10 @@
 //! A fold at a height depends on that log's blocks up to it and nothing else, so the
 //! points of different logs are independent: each log starts from its own.
 
-use super::cold::{ColdError, ColdStore};
+pub use super::checkpoint_points::{is_checkpoint_height, Checkpoints, Claim, CHECKPOINT_EVERY, FOLD_VERSION};
+use super::checkpoint_record::{FoldBytes, FoldRecord};
 use super::fold::ChainFold;
-use super::fold_record::{FoldBytes, FoldRecord};
-pub use super::points::{is_checkpoint_height, Checkpoints, Claim, CHECKPOINT_EVERY, FOLD_VERSION};
+use super::spill_file::{SpillFile, SpillFileError};
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::ledger::codec::{self, CodecError};
 use crate::ledger::event::{FoldCheckpoint, FoldPoint};
@@ -33,7 +33,7 @@ pub fn hash_from(tip: u64) -> u64 {
     (tip + 1).saturating_sub(KEPT_POINTS as u64 * CHECKPOINT_EVERY)
 }
 
-/// Fold files kept per log by a validator (`ColdStore::keep_fold_points_in`): the
+/// Fold files kept per log by a validator (`SpillFile::keep_fold_points_in`): the
 /// newest two, so the one its last `FoldCheckpoint` names is there while the next is
 /// written.
 const KEPT_FILES: usize = 2;
@@ -41,22 +41,22 @@ const KEPT_FILES: usize = 2;
 /// Most bytes of a fold read from outside (`decode_fold`).
 pub const MAX_FOLD_BYTES: u64 = 1 << 30;
 
-/// blake3 of `fold`'s bytes in the fold format (`fold_record`, ledger-spec/02), its
+/// blake3 of `fold`'s bytes in the fold format (`checkpoint_record`, ledger-spec/02), its
 /// matches read back from the replay's file where spilled.
 pub fn fold_hash(fold: &ChainFold) -> Result<Hash32, CodecError> {
     Ok(Hash32(*codec::try_hash_encoding(&FoldBytes(fold), "a log's fold")?.as_bytes()))
 }
 
 /// Records `fold`'s point if it ends at a checkpoint height: hashed, and its encoding
-/// kept where `cold` keeps them (a validator's, which serves them; one that cannot be
+/// kept where `spill_file` keeps them (a validator's, which serves them; one that cannot be
 /// written is said and the point still taken). Fails only when a spilled match does not
 /// read back.
-pub fn take_point(cold: &ColdStore, fold: &mut ChainFold, hash_from: u64) -> Result<(), ColdError> {
+pub fn take_point(cold: &SpillFile, fold: &mut ChainFold, hash_from: u64) -> Result<(), SpillFileError> {
     let Some(tip) = fold.tip.filter(|tip| is_checkpoint_height(tip.height) && tip.height >= hash_from) else {
         return Ok(());
     };
     let (path, validator) = (cold.path().display().to_string(), fold.validator);
-    let read_back = |e: CodecError| ColdError::Engine {
+    let read_back = |e: CodecError| SpillFileError::Engine {
         path,
         message: format!("reading the fold of {validator} back to hash it at block {}: {e}", tip.height),
     };

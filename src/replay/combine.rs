@@ -7,18 +7,18 @@
 //! A match is "the same match" across validators when it has the same contender and
 //! champion hotkeys: each validator derives its own match id and challenge schedule.
 
-use super::bag::Bag;
-use super::cold::{CacheSize, ColdError, ColdStore};
 use super::departures::Departures;
 use super::fold::{ChainFold, MAX_CHAIN_DISCREPANCIES};
-use super::identity::Identities;
-use super::matches::MatchTable;
-use super::model::{
-    Discrepancy, DiscrepancyKind, FindingCounts, HeldMiner, MatchFold, Name, NetworkMatch, NetworkVerdict, Vote,
-};
-pub use super::network_list::NetworkMatches;
+use super::identities::Identities;
+use super::match_table::MatchTable;
 pub(super) use super::ratio_walk::RatioWalk;
 pub use super::ratio_walk::{each_ratio_finding, plan_ratio_params, ratio_findings, walk_log};
+use super::records::{
+    Discrepancy, DiscrepancyKind, FindingCounts, HeldMiner, MatchFold, Name, NetworkMatch, NetworkVerdict, Vote,
+};
+use super::sorted_scratch::Bag;
+use super::spill_file::{CacheSize, SpillFile, SpillFileError};
+pub use super::state_matches::NetworkMatches;
 use super::vtrust;
 use crate::bytes::{Hash32, MatchId, ValidatorKey};
 use crate::evaluation::ratio::{RatioParams, RatioToBeat};
@@ -98,10 +98,14 @@ pub struct NetworkState {
 }
 
 /// Combines folded chains (in any order; they are sorted here) into the network's state,
-/// with its working sets and the state's matches in `cold`'s file: what it holds in
+/// with its working sets and the state's matches in `spill_file`'s file: what it holds in
 /// memory past the file's cache is one pair's matches, whatever the logs hold. The
 /// state's matches are read back through the snapshot its transaction committed.
-pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore) -> Result<NetworkState, ColdError> {
+pub fn combine(
+    folds: &[ChainFold],
+    ratio_params: &RatioParams,
+    cold: &SpillFile,
+) -> Result<NetworkState, SpillFileError> {
     let txn = cold.begin_combine()?;
     let mut folds: Vec<&ChainFold> = folds.iter().collect();
     folds.sort_by_key(|f| f.validator);
@@ -185,7 +189,7 @@ pub fn combine(folds: &[ChainFold], ratio_params: &RatioParams, cold: &ColdStore
     let voters: BTreeMap<ValidatorKey, Arc<ValidatorKey>> =
         folds.iter().map(|f| (f.validator, Arc::new(identities.root(&f.validator)))).collect();
     // Kept in the file with the state's list: the pages read which logs played a pair.
-    let mut plays: Bag<'_, PlayKey, Play> = Bag::kept(&txn, cold, super::cold::STATE_PLAYS);
+    let mut plays: Bag<'_, PlayKey, Play> = Bag::kept(&txn, cold, super::spill_file::STATE_PLAYS);
     for entry in play_entries(folds.iter().copied()) {
         let (key, play) = entry?;
         plays.put(key, play)?;
@@ -347,7 +351,7 @@ impl Findings {
     }
 }
 
-/// The combine's scratch table in the match file.
+/// The combine's scratch table in the spill file.
 const PAIRS: &str = "combine_pairs";
 
 /// (contender, champion, validator, match id): a log's match, grouped by pair.
@@ -370,7 +374,7 @@ pub(super) struct Play {
 /// reads when the state's list is held).
 pub(super) fn play_entries<'f>(
     folds: impl Iterator<Item = &'f ChainFold> + 'f,
-) -> impl Iterator<Item = Result<(PlayKey, Play), ColdError>> + 'f {
+) -> impl Iterator<Item = Result<(PlayKey, Play), SpillFileError>> + 'f {
     folds.flat_map(|fold| {
         fold.matches.iter().map(move |read| {
             let (id, m) = read?;
@@ -506,7 +510,7 @@ pub(super) fn against_others(
 
 /// The state's list of matches as the combine writes it to the file, in batches.
 struct StateList<'t> {
-    cold: &'t ColdStore,
+    cold: &'t SpillFile,
     txn: &'t WriteTransaction,
     n: u64,
     batch: Vec<NetworkMatch>,
@@ -516,7 +520,7 @@ struct StateList<'t> {
 const LIST_BATCH: usize = 256;
 
 impl StateList<'_> {
-    fn push(&mut self, m: NetworkMatch) -> Result<(), ColdError> {
+    fn push(&mut self, m: NetworkMatch) -> Result<(), SpillFileError> {
         self.batch.push(m);
         if self.batch.len() >= LIST_BATCH {
             self.cold.append_state_matches(self.txn, self.n, &self.batch)?;
@@ -528,7 +532,7 @@ impl StateList<'_> {
 
     /// Writes what is left; gives how many were written (the list is the transaction's,
     /// to be read once it is committed).
-    fn close(self) -> Result<usize, ColdError> {
+    fn close(self) -> Result<usize, SpillFileError> {
         self.cold.append_state_matches(self.txn, self.n, &self.batch)?;
         Ok(self.n as usize + self.batch.len())
     }
@@ -560,8 +564,8 @@ pub fn vtrust_by_combines(
     folds: &[ChainFold],
     legacy: &RatioParams,
     blocks: &[u64],
-) -> Result<Vec<vtrust::VtrustPoint>, ColdError> {
-    let cold = ColdStore::temporary(CacheSize::AUDIT)?;
+) -> Result<Vec<vtrust::VtrustPoint>, SpillFileError> {
+    let cold = SpillFile::temporary(CacheSize::AUDIT)?;
     blocks
         .iter()
         .map(|&block| {
@@ -574,7 +578,7 @@ pub fn vtrust_by_combines(
 
 /// `fold` as it stood once its last match started at or before chain `block` was
 /// decided: those matches, and the findings at or before that height.
-fn fold_at_block(fold: &ChainFold, block: u64) -> Result<ChainFold, ColdError> {
+fn fold_at_block(fold: &ChainFold, block: u64) -> Result<ChainFold, SpillFileError> {
     let mut matches = Vec::new();
     for read in fold.matches.iter() {
         let (id, m) = read?;
@@ -651,7 +655,7 @@ fn findings_within(fold: &ChainFold, within: &dyn Fn(u64) -> bool) -> FindingCou
 mod tests {
     use super::*;
     use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
-    use crate::replay::model::tests_support::played;
+    use crate::replay::records::tests_support::played;
 
     /// A log whose every match is played at a ratio no win set, and sets one its win
     /// rates do not give: two findings a match, each counted, a thousand listed.
@@ -664,7 +668,7 @@ mod tests {
         let mut n = 0u64;
         each_ratio_finding(&fold, &DEFAULT_RATIO_PARAMS, &mut |_| n += 1).unwrap();
         assert!(n > 1_500, "{n} findings");
-        let cold = ColdStore::temporary(CacheSize::AUDIT).unwrap();
+        let cold = SpillFile::temporary(CacheSize::AUDIT).unwrap();
         let state = combine(std::slice::from_ref(&fold), &DEFAULT_RATIO_PARAMS, &cold).unwrap();
         assert_eq!(state.discrepancies.len(), MAX_CHAIN_DISCREPANCIES);
         assert_eq!(state.n_discrepancies_omitted, n - MAX_CHAIN_DISCREPANCIES as u64);

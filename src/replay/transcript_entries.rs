@@ -28,7 +28,7 @@ pub enum EntriesError {
     #[error("no room for the page's first entry in the memory budget")]
     NoRoom,
     #[error(transparent)]
-    Cold(#[from] crate::replay::cold::ColdError),
+    SpillFile(#[from] crate::replay::spill_file::SpillFileError),
 }
 
 /// What the locations were found by. Each must hold a transcript of it: one that does
@@ -323,7 +323,7 @@ pub fn entries_page(
 fn first_commitment_from(
     fold: &crate::replay::fold::ChainFold,
     height: u64,
-) -> Result<Option<ChainCommitment>, crate::replay::cold::ColdError> {
+) -> Result<Option<ChainCommitment>, crate::replay::spill_file::SpillFileError> {
     for c in fold.commitments.iter() {
         let c = c?;
         if c.committed_height >= height {
@@ -389,7 +389,7 @@ pub fn match_pairs(
     store: &Store,
     validator: &ValidatorKey,
     match_id: &Hash32,
-    played: &super::model::MatchFold,
+    played: &super::records::MatchFold,
     (offset, limit): (usize, usize),
     chars: usize,
 ) -> Result<(usize, Vec<ChallengePair>), EntriesError> {

@@ -8,7 +8,7 @@
 //! not check anyway.
 
 use super::fold::ChainFold;
-use super::model::{DecidedFold, EnvFold, EnvFolds, EquivocationFound, FindingCounts, MatchFold, Name};
+use super::records::{DecidedFold, EnvFold, EnvFolds, EquivocationFound, FindingCounts, MatchFold, Name};
 use crate::bytes::{Hash32, MatchId, ValidatorKey};
 use crate::ledger::event::{EnvOutcome, EnvRef, MinerRef};
 use crate::ledger::Tip;
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// The fold format these bytes are: a `FoldCheckpoint`'s `fold_version` names it.
-pub use super::points::FOLD_VERSION as FOLD_FORMAT;
+pub use super::checkpoint_points::FOLD_VERSION as FOLD_FORMAT;
 
 /// ledger-spec/02 lists each field, in this order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,7 +88,7 @@ impl FoldRecord {
     /// format, a count list of another length, a match listed twice). Report data
     /// (findings' texts, commitments, weights and skips recorded below the point, claims)
     /// starts empty. Its bytes are canonical only if the fold encodes back to them
-    /// (`checkpoint::decode_fold` checks).
+    /// (`fold_checkpoints::decode_fold` checks).
     pub fn into_fold(self) -> Result<ChainFold, String> {
         if self.fold_format != FOLD_FORMAT {
             return Err(format!("fold format {}, not {FOLD_FORMAT}", self.fold_format));
@@ -244,7 +244,7 @@ mod tests {
     use super::*;
     use crate::ledger::codec;
     use crate::ledger::event::FoldPoint;
-    use crate::replay::checkpoint::{decode_fold, FoldBytesError, MAX_FOLD_BYTES};
+    use crate::replay::fold_checkpoints::{decode_fold, FoldBytesError, MAX_FOLD_BYTES};
 
     fn env(name: &str, wins: u32) -> EnvRecord {
         EnvRecord {
@@ -272,7 +272,7 @@ mod tests {
             n_events: 10,
             n_transcripts: 6,
             n_decided: 0,
-            findings: vec![0; crate::replay::model::DiscrepancyKind::ALL.len()],
+            findings: vec![0; crate::replay::records::DiscrepancyKind::ALL.len()],
             equivocations: vec![],
             matches: vec![MatchRecord {
                 match_id: Hash32([9; 32]),

@@ -3,7 +3,7 @@
 //! held in memory up to the file's `CacheSize::keys_per_set`, and past that in the replay's file, so that a
 //! validator's memory does not grow with its matches.
 
-use super::cold::ColdStore;
+use super::spill_file::SpillFile;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use std::sync::Arc;
 #[derive(Default)]
 pub struct KeySet {
     hot: BTreeSet<Box<[u8]>>,
-    cold: Option<(Arc<ColdStore>, u64)>,
+    cold: Option<(Arc<SpillFile>, u64)>,
 }
 
 impl std::fmt::Debug for KeySet {
@@ -21,8 +21,8 @@ impl std::fmt::Debug for KeySet {
 }
 
 impl KeySet {
-    /// An empty set whose keys past `cold`'s cache size go to its file.
-    pub fn spilling_to(cold: Arc<ColdStore>) -> KeySet {
+    /// An empty set whose keys past `spill_file`'s cache size go to its file.
+    pub fn spilling_to(cold: Arc<SpillFile>) -> KeySet {
         let set = cold.new_set();
         KeySet { hot: BTreeSet::new(), cold: Some((cold, set)) }
     }
@@ -68,12 +68,12 @@ impl KeySet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::cold::CacheSize;
+    use crate::replay::spill_file::CacheSize;
 
     #[test]
     fn a_spilling_set_answers_as_a_set_in_memory_and_holds_few_keys() {
         let dir = tempfile::tempdir().unwrap();
-        let cold = Arc::new(ColdStore::create(&dir.path().join("cold.redb"), CacheSize::VALIDATOR).unwrap());
+        let cold = Arc::new(SpillFile::create(&dir.path().join("cold.redb"), CacheSize::VALIDATOR).unwrap());
         let (mut spilling, mut other, mut held) =
             (KeySet::spilling_to(cold.clone()), KeySet::spilling_to(cold), KeySet::default());
         for i in 0..2_000u32 {

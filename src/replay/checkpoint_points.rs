@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The fold format the points' hashes are of (ledger-spec/02, "The fold format";
-/// `fold_record` writes it): a `FoldCheckpoint`'s `fold_version`.
+/// `checkpoint_record` writes it): a `FoldCheckpoint`'s `fold_version`.
 pub const FOLD_VERSION: u32 = 15;
 
 /// A log's checkpoint heights are `360k - 1` (its 360th, 720th, ... block): about a

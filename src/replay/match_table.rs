@@ -1,10 +1,10 @@
 //! A log's matches as its fold holds them, behind one interface so that where they are
-//! kept is this module's business: in memory, or spilled to the replay's match file
-//! (`cold`) and read back one at a time. Readers get each match as an owned `Arc` and
+//! kept is this module's business: in memory, or spilled to the replay's spill file
+//! (`spill_file`) and read back one at a time. Readers get each match as an owned `Arc` and
 //! walk them in id or log order without borrowing the table.
 
-use super::cold::{same_reads, until_failed, ColdError, ColdSnapshot};
-use super::model::MatchFold;
+use super::records::MatchFold;
+use super::spill_file::{same_reads, until_failed, SpillFileError, SpillSnapshot};
 use crate::bytes::{MatchId, ValidatorKey};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -31,10 +31,10 @@ pub(super) struct TableHead {
     shadowed: Vec<MatchId>,
 }
 
-/// The matches spilled to the match file, as one snapshot of it holds them.
+/// The matches spilled to the spill file, as one snapshot of it holds them.
 #[derive(Clone)]
 struct Cold {
-    snapshot: Arc<ColdSnapshot>,
+    snapshot: Arc<SpillSnapshot>,
     validator: ValidatorKey,
     /// How many matches of this log the snapshot holds.
     n: usize,
@@ -70,7 +70,7 @@ impl MatchTable {
         self.get(id).ok().flatten()
     }
 
-    pub fn get(&self, id: &MatchId) -> Result<Option<Arc<MatchFold>>, ColdError> {
+    pub fn get(&self, id: &MatchId) -> Result<Option<Arc<MatchFold>>, SpillFileError> {
         match (self.hot.get(id), &self.cold) {
             (Some(m), _) => Ok(Some(m.clone())),
             (None, Some(cold)) => Ok(cold.snapshot.get(&cold.validator, id)?.map(Arc::new)),
@@ -99,7 +99,7 @@ impl MatchTable {
     }
 
     /// Every match, in id order; a failed read of the replay's file is the last item.
-    pub fn iter(&self) -> impl Iterator<Item = Result<(MatchId, Arc<MatchFold>), ColdError>> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = Result<(MatchId, Arc<MatchFold>), SpillFileError>> + '_ {
         let hot = self.hot.iter().map(|(id, m)| Ok((*id, m.clone())));
         let cold = self.cold.iter().flat_map(|cold| {
             let unshadowed =
@@ -116,12 +116,12 @@ impl MatchTable {
         until_failed(Merge { a: hot.peekable(), b: cold.peekable(), key })
     }
 
-    pub fn values(&self) -> impl Iterator<Item = Result<Arc<MatchFold>, ColdError>> + '_ {
+    pub fn values(&self) -> impl Iterator<Item = Result<Arc<MatchFold>, SpillFileError>> + '_ {
         self.iter().map(|item| item.map(|(_, m)| m))
     }
 
     /// Every match id, in id order.
-    pub fn ids(&self) -> impl Iterator<Item = Result<MatchId, ColdError>> + '_ {
+    pub fn ids(&self) -> impl Iterator<Item = Result<MatchId, SpillFileError>> + '_ {
         let unshadowed = self.cold.iter().flat_map(|cold| {
             cold.snapshot.ids(&cold.validator).filter(|id| !matches!(id, Ok(id) if cold.shadowed.contains(id)))
         });
@@ -130,7 +130,7 @@ impl MatchTable {
     }
 
     /// Every match in the order its log started them (height, then event index).
-    pub fn in_log_order(&self) -> impl Iterator<Item = Result<(MatchId, Arc<MatchFold>), ColdError>> + '_ {
+    pub fn in_log_order(&self) -> impl Iterator<Item = Result<(MatchId, Arc<MatchFold>), SpillFileError>> + '_ {
         let mut hot: Vec<(MatchId, Arc<MatchFold>)> = self.hot.iter().map(|(id, m)| (*id, m.clone())).collect();
         hot.sort_unstable_by_key(|(_, m)| (m.started_height, m.started_event_idx));
         let cold = self.cold.iter().flat_map(|cold| {
@@ -154,8 +154,8 @@ impl MatchTable {
         self.hot.iter().map(|(id, m)| (*id, m))
     }
 
-    /// `ids` were written to the match file, which `snapshot` now shows: they leave memory.
-    pub(super) fn spilled(&mut self, ids: &[MatchId], validator: ValidatorKey, snapshot: Arc<ColdSnapshot>) {
+    /// `ids` were written to the spill file, which `snapshot` now shows: they leave memory.
+    pub(super) fn spilled(&mut self, ids: &[MatchId], validator: ValidatorKey, snapshot: Arc<SpillSnapshot>) {
         let (mut n, mut shadowed) = self.cold.take().map_or((0, BTreeSet::new()), |c| (c.n, c.shadowed));
         for id in ids {
             if self.hot.remove(id).is_some() && !shadowed.remove(id) {
@@ -166,13 +166,13 @@ impl MatchTable {
     }
 
     /// Reads spilled matches from `snapshot`, which must show them as the one read now.
-    pub(super) fn read_from(&mut self, snapshot: &Arc<ColdSnapshot>) {
+    pub(super) fn read_from(&mut self, snapshot: &Arc<SpillSnapshot>) {
         if let Some(cold) = self.cold.as_mut() {
             cold.snapshot = snapshot.clone();
         }
     }
 
-    /// What of the table is not in the file, for a kept file's fold heads (`projection`).
+    /// What of the table is not in the file, for a kept file's fold heads (`kept_file`).
     pub(super) fn head(&self) -> TableHead {
         let (n, shadowed) = self.cold.as_ref().map_or((0, Vec::new()), |c| (c.n, c.shadowed.iter().copied().collect()));
         TableHead { hot: self.hot.iter().map(|(id, m)| (*id, MatchFold::clone(m))).collect(), n: n as u64, shadowed }
@@ -184,7 +184,7 @@ impl MatchTable {
     pub(super) fn from_head(
         head: TableHead,
         validator: ValidatorKey,
-        snapshot: &Arc<ColdSnapshot>,
+        snapshot: &Arc<SpillSnapshot>,
     ) -> Option<MatchTable> {
         let held: BTreeSet<MatchId> = head.hot.iter().map(|(id, _)| *id).collect();
         let consistent = head.shadowed.len() as u64 <= head.n
@@ -210,7 +210,7 @@ impl MatchTable {
 }
 
 /// A read of the replay's file.
-type Read<T> = Result<T, ColdError>;
+type Read<T> = Result<T, SpillFileError>;
 
 /// Two iterators, each in `key` order, merged; on equal keys `a`'s item is taken and
 /// `b`'s dropped (`a` holds the copies in memory, which shadow spilled ones). A failed
@@ -293,7 +293,7 @@ impl FromIterator<(MatchId, MatchFold)> for MatchTable {
 }
 
 impl FromIterator<(MatchId, Arc<MatchFold>)> for MatchTable {
-    /// Shares the folds: a log cut back in time (`network::vtrust_by_combines`) copies no match.
+    /// Shares the folds: a log cut back in time (`combine::vtrust_by_combines`) copies no match.
     fn from_iter<I: IntoIterator<Item = (MatchId, Arc<MatchFold>)>>(items: I) -> MatchTable {
         MatchTable { hot: items.into_iter().collect(), cold: None }
     }

@@ -1,7 +1,7 @@
 //! The replay's records: what a fold keeps of a log (matches and their env tallies,
 //! skips, equivocations, weights, findings) and what the combine keeps of the network
 //! (matches with their votes). Plain data with no storage and no folding logic, so the
-//! rooms that store them (`matches`, `lists`, `cold`), fold them (`fold`) and combine
+//! rooms that store them (`matches`, `lists`, `spill_file`), fold them (`fold`) and combine
 //! them (`network`) all import this one module and none imports another for a type.
 
 use crate::bytes::{Hash32, ValidatorKey};

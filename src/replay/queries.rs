@@ -4,9 +4,9 @@
 //! replay's folds and the state's list (and its index of plays by pair) and format
 //! nothing: what to print is the reader's.
 
-use super::cold::ColdError;
-use super::model::{MatchFold, Name, NetworkVerdict, SkipFold};
-use super::network_list::NetworkMatches;
+use super::records::{MatchFold, Name, NetworkVerdict, SkipFold};
+use super::spill_file::SpillFileError;
+use super::state_matches::NetworkMatches;
 use super::Replay;
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::ledger::event::MinerRef;
@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 /// What a reader draws from the replay: the value, or the replay's file failing to read.
-type Read<T> = Result<T, ColdError>;
+type Read<T> = Result<T, SpillFileError>;
 
 /// A record in one env: (env, wins, losses, draws) of the miner it belongs to.
 pub type EnvRecord = (String, u32, u32, u32);
@@ -200,7 +200,7 @@ pub type RatioPoints = (ValidatorKey, Vec<(u64, u32)>);
 /// 2 a validator), else each validator gets an equal share of `max` and, for each of
 /// that many halves of equal spans of chain blocks, keeps the lowest and the highest
 /// ratio it set there, so its chart keeps each step's reach. Two passes over the state's
-/// list (which may be in the match file), holding at most `max` points.
+/// list (which may be in the spill file), holding at most `max` points.
 pub fn ratio_points(matches: &NetworkMatches, max: usize) -> Read<Vec<RatioPoints>> {
     let each = |f: &mut dyn FnMut(&ValidatorKey, u64, u32)| -> Read<()> {
         for m in matches.iter() {
@@ -285,7 +285,7 @@ pub fn miners_named(replay: &Replay, queued: impl Iterator<Item = String>) -> Re
 }
 
 /// The network's ratio to beat as each crowning set it (before decay), at the chain block
-/// it was set, in block order: the combine's own rule ([`super::network::crowning`]) over
+/// it was set, in block order: the combine's own rule ([`super::combine::crowning`]) over
 /// the matches that crowned a champion, with every validator's vTrust. One point per
 /// champion; crownings at no chain block are left out.
 pub fn network_ratio_steps(replay: &Replay) -> Read<Vec<(u64, u32)>> {
@@ -297,7 +297,7 @@ pub fn network_ratio_steps(replay: &Replay) -> Read<Vec<(u64, u32)>> {
     for m in state.matches.iter() {
         let m = m?;
         if crowned.contains(&(&*m.contender.hotkey, &*m.champion.hotkey)) {
-            let set = super::network::crowning(&m, |v| vtrust.get(v).copied().unwrap_or(0));
+            let set = super::combine::crowning(&m, |v| vtrust.get(v).copied().unwrap_or(0));
             steps.extend(set.set_ppm.filter(|_| set.at_block > 0).map(|ppm| (set.at_block, ppm)));
         }
     }
@@ -308,8 +308,8 @@ pub fn network_ratio_steps(replay: &Replay) -> Read<Vec<(u64, u32)>> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::replay::cold::{CacheSize, ColdStore};
-    use crate::replay::model::{NetworkMatch, Vote};
+    use crate::replay::records::{NetworkMatch, Vote};
+    use crate::replay::spill_file::{CacheSize, SpillFile};
 
     /// `n` matches whose votes set a sawtooth of ratios, one a match at blocks 1,000 up
     /// by 2, with a spike at block 7,000, and a vote without a chain in each.
@@ -337,7 +337,7 @@ pub(crate) mod tests {
                 }
             })
             .collect();
-        let cold = ColdStore::temporary(CacheSize::AUDIT).unwrap();
+        let cold = SpillFile::temporary(CacheSize::AUDIT).unwrap();
         NetworkMatches::written(&cold, &matches).unwrap()
     }
 

@@ -8,7 +8,7 @@
 //! replay that readers still hold keeps seeing exactly the matches it was combined from
 //! while the next one spills more. This is the only module of the replay that knows redb.
 
-use super::model::{MatchFold, NetworkMatch};
+use super::records::{MatchFold, NetworkMatch};
 use crate::bytes::{MatchId, ValidatorKey};
 use crate::ledger::codec;
 use redb::{Database, ReadOnlyTable, ReadableDatabase, Table, TableDefinition, WriteTransaction};
@@ -26,29 +26,29 @@ pub(super) const BY_PLACE: TableDefinition<&[u8], &[u8]> = TableDefinition::new(
 /// The network state's matches, in the state's order, as the last combine wrote them
 /// (each combine replaces the list; replays still held read theirs through their snapshot).
 pub(super) const STATE_LIST: TableDefinition<u64, &[u8]> = TableDefinition::new("network_matches");
-/// The last combine's plays by pair (`network::PlayKey` as `bag::SortKey` bytes -> the
+/// The last combine's plays by pair (`combine::PlayKey` as `sorted_scratch::SortKey` bytes -> the
 /// play): which logs played each of the state's matches, for the pages.
 pub(super) const STATE_PLAYS: &str = "state_plays";
 /// Largest entry a combine's bag writes or reads back (a match's votes, one per validator).
 pub(super) const MAX_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
-/// Members of the sets a validator keeps of what its own log holds (`key_set::KeySet`):
+/// Members of the sets a validator keeps of what its own log holds (`spilled_key_set::KeySet`):
 /// (set, key) -> nothing.
 const KEY_SETS: TableDefinition<&[u8], ()> = TableDefinition::new("key_sets");
-/// A kept file's fold heads (`projection`): written last, in a transaction of its own,
+/// A kept file's fold heads (`kept_file`): written last, in a transaction of its own,
 /// and taken out before anything else is written, so heads in the file always describe
 /// the matches and records beside them.
 const HEADS: TableDefinition<&str, &[u8]> = TableDefinition::new("fold_heads");
 /// The one key of [`HEADS`].
 const HEADS_KEY: &str = "heads";
-/// Largest heads entry written or read back (`projection`).
+/// Largest heads entry written or read back (`kept_file`).
 pub const MAX_HEADS_BYTES: u64 = 1 << 30;
-/// Each kind of listed record (`lists::RECORD_TABLES`): (validator, place in the log's
+/// Each kind of listed record (`record_lists::RECORD_TABLES`): (validator, place in the log's
 /// list, big-endian) -> the record.
 fn list_table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
     TableDefinition::new(name)
 }
 
-/// A kind of record a log lists, kept in its own table of the file (`lists::RecordList`).
+/// A kind of record a log lists, kept in its own table of the file (`record_lists::RecordList`).
 pub trait Record: Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeOwned + 'static {
     /// Its place in [`RECORD_TABLES`].
     const SLOT: usize;
@@ -60,7 +60,7 @@ pub trait Record: Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeO
 pub const RECORD_TABLES: [&str; 3] = ["commitments", "skips", "equivocations"];
 
 /// A validator's file, beside the store it is derived from.
-pub const COLD_FILE: &str = "replay-cold.redb";
+pub const SPILL_FILE: &str = "replay-cold.redb";
 
 /// How much of what a replay derives stays in memory; the rest is in the file. The one
 /// setting that tells a validator's replay from an audit's.
@@ -73,7 +73,7 @@ pub struct CacheSize {
     pub records_per_log: usize,
     /// Keys one of a validator's sets of its own log holds before they go to the file.
     pub keys_per_set: usize,
-    /// Entries one of the combine's working sets (`bag::Bag`) holds before it goes to the
+    /// Entries one of the combine's working sets (`sorted_scratch::Bag`) holds before it goes to the
     /// file: one that never does is never encoded, and a scratch one never written.
     pub combine_entries: usize,
     /// redb's cache for the file: all it may hold in memory, reads and (up to half of it)
@@ -112,21 +112,21 @@ const DURABLE_EVERY: u64 = 16;
 const MAX_FOLD_BYTES: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
-pub enum ColdError {
+pub enum SpillFileError {
     #[error("the replay's file {path}: {message}")]
     Engine { path: String, message: String },
-    /// A kept file that fails its checks on open (`ColdStore::open_kept`): one to make
+    /// A kept file that fails its checks on open (`SpillFile::open_kept`): one to make
     /// afresh, unlike one another process holds.
     #[error("the replay's file {path} is damaged: {message}")]
     Damaged { path: String, message: String },
 }
 
 /// The file matches and records are spilled to, open for this process alone.
-pub struct ColdStore {
+pub struct SpillFile {
     pub(super) db: Arc<Database>,
     path: PathBuf,
     /// The snapshot the last spill made.
-    newest: std::sync::Mutex<Option<Arc<ColdSnapshot>>>,
+    newest: std::sync::Mutex<Option<Arc<SpillSnapshot>>>,
     cache: CacheSize,
     /// The directory of a temporary file, removed with it.
     _temporary: Option<tempfile::TempDir>,
@@ -143,16 +143,16 @@ pub struct ColdStore {
     fold_points: Option<PathBuf>,
 }
 
-impl std::fmt::Debug for ColdStore {
+impl std::fmt::Debug for SpillFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ColdStore").field("path", &self.path).finish()
+        f.debug_struct("SpillFile").field("path", &self.path).finish()
     }
 }
 
 /// One committed view of the file: what the folds that hold it read their spilled
 /// matches from. Every read returns its error; a failed one also marks the snapshot
 /// faulted, for the fold's own steps (`replay` asks before handing a replay out).
-pub struct ColdSnapshot {
+pub struct SpillSnapshot {
     /// redb stops serving reads once its database is dropped: a snapshot keeps it open.
     _db: Arc<Database>,
     by_id: ReadOnlyTable<&'static [u8], &'static [u8]>,
@@ -165,16 +165,16 @@ pub struct ColdSnapshot {
     path: PathBuf,
 }
 
-impl std::fmt::Debug for ColdSnapshot {
+impl std::fmt::Debug for SpillSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ColdSnapshot").field("path", &self.path).field("faulted", &self.faulted()).finish()
+        f.debug_struct("SpillSnapshot").field("path", &self.path).field("faulted", &self.faulted()).finish()
     }
 }
 
 /// `reads`, ending after the first failed one: a reader never sees items past a gap.
 pub(super) fn until_failed<T>(
-    reads: impl Iterator<Item = Result<T, ColdError>>,
-) -> impl Iterator<Item = Result<T, ColdError>> {
+    reads: impl Iterator<Item = Result<T, SpillFileError>>,
+) -> impl Iterator<Item = Result<T, SpillFileError>> {
     let mut ended = false;
     reads.map_while(move |item| {
         let last = ended;
@@ -185,8 +185,8 @@ pub(super) fn until_failed<T>(
 
 /// Whether two reads hand back the same items, each read whole.
 pub(super) fn same_reads<T: PartialEq>(
-    mut a: impl Iterator<Item = Result<T, ColdError>>,
-    mut b: impl Iterator<Item = Result<T, ColdError>>,
+    mut a: impl Iterator<Item = Result<T, SpillFileError>>,
+    mut b: impl Iterator<Item = Result<T, SpillFileError>>,
 ) -> bool {
     loop {
         match (a.next(), b.next()) {
@@ -256,24 +256,24 @@ fn make_tables(db: &Database) -> Result<(), redb::Error> {
     Ok(())
 }
 
-impl ColdStore {
+impl SpillFile {
     /// Creates the file at `path`, replacing one an earlier run left.
-    pub fn create(path: &Path, cache: CacheSize) -> Result<ColdStore, ColdError> {
-        ColdStore::make(path, cache, None)
+    pub fn create(path: &Path, cache: CacheSize) -> Result<SpillFile, SpillFileError> {
+        SpillFile::make(path, cache, None)
     }
 
     /// A file of its own in the temporary directory (`TMPDIR`), removed when it is
     /// dropped and no snapshot of it is held: a one-shot replay's.
-    pub fn temporary(cache: CacheSize) -> Result<ColdStore, ColdError> {
-        let dir = tempfile::Builder::new().prefix("af-replay-").tempdir().map_err(|e| ColdError::Engine {
+    pub fn temporary(cache: CacheSize) -> Result<SpillFile, SpillFileError> {
+        let dir = tempfile::Builder::new().prefix("af-replay-").tempdir().map_err(|e| SpillFileError::Engine {
             path: std::env::temp_dir().display().to_string(),
             message: format!("making a temporary directory: {e}"),
         })?;
-        ColdStore::make(&dir.path().join(COLD_FILE), cache, Some(dir))
+        SpillFile::make(&dir.path().join(SPILL_FILE), cache, Some(dir))
     }
 
-    fn make(path: &Path, cache: CacheSize, temporary: Option<tempfile::TempDir>) -> Result<ColdStore, ColdError> {
-        let fail = |message: String| ColdError::Engine { path: path.display().to_string(), message };
+    fn make(path: &Path, cache: CacheSize, temporary: Option<tempfile::TempDir>) -> Result<SpillFile, SpillFileError> {
+        let fail = |message: String| SpillFileError::Engine { path: path.display().to_string(), message };
         match std::fs::remove_file(path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -284,11 +284,11 @@ impl ColdStore {
             .create(path)
             .map_err(|e| fail(redb::Error::from(e).to_string()))?;
         make_tables(&db).map_err(|e| fail(e.to_string()))?;
-        Ok(ColdStore::make_from(db, path, cache, temporary))
+        Ok(SpillFile::make_from(db, path, cache, temporary))
     }
 
-    fn make_from(db: Database, path: &Path, cache: CacheSize, temporary: Option<tempfile::TempDir>) -> ColdStore {
-        ColdStore {
+    fn make_from(db: Database, path: &Path, cache: CacheSize, temporary: Option<tempfile::TempDir>) -> SpillFile {
+        SpillFile {
             db: Arc::new(db),
             path: path.to_owned(),
             cache,
@@ -312,12 +312,12 @@ impl ColdStore {
         self.fold_points.as_deref()
     }
 
-    /// Opens the file at `path` kept by an earlier run (`projection`), or makes it: every
+    /// Opens the file at `path` kept by an earlier run (`kept_file`), or makes it: every
     /// page's checksum is checked on open, so a file changed since it was written is
     /// refused, by name, rather than read. It stays after this process.
-    pub fn open_kept(path: &Path, cache: CacheSize) -> Result<ColdStore, ColdError> {
-        let fail = |message: String| ColdError::Engine { path: path.display().to_string(), message };
-        let damaged = |message: String| ColdError::Damaged { path: path.display().to_string(), message };
+    pub fn open_kept(path: &Path, cache: CacheSize) -> Result<SpillFile, SpillFileError> {
+        let fail = |message: String| SpillFileError::Engine { path: path.display().to_string(), message };
+        let damaged = |message: String| SpillFileError::Damaged { path: path.display().to_string(), message };
         let db = Database::builder().set_cache_size(cache.page_bytes).set_check_integrity_on_open(true).create(path);
         let db = db.map_err(|e| match e {
             redb::DatabaseError::Storage(redb::StorageError::Io(e))
@@ -331,14 +331,14 @@ impl ColdStore {
             e => fail(redb::Error::from(e).to_string()),
         })?;
         make_tables(&db).map_err(|e| fail(e.to_string()))?;
-        let mut store = ColdStore::make_from(db, path, cache, None);
+        let mut store = SpillFile::make_from(db, path, cache, None);
         store.kept = true;
         Ok(store)
     }
 
     /// Takes the heads out of a kept file, durably, before anything else is written to
     /// it: the matches and records they describe may change from here on.
-    pub fn take_heads(&self) -> Result<Option<Vec<u8>>, ColdError> {
+    pub fn take_heads(&self) -> Result<Option<Vec<u8>>, SpillFileError> {
         let fail = |e: &dyn std::fmt::Display| self.fail("reading the fold heads", e);
         let txn = self.db.begin_write().map_err(|e| fail(&e))?;
         let (heads, oversize) = {
@@ -354,7 +354,7 @@ impl ColdStore {
         };
         txn.commit().map_err(|e| fail(&e))?;
         match oversize {
-            Some(n) => Err(ColdError::Damaged {
+            Some(n) => Err(SpillFileError::Damaged {
                 path: self.path.display().to_string(),
                 message: format!("its fold heads are {n} bytes, over the {MAX_HEADS_BYTES} read back"),
             }),
@@ -363,7 +363,7 @@ impl ColdStore {
     }
 
     /// Writes `heads` durably: what the next run of a kept file starts from.
-    pub fn put_heads(&self, heads: &[u8]) -> Result<(), ColdError> {
+    pub fn put_heads(&self, heads: &[u8]) -> Result<(), SpillFileError> {
         let fail = |e: &dyn std::fmt::Display| self.fail("writing the fold heads", e);
         let txn = self.db.begin_write().map_err(|e| fail(&e))?;
         txn.open_table(HEADS).map_err(|e| fail(&e))?.insert(HEADS_KEY, heads).map_err(|e| fail(&e))?;
@@ -372,7 +372,7 @@ impl ColdStore {
 
     /// Removes every match and record of `validators` from the file, in one transaction:
     /// their folds start over from genesis, and must find none of an earlier fold's there.
-    pub fn clear_validators(&self, validators: &[ValidatorKey]) -> Result<(), ColdError> {
+    pub fn clear_validators(&self, validators: &[ValidatorKey]) -> Result<(), SpillFileError> {
         if validators.is_empty() {
             return Ok(());
         }
@@ -394,9 +394,9 @@ impl ColdStore {
         txn.commit().map_err(|e| fail(&e))
     }
 
-    /// Empties every key set (`key_set::KeySet`): a set lives as long as the run that
+    /// Empties every key set (`spilled_key_set::KeySet`): a set lives as long as the run that
     /// made it, and a kept file outlives its run (a new run numbers its sets from 0).
-    pub fn clear_sets(&self) -> Result<(), ColdError> {
+    pub fn clear_sets(&self) -> Result<(), SpillFileError> {
         let fail = |e: &dyn std::fmt::Display| self.fail("clearing the key sets", e);
         let txn = self.db.begin_write().map_err(|e| fail(&e))?;
         txn.delete_table(KEY_SETS).map_err(|e| fail(&e))?;
@@ -419,8 +419,8 @@ impl ColdStore {
     /// the newest.
     pub fn write_spill<R>(
         &self,
-        write: impl FnOnce(&mut SpillWriter<'_>) -> Result<R, ColdError>,
-    ) -> Result<(R, Arc<ColdSnapshot>), ColdError> {
+        write: impl FnOnce(&mut SpillWriter<'_>) -> Result<R, SpillFileError>,
+    ) -> Result<(R, Arc<SpillSnapshot>), SpillFileError> {
         let fail = |e: &dyn std::fmt::Display| self.fail("spilling matches", e);
         let mut txn = self.db.begin_write().map_err(|e| fail(&e))?;
         // Derived and deleted at every start: a crash loses nothing the logs do not hold.
@@ -442,14 +442,14 @@ impl ColdStore {
     }
 
     /// The snapshot the last spill or combine made, if any.
-    pub fn newest(&self) -> Option<Arc<ColdSnapshot>> {
+    pub fn newest(&self) -> Option<Arc<SpillSnapshot>> {
         self.newest.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// A transaction for a combine: its working sets (`bag::Bag`) and the state's new list
+    /// A transaction for a combine: its working sets (`sorted_scratch::Bag`) and the state's new list
     /// of matches (`append_state_matches`), with the last list gone. Written without fsync,
     /// as spills are.
-    pub(super) fn begin_combine(&self) -> Result<WriteTransaction, ColdError> {
+    pub(super) fn begin_combine(&self) -> Result<WriteTransaction, SpillFileError> {
         let mut txn = self.db.begin_write().map_err(|e| self.fail("combining", e))?;
         txn.set_durability(self.durability()).map_err(|e| self.fail("combining", e))?;
         txn.delete_table(STATE_LIST).map_err(|e| self.fail("combining", e))?;
@@ -465,7 +465,7 @@ impl ColdStore {
         txn: &WriteTransaction,
         at: u64,
         matches: &[NetworkMatch],
-    ) -> Result<(), ColdError> {
+    ) -> Result<(), SpillFileError> {
         let mut table = txn.open_table(STATE_LIST).map_err(|e| self.fail("writing the state", e))?;
         for (place, m) in (at..).zip(matches) {
             let value =
@@ -482,7 +482,7 @@ impl ColdStore {
         &self,
         txn: WriteTransaction,
         scratch: &[&str],
-    ) -> Result<(Arc<ColdSnapshot>, u64), ColdError> {
+    ) -> Result<(Arc<SpillSnapshot>, u64), SpillFileError> {
         for name in scratch {
             txn.delete_table(list_table(name)).map_err(|e| self.fail("combining", e))?;
         }
@@ -496,7 +496,7 @@ impl ColdStore {
     /// The newest snapshot, if the state's list it holds is still that of combine number
     /// `combine`: a state recounted from it may read its list there, and no older
     /// snapshot need be kept for it.
-    pub(super) fn newest_for(&self, combine: u64) -> Option<Arc<ColdSnapshot>> {
+    pub(super) fn newest_for(&self, combine: u64) -> Option<Arc<SpillSnapshot>> {
         let newest = self.newest.lock().unwrap_or_else(|e| e.into_inner()).clone();
         newest.filter(|_| self.combines.load(Ordering::Relaxed) == combine)
     }
@@ -517,7 +517,7 @@ impl ColdStore {
     }
 
     /// Adds `keys` to set `set`.
-    pub(super) fn add_keys<'k>(&self, set: u64, keys: impl Iterator<Item = &'k [u8]>) -> Result<(), ColdError> {
+    pub(super) fn add_keys<'k>(&self, set: u64, keys: impl Iterator<Item = &'k [u8]>) -> Result<(), SpillFileError> {
         let mut txn = self.db.begin_write().map_err(|e| self.fail("adding to a set", e))?;
         txn.set_durability(self.durability()).map_err(|e| self.fail("adding to a set", e))?;
         {
@@ -530,20 +530,20 @@ impl ColdStore {
     }
 
     /// Whether set `set` holds `key`, as the file stands now.
-    pub(super) fn has_key(&self, set: u64, key: &[u8]) -> Result<bool, ColdError> {
+    pub(super) fn has_key(&self, set: u64, key: &[u8]) -> Result<bool, SpillFileError> {
         let txn = self.db.begin_read().map_err(|e| self.fail("reading a set", e))?;
         let table = txn.open_table(KEY_SETS).map_err(|e| self.fail("reading a set", e))?;
         let found = table.get(&set_key(set, key)[..]).map_err(|e| self.fail("reading a set", e))?;
         Ok(found.is_some())
     }
 
-    fn fail(&self, doing: &str, e: impl std::fmt::Display) -> ColdError {
-        ColdError::Engine { path: self.path.display().to_string(), message: format!("{doing}: {e}") }
+    fn fail(&self, doing: &str, e: impl std::fmt::Display) -> SpillFileError {
+        SpillFileError::Engine { path: self.path.display().to_string(), message: format!("{doing}: {e}") }
     }
 
-    pub(super) fn snapshot(&self) -> Result<ColdSnapshot, redb::Error> {
+    pub(super) fn snapshot(&self) -> Result<SpillSnapshot, redb::Error> {
         let txn = self.db.begin_read()?;
-        Ok(ColdSnapshot {
+        Ok(SpillSnapshot {
             _db: self.db.clone(),
             by_id: txn.open_table(BY_ID)?,
             by_place: txn.open_table(BY_PLACE)?,
@@ -562,12 +562,12 @@ pub struct SpillWriter<'t> {
     by_place: Table<'t, &'static [u8], &'static [u8]>,
     /// One per kind of listed record, by `Record::SLOT`.
     lists: Vec<Table<'t, &'static [u8], &'static [u8]>>,
-    store: &'t ColdStore,
+    store: &'t SpillFile,
 }
 
 impl SpillWriter<'_> {
     /// Writes `validator`'s match `id`, found by id and by its place in the log.
-    pub fn put_match(&mut self, validator: &ValidatorKey, id: &MatchId, m: &MatchFold) -> Result<(), ColdError> {
+    pub fn put_match(&mut self, validator: &ValidatorKey, id: &MatchId, m: &MatchFold) -> Result<(), SpillFileError> {
         let fail = |e: &dyn std::fmt::Display| self.store.fail("spilling matches", e);
         let place = place_key(validator, m.started_height, m.started_event_idx);
         let mut value = id.0.to_vec();
@@ -578,7 +578,12 @@ impl SpillWriter<'_> {
     }
 
     /// Writes `validator`'s `T` record at `index` of its list.
-    pub fn put_record<T: Record>(&mut self, validator: &ValidatorKey, index: u64, record: &T) -> Result<(), ColdError> {
+    pub fn put_record<T: Record>(
+        &mut self,
+        validator: &ValidatorKey,
+        index: u64,
+        record: &T,
+    ) -> Result<(), SpillFileError> {
         let fail = |e: &dyn std::fmt::Display| self.store.fail("spilling records", e);
         let value = codec::encode(record, "listed record", MAX_FOLD_BYTES).map_err(|e| fail(&e))?;
         self.lists[T::SLOT].insert(&index_key(validator, index)[..], &value[..]).map_err(|e| fail(&e))?;
@@ -586,7 +591,7 @@ impl SpillWriter<'_> {
     }
 }
 
-impl Drop for ColdStore {
+impl Drop for SpillFile {
     /// The file is of no use to anyone once its process is done with it. Snapshots still
     /// held keep reading their open file; removal only unlinks it.
     fn drop(&mut self) {
@@ -596,7 +601,7 @@ impl Drop for ColdStore {
     }
 }
 
-impl ColdSnapshot {
+impl SpillSnapshot {
     /// The file this snapshot reads.
     pub fn path(&self) -> &Path {
         &self.path
@@ -609,18 +614,18 @@ impl ColdSnapshot {
     }
 
     /// The error of a failed read, logged once per snapshot, which it marks faulted.
-    pub(super) fn failed(&self, why: impl std::fmt::Display) -> ColdError {
+    pub(super) fn failed(&self, why: impl std::fmt::Display) -> SpillFileError {
         if !self.fault.swap(true, Ordering::Relaxed) {
             tracing::error!(target: "af::replay", event = "cold_read_failed", path = %self.path.display(), "{why}");
         }
-        ColdError::Engine { path: self.path.display().to_string(), message: format!("a read failed: {why}") }
+        SpillFileError::Engine { path: self.path.display().to_string(), message: format!("a read failed: {why}") }
     }
 
-    pub(super) fn contains(&self, validator: &ValidatorKey, id: &MatchId) -> Result<bool, ColdError> {
+    pub(super) fn contains(&self, validator: &ValidatorKey, id: &MatchId) -> Result<bool, SpillFileError> {
         self.by_id.get(&id_key(validator, id)[..]).map(|found| found.is_some()).map_err(|e| self.failed(e))
     }
 
-    pub(super) fn get(&self, validator: &ValidatorKey, id: &MatchId) -> Result<Option<MatchFold>, ColdError> {
+    pub(super) fn get(&self, validator: &ValidatorKey, id: &MatchId) -> Result<Option<MatchFold>, SpillFileError> {
         let place = match self.by_id.get(&id_key(validator, id)[..]).map_err(|e| self.failed(e))? {
             Some(found) => found.value().to_vec(),
             None => return Ok(None),
@@ -633,7 +638,7 @@ impl ColdSnapshot {
         }
     }
 
-    fn decode(&self, value: &[u8]) -> Result<(MatchId, MatchFold), ColdError> {
+    fn decode(&self, value: &[u8]) -> Result<(MatchId, MatchFold), SpillFileError> {
         let Some((id, encoded)) = value.split_first_chunk::<32>() else {
             return Err(self.failed("a stored match is shorter than its id"));
         };
@@ -642,7 +647,7 @@ impl ColdSnapshot {
     }
 
     /// `validator`'s spilled match ids, in id order.
-    pub(super) fn ids(&self, validator: &ValidatorKey) -> impl Iterator<Item = Result<MatchId, ColdError>> + '_ {
+    pub(super) fn ids(&self, validator: &ValidatorKey) -> impl Iterator<Item = Result<MatchId, SpillFileError>> + '_ {
         self.scan(&self.by_id, validator, |key, _| match key.last_chunk::<32>() {
             Some(id) => Ok(crate::bytes::Hash32(*id)),
             None => Err(self.failed("a stored match id is short")),
@@ -655,8 +660,8 @@ impl ColdSnapshot {
         &'s self,
         table: &'s ReadOnlyTable<&'static [u8], &'static [u8]>,
         validator: &ValidatorKey,
-        read: impl Fn(&[u8], &[u8]) -> Result<T, ColdError> + 's,
-    ) -> impl Iterator<Item = Result<T, ColdError>> + 's {
+        read: impl Fn(&[u8], &[u8]) -> Result<T, SpillFileError> + 's,
+    ) -> impl Iterator<Item = Result<T, SpillFileError>> + 's {
         let (from, to) = of_validator(validator);
         let range = match to {
             Some(to) => table.range::<&[u8]>(&from[..]..&to[..]),
@@ -669,8 +674,8 @@ impl ColdSnapshot {
     fn entries<'s, K: redb::Key + 's, V: redb::Value + 's, T: 's>(
         &'s self,
         range: Result<redb::Range<'s, K, V>, redb::StorageError>,
-        read: impl Fn(redb::AccessGuard<'_, K>, redb::AccessGuard<'_, V>) -> Result<T, ColdError> + 's,
-    ) -> impl Iterator<Item = Result<T, ColdError>> + 's {
+        read: impl Fn(redb::AccessGuard<'_, K>, redb::AccessGuard<'_, V>) -> Result<T, SpillFileError> + 's,
+    ) -> impl Iterator<Item = Result<T, SpillFileError>> + 's {
         let (range, opened) = match range {
             Ok(range) => (Some(range), None),
             Err(e) => (None, Some(Err(self.failed(e)))),
@@ -688,19 +693,19 @@ impl ColdSnapshot {
     }
 
     /// `validator`'s `T` record at `index` of its list.
-    pub(super) fn record<T: Record>(&self, validator: &ValidatorKey, index: u64) -> Result<T, ColdError> {
+    pub(super) fn record<T: Record>(&self, validator: &ValidatorKey, index: u64) -> Result<T, SpillFileError> {
         match self.list::<T>().get(&index_key(validator, index)[..]).map_err(|e| self.failed(e))? {
             Some(value) => self.decode_record(value.value()),
             None => Err(self.failed(format!("{} record {index} is not stored", T::TABLE))),
         }
     }
 
-    fn decode_record<T: Record>(&self, value: &[u8]) -> Result<T, ColdError> {
+    fn decode_record<T: Record>(&self, value: &[u8]) -> Result<T, SpillFileError> {
         codec::decode_canonical(value, "listed record", MAX_FOLD_BYTES).map_err(|e| self.failed(e))
     }
 
     /// How many `T` records of `validator` the snapshot holds (keys only, nothing decoded).
-    pub(super) fn n_records<T: Record>(&self, validator: &ValidatorKey) -> Result<usize, ColdError> {
+    pub(super) fn n_records<T: Record>(&self, validator: &ValidatorKey) -> Result<usize, SpillFileError> {
         self.scan(self.list::<T>(), validator, |_, _| Ok(())).try_fold(0, |n, read| read.map(|()| n + 1))
     }
 
@@ -708,12 +713,12 @@ impl ColdSnapshot {
     pub(super) fn records<T: Record>(
         &self,
         validator: &ValidatorKey,
-    ) -> impl Iterator<Item = Result<T, ColdError>> + '_ {
+    ) -> impl Iterator<Item = Result<T, SpillFileError>> + '_ {
         self.scan(self.list::<T>(), validator, |_, value| self.decode_record(value))
     }
 
     /// The state's list of matches from place `from` on, in order.
-    pub(super) fn state_matches(&self, from: u64) -> impl Iterator<Item = Result<NetworkMatch, ColdError>> + '_ {
+    pub(super) fn state_matches(&self, from: u64) -> impl Iterator<Item = Result<NetworkMatch, SpillFileError>> + '_ {
         self.entries(self.state_list.range(from..), |_, value| {
             codec::decode_canonical(value.value(), "network match", MAX_FOLD_BYTES).map_err(|e| self.failed(e))
         })
@@ -721,7 +726,7 @@ impl ColdSnapshot {
 
     /// The (validator, match id) of every play whose key starts with `pair` (a pair's
     /// `SortKey` bytes), in key order.
-    pub(super) fn state_plays(&self, pair: &[u8]) -> Result<Vec<(ValidatorKey, MatchId)>, ColdError> {
+    pub(super) fn state_plays(&self, pair: &[u8]) -> Result<Vec<(ValidatorKey, MatchId)>, SpillFileError> {
         let mut end = pair.to_vec();
         // A pair's bytes end in the name terminator 0 0: one past it bounds the range.
         if let Some(last) = end.last_mut() {
@@ -740,10 +745,10 @@ impl ColdSnapshot {
     }
 
     /// Every play of the state's combine, in key order: entries as its bag wrote them
-    /// (`bag::Bag`), decoded as `T`.
+    /// (`sorted_scratch::Bag`), decoded as `T`.
     pub(super) fn state_play_entries<'s, T: DeserializeOwned + Serialize + 's>(
         &'s self,
-    ) -> impl Iterator<Item = Result<T, ColdError>> + 's {
+    ) -> impl Iterator<Item = Result<T, SpillFileError>> + 's {
         self.entries(redb::ReadableTable::iter(&self.state_plays), |_, value| {
             codec::decode_canonical(value.value(), "combine entry", MAX_ENTRY_BYTES).map_err(|e| self.failed(e))
         })
@@ -753,7 +758,7 @@ impl ColdSnapshot {
     pub(super) fn in_log_order(
         &self,
         validator: &ValidatorKey,
-    ) -> impl Iterator<Item = Result<(MatchId, MatchFold), ColdError>> + '_ {
+    ) -> impl Iterator<Item = Result<(MatchId, MatchFold), SpillFileError>> + '_ {
         self.scan(&self.by_place, validator, |_, value| self.decode(value))
     }
 }

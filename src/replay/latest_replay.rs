@@ -1,11 +1,11 @@
 //! The newest replay of a store this process writes, shared by everything in the process
 //! that needs one (the anchoring loop's champion, the HTTP API's state and pages), so a
 //! validator holds one set of folds, not one per reader: the folds of every match are
-//! what grows with history. A validator's replays spill them to its match file as they
+//! what grows with history. A validator's replays spill them to its spill file as they
 //! pile up (`spill`), so what stays in memory does not.
 
-use super::cold::{CacheSize, ColdError, ColdStore};
 use super::fold::ChainFold;
+use super::spill_file::{CacheSize, SpillFile, SpillFileError};
 use super::{replay_in, FoldSource, Replay, ReplayError, Snapshot, REPLAY_VERSION};
 use crate::bytes::ValidatorKey;
 use crate::evaluation::ratio::RatioParams;
@@ -21,7 +21,7 @@ pub struct LatestReplay {
     last: Mutex<Option<(Tips, Arc<Replay>)>>,
     /// Where what the replays derive past the cache goes; made at the first need when
     /// the default (a temporary file with a validator's cache).
-    cold: OnceLock<Arc<ColdStore>>,
+    cold: OnceLock<Arc<SpillFile>>,
     /// The folds a kept file held at the start ([`LatestReplay::kept`]), for the first
     /// replay: each reused only if its chain verifies afresh to its tip.
     kept: Mutex<Vec<ChainFold>>,
@@ -39,13 +39,13 @@ pub struct LatestReplay {
 impl LatestReplay {
     /// Replays that keep what they derive past `cache` in a file at `path` (created
     /// afresh): a validator's, beside its store.
-    pub fn create(path: &std::path::Path, cache: CacheSize) -> Result<LatestReplay, ColdError> {
-        let cold = Arc::new(ColdStore::create(path, cache)?).into();
+    pub fn create(path: &std::path::Path, cache: CacheSize) -> Result<LatestReplay, SpillFileError> {
+        let cold = Arc::new(SpillFile::create(path, cache)?).into();
         Ok(LatestReplay { cold, ..LatestReplay::default() })
     }
 
     /// A validator's replays, kept across restarts in `dir`'s kept file
-    /// (`projection::PROJECTION_FILE`, as `af audit --snapshot` keeps it): each replay
+    /// (`kept_file::PROJECTION_FILE`, as `af audit --snapshot` keeps it): each replay
     /// ends by keeping its folds there (its matches spilled first, the heads put back
     /// last), and the folds the last run's last replay kept are this run's first start,
     /// each reused only if its chain verifies afresh to the fold's tip, so a restart,
@@ -53,10 +53,10 @@ impl LatestReplay {
     /// log from genesis. A run stopped before its first replay ended left none: every
     /// chain then folds from genesis, said to `note`. Its replays keep each log's fold
     /// at its checkpoint heights in `dir/folds` (`checkpoint`), which the node serves.
-    pub fn kept(dir: &std::path::Path, note: &mut dyn FnMut(&str)) -> Result<LatestReplay, ColdError> {
-        let mut kept = super::projection::open_with_cache(dir, CacheSize::VALIDATOR, note)?;
+    pub fn kept(dir: &std::path::Path, note: &mut dyn FnMut(&str)) -> Result<LatestReplay, SpillFileError> {
+        let mut kept = super::kept_file::open_with_cache(dir, CacheSize::VALIDATOR, note)?;
         kept.cold.clear_sets()?;
-        kept.cold.keep_fold_points_in(dir.join(super::checkpoint::FOLDS_DIR));
+        kept.cold.keep_fold_points_in(dir.join(super::fold_checkpoints::FOLDS_DIR));
         if kept.folds.is_empty() {
             note("no folds were kept by the last run (a first start, or a run stopped before its first replay ended): every log folds from genesis");
         }
@@ -91,10 +91,10 @@ impl LatestReplay {
     }
 
     /// Keeps the last replay's folds in the file for the next start
-    /// (`projection::save`), unless it was kept as it ended; whether there was one to
+    /// (`kept_file::save`), unless it was kept as it ended; whether there was one to
     /// keep. A validator calls it as it stops (its last save may have failed); a replay
     /// after it takes the heads out again first.
-    pub fn keep(&self) -> Result<bool, ColdError> {
+    pub fn keep(&self) -> Result<bool, SpillFileError> {
         let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let Some((_, replayed)) = last.as_ref() else { return Ok(false) };
         if self.heads_in.load(std::sync::atomic::Ordering::SeqCst) {
@@ -103,32 +103,32 @@ impl LatestReplay {
         }
         let cold = self.cold()?;
         let mut folds = replayed.folds.clone();
-        super::projection::save(&cold, &mut folds)?;
+        super::kept_file::save(&cold, &mut folds)?;
         self.heads_in.store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(true)
     }
 
     /// Replays with a temporary file (a test's, or a process that serves a store it does
     /// not write for long).
-    pub fn temporary(cache: CacheSize) -> Result<LatestReplay, ColdError> {
-        let cold = Arc::new(ColdStore::temporary(cache)?).into();
+    pub fn temporary(cache: CacheSize) -> Result<LatestReplay, SpillFileError> {
+        let cold = Arc::new(SpillFile::temporary(cache)?).into();
         Ok(LatestReplay { cold, ..LatestReplay::default() })
     }
 
     /// The file its replays keep their state in: where the validator's other sets that
-    /// grow with its log go too (`key_set::KeySet`).
-    pub fn cold(&self) -> Result<Arc<ColdStore>, ColdError> {
+    /// grow with its log go too (`spilled_key_set::KeySet`).
+    pub fn cold(&self) -> Result<Arc<SpillFile>, SpillFileError> {
         if let Some(cold) = self.cold.get() {
             return Ok(cold.clone());
         }
-        let made = Arc::new(ColdStore::temporary(CacheSize::VALIDATOR)?);
+        let made = Arc::new(SpillFile::temporary(CacheSize::VALIDATOR)?);
         Ok(self.cold.get_or_init(|| made).clone())
     }
 
-    /// The file for a validator's sets of its own log (`cold`), or, where it cannot be
+    /// The file for a validator's sets of its own log (`spill_file`), or, where it cannot be
     /// made, none, said as a warning: the sets then stay in memory, and grow with the
     /// log, which an operator must hear of rather than find in a graph.
-    pub fn sets_file(&self) -> Option<Arc<ColdStore>> {
+    pub fn sets_file(&self) -> Option<Arc<SpillFile>> {
         match self.cold() {
             Ok(cold) => Some(cold),
             Err(error) => {
@@ -178,7 +178,7 @@ impl LatestReplay {
                 // A kept file is kept after every replay, not only at a clean stop: a
                 // start after a crash then folds only what came after the last replay.
                 if self.keep_each {
-                    match super::projection::save(&cold, &mut fresh.folds) {
+                    match super::kept_file::save(&cold, &mut fresh.folds) {
                         Ok(()) => self.heads_in.store(true, std::sync::atomic::Ordering::SeqCst),
                         Err(error) => tracing::warn!(
                             event = "replay_not_kept",
@@ -192,7 +192,7 @@ impl LatestReplay {
             Err(e) => {
                 // A match the file failed to give back may be missing from the last folds
                 // too: the next replay starts from genesis.
-                if matches!(e, ReplayError::ColdRead(_)) {
+                if matches!(e, ReplayError::SpillRead(_)) {
                     *last = None;
                 }
                 return Err(e);
@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn a_kept_file_starts_each_run_with_empty_key_sets() {
-        use crate::replay::key_set::KeySet;
+        use crate::replay::spilled_key_set::KeySet;
         let dir = tempfile::tempdir().unwrap();
         let keys: Vec<Vec<u8>> = (0..1_000u32).map(|i| i.to_le_bytes().to_vec()).collect();
         {

@@ -1,6 +1,6 @@
 //! The replay's kept file: what `af audit --snapshot` folds into and starts from next
 //! time (`DIR/replay-projection.redb`). It is the same file every replay keeps its
-//! matches and records in past its cache (`cold`), kept after the run with each chain's
+//! matches and records in past its cache (`spill_file`), kept after the run with each chain's
 //! fold head (the fold without the matches and records the file holds), so there is one
 //! representation of the replay's state, on disk or in memory, and no second encoding of
 //! every match to load whole. The same rules as any snapshot hold (`FoldSource::Untrusted`):
@@ -9,11 +9,11 @@
 //! it and come back, durably, last: a run that stops half way leaves no heads, and the
 //! next one folds from genesis.
 
-use super::cold::{CacheSize, ColdError, ColdStore, MAX_HEADS_BYTES};
 use super::fold::ChainFold;
-use super::lists::{ListHead, RecordList};
-use super::matches::{MatchTable, TableHead};
-use super::model::{EquivocationFound, SkipFold};
+use super::match_table::{MatchTable, TableHead};
+use super::record_lists::{ListHead, RecordList};
+use super::records::{EquivocationFound, SkipFold};
+use super::spill_file::{CacheSize, SpillFile, SpillFileError, MAX_HEADS_BYTES};
 use super::{replay, replay_in, FoldSource, Progress, Replay, ReplayError, Snapshot, REPLAY_VERSION};
 use crate::ledger::codec;
 use crate::ledger::event::ChainCommitment;
@@ -45,7 +45,7 @@ struct Heads {
 
 /// A kept file, open, and the folds its heads held (taken out of it).
 pub struct Kept {
-    pub cold: ColdStore,
+    pub cold: SpillFile,
     pub folds: Vec<ChainFold>,
 }
 
@@ -53,29 +53,29 @@ pub struct Kept {
 /// fails its page checks is told to `note` and made afresh; heads of another replay
 /// version, or that do not decode, are told and dropped: every chain then folds from
 /// genesis. A file another process holds is an error (nothing is removed).
-pub fn open(dir: &Path, note: &mut dyn FnMut(&str)) -> Result<Kept, ColdError> {
+pub fn open(dir: &Path, note: &mut dyn FnMut(&str)) -> Result<Kept, SpillFileError> {
     open_with_cache(dir, CacheSize::AUDIT, note)
 }
 
 /// [`open`] with `cache` (a validator's replays keep the same file with theirs).
-pub fn open_with_cache(dir: &Path, cache: CacheSize, note: &mut dyn FnMut(&str)) -> Result<Kept, ColdError> {
+pub fn open_with_cache(dir: &Path, cache: CacheSize, note: &mut dyn FnMut(&str)) -> Result<Kept, SpillFileError> {
     let path = dir.join(PROJECTION_FILE);
     if std::fs::remove_file(dir.join(OLD_SNAPSHOT_FILE)).is_ok() {
         note(&format!(
             "removed {OLD_SNAPSHOT_FILE}, the snapshot of earlier builds: the replay keeps {PROJECTION_FILE}"
         ));
     }
-    let cold = match ColdStore::open_kept(&path, cache) {
-        Err(error @ ColdError::Damaged { .. }) => {
+    let cold = match SpillFile::open_kept(&path, cache) {
+        Err(error @ SpillFileError::Damaged { .. }) => {
             note(&format!("{error}; it is made afresh, and every chain folds from genesis"));
             std::fs::remove_file(&path)
-                .map_err(|e| ColdError::Engine { path: path.display().to_string(), message: e.to_string() })?;
-            ColdStore::open_kept(&path, cache)?
+                .map_err(|e| SpillFileError::Engine { path: path.display().to_string(), message: e.to_string() })?;
+            SpillFile::open_kept(&path, cache)?
         }
         opened => opened?,
     };
     let heads = match cold.take_heads() {
-        Err(error @ ColdError::Damaged { .. }) => {
+        Err(error @ SpillFileError::Damaged { .. }) => {
             note(&format!("{error}; every chain folds from genesis"));
             None
         }
@@ -85,10 +85,10 @@ pub fn open_with_cache(dir: &Path, cache: CacheSize, note: &mut dyn FnMut(&str))
         None => Vec::new(),
         Some(bytes) => match codec::decode_canonical::<Heads>(&bytes, "fold heads", MAX_HEADS_BYTES) {
             Ok(heads) if heads.replay_version == REPLAY_VERSION => {
-                let snapshot = std::sync::Arc::new(
-                    cold.snapshot()
-                        .map_err(|e| ColdError::Engine { path: path.display().to_string(), message: e.to_string() })?,
-                );
+                let snapshot = std::sync::Arc::new(cold.snapshot().map_err(|e| SpillFileError::Engine {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                })?);
                 let n_heads = heads.folds.len();
                 let folds: Vec<ChainFold> =
                     heads.folds.into_iter().filter_map(|head| fold_of(head, &snapshot)).collect();
@@ -121,14 +121,14 @@ pub fn open_with_cache(dir: &Path, cache: CacheSize, note: &mut dyn FnMut(&str))
     Ok(Kept { cold, folds })
 }
 
-/// Keeps `folds` in `cold`'s file for the next run: their matches and records go to the
+/// Keeps `folds` in `spill_file`'s file for the next run: their matches and records go to the
 /// file (the fold's last started match and last record of each kind stay in the heads),
 /// then the heads, durably.
-pub fn save(cold: &ColdStore, folds: &mut [ChainFold]) -> Result<(), ColdError> {
+pub fn save(cold: &SpillFile, folds: &mut [ChainFold]) -> Result<(), SpillFileError> {
     super::spill::spill(cold, folds)?;
     let heads = Heads { replay_version: REPLAY_VERSION, folds: folds.iter().map(head_of).collect() };
     let bytes = codec::encode(&heads, "fold heads", MAX_HEADS_BYTES)
-        .map_err(|e| ColdError::Engine { path: cold.path().display().to_string(), message: e.to_string() })?;
+        .map_err(|e| SpillFileError::Engine { path: cold.path().display().to_string(), message: e.to_string() })?;
     cold.put_heads(&bytes)
 }
 
@@ -149,7 +149,7 @@ fn head_of(fold: &ChainFold) -> FoldHead {
 
 /// The fold `head` describes, or `None` when the file's rows of its log are not the ones
 /// it counts (the file was changed since, by something other than a run of this code).
-fn fold_of(head: FoldHead, snapshot: &std::sync::Arc<super::cold::ColdSnapshot>) -> Option<ChainFold> {
+fn fold_of(head: FoldHead, snapshot: &std::sync::Arc<super::spill_file::SpillSnapshot>) -> Option<ChainFold> {
     let mut fold = head.fold;
     let validator = fold.validator;
     fold.matches = MatchTable::from_head(head.matches, validator, snapshot)?;
