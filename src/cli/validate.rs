@@ -2,9 +2,9 @@
 
 use super::print_json;
 use crate::outln;
-use af::evaluation::matchplay::MatchState;
 use af::validator::config;
 use af::validator::launch::{self, Launch, Validator};
+use af::validator::matchrun::MatchProgress;
 use af::validator::state;
 use anyhow::Context;
 use std::io::IsTerminal;
@@ -174,9 +174,7 @@ fn validate_once(
     let closing = log.clone();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let outcome = runtime.block_on(async move {
-        let (progress_sender, progress) =
-            tokio::sync::watch::channel(MatchState::new(1, config.evaluation.stopping_rule()?, 1, 1, 0.5));
-        let envs = config.evaluation.envs.clone();
+        let (progress_sender, progress) = tokio::sync::watch::channel(MatchProgress::default());
         let launch = Launch {
             data: data.to_owned(),
             log,
@@ -198,12 +196,12 @@ fn validate_once(
             return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
         };
         let terminal = std::io::stderr().is_terminal();
-        let display = tokio::spawn(show_progress(progress, envs.clone(), terminal));
+        let display = tokio::spawn(show_progress(progress, terminal));
         let on_match = Box::new(move |report: &_, contender: &_, champion: &_| {
             if terminal {
                 eprint!("\r\x1b[2K");
             }
-            launch::log_match(report, contender, champion, &envs);
+            launch::log_match(report, contender, champion);
         });
         let summary = validator.play(max_matches, Some(Arc::new(progress_sender)), on_match).await;
         display.abort();
@@ -239,12 +237,15 @@ fn validate_once(
 }
 
 /// One line per running match on a terminal: each env's tally or result.
-async fn show_progress(mut progress: tokio::sync::watch::Receiver<MatchState>, envs: Vec<String>, terminal: bool) {
+async fn show_progress(mut progress: tokio::sync::watch::Receiver<MatchProgress>, terminal: bool) {
     if !terminal {
         return; // structured lines come from on_match
     }
     while progress.changed().await.is_ok() {
-        let line = progress.borrow_and_update().progress_line(&envs);
+        let line = {
+            let shown = progress.borrow_and_update();
+            shown.state.as_ref().map(|state| state.progress_line(&shown.envs)).unwrap_or_default()
+        };
         eprint!("\r\x1b[2K{line}");
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }

@@ -10,7 +10,7 @@ use super::run::{self, MatchCallback, RunError, RunOptions, RunSummary};
 use crate::budget::MemoryBudget;
 use crate::bytes::ValidatorKey;
 use crate::chain::{Chain, ChainError, ChainSpec};
-use crate::evaluation::matchplay::{MatchState, MatchVerdict};
+use crate::evaluation::matchplay::MatchVerdict;
 use crate::http::server::{self, Feeds, HttpLimits};
 use crate::http::ADDRESS_FILE;
 use crate::ledger::event::Evidence;
@@ -516,7 +516,7 @@ impl Validator {
     pub async fn play(
         &mut self,
         max_matches: Option<u64>,
-        progress: Option<Arc<watch::Sender<MatchState>>>,
+        progress: Option<Arc<watch::Sender<super::matchrun::MatchProgress>>>,
         on_match: MatchCallback,
     ) -> Result<RunSummary, LaunchError> {
         let options = RunOptions {
@@ -597,8 +597,8 @@ impl Validator {
 
 /// Logs a decided match: its verdict and each environment's tally, then each miner's
 /// failed challenges by class.
-pub fn log_match(report: &MatchReport, contender: &Contestant, champion: &Contestant, envs: &[String]) {
-    let tallies = report.state.tallies(envs);
+pub fn log_match(report: &MatchReport, contender: &Contestant, champion: &Contestant) {
+    let tallies = report.state.tallies(&report.envs);
     tracing::info!(
         event = "match_decided",
         match_id = %report.match_id,

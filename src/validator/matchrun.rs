@@ -50,6 +50,8 @@ pub struct MatchPlan {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct MatchReport {
     pub match_id: MatchId,
+    /// The match's environments, in its plan's order (the state's tallies are in it).
+    pub envs: Vec<String>,
     pub verdict: MatchVerdict,
     pub decided: MatchDecided,
     pub state: MatchState,
@@ -80,9 +82,17 @@ struct Shared {
     /// written by another env's task never precedes the transcripts its tally counts.
     send_order: tokio::sync::Mutex<()>,
     events: mpsc::Sender<Vec<Event>>,
-    progress: Option<Arc<watch::Sender<MatchState>>>,
+    progress: Option<Arc<watch::Sender<MatchProgress>>>,
     metrics: Arc<Metrics>,
     failures: Mutex<BTreeMap<String, BTreeMap<&'static str, u64>>>,
+}
+
+/// A running match as a progress display reads it: its environments, in its plan's
+/// order, and its state after the last recorded challenge (`None` before the first).
+#[derive(Clone, Debug, Default)]
+pub struct MatchProgress {
+    pub envs: Vec<String>,
+    pub state: Option<MatchState>,
 }
 
 /// What a match runs in: who we are, the environments, the miner client, where events
@@ -97,7 +107,7 @@ pub struct MatchContext {
     pub chain_block: u64,
     pub stop: watch::Receiver<bool>,
     /// Receives the match state after every recorded challenge, for progress displays.
-    pub progress: Option<Arc<watch::Sender<MatchState>>>,
+    pub progress: Option<Arc<watch::Sender<MatchProgress>>>,
     /// Where to ask the writer to make what was sent durable.
     pub flush: mpsc::Sender<super::writer::FlushRequest>,
     /// Counts matches and games for the operator.
@@ -209,7 +219,14 @@ pub async fn play_match(
         _ => "undecided",
     });
     let failures = std::mem::take(&mut *shared.failures.lock().expect("never poisoned"));
-    Ok(MatchReport { match_id: shared.plan.match_id, verdict, decided, state, failures })
+    Ok(MatchReport {
+        match_id: shared.plan.match_id,
+        envs: shared.plan.envs.clone(),
+        verdict,
+        decided,
+        state,
+        failures,
+    })
 }
 
 /// Applies the pairs a previous run recorded, in index order, up to the first gap.
@@ -299,7 +316,7 @@ async fn run_env(
         };
         let Some((state, decided_now)) = decision else { continue };
         if let Some(progress) = &shared.progress {
-            progress.send_replace(state.clone());
+            progress.send_replace(MatchProgress { envs: shared.plan.envs.clone(), state: Some(state.clone()) });
         }
         for (i, result) in decided_now {
             let tally = &state.envs[i];

@@ -14,7 +14,7 @@ use super::queue_reader::{
 };
 use super::state;
 use super::writer::{spawn_writer, WriterError};
-use crate::evaluation::matchplay::{MatchState, MatchVerdict};
+use crate::evaluation::matchplay::MatchVerdict;
 use crate::evaluation::plan::{describe_plan, parse_plan};
 use crate::ledger::event::Evidence;
 use crate::ledger::event::MinerRef;
@@ -80,7 +80,7 @@ pub struct RunOptions {
     /// Stop once our log holds this many decided matches (counted from the log).
     pub max_matches: Option<u64>,
     pub now_ms: fn() -> u64,
-    pub progress: Option<Arc<watch::Sender<MatchState>>>,
+    pub progress: Option<Arc<watch::Sender<super::matchrun::MatchProgress>>>,
     /// Called with each decided match, for log lines.
     pub on_match: MatchCallback,
     /// Where the miner client records every HTTP attempt (shared, so a caller can watch
