@@ -260,6 +260,11 @@ pub fn run(spec: &DevnetSpec) -> Result<Devnet, DevnetError> {
         eprintln!("sybil: commits {model} (already committed) at {url}");
         hotkey
     };
+    // The table the validators play by (the config's, or `AF_PROTOCOL__TABLE` they
+    // inherit): the devnet's own replay judges their logs by it.
+    let registry = crate::validator::config::parse(&config, std::env::vars())
+        .map_err(|e| DevnetError::Failed(format!("the devnet's validator config: {e}")))?
+        .registry();
     let config_path = data.join("validator.toml");
     std::fs::write(&config_path, config).map_err(io(format!("writing {}", config_path.display())))?;
     // Each validator plays at most one match per miner other than the first champion.
@@ -428,7 +433,7 @@ pub fn run(spec: &DevnetSpec) -> Result<Devnet, DevnetError> {
         let report = verify::verify_store(&store, &|_, _| {})?;
         let replayed = crate::replay::replay(
             &store,
-            &crate::envs::registry(),
+            &registry,
             None,
             &crate::evaluation::ratio::DEFAULT_RATIO_PARAMS,
             &mut |_, _, _| {},
@@ -569,6 +574,7 @@ pub fn run(spec: &DevnetSpec) -> Result<Devnet, DevnetError> {
         },
         "elapsed_s": started.elapsed().as_secs_f64(),
         "data": data,
+        "protocol_table": registry.protocol().network,
         "n_miners": n_miners,
         "rounds": rounds,
     });

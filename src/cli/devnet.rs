@@ -124,9 +124,14 @@ fn print_text(r: &Value) -> anyhow::Result<()> {
         r["peers_from_chain"]["validators_with_axons"]
     );
     let dir = text(&r["data"]);
+    // Logs played by a test table are judged by it (ledger-spec/15).
+    let table = match text(&r["protocol_table"]) {
+        table if table == "af" => String::new(),
+        table => format!(" --protocol {table}"),
+    };
     outln!("data in {dir}. The chain stopped with the devnet and kept its state: to re-check against it, run");
     outln!("  af chain serve --data {dir}/chain --listen 127.0.0.1:9944 &");
-    outln!("  af audit --data {dir}/v0 --chain local:127.0.0.1:9944");
-    outln!("or `af audit --data {dir}/v0` offline; `af transcripts --data {dir}/v0 --miner HOTKEY` for a miner's view");
+    outln!("  af audit --data {dir}/v0{table} --chain local:127.0.0.1:9944");
+    outln!("or `af audit --data {dir}/v0{table}` offline; `af transcripts --data {dir}/v0 --miner HOTKEY` for a miner's view");
     Ok(())
 }

@@ -175,6 +175,16 @@ fn every_command_and_source_path_the_docs_show_exists() {
     assert!(wrong.is_empty(), "docs that name what does not exist:\n{}", wrong.join("\n"));
 }
 
+/// The two a newcomer reads first stay short: the README a pitch and three journeys, the
+/// architecture a map (issue 77).
+#[test]
+fn the_readme_and_the_architecture_stay_short() {
+    for (name, most) in [("README.md", 300), ("ARCHITECTURE.md", 450)] {
+        let lines = std::fs::read_to_string(crate::repo_path(name)).unwrap().lines().count();
+        assert!(lines <= most, "{name} has {lines} lines, over {most}: move detail to docs/");
+    }
+}
+
 #[test]
 fn a_made_up_command_and_a_placeholder_are_told_apart() {
     let mut cache = BTreeMap::new();
