@@ -149,7 +149,7 @@ fn head_of(fold: &ChainFold) -> FoldHead {
 
 /// The fold `head` describes, or `None` when the file's rows of its log are not the ones
 /// it counts (the file was changed since, by something other than a run of this code).
-fn fold_of(head: FoldHead, snapshot: &std::sync::Arc<super::spill_file::SpillSnapshot>) -> Option<ChainFold> {
+fn fold_of(head: FoldHead, snapshot: &std::sync::Arc<super::spill_snapshot::SpillSnapshot>) -> Option<ChainFold> {
     let mut fold = head.fold;
     let validator = fold.validator;
     fold.matches = MatchTable::from_head(head.matches, validator, snapshot)?;

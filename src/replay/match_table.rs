@@ -4,7 +4,8 @@
 //! walk them in id or log order without borrowing the table.
 
 use super::records::MatchFold;
-use super::spill_file::{same_reads, until_failed, SpillFileError, SpillSnapshot};
+use super::spill_file::SpillFileError;
+use super::spill_snapshot::{same_reads, until_failed, SpillSnapshot};
 use crate::bytes::{MatchId, ValidatorKey};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

@@ -5,7 +5,8 @@
 //! lists held in memory would grow with time.
 
 use super::records::{EquivocationFound, SkipFold};
-use super::spill_file::{same_reads, until_failed, Record, SpillFileError, SpillSnapshot};
+use super::spill_file::{Record, SpillFileError};
+use super::spill_snapshot::{same_reads, until_failed, SpillSnapshot};
 use crate::bytes::ValidatorKey;
 use crate::ledger::event::ChainCommitment;
 use serde::ser::SerializeSeq;

@@ -6,21 +6,23 @@
 //! so the same code runs in both and only the cache size differs. The file is derived
 //! (made afresh by every process, never read by another) and read through snapshots, so a
 //! replay that readers still hold keeps seeing exactly the matches it was combined from
-//! while the next one spills more. This is the only module of the replay that knows redb.
+//! while the next one spills more (`spill_snapshot`). The file's tables are defined here
+//! alone (`sorted_scratch` makes the combine's scratch ones).
 
 use super::records::{MatchFold, NetworkMatch};
+use super::spill_snapshot::SpillSnapshot;
 use crate::bytes::{MatchId, ValidatorKey};
 use crate::ledger::codec;
-use redb::{Database, ReadOnlyTable, ReadableDatabase, Table, TableDefinition, WriteTransaction};
+use redb::{Database, ReadableDatabase, Table, TableDefinition, WriteTransaction};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// (validator, match id) -> the match's place in its log: started height (big-endian),
 /// then event index. Keys sort as the ids do, so a scan walks a log's matches in id order.
-const BY_ID: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_place_by_id");
+pub(super) const BY_ID: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_place_by_id");
 /// (validator, started height, event index) -> match id, then the fold's encoding.
 pub(super) const BY_PLACE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_by_place");
 /// The network state's matches, in the state's order, as the last combine wrote them
@@ -44,7 +46,7 @@ const HEADS_KEY: &str = "heads";
 pub const MAX_HEADS_BYTES: u64 = 1 << 30;
 /// Each kind of listed record (`record_lists::RECORD_TABLES`): (validator, place in the log's
 /// list, big-endian) -> the record.
-fn list_table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
+pub(super) fn list_table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
     TableDefinition::new(name)
 }
 
@@ -109,7 +111,7 @@ impl CacheSize {
 /// One transaction in this many on the file is committed with fsync (`durability`).
 const DURABLE_EVERY: u64 = 16;
 /// Largest encoded match fold read back (a fold's own writes, bounded the same way).
-const MAX_FOLD_BYTES: u64 = 64 * 1024 * 1024;
+pub(super) const MAX_FOLD_BYTES: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpillFileError {
@@ -149,55 +151,7 @@ impl std::fmt::Debug for SpillFile {
     }
 }
 
-/// One committed view of the file: what the folds that hold it read their spilled
-/// matches from. Every read returns its error; a failed one also marks the snapshot
-/// faulted, for the fold's own steps (`replay` asks before handing a replay out).
-pub struct SpillSnapshot {
-    /// redb stops serving reads once its database is dropped: a snapshot keeps it open.
-    _db: Arc<Database>,
-    by_id: ReadOnlyTable<&'static [u8], &'static [u8]>,
-    by_place: ReadOnlyTable<&'static [u8], &'static [u8]>,
-    /// One per kind of listed record, by `Record::SLOT`.
-    lists: Vec<ReadOnlyTable<&'static [u8], &'static [u8]>>,
-    state_list: ReadOnlyTable<u64, &'static [u8]>,
-    state_plays: ReadOnlyTable<&'static [u8], &'static [u8]>,
-    fault: AtomicBool,
-    path: PathBuf,
-}
-
-impl std::fmt::Debug for SpillSnapshot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SpillSnapshot").field("path", &self.path).field("faulted", &self.faulted()).finish()
-    }
-}
-
-/// `reads`, ending after the first failed one: a reader never sees items past a gap.
-pub(super) fn until_failed<T>(
-    reads: impl Iterator<Item = Result<T, SpillFileError>>,
-) -> impl Iterator<Item = Result<T, SpillFileError>> {
-    let mut ended = false;
-    reads.map_while(move |item| {
-        let last = ended;
-        ended |= item.is_err();
-        (!last).then_some(item)
-    })
-}
-
-/// Whether two reads hand back the same items, each read whole.
-pub(super) fn same_reads<T: PartialEq>(
-    mut a: impl Iterator<Item = Result<T, SpillFileError>>,
-    mut b: impl Iterator<Item = Result<T, SpillFileError>>,
-) -> bool {
-    loop {
-        match (a.next(), b.next()) {
-            (None, None) => return true,
-            (Some(Ok(x)), Some(Ok(y))) if x == y => continue,
-            _ => return false,
-        }
-    }
-}
-
-fn id_key(validator: &ValidatorKey, id: &MatchId) -> [u8; 64] {
+pub(super) fn id_key(validator: &ValidatorKey, id: &MatchId) -> [u8; 64] {
     let mut key = [0; 64];
     key[..32].copy_from_slice(&validator.0);
     key[32..].copy_from_slice(&id.0);
@@ -212,7 +166,7 @@ pub(super) fn place_key(validator: &ValidatorKey, height: u64, event_idx: u32) -
     key
 }
 
-fn index_key(validator: &ValidatorKey, index: u64) -> [u8; 40] {
+pub(super) fn index_key(validator: &ValidatorKey, index: u64) -> [u8; 40] {
     let mut key = [0; 40];
     key[..32].copy_from_slice(&validator.0);
     key[32..].copy_from_slice(&index.to_be_bytes());
@@ -226,7 +180,7 @@ fn set_key(set: u64, key: &[u8]) -> Vec<u8> {
 }
 
 /// Every key of `validator` in a table keyed by validator first.
-fn of_validator(validator: &ValidatorKey) -> ([u8; 32], Option<[u8; 32]>) {
+pub(super) fn of_validator(validator: &ValidatorKey) -> ([u8; 32], Option<[u8; 32]>) {
     let mut next = validator.0;
     // The next validator key up, if any: the end of this one's range.
     for byte in next.iter_mut().rev() {
@@ -542,17 +496,7 @@ impl SpillFile {
     }
 
     pub(super) fn snapshot(&self) -> Result<SpillSnapshot, redb::Error> {
-        let txn = self.db.begin_read()?;
-        Ok(SpillSnapshot {
-            _db: self.db.clone(),
-            by_id: txn.open_table(BY_ID)?,
-            by_place: txn.open_table(BY_PLACE)?,
-            lists: RECORD_TABLES.iter().map(|name| txn.open_table(list_table(name))).collect::<Result<_, _>>()?,
-            state_list: txn.open_table(STATE_LIST)?,
-            state_plays: txn.open_table(list_table(STATE_PLAYS))?,
-            fault: AtomicBool::new(false),
-            path: self.path.clone(),
-        })
+        SpillSnapshot::open(&self.db, &self.path)
     }
 }
 
@@ -598,167 +542,5 @@ impl Drop for SpillFile {
         if !self.kept {
             let _ = std::fs::remove_file(&self.path);
         }
-    }
-}
-
-impl SpillSnapshot {
-    /// The file this snapshot reads.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Whether a read from this snapshot failed. Readers get the error itself; the flag
-    /// is for the fold, whose steps cannot stop on one, and which asks it when done.
-    pub(super) fn faulted(&self) -> bool {
-        self.fault.load(Ordering::Relaxed)
-    }
-
-    /// The error of a failed read, logged once per snapshot, which it marks faulted.
-    pub(super) fn failed(&self, why: impl std::fmt::Display) -> SpillFileError {
-        if !self.fault.swap(true, Ordering::Relaxed) {
-            tracing::error!(target: "af::replay", event = "cold_read_failed", path = %self.path.display(), "{why}");
-        }
-        SpillFileError::Engine { path: self.path.display().to_string(), message: format!("a read failed: {why}") }
-    }
-
-    pub(super) fn contains(&self, validator: &ValidatorKey, id: &MatchId) -> Result<bool, SpillFileError> {
-        self.by_id.get(&id_key(validator, id)[..]).map(|found| found.is_some()).map_err(|e| self.failed(e))
-    }
-
-    pub(super) fn get(&self, validator: &ValidatorKey, id: &MatchId) -> Result<Option<MatchFold>, SpillFileError> {
-        let place = match self.by_id.get(&id_key(validator, id)[..]).map_err(|e| self.failed(e))? {
-            Some(found) => found.value().to_vec(),
-            None => return Ok(None),
-        };
-        let mut key = validator.0.to_vec();
-        key.extend_from_slice(&place);
-        match self.by_place.get(&key[..]).map_err(|e| self.failed(e))? {
-            Some(value) => self.decode(value.value()).map(|(_, m)| Some(m)),
-            None => Err(self.failed(format!("match {id} is indexed but not stored"))),
-        }
-    }
-
-    fn decode(&self, value: &[u8]) -> Result<(MatchId, MatchFold), SpillFileError> {
-        let Some((id, encoded)) = value.split_first_chunk::<32>() else {
-            return Err(self.failed("a stored match is shorter than its id"));
-        };
-        let m = codec::decode_canonical(encoded, "match fold", MAX_FOLD_BYTES).map_err(|e| self.failed(e))?;
-        Ok((crate::bytes::Hash32(*id), m))
-    }
-
-    /// `validator`'s spilled match ids, in id order.
-    pub(super) fn ids(&self, validator: &ValidatorKey) -> impl Iterator<Item = Result<MatchId, SpillFileError>> + '_ {
-        self.scan(&self.by_id, validator, |key, _| match key.last_chunk::<32>() {
-            Some(id) => Ok(crate::bytes::Hash32(*id)),
-            None => Err(self.failed("a stored match id is short")),
-        })
-    }
-
-    /// Every entry of `validator` in `table` (keyed by validator first), in key order,
-    /// through `read` (key, value); the first failed read or decode is the last item.
-    fn scan<'s, T: 's>(
-        &'s self,
-        table: &'s ReadOnlyTable<&'static [u8], &'static [u8]>,
-        validator: &ValidatorKey,
-        read: impl Fn(&[u8], &[u8]) -> Result<T, SpillFileError> + 's,
-    ) -> impl Iterator<Item = Result<T, SpillFileError>> + 's {
-        let (from, to) = of_validator(validator);
-        let range = match to {
-            Some(to) => table.range::<&[u8]>(&from[..]..&to[..]),
-            None => table.range::<&[u8]>(&from[..]..),
-        };
-        self.entries(range, move |key, value| read(key.value(), value.value()))
-    }
-
-    /// The entries of a table's `range`, each through `read`, ending after the first error.
-    fn entries<'s, K: redb::Key + 's, V: redb::Value + 's, T: 's>(
-        &'s self,
-        range: Result<redb::Range<'s, K, V>, redb::StorageError>,
-        read: impl Fn(redb::AccessGuard<'_, K>, redb::AccessGuard<'_, V>) -> Result<T, SpillFileError> + 's,
-    ) -> impl Iterator<Item = Result<T, SpillFileError>> + 's {
-        let (range, opened) = match range {
-            Ok(range) => (Some(range), None),
-            Err(e) => (None, Some(Err(self.failed(e)))),
-        };
-        let read = range.into_iter().flatten().map(move |entry| match entry {
-            Ok((key, value)) => read(key, value),
-            Err(e) => Err(self.failed(e)),
-        });
-        until_failed(opened.into_iter().chain(read))
-    }
-
-    /// The table of `T` records.
-    fn list<T: Record>(&self) -> &ReadOnlyTable<&'static [u8], &'static [u8]> {
-        &self.lists[T::SLOT]
-    }
-
-    /// `validator`'s `T` record at `index` of its list.
-    pub(super) fn record<T: Record>(&self, validator: &ValidatorKey, index: u64) -> Result<T, SpillFileError> {
-        match self.list::<T>().get(&index_key(validator, index)[..]).map_err(|e| self.failed(e))? {
-            Some(value) => self.decode_record(value.value()),
-            None => Err(self.failed(format!("{} record {index} is not stored", T::TABLE))),
-        }
-    }
-
-    fn decode_record<T: Record>(&self, value: &[u8]) -> Result<T, SpillFileError> {
-        codec::decode_canonical(value, "listed record", MAX_FOLD_BYTES).map_err(|e| self.failed(e))
-    }
-
-    /// How many `T` records of `validator` the snapshot holds (keys only, nothing decoded).
-    pub(super) fn n_records<T: Record>(&self, validator: &ValidatorKey) -> Result<usize, SpillFileError> {
-        self.scan(self.list::<T>(), validator, |_, _| Ok(())).try_fold(0, |n, read| read.map(|()| n + 1))
-    }
-
-    /// `validator`'s spilled `T` records, in log order.
-    pub(super) fn records<T: Record>(
-        &self,
-        validator: &ValidatorKey,
-    ) -> impl Iterator<Item = Result<T, SpillFileError>> + '_ {
-        self.scan(self.list::<T>(), validator, |_, value| self.decode_record(value))
-    }
-
-    /// The state's list of matches from place `from` on, in order.
-    pub(super) fn state_matches(&self, from: u64) -> impl Iterator<Item = Result<NetworkMatch, SpillFileError>> + '_ {
-        self.entries(self.state_list.range(from..), |_, value| {
-            codec::decode_canonical(value.value(), "network match", MAX_FOLD_BYTES).map_err(|e| self.failed(e))
-        })
-    }
-
-    /// The (validator, match id) of every play whose key starts with `pair` (a pair's
-    /// `SortKey` bytes), in key order.
-    pub(super) fn state_plays(&self, pair: &[u8]) -> Result<Vec<(ValidatorKey, MatchId)>, SpillFileError> {
-        let mut end = pair.to_vec();
-        // A pair's bytes end in the name terminator 0 0: one past it bounds the range.
-        if let Some(last) = end.last_mut() {
-            *last = last.saturating_add(1);
-        }
-        let range = self.state_plays.range::<&[u8]>(pair..&end[..]);
-        self.entries(range, |key, _| match key.value().last_chunk::<64>() {
-            Some(tail) => {
-                let (validator, id) = tail.split_at(32);
-                let validator = ValidatorKey(validator.try_into().expect("32 of 64 bytes"));
-                Ok((validator, crate::bytes::Hash32(id.try_into().expect("32 of 64 bytes"))))
-            }
-            None => Err(self.failed("a play's key is shorter than its validator and id")),
-        })
-        .collect()
-    }
-
-    /// Every play of the state's combine, in key order: entries as its bag wrote them
-    /// (`sorted_scratch::Bag`), decoded as `T`.
-    pub(super) fn state_play_entries<'s, T: DeserializeOwned + Serialize + 's>(
-        &'s self,
-    ) -> impl Iterator<Item = Result<T, SpillFileError>> + 's {
-        self.entries(redb::ReadableTable::iter(&self.state_plays), |_, value| {
-            codec::decode_canonical(value.value(), "combine entry", MAX_ENTRY_BYTES).map_err(|e| self.failed(e))
-        })
-    }
-
-    /// `validator`'s spilled matches in log order.
-    pub(super) fn in_log_order(
-        &self,
-        validator: &ValidatorKey,
-    ) -> impl Iterator<Item = Result<(MatchId, MatchFold), SpillFileError>> + '_ {
-        self.scan(&self.by_place, validator, |_, value| self.decode(value))
     }
 }

@@ -5,7 +5,8 @@
 
 use super::records::{Name, NetworkMatch};
 use super::sorted_scratch::SortKey;
-use super::spill_file::{same_reads, SpillFile, SpillFileError, SpillSnapshot};
+use super::spill_file::{SpillFile, SpillFileError};
+use super::spill_snapshot::{same_reads, SpillSnapshot};
 use crate::bytes::{MatchId, ValidatorKey};
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Serialize, Serializer};

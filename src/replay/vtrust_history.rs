@@ -103,7 +103,7 @@ fn first_point(blocks: &[u64], block: u64) -> usize {
 
 /// The combine's plays by pair, as its snapshot holds them (by pair, then validator,
 /// then id): the same index the pages read.
-struct Plays<'a>(&'a super::spill_file::SpillSnapshot);
+struct Plays<'a>(&'a super::spill_snapshot::SpillSnapshot);
 
 impl Plays<'_> {
     /// Hands every play to `each` in key order; an error if one did not read back.
