@@ -189,7 +189,7 @@ pub fn combine(
     let voters: BTreeMap<ValidatorKey, Arc<ValidatorKey>> =
         folds.iter().map(|f| (f.validator, Arc::new(identities.root(&f.validator)))).collect();
     // Kept in the file with the state's list: the pages read which logs played a pair.
-    let mut plays: Bag<'_, PlayKey, Play> = Bag::kept(&txn, cold, super::spill_file::STATE_PLAYS);
+    let mut plays: Bag<'_, PlayKey, Play> = Bag::kept(&txn, cold, super::spill_layout::STATE_PLAYS);
     for entry in play_entries(folds.iter().copied()) {
         let (key, play) = entry?;
         plays.put(key, play)?;

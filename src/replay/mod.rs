@@ -28,6 +28,7 @@ pub mod records;
 pub mod sorted_scratch;
 pub mod spill;
 pub mod spill_file;
+pub mod spill_layout;
 pub mod spill_snapshot;
 pub mod spilled_key_set;
 pub mod state_hash;

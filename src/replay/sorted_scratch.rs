@@ -4,7 +4,8 @@
 //! validator's combine holds one pair at a time, not every pair of the network.
 
 use super::records::Name;
-use super::spill_file::{SpillFile, SpillFileError, MAX_ENTRY_BYTES};
+use super::spill_file::{SpillFile, SpillFileError};
+use super::spill_layout::MAX_ENTRY_BYTES;
 use crate::bytes::Hash32;
 use crate::ledger::codec;
 use redb::{ReadableTable, TableDefinition, WriteTransaction};

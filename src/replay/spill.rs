@@ -89,6 +89,7 @@ mod tests {
     use crate::ledger::codec;
     use crate::replay::records::tests_support::played;
     use crate::replay::spill_file::*;
+    use crate::replay::spill_layout::{place_key, BY_PLACE, STATE_LIST};
     use redb::ReadableDatabase;
 
     /// A fold of `n` matches whose ids do not follow their log order.
@@ -368,7 +369,8 @@ mod growth {
 mod whole {
     use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
     use crate::ledger::Store;
-    use crate::replay::spill_file::{CacheSize, SpillFile, SPILL_FILE, STATE_LIST};
+    use crate::replay::spill_file::{CacheSize, SpillFile, SPILL_FILE};
+    use crate::replay::spill_layout::STATE_LIST;
     use crate::replay::state_matches::NetworkMatches;
     use crate::synthetic_logs::{write_network, NetworkSpec};
 

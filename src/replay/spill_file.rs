@@ -6,33 +6,21 @@
 //! so the same code runs in both and only the cache size differs. The file is derived
 //! (made afresh by every process, never read by another) and read through snapshots, so a
 //! replay that readers still hold keeps seeing exactly the matches it was combined from
-//! while the next one spills more (`spill_snapshot`). The file's tables are defined here
-//! alone (`sorted_scratch` makes the combine's scratch ones).
+//! while the next one spills more (`spill_snapshot`). Its tables are `spill_layout`'s.
 
 use super::records::{MatchFold, NetworkMatch};
+use super::spill_layout::{
+    id_key, index_key, list_table, of_validator, place_key, BY_ID, BY_PLACE, MAX_FOLD_BYTES, STATE_LIST, STATE_PLAYS,
+};
+pub use super::spill_layout::{Record, SpillFileError, RECORD_TABLES};
 use super::spill_snapshot::SpillSnapshot;
 use crate::bytes::{MatchId, ValidatorKey};
 use crate::ledger::codec;
 use redb::{Database, ReadableDatabase, Table, TableDefinition, WriteTransaction};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// (validator, match id) -> the match's place in its log: started height (big-endian),
-/// then event index. Keys sort as the ids do, so a scan walks a log's matches in id order.
-pub(super) const BY_ID: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_place_by_id");
-/// (validator, started height, event index) -> match id, then the fold's encoding.
-pub(super) const BY_PLACE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("match_by_place");
-/// The network state's matches, in the state's order, as the last combine wrote them
-/// (each combine replaces the list; replays still held read theirs through their snapshot).
-pub(super) const STATE_LIST: TableDefinition<u64, &[u8]> = TableDefinition::new("network_matches");
-/// The last combine's plays by pair (`combine::PlayKey` as `sorted_scratch::SortKey` bytes -> the
-/// play): which logs played each of the state's matches, for the pages.
-pub(super) const STATE_PLAYS: &str = "state_plays";
-/// Largest entry a combine's bag writes or reads back (a match's votes, one per validator).
-pub(super) const MAX_ENTRY_BYTES: u64 = 64 * 1024 * 1024;
 /// Members of the sets a validator keeps of what its own log holds (`spilled_key_set::KeySet`):
 /// (set, key) -> nothing.
 const KEY_SETS: TableDefinition<&[u8], ()> = TableDefinition::new("key_sets");
@@ -44,23 +32,6 @@ const HEADS: TableDefinition<&str, &[u8]> = TableDefinition::new("fold_heads");
 const HEADS_KEY: &str = "heads";
 /// Largest heads entry written or read back (`kept_file`).
 pub const MAX_HEADS_BYTES: u64 = 1 << 30;
-/// Each kind of listed record (`record_lists::RECORD_TABLES`): (validator, place in the log's
-/// list, big-endian) -> the record.
-pub(super) fn list_table(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
-    TableDefinition::new(name)
-}
-
-/// A kind of record a log lists, kept in its own table of the file (`record_lists::RecordList`).
-pub trait Record: Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeOwned + 'static {
-    /// Its place in [`RECORD_TABLES`].
-    const SLOT: usize;
-    /// The table's name in the file.
-    const TABLE: &'static str = RECORD_TABLES[Self::SLOT];
-}
-
-/// Every kind of listed record's table, by slot: commitments, skips, equivocations.
-pub const RECORD_TABLES: [&str; 3] = ["commitments", "skips", "equivocations"];
-
 /// A validator's file, beside the store it is derived from.
 pub const SPILL_FILE: &str = "replay-cold.redb";
 
@@ -110,19 +81,6 @@ impl CacheSize {
 }
 /// One transaction in this many on the file is committed with fsync (`durability`).
 const DURABLE_EVERY: u64 = 16;
-/// Largest encoded match fold read back (a fold's own writes, bounded the same way).
-pub(super) const MAX_FOLD_BYTES: u64 = 64 * 1024 * 1024;
-
-#[derive(Debug, thiserror::Error)]
-pub enum SpillFileError {
-    #[error("the replay's file {path}: {message}")]
-    Engine { path: String, message: String },
-    /// A kept file that fails its checks on open (`SpillFile::open_kept`): one to make
-    /// afresh, unlike one another process holds.
-    #[error("the replay's file {path} is damaged: {message}")]
-    Damaged { path: String, message: String },
-}
-
 /// The file matches and records are spilled to, open for this process alone.
 pub struct SpillFile {
     pub(super) db: Arc<Database>,
@@ -151,47 +109,10 @@ impl std::fmt::Debug for SpillFile {
     }
 }
 
-pub(super) fn id_key(validator: &ValidatorKey, id: &MatchId) -> [u8; 64] {
-    let mut key = [0; 64];
-    key[..32].copy_from_slice(&validator.0);
-    key[32..].copy_from_slice(&id.0);
-    key
-}
-
-pub(super) fn place_key(validator: &ValidatorKey, height: u64, event_idx: u32) -> [u8; 44] {
-    let mut key = [0; 44];
-    key[..32].copy_from_slice(&validator.0);
-    key[32..40].copy_from_slice(&height.to_be_bytes());
-    key[40..].copy_from_slice(&event_idx.to_be_bytes());
-    key
-}
-
-pub(super) fn index_key(validator: &ValidatorKey, index: u64) -> [u8; 40] {
-    let mut key = [0; 40];
-    key[..32].copy_from_slice(&validator.0);
-    key[32..].copy_from_slice(&index.to_be_bytes());
-    key
-}
-
 fn set_key(set: u64, key: &[u8]) -> Vec<u8> {
     let mut out = set.to_be_bytes().to_vec();
     out.extend_from_slice(key);
     out
-}
-
-/// Every key of `validator` in a table keyed by validator first.
-pub(super) fn of_validator(validator: &ValidatorKey) -> ([u8; 32], Option<[u8; 32]>) {
-    let mut next = validator.0;
-    // The next validator key up, if any: the end of this one's range.
-    for byte in next.iter_mut().rev() {
-        if *byte == u8::MAX {
-            *byte = 0;
-        } else {
-            *byte += 1;
-            return (validator.0, Some(next));
-        }
-    }
-    (validator.0, None)
 }
 
 /// Makes every table, so any snapshot can open them all.

@@ -3,7 +3,7 @@
 //! fold's own check), so a reader faces the file's faults by type.
 
 use super::records::{MatchFold, NetworkMatch};
-use super::spill_file::{
+use super::spill_layout::{
     id_key, index_key, list_table, of_validator, Record, SpillFileError, BY_ID, BY_PLACE, MAX_ENTRY_BYTES,
     MAX_FOLD_BYTES, RECORD_TABLES, STATE_LIST, STATE_PLAYS,
 };

@@ -6,6 +6,7 @@ pub mod anchor;
 pub mod archiver;
 pub mod checkpoints;
 pub mod config;
+pub mod config_checks;
 pub mod discovery;
 pub mod episode;
 pub mod hotkey_swap;
