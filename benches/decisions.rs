@@ -30,12 +30,10 @@ use af::evaluation::dominance::Dominance;
 use af::evaluation::exact::{
     dominance_crown_chance, env_figures_with_futility, plan_env_figures, worst_false_crown, Boundaries,
 };
+use af::evaluation::futility::{BarFutility, Futility, DEFAULT_ADVANTAGE_FUTILITY, DEFAULT_FUTILITY};
 use af::evaluation::ratio::{RatioParams, RatioToBeat, DEFAULT_RATIO_PARAMS};
 use af::evaluation::scenarios::{crown_is_right_for, patch, rate_of, scenarios, summarize, Config, EnvOdds, Scenario};
-use af::evaluation::stopping::{
-    exact_rates, BarFutility, Futility, DEFAULT_ADVANTAGE_FUTILITY, DEFAULT_CAP, DEFAULT_FUTILITY, DEFAULT_RULE,
-    MIXTURE_RULE,
-};
+use af::evaluation::stopping::{exact_rates, DEFAULT_CAP, DEFAULT_RULE, MIXTURE_RULE};
 use rayon::prelude::*;
 use std::time::Instant;
 
@@ -277,7 +275,7 @@ fn power(cap: u64, after: &Config) {
 /// and after a copy that patches 5% and wins (bar 0.525), P(crowned) per match of a
 /// broader improver, never worse and better on 10% (target 0.9).
 fn candidates(cap: u64, after: &Config) {
-    use af::evaluation::stopping::BarFutility as Bar;
+    use af::evaluation::futility::BarFutility as Bar;
     println!("\n## candidate futility stops, exact (cap {cap}): worst over bars 0.51/0.7/0.9 and decisive shares 0.25/0.5/1\n");
     println!("| margin | mean slack | at the bar: worst median challenges (<= 600) | +3: worst P(match) (>= 0.5) | +5: worst P(match) (>= 0.9) | improver after a 5% patch: P(match) (>= 0.9) |");
     println!("|---:|---:|---:|---:|---:|---:|");
@@ -447,7 +445,7 @@ fn costs(cap: u64) {
         let (rule, futility) = parse_plan(text).expect("a network plan");
         let Some(Futility::Bar(bar)) = futility else { panic!("a bar futility") };
         let rule = rule.with_max_challenges(cap);
-        let bar = BarFutility { rise: bar.rise.map(|r| af::evaluation::stopping::Rise { over: cap, ..r }), ..bar };
+        let bar = BarFutility { rise: bar.rise.map(|r| af::evaluation::futility::Rise { over: cap, ..r }), ..bar };
         (rule, bar)
     };
     let plans = [("v2", plan(af::protocol::PLAN_V2)), ("v4", plan(af::protocol::PLAN_V4))];

@@ -8,10 +8,11 @@
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::envs::derive_match_id;
 use crate::envs::{self, Registry};
+use crate::evaluation::futility::Futility;
 use crate::evaluation::matchplay::{EnvResult, GameOutcome, MatchState, MatchVerdict};
 use crate::evaluation::plan::describe_plan;
 use crate::evaluation::ratio::RatioParams;
-use crate::evaluation::stopping::{Futility, StoppingRule};
+use crate::evaluation::stopping::StoppingRule;
 use crate::ledger::block::seal;
 use crate::ledger::event::{
     ChatMessage, EnvDecision, EnvOutcome, EnvRef, EnvWinRate, Event, Evidence, MatchDecided, MatchStarted, MinerRef,

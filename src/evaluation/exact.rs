@@ -160,7 +160,7 @@ pub fn env_figures(bounds: &Boundaries, cap: u64, win: f64, loss: f64) -> EnvFig
 /// few standard deviations around the mean, so a cap of 4,000 takes seconds.
 pub fn env_figures_with_futility(
     bounds: &Boundaries,
-    futility: &super::stopping::BarFutility,
+    futility: &super::futility::BarFutility,
     p0_ppm: u32,
     cap: u64,
     win: f64,
@@ -192,7 +192,7 @@ pub fn env_figures_with_stop(
 /// over `(n, w, d)`. `futility` None for a plan without one.
 pub fn plan_env_figures(
     rule: &StoppingRule,
-    futility: Option<&super::stopping::BarFutility>,
+    futility: Option<&super::futility::BarFutility>,
     bounds: &Boundaries,
     p0_ppm: u32,
     cap: u64,
@@ -451,7 +451,7 @@ pub fn worst_expected_challenges(
 /// every dismissal. What [`plan_env_figures`] and [`worst_expected_challenges`] read.
 pub struct PlanStops<'a> {
     rule: &'a StoppingRule,
-    futility: Option<&'a super::stopping::BarFutility>,
+    futility: Option<&'a super::futility::BarFutility>,
     bounds: &'a Boundaries,
     p0_ppm: u32,
 }
@@ -459,7 +459,7 @@ pub struct PlanStops<'a> {
 impl<'a> PlanStops<'a> {
     pub fn new(
         rule: &'a StoppingRule,
-        futility: Option<&'a super::stopping::BarFutility>,
+        futility: Option<&'a super::futility::BarFutility>,
         bounds: &'a Boundaries,
         p0_ppm: u32,
     ) -> Self {
@@ -522,7 +522,8 @@ pub fn worst_false_crown(bounds: &Boundaries, cap: u64, p0: f64) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evaluation::stopping::{BarFutility, DEFAULT_RULE};
+    use crate::evaluation::futility::BarFutility;
+    use crate::evaluation::stopping::DEFAULT_RULE;
 
     #[test]
     fn intervals_are_the_rules_stops_state_by_state() {
@@ -570,7 +571,7 @@ mod tests {
     #[test]
     fn the_programs_agree_with_a_walk_of_every_state() {
         use crate::evaluation::dominance::Dominance;
-        use crate::evaluation::stopping::{Futility, DEFAULT_FUTILITY};
+        use crate::evaluation::futility::{Futility, DEFAULT_FUTILITY};
         let Futility::Bar(futility) = DEFAULT_FUTILITY else { panic!("a bar futility") };
         let cap = 150u64;
         let v1 = score_rule_alone(&DEFAULT_RULE);
@@ -620,7 +621,7 @@ mod tests {
     /// program runs on one line of draws and is quick even unoptimised).
     #[test]
     fn the_specs_table_figures_without_draws() {
-        use crate::evaluation::stopping::{Futility, DEFAULT_FUTILITY};
+        use crate::evaluation::futility::{Futility, DEFAULT_FUTILITY};
         let Futility::Bar(futility) = DEFAULT_FUTILITY else { panic!("a bar futility") };
         let above = Boundaries::new(&DEFAULT_RULE, 4000, 0.51);
         let (f, pruned) = env_figures_with_futility(&above, &futility, 510_000, 4000, 0.61, 0.39);
@@ -638,8 +639,8 @@ mod tests {
         let cap = 120u64;
         let (rule, futility) = crate::evaluation::plan::parse_plan(crate::protocol::PLAN_V4).expect("a plan");
         let rule = rule.with_max_challenges(cap);
-        let Some(crate::evaluation::stopping::Futility::Bar(bar)) = futility else { panic!("a bar futility") };
-        let bar = BarFutility { rise: bar.rise.map(|r| crate::evaluation::stopping::Rise { over: cap, ..r }), ..bar };
+        let Some(crate::evaluation::futility::Futility::Bar(bar)) = futility else { panic!("a bar futility") };
+        let bar = BarFutility { rise: bar.rise.map(|r| crate::evaluation::futility::Rise { over: cap, ..r }), ..bar };
         for p0 in [0.51, 0.7, 0.95] {
             let bounds = Boundaries::new(&rule, cap, p0);
             let stops = PlanStops::new(&rule, Some(&bar), &bounds, (p0 * 1e6).round() as u32);

@@ -7,7 +7,8 @@
 //!
 //! No IO and no clock: the validator loop feeds it game results and asks what to do.
 
-use super::stopping::{Futility, StoppingRule, Verdict};
+use super::futility::Futility;
+use super::stopping::{StoppingRule, Verdict};
 use serde::Serialize;
 
 /// Environments the contender must be better in to win a match over `n_envs`: a strict

@@ -11,6 +11,7 @@
 
 pub mod dominance;
 pub mod exact;
+pub mod futility;
 pub mod matchplay;
 pub mod network_plan;
 pub mod plan;

@@ -8,8 +8,9 @@
 //! and the error bounds the spec proves are bounds of these numbers (ARCHITECTURE.md).
 
 use super::dominance::Dominance;
+use super::futility::{Futility, DEFAULT_FUTILITY};
 use super::plan::parse_plan;
-use super::stopping::{Futility, StoppingRule, DEFAULT_FUTILITY, DEFAULT_RULE};
+use super::stopping::{StoppingRule, DEFAULT_RULE};
 
 /// The protocol version whose plan this build plays and checks against.
 pub const PLAN_VERSION: u32 = 2;

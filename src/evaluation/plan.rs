@@ -4,7 +4,8 @@
 //! people.
 
 use super::dominance::Dominance;
-use super::stopping::{AdvantageFutility, BarFutility, Futility, Rise, StoppingRule, MAX_SCORE_CHALLENGES};
+use super::futility::{AdvantageFutility, BarFutility, Futility, Rise};
+use super::stopping::{StoppingRule, MAX_SCORE_CHALLENGES};
 
 /// The full description recorded in `MatchStarted.rule`: the rule, then the futility stop
 /// if there is one (`mixture alpha=0.05 prior=4,4 futility advantage=0.1 alpha=0.05`).
@@ -302,7 +303,7 @@ mod words_tests {
         assert_eq!(super::plan_in_words("something else"), "something else");
         let score = super::plan_in_words(&super::describe_plan(
             &super::super::stopping::DEFAULT_RULE,
-            Some(&super::super::stopping::DEFAULT_FUTILITY),
+            Some(&super::super::futility::DEFAULT_FUTILITY),
         ));
         assert!(score.contains("1/2 for a draw") && score.contains("at most 5% chance of a wrong crown"), "{score}");
         assert!(score.contains("below the ratio to beat plus 6%"), "{score}");

@@ -4,8 +4,9 @@
 //! (model calls: two per challenge) and what it decides (crown or not), per rule
 //! configuration. Used by `scripts/bench-decisions.sh` and by a golden test.
 
+use super::futility::Futility;
 use super::matchplay::{GameOutcome, MatchState, MatchVerdict};
-use super::stopping::{Futility, StoppingRule};
+use super::stopping::StoppingRule;
 
 /// One environment's outcome probabilities for the contender: win, loss (draw is the rest).
 #[derive(Clone, Copy, Debug, PartialEq)]

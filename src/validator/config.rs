@@ -2,8 +2,9 @@
 //! environment variables `AF_<SECTION>__<KEY>` that override any field (the value is read
 //! as a TOML literal, else as a string), so containers can be configured without files.
 
+use crate::evaluation::futility::{AdvantageFutility, BarFutility, Futility};
 use crate::evaluation::ratio::{Arithmetic, RatioParams};
-use crate::evaluation::stopping::{AdvantageFutility, BarFutility, Futility, StoppingRule, DEFAULT_CAP};
+use crate::evaluation::stopping::{StoppingRule, DEFAULT_CAP};
 use crate::miner::client::{ClientConfig, Endpoint};
 use serde::{Deserialize, Serialize};
 
@@ -318,7 +319,7 @@ impl Default for EvaluationConfig {
             ratio_epsilon_ppm: 10_000,
             ratio_half_life_blocks: 7_200,
             futility_margin: 0.06,
-            futility_advantage: crate::evaluation::stopping::DEFAULT_ADVANTAGE_FUTILITY.advantage,
+            futility_advantage: crate::evaluation::futility::DEFAULT_ADVANTAGE_FUTILITY.advantage,
             futility_alpha: 0.05,
         }
     }

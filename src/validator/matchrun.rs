@@ -36,7 +36,7 @@ pub struct MatchPlan {
     pub envs: Vec<String>,
     pub rule: StoppingRule,
     /// The futility stop, if any (recorded with the rule in every decision).
-    pub futility: Option<crate::evaluation::stopping::Futility>,
+    pub futility: Option<crate::evaluation::futility::Futility>,
     pub cap: u32,
     pub max_challenges: u64,
     pub ratio_to_beat_ppm: u32,

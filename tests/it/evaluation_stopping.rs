@@ -1,8 +1,9 @@
 //! Exact error rates of the stopping rules, by dynamic programming over (games, wins):
 //! no sampling noise, so the assertions are exact up to float rounding.
 
+use af::evaluation::futility::AdvantageFutility;
 use af::evaluation::stopping::{
-    calibrate_wilson_z, exact_rates, AdvantageFutility, StoppingRule, CALIBRATED_WILSON_Z, DEFAULT_RULE, MIXTURE_RULE,
+    calibrate_wilson_z, exact_rates, StoppingRule, CALIBRATED_WILSON_Z, DEFAULT_RULE, MIXTURE_RULE,
 };
 
 const CAPS: [u32; 4] = [200, 500, 1000, 2000];
@@ -59,9 +60,9 @@ fn strong_contenders_are_found_and_weak_ones_are_not() {
     assert!(bar.expected_games > strong.expected_games);
 }
 
+use af::evaluation::futility::{Futility, DEFAULT_ADVANTAGE_FUTILITY, DEFAULT_FUTILITY};
 use af::evaluation::plan::{describe_plan, parse_plan};
 use af::evaluation::scenarios::{self, exact_env_rates, scenarios, summarize, Config, EnvOdds};
-use af::evaluation::stopping::{Futility, DEFAULT_ADVANTAGE_FUTILITY, DEFAULT_FUTILITY};
 
 fn small(futility: Option<Futility>) -> Config {
     Config { rule: MIXTURE_RULE, futility, cap: 100, max_challenges: 160 }
@@ -219,7 +220,7 @@ fn score_plan_worked_values_of_the_spec() {
         (1440, 560, 0, 700_000, 6.426925, false),
     ] {
         let got =
-            af::evaluation::stopping::BarFutility::log_capital(wins.into(), losses.into(), draws.into(), p + 60_000);
+            af::evaluation::futility::BarFutility::log_capital(wins.into(), losses.into(), draws.into(), p + 60_000);
         assert!((got - capital).abs() < 5e-7, "{wins} {losses} {draws}: {got}");
         let p0 = f64::from(p) / 1e6;
         assert_eq!(DEFAULT_FUTILITY.is_futile(wins, losses, draws, p0), futile, "{wins} {losses} {draws}");
@@ -231,7 +232,7 @@ fn score_plan_worked_values_of_the_spec() {
     )
     .and_then(|(_, f)| f)
     .unwrap();
-    assert!((af::evaluation::stopping::BarFutility::log_capital(1440, 560, 0, 765_000) - 8.800900).abs() < 5e-7);
+    assert!((af::evaluation::futility::BarFutility::log_capital(1440, 560, 0, 765_000) - 8.800900).abs() < 5e-7);
     assert!(older.is_futile(1440, 560, 0, 0.7));
 }
 

@@ -302,7 +302,8 @@ fn vectors() -> serde_json::Value {
 /// given up on at 121 draws and not at 120 (the futility stop alone holds from 63).
 fn decision_vectors() -> Vec<serde_json::Value> {
     use af::evaluation::exact::score_rule_alone;
-    use af::evaluation::stopping::{BarFutility, Futility, DEFAULT_FUTILITY, DEFAULT_RULE};
+    use af::evaluation::futility::{BarFutility, Futility, DEFAULT_FUTILITY};
+    use af::evaluation::stopping::DEFAULT_RULE;
     let older = Futility::Bar(BarFutility { margin_ppm: 65_000, alpha_ppm: 50_000, mean_margin_ppm: None, rise: None });
     let mut all = plan_decisions(&DEFAULT_RULE, DEFAULT_FUTILITY, &DOMINANCE_COUNTS);
     all.extend(plan_decisions(&score_rule_alone(&DEFAULT_RULE), DEFAULT_FUTILITY, &[]));
@@ -348,7 +349,7 @@ const DOMINANCE_COUNTS: [(u32, u32, u32, u32); 9] = [
 
 fn plan_decisions(
     rule: &af::evaluation::stopping::StoppingRule,
-    futility: af::evaluation::stopping::Futility,
+    futility: af::evaluation::futility::Futility,
     more: &[(u32, u32, u32, u32)],
 ) -> Vec<serde_json::Value> {
     use af::evaluation::plan::describe_plan;
