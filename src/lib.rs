@@ -61,5 +61,8 @@ pub mod chain;
 // The devnet: the whole system on loopback, run and checked end to end.
 pub mod devnet;
 
+// Outside documents read within a bound.
+pub mod input;
+
 // Synthetic but real validator logs, for the demo, tests and benchmarks.
 pub mod synthetic_logs;

@@ -86,6 +86,28 @@ pub(super) struct BlockReply {
 
 type Shared = State<Arc<LocalChain>>;
 
+/// Serves `chain` on `listener` until `stop`, opening the timelocked weight commits that
+/// are due at every block (every `block_ms`), as subtensor does.
+pub async fn serve(
+    chain: Arc<LocalChain>,
+    listener: tokio::net::TcpListener,
+    block_ms: u64,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let ticking = chain.clone();
+    let ticks = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(block_ms)).await;
+            if let Err(error) = ticking.tick() {
+                tracing::error!(event = "chain_tick_failed", error = %error, "revealing commits failed");
+            }
+        }
+    });
+    let served = axum::serve(listener, router(chain)).with_graceful_shutdown(stop).await;
+    ticks.abort();
+    served
+}
+
 pub fn router(chain: Arc<LocalChain>) -> Router {
     Router::new()
         .route("/v1/status", get(status))

@@ -408,16 +408,6 @@ fn serve(data: PathBuf, listen: &str, block_ms: u64, tempo: u64, json: bool) -> 
     anyhow::ensure!((1..=65_535).contains(&tempo), "--tempo must be in 1..=65535");
     let chain = Arc::new(LocalChain::open(&data, block_ms, tempo, af::clock::unix_ms)?);
     runtime()?.block_on(async move {
-        // Each block, open the timelocked weight commits that are due, as subtensor does.
-        let ticking = chain.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(std::time::Duration::from_millis(block_ms)).await;
-                if let Err(error) = ticking.tick() {
-                    tracing::error!(event = "chain_tick_failed", error = %error, "revealing commits failed");
-                }
-            }
-        });
         let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
         let address = listener.local_addr()?;
         // One line on stdout so scripts (and af devnet) learn the address.
@@ -427,11 +417,10 @@ fn serve(data: PathBuf, listen: &str, block_ms: u64, tempo: u64, json: bool) -> 
             outln!("listening on {address}");
         }
         std::io::stdout().flush()?;
-        axum::serve(listener, af::chain::local_api::router(chain))
-            .with_graceful_shutdown(async {
-                af::validator::service::stop_signal().await;
-            })
-            .await?;
+        let stop = async {
+            af::validator::service::stop_signal().await;
+        };
+        af::chain::local_api::serve(chain, listener, block_ms, stop).await?;
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -214,7 +214,7 @@ fn score(
     let wanted = challenge_id.as_deref().map(parse_id).transpose()?;
     let recorded = match &transcript {
         Some(path) => {
-            let text = super::read_input(path, af::limits::MAX_JSON_INPUT_BYTES)?;
+            let text = af::input::read_text(path, af::limits::MAX_JSON_INPUT_BYTES)?;
             let read = af::ledger::conversation::read_conversation(&text, wanted.as_ref(), miner.as_deref());
             Some(read.with_context(|| format!("reading {}", path.display()))?)
         }

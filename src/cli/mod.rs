@@ -291,8 +291,6 @@ pub fn node_metrics(log_suppressed: prometheus_client::metrics::counter::Counter
     af::metrics::Metrics::with_log_counter(log_suppressed).with_heap_probe(crate::heap_probe)
 }
 
-/// Reads a text input of at most `limit` bytes from a file, or stdin for `-`. Only a
-/// regular file or a stream is read, and never more than `limit + 1` bytes of it.
 /// Runs `f` with panic messages kept off the terminal: for reads of a store whose pages
 /// may be damaged (salvage, or a full read beside its page check), where the library
 /// catches the store engine's panics and reports each as a finding. The process's hook is
@@ -303,30 +301,6 @@ pub fn with_quiet_panics<T>(f: impl FnOnce() -> T) -> T {
     let out = f();
     std::panic::set_hook(hook);
     out
-}
-
-pub fn read_input(path: &std::path::Path, limit: u64) -> anyhow::Result<String> {
-    let bytes = read_input_bytes(path, limit)?;
-    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))
-}
-
-pub fn read_input_bytes(path: &std::path::Path, limit: u64) -> anyhow::Result<Vec<u8>> {
-    use anyhow::Context;
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    if path.as_os_str() == "-" {
-        std::io::stdin().take(limit + 1).read_to_end(&mut bytes)?;
-    } else {
-        std::fs::File::open(path)
-            .with_context(|| format!("opening {}", path.display()))?
-            .take(limit + 1)
-            .read_to_end(&mut bytes)
-            .with_context(|| format!("reading {}", path.display()))?;
-    }
-    if bytes.len() as u64 > limit {
-        anyhow::bail!("{} is larger than {limit} bytes", path.display());
-    }
-    Ok(bytes)
 }
 
 /// A document handed to a verify command that does not even parse as what it claims to

@@ -29,7 +29,7 @@ pub fn checkpoint(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 pub fn verify_checkpoint(file: &Path, data: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
-    let bytes = super::read_input_bytes(file, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
+    let bytes = af::input::read_bounded(file, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
     // A note that is not UTF-8 fails the check like any other malformed note.
     let Ok(note) = String::from_utf8(bytes) else {
         let why = "checkpoint is malformed: the note is not UTF-8";
@@ -71,7 +71,7 @@ pub fn prove(data: &Path, height: u64, event: u32, validator: Option<String>) ->
 }
 
 pub fn verify_proof(file: &Path, checkpoint: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
-    let text = super::read_input(file, af::limits::MAX_JSON_INPUT_BYTES)?;
+    let text = af::input::read_text(file, af::limits::MAX_JSON_INPUT_BYTES)?;
     let proof: InclusionProof = match serde_json::from_str(&text) {
         Ok(proof) => proof,
         Err(error) => return super::report_parse_failure(json, "inclusion proof", &error),
@@ -83,7 +83,7 @@ pub fn verify_proof(file: &Path, checkpoint: Option<&Path>, json: bool) -> anyho
         }
     };
     if let Some(path) = checkpoint {
-        let note = super::read_input(path, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
+        let note = af::input::read_text(path, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
         let verdict = Checkpoint::verify(&note).map_err(|e| e.to_string()).and_then(|c| {
             if c.validator == proof.validator && c.size == tip.height + 1 && c.tip_hash == tip.hash {
                 Ok(())
@@ -131,7 +131,7 @@ pub fn verify_consistency(
 ) -> anyhow::Result<ExitCode> {
     use af::ledger::consistency::{self, ConsistencyProof, MAX_CONSISTENCY_HEADERS};
     // A proof of the most headers is about 700 bytes of JSON per header.
-    let text = super::read_input(proof, MAX_CONSISTENCY_HEADERS * 1024)?;
+    let text = af::input::read_text(proof, MAX_CONSISTENCY_HEADERS * 1024)?;
     let parsed: ConsistencyProof = match serde_json::from_str(&text) {
         Ok(parsed) => parsed,
         Err(error) => return super::report_parse_failure(json, "consistency proof", &error),
@@ -139,7 +139,7 @@ pub fn verify_consistency(
     let mut verdict = consistency::verify(&parsed).map_err(|e| e.to_string());
     if let (Ok(()), Some(old), Some(new)) = (&verdict, old, new) {
         for (which, path, claimed) in [("old", old, parsed.old), ("new", new, parsed.new)] {
-            let note = super::read_input(path, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
+            let note = af::input::read_text(path, af::limits::MAX_CHECKPOINT_BYTES as u64)?;
             let checked = Checkpoint::verify(&note).map_err(|e| format!("the {which} checkpoint: {e}")).and_then(|c| {
                 if c.validator != parsed.validator || c.size != claimed.size || c.tip_hash != claimed.hash {
                     Err(format!(

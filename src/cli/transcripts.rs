@@ -4,7 +4,7 @@
 //! tip the validator committed, where it recorded a commitment covering that block).
 //! `af transcripts verify PROOF.json` checks such a proof offline with nothing else.
 
-use super::{one_line, print_json, read_input};
+use super::{one_line, print_json};
 use crate::outln;
 use af::ledger::entry::{verify_entry, TranscriptEntry};
 use af::limits::MAX_JSON_INPUT_BYTES;
@@ -150,7 +150,7 @@ fn json_element(n: usize, entry: &TranscriptEntry) -> anyhow::Result<()> {
 }
 
 fn verify(file: &Path, chain: &super::chain::ChainArgs, json: bool) -> anyhow::Result<ExitCode> {
-    let text = read_input(file, MAX_JSON_INPUT_BYTES)?;
+    let text = af::input::read_text(file, MAX_JSON_INPUT_BYTES)?;
     // The file is what is being checked: one that is not a well-formed entry fails the
     // check (exit 3), as a changed byte inside one does.
     let entries = match af::ledger::entry::read_entries(&text) {
@@ -237,23 +237,14 @@ fn verify_one(entry: &TranscriptEntry, chain: &super::chain::ChainArgs, json: bo
 /// so (on stderr, so `--json` stays one document), with how many blocks and where their
 /// bodies are.
 pub(super) fn say_pruned(store: &af::ledger::Store, command: &str) -> anyhow::Result<()> {
-    let mut pruned: Vec<(u64, String)> = Vec::new();
-    for (validator, _) in store.tips()? {
-        let below = store.pruned_below(&validator)?;
-        if below > 0 {
-            pruned.push((below, store.pruned_from(&validator)?.unwrap_or_else(|| "no archive recorded".into())));
-        }
-    }
-    if !pruned.is_empty() {
-        let mut archives: Vec<&str> = pruned.iter().map(|(_, a)| a.as_str()).collect();
-        archives.sort_unstable();
-        archives.dedup();
+    let pruned = store.pruned_summary()?;
+    if pruned.logs > 0 {
         eprintln!(
             "{command}: {} block(s) of {} log(s) here are pruned to their headers, so their transcripts are not \
              listed; their bodies are in {} (`af mirror --from` it into another directory to read them whole)",
-            pruned.iter().map(|(n, _)| n).sum::<u64>(),
-            pruned.len(),
-            one_line(&archives.join(", "))
+            pruned.blocks,
+            pruned.logs,
+            one_line(&pruned.archives.into_iter().collect::<Vec<_>>().join(", "))
         );
     }
     Ok(())

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 pub fn load_config(path: Option<&Path>) -> anyhow::Result<config::Config> {
     let text = match path {
-        Some(path) => super::read_input(path, 1024 * 1024)?,
+        Some(path) => af::input::read_text(path, 1024 * 1024)?,
         None => String::new(),
     };
     Ok(config::parse(&text, std::env::vars())?)

@@ -198,6 +198,14 @@ pub struct Pruned {
 /// stopped) as it goes, each step whole or not at all.
 const PRUNE_STEP_BYTES: u64 = 256 * 1024 * 1024;
 
+/// What of a store is pruned to headers ([`Store::pruned_summary`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PrunedSummary {
+    pub blocks: u64,
+    pub logs: usize,
+    pub archives: std::collections::BTreeSet<String>,
+}
+
 impl Store {
     /// Reads pruned bodies back through `source` from here on.
     pub fn set_bodies(&mut self, source: std::sync::Arc<dyn BodySource>) {
@@ -212,6 +220,21 @@ impl Store {
     /// The archive `validator`'s pruned bodies were published to, if any is recorded.
     pub fn pruned_from(&self, validator: &ValidatorKey) -> Result<Option<String>, StoreError> {
         pruned_from(&self.read()?, validator)
+    }
+
+    /// What of this store is pruned to headers: how many blocks of how many logs, and
+    /// the archives their bodies are in (sorted, once each), for read commands to say.
+    pub fn pruned_summary(&self) -> Result<PrunedSummary, StoreError> {
+        let mut summary = PrunedSummary::default();
+        for (validator, _) in self.tips()? {
+            let below = self.pruned_below(&validator)?;
+            if below > 0 {
+                summary.blocks += below;
+                summary.logs += 1;
+                summary.archives.insert(self.pruned_from(&validator)?.unwrap_or_else(|| "no archive recorded".into()));
+            }
+        }
+        Ok(summary)
     }
 
     /// The kept record of a pruned block, decoded (not checked: verify does that).

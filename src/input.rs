@@ -1,0 +1,42 @@
+//! Reading a document from outside within a bound: a file, or stdin for `-`, never more
+//! than the bound and one byte, so a huge or endless input is refused by name, not read.
+
+use std::io::{Error, ErrorKind, Read};
+use std::path::Path;
+
+/// The bytes of `path` (stdin for `-`), at most `limit`.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, Error> {
+    let named = |e: Error| Error::new(e.kind(), format!("reading {}: {e}", path.display()));
+    let mut bytes = Vec::new();
+    if path.as_os_str() == "-" {
+        std::io::stdin().take(limit + 1).read_to_end(&mut bytes)?;
+    } else {
+        std::fs::File::open(path).map_err(named)?.take(limit + 1).read_to_end(&mut bytes).map_err(named)?;
+    }
+    if bytes.len() as u64 > limit {
+        return Err(Error::new(ErrorKind::InvalidData, format!("{} is larger than {limit} bytes", path.display())));
+    }
+    Ok(bytes)
+}
+
+/// The UTF-8 text of `path` (stdin for `-`), at most `limit` bytes.
+pub fn read_text(path: &Path, limit: u64) -> Result<String, Error> {
+    String::from_utf8(read_bounded(path, limit)?)
+        .map_err(|_| Error::new(ErrorKind::InvalidData, format!("{} is not UTF-8 text", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_file_over_the_bound_or_not_text_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("doc");
+        std::fs::write(&path, b"12345").unwrap();
+        assert_eq!(super::read_text(&path, 5).unwrap(), "12345");
+        assert!(super::read_text(&path, 4).unwrap_err().to_string().contains("larger than 4 bytes"));
+        std::fs::write(&path, [0xff, 0xfe]).unwrap();
+        assert!(super::read_text(&path, 5).unwrap_err().to_string().contains("not UTF-8"));
+        let missing = super::read_bounded(&dir.path().join("none"), 5).unwrap_err().to_string();
+        assert!(missing.contains("reading") && missing.contains("none"), "{missing}");
+    }
+}
