@@ -142,11 +142,6 @@ impl Held {
     pub fn new(bytes: Vec<u8>, reservation: Reservation) -> Held {
         Held { bytes, _reservation: Some(reservation) }
     }
-
-    /// Bytes that are not counted (our own small messages).
-    pub fn unbudgeted(bytes: Vec<u8>) -> Held {
-        Held { bytes, _reservation: None }
-    }
 }
 
 impl AsRef<[u8]> for Held {

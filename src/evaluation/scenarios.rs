@@ -184,13 +184,6 @@ pub fn summarize(scenario: &Scenario, config: &Config, p0: f64, n: u64, seed: u6
     }
 }
 
-/// Whether crowning in `scenario` at `p0` would be right: the contender's win rate is
-/// above the ratio to beat on a majority of envs.
-pub fn crown_is_right(scenario: &Scenario, p0: f64) -> bool {
-    let better = scenario.envs.iter().filter(|odds| odds.win + odds.loss > 0.0 && odds.win_rate() > p0).count();
-    better > scenario.envs.len() / 2
-}
-
 /// Whether crowning would be right under `rule`'s measure of the bar.
 pub fn crown_is_right_for(scenario: &Scenario, rule: &StoppingRule, p0: f64) -> bool {
     // With a dominance crown, an env whose decisive games the contender wins more than R

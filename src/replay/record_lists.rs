@@ -6,7 +6,7 @@
 
 use super::records::{EquivocationFound, SkipFold};
 use super::spill_file::{Record, SpillFileError};
-use super::spill_snapshot::{same_reads, until_failed, SpillSnapshot};
+use super::spill_snapshot::{debug_reads, same_reads, until_failed, SpillSnapshot};
 use crate::bytes::ValidatorKey;
 use crate::ledger::event::ChainCommitment;
 use serde::ser::SerializeSeq;
@@ -169,14 +169,7 @@ impl<T: Record + Eq> Eq for RecordList<T> {}
 
 impl<T: Record> std::fmt::Debug for RecordList<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut list = f.debug_list();
-        for record in self.iter() {
-            match record {
-                Ok(record) => list.entry(&record),
-                Err(e) => list.entry(&e.to_string()),
-            };
-        }
-        list.finish()
+        debug_reads(f, self.iter())
     }
 }
 

@@ -50,6 +50,21 @@ pub(super) fn until_failed<T>(
     })
 }
 
+/// `reads` as a debug list, a failed read shown as its error.
+pub(super) fn debug_reads<T: std::fmt::Debug>(
+    f: &mut std::fmt::Formatter<'_>,
+    reads: impl Iterator<Item = Result<T, SpillFileError>>,
+) -> std::fmt::Result {
+    let mut list = f.debug_list();
+    for read in reads {
+        match read {
+            Ok(item) => list.entry(&item),
+            Err(e) => list.entry(&e.to_string()),
+        };
+    }
+    list.finish()
+}
+
 /// Whether two reads hand back the same items, each read whole.
 pub(super) fn same_reads<T: PartialEq>(
     mut a: impl Iterator<Item = Result<T, SpillFileError>>,

@@ -6,7 +6,7 @@
 use super::records::{Name, NetworkMatch};
 use super::sorted_scratch::SortKey;
 use super::spill_file::{SpillFile, SpillFileError};
-use super::spill_snapshot::{same_reads, SpillSnapshot};
+use super::spill_snapshot::{debug_reads, same_reads, SpillSnapshot};
 use crate::bytes::{MatchId, ValidatorKey};
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Serialize, Serializer};
@@ -125,13 +125,6 @@ impl Eq for NetworkMatches {}
 
 impl std::fmt::Debug for NetworkMatches {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut list = f.debug_list();
-        for m in self.iter() {
-            match m {
-                Ok(m) => list.entry(&m),
-                Err(e) => list.entry(&e.to_string()),
-            };
-        }
-        list.finish()
+        debug_reads(f, self.iter())
     }
 }

@@ -262,10 +262,6 @@ impl Store {
         self.recovery.as_deref()
     }
 
-    pub fn is_read_only(&self) -> bool {
-        self.read_only
-    }
-
     fn writable(&self) -> Result<(), StoreError> {
         if self.read_only {
             return Err(StoreError::ReadOnly(self.path.clone()));

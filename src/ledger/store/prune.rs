@@ -237,16 +237,6 @@ impl Store {
         Ok(summary)
     }
 
-    /// The kept record of a pruned block, decoded (not checked: verify does that).
-    pub fn pruned_block(&self, validator: &ValidatorKey, height: u64) -> Result<Option<PrunedBlock>, StoreError> {
-        let Some(record) = pruned_record(&self.read()?, validator, height)? else { return Ok(None) };
-        PrunedBlock::decode(&record).map(Some).map_err(|source| StoreError::Rejected {
-            validator: *validator,
-            height,
-            source,
-        })
-    }
-
     /// The bytes of block `height`, fetching a pruned body back from its archive when
     /// this store reads through a [`BodySource`]: taken only if it is the kept block
     /// (same header, signature and leaf hashes, and valid on its own).
