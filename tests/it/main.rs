@@ -12,7 +12,7 @@ mod envs_golden;
 mod envs_programs;
 mod envs_props;
 mod evaluation_stopping;
-mod house;
+mod house_rules;
 mod http_hostile;
 mod http_logs;
 mod key_rotation;
