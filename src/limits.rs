@@ -69,7 +69,7 @@ pub const PAGE_CHECK_CACHE_BYTES: usize = 1024 * 1024;
 /// weeks, and this cache's pages, each in its own allocation, come and go with every
 /// block: in 2-hour soaks side by side, resident memory rose 0.8 and 1.7 MiB/h over the
 /// last hour with 32 MiB and stayed flat (+0.08, -0.35) with 8 MiB, at 48 to 52 MiB
-/// where 32 MiB held 79 to 82 (ARCHITECTURE.md, known gaps).
+/// where 32 MiB held 79 to 82 (docs/performance.md, "Known gaps as measured").
 pub const STORE_WRITE_CACHE_BYTES: usize = 8 * 1024 * 1024;
 /// Bytes of blocks read ahead of verification (the reader thread's queue holds two).
 pub const VERIFY_BATCH_BYTES: usize = 32 * 1024 * 1024;

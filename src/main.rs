@@ -10,9 +10,9 @@ mod cli;
 use std::process::ExitCode;
 
 /// A validator runs for weeks: its resident memory must follow its live heap, which
-/// glibc's per-thread arenas do not (ARCHITECTURE.md, "Memory").
+/// glibc's per-thread arenas do not (docs/performance.md, "Known gaps as measured").
 /// `--features system-allocator` keeps glibc's malloc, for heap profilers that trace it
-/// (heaptrack): the figures in ARCHITECTURE.md's "Memory" came from such a build.
+/// (heaptrack): the heap figures there came from such a build.
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -25,7 +25,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 ///   whose pages Linux keeps counting as resident until it runs short of memory;
 /// - `narenas:1`: one arena, not four per core, so partly used pages are not kept in
 ///   every arena a thread was handed (a validator's resident memory kept rising with
-///   eight while its live heap fell; ARCHITECTURE.md, known gaps). Threads still
+///   eight while its live heap fell; docs/performance.md). Threads still
 ///   allocate from their own caches, and `af audit` took the same time either way
 ///   (one run on two cores; not measured on many).
 #[cfg(not(feature = "system-allocator"))]

@@ -95,7 +95,8 @@ impl SentWeights {
 /// Weights equal to our last send's wait one epoch after it: sent once an epoch they keep
 /// the validator active (the chain's activity cutoff is many epochs) and the chain's
 /// weights current, and sending them whenever the rate limit allows would only add
-/// blocks to the log and extrinsics to the pool (ARCHITECTURE.md, "Disk").
+/// blocks to the log and extrinsics to the pool (docs/design/invariants.md: disk grows
+/// with the blocks, not with time).
 fn check_repeat(
     last: Option<&LastSend>,
     uids: &[u16],

@@ -5,7 +5,7 @@
 //!
 //! Fixed in the spec rather than read from the chain: an auditor replays offline from
 //! the logs and the spec alone, a plan in force at a past block needs no archive node,
-//! and the error bounds the spec proves are bounds of these numbers (ARCHITECTURE.md).
+//! and the error bounds the spec proves are bounds of these numbers (ledger-spec/02, "The network's plan").
 
 use super::dominance::Dominance;
 use super::futility::{Futility, DEFAULT_FUTILITY};

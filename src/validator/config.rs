@@ -105,7 +105,7 @@ pub struct P2pConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub external: Option<String>,
     /// The most memory, in MiB above the node's own working set, that peers and HTTP
-    /// readers together may make it hold (ARCHITECTURE.md, "Memory budget"). Half is
+    /// readers together may make it hold (`budget.rs`; docs/design/invariants.md). Half is
     /// counted byte for byte (responses read and sent, blocks buffered for readers);
     /// the other half covers what connection limits bound (buffers per connection).
     pub memory_budget_mb: u64,

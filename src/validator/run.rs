@@ -70,7 +70,7 @@ pub struct RunSummary {
 }
 
 /// Match reports a run keeps for its summary: a validator runs for weeks, and its memory
-/// must not grow with the matches it plays (ARCHITECTURE.md, "Memory").
+/// must not grow with the matches it plays (docs/design/invariants.md).
 pub const SUMMARY_MATCHES: usize = 256;
 
 /// Told of each decided match: its report, the contender, the champion it played.
