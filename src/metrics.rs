@@ -552,6 +552,76 @@ impl Metrics {
         self.chain_rpc_errors.get_or_create(&ChainRpc { call: call.into() }).inc();
     }
 
+    /// A read of the chain's miners (discovery) that answered, or failed.
+    pub fn miners_read(&self, ok: bool, now_ms: u64) {
+        self.update_chain(|seen| seen.miners_read(ok, now_ms));
+    }
+
+    /// An anchoring round begins at `now_ms` (`true`), or the one in progress ends.
+    pub fn anchor_round(&self, began: bool, now_ms: u64) {
+        self.update_chain(|seen| seen.anchor_round(began, now_ms));
+    }
+
+    /// The anchoring task read the chain's head `block` at `now_ms`.
+    pub fn chain_read(&self, block: u64, now_ms: u64) {
+        self.update_chain(|seen| seen.read(block, now_ms));
+    }
+
+    /// Whether our hotkey holds a uid on the subnet, as of the chain's head: `None` once
+    /// registered, else why not.
+    pub fn chain_registration(&self, deregistered: Option<String>) {
+        self.chain_registered.set(if deregistered.is_some() { 0 } else { 1 });
+        self.update_chain(|seen| seen.deregistered = deregistered);
+    }
+
+    /// Our commitment (or weights) landed at chain block `block`.
+    pub fn chain_anchored(&self, weights: bool, block: u64) {
+        self.update_chain(|seen| seen.anchored(weights, block));
+    }
+
+    /// A commitment that was due (or weights) failed to go out at head `block`.
+    pub fn chain_send_failed(&self, weights: bool, block: u64) {
+        self.update_chain(|seen| seen.send_failed(weights, block));
+    }
+
+    /// A chain is configured: health reports on it from `now_ms` on.
+    pub fn chain_expected(&self, now_ms: u64) {
+        self.update_chain(|seen| seen.expected_ms = now_ms);
+    }
+
+    fn update_chain(&self, change: impl FnOnce(&mut ChainSeen)) {
+        let mut chain = self.chain.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = chain.get_or_insert_with(ChainSeen::default);
+        change(seen);
+        if let Some(since) = seen.blocks_since_commitment() {
+            self.chain_blocks_since_commitment.set(since as i64);
+        }
+        if let Some(since) = seen.blocks_since_weights() {
+            self.chain_blocks_since_weights.set(since as i64);
+        }
+        if let Some(head) = seen.head {
+            self.chain_head_block.set(head as i64);
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_chain_seen(&self, seen: ChainSeen) {
+        *self.chain.lock().unwrap() = Some(seen);
+    }
+
+    /// Sets the chain's head age as of `now_ms` (nothing without a chain).
+    pub fn sample_chain(&self, now_ms: u64) {
+        if let Some(seen) = self.chain_seen() {
+            self.chain_head_age_seconds.set(seen.head_age_ms(now_ms) as f64 / 1e3);
+            self.chain_round_seconds.set(seen.round_ms(now_ms) as f64 / 1e3);
+        }
+    }
+
+    /// What the anchoring task saw of the chain, if there is one.
+    pub fn chain_seen(&self) -> Option<ChainSeen> {
+        self.chain.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     pub fn heartbeat(&self, now_ms: u64) {
         self.heartbeat_ms.store(now_ms.max(1), Ordering::Relaxed);
     }

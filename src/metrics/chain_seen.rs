@@ -1,8 +1,7 @@
 //! The chain as the anchoring task saw it (its head, our last commitment and weights,
 //! what has been failing since when): what `/healthz`, the live page and the chain
-//! gauges report, kept beside the metrics that export it.
-
-use super::Metrics;
+//! gauges report, and how each event of the anchoring task changes it (pure: the
+//! metrics hold one and export it).
 
 /// The chain as the anchoring task saw it, for `/healthz`, the live page and gauges.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -58,101 +57,50 @@ impl ChainSeen {
     }
 }
 
-impl Metrics {
-    /// A read of the chain's miners (discovery) that answered, or failed.
-    pub fn miners_read(&self, ok: bool, now_ms: u64) {
-        self.update_chain(|seen| match ok {
-            true => seen.miners_failing_since_ms = None,
+impl ChainSeen {
+    /// A read of the chain's miners (discovery) that answered, or failed, at `now_ms`.
+    pub fn miners_read(&mut self, ok: bool, now_ms: u64) {
+        match ok {
+            true => self.miners_failing_since_ms = None,
             false => {
-                seen.miners_failing_since_ms.get_or_insert(now_ms);
+                self.miners_failing_since_ms.get_or_insert(now_ms);
             }
-        });
+        }
     }
 
-    /// An anchoring round begins at `now_ms` (`Some`), or the one in progress ends.
-    pub fn anchor_round(&self, began: bool, now_ms: u64) {
-        self.update_chain(|seen| match (began, seen.round_started_ms.take()) {
-            (true, _) => seen.round_started_ms = Some(now_ms),
-            (false, Some(started)) => seen.last_round_ms = now_ms.saturating_sub(started),
+    /// An anchoring round begins at `now_ms`, or the one in progress ends.
+    pub fn anchor_round(&mut self, began: bool, now_ms: u64) {
+        match (began, self.round_started_ms.take()) {
+            (true, _) => self.round_started_ms = Some(now_ms),
+            (false, Some(started)) => self.last_round_ms = now_ms.saturating_sub(started),
             (false, None) => {}
-        });
+        }
     }
 
-    /// The anchoring task read the chain's head `block` at `now_ms`.
-    pub fn chain_read(&self, block: u64, now_ms: u64) {
-        self.update_chain(|seen| {
-            seen.last_read_ms = Some(now_ms);
-            if seen.head != Some(block) {
-                seen.head = Some(block);
-                seen.head_since_ms = Some(now_ms);
-            }
-            seen.first_head.get_or_insert(block);
-        });
-    }
-
-    /// Whether our hotkey holds a uid on the subnet, as of the chain's head: `None` once
-    /// registered, else why not.
-    pub fn chain_registration(&self, deregistered: Option<String>) {
-        self.chain_registered.set(if deregistered.is_some() { 0 } else { 1 });
-        self.update_chain(|seen| seen.deregistered = deregistered);
+    /// The chain's head `block`, read at `now_ms`.
+    pub fn read(&mut self, block: u64, now_ms: u64) {
+        self.last_read_ms = Some(now_ms);
+        if self.head != Some(block) {
+            self.head = Some(block);
+            self.head_since_ms = Some(now_ms);
+        }
+        self.first_head.get_or_insert(block);
     }
 
     /// Our commitment (or weights) landed at chain block `block`.
-    pub fn chain_anchored(&self, weights: bool, block: u64) {
-        self.update_chain(|seen| {
-            let (last, failing) = if weights {
-                (&mut seen.last_weights_block, &mut seen.weights_failing_since)
-            } else {
-                (&mut seen.last_commitment_block, &mut seen.commitment_failing_since)
-            };
-            *last = Some(block.max(last.unwrap_or(0)));
-            *failing = None;
-        });
+    pub fn anchored(&mut self, weights: bool, block: u64) {
+        let (last, failing) = if weights {
+            (&mut self.last_weights_block, &mut self.weights_failing_since)
+        } else {
+            (&mut self.last_commitment_block, &mut self.commitment_failing_since)
+        };
+        *last = Some(block.max(last.unwrap_or(0)));
+        *failing = None;
     }
 
     /// A commitment that was due (or weights) failed to go out at head `block`.
-    pub fn chain_send_failed(&self, weights: bool, block: u64) {
-        self.update_chain(|seen| {
-            let failing = if weights { &mut seen.weights_failing_since } else { &mut seen.commitment_failing_since };
-            failing.get_or_insert(block);
-        });
-    }
-
-    /// A chain is configured: health reports on it from `now_ms` on.
-    pub fn chain_expected(&self, now_ms: u64) {
-        self.update_chain(|seen| seen.expected_ms = now_ms);
-    }
-
-    fn update_chain(&self, change: impl FnOnce(&mut ChainSeen)) {
-        let mut chain = self.chain.lock().unwrap_or_else(|e| e.into_inner());
-        let seen = chain.get_or_insert_with(ChainSeen::default);
-        change(seen);
-        if let Some(since) = seen.blocks_since_commitment() {
-            self.chain_blocks_since_commitment.set(since as i64);
-        }
-        if let Some(since) = seen.blocks_since_weights() {
-            self.chain_blocks_since_weights.set(since as i64);
-        }
-        if let Some(head) = seen.head {
-            self.chain_head_block.set(head as i64);
-        }
-    }
-
-    #[cfg(test)]
-    pub(crate) fn set_chain_seen(&self, seen: ChainSeen) {
-        *self.chain.lock().unwrap() = Some(seen);
-    }
-
-    /// Sets the chain's head age as of `now_ms` (nothing without a chain).
-    pub fn sample_chain(&self, now_ms: u64) {
-        if let Some(seen) = self.chain_seen() {
-            self.chain_head_age_seconds.set(seen.head_age_ms(now_ms) as f64 / 1e3);
-            self.chain_round_seconds.set(seen.round_ms(now_ms) as f64 / 1e3);
-        }
-    }
-
-    /// What the anchoring task saw of the chain, if there is one.
-    pub fn chain_seen(&self) -> Option<ChainSeen> {
-        self.chain.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    pub fn send_failed(&mut self, weights: bool, block: u64) {
+        let failing = if weights { &mut self.weights_failing_since } else { &mut self.commitment_failing_since };
+        failing.get_or_insert(block);
     }
 }

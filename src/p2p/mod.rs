@@ -4,6 +4,7 @@
 //! writes through; `net` is the libp2p actor that does the IO.
 
 pub mod admission;
+pub mod behaviour;
 pub mod blocks;
 pub mod chain_peers;
 pub mod codec;

@@ -9,30 +9,27 @@
 //! log, and `af peers` can tell which peer is which validator.
 
 use super::blocks::BlockStore;
-use super::codec::{blames_sender, BytesCodec, SyncRequest};
-use super::protocol::{
-    ChannelToken, Input, MessageToken, Output, RequestId, Sync, SyncConfig, SyncCounters, Validation,
-};
+use super::codec::BytesCodec;
+use super::protocol::{Input, Sync, SyncConfig, SyncCounters};
 use super::wire::MAX_GOSSIP_BYTES;
-use crate::budget::{Held, MemoryBudget};
+use crate::budget::MemoryBudget;
 use crate::bytes::ValidatorKey;
 use crate::ledger::event::Evidence;
 use crate::ledger::{LedgerKey, OwnLog, Store, Tip};
 use futures::StreamExt;
-use libp2p::gossipsub::{self, IdentTopic, MessageAcceptance, MessageAuthenticity};
-use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport, ResponseChannel};
-use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
-use libp2p::{
-    allow_block_list, connection_limits, identify, noise, ping, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm,
-};
+use libp2p::gossipsub::{self, IdentTopic, MessageAuthenticity};
+use libp2p::request_response::{self, ProtocolSupport};
+use libp2p::{connection_limits, identify, noise, ping, tcp, yamux, Multiaddr, PeerId, StreamProtocol, Swarm};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 mod swarm_events;
+use super::behaviour::Behaviour;
 use swarm_events::ActorState;
+pub use swarm_events::{BLOCK_MS, MAX_BLOCKED_PEERS};
 
 pub const GOSSIP_TOPIC: &str = "af/tips/v1";
 /// Subscribed to (no message is ever sent on them) to tell peers how our stop goes: from
@@ -116,15 +113,8 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// Peers blocked for misbehaviour, remembered at most (the oldest is forgotten first, so
-/// a crowd of throwaway identities cannot grow the list without bound).
-pub const MAX_BLOCKED_PEERS: usize = 4096;
 /// Most older keys followed back from one listed key (ledger-spec/16).
 pub const MAX_ROTATIONS_FOLLOWED: usize = 16;
-/// How long a block lasts. Not for good: a block that an honest peer earned by a fault of
-/// ours or a rule too tight would otherwise cut it off until we restart, and a hostile
-/// peer gains one reconnect per period, which the limits bound like any other.
-pub const BLOCK_MS: u64 = 600_000;
 
 impl Default for NetConfig {
     fn default() -> Self {
@@ -195,19 +185,6 @@ pub struct PeerStatus {
     /// Highest height of each validator's chain the peer is known to hold.
     pub holds: BTreeMap<ValidatorKey, u64>,
     pub gossip_score: Option<f64>,
-}
-
-#[derive(NetworkBehaviour)]
-struct Behaviour {
-    // First: an address over its share of handshakes is refused before it takes one of
-    // the slots all addresses share.
-    admission: super::admission::Admission,
-    limits: connection_limits::Behaviour,
-    blocked: allow_block_list::Behaviour<allow_block_list::BlockedPeers>,
-    gossipsub: gossipsub::Behaviour,
-    sync: request_response::Behaviour<BytesCodec>,
-    identify: identify::Behaviour,
-    ping: ping::Behaviour,
 }
 
 /// The libp2p keypair of a ledger key (the same ed25519 secret).
@@ -466,7 +443,7 @@ pub async fn run_node(log: Arc<OwnLog>, mut config: NetConfig, mut channels: Net
                 Some((validator, height)) => Some((Input::OwnBlock { validator, height }, None)),
                 None => continue,
             },
-            event = swarm.select_next_some() => state.translate(event, &mut swarm, &config, &mut listen_addrs),
+            event = swarm.select_next_some() => state.translate(event, &mut swarm, &config.peers, &mut listen_addrs),
         };
         let Some((input, held)) = input else { continue };
         let request_channel = match &input {

@@ -3,7 +3,26 @@
 //! and responses, blocking a peer that sent invalid data), with what that needs kept
 //! between events.
 
-use super::*;
+use crate::budget::{Held, MemoryBudget};
+use crate::ledger::event::Evidence;
+use crate::p2p::behaviour::{Behaviour, BehaviourEvent};
+use crate::p2p::codec::{blames_sender, SyncRequest};
+use crate::p2p::protocol::{ChannelToken, Input, MessageToken, Output, RequestId, Validation};
+use libp2p::gossipsub::{self, IdentTopic, MessageAcceptance};
+use libp2p::request_response::{self, OutboundRequestId, ResponseChannel};
+use libp2p::swarm::SwarmEvent;
+use libp2p::{ping, Multiaddr, PeerId, Swarm};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// Peers blocked for misbehaviour, remembered at most (the oldest is forgotten first, so
+/// a crowd of throwaway identities cannot grow the list without bound).
+pub const MAX_BLOCKED_PEERS: usize = 4096;
+/// How long a block lasts. Not for good: a block that an honest peer earned by a fault of
+/// ours or a rule too tight would otherwise cut it off until we restart, and a hostile
+/// peer gains one reconnect per period, which the limits bound like any other.
+pub const BLOCK_MS: u64 = 600_000;
 
 /// Blocked peers and when each block ends, oldest first: at most `MAX_BLOCKED_PEERS`,
 /// each for `BLOCK_MS`.
@@ -69,7 +88,7 @@ impl ActorState {
         &mut self,
         event: SwarmEvent<BehaviourEvent>,
         swarm: &mut Swarm<Behaviour>,
-        config: &NetConfig,
+        configured_peers: &[Multiaddr],
         listen_addrs: &mut Vec<String>,
     ) -> Option<Translated> {
         let input = match event {
@@ -83,7 +102,7 @@ impl ActorState {
                 if let libp2p::core::ConnectedPoint::Dialer { address, .. } = &endpoint {
                     let bare: Multiaddr =
                         address.iter().filter(|p| !matches!(p, libp2p::multiaddr::Protocol::P2p(_))).collect();
-                    for configured in &config.peers {
+                    for configured in configured_peers {
                         let configured_bare: Multiaddr =
                             configured.iter().filter(|p| !matches!(p, libp2p::multiaddr::Protocol::P2p(_))).collect();
                         if configured_bare == bare {
