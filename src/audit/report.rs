@@ -215,7 +215,7 @@ pub fn html(report: &AuditReport) -> Result<String, SpillFileError> {
                         0 => { " " (RATIO_NEVER_SET_ON_CHAIN) "; weights " }
                         block => { " (set at chain block " (block) "); weights " }
                     }
-                    (crate::chain::weight_shares(state.weights.iter().copied()))
+                    (crate::chain::weights::weight_shares(state.weights.iter().copied()))
                     "."
                 }
                 p { "Chain commitments: " (report.chain.note) }
@@ -231,11 +231,11 @@ pub fn html(report: &AuditReport) -> Result<String, SpillFileError> {
                                 td {
                                     @if let Some(w) = &row.logged {
                                         @if w.commit.is_some() { "committed " } @else { "set " }
-                                        (crate::chain::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied())))
+                                        (crate::chain::weights::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied())))
                                         " at chain block " (w.chain_block)
                                     } @else { "none" }
                                 }
-                                td { @if let Some(pairs) = &row.on_chain { (crate::chain::weight_shares(pairs.iter().copied())) } @else { "-" } }
+                                td { @if let Some(pairs) = &row.on_chain { (crate::chain::weights::weight_shares(pairs.iter().copied())) } @else { "-" } }
                                 td.(if row.status == "mismatch" { "bad" } else { "" }) title=(row.detail) { (row.status) }
                                 td { @match row.agrees_with_replay { Some(true) => "all to it", Some(false) => "not now", None => "-" } }
                             }

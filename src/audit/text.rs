@@ -210,7 +210,7 @@ pub fn text(report: &AuditReport) -> Result<String, SpillFileError> {
             0 => RATIO_NEVER_SET_ON_CHAIN.to_string(),
             block => format!("(set at chain block {block})"),
         },
-        crate::chain::weight_shares(state.weights.iter().copied())
+        crate::chain::weights::weight_shares(state.weights.iter().copied())
     );
     outln!("chain commitments: {}", report.chain.note);
     outln!("match blocks: {}", report.blocks.note);
@@ -300,7 +300,7 @@ pub fn event_line(event: &Event) -> String {
             "weights_committed netuid {} at chain block {}, weights {}, reveal round {} (block {})",
             w.netuid,
             w.chain_block,
-            crate::chain::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied())),
+            crate::chain::weights::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied())),
             w.reveal_round,
             w.reveal_block
         ),
@@ -354,7 +354,7 @@ pub fn weights_lines(
     audit: &super::WeightsAudit,
     view: Option<&super::chain_view::ChainView>,
 ) -> Vec<String> {
-    use crate::chain::weight_shares;
+    use crate::chain::weights::weight_shares;
     use crate::display::one_line;
     let shares = |uids: &[u16], weights: &[u16]| weight_shares(uids.iter().copied().zip(weights.iter().copied()));
     let champion = state.champion.as_ref().map_or("(none)", |c| &*c.hotkey);

@@ -27,10 +27,6 @@ use crate::ledger::Tip;
 use serde::{Deserialize, Serialize};
 
 pub use ledger_commitment::LedgerCommitment;
-pub use weights::{
-    check_weight_limits, send_weights, weight_shares, PendingCommit, RevealedCommit, SentWeights, TimelockInfo,
-    Timelocked, WeightsSent,
-};
 
 /// Space one commitment may use per tempo, and what each call costs at least.
 pub const MAX_SPACE_PER_TEMPO: u64 = 3_100;
@@ -368,6 +364,52 @@ pub trait Chain: Send + Sync {
     ) -> Result<u64, ChainError>;
     /// Timelocked commits: those waiting and those the chain revealed (or dropped).
     async fn timelocked(&self) -> Result<Timelocked, ChainError>;
+}
+
+/// What a timelocked commit needs from chain state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimelockInfo {
+    /// `CommitRevealWeightsVersion`: the call must carry it.
+    pub commit_reveal_version: u16,
+    pub reveal_period_epochs: u64,
+    pub schedule: tlock::EpochSchedule,
+    /// The beacon whose rounds the chain decrypts with.
+    pub beacon: tlock::Beacon,
+    pub block_ms: u64,
+    /// Our unrevealed commits in the current epoch.
+    pub unrevealed_commits: u32,
+}
+
+/// A timelocked commit waiting on chain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingCommit {
+    pub hotkey: String,
+    pub commit_block: u64,
+    pub reveal_round: u64,
+    /// blake3 of the ciphertext, as our log records it.
+    pub ciphertext_hash: Hash32,
+}
+
+/// A timelocked commit the chain opened: the weights it applied, or why it dropped it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevealedCommit {
+    pub hotkey: String,
+    pub commit_block: u64,
+    pub reveal_block: u64,
+    pub reveal_round: u64,
+    pub ciphertext_hash: Hash32,
+    pub uids: Vec<u16>,
+    pub weights: Vec<u16>,
+    /// Empty when applied; else the chain's reason for dropping the commit.
+    pub error: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timelocked {
+    pub pending: Vec<PendingCommit>,
+    /// What the chain still holds of revealed commits (subtensor keeps none: its
+    /// `TimelockedWeightsRevealed` events and `Weights` say what was applied).
+    pub revealed: Vec<RevealedCommit>,
 }
 
 /// Which chain to talk to and as whom: `local:ADDR` (the stand-in) or `subtensor:finney|test|local|URL`.

@@ -1,56 +1,10 @@
 //! Weights on chain: what a validator sends (`send_weights`, once per rate limit and
-//! never the same twice, through one `SentWeights`), the timelocked commits of
-//! commit-reveal v4 as the chain holds them, and weights in words for people.
+//! never the same twice, through one `SentWeights`), the chain's limits on a send as
+//! both backends check them, and weights in words for people.
 
 use super::{tlock, Chain, ChainError, WeightLimits};
 use crate::bytes::Hash32;
-use serde::{Deserialize, Serialize};
-
-/// What a timelocked commit needs from chain state.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TimelockInfo {
-    /// `CommitRevealWeightsVersion`: the call must carry it.
-    pub commit_reveal_version: u16,
-    pub reveal_period_epochs: u64,
-    pub schedule: tlock::EpochSchedule,
-    /// The beacon whose rounds the chain decrypts with.
-    pub beacon: tlock::Beacon,
-    pub block_ms: u64,
-    /// Our unrevealed commits in the current epoch.
-    pub unrevealed_commits: u32,
-}
-
-/// A timelocked commit waiting on chain.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PendingCommit {
-    pub hotkey: String,
-    pub commit_block: u64,
-    pub reveal_round: u64,
-    /// blake3 of the ciphertext, as our log records it.
-    pub ciphertext_hash: Hash32,
-}
-
-/// A timelocked commit the chain opened: the weights it applied, or why it dropped it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RevealedCommit {
-    pub hotkey: String,
-    pub commit_block: u64,
-    pub reveal_block: u64,
-    pub reveal_round: u64,
-    pub ciphertext_hash: Hash32,
-    pub uids: Vec<u16>,
-    pub weights: Vec<u16>,
-    /// Empty when applied; else the chain's reason for dropping the commit.
-    pub error: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Timelocked {
-    pub pending: Vec<PendingCommit>,
-    /// What the chain still holds of revealed commits (subtensor keeps none: its
-    /// `TimelockedWeightsRevealed` events and `Weights` say what was applied).
-    pub revealed: Vec<RevealedCommit>,
-}
+use serde::Serialize;
 
 /// How weights went to the chain.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

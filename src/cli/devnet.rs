@@ -88,7 +88,7 @@ fn print_text(r: &Value) -> anyhow::Result<()> {
         chain["timelocked_pending"].as_array().map_or(0, Vec::len),
         weights
             .iter()
-            .map(|(uid, pairs)| format!("uid {uid} gives {}", af::chain::weight_shares(pairs.iter().copied())))
+            .map(|(uid, pairs)| format!("uid {uid} gives {}", af::chain::weights::weight_shares(pairs.iter().copied())))
             .collect::<Vec<_>>()
             .join("; "),
         yes(

@@ -11,7 +11,7 @@ use crate::audit::report::{
     date, decision, duration, identity, model_text, percent, short, validator_cell, RATIO_NEVER_SET_ON_CHAIN, STYLE,
 };
 use crate::bytes::{Hash32, ValidatorKey};
-use crate::chain::weight_shares;
+use crate::chain::weights::weight_shares;
 // The legacy ratio parameters only reach logs of mixture plans (score plans carry theirs).
 use crate::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use crate::ledger::event::MinerRef;

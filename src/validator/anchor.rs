@@ -3,9 +3,8 @@
 //! weights from a replay of every log we hold, when the rate limit allows. Each
 //! success is recorded as an event in our own log, through its single writer.
 
-use crate::chain::{
-    send_weights, Chain, ChainError, LedgerCommitment, Neuron, SentWeights, WeightsSent, COMMIT_EVERY_BLOCKS,
-};
+use crate::chain::weights::{send_weights, SentWeights, WeightsSent};
+use crate::chain::{Chain, ChainError, LedgerCommitment, Neuron, COMMIT_EVERY_BLOCKS};
 use crate::evaluation::ratio::RatioParams;
 use crate::ledger::event::{ChainCommitment, WeightsCommitted, WeightsSet};
 use crate::ledger::{Event, OwnLog, StoreError};
@@ -265,14 +264,14 @@ pub fn describe_weights(event: &Event) -> (u64, String) {
             w.chain_block,
             format!(
                 "set weights {}",
-                crate::chain::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied()))
+                crate::chain::weights::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied()))
             ),
         ),
         Event::WeightsCommitted(w) => (
             w.chain_block,
             format!(
                 "committed weights {} timelocked to round {} (reveal at block {})",
-                crate::chain::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied())),
+                crate::chain::weights::weight_shares(w.uids.iter().copied().zip(w.weights.iter().copied())),
                 w.reveal_round,
                 w.reveal_block
             ),

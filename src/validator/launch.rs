@@ -366,7 +366,7 @@ pub struct Validator {
     evidence: Option<mpsc::UnboundedReceiver<Evidence>>,
     chain: Option<Arc<dyn Chain>>,
     replays: Arc<LatestReplay>,
-    sent_weights: Arc<crate::chain::SentWeights>,
+    sent_weights: Arc<crate::chain::weights::SentWeights>,
     _http: Option<AddressFile>,
 }
 

@@ -99,7 +99,7 @@ pub struct RunOptions {
     /// How often the anchoring task looks at the chain.
     pub anchor_check_ms: u64,
     /// Our weights sends still in the pool: shared with whatever anchors after the run.
-    pub sent_weights: Arc<crate::chain::SentWeights>,
+    pub sent_weights: Arc<crate::chain::weights::SentWeights>,
     /// What the run counts for the operator (`GET /metrics`) and its health.
     pub metrics: Arc<Metrics>,
     /// The process's one replay of our store, shared by the anchoring and the HTTP API.

@@ -349,9 +349,9 @@ async fn the_subtensor_backend_reads_and_submits_through_a_strict_loopback_node(
     assert!(error.to_string().contains("CommitRevealWeightsEnabled"), "{error}");
     assert_eq!(node.submissions().len(), n_sent);
     // The one weights path commits them timelocked instead.
-    let memory = af::chain::SentWeights::default();
-    let sent = af::chain::send_weights(&client, &memory, &[2], &[65535], 1_800_000_000_000).await.unwrap();
-    let af::chain::WeightsSent::Committed { plan, ciphertext_hash, .. } = sent else { panic!("{sent:?}") };
+    let memory = af::chain::weights::SentWeights::default();
+    let sent = af::chain::weights::send_weights(&client, &memory, &[2], &[65535], 1_800_000_000_000).await.unwrap();
+    let af::chain::weights::WeightsSent::Committed { plan, ciphertext_hash, .. } = sent else { panic!("{sent:?}") };
     let submission = last_accepted(&node);
     let decoded = submission.decoded.clone().unwrap();
     assert_eq!(decoded.call, "commit_timelocked_mechanism_weights");
@@ -377,15 +377,19 @@ async fn the_subtensor_backend_reads_and_submits_through_a_strict_loopback_node(
     // rate limit at all our commit waiting for its reveal does, in this process and, from
     // the chain's TimelockedWeightCommits, in a restarted one.
     let n_sent = node.submissions().len();
-    let again = af::chain::send_weights(&client, &memory, &[2], &[65535], 1_800_000_000_000).await.unwrap_err();
+    let again =
+        af::chain::weights::send_weights(&client, &memory, &[2], &[65535], 1_800_000_000_000).await.unwrap_err();
     assert!(matches!(again, ChainError::RateLimited { .. }), "{again}");
     node.put("SubtensorModule", "WeightsSetRateLimit", &subnet_key(), Value::u128(0));
-    let again = af::chain::send_weights(&client, &memory, &[2], &[65535], 1_800_000_000_000).await.unwrap_err();
+    let again =
+        af::chain::weights::send_weights(&client, &memory, &[2], &[65535], 1_800_000_000_000).await.unwrap_err();
     assert!(matches!(again, ChainError::Unchanged { .. }), "the same weights wait an epoch: {again}");
-    let again = af::chain::send_weights(&client, &memory, &[3], &[65535], 1_800_000_000_000).await.unwrap_err();
+    let again =
+        af::chain::weights::send_weights(&client, &memory, &[3], &[65535], 1_800_000_000_000).await.unwrap_err();
     assert!(matches!(again, ChainError::CommitPending { .. }), "{again}");
-    let restarted = af::chain::SentWeights::default();
-    let again = af::chain::send_weights(&client, &restarted, &[2], &[65535], 1_800_000_000_000).await.unwrap_err();
+    let restarted = af::chain::weights::SentWeights::default();
+    let again =
+        af::chain::weights::send_weights(&client, &restarted, &[2], &[65535], 1_800_000_000_000).await.unwrap_err();
     assert!(matches!(again, ChainError::CommitPending { .. }) && again.is_wait(), "{again}");
     assert_eq!(node.submissions().len(), n_sent, "nothing was sent");
     // The older call without a mechanism id, as chains before mechanisms take it.

@@ -16,10 +16,8 @@ pub use calls::*;
 use values::*;
 
 use super::tlock::{Beacon, EpochSchedule};
-use super::{
-    check_weight_limits, Chain, ChainError, CommitmentRecord, Neuron, PendingCommit, TimelockInfo, Timelocked,
-    WeightLimits,
-};
+use super::weights::check_weight_limits;
+use super::{Chain, ChainError, CommitmentRecord, Neuron, PendingCommit, TimelockInfo, Timelocked, WeightLimits};
 
 /// Subtensor's block time.
 pub const SUBTENSOR_BLOCK_MS: u64 = 12_000;
