@@ -171,7 +171,7 @@ fn start_chain(exe: &Path, dir: &Path) -> Result<(Process, String), DevnetError>
 }
 
 fn status(data: &Path) -> Option<serde_json::Value> {
-    serde_json::from_str(&std::fs::read_to_string(data.join(crate::p2p::node::STATUS_FILE)).ok()?).ok()
+    crate::p2p::node::read_status(data).ok().flatten()
 }
 
 /// (height, hash) of `validator` in a status file's tips.

@@ -1,18 +1,25 @@
-//! Reading a document from outside within a bound: a file, or stdin for `-`, never more
-//! than the bound and one byte, so a huge or endless input is refused by name, not read.
+//! Reading input from outside within a bound: a file, or stdin for `-`, never more than
+//! the bound and one byte, so a huge or endless input is refused by name, not read; and
+//! hex from the command line, its length checked before it is decoded.
 
 use std::io::{Error, ErrorKind, Read};
 use std::path::Path;
+
+/// `path` opened for reading, or stdin for `-`; an error names the path.
+pub fn open(path: &Path) -> Result<Box<dyn Read>, Error> {
+    if path.as_os_str() == "-" {
+        return Ok(Box::new(std::io::stdin().lock()));
+    }
+    let file =
+        std::fs::File::open(path).map_err(|e| Error::new(e.kind(), format!("reading {}: {e}", path.display())))?;
+    Ok(Box::new(file))
+}
 
 /// The bytes of `path` (stdin for `-`), at most `limit`.
 pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, Error> {
     let named = |e: Error| Error::new(e.kind(), format!("reading {}: {e}", path.display()));
     let mut bytes = Vec::new();
-    if path.as_os_str() == "-" {
-        std::io::stdin().take(limit + 1).read_to_end(&mut bytes)?;
-    } else {
-        std::fs::File::open(path).map_err(named)?.take(limit + 1).read_to_end(&mut bytes).map_err(named)?;
-    }
+    open(path)?.take(limit + 1).read_to_end(&mut bytes).map_err(named)?;
     if bytes.len() as u64 > limit {
         return Err(Error::new(ErrorKind::InvalidData, format!("{} is larger than {limit} bytes", path.display())));
     }
@@ -23,6 +30,16 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, Error> {
 pub fn read_text(path: &Path, limit: u64) -> Result<String, Error> {
     String::from_utf8(read_bounded(path, limit)?)
         .map_err(|_| Error::new(ErrorKind::InvalidData, format!("{} is not UTF-8 text", path.display())))
+}
+
+/// Bytes given in hex (an optional `0x` first) on the command line, at most `max_bytes`;
+/// `name` (the flag) is named in the error.
+pub fn hex(name: &str, text: &str, max_bytes: usize) -> Result<Vec<u8>, Error> {
+    let invalid = |why: String| Error::new(ErrorKind::InvalidInput, format!("{name}: {why}"));
+    if text.len() > max_bytes * 2 {
+        return Err(invalid(format!("{} hex characters, over the {} allowed", text.len(), max_bytes * 2)));
+    }
+    hex::decode(text.trim_start_matches("0x")).map_err(|e| invalid(format!("not hex ({e})")))
 }
 
 #[cfg(test)]

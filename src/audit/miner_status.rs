@@ -84,6 +84,31 @@ pub fn miner_status<'a>(
 }
 
 impl MinerStatus<'_> {
+    /// The status as `af mine status --json` prints it, with the models the endpoint
+    /// serves (`models`, where it was asked).
+    pub fn json(&self, hotkey: &str, models: Option<&Result<Vec<String>, String>>) -> serde_json::Value {
+        serde_json::json!({
+            "hotkey": hotkey,
+            "already_played_in": self.last_played,
+            "registered": self.neuron.is_some(),
+            "uid": self.neuron.map(|n| n.uid),
+            "registration_block": self.neuron.map(|n| n.registration_block),
+            "commitment_block": self.record.map(|r| r.block),
+            "commitment": self.commitment.as_ref().and_then(|d| d.as_ref().ok()),
+            "commitment_error": self.commitment.as_ref().and_then(|d| d.as_ref().err()),
+            "queue_position": self.queue_position,
+            "queue_of": self.queue_of.map(|v| v.to_hex()),
+            "champion": self.is_champion,
+            "skipped": self.skipped,
+            "models": models.map(|m| match m {
+                Ok(ids) => serde_json::json!({ "ok": true, "ids": ids }),
+                Err(why) => serde_json::json!({ "ok": false, "error": why }),
+            }),
+            "matches": self.matches,
+            "recorded_skips": self.recorded_skips,
+        })
+    }
+
     /// The status in words for `hotkey` on subnet `netuid`, with what its endpoint's
     /// `/v1/models` answered where it was asked.
     pub fn lines(&self, hotkey: &str, netuid: u16, models: Option<&Result<Vec<String>, String>>) -> Vec<String> {

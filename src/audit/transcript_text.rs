@@ -4,7 +4,7 @@
 
 use crate::bytes::{Hash32, ValidatorKey};
 use crate::display::one_line;
-use crate::ledger::entry::{EntryError, TranscriptEntry, Unproven, VerifiedEntry};
+use crate::ledger::entry::{EntryError, TranscriptEntry, VerifiedEntry};
 use crate::ledger::event::{EnvOutcome, Event};
 
 /// The most characters of one answer shown in text (`--json` has every byte).
@@ -122,43 +122,82 @@ fn answer_lines(out: &mut Vec<String>, label: &str, answer: &str) {
     }
 }
 
-/// `af transcripts verify` of one entry in words: what is proven, to which tip, whether a
-/// commitment and the chain (`on_chain`, where read) cover it, and the replay's context
-/// that the proofs do not cover.
-pub fn verified_lines(
-    verified: &Result<VerifiedEntry, EntryError>,
-    on_chain: Option<&crate::chain::OnChainCheck>,
-    unproven: &Unproven,
-) -> Vec<String> {
-    let v = match verified {
-        Ok(v) => v,
-        Err(e) => return vec![format!("FAIL: {e}")],
-    };
-    let proven = format!(
-        "ok: transcript {} of block {} (validator {}), every shown field proven, chained to height {} hash {}",
-        v.event_idx, v.height, v.validator, v.tip.height, v.tip.hash
-    );
-    let commitment = match &v.commitment {
-        Some(c) => format!(
-            "proven from the validator's log: it committed that tip at chain block {} on netuid {}",
-            c.chain_block, c.netuid
-        ),
-        None => "unproven: no commitment covers this block yet; the proof reaches the validator's tip when it was made"
-            .into(),
-    };
-    let chain = match on_chain {
-        Some(check) => format!("{}on chain: {}", if check.ok { "" } else { "FAIL " }, check.detail),
-        None => "not checked on chain (give --chain SPEC --netuid N to check it)".into(),
-    };
-    let verdict = match unproven.match_contender_won {
-        Some(true) => "the contender won",
-        Some(false) => "the champion kept the crown",
-        None => "not decided",
-    };
-    let decision = unproven.env_decision.map_or("undecided", env_decision_words);
-    let context = format!(
-        "unproven (replay's context, not covered by the proofs): role {}, env: {decision}, match: {verdict}",
-        unproven.role
-    );
-    vec![proven, commitment, chain, context]
+/// One transcript entry checked (`af transcripts verify`): its proofs, and, where a
+/// chain was read, its tip against the validator's commitment there.
+pub struct EntryCheck<'a> {
+    pub entry: &'a TranscriptEntry,
+    pub verified: Result<VerifiedEntry, EntryError>,
+    pub on_chain: Option<crate::chain::OnChainCheck>,
+}
+
+impl EntryCheck<'_> {
+    /// Proven, and the chain (where read) agrees.
+    pub fn ok(&self) -> bool {
+        self.verified.is_ok() && self.on_chain.as_ref().is_none_or(|c| c.ok)
+    }
+
+    /// The check as `--json` prints it.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "ok": self.ok(),
+            "verified": self.verified.as_ref().ok(),
+            "error": self.verified.as_ref().err().map(|e| e.to_string()),
+            "on_chain": self.on_chain,
+            "unproven": self.entry.unproven,
+        })
+    }
+
+    /// Entry `n` of several, in one line.
+    pub fn line(&self, n: usize) -> String {
+        match &self.verified {
+            Ok(v) => format!(
+                "{}entry {n}: transcript {} of block {} (validator {}), proven to height {}{}",
+                if self.ok() { "ok   " } else { "FAIL " },
+                v.event_idx,
+                v.height,
+                v.validator,
+                v.tip.height,
+                self.on_chain.as_ref().map_or(String::new(), |c| format!("; on chain: {}", c.detail))
+            ),
+            Err(e) => format!("FAIL entry {n}: {e}"),
+        }
+    }
+
+    /// One entry in words: what is proven, to which tip, whether a commitment and the
+    /// chain (where read) cover it, and the replay's context that the proofs do not cover.
+    pub fn lines(&self) -> Vec<String> {
+        let v = match &self.verified {
+            Ok(v) => v,
+            Err(e) => return vec![format!("FAIL: {e}")],
+        };
+        let proven = format!(
+            "ok: transcript {} of block {} (validator {}), every shown field proven, chained to height {} hash {}",
+            v.event_idx, v.height, v.validator, v.tip.height, v.tip.hash
+        );
+        let commitment = match &v.commitment {
+            Some(c) => format!(
+                "proven from the validator's log: it committed that tip at chain block {} on netuid {}",
+                c.chain_block, c.netuid
+            ),
+            None => {
+                "unproven: no commitment covers this block yet; the proof reaches the validator's tip when it was made"
+                    .into()
+            }
+        };
+        let chain = match &self.on_chain {
+            Some(check) => format!("{}on chain: {}", if check.ok { "" } else { "FAIL " }, check.detail),
+            None => "not checked on chain (give --chain SPEC --netuid N to check it)".into(),
+        };
+        let verdict = match self.entry.unproven.match_contender_won {
+            Some(true) => "the contender won",
+            Some(false) => "the champion kept the crown",
+            None => "not decided",
+        };
+        let decision = self.entry.unproven.env_decision.map_or("undecided", env_decision_words);
+        let context = format!(
+            "unproven (replay's context, not covered by the proofs): role {}, env: {decision}, match: {verdict}",
+            self.entry.unproven.role
+        );
+        vec![proven, commitment, chain, context]
+    }
 }

@@ -85,6 +85,23 @@ impl LocalClient {
         self.register_at(hotkey, validator_permit, None).await
     }
 
+    /// Registers the hotkey `spec` names (itself, or a btcli wallet's) on the local chain
+    /// `spec` names: `af chain register`, the devnet's stand-in for registration (on
+    /// subtensor, btcli registers).
+    pub async fn register_named(
+        spec: &super::ChainSpec,
+        validator_permit: bool,
+        replace_uid: Option<u16>,
+    ) -> Result<Neuron, ChainError> {
+        let refused = |message: &str| ChainError::Spec { endpoint: spec.endpoint.clone(), message: message.into() };
+        let addr = spec.endpoint.strip_prefix("local:").ok_or_else(|| {
+            refused("registration here is for the local chain only (--chain local:ADDR); on subtensor use btcli")
+        })?;
+        let hotkey = super::local_hotkey(spec)?.ok_or_else(|| refused("name the hotkey to register: --hotkey HOTKEY (the local chain takes any name), or --wallet NAME [--hotkey NAME] [--wallets-dir DIR] for a btcli wallet's hotkey"))?;
+        let client = LocalClient::new(addr, spec.netuid, Some(hotkey.clone()))?;
+        client.register_at(&hotkey, validator_permit, replace_uid).await
+    }
+
     /// Registers a hotkey into `replace_uid`, deregistering the hotkey holding it.
     pub async fn register_at(
         &self,

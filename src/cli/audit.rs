@@ -52,9 +52,6 @@ pub struct AuditArgs {
     /// who may countersign).
     #[arg(long, requires = "from_checkpoint", value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub quorum: Option<u16>,
-    /// Print JSON for scripts (ledger-spec/10 for events).
-    #[arg(long)]
-    pub json: bool,
     /// Write a self-contained HTML report to this file.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -69,7 +66,7 @@ pub struct AuditArgs {
     pub chain: super::chain::ChainArgs,
 }
 
-pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: AuditArgs, json: bool) -> anyhow::Result<ExitCode> {
     match audit(&args) {
         // The replay stays until the report is drawn: the report reads its file.
         Ok((report, _replayed)) => {
@@ -88,25 +85,25 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             type Drawn = (Option<String>, Option<String>, Option<serde_json::Value>);
             let drawn = (|| -> anyhow::Result<Drawn> {
                 let html = args.report.as_ref().map(|_| af::audit::report::html(&report)).transpose()?;
-                let text = (!args.json).then(|| af::audit::text::text(&report)).transpose()?;
-                let json = args.json.then(|| serde_json::to_value(&report)).transpose()?;
-                Ok((html, text, json))
+                let text = (!json).then(|| af::audit::text::text(&report)).transpose()?;
+                let value = json.then(|| serde_json::to_value(&report)).transpose()?;
+                Ok((html, text, value))
             })();
-            let (html, text, json) = match drawn {
+            let (html, text, value) = match drawn {
                 Ok(drawn) => drawn,
                 Err(error) => {
                     eprintln!("af audit: could not run: {error:#}");
                     return Ok(ExitCode::from(EXIT_COULD_NOT_RUN));
                 }
             };
-            match (json, text) {
-                (Some(json), _) => print_json(&json)?,
+            match (value, text) {
+                (Some(value), _) => print_json(&value)?,
                 (None, Some(text)) => super::print_text(text.strip_suffix('\n').unwrap_or(&text))?,
                 (None, None) => {}
             }
             if let (Some(path), Some(html)) = (&args.report, html) {
                 std::fs::write(path, html).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
-                if !args.json {
+                if !json {
                     outln!("report written to {}", path.display());
                 }
             }
@@ -115,7 +112,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         // A store whose bytes fail the storage engine's checks is a finding, not a
         // failure to run: the audit looked and found the log damaged.
         Err(error) if is_integrity_fault(&error) => {
-            if args.json {
+            if json {
                 print_json(
                     &serde_json::json!({ "clean": false, "store_corrupt": true, "error": format!("{error:#}") }),
                 )?;
@@ -125,7 +122,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(EXIT_FOUND))
         }
         Err(error) => {
-            if args.json {
+            if json {
                 print_json(&serde_json::json!({ "clean": false, "error": format!("{error:#}") }))?;
             }
             eprintln!("af audit: could not run: {error:#}");
@@ -206,41 +203,17 @@ fn countersigners(args: &AuditArgs) -> anyhow::Result<af::replay::checkpoint_quo
     Ok(Countersigners::new(keys, quorum, format!("the validators {} lists at block {block}", spec.endpoint)))
 }
 
-/// Most bytes of a `--countersigners` file.
+/// Most bytes of a `--countersigners` file: 4,096 keys of 64 hex digits fit many times over.
 const MAX_KEY_LIST_BYTES: u64 = 1 << 20;
 
-/// Ledger keys in hex, comma-separated, or a file of them one per line (`#` starts a
-/// comment), and how the list was named; an empty list, or a word that is not a key, is
-/// refused by name.
+/// `--countersigners`: keys on the command line, or the file that lists them.
 fn read_key_list(list: &str) -> anyhow::Result<(std::collections::BTreeSet<af::bytes::ValidatorKey>, String)> {
     let path = std::path::Path::new(list);
     let (text, named) = match path.is_file() {
-        true => {
-            // 4,096 keys of 64 hex digits fit many times over; a bigger file is not a list.
-            let size = std::fs::metadata(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?.len();
-            anyhow::ensure!(
-                size <= MAX_KEY_LIST_BYTES,
-                "{} is {size} bytes, over the {MAX_KEY_LIST_BYTES} a key list may be",
-                path.display()
-            );
-            (
-                std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?,
-                format!("in {}", path.display()),
-            )
-        }
-        false => (list.replace(',', "\n"), "on the command line".to_string()),
+        true => (af::input::read_text(path, MAX_KEY_LIST_BYTES)?, format!("in {}", path.display())),
+        false => (list.to_string(), "on the command line".to_string()),
     };
-    let mut keys = std::collections::BTreeSet::new();
-    for (n, line) in text.lines().enumerate() {
-        let word = line.split('#').next().unwrap_or("").trim();
-        if word.is_empty() {
-            continue;
-        }
-        let key = af::bytes::ValidatorKey::from_hex(word)
-            .map_err(|e| anyhow::anyhow!("item {} ({:?}) is not a ledger key (64 hex digits): {e}", n + 1, word))?;
-        keys.insert(key);
-    }
-    anyhow::ensure!(!keys.is_empty(), "no ledger key {named}");
+    let keys = af::replay::checkpoint_quorum::parse_key_list(&text).map_err(|e| anyhow::anyhow!("{named}: {e}"))?;
     Ok((keys, named))
 }
 

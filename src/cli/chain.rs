@@ -62,23 +62,17 @@ pub enum ChainCommand {
         /// Address to listen on (port 0: any free port, printed at start).
         #[arg(long, default_value = "127.0.0.1:9944")]
         listen: String,
-        /// Milliseconds per block (subtensor: 12000).
-        #[arg(long, default_value_t = 12_000)]
+        /// Milliseconds per block (subtensor: 12000), 1 to 3600000.
+        #[arg(long, default_value_t = 12_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
         block_ms: u64,
-        /// Blocks per epoch (subtensor's default tempo: 360); fixed when the chain is created.
-        #[arg(long, default_value_t = 360)]
+        /// Blocks per epoch (subtensor's default tempo: 360), 1 to 65535; fixed when the chain is created.
+        #[arg(long, default_value_t = 360, value_parser = clap::value_parser!(u64).range(1..=65_535))]
         tempo: u64,
-        /// Announce the address as one JSON line (`{"listening": ADDR, ...}`).
-        #[arg(long)]
-        json: bool,
     },
     /// Current block (and, on the local chain, its clock).
     Status {
         #[command(flatten)]
         chain: ChainArgs,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Register a hotkey on the local chain (the devnet's stand-in for registration).
     Register {
@@ -90,25 +84,16 @@ pub enum ChainCommand {
         /// Take this uid, deregistering the hotkey that holds it (what subtensor does to a full subnet's lowest-ranked neuron).
         #[arg(long)]
         replace_uid: Option<u16>,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Registered neurons: uid, hotkey, registration block, validator permit.
     Neurons {
         #[command(flatten)]
         chain: ChainArgs,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Every hotkey's latest commitment, read as an af ledger commitment where it is one.
     Commitments {
         #[command(flatten)]
         chain: ChainArgs,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Timelock encryption as commit-reveal v4 uses it (drand quicknet by default), offline.
     #[command(subcommand)]
@@ -120,9 +105,6 @@ pub enum ChainCommand {
         data: PathBuf,
         #[command(flatten)]
         chain: ChainArgs,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
 }
 
@@ -140,9 +122,6 @@ pub enum TlockCommand {
         plaintext: String,
         #[command(flatten)]
         beacon: BeaconArgs,
-        /// Print JSON for scripts.
-        #[arg(long)]
-        json: bool,
     },
     /// Open a ciphertext with its round's signature; decodes a weights payload if it is one.
     Decrypt {
@@ -157,9 +136,6 @@ pub enum TlockCommand {
         round: Option<u64>,
         #[command(flatten)]
         beacon: BeaconArgs,
-        /// Print JSON for scripts.
-        #[arg(long)]
-        json: bool,
     },
     /// The reveal block and drand round a commit made now is aimed at (ledger-spec/12).
     Plan {
@@ -181,17 +157,14 @@ pub enum TlockCommand {
         /// Legacy schedule: the subnet.
         #[arg(long, default_value_t = 1)]
         netuid: u16,
-        /// Milliseconds per block.
-        #[arg(long, default_value_t = 12_000)]
+        /// Milliseconds per block, 1 to 3600000.
+        #[arg(long, default_value_t = 12_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
         block_ms: u64,
         /// The time of `--block`, unix milliseconds (default: now).
         #[arg(long)]
         now_ms: Option<u64>,
         #[command(flatten)]
         beacon: BeaconArgs,
-        /// Print JSON for scripts.
-        #[arg(long)]
-        json: bool,
     },
 }
 
@@ -220,23 +193,12 @@ impl BeaconArgs {
     }
 }
 
-/// Hex from the command line, bounded and refused by name.
-fn hex_arg(name: &str, text: &str, max_bytes: usize) -> anyhow::Result<Vec<u8>> {
-    anyhow::ensure!(
-        text.len() <= max_bytes * 2,
-        "{name}: {} hex characters, over the {} allowed",
-        text.len(),
-        max_bytes * 2
-    );
-    hex::decode(text.trim_start_matches("0x")).map_err(|e| anyhow::anyhow!("{name}: not hex ({e})"))
-}
-
-fn tlock(command: TlockCommand) -> anyhow::Result<ExitCode> {
+fn tlock(command: TlockCommand, json: bool) -> anyhow::Result<ExitCode> {
     use af::chain::tlock::{self, EpochSchedule, TlockError};
     match command {
-        TlockCommand::Encrypt { round, plaintext, beacon, json } => {
+        TlockCommand::Encrypt { round, plaintext, beacon } => {
             anyhow::ensure!(round >= 1, "--round must be at least 1");
-            let plaintext = hex_arg("--plaintext", &plaintext, 4096)?;
+            let plaintext = af::input::hex("--plaintext", &plaintext, 4096)?;
             let ciphertext = tlock::encrypt(&beacon.beacon()?, round, &plaintext, &mut rand_core::OsRng)?;
             if json {
                 print_json(
@@ -246,9 +208,9 @@ fn tlock(command: TlockCommand) -> anyhow::Result<ExitCode> {
                 outln!("{}", hex::encode(&ciphertext));
             }
         }
-        TlockCommand::Decrypt { ciphertext, signature, round, beacon, json } => {
-            let ciphertext = hex_arg("--ciphertext", &ciphertext, tlock::MAX_COMMIT_BYTES)?;
-            let signature = hex_arg("--signature", &signature, 48)?;
+        TlockCommand::Decrypt { ciphertext, signature, round, beacon } => {
+            let ciphertext = af::input::hex("--ciphertext", &ciphertext, tlock::MAX_COMMIT_BYTES)?;
+            let signature = af::input::hex("--signature", &signature, 48)?;
             let beacon = beacon.beacon()?;
             // A signature that is not the round's, or a ciphertext it does not open, is
             // the check failing (exit 3); unreadable input is a usage error (exit 1).
@@ -292,9 +254,7 @@ fn tlock(command: TlockCommand) -> anyhow::Result<ExitCode> {
             block_ms,
             now_ms,
             beacon,
-            json,
         } => {
-            anyhow::ensure!((1..=3_600_000).contains(&block_ms), "--block-ms must be in 1..=3600000");
             let schedule = match last_epoch_block {
                 Some(last_epoch_block) => EpochSchedule::Stateful { tempo, last_epoch_block, pending_epoch_at },
                 None => EpochSchedule::Legacy { tempo, netuid },
@@ -327,11 +287,11 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
+pub fn run(command: ChainCommand, json: bool) -> anyhow::Result<ExitCode> {
     match command {
-        ChainCommand::Serve { data, listen, block_ms, tempo, json } => serve(data, &listen, block_ms, tempo, json),
-        ChainCommand::Tlock(command) => tlock(command),
-        ChainCommand::Status { chain, json } => runtime()?.block_on(async {
+        ChainCommand::Serve { data, listen, block_ms, tempo } => serve(data, &listen, block_ms, tempo, json),
+        ChainCommand::Tlock(command) => tlock(command, json),
+        ChainCommand::Status { chain } => runtime()?.block_on(async {
             let client = chain.connect().await?;
             let block = client.current_block().await?;
             if json {
@@ -341,35 +301,40 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }),
-        ChainCommand::Register { chain, validator, replace_uid, json } => runtime()?.block_on(async {
-            let endpoint = chain.chain.clone().unwrap_or_default();
-            let addr = endpoint.strip_prefix("local:").context("registration here is for the local chain only (--chain local:ADDR); on subtensor use btcli")?;
+        ChainCommand::Register { chain, validator, replace_uid } => runtime()?.block_on(async {
             let spec = chain.spec().context("name the local chain: --chain local:ADDR")?;
-            let hotkey = af::chain::local_hotkey(&spec)?.context(
-                "name the hotkey to register: --hotkey HOTKEY (the local chain takes any name), or --wallet NAME [--hotkey NAME] [--wallets-dir DIR] for a btcli wallet's hotkey",
-            )?;
-            let client = LocalClient::new(addr, chain.netuid, Some(hotkey.clone()))?;
-            let neuron = client.register_at(&hotkey, validator, replace_uid).await?;
+            let neuron = LocalClient::register_named(&spec, validator, replace_uid).await?;
             if json {
                 print_json(&neuron)?;
             } else {
-                outln!("registered {} as uid {} at block {}", one_line(&neuron.hotkey), neuron.uid, neuron.registration_block);
+                outln!(
+                    "registered {} as uid {} at block {}",
+                    one_line(&neuron.hotkey),
+                    neuron.uid,
+                    neuron.registration_block
+                );
             }
             Ok(ExitCode::SUCCESS)
         }),
-        ChainCommand::Neurons { chain, json } => runtime()?.block_on(async {
+        ChainCommand::Neurons { chain } => runtime()?.block_on(async {
             let neurons = chain.connect().await?.neurons().await?;
             if json {
                 print_json(&neurons)?;
             } else {
                 outln!("{:>5}  {:<50} {:>12} {:>9}", "uid", "hotkey", "registered", "validator");
                 for n in &neurons {
-                    outln!("{:>5}  {:<50} {:>12} {:>9}", n.uid, one_line(&n.hotkey), n.registration_block, if n.validator_permit { "yes" } else { "" });
+                    outln!(
+                        "{:>5}  {:<50} {:>12} {:>9}",
+                        n.uid,
+                        one_line(&n.hotkey),
+                        n.registration_block,
+                        if n.validator_permit { "yes" } else { "" }
+                    );
                 }
             }
             Ok(ExitCode::SUCCESS)
         }),
-        ChainCommand::Commitments { chain, json } => runtime()?.block_on(async {
+        ChainCommand::Commitments { chain } => runtime()?.block_on(async {
             let records = chain.connect().await?.commitments().await?;
             if json {
                 print_json(&records.iter().map(af::audit::text::commitment_json).collect::<Vec<_>>())?;
@@ -380,7 +345,7 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }),
-        ChainCommand::Commit { data, chain, json } => {
+        ChainCommand::Commit { data, chain } => {
             let log = Arc::new(super::data_dir::open_own_log(&data)?);
             runtime()?.block_on(async {
                 let client = chain.connect().await?;
@@ -388,13 +353,19 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
                 let Some(commitment) = af::validator::anchor::commit_tip(&log, client.as_ref(), announce).await? else {
                     anyhow::bail!("our log is empty: nothing to commit");
                 };
-                let receipt = log.append(vec![af::ledger::Event::ChainCommitment(commitment.clone())], af::clock::unix_ms())?;
+                let receipt =
+                    log.append(vec![af::ledger::Event::ChainCommitment(commitment.clone())], af::clock::unix_ms())?;
                 if json {
-                    print_json(&serde_json::json!({ "commitment": commitment, "recorded_at_height": receipt.tip.height }))?;
+                    print_json(
+                        &serde_json::json!({ "commitment": commitment, "recorded_at_height": receipt.tip.height }),
+                    )?;
                 } else {
                     outln!(
                         "committed height {} hash {} at chain block {}; recorded in our log at height {}",
-                        commitment.committed_height, commitment.committed_hash, commitment.chain_block, receipt.tip.height
+                        commitment.committed_height,
+                        commitment.committed_hash,
+                        commitment.chain_block,
+                        receipt.tip.height
                     );
                 }
                 Ok(ExitCode::SUCCESS)
@@ -404,8 +375,6 @@ pub fn run(command: ChainCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn serve(data: PathBuf, listen: &str, block_ms: u64, tempo: u64, json: bool) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!((1..=3_600_000).contains(&block_ms), "--block-ms must be in 1..=3600000");
-    anyhow::ensure!((1..=65_535).contains(&tempo), "--tempo must be in 1..=65535");
     let chain = Arc::new(LocalChain::open(&data, block_ms, tempo, af::clock::unix_ms)?);
     runtime()?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;

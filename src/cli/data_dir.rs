@@ -29,6 +29,12 @@ pub fn open_own_log(data: &Path) -> anyhow::Result<OwnLog> {
     Ok(log)
 }
 
+/// `data`'s ledger key, where it has one (a mirror's or an auditor's directory has none).
+pub fn own_key(data: &Path) -> anyhow::Result<Option<LedgerKey>> {
+    let path = key_path(data);
+    Ok(if path.exists() { Some(LedgerKey::load(&path)?) } else { None })
+}
+
 pub fn parse_validator(hex: &str) -> anyhow::Result<ValidatorKey> {
     ValidatorKey::from_hex(hex).context("--validator")
 }

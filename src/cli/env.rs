@@ -6,7 +6,7 @@ use af::bytes::Hash32;
 use af::envs::{self, Environment};
 use af::miner::client::{ClientConfig, Endpoint, MinerClient};
 use af::validator::episode::play_episode;
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 use clap::Subcommand;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,11 +14,7 @@ use std::process::ExitCode;
 #[derive(Subcommand, Debug)]
 pub enum EnvCommand {
     /// List environments: name, version, action kind, single or multi turn.
-    List {
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
-    },
+    List {},
     /// Print the task of a challenge as a model sees it, and its info.
     Test {
         /// Environment name (`af env list`).
@@ -30,9 +26,6 @@ pub enum EnvCommand {
         /// Index N of the all-zero validator and match (the same task everywhere).
         #[arg(long)]
         seed: Option<u64>,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Play tasks against an OpenAI-compatible endpoint as a validator would; print each
     /// conversation and reward. Nothing is recorded.
@@ -58,9 +51,6 @@ pub enum EnvCommand {
         /// Per-request timeout.
         #[arg(long, default_value_t = 60_000)]
         timeout_ms: u64,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Score an answer (single-turn) or a whole conversation, from the challenge id alone.
     /// Given a recorded transcript, also compares with the reward the log recorded (exit 3
@@ -83,26 +73,17 @@ pub enum EnvCommand {
         /// Of several transcripts in the file, the one this miner (hotkey) answered.
         #[arg(long, requires = "transcript")]
         miner: Option<String>,
-        /// Print JSON for scripts.
-        #[arg(long)]
-        json: bool,
     },
-}
-
-fn find<'r>(registry: &'r envs::Registry, name: &str) -> anyhow::Result<&'r dyn Environment> {
-    registry.get(name).ok_or_else(|| {
-        anyhow!("no environment {}; known: {}", af::bytes::quote_prefix(name), registry.names().join(", "))
-    })
 }
 
 fn parse_id(hex: &str) -> anyhow::Result<Hash32> {
     Hash32::from_hex(hex).context("--challenge-id")
 }
 
-pub fn run(command: EnvCommand) -> anyhow::Result<ExitCode> {
+pub fn run(command: EnvCommand, json: bool) -> anyhow::Result<ExitCode> {
     let registry = envs::registry();
     match command {
-        EnvCommand::List { json } => {
+        EnvCommand::List {} => {
             let specs: Vec<_> = registry.all().map(|env| env.spec().clone()).collect();
             if json {
                 super::print_json(&specs)?;
@@ -121,8 +102,8 @@ pub fn run(command: EnvCommand) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        EnvCommand::Test { env, challenge_id, seed, json } => {
-            let env = find(&registry, &env)?;
+        EnvCommand::Test { env, challenge_id, seed } => {
+            let env = registry.named(&env)?;
             let spec = env.spec();
             let id = match (challenge_id, seed) {
                 (Some(hex), _) => parse_id(&hex)?,
@@ -143,12 +124,12 @@ pub fn run(command: EnvCommand) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        EnvCommand::Play { env, miner, model, api_key_env, seed, count, timeout_ms, json } => {
-            let env = find(&registry, &env)?;
+        EnvCommand::Play { env, miner, model, api_key_env, seed, count, timeout_ms } => {
+            let env = registry.named(&env)?;
             let endpoint = Endpoint { base_url: miner, model, api_key_env };
             return play(env, &endpoint, seed, count, timeout_ms, json);
         }
-        EnvCommand::Score { env, challenge_id, answer, transcript, miner, json } => {
+        EnvCommand::Score { env, challenge_id, answer, transcript, miner } => {
             return score(&registry, env, challenge_id, answer, (transcript, miner), json);
         }
     }

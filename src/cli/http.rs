@@ -109,8 +109,7 @@ pub fn publish_command(
 ) -> anyhow::Result<ExitCode> {
     let site = af::http::archive::Site::open(out)?;
     let store = open_for_read(data)?;
-    let key_path = super::data_dir::key_path(data);
-    let own = if key_path.exists() { Some(af::ledger::LedgerKey::load(&key_path)?) } else { None };
+    let own = super::data_dir::own_key(data)?;
     let mut line = ProgressLine::new();
     let report = af::http::publish::publish_with(&store, own.as_ref(), &site, repair, &mut |r| {
         line.update(|| format!("publishing: {} blocks, {} bundles written", r.blocks, r.bundles_written));

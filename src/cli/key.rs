@@ -14,9 +14,6 @@ pub enum KeyCommand {
         /// Where to write the new key file (refused if it exists).
         #[arg(long)]
         out: PathBuf,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Move this validator's log to a new ledger key (ledger-spec/16): the old key signs
     /// its log's last block naming the new key, the new key signs its first block naming
@@ -40,30 +37,24 @@ pub enum KeyCommand {
         /// How long to wait for a running validator to answer, in seconds.
         #[arg(long, default_value_t = 300)]
         wait_s: u64,
-        /// Print JSON for scripts.
-        #[arg(long)]
-        json: bool,
     },
     /// Print the public key of a key file.
     Show {
         /// The key file to read.
         #[arg(long)]
         key: PathBuf,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
 }
 
-pub fn run(command: KeyCommand) -> anyhow::Result<ExitCode> {
-    let (key, json) = match command {
-        KeyCommand::Generate { out, json } => {
+pub fn run(command: KeyCommand, json: bool) -> anyhow::Result<ExitCode> {
+    let key = match command {
+        KeyCommand::Generate { out } => {
             let key = LedgerKey::generate()?;
             key.write_new(&out).with_context(|| format!("writing {}", out.display()))?;
-            (key, json)
+            key
         }
-        KeyCommand::Show { key, json } => (LedgerKey::load(&key)?, json),
-        KeyCommand::Rotate { data, config, chain_block, wait_s, json } => {
+        KeyCommand::Show { key } => LedgerKey::load(&key)?,
+        KeyCommand::Rotate { data, config, chain_block, wait_s } => {
             return rotate(&data, config.as_deref(), chain_block, wait_s, json)
         }
     };

@@ -21,9 +21,6 @@ pub enum LedgerCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// List chains; with --validator, a chain's blocks; with --height, one block.
     Show {
@@ -36,9 +33,6 @@ pub enum LedgerCommand {
         /// One block: its header, events and hash.
         #[arg(long)]
         height: Option<u64>,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Verify every chain from genesis: bytes, hashes, Merkle roots, signatures, links.
     /// Exits 3 naming the validator, first bad height and fault if anything is wrong.
@@ -49,9 +43,6 @@ pub enum LedgerCommand {
         /// Threads for the parallel checks, 1 to 4096 (default, or 0: every core).
         #[arg(long, value_parser = clap::value_parser!(u16).range(0..=4096))]
         threads: Option<u16>,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Export every chain (or one): `jsonl` writes one JSON object per event with its
     /// location; `blocks` writes the exact block bytes, framed as ledger-spec/08 says.
@@ -65,10 +56,6 @@ pub enum LedgerCommand {
         /// Only this validator's chain (hex); default: every chain held.
         #[arg(long)]
         validator: Option<String>,
-        /// The same as `--format jsonl` (the default), for scripts that pass --json to
-        /// every command.
-        #[arg(long, conflicts_with = "format")]
-        json: bool,
     },
     /// Save what a damaged store still holds: every block that checks out (canonical
     /// bytes, Merkle root, signature, link), each chain from height 0 up to its first
@@ -81,9 +68,6 @@ pub enum LedgerCommand {
         /// Where to write the block export (a new file; refused if it exists).
         #[arg(long)]
         out: PathBuf,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Read a block export (`export --format blocks`), verify every block and link, and
     /// store the blocks (creating the store if needed). Nothing unverified is stored.
@@ -94,9 +78,6 @@ pub enum LedgerCommand {
         /// The export file, or - for stdin.
         #[arg(long)]
         file: PathBuf,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Rebuild the challenge and miner indexes from the blocks (after `verify` reports an
     /// index fault). Every chain must verify first.
@@ -104,9 +85,6 @@ pub enum LedgerCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Shrink a stopped validator's store file to its data (redb's compaction): the file
     /// grows in doubling steps and keeps freed pages for reuse. Pages are checked first.
@@ -114,18 +92,13 @@ pub enum LedgerCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
-    /// Print a signed checkpoint (C2SP signed note) of our own chain's tip.
+    /// Print a signed checkpoint (C2SP signed note) of our own chain's tip; `--json`:
+    /// `{"validator", "height", "hash", "note"}`.
     Checkpoint {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
-        /// Print `{"validator", "height", "hash", "note"}` instead of the bare note.
-        #[arg(long)]
-        json: bool,
     },
     /// Verify a checkpoint note; with --data, also that the store holds that tip.
     VerifyCheckpoint {
@@ -135,11 +108,9 @@ pub enum LedgerCommand {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: Option<PathBuf>,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
-    /// Print an inclusion proof (JSON) of one event: Merkle path plus headers to the tip.
+    /// Print an inclusion proof of one event, always JSON (ledger-spec/03): Merkle path
+    /// plus headers to the tip.
     Prove {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
@@ -153,9 +124,6 @@ pub enum LedgerCommand {
         /// The chain's validator key (hex); default: our own.
         #[arg(long)]
         validator: Option<String>,
-        /// Accepted for scripts: the proof is always printed as JSON (ledger-spec/03).
-        #[arg(long)]
-        json: bool,
     },
     /// Verify an inclusion proof file on its own; with --checkpoint, that it reaches it.
     VerifyProof {
@@ -165,9 +133,6 @@ pub enum LedgerCommand {
         /// A checkpoint note the proof must reach (same validator, size and tip hash).
         #[arg(long)]
         checkpoint: Option<PathBuf>,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Write every chain as the static HTTP layout of ledger-spec/11 (bundles of blocks,
     /// signed tips, the log list, our checkpoint) under OUT, a folder for any static web
@@ -190,9 +155,6 @@ pub enum LedgerCommand {
         /// that does not hold exactly the store's blocks (a damaged or deleted bundle).
         #[arg(long)]
         repair: bool,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Prune old bodies of other validators' logs (ledger-spec/05): blocks older than
     /// --keep-days that the archive at --archive already holds in full bundles become
@@ -210,9 +172,6 @@ pub enum LedgerCommand {
         /// Days of every log to keep whole, by the blocks' times (at least 1).
         #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=36500))]
         keep_days: u32,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Print a consistency proof (JSON, ledger-spec/11): the signed headers showing that
     /// the chain at size NEW extends the chain at size OLD.
@@ -229,9 +188,6 @@ pub enum LedgerCommand {
         /// The newer size; default: the tip.
         #[arg(long)]
         new: Option<u64>,
-        /// Accepted for scripts: the proof is always printed as JSON (ledger-spec/11).
-        #[arg(long)]
-        json: bool,
     },
     /// Verify a consistency proof on its own; with --old and --new (checkpoint notes),
     /// also that they are validly signed and name the proof's sizes and hashes.
@@ -245,9 +201,6 @@ pub enum LedgerCommand {
         /// The newer checkpoint note the proof must reach.
         #[arg(long, requires = "old")]
         new: Option<PathBuf>,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Find transcripts by challenge id or miner hotkey (through the store's indexes).
     Find {
@@ -260,9 +213,6 @@ pub enum LedgerCommand {
         /// A miner hotkey.
         #[arg(long)]
         miner: Option<String>,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Append a synthetic but well-formed log to our own chain (benchmarks, tests).
     Demo {
@@ -285,9 +235,6 @@ pub enum LedgerCommand {
         /// writer does when blocks queue up).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
         blocks_per_commit: u64,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
 }
 
@@ -297,16 +244,23 @@ pub enum ExportFormat {
     Blocks,
 }
 
-pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
+pub fn run(command: LedgerCommand, json: bool) -> anyhow::Result<ExitCode> {
     match command {
-        LedgerCommand::Init { data, json } => init(&data, json),
-        LedgerCommand::Show { data, validator, height, json } => show(&data, validator, height, json),
-        LedgerCommand::Verify { data, threads, json } => verify(&data, threads, json),
-        LedgerCommand::Export { data, format, validator, json: _ } => export(&data, format, validator),
-        LedgerCommand::Salvage { data, out, json } => salvage(&data, &out, json),
-        LedgerCommand::Import { data, file, json } => import(&data, &file, json),
-        LedgerCommand::Reindex { data, json } => reindex(&data, json),
-        LedgerCommand::Compact { data, json } => {
+        LedgerCommand::Init { data } => init(&data, json),
+        LedgerCommand::Show { data, validator, height } => show(&data, validator, height, json),
+        LedgerCommand::Verify { data, threads } => verify(&data, threads, json),
+        LedgerCommand::Export { data, format, validator } => {
+            // `--json` asks for the JSON lines, the default: with `--format blocks` it is a contradiction.
+            anyhow::ensure!(
+                !json || matches!(format, ExportFormat::Jsonl),
+                "--json writes JSON lines; --format blocks writes the block bytes: give one"
+            );
+            export(&data, format, validator)
+        }
+        LedgerCommand::Salvage { data, out } => salvage(&data, &out, json),
+        LedgerCommand::Import { data, file } => import(&data, &file, json),
+        LedgerCommand::Reindex { data } => reindex(&data, json),
+        LedgerCommand::Compact { data } => {
             let (before, after, upgraded) = Store::compact(&data)?;
             if json {
                 print_json(&serde_json::json!({
@@ -320,15 +274,14 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        LedgerCommand::Publish { data, out, chain, repair, json } => {
+        LedgerCommand::Publish { data, out, chain, repair } => {
             super::http::publish_command(&data, &out, &chain, repair, json)
         }
-        LedgerCommand::Prune { data, archive, keep_days, json } => {
+        LedgerCommand::Prune { data, archive, keep_days } => {
             let archive = af::http::archive::absolute(&archive)?;
             let site = af::http::archive::Site::open(&archive)?;
             let store = Store::open(&data)?;
-            let key_path = super::data_dir::key_path(&data);
-            let own = if key_path.exists() { Some(af::ledger::LedgerKey::load(&key_path)?.validator()) } else { None };
+            let own = super::data_dir::own_key(&data)?.map(|key| key.validator());
             let mut line = ProgressLine::new();
             let report =
                 af::http::prune::prune_to_archive(&store, &site, own, keep_days, af::clock::unix_ms(), &mut |p| {
@@ -344,27 +297,20 @@ pub fn run(command: LedgerCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        LedgerCommand::ProveConsistency { data, validator, old, new, json: _ } => {
-            prove_consistency(&data, validator, old, new)
-        }
-        LedgerCommand::VerifyConsistency { proof, old, new, json } => {
+        LedgerCommand::ProveConsistency { data, validator, old, new } => prove_consistency(&data, validator, old, new),
+        LedgerCommand::VerifyConsistency { proof, old, new } => {
             verify_consistency(&proof, old.as_deref(), new.as_deref(), json)
         }
-        LedgerCommand::Checkpoint { data, json } => checkpoint(&data, json),
-        LedgerCommand::VerifyCheckpoint { file, data, json } => verify_checkpoint(&file, data.as_deref(), json),
-        LedgerCommand::Prove { data, height, event, validator, json: _ } => prove(&data, height, event, validator),
-        LedgerCommand::VerifyProof { file, checkpoint, json } => verify_proof(&file, checkpoint.as_deref(), json),
-        LedgerCommand::Find { data, challenge_id, miner, json } => find(&data, challenge_id, miner, json),
-        LedgerCommand::Demo { data, blocks, events_per_block, event_bytes, ack, blocks_per_commit, json } => {
-            // The demo's padding is one miner text, which ledger-spec/02 caps at 256 KiB.
-            anyhow::ensure!(
-                event_bytes <= af::limits::MAX_RECORDED_TEXT_BYTES,
-                "--event-bytes {event_bytes} is over {}: a demo transcript pads one miner text, which a log records up to that size",
-                af::limits::MAX_RECORDED_TEXT_BYTES
-            );
+        LedgerCommand::Checkpoint { data } => checkpoint(&data, json),
+        LedgerCommand::VerifyCheckpoint { file, data } => verify_checkpoint(&file, data.as_deref(), json),
+        LedgerCommand::Prove { data, height, event, validator } => prove(&data, height, event, validator),
+        LedgerCommand::VerifyProof { file, checkpoint } => verify_proof(&file, checkpoint.as_deref(), json),
+        LedgerCommand::Find { data, challenge_id, miner } => find(&data, challenge_id, miner, json),
+        LedgerCommand::Demo { data, blocks, events_per_block, event_bytes, ack, blocks_per_commit } => {
+            let shape = af::ledger::demo::DemoShape { blocks, events_per_block, event_bytes, blocks_per_commit };
+            shape.check()?;
             let log = open_own_log(&data)?;
             let mut progress = ProgressLine::new();
-            let shape = af::ledger::demo::DemoShape { blocks, events_per_block, event_bytes, blocks_per_commit };
             let summary = af::ledger::demo::write_demo(&log, shape, &mut |done, tip_height| {
                 if ack {
                     let mut out = std::io::stdout().lock();
@@ -436,19 +382,21 @@ fn show(data: &Path, validator: Option<String>, height: Option<u64>, json: bool)
         (validator, None) => {
             let validator = validator_or_own(data, validator)?;
             let tip = store.tip(&validator)?.ok_or_else(|| anyhow!("no chain for validator {validator}"))?;
-            let mut headers = Vec::new();
-            for h in 0..=tip.height {
-                let (header, _) = store
-                    .signed_headers(&validator, h, h)?
-                    .pop()
-                    .ok_or_else(|| anyhow!("block {h} is missing; run `af ledger verify`"))?;
-                // A pruned block (ledger-spec/05) keeps its header; its bytes are the archive's.
-                headers.push((header.hash(), header, store.block_len(&validator, h)?));
-            }
+            let signed = store.signed_headers(&validator, 0, tip.height)?;
+            anyhow::ensure!(
+                signed.len() as u64 > tip.height,
+                "block {} is missing; run `af ledger verify`",
+                signed.len()
+            );
+            // A pruned block (ledger-spec/05) keeps its header; its bytes are the archive's.
+            let sized = signed
+                .into_iter()
+                .map(|(header, _)| Ok((header.hash(), store.block_len(&validator, header.height)?, header)));
+            let headers = sized.collect::<anyhow::Result<Vec<_>>>()?;
             if json {
                 let list: Vec<_> = headers
                     .iter()
-                    .map(|(hash, header, n)| {
+                    .map(|(hash, n, header)| {
                         serde_json::json!({ "hash": hash, "header": header, "n_bytes": n, "pruned": n.is_none() })
                     })
                     .collect();
@@ -456,7 +404,7 @@ fn show(data: &Path, validator: Option<String>, height: Option<u64>, json: bool)
             } else {
                 outln!("validator {validator}");
                 outln!("{:>8}  {:<64}  {:>13}  {:>7}  {:>9}", "height", "hash", "time_ms", "events", "bytes");
-                for (hash, header, n) in headers {
+                for (hash, n, header) in headers {
                     let n = n.map_or("pruned".to_string(), |n| n.to_string());
                     outln!("{:>8}  {hash}  {:>13}  {:>7}  {:>9}", header.height, header.time_ms, header.n_events, n);
                 }
@@ -516,13 +464,8 @@ fn verify(data: &Path, threads: Option<u16>, json: bool) -> anyhow::Result<ExitC
     };
     let seconds = started.elapsed().as_secs_f64();
     if json {
-        let mut value = serde_json::to_value(&report)?;
-        value["seconds"] = serde_json::json!(seconds);
-        value["events_per_second"] = serde_json::json!(report.n_events as f64 / seconds);
-        value["mib_per_second"] = serde_json::json!(report.n_bytes as f64 / 1048576.0 / seconds);
         // What was verified is the store as its writer's recovery will leave it.
-        value["recovery_needed"] = serde_json::json!(recovery_needed);
-        print_json(&value)?;
+        print_json(&report.json(seconds, recovery_needed))?;
     } else {
         for line in report.lines(seconds) {
             outln!("{line}");
@@ -590,13 +533,8 @@ fn salvage(data: &Path, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 fn import(data: &Path, file: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let input: Box<dyn std::io::Read> = if file.as_os_str() == "-" {
-        Box::new(std::io::stdin().lock())
-    } else {
-        Box::new(std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?)
-    };
     // The magic first: a file that is not an export creates no store.
-    let mut reader = af::ledger::export::BlockReader::new(std::io::BufReader::new(input))?;
+    let mut reader = af::ledger::export::BlockReader::new(std::io::BufReader::new(af::input::open(file)?))?;
     let store = Store::create(data)?;
     let mut progress = ProgressLine::new();
     let done =

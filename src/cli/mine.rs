@@ -26,9 +26,6 @@ pub enum MineCommand {
         endpoint: String,
         #[command(flatten)]
         chain: ChainArgs,
-        /// Print JSON for scripts.
-        #[arg(long)]
-        json: bool,
     },
     /// What validators will see: registration, uid, the commitment as decoded, the
     /// queue's verdict on it, whether the endpoint answers /v1/models, and (with --data)
@@ -42,18 +39,13 @@ pub enum MineCommand {
         /// Milliseconds to wait for the endpoint's /v1/models.
         #[arg(long, default_value_t = 5_000)]
         timeout_ms: u64,
-        /// Print JSON for scripts.
-        #[arg(long)]
-        json: bool,
     },
 }
 
-pub fn run(command: MineCommand) -> anyhow::Result<ExitCode> {
+pub fn run(command: MineCommand, json: bool) -> anyhow::Result<ExitCode> {
     match command {
-        MineCommand::Commit { model, revision, endpoint, chain, json } => {
-            commit(&model, &revision, &endpoint, &chain, json)
-        }
-        MineCommand::Status { chain, data, timeout_ms, json } => status(&chain, data.as_deref(), timeout_ms, json),
+        MineCommand::Commit { model, revision, endpoint, chain } => commit(&model, &revision, &endpoint, &chain, json),
+        MineCommand::Status { chain, data, timeout_ms } => status(&chain, data.as_deref(), timeout_ms, json),
     }
 }
 
@@ -125,26 +117,7 @@ fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, jso
         _ => None,
     };
     if json {
-        print_json(&serde_json::json!({
-            "hotkey": hotkey,
-            "already_played_in": status.last_played,
-            "registered": status.neuron.is_some(),
-            "uid": status.neuron.map(|n| n.uid),
-            "registration_block": status.neuron.map(|n| n.registration_block),
-            "commitment_block": status.record.map(|r| r.block),
-            "commitment": status.commitment.as_ref().and_then(|d| d.as_ref().ok()),
-            "commitment_error": status.commitment.as_ref().and_then(|d| d.as_ref().err().map(ToString::to_string)),
-            "queue_position": status.queue_position,
-            "queue_of": status.queue_of.map(|v| v.to_hex()),
-            "champion": status.is_champion,
-            "skipped": status.skipped,
-            "models": models.as_ref().map(|m| match m {
-                Ok(ids) => serde_json::json!({ "ok": true, "ids": ids }),
-                Err(why) => serde_json::json!({ "ok": false, "error": why }),
-            }),
-            "matches": status.matches,
-            "recorded_skips": status.recorded_skips,
-        }))?;
+        print_json(&status.json(&hotkey, models.as_ref()))?;
         return Ok(ExitCode::SUCCESS);
     }
     for line in status.lines(&hotkey, spec.netuid, models.as_ref()) {

@@ -26,14 +26,11 @@ pub enum MinerCommand {
         /// Seed of the policy's randomness (the same seed answers the same way).
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Announce the address as one JSON line (`{"listening": URL, ...}`).
-        #[arg(long)]
-        json: bool,
     },
 }
 
-pub fn run(command: MinerCommand) -> anyhow::Result<ExitCode> {
-    let MinerCommand::Serve { listen, policy, model, seed, json } = command;
+pub fn run(command: MinerCommand, json: bool) -> anyhow::Result<ExitCode> {
+    let MinerCommand::Serve { listen, policy, model, seed } = command;
     let policy: Policy = policy.parse()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {

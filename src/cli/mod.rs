@@ -35,6 +35,10 @@ pub use af::validator::launch::EXIT_INTERRUPTED;
     about = "Validator node and audit toolkit: signed block logs, deterministic environments"
 )]
 pub struct Cli {
+    /// Print JSON for scripts instead of lines (ledger-spec/10 for events); a server
+    /// announces its address as one JSON line.
+    #[arg(long, global = true, display_order = 50)]
+    pub json: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -54,9 +58,6 @@ pub enum Command {
         /// ledger is left as it is and the command says so (exit 1).
         #[arg(long)]
         fresh: bool,
-        /// Print one JSON summary of every step instead of the tour's lines.
-        #[arg(long)]
-        json: bool,
     },
     /// Ledger keys.
     #[command(subcommand)]
@@ -98,9 +99,6 @@ pub enum Command {
         net: node::NetArgs,
         #[command(flatten)]
         chain: validate::ChainFlags,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// The ratio to beat.
     #[command(subcommand)]
@@ -116,9 +114,6 @@ pub enum Command {
         /// and commitment blocks, the head); nothing is sent to it.
         #[command(flatten)]
         chain: chain::ChainArgs,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// A local devnet on loopback: reference miners, N validators gossiping their logs;
     /// plays R rounds, waits until every validator holds every log, prints a summary.
@@ -138,9 +133,6 @@ pub enum Command {
         /// Remove DIR first if it exists.
         #[arg(long)]
         fresh: bool,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Copy logs from a running node (`--http`) or a published site (`af ledger publish`),
     /// over HTTP or from the object store it was published to, verifying every block
@@ -161,18 +153,12 @@ pub enum Command {
         /// Give up after this many seconds in all (blocks verified by then are kept).
         #[arg(long, value_name = "SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
         timeout: u64,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Known validators, their tips and lag, evidence against them, and peers.
     Peers {
         /// The data directory: the ledger store and key (read commands open it read-only, or read a running node through its HTTP API).
         #[arg(long)]
         data: PathBuf,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
     /// Audit every log offline: verify, regenerate and re-score every challenge, check
     /// schedules, recompute vTrust and the winner, check on-chain commitments.
@@ -197,9 +183,6 @@ pub enum WeightsCommand {
         data: PathBuf,
         #[command(flatten)]
         chain: chain::ChainArgs,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
 }
 
@@ -213,44 +196,42 @@ pub enum RatioCommand {
         /// Read "now" from this chain's head (default: the newest chain block the log names).
         #[command(flatten)]
         chain: chain::ChainArgs,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
 }
 
 /// Runs one command; `log_suppressed` counts the log lines the rate limit held back (a
 /// metric of the nodes this process runs).
 pub fn run(cli: Cli, log_suppressed: prometheus_client::metrics::counter::Counter) -> anyhow::Result<ExitCode> {
+    let json = cli.json;
     match cli.command {
-        Command::Demo { data, validators, fresh, json } => demo::run(&data, validators, fresh, json),
-        Command::Key(command) => key::run(command),
-        Command::Wallet(command) => wallet::run(command),
-        Command::Mine(command) => mine::run(command),
-        Command::Ledger(command) => ledger::run(command),
-        Command::Env(command) => env::run(command),
-        Command::Miner(command) => miner::run(command),
+        Command::Demo { data, validators, fresh } => demo::run(&data, validators, fresh, json),
+        Command::Key(command) => key::run(command, json),
+        Command::Wallet(command) => wallet::run(command, json),
+        Command::Mine(command) => mine::run(command, json),
+        Command::Ledger(command) => ledger::run(command, json),
+        Command::Env(command) => env::run(command, json),
+        Command::Miner(command) => miner::run(command, json),
         Command::Validate { print_config: true, config, net, chain, .. } => {
             validate::print_config(config, &net, &chain)
         }
-        Command::Validate { data, config, max_matches, serve, net, chain, json, .. } => {
+        Command::Validate { data, config, max_matches, serve, net, chain, .. } => {
             let data = data.expect("clap requires --data here");
             let flags = validate::RunFlags { max_matches, serve, json, log_suppressed };
             validate::validate(&data, config, net, chain, flags)
         }
-        Command::Ratio(RatioCommand::Show { data, chain, json }) => validate::ratio_show(&data, &chain, json),
-        Command::Node { data, net, chain, json } => node::node(&data, net, &chain, json, log_suppressed),
-        Command::Mirror { from, data, validator, timeout, json } => {
+        Command::Ratio(RatioCommand::Show { data, chain }) => validate::ratio_show(&data, &chain, json),
+        Command::Node { data, net, chain } => node::node(&data, net, &chain, json, log_suppressed),
+        Command::Mirror { from, data, validator, timeout } => {
             http::mirror_command(&from, &data, validator, std::time::Duration::from_secs(timeout), json)
         }
-        Command::Peers { data, json } => node::peers(&data, json),
-        Command::Devnet { validators, miners, rounds, data, fresh, json } => {
+        Command::Peers { data } => node::peers(&data, json),
+        Command::Devnet { validators, miners, rounds, data, fresh } => {
             devnet::run(&data, validators, miners, rounds, fresh, json)
         }
-        Command::Audit(args) => audit::run(args),
-        Command::Transcripts(args) => transcripts::run(args),
-        Command::Chain(command) => chain::run(command),
-        Command::Weights(WeightsCommand::Show { data, chain, json }) => weights::weights_show(&data, &chain, json),
+        Command::Audit(args) => audit::run(args, json),
+        Command::Transcripts(args) => transcripts::run(args, json),
+        Command::Chain(command) => chain::run(command, json),
+        Command::Weights(WeightsCommand::Show { data, chain }) => weights::weights_show(&data, &chain, json),
     }
 }
 
@@ -367,8 +348,12 @@ mod tests {
 
     #[test]
     fn every_flag_has_help_and_every_command_takes_json() {
+        // Built, so that the global `--json` is copied onto every subcommand as clap
+        // does when it parses.
+        let mut cli = super::Cli::command();
+        cli.build();
         let mut all = Vec::new();
-        leaves(&super::Cli::command(), String::new(), &mut all);
+        leaves(&cli, String::new(), &mut all);
         assert!(all.len() > 30, "{} commands", all.len());
         let mut missing_help = Vec::new();
         let mut missing_json = Vec::new();

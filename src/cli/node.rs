@@ -4,7 +4,6 @@
 
 use super::print_json;
 use crate::outln;
-use af::p2p::node::STATUS_FILE;
 use af::validator::config::{HttpConfig, P2pConfig};
 use af::validator::launch::{self, NodeEnd};
 use anyhow::Context;
@@ -102,39 +101,15 @@ pub fn node(
 }
 
 pub fn peers(data: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let path = data.join(STATUS_FILE);
-    // The store's lock says whether a node runs; opening it would check every page.
-    let running = || af::ledger::store::Store::held_by_writer(data).unwrap_or(false);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => {
-            // A status left by a node that has stopped is history, and said to be.
-            if !running() {
-                eprintln!(
-                    "af: no node is running on {}: this is the last status its node wrote before it stopped",
-                    data.display()
-                );
-            }
-            text
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // Whether something holds the store tells which of two things is missing.
-            anyhow::bail!(if running() {
-                format!(
-                    "the node running on {} has no networking (it was started without --listen), so it has no \
-                     peers; restart it with --listen MULTIADDR to gossip and sync",
-                    data.display()
-                )
-            } else {
-                format!(
-                    "no node is running on {}: peers are shown while `af node --data {0} --listen MULTIADDR` \
-                     or `af validate --data {0} ... --listen MULTIADDR` runs",
-                    data.display()
-                )
-            })
-        }
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    };
-    let status: serde_json::Value = serde_json::from_str(&text).context("the status file is not JSON")?;
+    use af::p2p::node::{read_status, StatusError};
+    let status = read_status(data)?.ok_or_else(|| StatusError::missing(data))?;
+    // A status left by a node that has stopped is history, and said to be.
+    if !af::p2p::node::node_running(data) {
+        eprintln!(
+            "af: no node is running on {}: this is the last status its node wrote before it stopped",
+            data.display()
+        );
+    }
     if json {
         print_json(&status)?;
         return Ok(ExitCode::SUCCESS);

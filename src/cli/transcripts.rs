@@ -6,6 +6,7 @@
 
 use super::{one_line, print_json};
 use crate::outln;
+use af::audit::transcript_text::EntryCheck;
 use af::ledger::entry::{verify_entry, TranscriptEntry};
 use af::limits::MAX_JSON_INPUT_BYTES;
 use anyhow::Context;
@@ -35,11 +36,8 @@ pub struct TranscriptsArgs {
     /// A match id: 64 hex digits, or a unique prefix of at least 16.
     #[arg(long = "match")]
     pub match_id: Option<String>,
-    /// One JSON document with every transcript and its proof.
-    #[arg(long, conflicts_with = "jsonl")]
-    pub json: bool,
-    /// One JSON object per line, each with its proof.
-    #[arg(long)]
+    /// One JSON object per line, each with its proof (`--json`: one document of them all).
+    #[arg(long, conflicts_with = "json")]
     pub jsonl: bool,
 }
 
@@ -54,14 +52,11 @@ pub enum TranscriptsCommand {
         /// ledger key and (at the same height) the proven tip.
         #[command(flatten)]
         chain: super::chain::ChainArgs,
-        /// Print JSON for scripts (ledger-spec/10 for events).
-        #[arg(long)]
-        json: bool,
     },
 }
 
-pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
-    if let Some(TranscriptsCommand::Verify { file, chain, json }) = args.command {
+pub fn run(args: TranscriptsArgs, json: bool) -> anyhow::Result<ExitCode> {
+    if let Some(TranscriptsCommand::Verify { file, chain }) = args.command {
         return verify(&file, &chain, json);
     }
     let data = args.data.context("--data is required")?;
@@ -104,7 +99,7 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
     let found = af::replay::transcript_entries::Found::Miner(&miner);
     let how = (found, &filter, af::replay::transcript_entries::Reach::Tip);
     af::replay::transcript_entries::for_each_entry(&store, &replayed.folds, &locations, how, &mut |entry| {
-        let done = if args.json {
+        let done = if json {
             json_element(written, &entry)
         } else if args.jsonl {
             serde_json::to_string(&entry).map_err(Into::into).and_then(|line| {
@@ -123,7 +118,7 @@ pub fn run(args: TranscriptsArgs) -> anyhow::Result<ExitCode> {
     if let Some(error) = failed {
         return Err(error);
     }
-    if args.json {
+    if json {
         // The closing of the array `json_element` opened (serde_json's pretty layout).
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", if written == 0 { "[]" } else { "\n]" })?;
@@ -158,79 +153,40 @@ fn verify(file: &Path, chain: &super::chain::ChainArgs, json: bool) -> anyhow::R
         Ok(_) => anyhow::bail!("{} holds no transcript entry", file.display()),
         Err(error) => return super::report_parse_failure(json, "transcript entry", &error),
     };
-    if entries.len() == 1 {
-        return verify_one(&entries[0], chain, json);
-    }
-    // Several (as `--json` or `--jsonl` wrote them): each checked; ok only if all are.
-    let (mut all_ok, mut n_ok) = (true, 0);
-    let mut reports = Vec::new();
-    for (i, entry) in entries.iter().enumerate() {
-        let (verified, on_chain, ok) = check(entry, chain)?;
-        all_ok &= ok;
-        n_ok += usize::from(ok);
+    if let [entry] = &entries[..] {
+        let checked = check(entry, chain)?;
         if json {
-            reports.push(serde_json::json!({
-                "ok": ok,
-                "verified": verified.as_ref().ok(),
-                "error": verified.as_ref().err().map(|e| e.to_string()),
-                "on_chain": on_chain,
-                "unproven": entry.unproven,
-            }));
+            print_json(&checked.json())?;
         } else {
-            match &verified {
-                Ok(v) => outln!(
-                    "{}entry {}: transcript {} of block {} (validator {}), proven to height {}{}",
-                    if ok { "ok   " } else { "FAIL " },
-                    i + 1,
-                    v.event_idx,
-                    v.height,
-                    v.validator,
-                    v.tip.height,
-                    on_chain.as_ref().map_or(String::new(), |c| format!("; on chain: {}", c.detail))
-                ),
-                Err(e) => outln!("FAIL entry {}: {e}", i + 1),
+            for line in checked.lines() {
+                outln!("{line}");
             }
         }
+        return Ok(if checked.ok() { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) });
     }
+    // Several (as `--json` or `--jsonl` wrote them): each checked; ok only if all are.
+    let checked = entries.iter().map(|entry| check(entry, chain)).collect::<anyhow::Result<Vec<_>>>()?;
+    let n_ok = checked.iter().filter(|c| c.ok()).count();
     if json {
-        print_json(&serde_json::json!({ "ok": all_ok, "count": entries.len(), "entries": reports }))?;
+        let reports: Vec<_> = checked.iter().map(EntryCheck::json).collect();
+        print_json(&serde_json::json!({ "ok": n_ok == entries.len(), "count": entries.len(), "entries": reports }))?;
     } else {
+        for (i, c) in checked.iter().enumerate() {
+            outln!("{}", c.line(i + 1));
+        }
         outln!("{n_ok} of {} entries verified", entries.len());
     }
-    Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) })
+    Ok(if n_ok == entries.len() { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) })
 }
 
 /// An entry's proofs checked, and (with `--chain`) its tip against the chain.
-type Checked =
-    (Result<af::ledger::entry::VerifiedEntry, af::ledger::entry::EntryError>, Option<af::chain::OnChainCheck>, bool);
-
-fn check(entry: &TranscriptEntry, chain: &super::chain::ChainArgs) -> anyhow::Result<Checked> {
+fn check<'a>(entry: &'a TranscriptEntry, chain: &super::chain::ChainArgs) -> anyhow::Result<EntryCheck<'a>> {
     let verified = verify_entry(entry);
     let on_chain = match (&verified, chain.chain.is_some()) {
         (Ok(v), true) => Some(super::chain::check_commitment_on_chain(chain, &v.validator, &v.tip)?),
         _ => None,
     };
-    let ok = verified.is_ok() && on_chain.as_ref().is_none_or(|c| c.ok);
-    Ok((verified, on_chain, ok))
-}
-
-fn verify_one(entry: &TranscriptEntry, chain: &super::chain::ChainArgs, json: bool) -> anyhow::Result<ExitCode> {
-    let (verified, on_chain, ok) = check(entry, chain)?;
-    if json {
-        print_json(&serde_json::json!({
-            "ok": ok,
-            "verified": verified.as_ref().ok(),
-            "error": verified.as_ref().err().map(|e| e.to_string()),
-            "on_chain": on_chain,
-            "unproven": entry.unproven,
-        }))?;
-    } else {
-        let lines = af::audit::transcript_text::verified_lines(&verified, on_chain.as_ref(), &entry.unproven);
-        for line in lines {
-            outln!("{line}");
-        }
-    }
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_CHECK_FAILED) })
+    Ok(EntryCheck { entry, verified, on_chain })
 }
 
 /// Pruned blocks leave the indexes: a read command that lists transcripts from them says

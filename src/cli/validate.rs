@@ -115,24 +115,9 @@ pub fn validate(
     // hotkey; any other end is the command's.
     loop {
         let mut config = effective_config(config_path.as_deref(), &net, &chain_flags)?;
-        if let Some(swap) = hotkey_swap::follow(data, &mut config.chain)? {
-            tracing::warn!(
-                event = "hotkey_followed",
-                old = %swap.old,
-                new = %swap.new,
-                "our hotkey {} was swapped to {} on chain ({}): running as {}; set [chain] hotkey to it",
-                swap.old,
-                swap.new,
-                data.join(hotkey_swap::SWAP_FILE).display(),
-                config.chain.hotkey.as_deref().unwrap_or_default()
-            );
-        }
+        hotkey_swap::follow(data, &mut config.chain)?;
         // Said before anything starts (no log line, no store opened): there is nothing to play.
-        if config.miners.is_empty() && !config.chain.is_set() {
-            anyhow::bail!(
-                "no miners to play: add [[miners]] entries (hotkey, uid, base_url, model) to the config, or a [chain] (--chain) to discover them from"
-            );
-        }
+        config.check_playable()?;
         let protocol = config.protocol();
         let swap_before = hotkey_swap::read(data);
         let code = validate_once(data, config, &chain_flags, &flags)?;
@@ -142,22 +127,8 @@ pub fn validate(
         if !key_rotation::is_requested(data) {
             return Ok(code);
         }
-        match key_rotation::answer(data, &protocol, af::clock::unix_ms()) {
-            Ok(done) => tracing::info!(
-                event = "key_rotated",
-                old_key = %done.old_key,
-                new_key = %done.new_key,
-                rotated_at = done.rotated_at,
-                "the ledger key was rotated at block {} of the old log; starting again under {}",
-                done.rotated_at,
-                done.new_key
-            ),
-            Err(error) => tracing::warn!(
-                event = "key_not_rotated",
-                error = %error,
-                "the key rotation asked for failed; starting again under the same key"
-            ),
-        }
+        // Logged either way; a rotation that failed runs again under the same key.
+        let _ = key_rotation::answer(data, &protocol, af::clock::unix_ms());
     }
 }
 
@@ -209,21 +180,9 @@ fn validate_once(
         if json {
             print_json(&summary)?;
         } else {
-            outln!(
-                "{} matches; champion {}; ratio to beat {:.4}; tip {}",
-                summary.n_matches,
-                summary.champion,
-                f64::from(summary.ratio_to_beat_ppm) / 1e6,
-                summary.tip.map_or("(empty)".into(), |t| format!("height {} hash {}", t.height, t.hash))
-            );
-            let r = &summary.requests;
-            outln!(
-                "{} requests to miners ({} failed); latency p50 {:.1} ms, p99 {:.1} ms",
-                r.attempts,
-                r.failed,
-                r.latency_p50_us as f64 / 1e3,
-                r.latency_p99_us as f64 / 1e3
-            );
+            for line in summary.lines() {
+                outln!("{line}");
+            }
         }
         if serve && !summary.interrupted {
             validator.serve(&mut summary).await;

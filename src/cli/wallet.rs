@@ -25,14 +25,11 @@ pub enum WalletCommand {
         /// The wallets directory (default: ~/.bittensor/wallets).
         #[arg(long)]
         wallets_dir: Option<PathBuf>,
-        /// Print JSON for scripts.
-        #[arg(long)]
-        json: bool,
     },
 }
 
-pub fn run(command: WalletCommand) -> anyhow::Result<ExitCode> {
-    let WalletCommand::Show { wallet, hotkey, wallets_dir, json } = command;
+pub fn run(command: WalletCommand, json: bool) -> anyhow::Result<ExitCode> {
+    let WalletCommand::Show { wallet, hotkey, wallets_dir } = command;
     let paths = WalletPaths::new(wallets_dir, wallet.as_deref(), hotkey.as_deref());
     let (hotkey_address, hotkey_source) = match af::chain::subtensor::hotkey_from_env().transpose()? {
         // The phrase names no wallet file, so there is no public file to agree with.

@@ -273,6 +273,14 @@ pub fn run_episode(
     panic!("{} did not end within {MAX_TURNS} turns", env.spec().name);
 }
 
+/// A name no environment of the registry has.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("no environment {name}; known: {known}")]
+pub struct UnknownEnv {
+    name: String,
+    known: String,
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TranscriptError {
     #[error("message {index} should be {expected_role} {what}, found role {found_role:?}")]
@@ -413,6 +421,12 @@ impl Registry {
 
     pub fn get(&self, name: &str) -> Option<&dyn Environment> {
         self.envs.iter().find(|env| env.spec().name == name).map(|env| env.as_ref())
+    }
+
+    /// The environment called `name`, or an error that names the known ones.
+    pub fn named(&self, name: &str) -> Result<&dyn Environment, UnknownEnv> {
+        self.get(name)
+            .ok_or_else(|| UnknownEnv { name: crate::bytes::quote_prefix(name), known: self.names().join(", ") })
     }
 
     pub fn all(&self) -> impl Iterator<Item = &dyn Environment> {

@@ -214,8 +214,8 @@ pub enum RescoreError {
     Disagree { flag: &'static str, given: String, recorded: String },
     #[error("give --{flag}: the transcript file does not say which {what} it is")]
     Missing { flag: &'static str, what: &'static str },
-    #[error("no environment {name}; known: {known}")]
-    UnknownEnv { name: String, known: String },
+    #[error(transparent)]
+    UnknownEnv(#[from] crate::envs::UnknownEnv),
     #[error("{0} is multi-turn: score a whole conversation with --transcript FILE")]
     MultiTurn(String),
     #[error("the transcript is not one this environment produces: {0}")]
@@ -255,10 +255,7 @@ pub fn rescore(
     let file_id = recorded.and_then(|r| r.challenge_id);
     let id = agree("challenge-id", flags.challenge_id, file_id, |c| format!("of challenge {c}"))?
         .ok_or(RescoreError::Missing { flag: "challenge-id", what: "challenge" })?;
-    let env = registry.get(&env_name).ok_or_else(|| RescoreError::UnknownEnv {
-        name: crate::bytes::quote_prefix(&env_name),
-        known: registry.names().join(", "),
-    })?;
+    let env = registry.named(&env_name)?;
     let (reward_milli, detail) = match (flags.answer, recorded) {
         (Some(answer), _) => {
             if env.spec().turns != crate::envs::Turns::Single {

@@ -77,6 +77,16 @@ pub struct DemoShape {
     pub blocks_per_commit: u64,
 }
 
+impl DemoShape {
+    /// Refuses a shape no log may hold, before anything is opened or written.
+    pub fn check(&self) -> Result<(), DemoError> {
+        match self.event_bytes > crate::limits::MAX_RECORDED_TEXT_BYTES {
+            true => Err(DemoError::EventTooLarge(self.event_bytes)),
+            false => Ok(()),
+        }
+    }
+}
+
 /// What appending a demo log did, and how fast.
 #[derive(serde::Serialize)]
 pub struct DemoSummary {
@@ -98,6 +108,9 @@ pub enum DemoError {
     /// `each_block` failed (its output closed, say).
     #[error("{0}")]
     Told(#[from] std::io::Error),
+    /// The padding is one miner text, which ledger-spec/02 caps.
+    #[error("--event-bytes {0} is over {max}: a demo transcript pads one miner text, which a log records up to that size", max = crate::limits::MAX_RECORDED_TEXT_BYTES)]
+    EventTooLarge(usize),
 }
 
 /// Appends `shape.blocks` demo blocks to `log` after its tip; `each_block` hears of each
@@ -107,6 +120,7 @@ pub fn write_demo(
     shape: DemoShape,
     each_block: &mut dyn FnMut(u64, u64) -> std::io::Result<()>,
 ) -> Result<DemoSummary, DemoError> {
+    shape.check()?;
     let DemoShape { blocks, events_per_block, event_bytes, blocks_per_commit } = shape;
     let validator = log.validator();
     let start_height = log.tip()?.map_or(0, |t| t.height + 1);

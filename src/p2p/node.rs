@@ -18,6 +18,47 @@ use tokio::sync::{mpsc, watch};
 
 pub const STATUS_FILE: &str = "status.json";
 
+/// Why the status of the node on a data directory could not be read (`af peers`).
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    #[error("the node running on {0} has no networking (it was started without --listen), so it has no peers; restart it with --listen MULTIADDR to gossip and sync")]
+    NoNetworking(String),
+    #[error("no node is running on {0}: peers are shown while `af node --data {0} --listen MULTIADDR` or `af validate --data {0} ... --listen MULTIADDR` runs")]
+    NoNode(String),
+    #[error("reading {0}: {1}")]
+    Read(String, std::io::Error),
+    #[error("{0} is not a node's status: {1}")]
+    NotStatus(String, serde_json::Error),
+}
+
+/// The status the node on `data` last wrote, if there is one.
+pub fn read_status(data: &Path) -> Result<Option<serde_json::Value>, StatusError> {
+    let path = data.join(STATUS_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        read => read.map_err(|e| StatusError::Read(path.display().to_string(), e))?,
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| StatusError::NotStatus(path.display().to_string(), e))
+}
+
+impl StatusError {
+    /// Why `data` has no status file: its node runs without networking, or none runs
+    /// (the store's lock says which; opening the store would check every page).
+    pub fn missing(data: &Path) -> StatusError {
+        let named = data.display().to_string();
+        if node_running(data) {
+            StatusError::NoNetworking(named)
+        } else {
+            StatusError::NoNode(named)
+        }
+    }
+}
+
+/// Whether a node holds the store in `data` now (a status file outlives its node).
+pub fn node_running(data: &Path) -> bool {
+    crate::ledger::store::Store::held_by_writer(data).unwrap_or(false)
+}
+
 pub struct NodeHandle {
     /// Tell the node about each new block of our own chain.
     pub own_blocks: mpsc::UnboundedSender<(ValidatorKey, u64)>,

@@ -52,6 +52,22 @@ impl Countersigners {
     }
 }
 
+/// Ledger keys in hex as an auditor lists them: comma-separated or one a line, `#`
+/// starting a comment; an empty list, or a word that is not a key, is refused by name.
+pub fn parse_key_list(text: &str) -> Result<BTreeSet<ValidatorKey>, String> {
+    let words = text.lines().flat_map(|line| line.split('#').next().unwrap_or("").split(','));
+    let mut keys = BTreeSet::new();
+    for (n, word) in words.map(str::trim).filter(|word| !word.is_empty()).enumerate() {
+        let key = ValidatorKey::from_hex(word)
+            .map_err(|e| format!("key {} ({word:?}) is not a ledger key (64 hex digits): {e}", n + 1))?;
+        keys.insert(key);
+    }
+    if keys.is_empty() {
+        return Err("no ledger key in the list".into());
+    }
+    Ok(keys)
+}
+
 /// What the ends of the logs say.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Agreement {

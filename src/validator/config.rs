@@ -333,6 +333,8 @@ pub enum ConfigError {
     Invalid(String),
     #[error("environment variable {name}: {reason}")]
     Override { name: String, reason: String },
+    #[error("no miners to play: add [[miners]] entries (hotkey, uid, base_url, model) to the config, or a [chain] (--chain) to discover them from")]
+    NothingToPlay,
 }
 
 impl MinerConfig {

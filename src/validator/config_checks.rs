@@ -56,6 +56,15 @@ impl Config {
         ]
     }
 
+    /// Refuses a validator's config with nothing to play: no miners listed, and no chain
+    /// to discover them from.
+    pub fn check_playable(&self) -> Result<(), ConfigError> {
+        if self.miners.is_empty() && !self.chain.is_set() {
+            return Err(ConfigError::NothingToPlay);
+        }
+        Ok(())
+    }
+
     /// Every check a loaded config passes; public for a config changed after loading
     /// (by command-line flags).
     pub fn check(&self) -> Result<(), ConfigError> {

@@ -78,8 +78,26 @@ pub enum FollowError {
 
 /// `spec` with the hotkey a recorded swap moved it to, when it names the swapped-away
 /// hotkey: on a local chain the new hotkey itself; with a wallet, the wallet's hotkey
-/// whose public key is the new one. Returns whether it changed.
+/// whose public key is the new one. Returns the swap it followed, and logs it: the
+/// operator's config still names the old hotkey.
 pub fn follow(data: &Path, spec: &mut ChainSpec) -> Result<Option<Swap>, FollowError> {
+    let followed = follow_quietly(data, spec)?;
+    if let Some(swap) = &followed {
+        tracing::warn!(
+            event = "hotkey_followed",
+            old = %swap.old,
+            new = %swap.new,
+            "our hotkey {} was swapped to {} on chain ({}): running as {}; set [chain] hotkey to it",
+            swap.old,
+            swap.new,
+            data.join(SWAP_FILE).display(),
+            spec.hotkey.as_deref().unwrap_or_default()
+        );
+    }
+    Ok(followed)
+}
+
+fn follow_quietly(data: &Path, spec: &mut ChainSpec) -> Result<Option<Swap>, FollowError> {
     let Some(swap) = read(data) else { return Ok(None) };
     let wallet = spec.wallet.is_some() || spec.wallets_dir.is_some();
     if !wallet {

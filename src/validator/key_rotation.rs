@@ -193,9 +193,26 @@ pub fn is_requested(data: &Path) -> bool {
 }
 
 /// Rotates on a request, the validator stopped, and answers it: the answer is written
-/// whole before the request goes, so the asker never reads half of one.
+/// whole before the request goes, so the asker never reads half of one. The outcome is
+/// logged: the validator starts again under the new key, or the same one if it failed.
 pub fn answer(data: &Path, protocol: &Protocol, now_ms: u64) -> Result<Rotation, String> {
     let result = rotate(data, protocol, 0, now_ms).map_err(|e| e.to_string());
+    match &result {
+        Ok(done) => tracing::info!(
+            event = "key_rotated",
+            old_key = %done.old_key,
+            new_key = %done.new_key,
+            rotated_at = done.rotated_at,
+            "the ledger key was rotated at block {} of the old log; starting again under {}",
+            done.rotated_at,
+            done.new_key
+        ),
+        Err(error) => tracing::warn!(
+            event = "key_not_rotated",
+            error = %error,
+            "the key rotation asked for failed; starting again under the same key"
+        ),
+    }
     let body = match &result {
         Ok(done) => serde_json::json!({ "rotated": done }),
         Err(error) => serde_json::json!({ "error": error }),

@@ -69,6 +69,29 @@ pub struct RunSummary {
     pub evidence: Option<mpsc::UnboundedReceiver<Evidence>>,
 }
 
+impl RunSummary {
+    /// The run in words: what it decided and where it left the log, and its requests.
+    pub fn lines(&self) -> [String; 2] {
+        let r = &self.requests;
+        [
+            format!(
+                "{} matches; champion {}; ratio to beat {:.4}; tip {}",
+                self.n_matches,
+                self.champion,
+                f64::from(self.ratio_to_beat_ppm) / 1e6,
+                self.tip.map_or("(empty)".into(), |t| format!("height {} hash {}", t.height, t.hash))
+            ),
+            format!(
+                "{} requests to miners ({} failed); latency p50 {:.1} ms, p99 {:.1} ms",
+                r.attempts,
+                r.failed,
+                r.latency_p50_us as f64 / 1e3,
+                r.latency_p99_us as f64 / 1e3
+            ),
+        ]
+    }
+}
+
 /// Match reports a run keeps for its summary: a validator runs for weeks, and its memory
 /// must not grow with the matches it plays (docs/design/invariants.md).
 pub const SUMMARY_MATCHES: usize = 256;
