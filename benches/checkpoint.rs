@@ -12,15 +12,21 @@
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it is a tiny smoke run.
 
+#[allow(dead_code)] // the benchmarks use part of the tests' support
+#[path = "../tests/support/match_scenarios.rs"]
+mod match_scenarios;
+#[allow(dead_code)]
+#[path = "../tests/support/network_sim.rs"]
+mod network_sim;
 use af::bytes::ValidatorKey;
 use af::evaluation::ratio::DEFAULT_RATIO_PARAMS;
 use af::ledger::block::{seal, SealedBlock, Tip};
 use af::ledger::demo::demo_events;
 use af::ledger::event::Event;
 use af::ledger::{LedgerKey, Store};
-use af::p2p::sim::SimRng;
 use af::replay::fold_checkpoints::{to_claim, CHECKPOINT_EVERY, FOLDS_DIR};
 use af::replay::{FoldSource, Snapshot, REPLAY_VERSION};
+use network_sim::SimRng;
 use std::time::Instant;
 
 const START_MS: u64 = 1_790_000_000_000;

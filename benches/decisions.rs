@@ -26,14 +26,17 @@
 //!    its mean condition moved from `bar + margin` to `bar + slack`, over a grid of
 //!    margins and slacks, against issue 54's targets for the bar's power.
 
+#[allow(dead_code)] // the benchmarks use part of the tests' support
+#[path = "../tests/support/match_scenarios.rs"]
+mod match_scenarios;
 use af::evaluation::dominance::Dominance;
 use af::evaluation::exact::{
     dominance_crown_chance, env_figures_with_futility, plan_env_figures, worst_false_crown, Boundaries,
 };
 use af::evaluation::futility::{BarFutility, Futility, DEFAULT_ADVANTAGE_FUTILITY, DEFAULT_FUTILITY};
 use af::evaluation::ratio::{RatioParams, RatioToBeat, DEFAULT_RATIO_PARAMS};
-use af::evaluation::scenarios::{crown_is_right_for, patch, rate_of, scenarios, summarize, Config, EnvOdds, Scenario};
 use af::evaluation::stopping::{exact_rates, DEFAULT_CAP, DEFAULT_RULE, MIXTURE_RULE};
+use match_scenarios::{crown_is_right_for, patch, rate_of, scenarios, summarize, Config, EnvOdds, Scenario};
 use rayon::prelude::*;
 use std::time::Instant;
 

@@ -11,11 +11,17 @@
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it is a tiny smoke run.
 
+#[allow(dead_code)] // the benchmarks use part of the tests' support
+#[path = "../tests/support/match_scenarios.rs"]
+mod match_scenarios;
+#[allow(dead_code)]
+#[path = "../tests/support/network_sim.rs"]
+mod network_sim;
 use af::bytes::ValidatorKey;
 use af::ledger::block::{seal, SealedBlock, Tip};
 use af::ledger::demo::demo_events;
 use af::ledger::{LedgerKey, Store};
-use af::p2p::sim::SimRng;
+use network_sim::SimRng;
 
 const START_MS: u64 = 1_790_000_000_000;
 const DAY_MS: u64 = 86_400_000;

@@ -1,5 +1,5 @@
 //! The network at a subnet's scale (`scripts/bench-scale.sh [MINUTES]`):
-//! 1. the seeded simulator (`af::p2p::sim`) with 16 and 64 validators, each sealing one
+//! 1. the seeded simulator (`tests/support/network_sim.rs`) with 16 and 64 validators, each sealing one
 //!    block every 12 s of one challenge (two transcripts of 5 to 60 kB, as reasoning
 //!    models answer) over 8+ links of 5 to 60 ms: sync bytes per validator against the
 //!    minimum (every other log once), time for a block to reach every validator, and the
@@ -11,6 +11,12 @@
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) both are tiny smoke runs.
 
+#[allow(dead_code)] // the benchmarks use part of the tests' support
+#[path = "../tests/support/match_scenarios.rs"]
+mod match_scenarios;
+#[allow(dead_code)]
+#[path = "../tests/support/network_sim.rs"]
+mod network_sim;
 use af::bytes::ValidatorKey;
 use af::ledger::demo::demo_events;
 use af::ledger::{LedgerKey, OwnLog, Store};
@@ -18,7 +24,7 @@ use af::p2p::blocks::BlockStore;
 use af::p2p::net::NetConfig;
 use af::p2p::node::spawn_node;
 use af::p2p::protocol::SyncConfig;
-use af::p2p::sim::{Sim, SimRng};
+use network_sim::{Sim, SimRng};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;

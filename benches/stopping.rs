@@ -3,8 +3,11 @@
 //! probability of dethroning and the expected games to a decision, exactly (dynamic
 //! program) and from a seeded simulation, side by side.
 
-use af::evaluation::scenarios::SplitMix64 as Rng;
+#[allow(dead_code)] // the benchmarks use part of the tests' support
+#[path = "../tests/support/match_scenarios.rs"]
+mod match_scenarios;
 use af::evaluation::stopping::{exact_rates, StoppingRule, Verdict, DEFAULT_CAP, DEFAULT_RULE};
+use match_scenarios::SplitMix64 as Rng;
 
 fn simulate(rule: &StoppingRule, cap: u32, p: f64, runs: u32, rng: &mut Rng) -> (f64, f64) {
     let (mut better, mut games) = (0u32, 0u64);

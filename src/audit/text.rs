@@ -421,6 +421,19 @@ pub fn block_lines(block: &crate::ledger::block::DecodedBlock) -> Vec<String> {
     out
 }
 
+/// The registered neurons as a table (`af chain neurons`), a header line first.
+pub fn neuron_lines(neurons: &[crate::chain::Neuron]) -> Vec<String> {
+    let row = |uid: &dyn std::fmt::Display, hotkey: &str, block: &dyn std::fmt::Display, permit: &str| {
+        format!("{uid:>5}  {hotkey:<50} {block:>12} {permit:>9}")
+    };
+    let mut lines = vec![row(&"uid", "hotkey", &"registered", "validator")];
+    for n in neurons {
+        let permit = if n.validator_permit { "yes" } else { "" };
+        lines.push(row(&n.uid, &crate::display::one_line(&n.hotkey), &n.registration_block, permit));
+    }
+    lines
+}
+
 /// One commitment on chain in words (`af chain commitments`): a validator's ledger tip,
 /// a miner's model, or why it is neither.
 pub fn commitment_line(r: &crate::chain::CommitmentRecord) -> String {

@@ -33,6 +33,13 @@ pub const MAX_COMMIT_BYTES: usize = 5_000;
 /// Unrevealed commits a hotkey may have per epoch (`TooManyUnrevealedCommits` beyond).
 pub const MAX_UNREVEALED_COMMITS: u32 = 10;
 
+impl std::fmt::Display for WeightsTlockPayload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hotkey = hex::encode(&self.hotkey);
+        write!(f, "hotkey {hotkey}, uids {:?}, values {:?}, version key {}", self.uids, self.values, self.version_key)
+    }
+}
+
 /// What subtensor decrypts and applies as `set_weights` (SCALE-encoded).
 #[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
 pub struct WeightsTlockPayload {
@@ -45,6 +52,13 @@ pub struct WeightsTlockPayload {
 }
 
 impl WeightsTlockPayload {
+    /// The payload as `af chain tlock decrypt --json` shows it (the hotkey in hex).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "hotkey": hex::encode(&self.hotkey), "uids": self.uids, "values": self.values, "version_key": self.version_key,
+        })
+    }
+
     /// Decodes a payload that must use every byte (a trailing byte is not a payload).
     pub fn decode_exact(bytes: &[u8]) -> Result<WeightsTlockPayload, TlockError> {
         use parity_scale_codec::DecodeAll;

@@ -45,10 +45,13 @@ impl ChainArgs {
         })
     }
 
+    /// The chain named, which the command needs.
+    pub(super) fn required(&self) -> anyhow::Result<ChainSpec> {
+        self.spec().context("name a chain: --chain local:ADDR or --chain subtensor:finney|test|local|URL")
+    }
+
     pub(super) async fn connect(&self) -> anyhow::Result<Box<dyn Chain>> {
-        let spec =
-            self.spec().context("name a chain: --chain local:ADDR or --chain subtensor:finney|test|local|URL")?;
-        Ok(chain_mod::connect(&spec).await?)
+        Ok(chain_mod::connect(&self.required()?).await?)
     }
 }
 
@@ -227,20 +230,12 @@ fn tlock(command: TlockCommand, json: bool) -> anyhow::Result<ExitCode> {
                     "ok": true,
                     "plaintext": hex::encode(&plaintext),
                     "signature_checked_for_round": round,
-                    "weights": weights.as_ref().map(|w| serde_json::json!({
-                        "hotkey": hex::encode(&w.hotkey), "uids": w.uids, "values": w.values, "version_key": w.version_key,
-                    })),
+                    "weights": weights.as_ref().map(tlock::WeightsTlockPayload::json),
                 }))?;
             } else {
                 outln!("plaintext {}", hex::encode(&plaintext));
-                if let Some(w) = weights {
-                    outln!(
-                        "weights payload: hotkey {}, uids {:?}, values {:?}, version key {}",
-                        hex::encode(&w.hotkey),
-                        w.uids,
-                        w.values,
-                        w.version_key
-                    );
+                if let Some(weights) = weights {
+                    outln!("weights payload: {weights}");
                 }
             }
         }
@@ -321,15 +316,8 @@ pub fn run(command: ChainCommand, json: bool) -> anyhow::Result<ExitCode> {
             if json {
                 print_json(&neurons)?;
             } else {
-                outln!("{:>5}  {:<50} {:>12} {:>9}", "uid", "hotkey", "registered", "validator");
-                for n in &neurons {
-                    outln!(
-                        "{:>5}  {:<50} {:>12} {:>9}",
-                        n.uid,
-                        one_line(&n.hotkey),
-                        n.registration_block,
-                        if n.validator_permit { "yes" } else { "" }
-                    );
+                for line in af::audit::text::neuron_lines(&neurons) {
+                    outln!("{line}");
                 }
             }
             Ok(ExitCode::SUCCESS)

@@ -13,7 +13,7 @@ use anyhow::{anyhow, ensure};
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn run(data: &Path, validators: usize, fresh: bool, json: bool) -> anyhow::Result<ExitCode> {
+pub fn run(data: &Path, validators: u16, fresh: bool, json: bool) -> anyhow::Result<ExitCode> {
     // The tour's lines are for people; --json prints one summary document instead.
     macro_rules! say {
         ($($arg:tt)*) => {
@@ -22,7 +22,6 @@ pub fn run(data: &Path, validators: usize, fresh: bool, json: bool) -> anyhow::R
             }
         };
     }
-    ensure!((1..=16).contains(&validators), "--validators must be in 1..=16");
     if fresh && data.exists() {
         std::fs::remove_dir_all(data)?;
     }
@@ -32,7 +31,7 @@ pub fn run(data: &Path, validators: usize, fresh: bool, json: bool) -> anyhow::R
             data.display()
         );
     }
-    let spec = NetworkSpec::small(validators);
+    let spec = NetworkSpec::small(usize::from(validators));
     say!(
         "1. writing the logs of {validators} validator(s): miners {} play {} matches on {} (the keys are the demo's fixed, public ones)",
         spec.miners.iter().map(|m| format!("{} ({})", m.hotkey, m.policy)).collect::<Vec<_>>().join(", "),
@@ -89,7 +88,7 @@ pub fn run(data: &Path, validators: usize, fresh: bool, json: bool) -> anyhow::R
 
     let transcript = inclusion.event.transcript().ok_or_else(|| anyhow!("the found event is not a transcript"))?;
     let registry = envs::registry();
-    let env = registry.get(&transcript.env.name).ok_or_else(|| anyhow!("unknown env {}", transcript.env.name))?;
+    let env = registry.named(&transcript.env.name)?;
     let messages: Vec<Message> = transcript.messages.iter().map(|m| Message::new(&m.role, m.content.clone())).collect();
     let scored = envs::score_transcript(env, &transcript.challenge_id, &messages)?;
     ensure!(scored.reward_milli == transcript.reward_milli, "recorded reward differs from the re-scored one");

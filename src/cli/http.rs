@@ -20,9 +20,7 @@ pub fn open_for_read(data: &Path) -> Result<ReadStore, ReadError> {
     let store = read_store::open_for_read(
         data,
         &mut |note| eprintln!("af: {}", super::terminal_safe(note)),
-        &mut |validator, held, size| {
-            line.update(|| format!("mirroring {}…: {held}/{size} blocks", &validator.to_hex()[..16]));
-        },
+        &mut |validator, held, size| line.mirroring(validator, held, size),
     );
     line.finish();
     store
@@ -38,9 +36,7 @@ pub fn read_beside_page_check<T>(data: &Path, read: impl FnOnce(&ReadStore) -> T
         read_store::read_beside_page_check(
             data,
             &mut |note| eprintln!("af: {}", super::terminal_safe(note)),
-            &mut |validator, held, size| {
-                line.update(|| format!("mirroring {}…: {held}/{size} blocks", &validator.to_hex()[..16]));
-            },
+            &mut |validator, held, size| line.mirroring(validator, held, size),
             read,
         )
     });
@@ -51,9 +47,7 @@ pub fn read_beside_page_check<T>(data: &Path, read: impl FnOnce(&ReadStore) -> T
 fn run_mirror(store: Arc<Store>, url: &str, options: MirrorOptions) -> anyhow::Result<MirrorReport> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let mut line = ProgressLine::new();
-    let mut progress = move |validator: &ValidatorKey, held: u64, size: u64| {
-        line.update(|| format!("mirroring {}…: {held}/{size} blocks", &validator.to_hex()[..16]));
-    };
+    let mut progress = move |validator: &ValidatorKey, held: u64, size: u64| line.mirroring(validator, held, size);
     let report = runtime.block_on(mirror::mirror(store, url, options, &mut progress))?;
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprint!("\r\x1b[2K");

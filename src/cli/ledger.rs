@@ -442,13 +442,9 @@ fn verify(data: &Path, threads: Option<u16>, json: bool) -> anyhow::Result<ExitC
             })
         })
     });
-    let mut recovery_needed = None;
-    let report = match read {
-        Ok((store, report)) => {
-            recovery_needed = store.recovery_needed().map(String::from);
-            report
-        }
-        Err(af::http::read_store::ReadError::Store(error)) => Err(error),
+    let (recovery_needed, report) = match read {
+        Ok((store, report)) => (store.recovery_needed().map(String::from), report),
+        Err(af::http::read_store::ReadError::Store(error)) => (None, Err(error)),
         Err(error) => return Err(error.into()),
     };
     let mut progress = progress.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());

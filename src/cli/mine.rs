@@ -52,7 +52,7 @@ pub fn run(command: MineCommand, json: bool) -> anyhow::Result<ExitCode> {
 fn commit(model: &str, revision: &str, endpoint: &str, args: &ChainArgs, json: bool) -> anyhow::Result<ExitCode> {
     let commitment = MinerCommitment::new(model, revision, endpoint)?;
     let fields = commitment.to_fields()?;
-    let spec = args.spec().context("name a chain: --chain local:ADDR or --chain subtensor:finney|test|local|URL")?;
+    let spec = args.required()?;
     runtime()?.block_on(async {
         let chain = af::chain::connect(&spec).await?;
         let hotkey = chain.hotkey().context("committing needs a hotkey: --wallet/--hotkey (or AF_HOTKEY_PHRASE)")?;
@@ -92,7 +92,7 @@ fn commit(model: &str, revision: &str, endpoint: &str, args: &ChainArgs, json: b
 }
 
 fn status(args: &ChainArgs, data: Option<&std::path::Path>, timeout_ms: u64, json: bool) -> anyhow::Result<ExitCode> {
-    let spec = args.spec().context("name a chain: --chain local:ADDR or --chain subtensor:finney|test|local|URL")?;
+    let spec = args.required()?;
     let (hotkey, neurons, records) = runtime()?.block_on(async {
         let chain = af::chain::connect(&spec).await?;
         let hotkey = chain.hotkey().context("name the miner's hotkey: --wallet/--hotkey (or AF_HOTKEY_PHRASE)")?;

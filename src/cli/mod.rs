@@ -52,8 +52,8 @@ pub enum Command {
         #[arg(long, default_value = "demo-data")]
         data: PathBuf,
         /// Validators in the synthetic network (1..=16).
-        #[arg(long, default_value_t = 2)]
-        validators: usize,
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=16))]
+        validators: u16,
         /// Remove an existing demo directory first; without it, a directory that holds a
         /// ledger is left as it is and the command says so (exit 1).
         #[arg(long)]
@@ -321,6 +321,11 @@ impl ProgressLine {
             self.last = std::time::Instant::now();
             eprint!("\r\x1b[2K{}", text());
         }
+    }
+
+    /// A mirror's progress: `held` of `size` blocks of `validator`'s log copied.
+    pub fn mirroring(&mut self, validator: &af::bytes::ValidatorKey, held: u64, size: u64) {
+        self.update(|| format!("mirroring {}…: {held}/{size} blocks", &validator.to_hex()[..16]));
     }
 
     pub fn finish(&mut self) {

@@ -4,8 +4,7 @@
 //! `plan` the plan's text (written, read back, in words), `stopping` holds the per-environment stopping rules and their exact error rates,
 //! `dominance` the crown of a contender that (almost) never loses, read on decisive games,
 //! `matchplay` the match state machine (tallies, majority of environments, early stop),
-//! `ratio` the ratio to beat and its decay, `scenarios` seeded whole-match simulations of
-//! what each rule configuration costs in model calls and decides, `exact` the exact
+//! `ratio` the ratio to beat and its decay, `exact` the exact
 //! per-env figures of the score rule (adaptive contenders included), `network_plan` the
 //! one plan the network decides by.
 
@@ -16,5 +15,4 @@ pub mod matchplay;
 pub mod network_plan;
 pub mod plan;
 pub mod ratio;
-pub mod scenarios;
 pub mod stopping;

@@ -11,5 +11,4 @@ pub mod codec;
 pub mod net;
 pub mod node;
 pub mod protocol;
-pub mod sim;
 pub mod wire;

@@ -60,9 +60,9 @@ fn strong_contenders_are_found_and_weak_ones_are_not() {
     assert!(bar.expected_games > strong.expected_games);
 }
 
+use crate::match_scenarios::{self as played_matches, exact_env_rates, scenarios, summarize, Config, EnvOdds};
 use af::evaluation::futility::{Futility, DEFAULT_ADVANTAGE_FUTILITY, DEFAULT_FUTILITY};
 use af::evaluation::plan::{describe_plan, parse_plan};
-use af::evaluation::scenarios::{self, exact_env_rates, scenarios, summarize, Config, EnvOdds};
 
 fn small(futility: Option<Futility>) -> Config {
     Config { rule: MIXTURE_RULE, futility, cap: 100, max_challenges: 160 }
@@ -119,7 +119,7 @@ fn an_exact_copy_is_dismissed_quickly() {
     for p0 in [0.51, 0.7] {
         let copy = &scenarios(4)[0];
         for (config, most) in [(mixture, 200), (score, 121)] {
-            let played = scenarios::play(copy, &config, p0, 1);
+            let played = played_matches::play(copy, &config, p0, 1);
             assert!(played.max_env_challenges <= most, "{config:?} at {p0}: {played:?}");
             assert!(!played.crowned);
         }
@@ -137,7 +137,7 @@ fn decision_costs_match_the_golden_summary() {
     let mut text = String::new();
     let equal = scenarios(4)[1].clone();
     let better =
-        scenarios::Scenario { name: "score 10 points above (no draws)", envs: vec![EnvOdds::new(1.0, 0.61); 4] };
+        played_matches::Scenario { name: "score 10 points above (no draws)", envs: vec![EnvOdds::new(1.0, 0.61); 4] };
     for (scenario, p0, n) in [(&equal, 0.51, 60), (&better, 0.51, 30)] {
         for (name, config) in [("before", before), ("after", after)] {
             let s = summarize(scenario, &config, p0, n, 7);
@@ -167,7 +167,7 @@ fn decision_costs_match_the_golden_summary() {
 fn score_plan_keeps_the_false_crown_bound_and_dismisses_at_the_bar() {
     use af::evaluation::exact::{worst_false_crown, Boundaries};
     let config = Config { rule: DEFAULT_RULE, futility: Some(DEFAULT_FUTILITY), cap: 1000, max_challenges: 4000 };
-    let one_env = |odds: EnvOdds| scenarios::Scenario { name: "one env", envs: vec![odds] };
+    let one_env = |odds: EnvOdds| played_matches::Scenario { name: "one env", envs: vec![odds] };
     for p0 in [0.51, 0.7, 0.9] {
         let bounds = Boundaries::new(&DEFAULT_RULE, 4000, p0);
         let (worst, no_draws) = worst_false_crown(&bounds, 4000, p0);

@@ -23,9 +23,15 @@ mod ledger_model;
 mod ledger_prune;
 mod ledger_tamper;
 mod ledger_vectors;
+#[allow(dead_code)] // tests/support serves the benchmarks too, which use the rest
+#[path = "../support/match_scenarios.rs"]
+mod match_scenarios;
 mod mine;
 mod miner_http;
 mod miner_policy;
+#[allow(dead_code)]
+#[path = "../support/network_sim.rs"]
+mod network_sim;
 mod p2p_hostile;
 mod p2p_net;
 mod p2p_partition;
@@ -139,7 +145,7 @@ pub fn check_fixture(relative: &str, actual: &str) {
 
 /// A small deterministic generator for randomized tests (splitmix64, the simulator's);
 /// failing tests print the seed.
-pub use af::p2p::sim::SimRng as TestRng;
+pub use network_sim::SimRng as TestRng;
 
 /// The seed for a randomized test: `AF_TEST_SEED` if set, else from the clock. Printed.
 pub fn test_seed(name: &str) -> u64 {

@@ -3,12 +3,12 @@
 //! converge; an equivocating validator must be caught by every honest node. A failing
 //! run prints its seed (rerun with AF_TEST_SEED=N).
 
+use crate::network_sim::{Node, Sim};
 use af::ledger::block::{seal, SealedBlock};
 use af::ledger::demo::demo_events;
 use af::ledger::LedgerKey;
 use af::p2p::blocks::BlockStore;
 use af::p2p::protocol::Input;
-use af::p2p::sim::{Node, Sim};
 
 fn keys(n: usize, salt: u8) -> Vec<LedgerKey> {
     (0..n)

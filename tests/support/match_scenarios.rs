@@ -2,11 +2,12 @@
 //! env played in turn, each challenge's outcome drawn from the scenario's per-env
 //! probabilities, until the match is decided. What it measures is what a validator pays
 //! (model calls: two per challenge) and what it decides (crown or not), per rule
-//! configuration. Used by `scripts/bench-decisions.sh` and by a golden test.
+//! configuration. Test and benchmark support, outside the library: used by
+//! `scripts/bench-decisions.sh`, `benches/stopping.rs` and the stopping tests.
 
-use super::futility::Futility;
-use super::matchplay::{GameOutcome, MatchState, MatchVerdict};
-use super::stopping::StoppingRule;
+use af::evaluation::futility::Futility;
+use af::evaluation::matchplay::{GameOutcome, MatchState, MatchVerdict};
+use af::evaluation::stopping::StoppingRule;
 
 /// One environment's outcome probabilities for the contender: win, loss (draw is the rest).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -203,8 +204,8 @@ pub fn crown_is_right_for(scenario: &Scenario, rule: &StoppingRule, p0: f64) -> 
 /// challenge is a win with probability `odds.win` and a loss with `odds.loss`: a dynamic
 /// program over (challenges, decisive, wins), O(max_challenges^3 / 6). For tests of
 /// small caps; the benchmark simulates.
-pub fn exact_env_rates(config: &Config, odds: EnvOdds, p0: f64) -> super::stopping::Rates {
-    use super::stopping::Verdict;
+pub fn exact_env_rates(config: &Config, odds: EnvOdds, p0: f64) -> af::evaluation::stopping::Rates {
+    use af::evaluation::stopping::Verdict;
     let n_max = config.max_challenges as usize;
     let cap = config.cap as usize;
     let draw = 1.0 - odds.win - odds.loss;
@@ -266,5 +267,5 @@ pub fn exact_env_rates(config: &Config, odds: EnvOdds, p0: f64) -> super::stoppi
         }
     }
     let inconclusive = 1.0 - better - not_better;
-    super::stopping::Rates { better, not_better, inconclusive, expected_games: expected }
+    af::evaluation::stopping::Rates { better, not_better, inconclusive, expected_games: expected }
 }

@@ -5,13 +5,13 @@
 //! reads its byte counters and the moment each node first held each block. Nodes can be
 //! taken down and brought back (a validator that was away).
 
-use super::blocks::{BlockStore, MemoryStore};
-use super::protocol::{Input, Output, Sync, SyncConfig, Validation};
-use crate::bytes::ValidatorKey;
-use crate::evaluation::scenarios::SplitMix64;
-use crate::ledger::block::{seal, Tip};
-use crate::ledger::demo::demo_events;
-use crate::ledger::LedgerKey;
+use crate::match_scenarios::SplitMix64;
+use af::bytes::ValidatorKey;
+use af::ledger::block::{seal, Tip};
+use af::ledger::demo::demo_events;
+use af::ledger::LedgerKey;
+use af::p2p::blocks::{BlockStore, MemoryStore};
+use af::p2p::protocol::{Input, Output, Sync, SyncConfig, Validation};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 /// The simulator's one source of randomness, from its seed (the tests' generator too):
@@ -278,10 +278,6 @@ impl Sim {
             self.input(node, Input::PeerConnected(peer));
             self.input(peer, Input::PeerConnected(node));
         }
-    }
-
-    pub fn nodes(&self) -> usize {
-        self.syncs.len()
     }
 
     fn forward(&mut self, node: Node, id: u64, except: Option<Node>) {
