@@ -36,10 +36,11 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, Error> {
 /// `name` (the flag) is named in the error.
 pub fn hex(name: &str, text: &str, max_bytes: usize) -> Result<Vec<u8>, Error> {
     let invalid = |why: String| Error::new(ErrorKind::InvalidInput, format!("{name}: {why}"));
-    if text.len() > max_bytes * 2 {
-        return Err(invalid(format!("{} hex characters, over the {} allowed", text.len(), max_bytes * 2)));
+    let digits = text.strip_prefix("0x").unwrap_or(text);
+    if digits.len() > max_bytes * 2 {
+        return Err(invalid(format!("{} hex digits, over the {} allowed", digits.len(), max_bytes * 2)));
     }
-    hex::decode(text.trim_start_matches("0x")).map_err(|e| invalid(format!("not hex ({e})")))
+    hex::decode(digits).map_err(|e| invalid(format!("not hex ({e})")))
 }
 
 #[cfg(test)]
@@ -55,5 +56,14 @@ mod tests {
         assert!(super::read_text(&path, 5).unwrap_err().to_string().contains("not UTF-8"));
         let missing = super::read_bounded(&dir.path().join("none"), 5).unwrap_err().to_string();
         assert!(missing.contains("reading") && missing.contains("none"), "{missing}");
+    }
+
+    #[test]
+    fn hex_is_bounded_in_digits_and_refused_by_its_flags_name() {
+        assert_eq!(super::hex("--x", "0x0aff", 2).unwrap(), vec![0x0a, 0xff]);
+        assert_eq!(super::hex("--x", "0aff", 2).unwrap(), vec![0x0a, 0xff]);
+        let long = super::hex("--x", "0aff00", 2).unwrap_err().to_string();
+        assert!(long.starts_with("--x: 6 hex digits, over the 4 allowed"), "{long}");
+        assert!(super::hex("--x", "zz", 2).unwrap_err().to_string().starts_with("--x: not hex"));
     }
 }

@@ -18,6 +18,9 @@ use tokio::sync::{mpsc, watch};
 
 pub const STATUS_FILE: &str = "status.json";
 
+/// Most bytes of a status file a reader takes: thousands of validators' tips fit.
+const MAX_STATUS_BYTES: u64 = 16 << 20;
+
 /// Why the status of the node on a data directory could not be read (`af peers`).
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
@@ -25,8 +28,8 @@ pub enum StatusError {
     NoNetworking(String),
     #[error("no node is running on {0}: peers are shown while `af node --data {0} --listen MULTIADDR` or `af validate --data {0} ... --listen MULTIADDR` runs")]
     NoNode(String),
-    #[error("reading {0}: {1}")]
-    Read(String, std::io::Error),
+    #[error("{0}")]
+    Read(std::io::Error),
     #[error("{0} is not a node's status: {1}")]
     NotStatus(String, serde_json::Error),
 }
@@ -34,9 +37,9 @@ pub enum StatusError {
 /// The status the node on `data` last wrote, if there is one.
 pub fn read_status(data: &Path) -> Result<Option<serde_json::Value>, StatusError> {
     let path = data.join(STATUS_FILE);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match crate::input::read_text(&path, MAX_STATUS_BYTES) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        read => read.map_err(|e| StatusError::Read(path.display().to_string(), e))?,
+        read => read.map_err(StatusError::Read)?,
     };
     serde_json::from_str(&text).map(Some).map_err(|e| StatusError::NotStatus(path.display().to_string(), e))
 }
