@@ -33,13 +33,6 @@ pub const MAX_COMMIT_BYTES: usize = 5_000;
 /// Unrevealed commits a hotkey may have per epoch (`TooManyUnrevealedCommits` beyond).
 pub const MAX_UNREVEALED_COMMITS: u32 = 10;
 
-impl std::fmt::Display for WeightsTlockPayload {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let hotkey = hex::encode(&self.hotkey);
-        write!(f, "hotkey {hotkey}, uids {:?}, values {:?}, version key {}", self.uids, self.values, self.version_key)
-    }
-}
-
 /// What subtensor decrypts and applies as `set_weights` (SCALE-encoded).
 #[derive(Clone, Debug, PartialEq, Eq, Encode, Decode)]
 pub struct WeightsTlockPayload {
@@ -49,6 +42,13 @@ pub struct WeightsTlockPayload {
     pub uids: Vec<u16>,
     pub values: Vec<u16>,
     pub version_key: u64,
+}
+
+impl std::fmt::Display for WeightsTlockPayload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hotkey = hex::encode(&self.hotkey);
+        write!(f, "hotkey {hotkey}, uids {:?}, values {:?}, version key {}", self.uids, self.values, self.version_key)
+    }
 }
 
 impl WeightsTlockPayload {

@@ -211,7 +211,8 @@ fn read_key_list(list: &str) -> anyhow::Result<(std::collections::BTreeSet<af::b
     let path = std::path::Path::new(list);
     let (text, named) = match path.is_file() {
         true => (af::input::read_text(path, MAX_KEY_LIST_BYTES)?, format!("in {}", path.display())),
-        false => (list.to_string(), "on the command line".to_string()),
+        // On the command line, commas part the keys; a file has one a line.
+        false => (list.replace(',', "\n"), "on the command line".to_string()),
     };
     let keys = af::replay::checkpoint_quorum::parse_key_list(&text).map_err(|e| anyhow::anyhow!("{named}: {e}"))?;
     Ok((keys, named))

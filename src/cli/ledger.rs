@@ -461,7 +461,7 @@ fn verify(data: &Path, threads: Option<u16>, json: bool) -> anyhow::Result<ExitC
     let seconds = started.elapsed().as_secs_f64();
     if json {
         // What was verified is the store as its writer's recovery will leave it.
-        print_json(&report.json(seconds, recovery_needed))?;
+        print_json(&report.json(seconds, recovery_needed)?)?;
     } else {
         for line in report.lines(seconds) {
             outln!("{line}");

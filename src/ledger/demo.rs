@@ -80,10 +80,10 @@ pub struct DemoShape {
 impl DemoShape {
     /// Refuses a shape no log may hold, before anything is opened or written.
     pub fn check(&self) -> Result<(), DemoError> {
-        match self.event_bytes > crate::limits::MAX_RECORDED_TEXT_BYTES {
-            true => Err(DemoError::EventTooLarge(self.event_bytes)),
-            false => Ok(()),
+        if self.event_bytes > crate::limits::MAX_RECORDED_TEXT_BYTES {
+            return Err(DemoError::EventTooLarge(self.event_bytes));
         }
+        Ok(())
     }
 }
 

@@ -52,15 +52,17 @@ impl Countersigners {
     }
 }
 
-/// Ledger keys in hex as an auditor lists them: comma-separated or one a line, `#`
-/// starting a comment; an empty list, or a word that is not a key, is refused by name.
+/// Ledger keys in hex as an auditor lists them, one a line, `#` starting a comment; an
+/// empty list, or a line that is not a key, is refused by name.
 pub fn parse_key_list(text: &str) -> Result<BTreeSet<ValidatorKey>, String> {
-    let words = text.lines().flat_map(|line| line.split('#').next().unwrap_or("").split(','));
     let mut keys = BTreeSet::new();
-    for (n, word) in words.map(str::trim).filter(|word| !word.is_empty()).enumerate() {
-        let key = ValidatorKey::from_hex(word)
-            .map_err(|e| format!("key {} ({word:?}) is not a ledger key (64 hex digits): {e}", n + 1))?;
-        keys.insert(key);
+    for (n, line) in text.lines().enumerate() {
+        let word = line.split('#').next().unwrap_or("").trim();
+        if !word.is_empty() {
+            let key = ValidatorKey::from_hex(word)
+                .map_err(|e| format!("item {} ({word:?}) is not a ledger key (64 hex digits): {e}", n + 1))?;
+            keys.insert(key);
+        }
     }
     if keys.is_empty() {
         return Err("no ledger key in the list".into());
@@ -182,4 +184,18 @@ fn claims_at_end(
         }
     }
     Ok(Ok(points))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_key_list_is_one_key_a_line_and_anything_else_is_refused_by_its_item() {
+        let (a, b) = ("aa".repeat(32), "bb".repeat(32));
+        let keys = super::parse_key_list(&format!("# countersigners\n{a}\n\n{b}  # the second\n")).unwrap();
+        assert_eq!(keys.len(), 2);
+        let two_on_a_line = super::parse_key_list(&format!("{a},{b}\n")).unwrap_err();
+        assert!(two_on_a_line.starts_with("item 1 "), "{two_on_a_line}");
+        assert!(super::parse_key_list(&format!("{a}\nnot-a-key\n")).unwrap_err().starts_with("item 2 "));
+        assert_eq!(super::parse_key_list("# none\n").unwrap_err(), "no ledger key in the list");
+    }
 }

@@ -83,13 +83,13 @@ pub struct StoreReport {
 impl StoreReport {
     /// `af ledger verify --json`: the report with its rates over `seconds`, and the
     /// recovery the store's writer will make on opening it, if any.
-    pub fn json(&self, seconds: f64, recovery_needed: Option<String>) -> serde_json::Value {
-        let mut value = serde_json::to_value(self).unwrap_or_default();
+    pub fn json(&self, seconds: f64, recovery_needed: Option<String>) -> Result<serde_json::Value, serde_json::Error> {
+        let mut value = serde_json::to_value(self)?;
         value["seconds"] = serde_json::json!(seconds);
         value["events_per_second"] = serde_json::json!(self.n_events as f64 / seconds);
         value["mib_per_second"] = serde_json::json!(self.n_bytes as f64 / 1048576.0 / seconds);
         value["recovery_needed"] = serde_json::json!(recovery_needed);
-        value
+        Ok(value)
     }
 
     /// `af ledger verify`'s report in words: a line per chain and for the indexes, then
